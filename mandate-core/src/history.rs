@@ -1,1 +1,171 @@
-//! placeholder
+//! What the policy engine needs to know about an agent's past: its recent requests (the
+//! velocity window) and its mandate's spend this month.
+//!
+//! Both are plain data with pure update functions, so a server can keep them in memory for
+//! speed and rebuild them from stored decisions at start: feeding the stored requests, in
+//! order, through [`AgentHistory::record`] gives the same state as having served them.
+
+use time::{Month, OffsetDateTime, UtcOffset};
+
+use crate::amount::Amount;
+use crate::policy::{Evaluation, Verdict};
+
+/// The velocity rule: more than this many requests ...
+pub const VELOCITY_LIMIT: usize = 10;
+/// ... within this many milliseconds gives `deny_velocity`.
+pub const VELOCITY_WINDOW_MS: i64 = 60_000;
+
+/// The times of an agent's most recent requests, enough to apply the velocity rule.
+///
+/// Only the last [`VELOCITY_LIMIT`] request times matter: the next request is over the
+/// limit exactly when the oldest of those is inside the trailing window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct VelocityWindow {
+    /// Ring buffer of request times, unix milliseconds.
+    times: [i64; VELOCITY_LIMIT],
+    /// How many slots hold a time (at most `VELOCITY_LIMIT`).
+    len: usize,
+    /// Index of the oldest time when full; the next slot to write.
+    next: usize,
+}
+
+impl VelocityWindow {
+    /// Whether a request at `now_ms` would be more than the [`VELOCITY_LIMIT`]th in the
+    /// trailing window `(now - 60 s, now]`.
+    pub fn is_exceeded_at(&self, now_ms: i64) -> bool {
+        self.len == VELOCITY_LIMIT && self.times[self.next] > now_ms - VELOCITY_WINDOW_MS
+    }
+
+    /// How many recorded requests fall in the trailing window at `now_ms`.
+    pub fn count_at(&self, now_ms: i64) -> usize {
+        self.times[..self.len]
+            .iter()
+            .filter(|&&t| t > now_ms - VELOCITY_WINDOW_MS)
+            .count()
+    }
+
+    /// Records a request at `at_ms`. Requests are expected in time order.
+    pub fn record(&mut self, at_ms: i64) {
+        self.times[self.next] = at_ms;
+        self.next = (self.next + 1) % VELOCITY_LIMIT;
+        if self.len < VELOCITY_LIMIT {
+            self.len += 1;
+        }
+    }
+}
+
+/// A mandate's allowed spend in one calendar month, UTC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MonthToDate {
+    year: i32,
+    month: u8,
+    total: Amount,
+}
+
+fn month_of(at: OffsetDateTime) -> (i32, u8) {
+    let at = at.to_offset(UtcOffset::UTC);
+    (at.year(), u8::from(at.month()))
+}
+
+impl MonthToDate {
+    /// The spend in the calendar month (UTC) that contains `now`.
+    pub fn total_at(&self, now: OffsetDateTime) -> Amount {
+        if month_of(now) == (self.year, self.month) {
+            self.total
+        } else {
+            Amount::ZERO
+        }
+    }
+
+    /// Adds an allowed amount spent at `at`; a new month starts from zero.
+    pub fn add(&mut self, amount: Amount, at: OffsetDateTime) {
+        let (year, month) = month_of(at);
+        if (year, month) != (self.year, self.month) {
+            *self = Self {
+                year,
+                month,
+                total: Amount::ZERO,
+            };
+        }
+        // Saturate rather than wrap: a total past Decimal's range is over any limit anyway.
+        self.total = self.total.checked_add(amount).unwrap_or(self.total);
+    }
+
+    /// The month this total belongs to, as (year, month).
+    pub fn month(&self) -> Option<(i32, Month)> {
+        Month::try_from(self.month).ok().map(|m| (self.year, m))
+    }
+}
+
+/// Everything the engine needs about one agent's past.
+///
+/// `velocity` is per agent and survives a new mandate; `spend` belongs to the agent's current
+/// mandate, and the owner resets it (to `MonthToDate::default()`) when a new mandate
+/// supersedes the old one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AgentHistory {
+    /// The agent's recent requests.
+    pub velocity: VelocityWindow,
+    /// The current mandate's month-to-date allowed spend.
+    pub spend: MonthToDate,
+}
+
+impl AgentHistory {
+    /// Records a request that reached the engine. Every request counts for velocity,
+    /// whatever its verdict; an `allow` verdict (the effective one, what was returned and
+    /// signed) adds its amount to the month-to-date spend.
+    pub fn record(&mut self, evaluation: &Evaluation, amount: Amount, now: OffsetDateTime) {
+        self.velocity.record(unix_ms(now));
+        if evaluation.verdict == Verdict::Allow {
+            self.spend.add(amount, now);
+        }
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn unix_ms(at: OffsetDateTime) -> i64 {
+    // i128 nanoseconds to i64 milliseconds: in range for any date this service meets.
+    i64::try_from(at.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use time::macros::datetime;
+
+    #[test]
+    fn the_eleventh_request_inside_sixty_seconds_is_over() {
+        let mut window = VelocityWindow::default();
+        for i in 0..10 {
+            assert!(!window.is_exceeded_at(i * 1000));
+            window.record(i * 1000);
+        }
+        // 10 requests at 0..9 s: the 11th at 59.999 s is over, at 60 s the first has left.
+        assert!(window.is_exceeded_at(59_999));
+        assert!(!window.is_exceeded_at(60_000));
+        assert_eq!(window.count_at(59_999), 10);
+        assert_eq!(window.count_at(60_000), 9);
+    }
+
+    #[test]
+    fn month_to_date_resets_on_a_new_month() {
+        let mut spend = MonthToDate::default();
+        let a = Amount::parse("40").unwrap();
+        spend.add(a, datetime!(2026-11-30 23:59:59 UTC));
+        spend.add(a, datetime!(2026-11-30 23:59:59 UTC));
+        assert_eq!(
+            spend.total_at(datetime!(2026-11-01 0:00 UTC)).to_string(),
+            "80"
+        );
+        assert_eq!(spend.total_at(datetime!(2026-12-01 0:00 UTC)), Amount::ZERO);
+        spend.add(a, datetime!(2026-12-01 0:00 UTC));
+        assert_eq!(
+            spend.total_at(datetime!(2026-12-15 0:00 UTC)).to_string(),
+            "40"
+        );
+        // Another time zone is read in UTC.
+        let local = datetime!(2026-12-31 20:00 -05:00);
+        assert_eq!(spend.total_at(local), Amount::ZERO);
+    }
+}

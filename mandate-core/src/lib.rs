@@ -13,6 +13,7 @@ pub mod amount;
 pub mod claims;
 pub mod cursor;
 pub mod escrow;
+pub mod field;
 pub mod history;
 pub mod id;
 pub mod jwk;

@@ -1,1 +1,438 @@
-//! placeholder
+//! Mandates: the data that grants an agent authority to spend.
+//!
+//! A [`MandateDraft`] is parsed from the JSON body of `POST /v1/mandates` by
+//! [`MandateDraft::from_json`], which names the offending field in every error
+//! (`limits.currency is required`, `unknown field foo`). Past that edge a [`Mandate`] only
+//! holds valid values. Whether a mandate is expired is a question of time, so it is asked
+//! with `now` ([`Mandate::status_at`]), never stored.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use time::{Date, OffsetDateTime};
+
+use crate::amount::Amount;
+use crate::field::{FieldError, amount, check_fields, invalid, present, required, string};
+use crate::id::{AgentId, MandateId};
+use crate::names::{Category, Currency, Principal};
+
+/// The limits of a mandate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    /// The hard cap on one transaction.
+    pub per_transaction: Amount,
+    /// The cap on this mandate's allowed spend in one calendar month (UTC), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_month: Option<Amount>,
+    /// The currency every amount is in.
+    pub currency: Currency,
+}
+
+/// Escrow terms: stored and echoed, never read by the policy engine.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EscrowTerms {
+    /// Amounts above this would call for an escrow (informational).
+    pub required_above: Amount,
+}
+
+/// A validated mandate body, before the server gives it an id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MandateDraft {
+    /// The agent the mandate is for.
+    pub agent: AgentId,
+    /// The accountable party.
+    pub principal: Option<Principal>,
+    /// Spending limits.
+    pub limits: Limits,
+    /// Allowed categories, non-empty, without duplicates, in the order given.
+    pub categories: Vec<Category>,
+    /// Amounts above this get `review`.
+    pub review_above: Option<Amount>,
+    /// Last day (UTC) on which the mandate is valid.
+    pub expires: Date,
+    /// Escrow terms, stored and echoed.
+    pub escrow: Option<EscrowTerms>,
+}
+
+/// The stored state of a mandate. `expired` is never stored: see [`Mandate::status_at`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MandateStatus {
+    /// In force.
+    Active,
+    /// Revoked by the organization.
+    Revoked,
+    /// Replaced by a newer mandate for the same agent.
+    Superseded,
+    /// Past its `expires` date.
+    Expired,
+}
+
+impl MandateStatus {
+    /// The status as it is written on the wire and in the database.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Active => "active",
+            Self::Revoked => "revoked",
+            Self::Superseded => "superseded",
+            Self::Expired => "expired",
+        }
+    }
+
+    /// Parses the wire form.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "active" => Some(Self::Active),
+            "revoked" => Some(Self::Revoked),
+            "superseded" => Some(Self::Superseded),
+            "expired" => Some(Self::Expired),
+            _ => None,
+        }
+    }
+}
+
+/// A mandate as stored: a draft with an id, a stored status and a creation time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mandate {
+    /// The mandate id.
+    pub id: MandateId,
+    /// The validated body.
+    pub terms: MandateDraft,
+    /// Stored status: `active`, `revoked` or `superseded`.
+    pub status: MandateStatus,
+    /// When it was created.
+    pub created_at: OffsetDateTime,
+}
+
+const READ_ONLY_FIELDS: &[&str] = &["id", "status", "created_at", "agent_key", "revoked_at"];
+const LIMIT_FIELDS: &[&str] = &["per_transaction", "per_month", "currency"];
+const TOP_FIELDS: &[&str] = &[
+    "agent",
+    "principal",
+    "limits",
+    "categories",
+    "review_above",
+    "expires",
+    "escrow",
+];
+/// Parses a `YYYY-MM-DD` date.
+pub fn parse_date(text: &str) -> Option<Date> {
+    let format = time::macros::format_description!("[year]-[month]-[day]");
+    if text.len() != 10 {
+        return None;
+    }
+    Date::parse(text, format).ok()
+}
+
+impl MandateDraft {
+    /// Parses and validates a mandate body, naming the field in every error.
+    pub fn from_json(body: &Value) -> Result<Self, FieldError> {
+        let object = body.as_object().ok_or(FieldError::NotAnObject)?;
+        check_fields(object, "", TOP_FIELDS, READ_ONLY_FIELDS)?;
+
+        let agent = AgentId::parse(string(required(object, "agent", "agent")?, "agent")?)
+            .map_err(|_| invalid("agent", "must be an agent id, agt_<name>"))?;
+
+        let principal = match present(object, "principal") {
+            Some(v) => Some(
+                Principal::parse(string(v, "principal")?).map_err(|e| invalid("principal", e))?,
+            ),
+            None => None,
+        };
+
+        let limits_value = required(object, "limits", "limits")?;
+        let limits_object = limits_value
+            .as_object()
+            .ok_or_else(|| invalid("limits", "must be an object"))?;
+        check_fields(limits_object, "limits.", LIMIT_FIELDS, &[])?;
+        let per_transaction = amount(
+            required(limits_object, "per_transaction", "limits.per_transaction")?,
+            "limits.per_transaction",
+        )?;
+        let per_month = present(limits_object, "per_month")
+            .map(|v| amount(v, "limits.per_month"))
+            .transpose()?;
+        let currency_text = string(
+            required(limits_object, "currency", "limits.currency")?,
+            "limits.currency",
+        )?;
+        let currency = Currency::parse(currency_text).map_err(|e| invalid("limits.currency", e))?;
+
+        let categories_value = required(object, "categories", "categories")?;
+        let items = categories_value
+            .as_array()
+            .ok_or_else(|| invalid("categories", "must be an array of strings"))?;
+        if items.is_empty() {
+            return Err(invalid("categories", "must not be empty"));
+        }
+        if items.len() > 100 {
+            return Err(invalid("categories", "must have at most 100 entries"));
+        }
+        let mut categories: Vec<Category> = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            let path = format!("categories[{i}]");
+            let category = Category::parse(string(item, &path)?).map_err(|e| invalid(&path, e))?;
+            if !categories.contains(&category) {
+                categories.push(category);
+            }
+        }
+
+        let review_above = present(object, "review_above")
+            .map(|v| amount(v, "review_above"))
+            .transpose()?;
+
+        let expires_text = string(required(object, "expires", "expires")?, "expires")?;
+        let expires = parse_date(expires_text)
+            .ok_or_else(|| invalid("expires", "must be a date, YYYY-MM-DD"))?;
+
+        let escrow = match present(object, "escrow") {
+            Some(v) => {
+                let escrow_object = v
+                    .as_object()
+                    .ok_or_else(|| invalid("escrow", "must be an object"))?;
+                check_fields(escrow_object, "escrow.", &["required_above"], &[])?;
+                let required_above = amount(
+                    required(escrow_object, "required_above", "escrow.required_above")?,
+                    "escrow.required_above",
+                )?;
+                Some(EscrowTerms { required_above })
+            }
+            None => None,
+        };
+
+        Ok(Self {
+            agent,
+            principal,
+            limits: Limits {
+                per_transaction,
+                per_month,
+                currency,
+            },
+            categories,
+            review_above,
+            expires,
+            escrow,
+        })
+    }
+}
+
+impl Mandate {
+    /// Whether the mandate is past its `expires` date at `now`. A mandate is valid through
+    /// the last second of its `expires` date, UTC.
+    pub fn is_expired_at(&self, now: OffsetDateTime) -> bool {
+        now.to_offset(time::UtcOffset::UTC).date() > self.terms.expires
+    }
+
+    /// The status as seen at `now`: a stored `active` mandate past its date reads `expired`.
+    pub fn status_at(&self, now: OffsetDateTime) -> MandateStatus {
+        match self.status {
+            MandateStatus::Active if self.is_expired_at(now) => MandateStatus::Expired,
+            other => other,
+        }
+    }
+
+    /// The mandate in its API shape, with the status as seen at `now`.
+    pub fn to_json(&self, now: OffsetDateTime) -> Value {
+        let mut out = Map::new();
+        out.insert("id".into(), Value::String(self.id.to_string()));
+        out.insert("agent".into(), Value::String(self.terms.agent.to_string()));
+        if let Some(principal) = &self.terms.principal {
+            out.insert("principal".into(), Value::String(principal.to_string()));
+        }
+        out.insert(
+            "limits".into(),
+            serde_json::to_value(&self.terms.limits).unwrap_or(Value::Null),
+        );
+        out.insert(
+            "categories".into(),
+            Value::Array(
+                self.terms
+                    .categories
+                    .iter()
+                    .map(|c| Value::String(c.to_string()))
+                    .collect(),
+            ),
+        );
+        if let Some(review_above) = self.terms.review_above {
+            out.insert(
+                "review_above".into(),
+                serde_json::to_value(review_above).unwrap_or(Value::Null),
+            );
+        }
+        out.insert(
+            "expires".into(),
+            Value::String(format_date(self.terms.expires)),
+        );
+        if let Some(escrow) = &self.terms.escrow {
+            out.insert(
+                "escrow".into(),
+                serde_json::to_value(escrow).unwrap_or(Value::Null),
+            );
+        }
+        out.insert(
+            "status".into(),
+            Value::String(self.status_at(now).as_str().to_owned()),
+        );
+        out.insert(
+            "created_at".into(),
+            Value::String(format_timestamp(self.created_at)),
+        );
+        Value::Object(out)
+    }
+}
+
+/// Formats a date as `YYYY-MM-DD`.
+pub fn format_date(date: Date) -> String {
+    format!(
+        "{:04}-{:02}-{:02}",
+        date.year(),
+        u8::from(date.month()),
+        date.day()
+    )
+}
+
+/// Formats a timestamp as RFC 3339 in UTC with second precision, e.g. `2026-11-22T14:00:00Z`.
+pub fn format_timestamp(at: OffsetDateTime) -> String {
+    let at = at.to_offset(time::UtcOffset::UTC);
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
+        at.year(),
+        u8::from(at.month()),
+        at.day(),
+        at.hour(),
+        at.minute(),
+        at.second()
+    )
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use time::macros::datetime;
+
+    fn body() -> Value {
+        // Parsed from text: the json! macro would read 100.10 as an f64 literal.
+        serde_json::from_str(
+            r#"{
+                "agent": "agt_buyer",
+                "principal": "role:cfo",
+                "limits": {"per_transaction": 100.10, "per_month": 1000, "currency": "USD"},
+                "categories": ["software", "travel"],
+                "review_above": 50,
+                "expires": "2026-12-31",
+                "escrow": {"required_above": 500}
+            }"#,
+        )
+        .unwrap()
+    }
+
+    fn error_for(edit: impl FnOnce(&mut Value)) -> String {
+        let mut value = body();
+        edit(&mut value);
+        MandateDraft::from_json(&value).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_full_body_parses_exactly() {
+        let draft = MandateDraft::from_json(&body()).unwrap();
+        assert_eq!(draft.limits.per_transaction.to_string(), "100.10");
+        assert_eq!(draft.categories.len(), 2);
+        assert_eq!(format_date(draft.expires), "2026-12-31");
+        assert_eq!(draft.escrow.unwrap().required_above.to_string(), "500");
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        assert_eq!(
+            error_for(|v| {
+                v["limits"].as_object_mut().unwrap().remove("currency");
+            }),
+            "limits.currency is required"
+        );
+        assert_eq!(error_for(|v| v["foo"] = json!(1)), "unknown field foo");
+        assert_eq!(
+            error_for(|v| v["limits"]["daily"] = json!(1)),
+            "unknown field limits.daily"
+        );
+        assert_eq!(
+            error_for(|v| v["id"] = json!("mnd_x")),
+            "id is read-only and cannot be set"
+        );
+        assert_eq!(
+            error_for(|v| v["status"] = json!("active")),
+            "status is read-only and cannot be set"
+        );
+        assert_eq!(
+            error_for(|v| v["categories"] = json!([])),
+            "categories must not be empty"
+        );
+        assert_eq!(
+            error_for(|v| v["limits"]["per_transaction"] = json!("100")),
+            "limits.per_transaction must be a plain decimal number such as 12.50"
+        );
+        assert_eq!(
+            error_for(|v| v["limits"]["per_transaction"] = json!(-1)),
+            "limits.per_transaction must be >= 0"
+        );
+        assert_eq!(
+            error_for(|v| v["limits"]["currency"] = json!("usd")),
+            "limits.currency must be three upper-case letters, for example USD"
+        );
+        assert_eq!(
+            error_for(|v| v["expires"] = json!("2026-13-01")),
+            "expires must be a date, YYYY-MM-DD"
+        );
+        assert_eq!(
+            error_for(|v| v["agent"] = json!("buyer")),
+            "agent must be an agent id, agt_<name>"
+        );
+        assert_eq!(
+            error_for(|v| {
+                v.as_object_mut().unwrap().remove("expires");
+            }),
+            "expires is required"
+        );
+        assert_eq!(
+            error_for(|v| v["escrow"] = json!({"required_above": 1, "x": 2})),
+            "unknown field escrow.x"
+        );
+        assert_eq!(
+            MandateDraft::from_json(&json!([])).unwrap_err(),
+            FieldError::NotAnObject
+        );
+    }
+
+    #[test]
+    fn optional_fields_may_be_absent() {
+        let draft = MandateDraft::from_json(&json!({
+            "agent": "agt_a",
+            "limits": {"per_transaction": 5, "currency": "EUR"},
+            "categories": ["x", "x"],
+            "expires": "2027-01-01"
+        }))
+        .unwrap();
+        assert_eq!(draft.categories.len(), 1);
+        assert!(draft.principal.is_none() && draft.review_above.is_none());
+    }
+
+    #[test]
+    fn expiry_is_inclusive_of_the_last_day_utc() {
+        let mandate = Mandate {
+            id: MandateId::from_random([0; 16]),
+            terms: MandateDraft::from_json(&body()).unwrap(),
+            status: MandateStatus::Active,
+            created_at: datetime!(2026-11-01 0:00 UTC),
+        };
+        assert!(!mandate.is_expired_at(datetime!(2026-12-31 23:59:59 UTC)));
+        assert!(mandate.is_expired_at(datetime!(2027-01-01 0:00 UTC)));
+        assert_eq!(
+            mandate.status_at(datetime!(2027-01-01 0:00 UTC)),
+            MandateStatus::Expired
+        );
+        let json = mandate.to_json(datetime!(2026-12-01 0:00 UTC));
+        assert_eq!(json["status"], "active");
+        assert_eq!(json["limits"]["per_transaction"].to_string(), "100.10");
+        assert_eq!(json["created_at"], "2026-11-01T00:00:00Z");
+    }
+}

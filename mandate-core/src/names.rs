@@ -10,19 +10,19 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NameError {
     /// An agent name outside `[a-z0-9][a-z0-9_-]{0,62}`.
-    #[error("name must match [a-z0-9][a-z0-9_-]{{0,62}}")]
+    #[error("must match [a-z0-9][a-z0-9_-]{{0,62}}")]
     AgentName,
     /// A recipient not of the form `vendor:<name>`.
-    #[error("recipient must be vendor:<name>, where name is 1 to 128 characters of [A-Za-z0-9._-]")]
+    #[error("must be vendor:<name>, where name is 1 to 128 characters of [A-Za-z0-9._-]")]
     Recipient,
     /// A principal not of the form `role:<name>`.
-    #[error("principal must be role:<name>, where name is 1 to 64 characters of [A-Za-z0-9._-]")]
+    #[error("must be role:<name>, where name is 1 to 64 characters of [A-Za-z0-9._-]")]
     Principal,
     /// A category outside `[a-z0-9][a-z0-9_.-]{0,63}`.
-    #[error("category must be 1 to 64 characters of [a-z0-9_.-], starting with a letter or digit")]
+    #[error("must be 1 to 64 characters of [a-z0-9_.-], starting with a letter or digit")]
     Category,
     /// A currency that is not three upper-case letters.
-    #[error("currency must be three upper-case letters, for example USD")]
+    #[error("must be three upper-case letters, for example USD")]
     Currency,
 }
 

@@ -1,6 +1,24 @@
-//! The policy engine.
+//! The policy engine: one pure function from a mandate, a request, the agent's history,
+//! the enforcement mode and `now` to an [`Evaluation`].
+//!
+//! The rules run in a fixed order and the first that holds is the verdict:
+//! `deny_no_mandate`, `deny_revoked`, `deny_expired`, `deny_velocity`, `deny_category`,
+//! `deny_limit` (currency, per transaction, per month), `review`, `allow`. Every denial
+//! carries a reason naming the numbers involved. In observe mode nothing blocks: the
+//! returned verdict is `allow` and `policy_verdict` keeps what enforcement would have said.
+
+use std::fmt;
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use time::OffsetDateTime;
+
+use crate::amount::Amount;
+use crate::field::{FieldError, amount, check_fields, invalid, object, required, string};
+use crate::history::{AgentHistory, unix_ms};
+use crate::id::AgentId;
+use crate::mandate::{Mandate, MandateStatus, format_date};
+use crate::names::{Category, Currency, Recipient};
 
 /// The outcome of an authorization request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -22,4 +40,309 @@ pub enum Verdict {
     DenyCategory,
     /// A limit (per transaction, per month, or the currency) is exceeded.
     DenyLimit,
+}
+
+impl Verdict {
+    /// Every verdict, in the order the engine checks them (allow last).
+    pub const ALL: [Verdict; 8] = [
+        Verdict::DenyNoMandate,
+        Verdict::DenyRevoked,
+        Verdict::DenyExpired,
+        Verdict::DenyVelocity,
+        Verdict::DenyCategory,
+        Verdict::DenyLimit,
+        Verdict::Review,
+        Verdict::Allow,
+    ];
+
+    /// The wire form, for example `deny_limit`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Allow => "allow",
+            Self::Review => "review",
+            Self::DenyNoMandate => "deny_no_mandate",
+            Self::DenyRevoked => "deny_revoked",
+            Self::DenyExpired => "deny_expired",
+            Self::DenyVelocity => "deny_velocity",
+            Self::DenyCategory => "deny_category",
+            Self::DenyLimit => "deny_limit",
+        }
+    }
+
+    /// Parses the wire form.
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|v| v.as_str() == text)
+    }
+
+    /// Whether this is one of the `deny_*` codes.
+    pub fn is_denial(self) -> bool {
+        !matches!(self, Self::Allow | Self::Review)
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The enforcement mode of an environment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Verdicts are recorded, nothing blocks.
+    Observe,
+    /// Verdicts take effect.
+    Enforce,
+}
+
+impl Mode {
+    /// The wire form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Observe => "observe",
+            Self::Enforce => "enforce",
+        }
+    }
+
+    /// Parses the wire form.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "observe" => Some(Self::Observe),
+            "enforce" => Some(Self::Enforce),
+            _ => None,
+        }
+    }
+}
+
+/// An agent's request to spend, parsed at the edge.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuthorizationRequest {
+    /// The agent asking (from its key, not from the body).
+    pub agent: AgentId,
+    /// The amount, exact.
+    pub amount: Amount,
+    /// The currency of the amount.
+    pub currency: Currency,
+    /// Who is to be paid, `vendor:<name>`.
+    pub recipient: Recipient,
+    /// The spending category.
+    pub category: Category,
+}
+
+impl AuthorizationRequest {
+    /// Parses the body of `POST /v1/authorizations` for `agent`, naming the field in every
+    /// error.
+    pub fn from_json(agent: AgentId, body: &Value) -> Result<Self, FieldError> {
+        let fields = object(body)?;
+        check_fields(
+            fields,
+            "",
+            &["amount", "currency", "recipient", "category"],
+            &["agent", "id", "verdict"],
+        )?;
+        let amount = amount(required(fields, "amount", "amount")?, "amount")?;
+        let currency = Currency::parse(string(
+            required(fields, "currency", "currency")?,
+            "currency",
+        )?)
+        .map_err(|e| invalid("currency", e))?;
+        let recipient = Recipient::parse(string(
+            required(fields, "recipient", "recipient")?,
+            "recipient",
+        )?)
+        .map_err(|e| invalid("recipient", e))?;
+        let category = Category::parse(string(
+            required(fields, "category", "category")?,
+            "category",
+        )?)
+        .map_err(|e| invalid("category", e))?;
+        Ok(Self {
+            agent,
+            amount,
+            currency,
+            recipient,
+            category,
+        })
+    }
+}
+
+/// What the engine concluded, with its reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Evaluation {
+    /// The verdict returned and signed: in observe mode always `allow`.
+    pub verdict: Verdict,
+    /// What the rules say, whatever the mode.
+    pub policy_verdict: Verdict,
+    /// Why, with the numbers involved; `None` for a plain `allow`.
+    pub reason: Option<String>,
+}
+
+impl Evaluation {
+    /// Whether a review should be opened: only when `review` is the returned verdict.
+    pub fn opens_review(&self) -> bool {
+        self.verdict == Verdict::Review
+    }
+}
+
+/// The rules, in order, without the mode applied.
+fn judge(
+    mandate: Option<&Mandate>,
+    request: &AuthorizationRequest,
+    history: &AgentHistory,
+    now: OffsetDateTime,
+) -> (Verdict, Option<String>) {
+    let Some(mandate) = mandate else {
+        return (
+            Verdict::DenyNoMandate,
+            Some(format!("agent {} has no mandate", request.agent)),
+        );
+    };
+    match mandate.status {
+        MandateStatus::Revoked => {
+            return (
+                Verdict::DenyRevoked,
+                Some(format!("mandate {} was revoked", mandate.id)),
+            );
+        }
+        MandateStatus::Superseded => {
+            // A superseded mandate is never current; treat it as absent rather than allow.
+            return (
+                Verdict::DenyNoMandate,
+                Some(format!(
+                    "mandate {} was superseded and the agent has no current mandate",
+                    mandate.id
+                )),
+            );
+        }
+        MandateStatus::Active | MandateStatus::Expired => {}
+    }
+    let terms = &mandate.terms;
+    if mandate.status == MandateStatus::Expired || mandate.is_expired_at(now) {
+        return (
+            Verdict::DenyExpired,
+            Some(format!(
+                "mandate {} expired at the end of {}",
+                mandate.id,
+                format_date(terms.expires)
+            )),
+        );
+    }
+    if history.velocity.is_exceeded_at(unix_ms(now)) {
+        return (
+            Verdict::DenyVelocity,
+            Some(format!(
+                "more than {} requests from agent {} within {} seconds",
+                crate::history::VELOCITY_LIMIT,
+                request.agent,
+                crate::history::VELOCITY_WINDOW_MS / 1000
+            )),
+        );
+    }
+    if !terms.categories.contains(&request.category) {
+        return (
+            Verdict::DenyCategory,
+            Some(format!(
+                "category {} is not allowed by mandate {}",
+                request.category, mandate.id
+            )),
+        );
+    }
+    let limits = &terms.limits;
+    if request.currency != limits.currency {
+        return (
+            Verdict::DenyLimit,
+            Some(format!(
+                "currency {} differs from the mandate's currency {}",
+                request.currency, limits.currency
+            )),
+        );
+    }
+    if request.amount > limits.per_transaction {
+        return (
+            Verdict::DenyLimit,
+            Some(format!(
+                "amount {} exceeds per_transaction limit {}",
+                request.amount, limits.per_transaction
+            )),
+        );
+    }
+    if let Some(per_month) = limits.per_month {
+        let spent = history.spend.total_at(now);
+        let over = match spent.checked_add(request.amount) {
+            Some(total) => total > per_month,
+            None => true,
+        };
+        if over {
+            return (
+                Verdict::DenyLimit,
+                Some(format!(
+                    "month-to-date spend {spent} plus amount {} exceeds per_month limit {per_month}",
+                    request.amount
+                )),
+            );
+        }
+    }
+    if let Some(review_above) = terms.review_above
+        && request.amount > review_above
+    {
+        return (
+            Verdict::Review,
+            Some(format!(
+                "amount {} is above review_above {review_above} and needs a human review",
+                request.amount
+            )),
+        );
+    }
+    (Verdict::Allow, None)
+}
+
+/// Evaluates a request. `mandate` is the agent's current mandate (the newest one, whatever
+/// its status), `history` the agent's past as of just before this request.
+///
+/// The caller records the request afterwards with
+/// [`AgentHistory::record`](crate::history::AgentHistory::record).
+pub fn evaluate(
+    mandate: Option<&Mandate>,
+    request: &AuthorizationRequest,
+    history: &AgentHistory,
+    mode: Mode,
+    now: OffsetDateTime,
+) -> Evaluation {
+    let (policy_verdict, reason) = judge(mandate, request, history, now);
+    let verdict = match mode {
+        Mode::Enforce => policy_verdict,
+        Mode::Observe => Verdict::Allow,
+    };
+    Evaluation {
+        verdict,
+        policy_verdict,
+        reason,
+    }
+}
+
+/// Re-checks an approved review against the mandate as it is now: revoked, expired or
+/// over `per_month` gives that denial instead of `allow`; the review threshold and the
+/// velocity rule are not applied again.
+pub fn evaluate_approval(
+    mandate: Option<&Mandate>,
+    request: &AuthorizationRequest,
+    history: &AgentHistory,
+    now: OffsetDateTime,
+) -> Evaluation {
+    let mut relaxed = mandate.cloned();
+    if let Some(m) = relaxed.as_mut() {
+        m.terms.review_above = None;
+    }
+    // Velocity is not re-applied: judge against a history with an empty window.
+    let history = AgentHistory {
+        velocity: Default::default(),
+        spend: history.spend,
+    };
+    let (policy_verdict, reason) = judge(relaxed.as_ref(), request, &history, now);
+    Evaluation {
+        verdict: policy_verdict,
+        policy_verdict,
+        reason,
+    }
 }
