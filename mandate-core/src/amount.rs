@@ -87,8 +87,8 @@ impl FromStr for Amount {
 impl Serialize for Amount {
     /// Serializes as a JSON number with exactly the stored digits.
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let number = serde_json::Number::from_str(&self.0.to_string())
-            .map_err(serde::ser::Error::custom)?;
+        let number =
+            serde_json::Number::from_str(&self.0.to_string()).map_err(serde::ser::Error::custom)?;
         number.serialize(serializer)
     }
 }

@@ -1,1 +1,493 @@
-//! placeholder
+//! ES256 JWS compact tokens: signing verdicts and events, and verifying them.
+//!
+//! A token is `base64url(header) "." base64url(claims) "." base64url(r || s)`, no padding,
+//! with the header `{"alg":"ES256","typ":"JWT","kid":…}`. Signing goes through the small
+//! [`Signer`] trait so that the server can plug in another backend without touching the
+//! format; [`P256Signer`] is the pure-Rust one.
+//!
+//! Verification pins ES256, picks the key by `kid` from a [`JwkSet`], checks the raw 64-byte
+//! signature with [`verify_es256`] (the same function the Wycheproof vectors run through),
+//! then the issuer, the expiry, the issue time and the kind of token: a verdict (`jti`
+//! `dec_…`) is never accepted where an event (`evt_…`) is expected, nor the reverse. Header
+//! members such as `jku`, `jwk` or `x5u` are never used: keys come from the set only.
+//! Time comes in as [`VerifyOptions::now`]; this module reads no clock.
+
+use std::fmt;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use p256::ecdsa::signature::Verifier as _;
+use p256::ecdsa::{Signature, SigningKey};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::claims::{EventClaims, VerdictClaims};
+use crate::id::{DecisionId, EventId};
+use crate::jwk::{ES256, Jwk, JwkSet};
+
+/// Why a token could not be signed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SignError {
+    /// The secret is not 32 bytes encoding a scalar in `1..n`.
+    #[error("secret key must be 32 bytes encoding a p-256 scalar between 1 and n-1")]
+    InvalidSecret,
+    /// The claims could not be serialized as JSON.
+    #[error("claims cannot be serialized: {0}")]
+    Claims(String),
+    /// The signing backend failed.
+    #[error("signing failed: {0}")]
+    Backend(String),
+}
+
+/// A signing key that makes ES256 signatures: the seam for other backends.
+pub trait Signer: Send + Sync {
+    /// The key id written into the header of every token this key signs.
+    fn kid(&self) -> &str;
+    /// Signs the JWS signing input (`header "." claims`, both base64url) with ECDSA P-256 and
+    /// SHA-256, returning the raw signature `r || s`, 32 bytes each, big-endian.
+    fn sign(&self, signing_input: &[u8]) -> Result<[u8; 64], SignError>;
+    /// The public half, as published in the JWK Set.
+    fn public_jwk(&self) -> Jwk;
+}
+
+/// A P-256 signing key in pure Rust (RFC 6979 deterministic nonces).
+#[derive(Clone)]
+pub struct P256Signer {
+    kid: String,
+    key: SigningKey,
+    jwk: Jwk,
+}
+
+impl P256Signer {
+    /// Makes a signer from a 32-byte big-endian scalar. The caller draws the bytes from a
+    /// secure RNG (the core has none); a value of zero or at least the group order is refused.
+    pub fn from_secret_bytes(kid: impl Into<String>, secret: &[u8]) -> Result<Self, SignError> {
+        if secret.len() != 32 {
+            return Err(SignError::InvalidSecret);
+        }
+        let key = SigningKey::from_slice(secret).map_err(|_| SignError::InvalidSecret)?;
+        let kid = kid.into();
+        let jwk = Jwk::from_verifying_key(kid.clone(), key.verifying_key());
+        Ok(Self { kid, key, jwk })
+    }
+
+    /// The secret scalar, to persist the key. **This is the private key**: store it only
+    /// where secrets belong, never log it, and wipe copies when done.
+    pub fn secret_bytes(&self) -> [u8; 32] {
+        self.key.to_bytes().into()
+    }
+}
+
+impl fmt::Debug for P256Signer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("P256Signer")
+            .field("kid", &self.kid)
+            .field("secret", &"<redacted>")
+            .finish_non_exhaustive()
+    }
+}
+
+impl Signer for P256Signer {
+    fn kid(&self) -> &str {
+        &self.kid
+    }
+
+    fn sign(&self, signing_input: &[u8]) -> Result<[u8; 64], SignError> {
+        let signature: Signature =
+            p256::ecdsa::signature::Signer::try_sign(&self.key, signing_input)
+                .map_err(|e| SignError::Backend(e.to_string()))?;
+        Ok(signature.to_bytes().into())
+    }
+
+    fn public_jwk(&self) -> Jwk {
+        self.jwk.clone()
+    }
+}
+
+/// Signs claims as a JWS compact token with the header `{"alg":"ES256","typ":"JWT","kid":…}`.
+pub fn sign_token<C: Serialize>(signer: &dyn Signer, claims: &C) -> Result<String, SignError> {
+    let kid = serde_json::to_string(signer.kid()).map_err(|e| SignError::Claims(e.to_string()))?;
+    let header = format!(r#"{{"alg":"{ES256}","typ":"JWT","kid":{kid}}}"#);
+    let payload = serde_json::to_vec(claims).map_err(|e| SignError::Claims(e.to_string()))?;
+    let mut token = URL_SAFE_NO_PAD.encode(header);
+    token.push('.');
+    URL_SAFE_NO_PAD.encode_string(payload, &mut token);
+    let signature = signer.sign(token.as_bytes())?;
+    token.push('.');
+    URL_SAFE_NO_PAD.encode_string(signature, &mut token);
+    Ok(token)
+}
+
+/// Checks a raw ES256 signature (`r || s`, exactly 64 bytes) of `message` against `jwk`.
+///
+/// Anything that is not 64 bytes (a DER signature, a short encoding), an `r` or `s` of zero
+/// or not below the group order, or a signature that does not verify gives `false`.
+pub fn verify_es256(jwk: &Jwk, message: &[u8], signature: &[u8]) -> bool {
+    if signature.len() != 64 {
+        return false;
+    }
+    match Signature::from_slice(signature) {
+        Ok(signature) => jwk.verifying_key().verify(message, &signature).is_ok(),
+        Err(_) => false,
+    }
+}
+
+/// What a verifier expects of a token besides its signature.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifyOptions {
+    /// The expected `iss`: the service's verdicts URL, compared exactly.
+    pub issuer: String,
+    /// The current time, seconds since the Unix epoch.
+    pub now: i64,
+    /// Allowed clock skew in seconds (negative values count as zero). A token is valid while
+    /// `now < exp + leeway` and refused when `iat > now + leeway`.
+    pub leeway_secs: i64,
+}
+
+/// The two kinds of signed token, told apart by the prefix of their `jti`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TokenKind {
+    /// A signed verdict, `jti` `dec_…`.
+    Verdict,
+    /// A signed webhook event, `jti` `evt_…`.
+    Event,
+}
+
+impl TokenKind {
+    /// The `jti` prefix of tokens of this kind.
+    pub fn jti_prefix(self) -> &'static str {
+        match self {
+            TokenKind::Verdict => DecisionId::PREFIX,
+            TokenKind::Event => EventId::PREFIX,
+        }
+    }
+
+    fn of_jti(jti: &str) -> Option<Self> {
+        [TokenKind::Verdict, TokenKind::Event]
+            .into_iter()
+            .find(|kind| jti.starts_with(kind.jti_prefix()))
+    }
+}
+
+impl fmt::Display for TokenKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TokenKind::Verdict => "verdict",
+            TokenKind::Event => "event",
+        })
+    }
+}
+
+/// Why a token was refused. Each way a token can be wrong has its own variant.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TokenError {
+    /// Not three segments of strict base64url (no padding), or a header that is not a JSON
+    /// object of the expected shape.
+    #[error("malformed token: {0}")]
+    Malformed(&'static str),
+    /// The header's `alg` is not exactly `ES256` (JSON text of what was found).
+    #[error("unsupported algorithm {0}: only \"ES256\" is accepted")]
+    UnsupportedAlgorithm(String),
+    /// The header has no `kid`.
+    #[error("token header has no kid")]
+    MissingKid,
+    /// No key in the set has the header's `kid`.
+    #[error("no key with kid {0:?} in the key set")]
+    UnknownKid(String),
+    /// The signature does not decode to exactly 64 bytes (raw `r || s`); a DER signature
+    /// lands here. Holds the length found.
+    #[error("signature must be 64 bytes (raw r || s), found {0}")]
+    SignatureLength(usize),
+    /// The signature does not verify against the key named by `kid`.
+    #[error("signature does not verify")]
+    BadSignature,
+    /// The claims are not a JSON object of the expected shape (including a non-integer `exp`
+    /// or `iat`, a missing claim or an unknown one).
+    #[error("malformed claims: {0}")]
+    MalformedClaims(String),
+    /// `iss` is not the expected issuer (holds what was found).
+    #[error("wrong issuer {0:?}")]
+    WrongIssuer(String),
+    /// `exp` has passed (with the leeway).
+    #[error("token expired at {exp}")]
+    Expired {
+        /// The token's `exp`.
+        exp: i64,
+    },
+    /// `iat` is later than now (with the leeway).
+    #[error("token issued in the future, at {iat}")]
+    IssuedInFuture {
+        /// The token's `iat`.
+        iat: i64,
+    },
+    /// A valid token of the other kind: an event presented as a verdict, or the reverse.
+    #[error("expected a {expected} token, found a {found} token")]
+    WrongKind {
+        /// The kind the caller asked for.
+        expected: TokenKind,
+        /// The kind the token is.
+        found: TokenKind,
+    },
+}
+
+/// Verifies a signed verdict and returns its claims.
+pub fn verify_verdict(
+    token: &str,
+    jwks: &JwkSet,
+    options: &VerifyOptions,
+) -> Result<VerdictClaims, TokenError> {
+    verify_claims(token, jwks, options, TokenKind::Verdict)
+}
+
+/// Verifies a signed webhook event and returns its claims.
+pub fn verify_event(
+    token: &str,
+    jwks: &JwkSet,
+    options: &VerifyOptions,
+) -> Result<EventClaims, TokenError> {
+    verify_claims(token, jwks, options, TokenKind::Event)
+}
+
+#[derive(Deserialize)]
+struct Header {
+    alg: Option<Value>,
+    kid: Option<Value>,
+    crit: Option<Value>,
+}
+
+/// The registered claims every token is checked on; other claims are left to `C`.
+#[derive(Deserialize)]
+struct Registered {
+    iss: Option<Value>,
+    jti: Option<Value>,
+    iat: Option<Value>,
+    exp: Option<Value>,
+}
+
+fn segment(text: &str) -> Result<Vec<u8>, TokenError> {
+    URL_SAFE_NO_PAD
+        .decode(text)
+        .map_err(|_| TokenError::Malformed("a segment is not base64url without padding"))
+}
+
+fn shown(value: &Value) -> String {
+    value.to_string().chars().take(64).collect()
+}
+
+fn integer(value: Option<&Value>, name: &str) -> Result<Option<i64>, TokenError> {
+    match value {
+        None => Ok(None),
+        Some(value) => value
+            .as_i64()
+            .map(Some)
+            .ok_or_else(|| TokenError::MalformedClaims(format!("{name} must be an integer"))),
+    }
+}
+
+/// The generic decode step: segments, header, key, signature, registered claims, then the
+/// typed claims.
+fn verify_claims<C: DeserializeOwned>(
+    token: &str,
+    jwks: &JwkSet,
+    options: &VerifyOptions,
+    expected: TokenKind,
+) -> Result<C, TokenError> {
+    let mut parts = token.split('.');
+    let (Some(header_b64), Some(payload_b64), Some(signature_b64), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(TokenError::Malformed("a token has exactly three segments"));
+    };
+    let header = segment(header_b64)?;
+    let payload = segment(payload_b64)?;
+    let signature = segment(signature_b64)?;
+    let header: Header = serde_json::from_slice(&header)
+        .map_err(|_| TokenError::Malformed("the header is not a json object"))?;
+    match &header.alg {
+        Some(Value::String(alg)) if alg == ES256 => {}
+        Some(other) => return Err(TokenError::UnsupportedAlgorithm(shown(other))),
+        None => return Err(TokenError::UnsupportedAlgorithm("(none given)".to_owned())),
+    }
+    if header.crit.is_some() {
+        return Err(TokenError::Malformed(
+            "critical header extensions are not supported",
+        ));
+    }
+    let kid = match &header.kid {
+        None | Some(Value::Null) => return Err(TokenError::MissingKid),
+        Some(Value::String(kid)) => kid,
+        Some(_) => return Err(TokenError::Malformed("the header kid is not a string")),
+    };
+    let jwk = jwks
+        .find(kid)
+        .ok_or_else(|| TokenError::UnknownKid(kid.chars().take(64).collect()))?;
+    if signature.len() != 64 {
+        return Err(TokenError::SignatureLength(signature.len()));
+    }
+    let signing_input_len = header_b64.len() + 1 + payload_b64.len();
+    let signing_input = token
+        .as_bytes()
+        .get(..signing_input_len)
+        .unwrap_or_default();
+    if !verify_es256(jwk, signing_input, &signature) {
+        return Err(TokenError::BadSignature);
+    }
+
+    let registered: Registered =
+        serde_json::from_slice(&payload).map_err(|e| TokenError::MalformedClaims(e.to_string()))?;
+    let found = match &registered.jti {
+        Some(Value::String(jti)) => TokenKind::of_jti(jti),
+        _ => None,
+    }
+    .ok_or_else(|| {
+        TokenError::MalformedClaims(format!("jti must start with {}", expected.jti_prefix()))
+    })?;
+    if found != expected {
+        return Err(TokenError::WrongKind { expected, found });
+    }
+    match &registered.iss {
+        Some(Value::String(iss)) if *iss == options.issuer => {}
+        Some(other) => {
+            let found = other.as_str().map_or_else(|| shown(other), str::to_owned);
+            return Err(TokenError::WrongIssuer(found.chars().take(64).collect()));
+        }
+        None => return Err(TokenError::MalformedClaims("iss is missing".to_owned())),
+    }
+    let leeway = options.leeway_secs.max(0);
+    let exp = integer(registered.exp.as_ref(), "exp")?;
+    let iat = integer(registered.iat.as_ref(), "iat")?
+        .ok_or_else(|| TokenError::MalformedClaims("iat is missing".to_owned()))?;
+    match (exp, expected) {
+        (Some(exp), _) if options.now >= exp.saturating_add(leeway) => {
+            return Err(TokenError::Expired { exp });
+        }
+        (None, TokenKind::Verdict) => {
+            return Err(TokenError::MalformedClaims("exp is missing".to_owned()));
+        }
+        _ => {}
+    }
+    if iat > options.now.saturating_add(leeway) {
+        return Err(TokenError::IssuedInFuture { iat });
+    }
+    serde_json::from_slice(&payload).map_err(|e| TokenError::MalformedClaims(e.to_string()))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const ISS: &str = "https://verdicts.example";
+
+    fn signer() -> P256Signer {
+        P256Signer::from_secret_bytes("sandbox-1", &[9; 32]).unwrap()
+    }
+
+    fn options(now: i64) -> VerifyOptions {
+        VerifyOptions {
+            issuer: ISS.to_owned(),
+            now,
+            leeway_secs: 0,
+        }
+    }
+
+    fn event(iat: i64) -> Value {
+        json!({
+            "iss": ISS,
+            "jti": "evt_0123",
+            "iat": iat,
+            "type": "ping",
+            "data": {"webhook": "whk_1"},
+        })
+    }
+
+    #[test]
+    fn secrets_are_32_byte_scalars() {
+        assert_eq!(
+            P256Signer::from_secret_bytes("k", &[0; 32]).err(),
+            Some(SignError::InvalidSecret)
+        );
+        assert_eq!(
+            P256Signer::from_secret_bytes("k", &[0xff; 32]).err(),
+            Some(SignError::InvalidSecret)
+        );
+        assert_eq!(
+            P256Signer::from_secret_bytes("k", &[1; 31]).err(),
+            Some(SignError::InvalidSecret)
+        );
+        let signer = signer();
+        assert_eq!(signer.secret_bytes(), [9; 32]);
+        let again = P256Signer::from_secret_bytes("sandbox-1", &signer.secret_bytes()).unwrap();
+        assert_eq!(again.public_jwk(), signer.public_jwk());
+    }
+
+    #[test]
+    fn debug_hides_the_secret() {
+        let text = format!("{:?}", signer());
+        assert!(text.contains("sandbox-1"));
+        assert!(text.contains("redacted"));
+        assert!(!text.contains("9, 9"));
+    }
+
+    #[test]
+    fn header_is_exact() {
+        let token = sign_token(&signer(), &event(1)).unwrap();
+        let header = token.split('.').next().unwrap();
+        assert_eq!(
+            URL_SAFE_NO_PAD.decode(header).unwrap(),
+            br#"{"alg":"ES256","typ":"JWT","kid":"sandbox-1"}"#
+        );
+        assert_eq!(token.split('.').nth(2).unwrap().len(), 86);
+        assert!(!token.contains('='));
+    }
+
+    #[test]
+    fn event_round_trip_and_iat_check() {
+        let signer = signer();
+        let jwks = JwkSet {
+            keys: vec![signer.public_jwk()],
+        };
+        let token = sign_token(&signer, &event(100)).unwrap();
+        let claims = verify_event(&token, &jwks, &options(100)).unwrap();
+        assert_eq!(claims.event_type, "ping");
+        assert_eq!(claims.jti.as_str(), "evt_0123");
+        assert_eq!(
+            verify_event(&token, &jwks, &options(99)),
+            Err(TokenError::IssuedInFuture { iat: 100 })
+        );
+        let lenient = VerifyOptions {
+            leeway_secs: 1,
+            ..options(99)
+        };
+        assert!(verify_event(&token, &jwks, &lenient).is_ok());
+        assert_eq!(
+            verify_verdict(&token, &jwks, &options(100)),
+            Err(TokenError::WrongKind {
+                expected: TokenKind::Verdict,
+                found: TokenKind::Event
+            })
+        );
+    }
+
+    #[test]
+    fn verify_es256_checks_length_and_value() {
+        let signer = signer();
+        let jwk = signer.public_jwk();
+        let signature = signer.sign(b"message").unwrap();
+        assert!(verify_es256(&jwk, b"message", &signature));
+        assert!(!verify_es256(&jwk, b"massage", &signature));
+        assert!(!verify_es256(&jwk, b"message", &signature[..63]));
+        assert!(!verify_es256(&jwk, b"message", &[0; 64]));
+        let mut longer = signature.to_vec();
+        longer.push(0);
+        assert!(!verify_es256(&jwk, b"message", &longer));
+    }
+
+    #[test]
+    fn signing_is_deterministic() {
+        let signer = signer();
+        assert_eq!(signer.sign(b"x").unwrap(), signer.sign(b"x").unwrap());
+    }
+}

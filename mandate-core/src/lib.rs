@@ -16,6 +16,7 @@ pub mod escrow;
 pub mod field;
 pub mod history;
 pub mod id;
+pub mod idempotency;
 pub mod jwk;
 pub mod jws;
 pub mod mandate;

@@ -1,0 +1,127 @@
+//! Project Wycheproof ECDSA P-256 / SHA-256 vectors (IEEE P1363, i.e. raw `r || s`) run
+//! through the same key parsing and signature check as the token path.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use mandate_core::jwk::{Jwk, JwkSet};
+use mandate_core::jws::verify_es256;
+use serde::Deserialize;
+
+const VECTORS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../shared/testdata/wycheproof/ecdsa_secp256r1_sha256_p1363_test.json"
+);
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct File {
+    algorithm: String,
+    number_of_tests: usize,
+    test_groups: Vec<Group>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Group {
+    #[serde(rename = "type")]
+    group_type: String,
+    sha: String,
+    public_key: PublicKey,
+    tests: Vec<Case>,
+}
+
+#[derive(Deserialize)]
+struct PublicKey {
+    curve: String,
+    uncompressed: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Case {
+    tc_id: u32,
+    comment: String,
+    msg: String,
+    sig: String,
+    result: Expected,
+}
+
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq, Debug)]
+#[serde(rename_all = "lowercase")]
+enum Expected {
+    Valid,
+    Invalid,
+    Acceptable,
+}
+
+fn hex(text: &str) -> Vec<u8> {
+    assert!(text.len().is_multiple_of(2), "odd hex length");
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+/// The group's key as a JWK, through the same strict JSON parser a verifier uses.
+fn jwk_of(uncompressed: &[u8]) -> Option<Jwk> {
+    let (&prefix, coordinates) = uncompressed.split_first()?;
+    if prefix != 0x04 || coordinates.len() != 64 {
+        return None;
+    }
+    let (x, y) = coordinates.split_at(32);
+    let set = serde_json::json!({"keys": [{
+        "kty": "EC",
+        "crv": "P-256",
+        "x": URL_SAFE_NO_PAD.encode(x),
+        "y": URL_SAFE_NO_PAD.encode(y),
+        "kid": "wycheproof",
+        "use": "sig",
+        "alg": "ES256",
+    }]});
+    let mut set = JwkSet::from_json(set.to_string().as_bytes()).ok()?;
+    set.keys.pop()
+}
+
+#[test]
+fn wycheproof_ecdsa_p256_sha256_p1363() {
+    let text = std::fs::read(VECTORS).unwrap_or_else(|e| panic!("{VECTORS}: {e}"));
+    let file: File = serde_json::from_slice(&text).unwrap();
+    assert_eq!(file.algorithm, "ECDSA");
+
+    let mut total = 0;
+    let mut verified = 0;
+    let mut failures = Vec::new();
+    for group in &file.test_groups {
+        assert_eq!(group.group_type, "EcdsaP1363Verify");
+        assert_eq!(group.sha, "SHA-256");
+        assert_eq!(group.public_key.curve, "secp256r1");
+        let jwk = jwk_of(&hex(&group.public_key.uncompressed));
+        for case in &group.tests {
+            total += 1;
+            let accepted = match &jwk {
+                Some(jwk) => verify_es256(jwk, &hex(&case.msg), &hex(&case.sig)),
+                None => false,
+            };
+            verified += usize::from(accepted);
+            let ok = match case.result {
+                Expected::Valid => accepted,
+                Expected::Invalid => !accepted,
+                Expected::Acceptable => true,
+            };
+            if !ok {
+                failures.push(format!(
+                    "tcId {} ({}): expected {:?}, accepted = {accepted}, key usable = {}",
+                    case.tc_id,
+                    case.comment,
+                    case.result,
+                    jwk.is_some()
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert_eq!(total, 262);
+    assert_eq!(total, file.number_of_tests);
+    assert!(verified > 0);
+}
