@@ -1,1 +1,190 @@
-fn main() {}
+//! Benchmarks of the hot paths of `mandate-core`: the policy engine, signing and verifying
+//! ES256 verdicts, and pagination cursors.
+//!
+//! Run with `cargo bench -p mandate-core --bench core`; add
+//! `-- --warm-up-time 1 --measurement-time 3` for a quick pass.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::hint::black_box;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use mandate_core::amount::Amount;
+use mandate_core::claims::{RequestClaims, VERDICT_LIFETIME_SECS, VerdictClaims};
+use mandate_core::cursor::{CursorContext, CursorKey};
+use mandate_core::history::{AgentHistory, VELOCITY_LIMIT, unix_ms};
+use mandate_core::id::{AgentId, DecisionId, MandateId, Nonce};
+use mandate_core::jwk::JwkSet;
+use mandate_core::jws::{P256Signer, Signer, VerifyOptions, sign_token, verify_verdict};
+use mandate_core::mandate::{Mandate, MandateDraft, MandateStatus};
+use mandate_core::names::{Category, Currency, Recipient};
+use mandate_core::policy::{AuthorizationRequest, Evaluation, Mode, Verdict, evaluate};
+use time::macros::datetime;
+use time::{Duration, OffsetDateTime};
+
+const NOW: OffsetDateTime = datetime!(2026-11-22 12:00 UTC);
+const ISS: &str = "https://verdicts.mandate.example";
+const IAT: i64 = 1_795_348_800;
+
+/// A mandate with every limit set, so that every rule is checked on the way to `allow`.
+fn mandate() -> Mandate {
+    let terms = MandateDraft::from_json(
+        &serde_json::from_str(
+            r#"{
+                "agent": "agt_buyer",
+                "principal": "role:cfo",
+                "limits": {"per_transaction": 500.00, "per_month": 5000.00, "currency": "USD"},
+                "categories": ["software", "cloud", "travel", "office", "data"],
+                "review_above": 250.00,
+                "expires": "2026-12-31",
+                "escrow": {"required_above": 1000}
+            }"#,
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    Mandate {
+        id: MandateId::from_random([3; 16]),
+        terms,
+        status: MandateStatus::Active,
+        created_at: datetime!(2026-11-01 0:00 UTC),
+    }
+}
+
+fn request() -> AuthorizationRequest {
+    AuthorizationRequest::from_json(
+        AgentId::parse("agt_buyer").unwrap(),
+        &serde_json::from_str(
+            r#"{"amount": 49.99, "currency": "USD", "recipient": "vendor:acme", "category": "data"}"#,
+        )
+        .unwrap(),
+    )
+    .unwrap()
+}
+
+/// A history whose velocity window is full ([`VELOCITY_LIMIT`] requests), with the oldest
+/// just outside the trailing 60 seconds, and some spend this month: the velocity rule and
+/// the per-month sum are both evaluated and the request is still allowed.
+fn full_history() -> AgentHistory {
+    let allowed = Evaluation {
+        verdict: Verdict::Allow,
+        policy_verdict: Verdict::Allow,
+        reason: None,
+    };
+    let amount = Amount::parse("12.34").unwrap();
+    let mut history = AgentHistory::default();
+    for i in 0..VELOCITY_LIMIT as i64 {
+        history.record(&allowed, amount, NOW - Duration::seconds(61 - 5 * i));
+    }
+    assert!(!history.velocity.is_exceeded_at(unix_ms(NOW)));
+    assert_eq!(history.velocity.count_at(unix_ms(NOW)), VELOCITY_LIMIT - 1);
+    history
+}
+
+fn verdict_claims() -> VerdictClaims {
+    VerdictClaims {
+        iss: ISS.to_owned(),
+        jti: DecisionId::from_random([7; 16]),
+        iat: IAT,
+        exp: IAT + VERDICT_LIFETIME_SECS,
+        verdict: Verdict::Allow,
+        policy_verdict: Verdict::Allow,
+        mandate: Some(MandateId::from_random([3; 16])),
+        policy_version: "pol_2026-11-01.1".to_owned(),
+        nonce: Nonce::from_random([9; 16]),
+        request: RequestClaims {
+            agent: AgentId::parse("agt_buyer").unwrap(),
+            amount: Amount::parse("49.99").unwrap(),
+            currency: Currency::parse("USD").unwrap(),
+            recipient: Recipient::parse("vendor:acme").unwrap(),
+            category: Category::parse("data").unwrap(),
+        },
+    }
+}
+
+fn bench_evaluate(c: &mut Criterion) {
+    let mandate = mandate();
+    let request = request();
+    let history = full_history();
+    let check = evaluate(Some(&mandate), &request, &history, Mode::Enforce, NOW);
+    assert_eq!(check.verdict, Verdict::Allow, "{:?}", check.reason);
+
+    c.bench_function("evaluate", |b| {
+        b.iter(|| {
+            evaluate(
+                black_box(Some(&mandate)),
+                black_box(&request),
+                black_box(&history),
+                black_box(Mode::Enforce),
+                black_box(NOW),
+            )
+        })
+    });
+
+    c.bench_function("evaluate_and_record", |b| {
+        b.iter(|| {
+            // `AgentHistory` is `Copy`: every iteration starts from the same full window.
+            let mut history = black_box(history);
+            let evaluation = evaluate(
+                black_box(Some(&mandate)),
+                black_box(&request),
+                &history,
+                Mode::Enforce,
+                black_box(NOW),
+            );
+            history.record(&evaluation, request.amount, NOW);
+            black_box((evaluation, history))
+        })
+    });
+}
+
+fn bench_tokens(c: &mut Criterion) {
+    let old = P256Signer::from_secret_bytes("live-1", &[1; 32]).unwrap();
+    let signer = P256Signer::from_secret_bytes("live-2", &[2; 32]).unwrap();
+    let claims = verdict_claims();
+
+    c.bench_function("sign", |b| {
+        b.iter(|| sign_token(black_box(&signer), black_box(&claims)).unwrap())
+    });
+
+    // During a rotation the set holds the outgoing and the incoming key; the token names the
+    // second one.
+    let jwks = JwkSet {
+        keys: vec![old.public_jwk(), signer.public_jwk()],
+    };
+    let token = sign_token(&signer, &claims).unwrap();
+    let options = VerifyOptions {
+        issuer: ISS.to_owned(),
+        now: IAT + 1,
+        leeway_secs: 30,
+    };
+    assert_eq!(verify_verdict(&token, &jwks, &options).unwrap(), claims);
+
+    c.bench_function("verify", |b| {
+        b.iter(|| verify_verdict(black_box(&token), black_box(&jwks), black_box(&options)).unwrap())
+    });
+}
+
+fn bench_cursor(c: &mut Criterion) {
+    let key = CursorKey::new(b"0123456789abcdef0123456789abcdef");
+    let context = CursorContext::new("decisions", "org:acme:sandbox")
+        .with_filter("verdict", "allow")
+        .with_filter("agent", "agt_buyer");
+    let now = IAT;
+
+    c.bench_function("cursor_issue", |b| {
+        b.iter(|| key.issue(black_box(&context), black_box(123_456), black_box(now)))
+    });
+
+    let token = key.issue(&context, 123_456, now);
+    assert_eq!(key.open(&token, &context, now + 60), Ok(123_456));
+
+    c.bench_function("cursor_open", |b| {
+        b.iter(|| {
+            key.open(black_box(&token), black_box(&context), black_box(now + 60))
+                .unwrap()
+        })
+    });
+}
+
+criterion_group!(benches, bench_evaluate, bench_tokens, bench_cursor);
+criterion_main!(benches);

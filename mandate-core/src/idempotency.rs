@@ -95,7 +95,10 @@ mod tests {
     #[test]
     fn decides_each_case() {
         let digest = request_digest("POST", "/v1/agents", b"a");
-        assert_eq!(next_action(None, &digest, 1_000), NextAction::StartProcessing);
+        assert_eq!(
+            next_action(None, &digest, 1_000),
+            NextAction::StartProcessing
+        );
         assert!(matches!(
             next_action(Some(&attempt(b"a", Some(201))), &digest, 1_001),
             NextAction::ReturnSavedResponse(StoredResponse { status: 201, .. })

@@ -7,6 +7,122 @@
 //! This crate does **no I/O**: it reads no clock, draws no random numbers, opens no file or
 //! socket and spawns nothing. The caller passes `now` and random bytes in. That makes every
 //! rule a function that can be tested exhaustively and embedded in any service.
+//!
+//! # Example
+//!
+//! From a mandate to a verified verdict: parse a mandate draft, evaluate a request against
+//! it, sign the verdict as an ES256 JWT, publish the public key in a JWK Set, and verify the
+//! token the way a counterparty would.
+//!
+//! ```
+//! use mandate_core::amount::Amount;
+//! use mandate_core::claims::{RequestClaims, VERDICT_LIFETIME_SECS, VerdictClaims};
+//! use mandate_core::history::AgentHistory;
+//! use mandate_core::id::{AgentId, DecisionId, MandateId, Nonce};
+//! use mandate_core::jwk::JwkSet;
+//! use mandate_core::jws::{P256Signer, Signer, VerifyOptions, sign_token, verify_verdict};
+//! use mandate_core::mandate::{Mandate, MandateDraft, MandateStatus};
+//! use mandate_core::policy::{AuthorizationRequest, Mode, Verdict, evaluate};
+//! use time::OffsetDateTime;
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // The caller owns the clock: 2026-11-22T12:00:00Z.
+//! let now = OffsetDateTime::from_unix_timestamp(1_795_348_800)?;
+//!
+//! // A mandate body as the API receives it. Amounts are read from the JSON number's text,
+//! // so parse from a string (serde_json's `json!` macro would go through `f64`).
+//! let body = serde_json::from_str(
+//!     r#"{
+//!         "agent": "agt_buyer",
+//!         "limits": {"per_transaction": 100.00, "per_month": 1000, "currency": "USD"},
+//!         "categories": ["software", "travel"],
+//!         "review_above": 50,
+//!         "expires": "2026-12-31"
+//!     }"#,
+//! )?;
+//! let mandate = Mandate {
+//!     // Random ids are made from bytes the caller draws; fixed here for the example.
+//!     id: MandateId::from_random([1; 16]),
+//!     terms: MandateDraft::from_json(&body)?,
+//!     status: MandateStatus::Active,
+//!     created_at: now,
+//! };
+//!
+//! // The agent asks to spend 42.50 USD on software.
+//! let agent = AgentId::parse("agt_buyer")?;
+//! let request = AuthorizationRequest::from_json(
+//!     agent,
+//!     &serde_json::from_str(
+//!         r#"{"amount": 42.50, "currency": "USD",
+//!             "recipient": "vendor:acme", "category": "software"}"#,
+//!     )?,
+//! )?;
+//! let mut history = AgentHistory::default();
+//! let evaluation = evaluate(Some(&mandate), &request, &history, Mode::Enforce, now);
+//! assert_eq!(evaluation.verdict, Verdict::Allow);
+//! history.record(&evaluation, request.amount, now);
+//!
+//! // The claims that are signed.
+//! let iat = now.unix_timestamp();
+//! let claims = VerdictClaims {
+//!     iss: "https://verdicts.example".to_owned(),
+//!     jti: DecisionId::from_random([2; 16]),
+//!     iat,
+//!     exp: iat + VERDICT_LIFETIME_SECS,
+//!     verdict: evaluation.verdict,
+//!     policy_verdict: evaluation.policy_verdict,
+//!     mandate: Some(mandate.id.clone()),
+//!     policy_version: "pol_2026-11-01.1".to_owned(),
+//!     nonce: Nonce::from_random([3; 16]),
+//!     request: RequestClaims {
+//!         agent: request.agent.clone(),
+//!         amount: request.amount,
+//!         currency: request.currency.clone(),
+//!         recipient: request.recipient.clone(),
+//!         category: request.category.clone(),
+//!     },
+//! };
+//!
+//! // Fixed secret bytes keep the example deterministic. In production the 32 bytes come
+//! // from the operating system's RNG (for example `getrandom`) in the server, and are kept
+//! // wherever secrets belong: this crate draws no random numbers itself.
+//! let signer = P256Signer::from_secret_bytes("live-1", &[7; 32])?;
+//! let token = sign_token(&signer, &claims)?;
+//!
+//! // The server publishes its public keys; a counterparty fetches and parses the set.
+//! let published = serde_json::to_vec(&JwkSet { keys: vec![signer.public_jwk()] })?;
+//! let jwks = JwkSet::from_json(&published)?;
+//!
+//! let options = VerifyOptions {
+//!     issuer: "https://verdicts.example".to_owned(),
+//!     now: iat + 10,
+//!     leeway_secs: 30,
+//! };
+//! let verified = verify_verdict(&token, &jwks, &options)?;
+//! assert_eq!(verified.verdict, Verdict::Allow);
+//! assert_eq!(verified.request.amount, Amount::parse("42.50")?);
+//! assert_eq!(verified.request.amount.to_string(), "42.50");
+//! assert_eq!(verified, claims);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Modules
+//!
+//! - [`amount`]: exact, non-negative money amounts read from JSON number text.
+//! - [`claims`]: the claims of signed verdicts and webhook events.
+//! - [`cursor`]: HMAC-signed, expiring pagination cursors bound to a list, filters and scope.
+//! - [`escrow`]: the escrow state machine as one pure transition function.
+//! - [`field`]: reading JSON bodies field by field, with errors that name the field.
+//! - [`history`]: an agent's velocity window and month-to-date spend.
+//! - [`id`]: prefixed object identifiers (`dec_`, `mnd_`, `agt_`, ...).
+//! - [`idempotency`]: what to do with a request given what is stored under its key.
+//! - [`jwk`]: strict ES256 public JWKs and JWK Sets.
+//! - [`jws`]: ES256 compact JWS signing and verification of verdicts and events.
+//! - [`mandate`]: mandate drafts, stored mandates and their status at a given time.
+//! - [`names`]: agent names, recipients, principals, categories and currencies.
+//! - [`policy`]: the policy engine, from a mandate and a request to a verdict.
+//! - [`review`]: the human-review state machine.
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
 
 pub mod amount;

@@ -1,1 +1,284 @@
-fn main() {}
+//! `mandate-server`: serve the API, or run an operator command on the database.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use mandate_server::clock::{Clock, SystemClock};
+use mandate_server::model::Env;
+use mandate_server::serve::{self, Config};
+use mandate_server::storage::Db;
+use mandate_server::{demo, operator};
+
+/// The Mandate service and its operator commands.
+#[derive(Parser)]
+#[command(name = "mandate-server", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Args, Clone)]
+struct DbArg {
+    /// The SQLite database file (created and migrated on first use).
+    #[arg(long, env = "MANDATE_DB", default_value = "./mandate.db")]
+    db: PathBuf,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum EnvArg {
+    Sandbox,
+    Live,
+}
+
+impl From<EnvArg> for Env {
+    fn from(e: EnvArg) -> Self {
+        match e {
+            EnvArg::Sandbox => Env::Sandbox,
+            EnvArg::Live => Env::Live,
+        }
+    }
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the API host and the public host.
+    Serve {
+        #[command(flatten)]
+        db: DbArg,
+        /// Address of the API host.
+        #[arg(long, env = "MANDATE_API_ADDR", default_value = "127.0.0.1:8080")]
+        api_addr: String,
+        /// Address of the public host (JWK Set, OpenAPI document).
+        #[arg(long, env = "MANDATE_PUBLIC_ADDR", default_value = "127.0.0.1:8081")]
+        public_addr: String,
+        /// Issuer of every token and home of the JWK Set [default: the public host's URL].
+        #[arg(long, env = "MANDATE_VERDICTS_URL")]
+        verdicts_url: Option<String>,
+        /// Home of the OpenAPI document [default: the public host's URL].
+        #[arg(long, env = "MANDATE_DOCS_URL")]
+        docs_url: Option<String>,
+        /// TLS certificate chain (PEM) for both listeners.
+        #[arg(long, requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        /// TLS private key (PEM) for both listeners.
+        #[arg(long, requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
+        /// Onboard a demo organization and print a copy-paste session.
+        #[arg(long)]
+        demo: bool,
+    },
+    /// Create an organization and print its sandbox and live keys (once).
+    Onboard {
+        #[command(flatten)]
+        db: DbArg,
+        /// The organization's name.
+        #[arg(long)]
+        org: String,
+    },
+    /// Issue another organization key.
+    IssueKey {
+        #[command(flatten)]
+        db: DbArg,
+        /// The organization's name.
+        #[arg(long)]
+        org: String,
+        /// The environment the key acts on.
+        #[arg(long, value_enum)]
+        env: EnvArg,
+    },
+    /// Revoke a key, given the key itself or its fingerprint (key_…).
+    RevokeKey {
+        #[command(flatten)]
+        db: DbArg,
+        /// The key or its fingerprint.
+        key: String,
+    },
+    /// Set a key's request rate.
+    SetRate {
+        #[command(flatten)]
+        db: DbArg,
+        /// The key or its fingerprint.
+        key: String,
+        /// Requests per second.
+        #[arg(long)]
+        per_second: u32,
+    },
+    /// List an organization's keys (fingerprints, never the keys).
+    ListKeys {
+        #[command(flatten)]
+        db: DbArg,
+        /// The organization's name.
+        #[arg(long)]
+        org: String,
+    },
+    /// Rotate an environment's signing key; the old key stays published until its tokens expire.
+    RotateSigningKey {
+        #[command(flatten)]
+        db: DbArg,
+        /// The environment.
+        #[arg(long, value_enum)]
+        env: EnvArg,
+    },
+    /// Set an organization's policy version (pol_YYYY-MM-DD.N).
+    SetPolicyVersion {
+        #[command(flatten)]
+        db: DbArg,
+        /// The organization's name.
+        #[arg(long)]
+        org: String,
+        /// The new policy version.
+        #[arg(long)]
+        version: String,
+    },
+}
+
+fn open(db: &DbArg) -> Result<Db, String> {
+    Db::open(&db.db).map_err(|e| format!("database {}: {e}", db.db.display()))
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+}
+
+async fn run(cli: Cli) -> Result<(), String> {
+    let clock = SystemClock;
+    match cli.command {
+        Command::Serve {
+            db,
+            api_addr,
+            public_addr,
+            verdicts_url,
+            docs_url,
+            tls_cert,
+            tls_key,
+            demo: with_demo,
+        } => {
+            let config = Config {
+                db: db.db,
+                api_addr,
+                public_addr,
+                verdicts_url,
+                docs_url,
+                tls: tls_cert.zip(tls_key),
+            };
+            let running = serve::start(config.clone(), Arc::new(clock))
+                .await
+                .map_err(|e| e.to_string())?;
+            let scheme = if config.tls.is_some() {
+                "https"
+            } else {
+                "http"
+            };
+            println!("mandate-server listening");
+            println!("  api:    {scheme}://{}", running.api_addr);
+            println!("  public: {scheme}://{}", running.public_addr);
+            println!("  issuer: {}", running.state.verdicts_url);
+            println!("  db:     {}", config.db.display());
+            if with_demo {
+                demo::run(&running).await?;
+            }
+            let handles = running.shutdown_handles();
+            tokio::spawn(async move {
+                shutdown_signal().await;
+                eprintln!("shutting down: finishing in-flight requests");
+                for handle in handles {
+                    handle.graceful_shutdown(Some(std::time::Duration::from_secs(30)));
+                }
+            });
+            running.wait().await.map_err(|e| e.to_string())
+        }
+        Command::Onboard { db, org } => {
+            let onboarded =
+                operator::onboard(&open(&db)?, &org, clock.now()).map_err(|e| e.to_string())?;
+            println!(
+                "organization {org} ({}) onboarded, policy version {}",
+                onboarded.org_id, onboarded.policy_version
+            );
+            println!("sandbox key: {}", onboarded.sandbox_key);
+            println!("live key:    {}", onboarded.live_key);
+            println!("These keys are shown once; only their hashes are stored.");
+            Ok(())
+        }
+        Command::IssueKey { db, org, env } => {
+            let (key, fp) = operator::issue_key(&open(&db)?, &org, env.into(), clock.now())
+                .map_err(|e| e.to_string())?;
+            println!("{key}\nfingerprint {fp}; the key is shown once");
+            Ok(())
+        }
+        Command::RevokeKey { db, key } => {
+            operator::revoke_key(&open(&db)?, &key, clock.now()).map_err(|e| e.to_string())?;
+            println!("revoked");
+            Ok(())
+        }
+        Command::SetRate {
+            db,
+            key,
+            per_second,
+        } => {
+            operator::set_rate(&open(&db)?, &key, per_second).map_err(|e| e.to_string())?;
+            println!("rate set to {per_second} requests per second");
+            Ok(())
+        }
+        Command::ListKeys { db, org } => {
+            for k in operator::list_keys(&open(&db)?, &org).map_err(|e| e.to_string())? {
+                println!(
+                    "{}  {:7}  {:5}  {:20}  {:>5}/s  {}",
+                    k.fingerprint,
+                    k.env,
+                    k.class,
+                    k.agent.unwrap_or_default(),
+                    k.rate_per_sec,
+                    if k.revoked { "revoked" } else { "active" }
+                );
+            }
+            Ok(())
+        }
+        Command::RotateSigningKey { db, env } => {
+            let kid = operator::rotate_signing_key(&open(&db)?, env.into(), clock.now())
+                .map_err(|e| e.to_string())?;
+            println!(
+                "new signing key {kid}; the previous key stays published until its tokens expire"
+            );
+            Ok(())
+        }
+        Command::SetPolicyVersion { db, org, version } => {
+            operator::set_policy_version(&open(&db)?, &org, &version).map_err(|e| e.to_string())?;
+            println!("policy version of {org} is now {version}");
+            Ok(())
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match run(Cli::parse()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

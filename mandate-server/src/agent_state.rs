@@ -1,0 +1,103 @@
+//! Per-agent state in memory: the current mandate and the engine's history, behind one
+//! async lock per agent.
+//!
+//! Requests of one agent are serialized by its lock, so month-to-date and the velocity
+//! window are exact under concurrency; requests of different agents never wait on each
+//! other. State is loaded from the database on first use (after a restart, it is rebuilt
+//! from stored decisions) and every change to an agent's mandate goes through the lock.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use mandate_core::history::{AgentHistory, VELOCITY_LIMIT};
+use mandate_core::id::AgentId;
+use mandate_core::mandate::Mandate;
+use time::{Date, OffsetDateTime, Time, UtcOffset};
+use tokio::sync::OwnedMutexGuard;
+
+use crate::clock::{from_ms, ms};
+use crate::error::ApiError;
+use crate::model::Env;
+use crate::storage::{Db, StorageError, decisions, mandates};
+
+/// What the engine needs about one agent.
+#[derive(Debug, Clone, Default)]
+pub struct AgentState {
+    /// The agent's current mandate (its newest, whatever its status).
+    pub mandate: Option<Mandate>,
+    /// Velocity window and month-to-date spend.
+    pub history: AgentHistory,
+}
+
+/// A slot: `None` until loaded from the database.
+pub type Slot = Option<AgentState>;
+
+type Key = (String, Env, AgentId);
+
+/// The locks and cached states of all agents seen since start.
+#[derive(Default, Clone)]
+pub struct AgentStates {
+    slots: Arc<Mutex<HashMap<Key, Arc<tokio::sync::Mutex<Slot>>>>>,
+}
+
+/// The first instant of the UTC month that contains `now`.
+pub fn month_start(now: OffsetDateTime) -> OffsetDateTime {
+    let now = now.to_offset(UtcOffset::UTC);
+    Date::from_calendar_date(now.year(), now.month(), 1)
+        .map(|d| d.with_time(Time::MIDNIGHT).assume_utc())
+        .unwrap_or(now)
+}
+
+/// Rebuilds an agent's state from stored mandates and decisions.
+pub fn rebuild(
+    conn: &rusqlite::Connection,
+    org_id: &str,
+    env: Env,
+    agent: &AgentId,
+    now: OffsetDateTime,
+) -> Result<AgentState, StorageError> {
+    let mandate = mandates::current(conn, org_id, env.as_str(), agent.as_str())?;
+    let mut history = AgentHistory::default();
+    let limit = i64::try_from(VELOCITY_LIMIT).unwrap_or(10);
+    for at in decisions::recent_request_times(conn, org_id, env.as_str(), agent.as_str(), limit)? {
+        history.velocity.record(at);
+    }
+    if let Some(m) = &mandate {
+        for (amount, at) in decisions::allowed_since(conn, m.id.as_str(), ms(month_start(now)))? {
+            history.spend.add(amount, from_ms(at));
+        }
+    }
+    Ok(AgentState { mandate, history })
+}
+
+impl AgentStates {
+    /// Locks the agent's slot and loads it if needed. Hold the guard across the whole
+    /// read-evaluate-persist-update sequence.
+    pub async fn lock(
+        &self,
+        db: &Db,
+        org_id: &str,
+        env: Env,
+        agent: &AgentId,
+        now: OffsetDateTime,
+    ) -> Result<OwnedMutexGuard<Slot>, ApiError> {
+        let slot = {
+            let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+            slots
+                .entry((org_id.to_owned(), env, agent.clone()))
+                .or_default()
+                .clone()
+        };
+        let mut guard = slot.lock_owned().await;
+        if guard.is_none() {
+            let (org, agent) = (org_id.to_owned(), agent.clone());
+            let state = db
+                .read(move |conn| -> Result<_, ApiError> {
+                    Ok(rebuild(conn, &org, env, &agent, now)?)
+                })
+                .await?;
+            *guard = Some(state);
+        }
+        Ok(guard)
+    }
+}

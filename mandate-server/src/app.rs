@@ -1,0 +1,71 @@
+//! The two routers with their layers, built from state so that tests can serve them on
+//! port 0.
+//!
+//! Layer order on the API host, outermost first: request id, authentication and rate,
+//! body limit, idempotency, panic catcher, routes. Every response, including 404
+//! fallbacks, 401s and panics, goes through the request-id layer.
+
+use std::any::Any;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::{StatusCode, header};
+use axum::middleware::{from_fn, from_fn_with_state};
+use axum::response::{IntoResponse, Response};
+use tower_http::catch_panic::CatchPanicLayer;
+
+use crate::body::MAX_BODY_BYTES;
+use crate::error::{ApiError, envelope};
+use crate::state::AppState;
+use crate::{auth, idempotency, request_id, routes};
+
+async fn not_found() -> ApiError {
+    ApiError::NotFound("no such path; see the API reference for the paths under /v1".into())
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::InvalidRequest("this method is not supported on this path".into())
+}
+
+fn panic_response(_: Box<dyn Any + Send + 'static>) -> Response {
+    ApiError::Server("handler panicked".into()).into_response()
+}
+
+async fn strip_allow(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let mut response = next.run(request).await;
+    response.headers_mut().remove(header::ALLOW);
+    response
+}
+
+/// The API host: everything under `/v1`.
+pub fn api(state: AppState) -> Router {
+    routes::api()
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(CatchPanicLayer::custom(panic_response))
+        .layer(from_fn_with_state(state.clone(), idempotency::layer))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(from_fn_with_state(state.clone(), auth::authenticate))
+        .layer(from_fn(strip_allow))
+        .layer(from_fn(request_id::assign))
+        .with_state(state)
+}
+
+async fn public_not_found() -> Response {
+    envelope(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        "no such path; this host serves /.well-known/jwks.json and /openapi.yaml",
+    )
+}
+
+/// The public host: the JWK Set and the contract.
+pub fn public(state: AppState) -> Router {
+    routes::public::router()
+        .fallback(public_not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(CatchPanicLayer::custom(panic_response))
+        .layer(from_fn(strip_allow))
+        .layer(from_fn(request_id::assign))
+        .with_state(state)
+}

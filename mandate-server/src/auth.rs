@@ -1,0 +1,79 @@
+//! Authentication: every request on the API host is authenticated first, known path or
+//! not; then the key's request rate is applied. The resolved [`Caller`] goes into the
+//! request's extensions for the handlers.
+
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use crate::clock::ms;
+use crate::error::ApiError;
+use crate::model::Caller;
+use crate::state::AppState;
+use crate::storage::keys;
+
+/// The earlier location of the key set on the API host, answered with a 308.
+pub const JWKS_PATH: &str = "/.well-known/jwks.json";
+
+fn bearer(parts: &Parts) -> Option<&str> {
+    let value = parts.headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let key = value.strip_prefix("Bearer ")?.trim();
+    let well_formed = ["sk_sandbox_", "sk_live_", "ak_sandbox_", "ak_live_"]
+        .iter()
+        .any(|p| key.starts_with(p))
+        && key.len() <= 128;
+    well_formed.then_some(key)
+}
+
+/// Middleware: resolves the key, enforces its rate, or answers 401/429.
+pub async fn authenticate(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    if request.method() == Method::GET && request.uri().path() == JWKS_PATH {
+        let location = format!("{}{JWKS_PATH}", state.verdicts_url);
+        let mut response = StatusCode::PERMANENT_REDIRECT.into_response();
+        if let Ok(value) = HeaderValue::from_str(&location) {
+            response.headers_mut().insert(header::LOCATION, value);
+        }
+        return response;
+    }
+    let (mut parts, body) = request.into_parts();
+    let Some(key) = bearer(&parts) else {
+        return ApiError::Unauthorized.into_response();
+    };
+    let hash = keys::hash(key);
+    let caller = match state
+        .db
+        .read(move |conn| -> Result<_, ApiError> { Ok(keys::caller(conn, &hash)?) })
+        .await
+    {
+        Ok(Some(caller)) => caller,
+        Ok(None) => return ApiError::Unauthorized.into_response(),
+        Err(e) => return e.into_response(),
+    };
+    if let Err(retry_after) =
+        state
+            .rates
+            .check(&caller.key_hash, caller.rate_per_sec, ms(state.now()))
+    {
+        return ApiError::RateLimited {
+            limit: caller.rate_per_sec,
+            retry_after,
+        }
+        .into_response();
+    }
+    parts.extensions.insert(caller);
+    next.run(Request::from_parts(parts, body)).await
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        parts
+            .extensions
+            .get::<Caller>()
+            .cloned()
+            .ok_or(ApiError::Unauthorized)
+    }
+}

@@ -1,0 +1,74 @@
+//! Request bodies: JSON only, at most 64 KiB, parsed with exact number text, every failure
+//! answered in the envelope with a message that names the problem.
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Request};
+use axum::http::header;
+use serde_json::Value;
+
+use crate::error::ApiError;
+
+/// The largest body accepted.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// A JSON body, parsed into a `serde_json::Value` whose numbers keep their exact text.
+#[derive(Debug, Clone)]
+pub struct JsonBody(pub Value);
+
+/// An optional JSON body: empty is `None`; anything else must be JSON.
+#[derive(Debug, Clone)]
+pub struct OptionalJsonBody(pub Option<Value>);
+
+async fn read(request: Request) -> Result<Option<Value>, ApiError> {
+    let has_json_type = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
+        });
+    let bytes = Bytes::from_request(request, &()).await.map_err(|_| {
+        ApiError::InvalidRequest(format!(
+            "request body exceeds {} KiB",
+            MAX_BODY_BYTES / 1024
+        ))
+    })?;
+    if bytes.is_empty() {
+        return Ok(None);
+    }
+    if has_json_type != Some(true) {
+        return Err(ApiError::InvalidRequest(
+            "Content-Type must be application/json".into(),
+        ));
+    }
+    if bytes.len() > MAX_BODY_BYTES {
+        return Err(ApiError::InvalidRequest(format!(
+            "request body exceeds {} KiB",
+            MAX_BODY_BYTES / 1024
+        )));
+    }
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|e| ApiError::InvalidRequest(format!("malformed JSON body: {e}")))
+}
+
+impl<S: Send + Sync> FromRequest<S> for JsonBody {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, _: &S) -> Result<Self, Self::Rejection> {
+        read(request)
+            .await?
+            .map(JsonBody)
+            .ok_or_else(|| ApiError::InvalidRequest("a JSON body is required".into()))
+    }
+}
+
+impl<S: Send + Sync> FromRequest<S> for OptionalJsonBody {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, _: &S) -> Result<Self, Self::Rejection> {
+        read(request).await.map(OptionalJsonBody)
+    }
+}

@@ -1,0 +1,75 @@
+//! The server's clock, injected so that tests can move time without sleeping.
+
+use std::sync::Mutex;
+
+use time::OffsetDateTime;
+
+/// A source of the current time.
+pub trait Clock: Send + Sync + 'static {
+    /// Now, in UTC.
+    fn now(&self) -> OffsetDateTime;
+}
+
+/// The system clock.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> OffsetDateTime {
+        OffsetDateTime::now_utc()
+    }
+}
+
+/// A clock that moves only when told to (tests).
+#[derive(Debug)]
+pub struct ManualClock(Mutex<OffsetDateTime>);
+
+impl ManualClock {
+    /// A clock standing at `at`.
+    pub fn new(at: OffsetDateTime) -> Self {
+        Self(Mutex::new(at))
+    }
+
+    /// Moves the clock forward by `by`.
+    pub fn advance(&self, by: time::Duration) {
+        let mut now = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        *now += by;
+    }
+
+    /// Sets the clock to `at`.
+    pub fn set(&self, at: OffsetDateTime) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = at;
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> OffsetDateTime {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Unix milliseconds of `at`.
+pub fn ms(at: OffsetDateTime) -> i64 {
+    mandate_core::history::unix_ms(at)
+}
+
+/// The time at unix milliseconds `ms` (the epoch if out of range).
+pub fn from_ms(ms: i64) -> OffsetDateTime {
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .unwrap_or(OffsetDateTime::UNIX_EPOCH)
+}
+
+/// 16 random bytes from the operating system.
+pub fn random16() -> [u8; 16] {
+    let mut bytes = [0u8; 16];
+    fill_random(&mut bytes);
+    bytes
+}
+
+/// Fills `buf` from the operating system's RNG. Failure to get entropy is fatal.
+#[allow(clippy::panic)]
+pub fn fill_random(buf: &mut [u8]) {
+    if let Err(e) = getrandom::fill(buf) {
+        panic!("the operating system's random number generator failed: {e}");
+    }
+}

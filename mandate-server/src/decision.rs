@@ -1,0 +1,49 @@
+//! A stored decision: the signed claims plus what is stored besides (mode, reason,
+//! supersedes, review, creation time), and its API shape.
+
+use mandate_core::claims::VerdictClaims;
+use mandate_core::id::{DecisionId, ReviewId};
+use mandate_core::mandate::format_timestamp;
+use mandate_core::policy::Mode;
+use serde_json::{Value, json};
+
+use crate::clock::from_ms;
+
+/// A decision as stored and returned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// The claims, exactly as signed.
+    pub claims: VerdictClaims,
+    /// Why, with the numbers involved.
+    pub reason: Option<String>,
+    /// The mode in force when it was made.
+    pub mode: Mode,
+    /// On a decision made by approving a review: the original decision.
+    pub supersedes: Option<DecisionId>,
+    /// The review this decision opened, if any.
+    pub review: Option<ReviewId>,
+    /// Creation time, unix ms.
+    pub created_ms: i64,
+    /// Whether it answers an agent's request (counts for velocity) or an approval.
+    pub is_request: bool,
+}
+
+impl Decision {
+    /// The decision object of the API: the claim names, plus `id`, `mode`, `reason`,
+    /// `supersedes`, `review` and `created_at`.
+    pub fn to_json(&self) -> Value {
+        let mut value = serde_json::to_value(&self.claims).unwrap_or(Value::Null);
+        if let Value::Object(map) = &mut value {
+            map.insert("id".into(), json!(self.claims.jti));
+            map.insert("mode".into(), json!(self.mode));
+            map.insert("reason".into(), json!(self.reason));
+            map.insert("supersedes".into(), json!(self.supersedes));
+            map.insert("review".into(), json!(self.review));
+            map.insert(
+                "created_at".into(),
+                json!(format_timestamp(from_ms(self.created_ms))),
+            );
+        }
+        value
+    }
+}

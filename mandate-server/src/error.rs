@@ -1,0 +1,130 @@
+//! The one error type of the HTTP API and its mapping to the spec's envelope.
+//!
+//! Every handler returns `Result<_, ApiError>`; this is the only place where an error
+//! becomes a status code and a body. A server error is logged with its detail and answered
+//! with a generic message: internals never reach a client.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use mandate_core::cursor::CursorError;
+use mandate_core::field::FieldError;
+use serde_json::json;
+
+use crate::request_id;
+use crate::storage::StorageError;
+
+/// The message of every 401.
+pub const UNAUTHORIZED_MESSAGE: &str = "API key missing or revoked: send Authorization: Bearer <API_KEY>. Keys are issued at onboarding by the operator; there is no self-serve signup";
+
+/// An error answered to the client.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// 400: the request is malformed; the message says what to fix.
+    #[error("{0}")]
+    InvalidRequest(String),
+    /// 401: missing or revoked key.
+    #[error("{UNAUTHORIZED_MESSAGE}")]
+    Unauthorized,
+    /// 403: a valid key of the wrong class.
+    #[error("{0}")]
+    Forbidden(String),
+    /// 404: no such object, or someone else's.
+    #[error("{0}")]
+    NotFound(String),
+    /// 409: an agent name already in use.
+    #[error("{0}")]
+    NameTaken(String),
+    /// 409: idempotency key reused with another body, or still in flight.
+    #[error("{0}")]
+    IdempotencyConflict(String),
+    /// 429: over the key's request rate.
+    #[error(
+        "request rate of {limit} per second exceeded for this key; retry after {retry_after} s"
+    )]
+    RateLimited {
+        /// The key's rate, requests per second.
+        limit: u32,
+        /// Seconds to wait.
+        retry_after: u64,
+    },
+    /// 5xx: our fault. The detail is logged, never sent.
+    #[error("internal: {0}")]
+    Server(String),
+}
+
+impl ApiError {
+    /// A 404 for an object of kind `what` with id `id`: the same for missing and foreign.
+    pub fn not_found(what: &str, id: &str) -> Self {
+        let shown: String = id.chars().take(80).collect();
+        Self::NotFound(format!("no {what} with id {shown}"))
+    }
+
+    /// The status and code of this error.
+    pub fn status_and_code(&self) -> (StatusCode, &'static str) {
+        match self {
+            Self::InvalidRequest(_) => (StatusCode::BAD_REQUEST, "invalid_request"),
+            Self::Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            Self::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
+            Self::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+            Self::NameTaken(_) => (StatusCode::CONFLICT, "name_taken"),
+            Self::IdempotencyConflict(_) => (StatusCode::CONFLICT, "idempotency_conflict"),
+            Self::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
+            Self::Server(_) => (StatusCode::INTERNAL_SERVER_ERROR, "server_error"),
+        }
+    }
+}
+
+impl From<StorageError> for ApiError {
+    fn from(e: StorageError) -> Self {
+        Self::Server(e.to_string())
+    }
+}
+
+impl From<rusqlite::Error> for ApiError {
+    fn from(e: rusqlite::Error) -> Self {
+        Self::Server(format!("sqlite: {e}"))
+    }
+}
+
+impl From<FieldError> for ApiError {
+    fn from(e: FieldError) -> Self {
+        Self::InvalidRequest(e.to_string())
+    }
+}
+
+impl From<CursorError> for ApiError {
+    fn from(e: CursorError) -> Self {
+        Self::InvalidRequest(e.to_string())
+    }
+}
+
+/// Builds the envelope response for `status`, `code` and `message`.
+pub fn envelope(status: StatusCode, code: &str, message: &str) -> Response {
+    let id = request_id::current();
+    let body = json!({"error": {"code": code, "message": message, "request_id": id}});
+    let mut response = (status, axum::Json(body)).into_response();
+    if let Ok(value) = HeaderValue::from_str(&id) {
+        response.headers_mut().insert(request_id::HEADER, value);
+    }
+    response
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, code) = self.status_and_code();
+        let message = match &self {
+            Self::Server(detail) => {
+                tracing::error!(request_id = %request_id::current(), "server error: {detail}");
+                "the server failed to process the request; a POST may be retried with the same Idempotency-Key".to_owned()
+            }
+            other => other.to_string(),
+        };
+        let mut response = envelope(status, code, &message);
+        if let Self::RateLimited { retry_after, .. } = self
+            && let Ok(value) = HeaderValue::from_str(&retry_after.to_string())
+        {
+            response.headers_mut().insert(header::RETRY_AFTER, value);
+        }
+        response
+    }
+}

@@ -1,0 +1,170 @@
+//! The Idempotency-Key middleware: replays a stored result, refuses a reused key with
+//! another body or while the first request is in flight, and stores 2xx and 4xx results
+//! for 24 hours. What to do is decided by `mandate_core::idempotency::next_action`.
+//!
+//! A handler that commits its own change may store its response in the same transaction
+//! (see [`IdempotencySlot`]); a crash can then never separate the change from its record.
+
+use axum::body::{Body, to_bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use mandate_core::idempotency::{NextAction, is_kept, next_action, request_digest};
+
+use crate::body::MAX_BODY_BYTES;
+use crate::clock::ms;
+use crate::error::ApiError;
+use crate::model::Caller;
+use crate::request_id;
+use crate::state::AppState;
+use crate::storage::idempotency as store;
+
+/// The request header.
+pub const HEADER: &str = "idempotency-key";
+/// The header on a replayed response.
+pub const REPLAYED: &str = "idempotency-replayed";
+
+/// Put into the request's extensions when a key was claimed: a handler may complete it in
+/// its own transaction with [`IdempotencySlot::complete`].
+#[derive(Debug, Clone)]
+pub struct IdempotencySlot {
+    key_hash: [u8; 32],
+    idem_key: String,
+}
+
+/// Put into a response's extensions when the handler stored it itself.
+#[derive(Debug, Clone, Copy)]
+pub struct AlreadyStored;
+
+impl IdempotencySlot {
+    /// Stores `body` with `status` under this slot, inside the caller's transaction.
+    pub fn complete(
+        &self,
+        tx: &rusqlite::Connection,
+        status: u16,
+        body: &[u8],
+    ) -> rusqlite::Result<()> {
+        store::complete(
+            tx,
+            &self.key_hash,
+            &self.idem_key,
+            status,
+            body,
+            &request_id::current(),
+        )
+    }
+}
+
+fn valid_key(key: &str) -> bool {
+    !key.is_empty() && key.len() <= 255 && key.bytes().all(|b| b.is_ascii_graphic())
+}
+
+/// Middleware for every POST that carries an Idempotency-Key.
+pub async fn layer(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    if request.method() != Method::POST || !request.headers().contains_key(HEADER) {
+        return next.run(request).await;
+    }
+    match run(state, request, next).await {
+        Ok(response) => response,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn run(state: AppState, request: Request, next: Next) -> Result<Response, ApiError> {
+    let idem_key = request
+        .headers()
+        .get(HEADER)
+        .and_then(|v| v.to_str().ok())
+        .filter(|k| valid_key(k))
+        .ok_or_else(|| {
+            ApiError::InvalidRequest(
+                "Idempotency-Key must be 1 to 255 visible ASCII characters".into(),
+            )
+        })?
+        .to_owned();
+    let caller = request
+        .extensions()
+        .get::<Caller>()
+        .cloned()
+        .ok_or(ApiError::Unauthorized)?;
+    let (mut parts, body) = request.into_parts();
+    let bytes = to_bytes(body, MAX_BODY_BYTES).await.map_err(|_| {
+        ApiError::InvalidRequest(format!(
+            "request body exceeds {} KiB",
+            MAX_BODY_BYTES / 1024
+        ))
+    })?;
+    let digest = request_digest(parts.method.as_str(), parts.uri.path(), &bytes);
+    let now = state.now();
+    let (key_hash, key) = (caller.key_hash, idem_key.clone());
+    let (action, original_id) = state
+        .db
+        .write(move |tx| -> Result<_, ApiError> {
+            let stored = store::get(tx, &key_hash, &key)?;
+            let action = next_action(stored.as_ref().map(|s| &s.0), &digest, now.unix_timestamp());
+            if action == NextAction::StartProcessing {
+                store::claim(tx, &key_hash, &key, &digest, ms(now))?;
+            }
+            Ok((action, stored.and_then(|s| s.1)))
+        })
+        .await?;
+    match action {
+        NextAction::ReturnSavedResponse(saved) => {
+            let mut response = Response::new(Body::from(saved.body));
+            *response.status_mut() = StatusCode::from_u16(saved.status).unwrap_or(StatusCode::OK);
+            let headers = response.headers_mut();
+            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            headers.insert(REPLAYED, HeaderValue::from_static("true"));
+            if let Some(value) = original_id.and_then(|id| HeaderValue::from_str(&id).ok()) {
+                headers.insert(request_id::HEADER, value);
+            }
+            Ok(response)
+        }
+        NextAction::ConflictDifferentRequest => Err(ApiError::IdempotencyConflict(
+            "this Idempotency-Key was used with a different request in the last 24 hours; use a new key".into(),
+        )),
+        NextAction::ConflictInFlight => Err(ApiError::IdempotencyConflict(
+            "a request with this Idempotency-Key is still being processed; retry after it completes".into(),
+        )),
+        NextAction::StartProcessing => {
+            let slot = IdempotencySlot {
+                key_hash: caller.key_hash,
+                idem_key: idem_key.clone(),
+            };
+            parts.extensions.insert(slot);
+            let response = next.run(Request::from_parts(parts, Body::from(bytes))).await;
+            finish(&state, caller.key_hash, idem_key, response).await
+        }
+    }
+}
+
+async fn finish(
+    state: &AppState,
+    key_hash: [u8; 32],
+    idem_key: String,
+    response: Response,
+) -> Result<Response, ApiError> {
+    if response.extensions().get::<AlreadyStored>().is_some() {
+        return Ok(response);
+    }
+    let status = response.status().as_u16();
+    let (parts, body) = response.into_parts();
+    let bytes = to_bytes(body, usize::MAX)
+        .await
+        .map_err(|e| ApiError::Server(format!("reading response body: {e}")))?;
+    let stored_body = bytes.clone();
+    let id = request_id::current();
+    state
+        .db
+        .write(move |tx| -> Result<(), ApiError> {
+            if is_kept(status) {
+                store::complete(tx, &key_hash, &idem_key, status, &stored_body, &id)?;
+            } else {
+                store::release(tx, &key_hash, &idem_key)?;
+            }
+            Ok(())
+        })
+        .await?;
+    Ok(Response::from_parts(parts, Body::from(bytes)))
+}

@@ -1,0 +1,109 @@
+//! Small server-side vocabulary shared by storage and handlers: environments, key classes,
+//! and the authenticated caller.
+
+use mandate_core::id::AgentId;
+
+use crate::error::ApiError;
+
+/// An organization's environment. Sandbox keys act on the sandbox only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Env {
+    /// Test environment; starts in enforce.
+    Sandbox,
+    /// Production; starts in observe.
+    Live,
+}
+
+impl Env {
+    /// The stored and printed form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Sandbox => "sandbox",
+            Self::Live => "live",
+        }
+    }
+
+    /// Parses the stored form.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "sandbox" => Some(Self::Sandbox),
+            "live" => Some(Self::Live),
+            _ => None,
+        }
+    }
+}
+
+/// The two key classes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyClass {
+    /// `sk_sandbox_…`, `sk_live_…`.
+    Org,
+    /// `ak_sandbox_…`, `ak_live_…`.
+    Agent,
+}
+
+impl KeyClass {
+    /// The stored form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Org => "org",
+            Self::Agent => "agent",
+        }
+    }
+
+    /// The prefix of a key of this class in `env`.
+    pub fn key_prefix(self, env: Env) -> &'static str {
+        match (self, env) {
+            (Self::Org, Env::Sandbox) => "sk_sandbox_",
+            (Self::Org, Env::Live) => "sk_live_",
+            (Self::Agent, Env::Sandbox) => "ak_sandbox_",
+            (Self::Agent, Env::Live) => "ak_live_",
+        }
+    }
+}
+
+/// Who is calling: resolved from the bearer key by the auth middleware.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// SHA-256 of the key: scopes idempotency keys and rate limits.
+    pub key_hash: [u8; 32],
+    /// The organization.
+    pub org_id: String,
+    /// The environment the key acts on.
+    pub env: Env,
+    /// The agent, for an agent key.
+    pub agent: Option<AgentId>,
+    /// Requests per second allowed for this key.
+    pub rate_per_sec: u32,
+    /// The organization's policy version, stamped on decisions.
+    pub policy_version: String,
+}
+
+impl Caller {
+    /// Fails with 403 unless this is an organization key.
+    pub fn require_org(&self) -> Result<(), ApiError> {
+        match self.agent {
+            None => Ok(()),
+            Some(_) => Err(ApiError::Forbidden(
+                "this operation needs an organization key (sk_…); agent keys may request authorizations and read their own objects".into(),
+            )),
+        }
+    }
+
+    /// The agent of an agent key, or 403 for an organization key.
+    pub fn require_agent(&self) -> Result<&AgentId, ApiError> {
+        self.agent.as_ref().ok_or_else(|| {
+            ApiError::Forbidden(
+                "this operation needs an agent key (ak_…); organization keys cannot request authorizations".into(),
+            )
+        })
+    }
+
+    /// The scope a cursor is bound to: the key class and whose view it is.
+    pub fn cursor_scope(&self) -> String {
+        match &self.agent {
+            None => format!("org:{}:{}", self.org_id, self.env.as_str()),
+            Some(agent) => format!("agent:{}:{}:{}", self.org_id, self.env.as_str(), agent),
+        }
+    }
+}

@@ -1,0 +1,41 @@
+//! Request ids: every response, success or error, carries `X-Request-Id: req_…`, and an
+//! error body carries the same id.
+//!
+//! The id is kept in a task-local for the duration of the request, so that any error
+//! produced anywhere below (extractors, handlers, the panic catcher, the fallback) can put
+//! it in its envelope without threading it through every signature.
+
+use axum::extract::Request;
+use axum::http::HeaderValue;
+use axum::middleware::Next;
+use axum::response::Response;
+use mandate_core::id::RequestId;
+
+use crate::clock::random16;
+
+/// The response header that carries the request id.
+pub const HEADER: &str = "x-request-id";
+
+tokio::task_local! {
+    static REQUEST_ID: String;
+}
+
+/// The id of the request being served, or a fresh one outside a request.
+pub fn current() -> String {
+    REQUEST_ID
+        .try_with(Clone::clone)
+        .unwrap_or_else(|_| RequestId::from_random(random16()).to_string())
+}
+
+/// Middleware: assigns the id, runs the rest inside its scope, and sets the header.
+pub async fn assign(request: Request, next: Next) -> Response {
+    let id = RequestId::from_random(random16()).to_string();
+    let mut response = REQUEST_ID.scope(id.clone(), next.run(request)).await;
+    // A replayed idempotent response keeps the id of the request that produced it.
+    if !response.headers().contains_key(HEADER)
+        && let Ok(value) = HeaderValue::from_str(&id)
+    {
+        response.headers_mut().insert(HEADER, value);
+    }
+    response
+}

@@ -1,0 +1,124 @@
+//! `POST /v1/agents`, `GET /v1/agents`, `GET /v1/agents/{id}`.
+
+use axum::Router;
+use axum::extract::{Path, RawQuery, State};
+use axum::response::Response;
+use axum::routing::{get, post};
+use mandate_core::field::{check_fields, invalid, object, required, string};
+use mandate_core::id::AgentId;
+use mandate_core::mandate::format_timestamp;
+use mandate_core::names::AgentName;
+use serde_json::{Value, json};
+
+use super::{created, ok};
+use crate::body::JsonBody;
+use crate::clock::{from_ms, ms};
+use crate::error::ApiError;
+use crate::list;
+use crate::model::{Caller, KeyClass};
+use crate::operator::new_key;
+use crate::state::AppState;
+use crate::storage::{agents, keys};
+
+/// The routes.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/agents", post(create).get(index))
+        .route("/v1/agents/{id}", get(show))
+}
+
+fn agent_json(row: &agents::AgentRow) -> Value {
+    json!({
+        "id": row.id,
+        "name": row.id.strip_prefix(AgentId::PREFIX).unwrap_or(&row.id),
+        "created_at": format_timestamp(from_ms(row.created_ms)),
+    })
+}
+
+async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    JsonBody(body): JsonBody,
+) -> Result<Response, ApiError> {
+    caller.require_org()?;
+    let fields = object(&body)?;
+    check_fields(fields, "", &["name"], &["id", "agent_key", "created_at"])?;
+    let name = AgentName::parse(string(required(fields, "name", "name")?, "name")?)
+        .map_err(|e| invalid("name", e))?;
+    let id = AgentId::for_name(&name);
+    let key = new_key(KeyClass::Agent, caller.env);
+    let now = ms(state.now());
+    let (org, env, agent) = (caller.org_id.clone(), caller.env, id.clone());
+    let key_hash = keys::hash(&key);
+    let row = state
+        .db
+        .write(move |tx| -> Result<_, ApiError> {
+            if !agents::insert(tx, agent.as_str(), &org, env.as_str(), now)? {
+                return Err(ApiError::NameTaken(format!(
+                    "an agent named {} already exists in this organization; choose another name",
+                    agent.name()
+                )));
+            }
+            keys::insert(
+                tx,
+                &key_hash,
+                &org,
+                env,
+                KeyClass::Agent,
+                Some(agent.as_str()),
+                now,
+            )?;
+            agents::get(tx, &org, env.as_str(), agent.as_str())?
+                .ok_or_else(|| ApiError::Server("agent vanished after insert".into()))
+        })
+        .await?;
+    let mut out = agent_json(&row);
+    out["agent_key"] = json!(key);
+    Ok(created(out))
+}
+
+async fn index(
+    State(state): State<AppState>,
+    caller: Caller,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    let params = list::parse(query.as_deref(), &[])?;
+    let context = list::context("agents", &caller, &params);
+    let before = list::start(&state, &params, &context)?;
+    let only = caller.agent.as_ref().map(|a| a.to_string());
+    let (org, env, limit) = (caller.org_id.clone(), caller.env, params.limit);
+    let rows = state
+        .db
+        .read(move |conn| -> Result<_, ApiError> {
+            Ok(agents::page(
+                conn,
+                &org,
+                env.as_str(),
+                only.as_deref(),
+                before,
+                limit + 1,
+            )?)
+        })
+        .await?;
+    let rows = rows.iter().map(|r| (r.seq, agent_json(r))).collect();
+    Ok(ok(list::envelope(&state, &context, params.limit, rows)))
+}
+
+async fn show(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    if caller.agent.as_ref().is_some_and(|own| own.as_str() != id) {
+        return Err(ApiError::not_found("agent", &id));
+    }
+    let (org, env, wanted) = (caller.org_id.clone(), caller.env, id.clone());
+    let row = state
+        .db
+        .read(move |conn| -> Result<_, ApiError> {
+            Ok(agents::get(conn, &org, env.as_str(), &wanted)?)
+        })
+        .await?;
+    row.map(|r| ok(agent_json(&r)))
+        .ok_or_else(|| ApiError::not_found("agent", &id))
+}

@@ -1,0 +1,155 @@
+//! `POST /v1/authorizations`: the hot path.
+//!
+//! Under the agent's lock: evaluate with the core, sign, commit the decision (with its
+//! review, its event and its idempotency record) in one transaction, then update the
+//! in-memory history. The 201 is sent only after the commit. The agent's state is taken
+//! out of its slot for the duration, so a request cancelled mid-way leaves the slot empty
+//! and the next request rebuilds it from what was actually committed.
+
+use axum::Router;
+use axum::extract::{Extension, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use mandate_core::claims::{RequestClaims, VERDICT_LIFETIME_SECS, VerdictClaims};
+use mandate_core::id::{DecisionId, Nonce, ReviewId};
+use mandate_core::jws::sign_token;
+use mandate_core::policy::{AuthorizationRequest, evaluate};
+use mandate_core::review::Review;
+use serde_json::{Value, json};
+
+use crate::body::JsonBody;
+use crate::clock::{ms, random16};
+use crate::decision::Decision;
+use crate::error::ApiError;
+use crate::idempotency::{AlreadyStored, IdempotencySlot};
+use crate::model::Caller;
+use crate::state::AppState;
+use crate::storage::{decisions, events, orgs, reviews};
+
+/// The routes.
+pub fn router() -> Router<AppState> {
+    Router::new().route("/v1/authorizations", post(authorize))
+}
+
+/// The response body: the decision, its token, and the review it opened.
+pub fn response_body(decision: &Decision, token: &str, review: Option<&Review>) -> Value {
+    let mut body = decision.to_json();
+    body["verdict_token"] = json!(token);
+    if let Some(review) = review {
+        body["review"] = serde_json::to_value(review).unwrap_or(Value::Null);
+    }
+    body
+}
+
+async fn authorize(
+    State(state): State<AppState>,
+    caller: Caller,
+    slot_ext: Option<Extension<IdempotencySlot>>,
+    JsonBody(body): JsonBody,
+) -> Result<Response, ApiError> {
+    let agent = caller.require_agent()?.clone();
+    let request = AuthorizationRequest::from_json(agent.clone(), &body)?;
+    let now = state.now();
+    let (org, env) = (caller.org_id.clone(), caller.env);
+    let (mode, _) = state
+        .db
+        .read(move |conn| -> Result<_, ApiError> { Ok(orgs::mode(conn, &org, env)?) })
+        .await?;
+
+    let mut slot = state
+        .agents
+        .lock(&state.db, &caller.org_id, caller.env, &agent, now)
+        .await?;
+    let mut agent_state = slot
+        .take()
+        .ok_or_else(|| ApiError::Server("agent state not loaded".into()))?;
+    let evaluation = evaluate(
+        agent_state.mandate.as_ref(),
+        &request,
+        &agent_state.history,
+        mode,
+        now,
+    );
+
+    let iat = now.unix_timestamp();
+    let claims = VerdictClaims {
+        iss: state.verdicts_url.clone(),
+        jti: DecisionId::from_random(random16()),
+        iat,
+        exp: iat + VERDICT_LIFETIME_SECS,
+        verdict: evaluation.verdict,
+        policy_verdict: evaluation.policy_verdict,
+        mandate: agent_state.mandate.as_ref().map(|m| m.id.clone()),
+        policy_version: caller.policy_version.clone(),
+        nonce: Nonce::from_random(random16()),
+        request: RequestClaims {
+            agent: request.agent.clone(),
+            amount: request.amount,
+            currency: request.currency.clone(),
+            recipient: request.recipient.clone(),
+            category: request.category.clone(),
+        },
+    };
+    let token = sign_token(state.signer(caller.env)?.as_ref(), &claims)
+        .map_err(|e| ApiError::Server(format!("signing: {e}")))?;
+    let review = evaluation
+        .opens_review()
+        .then(|| Review::open(ReviewId::from_random(random16()), claims.jti.clone(), now));
+    let decision = Decision {
+        claims,
+        reason: evaluation.reason.clone(),
+        mode,
+        supersedes: None,
+        review: review.as_ref().map(|r| r.id.clone()),
+        created_ms: ms(now),
+        is_request: true,
+    };
+    let body = response_body(&decision, &token, review.as_ref());
+    let bytes = serde_json::to_vec(&body).map_err(|e| ApiError::Server(e.to_string()))?;
+
+    let (org, env) = (caller.org_id.clone(), caller.env);
+    let idempotency = slot_ext.map(|Extension(s)| s);
+    let stored_body = bytes.clone();
+    let stored_in_tx = idempotency.is_some();
+    state
+        .db
+        .write(move |tx| -> Result<(), ApiError> {
+            decisions::insert(tx, &org, env.as_str(), &decision)?;
+            if let Some(review) = &review {
+                reviews::insert(
+                    tx,
+                    &org,
+                    env.as_str(),
+                    decision.claims.request.agent.as_str(),
+                    review,
+                )?;
+                events::append(
+                    tx,
+                    &org,
+                    env.as_str(),
+                    "decision.review_pending",
+                    &decision.to_json(),
+                    decision.created_ms,
+                )?;
+            }
+            if let Some(slot) = &idempotency {
+                slot.complete(tx, 201, &stored_body)?;
+            }
+            Ok(())
+        })
+        .await?;
+    agent_state.history.record(&evaluation, request.amount, now);
+    *slot = Some(agent_state);
+    drop(slot);
+
+    let mut response = (
+        axum::http::StatusCode::CREATED,
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        bytes,
+    )
+        .into_response();
+    if stored_in_tx {
+        response.extensions_mut().insert(AlreadyStored);
+    }
+    Ok(response)
+}

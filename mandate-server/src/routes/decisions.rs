@@ -1,0 +1,112 @@
+//! `GET /v1/decisions` and `GET /v1/decisions/{id}`. Agent keys see their own only.
+
+use axum::Router;
+use axum::extract::{Path, RawQuery, State};
+use axum::response::Response;
+use axum::routing::get;
+use mandate_core::policy::Verdict;
+use serde_json::json;
+
+use super::ok;
+use crate::error::ApiError;
+use crate::list;
+use crate::model::Caller;
+use crate::state::AppState;
+use crate::storage::decisions;
+
+/// The routes.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/decisions", get(index))
+        .route("/v1/decisions/{id}", get(show))
+}
+
+fn verdict_filter(params: &list::ListParams, name: &str) -> Result<Option<Verdict>, ApiError> {
+    params
+        .filters
+        .get(name)
+        .map(|v| {
+            Verdict::parse(v).ok_or_else(|| {
+                ApiError::InvalidRequest(format!(
+                    "{name} must be one of allow, review, deny_no_mandate, deny_revoked, deny_expired, deny_velocity, deny_category, deny_limit"
+                ))
+            })
+        })
+        .transpose()
+}
+
+/// Parses the decision filters of a list or export request for this caller. `None` means
+/// an agent key asked for another agent: the answer is empty.
+pub fn filters(
+    caller: &Caller,
+    params: &list::ListParams,
+) -> Result<Option<decisions::Filters>, ApiError> {
+    let mut agent = params.filters.get("agent").cloned();
+    if let Some(own) = &caller.agent {
+        if agent.as_ref().is_some_and(|a| a != own.as_str()) {
+            return Ok(None);
+        }
+        agent = Some(own.to_string());
+    }
+    Ok(Some(decisions::Filters {
+        agent,
+        verdict: verdict_filter(params, "verdict")?,
+        policy_verdict: verdict_filter(params, "policy_verdict")?,
+    }))
+}
+
+async fn index(
+    State(state): State<AppState>,
+    caller: Caller,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    let params = list::parse(query.as_deref(), &["agent", "verdict", "policy_verdict"])?;
+    let context = list::context("decisions", &caller, &params);
+    let before = list::start(&state, &params, &context)?;
+    let Some(filters) = filters(&caller, &params)? else {
+        return Ok(ok(json!({"data": [], "has_more": false})));
+    };
+    let (org, env, limit) = (caller.org_id.clone(), caller.env, params.limit);
+    let rows = state
+        .db
+        .read(move |conn| -> Result<_, ApiError> {
+            Ok(decisions::page(
+                conn,
+                &org,
+                env.as_str(),
+                &filters,
+                before,
+                limit + 1,
+            )?)
+        })
+        .await?;
+    let rows = rows
+        .into_iter()
+        .map(|(seq, d)| (seq, d.to_json()))
+        .collect();
+    Ok(ok(list::envelope(&state, &context, params.limit, rows)))
+}
+
+async fn show(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let (org, env, wanted) = (caller.org_id.clone(), caller.env, id.clone());
+    let only = caller.agent.as_ref().map(|a| a.to_string());
+    let decision = state
+        .db
+        .read(move |conn| -> Result<_, ApiError> {
+            Ok(decisions::get(
+                conn,
+                &org,
+                env.as_str(),
+                only.as_deref(),
+                &wanted,
+            )?)
+        })
+        .await?;
+    decision
+        .map(|d| ok(d.to_json()))
+        .ok_or_else(|| ApiError::not_found("decision", &id))
+}

@@ -1,0 +1,57 @@
+//! `GET/POST /v1/enforcement`: the kill switch, per environment.
+
+use axum::Router;
+use axum::extract::State;
+use axum::response::Response;
+use axum::routing::get;
+use mandate_core::field::{check_fields, object, required};
+use mandate_core::mandate::format_timestamp;
+use mandate_core::policy::Mode;
+use serde_json::json;
+
+use super::ok;
+use crate::body::JsonBody;
+use crate::clock::{from_ms, ms};
+use crate::error::ApiError;
+use crate::model::Caller;
+use crate::state::AppState;
+use crate::storage::orgs;
+
+/// The routes.
+pub fn router() -> Router<AppState> {
+    Router::new().route("/v1/enforcement", get(show).post(switch))
+}
+
+fn body(mode: Mode, since_ms: i64) -> serde_json::Value {
+    json!({"mode": mode, "since": format_timestamp(from_ms(since_ms))})
+}
+
+async fn show(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
+    caller.require_org()?;
+    let (org, env) = (caller.org_id.clone(), caller.env);
+    let (mode, since) = state
+        .db
+        .read(move |conn| -> Result<_, ApiError> { Ok(orgs::mode(conn, &org, env)?) })
+        .await?;
+    Ok(ok(body(mode, since)))
+}
+
+async fn switch(
+    State(state): State<AppState>,
+    caller: Caller,
+    JsonBody(request): JsonBody,
+) -> Result<Response, ApiError> {
+    caller.require_org()?;
+    let fields = object(&request)?;
+    check_fields(fields, "", &["mode"], &["since"])?;
+    let mode = required(fields, "mode", "mode")?
+        .as_str()
+        .and_then(Mode::parse)
+        .ok_or_else(|| ApiError::InvalidRequest("mode must be 'observe' or 'enforce'".into()))?;
+    let (org, env, now) = (caller.org_id.clone(), caller.env, ms(state.now()));
+    let (mode, since) = state
+        .db
+        .write(move |tx| -> Result<_, ApiError> { Ok(orgs::set_mode(tx, &org, env, mode, now)?) })
+        .await?;
+    Ok(ok(body(mode, since)))
+}

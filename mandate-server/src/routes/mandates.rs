@@ -1,0 +1,202 @@
+//! `POST/GET /v1/mandates`, `GET/DELETE /v1/mandates/{id}`, `POST /v1/mandates/{id}/revoke`.
+//!
+//! Every change to an agent's mandate is made under that agent's lock, so that no
+//! authorization is judged against a mandate that has already been replaced or revoked.
+
+use axum::Router;
+use axum::extract::{Path, RawQuery, State};
+use axum::response::Response;
+use axum::routing::{get, post};
+use mandate_core::history::MonthToDate;
+use mandate_core::id::MandateId;
+use mandate_core::mandate::{Mandate, MandateDraft, MandateStatus, format_date};
+
+use super::{created, ok};
+use crate::body::JsonBody;
+use crate::clock::{ms, random16};
+use crate::error::ApiError;
+use crate::list;
+use crate::model::Caller;
+use crate::state::AppState;
+use crate::storage::{agents, events, mandates};
+
+/// The routes.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/mandates", post(create).get(index))
+        .route("/v1/mandates/{id}", get(show).delete(delete))
+        .route("/v1/mandates/{id}/revoke", post(revoke))
+}
+
+async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    JsonBody(body): JsonBody,
+) -> Result<Response, ApiError> {
+    caller.require_org()?;
+    let terms = MandateDraft::from_json(&body)?;
+    let now = state.now();
+    let agent = terms.agent.clone();
+    let mandate = Mandate {
+        id: MandateId::from_random(random16()),
+        terms,
+        status: MandateStatus::Active,
+        created_at: now,
+    };
+    let mut slot = state
+        .agents
+        .lock(&state.db, &caller.org_id, caller.env, &agent, now)
+        .await?;
+    let taken = slot.take();
+    let (org, env, stored) = (caller.org_id.clone(), caller.env, mandate.clone());
+    state
+        .db
+        .write(move |tx| -> Result<_, ApiError> {
+            if agents::get(tx, &org, env.as_str(), stored.terms.agent.as_str())?.is_none() {
+                return Err(ApiError::NotFound(format!(
+                    "no agent with id {}; register it with POST /v1/agents first",
+                    stored.terms.agent
+                )));
+            }
+            mandates::insert(tx, &org, env.as_str(), &stored)?;
+            Ok(())
+        })
+        .await?;
+    if let Some(mut state_now) = taken {
+        // The new mandate's month-to-date starts from zero; velocity is the agent's own.
+        state_now.mandate = Some(mandate.clone());
+        state_now.history.spend = MonthToDate::default();
+        *slot = Some(state_now);
+    }
+    Ok(created(mandate.to_json(now)))
+}
+
+async fn index(
+    State(state): State<AppState>,
+    caller: Caller,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    let params = list::parse(query.as_deref(), &["agent", "status"])?;
+    let status = match params.filters.get("status") {
+        None => None,
+        Some(s) => Some(MandateStatus::parse(s).ok_or_else(|| {
+            ApiError::InvalidRequest(
+                "status must be one of active, revoked, superseded, expired".into(),
+            )
+        })?),
+    };
+    let mut agent = params.filters.get("agent").cloned();
+    if let Some(own) = &caller.agent {
+        if agent.as_ref().is_some_and(|a| a != own.as_str()) {
+            return Ok(ok(serde_json::json!({"data": [], "has_more": false})));
+        }
+        agent = Some(own.to_string());
+    }
+    let context = list::context("mandates", &caller, &params);
+    let before = list::start(&state, &params, &context)?;
+    let now = state.now();
+    let today = format_date(now.date());
+    let filters = mandates::Filters { agent, status };
+    let (org, env, limit) = (caller.org_id.clone(), caller.env, params.limit);
+    let rows = state
+        .db
+        .read(move |conn| -> Result<_, ApiError> {
+            Ok(mandates::page(
+                conn,
+                &org,
+                env.as_str(),
+                &filters,
+                &today,
+                before,
+                limit + 1,
+            )?)
+        })
+        .await?;
+    let rows = rows
+        .into_iter()
+        .map(|(seq, m)| (seq, m.to_json(now)))
+        .collect();
+    Ok(ok(list::envelope(&state, &context, params.limit, rows)))
+}
+
+async fn find(state: &AppState, caller: &Caller, id: &str) -> Result<Mandate, ApiError> {
+    let (org, env, wanted) = (caller.org_id.clone(), caller.env, id.to_owned());
+    let mandate = state
+        .db
+        .read(move |conn| -> Result<_, ApiError> {
+            Ok(mandates::get(conn, &org, env.as_str(), &wanted)?)
+        })
+        .await?;
+    match (mandate, &caller.agent) {
+        (Some(m), Some(own)) if &m.terms.agent != own => Err(ApiError::not_found("mandate", id)),
+        (Some(m), _) => Ok(m),
+        (None, _) => Err(ApiError::not_found("mandate", id)),
+    }
+}
+
+async fn show(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let mandate = find(&state, &caller, &id).await?;
+    Ok(ok(mandate.to_json(state.now())))
+}
+
+async fn delete() -> ApiError {
+    ApiError::InvalidRequest(
+        "DELETE is not supported on /v1/mandates/{id}; to end a mandate, POST /v1/mandates/{id}/revoke".into(),
+    )
+}
+
+async fn revoke(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    caller.require_org()?;
+    let now = state.now();
+    let found = find(&state, &caller, &id).await?;
+    let agent = found.terms.agent.clone();
+    let mut slot = state
+        .agents
+        .lock(&state.db, &caller.org_id, caller.env, &agent, now)
+        .await?;
+    let taken = slot.take();
+    let (org, env, wanted) = (caller.org_id.clone(), caller.env, id.clone());
+    let revoked = state
+        .db
+        .write(move |tx| -> Result<_, ApiError> {
+            let mut mandate = mandates::get(tx, &org, env.as_str(), &wanted)?
+                .ok_or_else(|| ApiError::not_found("mandate", &wanted))?;
+            if !mandates::revoke(tx, &wanted, ms(now))? {
+                return Err(ApiError::InvalidRequest(format!(
+                    "mandate {wanted} is {}; only an active mandate can be revoked",
+                    mandate.status_at(now).as_str()
+                )));
+            }
+            mandate.status = MandateStatus::Revoked;
+            let data = mandate.to_json(now);
+            events::append(tx, &org, env.as_str(), "mandate.revoked", &data, ms(now))?;
+            Ok(mandate)
+        })
+        .await;
+    let revoked = match revoked {
+        Ok(m) => m,
+        Err(e) => {
+            *slot = taken;
+            return Err(e);
+        }
+    };
+    if let Some(mut state_now) = taken {
+        if state_now
+            .mandate
+            .as_ref()
+            .is_some_and(|m| m.id == revoked.id)
+        {
+            state_now.mandate = Some(revoked.clone());
+        }
+        *slot = Some(state_now);
+    }
+    Ok(ok(revoked.to_json(now)))
+}

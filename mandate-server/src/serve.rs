@@ -1,0 +1,225 @@
+//! Starting the service: open and migrate the database, load keys, bind both listeners
+//! (plain or TLS), print the bound addresses, run until shut down gracefully.
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use axum_server::Handle;
+use axum_server::tls_rustls::RustlsConfig;
+use mandate_core::cursor::CursorKey;
+use tokio::task::JoinHandle;
+
+use crate::agent_state::AgentStates;
+use crate::app;
+use crate::clock::{Clock, fill_random, ms};
+use crate::rate_limit::RateLimiter;
+use crate::signing;
+use crate::state::AppState;
+use crate::storage::{Db, StorageError, idempotency, signing as signing_store};
+
+/// How the server is started.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The SQLite file.
+    pub db: PathBuf,
+    /// Where the API host listens.
+    pub api_addr: String,
+    /// Where the public host (JWK Set, contract) listens.
+    pub public_addr: String,
+    /// `iss` of every token; defaults to the public listener's URL.
+    pub verdicts_url: Option<String>,
+    /// Where the contract is published; defaults to the public listener's URL.
+    pub docs_url: Option<String>,
+    /// TLS certificate chain and private key (PEM), for both listeners.
+    pub tls: Option<(PathBuf, PathBuf)>,
+}
+
+/// Starting failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The database could not be opened or migrated.
+    #[error("database {path}: {source}")]
+    Db {
+        /// The file.
+        path: String,
+        /// Why.
+        source: StorageError,
+    },
+    /// A listener could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The TLS certificate or key could not be loaded.
+    #[error("TLS: {0}")]
+    Tls(std::io::Error),
+    /// The server stopped with an I/O error.
+    #[error("server: {0}")]
+    Io(std::io::Error),
+}
+
+/// A running server.
+pub struct Running {
+    /// The API host's bound address.
+    pub api_addr: SocketAddr,
+    /// The public host's bound address.
+    pub public_addr: SocketAddr,
+    /// The state, for tests and operators in the same process.
+    pub state: AppState,
+    handles: Vec<Handle>,
+    servers: Vec<JoinHandle<Result<(), std::io::Error>>>,
+    refresher: JoinHandle<()>,
+}
+
+fn bind(addr: &str) -> Result<TcpListener, ServeError> {
+    let listener = TcpListener::bind(addr).map_err(|source| ServeError::Bind {
+        addr: addr.to_owned(),
+        source,
+    })?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|source| ServeError::Bind {
+            addr: addr.to_owned(),
+            source,
+        })?;
+    Ok(listener)
+}
+
+/// Opens the database at `config.db`, creating and migrating it on first start.
+pub fn open_db(config: &Config) -> Result<Db, ServeError> {
+    Db::open(&config.db).map_err(|source| ServeError::Db {
+        path: config.db.display().to_string(),
+        source,
+    })
+}
+
+/// Starts both listeners and the background refresher.
+pub async fn start(config: Config, clock: Arc<dyn Clock>) -> Result<Running, ServeError> {
+    let db = open_db(&config)?;
+    let db_error = |source| ServeError::Db {
+        path: config.db.display().to_string(),
+        source,
+    };
+    let now = clock.now();
+    signing::ensure_keys(&db, ms(now)).map_err(db_error)?;
+    let ring = signing::load(&db, ms(now)).map_err(db_error)?;
+    let mut fresh = [0u8; 32];
+    fill_random(&mut fresh);
+    let cursor_secret = db
+        .write_blocking(|tx| -> Result<_, StorageError> {
+            idempotency::sweep(tx, ms(now) - 24 * 3600 * 1000)?;
+            Ok(signing_store::setting_or_insert(
+                tx,
+                "cursor_secret",
+                &fresh,
+            )?)
+        })
+        .map_err(db_error)?;
+
+    let api_listener = bind(&config.api_addr)?;
+    let public_listener = bind(&config.public_addr)?;
+    let api_addr = api_listener.local_addr().map_err(ServeError::Io)?;
+    let public_addr = public_listener.local_addr().map_err(ServeError::Io)?;
+    let scheme = if config.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    let public_url = format!("{scheme}://{public_addr}");
+    let state = AppState {
+        db: db.clone(),
+        clock: clock.clone(),
+        keys: Arc::new(RwLock::new(ring)),
+        cursors: Arc::new(CursorKey::new(&cursor_secret)),
+        verdicts_url: config
+            .verdicts_url
+            .clone()
+            .unwrap_or_else(|| public_url.clone()),
+        docs_url: config.docs_url.clone().unwrap_or(public_url),
+        agents: AgentStates::default(),
+        rates: RateLimiter::default(),
+    };
+
+    let tls = match &config.tls {
+        Some((cert, key)) => Some(
+            RustlsConfig::from_pem_file(cert, key)
+                .await
+                .map_err(ServeError::Tls)?,
+        ),
+        None => None,
+    };
+    let mut handles = Vec::new();
+    let mut servers = Vec::new();
+    for (listener, router) in [
+        (api_listener, app::api(state.clone())),
+        (public_listener, app::public(state.clone())),
+    ] {
+        let handle = Handle::new();
+        handles.push(handle.clone());
+        let service = router.into_make_service();
+        servers.push(match &tls {
+            Some(tls) => {
+                let server = axum_server::from_tcp_rustls(listener, tls.clone()).handle(handle);
+                tokio::spawn(async move { server.serve(service).await })
+            }
+            None => {
+                let server = axum_server::from_tcp(listener).handle(handle);
+                tokio::spawn(async move { server.serve(service).await })
+            }
+        });
+    }
+
+    let refresher = {
+        let (db, keys, clock) = (db.clone(), state.keys.clone(), clock.clone());
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                if let Err(e) = signing::reload(&db, ms(clock.now()), &keys).await {
+                    tracing::error!("reloading signing keys: {e}");
+                }
+            }
+        })
+    };
+    Ok(Running {
+        api_addr,
+        public_addr,
+        state,
+        handles,
+        servers,
+        refresher,
+    })
+}
+
+impl Running {
+    /// Stops accepting connections, lets in-flight requests finish (up to 30 s), and waits.
+    pub async fn shutdown(self) -> Result<(), ServeError> {
+        for handle in &self.handles {
+            handle.graceful_shutdown(Some(Duration::from_secs(30)));
+        }
+        self.wait().await
+    }
+
+    /// Waits until the servers stop.
+    pub async fn wait(self) -> Result<(), ServeError> {
+        let mut result = Ok(());
+        for server in self.servers {
+            match server.await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => result = Err(ServeError::Io(e)),
+                Err(e) => result = Err(ServeError::Io(std::io::Error::other(e.to_string()))),
+            }
+        }
+        self.refresher.abort();
+        result
+    }
+
+    /// Handles that stop the servers gracefully, for a signal handler.
+    pub fn shutdown_handles(&self) -> Vec<Handle> {
+        self.handles.clone()
+    }
+}

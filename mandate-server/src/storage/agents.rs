@@ -1,0 +1,70 @@
+//! Agents.
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+/// A stored agent.
+#[derive(Debug, Clone)]
+pub struct AgentRow {
+    /// List position.
+    pub seq: i64,
+    /// `agt_<name>`.
+    pub id: String,
+    /// Creation time, unix ms.
+    pub created_ms: i64,
+}
+
+/// Inserts an agent; `Ok(false)` if the name is taken in this organization and environment.
+pub fn insert(
+    tx: &Connection,
+    id: &str,
+    org_id: &str,
+    env: &str,
+    now_ms: i64,
+) -> rusqlite::Result<bool> {
+    let inserted = tx.execute(
+        "INSERT OR IGNORE INTO agents (id, org_id, env, created_ms) VALUES (?1, ?2, ?3, ?4)",
+        params![id, org_id, env, now_ms],
+    )?;
+    Ok(inserted == 1)
+}
+
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AgentRow> {
+    Ok(AgentRow {
+        seq: r.get(0)?,
+        id: r.get(1)?,
+        created_ms: r.get(2)?,
+    })
+}
+
+/// One agent of this organization and environment.
+pub fn get(
+    conn: &Connection,
+    org_id: &str,
+    env: &str,
+    id: &str,
+) -> rusqlite::Result<Option<AgentRow>> {
+    conn.query_row(
+        "SELECT seq, id, created_ms FROM agents WHERE org_id = ?1 AND env = ?2 AND id = ?3",
+        params![org_id, env, id],
+        row,
+    )
+    .optional()
+}
+
+/// A page of agents, newest first, strictly before `before` (a seq), at most `limit`.
+pub fn page(
+    conn: &Connection,
+    org_id: &str,
+    env: &str,
+    only: Option<&str>,
+    before: i64,
+    limit: i64,
+) -> rusqlite::Result<Vec<AgentRow>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT seq, id, created_ms FROM agents
+         WHERE org_id = ?1 AND env = ?2 AND (?3 IS NULL OR id = ?3) AND seq < ?4
+         ORDER BY seq DESC LIMIT ?5",
+    )?;
+    let rows = stmt.query_map(params![org_id, env, only, before, limit], row)?;
+    rows.collect()
+}

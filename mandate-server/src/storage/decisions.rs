@@ -1,0 +1,232 @@
+//! Decisions: the log of every verdict. Rows are never updated.
+
+use mandate_core::amount::Amount;
+use mandate_core::claims::{RequestClaims, VerdictClaims};
+use mandate_core::id::{AgentId, DecisionId, MandateId, Nonce, ReviewId};
+use mandate_core::names::{Category, Currency, Recipient};
+use mandate_core::policy::{Mode, Verdict};
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::{StorageError, verdict_from};
+use crate::decision::Decision;
+
+/// Appends a decision.
+pub fn insert(tx: &Connection, org_id: &str, env: &str, d: &Decision) -> rusqlite::Result<()> {
+    let c = &d.claims;
+    let mut stmt = tx.prepare_cached(
+        "INSERT INTO decisions (id, org_id, env, agent_id, mandate_id, verdict, policy_verdict,
+            reason, mode, amount, currency, recipient, category, nonce, policy_version, iss,
+            iat, exp, created_ms, supersedes, review_id, is_request)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
+            ?18, ?19, ?20, ?21, ?22)",
+    )?;
+    stmt.execute(params![
+        c.jti.as_str(),
+        org_id,
+        env,
+        c.request.agent.as_str(),
+        c.mandate.as_ref().map(MandateId::as_str),
+        c.verdict.as_str(),
+        c.policy_verdict.as_str(),
+        d.reason,
+        d.mode.as_str(),
+        c.request.amount.to_string(),
+        c.request.currency.as_str(),
+        c.request.recipient.as_str(),
+        c.request.category.as_str(),
+        c.nonce.as_str(),
+        c.policy_version,
+        c.iss,
+        c.iat,
+        c.exp,
+        d.created_ms,
+        d.supersedes.as_ref().map(DecisionId::as_str),
+        d.review.as_ref().map(ReviewId::as_str),
+        d.is_request,
+    ])?;
+    Ok(())
+}
+
+const COLUMNS: &str = "seq, id, agent_id, mandate_id, verdict, policy_verdict, reason, mode,
+    amount, currency, recipient, category, nonce, policy_version, iss, iat, exp, created_ms,
+    supersedes, review_id, is_request";
+
+type Raw = (i64, Vec<Option<String>>, [i64; 3], bool);
+
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Raw> {
+    let mut texts = Vec::with_capacity(16);
+    for i in 1..=14 {
+        texts.push(r.get::<_, Option<String>>(i)?);
+    }
+    texts.push(r.get(18)?);
+    texts.push(r.get(19)?);
+    Ok((
+        r.get(0)?,
+        texts,
+        [r.get(15)?, r.get(16)?, r.get(17)?],
+        r.get(20)?,
+    ))
+}
+
+fn decode(raw: Raw) -> Result<(i64, Decision), StorageError> {
+    let (seq, t, [iat, exp, created_ms], is_request) = raw;
+    let bad = |what: &str| StorageError::Corrupt(format!("decision column {what}"));
+    let text = |i: usize, what: &str| t[i].clone().ok_or_else(|| bad(what));
+    let id = DecisionId::parse(&text(0, "id")?).map_err(|_| bad("id"))?;
+    let mode = text(6, "mode")?;
+    let claims = VerdictClaims {
+        iss: text(13, "iss")?,
+        jti: id,
+        iat,
+        exp,
+        verdict: verdict_from(&text(3, "verdict")?)?,
+        policy_verdict: verdict_from(&text(4, "policy_verdict")?)?,
+        mandate: t[2]
+            .as_deref()
+            .map(MandateId::parse)
+            .transpose()
+            .map_err(|_| bad("mandate_id"))?,
+        policy_version: text(12, "policy_version")?,
+        nonce: Nonce::parse(&text(11, "nonce")?).map_err(|_| bad("nonce"))?,
+        request: RequestClaims {
+            agent: AgentId::parse(&text(1, "agent_id")?).map_err(|_| bad("agent_id"))?,
+            amount: Amount::parse(&text(7, "amount")?).map_err(|_| bad("amount"))?,
+            currency: Currency::parse(&text(8, "currency")?).map_err(|_| bad("currency"))?,
+            recipient: Recipient::parse(&text(9, "recipient")?).map_err(|_| bad("recipient"))?,
+            category: Category::parse(&text(10, "category")?).map_err(|_| bad("category"))?,
+        },
+    };
+    Ok((
+        seq,
+        Decision {
+            claims,
+            reason: t[5].clone(),
+            mode: Mode::parse(&mode).ok_or_else(|| bad("mode"))?,
+            supersedes: t[14]
+                .as_deref()
+                .map(DecisionId::parse)
+                .transpose()
+                .map_err(|_| bad("supersedes"))?,
+            review: t[15]
+                .as_deref()
+                .map(ReviewId::parse)
+                .transpose()
+                .map_err(|_| bad("review_id"))?,
+            created_ms,
+            is_request,
+        },
+    ))
+}
+
+/// One decision, optionally only if it belongs to `agent`.
+pub fn get(
+    conn: &Connection,
+    org_id: &str,
+    env: &str,
+    agent: Option<&str>,
+    id: &str,
+) -> Result<Option<Decision>, StorageError> {
+    let raw = conn
+        .query_row(
+            &format!(
+                "SELECT {COLUMNS} FROM decisions
+                 WHERE org_id = ?1 AND env = ?2 AND id = ?3 AND (?4 IS NULL OR agent_id = ?4)"
+            ),
+            params![org_id, env, id, agent],
+            row,
+        )
+        .optional()?;
+    raw.map(decode).transpose().map(|d| d.map(|(_, d)| d))
+}
+
+/// Filters of `GET /v1/decisions` (and the export).
+#[derive(Debug, Default, Clone)]
+pub struct Filters {
+    /// Only this agent's decisions.
+    pub agent: Option<String>,
+    /// Only this returned verdict.
+    pub verdict: Option<Verdict>,
+    /// Only this policy verdict.
+    pub policy_verdict: Option<Verdict>,
+}
+
+/// A page of decisions, newest first, strictly before seq `before`.
+pub fn page(
+    conn: &Connection,
+    org_id: &str,
+    env: &str,
+    filters: &Filters,
+    before: i64,
+    limit: i64,
+) -> Result<Vec<(i64, Decision)>, StorageError> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM decisions
+         WHERE org_id = ?1 AND env = ?2 AND (?3 IS NULL OR agent_id = ?3)
+           AND (?4 IS NULL OR verdict = ?4) AND (?5 IS NULL OR policy_verdict = ?5)
+           AND seq < ?6
+         ORDER BY seq DESC LIMIT ?7"
+    ))?;
+    let rows = stmt.query_map(
+        params![
+            org_id,
+            env,
+            filters.agent,
+            filters.verdict.map(Verdict::as_str),
+            filters.policy_verdict.map(Verdict::as_str),
+            before,
+            limit
+        ],
+        row,
+    )?;
+    let mut out = Vec::new();
+    for raw in rows {
+        out.push(decode(raw?)?);
+    }
+    Ok(out)
+}
+
+/// Times (unix ms) of the agent's latest `limit` requests, oldest first: the velocity
+/// window is rebuilt from these.
+pub fn recent_request_times(
+    conn: &Connection,
+    org_id: &str,
+    env: &str,
+    agent: &str,
+    limit: i64,
+) -> rusqlite::Result<Vec<i64>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT created_ms FROM decisions
+         WHERE org_id = ?1 AND env = ?2 AND agent_id = ?3 AND is_request = 1
+         ORDER BY seq DESC LIMIT ?4",
+    )?;
+    let mut times: Vec<i64> = stmt
+        .query_map(params![org_id, env, agent, limit], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    times.reverse();
+    Ok(times)
+}
+
+/// Amounts and times (unix ms) of a mandate's `allow` decisions since `since_ms`, in order:
+/// month-to-date spend is rebuilt from these.
+pub fn allowed_since(
+    conn: &Connection,
+    mandate_id: &str,
+    since_ms: i64,
+) -> Result<Vec<(Amount, i64)>, StorageError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT amount, created_ms FROM decisions
+         WHERE mandate_id = ?1 AND created_ms >= ?2 AND verdict = 'allow'
+         ORDER BY created_ms",
+    )?;
+    let rows = stmt.query_map(params![mandate_id, since_ms], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (amount, at) = row?;
+        let amount = Amount::parse(&amount)
+            .map_err(|_| StorageError::Corrupt(format!("amount {amount:?}")))?;
+        out.push((amount, at));
+    }
+    Ok(out)
+}

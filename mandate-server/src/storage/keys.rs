@@ -1,0 +1,134 @@
+//! API keys, stored only as SHA-256 hashes.
+
+use rusqlite::{Connection, OptionalExtension, params};
+use sha2::{Digest, Sha256};
+
+use super::StorageError;
+use crate::model::{Caller, Env, KeyClass};
+
+/// SHA-256 of an API key. Keys carry 160 random bits, so a plain hash cannot be reversed.
+pub fn hash(key: &str) -> [u8; 32] {
+    Sha256::digest(key.as_bytes()).into()
+}
+
+/// A short public handle for a key, for operators: `key_` and 12 hex digits of its hash.
+pub fn fingerprint(hash: &[u8; 32]) -> String {
+    let hex: String = hash[..6].iter().map(|b| format!("{b:02x}")).collect();
+    format!("key_{hex}")
+}
+
+/// Stores a new key's hash.
+pub fn insert(
+    tx: &Connection,
+    hash: &[u8; 32],
+    org_id: &str,
+    env: Env,
+    class: KeyClass,
+    agent_id: Option<&str>,
+    now_ms: i64,
+) -> rusqlite::Result<String> {
+    let fp = fingerprint(hash);
+    tx.execute(
+        "INSERT INTO api_keys (hash, fingerprint, org_id, env, class, agent_id, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        params![&hash[..], fp, org_id, env.as_str(), class.as_str(), agent_id, now_ms],
+    )?;
+    Ok(fp)
+}
+
+/// The caller behind a key hash, unless the key is unknown or revoked.
+pub fn caller(conn: &Connection, hash: &[u8; 32]) -> Result<Option<Caller>, StorageError> {
+    let row = conn
+        .query_row(
+            "SELECT k.org_id, k.env, k.agent_id, k.rate_per_sec, o.policy_version
+             FROM api_keys k JOIN orgs o ON o.id = k.org_id
+             WHERE k.hash = ?1 AND k.revoked_ms IS NULL",
+            [&hash[..]],
+            |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, Option<String>>(2)?,
+                    r.get::<_, i64>(3)?,
+                    r.get::<_, String>(4)?,
+                ))
+            },
+        )
+        .optional()?;
+    let Some((org_id, env, agent, rate, policy_version)) = row else {
+        return Ok(None);
+    };
+    let env = Env::parse(&env).ok_or_else(|| StorageError::Corrupt(format!("env {env:?}")))?;
+    let agent = agent
+        .map(|a| mandate_core::id::AgentId::parse(&a))
+        .transpose()
+        .map_err(|e| StorageError::Corrupt(e.to_string()))?;
+    Ok(Some(Caller {
+        key_hash: *hash,
+        org_id,
+        env,
+        agent,
+        rate_per_sec: u32::try_from(rate.max(1)).unwrap_or(u32::MAX),
+        policy_version,
+    }))
+}
+
+/// The hash of the key with this fingerprint.
+pub fn hash_by_fingerprint(conn: &Connection, fp: &str) -> rusqlite::Result<Option<Vec<u8>>> {
+    conn.query_row(
+        "SELECT hash FROM api_keys WHERE fingerprint = ?1",
+        [fp],
+        |r| r.get(0),
+    )
+    .optional()
+}
+
+/// Revokes a key; returns whether a live key was revoked.
+pub fn revoke(tx: &Connection, hash: &[u8], now_ms: i64) -> rusqlite::Result<bool> {
+    Ok(tx.execute(
+        "UPDATE api_keys SET revoked_ms = ?2 WHERE hash = ?1 AND revoked_ms IS NULL",
+        params![hash, now_ms],
+    )? == 1)
+}
+
+/// Sets a key's request rate; returns whether the key exists.
+pub fn set_rate(tx: &Connection, hash: &[u8], per_sec: u32) -> rusqlite::Result<bool> {
+    Ok(tx.execute(
+        "UPDATE api_keys SET rate_per_sec = ?2 WHERE hash = ?1",
+        params![hash, per_sec],
+    )? == 1)
+}
+
+/// One key as operators see it: never the key itself.
+#[derive(Debug)]
+pub struct KeyInfo {
+    /// Public handle.
+    pub fingerprint: String,
+    /// Environment.
+    pub env: String,
+    /// Class.
+    pub class: String,
+    /// Agent for agent keys.
+    pub agent: Option<String>,
+    /// Rate per second.
+    pub rate_per_sec: i64,
+    /// Whether revoked.
+    pub revoked: bool,
+}
+
+/// The keys of an organization.
+pub fn list(conn: &Connection, org_id: &str) -> rusqlite::Result<Vec<KeyInfo>> {
+    let mut stmt = conn.prepare(
+        "SELECT fingerprint, env, class, agent_id, rate_per_sec, revoked_ms IS NOT NULL FROM api_keys WHERE org_id = ?1 ORDER BY created_ms",
+    )?;
+    let rows = stmt.query_map([org_id], |r| {
+        Ok(KeyInfo {
+            fingerprint: r.get(0)?,
+            env: r.get(1)?,
+            class: r.get(2)?,
+            agent: r.get(3)?,
+            rate_per_sec: r.get(4)?,
+            revoked: r.get(5)?,
+        })
+    })?;
+    rows.collect()
+}

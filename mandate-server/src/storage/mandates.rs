@@ -1,0 +1,165 @@
+//! Mandates. The validated terms are stored as JSON with exact numbers and parsed back
+//! through the same `MandateDraft::from_json` that validated them.
+
+use mandate_core::id::MandateId;
+use mandate_core::mandate::{Mandate, MandateDraft, MandateStatus, format_date};
+use rusqlite::{Connection, OptionalExtension, params};
+use serde_json::Value;
+
+use super::StorageError;
+use crate::clock::{from_ms, ms};
+
+/// The terms as stored: the API shape without the server-set fields.
+fn terms_json(mandate: &Mandate) -> String {
+    let mut value = mandate.to_json(mandate.created_at);
+    if let Value::Object(map) = &mut value {
+        for key in ["id", "status", "created_at"] {
+            map.remove(key);
+        }
+    }
+    value.to_string()
+}
+
+/// Inserts a mandate and supersedes the agent's previous active one.
+pub fn insert(tx: &Connection, org_id: &str, env: &str, mandate: &Mandate) -> rusqlite::Result<()> {
+    tx.execute(
+        "UPDATE mandates SET status = 'superseded'
+         WHERE org_id = ?1 AND env = ?2 AND agent_id = ?3 AND status = 'active'",
+        params![org_id, env, mandate.terms.agent.as_str()],
+    )?;
+    tx.execute(
+        "INSERT INTO mandates (id, org_id, env, agent_id, terms, expires, status, created_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![
+            mandate.id.as_str(),
+            org_id,
+            env,
+            mandate.terms.agent.as_str(),
+            terms_json(mandate),
+            format_date(mandate.terms.expires),
+            mandate.status.as_str(),
+            ms(mandate.created_at),
+        ],
+    )?;
+    Ok(())
+}
+
+const COLUMNS: &str = "seq, id, terms, status, created_ms";
+
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(i64, String, String, String, i64)> {
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+}
+
+fn decode(raw: (i64, String, String, String, i64)) -> Result<(i64, Mandate), StorageError> {
+    let (seq, id, terms, status, created_ms) = raw;
+    let corrupt = |what: String| StorageError::Corrupt(format!("mandate {id}: {what}"));
+    let value: Value = serde_json::from_str(&terms).map_err(|e| corrupt(e.to_string()))?;
+    let terms = MandateDraft::from_json(&value).map_err(|e| corrupt(e.to_string()))?;
+    let status = MandateStatus::parse(&status).ok_or_else(|| corrupt(status.clone()))?;
+    let id = MandateId::parse(&id).map_err(|e| corrupt(e.to_string()))?;
+    Ok((
+        seq,
+        Mandate {
+            id,
+            terms,
+            status,
+            created_at: from_ms(created_ms),
+        },
+    ))
+}
+
+/// One mandate of this organization and environment.
+pub fn get(
+    conn: &Connection,
+    org_id: &str,
+    env: &str,
+    id: &str,
+) -> Result<Option<Mandate>, StorageError> {
+    let raw = conn
+        .query_row(
+            &format!("SELECT {COLUMNS} FROM mandates WHERE org_id = ?1 AND env = ?2 AND id = ?3"),
+            params![org_id, env, id],
+            row,
+        )
+        .optional()?;
+    raw.map(decode).transpose().map(|m| m.map(|(_, m)| m))
+}
+
+/// The agent's current mandate: its newest, whatever its status.
+pub fn current(
+    conn: &Connection,
+    org_id: &str,
+    env: &str,
+    agent: &str,
+) -> Result<Option<Mandate>, StorageError> {
+    let raw = conn
+        .query_row(
+            &format!(
+                "SELECT {COLUMNS} FROM mandates WHERE org_id = ?1 AND env = ?2 AND agent_id = ?3
+                 ORDER BY seq DESC LIMIT 1"
+            ),
+            params![org_id, env, agent],
+            row,
+        )
+        .optional()?;
+    raw.map(decode).transpose().map(|m| m.map(|(_, m)| m))
+}
+
+/// Filters of `GET /v1/mandates`.
+#[derive(Debug, Default, Clone)]
+pub struct Filters {
+    /// Only this agent's mandates.
+    pub agent: Option<String>,
+    /// Only this status (as read at `today`).
+    pub status: Option<MandateStatus>,
+}
+
+/// A page of mandates, newest first, strictly before seq `before`. `today` is the UTC
+/// date as `YYYY-MM-DD`, for the computed `expired` status.
+pub fn page(
+    conn: &Connection,
+    org_id: &str,
+    env: &str,
+    filters: &Filters,
+    today: &str,
+    before: i64,
+    limit: i64,
+) -> Result<Vec<(i64, Mandate)>, StorageError> {
+    let status_clause = match filters.status {
+        None => "1",
+        Some(MandateStatus::Active) => "status = 'active' AND expires >= ?4",
+        Some(MandateStatus::Expired) => "status = 'active' AND expires < ?4",
+        Some(MandateStatus::Revoked) => "status = 'revoked'",
+        Some(MandateStatus::Superseded) => "status = 'superseded'",
+    };
+    let sql = format!(
+        "SELECT {COLUMNS} FROM mandates
+         WHERE org_id = ?1 AND env = ?2 AND (?3 IS NULL OR agent_id = ?3) AND ({status_clause})
+           AND seq < ?5 AND ?4 = ?4
+         ORDER BY seq DESC LIMIT ?6"
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map(
+        params![org_id, env, filters.agent, today, before, limit],
+        row,
+    )?;
+    let mut out = Vec::new();
+    for raw in rows {
+        out.push(decode(raw?)?);
+    }
+    Ok(out)
+}
+
+/// The seq of a mandate (its list position).
+pub fn seq_of(conn: &Connection, id: &str) -> rusqlite::Result<Option<i64>> {
+    conn.query_row("SELECT seq FROM mandates WHERE id = ?1", [id], |r| r.get(0))
+        .optional()
+}
+
+/// Marks an active mandate revoked; returns whether it was active.
+pub fn revoke(tx: &Connection, id: &str, now_ms: i64) -> rusqlite::Result<bool> {
+    Ok(tx.execute(
+        "UPDATE mandates SET status = 'revoked', revoked_ms = ?2 WHERE id = ?1 AND status = 'active'",
+        params![id, now_ms],
+    )? == 1)
+}
