@@ -179,7 +179,7 @@ pub struct HistoryEntry {
     /// The dispute flag after the step.
     pub disputed: bool,
     /// When the step happened.
-    #[serde(with = "time::serde::rfc3339")]
+    #[serde(with = "crate::timefmt")]
     pub at: OffsetDateTime,
     /// Who took the step, as the server names callers (for example an agent or org id).
     pub actor: String,

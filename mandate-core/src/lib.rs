@@ -139,3 +139,5 @@ pub mod mandate;
 pub mod names;
 pub mod policy;
 pub mod review;
+pub mod timefmt;
+pub mod wire;

@@ -292,16 +292,7 @@ pub fn format_date(date: Date) -> String {
 
 /// Formats a timestamp as RFC 3339 in UTC with second precision, e.g. `2026-11-22T14:00:00Z`.
 pub fn format_timestamp(at: OffsetDateTime) -> String {
-    let at = at.to_offset(time::UtcOffset::UTC);
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
-        at.year(),
-        u8::from(at.month()),
-        at.day(),
-        at.hour(),
-        at.minute(),
-        at.second()
-    )
+    crate::timefmt::format(at)
 }
 
 #[cfg(test)]

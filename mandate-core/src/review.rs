@@ -77,13 +77,13 @@ pub struct Review {
     /// Where the review stands.
     pub status: ReviewStatus,
     /// When the review opened.
-    #[serde(with = "time::serde::rfc3339")]
+    #[serde(with = "crate::timefmt")]
     pub created_at: OffsetDateTime,
     /// When a pending review expires: `created_at` + [`REVIEW_LIFETIME`].
-    #[serde(with = "time::serde::rfc3339")]
+    #[serde(with = "crate::timefmt")]
     pub expires_at: OffsetDateTime,
     /// When the review was approved, denied or expired; `null` while pending.
-    #[serde(default, with = "time::serde::rfc3339::option")]
+    #[serde(default, with = "crate::timefmt::option")]
     pub resolved_at: Option<OffsetDateTime>,
     /// On approval, the id of the fresh decision.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -38,13 +38,20 @@ async fn strip_allow(request: axum::extract::Request, next: axum::middleware::Ne
 }
 
 /// The API host: everything under `/v1`.
+///
+/// The routes sit inside an outer router whose layers see every response whole: axum adds
+/// `Allow` to a wrong-method answer outside the layers of a route, so it can only be
+/// removed from outside, and authentication must run before any routing.
 pub fn api(state: AppState) -> Router {
-    routes::api()
+    let routes = routes::api()
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(CatchPanicLayer::custom(panic_response))
         .layer(from_fn_with_state(state.clone(), idempotency::layer))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state.clone());
+    Router::new()
+        .fallback_service(routes)
         .layer(from_fn_with_state(state.clone(), auth::authenticate))
         .layer(from_fn(strip_allow))
         .layer(from_fn(request_id::assign))
@@ -61,11 +68,13 @@ async fn public_not_found() -> Response {
 
 /// The public host: the JWK Set and the contract.
 pub fn public(state: AppState) -> Router {
-    routes::public::router()
+    let routes = routes::public::router()
         .fallback(public_not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(CatchPanicLayer::custom(panic_response))
+        .with_state(state);
+    Router::new()
+        .fallback_service(routes)
         .layer(from_fn(strip_allow))
         .layer(from_fn(request_id::assign))
-        .with_state(state)
 }

@@ -8,7 +8,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use mandate_core::cursor::CursorError;
 use mandate_core::field::FieldError;
-use serde_json::json;
+use mandate_core::wire::{ErrorBody, ErrorDetail};
 
 use crate::request_id;
 use crate::storage::StorageError;
@@ -101,7 +101,13 @@ impl From<CursorError> for ApiError {
 /// Builds the envelope response for `status`, `code` and `message`.
 pub fn envelope(status: StatusCode, code: &str, message: &str) -> Response {
     let id = request_id::current();
-    let body = json!({"error": {"code": code, "message": message, "request_id": id}});
+    let body = ErrorBody {
+        error: ErrorDetail {
+            code: code.to_owned(),
+            message: message.to_owned(),
+            request_id: id.clone(),
+        },
+    };
     let mut response = (status, axum::Json(body)).into_response();
     if let Ok(value) = HeaderValue::from_str(&id) {
         response.headers_mut().insert(request_id::HEADER, value);

@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 
 use mandate_core::cursor::CursorContext;
-use serde_json::{Value, json};
+use mandate_core::wire::ListPage;
+use serde_json::Value;
 
 use crate::error::ApiError;
 use crate::model::Caller;
@@ -96,16 +97,18 @@ pub fn envelope(
 ) -> Value {
     let has_more = i64::try_from(rows.len()).unwrap_or(i64::MAX) > limit;
     rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
-    let mut out = json!({
-        "data": rows.iter().map(|(_, v)| v.clone()).collect::<Vec<_>>(),
-        "has_more": has_more,
-    });
-    if has_more && let Some((last, _)) = rows.last() {
-        out["next_cursor"] = json!(state.cursors.issue(
+    let next_cursor = match rows.last() {
+        Some((last, _)) if has_more => Some(state.cursors.issue(
             context,
             *last,
-            state.now().unix_timestamp()
-        ));
-    }
-    out
+            state.now().unix_timestamp(),
+        )),
+        _ => None,
+    };
+    let page = ListPage {
+        data: rows.into_iter().map(|(_, v)| v).collect(),
+        has_more,
+        next_cursor,
+    };
+    serde_json::to_value(page).unwrap_or(Value::Null)
 }

@@ -1,0 +1,17 @@
+//! HTTP-level tests: each runs the real server on 127.0.0.1 port 0 with a fresh database.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+mod helpers;
+
+mod agents;
+mod auth;
+mod authorizations;
+mod concurrency;
+mod decisions;
+mod durability;
+mod enforcement;
+mod idempotency;
+mod jwks;
+mod lists;
+mod mandates;
+mod reviews;
