@@ -1,4 +1,5 @@
 //! Test harness: a real server on 127.0.0.1 port 0, a fresh SQLite file, a manual clock.
+#![allow(dead_code)]
 
 use std::path::PathBuf;
 use std::sync::Arc;
