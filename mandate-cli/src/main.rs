@@ -1,6 +1,66 @@
-//! `mandate`: the command-line client (being built; see the CLI issue).
+//! `mandate`: the command-line client of the Mandate service.
+//!
+//! For three kinds of users: a counterparty who checks a signed verdict offline before it
+//! settles (`verify`, `jwks fetch`), an organization scripting its agents and mandates,
+//! and an agent developer trying the service (`authorize`, `simulate`). `main` only parses
+//! and dispatches; each subcommand lives in its own file under `commands/`, and the exit
+//! codes are defined once in [`error::Exit`].
 
-fn main() {
-    eprintln!("mandate: the CLI is not built yet");
-    std::process::exit(2);
+mod backtest;
+mod cli;
+mod client;
+mod commands;
+mod config;
+mod error;
+mod jwks_cache;
+mod output;
+mod replay_store;
+
+use std::process::ExitCode;
+
+use clap::{CommandFactory as _, FromArgMatches as _};
+
+use crate::cli::Cli;
+use crate::commands::Context;
+
+fn main() -> ExitCode {
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    let ctx = Context::new(&cli.global, &matches);
+    match commands::run(cli.command, &ctx) {
+        Ok(exit) => exit.into(),
+        Err(error) => error::report(&error, ctx.json).into(),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use crate::error::Exit;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn exit_codes_are_stable() {
+        let codes: Vec<u8> = [
+            Exit::Success,
+            Exit::Api,
+            Exit::Usage,
+            Exit::Network,
+            Exit::Denied,
+            Exit::Review,
+            Exit::Rejected,
+        ]
+        .iter()
+        .map(|e| e.code())
+        .collect();
+        assert_eq!(codes, [0, 1, 2, 3, 4, 5, 6]);
+    }
 }

@@ -31,6 +31,8 @@ pub const REPLAYED: &str = "idempotency-replayed";
 pub struct IdempotencySlot {
     key_hash: [u8; 32],
     idem_key: String,
+    /// The id of the request that claimed the key, replayed with its response.
+    request_id: String,
 }
 
 /// Put into a response's extensions when the handler stored it itself.
@@ -51,7 +53,7 @@ impl IdempotencySlot {
             &self.idem_key,
             status,
             body,
-            &request_id::current(),
+            &self.request_id,
         )
     }
 }
@@ -131,6 +133,7 @@ async fn run(state: AppState, request: Request, next: Next) -> Result<Response, 
             let slot = IdempotencySlot {
                 key_hash: caller.key_hash,
                 idem_key: idem_key.clone(),
+                request_id: request_id::current(),
             };
             parts.extensions.insert(slot);
             let response = next.run(Request::from_parts(parts, Body::from(bytes))).await;

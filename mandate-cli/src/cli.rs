@@ -1,0 +1,158 @@
+//! The command line: global options and the subcommands, each defined in its own file
+//! under `commands/`.
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::commands::{
+    agents, authorize, decisions, enforcement, jwks, login, mandates, profiles, reviews, simulate,
+    verify,
+};
+use crate::error::EXIT_CODES_HELP;
+
+const ABOUT: &str = "Script the Mandate API and verify signed verdicts offline";
+
+const LONG_ABOUT: &str = "\
+Script the Mandate API and verify signed verdicts offline.
+
+Mandate decides whether an AI agent may spend money and signs each verdict as an ES256
+JWT. This tool registers agents, writes and revokes mandates, asks for authorizations,
+resolves reviews, switches enforcement and reads decisions; it checks a verdict token
+against the published key set without any account (`verify`), and replays past decisions
+through a draft mandate to show what would change (`simulate`).
+
+Connection settings: a flag beats its environment variable, which beats the profile
+(--profile NAME, MANDATE_PROFILE, or the profile named `default`). Profiles are stored
+by `mandate login` in $XDG_CONFIG_HOME/mandate/config.json (~/.config/mandate/).";
+
+/// `mandate`: the command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "mandate",
+    version,
+    about = ABOUT,
+    long_about = LONG_ABOUT,
+    after_help = EXIT_CODES_HELP,
+    propagate_version = true,
+    max_term_width = 100
+)]
+pub struct Cli {
+    /// Options every subcommand takes.
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every subcommand takes.
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// API base URL [default: http://127.0.0.1:8080/v1]
+    ///
+    /// For example https://api.example.com; the /v1 segment is added when missing. Plain
+    /// http is accepted only for localhost.
+    #[arg(
+        long,
+        env = "MANDATE_BASE_URL",
+        global = true,
+        hide_env_values = true,
+        value_name = "URL",
+        help_heading = GLOBAL
+    )]
+    pub base_url: Option<String>,
+
+    /// API key, organization (sk_…) or agent (ak_…)
+    ///
+    /// Prefer MANDATE_API_KEY or a profile: a flag is visible in the process list.
+    #[arg(
+        long,
+        env = "MANDATE_API_KEY",
+        global = true,
+        hide_env_values = true,
+        value_name = "KEY",
+        help_heading = GLOBAL
+    )]
+    pub api_key: Option<String>,
+
+    /// Stored profile to use [default: the profile named `default`]
+    ///
+    /// Profiles are written by `mandate login` and listed by `mandate profiles`.
+    #[arg(
+        long,
+        env = "MANDATE_PROFILE",
+        global = true,
+        hide_env_values = true,
+        value_name = "NAME",
+        help_heading = GLOBAL
+    )]
+    pub profile: Option<String>,
+
+    /// Print JSON for scripts: the server's objects as they came
+    #[arg(long, global = true, help_heading = GLOBAL)]
+    pub json: bool,
+
+    /// Seconds to wait for each HTTP request
+    #[arg(
+        long,
+        global = true,
+        default_value_t = 30,
+        value_name = "SECS",
+        help_heading = GLOBAL
+    )]
+    pub timeout: u64,
+
+    /// Retries after a network error, a 5xx or a short 429
+    ///
+    /// A POST is retried with the same Idempotency-Key, so it never acts twice.
+    #[arg(
+        long,
+        env = "MANDATE_RETRIES",
+        global = true,
+        hide_env_values = true,
+        default_value_t = 2,
+        value_name = "N",
+        help_heading = GLOBAL
+    )]
+    pub retries: u32,
+}
+
+/// The heading of the global options in every help page.
+const GLOBAL: &str = "Global options";
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Store an API key (and base URL) under a profile name
+    #[command(long_about = login::LONG_ABOUT)]
+    Login(login::LoginArgs),
+    /// List the stored profiles, keys masked
+    #[command(long_about = profiles::LONG_ABOUT)]
+    Profiles(profiles::ProfilesArgs),
+    /// Register, list and read agents (organization key)
+    #[command(subcommand)]
+    Agents(agents::AgentsCommand),
+    /// Write, list, read and revoke mandates
+    #[command(subcommand)]
+    Mandates(mandates::MandatesCommand),
+    /// Ask for an authorization to spend (agent key); exits 4 on a denial, 5 on review
+    #[command(long_about = authorize::LONG_ABOUT)]
+    Authorize(authorize::AuthorizeArgs),
+    /// Approve or deny a pending review (organization key)
+    #[command(subcommand)]
+    Reviews(reviews::ReviewsCommand),
+    /// Read or switch the enforcement mode, the kill switch (organization key)
+    #[command(subcommand)]
+    Enforcement(enforcement::EnforcementCommand),
+    /// List and read decisions, the log of every verdict
+    #[command(subcommand)]
+    Decisions(decisions::DecisionsCommand),
+    /// Verify a signed verdict or event offline; exits 0 only for a valid, matching allow
+    #[command(long_about = verify::LONG_ABOUT)]
+    Verify(verify::VerifyArgs),
+    /// Fetch the public key set and cache it for `verify`
+    #[command(subcommand)]
+    Jwks(jwks::JwksCommand),
+    /// Replay past decisions through a draft mandate and show what would change
+    #[command(long_about = simulate::LONG_ABOUT)]
+    Simulate(simulate::SimulateArgs),
+}

@@ -1,0 +1,85 @@
+//! `mandate decisions list|get`: the log of every verdict, newest first.
+
+use clap::{Args, Subcommand};
+use mandate_core::id::{AgentId, DecisionId};
+use mandate_core::policy::Verdict;
+
+use super::{Context, ListArgs, parse_verdict, print_list};
+use crate::error::{CmdResult, Exit};
+use crate::output;
+
+/// The columns of a decision list.
+const COLUMNS: &[(&str, &str)] = &[
+    ("ID", "id"),
+    ("CREATED", "created_at"),
+    ("AGENT", "request.agent"),
+    ("AMOUNT", "request.amount"),
+    ("CUR", "request.currency"),
+    ("RECIPIENT", "request.recipient"),
+    ("CATEGORY", "request.category"),
+    ("VERDICT", "verdict"),
+    ("POLICY", "policy_verdict"),
+    ("MODE", "mode"),
+];
+
+/// `mandate decisions …`.
+#[derive(Debug, Subcommand)]
+pub enum DecisionsCommand {
+    /// List decisions, newest first; `--all --json` makes the dump `simulate` reads
+    List(ListDecisionsArgs),
+    /// Show one decision
+    Get(GetArgs),
+}
+
+/// `mandate decisions list`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  mandate decisions list --verdict review
+  mandate decisions list --all --json > decisions.json")]
+pub struct ListDecisionsArgs {
+    /// Only decisions whose returned verdict is this (allow, review, deny_*)
+    #[arg(long, value_name = "VERDICT", value_parser = parse_verdict)]
+    pub verdict: Option<Verdict>,
+    /// Only decisions whose policy verdict is this (differs from verdict in observe mode)
+    #[arg(long, value_name = "VERDICT", value_parser = parse_verdict)]
+    pub policy_verdict: Option<Verdict>,
+    /// Only this agent's decisions
+    #[arg(long, value_name = "ID")]
+    pub agent: Option<AgentId>,
+    #[command(flatten)]
+    pub list: ListArgs,
+}
+
+/// `mandate decisions get ID`.
+#[derive(Debug, Args)]
+pub struct GetArgs {
+    /// The decision id, dec_…
+    pub id: DecisionId,
+}
+
+/// Runs `mandate decisions …`.
+pub fn run(command: DecisionsCommand, ctx: &Context) -> CmdResult {
+    let client = ctx.client()?;
+    match command {
+        DecisionsCommand::List(args) => {
+            let mut filters = Vec::new();
+            if let Some(verdict) = args.verdict {
+                filters.push(("verdict", verdict.as_str().to_owned()));
+            }
+            if let Some(verdict) = args.policy_verdict {
+                filters.push(("policy_verdict", verdict.as_str().to_owned()));
+            }
+            if let Some(agent) = &args.agent {
+                filters.push(("agent", agent.to_string()));
+            }
+            let page = client.list("/decisions", &filters, &args.list.paging())?;
+            print_list(ctx, &page, COLUMNS)?;
+        }
+        DecisionsCommand::Get(args) => {
+            let response = client.get(&format!("/decisions/{}", args.id), &[])?;
+            output::object(&response.body, ctx.json)?;
+        }
+    }
+    Ok(Exit::Success)
+}

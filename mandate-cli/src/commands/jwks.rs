@@ -1,0 +1,111 @@
+//! `mandate jwks fetch URL`: read the service's public key set and cache it for `verify`.
+
+use clap::{Args, Subcommand};
+use mandate_core::jwk::JwkSet;
+use serde_json::Value;
+
+use super::Context;
+use crate::client;
+use crate::error::{CliError, CmdResult, Exit};
+use crate::jwks_cache::{self, CacheEntry, KEY_SET_LIFETIME_SECS};
+use crate::output;
+
+/// `mandate jwks …`.
+#[derive(Debug, Subcommand)]
+pub enum JwksCommand {
+    /// Fetch the JWK Set and cache it for five minutes
+    #[command(long_about = LONG_ABOUT)]
+    Fetch(FetchArgs),
+}
+
+/// The long help of `FetchArgs`, set on its subcommand (a variant's doc comment would
+/// replace a long help given on the struct).
+pub const LONG_ABOUT: &str = "Fetch the service's JWK Set (no key needed) and cache it for `mandate verify`.\n\n\
+URL is the verdicts URL (the issuer of tokens, e.g. https://verdicts.example.com) or the \
+set's own URL ending in /.well-known/jwks.json. Redirects are followed (at most five, never \
+from https to plain http). The set is checked strictly (EC P-256 ES256 public keys only) \
+and written with the fetch time and the issuer, taken from the final URL without \
+/.well-known/jwks.json, to $XDG_CACHE_HOME/mandate/jwks.json (~/.cache/mandate/). \
+`verify` uses the cache for five minutes and then asks for a fresh fetch.";
+
+/// `mandate jwks fetch URL`.
+#[derive(Debug, Args)]
+#[command(after_help = "Example:\n  mandate jwks fetch https://verdicts.example.com")]
+pub struct FetchArgs {
+    /// The verdicts URL, or the JWK Set URL
+    pub url: String,
+}
+
+fn now_unix() -> i64 {
+    time::OffsetDateTime::now_utc().unix_timestamp()
+}
+
+/// Runs `mandate jwks …`.
+pub fn run(command: JwksCommand, ctx: &Context) -> CmdResult {
+    let JwksCommand::Fetch(args) = command;
+    let url = client::parse_url(&jwks_cache::jwks_url(&args.url))?;
+    let (final_url, response) = client::fetch_public(&url, ctx.http)?;
+    let bytes = serde_json::to_vec(&response.body)
+        .map_err(|e| CliError::usage(format!("cannot encode the key set: {e}")))?;
+    let set = JwkSet::from_json(&bytes).map_err(|e| CliError::UnexpectedResponse {
+        status: response.status,
+        detail: format!("{final_url} did not return a valid key set: {e}"),
+        request_id: None,
+    })?;
+    let entry = CacheEntry {
+        source: final_url.to_string(),
+        issuer: jwks_cache::issuer_of(&final_url),
+        fetched_at: now_unix(),
+        jwks: response.body.clone(),
+    };
+    let path = jwks_cache::cache_path()?;
+    jwks_cache::save(&path, &entry)?;
+
+    if ctx.json {
+        output::json(&response.body)?;
+        return Ok(Exit::Success);
+    }
+    let kids: Vec<Vec<String>> = response
+        .body
+        .get("keys")
+        .and_then(Value::as_array)
+        .map(|keys| {
+            keys.iter()
+                .map(|k| {
+                    vec![
+                        output::cell(k, "kid"),
+                        output::cell(k, "alg"),
+                        output::cell(k, "crv"),
+                    ]
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    output::table(&["KID", "ALG", "CRV"], &kids)?;
+    output::fields(&[
+        ("keys".to_owned(), set.keys.len().to_string()),
+        ("source".to_owned(), entry.source.clone()),
+        (
+            "issuer".to_owned(),
+            entry.issuer.clone().unwrap_or_else(|| {
+                "(not derivable from the URL: pass --issuer to verify)".to_owned()
+            }),
+        ),
+        ("cached_in".to_owned(), path.display().to_string()),
+        (
+            "usable_until".to_owned(),
+            format!(
+                "{} (five minutes)",
+                unix_to_text(entry.fetched_at + KEY_SET_LIFETIME_SECS)
+            ),
+        ),
+    ])?;
+    Ok(Exit::Success)
+}
+
+/// A Unix time as an RFC 3339 timestamp (or the number when out of range).
+pub fn unix_to_text(at: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp(at)
+        .map(mandate_core::timefmt::format)
+        .unwrap_or_else(|_| at.to_string())
+}

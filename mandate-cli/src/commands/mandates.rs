@@ -1,0 +1,223 @@
+//! `mandate mandates create|list|get|revoke`.
+//!
+//! A mandate is written from flags or from a JSON draft (`--file`). Either way the body is
+//! checked with the core's `MandateDraft::from_json` before it is sent, so a bad draft is a
+//! usage error naming the field, and the draft is sent with its numbers exactly as written.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand, ValueEnum};
+use mandate_core::amount::Amount;
+use mandate_core::id::{AgentId, MandateId};
+use mandate_core::mandate::MandateDraft;
+use mandate_core::names::{Category, Currency, Principal};
+use serde_json::{Value, json};
+
+use super::{
+    Context, ListArgs, PostArgs, parse_category, parse_currency, parse_principal, print_list,
+    read_input,
+};
+use crate::error::{CliError, CmdResult, Exit};
+use crate::output;
+
+/// The columns of a mandate list.
+const COLUMNS: &[(&str, &str)] = &[
+    ("ID", "id"),
+    ("AGENT", "agent"),
+    ("STATUS", "status"),
+    ("PER TX", "limits.per_transaction"),
+    ("PER MONTH", "limits.per_month"),
+    ("CUR", "limits.currency"),
+    ("REVIEW ABOVE", "review_above"),
+    ("CATEGORIES", "categories"),
+    ("EXPIRES", "expires"),
+];
+
+/// `mandate mandates …`.
+#[derive(Debug, Subcommand)]
+pub enum MandatesCommand {
+    /// Write a mandate from flags or a JSON draft; it supersedes the agent's current one
+    Create(Box<CreateArgs>),
+    /// List mandates, newest first
+    List(ListMandatesArgs),
+    /// Show one mandate
+    Get(IdArgs),
+    /// Revoke a mandate: the agent's next request is denied with deny_revoked
+    Revoke(RevokeArgs),
+}
+
+/// `mandate mandates create`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  mandate mandates create --agent agt_buyer --per-transaction 100 --per-month 1000 \\
+      --currency USD --category software --category travel --review-above 50 \\
+      --expires 2026-12-31 --principal role:cfo
+  mandate mandates create --file draft.json")]
+pub struct CreateArgs {
+    /// A JSON mandate draft (`-` for stdin), sent as written; excludes the other flags
+    #[arg(long, value_name = "FILE", conflicts_with_all = [
+        "agent", "per_transaction", "per_month", "currency", "category", "review_above",
+        "expires", "principal",
+    ])]
+    pub file: Option<PathBuf>,
+    /// The agent id, agt_<name>
+    #[arg(long, value_name = "ID", required_unless_present = "file")]
+    pub agent: Option<AgentId>,
+    /// Hard cap on one transaction (exact decimal)
+    #[arg(long, value_name = "AMOUNT", required_unless_present = "file")]
+    pub per_transaction: Option<Amount>,
+    /// Cap on the allowed spend of a calendar month, UTC
+    #[arg(long, value_name = "AMOUNT")]
+    pub per_month: Option<Amount>,
+    /// Currency of every amount, e.g. USD
+    #[arg(long, value_name = "CODE", value_parser = parse_currency, required_unless_present = "file")]
+    pub currency: Option<Currency>,
+    /// An allowed category; repeat for several
+    #[arg(long, value_name = "CATEGORY", value_parser = parse_category, required_unless_present = "file")]
+    pub category: Vec<Category>,
+    /// Amounts above this (and within the per-transaction cap) get a human review
+    #[arg(long, value_name = "AMOUNT")]
+    pub review_above: Option<Amount>,
+    /// Last valid day, YYYY-MM-DD (valid through its end, UTC)
+    #[arg(long, value_name = "DATE", required_unless_present = "file")]
+    pub expires: Option<String>,
+    /// The accountable party, role:<name>
+    #[arg(long, value_name = "ROLE", value_parser = parse_principal)]
+    pub principal: Option<Principal>,
+    #[command(flatten)]
+    pub post: PostArgs,
+}
+
+/// Mandate status filter values.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum StatusFilter {
+    /// In force.
+    Active,
+    /// Revoked by the organization.
+    Revoked,
+    /// Replaced by a newer mandate.
+    Superseded,
+    /// Past its expiry date.
+    Expired,
+}
+
+impl StatusFilter {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Active => "active",
+            Self::Revoked => "revoked",
+            Self::Superseded => "superseded",
+            Self::Expired => "expired",
+        }
+    }
+}
+
+/// `mandate mandates list`.
+#[derive(Debug, Args)]
+pub struct ListMandatesArgs {
+    /// Only this agent's mandates
+    #[arg(long, value_name = "ID")]
+    pub agent: Option<AgentId>,
+    /// Only mandates with this status
+    #[arg(long, value_enum)]
+    pub status: Option<StatusFilter>,
+    #[command(flatten)]
+    pub list: ListArgs,
+}
+
+/// `mandate mandates get ID`.
+#[derive(Debug, Args)]
+pub struct IdArgs {
+    /// The mandate id, mnd_…
+    pub id: MandateId,
+}
+
+/// `mandate mandates revoke ID`.
+#[derive(Debug, Args)]
+pub struct RevokeArgs {
+    /// The mandate id, mnd_…
+    pub id: MandateId,
+    #[command(flatten)]
+    pub post: PostArgs,
+}
+
+/// The draft body from the flags.
+fn body_from_flags(args: &CreateArgs) -> Value {
+    let mut limits = json!({
+        "per_transaction": args.per_transaction,
+        "currency": args.currency.as_ref().map(Currency::as_str),
+    });
+    if let Some(per_month) = args.per_month {
+        limits["per_month"] = json!(per_month);
+    }
+    let mut body = json!({
+        "agent": args.agent.as_ref().map(AgentId::as_str),
+        "limits": limits,
+        "categories": args.category.iter().map(Category::as_str).collect::<Vec<_>>(),
+        "expires": args.expires,
+    });
+    if let Some(review_above) = args.review_above {
+        body["review_above"] = json!(review_above);
+    }
+    if let Some(principal) = &args.principal {
+        body["principal"] = json!(principal.as_str());
+    }
+    body
+}
+
+/// Reads and checks a draft file: JSON whose numbers keep their text, valid per the core.
+pub fn read_draft(path: &std::path::Path) -> Result<(Value, MandateDraft), CliError> {
+    let text = read_input(path)?;
+    let body: Value = serde_json::from_str(&text)
+        .map_err(|e| CliError::usage(format!("{} is not JSON: {e}", path.display())))?;
+    let draft = MandateDraft::from_json(&body)
+        .map_err(|e| CliError::usage(format!("invalid mandate draft {}: {e}", path.display())))?;
+    Ok((body, draft))
+}
+
+/// Runs `mandate mandates …`.
+pub fn run(command: MandatesCommand, ctx: &Context) -> CmdResult {
+    match command {
+        MandatesCommand::Create(args) => {
+            let body = match &args.file {
+                Some(path) => read_draft(path)?.0,
+                None => {
+                    let body = body_from_flags(&args);
+                    MandateDraft::from_json(&body)
+                        .map_err(|e| CliError::usage(format!("invalid mandate: {e}")))?;
+                    body
+                }
+            };
+            let client = ctx.client()?;
+            let response = client.post("/mandates", Some(&body), &args.post.key()?)?;
+            output::object(&response.body, ctx.json)?;
+        }
+        MandatesCommand::List(args) => {
+            let mut filters = Vec::new();
+            if let Some(agent) = &args.agent {
+                filters.push(("agent", agent.to_string()));
+            }
+            if let Some(status) = args.status {
+                filters.push(("status", status.as_str().to_owned()));
+            }
+            let page = ctx
+                .client()?
+                .list("/mandates", &filters, &args.list.paging())?;
+            print_list(ctx, &page, COLUMNS)?;
+        }
+        MandatesCommand::Get(args) => {
+            let response = ctx.client()?.get(&format!("/mandates/{}", args.id), &[])?;
+            output::object(&response.body, ctx.json)?;
+        }
+        MandatesCommand::Revoke(args) => {
+            let response = ctx.client()?.post(
+                &format!("/mandates/{}/revoke", args.id),
+                None,
+                &args.post.key()?,
+            )?;
+            output::object(&response.body, ctx.json)?;
+        }
+    }
+    Ok(Exit::Success)
+}

@@ -1,0 +1,226 @@
+//! One module per subcommand, each with its `…Args` (or `…Command`) type and a `run`
+//! function; this module holds what they share: the [`Context`], the options of every
+//! POST and every list, and the parsers of typed arguments.
+
+pub mod agents;
+pub mod authorize;
+pub mod decisions;
+pub mod enforcement;
+pub mod jwks;
+pub mod login;
+pub mod mandates;
+pub mod profiles;
+pub mod reviews;
+pub mod simulate;
+pub mod verify;
+
+use std::io::Read as _;
+use std::path::Path;
+use std::time::Duration;
+
+use clap::Args;
+use clap::parser::ValueSource;
+use mandate_core::names::{Category, Currency, Principal, Recipient};
+use mandate_core::policy::Verdict;
+use mandate_core::wire::ListPage;
+use serde_json::Value;
+
+use crate::cli::{Command, GlobalArgs};
+use crate::client::{self, Client, HttpOptions, Paging};
+use crate::config::{self, ConfigFile, Given, Source};
+use crate::error::{CliError, CmdResult};
+use crate::output;
+
+/// What every command gets: the connection settings as given, and the output mode.
+#[derive(Debug, Clone)]
+pub struct Context {
+    /// `--base-url`, `--api-key` and `--profile`, with where each came from.
+    pub given: Given,
+    /// `--json`.
+    pub json: bool,
+    /// Timeout and retries.
+    pub http: HttpOptions,
+    /// Whether `--profile` was given on the command line (not through `MANDATE_PROFILE`).
+    pub profile_flag: bool,
+}
+
+fn source(matches: &clap::ArgMatches, id: &str) -> Source {
+    match matches.value_source(id) {
+        Some(ValueSource::EnvVariable) => Source::Env,
+        _ => Source::Flag,
+    }
+}
+
+impl Context {
+    /// Builds the context from the parsed global options and the matches that tell a flag
+    /// from an environment variable.
+    pub fn new(global: &GlobalArgs, matches: &clap::ArgMatches) -> Self {
+        Self {
+            given: Given {
+                base_url: global
+                    .base_url
+                    .clone()
+                    .map(|u| (u, source(matches, "base_url"))),
+                api_key: global
+                    .api_key
+                    .clone()
+                    .map(|k| (k, source(matches, "api_key"))),
+                profile: global.profile.clone(),
+            },
+            json: global.json,
+            http: HttpOptions {
+                timeout: Duration::from_secs(global.timeout.max(1)),
+                retries: global.retries,
+            },
+            profile_flag: global.profile.is_some() && source(matches, "profile") == Source::Flag,
+        }
+    }
+
+    /// The API client, from flags, environment and profile.
+    pub fn client(&self) -> Result<Client, CliError> {
+        // Flags and variables that give everything need no config file (nor a valid one).
+        let complete = self.given.profile.is_none()
+            && self.given.api_key.is_some()
+            && self.given.base_url.is_some();
+        let file = if complete {
+            ConfigFile::default()
+        } else {
+            ConfigFile::load(&config::config_path()?)?
+        };
+        let resolved = config::resolve(&self.given, &file)?;
+        if self.profile_flag && resolved.key_source == Some(Source::Env) {
+            output::note(&format!(
+                "MANDATE_API_KEY overrides the key of profile {}",
+                resolved.profile.as_deref().unwrap_or("?")
+            ));
+        }
+        Client::new(&resolved, self.http)
+    }
+}
+
+/// Runs a subcommand.
+pub fn run(command: Command, ctx: &Context) -> CmdResult {
+    match command {
+        Command::Login(args) => login::run(args, ctx),
+        Command::Profiles(args) => profiles::run(args, ctx),
+        Command::Agents(cmd) => agents::run(cmd, ctx),
+        Command::Mandates(cmd) => mandates::run(cmd, ctx),
+        Command::Authorize(args) => authorize::run(args, ctx),
+        Command::Reviews(cmd) => reviews::run(cmd, ctx),
+        Command::Enforcement(cmd) => enforcement::run(cmd, ctx),
+        Command::Decisions(cmd) => decisions::run(cmd, ctx),
+        Command::Verify(args) => verify::run(args, ctx),
+        Command::Jwks(cmd) => jwks::run(cmd, ctx),
+        Command::Simulate(args) => simulate::run(args, ctx),
+    }
+}
+
+/// The option of every command that POSTs.
+#[derive(Debug, Clone, Args)]
+pub struct PostArgs {
+    /// Idempotency-Key of the POST [default: a fresh random key]
+    ///
+    /// Run the command again with the same key to retry it safely: the server replays the
+    /// first result (for 24 hours) instead of acting twice.
+    #[arg(long, value_name = "KEY")]
+    pub idempotency_key: Option<String>,
+}
+
+impl PostArgs {
+    /// The key given, or a fresh random one.
+    pub fn key(&self) -> Result<String, CliError> {
+        match &self.idempotency_key {
+            Some(key) => Ok(key.clone()),
+            None => client::new_idempotency_key(),
+        }
+    }
+}
+
+/// The options of every list.
+#[derive(Debug, Clone, Args)]
+pub struct ListArgs {
+    /// Page size, 1 to 100 [server default: 20]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=100))]
+    pub limit: Option<u8>,
+    /// Start from this cursor (the next_cursor of a previous page)
+    #[arg(long, value_name = "CURSOR", conflicts_with = "all")]
+    pub cursor: Option<String>,
+    /// Walk every page until has_more is false (progress on stderr when it is a terminal)
+    #[arg(long)]
+    pub all: bool,
+}
+
+impl ListArgs {
+    /// As the client's paging options.
+    pub fn paging(&self) -> Paging {
+        Paging {
+            limit: self.limit,
+            cursor: self.cursor.clone(),
+            all: self.all,
+        }
+    }
+}
+
+/// Prints a list: the envelope with `--json`, else a table and a hint when more follow.
+pub fn print_list(
+    ctx: &Context,
+    page: &ListPage<Value>,
+    columns: &[(&str, &str)],
+) -> Result<(), CliError> {
+    if ctx.json {
+        let value = serde_json::to_value(page)
+            .map_err(|e| CliError::usage(format!("cannot encode JSON: {e}")))?;
+        return output::json(&value);
+    }
+    output::list_table(columns, &page.data)?;
+    if page.has_more {
+        match &page.next_cursor {
+            Some(cursor) => output::note(&format!(
+                "more results: pass --all, or --cursor {cursor} for the next page"
+            )),
+            None => output::note("more results: pass --all"),
+        }
+    }
+    Ok(())
+}
+
+/// Reads a file, or stdin for `-`.
+pub fn read_input(path: &Path) -> Result<String, CliError> {
+    if path == Path::new("-") {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|e| CliError::usage(format!("cannot read stdin: {e}")))?;
+        return Ok(text);
+    }
+    std::fs::read_to_string(path)
+        .map_err(|e| CliError::usage(format!("cannot read {}: {e}", path.display())))
+}
+
+/// clap parser: a verdict (`allow`, `review`, `deny_limit`, ...).
+pub fn parse_verdict(text: &str) -> Result<Verdict, String> {
+    Verdict::parse(text).ok_or_else(|| {
+        let all: Vec<&str> = Verdict::ALL.iter().map(|v| v.as_str()).collect();
+        format!("must be one of {}", all.join(", "))
+    })
+}
+
+/// clap parser: a currency code.
+pub fn parse_currency(text: &str) -> Result<Currency, String> {
+    Currency::parse(text).map_err(|e| e.to_string())
+}
+
+/// clap parser: a recipient, `vendor:<name>`.
+pub fn parse_recipient(text: &str) -> Result<Recipient, String> {
+    Recipient::parse(text).map_err(|e| e.to_string())
+}
+
+/// clap parser: a spending category.
+pub fn parse_category(text: &str) -> Result<Category, String> {
+    Category::parse(text).map_err(|e| e.to_string())
+}
+
+/// clap parser: a principal, `role:<name>`.
+pub fn parse_principal(text: &str) -> Result<Principal, String> {
+    Principal::parse(text).map_err(|e| e.to_string())
+}

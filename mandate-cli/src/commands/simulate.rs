@@ -1,0 +1,219 @@
+//! `mandate simulate --mandate draft.json --decisions FILE`: backtest a draft mandate
+//! against past decisions, offline. The replay itself is [`crate::backtest`].
+
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+use mandate_core::policy::{Mode, Verdict};
+use serde_json::{Value, json};
+
+use super::mandates::read_draft;
+use super::{Context, read_input};
+use crate::backtest::{self, After, NO_REVIEW, Options, Row};
+use crate::error::{CliError, CmdResult, Exit};
+use crate::output;
+
+/// The long help of `SimulateArgs`, set on its subcommand (a variant's doc comment would
+/// replace a long help given on the struct).
+pub const LONG_ABOUT: &str = "Replay past decisions through a draft mandate, offline, and show how each \
+verdict would change.\n\n\
+FILE holds decision objects: NDJSON (one per line, oldest first, as an export gives them) or \
+the output of `mandate decisions list --all --json` (newest first, as lists give them). The \
+requests are replayed in time order (iat) through the same policy engine as the server, with \
+a velocity window and a month-to-date spend per agent. By default only the decisions of the \
+draft's agent are replayed; --every-agent applies the draft to every agent in the file, each \
+with its own history. Each decision is judged in the mode it was made in, or in --mode.\n\n\
+An approval (a decision with supersedes) does not count for velocity; it is re-checked as \
+the server does (revoked, expired, per_month) and its allow counts toward the month. If \
+under the draft the original request would not have opened a review, the approval shows as \
+`(no review)`.\n\n\
+Times have whole-second precision where the server counts milliseconds: a request exactly \
+at the edge of the 60-second velocity window may come out differently.";
+
+/// `mandate simulate`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Example:
+  mandate decisions list --all --json > decisions.json
+  mandate simulate --mandate tighter.json --decisions decisions.json")]
+pub struct SimulateArgs {
+    /// The draft mandate, JSON as for `mandates create --file`
+    #[arg(long, value_name = "FILE")]
+    pub mandate: PathBuf,
+    /// The past decisions: NDJSON, a JSON array, or a `decisions list --all --json` dump
+    /// (`-` for stdin)
+    #[arg(long, value_name = "FILE")]
+    pub decisions: PathBuf,
+    /// Judge every decision in this mode instead of the mode it was made in
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub mode: Option<ModeArg>,
+    /// Apply the draft to every agent's decisions, not only to the draft's agent
+    #[arg(long)]
+    pub every_agent: bool,
+    /// List every replayed decision, not only the changed ones
+    #[arg(long)]
+    pub show_all: bool,
+}
+
+/// `--mode` values.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ModeArg {
+    /// Nothing blocks: the verdict is allow, the policy verdict is kept
+    Observe,
+    /// Verdicts take effect
+    Enforce,
+}
+
+fn shown(verdict: Verdict, policy: Verdict) -> String {
+    if verdict == policy {
+        verdict.to_string()
+    } else {
+        format!("{verdict} (policy {policy})")
+    }
+}
+
+fn after_text(row: &Row) -> String {
+    match &row.after {
+        After::Judged(e) => shown(e.verdict, e.policy_verdict),
+        After::NoReview => NO_REVIEW.to_owned(),
+    }
+}
+
+fn row_json(row: &Row) -> Value {
+    let d = &row.before;
+    json!({
+        "id": d.id,
+        "at": mandate_core::timefmt::format(d.at),
+        "agent": d.request.agent.as_str(),
+        "amount": d.request.amount,
+        "currency": d.request.currency.as_str(),
+        "recipient": d.request.recipient.as_str(),
+        "category": d.request.category.as_str(),
+        "approval_of": d.supersedes,
+        "mode": row.mode.as_str(),
+        "changed": row.changed(),
+        "before": {"verdict": d.verdict, "policy_verdict": d.policy_verdict},
+        "after": match &row.after {
+            After::Judged(e) => json!({
+                "verdict": e.verdict, "policy_verdict": e.policy_verdict, "reason": e.reason,
+            }),
+            After::NoReview => Value::Null,
+        },
+    })
+}
+
+/// Runs `mandate simulate`.
+pub fn run(args: SimulateArgs, ctx: &Context) -> CmdResult {
+    let (_, draft) = read_draft(&args.mandate)?;
+    let text = read_input(&args.decisions)?;
+    let decisions = backtest::read_decisions(&text)
+        .map_err(|e| CliError::usage(format!("{}: {e}", args.decisions.display())))?;
+    let options = Options {
+        mode: args.mode.map(|m| match m {
+            ModeArg::Observe => Mode::Observe,
+            ModeArg::Enforce => Mode::Enforce,
+        }),
+        every_agent: args.every_agent,
+    };
+    let result = backtest::replay(&draft, &decisions, options);
+    let counts = backtest::summary(&result.rows);
+    let changed = result.rows.iter().filter(|r| r.changed()).count();
+    let listed: Vec<&Row> = result
+        .rows
+        .iter()
+        .filter(|r| args.show_all || r.changed())
+        .collect();
+
+    if ctx.json {
+        output::json(&json!({
+            "replayed": result.rows.len(),
+            "changed": changed,
+            "skipped_other_agents": result.skipped,
+            "decisions": listed.iter().map(|r| row_json(r)).collect::<Vec<_>>(),
+            "summary": counts.iter().map(|c| json!({
+                "verdict": c.label,
+                "before": c.before,
+                "after": c.after,
+                "policy_before": c.policy_before,
+                "policy_after": c.policy_after,
+            })).collect::<Vec<_>>(),
+        }))?;
+        return Ok(Exit::Success);
+    }
+
+    let rows: Vec<Vec<String>> = listed
+        .iter()
+        .map(|r| {
+            let d = &r.before;
+            let after_reason = match &r.after {
+                After::Judged(e) => e.reason.clone().unwrap_or_else(|| "-".into()),
+                After::NoReview => "the draft opens no review for the original request".into(),
+            };
+            vec![
+                match &d.supersedes {
+                    Some(original) => format!("{} (approves {original})", d.id),
+                    None => d.id.clone(),
+                },
+                mandate_core::timefmt::format(d.at),
+                d.request.agent.to_string(),
+                format!("{} {}", d.request.amount, d.request.currency),
+                d.request.category.to_string(),
+                r.mode.as_str().to_owned(),
+                shown(d.verdict, d.policy_verdict),
+                if r.changed() { "→" } else { "=" }.to_owned(),
+                after_text(r),
+                after_reason,
+            ]
+        })
+        .collect();
+    if !rows.is_empty() || args.show_all {
+        output::table(
+            &[
+                "DECISION", "TIME", "AGENT", "AMOUNT", "CATEGORY", "MODE", "BEFORE", "", "AFTER",
+                "REASON",
+            ],
+            &rows,
+        )?;
+        output::line("")?;
+    }
+    let summary: Vec<Vec<String>> = counts
+        .iter()
+        .map(|c| {
+            vec![
+                c.label.clone(),
+                c.before.to_string(),
+                c.after.to_string(),
+                c.policy_before.to_string(),
+                c.policy_after.to_string(),
+            ]
+        })
+        .collect();
+    output::table(
+        &[
+            "VERDICT",
+            "BEFORE",
+            "AFTER",
+            "POLICY BEFORE",
+            "POLICY AFTER",
+        ],
+        &summary,
+    )?;
+    output::line("")?;
+    let mut last = format!(
+        "{} decisions replayed against the draft for {}, {changed} changed",
+        result.rows.len(),
+        if args.every_agent {
+            "every agent".to_owned()
+        } else {
+            draft.agent.to_string()
+        }
+    );
+    if result.skipped > 0 {
+        last.push_str(&format!(
+            "; {} decisions of other agents skipped (--every-agent replays them too)",
+            result.skipped
+        ));
+    }
+    output::line(&last)?;
+    Ok(Exit::Success)
+}

@@ -1,0 +1,143 @@
+//! The cached JWK Set that `mandate jwks fetch` writes and `mandate verify` reads.
+//!
+//! One entry, the last set fetched: `$XDG_CACHE_HOME/mandate/jwks.json` (or
+//! `~/.cache/mandate/jwks.json`) holding the set as it came, the URL it came from (after
+//! redirects), the issuer derived from that URL, and the fetch time. The service allows a
+//! key set to be cached for five minutes; an older entry is refused, not used.
+
+use std::path::{Path, PathBuf};
+
+use mandate_core::jwk::JwkSet;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::config;
+use crate::error::CliError;
+
+/// How long a fetched key set may be used, in seconds.
+pub const KEY_SET_LIFETIME_SECS: i64 = 300;
+
+/// Where a key set is published under its issuer.
+pub const WELL_KNOWN_PATH: &str = "/.well-known/jwks.json";
+
+/// The cache file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CacheEntry {
+    /// The URL the set was read from, after redirects.
+    pub source: String,
+    /// The issuer the set belongs to: `source` without `/.well-known/jwks.json`.
+    pub issuer: Option<String>,
+    /// When it was fetched, seconds since the Unix epoch.
+    pub fetched_at: i64,
+    /// The JWK Set, as it came.
+    pub jwks: Value,
+}
+
+/// The cache file's path.
+pub fn cache_path() -> Result<PathBuf, CliError> {
+    Ok(config::cache_dir()?.join("jwks.json"))
+}
+
+/// The JWK Set URL for what the user typed: a URL ending in `/.well-known/jwks.json` is
+/// kept; anything else is taken as the issuer (the verdicts URL) and the path appended.
+pub fn jwks_url(given: &str) -> String {
+    let trimmed = given.trim();
+    if trimmed.ends_with(WELL_KNOWN_PATH) {
+        trimmed.to_owned()
+    } else {
+        format!("{}{WELL_KNOWN_PATH}", trimmed.trim_end_matches('/'))
+    }
+}
+
+/// The issuer whose keys are published at `url`, when it is a `/.well-known/jwks.json` URL
+/// without query or fragment.
+pub fn issuer_of(url: &reqwest::Url) -> Option<String> {
+    if url.query().is_some() || url.fragment().is_some() {
+        return None;
+    }
+    url.as_str()
+        .strip_suffix(WELL_KNOWN_PATH)
+        .map(str::to_owned)
+}
+
+impl CacheEntry {
+    /// Seconds since the fetch, at `now`.
+    pub fn age_at(&self, now: i64) -> i64 {
+        now.saturating_sub(self.fetched_at)
+    }
+
+    /// Whether the entry may still be used at `now`.
+    pub fn is_fresh_at(&self, now: i64) -> bool {
+        self.age_at(now) < KEY_SET_LIFETIME_SECS
+    }
+
+    /// The key set, parsed strictly.
+    pub fn key_set(&self) -> Result<JwkSet, CliError> {
+        let bytes = serde_json::to_vec(&self.jwks)
+            .map_err(|e| CliError::usage(format!("cached key set cannot be read: {e}")))?;
+        JwkSet::from_json(&bytes).map_err(|e| {
+            CliError::usage(format!(
+                "cached key set is not valid ({e}); fetch it again with `mandate jwks fetch URL`"
+            ))
+        })
+    }
+}
+
+/// Reads the cache; `None` when there is none.
+pub fn load(path: &Path) -> Result<Option<CacheEntry>, CliError> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+            CliError::usage(format!(
+                "key set cache {} is not valid ({e}); fetch it again with `mandate jwks fetch URL`",
+                path.display()
+            ))
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(CliError::usage(format!(
+            "cannot read key set cache {}: {e}",
+            path.display()
+        ))),
+    }
+}
+
+/// Writes the cache (atomically).
+pub fn save(path: &Path, entry: &CacheEntry) -> Result<(), CliError> {
+    let text = serde_json::to_string_pretty(entry)
+        .map_err(|e| CliError::usage(format!("cannot encode the key set cache: {e}")))?;
+    config::write_private(path, format!("{text}\n").as_bytes())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_and_issuers() {
+        assert_eq!(
+            jwks_url("https://v.example/"),
+            "https://v.example/.well-known/jwks.json"
+        );
+        assert_eq!(
+            jwks_url("https://v.example/.well-known/jwks.json"),
+            "https://v.example/.well-known/jwks.json"
+        );
+        let url = reqwest::Url::parse("https://v.example:8443/.well-known/jwks.json").unwrap();
+        assert_eq!(issuer_of(&url).as_deref(), Some("https://v.example:8443"));
+        let odd = reqwest::Url::parse("https://v.example/keys.json").unwrap();
+        assert_eq!(issuer_of(&odd), None);
+    }
+
+    #[test]
+    fn five_minutes_of_freshness() {
+        let entry = CacheEntry {
+            source: String::new(),
+            issuer: None,
+            fetched_at: 1000,
+            jwks: Value::Null,
+        };
+        assert!(entry.is_fresh_at(1000));
+        assert!(entry.is_fresh_at(1299));
+        assert!(!entry.is_fresh_at(1300));
+    }
+}

@@ -1,0 +1,182 @@
+//! Printing: aligned tables and field lists for people, the server's JSON for scripts,
+//! notes and progress on stderr. Nothing here panics on a closed pipe: writes return
+//! their error, which the caller turns into an exit code.
+
+use std::io::Write as _;
+
+use serde_json::Value;
+
+use crate::error::CliError;
+
+/// Prints a JSON value, pretty, on stdout. Numbers keep their exact text.
+pub fn json(value: &Value) -> Result<(), CliError> {
+    let text = serde_json::to_string_pretty(value)
+        .map_err(|e| CliError::usage(format!("cannot encode JSON: {e}")))?;
+    line(&text)
+}
+
+/// Prints one line on stdout.
+pub fn line(text: &str) -> Result<(), CliError> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{text}")?;
+    Ok(())
+}
+
+/// A note for the person at the terminal, on stderr (never mixed into stdout).
+pub fn note(text: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "note: {text}");
+}
+
+/// Rewrites the progress line on stderr (only called when stderr is a terminal).
+pub fn progress(text: &str) {
+    let _ = write!(std::io::stderr().lock(), "\r\x1b[K{text}");
+}
+
+/// Clears the progress line.
+pub fn progress_done() {
+    let _ = write!(std::io::stderr().lock(), "\r\x1b[K");
+}
+
+/// A JSON value as a table cell: strings bare, numbers exact, arrays comma-separated,
+/// null or absent as `-`.
+pub fn text(value: Option<&Value>) -> String {
+    match value {
+        None | Some(Value::Null) => "-".to_owned(),
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(items)) if items.is_empty() => "-".to_owned(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| text(Some(v)))
+            .collect::<Vec<_>>()
+            .join(","),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// The value at a dotted path (`request.amount`).
+pub fn at<'a>(value: &'a Value, path: &str) -> Option<&'a Value> {
+    path.split('.').try_fold(value, |v, key| v.get(key))
+}
+
+/// The cell at a dotted path.
+pub fn cell(value: &Value, path: &str) -> String {
+    text(at(value, path))
+}
+
+/// Prints rows under headers, columns aligned. An empty list prints `(none)`.
+pub fn table(headers: &[&str], rows: &[Vec<String>]) -> Result<(), CliError> {
+    if rows.is_empty() {
+        return line("(none)");
+    }
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            if let Some(w) = widths.get_mut(i) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+    }
+    let render = |cells: &mut dyn Iterator<Item = &str>| {
+        let mut out = String::new();
+        for (i, cell) in cells.enumerate() {
+            if i > 0 {
+                out.push_str("  ");
+            }
+            out.push_str(cell);
+            let pad = widths
+                .get(i)
+                .copied()
+                .unwrap_or(0)
+                .saturating_sub(cell.chars().count());
+            if i + 1 < widths.len() {
+                out.extend(std::iter::repeat_n(' ', pad));
+            }
+        }
+        out.trim_end().to_owned()
+    };
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", render(&mut headers.iter().copied()))?;
+    for row in rows {
+        writeln!(out, "{}", render(&mut row.iter().map(String::as_str)))?;
+    }
+    Ok(())
+}
+
+/// Rows of a list: one row per object, one column per (header, dotted path).
+pub fn list_table(columns: &[(&str, &str)], objects: &[Value]) -> Result<(), CliError> {
+    let headers: Vec<&str> = columns.iter().map(|(h, _)| *h).collect();
+    let rows: Vec<Vec<String>> = objects
+        .iter()
+        .map(|o| columns.iter().map(|(_, path)| cell(o, path)).collect())
+        .collect();
+    table(&headers, &rows)
+}
+
+/// Flattens an object into (dotted name, cell) pairs, in the object's key order.
+pub fn flatten(value: &Value) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    flatten_into(value, "", &mut out);
+    out
+}
+
+fn flatten_into(value: &Value, prefix: &str, out: &mut Vec<(String, String)>) {
+    match value {
+        Value::Object(map) if !map.is_empty() => {
+            for (key, inner) in map {
+                let name = if prefix.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{prefix}.{key}")
+                };
+                flatten_into(inner, &name, out);
+            }
+        }
+        other => out.push((prefix.to_owned(), text(Some(other)))),
+    }
+}
+
+/// Prints `name  value` lines, names aligned.
+pub fn fields(pairs: &[(String, String)]) -> Result<(), CliError> {
+    let width = pairs
+        .iter()
+        .map(|(n, _)| n.chars().count())
+        .max()
+        .unwrap_or(0);
+    let mut out = std::io::stdout().lock();
+    for (name, value) in pairs {
+        writeln!(out, "{name:<width$}  {value}")?;
+    }
+    Ok(())
+}
+
+/// Prints one object: as JSON with `--json`, else as aligned fields.
+pub fn object(value: &Value, as_json: bool) -> Result<(), CliError> {
+    if as_json {
+        json(value)
+    } else {
+        fields(&flatten(value))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cells_keep_exact_numbers_and_flatten_nests() {
+        let value: Value = serde_json::from_str(
+            r#"{"id": "dec_1", "request": {"amount": 100.10, "category": "x"}, "tags": ["a", "b"], "reason": null}"#,
+        )
+        .unwrap();
+        assert_eq!(cell(&value, "request.amount"), "100.10");
+        assert_eq!(cell(&value, "tags"), "a,b");
+        assert_eq!(cell(&value, "reason"), "-");
+        assert_eq!(cell(&value, "missing.path"), "-");
+        let names: Vec<String> = flatten(&value).into_iter().map(|(n, _)| n).collect();
+        assert_eq!(
+            names,
+            ["id", "reason", "request.amount", "request.category", "tags"]
+        );
+    }
+}

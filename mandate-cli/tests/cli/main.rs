@@ -1,0 +1,74 @@
+//! CLI tests: the real `mandate` binary against a real server on 127.0.0.1 port 0, with a
+//! fresh database and HOME/XDG directories in a temporary directory.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+mod support;
+
+mod config;
+mod resources;
+mod simulate;
+mod verdicts;
+mod verify;
+
+use support::run_in;
+
+// Help and usage errors
+
+#[test]
+fn help_reads_well_and_usage_errors_exit_2() {
+    let home = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| run_in(home.path(), args, &[], None);
+
+    let help = run(&["--help"]);
+    help.ok()
+        .stdout_has("Exit codes:")
+        .stdout_has("6  verify")
+        .stdout_has("Global options:");
+    for path in [
+        &["login"][..],
+        &["profiles"],
+        &["agents", "create"],
+        &["agents", "list"],
+        &["agents", "get"],
+        &["mandates", "create"],
+        &["mandates", "list"],
+        &["mandates", "get"],
+        &["mandates", "revoke"],
+        &["authorize"],
+        &["reviews", "approve"],
+        &["reviews", "deny"],
+        &["enforcement", "get"],
+        &["enforcement", "set"],
+        &["decisions", "list"],
+        &["decisions", "get"],
+        &["verify"],
+        &["jwks", "fetch"],
+        &["simulate"],
+    ] {
+        let mut args = path.to_vec();
+        args.push("--help");
+        let out = run(&args);
+        out.ok().stdout_has("Usage: mandate");
+    }
+
+    // Missing subcommand, a bad amount, an out-of-range limit, conflicting flags.
+    run(&["agents"]).code(2);
+    run(&[
+        "authorize",
+        "--amount",
+        "1e3",
+        "--currency",
+        "USD",
+        "--recipient",
+        "vendor:a",
+        "--category",
+        "x",
+    ])
+    .code(2)
+    .stderr_has("plain decimal");
+    run(&["decisions", "list", "--limit", "0"]).code(2);
+    run(&["mandates", "create", "--file", "x.json", "--agent", "agt_a"]).code(2);
+    run(&["enforcement", "set", "sometimes"]).code(2);
+    // No key anywhere: a usage error before any request.
+    run(&["agents", "list"]).code(2).stderr_has("no API key");
+}

@@ -1,0 +1,310 @@
+//! Test harness: a real server on 127.0.0.1 port 0 with a fresh SQLite file and the system
+//! clock, an onboarded organization, and the real `mandate` binary run against it with
+//! HOME and the XDG directories pointed at a temporary directory.
+#![allow(dead_code)]
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+
+use mandate_server::clock::SystemClock;
+use mandate_server::operator;
+use mandate_server::serve::{self, Config, Running};
+use serde_json::Value;
+use tempfile::TempDir;
+
+/// What one run of the binary produced.
+#[derive(Debug)]
+pub struct Out {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Out {
+    /// Asserts the exit code, showing both streams when it differs.
+    #[track_caller]
+    pub fn code(&self, expected: i32) -> &Self {
+        assert_eq!(
+            self.code, expected,
+            "exit code\n--- stdout\n{}\n--- stderr\n{}",
+            self.stdout, self.stderr
+        );
+        self
+    }
+
+    /// Asserts success.
+    #[track_caller]
+    pub fn ok(&self) -> &Self {
+        self.code(0)
+    }
+
+    /// stdout as JSON.
+    #[track_caller]
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", self.stdout))
+    }
+
+    /// The value of a `name  value` line of stdout (the field lists of the table output).
+    #[track_caller]
+    pub fn field(&self, name: &str) -> String {
+        self.stdout
+            .lines()
+            .find_map(|line| {
+                let (first, rest) = line.split_once(char::is_whitespace)?;
+                (first == name).then(|| rest.trim().to_owned())
+            })
+            .unwrap_or_else(|| panic!("no field {name} in stdout:\n{}", self.stdout))
+    }
+
+    /// Asserts stdout contains `needle`.
+    #[track_caller]
+    pub fn stdout_has(&self, needle: &str) -> &Self {
+        assert!(
+            self.stdout.contains(needle),
+            "stdout lacks {needle:?}:\n{}",
+            self.stdout
+        );
+        self
+    }
+
+    /// Asserts stderr contains `needle`.
+    #[track_caller]
+    pub fn stderr_has(&self, needle: &str) -> &Self {
+        assert!(
+            self.stderr.contains(needle),
+            "stderr lacks {needle:?}:\n{}",
+            self.stderr
+        );
+        self
+    }
+}
+
+/// A running server with an onboarded organization, and a home for the CLI.
+pub struct Env {
+    runtime: tokio::runtime::Runtime,
+    running: Option<Running>,
+    /// The API host, `http://127.0.0.1:port`.
+    pub api: String,
+    /// The public host (JWK Set).
+    pub public: String,
+    /// The issuer of every token.
+    pub issuer: String,
+    /// The sandbox organization key.
+    pub org_key: String,
+    /// HOME, with `config/` and `cache/` for the XDG directories.
+    pub home: TempDir,
+    _db: TempDir,
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        if let Some(running) = self.running.take() {
+            let _ = self.runtime.block_on(running.shutdown());
+        }
+    }
+}
+
+/// Starts a server and onboards `acme`.
+pub fn start() -> Env {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let db = tempfile::tempdir().unwrap();
+    let running = runtime
+        .block_on(serve::start(
+            Config {
+                db: db.path().join("mandate.db"),
+                api_addr: "127.0.0.1:0".into(),
+                public_addr: "127.0.0.1:0".into(),
+                verdicts_url: None,
+                docs_url: None,
+                tls: None,
+            },
+            Arc::new(SystemClock),
+        ))
+        .unwrap();
+    let onboarded =
+        operator::onboard(&running.state.db, "acme", time::OffsetDateTime::now_utc()).unwrap();
+    Env {
+        api: format!("http://{}", running.api_addr),
+        public: format!("http://{}", running.public_addr),
+        issuer: running.state.verdicts_url.clone(),
+        org_key: onboarded.sandbox_key,
+        running: Some(running),
+        runtime,
+        home: tempfile::tempdir().unwrap(),
+        _db: db,
+    }
+}
+
+/// Runs the binary with HOME and XDG directories under `home`, no MANDATE_* variable but
+/// those in `env`, and `stdin` when given.
+pub fn run_in(home: &Path, args: &[&str], env: &[(&str, &str)], stdin: Option<&str>) -> Out {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_mandate"));
+    command
+        .args(args)
+        .env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("XDG_CACHE_HOME", home.join("cache"))
+        .env_remove("MANDATE_BASE_URL")
+        .env_remove("MANDATE_API_KEY")
+        .env_remove("MANDATE_PROFILE")
+        .env_remove("MANDATE_RETRIES")
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let mut child = command.spawn().unwrap();
+    if let Some(text) = stdin {
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+    }
+    let output = child.wait_with_output().unwrap();
+    Out {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8(output.stdout).unwrap(),
+        stderr: String::from_utf8(output.stderr).unwrap(),
+    }
+}
+
+impl Env {
+    /// Runs with exactly these variables (plus HOME and XDG).
+    pub fn run(&self, args: &[&str], env: &[(&str, &str)]) -> Out {
+        run_in(self.home.path(), args, env, None)
+    }
+
+    /// Runs with stdin.
+    pub fn run_stdin(&self, args: &[&str], env: &[(&str, &str)], stdin: &str) -> Out {
+        run_in(self.home.path(), args, env, Some(stdin))
+    }
+
+    /// Runs against the server with the organization key.
+    pub fn org(&self, args: &[&str]) -> Out {
+        self.with_key(&self.org_key, args)
+    }
+
+    /// Runs against the server with `key`.
+    pub fn with_key(&self, key: &str, args: &[&str]) -> Out {
+        self.run(
+            args,
+            &[("MANDATE_BASE_URL", &self.api), ("MANDATE_API_KEY", key)],
+        )
+    }
+
+    /// Runs without any server settings (offline commands).
+    pub fn offline(&self, args: &[&str]) -> Out {
+        self.run(args, &[])
+    }
+
+    /// Registers an agent; returns its key.
+    pub fn agent(&self, name: &str) -> String {
+        let out = self.org(&["agents", "create", name, "--json"]);
+        out.ok();
+        out.json()["agent_key"].as_str().unwrap().to_owned()
+    }
+
+    /// Writes the standard mandate for `agt_<name>`: 100 per transaction, 150 a month,
+    /// USD, software and travel, review above 50.
+    pub fn standard_mandate(&self, name: &str) -> Value {
+        let out = self.org(&[
+            "mandates",
+            "create",
+            "--agent",
+            &format!("agt_{name}"),
+            "--per-transaction",
+            "100",
+            "--per-month",
+            "150",
+            "--currency",
+            "USD",
+            "--category",
+            "software",
+            "--category",
+            "travel",
+            "--review-above",
+            "50",
+            "--expires",
+            "2099-12-31",
+            "--json",
+        ]);
+        out.ok();
+        out.json()
+    }
+
+    /// An agent with the standard mandate; returns its key.
+    pub fn standard_agent(&self, name: &str) -> String {
+        let key = self.agent(name);
+        self.standard_mandate(name);
+        key
+    }
+
+    /// `mandate authorize … --json` with an agent key; the output (check its code).
+    pub fn authorize(&self, key: &str, amount: &str, currency: &str, category: &str) -> Out {
+        self.with_key(
+            key,
+            &[
+                "authorize",
+                "--amount",
+                amount,
+                "--currency",
+                currency,
+                "--recipient",
+                "vendor:acme",
+                "--category",
+                category,
+                "--json",
+            ],
+        )
+    }
+
+    /// Signs a webhook event with the sandbox's current key, as the server would.
+    pub fn sign_event(&self, event_type: &str, iat: i64) -> String {
+        use mandate_core::claims::EventClaims;
+        use mandate_core::id::EventId;
+        let state = &self.running.as_ref().unwrap().state;
+        let signer = state.signer(mandate_server::model::Env::Sandbox).unwrap();
+        let claims = EventClaims {
+            iss: self.issuer.clone(),
+            jti: EventId::from_random([7; 16]),
+            iat,
+            event_type: event_type.to_owned(),
+            data: serde_json::json!({"webhook": "whk_test"}),
+        };
+        mandate_core::jws::sign_token(signer.as_ref(), &claims).unwrap()
+    }
+
+    /// A file under the temporary home.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.home.path().join(name)
+    }
+
+    /// Writes a file under the temporary home; returns its path as text.
+    pub fn write(&self, name: &str, text: &str) -> String {
+        let path = self.path(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    }
+}
+
+/// A loopback URL where nothing listens.
+pub fn closed_port_url() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    format!("http://{addr}")
+}
