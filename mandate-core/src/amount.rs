@@ -44,6 +44,10 @@ impl Amount {
         if !plain {
             return Err(AmountError::NotDecimal);
         }
+        if text.starts_with('-') {
+            // "-0" too: a sign on money is refused whatever the digits.
+            return Err(AmountError::Negative);
+        }
         let scale = text.split_once('.').map_or(0, |(_, frac)| frac.len());
         if scale > 18 {
             return Err(AmountError::TooPrecise);
@@ -150,6 +154,6 @@ mod tests {
             Err(AmountError::TooPrecise)
         );
         assert!(serde_json::from_str::<Amount>("\"10\"").is_err());
-        assert!(Amount::parse("-0").is_ok());
+        assert_eq!(Amount::parse("-0"), Err(AmountError::Negative));
     }
 }

@@ -215,6 +215,21 @@ impl MandateDraft {
     }
 }
 
+impl MandateDraft {
+    /// Refuses a draft whose `expires` date is already past at `now` (UTC): such a mandate
+    /// would replace the agent's current one and deny everything at once.
+    pub fn check_not_expired_at(&self, now: OffsetDateTime) -> Result<(), FieldError> {
+        let today = now.to_offset(time::UtcOffset::UTC).date();
+        if self.expires < today {
+            return Err(invalid(
+                "expires",
+                format!("must be today or later ({} UTC)", format_date(today)),
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl Mandate {
     /// Whether the mandate is past its `expires` date at `now`. A mandate is valid through
     /// the last second of its `expires` date, UTC.
@@ -391,6 +406,19 @@ mod tests {
         assert_eq!(
             MandateDraft::from_json(&json!([])).unwrap_err(),
             FieldError::NotAnObject
+        );
+    }
+
+    #[test]
+    fn a_past_expiry_is_refused() {
+        let draft = MandateDraft::from_json(&body()).unwrap();
+        assert!(draft.check_not_expired_at(datetime!(2026-12-31 23:59 UTC)).is_ok());
+        assert_eq!(
+            draft
+                .check_not_expired_at(datetime!(2027-01-01 0:00 UTC))
+                .unwrap_err()
+                .to_string(),
+            "expires must be today or later (2027-01-01 UTC)"
         );
     }
 
