@@ -112,6 +112,7 @@
 //! - [`amount`]: exact, non-negative money amounts read from JSON number text.
 //! - [`claims`]: the claims of signed verdicts and webhook events.
 //! - [`cursor`]: HMAC-signed, expiring pagination cursors bound to a list, filters and scope.
+//! - [`delivery`]: event types and the webhook retry schedule as pure decisions.
 //! - [`escrow`]: the escrow state machine as one pure transition function.
 //! - [`field`]: reading JSON bodies field by field, with errors that name the field.
 //! - [`history`]: an agent's velocity window and month-to-date spend.
@@ -128,6 +129,7 @@
 pub mod amount;
 pub mod claims;
 pub mod cursor;
+pub mod delivery;
 pub mod escrow;
 pub mod field;
 pub mod history;

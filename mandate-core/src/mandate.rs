@@ -412,7 +412,11 @@ mod tests {
     #[test]
     fn a_past_expiry_is_refused() {
         let draft = MandateDraft::from_json(&body()).unwrap();
-        assert!(draft.check_not_expired_at(datetime!(2026-12-31 23:59 UTC)).is_ok());
+        assert!(
+            draft
+                .check_not_expired_at(datetime!(2026-12-31 23:59 UTC))
+                .is_ok()
+        );
         assert_eq!(
             draft
                 .check_not_expired_at(datetime!(2027-01-01 0:00 UTC))

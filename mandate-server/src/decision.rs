@@ -35,6 +35,9 @@ impl Decision {
         let mut value = serde_json::to_value(&self.claims).unwrap_or(Value::Null);
         if let Value::Object(map) = &mut value {
             map.insert("id".into(), json!(self.claims.jti));
+            // The token omits an absent mandate; the object shows it as null, like the
+            // other optional fields.
+            map.entry("mandate").or_insert(Value::Null);
             map.insert("mode".into(), json!(self.mode));
             map.insert("reason".into(), json!(self.reason));
             map.insert("supersedes".into(), json!(self.supersedes));

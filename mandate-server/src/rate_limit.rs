@@ -1,7 +1,7 @@
 //! Per-key request rates: a sliding-window counter per key, in memory.
 //!
-//! The window estimate is `previous second's count × the part of it still in the window +
-//! this second's count`. One key's load never touches another key's counter.
+//! The window estimate is `previous second's count × the part of it still in the window
+//! (rounded up) + this second's count`. One key's load never touches another key's counter.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -40,10 +40,19 @@ impl RateLimiter {
             window.current = 0;
             window.second = second;
         }
-        let weighted = u64::from(window.previous) * u64::try_from(1000 - into).unwrap_or(0) / 1000
+        let weighted = (u64::from(window.previous) * u64::try_from(1000 - into).unwrap_or(0))
+            .div_ceil(1000)
             + u64::from(window.current);
         if weighted >= u64::from(per_sec) {
-            return Err(1);
+            // In one second this second's count becomes the previous one, still weighing
+            // (1000 - into)/1000; if that alone is over, the window clears only in two.
+            let next_second = (u64::from(window.current) * u64::try_from(1000 - into).unwrap_or(0))
+                .div_ceil(1000);
+            return Err(if next_second >= u64::from(per_sec) {
+                2
+            } else {
+                1
+            });
         }
         window.current = window.current.saturating_add(1);
         Ok(())
@@ -70,5 +79,14 @@ mod tests {
         assert_eq!(limiter.check(&a, 5, 11_500), Err(1));
         // Two seconds later the window is empty.
         assert!(limiter.check(&a, 5, 13_000).is_ok());
+        // A burst at the very start of a second still weighs fully one second later, so
+        // Retry-After says two.
+        let c = [3u8; 32];
+        for _ in 0..5 {
+            assert!(limiter.check(&c, 5, 20_000).is_ok());
+        }
+        assert_eq!(limiter.check(&c, 5, 20_000), Err(2));
+        assert_eq!(limiter.check(&c, 5, 21_000), Err(1));
+        assert!(limiter.check(&c, 5, 22_000).is_ok());
     }
 }

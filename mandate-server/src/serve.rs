@@ -14,6 +14,7 @@ use tokio::task::JoinHandle;
 use crate::agent_state::AgentStates;
 use crate::app;
 use crate::clock::{Clock, fill_random, ms};
+use crate::delivery::Worker;
 use crate::rate_limit::RateLimiter;
 use crate::signing;
 use crate::state::AppState;
@@ -74,6 +75,7 @@ pub struct Running {
     handles: Vec<Handle>,
     servers: Vec<JoinHandle<Result<(), std::io::Error>>>,
     refresher: JoinHandle<()>,
+    worker: Worker,
 }
 
 fn bind(addr: &str) -> Result<TcpListener, ServeError> {
@@ -98,7 +100,7 @@ pub fn open_db(config: &Config) -> Result<Db, ServeError> {
     })
 }
 
-/// Starts both listeners and the background refresher.
+/// Starts both listeners, the background refresher and the delivery worker.
 pub async fn start(config: Config, clock: Arc<dyn Clock>) -> Result<Running, ServeError> {
     let db = open_db(&config)?;
     let db_error = |source| ServeError::Db {
@@ -145,12 +147,17 @@ pub async fn start(config: Config, clock: Arc<dyn Clock>) -> Result<Running, Ser
         rates: RateLimiter::default(),
     };
 
+    // Dropping the worker (an error below) stops it.
+    let worker = Worker::start(state.clone())
+        .map_err(|e| ServeError::Io(std::io::Error::other(format!("delivery worker: {e}"))))?;
     let tls = match &config.tls {
-        Some((cert, key)) => Some(
+        Some((cert, key)) => Some({
+            // Two rustls providers are compiled in (see Cargo.toml): name the one to use.
+            let _ = rustls::crypto::ring::default_provider().install_default();
             RustlsConfig::from_pem_file(cert, key)
                 .await
-                .map_err(ServeError::Tls)?,
-        ),
+                .map_err(ServeError::Tls)?
+        }),
         None => None,
     };
     let mut handles = Vec::new();
@@ -192,6 +199,7 @@ pub async fn start(config: Config, clock: Arc<dyn Clock>) -> Result<Running, Ser
         handles,
         servers,
         refresher,
+        worker,
     })
 }
 
@@ -215,6 +223,7 @@ impl Running {
             }
         }
         self.refresher.abort();
+        self.worker.stop().await;
         result
     }
 

@@ -12,6 +12,7 @@ use mandate_core::jwk::JwkSet;
 use mandate_core::jws::{P256Signer, Signer};
 
 use crate::clock::fill_random;
+use crate::fast_signer::AwsLcSigner;
 use crate::model::Env;
 use crate::storage::{Db, StorageError, signing};
 
@@ -73,7 +74,7 @@ fn build(keys: Vec<signing::StoredKey>) -> Result<KeyRing, StorageError> {
     let mut ring = KeyRing::default();
     let mut jwks = JwkSet::default();
     for key in keys {
-        let signer = P256Signer::from_secret_bytes(key.kid.clone(), &key.secret)
+        let signer = AwsLcSigner::from_secret_bytes(key.kid.clone(), &key.secret)
             .map_err(|e| StorageError::Corrupt(format!("signing key {}: {e}", key.kid)))?;
         jwks.keys.push(signer.public_jwk());
         if key.retired_ms.is_none() {

@@ -38,9 +38,11 @@ fn agent_json(row: &agents::AgentRow) -> Value {
 async fn create(
     State(state): State<AppState>,
     caller: Caller,
-    JsonBody(body): JsonBody,
+    body: Result<JsonBody, ApiError>,
 ) -> Result<Response, ApiError> {
+    // The key class is checked before the body: a wrong key gets 403 whatever it sent.
     caller.require_org()?;
+    let JsonBody(body) = body?;
     let fields = object(&body)?;
     check_fields(fields, "", &["name"], &["id", "agent_key", "created_at"])?;
     let name = AgentName::parse(string(required(fields, "name", "name")?, "name")?)

@@ -45,9 +45,11 @@ async fn authorize(
     State(state): State<AppState>,
     caller: Caller,
     slot_ext: Option<Extension<IdempotencySlot>>,
-    JsonBody(body): JsonBody,
+    body: Result<JsonBody, ApiError>,
 ) -> Result<Response, ApiError> {
+    // The key class is checked before the body: a wrong key gets 403 whatever it sent.
     let agent = caller.require_agent()?.clone();
+    let JsonBody(body) = body?;
     let request = AuthorizationRequest::from_json(agent.clone(), &body)?;
     let now = state.now();
     let (org, env) = (caller.org_id.clone(), caller.env);

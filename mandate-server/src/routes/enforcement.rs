@@ -39,9 +39,11 @@ async fn show(State(state): State<AppState>, caller: Caller) -> Result<Response,
 async fn switch(
     State(state): State<AppState>,
     caller: Caller,
-    JsonBody(request): JsonBody,
+    request: Result<JsonBody, ApiError>,
 ) -> Result<Response, ApiError> {
+    // The key class is checked before the body: a wrong key gets 403 whatever it sent.
     caller.require_org()?;
+    let JsonBody(request) = request?;
     let fields = object(&request)?;
     check_fields(fields, "", &["mode"], &["since"])?;
     let mode = required(fields, "mode", "mode")?

@@ -31,11 +31,14 @@ pub fn router() -> Router<AppState> {
 async fn create(
     State(state): State<AppState>,
     caller: Caller,
-    JsonBody(body): JsonBody,
+    body: Result<JsonBody, ApiError>,
 ) -> Result<Response, ApiError> {
+    // The key class is checked before the body: a wrong key gets 403 whatever it sent.
     caller.require_org()?;
+    let JsonBody(body) = body?;
     let terms = MandateDraft::from_json(&body)?;
     let now = state.now();
+    terms.check_not_expired_at(now)?;
     let agent = terms.agent.clone();
     let mandate = Mandate {
         id: MandateId::from_random(random16()),
@@ -169,7 +172,10 @@ async fn revoke(
         .write(move |tx| -> Result<_, ApiError> {
             let mut mandate = mandates::get(tx, &org, env.as_str(), &wanted)?
                 .ok_or_else(|| ApiError::not_found("mandate", &wanted))?;
-            if !mandates::revoke(tx, &wanted, ms(now))? {
+            // Only an active mandate can be revoked; an expired one stays expired.
+            if mandate.status_at(now) != MandateStatus::Active
+                || !mandates::revoke(tx, &wanted, ms(now))?
+            {
                 return Err(ApiError::InvalidRequest(format!(
                     "mandate {wanted} is {}; only an active mandate can be revoked",
                     mandate.status_at(now).as_str()

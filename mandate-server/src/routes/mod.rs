@@ -4,9 +4,11 @@ pub mod agents;
 pub mod authorizations;
 pub mod decisions;
 pub mod enforcement;
+pub mod events;
 pub mod mandates;
 pub mod public;
 pub mod reviews;
+pub mod webhooks;
 
 use axum::Router;
 use axum::http::StatusCode;
@@ -24,6 +26,8 @@ pub fn api() -> Router<AppState> {
         .merge(reviews::router())
         .merge(enforcement::router())
         .merge(decisions::router())
+        .merge(webhooks::router())
+        .merge(events::router())
 }
 
 /// 201 with a JSON body.

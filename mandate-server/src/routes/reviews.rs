@@ -180,9 +180,11 @@ async fn deny(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
-    OptionalJsonBody(body): OptionalJsonBody,
+    body: Result<OptionalJsonBody, ApiError>,
 ) -> Result<Response, ApiError> {
+    // The key class is checked before the body: a wrong key gets 403 whatever it sent.
     caller.require_org()?;
+    let OptionalJsonBody(body) = body?;
     let reason = match &body {
         None => None,
         Some(value) => {

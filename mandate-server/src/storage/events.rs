@@ -1,13 +1,43 @@
 //! The event log (outbox): written in the same transaction as the change it reports.
 
 use mandate_core::id::EventId;
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
 
+use super::{StorageError, deliveries};
 use crate::clock::random16;
 
-/// Appends an event of `event_type` about `data`; returns its id.
+/// Appends an event of `event_type` about `data`, with a pending delivery to every active
+/// endpoint of the organization and environment subscribed to that type; returns its id.
 pub fn append(
+    tx: &Connection,
+    org_id: &str,
+    env: &str,
+    event_type: &str,
+    data: &Value,
+    now_ms: i64,
+) -> rusqlite::Result<EventId> {
+    let id = insert(tx, org_id, env, event_type, data, now_ms)?;
+    deliveries::fan_out(tx, id.as_str(), org_id, env, event_type, now_ms)?;
+    Ok(id)
+}
+
+/// Appends an event delivered to one endpoint only, whatever its subscriptions (a ping).
+pub fn append_for_webhook(
+    tx: &Connection,
+    org_id: &str,
+    env: &str,
+    event_type: &str,
+    data: &Value,
+    now_ms: i64,
+    webhook_id: &str,
+) -> rusqlite::Result<EventId> {
+    let id = insert(tx, org_id, env, event_type, data, now_ms)?;
+    deliveries::create_one(tx, id.as_str(), webhook_id, now_ms)?;
+    Ok(id)
+}
+
+fn insert(
     tx: &Connection,
     org_id: &str,
     env: &str,
@@ -21,6 +51,79 @@ pub fn append(
         params![id.as_str(), org_id, env, event_type, data.to_string(), now_ms],
     )?;
     Ok(id)
+}
+
+/// A stored event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventRow {
+    /// List position.
+    pub seq: i64,
+    /// `evt_…`.
+    pub id: String,
+    /// The event type.
+    pub event_type: String,
+    /// The object the event is about, as it was when the event happened.
+    pub data: Value,
+    /// When it happened, unix ms.
+    pub created_ms: i64,
+}
+
+const COLUMNS: &str = "seq, id, type, data, created_ms";
+
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(i64, String, String, String, i64)> {
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+}
+
+fn decode(raw: (i64, String, String, String, i64)) -> Result<EventRow, StorageError> {
+    let (seq, id, event_type, data, created_ms) = raw;
+    let data = serde_json::from_str(&data)
+        .map_err(|e| StorageError::Corrupt(format!("event {id} data: {e}")))?;
+    Ok(EventRow {
+        seq,
+        id,
+        event_type,
+        data,
+        created_ms,
+    })
+}
+
+/// One event of this organization and environment.
+pub fn get(
+    conn: &Connection,
+    org_id: &str,
+    env: &str,
+    id: &str,
+) -> Result<Option<EventRow>, StorageError> {
+    conn.query_row(
+        &format!("SELECT {COLUMNS} FROM events WHERE org_id = ?1 AND env = ?2 AND id = ?3"),
+        params![org_id, env, id],
+        row,
+    )
+    .optional()?
+    .map(decode)
+    .transpose()
+}
+
+/// A page of events, newest first, strictly before seq `before`, optionally of one type.
+pub fn page(
+    conn: &Connection,
+    org_id: &str,
+    env: &str,
+    event_type: Option<&str>,
+    before: i64,
+    limit: i64,
+) -> Result<Vec<EventRow>, StorageError> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM events
+         WHERE org_id = ?1 AND env = ?2 AND (?3 IS NULL OR type = ?3) AND seq < ?4
+         ORDER BY seq DESC LIMIT ?5"
+    ))?;
+    let rows = stmt.query_map(params![org_id, env, event_type, before, limit], row)?;
+    let mut out = Vec::new();
+    for raw in rows {
+        out.push(decode(raw?)?);
+    }
+    Ok(out)
 }
 
 /// The types of an environment's events, oldest first (tests and diagnostics).

@@ -7,6 +7,7 @@
 
 pub mod agents;
 pub mod decisions;
+pub mod deliveries;
 pub mod events;
 pub mod idempotency;
 pub mod keys;
@@ -14,6 +15,8 @@ pub mod mandates;
 pub mod orgs;
 pub mod reviews;
 pub mod signing;
+pub mod timers;
+pub mod webhooks;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -22,7 +25,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 
 /// The numbered migrations, applied in order. Never edit one that has landed: add another.
-const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("../../migrations/0001_init.sql"))];
+const MIGRATIONS: &[(i64, &str)] = &[
+    (1, include_str!("../../migrations/0001_init.sql")),
+    (2, include_str!("../../migrations/0002_webhooks.sql")),
+];
 
 /// A storage failure: the database could not be opened, read or written.
 #[derive(Debug, thiserror::Error)]

@@ -27,8 +27,16 @@ async fn ten_concurrent_hundreds_against_450_allow_exactly_four() {
         })
         .collect();
     verdicts.sort();
-    assert_eq!(verdicts.iter().filter(|v| *v == "allow").count(), 4, "{verdicts:?}");
-    assert_eq!(verdicts.iter().filter(|v| *v == "deny_limit").count(), 6, "{verdicts:?}");
+    assert_eq!(
+        verdicts.iter().filter(|v| *v == "allow").count(),
+        4,
+        "{verdicts:?}"
+    );
+    assert_eq!(
+        verdicts.iter().filter(|v| *v == "deny_limit").count(),
+        6,
+        "{verdicts:?}"
+    );
     // And the log agrees: four allows stored.
     let allows = app.get(&org, "/v1/decisions?verdict=allow&limit=100").await;
     assert_eq!(allows.body["data"].as_array().unwrap().len(), 4);
@@ -41,8 +49,14 @@ async fn a_burst_of_twenty_lets_exactly_ten_through_velocity() {
     let agent = app.agent(&org, "burst").await;
     app.mandate(&org, &NO_REVIEW.replace("NAME", "burst")).await;
     let responses = join_all((0..20).map(|_| app.authorize(&agent, "1", "software"))).await;
-    let velocity = responses.iter().filter(|r| r.body["verdict"] == "deny_velocity").count();
-    let others = responses.iter().filter(|r| r.status == 201 && r.body["verdict"] != "deny_velocity").count();
+    let velocity = responses
+        .iter()
+        .filter(|r| r.body["verdict"] == "deny_velocity")
+        .count();
+    let others = responses
+        .iter()
+        .filter(|r| r.status == 201 && r.body["verdict"] != "deny_velocity")
+        .count();
     assert_eq!((others, velocity), (10, 10));
     // Twenty decisions were recorded: denials are logged too.
     let all = app.get(&org, "/v1/decisions?limit=100").await;
@@ -62,17 +76,33 @@ async fn different_agents_do_not_wait_on_each_other() {
     let state = app.running.as_ref().unwrap().state.clone();
     let org_id = {
         let conn = rusqlite::Connection::open(&app.db_path).unwrap();
-        conn.query_row("SELECT id FROM orgs WHERE name = 'acme'", [], |r| r.get::<_, String>(0)).unwrap()
+        conn.query_row("SELECT id FROM orgs WHERE name = 'acme'", [], |r| {
+            r.get::<_, String>(0)
+        })
+        .unwrap()
     };
     let guard = state
         .agents
-        .lock(&state.db, &org_id, Env::Sandbox, &AgentId::parse("agt_held").unwrap(), app.clock_now())
+        .lock(
+            &state.db,
+            &org_id,
+            Env::Sandbox,
+            &AgentId::parse("agt_held").unwrap(),
+            app.clock_now(),
+        )
         .await
         .unwrap();
 
     // The other agent is answered while the lock is held.
-    let r = tokio::time::timeout(Duration::from_secs(5), app.authorize(&free, "1", "software")).await;
-    assert_eq!(r.expect("the free agent must not wait").body["verdict"], "allow");
+    let r = tokio::time::timeout(
+        Duration::from_secs(5),
+        app.authorize(&free, "1", "software"),
+    )
+    .await;
+    assert_eq!(
+        r.expect("the free agent must not wait").body["verdict"],
+        "allow"
+    );
     // The held agent's request waits for the lock ...
     let waiting = tokio::spawn({
         let (api, client, key) = (app.api.clone(), app.client.clone(), slow.clone());
@@ -91,10 +121,16 @@ async fn different_agents_do_not_wait_on_each_other() {
         }
     });
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(!waiting.is_finished(), "a request must wait for its agent's lock");
+    assert!(
+        !waiting.is_finished(),
+        "a request must wait for its agent's lock"
+    );
     // ... and is answered once it is released.
     drop(guard);
-    let body = tokio::time::timeout(Duration::from_secs(5), waiting).await.unwrap().unwrap();
+    let body = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(body["verdict"], "allow");
 }
 
@@ -105,7 +141,14 @@ async fn no_allow_after_a_revoke_returns() {
     let agent = app.agent(&org, "revokee").await;
     let mut ids = Vec::new();
     for _round in 0..3 {
-        let mandate = app.mandate(&org, &NO_REVIEW.replace("NAME", "revokee").replace("450", "100000")).await;
+        let mandate = app
+            .mandate(
+                &org,
+                &NO_REVIEW
+                    .replace("NAME", "revokee")
+                    .replace("450", "100000"),
+            )
+            .await;
         let id = mandate["id"].as_str().unwrap().to_owned();
         let racing = join_all((0..5).map(|_| app.authorize(&agent, "1", "software")));
         let path = format!("/v1/mandates/{id}/revoke");

@@ -26,23 +26,58 @@ async fn velocity_month_to_date_and_keys_survive_a_restart() {
         assert_eq!(r.body["verdict"], "allow");
         token = r.body["verdict_token"].as_str().unwrap().to_owned();
     }
-    let kids_before: Vec<String> = app.jwks().await.keys.iter().map(|k| k.kid().to_owned()).collect();
+    let kids_before: Vec<String> = app
+        .jwks()
+        .await
+        .keys
+        .iter()
+        .map(|k| k.kid().to_owned())
+        .collect();
 
     app.restart().await;
 
     // The velocity window was rebuilt: the 11th request is still over.
-    assert_eq!(app.authorize(&fast, "1", "software").await.body["verdict"], "deny_velocity");
+    assert_eq!(
+        app.authorize(&fast, "1", "software").await.body["verdict"],
+        "deny_velocity"
+    );
     // Month-to-date was rebuilt: 400 spent, 50 fits exactly, then nothing more.
-    assert_eq!(app.authorize(&spender, "50", "software").await.body["verdict"], "allow");
+    assert_eq!(
+        app.authorize(&spender, "50", "software").await.body["verdict"],
+        "allow"
+    );
     let over = app.authorize(&spender, "0.01", "software").await;
-    assert_eq!(over.body["reason"], "month-to-date spend 450 plus amount 0.01 exceeds per_month limit 450");
+    assert_eq!(
+        over.body["reason"],
+        "month-to-date spend 450 plus amount 0.01 exceeds per_month limit 450"
+    );
     // The same keys sign and verify: a token from before the restart verifies.
-    let kids_after: Vec<String> = app.jwks().await.keys.iter().map(|k| k.kid().to_owned()).collect();
+    let kids_after: Vec<String> = app
+        .jwks()
+        .await
+        .keys
+        .iter()
+        .map(|k| k.kid().to_owned())
+        .collect();
     assert_eq!(kids_before, kids_after);
-    let options = VerifyOptions { issuer: app.issuer(), now: app.clock_now().unix_timestamp(), leeway_secs: 0 };
+    let options = VerifyOptions {
+        issuer: app.issuer(),
+        now: app.clock_now().unix_timestamp(),
+        leeway_secs: 0,
+    };
     // The issuer is the public listener's URL, which moved with the restart (port 0).
-    let claims = mandate_core::jws::verify_verdict(&token, &app.jwks().await, &VerifyOptions { issuer: String::new(), ..options });
-    assert!(matches!(claims, Err(mandate_core::jws::TokenError::WrongIssuer(_))));
+    let claims = mandate_core::jws::verify_verdict(
+        &token,
+        &app.jwks().await,
+        &VerifyOptions {
+            issuer: String::new(),
+            ..options
+        },
+    );
+    assert!(matches!(
+        claims,
+        Err(mandate_core::jws::TokenError::WrongIssuer(_))
+    ));
 }
 
 /// A server process started from the real binary.
@@ -75,21 +110,32 @@ fn start_binary(db: &Path, public_port: u16) -> Proc {
             break;
         }
     }
-    assert!(api.starts_with("http://127.0.0.1:"), "server did not print its address");
+    assert!(
+        api.starts_with("http://127.0.0.1:"),
+        "server did not print its address"
+    );
     // Keep draining stdout so the child never blocks on a full pipe.
     std::thread::spawn(move || for _ in lines {});
     Proc { child, api }
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 #[tokio::test]
 async fn every_201_survives_kill_minus_nine() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("crash.db");
-    let out = Command::new(binary()).args(["onboard", "--org", "crashers", "--db"]).arg(&db).output().unwrap();
+    let out = Command::new(binary())
+        .args(["onboard", "--org", "crashers", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     let org_key = text
@@ -117,14 +163,26 @@ async fn every_201_survives_kill_minus_nine() {
     let mut agent_keys = Vec::new();
     for i in 0..6 {
         let name = format!("crash{i}");
-        let r = post(server.api.clone(), org_key.clone(), "/v1/agents", json!({ "name": name }).to_string())
-            .await
-            .unwrap();
+        let r = post(
+            server.api.clone(),
+            org_key.clone(),
+            "/v1/agents",
+            json!({ "name": name }).to_string(),
+        )
+        .await
+        .unwrap();
         let body: Value = r.json().await.unwrap();
         agent_keys.push(body["agent_key"].as_str().unwrap().to_owned());
-        let m = post(server.api.clone(), org_key.clone(), "/v1/mandates", standard_mandate(&name).replace("2026-12-31", "2099-12-31").replace("450", "100000"))
-            .await
-            .unwrap();
+        let m = post(
+            server.api.clone(),
+            org_key.clone(),
+            "/v1/mandates",
+            standard_mandate(&name)
+                .replace("2026-12-31", "2099-12-31")
+                .replace("450", "100000"),
+        )
+        .await
+        .unwrap();
         assert_eq!(m.status().as_u16(), 201);
     }
 
@@ -170,14 +228,23 @@ async fn every_201_survives_kill_minus_nine() {
         }
     }
 
-    eprintln!("201s received: {}, requests cut by the kill: {cut}", told.len());
+    eprintln!(
+        "201s received: {}, requests cut by the kill: {cut}",
+        told.len()
+    );
     assert!(!told.is_empty(), "no request completed before the kill");
     let server = start_binary(&db, public_port);
     let conn = rusqlite::Connection::open(&db).unwrap();
-    let integrity: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+    let integrity: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
     assert_eq!(integrity, "ok");
     let jwks = {
-        let r = reqwest::get(format!("http://127.0.0.1:{public_port}/.well-known/jwks.json")).await.unwrap();
+        let r = reqwest::get(format!(
+            "http://127.0.0.1:{public_port}/.well-known/jwks.json"
+        ))
+        .await
+        .unwrap();
         mandate_core::jwk::JwkSet::from_json(&r.bytes().await.unwrap()).unwrap()
     };
     for body in &told {
@@ -201,7 +268,11 @@ async fn every_201_survives_kill_minus_nine() {
         let claims = verify_verdict(
             body["verdict_token"].as_str().unwrap(),
             &jwks,
-            &VerifyOptions { issuer: format!("http://127.0.0.1:{public_port}"), now: body["iat"].as_i64().unwrap(), leeway_secs: 0 },
+            &VerifyOptions {
+                issuer: format!("http://127.0.0.1:{public_port}"),
+                now: body["iat"].as_i64().unwrap(),
+                leeway_secs: 0,
+            },
         )
         .unwrap();
         assert_eq!(claims.jti.as_str(), id);

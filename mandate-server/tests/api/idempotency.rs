@@ -8,11 +8,24 @@ use reqwest::Method;
 
 use crate::helpers::{TestApp, spawn_app, standard_mandate};
 
-const BODY: &str = r#"{"amount": 10, "currency": "USD", "recipient": "vendor:acme", "category": "software"}"#;
+const BODY: &str =
+    r#"{"amount": 10, "currency": "USD", "recipient": "vendor:acme", "category": "software"}"#;
 
-async fn post_with_key(app: &TestApp, api_key: &str, path: &str, body: &str, idem: &str) -> crate::helpers::Resp {
-    app.send(Method::POST, Some(api_key), path, Some(body.to_owned()), &[("idempotency-key", idem)])
-        .await
+async fn post_with_key(
+    app: &TestApp,
+    api_key: &str,
+    path: &str,
+    body: &str,
+    idem: &str,
+) -> crate::helpers::Resp {
+    app.send(
+        Method::POST,
+        Some(api_key),
+        path,
+        Some(body.to_owned()),
+        &[("idempotency-key", idem)],
+    )
+    .await
 }
 
 #[tokio::test]
@@ -34,7 +47,10 @@ async fn a_replay_returns_the_original_and_is_not_a_new_request() {
     let list = app.get(&org, "/v1/decisions").await;
     assert_eq!(list.body["data"].as_array().unwrap().len(), 1);
     for _ in 0..9 {
-        assert_ne!(app.authorize(&agent, "1", "software").await.body["verdict"], "deny_velocity");
+        assert_ne!(
+            app.authorize(&agent, "1", "software").await.body["verdict"],
+            "deny_velocity"
+        );
     }
     // Kept across a restart.
     app.restart().await;
@@ -47,9 +63,23 @@ async fn a_replay_returns_the_original_and_is_not_a_new_request() {
 async fn a_different_body_conflicts_and_4xx_results_replay() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
-    let bad = post_with_key(&app, &org, "/v1/agents", r#"{"name": "Bad Name"}"#, "agent-1").await;
+    let bad = post_with_key(
+        &app,
+        &org,
+        "/v1/agents",
+        r#"{"name": "Bad Name"}"#,
+        "agent-1",
+    )
+    .await;
     let message = bad.assert_error(400, "invalid_request");
-    let replay = post_with_key(&app, &org, "/v1/agents", r#"{"name": "Bad Name"}"#, "agent-1").await;
+    let replay = post_with_key(
+        &app,
+        &org,
+        "/v1/agents",
+        r#"{"name": "Bad Name"}"#,
+        "agent-1",
+    )
+    .await;
     assert_eq!(replay.assert_error(400, "invalid_request"), message);
     assert_eq!(replay.header("idempotency-replayed"), Some("true"));
     assert_eq!(replay.body, bad.body);
@@ -59,7 +89,8 @@ async fn a_different_body_conflicts_and_4xx_results_replay() {
     let fresh = post_with_key(&app, &org, "/v1/agents", r#"{"name": "good"}"#, "agent-2").await;
     assert_eq!(fresh.status, 201);
     // The same path with a different body, and a different path with the same body, conflict.
-    let other_path = post_with_key(&app, &org, "/v1/mandates", r#"{"name": "good"}"#, "agent-2").await;
+    let other_path =
+        post_with_key(&app, &org, "/v1/mandates", r#"{"name": "good"}"#, "agent-2").await;
     other_path.assert_error(409, "idempotency_conflict");
 }
 
@@ -89,12 +120,21 @@ async fn a_key_in_flight_conflicts() {
     let state = app.running.as_ref().unwrap().state.clone();
     let org_id = {
         let conn = rusqlite::Connection::open(&app.db_path).unwrap();
-        conn.query_row("SELECT id FROM orgs WHERE name = 'acme'", [], |r| r.get::<_, String>(0)).unwrap()
+        conn.query_row("SELECT id FROM orgs WHERE name = 'acme'", [], |r| {
+            r.get::<_, String>(0)
+        })
+        .unwrap()
     };
     // Hold the agent's lock so the first request stays in flight.
     let guard = state
         .agents
-        .lock(&state.db, &org_id, Env::Sandbox, &AgentId::parse("agt_inflight").unwrap(), app.clock_now())
+        .lock(
+            &state.db,
+            &org_id,
+            Env::Sandbox,
+            &AgentId::parse("agt_inflight").unwrap(),
+            app.clock_now(),
+        )
         .await
         .unwrap();
     let first = tokio::spawn({
@@ -118,7 +158,11 @@ async fn a_key_in_flight_conflicts() {
     let mut claimed = false;
     for _ in 0..250 {
         let n: i64 = conn
-            .query_row("SELECT COUNT(*) FROM idempotency WHERE idem_key = 'busy' AND status IS NULL", [], |r| r.get(0))
+            .query_row(
+                "SELECT COUNT(*) FROM idempotency WHERE idem_key = 'busy' AND status IS NULL",
+                [],
+                |r| r.get(0),
+            )
             .unwrap();
         if n == 1 {
             claimed = true;
@@ -129,8 +173,7 @@ async fn a_key_in_flight_conflicts() {
     assert!(claimed, "the first request never claimed its key");
     // ... then the same key, while in flight, conflicts.
     let second = post_with_key(&app, &agent, "/v1/authorizations", BODY, "busy").await;
-    let conflict = Some(second);
-    let message = conflict.expect("a second request must conflict").assert_error(409, "idempotency_conflict");
+    let message = second.assert_error(409, "idempotency_conflict");
     assert!(message.contains("still being processed"), "{message}");
     drop(guard);
     assert_eq!(first.await.unwrap(), 201);

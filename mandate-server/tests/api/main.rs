@@ -15,3 +15,4 @@ mod jwks;
 mod lists;
 mod mandates;
 mod reviews;
+mod webhooks;

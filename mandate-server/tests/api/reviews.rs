@@ -21,29 +21,50 @@ async fn approving_makes_a_fresh_signed_decision_that_supersedes() {
     let org = app.org.sandbox.clone();
     let (_agent, original, review) = pending(&app, "buyer", "75.25").await;
     app.advance(30);
-    let r = app.post_empty(&org, &format!("/v1/reviews/{review}/approve")).await;
+    let r = app
+        .post_empty(&org, &format!("/v1/reviews/{review}/approve"))
+        .await;
     assert_eq!(r.status, 201, "{}", r.text);
     assert_eq!(r.body["verdict"], "allow");
     assert_eq!(r.body["supersedes"], original["id"]);
     assert_ne!(r.body["id"], original["id"]);
     assert_ne!(r.body["nonce"], original["nonce"]);
-    assert_eq!(r.body["iat"].as_i64().unwrap(), original["iat"].as_i64().unwrap() + 30);
-    assert_eq!(r.body["exp"].as_i64().unwrap(), r.body["iat"].as_i64().unwrap() + 300);
+    assert_eq!(
+        r.body["iat"].as_i64().unwrap(),
+        original["iat"].as_i64().unwrap() + 30
+    );
+    assert_eq!(
+        r.body["exp"].as_i64().unwrap(),
+        r.body["iat"].as_i64().unwrap() + 300
+    );
     assert_eq!(r.body["request"], original["request"]);
     let claims = verify_verdict(
         r.body["verdict_token"].as_str().unwrap(),
         &app.jwks().await,
-        &VerifyOptions { issuer: app.issuer(), now: app.clock_now().unix_timestamp(), leeway_secs: 0 },
+        &VerifyOptions {
+            issuer: app.issuer(),
+            now: app.clock_now().unix_timestamp(),
+            leeway_secs: 0,
+        },
     )
     .unwrap();
     assert_eq!(claims.request.amount.to_string(), "75.25");
     // The original stays in the log as it was.
-    let stored = app.get(&org, &format!("/v1/decisions/{}", original["id"].as_str().unwrap())).await;
+    let stored = app
+        .get(
+            &org,
+            &format!("/v1/decisions/{}", original["id"].as_str().unwrap()),
+        )
+        .await;
     assert_eq!(stored.body["verdict"], "review");
     assert_eq!(stored.body["review"], review.as_str());
     // Resolving again is 400, either way.
-    app.post_empty(&org, &format!("/v1/reviews/{review}/approve")).await.assert_error(400, "invalid_request");
-    app.post_empty(&org, &format!("/v1/reviews/{review}/deny")).await.assert_error(400, "invalid_request");
+    app.post_empty(&org, &format!("/v1/reviews/{review}/approve"))
+        .await
+        .assert_error(400, "invalid_request");
+    app.post_empty(&org, &format!("/v1/reviews/{review}/deny"))
+        .await
+        .assert_error(400, "invalid_request");
     // The approved amount counts for the month: 450 - 75.25 = 374.75 remain.
     let agent = app.agent(&org, "other").await;
     let _ = agent;
@@ -54,7 +75,13 @@ async fn deny_resolves_without_a_new_decision() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
     let (_agent, _original, review) = pending(&app, "denied", "60").await;
-    let r = app.post(&org, &format!("/v1/reviews/{review}/deny"), json!({"reason": "not this quarter"})).await;
+    let r = app
+        .post(
+            &org,
+            &format!("/v1/reviews/{review}/deny"),
+            json!({"reason": "not this quarter"}),
+        )
+        .await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(r.body["status"], "denied");
     assert_eq!(r.body["reason"], "not this quarter");
@@ -62,13 +89,29 @@ async fn deny_resolves_without_a_new_decision() {
     assert!(r.body["resolved_at"].is_string());
     let decisions = app.get(&org, "/v1/decisions").await;
     assert_eq!(decisions.body["data"].as_array().unwrap().len(), 1);
-    app.post_empty(&org, &format!("/v1/reviews/{review}/deny")).await.assert_error(400, "invalid_request");
+    app.post_empty(&org, &format!("/v1/reviews/{review}/deny"))
+        .await
+        .assert_error(400, "invalid_request");
     // A body with other fields is refused.
     let (_a, _o, second) = pending(&app, "denied2", "60").await;
-    let bad = app.post(&org, &format!("/v1/reviews/{second}/deny"), json!({"why": "x"})).await;
-    assert_eq!(bad.assert_error(400, "invalid_request"), "unknown field why");
+    let bad = app
+        .post(
+            &org,
+            &format!("/v1/reviews/{second}/deny"),
+            json!({"why": "x"}),
+        )
+        .await;
+    assert_eq!(
+        bad.assert_error(400, "invalid_request"),
+        "unknown field why"
+    );
     // Without a body it works too.
-    assert_eq!(app.post_empty(&org, &format!("/v1/reviews/{second}/deny")).await.status, 200);
+    assert_eq!(
+        app.post_empty(&org, &format!("/v1/reviews/{second}/deny"))
+            .await
+            .status,
+        200
+    );
 }
 
 #[tokio::test]
@@ -78,17 +121,29 @@ async fn approval_rechecks_the_mandate_as_it_is_now() {
     // Revoked since the review opened: the fresh decision is deny_revoked.
     let (_agent, original, review) = pending(&app, "revokedlater", "60").await;
     let mandate = original["mandate"].as_str().unwrap();
-    assert_eq!(app.post_empty(&org, &format!("/v1/mandates/{mandate}/revoke")).await.status, 200);
-    let r = app.post_empty(&org, &format!("/v1/reviews/{review}/approve")).await;
+    assert_eq!(
+        app.post_empty(&org, &format!("/v1/mandates/{mandate}/revoke"))
+            .await
+            .status,
+        200
+    );
+    let r = app
+        .post_empty(&org, &format!("/v1/reviews/{review}/approve"))
+        .await;
     assert_eq!(r.status, 201);
     assert_eq!(r.body["verdict"], "deny_revoked");
 
     // Over per_month by the time it is approved: deny_limit.
     let (agent, _original, review) = pending(&app, "spender", "90").await;
     for _ in 0..9 {
-        assert_eq!(app.authorize(&agent, "45", "software").await.body["verdict"], "allow");
+        assert_eq!(
+            app.authorize(&agent, "45", "software").await.body["verdict"],
+            "allow"
+        );
     }
-    let r = app.post_empty(&org, &format!("/v1/reviews/{review}/approve")).await;
+    let r = app
+        .post_empty(&org, &format!("/v1/reviews/{review}/approve"))
+        .await;
     assert_eq!(r.body["verdict"], "deny_limit");
 
     // Velocity and the review threshold are not applied again.
@@ -96,7 +151,9 @@ async fn approval_rechecks_the_mandate_as_it_is_now() {
     for _ in 0..12 {
         app.authorize(&agent, "1", "food").await;
     }
-    let r = app.post_empty(&org, &format!("/v1/reviews/{review}/approve")).await;
+    let r = app
+        .post_empty(&org, &format!("/v1/reviews/{review}/approve"))
+        .await;
     assert_eq!(r.body["verdict"], "allow");
 }
 
@@ -106,11 +163,19 @@ async fn a_review_expires_after_24_hours() {
     let org = app.org.sandbox.clone();
     let (_agent, _original, review) = pending(&app, "slowpoke", "60").await;
     app.advance(24 * 3600);
-    let r = app.post_empty(&org, &format!("/v1/reviews/{review}/approve")).await;
+    let r = app
+        .post_empty(&org, &format!("/v1/reviews/{review}/approve"))
+        .await;
     let message = r.assert_error(400, "invalid_request");
     assert!(message.contains("expired"), "{message}");
-    let again = app.post_empty(&org, &format!("/v1/reviews/{review}/deny")).await;
-    assert!(again.assert_error(400, "invalid_request").contains("expired"));
+    let again = app
+        .post_empty(&org, &format!("/v1/reviews/{review}/deny"))
+        .await;
+    assert!(
+        again
+            .assert_error(400, "invalid_request")
+            .contains("expired")
+    );
 }
 
 #[tokio::test]
@@ -131,15 +196,31 @@ async fn review_paths_and_keys() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
     let (agent, _original, review) = pending(&app, "keys", "60").await;
-    app.get(&org, "/v1/reviews").await.assert_error(404, "not_found");
-    app.get(&org, &format!("/v1/reviews/{review}")).await.assert_error(404, "not_found");
-    app.post_empty(&agent, &format!("/v1/reviews/{review}/approve")).await.assert_error(403, "forbidden");
+    app.get(&org, "/v1/reviews")
+        .await
+        .assert_error(404, "not_found");
+    app.get(&org, &format!("/v1/reviews/{review}"))
+        .await
+        .assert_error(404, "not_found");
+    app.post_empty(&agent, &format!("/v1/reviews/{review}/approve"))
+        .await
+        .assert_error(403, "forbidden");
     let other = app.onboard("other").await;
-    let foreign = app.post_empty(&other.sandbox, &format!("/v1/reviews/{review}/approve")).await;
-    let missing = app.post_empty(&other.sandbox, "/v1/reviews/rev_doesnotexist/approve").await;
+    let foreign = app
+        .post_empty(&other.sandbox, &format!("/v1/reviews/{review}/approve"))
+        .await;
+    let missing = app
+        .post_empty(&other.sandbox, "/v1/reviews/rev_doesnotexist/approve")
+        .await;
     assert_eq!(
-        foreign.assert_error(404, "not_found").replace(&review, "ID"),
-        missing.assert_error(404, "not_found").replace("rev_doesnotexist", "ID")
+        foreign
+            .assert_error(404, "not_found")
+            .replace(&review, "ID"),
+        missing
+            .assert_error(404, "not_found")
+            .replace("rev_doesnotexist", "ID")
     );
-    app.post_empty(&app.org.live, &format!("/v1/reviews/{review}/approve")).await.assert_error(404, "not_found");
+    app.post_empty(&app.org.live, &format!("/v1/reviews/{review}/approve"))
+        .await
+        .assert_error(404, "not_found");
 }

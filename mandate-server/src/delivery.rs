@@ -1,0 +1,291 @@
+//! The delivery worker: POSTs each event, signed at delivery time, to every endpoint it is
+//! owed to, and runs the time-driven state ([`crate::timers`]) on the same tick.
+//!
+//! Every tick (a short real-time interval) it reads the deliveries whose `next_attempt_ms`
+//! has come by the injected clock and starts each attempt as its own task, at most
+//! [`MAX_CONCURRENT`] in all and [`PER_WEBHOOK`] per endpoint, so a slow or dead receiver
+//! never holds up another, nor the API (no transaction is open during HTTP). What follows
+//! an attempt is decided by `mandate_core::delivery::after_attempt` and written with the
+//! attempt in one transaction. All state is in SQLite: a restarted server picks up where
+//! the last one stopped, and an attempt cut short by a crash is simply made again (events
+//! are at-least-once; receivers de-duplicate on `jti`).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use mandate_core::claims::EventClaims;
+use mandate_core::delivery::{NextStep, after_attempt, window_closed};
+use mandate_core::id::EventId;
+use mandate_core::jws::sign_token;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::task::{JoinHandle, JoinSet};
+
+use crate::clock::{fill_random, ms};
+use crate::model::Env;
+use crate::ssrf::{self, GuardedResolver};
+use crate::state::AppState;
+use crate::storage::StorageError;
+use crate::storage::deliveries::{self, Attempt, Due};
+use crate::timers;
+
+/// How often the worker looks for due work (real time).
+pub const TICK: Duration = Duration::from_millis(50);
+/// How long one attempt may take, connection included.
+pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Attempts in flight at once, in all.
+pub const MAX_CONCURRENT: usize = 64;
+/// Attempts in flight at once to one endpoint.
+pub const PER_WEBHOOK: usize = 4;
+/// How long a stopping worker lets attempts in flight finish.
+const DRAIN: Duration = Duration::from_secs(10);
+
+/// The running worker.
+pub struct Worker {
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+/// One HTTP client per environment: each judges DNS answers by its environment's rules.
+struct Clients {
+    sandbox: reqwest::Client,
+    live: reqwest::Client,
+}
+
+fn client(env: Env) -> reqwest::Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(ATTEMPT_TIMEOUT)
+        .connect_timeout(ATTEMPT_TIMEOUT)
+        .no_proxy()
+        // No pooled connections: every delivery resolves, and judges, the host again.
+        .pool_max_idle_per_host(0)
+        .dns_resolver(Arc::new(GuardedResolver(env)))
+        .user_agent(concat!("mandate-webhooks/", env!("CARGO_PKG_VERSION")))
+        .build()
+}
+
+impl Worker {
+    /// Starts the worker on the current tokio runtime.
+    pub fn start(state: AppState) -> reqwest::Result<Worker> {
+        let clients = Arc::new(Clients {
+            sandbox: client(Env::Sandbox)?,
+            live: client(Env::Live)?,
+        });
+        let (stop, stopped) = watch::channel(false);
+        let task = tokio::spawn(run(state, clients, stopped));
+        Ok(Worker { stop, task })
+    }
+
+    /// Stops picking up work, lets attempts in flight finish (up to 10 s), and returns.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        if let Err(e) = self.task.await {
+            tracing::error!("delivery worker: {e}");
+        }
+    }
+}
+
+/// Deliveries in flight, so that a tick never starts a second attempt of one.
+#[derive(Default)]
+struct InFlight {
+    deliveries: HashSet<i64>,
+    per_webhook: HashMap<String, usize>,
+}
+
+/// Holds a delivery's place in [`InFlight`] until the attempt ends, however it ends.
+struct Claim {
+    in_flight: Arc<Mutex<InFlight>>,
+    delivery: i64,
+    webhook: String,
+}
+
+impl Claim {
+    fn take(in_flight: &Arc<Mutex<InFlight>>, due: &Due) -> Option<Claim> {
+        let mut set = in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        let busy = set.per_webhook.get(&due.webhook_id).copied().unwrap_or(0);
+        if busy >= PER_WEBHOOK || !set.deliveries.insert(due.id) {
+            return None;
+        }
+        *set.per_webhook.entry(due.webhook_id.clone()).or_default() += 1;
+        Some(Claim {
+            in_flight: in_flight.clone(),
+            delivery: due.id,
+            webhook: due.webhook_id.clone(),
+        })
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        let mut set = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        set.deliveries.remove(&self.delivery);
+        if let Some(n) = set.per_webhook.get_mut(&self.webhook) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                set.per_webhook.remove(&self.webhook);
+            }
+        }
+    }
+}
+
+async fn run(state: AppState, clients: Arc<Clients>, mut stopped: watch::Receiver<bool>) {
+    let in_flight = Arc::new(Mutex::new(InFlight::default()));
+    let permits = Arc::new(Semaphore::new(MAX_CONCURRENT));
+    let mut attempts = JoinSet::new();
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stopped.changed() => break,
+            _ = tick.tick() => {}
+        }
+        while attempts.try_join_next().is_some() {}
+        if let Err(e) = timers::run(&state).await {
+            tracing::error!("time-driven state: {e}");
+        }
+        let due = match pick(&state).await {
+            Ok(due) => due,
+            Err(e) => {
+                tracing::error!("reading due deliveries: {e}");
+                continue;
+            }
+        };
+        for due in due {
+            let Ok(permit) = permits.clone().try_acquire_owned() else {
+                break;
+            };
+            let Some(claim) = Claim::take(&in_flight, &due) else {
+                continue;
+            };
+            let (state, clients) = (state.clone(), clients.clone());
+            attempts.spawn(attempt(state, clients, due, claim, permit));
+        }
+    }
+    let drain = async { while attempts.join_next().await.is_some() {} };
+    if tokio::time::timeout(DRAIN, drain).await.is_err() {
+        attempts.abort_all();
+    }
+}
+
+async fn pick(state: &AppState) -> Result<Vec<Due>, StorageError> {
+    let now_ms = ms(state.now());
+    let per_webhook = i64::try_from(PER_WEBHOOK * 2).unwrap_or(8);
+    state
+        .db
+        .read(move |conn| deliveries::due(conn, now_ms, per_webhook, 256))
+        .await
+}
+
+fn jitter_byte() -> u8 {
+    let mut byte = [0u8; 1];
+    fill_random(&mut byte);
+    byte[0]
+}
+
+async fn attempt(
+    state: AppState,
+    clients: Arc<Clients>,
+    due: Due,
+    _claim: Claim,
+    _permit: OwnedSemaphorePermit,
+) {
+    let at_ms = ms(state.now());
+    let id = due.id;
+    let result = if window_closed(due.event_created_ms, at_ms) {
+        state
+            .db
+            .write(move |tx| -> Result<(), StorageError> {
+                let reason = "the 24-hour delivery window ended before another attempt";
+                Ok(deliveries::give_up(tx, id, reason, at_ms)?)
+            })
+            .await
+    } else {
+        let started = Instant::now();
+        let (status, error) = match send(&state, &clients, &due).await {
+            Ok(status) => (Some(status), None),
+            Err(error) => (None, Some(error)),
+        };
+        let attempt = Attempt {
+            attempt: due.attempts + 1,
+            at_ms,
+            status,
+            latency_ms: i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX),
+            error,
+        };
+        let now_ms = ms(state.now());
+        let next = after_attempt(
+            status,
+            attempt.attempt,
+            due.event_created_ms,
+            now_ms,
+            jitter_byte(),
+        );
+        match next {
+            NextStep::Delivered => {}
+            NextStep::RetryAt(_) | NextStep::GiveUp => tracing::info!(
+                event = %due.event_id, webhook = %due.webhook_id, attempt = attempt.attempt,
+                status = ?status, error = ?attempt.error, next = ?next,
+                "webhook delivery attempt failed"
+            ),
+        }
+        state
+            .db
+            .write(move |tx| -> Result<(), StorageError> {
+                Ok(deliveries::record(tx, id, &attempt, next, now_ms)?)
+            })
+            .await
+    };
+    if let Err(e) = result {
+        tracing::error!(delivery = id, "recording a delivery attempt: {e}");
+    }
+}
+
+/// Makes one attempt: the HTTP status, or why no answer came.
+async fn send(state: &AppState, clients: &Clients, due: &Due) -> Result<u16, String> {
+    let env = Env::parse(&due.env).ok_or_else(|| format!("unknown environment {}", due.env))?;
+    // The stored URL is judged again: rules apply at every delivery, not only at registration.
+    let url = ssrf::check_url(&due.url, env).map_err(|e| e.to_string())?;
+    let claims = EventClaims {
+        iss: state.verdicts_url.clone(),
+        jti: EventId::parse(&due.event_id).map_err(|e| format!("event id: {e}"))?,
+        iat: due.event_created_ms.div_euclid(1000),
+        event_type: due.event_type.clone(),
+        data: due.data.clone(),
+    };
+    let signer = state
+        .signer(env)
+        .map_err(|_| format!("no signing key for {}", env.as_str()))?;
+    let token = sign_token(signer.as_ref(), &claims).map_err(|e| format!("signing: {e}"))?;
+    let client = match env {
+        Env::Sandbox => &clients.sandbox,
+        Env::Live => &clients.live,
+    };
+    let response = client
+        .post(url.url)
+        .header(reqwest::header::CONTENT_TYPE, "application/jwt")
+        .body(token)
+        .send()
+        .await
+        .map_err(|e| describe(&e))?;
+    Ok(response.status().as_u16())
+}
+
+/// A transport error in a line: what happened and why, without the URL's query.
+fn describe(error: &reqwest::Error) -> String {
+    let what = if error.is_timeout() {
+        "timed out"
+    } else if error.is_connect() {
+        "connection failed"
+    } else {
+        "request failed"
+    };
+    let mut text = what.to_owned();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text.chars().take(500).collect()
+}

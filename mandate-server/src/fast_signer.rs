@@ -1,0 +1,172 @@
+//! ES256 signing through aws-lc-rs, behind the core's `Signer` trait.
+//!
+//! RustCrypto's p256 signs in about 100 µs here and aws-lc-rs in about 19 µs, and signing
+//! is on every authorization. The token format is the core's: this signer only produces the
+//! 64-byte r||s for the signing input, and its public JWK is derived by the core from the
+//! same secret, so tokens verify with the core's p256 verifier (tested below).
+
+use aws_lc_rs::rand::SystemRandom;
+use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair};
+use mandate_core::jwk::Jwk;
+use mandate_core::jws::{P256Signer, SignError, Signer};
+
+/// An aws-lc-rs ES256 signer for one key.
+pub struct AwsLcSigner {
+    kid: String,
+    key_pair: EcdsaKeyPair,
+    public: Jwk,
+    rng: SystemRandom,
+}
+
+impl std::fmt::Debug for AwsLcSigner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AwsLcSigner")
+            .field("kid", &self.kid)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AwsLcSigner {
+    /// Builds a signer from a 32-byte P-256 secret scalar.
+    pub fn from_secret_bytes(kid: impl Into<String>, secret: &[u8]) -> Result<Self, SignError> {
+        let kid = kid.into();
+        // The core validates the scalar and derives the public key.
+        let reference = P256Signer::from_secret_bytes(kid.clone(), secret)?;
+        let public = reference.public_jwk();
+        let point = public.verifying_key().to_sec1_point(false);
+        let key_pair = EcdsaKeyPair::from_private_key_and_public_key(
+            &ECDSA_P256_SHA256_FIXED_SIGNING,
+            secret,
+            point.as_bytes(),
+        )
+        .map_err(|e| SignError::Backend(e.to_string()))?;
+        Ok(Self {
+            kid,
+            key_pair,
+            public,
+            rng: SystemRandom::new(),
+        })
+    }
+}
+
+impl Signer for AwsLcSigner {
+    fn kid(&self) -> &str {
+        &self.kid
+    }
+
+    fn sign(&self, signing_input: &[u8]) -> Result<[u8; 64], SignError> {
+        let signature = self
+            .key_pair
+            .sign(&self.rng, signing_input)
+            .map_err(|e| SignError::Backend(e.to_string()))?;
+        signature
+            .as_ref()
+            .try_into()
+            .map_err(|_| SignError::Backend("signature is not 64 bytes".into()))
+    }
+
+    fn public_jwk(&self) -> Jwk {
+        self.public.clone()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use mandate_core::jwk::JwkSet;
+    use mandate_core::jws::{VerifyOptions, sign_token, verify_es256, verify_event};
+    use serde_json::json;
+
+    const SECRET: [u8; 32] = [7; 32];
+
+    fn event(jti: &str) -> serde_json::Value {
+        json!({"iss": "https://v.example", "jti": jti, "iat": 1000, "type": "ping", "data": {}})
+    }
+
+    #[test]
+    fn tokens_from_each_backend_verify_with_the_other() {
+        let fast = AwsLcSigner::from_secret_bytes("k-1", &SECRET).unwrap();
+        let portable = P256Signer::from_secret_bytes("k-1", &SECRET).unwrap();
+        assert_eq!(fast.public_jwk(), portable.public_jwk());
+        let options = VerifyOptions {
+            issuer: "https://v.example".into(),
+            now: 1000,
+            leeway_secs: 0,
+        };
+        // Signed by aws-lc-rs, verified by the core (p256) against the key set.
+        let set = JwkSet {
+            keys: vec![portable.public_jwk()],
+        };
+        let token = sign_token(&fast, &event("evt_a")).unwrap();
+        assert_eq!(
+            verify_event(&token, &set, &options).unwrap().jti.as_str(),
+            "evt_a"
+        );
+        // Signed by p256, verified by aws-lc-rs.
+        let token = sign_token(&portable, &event("evt_b")).unwrap();
+        let (input, signature) = token.rsplit_once('.').unwrap();
+        let signature =
+            base64::Engine::decode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, signature)
+                .unwrap();
+        let public = portable.public_jwk().verifying_key().to_sec1_point(false);
+        let verifier = aws_lc_rs::signature::UnparsedPublicKey::new(
+            &aws_lc_rs::signature::ECDSA_P256_SHA256_FIXED,
+            public.as_bytes(),
+        );
+        verifier.verify(input.as_bytes(), &signature).unwrap();
+        // And aws-lc-rs signatures pass the core's raw verifier used for Wycheproof.
+        for i in 0..50u8 {
+            let message = [i; 40];
+            let sig = fast.sign(&message).unwrap();
+            assert!(verify_es256(&portable.public_jwk(), &message, &sig));
+        }
+    }
+
+    #[test]
+    fn refuses_a_bad_secret() {
+        assert!(AwsLcSigner::from_secret_bytes("k", &[0u8; 32]).is_err());
+        assert!(AwsLcSigner::from_secret_bytes("k", &[1u8; 31]).is_err());
+    }
+
+    /// The aws-lc-rs backend agrees with Wycheproof, as the core's verifier does: every
+    /// "valid" P-256 P1363 vector verifies and every "invalid" one does not.
+    #[test]
+    fn aws_lc_rs_agrees_with_wycheproof() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../shared/testdata/wycheproof/ecdsa_secp256r1_sha256_p1363_test.json"
+        );
+        let file: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        let hex = |t: &str| -> Vec<u8> {
+            (0..t.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&t[i..i + 2], 16).unwrap())
+                .collect()
+        };
+        let mut checked = 0;
+        for group in file["testGroups"].as_array().unwrap() {
+            let key = hex(group["publicKey"]["uncompressed"].as_str().unwrap());
+            let verifier = aws_lc_rs::signature::UnparsedPublicKey::new(
+                &aws_lc_rs::signature::ECDSA_P256_SHA256_FIXED,
+                key,
+            );
+            for case in group["tests"].as_array().unwrap() {
+                let ok = verifier
+                    .verify(
+                        &hex(case["msg"].as_str().unwrap()),
+                        &hex(case["sig"].as_str().unwrap()),
+                    )
+                    .is_ok();
+                match case["result"].as_str().unwrap() {
+                    "valid" => assert!(ok, "tcId {} must verify", case["tcId"]),
+                    "invalid" => assert!(!ok, "tcId {} must not verify", case["tcId"]),
+                    _ => {}
+                }
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, 262);
+    }
+}

@@ -1,0 +1,205 @@
+//! `POST/GET /v1/webhooks`, `GET/DELETE /v1/webhooks/{id}`, `POST /v1/webhooks/{id}/ping`.
+//!
+//! Organization keys only. A URL is judged by [`crate::ssrf`] before it is stored (and
+//! again before every delivery). A deleted endpoint reads as 404 and its pending deliveries
+//! end; a ping is an event like any other, delivered to that one endpoint.
+
+use axum::Router;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use mandate_core::delivery::{EVENT_TYPES, is_event_type};
+use mandate_core::field::{check_fields, invalid, object, required, string};
+use mandate_core::id::WebhookId;
+use mandate_core::mandate::format_timestamp;
+use serde_json::{Value, json};
+
+use super::{created, ok};
+use crate::body::JsonBody;
+use crate::clock::{from_ms, ms, random16};
+use crate::error::ApiError;
+use crate::list;
+use crate::model::Caller;
+use crate::ssrf::{self, Host};
+use crate::state::AppState;
+use crate::storage::events;
+use crate::storage::webhooks::{self, WebhookRow};
+
+/// The routes.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/webhooks", post(create).get(index))
+        .route("/v1/webhooks/{id}", get(show).delete(delete))
+        .route("/v1/webhooks/{id}/ping", post(ping))
+}
+
+/// A webhook in its API shape.
+pub fn webhook_json(row: &WebhookRow) -> Value {
+    json!({
+        "webhook": row.id,
+        "url": row.url,
+        "events": row.events,
+        "status": row.status,
+        "created_at": format_timestamp(from_ms(row.created_ms)),
+    })
+}
+
+/// Parses `events`: a non-empty array of known event types; repeats are dropped.
+fn parse_events(value: &Value) -> Result<Vec<String>, ApiError> {
+    let items = value
+        .as_array()
+        .ok_or_else(|| invalid("events", "must be an array of event types"))?;
+    if items.is_empty() {
+        return Err(invalid("events", "must name at least one event type").into());
+    }
+    let mut events: Vec<String> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let path = format!("events[{i}]");
+        let name = string(item, &path)?;
+        if !is_event_type(name) {
+            let shown: String = name.chars().take(64).collect();
+            return Err(invalid(
+                &path,
+                format!(
+                    "{shown:?} is not an event type; the types are {}",
+                    EVENT_TYPES.join(", ")
+                ),
+            )
+            .into());
+        }
+        if !events.iter().any(|e| e == name) {
+            events.push(name.to_owned());
+        }
+    }
+    Ok(events)
+}
+
+async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    body: Result<JsonBody, ApiError>,
+) -> Result<Response, ApiError> {
+    // The key class is checked before the body: a wrong key gets 403 whatever it sent.
+    caller.require_org()?;
+    let JsonBody(body) = body?;
+    let fields = object(&body)?;
+    check_fields(
+        fields,
+        "",
+        &["url", "events"],
+        &["webhook", "id", "status", "created_at"],
+    )?;
+    let text = string(required(fields, "url", "url")?, "url")?;
+    let events = parse_events(required(fields, "events", "events")?)?;
+    let refused = |e: ssrf::UrlError| ApiError::InvalidRequest(e.to_string());
+    let url = ssrf::check_url(text, caller.env).map_err(refused)?;
+    if let Host::Name(name) = &url.host
+        && let Some(ips) = ssrf::resolve(name, url.port).await
+    {
+        ssrf::check_resolved(name, &ips, caller.env).map_err(refused)?;
+    }
+    let id = WebhookId::from_random(random16());
+    let now = ms(state.now());
+    let (org, env, stored_url) = (caller.org_id.clone(), caller.env, url.url.to_string());
+    let row = state
+        .db
+        .write(move |tx| -> Result<_, ApiError> {
+            webhooks::insert(
+                tx,
+                &org,
+                env.as_str(),
+                id.as_str(),
+                &stored_url,
+                &events,
+                now,
+            )?;
+            webhooks::get(tx, &org, env.as_str(), id.as_str())?
+                .ok_or_else(|| ApiError::Server("webhook vanished after insert".into()))
+        })
+        .await?;
+    Ok(created(webhook_json(&row)))
+}
+
+async fn index(
+    State(state): State<AppState>,
+    caller: Caller,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    caller.require_org()?;
+    let params = list::parse(query.as_deref(), &[])?;
+    let context = list::context("webhooks", &caller, &params);
+    let before = list::start(&state, &params, &context)?;
+    let (org, env, limit) = (caller.org_id.clone(), caller.env, params.limit);
+    let rows = state
+        .db
+        .read(move |conn| -> Result<_, ApiError> {
+            Ok(webhooks::page(conn, &org, env.as_str(), before, limit + 1)?)
+        })
+        .await?;
+    let rows = rows.iter().map(|r| (r.seq, webhook_json(r))).collect();
+    Ok(ok(list::envelope(&state, &context, params.limit, rows)))
+}
+
+async fn show(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    caller.require_org()?;
+    let (org, env, wanted) = (caller.org_id.clone(), caller.env, id.clone());
+    let row = state
+        .db
+        .read(move |conn| -> Result<_, ApiError> {
+            Ok(webhooks::get(conn, &org, env.as_str(), &wanted)?)
+        })
+        .await?;
+    row.map(|r| ok(webhook_json(&r)))
+        .ok_or_else(|| ApiError::not_found("webhook", &id))
+}
+
+async fn delete(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    caller.require_org()?;
+    let now = ms(state.now());
+    let (org, env, wanted) = (caller.org_id.clone(), caller.env, id.clone());
+    let row = state
+        .db
+        .write(move |tx| -> Result<_, ApiError> {
+            Ok(webhooks::delete(tx, &org, env.as_str(), &wanted, now)?)
+        })
+        .await?;
+    row.map(|r| ok(webhook_json(&r)))
+        .ok_or_else(|| ApiError::not_found("webhook", &id))
+}
+
+async fn ping(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    caller.require_org()?;
+    let now = ms(state.now());
+    let (org, env, wanted) = (caller.org_id.clone(), caller.env, id.clone());
+    let event = state
+        .db
+        .write(move |tx| -> Result<_, ApiError> {
+            let webhook = webhooks::get(tx, &org, env.as_str(), &wanted)?
+                .ok_or_else(|| ApiError::not_found("webhook", &wanted))?;
+            let data = webhook_json(&webhook);
+            Ok(events::append_for_webhook(
+                tx,
+                &org,
+                env.as_str(),
+                "ping",
+                &data,
+                now,
+                &webhook.id,
+            )?)
+        })
+        .await?;
+    Ok((StatusCode::ACCEPTED, axum::Json(json!({ "event": event }))).into_response())
+}

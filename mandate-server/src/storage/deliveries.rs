@@ -1,0 +1,260 @@
+//! Deliveries of events to webhook endpoints, and every attempt made.
+//!
+//! A delivery row is created in the transaction that appends its event (see
+//! [`super::events::append`]); the worker reads the due ones, makes the HTTP attempt with no
+//! transaction open, then records the attempt and the next step in one transaction. All
+//! state is here, so a restarted server resumes where the last one stopped.
+
+use mandate_core::delivery::NextStep;
+use rusqlite::{Connection, params};
+use serde_json::Value;
+
+use super::StorageError;
+
+/// Creates a pending delivery, due at once, for every active endpoint of the organization
+/// and environment subscribed to `event_type`. Returns how many.
+pub fn fan_out(
+    tx: &Connection,
+    event_id: &str,
+    org_id: &str,
+    env: &str,
+    event_type: &str,
+    now_ms: i64,
+) -> rusqlite::Result<usize> {
+    let mut stmt = tx.prepare_cached(
+        "INSERT INTO deliveries (event_id, webhook_id, attempts, next_attempt_ms, state, created_ms)
+         SELECT ?1, w.id, 0, ?5, 'pending', ?5 FROM webhooks w
+         WHERE w.org_id = ?2 AND w.env = ?3 AND w.status = 'active'
+           AND EXISTS (SELECT 1 FROM json_each(w.events) j WHERE j.value = ?4)",
+    )?;
+    stmt.execute(params![event_id, org_id, env, event_type, now_ms])
+}
+
+/// Creates one pending delivery, due at once, of `event_id` to `webhook_id` (a ping).
+pub fn create_one(
+    tx: &Connection,
+    event_id: &str,
+    webhook_id: &str,
+    now_ms: i64,
+) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO deliveries (event_id, webhook_id, attempts, next_attempt_ms, state, created_ms)
+         VALUES (?1, ?2, 0, ?3, 'pending', ?3)",
+        params![event_id, webhook_id, now_ms],
+    )?;
+    Ok(())
+}
+
+/// A delivery that is due, with what the worker needs to make the attempt.
+#[derive(Debug, Clone)]
+pub struct Due {
+    /// The delivery's row id.
+    pub id: i64,
+    /// Attempts made so far.
+    pub attempts: u32,
+    /// The endpoint, `whk_…`.
+    pub webhook_id: String,
+    /// Where to POST.
+    pub url: String,
+    /// The endpoint's environment (`sandbox`, `live`): picks the signer and the URL rules.
+    pub env: String,
+    /// The event, `evt_…`: the token's `jti`.
+    pub event_id: String,
+    /// The event's type.
+    pub event_type: String,
+    /// The event's data as stored.
+    pub data: Value,
+    /// When the event was created, unix ms: the token's `iat` and the start of its window.
+    pub event_created_ms: i64,
+}
+
+/// Pending deliveries due at `now_ms`, the longest-waiting first, at most `per_webhook` of
+/// any one endpoint and `limit` in all, so that one endpoint's backlog never hides another's.
+pub fn due(
+    conn: &Connection,
+    now_ms: i64,
+    per_webhook: i64,
+    limit: i64,
+) -> Result<Vec<Due>, StorageError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT d.id, d.attempts, d.webhook_id, w.url, w.env, d.event_id, e.type, e.data,
+                e.created_ms
+         FROM (SELECT id, attempts, webhook_id, event_id, next_attempt_ms,
+                      ROW_NUMBER() OVER (PARTITION BY webhook_id ORDER BY next_attempt_ms, id) AS rn
+               FROM deliveries WHERE state = 'pending' AND next_attempt_ms <= ?1) d
+         JOIN webhooks w ON w.id = d.webhook_id
+         JOIN events e ON e.id = d.event_id
+         WHERE d.rn <= ?2
+         ORDER BY d.next_attempt_ms, d.id LIMIT ?3",
+    )?;
+    let rows = stmt.query_map(params![now_ms, per_webhook, limit], |r| {
+        Ok((
+            r.get::<_, i64>(0)?,
+            r.get::<_, u32>(1)?,
+            r.get::<_, String>(2)?,
+            r.get::<_, String>(3)?,
+            r.get::<_, String>(4)?,
+            r.get::<_, String>(5)?,
+            r.get::<_, String>(6)?,
+            r.get::<_, String>(7)?,
+            r.get::<_, i64>(8)?,
+        ))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (id, attempts, webhook_id, url, env, event_id, event_type, data, created) = row?;
+        let data = serde_json::from_str(&data)
+            .map_err(|e| StorageError::Corrupt(format!("event {event_id} data: {e}")))?;
+        out.push(Due {
+            id,
+            attempts,
+            webhook_id,
+            url,
+            env,
+            event_id,
+            event_type,
+            data,
+            event_created_ms: created,
+        });
+    }
+    Ok(out)
+}
+
+/// One attempt as it happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attempt {
+    /// 1 for the first attempt.
+    pub attempt: u32,
+    /// When it started, unix ms (the injected clock).
+    pub at_ms: i64,
+    /// The HTTP status, or `None` when no answer came (timeout, refused connection or
+    /// address).
+    pub status: Option<u16>,
+    /// How long it took, real milliseconds.
+    pub latency_ms: i64,
+    /// What went wrong, if anything.
+    pub error: Option<String>,
+}
+
+/// Records an attempt and what follows it. A delivery no longer pending (its endpoint was
+/// deleted meanwhile) keeps its state; the attempt is recorded all the same.
+pub fn record(
+    tx: &Connection,
+    delivery_id: i64,
+    attempt: &Attempt,
+    next: NextStep,
+    now_ms: i64,
+) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO delivery_attempts (delivery_id, attempt, at_ms, status, latency_ms, error)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![
+            delivery_id,
+            attempt.attempt,
+            attempt.at_ms,
+            attempt.status,
+            attempt.latency_ms,
+            attempt.error
+        ],
+    )?;
+    let error = attempt.error.clone().or_else(|| {
+        attempt
+            .status
+            .filter(|s| !(200..300).contains(s))
+            .map(|s| format!("HTTP {s}"))
+    });
+    let (state, next_ms, finished) = match next {
+        NextStep::Delivered => ("delivered", None, Some(now_ms)),
+        NextStep::RetryAt(at) => ("pending", Some(at), None),
+        NextStep::GiveUp => ("failed", None, Some(now_ms)),
+    };
+    tx.execute(
+        "UPDATE deliveries SET attempts = ?2, state = ?3, next_attempt_ms = ?4,
+            last_error = ?5, finished_ms = ?6
+         WHERE id = ?1 AND state = 'pending'",
+        params![
+            delivery_id,
+            attempt.attempt,
+            state,
+            next_ms,
+            error,
+            finished
+        ],
+    )?;
+    Ok(())
+}
+
+/// Ends a pending delivery without an attempt: its window closed while it waited (for
+/// example while the server was down).
+pub fn give_up(
+    tx: &Connection,
+    delivery_id: i64,
+    reason: &str,
+    now_ms: i64,
+) -> rusqlite::Result<()> {
+    tx.execute(
+        "UPDATE deliveries SET state = 'failed', next_attempt_ms = NULL, last_error = ?2,
+            finished_ms = ?3
+         WHERE id = ?1 AND state = 'pending'",
+        params![delivery_id, reason, now_ms],
+    )?;
+    Ok(())
+}
+
+/// A delivery as stored (diagnostics and tests).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveryRow {
+    /// The row id.
+    pub id: i64,
+    /// The endpoint.
+    pub webhook_id: String,
+    /// Attempts made.
+    pub attempts: u32,
+    /// `pending`, `delivered` or `failed`.
+    pub state: String,
+    /// When the next attempt is due, while pending.
+    pub next_attempt_ms: Option<i64>,
+    /// The last failure.
+    pub last_error: Option<String>,
+    /// Its attempts, first first.
+    pub tried: Vec<Attempt>,
+}
+
+/// The deliveries of an event, with their attempts.
+pub fn for_event(conn: &Connection, event_id: &str) -> rusqlite::Result<Vec<DeliveryRow>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, webhook_id, attempts, state, next_attempt_ms, last_error
+         FROM deliveries WHERE event_id = ?1 ORDER BY id",
+    )?;
+    let mut rows: Vec<DeliveryRow> = stmt
+        .query_map([event_id], |r| {
+            Ok(DeliveryRow {
+                id: r.get(0)?,
+                webhook_id: r.get(1)?,
+                attempts: r.get(2)?,
+                state: r.get(3)?,
+                next_attempt_ms: r.get(4)?,
+                last_error: r.get(5)?,
+                tried: Vec::new(),
+            })
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut stmt = conn.prepare_cached(
+        "SELECT attempt, at_ms, status, latency_ms, error FROM delivery_attempts
+         WHERE delivery_id = ?1 ORDER BY attempt, id",
+    )?;
+    for row in &mut rows {
+        row.tried = stmt
+            .query_map([row.id], |r| {
+                Ok(Attempt {
+                    attempt: r.get(0)?,
+                    at_ms: r.get(1)?,
+                    status: r.get(2)?,
+                    latency_ms: r.get(3)?,
+                    error: r.get(4)?,
+                })
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+    }
+    Ok(rows)
+}

@@ -1,0 +1,139 @@
+//! Webhook endpoints. A deleted endpoint keeps its row (its deliveries point at it) but
+//! reads as absent.
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::StorageError;
+
+/// A stored webhook endpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookRow {
+    /// List position.
+    pub seq: i64,
+    /// `whk_…`.
+    pub id: String,
+    /// The URL events are POSTed to.
+    pub url: String,
+    /// The subscribed event types.
+    pub events: Vec<String>,
+    /// `active` or `deleted`.
+    pub status: String,
+    /// Creation time, unix ms.
+    pub created_ms: i64,
+}
+
+/// Stores a new active endpoint; returns its list position.
+pub fn insert(
+    tx: &Connection,
+    org_id: &str,
+    env: &str,
+    id: &str,
+    url: &str,
+    events: &[String],
+    now_ms: i64,
+) -> Result<i64, StorageError> {
+    let events = serde_json::to_string(events)
+        .map_err(|e| StorageError::Corrupt(format!("webhook events: {e}")))?;
+    tx.execute(
+        "INSERT INTO webhooks (id, org_id, env, url, events, status, created_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, 'active', ?6)",
+        params![id, org_id, env, url, events, now_ms],
+    )?;
+    Ok(tx.last_insert_rowid())
+}
+
+const COLUMNS: &str = "seq, id, url, events, status, created_ms";
+
+type Raw = (i64, String, String, String, String, i64);
+
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Raw> {
+    Ok((
+        r.get(0)?,
+        r.get(1)?,
+        r.get(2)?,
+        r.get(3)?,
+        r.get(4)?,
+        r.get(5)?,
+    ))
+}
+
+fn decode(raw: Raw) -> Result<WebhookRow, StorageError> {
+    let (seq, id, url, events, status, created_ms) = raw;
+    let events = serde_json::from_str(&events)
+        .map_err(|e| StorageError::Corrupt(format!("webhook {id} events: {e}")))?;
+    Ok(WebhookRow {
+        seq,
+        id,
+        url,
+        events,
+        status,
+        created_ms,
+    })
+}
+
+/// An active endpoint of this organization and environment.
+pub fn get(
+    conn: &Connection,
+    org_id: &str,
+    env: &str,
+    id: &str,
+) -> Result<Option<WebhookRow>, StorageError> {
+    conn.query_row(
+        &format!(
+            "SELECT {COLUMNS} FROM webhooks
+             WHERE org_id = ?1 AND env = ?2 AND id = ?3 AND status = 'active'"
+        ),
+        params![org_id, env, id],
+        row,
+    )
+    .optional()?
+    .map(decode)
+    .transpose()
+}
+
+/// A page of active endpoints, newest first, strictly before seq `before`.
+pub fn page(
+    conn: &Connection,
+    org_id: &str,
+    env: &str,
+    before: i64,
+    limit: i64,
+) -> Result<Vec<WebhookRow>, StorageError> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM webhooks
+         WHERE org_id = ?1 AND env = ?2 AND status = 'active' AND seq < ?3
+         ORDER BY seq DESC LIMIT ?4"
+    ))?;
+    let rows = stmt.query_map(params![org_id, env, before, limit], row)?;
+    let mut out = Vec::new();
+    for raw in rows {
+        out.push(decode(raw?)?);
+    }
+    Ok(out)
+}
+
+/// Marks an active endpoint deleted and ends its pending deliveries (failed, error
+/// `webhook deleted`). Returns the endpoint as it is now, or `None` if there was none.
+pub fn delete(
+    tx: &Connection,
+    org_id: &str,
+    env: &str,
+    id: &str,
+    now_ms: i64,
+) -> Result<Option<WebhookRow>, StorageError> {
+    let Some(mut webhook) = get(tx, org_id, env, id)? else {
+        return Ok(None);
+    };
+    tx.execute(
+        "UPDATE webhooks SET status = 'deleted', deleted_ms = ?2 WHERE id = ?1",
+        params![id, now_ms],
+    )?;
+    tx.execute(
+        "UPDATE deliveries SET state = 'failed', next_attempt_ms = NULL,
+            last_error = 'webhook deleted', finished_ms = ?2
+         WHERE webhook_id = ?1 AND state = 'pending'",
+        params![id, now_ms],
+    )?;
+    webhook.status = "deleted".to_owned();
+    Ok(Some(webhook))
+}

@@ -1,0 +1,174 @@
+//! Time-driven state, read from the injected clock on every tick of the worker:
+//!
+//! - a pending review expires 24 hours after it opened: marked `expired` (through
+//!   [`Review::expire`]) with its `decision.resolved` event in one transaction;
+//! - `mandate.expiring` fires once per active mandate at 00:00 UTC seven days before its
+//!   `expires` date ([`expiring_at`]), at once for a mandate created inside that window; the
+//!   once-only mark and the event are written in one transaction.
+//!
+//! Each item is its own transaction, re-checked inside it, so a review resolved or a mandate
+//! revoked meanwhile is left alone and one bad row never blocks the others.
+
+use mandate_core::mandate::{MandateStatus, format_date};
+use mandate_core::review::Review;
+use time::{Date, Duration, OffsetDateTime, Time, UtcOffset};
+
+use crate::clock::ms;
+use crate::state::AppState;
+use crate::storage::timers::{self, DueItem};
+use crate::storage::{StorageError, events, mandates, reviews};
+
+/// How long before a mandate's `expires` date `mandate.expiring` fires.
+pub const EXPIRING_LEAD: Duration = Duration::days(7);
+
+/// Items handled per kind and tick; the rest wait for the next tick.
+const BATCH: i64 = 100;
+
+/// When `mandate.expiring` is due for a mandate expiring on `expires`: the start (00:00 UTC)
+/// of the date seven days earlier.
+pub fn expiring_at(expires: Date) -> OffsetDateTime {
+    expires
+        .checked_sub(EXPIRING_LEAD)
+        .unwrap_or(Date::MIN)
+        .with_time(Time::MIDNIGHT)
+        .assume_utc()
+}
+
+/// The `expires` dates whose `mandate.expiring` is due at `now` and that have not passed:
+/// from today to today + 7 days, as `YYYY-MM-DD`.
+pub fn expiring_dates(now: OffsetDateTime) -> (String, String) {
+    let today = now.to_offset(UtcOffset::UTC).date();
+    let horizon = today.checked_add(EXPIRING_LEAD).unwrap_or(Date::MAX);
+    (format_date(today), format_date(horizon))
+}
+
+/// Expires due reviews and fires due `mandate.expiring` events.
+pub async fn run(state: &AppState) -> Result<(), StorageError> {
+    let now = state.now();
+    let now_ms = ms(now);
+    let (today, horizon) = expiring_dates(now);
+    let (due_reviews, due_mandates) = state
+        .db
+        .read(move |conn| -> Result<_, StorageError> {
+            Ok((
+                timers::due_reviews(conn, now_ms, BATCH)?,
+                timers::due_expiring(conn, &today, &horizon, BATCH)?,
+            ))
+        })
+        .await?;
+    for item in due_reviews {
+        if let Err(e) = expire_review(state, item.clone(), now).await {
+            tracing::error!(review = %item.id, "expiring a review: {e}");
+        }
+    }
+    for item in due_mandates {
+        if let Err(e) = fire_expiring(state, item.clone(), now).await {
+            tracing::error!(mandate = %item.id, "firing mandate.expiring: {e}");
+        }
+    }
+    Ok(())
+}
+
+async fn expire_review(
+    state: &AppState,
+    item: DueItem,
+    now: OffsetDateTime,
+) -> Result<(), StorageError> {
+    state
+        .db
+        .write(move |tx| -> Result<(), StorageError> {
+            let Some((review, _agent)) = reviews::get(tx, &item.org_id, &item.env, &item.id)?
+            else {
+                return Ok(());
+            };
+            let Ok(expired) = Review::expire(&review, now) else {
+                return Ok(());
+            };
+            if reviews::resolve(tx, &expired)? {
+                let data = serde_json::to_value(&expired)
+                    .map_err(|e| StorageError::Corrupt(format!("review {}: {e}", item.id)))?;
+                events::append(
+                    tx,
+                    &item.org_id,
+                    &item.env,
+                    "decision.resolved",
+                    &data,
+                    ms(now),
+                )?;
+            }
+            Ok(())
+        })
+        .await
+}
+
+async fn fire_expiring(
+    state: &AppState,
+    item: DueItem,
+    now: OffsetDateTime,
+) -> Result<(), StorageError> {
+    state
+        .db
+        .write(move |tx| -> Result<(), StorageError> {
+            let Some(mandate) = mandates::get(tx, &item.org_id, &item.env, &item.id)? else {
+                return Ok(());
+            };
+            if mandate.status_at(now) != MandateStatus::Active
+                || now < expiring_at(mandate.terms.expires)
+                || timers::expiring_fired(tx, &item.id)?
+            {
+                return Ok(());
+            }
+            let data = mandate.to_json(now);
+            let event = events::append(
+                tx,
+                &item.org_id,
+                &item.env,
+                "mandate.expiring",
+                &data,
+                ms(now),
+            )?;
+            timers::mark_expiring_fired(tx, &item.id, event.as_str(), ms(now))?;
+            Ok(())
+        })
+        .await
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use time::macros::{date, datetime};
+
+    use super::*;
+
+    #[test]
+    fn expiring_is_due_at_midnight_utc_seven_days_before_the_date() {
+        assert_eq!(
+            expiring_at(date!(2026 - 12 - 31)),
+            datetime!(2026-12-24 00:00 UTC)
+        );
+        assert_eq!(
+            expiring_at(date!(2027 - 03 - 03)),
+            datetime!(2027-02-24 00:00 UTC)
+        );
+    }
+
+    #[test]
+    fn the_window_runs_from_today_to_a_week_ahead() {
+        let (today, horizon) = expiring_dates(datetime!(2026-12-24 00:00 UTC));
+        assert_eq!(
+            (today.as_str(), horizon.as_str()),
+            ("2026-12-24", "2026-12-31")
+        );
+        // The date is read in UTC whatever the offset of `now`.
+        let (today, _) = expiring_dates(datetime!(2026-12-23 23:30 -01:00));
+        assert_eq!(today, "2026-12-24");
+        // At the boundary both views agree: due exactly when the date enters the window.
+        for expires in [date!(2026 - 12 - 31), date!(2027 - 01 - 06)] {
+            let at = expiring_at(expires);
+            let (_, horizon) = expiring_dates(at);
+            assert_eq!(horizon, format_date(expires));
+            let (_, before) = expiring_dates(at - Duration::seconds(1));
+            assert!(before < format_date(expires));
+        }
+    }
+}
