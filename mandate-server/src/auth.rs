@@ -42,14 +42,20 @@ pub async fn authenticate(State(state): State<AppState>, request: Request, next:
         return ApiError::Unauthorized.into_response();
     };
     let hash = keys::hash(key);
-    let caller = match state
-        .db
-        .read(move |conn| -> Result<_, ApiError> { Ok(keys::caller(conn, &hash)?) })
-        .await
-    {
-        Ok(Some(caller)) => caller,
-        Ok(None) => return ApiError::Unauthorized.into_response(),
-        Err(e) => return e.into_response(),
+    let caller = match state.callers.get(&hash) {
+        (Some(caller), _) => caller,
+        (None, epoch) => match state
+            .db
+            .read(move |conn| -> Result<_, ApiError> { Ok(keys::caller(conn, &hash)?) })
+            .await
+        {
+            Ok(Some(caller)) => {
+                state.callers.insert(epoch, caller.clone());
+                caller
+            }
+            Ok(None) => return ApiError::Unauthorized.into_response(),
+            Err(e) => return e.into_response(),
+        },
     };
     if let Err(retry_after) =
         state

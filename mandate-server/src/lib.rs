@@ -11,6 +11,7 @@ pub mod agent_state;
 pub mod app;
 pub mod auth;
 pub mod body;
+pub mod cache;
 pub mod clock;
 pub mod decision;
 pub mod delivery;

@@ -164,6 +164,7 @@ pub fn revoke_key(
     let shown = keys::fingerprint(&hash.clone().try_into().unwrap_or([0; 32]));
     db.write_blocking(|tx| -> Result<_, OperatorError> {
         if keys::revoke(tx, &hash, ms(now))? {
+            keys::bump_generation(tx)?;
             Ok(())
         } else {
             Err(OperatorError::NoKey(format!(
@@ -178,6 +179,7 @@ pub fn set_rate(db: &Db, key_or_fingerprint: &str, per_sec: u32) -> Result<(), O
     let hash = key_hash(db, key_or_fingerprint)?;
     db.write_blocking(|tx| -> Result<_, OperatorError> {
         if keys::set_rate(tx, &hash, per_sec)? {
+            keys::bump_generation(tx)?;
             Ok(())
         } else {
             Err(OperatorError::NoKey(keys::fingerprint(
@@ -211,6 +213,7 @@ pub fn set_policy_version(db: &Db, org: &str, version: &str) -> Result<(), Opera
     let org_id = org_id(db, org)?;
     db.write_blocking(|tx| -> Result<_, OperatorError> {
         orgs::set_policy_version(tx, &org_id, version)?;
+        keys::bump_generation(tx)?;
         Ok(())
     })
 }

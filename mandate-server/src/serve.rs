@@ -18,7 +18,7 @@ use crate::delivery::Worker;
 use crate::rate_limit::RateLimiter;
 use crate::signing;
 use crate::state::AppState;
-use crate::storage::{Db, StorageError, idempotency, signing as signing_store};
+use crate::storage::{Db, StorageError, idempotency, keys as keys_store, signing as signing_store};
 
 /// How the server is started.
 #[derive(Debug, Clone)]
@@ -145,6 +145,8 @@ pub async fn start(config: Config, clock: Arc<dyn Clock>) -> Result<Running, Ser
         docs_url: config.docs_url.clone().unwrap_or(public_url),
         agents: AgentStates::default(),
         rates: RateLimiter::default(),
+        callers: Default::default(),
+        modes: Default::default(),
     };
 
     // Dropping the worker (an error below) stops it.
@@ -181,12 +183,33 @@ pub async fn start(config: Config, clock: Arc<dyn Clock>) -> Result<Running, Ser
         });
     }
 
+    let initial_generation = db
+        .write_blocking(|tx| -> Result<_, StorageError> { Ok(keys_store::generation(tx)?) })
+        .ok();
     let refresher = {
         let (db, keys, clock) = (db.clone(), state.keys.clone(), clock.clone());
+        let callers = state.callers.clone();
         tokio::spawn(async move {
+            // Keys changed by operator commands: every 250 ms. Signing keys: every 2 s.
+            let mut seen_generation = initial_generation;
+            let mut tick: u64 = 0;
             loop {
-                tokio::time::sleep(Duration::from_secs(2)).await;
-                if let Err(e) = signing::reload(&db, ms(clock.now()), &keys).await {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                tick += 1;
+                let generation = db
+                    .read(|conn| -> Result<_, StorageError> { Ok(keys_store::generation(conn)?) })
+                    .await;
+                match generation {
+                    Ok(g) if seen_generation != Some(g) => {
+                        callers.clear();
+                        seen_generation = Some(g);
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::error!("reading the keys generation: {e}"),
+                }
+                if tick.is_multiple_of(8)
+                    && let Err(e) = signing::reload(&db, ms(clock.now()), &keys).await
+                {
                     tracing::error!("reloading signing keys: {e}");
                 }
             }

@@ -4,8 +4,10 @@ use std::sync::{Arc, RwLock};
 
 use mandate_core::cursor::CursorKey;
 use mandate_core::jws::Signer;
+use mandate_core::policy::Mode;
 
 use crate::agent_state::AgentStates;
+use crate::cache::{KeyCache, ModeCache};
 use crate::clock::Clock;
 use crate::error::ApiError;
 use crate::model::Env;
@@ -32,6 +34,10 @@ pub struct AppState {
     pub agents: AgentStates,
     /// Per-key request rates.
     pub rates: RateLimiter,
+    /// Callers by key hash.
+    pub callers: KeyCache,
+    /// Enforcement modes.
+    pub modes: ModeCache,
 }
 
 impl AppState {
@@ -42,6 +48,21 @@ impl AppState {
             .unwrap_or_else(|p| p.into_inner())
             .signer(env)
             .ok_or_else(|| ApiError::Server(format!("no signing key for {}", env.as_str())))
+    }
+
+    /// The mode in force for (`org_id`, `env`): from memory, loaded on first use.
+    pub async fn mode(&self, org_id: &str, env: Env) -> Result<Mode, ApiError> {
+        if let Some(mode) = self.modes.get(org_id, env) {
+            return Ok(mode);
+        }
+        let org = org_id.to_owned();
+        let (mode, _) = self
+            .db
+            .read(move |conn| -> Result<_, ApiError> {
+                Ok(crate::storage::orgs::mode(conn, &org, env)?)
+            })
+            .await?;
+        Ok(self.modes.fill(org_id, env, mode))
     }
 
     /// The current time.

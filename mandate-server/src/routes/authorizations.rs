@@ -24,7 +24,7 @@ use crate::error::ApiError;
 use crate::idempotency::{AlreadyStored, IdempotencySlot};
 use crate::model::Caller;
 use crate::state::AppState;
-use crate::storage::{decisions, events, orgs, reviews};
+use crate::storage::{decisions, events, reviews};
 
 /// The routes.
 pub fn router() -> Router<AppState> {
@@ -52,11 +52,7 @@ async fn authorize(
     let JsonBody(body) = body?;
     let request = AuthorizationRequest::from_json(agent.clone(), &body)?;
     let now = state.now();
-    let (org, env) = (caller.org_id.clone(), caller.env);
-    let (mode, _) = state
-        .db
-        .read(move |conn| -> Result<_, ApiError> { Ok(orgs::mode(conn, &org, env)?) })
-        .await?;
+    let mode = state.mode(&caller.org_id, caller.env).await?;
 
     let mut slot = state
         .agents

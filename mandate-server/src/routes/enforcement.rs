@@ -55,5 +55,7 @@ async fn switch(
         .db
         .write(move |tx| -> Result<_, ApiError> { Ok(orgs::set_mode(tx, &org, env, mode, now)?) })
         .await?;
+    // After the commit, before the answer: the next decision sees the new mode.
+    state.modes.set(&caller.org_id, caller.env, mode);
     Ok(ok(body(mode, since)))
 }

@@ -22,7 +22,7 @@ use crate::error::ApiError;
 use crate::model::Caller;
 use crate::routes::authorizations::response_body;
 use crate::state::AppState;
-use crate::storage::{decisions, events, orgs, reviews};
+use crate::storage::{decisions, events, reviews};
 
 /// The routes.
 pub fn router() -> Router<AppState> {
@@ -85,14 +85,15 @@ async fn approve(
         Err(e) => return Err(refuse(&state, &caller, &review, e).await),
     };
     let (org, env, original_id) = (caller.org_id.clone(), caller.env, review.decision.clone());
-    let (original, (mode, _)) = state
+    let mode = state.mode(&caller.org_id, caller.env).await?;
+    let original = state
         .db
         .read(move |conn| -> Result<_, ApiError> {
             let original = decisions::get(conn, &org, env.as_str(), None, original_id.as_str())?
                 .ok_or_else(|| {
                     ApiError::Server(format!("decision {original_id} of a review is missing"))
                 })?;
-            Ok((original, orgs::mode(conn, &org, env)?))
+            Ok(original)
         })
         .await?;
     let asked = &original.claims.request;

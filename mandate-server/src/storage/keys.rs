@@ -132,3 +132,23 @@ pub fn list(conn: &Connection, org_id: &str) -> rusqlite::Result<Vec<KeyInfo>> {
     })?;
     rows.collect()
 }
+
+/// Marks a change to keys made outside the running server (operator commands): servers
+/// empty their caller caches when they see the generation move.
+pub fn bump_generation(tx: &Connection) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO settings (name, value) VALUES ('keys_generation', 1)
+         ON CONFLICT (name) DO UPDATE SET value = value + 1",
+        [],
+    )?;
+    Ok(())
+}
+
+/// The current keys generation (0 before any change).
+pub fn generation(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.query_row(
+        "SELECT COALESCE((SELECT value FROM settings WHERE name = 'keys_generation'), 0)",
+        [],
+        |r| r.get(0),
+    )
+}

@@ -94,12 +94,14 @@ async fn a_revoked_key_is_401_like_a_missing_one() {
 
     let db = &app.running.as_ref().unwrap().state.db;
     operator::revoke_key(db, &agent, app.clock_now()).unwrap();
+    app.until_refused(&agent).await;
     assert_unauthorized(&app.authorize(&agent, "1", "software").await);
     assert_unauthorized(&app.get(&agent, "/v1/decisions").await);
     // The organization key is untouched.
     assert_eq!(app.get(&org, "/v1/agents").await.status, 200);
 
     operator::revoke_key(db, &org, app.clock_now()).unwrap();
+    app.until_refused(&org).await;
     let anonymous_message = anonymous(&app, Method::GET, "/v1/agents")
         .await
         .assert_error(401, "unauthorized");
@@ -543,4 +545,47 @@ async fn the_key_class_is_checked_before_the_body() {
             .await;
         r.assert_error(403, "forbidden");
     }
+}
+
+#[tokio::test]
+async fn operator_changes_reach_a_running_server_whose_caches_are_warm() {
+    let app = spawn_app().await;
+    let org = app.org.sandbox.clone();
+    let agent = app.standard_agent(&org, "cached").await;
+    let before = app.authorize(&agent, "1", "software").await;
+    assert!(
+        before.body["policy_version"]
+            .as_str()
+            .unwrap()
+            .starts_with("pol_2026-11-22.")
+    );
+    let db = &app.running.as_ref().unwrap().state.db;
+    operator::set_policy_version(db, "acme", "pol_2026-12-01.7").unwrap();
+    let mut seen = None;
+    for _ in 0..200 {
+        app.advance(7); // stay clear of the velocity rule while polling
+        let r = app.authorize(&agent, "1", "software").await;
+        if r.body["policy_version"] == "pol_2026-12-01.7" {
+            seen = Some(r);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert!(
+        seen.is_some(),
+        "the new policy version never reached the server"
+    );
+    // A cached key whose rate is lowered is limited once the change is seen.
+    operator::set_rate(db, &org, 1).unwrap();
+    let mut limited = false;
+    for _ in 0..200 {
+        let a = app.get(&org, "/v1/agents").await;
+        let b = app.get(&org, "/v1/agents").await;
+        if a.status == 429 || b.status == 429 {
+            limited = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert!(limited, "the lowered rate never applied");
 }

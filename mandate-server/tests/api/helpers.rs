@@ -269,3 +269,17 @@ pub fn standard_mandate(name: &str) -> String {
             "categories": ["software", "travel"], "review_above": 50, "expires": "2026-12-31"}}"#
     )
 }
+
+impl TestApp {
+    /// Waits (bounded, 5 s) until the server has noticed an operator change to `key` and
+    /// refuses it: running servers pick up operator key changes within 250 ms.
+    pub async fn until_refused(&self, key: &str) {
+        for _ in 0..200 {
+            if self.get(key, "/v1/decisions").await.status == 401 {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+        panic!("the server still accepts a revoked key after 5 s");
+    }
+}

@@ -1,0 +1,120 @@
+//! In-memory caches on the hot path: callers by key hash, and enforcement modes.
+//!
+//! An authorization should read nothing from the database. The caller behind a key is
+//! cached until an operator command changes keys (it bumps `keys_generation` in the
+//! settings table; the server polls it every 250 ms and empties the cache). Modes change
+//! only through this server's `POST /v1/enforcement`, which updates the cache after its
+//! commit, so the next decision sees the new mode.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use mandate_core::policy::Mode;
+
+use crate::model::{Caller, Env};
+
+/// The most callers kept; past it the cache starts over.
+const MAX_CALLERS: usize = 1_000_000;
+
+#[derive(Default)]
+struct Callers {
+    /// Bumped at every clear: a load that began before a clear must not fill the cache.
+    epoch: u64,
+    map: HashMap<[u8; 32], Caller>,
+}
+
+/// Callers by key hash. Unknown keys are never cached.
+#[derive(Default, Clone)]
+pub struct KeyCache {
+    inner: Arc<RwLock<Callers>>,
+}
+
+impl KeyCache {
+    /// The cached caller and the cache's epoch (to pass to [`KeyCache::insert`] after a load).
+    pub fn get(&self, hash: &[u8; 32]) -> (Option<Caller>, u64) {
+        let inner = self.inner.read().unwrap_or_else(|p| p.into_inner());
+        (inner.map.get(hash).cloned(), inner.epoch)
+    }
+
+    /// Caches a caller loaded while the cache was at `epoch`, unless it was cleared since.
+    pub fn insert(&self, epoch: u64, caller: Caller) {
+        let mut inner = self.inner.write().unwrap_or_else(|p| p.into_inner());
+        if inner.epoch != epoch {
+            return;
+        }
+        if inner.map.len() >= MAX_CALLERS {
+            inner.map.clear();
+        }
+        inner.map.insert(caller.key_hash, caller);
+    }
+
+    /// Forgets every caller (keys were revoked or changed).
+    pub fn clear(&self) {
+        let mut inner = self.inner.write().unwrap_or_else(|p| p.into_inner());
+        inner.epoch += 1;
+        inner.map.clear();
+    }
+}
+
+/// Enforcement modes by (organization, environment).
+#[derive(Default, Clone)]
+pub struct ModeCache {
+    inner: Arc<RwLock<HashMap<(String, Env), Mode>>>,
+}
+
+impl ModeCache {
+    /// The cached mode.
+    pub fn get(&self, org_id: &str, env: Env) -> Option<Mode> {
+        let inner = self.inner.read().unwrap_or_else(|p| p.into_inner());
+        inner.get(&(org_id.to_owned(), env)).copied()
+    }
+
+    /// Fills a miss with a mode read from the database; a mode set meanwhile wins.
+    pub fn fill(&self, org_id: &str, env: Env, mode: Mode) -> Mode {
+        let mut inner = self.inner.write().unwrap_or_else(|p| p.into_inner());
+        *inner.entry((org_id.to_owned(), env)).or_insert(mode)
+    }
+
+    /// Records a committed switch.
+    pub fn set(&self, org_id: &str, env: Env, mode: Mode) {
+        let mut inner = self.inner.write().unwrap_or_else(|p| p.into_inner());
+        inner.insert((org_id.to_owned(), env), mode);
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn caller(byte: u8) -> Caller {
+        Caller {
+            key_hash: [byte; 32],
+            org_id: "org_a".into(),
+            env: Env::Sandbox,
+            agent: None,
+            rate_per_sec: 100,
+            policy_version: "pol_2026-11-22.1".into(),
+        }
+    }
+
+    #[test]
+    fn a_load_that_straddles_a_clear_is_not_cached() {
+        let cache = KeyCache::default();
+        let (_, epoch) = cache.get(&[1; 32]);
+        cache.clear();
+        cache.insert(epoch, caller(1));
+        assert!(cache.get(&[1; 32]).0.is_none());
+        let (_, epoch) = cache.get(&[1; 32]);
+        cache.insert(epoch, caller(1));
+        assert!(cache.get(&[1; 32]).0.is_some());
+    }
+
+    #[test]
+    fn a_switch_beats_a_stale_fill() {
+        let modes = ModeCache::default();
+        modes.set("org_a", Env::Live, Mode::Enforce);
+        assert_eq!(modes.fill("org_a", Env::Live, Mode::Observe), Mode::Enforce);
+        assert_eq!(modes.fill("org_b", Env::Live, Mode::Observe), Mode::Observe);
+    }
+}
