@@ -4,8 +4,8 @@
 use clap::{Args, Parser, Subcommand};
 
 use crate::commands::{
-    agents, authorize, decisions, enforcement, jwks, login, mandates, profiles, reviews, simulate,
-    verify,
+    agents, authorize, decisions, enforcement, events, jwks, listen, login, mandates, profiles,
+    reviews, simulate, verify, webhooks,
 };
 use crate::error::EXIT_CODES_HELP;
 
@@ -16,9 +16,11 @@ Script the Mandate API and verify signed verdicts offline.
 
 Mandate decides whether an AI agent may spend money and signs each verdict as an ES256
 JWT. This tool registers agents, writes and revokes mandates, asks for authorizations,
-resolves reviews, switches enforcement and reads decisions; it checks a verdict token
-against the published key set without any account (`verify`), and replays past decisions
-through a draft mandate to show what would change (`simulate`).
+resolves reviews, switches enforcement, reads decisions, and manages webhooks and the event
+log; it checks a verdict token against the published key set without any account
+(`verify`), replays past decisions through a draft mandate to show what would change
+(`simulate`), and receives and verifies webhook events on this machine while you develop a
+consumer (`listen`).
 
 Connection settings: a flag beats its environment variable, which beats the profile
 (--profile NAME, MANDATE_PROFILE, or the profile named `default`). Profiles are stored
@@ -155,4 +157,13 @@ pub enum Command {
     /// Replay past decisions through a draft mandate and show what would change
     #[command(long_about = simulate::LONG_ABOUT)]
     Simulate(simulate::SimulateArgs),
+    /// Register, list, read, delete and ping webhook endpoints (organization key)
+    #[command(subcommand)]
+    Webhooks(webhooks::WebhooksCommand),
+    /// List and read events, the log of what was notified (organization key)
+    #[command(subcommand)]
+    Events(events::EventsCommand),
+    /// Receive, verify and print webhook events locally, optionally forwarding them
+    #[command(long_about = listen::LONG_ABOUT)]
+    Listen(listen::ListenArgs),
 }

@@ -196,6 +196,17 @@ impl Client {
         })
     }
 
+    /// `DELETE base_url + path`; the decoded 2xx body. DELETE is idempotent by itself, so
+    /// it carries no Idempotency-Key (a retry after a lost answer may read 404).
+    pub fn delete(&self, path: &str) -> Result<Response, CliError> {
+        let url = self.url(path)?;
+        self.send(&url, None, || {
+            self.http
+                .delete(url.clone())
+                .header(AUTHORIZATION, format!("Bearer {}", self.api_key))
+        })
+    }
+
     /// `POST base_url + path` with a JSON body (or none) under `idempotency_key`.
     pub fn post(
         &self,

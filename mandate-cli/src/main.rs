@@ -1,10 +1,11 @@
 //! `mandate`: the command-line client of the Mandate service.
 //!
 //! For three kinds of users: a counterparty who checks a signed verdict offline before it
-//! settles (`verify`, `jwks fetch`), an organization scripting its agents and mandates,
-//! and an agent developer trying the service (`authorize`, `simulate`). `main` only parses
-//! and dispatches; each subcommand lives in its own file under `commands/`, and the exit
-//! codes are defined once in [`error::Exit`].
+//! settles (`verify`, `jwks fetch`), an organization scripting its agents, mandates and
+//! webhooks and writing the receiver of its events (`listen`), and an agent developer
+//! trying the service (`authorize`, `simulate`). `main` only parses and dispatches; each
+//! subcommand lives in its own file under `commands/`, and the exit codes are defined once
+//! in [`error::Exit`].
 
 mod backtest;
 mod cli;
@@ -12,6 +13,7 @@ mod client;
 mod commands;
 mod config;
 mod error;
+mod http1;
 mod jwks_cache;
 mod output;
 mod replay_store;

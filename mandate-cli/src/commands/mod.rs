@@ -6,13 +6,16 @@ pub mod agents;
 pub mod authorize;
 pub mod decisions;
 pub mod enforcement;
+pub mod events;
 pub mod jwks;
+pub mod listen;
 pub mod login;
 pub mod mandates;
 pub mod profiles;
 pub mod reviews;
 pub mod simulate;
 pub mod verify;
+pub mod webhooks;
 
 use std::io::Read as _;
 use std::path::Path;
@@ -112,6 +115,9 @@ pub fn run(command: Command, ctx: &Context) -> CmdResult {
         Command::Verify(args) => verify::run(args, ctx),
         Command::Jwks(cmd) => jwks::run(cmd, ctx),
         Command::Simulate(args) => simulate::run(args, ctx),
+        Command::Webhooks(cmd) => webhooks::run(cmd, ctx),
+        Command::Events(cmd) => events::run(cmd, ctx),
+        Command::Listen(args) => listen::run(args, ctx),
     }
 }
 

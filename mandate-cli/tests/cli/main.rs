@@ -5,10 +5,12 @@
 mod support;
 
 mod config;
+mod listen;
 mod resources;
 mod simulate;
 mod verdicts;
 mod verify;
+mod webhooks;
 
 use support::run_in;
 
@@ -44,6 +46,14 @@ fn help_reads_well_and_usage_errors_exit_2() {
         &["verify"],
         &["jwks", "fetch"],
         &["simulate"],
+        &["webhooks", "create"],
+        &["webhooks", "list"],
+        &["webhooks", "get"],
+        &["webhooks", "delete"],
+        &["webhooks", "ping"],
+        &["events", "list"],
+        &["events", "get"],
+        &["listen"],
     ] {
         let mut args = path.to_vec();
         args.push("--help");

@@ -94,6 +94,8 @@ pub struct Env {
     pub issuer: String,
     /// The sandbox organization key.
     pub org_key: String,
+    /// The live organization key.
+    pub live_key: String,
     /// HOME, with `config/` and `cache/` for the XDG directories.
     pub home: TempDir,
     _db: TempDir,
@@ -135,6 +137,7 @@ pub fn start() -> Env {
         public: format!("http://{}", running.public_addr),
         issuer: running.state.verdicts_url.clone(),
         org_key: onboarded.sandbox_key,
+        live_key: onboarded.live_key,
         running: Some(running),
         runtime,
         home: tempfile::tempdir().unwrap(),
@@ -142,9 +145,9 @@ pub fn start() -> Env {
     }
 }
 
-/// Runs the binary with HOME and XDG directories under `home`, no MANDATE_* variable but
-/// those in `env`, and `stdin` when given.
-pub fn run_in(home: &Path, args: &[&str], env: &[(&str, &str)], stdin: Option<&str>) -> Out {
+/// The binary with HOME and XDG directories under `home` and no MANDATE_* variable but
+/// those in `env`; standard streams are left to the caller.
+pub fn command_in(home: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_mandate"));
     command
         .args(args)
@@ -154,7 +157,18 @@ pub fn run_in(home: &Path, args: &[&str], env: &[(&str, &str)], stdin: Option<&s
         .env_remove("MANDATE_BASE_URL")
         .env_remove("MANDATE_API_KEY")
         .env_remove("MANDATE_PROFILE")
-        .env_remove("MANDATE_RETRIES")
+        .env_remove("MANDATE_RETRIES");
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    command
+}
+
+/// Runs the binary with HOME and XDG directories under `home`, no MANDATE_* variable but
+/// those in `env`, and `stdin` when given.
+pub fn run_in(home: &Path, args: &[&str], env: &[(&str, &str)], stdin: Option<&str>) -> Out {
+    let mut command = command_in(home, args, env);
+    command
         .stdin(if stdin.is_some() {
             Stdio::piped()
         } else {
@@ -162,9 +176,6 @@ pub fn run_in(home: &Path, args: &[&str], env: &[(&str, &str)], stdin: Option<&s
         })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    for (name, value) in env {
-        command.env(name, value);
-    }
     let mut child = command.spawn().unwrap();
     if let Some(text) = stdin {
         child

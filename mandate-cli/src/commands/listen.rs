@@ -1,0 +1,778 @@
+//! `mandate listen --port N`: a local webhook receiver for developing an event consumer.
+//!
+//! It listens on 127.0.0.1 only, verifies each POSTed event JWT with the core's
+//! `verify_event` against the JWK Set (a file, or fetched from a URL and fetched again when
+//! a token names an unknown `kid`), prints one line per event, drops repeats of a `jti`,
+//! and with `--forward-to` passes each new verified event on to the consumer being
+//! developed, answering Mandate with the consumer's status.
+//!
+//! The crate is blocking, and so is this: a thread accepts connections (polling a flag
+//! that Ctrl-C sets) and each connection is served on its own thread, at most
+//! [`MAX_CONNECTIONS`] at once, by the bounded HTTP/1.1 reader in [`crate::http1`].
+
+use std::collections::HashSet;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use clap::{ArgGroup, Args};
+use mandate_core::claims::EventClaims;
+use mandate_core::jwk::JwkSet;
+use mandate_core::jws::{TokenError, VerifyOptions, verify_event};
+use reqwest::Url;
+use reqwest::header::CONTENT_TYPE;
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+
+use super::Context;
+use crate::client::{self, HttpOptions};
+use crate::error::{CliError, CmdResult, Exit};
+use crate::http1::{self, Limits, printable};
+use crate::jwks_cache;
+use crate::output;
+
+/// The long help of `ListenArgs`, set on its subcommand.
+pub const LONG_ABOUT: &str = "Receive webhook events on this machine while you develop a consumer.\n\n\
+Listens on 127.0.0.1:PORT (--port 0 picks a free port; the address is printed first). \
+Each POST must carry an event JWT (Content-Type application/jwt). It is verified as \
+`mandate verify --event` does (ES256 signature by kid against the JWK Set, issuer, no iat \
+in the future beyond a minute of skew) and one line is printed: time, event id, type, and \
+verified, duplicate, or REJECTED with the reason; with --json one JSON object per line, \
+holding the claims. The answer is 200 for a verified event and for a repeat of an id \
+already acknowledged, 400 for a rejected one (415 for another Content-Type).\n\n\
+The key set comes from --jwks FILE (with --issuer), or from --jwks-url: the verdicts URL \
+or its /.well-known/jwks.json, which also gives the issuer. It is loaded again when a \
+token names a kid it does not hold (a key rotation; at most once a second) and, from a \
+URL, when it is older than five minutes.\n\n\
+With --forward-to URL, each new verified event is POSTed on, same body and Content-Type, \
+and Mandate gets that answer's status (502 when it cannot be reached); an id counts as \
+acknowledged only after a 2xx from there, so Mandate's retries reach your consumer again. \
+Rejected events and repeats are not forwarded.\n\n\
+Register the printed address as a sandbox webhook (http to a loopback host is accepted \
+in the sandbox) and ping it. Ctrl-C stops (a second Ctrl-C exits at once); --max-events N \
+exits after N POSTs. Exits 0 when stopped.";
+
+/// `mandate listen`.
+#[derive(Debug, Args)]
+#[command(group = ArgGroup::new("keys").required(true).args(["jwks", "jwks_url"]))]
+#[command(after_help = "\
+Examples:
+  mandate listen --port 9000 --jwks-url https://verdicts.example.com \\
+      --forward-to http://localhost:3000/webhooks/mandate
+  mandate webhooks create --url http://127.0.0.1:9000/ --event ping --event mandate.revoked
+  mandate webhooks ping whk_…")]
+pub struct ListenArgs {
+    /// Port on 127.0.0.1; 0 picks a free one
+    #[arg(long, value_name = "N")]
+    pub port: u16,
+    /// POST each new verified event on to this URL and answer with its status
+    #[arg(long, value_name = "URL")]
+    pub forward_to: Option<String>,
+    /// JWK Set file to verify against (needs --issuer); read again on an unknown kid
+    #[arg(long, value_name = "FILE", requires = "issuer")]
+    pub jwks: Option<PathBuf>,
+    /// Where to fetch the JWK Set: the verdicts URL, or its /.well-known/jwks.json
+    #[arg(long, value_name = "URL")]
+    pub jwks_url: Option<String>,
+    /// The expected issuer, the service's verdicts URL [default: from --jwks-url]
+    #[arg(long, value_name = "URL")]
+    pub issuer: Option<String>,
+    /// Exit after this many POSTs (verified, duplicate or rejected)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_events: Option<u64>,
+}
+
+/// Connections served at once; more are answered 503.
+pub const MAX_CONNECTIONS: usize = 32;
+
+/// Clock skew allowed on `iat`, as the webhook guide recommends.
+const LEEWAY_SECS: i64 = 60;
+
+/// The least time between two reloads of the key set for an unknown `kid`: a rotation is
+/// picked up at its first token, and forged kids cannot make the listener hammer the URL.
+const RELOAD_COOLDOWN: Duration = Duration::from_secs(1);
+
+/// A key set fetched from a URL is fetched again when older than this.
+const URL_SET_LIFETIME: Duration = Duration::from_secs(300);
+
+/// How often the accept loop looks at the stop flags.
+const POLL: Duration = Duration::from_millis(25);
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Loads a key set: reads the file, or fetches the URL.
+type Loader = Box<dyn Fn() -> Result<JwkSet, CliError> + Send>;
+
+/// The key set and how to load it again.
+struct Keys {
+    set: JwkSet,
+    issuer: String,
+    loaded_at: Instant,
+    /// How long the set may be used before it is loaded again (a set fetched from a URL).
+    lifetime: Option<Duration>,
+    /// The last load for an unknown `kid`.
+    reloaded_for_kid: Option<Instant>,
+    load: Loader,
+}
+
+impl Keys {
+    /// Verifies an event token, loading the set again (once) when the token names a `kid`
+    /// the set does not hold, and first when a fetched set is older than five minutes.
+    fn verify(&mut self, token: &str, now: i64) -> Result<EventClaims, String> {
+        if self
+            .lifetime
+            .is_some_and(|lifetime| self.loaded_at.elapsed() >= lifetime)
+        {
+            match (self.load)() {
+                Ok(set) => self.replace(set),
+                Err(e) => output::note(&format!(
+                    "cannot refresh the key set, still using the one loaded {} s ago: {e}",
+                    self.loaded_at.elapsed().as_secs()
+                )),
+            }
+        }
+        let options = VerifyOptions {
+            issuer: self.issuer.clone(),
+            now,
+            leeway_secs: LEEWAY_SECS,
+        };
+        match verify_event(token, &self.set, &options) {
+            Err(unknown @ TokenError::UnknownKid(_)) => {
+                if self
+                    .reloaded_for_kid
+                    .is_some_and(|at| at.elapsed() < RELOAD_COOLDOWN)
+                {
+                    return Err(format!(
+                        "{unknown} (the set was loaded again under a second ago)"
+                    ));
+                }
+                self.reloaded_for_kid = Some(Instant::now());
+                match (self.load)() {
+                    Ok(set) => {
+                        self.replace(set);
+                        verify_event(token, &self.set, &options).map_err(|e| e.to_string())
+                    }
+                    Err(e) => Err(format!("{unknown}, and loading the set again failed: {e}")),
+                }
+            }
+            other => other.map_err(|e| e.to_string()),
+        }
+    }
+
+    fn replace(&mut self, set: JwkSet) {
+        self.set = set;
+        self.loaded_at = Instant::now();
+    }
+}
+
+fn read_set_file(path: &std::path::Path) -> Result<JwkSet, CliError> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| CliError::usage(format!("cannot read {}: {e}", path.display())))?;
+    JwkSet::from_json(&bytes)
+        .map_err(|e| CliError::usage(format!("{} is not a valid key set: {e}", path.display())))
+}
+
+/// Fetches the set at `url`; the set and the URL it came from after redirects.
+fn fetch_set(url: &Url, http: HttpOptions) -> Result<(JwkSet, Url), CliError> {
+    let (final_url, response) = client::fetch_public(url, http)?;
+    let bytes = serde_json::to_vec(&response.body)
+        .map_err(|e| CliError::usage(format!("cannot encode the key set: {e}")))?;
+    let set = JwkSet::from_json(&bytes).map_err(|e| CliError::UnexpectedResponse {
+        status: response.status,
+        detail: format!("{final_url} did not return a valid key set: {e}"),
+        request_id: None,
+    })?;
+    Ok((set, final_url))
+}
+
+/// Loads the key set the arguments name; also says where it came from.
+fn initial_keys(args: &ListenArgs, http: HttpOptions) -> Result<(Keys, String), CliError> {
+    if let Some(path) = &args.jwks {
+        let issuer = args.issuer.clone().ok_or_else(|| {
+            CliError::usage("--issuer URL is required with --jwks (the service's verdicts URL)")
+        })?;
+        let set = read_set_file(path)?;
+        let source = path.display().to_string();
+        let path = path.clone();
+        let keys = Keys {
+            set,
+            issuer,
+            loaded_at: Instant::now(),
+            lifetime: None,
+            reloaded_for_kid: None,
+            load: Box::new(move || read_set_file(&path)),
+        };
+        return Ok((keys, source));
+    }
+    let given = args
+        .jwks_url
+        .as_deref()
+        .ok_or_else(|| CliError::usage("pass --jwks FILE or --jwks-url URL"))?;
+    let url = client::parse_url(&jwks_cache::jwks_url(given))?;
+    let (set, final_url) = fetch_set(&url, http)?;
+    let issuer = match (&args.issuer, jwks_cache::issuer_of(&final_url)) {
+        (Some(issuer), _) => issuer.clone(),
+        (None, Some(issuer)) => issuer,
+        (None, None) => {
+            return Err(CliError::usage(format!(
+                "the issuer cannot be derived from {final_url}: pass --issuer URL"
+            )));
+        }
+    };
+    let keys = Keys {
+        set,
+        issuer,
+        loaded_at: Instant::now(),
+        lifetime: Some(URL_SET_LIFETIME),
+        reloaded_for_kid: None,
+        load: Box::new(move || fetch_set(&url, http).map(|(set, _)| set)),
+    };
+    Ok((keys, final_url.to_string()))
+}
+
+/// Where verified events are passed on.
+struct Forward {
+    url: Url,
+    http: reqwest::blocking::Client,
+}
+
+impl Forward {
+    /// POSTs the body; the answer's status, or why none came.
+    fn send(&self, body: &[u8], content_type: &str) -> Result<u16, String> {
+        let response = self
+            .http
+            .post(self.url.clone())
+            .header(CONTENT_TYPE, content_type)
+            .body(body.to_vec())
+            .send()
+            .map_err(|e| {
+                let mut cause: &dyn std::error::Error = &e;
+                while let Some(inner) = cause.source() {
+                    cause = inner;
+                }
+                if e.is_timeout() {
+                    "timed out (see --timeout)".to_owned()
+                } else {
+                    cause.to_string()
+                }
+            })?;
+        Ok(response.status().as_u16())
+    }
+}
+
+/// What became of one POST.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Check {
+    /// Valid and new.
+    Verified,
+    /// Valid, and its id was acknowledged before.
+    Duplicate,
+    /// Not a valid event, with the reason.
+    Rejected(String),
+}
+
+/// One handled POST, to print.
+struct Outcome {
+    received_at: OffsetDateTime,
+    claims: Option<EventClaims>,
+    result: Check,
+    /// The forward's status, or why it failed.
+    forwarded: Option<Result<u16, String>>,
+    /// The status answered to the sender.
+    status: u16,
+}
+
+impl Outcome {
+    fn rejected(received_at: OffsetDateTime, reason: String, status: u16) -> Self {
+        Self {
+            received_at,
+            claims: None,
+            result: Check::Rejected(reason),
+            forwarded: None,
+            status,
+        }
+    }
+
+    /// The printed line (or JSON object).
+    fn render(&self, as_json: bool, forward_url: Option<&Url>) -> String {
+        let time = mandate_core::timefmt::format(self.received_at);
+        if as_json {
+            let mut value = json!({
+                "received_at": time,
+                "result": match &self.result {
+                    Check::Verified => "verified",
+                    Check::Duplicate => "duplicate",
+                    Check::Rejected(_) => "rejected",
+                },
+                "status": self.status,
+            });
+            if let Some(claims) = &self.claims {
+                value["claims"] = serde_json::to_value(claims).unwrap_or(Value::Null);
+            }
+            if let Check::Rejected(reason) = &self.result {
+                value["reason"] = json!(reason);
+            }
+            if let Some(forwarded) = &self.forwarded {
+                let url = forward_url.map(Url::to_string);
+                value["forwarded"] = match forwarded {
+                    Ok(status) => json!({ "url": url, "status": status }),
+                    Err(error) => json!({ "url": url, "error": error }),
+                };
+            }
+            return value.to_string();
+        }
+        let (jti, event_type) = match &self.claims {
+            Some(c) => (c.jti.to_string(), printable(&c.event_type, 64)),
+            None => ("-".to_owned(), "-".to_owned()),
+        };
+        let mut line = format!("{time}  {jti}  {event_type}  ");
+        match &self.result {
+            Check::Verified => line.push_str("verified"),
+            Check::Duplicate => line.push_str("duplicate"),
+            Check::Rejected(reason) => {
+                line.push_str("REJECTED  ");
+                line.push_str(&printable(reason, 300));
+            }
+        }
+        match &self.forwarded {
+            Some(Ok(status)) => line.push_str(&format!("  forwarded: {status}")),
+            Some(Err(error)) => {
+                line.push_str(&format!("  forward failed: {}", printable(error, 300)));
+            }
+            None => {}
+        }
+        line
+    }
+}
+
+/// Counts of what was received.
+#[derive(Debug, Default)]
+struct Tally {
+    verified: u64,
+    duplicates: u64,
+    rejected: u64,
+}
+
+/// What the connection threads share.
+struct Shared {
+    keys: Mutex<Keys>,
+    /// Event ids acknowledged (2xx answered, after the forward when there is one).
+    seen: Mutex<HashSet<String>>,
+    forward: Option<Forward>,
+    json: bool,
+    max_events: Option<u64>,
+    /// POSTs admitted for processing; with `--max-events`, never more than that.
+    admitted: AtomicU64,
+    /// POSTs answered.
+    answered: AtomicU64,
+    tally: Mutex<Tally>,
+    /// A write to stdout failed (a closed pipe): stop.
+    output_failed: AtomicBool,
+    limits: Limits,
+}
+
+fn is_jwt(content_type: Option<&str>) -> bool {
+    content_type
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/jwt"))
+}
+
+impl Shared {
+    /// Takes a slot for one more event; false when `--max-events` are already taken.
+    fn admit(&self) -> bool {
+        let taken = self.admitted.fetch_add(1, Ordering::SeqCst);
+        self.max_events.is_none_or(|max| taken < max)
+    }
+
+    fn done(&self) -> bool {
+        self.output_failed.load(Ordering::SeqCst)
+            || self
+                .max_events
+                .is_some_and(|max| self.answered.load(Ordering::SeqCst) >= max)
+    }
+
+    /// Verifies, de-duplicates and forwards one POSTed event.
+    fn process(&self, request: &http1::Request) -> Outcome {
+        let received_at = OffsetDateTime::now_utc();
+        let content_type = request.header("content-type");
+        if !is_jwt(content_type) {
+            let found =
+                content_type.map_or("absent".to_owned(), |v| format!("{:?}", printable(v, 64)));
+            return Outcome::rejected(
+                received_at,
+                format!("Content-Type is {found}, not application/jwt"),
+                415,
+            );
+        }
+        let Ok(text) = std::str::from_utf8(&request.body) else {
+            return Outcome::rejected(received_at, "the body is not UTF-8".to_owned(), 400);
+        };
+        let verified = lock(&self.keys).verify(text.trim(), received_at.unix_timestamp());
+        let claims = match verified {
+            Ok(claims) => claims,
+            Err(reason) => return Outcome::rejected(received_at, reason, 400),
+        };
+        let jti = claims.jti.to_string();
+        if !lock(&self.seen).insert(jti.clone()) {
+            return Outcome {
+                received_at,
+                claims: Some(claims),
+                result: Check::Duplicate,
+                forwarded: None,
+                status: 200,
+            };
+        }
+        let (forwarded, status) = match &self.forward {
+            None => (None, 200),
+            Some(forward) => {
+                let sent = forward.send(&request.body, content_type.unwrap_or("application/jwt"));
+                let status = match &sent {
+                    Ok(status) => *status,
+                    Err(_) => 502,
+                };
+                (Some(sent), status)
+            }
+        };
+        if !(200..300).contains(&status) {
+            // Not acknowledged: Mandate retries, and the retry must be processed again.
+            lock(&self.seen).remove(&jti);
+        }
+        Outcome {
+            received_at,
+            claims: Some(claims),
+            result: Check::Verified,
+            forwarded,
+            status,
+        }
+    }
+
+    fn print(&self, outcome: &Outcome) {
+        {
+            let mut tally = lock(&self.tally);
+            match outcome.result {
+                Check::Verified => tally.verified += 1,
+                Check::Duplicate => tally.duplicates += 1,
+                Check::Rejected(_) => tally.rejected += 1,
+            }
+        }
+        let forward_url = self.forward.as_ref().map(|f| &f.url);
+        if output::line(&outcome.render(self.json, forward_url)).is_err() {
+            self.output_failed.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// Serves one connection: one request, one answer.
+    fn serve(&self, mut stream: TcpStream, peer: SocketAddr) {
+        let request = match http1::read_request(&mut stream, &self.limits) {
+            Ok(request) => request,
+            Err(e) => {
+                if let Some(status) = e.status() {
+                    output::note(&format!("{peer}: {e}; answered {status}"));
+                    http1::respond(&mut stream, status, &[], &format!("{e}\n"));
+                }
+                return;
+            }
+        };
+        if request.method != "POST" {
+            http1::respond(
+                &mut stream,
+                405,
+                &[("Allow", "POST")],
+                "mandate listen: POST webhook events here\n",
+            );
+            return;
+        }
+        if !self.admit() {
+            http1::respond(
+                &mut stream,
+                503,
+                &[],
+                "mandate listen is stopping: --max-events reached\n",
+            );
+            return;
+        }
+        let outcome = self.process(&request);
+        self.print(&outcome);
+        let body = match &outcome.result {
+            Check::Verified => "verified\n".to_owned(),
+            Check::Duplicate => "duplicate\n".to_owned(),
+            Check::Rejected(reason) => format!("rejected: {}\n", printable(reason, 300)),
+        };
+        http1::respond(&mut stream, outcome.status, &[], &body);
+        self.answered.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// Sets `stop` on Ctrl-C (SIGINT) and SIGTERM; a second one exits at once with 130.
+fn on_interrupt(stop: &Arc<AtomicBool>) {
+    use signal_hook::consts::signal::{SIGINT, SIGTERM};
+    for signal in [SIGINT, SIGTERM] {
+        // The exit must be registered first: the flag it reads is set by the second handler.
+        let registered =
+            signal_hook::flag::register_conditional_shutdown(signal, 130, Arc::clone(stop))
+                .and_then(|_| signal_hook::flag::register(signal, Arc::clone(stop)));
+        if let Err(e) = registered {
+            output::note(&format!(
+                "cannot catch signal {signal} ({e}): it will end the listener abruptly"
+            ));
+        }
+    }
+}
+
+/// Runs `mandate listen`.
+pub fn run(args: ListenArgs, ctx: &Context) -> CmdResult {
+    let (keys, source) = initial_keys(&args, ctx.http)?;
+    let forward = match &args.forward_to {
+        Some(text) => {
+            let url = client::parse_url(text)?;
+            let options = HttpOptions {
+                timeout: ctx.http.timeout,
+                retries: 0,
+            };
+            Some(Forward {
+                url,
+                http: client::http_client(options, reqwest::redirect::Policy::none())?,
+            })
+        }
+        None => None,
+    };
+    let listener = TcpListener::bind(("127.0.0.1", args.port))
+        .map_err(|e| CliError::usage(format!("cannot listen on 127.0.0.1:{}: {e}", args.port)))?;
+    let address = listener
+        .local_addr()
+        .map_err(|e| CliError::usage(format!("cannot read the bound address: {e}")))?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| CliError::usage(format!("cannot set up the listener: {e}")))?;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    on_interrupt(&stop);
+
+    let url = format!("http://{address}/");
+    if ctx.json {
+        output::line(&json!({ "listening": url }).to_string())?;
+    } else {
+        output::line(&format!("listening on {url}"))?;
+    }
+    let issuer = keys.issuer.clone();
+    let key_count = keys.set.keys.len();
+    output::note(&format!(
+        "verifying events from {issuer} with {key_count} key(s) from {source}{}; Ctrl-C to stop",
+        forward
+            .as_ref()
+            .map(|f| format!("; forwarding to {}", f.url))
+            .unwrap_or_default()
+    ));
+
+    let shared = Arc::new(Shared {
+        keys: Mutex::new(keys),
+        seen: Mutex::new(HashSet::new()),
+        forward,
+        json: ctx.json,
+        max_events: args.max_events,
+        admitted: AtomicU64::new(0),
+        answered: AtomicU64::new(0),
+        tally: Mutex::new(Tally::default()),
+        output_failed: AtomicBool::new(false),
+        limits: Limits::default(),
+    });
+    let mut connections: Vec<JoinHandle<()>> = Vec::new();
+    while !stop.load(Ordering::SeqCst) && !shared.done() {
+        match listener.accept() {
+            Ok((mut stream, peer)) => {
+                connections.retain(|c| !c.is_finished());
+                // Accepted sockets may inherit non-blocking mode on some systems.
+                if stream.set_nonblocking(false).is_err() {
+                    continue;
+                }
+                if connections.len() >= MAX_CONNECTIONS {
+                    http1::respond(&mut stream, 503, &[], "too many connections\n");
+                    continue;
+                }
+                let shared = Arc::clone(&shared);
+                match std::thread::Builder::new()
+                    .name(format!("listen {peer}"))
+                    .spawn(move || shared.serve(stream, peer))
+                {
+                    Ok(handle) => connections.push(handle),
+                    Err(e) => output::note(&format!("cannot serve {peer}: {e}")),
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(POLL),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                // Out of file descriptors and the like: wait, and go on.
+                output::note(&format!("accept failed: {e}"));
+                std::thread::sleep(POLL * 4);
+            }
+        }
+    }
+    drop(listener);
+    connections.retain(|c| !c.is_finished());
+    if !connections.is_empty() {
+        output::note(&format!(
+            "waiting for {} request(s) in flight (Ctrl-C again to exit at once)",
+            connections.len()
+        ));
+    }
+    for connection in connections {
+        let _ = connection.join();
+    }
+    let tally = lock(&shared.tally);
+    output::note(&format!(
+        "stopped: {} verified, {} duplicate, {} rejected",
+        tally.verified, tally.duplicates, tally.rejected
+    ));
+    if shared.output_failed.load(Ordering::SeqCst) {
+        return Err(CliError::Output(std::io::Error::from(
+            std::io::ErrorKind::BrokenPipe,
+        )));
+    }
+    Ok(Exit::Success)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use mandate_core::id::EventId;
+    use mandate_core::jws::{P256Signer, Signer as _, sign_token};
+    use std::sync::atomic::AtomicUsize;
+
+    const ISSUER: &str = "https://verdicts.example";
+
+    fn now_unix() -> i64 {
+        OffsetDateTime::now_utc().unix_timestamp()
+    }
+
+    fn signer(kid: &str, byte: u8) -> P256Signer {
+        P256Signer::from_secret_bytes(kid, &[byte; 32]).unwrap()
+    }
+
+    fn event(signer: &P256Signer, jti: u8) -> String {
+        let claims = EventClaims {
+            iss: ISSUER.to_owned(),
+            jti: EventId::from_random([jti; 16]),
+            iat: now_unix(),
+            event_type: "ping".to_owned(),
+            data: json!({"webhook": "whk_x"}),
+        };
+        sign_token(signer, &claims).unwrap()
+    }
+
+    /// Keys holding `old`'s key, whose loader returns `new`'s key and counts its calls.
+    fn rotating(
+        old: &P256Signer,
+        new: &P256Signer,
+        lifetime: Option<Duration>,
+    ) -> (Keys, Arc<AtomicUsize>) {
+        let loads = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&loads);
+        let next = JwkSet {
+            keys: vec![old.public_jwk(), new.public_jwk()],
+        };
+        let keys = Keys {
+            set: JwkSet {
+                keys: vec![old.public_jwk()],
+            },
+            issuer: ISSUER.to_owned(),
+            loaded_at: Instant::now(),
+            lifetime,
+            reloaded_for_kid: None,
+            load: Box::new(move || {
+                counter.fetch_add(1, Ordering::SeqCst);
+                Ok(next.clone())
+            }),
+        };
+        (keys, loads)
+    }
+
+    #[test]
+    fn an_unknown_kid_loads_the_set_once_then_verifies() {
+        let (old, new) = (signer("k1", 1), signer("k2", 2));
+        let (mut keys, loads) = rotating(&old, &new, None);
+        assert!(keys.verify(&event(&old, 1), now_unix()).is_ok());
+        assert_eq!(loads.load(Ordering::SeqCst), 0);
+        let claims = keys.verify(&event(&new, 2), now_unix()).unwrap();
+        assert_eq!(claims.event_type, "ping");
+        assert_eq!(loads.load(Ordering::SeqCst), 1);
+        // A kid still unknown after the load: rejected, and no second load right away.
+        let stranger = signer("k3", 3);
+        let refused = keys.verify(&event(&stranger, 3), now_unix()).unwrap_err();
+        assert!(refused.contains("no key with kid \"k3\""), "{refused}");
+        assert_eq!(loads.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn a_fetched_set_is_fetched_again_when_stale() {
+        let (old, new) = (signer("k1", 1), signer("k2", 2));
+        let (mut keys, loads) = rotating(&old, &new, Some(Duration::ZERO));
+        assert!(keys.verify(&event(&old, 1), now_unix()).is_ok());
+        assert_eq!(loads.load(Ordering::SeqCst), 1);
+        assert_eq!(keys.set.keys.len(), 2);
+    }
+
+    #[test]
+    fn a_bad_signature_or_issuer_never_reloads() {
+        let (old, new) = (signer("k1", 1), signer("k2", 2));
+        let (mut keys, loads) = rotating(&old, &new, None);
+        let good = event(&old, 1);
+        let parts: Vec<&str> = good.split('.').collect();
+        let other = event(&old, 9);
+        let swapped: Vec<&str> = other.split('.').collect();
+        let tampered = format!("{}.{}.{}", parts[0], swapped[1], parts[2]);
+        let refused = keys.verify(&tampered, now_unix()).unwrap_err();
+        assert_eq!(refused, "signature does not verify");
+        keys.issuer = "https://elsewhere.example".to_owned();
+        assert!(
+            keys.verify(&good, now_unix())
+                .unwrap_err()
+                .contains("wrong issuer")
+        );
+        assert_eq!(loads.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn only_application_jwt_is_read() {
+        assert!(is_jwt(Some("application/jwt")));
+        assert!(is_jwt(Some("Application/JWT; charset=utf-8")));
+        assert!(!is_jwt(Some("application/json")));
+        assert!(!is_jwt(None));
+    }
+
+    #[test]
+    fn lines_show_time_id_type_and_result() {
+        let old = signer("k1", 1);
+        let (mut keys, _) = rotating(&old, &old, None);
+        let claims = keys.verify(&event(&old, 1), now_unix()).unwrap();
+        let at = OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap();
+        let verified = Outcome {
+            received_at: at,
+            claims: Some(claims.clone()),
+            result: Check::Verified,
+            forwarded: Some(Ok(204)),
+            status: 204,
+        };
+        assert_eq!(
+            verified.render(false, None),
+            format!(
+                "2027-01-15T08:00:00Z  {}  ping  verified  forwarded: 204",
+                claims.jti
+            )
+        );
+        let line: Value = serde_json::from_str(&verified.render(true, None)).unwrap();
+        assert_eq!(line["result"], "verified");
+        assert_eq!(line["claims"]["type"], "ping");
+        assert_eq!(line["forwarded"]["status"], 204);
+        let rejected = Outcome::rejected(at, "bad\x1b[2Jthing".to_owned(), 400);
+        assert_eq!(
+            rejected.render(false, None),
+            "2027-01-15T08:00:00Z  -  -  REJECTED  bad?[2Jthing"
+        );
+    }
+}
