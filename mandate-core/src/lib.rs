@@ -132,6 +132,7 @@ pub mod cursor;
 pub mod delivery;
 pub mod escrow;
 pub mod field;
+pub mod funding;
 pub mod history;
 pub mod id;
 pub mod idempotency;

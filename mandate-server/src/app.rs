@@ -1,9 +1,10 @@
 //! The two routers with their layers, built from state so that tests can serve them on
 //! port 0.
 //!
-//! Layer order on the API host, outermost first: request id, authentication and rate,
-//! body limit, idempotency, panic catcher, routes. Every response, including 404
-//! fallbacks, 401s and panics, goes through the request-id layer.
+//! Layer order on the API host, outermost first: in-flight gate (`serve` only), request id,
+//! authentication and rate, body limit, idempotency, panic catcher, routes. Every response,
+//! including 404 fallbacks, 401s and panics, goes through the request-id layer; the gate's
+//! 503 carries a fresh id of its own.
 
 use std::any::Any;
 
@@ -16,6 +17,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 
 use crate::body::MAX_BODY_BYTES;
 use crate::error::{ApiError, envelope};
+use crate::limits::{self, Gate, Limits};
 use crate::state::AppState;
 use crate::{auth, idempotency, request_id, routes};
 
@@ -56,6 +58,12 @@ pub fn api(state: AppState) -> Router {
         .layer(from_fn(strip_allow))
         .layer(from_fn(request_id::assign))
         .with_state(state)
+}
+
+/// [`api`] behind the in-flight gate of `limits`: over `max_in_flight` requests, 503 at
+/// once (see [`crate::limits`]). This is what `serve` listens with.
+pub fn api_with_limits(state: AppState, limits: &Limits) -> Router {
+    api(state).layer(from_fn_with_state(Gate::new(limits), limits::shed))
 }
 
 async fn public_not_found() -> Response {

@@ -1,5 +1,6 @@
-//! Request bodies: JSON only, at most 64 KiB, parsed with exact number text, every failure
-//! answered in the envelope with a message that names the problem.
+//! Request bodies: JSON only, at most 64 KiB, received before the request's body deadline,
+//! parsed with exact number text, every failure answered in the envelope with a message
+//! that names the problem.
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
@@ -7,6 +8,7 @@ use axum::http::header;
 use serde_json::Value;
 
 use crate::error::ApiError;
+use crate::limits::BodyDeadline;
 
 /// The largest body accepted.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
@@ -29,12 +31,16 @@ async fn read(request: Request) -> Result<Option<Value>, ApiError> {
                 .next()
                 .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
         });
-    let bytes = Bytes::from_request(request, &()).await.map_err(|_| {
-        ApiError::InvalidRequest(format!(
-            "request body exceeds {} KiB",
-            MAX_BODY_BYTES / 1024
-        ))
-    })?;
+    let deadline = BodyDeadline::of(&request);
+    let bytes = tokio::time::timeout_at(deadline, Bytes::from_request(request, &()))
+        .await
+        .map_err(|_| BodyDeadline::expired())?
+        .map_err(|_| {
+            ApiError::InvalidRequest(format!(
+                "request body exceeds {} KiB",
+                MAX_BODY_BYTES / 1024
+            ))
+        })?;
     if bytes.is_empty() {
         return Ok(None);
     }

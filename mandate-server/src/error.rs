@@ -50,6 +50,9 @@ pub enum ApiError {
     /// 5xx: our fault. The detail is logged, never sent.
     #[error("internal: {0}")]
     Server(String),
+    /// 503: more requests in flight than the server takes; retry after a second.
+    #[error("the server is overloaded; retry after 1 s (a POST with the same Idempotency-Key)")]
+    Overloaded,
 }
 
 impl ApiError {
@@ -70,6 +73,7 @@ impl ApiError {
             Self::IdempotencyConflict(_) => (StatusCode::CONFLICT, "idempotency_conflict"),
             Self::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
             Self::Server(_) => (StatusCode::INTERNAL_SERVER_ERROR, "server_error"),
+            Self::Overloaded => (StatusCode::SERVICE_UNAVAILABLE, "server_error"),
         }
     }
 }
@@ -130,6 +134,11 @@ impl IntoResponse for ApiError {
             && let Ok(value) = HeaderValue::from_str(&retry_after.to_string())
         {
             response.headers_mut().insert(header::RETRY_AFTER, value);
+        }
+        if let Self::Overloaded = self {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         }
         response
     }

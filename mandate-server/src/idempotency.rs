@@ -15,10 +15,12 @@ use mandate_core::idempotency::{NextAction, is_kept, next_action, request_digest
 use crate::body::MAX_BODY_BYTES;
 use crate::clock::ms;
 use crate::error::ApiError;
+use crate::limits::BodyDeadline;
 use crate::model::Caller;
 use crate::request_id;
 use crate::state::AppState;
 use crate::storage::idempotency as store;
+use crate::storage::{Db, StorageError};
 
 /// The request header.
 pub const HEADER: &str = "idempotency-key";
@@ -90,13 +92,17 @@ async fn run(state: AppState, request: Request, next: Next) -> Result<Response, 
         .get::<Caller>()
         .cloned()
         .ok_or(ApiError::Unauthorized)?;
+    let deadline = BodyDeadline::of(&request);
     let (mut parts, body) = request.into_parts();
-    let bytes = to_bytes(body, MAX_BODY_BYTES).await.map_err(|_| {
-        ApiError::InvalidRequest(format!(
-            "request body exceeds {} KiB",
-            MAX_BODY_BYTES / 1024
-        ))
-    })?;
+    let bytes = tokio::time::timeout_at(deadline, to_bytes(body, MAX_BODY_BYTES))
+        .await
+        .map_err(|_| BodyDeadline::expired())?
+        .map_err(|_| {
+            ApiError::InvalidRequest(format!(
+                "request body exceeds {} KiB",
+                MAX_BODY_BYTES / 1024
+            ))
+        })?;
     let digest = request_digest(parts.method.as_str(), parts.uri.path(), &bytes);
     let now = state.now();
     let (key_hash, key) = (caller.key_hash, idem_key.clone());
@@ -136,8 +142,52 @@ async fn run(state: AppState, request: Request, next: Next) -> Result<Response, 
                 request_id: request_id::current(),
             };
             parts.extensions.insert(slot);
+            let mut guard = ClaimGuard {
+                db: state.db.clone(),
+                key_hash: caller.key_hash,
+                idem_key: Some(idem_key.clone()),
+            };
             let response = next.run(Request::from_parts(parts, Body::from(bytes))).await;
-            finish(&state, caller.key_hash, idem_key, response).await
+            let finished = finish(&state, caller.key_hash, idem_key, response).await;
+            if finished.is_ok() {
+                guard.idem_key = None;
+            }
+            finished
+        }
+    }
+}
+
+/// Releases a claim whose request ended without storing an outcome: dropped when the
+/// client went away or a timeout cancelled it, or failed while storing its outcome. Without
+/// this, a retry would get 409 "still being processed" until the next restart.
+///
+/// The release is queued on the writer after any write the request already sent (the
+/// writer runs jobs in order), and removes only a claim that no response completed, so a
+/// decision committed together with its response stays replayable.
+struct ClaimGuard {
+    db: Db,
+    key_hash: [u8; 32],
+    /// `None` once the outcome is stored.
+    idem_key: Option<String>,
+}
+
+impl Drop for ClaimGuard {
+    fn drop(&mut self) {
+        let Some(idem_key) = self.idem_key.take() else {
+            return;
+        };
+        let (db, key_hash) = (self.db.clone(), self.key_hash);
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let released = db
+                    .write(move |tx| -> Result<(), StorageError> {
+                        Ok(store::release(tx, &key_hash, &idem_key)?)
+                    })
+                    .await;
+                if let Err(e) = released {
+                    tracing::error!("releasing an abandoned idempotency claim: {e}");
+                }
+            });
         }
     }
 }

@@ -9,7 +9,7 @@ use mandate_server::clock::{Clock, SystemClock};
 use mandate_server::model::Env;
 use mandate_server::serve::{self, Config};
 use mandate_server::storage::Db;
-use mandate_server::{demo, operator};
+use mandate_server::{demo, limits, operator, settlement};
 
 /// The Mandate service and its operator commands.
 #[derive(Parser)]
@@ -41,6 +41,21 @@ impl From<EnvArg> for Env {
     }
 }
 
+/// The settlement adapters an operator can make live: exactly one is.
+#[derive(Clone, Copy, ValueEnum)]
+enum SettlementArg {
+    /// Records every movement in the service's own database.
+    Ledger,
+}
+
+impl From<SettlementArg> for settlement::Adapter {
+    fn from(a: SettlementArg) -> Self {
+        match a {
+            SettlementArg::Ledger => settlement::Adapter::Ledger,
+        }
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Serve the API host and the public host.
@@ -68,6 +83,13 @@ enum Command {
         /// Onboard a demo organization and print a copy-paste session.
         #[arg(long)]
         demo: bool,
+        /// The live settlement adapter, through which escrow money moves (never shown to
+        /// API clients).
+        #[arg(long, env = "MANDATE_SETTLEMENT", value_enum, default_value = "ledger")]
+        settlement: SettlementArg,
+        /// Requests handled at once on the API host; beyond it, 503 with Retry-After: 1.
+        #[arg(long, env = "MANDATE_MAX_IN_FLIGHT", default_value_t = limits::DEFAULT_MAX_IN_FLIGHT)]
+        max_in_flight: usize,
     },
     /// Create an organization and print its sandbox and live keys (once).
     Onboard {
@@ -168,7 +190,10 @@ async fn run(cli: Cli) -> Result<(), String> {
             tls_cert,
             tls_key,
             demo: with_demo,
+            settlement,
+            max_in_flight,
         } => {
+            limits::survive_file_size_limit();
             let config = Config {
                 db: db.db,
                 api_addr,
@@ -176,8 +201,12 @@ async fn run(cli: Cli) -> Result<(), String> {
                 verdicts_url,
                 docs_url,
                 tls: tls_cert.zip(tls_key),
+                limits: limits::Limits {
+                    max_in_flight,
+                    ..limits::Limits::default()
+                },
             };
-            let running = serve::start(config.clone(), Arc::new(clock))
+            let running = serve::start_with(config.clone(), Arc::new(clock), settlement.into())
                 .await
                 .map_err(|e| e.to_string())?;
             let scheme = if config.tls.is_some() {

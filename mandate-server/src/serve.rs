@@ -7,7 +7,8 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use axum_server::Handle;
-use axum_server::tls_rustls::RustlsConfig;
+use axum_server::accept::DefaultAcceptor;
+use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
 use mandate_core::cursor::CursorKey;
 use tokio::task::JoinHandle;
 
@@ -15,7 +16,9 @@ use crate::agent_state::AgentStates;
 use crate::app;
 use crate::clock::{Clock, fill_random, ms};
 use crate::delivery::Worker;
+use crate::limits::{self, CountedAcceptor, Limits};
 use crate::rate_limit::RateLimiter;
+use crate::settlement;
 use crate::signing;
 use crate::state::AppState;
 use crate::storage::{Db, StorageError, idempotency, keys as keys_store, signing as signing_store};
@@ -35,6 +38,9 @@ pub struct Config {
     pub docs_url: Option<String>,
     /// TLS certificate chain and private key (PEM), for both listeners.
     pub tls: Option<(PathBuf, PathBuf)>,
+    /// Requests in flight, open connections, header and body timeouts
+    /// (`Limits::default()` unless the operator says otherwise).
+    pub limits: Limits,
 }
 
 /// Starting failed.
@@ -100,8 +106,18 @@ pub fn open_db(config: &Config) -> Result<Db, ServeError> {
     })
 }
 
-/// Starts both listeners, the background refresher and the delivery worker.
+/// Starts both listeners, the background refresher and the delivery worker, with the
+/// default settlement adapter.
 pub async fn start(config: Config, clock: Arc<dyn Clock>) -> Result<Running, ServeError> {
+    start_with(config, clock, settlement::Adapter::default()).await
+}
+
+/// [`start`], with the settlement adapter the operator chose (`serve --settlement`).
+pub async fn start_with(
+    config: Config,
+    clock: Arc<dyn Clock>,
+    adapter: settlement::Adapter,
+) -> Result<Running, ServeError> {
     let db = open_db(&config)?;
     let db_error = |source| ServeError::Db {
         path: config.db.display().to_string(),
@@ -147,6 +163,7 @@ pub async fn start(config: Config, clock: Arc<dyn Clock>) -> Result<Running, Ser
         rates: RateLimiter::default(),
         callers: Default::default(),
         modes: Default::default(),
+        settlement: adapter.provider(),
     };
 
     // Dropping the worker (an error below) stops it.
@@ -165,19 +182,32 @@ pub async fn start(config: Config, clock: Arc<dyn Clock>) -> Result<Running, Ser
     let mut handles = Vec::new();
     let mut servers = Vec::new();
     for (listener, router) in [
-        (api_listener, app::api(state.clone())),
+        (
+            api_listener,
+            app::api_with_limits(state.clone(), &config.limits),
+        ),
         (public_listener, app::public(state.clone())),
     ] {
         let handle = Handle::new();
         handles.push(handle.clone());
         let service = router.into_make_service();
+        let max_connections = config.limits.max_connections;
         servers.push(match &tls {
             Some(tls) => {
-                let server = axum_server::from_tcp_rustls(listener, tls.clone()).handle(handle);
+                let counted = CountedAcceptor::new(DefaultAcceptor, max_connections);
+                let acceptor = RustlsAcceptor::new(tls.clone()).acceptor(counted);
+                let mut server = axum_server::from_tcp(listener)
+                    .acceptor(acceptor)
+                    .handle(handle);
+                limits::configure(server.http_builder(), &config.limits);
                 tokio::spawn(async move { server.serve(service).await })
             }
             None => {
-                let server = axum_server::from_tcp(listener).handle(handle);
+                let counted = CountedAcceptor::new(DefaultAcceptor, max_connections);
+                let mut server = axum_server::from_tcp(listener)
+                    .acceptor(counted)
+                    .handle(handle);
+                limits::configure(server.http_builder(), &config.limits);
                 tokio::spawn(async move { server.serve(service).await })
             }
         });

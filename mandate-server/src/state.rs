@@ -12,6 +12,7 @@ use crate::clock::Clock;
 use crate::error::ApiError;
 use crate::model::Env;
 use crate::rate_limit::RateLimiter;
+use crate::settlement::SettlementProvider;
 use crate::signing::KeyRing;
 use crate::storage::Db;
 
@@ -38,6 +39,8 @@ pub struct AppState {
     pub callers: KeyCache,
     /// Enforcement modes.
     pub modes: ModeCache,
+    /// The live settlement adapter, chosen by the operator.
+    pub settlement: Arc<dyn SettlementProvider>,
 }
 
 impl AppState {

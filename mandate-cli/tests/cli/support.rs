@@ -126,6 +126,7 @@ pub fn start() -> Env {
                 verdicts_url: None,
                 docs_url: None,
                 tls: None,
+                limits: Default::default(),
             },
             Arc::new(SystemClock),
         ))

@@ -4,7 +4,9 @@ pub mod agents;
 pub mod authorizations;
 pub mod decisions;
 pub mod enforcement;
+pub mod escrows;
 pub mod events;
+pub mod exports;
 pub mod mandates;
 pub mod public;
 pub mod reviews;
@@ -28,7 +30,44 @@ pub fn api() -> Router<AppState> {
         .merge(decisions::router())
         .merge(webhooks::router())
         .merge(events::router())
+        .merge(escrows::router())
+        .merge(exports::router())
 }
+
+/// Every operation of the API host as (method, path): the 29 operations across 23 paths.
+/// `tests/api/contract.rs` checks both the routers above and `openapi.yaml` against this
+/// table, in both directions, so that neither can gain or lose an operation alone.
+pub const ROUTES: &[(&str, &str)] = &[
+    ("POST", "/v1/agents"),
+    ("GET", "/v1/agents"),
+    ("GET", "/v1/agents/{id}"),
+    ("POST", "/v1/mandates"),
+    ("GET", "/v1/mandates"),
+    ("GET", "/v1/mandates/{id}"),
+    ("DELETE", "/v1/mandates/{id}"),
+    ("POST", "/v1/mandates/{id}/revoke"),
+    ("POST", "/v1/authorizations"),
+    ("POST", "/v1/reviews/{id}/approve"),
+    ("POST", "/v1/reviews/{id}/deny"),
+    ("GET", "/v1/enforcement"),
+    ("POST", "/v1/enforcement"),
+    ("GET", "/v1/decisions"),
+    ("GET", "/v1/decisions/{id}"),
+    ("POST", "/v1/webhooks"),
+    ("GET", "/v1/webhooks"),
+    ("GET", "/v1/webhooks/{id}"),
+    ("DELETE", "/v1/webhooks/{id}"),
+    ("POST", "/v1/webhooks/{id}/ping"),
+    ("GET", "/v1/events"),
+    ("GET", "/v1/events/{id}"),
+    ("POST", "/v1/escrows"),
+    ("GET", "/v1/escrows/{id}"),
+    ("POST", "/v1/escrows/{id}/deliver"),
+    ("POST", "/v1/escrows/{id}/release"),
+    ("POST", "/v1/escrows/{id}/refund"),
+    ("POST", "/v1/escrows/{id}/dispute"),
+    ("GET", "/v1/exports/decisions"),
+];
 
 /// 201 with a JSON body.
 pub fn created(body: Value) -> Response {

@@ -1,4 +1,5 @@
-//! The public host: the JWK Set (the verdicts host), no key needed.
+//! The public host, no key needed: the JWK Set (the verdicts host) and the OpenAPI
+//! contract (the docs host).
 
 use axum::Router;
 use axum::extract::State;
@@ -10,7 +11,23 @@ use crate::state::AppState;
 
 /// The routes of the public listener.
 pub fn router() -> Router<AppState> {
-    Router::new().route("/.well-known/jwks.json", get(jwks))
+    Router::new()
+        .route("/.well-known/jwks.json", get(jwks))
+        .route("/openapi.yaml", get(openapi))
+}
+
+/// The contract, `openapi.yaml` at the repository root, compiled in.
+pub const OPENAPI: &str = include_str!("../../../openapi.yaml");
+
+async fn openapi() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "application/yaml"),
+            (header::CACHE_CONTROL, "public, max-age=300"),
+        ],
+        OPENAPI,
+    )
+        .into_response()
 }
 
 async fn jwks(State(state): State<AppState>) -> Response {

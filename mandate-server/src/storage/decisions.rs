@@ -185,6 +185,52 @@ pub fn page(
     Ok(out)
 }
 
+/// The highest seq of any decision so far (0 if none). An export reads up to it, so the set
+/// it covers is fixed when it starts.
+pub fn last_seq(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.query_row("SELECT COALESCE(MAX(seq), 0) FROM decisions", [], |r| {
+        r.get(0)
+    })
+}
+
+/// Up to `limit` decisions matching `filters`, oldest first, with seq in (`after`, `upto`]:
+/// one page of an export, walked by seq (keyset pagination).
+pub fn export_page(
+    conn: &Connection,
+    org_id: &str,
+    env: &str,
+    filters: &Filters,
+    after: i64,
+    upto: i64,
+    limit: i64,
+) -> Result<Vec<(i64, Decision)>, StorageError> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM decisions
+         WHERE org_id = ?1 AND env = ?2 AND (?3 IS NULL OR agent_id = ?3)
+           AND (?4 IS NULL OR verdict = ?4) AND (?5 IS NULL OR policy_verdict = ?5)
+           AND seq > ?6 AND seq <= ?7
+         ORDER BY seq LIMIT ?8"
+    ))?;
+    let rows = stmt.query_map(
+        params![
+            org_id,
+            env,
+            filters.agent,
+            filters.verdict.map(Verdict::as_str),
+            filters.policy_verdict.map(Verdict::as_str),
+            after,
+            upto,
+            limit
+        ],
+        row,
+    )?;
+    let mut out = Vec::new();
+    for raw in rows {
+        out.push(decode(raw?)?);
+    }
+    Ok(out)
+}
+
 /// Times (unix ms) of the agent's latest `limit` requests, oldest first: the velocity
 /// window is rebuilt from these.
 pub fn recent_request_times(

@@ -9,12 +9,14 @@
 pub mod agents;
 pub mod decisions;
 pub mod deliveries;
+pub mod escrows;
 pub mod events;
 pub mod idempotency;
 pub mod keys;
 pub mod mandates;
 pub mod orgs;
 pub mod reviews;
+pub mod settlement;
 pub mod signing;
 pub mod timers;
 pub mod webhooks;
@@ -29,6 +31,7 @@ use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("../../migrations/0001_init.sql")),
     (2, include_str!("../../migrations/0002_webhooks.sql")),
+    (3, include_str!("../../migrations/0003_escrows.sql")),
 ];
 
 /// A storage failure: the database could not be opened, read or written.

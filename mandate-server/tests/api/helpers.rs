@@ -113,6 +113,7 @@ async fn start(db: &std::path::Path, clock: Arc<ManualClock>) -> Running {
             verdicts_url: None,
             docs_url: None,
             tls: None,
+            limits: Default::default(),
         },
         clock,
     )

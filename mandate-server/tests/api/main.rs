@@ -2,17 +2,28 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 mod helpers;
+mod process;
 
 mod agents;
 mod auth;
 mod authorizations;
 mod concurrency;
+mod contract;
 mod decisions;
 mod durability;
 mod enforcement;
+mod escrows;
+mod exports;
 mod idempotency;
 mod jwks;
 mod lists;
 mod mandates;
 mod reviews;
 mod webhooks;
+
+mod crash;
+mod disk;
+mod hostile;
+mod overload;
+mod security;
+mod tls;

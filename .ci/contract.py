@@ -1,0 +1,208 @@
+"""The published contract against the running service, for .ci/run.
+
+1. openapi.yaml validates as OpenAPI 3.1 (openapi-spec-validator) and lists exactly the
+   29 operations across 23 paths (the Rust test tests/api/contract.rs compares them with
+   the router, both ways).
+2. The real server binary starts on a fresh database and free loopback ports, an
+   organization is onboarded with the operator command, and a little real data is made
+   (agent, mandate, decisions, a review, an escrow, a webhook) so lists answer real objects.
+3. schemathesis runs the document against it with the sandbox organization key: no server
+   errors, status codes, content types and response bodies as documented, invalid input
+   rejected, and no operation answering without a key. The operations on one object get
+   the real ids made in step 2. Bounded by --max-examples and a hard timeout.
+
+Usage: python .ci/contract.py SERVER_BINARY [MAX_EXAMPLES]
+"""
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+import yaml
+from openapi_spec_validator import validate
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DOC = os.path.join(ROOT, "openapi.yaml")
+METHODS = {"get", "post", "put", "patch", "delete", "head", "options", "trace"}
+
+
+def check_document():
+    with open(DOC, encoding="utf-8") as f:
+        doc = yaml.safe_load(f)
+    validate(doc)
+    ops = [(m, p) for p, item in doc["paths"].items() for m in item if m in METHODS]
+    print(f"openapi.yaml: valid OpenAPI {doc['openapi']}, {len(ops)} operations across {len(doc['paths'])} paths")
+    if (len(ops), len(doc["paths"])) != (29, 23):
+        sys.exit("openapi.yaml must describe exactly 29 operations across 23 paths")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def call(base, key, method, path, body=None):
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(base + path, data=data, method=method)
+    request.add_header("Authorization", f"Bearer {key}")
+    if data is not None:
+        request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
+def expect(result, status, what):
+    if result[0] != status:
+        sys.exit(f"seeding: {what} answered {result[0]}: {result[1]}")
+    return result[1]
+
+
+def seed(base, org):
+    """A little real data, so that lists and reads answer real objects."""
+    agent = expect(call(base, org, "POST", "/v1/agents", {"name": "ci-buyer"}), 201, "agent")
+    agent_key = agent["agent_key"]
+    mandate = {
+        "agent": "agt_ci-buyer",
+        "principal": "role:cfo",
+        "limits": {"per_transaction": 100, "per_month": 1000, "currency": "USD"},
+        "categories": ["software"],
+        "review_above": 50,
+        "expires": "2099-12-31",
+        "escrow": {"required_above": 80},
+    }
+    mandate_id = expect(call(base, org, "POST", "/v1/mandates", mandate), 201, "mandate")["id"]
+    ask = {"currency": "USD", "recipient": "vendor:acme", "category": "software"}
+    allow = expect(call(base, agent_key, "POST", "/v1/authorizations", {**ask, "amount": 42.5}), 201, "allow")
+    review = expect(call(base, agent_key, "POST", "/v1/authorizations", {**ask, "amount": 75}), 201, "review")
+    expect(call(base, agent_key, "POST", "/v1/authorizations", {**ask, "amount": 500}), 201, "deny")
+    escrow = {
+        "amount": 42.5,
+        "currency": "USD",
+        "buyer": "agt_ci-buyer",
+        "seller": "vendor:acme",
+        "decision": allow["id"],
+        "arbiter": "role:legal",
+    }
+    escrow = expect(call(base, org, "POST", "/v1/escrows", escrow), 201, "escrow")
+    expect(call(base, org, "POST", f"/v1/escrows/{escrow['id']}/deliver"), 200, "deliver")
+    hook = {"url": "http://127.0.0.1:9/hook", "events": ["escrow.funded", "ping"]}
+    hook = expect(call(base, org, "POST", "/v1/webhooks", hook), 201, "webhook")
+    events = expect(call(base, org, "GET", "/v1/events"), 200, "events")
+    # Real ids for the operations that read or change one object: schemathesis uses them
+    # instead of random ids, so those operations answer real objects (and real refusals).
+    return {
+        "agents/{id}": "agt_ci-buyer",
+        "mandates/{id}": mandate_id,
+        "mandates/{id}/revoke": mandate_id,
+        "reviews/{id}/approve": review["review"]["id"],
+        "reviews/{id}/deny": review["review"]["id"],
+        "decisions/{id}": allow["id"],
+        "webhooks/{id}": hook["webhook"],
+        "webhooks/{id}/ping": hook["webhook"],
+        "events/{id}": events["data"][0]["id"],
+        "escrows/{id}": escrow["id"],
+        "escrows/{id}/deliver": escrow["id"],
+        "escrows/{id}/release": escrow["id"],
+        "escrows/{id}/refund": escrow["id"],
+        "escrows/{id}/dispute": escrow["id"],
+    }
+
+
+def write_config(path, ids):
+    """A schemathesis.toml that pins the path id of each operation to a real object."""
+    with open(path, "w", encoding="utf-8") as f:
+        for suffix, value in ids.items():
+            f.write(f'[[operations]]\ninclude-path = "/v1/{suffix}"\n')
+            f.write(f'parameters = {{ "path.id" = "{value}" }}\n\n')
+
+
+def main():
+    binary = os.path.abspath(sys.argv[1])
+    max_examples = sys.argv[2] if len(sys.argv) > 2 else "20"
+    check_document()
+    st = shutil.which("st", path=os.path.dirname(sys.executable))
+    if st is None:
+        sys.exit("schemathesis (st) is not installed beside this python")
+    work = tempfile.mkdtemp(prefix="mandate-contract-")
+    db = os.path.join(work, "mandate.db")
+    server = None
+    try:
+        onboarded = subprocess.run(
+            [binary, "onboard", "--db", db, "--org", "ci"], check=True, capture_output=True, text=True
+        ).stdout
+        org = re.search(r"sandbox key: (\S+)", onboarded).group(1)
+        # schemathesis is fast: lift the key's request rate so that 429s stay rare.
+        subprocess.run([binary, "set-rate", "--db", db, org, "--per-second", "100000"], check=True, capture_output=True)
+        api_port, public_port = free_port(), free_port()
+        log = open(os.path.join(work, "server.log"), "w", encoding="utf-8")
+        server = subprocess.Popen(
+            [binary, "serve", "--db", db, "--api-addr", f"127.0.0.1:{api_port}", "--public-addr", f"127.0.0.1:{public_port}"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        base = f"http://127.0.0.1:{api_port}"
+        for _ in range(300):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{public_port}/openapi.yaml", timeout=1) as r:
+                    if r.read().decode() != open(DOC, encoding="utf-8").read():
+                        sys.exit("the server serves another openapi.yaml than the repository's")
+                    break
+            except OSError:
+                if server.poll() is not None:
+                    break
+                time.sleep(0.1)
+        else:
+            sys.exit("the server did not start")
+        if server.poll() is not None:
+            log.flush()
+            print(open(os.path.join(work, "server.log"), encoding="utf-8").read())
+            sys.exit("the server exited")
+        config = os.path.join(work, "schemathesis.toml")
+        write_config(config, seed(base, org))
+        command = [
+            st, "--config-file", config, "run", DOC,
+            "--url", base,
+            "--header", f"Authorization: Bearer {org}",
+            "--checks", "not_a_server_error,status_code_conformance,content_type_conformance,"
+            "response_schema_conformance,negative_data_rejection,ignored_auth",
+            "--max-examples", max_examples,
+            "--request-timeout", "10",
+            "--workers", "2",
+            "--suppress-health-check", "all",
+            "--output-sanitize", "true",
+        ]
+        print("$ st run openapi.yaml --url", base, "--checks ... --max-examples", max_examples, flush=True)
+        try:
+            # In the temporary directory: schemathesis keeps a cache where it runs.
+            result = subprocess.run(command, timeout=900, cwd=work)
+        except subprocess.TimeoutExpired:
+            sys.exit("schemathesis did not finish within 15 minutes")
+        if result.returncode != 0:
+            log.flush()
+            tail = open(os.path.join(work, "server.log"), encoding="utf-8").read()[-4000:]
+            print("--- server log (tail) ---\n" + tail)
+            sys.exit(f"schemathesis failed ({result.returncode})")
+    finally:
+        if server is not None and server.poll() is None:
+            server.terminate()
+            try:
+                server.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,129 @@
+//! Who used the CPU during the measured window: the server, the load generator, and
+//! everything else (a build running beside the benchmark shows up there), from
+//! `/proc/stat` and `/proc/<pid>/stat`, in clock ticks of 1/100 s; and how much the server
+//! wrote (`/proc/<pid>/io`).
+
+use std::time::{Duration, Instant};
+
+/// Clock ticks per second of `/proc` times (`USER_HZ`, 100 on Linux).
+const TICKS: f64 = 100.0;
+
+/// Busy ticks of the whole machine, of the server, and of this process.
+#[derive(Debug, Clone, Copy, Default)]
+struct Snapshot {
+    at: Option<Instant>,
+    machine: u64,
+    server: u64,
+    me: u64,
+    io: Io,
+}
+
+/// The server's writes, from `/proc/<pid>/io`.
+#[derive(Debug, Clone, Copy, Default)]
+struct Io {
+    /// Bytes passed to write system calls (`wchar`).
+    wchar: u64,
+    /// Bytes sent to the block layer (`write_bytes`).
+    write_bytes: u64,
+}
+
+fn io(pid: u32) -> Io {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap_or_default();
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    Io {
+        wchar: field("wchar:"),
+        write_bytes: field("write_bytes:"),
+    }
+}
+
+/// Cores used on average over a window.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Usage {
+    /// By the server.
+    pub server: f64,
+    /// By this process (load generator and, in the echo run, the echo server).
+    pub bench: f64,
+    /// By every other process and the kernel's own work.
+    pub other: f64,
+    /// Bytes per second the server passed to write system calls.
+    pub server_write_calls_per_s: f64,
+    /// Bytes per second the server sent to the block layer.
+    pub server_disk_writes_per_s: f64,
+}
+
+fn machine_busy() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = text.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal ...: busy is all but idle and iowait.
+    Some(v.iter().sum::<u64>() - v.get(3).copied().unwrap_or(0) - v.get(4).copied().unwrap_or(0))
+}
+
+fn process_ticks(pid: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &text[text.rfind(')')? + 2..];
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    // Fields 14 and 15 of the line (utime, stime) are 11 and 12 after the command.
+    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+}
+
+fn snapshot(server: Option<u32>) -> Snapshot {
+    Snapshot {
+        at: Some(Instant::now()),
+        machine: machine_busy().unwrap_or(0),
+        server: server
+            .and_then(|p| process_ticks(&p.to_string()))
+            .unwrap_or(0),
+        me: process_ticks("self").unwrap_or(0),
+        io: server.map(io).unwrap_or_default(),
+    }
+}
+
+/// Measures CPU use from `warmup` after now for `duration`, on a thread of its own.
+pub fn measure(
+    server: Option<u32>,
+    warmup: Duration,
+    duration: Duration,
+) -> std::thread::JoinHandle<Usage> {
+    std::thread::spawn(move || {
+        std::thread::sleep(warmup);
+        let a = snapshot(server);
+        std::thread::sleep(duration);
+        let b = snapshot(server);
+        let secs = match (a.at, b.at) {
+            (Some(a), Some(b)) => (b - a).as_secs_f64().max(0.001),
+            _ => 1.0,
+        };
+        let cores = |t: u64| t as f64 / TICKS / secs;
+        let machine = b.machine.saturating_sub(a.machine);
+        let server = b.server.saturating_sub(a.server);
+        let me = b.me.saturating_sub(a.me);
+        Usage {
+            server: cores(server),
+            bench: cores(me),
+            other: cores(machine.saturating_sub(server + me)),
+            server_write_calls_per_s: b.io.wchar.saturating_sub(a.io.wchar) as f64 / secs,
+            server_disk_writes_per_s: b.io.write_bytes.saturating_sub(a.io.write_bytes) as f64
+                / secs,
+        }
+    })
+}
+
+impl Usage {
+    /// One line.
+    pub fn line(&self) -> String {
+        format!(
+            "server {:.2}, load generator {:.2}, other processes {:.2} (cores, measured window)",
+            self.server, self.bench, self.other
+        )
+    }
+}

@@ -1,0 +1,264 @@
+//! `--prefill N`: synthetic decisions written straight into the SQLite file (server
+//! stopped), so that runs can be made against a long history.
+//!
+//! Rows are spread round-robin over the agents and their mandates, evenly over the 90 days
+//! before the run (ending two minutes ago, so that none counts for the velocity rule),
+//! with the same mix as the load (80 % allow, 10 % review, 10 % deny_category) and every
+//! column filled as the server fills it. Review decisions carry a review id but no row in
+//! `reviews` (the hot path never reads them).
+
+use std::path::Path;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use mandate_core::id::{DecisionId, Nonce, ReviewId};
+use rusqlite::{Connection, params};
+
+use crate::bail;
+use crate::error::{Context, Result};
+use crate::load::mix64;
+use crate::setup::{Agent, REVIEW_ABOVE};
+
+/// Who the decisions belong to.
+pub struct Spec<'a> {
+    /// The organization's id.
+    pub org_id: &'a str,
+    /// Its policy version.
+    pub policy_version: &'a str,
+    /// The server's issuer.
+    pub issuer: &'a str,
+    /// The agents (with their mandates).
+    pub agents: &'a [Agent],
+}
+
+const COLUMNS: [&str; 22] = [
+    "id",
+    "org_id",
+    "env",
+    "agent_id",
+    "mandate_id",
+    "verdict",
+    "policy_verdict",
+    "reason",
+    "mode",
+    "amount",
+    "currency",
+    "recipient",
+    "category",
+    "nonce",
+    "policy_version",
+    "iss",
+    "iat",
+    "exp",
+    "created_ms",
+    "supersedes",
+    "review_id",
+    "is_request",
+];
+
+/// Rows per transaction.
+const BATCH: u64 = 100_000;
+
+fn id_bytes(i: u64, seed: u64, lane: u64) -> [u8; 16] {
+    // mix64 is a bijection, so the first half alone makes every id distinct.
+    let a = mix64(i ^ (lane << 60));
+    let b = mix64(seed.wrapping_add(i).wrapping_add(lane));
+    let mut out = [0u8; 16];
+    out[..8].copy_from_slice(&a.to_be_bytes());
+    out[8..].copy_from_slice(&b.to_be_bytes());
+    out
+}
+
+/// Checks that the `decisions` table still has the columns this writes, and no other
+/// column that needs a value.
+fn check_schema(conn: &Connection) -> Result<()> {
+    let mut stmt = conn
+        .prepare("SELECT name, \"notnull\", dflt_value, pk FROM pragma_table_info('decisions')")?;
+    let rows = stmt.query_map([], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, bool>(1)?,
+            r.get::<_, Option<String>>(2)?,
+            r.get::<_, i64>(3)?,
+        ))
+    })?;
+    let mut names = Vec::new();
+    for row in rows {
+        let (name, not_null, default, pk) = row?;
+        if not_null && default.is_none() && pk == 0 && !COLUMNS.contains(&name.as_str()) {
+            bail!("decisions.{name} is NOT NULL without a default: --prefill does not know it");
+        }
+        names.push(name);
+    }
+    for c in COLUMNS {
+        if !names.iter().any(|n| n == c) {
+            bail!(
+                "decisions has no column {c} any more: update --prefill (mandate-bench/src/prefill.rs)"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Inserts `n` decisions; returns the time taken.
+pub fn prefill(db: &Path, spec: &Spec<'_>, n: u64) -> Result<Duration> {
+    if spec.agents.is_empty() {
+        bail!("--prefill needs at least one agent");
+    }
+    let started = Instant::now();
+    let mut conn = Connection::open(db).ctx(format!("opening {}", db.display()))?;
+    // Bulk load into a scratch database: no journal and no fsync per batch (a crash here
+    // only fails the benchmark; the file is switched back to WAL and synced at the end),
+    // and a large page cache for the random-keyed indexes (id, nonce, agent, mandate).
+    conn.execute_batch(
+        "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA cache_size = -2000000;",
+    )?;
+    check_schema(&conn)?;
+    let now_ms = i64::try_from(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis())
+            .unwrap_or(0),
+    )
+    .unwrap_or(0);
+    let newest = now_ms - 120_000;
+    let span: i64 = 90 * 24 * 3600 * 1000;
+    let seed = mix64(u64::try_from(now_ms).unwrap_or(0));
+    let sql = format!(
+        "INSERT INTO decisions ({}) VALUES ({})",
+        COLUMNS.join(", "),
+        (1..=COLUMNS.len())
+            .map(|i| format!("?{i}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let agents = spec.agents.len() as u64;
+    let mut done = 0u64;
+    while done < n {
+        let tx = conn.transaction()?;
+        {
+            let mut stmt = tx.prepare_cached(&sql)?;
+            let upto = (done + BATCH).min(n);
+            for i in done..upto {
+                let agent = &spec.agents[usize::try_from(i % agents).unwrap_or(0)];
+                let h = mix64(i ^ seed);
+                let created_ms = newest - span
+                    + i64::try_from(
+                        u128::from(i) * u128::try_from(span).unwrap_or(0) / u128::from(n.max(1)),
+                    )
+                    .unwrap_or(0);
+                let cents = (h >> 20) % 100;
+                let recipient = format!("vendor:v{}", (h >> 30) % 50);
+                let (verdict, category, amount, reason, review) = match h % 10 {
+                    0 => {
+                        let amount = format!(
+                            "{}.{cents:02}",
+                            u64::from(REVIEW_ABOVE) + 1 + (h >> 8) % 800
+                        );
+                        let reason = format!(
+                            "amount {amount} is above review_above {REVIEW_ABOVE} and needs a human review"
+                        );
+                        let review = ReviewId::from_random(id_bytes(i, seed, 2));
+                        ("review", "software", amount, Some(reason), Some(review))
+                    }
+                    1 => (
+                        "deny_category",
+                        "gambling",
+                        format!("{}.{cents:02}", 1 + (h >> 8) % 50),
+                        Some(format!(
+                            "category gambling is not allowed by mandate {}",
+                            agent.mandate
+                        )),
+                        None,
+                    ),
+                    _ => (
+                        "allow",
+                        if (h >> 40) & 1 == 0 {
+                            "software"
+                        } else {
+                            "travel"
+                        },
+                        format!("{}.{cents:02}", 1 + (h >> 8) % u64::from(REVIEW_ABOVE - 1)),
+                        None,
+                        None,
+                    ),
+                };
+                let iat = created_ms / 1000;
+                stmt.execute(params![
+                    DecisionId::from_random(id_bytes(i, seed, 0)).as_str(),
+                    spec.org_id,
+                    "sandbox",
+                    agent.id,
+                    agent.mandate,
+                    verdict,
+                    verdict,
+                    reason,
+                    "enforce",
+                    amount,
+                    "USD",
+                    recipient,
+                    category,
+                    Nonce::from_random(id_bytes(i, seed, 1)).as_str(),
+                    spec.policy_version,
+                    spec.issuer,
+                    iat,
+                    iat + 300,
+                    created_ms,
+                    Option::<String>::None,
+                    review.as_ref().map(ReviewId::as_str),
+                    1,
+                ])
+                .ctx(format!("inserting decision {i}"))?;
+            }
+            done = upto;
+        }
+        tx.commit()?;
+        if n >= 1_000_000 && done.is_multiple_of(1_000_000) {
+            eprintln!(
+                "  prefill: {done} of {n} decisions ({:.0} s)",
+                started.elapsed().as_secs_f64()
+            );
+        }
+    }
+    // Back to the server's journal mode; the file is then synced once.
+    let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        bail!("could not switch the database back to WAL (journal_mode is {mode})");
+    }
+    conn.execute_batch("PRAGMA synchronous = FULL;")?;
+    checkpoint(&conn)?;
+    Ok(started.elapsed())
+}
+
+/// `PRAGMA wal_checkpoint(TRUNCATE)`: moves the WAL into the main file and empties it.
+pub fn checkpoint(conn: &Connection) -> Result<()> {
+    let (busy, _, _): (i64, i64, i64) = conn
+        .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })
+        .ctx("wal_checkpoint")?;
+    if busy != 0 {
+        bail!("wal_checkpoint(TRUNCATE) was blocked (is the server still running?)");
+    }
+    Ok(())
+}
+
+/// Checkpoints the database (server stopped) and returns the size of its files in bytes
+/// (main file plus whatever WAL is left, normally none).
+pub fn settled_size(db: &Path) -> Result<u64> {
+    {
+        let conn = Connection::open(db).ctx(format!("opening {}", db.display()))?;
+        checkpoint(&conn)?;
+    }
+    Ok(files_size(db))
+}
+
+/// Size of the database file and its `-wal`, as they are.
+pub fn files_size(db: &Path) -> u64 {
+    let mut total = 0;
+    for suffix in ["", "-wal"] {
+        let mut path = db.as_os_str().to_owned();
+        path.push(suffix);
+        total += std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+    }
+    total
+}

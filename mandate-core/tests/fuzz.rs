@@ -1,0 +1,400 @@
+//! Fuzzing of every parser that takes outside bytes: signed tokens (verdicts and events),
+//! pagination cursors, request bodies (mandates, authorization requests, escrow funding),
+//! JWK Sets, amounts, ids and dates.
+//!
+//! cargo-fuzz needs a nightly toolchain, which CI does not have, so this is byte-level
+//! fuzzing with proptest: arbitrary bytes, and structure-aware mutations of valid inputs
+//! (bytes replaced, inserted, deleted; JSON fields replaced by arbitrary JSON). Each parser
+//! must return (never panic), with its typed error, and a mutated token or cursor must
+//! never verify. `PROPTEST_CASES` sets the number of cases per property (default 256 here;
+//! CI runs the default); a failure prints the minimal input, which then becomes a case in
+//! `regressions` below.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use mandate_core::amount::{Amount, amount_from_json};
+use mandate_core::claims::{EventClaims, RequestClaims, VERDICT_LIFETIME_SECS, VerdictClaims};
+use mandate_core::cursor::{CursorContext, CursorKey};
+use mandate_core::funding::FundingRequest;
+use mandate_core::id::{AgentId, DecisionId, EventId, MandateId, Nonce};
+use mandate_core::jwk::JwkSet;
+use mandate_core::jws::{
+    P256Signer, Signer, VerifyOptions, sign_token, verify_event, verify_verdict,
+};
+use mandate_core::mandate::{MandateDraft, parse_date};
+use mandate_core::names::{Category, Currency, Recipient};
+use mandate_core::policy::{AuthorizationRequest, Verdict};
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+const ISS: &str = "https://verdicts.mandate.example";
+const IAT: i64 = 1_767_225_600;
+
+fn config() -> ProptestConfig {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(256);
+    ProptestConfig {
+        cases,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
+
+fn signer() -> P256Signer {
+    P256Signer::from_secret_bytes("sandbox-1", &[7; 32]).unwrap()
+}
+
+fn jwks() -> JwkSet {
+    JwkSet {
+        keys: vec![signer().public_jwk()],
+    }
+}
+
+fn options() -> VerifyOptions {
+    VerifyOptions {
+        issuer: ISS.to_owned(),
+        now: IAT + 10,
+        leeway_secs: 0,
+    }
+}
+
+fn verdict_token() -> String {
+    let claims = VerdictClaims {
+        iss: ISS.to_owned(),
+        jti: DecisionId::from_random([1; 16]),
+        iat: IAT,
+        exp: IAT + VERDICT_LIFETIME_SECS,
+        verdict: Verdict::Allow,
+        policy_verdict: Verdict::Allow,
+        mandate: Some(MandateId::from_random([2; 16])),
+        policy_version: "pol_2026-01-01.1".to_owned(),
+        nonce: Nonce::from_random([3; 16]),
+        request: RequestClaims {
+            agent: AgentId::parse("agt_buyer").unwrap(),
+            amount: Amount::parse("100.10").unwrap(),
+            currency: Currency::parse("USD").unwrap(),
+            recipient: Recipient::parse("vendor:acme").unwrap(),
+            category: Category::parse("software").unwrap(),
+        },
+    };
+    sign_token(&signer() as &dyn Signer, &claims).unwrap()
+}
+
+fn event_token() -> String {
+    let claims = EventClaims {
+        iss: ISS.to_owned(),
+        jti: EventId::from_random([5; 16]),
+        iat: IAT,
+        event_type: "ping".to_owned(),
+        data: json!({"webhook": "whk_x"}),
+    };
+    sign_token(&signer() as &dyn Signer, &claims).unwrap()
+}
+
+/// An edit of a byte string: replace, insert or delete at a position (taken modulo the
+/// length).
+#[derive(Debug, Clone)]
+enum Edit {
+    Replace(usize, u8),
+    Insert(usize, u8),
+    Delete(usize),
+    Truncate(usize),
+}
+
+fn edits() -> impl Strategy<Value = Vec<Edit>> {
+    let printable = prop_oneof![any::<u8>(), b' '..=b'~'];
+    let edit = prop_oneof![
+        (any::<usize>(), printable.clone()).prop_map(|(i, b)| Edit::Replace(i, b)),
+        (any::<usize>(), printable).prop_map(|(i, b)| Edit::Insert(i, b)),
+        any::<usize>().prop_map(Edit::Delete),
+        any::<usize>().prop_map(Edit::Truncate),
+    ];
+    prop::collection::vec(edit, 1..6)
+}
+
+fn mutate(base: &[u8], edits: &[Edit]) -> Vec<u8> {
+    let mut out = base.to_vec();
+    for edit in edits {
+        let len = out.len().max(1);
+        match *edit {
+            Edit::Replace(i, b) if !out.is_empty() => out[i % len] = b,
+            Edit::Insert(i, b) => out.insert(i % (out.len() + 1), b),
+            Edit::Delete(i) if !out.is_empty() => {
+                out.remove(i % len);
+            }
+            Edit::Truncate(i) => out.truncate(i % len),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Arbitrary JSON text, numbers included as raw text (the parsers keep exact number text).
+fn json_text() -> impl Strategy<Value = String> {
+    let leaf = prop_oneof![
+        Just("null".to_owned()),
+        Just("true".to_owned()),
+        Just("false".to_owned()),
+        "-?[0-9]{1,40}(\\.[0-9]{0,40})?([eE][+-]?[0-9]{1,5})?",
+        ".{0,80}".prop_map(|s| serde_json::to_string(&s).unwrap()),
+        "[a-z_:.0-9-]{0,70}".prop_map(|s| format!("\"{s}\"")),
+    ];
+    leaf.prop_recursive(4, 32, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..6).prop_map(|v| format!("[{}]", v.join(","))),
+            prop::collection::vec(("[a-z_]{0,12}", inner), 0..6).prop_map(|v| {
+                let fields: Vec<String> = v
+                    .into_iter()
+                    .map(|(k, v)| format!("{}:{v}", serde_json::to_string(&k).unwrap()))
+                    .collect();
+                format!("{{{}}}", fields.join(","))
+            }),
+        ]
+    })
+}
+
+fn json_value() -> impl Strategy<Value = Value> {
+    json_text().prop_filter_map("valid JSON", |t| serde_json::from_str(&t).ok())
+}
+
+const MANDATE: &str = r#"{"agent": "agt_buyer", "principal": "role:cfo", "limits": {"per_transaction": 100, "per_month": 450, "currency": "USD"}, "categories": ["software", "travel"], "review_above": 50, "expires": "2026-12-31", "escrow": {"required_above": 10}}"#;
+const AUTHORIZATION: &str =
+    r#"{"amount": 12.50, "currency": "USD", "recipient": "vendor:acme", "category": "software"}"#;
+const FUNDING: &str = r#"{"amount": 12.50, "currency": "USD", "buyer": "agt_buyer", "seller": "vendor:acme", "decision": "dec_aaaaaaaaaaaaaaaaaaaaaaaaaa", "arbiter": "role:legal"}"#;
+
+/// Every body parser, on one JSON value: none may panic, and each error names a field or
+/// the body.
+fn parse_bodies(value: &Value) {
+    if let Err(e) = MandateDraft::from_json(value) {
+        assert!(!e.to_string().is_empty());
+    }
+    let agent = AgentId::parse("agt_buyer").unwrap();
+    if let Err(e) = AuthorizationRequest::from_json(agent, value) {
+        assert!(!e.to_string().is_empty());
+    }
+    if let Err(e) = FundingRequest::from_json(value) {
+        assert!(!e.to_string().is_empty());
+    }
+    let _ = amount_from_json(value);
+}
+
+/// The body bytes as the server reads them: parsed as JSON, then each body parser.
+fn parse_body_bytes(bytes: &[u8]) {
+    if let Ok(value) = serde_json::from_slice::<Value>(bytes) {
+        parse_bodies(&value);
+    }
+}
+
+/// A JSON object path to replace in a valid body: a top-level or nested key, existing or new.
+fn with_field(base: &str, path: &[String], value: Value) -> Value {
+    let mut body: Value = serde_json::from_str(base).unwrap();
+    let mut at = &mut body;
+    for (i, key) in path.iter().enumerate() {
+        if !at.is_object() {
+            return body;
+        }
+        if i + 1 == path.len() {
+            at[key.as_str()] = value;
+            return body;
+        }
+        at = &mut at[key.as_str()];
+    }
+    body
+}
+
+fn field_path() -> impl Strategy<Value = Vec<String>> {
+    let key = prop_oneof![
+        Just("agent".to_owned()),
+        Just("principal".to_owned()),
+        Just("limits".to_owned()),
+        Just("per_transaction".to_owned()),
+        Just("per_month".to_owned()),
+        Just("currency".to_owned()),
+        Just("categories".to_owned()),
+        Just("review_above".to_owned()),
+        Just("expires".to_owned()),
+        Just("escrow".to_owned()),
+        Just("required_above".to_owned()),
+        Just("amount".to_owned()),
+        Just("recipient".to_owned()),
+        Just("category".to_owned()),
+        Just("buyer".to_owned()),
+        Just("seller".to_owned()),
+        Just("decision".to_owned()),
+        Just("arbiter".to_owned()),
+        Just("id".to_owned()),
+        "[a-z_]{1,10}",
+    ];
+    prop::collection::vec(key, 1..3)
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn verdict_tokens_from_arbitrary_bytes_are_refused(bytes in prop::collection::vec(any::<u8>(), 0..400)) {
+        let text = String::from_utf8_lossy(&bytes);
+        prop_assert!(verify_verdict(&text, &jwks(), &options()).is_err());
+        prop_assert!(verify_event(&text, &jwks(), &options()).is_err());
+    }
+
+    #[test]
+    fn tokens_of_three_arbitrary_segments_are_refused(
+        parts in prop::collection::vec("[A-Za-z0-9_-]{0,120}", 3),
+        header in json_text(),
+        claims in json_text(),
+    ) {
+        use base64::Engine as _;
+        let b64 = |s: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);
+        for token in [
+            parts.join("."),
+            format!("{}.{}.{}", b64(&header), b64(&claims), parts[2]),
+            format!("{}.{}.{}", b64(r#"{"alg":"ES256","typ":"JWT","kid":"sandbox-1"}"#), b64(&claims), parts[2]),
+        ] {
+            prop_assert!(verify_verdict(&token, &jwks(), &options()).is_err());
+            prop_assert!(verify_event(&token, &jwks(), &options()).is_err());
+        }
+    }
+
+    #[test]
+    fn a_mutated_token_never_verifies(edits in edits()) {
+        for (original, is_verdict) in [(verdict_token(), true), (event_token(), false)] {
+            let mutated = String::from_utf8_lossy(&mutate(original.as_bytes(), &edits)).into_owned();
+            let verified = if is_verdict {
+                verify_verdict(&mutated, &jwks(), &options()).is_ok()
+            } else {
+                verify_event(&mutated, &jwks(), &options()).is_ok()
+            };
+            prop_assert_eq!(verified, mutated == original, "{}", mutated);
+        }
+    }
+
+    #[test]
+    fn cursors_from_arbitrary_text_or_mutations_are_refused(
+        text in ".{0,200}",
+        edits in edits(),
+        position in any::<i64>(),
+    ) {
+        let key = CursorKey::new(&[9; 32]);
+        let context = CursorContext::new("decisions", "org:o:sandbox").with_filter("verdict", "allow");
+        let now = IAT;
+        prop_assert!(key.open(&text, &context, now).is_err() || text.starts_with("cur_"));
+        let token = key.issue(&context, position, now);
+        prop_assert_eq!(key.open(&token, &context, now).ok(), Some(position));
+        let mutated = String::from_utf8_lossy(&mutate(token.as_bytes(), &edits)).into_owned();
+        if mutated != token {
+            prop_assert!(key.open(&mutated, &context, now).is_err(), "{}", mutated);
+        }
+        let prefixed = format!("cur_{text}");
+        prop_assert!(key.open(&prefixed, &context, now).is_err());
+    }
+
+    #[test]
+    fn request_bodies_from_arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..600)) {
+        parse_body_bytes(&bytes);
+    }
+
+    #[test]
+    fn request_bodies_from_arbitrary_json_never_panic(value in json_value()) {
+        parse_bodies(&value);
+    }
+
+    #[test]
+    fn mutated_valid_bodies_never_panic(edits in edits()) {
+        for base in [MANDATE, AUTHORIZATION, FUNDING] {
+            parse_body_bytes(&mutate(base.as_bytes(), &edits));
+        }
+    }
+
+    #[test]
+    fn a_field_replaced_by_any_json_is_a_typed_error_naming_a_field(path in field_path(), value in json_value()) {
+        for base in [MANDATE, AUTHORIZATION, FUNDING] {
+            parse_bodies(&with_field(base, &path, value.clone()));
+        }
+        // An error from a mandate body starts with the field it is about (or the body).
+        let body = with_field(MANDATE, &path, value);
+        if let Err(e) = MandateDraft::from_json(&body) {
+            let message = e.to_string();
+            let first = message.split(' ').next().unwrap_or_default();
+            let named = ["body", "unknown", "agent", "principal", "limits", "categories", "review_above", "expires", "escrow", "id"]
+                .iter()
+                .any(|f| first.starts_with(f));
+            prop_assert!(named, "{}", message);
+        }
+    }
+
+    #[test]
+    fn jwk_sets_from_arbitrary_or_mutated_bytes_never_panic(
+        bytes in prop::collection::vec(any::<u8>(), 0..400),
+        edits in edits(),
+        value in json_value(),
+    ) {
+        let _ = JwkSet::from_json(&bytes);
+        let valid = serde_json::to_vec(&jwks()).unwrap();
+        let _ = JwkSet::from_json(&mutate(&valid, &edits));
+        let _ = JwkSet::from_json(value.to_string().as_bytes());
+        let mut set: Value = serde_json::from_slice(&valid).unwrap();
+        set["keys"][0]["x"] = value.clone();
+        let _ = JwkSet::from_json(set.to_string().as_bytes());
+        set["keys"] = value;
+        let _ = JwkSet::from_json(set.to_string().as_bytes());
+    }
+
+    #[test]
+    fn amounts_parse_or_refuse_and_round_trip(text in prop_oneof![".{0,60}", "-?[0-9]{0,40}(\\.[0-9]{0,40})?([eE][+-]?[0-9]{0,6})?"]) {
+        if let Ok(amount) = Amount::parse(&text) {
+            prop_assert_eq!(Amount::parse(&amount.to_string()), Ok(amount));
+        }
+    }
+
+    #[test]
+    fn ids_names_and_dates_parse_or_refuse(text in ".{0,140}") {
+        let _ = AgentId::parse(&text);
+        let _ = DecisionId::parse(&text);
+        let _ = MandateId::parse(&text);
+        let _ = Recipient::parse(&text);
+        let _ = Category::parse(&text);
+        let _ = Currency::parse(&text);
+        let _ = parse_date(&text);
+        let _ = mandate_core::timefmt::parse(&text);
+    }
+}
+
+/// Inputs found by the properties above (or by hand) that once failed, kept as plain tests.
+mod regressions {
+    use super::*;
+
+    #[test]
+    fn deeply_nested_and_huge_numbers_are_refused_cleanly() {
+        parse_body_bytes(&[b'['; 100_000]);
+        let huge = format!(
+            r#"{{"amount": 1{}, "currency": "USD", "recipient": "vendor:a", "category": "a"}}"#,
+            "0".repeat(100_000)
+        );
+        parse_body_bytes(huge.as_bytes());
+        let tiny = format!(
+            r#"{{"amount": 0.{}1, "currency": "USD", "recipient": "vendor:a", "category": "a"}}"#,
+            "0".repeat(100_000)
+        );
+        parse_body_bytes(tiny.as_bytes());
+        let exp = r#"{"amount": 1e999999999, "currency": "USD", "recipient": "vendor:a", "category": "a"}"#;
+        parse_body_bytes(exp.as_bytes());
+    }
+
+    #[test]
+    fn a_token_with_empty_or_extra_segments_is_refused() {
+        let token = verdict_token();
+        for bad in [
+            String::new(),
+            ".".to_owned(),
+            "..".to_owned(),
+            "...".to_owned(),
+            format!("{token}."),
+            format!(".{token}"),
+            token.replacen('.', "..", 1),
+        ] {
+            assert!(verify_verdict(&bad, &jwks(), &options()).is_err(), "{bad}");
+        }
+    }
+}

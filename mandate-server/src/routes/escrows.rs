@@ -1,0 +1,238 @@
+//! `POST /v1/escrows`, `GET /v1/escrows/{id}` and
+//! `POST /v1/escrows/{id}/deliver|release|refund|dispute`.
+//!
+//! An escrow is funded by an unexpired `allow` decision of its buyer for the same amount,
+//! currency and recipient ([`mandate_core::funding`]) and spends it. Its transitions are
+//! [`mandate_core::escrow::transition`]. Each change, its history step, its money movement
+//! (through the live [`crate::settlement::SettlementProvider`]) and its `escrow.*` event
+//! are one transaction. Escrows are public contracts: any valid key that holds the id reads
+//! one, whatever its organization; only the funding organization's keys move it.
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::response::Response;
+use axum::routing::{get, post};
+use mandate_core::escrow::{EscrowAction, EscrowStatus, HistoryEntry};
+use mandate_core::funding::{FundingError, FundingRequest, check_funding};
+use mandate_core::id::EscrowId;
+use mandate_core::mandate::format_timestamp;
+use serde_json::{Value, json};
+
+use super::{created, ok};
+use crate::body::JsonBody;
+use crate::clock::{from_ms, ms, random16};
+use crate::error::ApiError;
+use crate::model::Caller;
+use crate::settlement::{Movement, MovementKind, SettlementError};
+use crate::state::AppState;
+use crate::storage::escrows::{self, EscrowRow};
+use crate::storage::{decisions, events};
+
+/// The routes.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/escrows", post(create))
+        .route("/v1/escrows/{id}", get(show))
+        .route("/v1/escrows/{id}/deliver", post(deliver))
+        .route("/v1/escrows/{id}/release", post(release))
+        .route("/v1/escrows/{id}/refund", post(refund))
+        .route("/v1/escrows/{id}/dispute", post(dispute))
+}
+
+/// An escrow in its API shape, also the `data` of every `escrow.*` event. `escrow` repeats
+/// `id` under the name the event data of the written interface uses.
+pub fn escrow_json(e: &EscrowRow) -> Value {
+    json!({
+        "id": e.id,
+        "escrow": e.id,
+        "amount": e.amount,
+        "currency": e.currency,
+        "buyer": e.buyer,
+        "seller": e.seller,
+        "decision": e.decision,
+        "arbiter": e.arbiter,
+        "state": e.status.state,
+        "disputed": e.status.disputed,
+        "history": e.history,
+        "created_at": format_timestamp(from_ms(e.created_ms)),
+    })
+}
+
+fn settle_error(e: SettlementError) -> ApiError {
+    ApiError::Server(e.to_string())
+}
+
+fn refused(e: FundingError) -> ApiError {
+    ApiError::InvalidRequest(e.to_string())
+}
+
+async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    body: Result<JsonBody, ApiError>,
+) -> Result<Response, ApiError> {
+    // The key class is checked before the body: a wrong key gets 403 whatever it sent.
+    caller.require_org()?;
+    let JsonBody(body) = body?;
+    let request = FundingRequest::from_json(&body)?;
+    let now = state.now();
+    let id = EscrowId::from_random(random16());
+    let (org, env) = (caller.org_id.clone(), caller.env);
+    let settlement = state.settlement.clone();
+    let escrow = state
+        .db
+        .write(move |tx| -> Result<_, ApiError> {
+            let wanted = request.decision.as_str();
+            let decision = decisions::get(tx, &org, env.as_str(), None, wanted)?
+                .ok_or_else(|| ApiError::not_found("decision", wanted))?;
+            check_funding(&request, &decision.claims, now).map_err(refused)?;
+            let escrow = EscrowRow {
+                id,
+                org_id: org.clone(),
+                env: env.as_str().to_owned(),
+                amount: request.amount,
+                currency: request.currency.clone(),
+                buyer: request.buyer.clone(),
+                seller: request.seller.clone(),
+                decision: request.decision.clone(),
+                arbiter: request.arbiter.clone(),
+                status: EscrowStatus::FUNDED,
+                history: vec![HistoryEntry::new(EscrowStatus::FUNDED, now, org.as_str())],
+                created_ms: ms(now),
+            };
+            if !escrows::insert(tx, &escrow, decision.claims.nonce.as_str())? {
+                return Err(refused(FundingError::Spent {
+                    decision: request.decision.clone(),
+                }));
+            }
+            let lock = Movement {
+                escrow: escrow.id.as_str(),
+                kind: MovementKind::Lock,
+                amount: escrow.amount,
+                currency: &escrow.currency,
+                from: escrow.buyer.as_str(),
+                to: escrow.id.as_str(),
+            };
+            settlement
+                .settle(tx, &lock, escrow.created_ms)
+                .map_err(settle_error)?;
+            let data = escrow_json(&escrow);
+            events::append(tx, &org, env.as_str(), "escrow.funded", &data, ms(now))?;
+            Ok(escrow)
+        })
+        .await?;
+    Ok(created(escrow_json(&escrow)))
+}
+
+/// Any valid key of any organization reads an escrow by its id: it is a public contract.
+async fn show(
+    State(state): State<AppState>,
+    _caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let wanted = id.clone();
+    let escrow = state
+        .db
+        .read(move |conn| -> Result<_, ApiError> { Ok(escrows::get(conn, &wanted, None)?) })
+        .await?;
+    escrow
+        .map(|e| ok(escrow_json(&e)))
+        .ok_or_else(|| ApiError::not_found("escrow", &id))
+}
+
+/// The event each action fires.
+fn event_type(action: EscrowAction) -> &'static str {
+    match action {
+        EscrowAction::Deliver => "escrow.delivered",
+        EscrowAction::Release => "escrow.released",
+        EscrowAction::Refund => "escrow.refunded",
+        EscrowAction::Dispute => "escrow.disputed",
+    }
+}
+
+/// Applies `action` to an escrow of the caller's organization and environment: the state
+/// change, its history step, its money movement and its event, in one transaction. A
+/// refused action writes nothing.
+async fn act(
+    state: AppState,
+    caller: Caller,
+    id: String,
+    action: EscrowAction,
+) -> Result<Response, ApiError> {
+    caller.require_org()?;
+    let now = state.now();
+    let (org, env) = (caller.org_id.clone(), caller.env);
+    let settlement = state.settlement.clone();
+    let escrow = state
+        .db
+        .write(move |tx| -> Result<_, ApiError> {
+            let mut escrow = escrows::get(tx, &id, Some((&org, env.as_str())))?
+                .ok_or_else(|| ApiError::not_found("escrow", &id))?;
+            let from = escrow.status;
+            let to = from
+                .apply(action)
+                .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
+            let entry = HistoryEntry::new(to, now, org.as_str());
+            if !escrows::advance(tx, &id, from, &entry, escrow.history.len())? {
+                return Err(ApiError::Server(format!(
+                    "escrow {id} changed inside its own write"
+                )));
+            }
+            escrow.status = to;
+            escrow.history.push(entry);
+            if let Some(kind) = MovementKind::for_action(action) {
+                let payee = match kind {
+                    MovementKind::Release => escrow.seller.as_str(),
+                    MovementKind::Refund | MovementKind::Lock => escrow.buyer.as_str(),
+                };
+                let movement = Movement {
+                    escrow: escrow.id.as_str(),
+                    kind,
+                    amount: escrow.amount,
+                    currency: &escrow.currency,
+                    from: escrow.id.as_str(),
+                    to: payee,
+                };
+                settlement
+                    .settle(tx, &movement, ms(now))
+                    .map_err(settle_error)?;
+            }
+            let data = escrow_json(&escrow);
+            events::append(tx, &org, env.as_str(), event_type(action), &data, ms(now))?;
+            Ok(escrow)
+        })
+        .await?;
+    Ok(ok(escrow_json(&escrow)))
+}
+
+async fn deliver(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    act(state, caller, id, EscrowAction::Deliver).await
+}
+
+async fn release(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    act(state, caller, id, EscrowAction::Release).await
+}
+
+async fn refund(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    act(state, caller, id, EscrowAction::Refund).await
+}
+
+async fn dispute(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    act(state, caller, id, EscrowAction::Dispute).await
+}

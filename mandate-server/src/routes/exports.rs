@@ -1,0 +1,201 @@
+//! `GET /v1/exports/decisions`: every decision matching the list filters, as NDJSON, oldest
+//! first, without pagination, for audit.
+//!
+//! The export never holds more than one page of [`PAGE`] decisions. It fixes its upper
+//! bound (the highest seq committed when it starts), reads the first page before answering
+//! (so a failure there is still an error envelope), then streams: each further page is read
+//! through the read pool by seq (keyset pagination) only when the previous chunk has been
+//! taken by the connection, so a slow client holds back the reads instead of filling
+//! memory. A failure after the first byte aborts the response, which the client sees as a
+//! body that did not end properly (no final chunk), never as a short but valid export.
+
+use std::collections::BTreeMap;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{RawQuery, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+
+use crate::decision::Decision;
+use crate::error::ApiError;
+use crate::list;
+use crate::model::{Caller, Env};
+use crate::routes::decisions::filters;
+use crate::state::AppState;
+use crate::storage::Db;
+use crate::storage::decisions::{self, Filters};
+
+/// The media type of the export.
+pub const NDJSON: &str = "application/x-ndjson";
+
+/// Decisions read (and held) at a time.
+pub const PAGE: i64 = 1000;
+
+/// The filters of the export: those of `GET /v1/decisions`.
+const FILTERS: &[&str] = &["agent", "verdict", "policy_verdict"];
+
+/// The routes.
+pub fn router() -> Router<AppState> {
+    Router::new().route("/v1/exports/decisions", get(export))
+}
+
+/// Where an export stands between two chunks.
+struct Walk {
+    db: Db,
+    org: String,
+    env: Env,
+    filters: Filters,
+    /// The highest seq the export covers.
+    upto: i64,
+    /// The seq of the last decision sent.
+    after: i64,
+    /// A page already read (the first one) and not sent yet.
+    ready: Option<Vec<(i64, Decision)>>,
+    done: bool,
+}
+
+async fn read_page(
+    db: &Db,
+    org: &str,
+    env: Env,
+    filters: &Filters,
+    after: i64,
+    upto: i64,
+) -> Result<Vec<(i64, Decision)>, ApiError> {
+    let (org, filters) = (org.to_owned(), filters.clone());
+    db.read(move |conn| -> Result<_, ApiError> {
+        Ok(decisions::export_page(
+            conn,
+            &org,
+            env.as_str(),
+            &filters,
+            after,
+            upto,
+            PAGE,
+        )?)
+    })
+    .await
+}
+
+/// One page as NDJSON lines.
+fn lines(rows: &[(i64, Decision)]) -> Result<Bytes, ApiError> {
+    let mut out = Vec::with_capacity(rows.len() * 640);
+    for (_, decision) in rows {
+        serde_json::to_writer(&mut out, &decision.to_json())
+            .map_err(|e| ApiError::Server(format!("encoding a decision: {e}")))?;
+        out.push(b'\n');
+    }
+    Ok(Bytes::from(out))
+}
+
+/// The next chunk of the export, or `None` when it is complete.
+async fn next_chunk(mut walk: Walk) -> Option<(Result<Bytes, ApiError>, Walk)> {
+    if walk.done {
+        return None;
+    }
+    let rows = match walk.ready.take() {
+        Some(rows) => rows,
+        None => {
+            let page = read_page(
+                &walk.db,
+                &walk.org,
+                walk.env,
+                &walk.filters,
+                walk.after,
+                walk.upto,
+            )
+            .await;
+            match page {
+                Ok(rows) => rows,
+                Err(e) => {
+                    tracing::error!("export aborted: {e}");
+                    walk.done = true;
+                    return Some((Err(e), walk));
+                }
+            }
+        }
+    };
+    let (Some((last, _)), Ok(len)) = (rows.last(), i64::try_from(rows.len())) else {
+        return None;
+    };
+    walk.after = *last;
+    walk.done = len < PAGE;
+    Some((lines(&rows), walk))
+}
+
+/// Parses the filters; `limit` and `cursor` are refused, since the export is not paginated.
+fn parse(query: Option<&str>) -> Result<list::ListParams, ApiError> {
+    let mut filters = BTreeMap::new();
+    for (name, value) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+        match name.as_ref() {
+            "limit" | "cursor" => {
+                return Err(ApiError::InvalidRequest(
+                    "the export is not paginated: it takes no limit or cursor, only the filters agent, verdict and policy_verdict".into(),
+                ));
+            }
+            known if FILTERS.contains(&known) => {
+                if filters
+                    .insert(known.to_owned(), value.into_owned())
+                    .is_some()
+                {
+                    return Err(ApiError::InvalidRequest(format!(
+                        "query parameter {known} is given more than once"
+                    )));
+                }
+            }
+            other => {
+                let shown: String = other.chars().take(64).collect();
+                return Err(ApiError::InvalidRequest(format!(
+                    "unknown query parameter {shown}; the export takes agent, verdict and policy_verdict"
+                )));
+            }
+        }
+    }
+    Ok(list::ListParams {
+        limit: PAGE,
+        cursor: None,
+        filters,
+    })
+}
+
+fn ndjson(body: Body) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, NDJSON),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+async fn export(
+    State(state): State<AppState>,
+    caller: Caller,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    let params = parse(query.as_deref())?;
+    let Some(filters) = filters(&caller, &params)? else {
+        return Ok(ndjson(Body::empty()));
+    };
+    let (org, env) = (caller.org_id.clone(), caller.env);
+    let upto = state
+        .db
+        .read(|conn| -> Result<_, ApiError> { Ok(decisions::last_seq(conn)?) })
+        .await?;
+    let first = read_page(&state.db, &org, env, &filters, 0, upto).await?;
+    let walk = Walk {
+        db: state.db.clone(),
+        org,
+        env,
+        filters,
+        upto,
+        after: 0,
+        ready: Some(first),
+        done: false,
+    };
+    let stream = futures_util::stream::unfold(walk, next_chunk);
+    Ok(ndjson(Body::from_stream(stream)))
+}

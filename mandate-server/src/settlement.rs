@@ -1,0 +1,178 @@
+//! Settlement: where an escrow's money actually moves.
+//!
+//! Licensed external providers execute settlement; the service talks to them through one
+//! trait, [`SettlementProvider`], with exactly one live adapter chosen by the operator
+//! (`serve --settlement`, see [`Adapter`]). Which adapter is live is operator knowledge: its
+//! name appears in no API response, event or error message.
+//!
+//! Every movement is made inside the database transaction of the escrow state change that
+//! causes it, and is idempotent on (escrow, kind): a retried transition can never move the
+//! money twice. The one adapter today, [`Ledger`], records each movement durably in the
+//! service's own database. An adapter for an external provider would, in the same
+//! transaction, write the movement to an outbox that a worker sends to the provider with
+//! the idempotency key `<escrow id>:<kind>`, the way webhook deliveries work.
+
+use std::sync::Arc;
+
+use mandate_core::amount::Amount;
+use mandate_core::escrow::EscrowAction;
+use mandate_core::names::Currency;
+use rusqlite::Connection;
+
+use crate::storage::settlement::{self, MovementRow};
+
+/// The kinds of money movement, at most one of each per escrow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MovementKind {
+    /// Funding: the buyer's funds are locked.
+    Lock,
+    /// The locked funds go to the seller.
+    Release,
+    /// The locked funds go back to the buyer.
+    Refund,
+}
+
+impl MovementKind {
+    /// The stored form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Lock => "lock",
+            Self::Release => "release",
+            Self::Refund => "refund",
+        }
+    }
+
+    /// The movement an escrow action causes: release and refund move money; deliver and
+    /// dispute only change the state.
+    pub fn for_action(action: EscrowAction) -> Option<Self> {
+        match action {
+            EscrowAction::Release => Some(Self::Release),
+            EscrowAction::Refund => Some(Self::Refund),
+            EscrowAction::Deliver | EscrowAction::Dispute => None,
+        }
+    }
+}
+
+/// One movement of an escrow's money.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Movement<'a> {
+    /// The escrow, `esc_…`; with `kind`, the idempotency key.
+    pub escrow: &'a str,
+    /// What kind of movement.
+    pub kind: MovementKind,
+    /// The exact amount.
+    pub amount: Amount,
+    /// Its currency.
+    pub currency: &'a Currency,
+    /// Whose money it was (an agent id, or the escrow id for locked funds).
+    pub from: &'a str,
+    /// Whose money it becomes.
+    pub to: &'a str,
+}
+
+/// Settlement failed; the state change it belonged to is rolled back with it.
+#[derive(Debug, thiserror::Error)]
+pub enum SettlementError {
+    /// The adapter's durable record could not be written.
+    #[error("settlement record: {0}")]
+    Storage(#[from] rusqlite::Error),
+}
+
+/// A settlement provider's adapter.
+pub trait SettlementProvider: Send + Sync + 'static {
+    /// Executes `movement` within `tx`, the transaction of the state change that causes it,
+    /// at `now_ms`. Idempotent on (escrow, kind): `Ok(false)` when that movement was already
+    /// made, in which case nothing moves.
+    fn settle(
+        &self,
+        tx: &Connection,
+        movement: &Movement<'_>,
+        now_ms: i64,
+    ) -> Result<bool, SettlementError>;
+}
+
+/// The ledger adapter: records every movement in the `settlement_movements` table, keyed
+/// uniquely by (escrow, kind).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Ledger;
+
+impl SettlementProvider for Ledger {
+    fn settle(
+        &self,
+        tx: &Connection,
+        movement: &Movement<'_>,
+        now_ms: i64,
+    ) -> Result<bool, SettlementError> {
+        let row = MovementRow {
+            escrow_id: movement.escrow.to_owned(),
+            kind: movement.kind.as_str().to_owned(),
+            amount: movement.amount.to_string(),
+            currency: movement.currency.as_str().to_owned(),
+            from_party: movement.from.to_owned(),
+            to_party: movement.to.to_owned(),
+            created_ms: now_ms,
+        };
+        Ok(settlement::record(tx, &row)?)
+    }
+}
+
+/// The adapters an operator can make live; exactly one is, for the whole service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Adapter {
+    /// [`Ledger`].
+    #[default]
+    Ledger,
+}
+
+impl Adapter {
+    /// Every adapter, for the operator's command line.
+    pub const ALL: [Adapter; 1] = [Self::Ledger];
+
+    /// The operator's name for it (never shown to API clients).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Ledger => "ledger",
+        }
+    }
+
+    /// Parses the operator's name.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|a| a.name() == name)
+    }
+
+    /// The live provider.
+    pub fn provider(self) -> Arc<dyn SettlementProvider> {
+        match self {
+            Self::Ledger => Arc::new(Ledger),
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for adapter in Adapter::ALL {
+            assert_eq!(Adapter::parse(adapter.name()), Some(adapter));
+        }
+        assert_eq!(Adapter::parse("stripe"), None);
+        assert_eq!(Adapter::default(), Adapter::Ledger);
+    }
+
+    #[test]
+    fn only_release_and_refund_move_money() {
+        assert_eq!(
+            MovementKind::for_action(EscrowAction::Release),
+            Some(MovementKind::Release)
+        );
+        assert_eq!(
+            MovementKind::for_action(EscrowAction::Refund),
+            Some(MovementKind::Refund)
+        );
+        assert_eq!(MovementKind::for_action(EscrowAction::Deliver), None);
+        assert_eq!(MovementKind::for_action(EscrowAction::Dispute), None);
+    }
+}

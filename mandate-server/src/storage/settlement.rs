@@ -1,0 +1,63 @@
+//! The settlement ledger: the money movements recorded by the ledger adapter
+//! ([`crate::settlement::Ledger`]), at most one of each kind per escrow.
+
+use rusqlite::{Connection, params};
+
+/// One recorded money movement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MovementRow {
+    /// The escrow it belongs to.
+    pub escrow_id: String,
+    /// `lock`, `release` or `refund`.
+    pub kind: String,
+    /// The exact amount, as text.
+    pub amount: String,
+    /// Its currency.
+    pub currency: String,
+    /// Whose money it was.
+    pub from_party: String,
+    /// Whose money it became.
+    pub to_party: String,
+    /// When it was recorded, unix ms.
+    pub created_ms: i64,
+}
+
+/// Records a movement unless one of the same kind exists for the escrow; `Ok(true)` if this
+/// call recorded it.
+pub fn record(tx: &Connection, movement: &MovementRow) -> rusqlite::Result<bool> {
+    let inserted = tx.execute(
+        "INSERT OR IGNORE INTO settlement_movements
+            (escrow_id, kind, amount, currency, from_party, to_party, created_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        params![
+            movement.escrow_id,
+            movement.kind,
+            movement.amount,
+            movement.currency,
+            movement.from_party,
+            movement.to_party,
+            movement.created_ms,
+        ],
+    )?;
+    Ok(inserted == 1)
+}
+
+/// The movements of an escrow, in the order they were recorded.
+pub fn of_escrow(conn: &Connection, escrow_id: &str) -> rusqlite::Result<Vec<MovementRow>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT escrow_id, kind, amount, currency, from_party, to_party, created_ms
+         FROM settlement_movements WHERE escrow_id = ?1 ORDER BY id",
+    )?;
+    let rows = stmt.query_map([escrow_id], |r| {
+        Ok(MovementRow {
+            escrow_id: r.get(0)?,
+            kind: r.get(1)?,
+            amount: r.get(2)?,
+            currency: r.get(3)?,
+            from_party: r.get(4)?,
+            to_party: r.get(5)?,
+            created_ms: r.get(6)?,
+        })
+    })?;
+    rows.collect()
+}

@@ -1,0 +1,422 @@
+//! Crash safety under load: many agents send authorizations (each with its own
+//! Idempotency-Key) while the real binary is killed with SIGKILL at a random moment, four
+//! rounds in a row, restarting on the same database each time. Afterwards:
+//!
+//! - every decision a client was answered 201 for is stored, identical;
+//! - `PRAGMA integrity_check` is ok, and each stored review verdict has its review and its
+//!   `decision.review_pending` event (they were one transaction);
+//! - each request cut by the kill, retried with the same key and body, is answered 201:
+//!   either the replay of what was committed or its first execution; no key ever has more
+//!   than one decision;
+//! - the velocity window and month-to-date the restarted server judges with are those
+//!   rebuilt from the stored decisions: its next verdict for every agent is what
+//!   `mandate_core::policy::evaluate` says given that history, and the month-to-date in
+//!   its reasons is the sum of the stored `allow` amounts.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
+use std::time::{Duration, Instant};
+
+use mandate_core::amount::Amount;
+use mandate_core::history::AgentHistory;
+use mandate_core::id::{AgentId, MandateId};
+use mandate_core::mandate::{Mandate, MandateDraft, MandateStatus};
+use mandate_core::policy::{AuthorizationRequest, Mode, evaluate};
+use mandate_core::timefmt;
+use reqwest::Method;
+use serde_json::Value;
+
+use crate::process::{Answer, Client, Server, free_port, onboard};
+
+const ROUNDS: usize = 4;
+/// Agents that send as fast as they are answered (mostly velocity denials after ten).
+const FAST: usize = 8;
+/// Agents that send one request a round, so that they stay under the velocity rule and
+/// their month-to-date shows in the probe's reason.
+const SLOW: usize = 8;
+
+/// One request a client sent.
+struct Sent {
+    agent: usize,
+    /// Idempotency-Key, also the recipient's name: one decision per key at most.
+    tag: String,
+    body: String,
+    /// The answer, or `None` if the kill cut it.
+    answer: Option<Answer>,
+}
+
+fn random(seed: &RandomState, n: u64) -> u64 {
+    seed.hash_one(n)
+}
+
+fn mandate_body(name: &str) -> String {
+    format!(
+        r#"{{"agent": "agt_{name}", "limits": {{"per_transaction": 1000, "per_month": 1000, "currency": "USD"}},
+            "categories": ["software"], "review_above": 40, "expires": "2099-12-31"}}"#
+    )
+}
+
+fn request_body(tag: &str, cents: u64) -> String {
+    format!(
+        r#"{{"amount": {}.{:02}, "currency": "USD", "recipient": "vendor:{tag}", "category": "software"}}"#,
+        1 + cents / 100 % 50,
+        cents % 100
+    )
+}
+
+/// Sends requests for `agent` until `quota` are done or the server is gone.
+async fn load(
+    client: Client,
+    key: String,
+    agent: usize,
+    round: usize,
+    quota: usize,
+    delay: Duration,
+    seed: RandomState,
+) -> Vec<Sent> {
+    tokio::time::sleep(delay).await;
+    let mut sent = Vec::new();
+    for n in 0..quota {
+        let tag = format!("r{round}-a{agent}-n{n}");
+        let body = request_body(
+            &tag,
+            random(&seed, (round * 100_000 + agent * 1000 + n) as u64),
+        );
+        let answer = client
+            .send(
+                Method::POST,
+                &key,
+                "/v1/authorizations",
+                Some(&body),
+                Some(&tag),
+            )
+            .await
+            .ok();
+        let cut = answer.is_none();
+        sent.push(Sent {
+            agent,
+            tag,
+            body,
+            answer,
+        });
+        if cut {
+            break;
+        }
+    }
+    sent
+}
+
+/// The decision as the API returns it, from a 201 authorization response.
+fn as_stored(response: &Value) -> Value {
+    let mut expected = response.clone();
+    let object = expected.as_object_mut().unwrap();
+    object.remove("verdict_token");
+    object.remove("review");
+    expected
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_minus_nine_under_load_loses_nothing_and_runs_each_key_once() {
+    let started = Instant::now();
+    let seed = RandomState::new();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("crash.db");
+    let org = onboard(&db, "crashers");
+    let public_port = free_port();
+    let mut server = Server::start(&db, public_port, &[]);
+    let client = Client::new(&server.api);
+
+    let mut agents = Vec::new(); // (agent key, mandate)
+    for i in 0..FAST + SLOW {
+        let name = format!("agent{i}");
+        let r = client
+            .post(&org, "/v1/agents", &format!(r#"{{"name": "{name}"}}"#))
+            .await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        let key = r.body["agent_key"].as_str().unwrap().to_owned();
+        let body = mandate_body(&name);
+        let m = client.post(&org, "/v1/mandates", &body).await;
+        assert_eq!(m.status, 201, "{}", m.text);
+        let mandate = Mandate {
+            id: MandateId::parse(m.body["id"].as_str().unwrap()).unwrap(),
+            terms: MandateDraft::from_json(&serde_json::from_str(&body).unwrap()).unwrap(),
+            status: MandateStatus::Active,
+            created_at: timefmt::parse(m.body["created_at"].as_str().unwrap()).unwrap(),
+        };
+        agents.push((key, mandate));
+    }
+
+    let mut all: Vec<Sent> = Vec::new();
+    let (mut cut, mut replayed, mut executed) = (0, 0, 0);
+    for round in 0..ROUNDS {
+        let client = Client::new(&server.api);
+        let kill_after = Duration::from_millis(60 + random(&seed, round as u64) % 340);
+        let tasks: Vec<_> = agents
+            .iter()
+            .enumerate()
+            .map(|(i, (key, _))| {
+                let (quota, delay) = if i < FAST {
+                    (400, Duration::ZERO)
+                } else {
+                    (
+                        1,
+                        Duration::from_millis(random(&seed, (round * 64 + i) as u64) % 250),
+                    )
+                };
+                tokio::spawn(load(
+                    client.clone(),
+                    key.clone(),
+                    i,
+                    round,
+                    quota,
+                    delay,
+                    seed.clone(),
+                ))
+            })
+            .collect();
+        tokio::time::sleep(kill_after).await;
+        server.kill();
+        let mut sent = Vec::new();
+        for task in tasks {
+            sent.extend(task.await.unwrap());
+        }
+        // Restart on the same database and retry what the kill cut, as a client would.
+        server = Server::start(&db, public_port, &[]);
+        let client = Client::new(&server.api);
+        for s in sent.iter_mut().filter(|s| s.answer.is_none()) {
+            cut += 1;
+            let key = &agents[s.agent].0;
+            let retry = client
+                .send(
+                    Method::POST,
+                    key,
+                    "/v1/authorizations",
+                    Some(&s.body),
+                    Some(&s.tag),
+                )
+                .await
+                .unwrap();
+            assert_eq!(retry.status, 201, "retry of {}: {}", s.tag, retry.text);
+            if retry.replayed {
+                replayed += 1;
+            } else {
+                executed += 1;
+            }
+            s.answer = Some(retry);
+        }
+        all.extend(sent);
+    }
+    let client = Client::new(&server.api);
+
+    // The file is sound, and what belongs together was committed together.
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let integrity: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(integrity, "ok");
+    let orphans: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM decisions d WHERE d.verdict = 'review' AND (
+               (SELECT COUNT(*) FROM reviews r WHERE r.decision_id = d.id) != 1
+               OR (SELECT COUNT(*) FROM events e WHERE e.type = 'decision.review_pending'
+                   AND json_extract(e.data, '$.id') = d.id) != 1)",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(
+        orphans, 0,
+        "a review decision lacks its review or its event"
+    );
+    let reviews_without_decision: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM reviews r WHERE NOT EXISTS (SELECT 1 FROM decisions d WHERE d.id = r.decision_id)",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(reviews_without_decision, 0);
+    drop(conn);
+
+    // Every 201 is stored, identical; no key ran twice.
+    let stored = client.walk(&org, "/v1/decisions").await;
+    let by_id: HashMap<&str, &Value> = stored
+        .iter()
+        .map(|d| (d["id"].as_str().unwrap(), d))
+        .collect();
+    let mut per_tag: HashMap<&str, usize> = HashMap::new();
+    for d in &stored {
+        let recipient = d["request"]["recipient"].as_str().unwrap();
+        *per_tag
+            .entry(recipient.strip_prefix("vendor:").unwrap())
+            .or_default() += 1;
+    }
+    for s in &all {
+        let answer = s.answer.as_ref().unwrap();
+        assert_eq!(answer.status, 201, "{}: {}", s.tag, answer.text);
+        let id = answer.body["id"].as_str().unwrap();
+        let got = by_id
+            .get(id)
+            .unwrap_or_else(|| panic!("decision {id} ({}) was lost", s.tag));
+        let mut got = (*got).clone();
+        got.as_object_mut().unwrap().remove("review");
+        assert_eq!(got, as_stored(&answer.body), "decision {id} changed");
+        assert_eq!(
+            per_tag.get(s.tag.as_str()),
+            Some(&1),
+            "key {} ran more than once",
+            s.tag
+        );
+    }
+    assert!(
+        per_tag.values().all(|&n| n == 1),
+        "a key ran more than once"
+    );
+    assert_eq!(per_tag.len(), all.len(), "a decision no client asked for");
+
+    // The restarted server judges with the history rebuilt from what is stored.
+    let mut checked_sums = 0;
+    for (i, (key, mandate)) in agents.iter().enumerate() {
+        let agent = AgentId::parse(&format!("agt_agent{i}")).unwrap();
+        let mut mine: Vec<&Value> = stored
+            .iter()
+            .filter(|d| d["request"]["agent"] == agent.as_str())
+            .collect();
+        mine.sort_by_key(|d| timefmt::parse(d["created_at"].as_str().unwrap()).unwrap());
+        let body = r#"{"amount": 1000, "currency": "USD", "recipient": "vendor:probe", "category": "software"}"#;
+        let probe = client.post(key, "/v1/authorizations", body).await;
+        assert_eq!(probe.status, 201, "{}", probe.text);
+        let now = timefmt::parse(probe.body["created_at"].as_str().unwrap()).unwrap();
+        let mut history = AgentHistory::default();
+        let mut sum = Amount::ZERO;
+        for d in &mine {
+            let at = timefmt::parse(d["created_at"].as_str().unwrap()).unwrap();
+            history.velocity.record(mandate_core::history::unix_ms(at));
+            if d["verdict"] == "allow" {
+                let amount = Amount::parse(&d["request"]["amount"].to_string()).unwrap();
+                history.spend.add(amount, at);
+                sum = sum.checked_add(amount).unwrap();
+            }
+        }
+        let request =
+            AuthorizationRequest::from_json(agent.clone(), &serde_json::from_str(body).unwrap())
+                .unwrap();
+        let expected = evaluate(Some(mandate), &request, &history, Mode::Enforce, now);
+        assert_eq!(
+            probe.body["verdict"],
+            expected.verdict.as_str(),
+            "agent{i}: {}",
+            probe.text
+        );
+        assert_eq!(
+            probe.body["reason"].as_str(),
+            expected.reason.as_deref(),
+            "agent{i}"
+        );
+        if i >= FAST {
+            // Under the velocity rule: the reason shows the month-to-date the server holds.
+            assert!(mine.len() < 10, "agent{i} sent {} requests", mine.len());
+            if sum != Amount::ZERO {
+                assert_eq!(
+                    probe.body["reason"].as_str().unwrap(),
+                    format!(
+                        "month-to-date spend {sum} plus amount 1000 exceeds per_month limit 1000"
+                    )
+                );
+                checked_sums += 1;
+            } else {
+                assert_eq!(probe.body["verdict"], "allow");
+            }
+        }
+    }
+    eprintln!(
+        "crash: {ROUNDS} rounds, {} requests, {cut} cut by kill -9 ({replayed} replayed, {executed} executed on retry), {} decisions stored, {checked_sums} month-to-date sums checked, {:.1} s",
+        all.len(),
+        stored.len(),
+        started.elapsed().as_secs_f64()
+    );
+    assert!(cut > 0, "no request was in flight at any kill");
+    server.kill();
+}
+
+/// A request abandoned by its client (gone, or timed out) while it waits releases its
+/// Idempotency-Key: the retry runs it, rather than getting 409 "still being processed"
+/// until the next restart.
+#[tokio::test]
+async fn an_abandoned_request_releases_its_idempotency_key() {
+    let app = crate::helpers::spawn_app().await;
+    let org = app.org.sandbox.clone();
+    let agent = app.standard_agent(&org, "quitter").await;
+    let state = app.running.as_ref().unwrap().state.clone();
+    let org_id: String = rusqlite::Connection::open(&app.db_path)
+        .unwrap()
+        .query_row("SELECT id FROM orgs WHERE name = 'acme'", [], |r| r.get(0))
+        .unwrap();
+    // Hold the agent's lock, as a long request of the same agent would.
+    let guard = state
+        .agents
+        .lock(
+            &state.db,
+            &org_id,
+            mandate_server::model::Env::Sandbox,
+            &AgentId::parse("agt_quitter").unwrap(),
+            app.clock_now(),
+        )
+        .await
+        .unwrap();
+    let body =
+        r#"{"amount": 5, "currency": "USD", "recipient": "vendor:acme", "category": "software"}"#;
+    let impatient = reqwest::Client::builder()
+        .timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let gave_up = impatient
+        .post(format!("{}/v1/authorizations", app.api))
+        .header("authorization", format!("Bearer {agent}"))
+        .header("content-type", "application/json")
+        .header("idempotency-key", "patience")
+        .body(body)
+        .send()
+        .await;
+    assert!(gave_up.is_err(), "the request should have been waiting");
+    // The server notices the closed connection, drops the request and releases the key
+    // while the lock is still held.
+    let conn = rusqlite::Connection::open(&app.db_path).unwrap();
+    let claimed = || -> i64 {
+        conn.query_row(
+            "SELECT COUNT(*) FROM idempotency WHERE idem_key = 'patience'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    let mut released = false;
+    for _ in 0..250 {
+        if claimed() == 0 {
+            released = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(released, "the key stayed claimed by the abandoned request");
+    drop(guard);
+    let r = app
+        .send(
+            Method::POST,
+            Some(&agent),
+            "/v1/authorizations",
+            Some(body.into()),
+            &[("idempotency-key", "patience")],
+        )
+        .await;
+    assert!(r.header("idempotency-replayed").is_none());
+    assert_eq!(r.status, 201, "{}", r.text);
+    // Exactly one decision, whichever attempt made it.
+    let decisions = app.get(&org, "/v1/decisions").await;
+    assert_eq!(
+        decisions.body["data"].as_array().unwrap().len(),
+        1,
+        "{}",
+        decisions.text
+    );
+}

@@ -1,0 +1,209 @@
+//! `GET /v1/exports/decisions`: complete, oldest first, parseable NDJSON in the API's shape,
+//! with the list filters and the agent-key scope of `GET /v1/decisions`.
+
+use mandate_core::amount::Amount;
+use mandate_core::claims::{RequestClaims, VerdictClaims};
+use mandate_core::id::{AgentId, DecisionId, Nonce};
+use mandate_core::names::{Category, Currency, Recipient};
+use mandate_core::policy::{Mode, Verdict};
+use mandate_server::decision::Decision;
+use mandate_server::routes::exports::PAGE;
+use mandate_server::storage::{StorageError, decisions, keys};
+use serde_json::Value;
+
+use crate::helpers::{Resp, TestApp, spawn_app};
+
+/// A decision shaped like the server's own, numbered `n`.
+fn decision(agent: &str, verdict: Verdict, n: usize, iat: i64) -> Decision {
+    let mut bytes = [0u8; 16];
+    bytes[..8].copy_from_slice(&(n as u64).to_be_bytes());
+    bytes[8] = 0xd0;
+    let mut nonce = bytes;
+    nonce[8] = 0x70;
+    Decision {
+        claims: VerdictClaims {
+            iss: "http://127.0.0.1".into(),
+            jti: DecisionId::from_random(bytes),
+            iat,
+            exp: iat + 300,
+            verdict,
+            policy_verdict: verdict,
+            mandate: None,
+            policy_version: "pol_2026-11-22.1".into(),
+            nonce: Nonce::from_random(nonce),
+            request: RequestClaims {
+                agent: AgentId::parse(agent).unwrap(),
+                amount: Amount::parse(&format!("{}.{:02}", n % 100, n % 97)).unwrap(),
+                currency: Currency::parse("USD").unwrap(),
+                recipient: Recipient::parse("vendor:acme").unwrap(),
+                category: Category::parse("software").unwrap(),
+            },
+        },
+        reason: (verdict != Verdict::Allow).then(|| format!("bulk decision {n}")),
+        mode: Mode::Enforce,
+        supersedes: None,
+        review: None,
+        created_ms: iat * 1000,
+        is_request: true,
+    }
+}
+
+/// Inserts `decisions` directly, for volume, into the environment of `key`.
+async fn insert(app: &TestApp, key: &str, decisions: Vec<Decision>) {
+    let hash = keys::hash(key);
+    app.running
+        .as_ref()
+        .unwrap()
+        .state
+        .db
+        .write(move |tx| -> Result<(), StorageError> {
+            let caller = keys::caller(tx, &hash)?.unwrap();
+            for d in &decisions {
+                decisions::insert(tx, &caller.org_id, caller.env.as_str(), d)?;
+            }
+            Ok(())
+        })
+        .await
+        .unwrap();
+}
+
+/// The export's lines, each parsed.
+fn lines(r: &Resp) -> Vec<Value> {
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.header("content-type"), Some("application/x-ndjson"));
+    assert!(r.text.is_empty() || r.text.ends_with('\n'));
+    r.text
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+fn ids(lines: &[Value]) -> Vec<String> {
+    lines
+        .iter()
+        .map(|l| l["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn exports_every_matching_decision_oldest_first() {
+    let app = spawn_app().await;
+    let org = app.org.sandbox.clone();
+    let buyer = app.standard_agent(&org, "buyer").await;
+    app.standard_agent(&org, "other").await;
+    let mut expected = Vec::new();
+    for amount in ["10", "120"] {
+        let r = app.authorize(&buyer, amount, "software").await;
+        expected.push(r.body["id"].as_str().unwrap().to_owned());
+    }
+    // A few thousand more, more than three pages, inserted directly for speed.
+    let count = 3 * PAGE as usize + 123;
+    let start = app.clock_now().unix_timestamp();
+    let bulk: Vec<Decision> = (0..count)
+        .map(|n| {
+            let agent = if n % 2 == 0 { "agt_buyer" } else { "agt_other" };
+            let verdict = if n % 3 == 0 {
+                Verdict::DenyLimit
+            } else {
+                Verdict::Allow
+            };
+            decision(agent, verdict, n, start + n as i64)
+        })
+        .collect();
+    expected.extend(bulk.iter().map(|d| d.claims.jti.to_string()));
+    let by_agent_other: Vec<String> = bulk
+        .iter()
+        .filter(|d| d.claims.request.agent.as_str() == "agt_other")
+        .map(|d| d.claims.jti.to_string())
+        .collect();
+    insert(&app, &org, bulk).await;
+    // Decisions of another organization and of the live environment are never exported.
+    let globex = app.onboard("globex").await;
+    let foreign = (0..50)
+        .map(|n| decision("agt_buyer", Verdict::Allow, 100_000 + n, start))
+        .collect();
+    insert(&app, &globex.sandbox, foreign).await;
+    let live = (0..50)
+        .map(|n| decision("agt_buyer", Verdict::Allow, 200_000 + n, start))
+        .collect();
+    insert(&app, &app.org.live, live).await;
+
+    let r = app.get(&org, "/v1/exports/decisions").await;
+    assert_eq!(r.header("content-length"), None, "the export is streamed");
+    let all = lines(&r);
+    assert_eq!(all.len(), count + 2);
+    assert_eq!(ids(&all), expected, "complete and oldest first");
+    // Each line is the decision object of the API.
+    let first = app
+        .get(&org, &format!("/v1/decisions/{}", expected[0]))
+        .await;
+    assert_eq!(all[0], first.body);
+    let bulk_line = app
+        .get(&org, &format!("/v1/decisions/{}", expected[7]))
+        .await;
+    assert_eq!(all[7], bulk_line.body);
+
+    // The list filters apply, alone and together.
+    let other = lines(&app.get(&org, "/v1/exports/decisions?agent=agt_other").await);
+    assert_eq!(ids(&other), by_agent_other);
+    let denied = lines(
+        &app.get(&org, "/v1/exports/decisions?verdict=deny_limit")
+            .await,
+    );
+    assert_eq!(denied.len(), count.div_ceil(3) + 1);
+    assert!(denied.iter().all(|d| d["verdict"] == "deny_limit"));
+    let both = lines(
+        &app.get(
+            &org,
+            "/v1/exports/decisions?agent=agt_other&policy_verdict=allow",
+        )
+        .await,
+    );
+    assert!(
+        both.iter()
+            .all(|d| d["request"]["agent"] == "agt_other" && d["policy_verdict"] == "allow")
+    );
+    assert_eq!(
+        both.len(),
+        (0..count).filter(|n| n % 2 == 1 && n % 3 != 0).count()
+    );
+
+    // An agent key exports its own decisions only; asking for another agent's is empty.
+    let own = lines(&app.get(&buyer, "/v1/exports/decisions").await);
+    assert_eq!(own.len(), 2 + count.div_ceil(2));
+    assert!(own.iter().all(|d| d["request"]["agent"] == "agt_buyer"));
+    let none = app
+        .get(&buyer, "/v1/exports/decisions?agent=agt_other")
+        .await;
+    assert!(lines(&none).is_empty());
+}
+
+#[tokio::test]
+async fn the_export_refuses_paging_and_bad_filters() {
+    let app = spawn_app().await;
+    let org = app.org.sandbox.clone();
+    let paging = "the export is not paginated: it takes no limit or cursor, only the filters agent, verdict and policy_verdict";
+    for query in ["limit=10", "cursor=cur_x", "agent=agt_a&limit=1"] {
+        let r = app
+            .get(&org, &format!("/v1/exports/decisions?{query}"))
+            .await;
+        assert_eq!(r.assert_error(400, "invalid_request"), paging, "{query}");
+    }
+    let r = app.get(&org, "/v1/exports/decisions?verdict=maybe").await;
+    assert!(
+        r.assert_error(400, "invalid_request")
+            .starts_with("verdict must be one of allow, review")
+    );
+    let r = app.get(&org, "/v1/exports/decisions?since=2026").await;
+    assert!(
+        r.assert_error(400, "invalid_request")
+            .starts_with("unknown query parameter since")
+    );
+    // Nothing to export is an empty body, not an error.
+    let empty = app.get(&org, "/v1/exports/decisions").await;
+    assert!(lines(&empty).is_empty());
+    // Only GET.
+    app.post_empty(&org, "/v1/exports/decisions")
+        .await
+        .assert_error(400, "invalid_request");
+}

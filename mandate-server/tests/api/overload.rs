@@ -1,0 +1,333 @@
+//! Overload and slow clients: far beyond capacity the server sheds load with 503 (and 429
+//! per key) in the envelope and keeps answering, its memory stays bounded, and it serves
+//! normally once the flood is over; clients that send headers or a body too slowly
+//! (slowloris) are cut off after the timeout; connections beyond the cap are closed.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::future::join_all;
+use mandate_server::clock::ManualClock;
+use mandate_server::limits::Limits;
+use mandate_server::operator;
+use mandate_server::serve::{self, Config, Running};
+use serde_json::Value;
+
+use crate::helpers::START;
+use crate::process::{Client, Server, assert_envelope, free_port, onboard};
+
+const FLOOD: usize = 2000;
+/// Peak resident memory allowed to the server through the flood.
+const MAX_RSS_MIB: u64 = 128;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_is_shed_with_503_in_the_envelope_memory_stays_bounded_and_service_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("flood.db");
+    let org = onboard(&db, "flooders");
+    // The per-key rate is not what is tested here: lift it so that the gate does the work.
+    let out = std::process::Command::new(crate::process::binary())
+        .args(["set-rate", "--per-second", "1000000", "--db"])
+        .arg(&db)
+        .arg(&org)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let server = Server::start(&db, free_port(), &["--max-in-flight", "8"]);
+    let client = Client::new(&server.api);
+    let mut agents = Vec::new();
+    for i in 0..4 {
+        let name = format!("flood{i}");
+        let r = client
+            .post(&org, "/v1/agents", &format!(r#"{{"name": "{name}"}}"#))
+            .await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        agents.push(r.body["agent_key"].as_str().unwrap().to_owned());
+        let m = crate::helpers::standard_mandate(&name).replace("2026-12-31", "2099-12-31");
+        assert_eq!(client.post(&org, "/v1/mandates", &m).await.status, 201);
+    }
+    let (rss_before, _) = server.memory_kib();
+
+    // Many connections at once, each with one request.
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    let requests = (0..FLOOD).map(|i| {
+        let http = http.clone();
+        let (api, org) = (server.api.clone(), org.clone());
+        let agent = agents[i % agents.len()].clone();
+        async move {
+            let request = match i % 3 {
+                0 => http
+                    .post(format!("{api}/v1/authorizations"))
+                    .header("authorization", format!("Bearer {agent}"))
+                    .header("content-type", "application/json")
+                    .body(r#"{"amount": 1, "currency": "USD", "recipient": "vendor:acme", "category": "software"}"#),
+                1 => http
+                    .get(format!("{api}/v1/decisions?limit=100"))
+                    .header("authorization", format!("Bearer {org}")),
+                _ => http
+                    .get(format!("{api}/v1/agents"))
+                    .header("authorization", format!("Bearer {agent}")),
+            };
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            let retry_after = response
+                .headers()
+                .get("retry-after")
+                .map(|v| v.to_str().unwrap().to_owned());
+            let text = response.text().await.unwrap();
+            (status, retry_after, text)
+        }
+    });
+    let answers = join_all(requests).await;
+    let flood_secs = started.elapsed().as_secs_f64();
+    let (_, peak_kib) = server.memory_kib();
+
+    let mut tally = std::collections::BTreeMap::new();
+    for (status, retry_after, text) in &answers {
+        *tally.entry(*status).or_insert(0) += 1;
+        assert!(
+            [200, 201, 429, 503].contains(status),
+            "unexpected {status}: {text}"
+        );
+        if *status >= 400 {
+            let body: Value = serde_json::from_str(text).unwrap();
+            let answer = crate::process::Answer {
+                status: *status,
+                replayed: false,
+                body,
+                text: text.clone(),
+            };
+            let code = if *status == 503 {
+                "server_error"
+            } else {
+                "rate_limited"
+            };
+            let message = assert_envelope(&answer, *status, code);
+            assert!(retry_after.is_some(), "{status} without Retry-After");
+            if *status == 503 {
+                assert!(message.contains("overloaded"), "{message}");
+                assert_eq!(retry_after.as_deref(), Some("1"));
+            }
+        }
+    }
+    eprintln!(
+        "flood: {FLOOD} requests in {flood_secs:.2} s with --max-in-flight 8: {tally:?}; RSS {} MiB before, peak {} MiB",
+        rss_before / 1024,
+        peak_kib / 1024
+    );
+    assert!(
+        tally.get(&503).copied().unwrap_or(0) > 0,
+        "nothing was shed: {tally:?}"
+    );
+    assert!(
+        peak_kib / 1024 < MAX_RSS_MIB,
+        "peak RSS {} MiB over {MAX_RSS_MIB} MiB",
+        peak_kib / 1024
+    );
+
+    // The flood is over: normal traffic is served normally.
+    for _ in 0..20 {
+        let r = client.get(&org, "/v1/agents").await;
+        assert_eq!(r.status, 200, "{}", r.text);
+    }
+    let r = client
+        .post(&agents[0], "/v1/authorizations", r#"{"amount": 1, "currency": "USD", "recipient": "vendor:acme", "category": "software"}"#)
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    // Every 201 of the flood is stored: shedding refused requests, it dropped none.
+    let stored = client.walk(&org, "/v1/decisions").await;
+    assert_eq!(stored.len(), tally.get(&201).copied().unwrap_or(0) + 1);
+}
+
+/// A server in this process with short timeouts (`timeout` for headers and bodies) and a
+/// cap of 8 connections.
+async fn strict_server(timeout: Duration) -> (Running, String, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(START));
+    let running = serve::start(
+        Config {
+            db: dir.path().join("slow.db"),
+            api_addr: "127.0.0.1:0".into(),
+            public_addr: "127.0.0.1:0".into(),
+            verdicts_url: None,
+            docs_url: None,
+            tls: None,
+            limits: Limits {
+                max_in_flight: 64,
+                max_connections: 8,
+                header_read_timeout: timeout,
+                body_read_timeout: timeout,
+            },
+        },
+        clock,
+    )
+    .await
+    .unwrap();
+    let key = operator::onboard(&running.state.db, "slowpokes", START)
+        .unwrap()
+        .sandbox_key;
+    (running, key, dir)
+}
+
+/// Reads until the server closes the connection (or `limit` passes); returns what it sent
+/// and how long it took.
+fn read_until_closed(stream: &mut TcpStream, limit: Duration) -> (String, Duration) {
+    let started = Instant::now();
+    stream
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let mut received = Vec::new();
+    let mut buf = [0u8; 4096];
+    while started.elapsed() < limit {
+        match stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => received.extend_from_slice(&buf[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => break,
+        }
+    }
+    (
+        String::from_utf8_lossy(&received).into_owned(),
+        started.elapsed(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_sending_its_headers_byte_by_byte_is_disconnected() {
+    let (running, key, _dir) = strict_server(Duration::from_millis(800)).await;
+    let addr = running.api_addr;
+    let request =
+        format!("GET /v1/agents HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {key}\r\n\r\n");
+    let slow = tokio::task::spawn_blocking(move || {
+        let mut stream = TcpStream::connect(addr).unwrap();
+        let started = Instant::now();
+        let mut cut = false;
+        for byte in request.as_bytes() {
+            if stream.write_all(&[*byte]).is_err() {
+                cut = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+            if started.elapsed() > Duration::from_secs(5) {
+                break;
+            }
+        }
+        let (_, waited) = read_until_closed(&mut stream, Duration::from_secs(5));
+        (
+            cut || started.elapsed() < Duration::from_secs(5),
+            started.elapsed(),
+            waited,
+        )
+    });
+    // Meanwhile others are served.
+    let client = reqwest::Client::new();
+    let r = client
+        .get(format!("http://{addr}/v1/agents"))
+        .header("authorization", format!("Bearer {key}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let (closed_early, elapsed, _) = slow.await.unwrap();
+    assert!(
+        closed_early,
+        "a slowloris client kept its connection {elapsed:?}"
+    );
+    assert!(
+        elapsed < Duration::from_secs(4),
+        "disconnected only after {elapsed:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_does_not_arrive_in_time_is_400_in_the_envelope() {
+    let (running, key, _dir) = strict_server(Duration::from_millis(800)).await;
+    let addr = running.api_addr;
+    // Without and with an Idempotency-Key (then the idempotency layer reads the body).
+    for extra in ["", "idempotency-key: slow-1\r\n"] {
+        let head = format!(
+            "POST /v1/agents HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {key}\r\n{extra}content-type: application/json\r\ncontent-length: 100\r\n\r\n{{\"name\""
+        );
+        let (text, waited) = tokio::task::spawn_blocking(move || {
+            let mut stream = TcpStream::connect(addr).unwrap();
+            stream.write_all(head.as_bytes()).unwrap();
+            read_until_closed(&mut stream, Duration::from_secs(5))
+        })
+        .await
+        .unwrap();
+        assert!(text.starts_with("HTTP/1.1 400"), "{text}");
+        assert!(text.contains("\"code\":\"invalid_request\""), "{text}");
+        assert!(text.contains("did not arrive in time"), "{text}");
+        assert!(
+            text.to_ascii_lowercase().contains("x-request-id: req_"),
+            "{text}"
+        );
+        assert!(waited < Duration::from_secs(4), "{waited:?}");
+    }
+    // Nothing was created.
+    let r = reqwest::Client::new()
+        .get(format!("http://{addr}/v1/agents"))
+        .header("authorization", format!("Bearer {key}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.json::<Value>().await.unwrap()["data"],
+        serde_json::json!([])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_beyond_the_cap_are_closed_and_the_cap_frees_up() {
+    let (running, key, _dir) = strict_server(Duration::from_secs(10)).await;
+    let addr = running.api_addr;
+    let outcome = tokio::task::spawn_blocking(move || {
+        // Eight connections, each kept open by an unfinished request.
+        let held: Vec<TcpStream> = (0..8)
+            .map(|_| {
+                let mut s = TcpStream::connect(addr).unwrap();
+                s.write_all(b"GET /v1/agents HTTP/1.1\r\n").unwrap();
+                s
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(100));
+        // The ninth is closed at once, without an answer.
+        let mut ninth = TcpStream::connect(addr).unwrap();
+        let _ = ninth.write_all(b"GET /v1/agents HTTP/1.1\r\nhost: x\r\n\r\n");
+        let (text, waited) = read_until_closed(&mut ninth, Duration::from_secs(3));
+        drop(held);
+        (text, waited)
+    })
+    .await
+    .unwrap();
+    let (text, waited) = outcome;
+    assert!(text.is_empty(), "the ninth connection was served: {text}");
+    assert!(
+        waited < Duration::from_millis(700),
+        "closed only after {waited:?}"
+    );
+    // Once they are gone, connections are accepted again.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let r = reqwest::Client::new()
+        .get(format!("http://{addr}/v1/agents"))
+        .header("authorization", format!("Bearer {key}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+}
