@@ -4,8 +4,8 @@
 use clap::{Args, Parser, Subcommand};
 
 use crate::commands::{
-    agents, authorize, decisions, enforcement, events, jwks, listen, login, mandates, profiles,
-    reviews, simulate, verify, webhooks,
+    agents, authorize, decisions, enforcement, escrows, events, export, jwks, listen, login,
+    mandates, profiles, reviews, simulate, verify, webhooks,
 };
 use crate::error::EXIT_CODES_HELP;
 
@@ -16,8 +16,9 @@ Script the Mandate API and verify signed verdicts offline.
 
 Mandate decides whether an AI agent may spend money and signs each verdict as an ES256
 JWT. This tool registers agents, writes and revokes mandates, asks for authorizations,
-resolves reviews, switches enforcement, reads decisions, and manages webhooks and the event
-log; it checks a verdict token against the published key set without any account
+resolves reviews, switches enforcement, reads decisions, funds escrows from allowed
+decisions and moves them, exports the decision log for audit, and manages webhooks and the
+event log; it checks a verdict token against the published key set without any account
 (`verify`), replays past decisions through a draft mandate to show what would change
 (`simulate`), and receives and verifies webhook events on this machine while you develop a
 consumer (`listen`).
@@ -163,6 +164,12 @@ pub enum Command {
     /// List and read events, the log of what was notified (organization key)
     #[command(subcommand)]
     Events(events::EventsCommand),
+    /// Fund an escrow from an allow decision, then deliver, release, refund or dispute it
+    #[command(subcommand)]
+    Escrows(escrows::EscrowsCommand),
+    /// Stream the audit export of decisions (NDJSON) to a file, which `simulate` reads
+    #[command(subcommand)]
+    Export(export::ExportCommand),
     /// Receive, verify and print webhook events locally, optionally forwarding them
     #[command(long_about = listen::LONG_ABOUT)]
     Listen(listen::ListenArgs),

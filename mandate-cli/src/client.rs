@@ -196,6 +196,53 @@ impl Client {
         })
     }
 
+    /// `GET base_url + path` for a streamed body (the NDJSON export): a 2xx answer is
+    /// returned with its body unread, for the caller to copy in chunks; any other answer is
+    /// read whole and decoded into [`CliError::Api`]. Retries (network errors, 5xx, short
+    /// 429s) all happen before the first byte of a 2xx body: a body cut off later is the
+    /// caller's to report. `--timeout` then applies to each read, not to the whole body.
+    pub fn get_stream(
+        &self,
+        path: &str,
+        query: &[(&str, String)],
+    ) -> Result<reqwest::blocking::Response, CliError> {
+        let url = self.url(path)?;
+        let attempt = || {
+            let response = self
+                .http
+                .get(url.clone())
+                .query(query)
+                .header(AUTHORIZATION, format!("Bearer {}", self.api_key))
+                .send()?;
+            if response.status().is_success() {
+                Ok(Streamed::Body(response))
+            } else {
+                read_whole(response).map(Streamed::Whole)
+            }
+        };
+        let classify = |answer: &Streamed| match answer {
+            Streamed::Body(response) => Attempt::Status {
+                status: response.status().as_u16(),
+                retry_after: None,
+            },
+            Streamed::Whole(raw) => raw.attempt(),
+        };
+        match retrying(attempt, classify, self.retries)
+            .map_err(|e| network_error(&url, &e, None))?
+        {
+            Streamed::Body(response) => Ok(response),
+            Streamed::Whole(raw) => match decode(raw) {
+                // `decode` accepts only 2xx bodies, which never arrive here.
+                Ok(response) => Err(CliError::UnexpectedResponse {
+                    status: response.status,
+                    detail: "not a streamed body".into(),
+                    request_id: None,
+                }),
+                Err(e) => Err(e),
+            },
+        }
+    }
+
     /// `DELETE base_url + path`; the decoded 2xx body. DELETE is idempotent by itself, so
     /// it carries no Idempotency-Key (a retry after a lost answer may read 404).
     pub fn delete(&self, path: &str) -> Result<Response, CliError> {
@@ -341,17 +388,24 @@ fn with_retries(
     build: impl Fn() -> RequestBuilder,
     max_retries: u32,
 ) -> Result<Raw, reqwest::Error> {
+    retrying(|| read(build()), Raw::attempt, max_retries)
+}
+
+/// The retry loop: runs `attempt`, again while [`next_action`] says so for what `classify`
+/// makes of its outcome; the last outcome.
+fn retrying<T>(
+    mut attempt: impl FnMut() -> Result<T, reqwest::Error>,
+    classify: impl Fn(&T) -> Attempt,
+    max_retries: u32,
+) -> Result<T, reqwest::Error> {
     let mut retries_done = 0;
     loop {
-        let result = read(build());
-        let attempt = match &result {
-            Ok(raw) => Attempt::Status {
-                status: raw.status,
-                retry_after: raw.retry_after,
-            },
+        let result = attempt();
+        let outcome = match &result {
+            Ok(answer) => classify(answer),
             Err(_) => Attempt::Network,
         };
-        match next_action(attempt, retries_done, max_retries) {
+        match next_action(outcome, retries_done, max_retries) {
             NextAction::Retry(wait) => {
                 retries_done += 1;
                 std::thread::sleep(wait);
@@ -361,8 +415,27 @@ fn with_retries(
     }
 }
 
+impl Raw {
+    fn attempt(&self) -> Attempt {
+        Attempt::Status {
+            status: self.status,
+            retry_after: self.retry_after,
+        }
+    }
+}
+
+/// The answer to a streamed GET: a 2xx whose body is still to be read, or anything else,
+/// read whole.
+enum Streamed {
+    Body(reqwest::blocking::Response),
+    Whole(Raw),
+}
+
 fn read(request: RequestBuilder) -> Result<Raw, reqwest::Error> {
-    let response = request.send()?;
+    read_whole(request.send()?)
+}
+
+fn read_whole(response: reqwest::blocking::Response) -> Result<Raw, reqwest::Error> {
     let header = |name: &str| {
         response
             .headers()

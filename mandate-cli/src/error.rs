@@ -16,7 +16,8 @@ pub enum Exit {
     Api,
     /// 2: a usage error: bad arguments, or local input the command cannot use.
     Usage,
-    /// 3: the service could not be reached (connection, TLS, timeout).
+    /// 3: the service could not be reached (connection, TLS, timeout), or a streamed
+    /// export stopped before its end.
     Network,
     /// 4: `authorize` returned a denial (`deny_*`).
     Denied,
@@ -54,7 +55,7 @@ Exit codes:
   1  API error: the server's code, message and request id are printed
   2  usage error: bad arguments, or local input that cannot be used
      (no API key, unreadable file, invalid draft, missing or stale key-set cache)
-  3  network error: the service could not be reached
+  3  network error: the service could not be reached, or an export was cut off
   4  authorize: the verdict is a denial (deny_*)
   5  authorize: the verdict is review
   6  verify: the token is invalid, expired, replayed, not allow, or does not match";
@@ -95,6 +96,10 @@ pub enum CliError {
         /// The Idempotency-Key of a POST whose outcome is unknown, to retry it safely.
         idempotency_key: Option<String>,
     },
+    /// A streamed answer (the export) stopped before its end: the server aborted it or the
+    /// connection dropped. Nothing partial is kept under the output's name.
+    #[error("{0}")]
+    Incomplete(String),
     /// `verify` refused the token.
     #[error("token rejected: {0}")]
     Rejected(String),
@@ -109,7 +114,7 @@ impl CliError {
         match self {
             Self::Api { .. } | Self::UnexpectedResponse { .. } => Exit::Api,
             Self::Usage(_) => Exit::Usage,
-            Self::Network { .. } => Exit::Network,
+            Self::Network { .. } | Self::Incomplete(_) => Exit::Network,
             Self::Rejected(_) => Exit::Rejected,
             Self::Output(_) => Exit::Usage,
         }

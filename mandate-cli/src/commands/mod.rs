@@ -6,7 +6,9 @@ pub mod agents;
 pub mod authorize;
 pub mod decisions;
 pub mod enforcement;
+pub mod escrows;
 pub mod events;
+pub mod export;
 pub mod jwks;
 pub mod listen;
 pub mod login;
@@ -117,6 +119,8 @@ pub fn run(command: Command, ctx: &Context) -> CmdResult {
         Command::Simulate(args) => simulate::run(args, ctx),
         Command::Webhooks(cmd) => webhooks::run(cmd, ctx),
         Command::Events(cmd) => events::run(cmd, ctx),
+        Command::Escrows(cmd) => escrows::run(cmd, ctx),
+        Command::Export(cmd) => export::run(cmd, ctx),
         Command::Listen(args) => listen::run(args, ctx),
     }
 }

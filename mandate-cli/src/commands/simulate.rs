@@ -17,8 +17,8 @@ use crate::output;
 /// replace a long help given on the struct).
 pub const LONG_ABOUT: &str = "Replay past decisions through a draft mandate, offline, and show how each \
 verdict would change.\n\n\
-FILE holds decision objects: NDJSON (one per line, oldest first, as an export gives them) or \
-the output of `mandate decisions list --all --json` (newest first, as lists give them). The \
+FILE holds decision objects: NDJSON (one per line, oldest first, as `mandate export \
+decisions` writes them) or the output of `mandate decisions list --all --json` (newest first, as lists give them). The \
 requests are replayed in time order (iat) through the same policy engine as the server, with \
 a velocity window and a month-to-date spend per agent. By default only the decisions of the \
 draft's agent are replayed; --every-agent applies the draft to every agent in the file, each \
@@ -33,8 +33,10 @@ at the edge of the 60-second velocity window may come out differently.";
 /// `mandate simulate`.
 #[derive(Debug, Args)]
 #[command(after_help = "\
-Example:
-  mandate decisions list --all --json > decisions.json
+Examples:
+  mandate export decisions --agent agt_buyer --output decisions.ndjson
+  mandate simulate --mandate tighter.json --decisions decisions.ndjson
+  mandate decisions list --all --json > decisions.json     # a list dump works too
   mandate simulate --mandate tighter.json --decisions decisions.json")]
 pub struct SimulateArgs {
     /// The draft mandate, JSON as for `mandates create --file`

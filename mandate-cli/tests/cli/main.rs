@@ -5,6 +5,8 @@
 mod support;
 
 mod config;
+mod escrows;
+mod export;
 mod listen;
 mod resources;
 mod simulate;
@@ -53,6 +55,13 @@ fn help_reads_well_and_usage_errors_exit_2() {
         &["webhooks", "ping"],
         &["events", "list"],
         &["events", "get"],
+        &["escrows", "create"],
+        &["escrows", "get"],
+        &["escrows", "deliver"],
+        &["escrows", "release"],
+        &["escrows", "refund"],
+        &["escrows", "dispute"],
+        &["export", "decisions"],
         &["listen"],
     ] {
         let mut args = path.to_vec();

@@ -1,0 +1,250 @@
+//! `mandate escrows create|get|deliver|release|refund|dispute`: escrows funded from an
+//! `allow` decision, and their lifecycle. Moving one needs an organization key of the
+//! environment that funded it; any valid key that holds the id reads it (a public
+//! contract). There is no list of escrows: keep the id `create` prints.
+
+use clap::{Args, Subcommand};
+use mandate_core::amount::Amount;
+use mandate_core::id::{AgentId, DecisionId, EscrowId};
+use mandate_core::names::{Currency, Recipient};
+use serde_json::{Value, json};
+
+use super::{Context, PostArgs, parse_currency, parse_recipient};
+use crate::error::{CliError, CmdResult, Exit};
+use crate::output;
+
+/// The fields of an escrow, in the order they are printed; any other field the server adds
+/// follows them. `escrow` (a repeat of `id`) and `history` (its own table) are left out.
+const FIELDS: &[&str] = &[
+    "id",
+    "state",
+    "disputed",
+    "amount",
+    "currency",
+    "buyer",
+    "seller",
+    "decision",
+    "arbiter",
+    "created_at",
+];
+
+/// Fields never printed as `name  value` lines.
+const NOT_FIELDS: &[&str] = &["escrow", "history"];
+
+/// The columns of the history table.
+const HISTORY_COLUMNS: &[(&str, &str)] = &[
+    ("STATE", "state"),
+    ("DISPUTED", "disputed"),
+    ("AT", "at"),
+    ("ACTOR", "actor"),
+];
+
+/// `mandate escrows …`.
+#[derive(Debug, Subcommand)]
+pub enum EscrowsCommand {
+    /// Fund an escrow from an allow decision of the buyer, within its five minutes
+    #[command(long_about = CREATE_LONG_ABOUT)]
+    Create(CreateArgs),
+    /// Show an escrow and its history (any key that holds the id: a public contract)
+    Get(IdArgs),
+    /// Mark the seller's work delivered: funded -> delivered
+    Deliver(ActionArgs),
+    /// Pay the locked funds to the seller: delivered (or disputed) -> released, final
+    Release(ActionArgs),
+    /// Return the locked funds to the buyer: funded or delivered -> refunded, final
+    Refund(ActionArgs),
+    /// Raise a dispute, once: the state stays, only release or refund can end it
+    Dispute(ActionArgs),
+}
+
+/// The long help of `CreateArgs`, set on its subcommand (a variant's doc comment would
+/// replace a long help given on the struct).
+pub const CREATE_LONG_ABOUT: &str = "Fund an escrow, with an organization key: the buyer's \
+money is locked for the seller until the escrow is released (to the seller) or refunded \
+(to the buyer).\n\n\
+The escrow is backed by --decision, an allow decision of the buyer (`mandate authorize`) \
+for exactly this amount, currency and recipient (--seller), made in the key's environment \
+less than 300 seconds ago. The amount is compared as an exact decimal (42.5 matches \
+42.50) and sent with its digits as written. Each decision funds at most one escrow: a \
+second one is refused (exit 1).\n\n\
+Then `escrows deliver ID` marks the seller's work delivered, `escrows release ID` pays the \
+seller and `escrows refund ID` returns the money to the buyer (both final); after \
+`escrows dispute ID` only release or refund can end it. Each step is appended to the \
+history and fires an escrow.* event. Printed: the escrow's fields, then its history as a \
+table, oldest step first (--json: the server's object).";
+
+/// `mandate escrows create`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Example:
+  DEC=$(MANDATE_API_KEY=$AGENT_KEY mandate authorize --amount 42.50 --currency USD \\
+      --recipient vendor:acme --category software --json | jq -r .id)
+  mandate escrows create --amount 42.50 --currency USD --buyer agt_buyer \\
+      --seller vendor:acme --decision \"$DEC\" --arbiter role:legal")]
+pub struct CreateArgs {
+    /// The amount to lock, the decision's: an exact decimal such as 42.50
+    #[arg(long, value_name = "AMOUNT")]
+    pub amount: Amount,
+    /// The currency, the decision's, e.g. USD
+    #[arg(long, value_name = "CODE", value_parser = parse_currency)]
+    pub currency: Currency,
+    /// The agent whose funds are locked, agt_<name>: the decision's agent
+    #[arg(long, value_name = "ID")]
+    pub buyer: AgentId,
+    /// Who is paid on release, vendor:<name>: the decision's recipient
+    #[arg(long, value_name = "RECIPIENT", value_parser = parse_recipient)]
+    pub seller: Recipient,
+    /// The allow decision that backs the escrow, dec_…
+    #[arg(long, value_name = "ID")]
+    pub decision: DecisionId,
+    /// A party named to settle disputes (1 to 128 characters); stored and returned only
+    #[arg(long, value_name = "TEXT")]
+    pub arbiter: Option<String>,
+    #[command(flatten)]
+    pub post: PostArgs,
+}
+
+/// `mandate escrows get ID`.
+#[derive(Debug, Args)]
+pub struct IdArgs {
+    /// The escrow id, esc_…
+    pub id: EscrowId,
+}
+
+/// `mandate escrows deliver|release|refund|dispute ID`.
+#[derive(Debug, Args)]
+pub struct ActionArgs {
+    /// The escrow id, esc_…
+    pub id: EscrowId,
+    #[command(flatten)]
+    pub post: PostArgs,
+}
+
+/// The body of `POST /v1/escrows`. The amount goes out as a JSON number with exactly the
+/// digits given (serde_json's arbitrary precision), never through a float.
+fn create_body(args: &CreateArgs) -> Value {
+    let mut body = json!({
+        "amount": args.amount,
+        "currency": args.currency.as_str(),
+        "buyer": args.buyer.as_str(),
+        "seller": args.seller.as_str(),
+        "decision": args.decision.as_str(),
+    });
+    if let Some(arbiter) = &args.arbiter {
+        body["arbiter"] = json!(arbiter);
+    }
+    body
+}
+
+/// The `name  value` lines of an escrow: [`FIELDS`] first, then anything else but
+/// [`NOT_FIELDS`], flattened.
+fn escrow_fields(escrow: &Value) -> Vec<(String, String)> {
+    let mut pairs: Vec<(String, String)> = FIELDS
+        .iter()
+        .filter(|name| escrow.get(**name).is_some())
+        .map(|name| ((*name).to_owned(), output::cell(escrow, name)))
+        .collect();
+    if let Value::Object(map) = escrow {
+        for (key, value) in map {
+            if FIELDS.contains(&key.as_str()) || NOT_FIELDS.contains(&key.as_str()) {
+                continue;
+            }
+            let mut rest = serde_json::Map::new();
+            rest.insert(key.clone(), value.clone());
+            pairs.extend(output::flatten(&Value::Object(rest)));
+        }
+    }
+    pairs
+}
+
+/// Prints an escrow: the server's JSON with `--json`; else its fields, a blank line and
+/// its history as a table, oldest step first.
+pub fn print_escrow(escrow: &Value, as_json: bool) -> Result<(), CliError> {
+    if as_json {
+        return output::json(escrow);
+    }
+    output::fields(&escrow_fields(escrow))?;
+    if let Some(Value::Array(history)) = escrow.get("history") {
+        output::line("")?;
+        output::list_table(HISTORY_COLUMNS, history)?;
+    }
+    Ok(())
+}
+
+/// Runs `mandate escrows …`.
+pub fn run(command: EscrowsCommand, ctx: &Context) -> CmdResult {
+    let client = ctx.client()?;
+    let (path, key) = match command {
+        EscrowsCommand::Create(args) => {
+            let body = create_body(&args);
+            let response = client.post("/escrows", Some(&body), &args.post.key()?)?;
+            print_escrow(&response.body, ctx.json)?;
+            return Ok(Exit::Success);
+        }
+        EscrowsCommand::Get(args) => {
+            let response = client.get(&format!("/escrows/{}", args.id), &[])?;
+            print_escrow(&response.body, ctx.json)?;
+            return Ok(Exit::Success);
+        }
+        EscrowsCommand::Deliver(args) => (format!("/escrows/{}/deliver", args.id), args.post),
+        EscrowsCommand::Release(args) => (format!("/escrows/{}/release", args.id), args.post),
+        EscrowsCommand::Refund(args) => (format!("/escrows/{}/refund", args.id), args.post),
+        EscrowsCommand::Dispute(args) => (format!("/escrows/{}/dispute", args.id), args.post),
+    };
+    let response = client.post(&path, None, &key.key()?)?;
+    print_escrow(&response.body, ctx.json)?;
+    Ok(Exit::Success)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_amount_keeps_its_digits_and_the_arbiter_is_optional() {
+        let args = CreateArgs {
+            amount: Amount::parse("42.50").unwrap(),
+            currency: Currency::parse("USD").unwrap(),
+            buyer: AgentId::parse("agt_buyer").unwrap(),
+            seller: Recipient::parse("vendor:acme").unwrap(),
+            decision: DecisionId::parse("dec_abc").unwrap(),
+            arbiter: None,
+            post: PostArgs {
+                idempotency_key: None,
+            },
+        };
+        let body = create_body(&args);
+        assert_eq!(body["amount"].to_string(), "42.50");
+        assert!(body.get("arbiter").is_none());
+        assert_eq!(
+            body.to_string(),
+            r#"{"amount":42.50,"buyer":"agt_buyer","currency":"USD","decision":"dec_abc","seller":"vendor:acme"}"#
+        );
+    }
+
+    #[test]
+    fn fields_come_in_order_without_the_repeated_id_or_the_history() {
+        let escrow: Value = serde_json::from_str(
+            r#"{"id": "esc_1", "escrow": "esc_1", "amount": 42.50, "state": "funded",
+                "disputed": false, "arbiter": null, "history": [{"state": "funded"}],
+                "extra": {"a": 1}}"#,
+        )
+        .unwrap();
+        let names: Vec<String> = escrow_fields(&escrow)
+            .into_iter()
+            .map(|(n, v)| format!("{n}={v}"))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "id=esc_1",
+                "state=funded",
+                "disputed=false",
+                "amount=42.50",
+                "arbiter=-",
+                "extra.a=1"
+            ]
+        );
+    }
+}
