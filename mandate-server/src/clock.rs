@@ -66,10 +66,37 @@ pub fn random16() -> [u8; 16] {
     bytes
 }
 
+/// 16 bytes for an id that sorts by creation time: 6 bytes of unix milliseconds
+/// (big-endian) and 10 random bytes (80 bits), like a ULID. Ids made on the hot path use
+/// these so that their unique indexes grow at one edge instead of touching a random page
+/// per row; they stay unguessable.
+pub fn ordered16(at: OffsetDateTime) -> [u8; 16] {
+    let mut bytes = [0u8; 16];
+    let millis = u64::try_from(ms(at)).unwrap_or(0).to_be_bytes();
+    bytes[..6].copy_from_slice(&millis[2..]);
+    fill_random(&mut bytes[6..]);
+    bytes
+}
+
 /// Fills `buf` from the operating system's RNG. Failure to get entropy is fatal.
 #[allow(clippy::panic)]
 pub fn fill_random(buf: &mut [u8]) {
     if let Err(e) = getrandom::fill(buf) {
         panic!("the operating system's random number generator failed: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mandate_core::id::DecisionId;
+
+    #[test]
+    fn ordered_ids_sort_by_time() {
+        let earlier = DecisionId::from_random(ordered16(from_ms(1_795_348_800_000)));
+        let later = DecisionId::from_random(ordered16(from_ms(1_795_348_800_001)));
+        assert!(earlier < later);
+        let same_ms = DecisionId::from_random(ordered16(from_ms(1_795_348_800_000)));
+        assert_ne!(earlier, same_ms);
     }
 }

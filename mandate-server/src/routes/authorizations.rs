@@ -18,7 +18,7 @@ use mandate_core::review::Review;
 use serde_json::{Value, json};
 
 use crate::body::JsonBody;
-use crate::clock::{ms, random16};
+use crate::clock::{ms, ordered16};
 use crate::decision::Decision;
 use crate::error::ApiError;
 use crate::idempotency::{AlreadyStored, IdempotencySlot};
@@ -72,14 +72,14 @@ async fn authorize(
     let iat = now.unix_timestamp();
     let claims = VerdictClaims {
         iss: state.verdicts_url.clone(),
-        jti: DecisionId::from_random(random16()),
+        jti: DecisionId::from_random(ordered16(now)),
         iat,
         exp: iat + VERDICT_LIFETIME_SECS,
         verdict: evaluation.verdict,
         policy_verdict: evaluation.policy_verdict,
         mandate: agent_state.mandate.as_ref().map(|m| m.id.clone()),
         policy_version: caller.policy_version.clone(),
-        nonce: Nonce::from_random(random16()),
+        nonce: Nonce::from_random(ordered16(now)),
         request: RequestClaims {
             agent: request.agent.clone(),
             amount: request.amount,
@@ -92,7 +92,7 @@ async fn authorize(
         .map_err(|e| ApiError::Server(format!("signing: {e}")))?;
     let review = evaluation
         .opens_review()
-        .then(|| Review::open(ReviewId::from_random(random16()), claims.jti.clone(), now));
+        .then(|| Review::open(ReviewId::from_random(ordered16(now)), claims.jti.clone(), now));
     let decision = Decision {
         claims,
         reason: evaluation.reason.clone(),

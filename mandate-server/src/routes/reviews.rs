@@ -16,7 +16,7 @@ use mandate_core::review::{Review, ReviewError};
 
 use super::{created, ok};
 use crate::body::OptionalJsonBody;
-use crate::clock::{ms, random16};
+use crate::clock::{ms, ordered16};
 use crate::decision::Decision;
 use crate::error::ApiError;
 use crate::model::Caller;
@@ -79,7 +79,7 @@ async fn approve(
     caller.require_org()?;
     let now = state.now();
     let (review, _agent) = find(&state, &caller, &id).await?;
-    let fresh_id = DecisionId::from_random(random16());
+    let fresh_id = DecisionId::from_random(ordered16(now));
     let approved = match review.approve(fresh_id.clone(), now) {
         Ok(r) => r,
         Err(e) => return Err(refuse(&state, &caller, &review, e).await),
@@ -128,7 +128,7 @@ async fn approve(
         policy_verdict: evaluation.policy_verdict,
         mandate: agent_state.mandate.as_ref().map(|m| m.id.clone()),
         policy_version: caller.policy_version.clone(),
-        nonce: Nonce::from_random(random16()),
+        nonce: Nonce::from_random(ordered16(now)),
         request: original.claims.request.clone(),
     };
     let token = sign_token(state.signer(caller.env)?.as_ref(), &claims)

@@ -5,7 +5,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
 
 use super::{StorageError, deliveries};
-use crate::clock::random16;
+use crate::clock::{from_ms, ordered16};
 
 /// Appends an event of `event_type` about `data`, with a pending delivery to every active
 /// endpoint of the organization and environment subscribed to that type; returns its id.
@@ -45,7 +45,7 @@ fn insert(
     data: &Value,
     now_ms: i64,
 ) -> rusqlite::Result<EventId> {
-    let id = EventId::from_random(random16());
+    let id = EventId::from_random(ordered16(from_ms(now_ms)));
     tx.execute(
         "INSERT INTO events (id, org_id, env, type, data, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         params![id.as_str(), org_id, env, event_type, data.to_string(), now_ms],

@@ -77,6 +77,8 @@ fn configure(conn: &Connection) -> rusqlite::Result<()> {
     conn.busy_timeout(std::time::Duration::from_secs(10))?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
     conn.pragma_update(None, "synchronous", "FULL")?;
+    // Once a checkpoint has emptied the WAL, shrink its file back to 64 MiB at most.
+    conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)?;
     Ok(())
 }
 
@@ -144,6 +146,17 @@ fn writer_loop(writer: Arc<Mutex<Connection>>, jobs: mpsc::Receiver<Job>) {
     }
 }
 
+/// Copies committed WAL frames into the database file every 100 ms (PASSIVE: it never
+/// blocks the writer), until the database is closed.
+fn checkpoint_loop(conn: &Connection, writer: &std::sync::Weak<Mutex<Connection>>) {
+    while writer.strong_count() > 0 {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+            tracing::warn!("wal checkpoint: {e}");
+        }
+    }
+}
+
 impl Db {
     /// Opens (creating if needed) and migrates the database at `path`, and starts its
     /// writer thread (which ends when the last clone of this `Db` is dropped).
@@ -161,7 +174,17 @@ impl Db {
             configure(&reader)?;
             readers.push(Mutex::new(reader));
         }
+        // Checkpoints run on their own thread and connection, not inside the writer's commits.
+        writer.pragma_update(None, "wal_autocheckpoint", 0)?;
+        writer.pragma_update(None, "cache_size", -32_000)?;
+        let checkpointer = Connection::open(path)?;
+        configure(&checkpointer)?;
         let writer = Arc::new(Mutex::new(writer));
+        let weak = Arc::downgrade(&writer);
+        std::thread::Builder::new()
+            .name("mandate-checkpoint".into())
+            .spawn(move || checkpoint_loop(&checkpointer, &weak))
+            .map_err(|e| StorageError::Task(format!("cannot start the checkpoint thread: {e}")))?;
         let (jobs, receiver) = mpsc::channel::<Job>();
         let thread_writer = writer.clone();
         std::thread::Builder::new()
