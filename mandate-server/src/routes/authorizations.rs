@@ -90,9 +90,13 @@ async fn authorize(
     };
     let token = sign_token(state.signer(caller.env)?.as_ref(), &claims)
         .map_err(|e| ApiError::Server(format!("signing: {e}")))?;
-    let review = evaluation
-        .opens_review()
-        .then(|| Review::open(ReviewId::from_random(ordered16(now)), claims.jti.clone(), now));
+    let review = evaluation.opens_review().then(|| {
+        Review::open(
+            ReviewId::from_random(ordered16(now)),
+            claims.jti.clone(),
+            now,
+        )
+    });
     let decision = Decision {
         claims,
         reason: evaluation.reason.clone(),
