@@ -517,6 +517,12 @@ async fn a_receiver_that_fails_three_times_gets_the_event_with_the_same_jti() {
 
     // Backoffs of about 1 s, 2 s, 4 s (each within 20 %): move the clock past each.
     for (n, step) in [(2, 2), (3, 3), (4, 5)] {
+        // Move the clock only once the previous attempt is recorded: its retry is scheduled
+        // from the clock at that moment.
+        eventually("the previous attempt to be recorded", || {
+            (delivery(&app, event).attempts == n - 1).then_some(())
+        })
+        .await;
         app.advance(step);
         receiver.wait_for(n).await;
     }
