@@ -91,6 +91,9 @@ impl Worker {
 struct InFlight {
     deliveries: HashSet<i64>,
     per_webhook: HashMap<String, usize>,
+    /// When each recent attempt ended. A pick whose read began before that saw the
+    /// delivery as it was before the attempt was recorded, so it must not start another.
+    finished: HashMap<i64, std::time::Instant>,
 }
 
 /// Holds a delivery's place in [`InFlight`] until the attempt ends, however it ends.
@@ -101,8 +104,19 @@ struct Claim {
 }
 
 impl Claim {
-    fn take(in_flight: &Arc<Mutex<InFlight>>, due: &Due) -> Option<Claim> {
+    fn take(
+        in_flight: &Arc<Mutex<InFlight>>,
+        due: &Due,
+        picked_at: std::time::Instant,
+    ) -> Option<Claim> {
         let mut set = in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        if set
+            .finished
+            .get(&due.id)
+            .is_some_and(|ended| *ended >= picked_at)
+        {
+            return None;
+        }
         let busy = set.per_webhook.get(&due.webhook_id).copied().unwrap_or(0);
         if busy >= PER_WEBHOOK || !set.deliveries.insert(due.id) {
             return None;
@@ -120,6 +134,8 @@ impl Drop for Claim {
     fn drop(&mut self) {
         let mut set = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
         set.deliveries.remove(&self.delivery);
+        set.finished
+            .insert(self.delivery, std::time::Instant::now());
         if let Some(n) = set.per_webhook.get_mut(&self.webhook) {
             *n = n.saturating_sub(1);
             if *n == 0 {
@@ -144,6 +160,16 @@ async fn run(state: AppState, clients: Arc<Clients>, mut stopped: watch::Receive
         if let Err(e) = timers::run(&state).await {
             tracing::error!("time-driven state: {e}");
         }
+        {
+            // Forget attempts that ended before any pick still running could have begun.
+            let mut set = in_flight.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(horizon) =
+                std::time::Instant::now().checked_sub(std::time::Duration::from_secs(60))
+            {
+                set.finished.retain(|_, ended| *ended > horizon);
+            }
+        }
+        let picked_at = std::time::Instant::now();
         let due = match pick(&state).await {
             Ok(due) => due,
             Err(e) => {
@@ -155,7 +181,7 @@ async fn run(state: AppState, clients: Arc<Clients>, mut stopped: watch::Receive
             let Ok(permit) = permits.clone().try_acquire_owned() else {
                 break;
             };
-            let Some(claim) = Claim::take(&in_flight, &due) else {
+            let Some(claim) = Claim::take(&in_flight, &due, picked_at) else {
                 continue;
             };
             let (state, clients) = (state.clone(), clients.clone());

@@ -24,6 +24,7 @@ mod webhooks;
 mod crash;
 mod disk;
 mod hostile;
+mod lifecycle;
 mod overload;
 mod security;
 mod tls;
