@@ -4,8 +4,6 @@
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use mandate_core::id::AgentId;
-use mandate_server::model::Env;
 
 use crate::helpers::spawn_app;
 
@@ -73,25 +71,7 @@ async fn different_agents_do_not_wait_on_each_other() {
     app.mandate(&org, &NO_REVIEW.replace("NAME", "free")).await;
 
     // Hold the first agent's lock, as a long request of that agent would.
-    let state = app.running.as_ref().unwrap().state.clone();
-    let org_id = {
-        let conn = rusqlite::Connection::open(&app.db_path).unwrap();
-        conn.query_row("SELECT id FROM orgs WHERE name = 'acme'", [], |r| {
-            r.get::<_, String>(0)
-        })
-        .unwrap()
-    };
-    let guard = state
-        .agents
-        .lock(
-            &state.db,
-            &org_id,
-            Env::Sandbox,
-            &AgentId::parse("agt_held").unwrap(),
-            app.clock_now(),
-        )
-        .await
-        .unwrap();
+    let guard = app.hold_agent_lock("held").await;
 
     // The other agent is answered while the lock is held.
     let r = tokio::time::timeout(

@@ -284,3 +284,33 @@ impl TestApp {
         panic!("the server still accepts a revoked key after 5 s");
     }
 }
+
+impl TestApp {
+    /// Takes the lock of sandbox agent `agt_<name>` of the organization `acme`, as a long
+    /// request of that agent would: the agent's next requests wait until it is dropped.
+    pub async fn hold_agent_lock(
+        &self,
+        name: &str,
+    ) -> tokio::sync::OwnedMutexGuard<mandate_server::agent_state::Slot> {
+        let state = self.running.as_ref().unwrap().state.clone();
+        let org_id = {
+            let conn = rusqlite::Connection::open(&self.db_path).unwrap();
+            conn.query_row("SELECT id FROM orgs WHERE name = 'acme'", [], |r| {
+                r.get::<_, String>(0)
+            })
+            .unwrap()
+        };
+        let agent = mandate_core::id::AgentId::parse(&format!("agt_{name}")).unwrap();
+        state
+            .agents
+            .lock(
+                &state.db,
+                &org_id,
+                mandate_server::model::Env::Sandbox,
+                &agent,
+                self.clock_now(),
+            )
+            .await
+            .unwrap()
+    }
+}

@@ -2,8 +2,6 @@
 
 use std::time::Duration;
 
-use mandate_core::id::AgentId;
-use mandate_server::model::Env;
 use reqwest::Method;
 
 use crate::helpers::{TestApp, spawn_app, standard_mandate};
@@ -117,26 +115,8 @@ async fn a_key_in_flight_conflicts() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
     let agent = app.standard_agent(&org, "inflight").await;
-    let state = app.running.as_ref().unwrap().state.clone();
-    let org_id = {
-        let conn = rusqlite::Connection::open(&app.db_path).unwrap();
-        conn.query_row("SELECT id FROM orgs WHERE name = 'acme'", [], |r| {
-            r.get::<_, String>(0)
-        })
-        .unwrap()
-    };
     // Hold the agent's lock so the first request stays in flight.
-    let guard = state
-        .agents
-        .lock(
-            &state.db,
-            &org_id,
-            Env::Sandbox,
-            &AgentId::parse("agt_inflight").unwrap(),
-            app.clock_now(),
-        )
-        .await
-        .unwrap();
+    let guard = app.hold_agent_lock("inflight").await;
     let first = tokio::spawn({
         let (api, client, key) = (app.api.clone(), app.client.clone(), agent.clone());
         async move {

@@ -5,8 +5,6 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use mandate_core::id::AgentId;
-use mandate_server::model::Env;
 use serde_json::Value;
 
 use crate::helpers::spawn_app;
@@ -17,26 +15,8 @@ async fn graceful_shutdown_finishes_the_request_in_flight() {
     let mut app = spawn_app().await;
     let org = app.org.sandbox.clone();
     let agent = app.standard_agent(&org, "inflight").await;
-    let state = app.running.as_ref().unwrap().state.clone();
-    let org_id = {
-        let conn = rusqlite::Connection::open(&app.db_path).unwrap();
-        conn.query_row("SELECT id FROM orgs WHERE name = 'acme'", [], |r| {
-            r.get::<_, String>(0)
-        })
-        .unwrap()
-    };
     // Hold the agent's lock so that its next request stays in flight.
-    let guard = state
-        .agents
-        .lock(
-            &state.db,
-            &org_id,
-            Env::Sandbox,
-            &AgentId::parse("agt_inflight").unwrap(),
-            app.clock_now(),
-        )
-        .await
-        .unwrap();
+    let guard = app.hold_agent_lock("inflight").await;
     let in_flight = tokio::spawn({
         let (api, key) = (app.api.clone(), agent.clone());
         async move {
