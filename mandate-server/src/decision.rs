@@ -50,3 +50,33 @@ impl Decision {
         value
     }
 }
+
+/// Builds and signs the claims of a new decision made at `now`: issuer, `exp = iat + 300`,
+/// a fresh nonce, the caller's policy version, and the mandate it was judged under.
+/// Returns the claims and the compact token.
+pub fn sign_new(
+    state: &crate::state::AppState,
+    caller: &crate::model::Caller,
+    jti: DecisionId,
+    evaluation: &mandate_core::policy::Evaluation,
+    mandate: Option<&mandate_core::mandate::Mandate>,
+    request: mandate_core::claims::RequestClaims,
+    now: time::OffsetDateTime,
+) -> Result<(VerdictClaims, String), crate::error::ApiError> {
+    let iat = now.unix_timestamp();
+    let claims = VerdictClaims {
+        iss: state.verdicts_url.clone(),
+        jti,
+        iat,
+        exp: iat + mandate_core::claims::VERDICT_LIFETIME_SECS,
+        verdict: evaluation.verdict,
+        policy_verdict: evaluation.policy_verdict,
+        mandate: mandate.map(|m| m.id.clone()),
+        policy_version: caller.policy_version.clone(),
+        nonce: mandate_core::id::Nonce::from_random(crate::clock::ordered16(now)),
+        request,
+    };
+    let token = mandate_core::jws::sign_token(state.signer(caller.env)?.as_ref(), &claims)
+        .map_err(|e| crate::error::ApiError::Server(format!("signing: {e}")))?;
+    Ok((claims, token))
+}

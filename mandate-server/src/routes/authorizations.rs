@@ -10,16 +10,15 @@ use axum::Router;
 use axum::extract::{Extension, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use mandate_core::claims::{RequestClaims, VERDICT_LIFETIME_SECS, VerdictClaims};
-use mandate_core::id::{DecisionId, Nonce, ReviewId};
-use mandate_core::jws::sign_token;
+use mandate_core::claims::RequestClaims;
+use mandate_core::id::{DecisionId, ReviewId};
 use mandate_core::policy::{AuthorizationRequest, evaluate};
 use mandate_core::review::Review;
 use serde_json::{Value, json};
 
 use crate::body::JsonBody;
 use crate::clock::{ms, ordered16};
-use crate::decision::Decision;
+use crate::decision::{Decision, sign_new};
 use crate::error::ApiError;
 use crate::idempotency::{AlreadyStored, IdempotencySlot};
 use crate::model::Caller;
@@ -69,27 +68,21 @@ async fn authorize(
         now,
     );
 
-    let iat = now.unix_timestamp();
-    let claims = VerdictClaims {
-        iss: state.verdicts_url.clone(),
-        jti: DecisionId::from_random(ordered16(now)),
-        iat,
-        exp: iat + VERDICT_LIFETIME_SECS,
-        verdict: evaluation.verdict,
-        policy_verdict: evaluation.policy_verdict,
-        mandate: agent_state.mandate.as_ref().map(|m| m.id.clone()),
-        policy_version: caller.policy_version.clone(),
-        nonce: Nonce::from_random(ordered16(now)),
-        request: RequestClaims {
+    let (claims, token) = sign_new(
+        &state,
+        &caller,
+        DecisionId::from_random(ordered16(now)),
+        &evaluation,
+        agent_state.mandate.as_ref(),
+        RequestClaims {
             agent: request.agent.clone(),
             amount: request.amount,
             currency: request.currency.clone(),
             recipient: request.recipient.clone(),
             category: request.category.clone(),
         },
-    };
-    let token = sign_token(state.signer(caller.env)?.as_ref(), &claims)
-        .map_err(|e| ApiError::Server(format!("signing: {e}")))?;
+        now,
+    )?;
     let review = evaluation.opens_review().then(|| {
         Review::open(
             ReviewId::from_random(ordered16(now)),

@@ -7,17 +7,15 @@ use axum::Router;
 use axum::extract::{Path, State};
 use axum::response::Response;
 use axum::routing::post;
-use mandate_core::claims::{VERDICT_LIFETIME_SECS, VerdictClaims};
 use mandate_core::field::{check_fields, invalid, object, present, string};
-use mandate_core::id::{DecisionId, Nonce};
-use mandate_core::jws::sign_token;
+use mandate_core::id::DecisionId;
 use mandate_core::policy::{AuthorizationRequest, Verdict, evaluate_approval};
 use mandate_core::review::{Review, ReviewError};
 
 use super::{created, ok};
 use crate::body::OptionalJsonBody;
 use crate::clock::{ms, ordered16};
-use crate::decision::Decision;
+use crate::decision::{Decision, sign_new};
 use crate::error::ApiError;
 use crate::model::Caller;
 use crate::routes::authorizations::response_body;
@@ -118,21 +116,15 @@ async fn approve(
         &agent_state.history,
         now,
     );
-    let iat = now.unix_timestamp();
-    let claims = VerdictClaims {
-        iss: state.verdicts_url.clone(),
-        jti: fresh_id,
-        iat,
-        exp: iat + VERDICT_LIFETIME_SECS,
-        verdict: evaluation.verdict,
-        policy_verdict: evaluation.policy_verdict,
-        mandate: agent_state.mandate.as_ref().map(|m| m.id.clone()),
-        policy_version: caller.policy_version.clone(),
-        nonce: Nonce::from_random(ordered16(now)),
-        request: original.claims.request.clone(),
-    };
-    let token = sign_token(state.signer(caller.env)?.as_ref(), &claims)
-        .map_err(|e| ApiError::Server(format!("signing: {e}")))?;
+    let (claims, token) = sign_new(
+        &state,
+        &caller,
+        fresh_id,
+        &evaluation,
+        agent_state.mandate.as_ref(),
+        original.claims.request.clone(),
+        now,
+    )?;
     let decision = Decision {
         claims,
         reason: evaluation.reason.clone(),
