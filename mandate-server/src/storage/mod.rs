@@ -177,6 +177,8 @@ impl Db {
         // Checkpoints run on their own thread and connection, not inside the writer's commits.
         writer.pragma_update(None, "wal_autocheckpoint", 0)?;
         writer.pragma_update(None, "cache_size", -32_000)?;
+        // Every statement the writer runs stays prepared (the default keeps only 16).
+        writer.set_prepared_statement_cache_capacity(256);
         let checkpointer = Connection::open(path)?;
         configure(&checkpointer)?;
         let writer = Arc::new(Mutex::new(writer));
