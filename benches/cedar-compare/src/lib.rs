@@ -1,0 +1,524 @@
+//! The same mandate decided by two engines: `mandate_core::policy::evaluate` and the mandate
+//! written as Cedar policies, evaluated with `cedar_policy::Authorizer::is_authorized`.
+//!
+//! Cedar has no state, so the agent's history (velocity window, month-to-date spend) is kept
+//! in Rust with `mandate_core::history::AgentHistory` for **both** engines. For Cedar the
+//! numbers it needs (requests in the trailing 60 s, month-to-date spend) are read from that
+//! history and passed in the request context; every rule itself (expiry, velocity, category,
+//! currency, per transaction, per month, review) is a Cedar policy.
+//!
+//! Both engines see the same deterministic stream ([`stream`]) of a few thousand requests
+//! from a few agents; [`run_core`] and [`run_cedar`] replay it from empty histories.
+
+use std::str::FromStr;
+
+use cedar_policy::{
+    Authorizer, Context, Decision, Entities, EntityUid, Policy, PolicyId, PolicySet, Request,
+    RestrictedExpression,
+};
+use mandate_core::amount::Amount;
+use mandate_core::history::{AgentHistory, VELOCITY_LIMIT, VELOCITY_WINDOW_MS, unix_ms};
+use mandate_core::id::{AgentId, MandateId};
+use mandate_core::mandate::{Mandate, MandateDraft, MandateStatus};
+use mandate_core::policy::{AuthorizationRequest, Evaluation, Mode, Verdict, evaluate};
+use time::macros::datetime;
+use time::{Duration, OffsetDateTime, Time};
+
+/// How many requests the stream holds.
+pub const STREAM_LEN: usize = 4000;
+/// How many agents share the mandate.
+pub const AGENTS: usize = 8;
+
+/// The mandate both engines enforce: every limit set.
+pub fn mandate() -> Mandate {
+    let body = serde_json::from_str(
+        r#"{
+            "agent": "agt_a0",
+            "limits": {"per_transaction": 500.00, "per_month": 20000.00, "currency": "USD"},
+            "categories": ["software", "cloud", "travel", "office", "data"],
+            "review_above": 250.00,
+            "expires": "2026-12-31"
+        }"#,
+    )
+    .expect("mandate JSON");
+    Mandate {
+        id: MandateId::from_random([3; 16]),
+        terms: MandateDraft::from_json(&body).expect("mandate draft"),
+        status: MandateStatus::Active,
+        created_at: datetime!(2026-11-01 0:00 UTC),
+    }
+}
+
+/// One request of the stream: which agent, what it asks, and when.
+#[derive(Debug, Clone)]
+pub struct Item {
+    /// Index of the agent, `0..AGENTS`.
+    pub agent: usize,
+    /// The parsed request.
+    pub request: AuthorizationRequest,
+    /// When it arrives (non-decreasing along the stream).
+    pub at: OffsetDateTime,
+}
+
+/// A 64-bit LCG (Knuth's MMIX constants); the high bits are used.
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        self.0 >> 33
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// The deterministic request stream: [`STREAM_LEN`] requests from [`AGENTS`] agents, from
+/// 2026-11-20 to early January 2027. Half the traffic is one busy agent (velocity denials);
+/// amounts from cents to 700 (review and per-transaction denials, month-to-date reached);
+/// about 8 % in EUR, about 10 % in categories the mandate does not allow; the month turns
+/// (month-to-date resets) and the mandate expires at the end of 2026-12-31.
+pub fn stream() -> Vec<Item> {
+    const CATEGORIES: [&str; 7] = [
+        "software", "cloud", "travel", "office", "data", "gambling", "crypto",
+    ];
+    let agents: Vec<AgentId> = (0..AGENTS)
+        .map(|i| AgentId::parse(&format!("agt_a{i}")).expect("agent id"))
+        .collect();
+    let mut rng = Lcg(0x6d61_6e64_6174_65);
+    let mut at = datetime!(2026-11-20 0:00 UTC);
+    let mut items = Vec::with_capacity(STREAM_LEN);
+    for _ in 0..STREAM_LEN {
+        // Mostly bursts (0-3 s apart), sometimes minutes to an hour, rarely up to two days.
+        let gap_ms = match rng.below(100) {
+            0..=84 => rng.below(3_000),
+            85..=98 => rng.below(3_600_000),
+            _ => rng.below(172_800_000),
+        };
+        at += Duration::milliseconds(gap_ms as i64);
+        let agent = if rng.below(2) == 0 {
+            0
+        } else {
+            1 + rng.below(AGENTS as u64 - 1) as usize
+        };
+        let cents = match rng.below(100) {
+            0..=59 => rng.below(10_000),          // up to 100.00
+            60..=89 => 10_000 + rng.below(20_000), // 100 to 300
+            _ => 25_000 + rng.below(45_001),       // 250 to 700
+        };
+        // Some whole amounts, written without decimals.
+        let amount = if rng.below(5) == 0 {
+            format!("{}", cents / 100)
+        } else {
+            format!("{}.{:02}", cents / 100, cents % 100)
+        };
+        let currency = if rng.below(12) == 0 { "EUR" } else { "USD" };
+        let category = if rng.below(10) == 0 {
+            CATEGORIES[5 + rng.below(2) as usize]
+        } else {
+            CATEGORIES[rng.below(5) as usize]
+        };
+        let body = serde_json::from_str(&format!(
+            r#"{{"amount": {amount}, "currency": "{currency}", "recipient": "vendor:acme", "category": "{category}"}}"#
+        ))
+        .expect("request JSON");
+        let request =
+            AuthorizationRequest::from_json(agents[agent].clone(), &body).expect("request");
+        items.push(Item { agent, request, at });
+    }
+    items
+}
+
+/// mandate-core: `evaluate` then `history.record`, per request, from empty histories.
+/// Returns each evaluation (verdict and reason).
+pub fn run_core(mandate: &Mandate, items: &[Item]) -> Vec<Evaluation> {
+    let mut histories = [AgentHistory::default(); AGENTS];
+    items
+        .iter()
+        .map(|item| {
+            let history = &mut histories[item.agent];
+            let evaluation = evaluate(Some(mandate), &item.request, history, Mode::Enforce, item.at);
+            history.record(&evaluation, item.request.amount, item.at);
+            evaluation
+        })
+        .collect()
+}
+
+/// The verdict with the limit that was hit, as Cedar's policy ids name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rule {
+    /// No policy permits (the request is not for this mandate).
+    DenyNoMandate,
+    /// `deny_expired`.
+    DenyExpired,
+    /// `deny_velocity`.
+    DenyVelocity,
+    /// `deny_category`.
+    DenyCategory,
+    /// `deny_limit`: the currency differs.
+    DenyLimitCurrency,
+    /// `deny_limit`: above per_transaction.
+    DenyLimitPerTransaction,
+    /// `deny_limit`: month-to-date plus amount above per_month.
+    DenyLimitPerMonth,
+    /// `review`.
+    Review,
+    /// `allow`.
+    Allow,
+}
+
+impl Rule {
+    /// Policy ids of the forbid rules, in the engine's order (first one wins).
+    pub const FORBIDS: [(&'static str, Rule); 7] = [
+        ("deny_expired", Rule::DenyExpired),
+        ("deny_velocity", Rule::DenyVelocity),
+        ("deny_category", Rule::DenyCategory),
+        ("deny_limit_currency", Rule::DenyLimitCurrency),
+        ("deny_limit_per_transaction", Rule::DenyLimitPerTransaction),
+        ("deny_limit_per_month", Rule::DenyLimitPerMonth),
+        ("review", Rule::Review),
+    ];
+
+    /// The verdict this rule gives.
+    pub fn verdict(self) -> Verdict {
+        match self {
+            Rule::DenyNoMandate => Verdict::DenyNoMandate,
+            Rule::DenyExpired => Verdict::DenyExpired,
+            Rule::DenyVelocity => Verdict::DenyVelocity,
+            Rule::DenyCategory => Verdict::DenyCategory,
+            Rule::DenyLimitCurrency | Rule::DenyLimitPerTransaction | Rule::DenyLimitPerMonth => {
+                Verdict::DenyLimit
+            }
+            Rule::Review => Verdict::Review,
+            Rule::Allow => Verdict::Allow,
+        }
+    }
+
+    /// The rule behind a mandate-core evaluation; `deny_limit` is told apart by the start of
+    /// its reason.
+    pub fn of_evaluation(evaluation: &Evaluation) -> Rule {
+        let reason = evaluation.reason.as_deref().unwrap_or("");
+        match evaluation.policy_verdict {
+            Verdict::Allow => Rule::Allow,
+            Verdict::Review => Rule::Review,
+            Verdict::DenyNoMandate | Verdict::DenyRevoked => Rule::DenyNoMandate,
+            Verdict::DenyExpired => Rule::DenyExpired,
+            Verdict::DenyVelocity => Rule::DenyVelocity,
+            Verdict::DenyCategory => Rule::DenyCategory,
+            Verdict::DenyLimit if reason.starts_with("currency") => Rule::DenyLimitCurrency,
+            Verdict::DenyLimit if reason.starts_with("month-to-date") => Rule::DenyLimitPerMonth,
+            Verdict::DenyLimit => Rule::DenyLimitPerTransaction,
+        }
+    }
+}
+
+/// An amount in integer cents (Cedar's `decimal` has no addition, so money is a `Long`).
+pub fn cents(amount: Amount) -> i64 {
+    let value = amount.value();
+    let scale = value.scale();
+    assert!(scale <= 2, "amount {amount} has more than 2 decimals");
+    let cents = value.mantissa() * 10i128.pow(2 - scale);
+    i64::try_from(cents).expect("amount fits in i64 cents")
+}
+
+/// The mandate written as Cedar policies, one policy id per rule.
+///
+/// Cedar's forbid overrides permit, so every deny reason and `review` is a `forbid`, and
+/// `allow` is the single `permit` scoped to the mandate. When several forbids hold, the
+/// verdict is the first in [`Rule::FORBIDS`] order among the determining policies — the same
+/// first-rule-wins order as mandate-core.
+pub fn cedar_policies(mandate: &Mandate) -> String {
+    let terms = &mandate.terms;
+    let limits = &terms.limits;
+    // Valid through the last second of `expires`, UTC: expired from the next midnight on.
+    let expired_from = terms
+        .expires
+        .next_day()
+        .expect("date")
+        .with_time(Time::MIDNIGHT)
+        .assume_utc()
+        .unix_timestamp();
+    let categories = terms
+        .categories
+        .iter()
+        .map(|c| format!("\"{c}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let scope = "principal, action, resource";
+    let mut text = format!(
+        "@id(\"allow\")\npermit (principal is Agent, action == Action::\"authorize\", resource == Mandate::\"{}\");\n",
+        mandate.id
+    );
+    text += &format!("@id(\"deny_expired\")\nforbid ({scope}) when {{ context.now >= {expired_from} }};\n");
+    text += &format!(
+        "@id(\"deny_velocity\")\nforbid ({scope}) when {{ context.recent_requests >= {VELOCITY_LIMIT} }};\n"
+    );
+    text += &format!(
+        "@id(\"deny_category\")\nforbid ({scope}) unless {{ [{categories}].contains(context.category) }};\n"
+    );
+    text += &format!(
+        "@id(\"deny_limit_currency\")\nforbid ({scope}) when {{ context.currency != \"{}\" }};\n",
+        limits.currency
+    );
+    text += &format!(
+        "@id(\"deny_limit_per_transaction\")\nforbid ({scope}) when {{ context.amount > {} }};\n",
+        cents(limits.per_transaction)
+    );
+    if let Some(per_month) = limits.per_month {
+        text += &format!(
+            "@id(\"deny_limit_per_month\")\nforbid ({scope}) when {{ context.month_to_date + context.amount > {} }};\n",
+            cents(per_month)
+        );
+    }
+    if let Some(review_above) = terms.review_above {
+        text += &format!(
+            "@id(\"review\")\nforbid ({scope}) when {{ context.amount > {} }};\n",
+            cents(review_above)
+        );
+    }
+    text
+}
+
+/// Cedar, ready to decide: the policies, the authorizer and the fixed entity uids.
+pub struct CedarEngine {
+    authorizer: Authorizer,
+    policies: PolicySet,
+    entities: Entities,
+    action: EntityUid,
+    resource: EntityUid,
+    principals: Vec<EntityUid>,
+}
+
+impl CedarEngine {
+    /// Compiles the mandate's policies. Each policy gets its `@id` as its policy id, so that
+    /// the response's determining policies name the rule.
+    pub fn new(mandate: &Mandate, agents: &[AgentId]) -> Self {
+        let parsed = PolicySet::from_str(&cedar_policies(mandate)).expect("Cedar policies parse");
+        let mut policies = PolicySet::new();
+        for policy in parsed.policies() {
+            let id = policy.annotation("id").expect("every policy has an @id");
+            let renamed = Policy::parse(Some(PolicyId::new(id)), policy.to_string())
+                .expect("policy re-parses");
+            policies.add(renamed).expect("unique ids");
+        }
+        let uid = |text: &str| EntityUid::from_str(text).expect("entity uid");
+        Self {
+            authorizer: Authorizer::new(),
+            policies,
+            entities: Entities::empty(),
+            action: uid(r#"Action::"authorize""#),
+            resource: uid(&format!("Mandate::\"{}\"", mandate.id)),
+            principals: agents
+                .iter()
+                .map(|a| uid(&format!("Agent::\"{a}\"")))
+                .collect(),
+        }
+    }
+
+    /// The Cedar request for `item`: the request's fields and the numbers read from the
+    /// agent's history (kept in Rust) in the context.
+    pub fn request(&self, item: &Item, history: &AgentHistory) -> Request {
+        let now_ms = unix_ms(item.at);
+        let recent = history.velocity.count_at(now_ms) as i64;
+        let month_to_date = cents(history.spend.total_at(item.at));
+        let context = Context::from_pairs([
+            (
+                "amount".to_owned(),
+                RestrictedExpression::new_long(cents(item.request.amount)),
+            ),
+            (
+                "currency".to_owned(),
+                RestrictedExpression::new_string(item.request.currency.to_string()),
+            ),
+            (
+                "category".to_owned(),
+                RestrictedExpression::new_string(item.request.category.to_string()),
+            ),
+            (
+                "month_to_date".to_owned(),
+                RestrictedExpression::new_long(month_to_date),
+            ),
+            (
+                "recent_requests".to_owned(),
+                RestrictedExpression::new_long(recent),
+            ),
+            (
+                "now".to_owned(),
+                RestrictedExpression::new_long(now_ms.div_euclid(1000)),
+            ),
+        ])
+        .expect("context");
+        Request::new(
+            self.principals[item.agent].clone(),
+            self.action.clone(),
+            self.resource.clone(),
+            context,
+            None,
+        )
+        .expect("request")
+    }
+
+    /// `is_authorized`, mapped to a rule: `Allow` is allow; on `Deny` the first determining
+    /// forbid in engine order wins; no determining policy means nothing permitted.
+    pub fn decide(&self, request: &Request) -> Rule {
+        let response = self
+            .authorizer
+            .is_authorized(request, &self.policies, &self.entities);
+        if response.decision() == Decision::Allow {
+            return Rule::Allow;
+        }
+        let mut best = Rule::DenyNoMandate;
+        let mut best_rank = usize::MAX;
+        for id in response.diagnostics().reason() {
+            let id: &str = id.as_ref();
+            if let Some(rank) = Rule::FORBIDS.iter().position(|(name, _)| *name == id)
+                && rank < best_rank
+            {
+                best_rank = rank;
+                best = Rule::FORBIDS[rank].1;
+            }
+        }
+        best
+    }
+
+    /// Whether evaluating `request` raised errors (it never should).
+    pub fn errors(&self, request: &Request) -> Vec<String> {
+        self.authorizer
+            .is_authorized(request, &self.policies, &self.entities)
+            .diagnostics()
+            .errors()
+            .map(|e| e.to_string())
+            .collect()
+    }
+}
+
+/// The agents of the stream, `agt_a0..`.
+pub fn agents() -> Vec<AgentId> {
+    (0..AGENTS)
+        .map(|i| AgentId::parse(&format!("agt_a{i}")).expect("agent id"))
+        .collect()
+}
+
+/// Cedar: per request, build the context from the history, `is_authorized`, map the rule,
+/// then `history.record` with the same verdict, from empty histories.
+pub fn run_cedar(engine: &CedarEngine, items: &[Item]) -> Vec<Rule> {
+    let mut histories = [AgentHistory::default(); AGENTS];
+    items
+        .iter()
+        .map(|item| {
+            let history = &mut histories[item.agent];
+            let rule = engine.decide(&engine.request(item, history));
+            let verdict = rule.verdict();
+            let evaluation = Evaluation {
+                verdict,
+                policy_verdict: verdict,
+                reason: None,
+            };
+            history.record(&evaluation, item.request.amount, item.at);
+            rule
+        })
+        .collect()
+}
+
+/// The Cedar requests of the whole stream, built once (for timing `is_authorized` alone).
+pub fn cedar_requests(engine: &CedarEngine, items: &[Item]) -> Vec<Request> {
+    let mut histories = [AgentHistory::default(); AGENTS];
+    items
+        .iter()
+        .map(|item| {
+            let history = &mut histories[item.agent];
+            let request = engine.request(item, history);
+            let verdict = engine.decide(&request).verdict();
+            let evaluation = Evaluation {
+                verdict,
+                policy_verdict: verdict,
+                reason: None,
+            };
+            history.record(&evaluation, item.request.amount, item.at);
+            request
+        })
+        .collect()
+}
+
+/// How many of each rule, in [`Rule`] order, for printing the mix.
+pub fn mix(rules: &[Rule]) -> Vec<(Rule, usize)> {
+    let all = [
+        Rule::Allow,
+        Rule::Review,
+        Rule::DenyExpired,
+        Rule::DenyVelocity,
+        Rule::DenyCategory,
+        Rule::DenyLimitCurrency,
+        Rule::DenyLimitPerTransaction,
+        Rule::DenyLimitPerMonth,
+        Rule::DenyNoMandate,
+    ];
+    all.into_iter()
+        .map(|r| (r, rules.iter().filter(|x| **x == r).count()))
+        .filter(|(_, n)| *n > 0)
+        .collect()
+}
+
+// Keep the window constant in sight: Cedar's velocity rule reads a count over this window.
+const _: () = assert!(VELOCITY_WINDOW_MS == 60_000);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_engines_give_identical_verdicts_on_the_whole_stream() {
+        let mandate = mandate();
+        let items = stream();
+        let engine = CedarEngine::new(&mandate, &agents());
+        let core = run_core(&mandate, &items);
+        let cedar = run_cedar(&engine, &items);
+        assert_eq!(core.len(), STREAM_LEN);
+        assert_eq!(cedar.len(), STREAM_LEN);
+        for (i, (evaluation, rule)) in core.iter().zip(&cedar).enumerate() {
+            assert_eq!(
+                evaluation.verdict,
+                rule.verdict(),
+                "request {i} {:?}: mandate-core {:?}, Cedar {rule:?}",
+                items[i],
+                evaluation.reason
+            );
+            assert_eq!(Rule::of_evaluation(evaluation), *rule, "request {i}");
+        }
+        // Cedar never failed to evaluate a policy (an error would silently skip a forbid).
+        for request in cedar_requests(&engine, &items) {
+            assert_eq!(engine.errors(&request), Vec::<String>::new());
+        }
+        // The stream exercises every rule.
+        let counts = mix(&cedar);
+        println!("verdict mix: {counts:?}");
+        for rule in [
+            Rule::Allow,
+            Rule::Review,
+            Rule::DenyExpired,
+            Rule::DenyVelocity,
+            Rule::DenyCategory,
+            Rule::DenyLimitCurrency,
+            Rule::DenyLimitPerTransaction,
+            Rule::DenyLimitPerMonth,
+        ] {
+            let n = counts.iter().find(|(r, _)| *r == rule).map_or(0, |(_, n)| *n);
+            assert!(n >= 20, "{rule:?} occurs only {n} times: {counts:?}");
+        }
+    }
+
+    #[test]
+    fn a_request_for_another_mandate_is_not_permitted() {
+        let mandate = mandate();
+        let engine = CedarEngine::new(&mandate, &agents());
+        let mut other = mandate.clone();
+        other.id = MandateId::from_random([4; 16]);
+        let other_engine = CedarEngine::new(&other, &agents());
+        let item = &stream()[0];
+        let request = other_engine.request(item, &AgentHistory::default());
+        assert_eq!(engine.decide(&request), Rule::DenyNoMandate);
+    }
+}
