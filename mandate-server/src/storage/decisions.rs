@@ -150,21 +150,36 @@ pub struct Filters {
     pub policy_verdict: Option<Verdict>,
 }
 
-/// A page of decisions, newest first, strictly before seq `before`.
-pub fn page(
+/// Which way a filtered read walks the log.
+#[derive(Clone, Copy)]
+enum Order {
+    NewestFirst,
+    OldestFirst,
+}
+
+/// Decisions matching `filters` with seq strictly between `above` and `below`, at most
+/// `limit`, in `order`: the one query behind lists and exports.
+#[allow(clippy::too_many_arguments)]
+fn filtered(
     conn: &Connection,
     org_id: &str,
     env: &str,
     filters: &Filters,
-    before: i64,
+    above: i64,
+    below: i64,
+    order: Order,
     limit: i64,
 ) -> Result<Vec<(i64, Decision)>, StorageError> {
+    let direction = match order {
+        Order::NewestFirst => "DESC",
+        Order::OldestFirst => "ASC",
+    };
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM decisions
          WHERE org_id = ?1 AND env = ?2 AND (?3 IS NULL OR agent_id = ?3)
            AND (?4 IS NULL OR verdict = ?4) AND (?5 IS NULL OR policy_verdict = ?5)
-           AND seq < ?6
-         ORDER BY seq DESC LIMIT ?7"
+           AND seq > ?6 AND seq < ?7
+         ORDER BY seq {direction} LIMIT ?8"
     ))?;
     let rows = stmt.query_map(
         params![
@@ -173,7 +188,8 @@ pub fn page(
             filters.agent,
             filters.verdict.map(Verdict::as_str),
             filters.policy_verdict.map(Verdict::as_str),
-            before,
+            above,
+            below,
             limit
         ],
         row,
@@ -183,6 +199,27 @@ pub fn page(
         out.push(decode(raw?)?);
     }
     Ok(out)
+}
+
+/// A page of decisions, newest first, strictly before seq `before`.
+pub fn page(
+    conn: &Connection,
+    org_id: &str,
+    env: &str,
+    filters: &Filters,
+    before: i64,
+    limit: i64,
+) -> Result<Vec<(i64, Decision)>, StorageError> {
+    filtered(
+        conn,
+        org_id,
+        env,
+        filters,
+        i64::MIN,
+        before,
+        Order::NewestFirst,
+        limit,
+    )
 }
 
 /// The highest seq of any decision so far (0 if none). An export reads up to it, so the set
@@ -204,31 +241,17 @@ pub fn export_page(
     upto: i64,
     limit: i64,
 ) -> Result<Vec<(i64, Decision)>, StorageError> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {COLUMNS} FROM decisions
-         WHERE org_id = ?1 AND env = ?2 AND (?3 IS NULL OR agent_id = ?3)
-           AND (?4 IS NULL OR verdict = ?4) AND (?5 IS NULL OR policy_verdict = ?5)
-           AND seq > ?6 AND seq <= ?7
-         ORDER BY seq LIMIT ?8"
-    ))?;
-    let rows = stmt.query_map(
-        params![
-            org_id,
-            env,
-            filters.agent,
-            filters.verdict.map(Verdict::as_str),
-            filters.policy_verdict.map(Verdict::as_str),
-            after,
-            upto,
-            limit
-        ],
-        row,
-    )?;
-    let mut out = Vec::new();
-    for raw in rows {
-        out.push(decode(raw?)?);
-    }
-    Ok(out)
+    let below = upto.saturating_add(1);
+    filtered(
+        conn,
+        org_id,
+        env,
+        filters,
+        after,
+        below,
+        Order::OldestFirst,
+        limit,
+    )
 }
 
 /// Times (unix ms) of the agent's latest `limit` requests, oldest first: the velocity
