@@ -108,7 +108,7 @@ pub fn prefill(db: &Path, spec: &Spec<'_>, n: u64) -> Result<Duration> {
     let mut conn = Connection::open(db).ctx(format!("opening {}", db.display()))?;
     // Bulk load into a scratch database: no journal and no fsync per batch (a crash here
     // only fails the benchmark; the file is switched back to WAL and synced at the end),
-    // and a large page cache for the random-keyed indexes (id, nonce, agent, mandate).
+    // and a large page cache for the random-keyed indexes (id, nonce, agent).
     conn.execute_batch(
         "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA cache_size = -2000000;",
     )?;
@@ -219,6 +219,18 @@ pub fn prefill(db: &Path, spec: &Spec<'_>, n: u64) -> Result<Duration> {
             );
         }
     }
+    // Where each agent's decisions of a month begin, as the server records them (its
+    // migration 0004 computes them the same way).
+    conn.execute_batch(
+        "INSERT OR IGNORE INTO decision_months (org_id, env, agent_id, month, first_seq)
+         SELECT org_id, env, agent_id,
+                CAST(strftime('%Y', created_ms / 1000, 'unixepoch') AS INTEGER) * 12
+                    + CAST(strftime('%m', created_ms / 1000, 'unixepoch') AS INTEGER) - 1,
+                MIN(seq)
+         FROM decisions
+         GROUP BY 1, 2, 3, 4;",
+    )
+    .ctx("filling decision_months")?;
     // Back to the server's journal mode; the file is then synced once.
     let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
     if !mode.eq_ignore_ascii_case("wal") {

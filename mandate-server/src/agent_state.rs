@@ -63,7 +63,16 @@ pub fn rebuild(
         history.velocity.record(at);
     }
     if let Some(m) = &mandate {
-        for (amount, at) in decisions::allowed_since(conn, m.id.as_str(), ms(month_start(now)))? {
+        let since = ms(month_start(now));
+        let allowed = decisions::allowed_since(
+            conn,
+            org_id,
+            env.as_str(),
+            agent.as_str(),
+            m.id.as_str(),
+            since,
+        )?;
+        for (amount, at) in allowed {
             history.spend.add(amount, from_ms(at));
         }
     }

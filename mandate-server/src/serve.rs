@@ -20,7 +20,7 @@ use crate::limits::{self, CountedAcceptor, Limits};
 use crate::rate_limit::RateLimiter;
 use crate::settlement;
 use crate::signing;
-use crate::state::AppState;
+use crate::state::{AppState, Shared};
 use crate::storage::{Db, StorageError, idempotency, keys as keys_store, signing as signing_store};
 
 /// How the server is started.
@@ -149,7 +149,7 @@ pub async fn start_with(
         "http"
     };
     let public_url = format!("{scheme}://{public_addr}");
-    let state = AppState {
+    let state = AppState::new(Shared {
         db: db.clone(),
         clock: clock.clone(),
         keys: Arc::new(RwLock::new(ring)),
@@ -164,7 +164,7 @@ pub async fn start_with(
         callers: Default::default(),
         modes: Default::default(),
         settlement: adapter.provider(),
-    };
+    });
 
     // Dropping the worker (an error below) stops it.
     let worker = Worker::start(state.clone())

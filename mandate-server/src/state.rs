@@ -16,9 +16,28 @@ use crate::settlement::SettlementProvider;
 use crate::signing::KeyRing;
 use crate::storage::Db;
 
-/// Everything a handler may need.
+/// Everything a handler may need: one shared [`Shared`], so that the clone every layer and
+/// extractor makes per request is one reference count, not one per field.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl AppState {
+    /// Shares `shared` with every handler.
+    pub fn new(shared: Shared) -> Self {
+        Self(Arc::new(shared))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// The fields of [`AppState`].
+pub struct Shared {
     /// The database.
     pub db: Db,
     /// The injected clock.

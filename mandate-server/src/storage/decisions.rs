@@ -44,7 +44,25 @@ pub fn insert(tx: &Connection, org_id: &str, env: &str, d: &Decision) -> rusqlit
         d.review.as_ref().map(ReviewId::as_str),
         d.is_request,
     ])?;
+    // Where this agent's decisions of this month begin (see migration 0004).
+    tx.prepare_cached(
+        "INSERT OR IGNORE INTO decision_months (org_id, env, agent_id, month, first_seq)
+         VALUES (?1, ?2, ?3, ?4, last_insert_rowid())",
+    )?
+    .execute(params![
+        org_id,
+        env,
+        c.request.agent.as_str(),
+        month_index(d.created_ms)
+    ])?;
     Ok(())
+}
+
+/// The UTC month of a unix-ms time as `year * 12 + month - 1`: the key of
+/// `decision_months`, computed as migration 0004 computes it.
+pub fn month_index(unix_ms: i64) -> i64 {
+    let at = crate::clock::from_ms(unix_ms);
+    i64::from(at.year()) * 12 + i64::from(u8::from(at.month())) - 1
 }
 
 const COLUMNS: &str = "seq, id, agent_id, mandate_id, verdict, policy_verdict, reason, mode,
@@ -275,21 +293,40 @@ pub fn recent_request_times(
     Ok(times)
 }
 
-/// Amounts and times (unix ms) of a mandate's `allow` decisions since `since_ms`, in order:
-/// month-to-date spend is rebuilt from these.
+/// Amounts and times (unix ms) of the `allow` decisions taken under `mandate_id` for
+/// `agent` since `since_ms`, in order: month-to-date spend is rebuilt from these.
+///
+/// It walks the agent's decisions from the first one of `since_ms`'s month on
+/// (`decision_months`), so its cost is the agent's decisions of this month, not of all
+/// time.
 pub fn allowed_since(
     conn: &Connection,
+    org_id: &str,
+    env: &str,
+    agent: &str,
     mandate_id: &str,
     since_ms: i64,
 ) -> Result<Vec<(Amount, i64)>, StorageError> {
     let mut stmt = conn.prepare_cached(
         "SELECT amount, created_ms FROM decisions
-         WHERE mandate_id = ?1 AND created_ms >= ?2 AND verdict = 'allow'
-         ORDER BY created_ms",
+         WHERE org_id = ?1 AND env = ?2 AND agent_id = ?3
+           AND seq >= (SELECT COALESCE(MIN(first_seq), 9223372036854775807)
+                       FROM decision_months
+                       WHERE org_id = ?1 AND env = ?2 AND agent_id = ?3 AND month >= ?4)
+           AND mandate_id = ?5 AND verdict = 'allow' AND created_ms >= ?6
+         ORDER BY seq",
     )?;
-    let rows = stmt.query_map(params![mandate_id, since_ms], |r| {
-        Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
-    })?;
+    let rows = stmt.query_map(
+        params![
+            org_id,
+            env,
+            agent,
+            month_index(since_ms),
+            mandate_id,
+            since_ms
+        ],
+        |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)),
+    )?;
     let mut out = Vec::new();
     for row in rows {
         let (amount, at) = row?;

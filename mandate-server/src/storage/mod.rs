@@ -22,16 +22,17 @@ pub mod timers;
 pub mod webhooks;
 
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, mpsc};
 
-use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior};
 
 /// The numbered migrations, applied in order. Never edit one that has landed: add another.
 const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("../../migrations/0001_init.sql")),
     (2, include_str!("../../migrations/0002_webhooks.sql")),
     (3, include_str!("../../migrations/0003_escrows.sql")),
+    (4, include_str!("../../migrations/0004_lean_decisions.sql")),
 ];
 
 /// A storage failure: the database could not be opened, read or written.
@@ -66,6 +67,10 @@ pub struct Db {
 
 /// The most jobs one commit covers.
 pub const MAX_GROUP: usize = 256;
+
+/// WAL frames (4 KiB pages) past which the writer lets the WAL start over (see
+/// [`checkpoint_loop`]).
+const RESTART_FRAMES: i64 = 4096;
 
 /// What a job reports once its group's commit is known: `None` if it committed.
 type Done = Box<dyn FnOnce(Option<String>) + Send>;
@@ -108,7 +113,11 @@ where
     result
 }
 
-fn writer_loop(writer: Arc<Mutex<Connection>>, jobs: mpsc::Receiver<Job>) {
+fn writer_loop(
+    writer: Arc<Mutex<Connection>>,
+    jobs: mpsc::Receiver<Job>,
+    restart: Arc<AtomicBool>,
+) {
     while let Ok(first) = jobs.recv() {
         let mut group = vec![first];
         while group.len() < MAX_GROUP {
@@ -138,21 +147,55 @@ fn writer_loop(writer: Arc<Mutex<Connection>>, jobs: mpsc::Receiver<Job>) {
                 (done, None)
             }
         };
-        drop(conn);
         let (done, error) = outcome;
         for report in done {
             report(error.clone());
         }
+        if restart.swap(false, Ordering::AcqRel) {
+            // Copy the few frames the checkpoint thread has not reached yet, so that the
+            // next transaction writes the WAL from its start again.
+            if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+                tracing::warn!("wal checkpoint (writer): {e}");
+            }
+        }
+        drop(conn);
     }
 }
 
-/// Copies committed WAL frames into the database file every 100 ms (PASSIVE: it never
-/// blocks the writer), until the database is closed.
-fn checkpoint_loop(conn: &Connection, writer: &std::sync::Weak<Mutex<Connection>>) {
+/// Keeps the WAL small: copies committed frames into the database file (PASSIVE: it never
+/// blocks the writer), every 100 ms or at once while it is behind, until the database is
+/// closed.
+///
+/// Under constant load a passive checkpoint never catches up with the writer, and SQLite
+/// only starts the WAL over once every frame has been copied: the file would grow without
+/// bound (gigabytes a minute), and each frame written past its end costs the kernel a
+/// fresh block. So once the WAL holds more than [`RESTART_FRAMES`], this thread asks the
+/// writer (through `restart`) to run one more passive checkpoint between two groups: it
+/// copies only what arrived since this thread's last pass, and the next commit writes from
+/// the start of the file again.
+fn checkpoint_loop(
+    conn: &Connection,
+    writer: &std::sync::Weak<Mutex<Connection>>,
+    restart: &AtomicBool,
+) {
+    let mut behind = false;
     while writer.strong_count() > 0 {
-        std::thread::sleep(std::time::Duration::from_millis(100));
-        if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
-            tracing::warn!("wal checkpoint: {e}");
+        if !behind {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        match conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+            Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
+        }) {
+            Ok((log, copied)) => {
+                behind = log - copied > RESTART_FRAMES / 4;
+                if log > RESTART_FRAMES {
+                    restart.store(true, Ordering::Release);
+                }
+            }
+            Err(e) => {
+                behind = false;
+                tracing::warn!("wal checkpoint: {e}");
+            }
         }
     }
 }
@@ -177,21 +220,26 @@ impl Db {
         // Checkpoints run on their own thread and connection, not inside the writer's commits.
         writer.pragma_update(None, "wal_autocheckpoint", 0)?;
         writer.pragma_update(None, "cache_size", -32_000)?;
+        // Each job's savepoint keeps copies of the pages it changes: in memory, not in a
+        // temporary file.
+        writer.pragma_update(None, "temp_store", "MEMORY")?;
         // Every statement the writer runs stays prepared (the default keeps only 16).
         writer.set_prepared_statement_cache_capacity(256);
         let checkpointer = Connection::open(path)?;
         configure(&checkpointer)?;
         let writer = Arc::new(Mutex::new(writer));
         let weak = Arc::downgrade(&writer);
+        let restart = Arc::new(AtomicBool::new(false));
+        let asks_restart = restart.clone();
         std::thread::Builder::new()
             .name("mandate-checkpoint".into())
-            .spawn(move || checkpoint_loop(&checkpointer, &weak))
+            .spawn(move || checkpoint_loop(&checkpointer, &weak, &asks_restart))
             .map_err(|e| StorageError::Task(format!("cannot start the checkpoint thread: {e}")))?;
         let (jobs, receiver) = mpsc::channel::<Job>();
         let thread_writer = writer.clone();
         std::thread::Builder::new()
             .name("mandate-writer".into())
-            .spawn(move || writer_loop(thread_writer, receiver))
+            .spawn(move || writer_loop(thread_writer, receiver, restart))
             .map_err(|e| StorageError::Task(format!("cannot start the writer thread: {e}")))?;
         Ok(Self {
             writer,
@@ -276,22 +324,40 @@ fn migrate(conn: &mut Connection) -> Result<(), StorageError> {
     conn.execute_batch(
         "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_ms INTEGER NOT NULL)",
     )?;
-    for (version, sql) in MIGRATIONS {
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let applied: bool = tx.query_row(
-            "SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = ?1)",
-            [version],
-            |row| row.get(0),
-        )?;
-        if !applied {
-            tx.execute_batch(sql)?;
-            tx.execute(
-                "INSERT INTO schema_migrations (version, applied_ms) VALUES (?1, ?2)",
-                rusqlite::params![version, 0],
-            )?;
+    // A migration may rebuild a table that others reference (SQLite's documented way to
+    // change a table's constraints): foreign keys are off while migrations run (the
+    // pragma is a no-op inside a transaction) and checked before each one commits.
+    conn.pragma_update(None, "foreign_keys", "OFF")?;
+    let result = MIGRATIONS
+        .iter()
+        .try_for_each(|(version, sql)| apply(conn, *version, sql));
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    result
+}
+
+fn apply(conn: &mut Connection, version: i64, sql: &str) -> Result<(), StorageError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let applied: bool = tx.query_row(
+        "SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = ?1)",
+        [version],
+        |row| row.get(0),
+    )?;
+    if !applied {
+        tx.execute_batch(sql)?;
+        let broken: Option<String> = tx
+            .query_row("PRAGMA foreign_key_check", [], |row| row.get(0))
+            .optional()?;
+        if let Some(table) = broken {
+            return Err(StorageError::Corrupt(format!(
+                "migration {version} left a row of {table} pointing at nothing"
+            )));
         }
-        tx.commit()?;
+        tx.execute(
+            "INSERT INTO schema_migrations (version, applied_ms) VALUES (?1, ?2)",
+            rusqlite::params![version, 0],
+        )?;
     }
+    tx.commit()?;
     Ok(())
 }
 
@@ -369,5 +435,208 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(fine, 42);
+    }
+
+    /// A database written before migration 4 (decisions with the by-mandate index, an
+    /// escrow pointing at one of them) comes out with every row, the escrow's reference
+    /// intact and enforced, the month marks filled, and month-to-date read through them.
+    #[test]
+    fn migration_4_keeps_every_decision_and_fills_the_month_marks() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.db");
+        {
+            let mut old = Connection::open(&path).unwrap();
+            old.execute_batch(
+                "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_ms INTEGER NOT NULL)",
+            )
+            .unwrap();
+            for (version, sql) in &MIGRATIONS[..3] {
+                old.execute_batch(sql).unwrap();
+                old.execute("INSERT INTO schema_migrations VALUES (?1, 0)", [version])
+                    .unwrap();
+            }
+            let tx = old.transaction().unwrap();
+            tx.execute_batch("INSERT INTO orgs VALUES ('org_1', 'o', 'v1', 0)")
+                .unwrap();
+            // 2026-10-31T23:59:59Z, 2026-11-01T00:00:00Z and later in November.
+            let rows: [(&str, &str, &str, i64); 4] = [
+                ("dec_a", "agt_1", "allow", 1_793_491_199_000),
+                ("dec_b", "agt_1", "allow", 1_793_491_200_000),
+                ("dec_c", "agt_1", "deny_category", 1_793_491_300_000),
+                ("dec_d", "agt_1", "allow", 1_793_491_400_000),
+            ];
+            for (id, agent, verdict, at) in rows {
+                tx.execute(
+                    "INSERT INTO decisions (id, org_id, env, agent_id, mandate_id, verdict,
+                        policy_verdict, reason, mode, amount, currency, recipient, category,
+                        nonce, policy_version, iss, iat, exp, created_ms, supersedes,
+                        review_id, is_request)
+                     VALUES (?1, 'org_1', 'sandbox', ?2, 'mdt_1', ?3, ?3, NULL, 'enforce',
+                        '10.50', 'USD', 'vendor:x', 'software', 'n_' || ?1, 'v1', 'iss',
+                        ?4 / 1000, ?4 / 1000 + 300, ?4, NULL, NULL, 1)",
+                    rusqlite::params![id, agent, verdict, at],
+                )
+                .unwrap();
+            }
+            tx.execute(
+                "INSERT INTO escrows (id, org_id, env, amount, currency, buyer, seller,
+                    decision_id, nonce, arbiter, state, disputed, created_ms)
+                 VALUES ('esc_1', 'org_1', 'sandbox', '10.50', 'USD', 'agt_1', 'vendor:x',
+                    'dec_b', 'n_dec_b', NULL, 'funded', 0, 0)",
+                [],
+            )
+            .unwrap();
+            tx.commit().unwrap();
+        }
+
+        let db = Db::open(&path).unwrap();
+        let conn = lock(&db.writer);
+        let ids: Vec<(i64, String)> = conn
+            .prepare("SELECT seq, id FROM decisions ORDER BY seq")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert_eq!(
+            ids,
+            vec![
+                (1, "dec_a".to_owned()),
+                (2, "dec_b".to_owned()),
+                (3, "dec_c".to_owned()),
+                (4, "dec_d".to_owned())
+            ]
+        );
+        let indexes: Vec<String> = conn
+            .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'decisions' ORDER BY name")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert_eq!(
+            indexes,
+            [
+                "decisions_by_agent",
+                "decisions_by_env",
+                "sqlite_autoindex_decisions_1"
+            ]
+        );
+        let marks: Vec<(i64, i64)> = conn
+            .prepare("SELECT month, first_seq FROM decision_months ORDER BY month")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert_eq!(marks, vec![(2026 * 12 + 9, 1), (2026 * 12 + 10, 2)]);
+        assert_eq!(decisions::month_index(1_793_491_199_000), 2026 * 12 + 9);
+        assert_eq!(decisions::month_index(1_793_491_200_000), 2026 * 12 + 10);
+        // November's allows only, through the month mark.
+        let november = decisions::allowed_since(
+            &conn,
+            "org_1",
+            "sandbox",
+            "agt_1",
+            "mdt_1",
+            1_793_491_200_000,
+        )
+        .unwrap();
+        assert_eq!(
+            november
+                .iter()
+                .map(|(a, at)| (a.to_string(), *at))
+                .collect::<Vec<_>>(),
+            vec![
+                ("10.50".to_owned(), 1_793_491_200_000),
+                ("10.50".to_owned(), 1_793_491_400_000)
+            ]
+        );
+        // The escrow still points at its decision, and the reference is enforced again.
+        let funded_by: String = conn
+            .query_row(
+                "SELECT d.id FROM escrows e JOIN decisions d ON d.id = e.decision_id",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(funded_by, "dec_b");
+        let dangling = conn.execute(
+            "UPDATE escrows SET decision_id = 'dec_missing' WHERE id = 'esc_1'",
+            [],
+        );
+        assert!(
+            dangling.is_err(),
+            "foreign keys are enforced after migrating"
+        );
+        // New decisions go on from the highest seq.
+        let next: i64 = conn
+            .query_row("SELECT COALESCE(MAX(seq), 0) + 1 FROM decisions", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(next, 5);
+    }
+
+    /// Under writes that never pause, the WAL still starts over: its file stays a few
+    /// tens of MiB however much is written (before, it grew by everything written).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_wal_stays_small_under_constant_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.db");
+        let db = Db::open(&path).unwrap();
+        db.write(|c| -> Result<(), StorageError> {
+            c.execute_batch("CREATE TABLE blobs (b BLOB NOT NULL)")?;
+            Ok(())
+        })
+        .await
+        .unwrap();
+        let wal = dir.path().join("w.db-wal");
+        let largest = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let done = Arc::new(AtomicBool::new(false));
+        let sampler = {
+            let (largest, done, wal) = (largest.clone(), done.clone(), wal.clone());
+            std::thread::spawn(move || {
+                while !done.load(Ordering::Acquire) {
+                    let len = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+                    largest.fetch_max(len, Ordering::Relaxed);
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+            })
+        };
+        // 200 MiB in 16 KiB rows, from 16 writers that never wait for each other.
+        const ROWS_PER_WRITER: usize = 800;
+        let writers = (0..16).map(|_| {
+            let db = db.clone();
+            tokio::spawn(async move {
+                for _ in 0..ROWS_PER_WRITER {
+                    db.write(|c| -> Result<(), StorageError> {
+                        c.prepare_cached("INSERT INTO blobs (b) VALUES (zeroblob(16384))")?
+                            .execute([])?;
+                        Ok(())
+                    })
+                    .await
+                    .unwrap();
+                }
+            })
+        });
+        for writer in writers.collect::<Vec<_>>() {
+            writer.await.unwrap();
+        }
+        done.store(true, Ordering::Release);
+        sampler.join().unwrap();
+        let rows: i64 = db
+            .read(|c| -> Result<i64, StorageError> {
+                Ok(c.query_row("SELECT COUNT(*) FROM blobs", [], |r| r.get(0))?)
+            })
+            .await
+            .unwrap();
+        assert_eq!(rows, 16 * ROWS_PER_WRITER as i64);
+        let largest = largest.load(Ordering::Relaxed);
+        assert!(
+            largest < 64 * 1024 * 1024,
+            "the WAL reached {} MiB while 200 MiB were written",
+            largest / (1024 * 1024)
+        );
     }
 }
