@@ -1,11 +1,13 @@
 //! A stored decision: the signed claims plus what is stored besides (mode, reason,
 //! supersedes, review, creation time), and its API shape.
 
-use mandate_core::claims::VerdictClaims;
-use mandate_core::id::{DecisionId, ReviewId};
+use mandate_core::claims::{RequestClaims, VerdictClaims};
+use mandate_core::id::{DecisionId, MandateId, Nonce, ReviewId};
 use mandate_core::mandate::format_timestamp;
-use mandate_core::policy::Mode;
-use serde_json::{Value, json};
+use mandate_core::policy::{Mode, Verdict};
+use mandate_core::review::Review;
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::clock::from_ms;
 
@@ -28,26 +30,82 @@ pub struct Decision {
     pub is_request: bool,
 }
 
-impl Decision {
-    /// The decision object of the API: the claim names, plus `id`, `mode`, `reason`,
-    /// `supersedes`, `review` and `created_at`.
-    pub fn to_json(&self) -> Value {
-        let mut value = serde_json::to_value(&self.claims).unwrap_or(Value::Null);
-        if let Value::Object(map) = &mut value {
-            map.insert("id".into(), json!(self.claims.jti));
-            // The token omits an absent mandate; the object shows it as null, like the
-            // other optional fields.
-            map.entry("mandate").or_insert(Value::Null);
-            map.insert("mode".into(), json!(self.mode));
-            map.insert("reason".into(), json!(self.reason));
-            map.insert("supersedes".into(), json!(self.supersedes));
-            map.insert("review".into(), json!(self.review));
-            map.insert(
-                "created_at".into(),
-                json!(format_timestamp(from_ms(self.created_ms))),
-            );
+/// The decision object of the API, serialized straight from a [`Decision`] (no
+/// intermediate `Value` on the hot path): the claim names, plus `id`, `mode`, `reason`,
+/// `supersedes`, `review` and `created_at`; in the answer to a request, also
+/// `verdict_token` and the review object it opened.
+#[derive(Serialize)]
+pub struct DecisionView<'a> {
+    id: &'a DecisionId,
+    iss: &'a str,
+    jti: &'a DecisionId,
+    iat: i64,
+    exp: i64,
+    verdict: Verdict,
+    policy_verdict: Verdict,
+    // The token omits an absent mandate; the object shows it as null, like the other
+    // optional fields.
+    mandate: Option<&'a MandateId>,
+    policy_version: &'a str,
+    nonce: &'a Nonce,
+    request: &'a RequestClaims,
+    mode: Mode,
+    reason: Option<&'a str>,
+    supersedes: Option<&'a DecisionId>,
+    review: ReviewField<'a>,
+    created_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    verdict_token: Option<&'a str>,
+}
+
+/// `review`: the id on a stored decision, the whole review in the answer that opened it.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum ReviewField<'a> {
+    Id(Option<&'a ReviewId>),
+    Opened(&'a Review),
+}
+
+impl<'a> DecisionView<'a> {
+    /// The answer to the request (or approval) that made the decision: with its token and
+    /// the review it opened.
+    pub fn answer(mut self, token: &'a str, review: Option<&'a Review>) -> Self {
+        self.verdict_token = Some(token);
+        if let Some(review) = review {
+            self.review = ReviewField::Opened(review);
         }
-        value
+        self
+    }
+}
+
+impl Decision {
+    /// The decision object of the API, ready to serialize.
+    pub fn view(&self) -> DecisionView<'_> {
+        let c = &self.claims;
+        DecisionView {
+            id: &c.jti,
+            iss: &c.iss,
+            jti: &c.jti,
+            iat: c.iat,
+            exp: c.exp,
+            verdict: c.verdict,
+            policy_verdict: c.policy_verdict,
+            mandate: c.mandate.as_ref(),
+            policy_version: &c.policy_version,
+            nonce: &c.nonce,
+            request: &c.request,
+            mode: self.mode,
+            reason: self.reason.as_deref(),
+            supersedes: self.supersedes.as_ref(),
+            review: ReviewField::Id(self.review.as_ref()),
+            created_at: format_timestamp(from_ms(self.created_ms)),
+            verdict_token: None,
+        }
+    }
+
+    /// The decision object of the API as a JSON value.
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self.view()).unwrap_or(Value::Null)
     }
 }
 

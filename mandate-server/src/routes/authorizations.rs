@@ -8,13 +8,12 @@
 
 use axum::Router;
 use axum::extract::{Extension, State};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::post;
 use mandate_core::claims::RequestClaims;
 use mandate_core::id::{DecisionId, ReviewId};
 use mandate_core::policy::{AuthorizationRequest, evaluate};
 use mandate_core::review::Review;
-use serde_json::{Value, json};
 
 use crate::body::JsonBody;
 use crate::clock::{ms, ordered16};
@@ -31,13 +30,13 @@ pub fn router() -> Router<AppState> {
 }
 
 /// The response body: the decision, its token, and the review it opened.
-pub fn response_body(decision: &Decision, token: &str, review: Option<&Review>) -> Value {
-    let mut body = decision.to_json();
-    body["verdict_token"] = json!(token);
-    if let Some(review) = review {
-        body["review"] = serde_json::to_value(review).unwrap_or(Value::Null);
-    }
-    body
+pub fn response_body(
+    decision: &Decision,
+    token: &str,
+    review: Option<&Review>,
+) -> Result<Vec<u8>, ApiError> {
+    serde_json::to_vec(&decision.view().answer(token, review))
+        .map_err(|e| ApiError::Server(format!("encoding the decision: {e}")))
 }
 
 async fn authorize(
@@ -99,8 +98,15 @@ async fn authorize(
         created_ms: ms(now),
         is_request: true,
     };
-    let body = response_body(&decision, &token, review.as_ref());
-    let bytes = serde_json::to_vec(&body).map_err(|e| ApiError::Server(e.to_string()))?;
+    let bytes = response_body(&decision, &token, review.as_ref())?;
+    // The event's data, encoded here rather than on the writer thread that all share.
+    let review_event = match &review {
+        Some(_) => Some(
+            serde_json::to_string(&decision.view())
+                .map_err(|e| ApiError::Server(format!("encoding the decision: {e}")))?,
+        ),
+        None => None,
+    };
 
     let (org, env) = (caller.org_id.clone(), caller.env);
     let idempotency = slot_ext.map(|Extension(s)| s);
@@ -110,7 +116,7 @@ async fn authorize(
         .db
         .write(move |tx| -> Result<(), ApiError> {
             decisions::insert(tx, &org, env.as_str(), &decision)?;
-            if let Some(review) = &review {
+            if let (Some(review), Some(data)) = (&review, &review_event) {
                 reviews::insert(
                     tx,
                     &org,
@@ -118,12 +124,12 @@ async fn authorize(
                     decision.claims.request.agent.as_str(),
                     review,
                 )?;
-                events::append(
+                events::append_json(
                     tx,
                     &org,
                     env.as_str(),
                     "decision.review_pending",
-                    &decision.to_json(),
+                    data,
                     decision.created_ms,
                 )?;
             }
@@ -137,12 +143,7 @@ async fn authorize(
     *slot = Some(agent_state);
     drop(slot);
 
-    let mut response = (
-        axum::http::StatusCode::CREATED,
-        [(axum::http::header::CONTENT_TYPE, "application/json")],
-        bytes,
-    )
-        .into_response();
+    let mut response = crate::routes::created_encoded(bytes);
     if stored_in_tx {
         response.extensions_mut().insert(AlreadyStored);
     }

@@ -74,6 +74,16 @@ pub fn created(body: Value) -> Response {
     (StatusCode::CREATED, axum::Json(body)).into_response()
 }
 
+/// 201 with a body already encoded as JSON.
+pub fn created_encoded(body: Vec<u8>) -> Response {
+    (
+        StatusCode::CREATED,
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response()
+}
+
 /// 200 with a JSON body.
 pub fn ok(body: Value) -> Response {
     (StatusCode::OK, axum::Json(body)).into_response()

@@ -12,7 +12,7 @@ use mandate_core::id::DecisionId;
 use mandate_core::policy::{AuthorizationRequest, Verdict, evaluate_approval};
 use mandate_core::review::{Review, ReviewError};
 
-use super::{created, ok};
+use super::{created_encoded, ok};
 use crate::body::OptionalJsonBody;
 use crate::clock::{ms, ordered16};
 use crate::decision::{Decision, sign_new};
@@ -134,7 +134,7 @@ async fn approve(
         created_ms: ms(now),
         is_request: false,
     };
-    let body = response_body(&decision, &token, None);
+    let body = response_body(&decision, &token, None)?;
     let (org, env) = (caller.org_id.clone(), caller.env);
     let review_id = review.id.clone();
     let stored = state
@@ -166,7 +166,7 @@ async fn approve(
         agent_state.history.spend.add(request.amount, now);
     }
     *slot = Some(agent_state);
-    Ok(created(body))
+    Ok(created_encoded(body))
 }
 
 async fn deny(

@@ -17,6 +17,18 @@ pub fn append(
     data: &Value,
     now_ms: i64,
 ) -> rusqlite::Result<EventId> {
+    append_json(tx, org_id, env, event_type, &data.to_string(), now_ms)
+}
+
+/// [`append`] with `data` already encoded as JSON text.
+pub fn append_json(
+    tx: &Connection,
+    org_id: &str,
+    env: &str,
+    event_type: &str,
+    data: &str,
+    now_ms: i64,
+) -> rusqlite::Result<EventId> {
     let id = insert(tx, org_id, env, event_type, data, now_ms)?;
     deliveries::fan_out(tx, id.as_str(), org_id, env, event_type, now_ms)?;
     Ok(id)
@@ -32,7 +44,7 @@ pub fn append_for_webhook(
     now_ms: i64,
     webhook_id: &str,
 ) -> rusqlite::Result<EventId> {
-    let id = insert(tx, org_id, env, event_type, data, now_ms)?;
+    let id = insert(tx, org_id, env, event_type, &data.to_string(), now_ms)?;
     deliveries::create_one(tx, id.as_str(), webhook_id, now_ms)?;
     Ok(id)
 }
@@ -42,14 +54,14 @@ fn insert(
     org_id: &str,
     env: &str,
     event_type: &str,
-    data: &Value,
+    data: &str,
     now_ms: i64,
 ) -> rusqlite::Result<EventId> {
     let id = EventId::from_random(ordered16(from_ms(now_ms)));
-    tx.execute(
+    tx.prepare_cached(
         "INSERT INTO events (id, org_id, env, type, data, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        params![id.as_str(), org_id, env, event_type, data.to_string(), now_ms],
-    )?;
+    )?
+    .execute(params![id.as_str(), org_id, env, event_type, data, now_ms])?;
     Ok(id)
 }
 

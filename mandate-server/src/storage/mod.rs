@@ -102,12 +102,14 @@ where
     F: FnOnce(&Connection) -> Result<T, E>,
 {
     let sqlite = |e: rusqlite::Error| E::from(StorageError::Sqlite(e));
-    conn.execute_batch("SAVEPOINT job").map_err(sqlite)?;
+    // Prepared once and kept, like every statement the writer runs.
+    let run = |sql: &str| conn.prepare_cached(sql).and_then(|mut s| s.execute([]));
+    run("SAVEPOINT job").map_err(sqlite)?;
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(conn)))
         .unwrap_or_else(|_| Err(E::from(StorageError::Task("a write panicked".into()))));
     let end = match &result {
-        Ok(_) => conn.execute_batch("RELEASE job"),
-        Err(_) => conn.execute_batch("ROLLBACK TO job; RELEASE job"),
+        Ok(_) => run("RELEASE job"),
+        Err(_) => run("ROLLBACK TO job").and_then(|_| run("RELEASE job")),
     };
     end.map_err(sqlite)?;
     result
