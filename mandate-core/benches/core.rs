@@ -137,6 +137,61 @@ fn bench_evaluate(c: &mut Criterion) {
     });
 }
 
+/// The request mix of `mandate-bench`: 80 % allow, 10 % review (above `review_above`), 10 %
+/// `deny_category`, one request every 7 seconds (under the velocity limit), so that every
+/// review and denial builds its reason.
+fn mixed_stream() -> Vec<(AuthorizationRequest, OffsetDateTime)> {
+    (0..1000i64)
+        .map(|i| {
+            let (amount, category) = match i % 10 {
+                0 => ("300.00", "software"),
+                5 => ("4.99", "gambling"),
+                _ => ("4.99", "data"),
+            };
+            let request = AuthorizationRequest::from_json(
+                AgentId::parse("agt_buyer").unwrap(),
+                &serde_json::from_str(&format!(
+                    r#"{{"amount": {amount}, "currency": "USD", "recipient": "vendor:acme", "category": "{category}"}}"#
+                ))
+                .unwrap(),
+            )
+            .unwrap();
+            (request, NOW + Duration::seconds(7 * i))
+        })
+        .collect()
+}
+
+fn bench_evaluate_mixed(c: &mut Criterion) {
+    let mandate = mandate();
+    let stream = mixed_stream();
+    let mut counts = std::collections::BTreeMap::new();
+    let mut history = AgentHistory::default();
+    for (request, at) in &stream {
+        let evaluation = evaluate(Some(&mandate), request, &history, Mode::Enforce, *at);
+        history.record(&evaluation, request.amount, *at);
+        *counts.entry(evaluation.verdict.as_str()).or_insert(0) += 1;
+    }
+    assert_eq!(
+        counts.into_iter().collect::<Vec<_>>(),
+        [("allow", 800), ("deny_category", 100), ("review", 100)]
+    );
+
+    let mut group = c.benchmark_group("evaluate_and_record_mixed");
+    group.throughput(criterion::Throughput::Elements(stream.len() as u64));
+    group.bench_function("1000_requests", |b| {
+        b.iter(|| {
+            let mut history = AgentHistory::default();
+            for (request, at) in black_box(&stream) {
+                let evaluation = evaluate(Some(&mandate), request, &history, Mode::Enforce, *at);
+                history.record(&evaluation, request.amount, *at);
+                black_box(&evaluation);
+            }
+            history
+        })
+    });
+    group.finish();
+}
+
 fn bench_tokens(c: &mut Criterion) {
     let old = P256Signer::from_secret_bytes("live-1", &[1; 32]).unwrap();
     let signer = P256Signer::from_secret_bytes("live-2", &[2; 32]).unwrap();
@@ -186,5 +241,11 @@ fn bench_cursor(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, bench_evaluate, bench_tokens, bench_cursor);
+criterion_group!(
+    benches,
+    bench_evaluate,
+    bench_evaluate_mixed,
+    bench_tokens,
+    bench_cursor
+);
 criterion_main!(benches);

@@ -4,7 +4,8 @@
 //! The rules run in a fixed order and the first that holds is the verdict:
 //! `deny_no_mandate`, `deny_revoked`, `deny_expired`, `deny_velocity`, `deny_category`,
 //! `deny_limit` (currency, per transaction, per month), `review`, `allow`. Every denial
-//! carries a reason naming the numbers involved. In observe mode nothing blocks: the
+//! carries a [`Reason`] naming the numbers involved: kept as data, so that deciding costs
+//! no formatting, and written out as text (its `Display`) when the decision is answered. In observe mode nothing blocks: the
 //! returned verdict is `allow` and `policy_verdict` keeps what enforcement would have said.
 
 use std::fmt;
@@ -16,7 +17,7 @@ use time::OffsetDateTime;
 use crate::amount::Amount;
 use crate::field::{FieldError, amount, check_fields, invalid, object, required, string};
 use crate::history::{AgentHistory, unix_ms};
-use crate::id::AgentId;
+use crate::id::{AgentId, MandateId};
 use crate::mandate::{Mandate, MandateStatus, format_date};
 use crate::names::{Category, Currency, Recipient};
 
@@ -175,7 +176,134 @@ pub struct Evaluation {
     /// What the rules say, whatever the mode.
     pub policy_verdict: Verdict,
     /// Why, with the numbers involved; `None` for a plain `allow`.
-    pub reason: Option<String>,
+    pub reason: Option<Reason>,
+}
+
+/// Why a request was not a plain `allow`: the rule that decided, with what it compared.
+/// `Display` writes the message the API returns (and serializes it as that string).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Reason {
+    /// `deny_no_mandate`: the agent has no mandate.
+    NoMandate {
+        /// The agent.
+        agent: AgentId,
+    },
+    /// `deny_revoked`.
+    Revoked {
+        /// The revoked mandate.
+        mandate: MandateId,
+    },
+    /// `deny_no_mandate`: the newest mandate was superseded and none replaced it.
+    Superseded {
+        /// The superseded mandate.
+        mandate: MandateId,
+    },
+    /// `deny_expired`.
+    Expired {
+        /// The expired mandate.
+        mandate: MandateId,
+        /// Its last valid day.
+        expires: time::Date,
+    },
+    /// `deny_velocity`.
+    Velocity {
+        /// The agent.
+        agent: AgentId,
+    },
+    /// `deny_category`.
+    Category {
+        /// The category asked for.
+        category: Category,
+        /// The mandate that does not allow it.
+        mandate: MandateId,
+    },
+    /// `deny_limit`: another currency than the mandate's.
+    Currency {
+        /// The currency asked for.
+        requested: Currency,
+        /// The mandate's.
+        allowed: Currency,
+    },
+    /// `deny_limit`: over the per-transaction limit.
+    PerTransaction {
+        /// The amount asked for.
+        amount: Amount,
+        /// The limit.
+        limit: Amount,
+    },
+    /// `deny_limit`: the month-to-date spend plus the amount is over the monthly limit.
+    PerMonth {
+        /// Allowed so far this month.
+        spent: Amount,
+        /// The amount asked for.
+        amount: Amount,
+        /// The limit.
+        limit: Amount,
+    },
+    /// `review`: above the review threshold.
+    Review {
+        /// The amount asked for.
+        amount: Amount,
+        /// The threshold.
+        review_above: Amount,
+    },
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use crate::history::{VELOCITY_LIMIT, VELOCITY_WINDOW_MS};
+        match self {
+            Self::NoMandate { agent } => write!(f, "agent {agent} has no mandate"),
+            Self::Revoked { mandate } => write!(f, "mandate {mandate} was revoked"),
+            Self::Superseded { mandate } => write!(
+                f,
+                "mandate {mandate} was superseded and the agent has no current mandate"
+            ),
+            Self::Expired { mandate, expires } => write!(
+                f,
+                "mandate {mandate} expired at the end of {}",
+                format_date(*expires)
+            ),
+            Self::Velocity { agent } => write!(
+                f,
+                "more than {VELOCITY_LIMIT} requests from agent {agent} within {} seconds",
+                VELOCITY_WINDOW_MS / 1000
+            ),
+            Self::Category { category, mandate } => {
+                write!(f, "category {category} is not allowed by mandate {mandate}")
+            }
+            Self::Currency { requested, allowed } => write!(
+                f,
+                "currency {requested} differs from the mandate's currency {allowed}"
+            ),
+            Self::PerTransaction { amount, limit } => {
+                write!(f, "amount {amount} exceeds per_transaction limit {limit}")
+            }
+            Self::PerMonth {
+                spent,
+                amount,
+                limit,
+            } => write!(
+                f,
+                "month-to-date spend {spent} plus amount {amount} exceeds per_month limit {limit}"
+            ),
+            Self::Review {
+                amount,
+                review_above,
+            } => write!(
+                f,
+                "amount {amount} is above review_above {review_above} and needs a human review"
+            ),
+        }
+    }
+}
+
+impl Serialize for Reason {
+    /// As its message.
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
 }
 
 impl Evaluation {
@@ -191,28 +319,31 @@ fn judge(
     request: &AuthorizationRequest,
     history: &AgentHistory,
     now: OffsetDateTime,
-) -> (Verdict, Option<String>) {
+) -> (Verdict, Option<Reason>) {
     let Some(mandate) = mandate else {
         return (
             Verdict::DenyNoMandate,
-            Some(format!("agent {} has no mandate", request.agent)),
+            Some(Reason::NoMandate {
+                agent: request.agent.clone(),
+            }),
         );
     };
     match mandate.status {
         MandateStatus::Revoked => {
             return (
                 Verdict::DenyRevoked,
-                Some(format!("mandate {} was revoked", mandate.id)),
+                Some(Reason::Revoked {
+                    mandate: mandate.id.clone(),
+                }),
             );
         }
         MandateStatus::Superseded => {
             // A superseded mandate is never current; treat it as absent rather than allow.
             return (
                 Verdict::DenyNoMandate,
-                Some(format!(
-                    "mandate {} was superseded and the agent has no current mandate",
-                    mandate.id
-                )),
+                Some(Reason::Superseded {
+                    mandate: mandate.id.clone(),
+                }),
             );
         }
         MandateStatus::Active | MandateStatus::Expired => {}
@@ -221,50 +352,46 @@ fn judge(
     if mandate.status == MandateStatus::Expired || mandate.is_expired_at(now) {
         return (
             Verdict::DenyExpired,
-            Some(format!(
-                "mandate {} expired at the end of {}",
-                mandate.id,
-                format_date(terms.expires)
-            )),
+            Some(Reason::Expired {
+                mandate: mandate.id.clone(),
+                expires: terms.expires,
+            }),
         );
     }
     if history.velocity.is_exceeded_at(unix_ms(now)) {
         return (
             Verdict::DenyVelocity,
-            Some(format!(
-                "more than {} requests from agent {} within {} seconds",
-                crate::history::VELOCITY_LIMIT,
-                request.agent,
-                crate::history::VELOCITY_WINDOW_MS / 1000
-            )),
+            Some(Reason::Velocity {
+                agent: request.agent.clone(),
+            }),
         );
     }
     if !terms.categories.contains(&request.category) {
         return (
             Verdict::DenyCategory,
-            Some(format!(
-                "category {} is not allowed by mandate {}",
-                request.category, mandate.id
-            )),
+            Some(Reason::Category {
+                category: request.category.clone(),
+                mandate: mandate.id.clone(),
+            }),
         );
     }
     let limits = &terms.limits;
     if request.currency != limits.currency {
         return (
             Verdict::DenyLimit,
-            Some(format!(
-                "currency {} differs from the mandate's currency {}",
-                request.currency, limits.currency
-            )),
+            Some(Reason::Currency {
+                requested: request.currency.clone(),
+                allowed: limits.currency.clone(),
+            }),
         );
     }
     if request.amount > limits.per_transaction {
         return (
             Verdict::DenyLimit,
-            Some(format!(
-                "amount {} exceeds per_transaction limit {}",
-                request.amount, limits.per_transaction
-            )),
+            Some(Reason::PerTransaction {
+                amount: request.amount,
+                limit: limits.per_transaction,
+            }),
         );
     }
     if let Some(per_month) = limits.per_month {
@@ -276,10 +403,11 @@ fn judge(
         if over {
             return (
                 Verdict::DenyLimit,
-                Some(format!(
-                    "month-to-date spend {spent} plus amount {} exceeds per_month limit {per_month}",
-                    request.amount
-                )),
+                Some(Reason::PerMonth {
+                    spent,
+                    amount: request.amount,
+                    limit: per_month,
+                }),
             );
         }
     }
@@ -288,10 +416,10 @@ fn judge(
     {
         return (
             Verdict::Review,
-            Some(format!(
-                "amount {} is above review_above {review_above} and needs a human review",
-                request.amount
-            )),
+            Some(Reason::Review {
+                amount: request.amount,
+                review_above,
+            }),
         );
     }
     (Verdict::Allow, None)

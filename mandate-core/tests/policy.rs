@@ -89,7 +89,7 @@ fn check(
     assert_eq!(got.verdict, verdict, "reason: {:?}", got.reason);
     assert_eq!(got.policy_verdict, verdict);
     if let Some(expected) = reason {
-        assert_eq!(got.reason.as_deref(), Some(expected));
+        assert_eq!(got.reason.map(|r| r.to_string()).as_deref(), Some(expected));
     }
 }
 
@@ -423,7 +423,7 @@ fn observe_mode_never_blocks_and_keeps_what_enforce_would_say() {
     assert_eq!(got.verdict, Verdict::Allow);
     assert_eq!(got.policy_verdict, Verdict::DenyLimit);
     assert_eq!(
-        got.reason.as_deref(),
+        got.reason.map(|r| r.to_string()).as_deref(),
         Some("amount 100.01 exceeds per_transaction limit 100")
     );
     let review = evaluate(
@@ -569,4 +569,26 @@ proptest! {
             prop_assert_ne!(enforced.verdict, Verdict::Allow);
         }
     }
+}
+
+/// A reason is data (what the rule compared) and serializes as the message the API returns;
+/// the superseded case names the mandate.
+#[test]
+fn reasons_are_data_and_serialize_as_their_message() {
+    let reason = mandate_core::policy::Reason::PerMonth {
+        spent: Amount::parse("440").unwrap(),
+        amount: Amount::parse("10.01").unwrap(),
+        limit: Amount::parse("450").unwrap(),
+    };
+    assert_eq!(
+        serde_json::to_value(&reason).unwrap(),
+        json!("month-to-date spend 440 plus amount 10.01 exceeds per_month limit 450")
+    );
+    let superseded = mandate_core::policy::Reason::Superseded {
+        mandate: MandateId::parse("mnd_m1").unwrap(),
+    };
+    assert_eq!(
+        superseded.to_string(),
+        "mandate mnd_m1 was superseded and the agent has no current mandate"
+    );
 }

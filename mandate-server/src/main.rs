@@ -11,9 +11,6 @@ use mandate_server::serve::{self, Config};
 use mandate_server::storage::Db;
 use mandate_server::{demo, limits, operator, settlement};
 
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// The Mandate service and its operator commands.
 #[derive(Parser)]
 #[command(name = "mandate-server", version, about)]

@@ -20,7 +20,7 @@ use mandate_core::amount::Amount;
 use mandate_core::history::{AgentHistory, VELOCITY_LIMIT, VELOCITY_WINDOW_MS, unix_ms};
 use mandate_core::id::{AgentId, MandateId};
 use mandate_core::mandate::{Mandate, MandateDraft, MandateStatus};
-use mandate_core::policy::{AuthorizationRequest, Evaluation, Mode, Verdict, evaluate};
+use mandate_core::policy::{AuthorizationRequest, Evaluation, Mode, Reason, Verdict, evaluate};
 use time::macros::datetime;
 use time::{Duration, OffsetDateTime, Time};
 
@@ -197,10 +197,9 @@ impl Rule {
         }
     }
 
-    /// The rule behind a mandate-core evaluation; `deny_limit` is told apart by the start of
-    /// its reason.
+    /// The rule behind a mandate-core evaluation; `deny_limit` is told apart by its reason.
     pub fn of_evaluation(evaluation: &Evaluation) -> Rule {
-        let reason = evaluation.reason.as_deref().unwrap_or("");
+        let reason = evaluation.reason.as_ref();
         match evaluation.policy_verdict {
             Verdict::Allow => Rule::Allow,
             Verdict::Review => Rule::Review,
@@ -208,8 +207,12 @@ impl Rule {
             Verdict::DenyExpired => Rule::DenyExpired,
             Verdict::DenyVelocity => Rule::DenyVelocity,
             Verdict::DenyCategory => Rule::DenyCategory,
-            Verdict::DenyLimit if reason.starts_with("currency") => Rule::DenyLimitCurrency,
-            Verdict::DenyLimit if reason.starts_with("month-to-date") => Rule::DenyLimitPerMonth,
+            Verdict::DenyLimit if matches!(reason, Some(Reason::Currency { .. })) => {
+                Rule::DenyLimitCurrency
+            }
+            Verdict::DenyLimit if matches!(reason, Some(Reason::PerMonth { .. })) => {
+                Rule::DenyLimitPerMonth
+            }
             Verdict::DenyLimit => Rule::DenyLimitPerTransaction,
         }
     }

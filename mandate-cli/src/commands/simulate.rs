@@ -148,7 +148,10 @@ pub fn run(args: SimulateArgs, ctx: &Context) -> CmdResult {
         .map(|r| {
             let d = &r.before;
             let after_reason = match &r.after {
-                After::Judged(e) => e.reason.clone().unwrap_or_else(|| "-".into()),
+                After::Judged(e) => e
+                    .reason
+                    .as_ref()
+                    .map_or_else(|| "-".into(), ToString::to_string),
                 After::NoReview => "the draft opens no review for the original request".into(),
             };
             vec![

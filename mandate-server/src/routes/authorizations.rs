@@ -91,7 +91,7 @@ async fn authorize(
     });
     let decision = Decision {
         claims,
-        reason: evaluation.reason.clone(),
+        reason: evaluation.reason.as_ref().map(ToString::to_string),
         mode,
         supersedes: None,
         review: review.as_ref().map(|r| r.id.clone()),

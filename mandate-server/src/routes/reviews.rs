@@ -127,7 +127,7 @@ async fn approve(
     )?;
     let decision = Decision {
         claims,
-        reason: evaluation.reason.clone(),
+        reason: evaluation.reason.as_ref().map(ToString::to_string),
         mode,
         supersedes: Some(original.claims.jti.clone()),
         review: None,
