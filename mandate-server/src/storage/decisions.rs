@@ -175,6 +175,28 @@ enum Order {
     OldestFirst,
 }
 
+/// The query behind [`filtered`]. With an agent, the condition is a plain `agent_id = ?3`
+/// so that SQLite walks `decisions_by_agent`; written `(?3 IS NULL OR agent_id = ?3)`, it
+/// walked the whole environment's decisions through `decisions_by_env` and filtered them.
+fn filtered_sql(by_agent: bool, order: Order) -> String {
+    let direction = match order {
+        Order::NewestFirst => "DESC",
+        Order::OldestFirst => "ASC",
+    };
+    let agent = if by_agent {
+        "agent_id = ?3"
+    } else {
+        "?3 IS NULL"
+    };
+    format!(
+        "SELECT {COLUMNS} FROM decisions
+         WHERE org_id = ?1 AND env = ?2 AND {agent}
+           AND (?4 IS NULL OR verdict = ?4) AND (?5 IS NULL OR policy_verdict = ?5)
+           AND seq > ?6 AND seq < ?7
+         ORDER BY seq {direction} LIMIT ?8"
+    )
+}
+
 /// Decisions matching `filters` with seq strictly between `above` and `below`, at most
 /// `limit`, in `order`: the one query behind lists and exports.
 #[allow(clippy::too_many_arguments)]
@@ -188,17 +210,7 @@ fn filtered(
     order: Order,
     limit: i64,
 ) -> Result<Vec<(i64, Decision)>, StorageError> {
-    let direction = match order {
-        Order::NewestFirst => "DESC",
-        Order::OldestFirst => "ASC",
-    };
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {COLUMNS} FROM decisions
-         WHERE org_id = ?1 AND env = ?2 AND (?3 IS NULL OR agent_id = ?3)
-           AND (?4 IS NULL OR verdict = ?4) AND (?5 IS NULL OR policy_verdict = ?5)
-           AND seq > ?6 AND seq < ?7
-         ORDER BY seq {direction} LIMIT ?8"
-    ))?;
+    let mut stmt = conn.prepare_cached(&filtered_sql(filters.agent.is_some(), order))?;
     let rows = stmt.query_map(
         params![
             org_id,
@@ -335,4 +347,46 @@ pub fn allowed_since(
         out.push((amount, at));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// A list or export filtered by agent walks the agent's index, whichever way it goes;
+    /// unfiltered, the environment's.
+    #[test]
+    fn filtered_reads_use_the_index_of_what_they_filter_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = crate::storage::Db::open(&dir.path().join("plan.db")).unwrap();
+        let plan = |sql: String| -> String {
+            db.write_blocking(|tx| -> Result<String, StorageError> {
+                let mut stmt = tx.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))?;
+                let rows = stmt.query_map(
+                    params![
+                        "org_1",
+                        "sandbox",
+                        "agt_1",
+                        None::<String>,
+                        None::<String>,
+                        0,
+                        10,
+                        50
+                    ],
+                    |r| r.get::<_, String>(3),
+                )?;
+                Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?.join("; "))
+            })
+            .unwrap()
+        };
+        for order in [Order::NewestFirst, Order::OldestFirst] {
+            let by_agent = plan(filtered_sql(true, order));
+            assert!(by_agent.contains("decisions_by_agent"), "{by_agent}");
+            assert!(!by_agent.contains("TEMP B-TREE"), "{by_agent}");
+            let by_env = plan(filtered_sql(false, order));
+            assert!(by_env.contains("decisions_by_env"), "{by_env}");
+            assert!(!by_env.contains("TEMP B-TREE"), "{by_env}");
+        }
+    }
 }
