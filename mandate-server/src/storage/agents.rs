@@ -60,11 +60,17 @@ pub fn page(
     before: i64,
     limit: i64,
 ) -> rusqlite::Result<Vec<AgentRow>> {
-    let mut stmt = conn.prepare_cached(
+    // The id is a plain condition when given, so that SQLite uses the unique key.
+    let id_clause = if only.is_some() {
+        "id = ?3"
+    } else {
+        "?3 IS NULL"
+    };
+    let mut stmt = conn.prepare_cached(&format!(
         "SELECT seq, id, created_ms FROM agents
-         WHERE org_id = ?1 AND env = ?2 AND (?3 IS NULL OR id = ?3) AND seq < ?4
-         ORDER BY seq DESC LIMIT ?5",
-    )?;
+         WHERE org_id = ?1 AND env = ?2 AND {id_clause} AND seq < ?4
+         ORDER BY seq DESC LIMIT ?5"
+    ))?;
     let rows = stmt.query_map(params![org_id, env, only, before, limit], row)?;
     rows.collect()
 }

@@ -362,18 +362,21 @@ mod tests {
         let db = crate::storage::Db::open(&dir.path().join("plan.db")).unwrap();
         let plan = |sql: String| -> String {
             db.write_blocking(|tx| -> Result<String, StorageError> {
+                use rusqlite::types::Value;
                 let mut stmt = tx.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))?;
+                let values = [
+                    Value::Text("org_1".into()),
+                    Value::Text("sandbox".into()),
+                    Value::Text("x_1".into()),
+                    Value::Null,
+                    Value::Null,
+                    Value::Integer(0),
+                    Value::Integer(10),
+                    Value::Integer(50),
+                ];
+                let count = stmt.parameter_count();
                 let rows = stmt.query_map(
-                    params![
-                        "org_1",
-                        "sandbox",
-                        "agt_1",
-                        None::<String>,
-                        None::<String>,
-                        0,
-                        10,
-                        50
-                    ],
+                    rusqlite::params_from_iter(values.into_iter().take(count)),
                     |r| r.get::<_, String>(3),
                 )?;
                 Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?.join("; "))
@@ -388,5 +391,7 @@ mod tests {
             assert!(by_env.contains("decisions_by_env"), "{by_env}");
             assert!(!by_env.contains("TEMP B-TREE"), "{by_env}");
         }
+        let by_type = plan(crate::storage::events::page_sql(true));
+        assert!(by_type.contains("events_by_type"), "{by_type}");
     }
 }

@@ -116,6 +116,17 @@ pub fn get(
     .transpose()
 }
 
+/// The query behind [`page`]: the type is a plain condition when given, so that SQLite
+/// walks `events_by_type` (an `OR ?3 IS NULL` form walked every event of the environment).
+pub(crate) fn page_sql(by_type: bool) -> String {
+    let event_type = if by_type { "type = ?3" } else { "?3 IS NULL" };
+    format!(
+        "SELECT {COLUMNS} FROM events
+         WHERE org_id = ?1 AND env = ?2 AND {event_type} AND seq < ?4
+         ORDER BY seq DESC LIMIT ?5"
+    )
+}
+
 /// A page of events, newest first, strictly before seq `before`, optionally of one type.
 pub fn page(
     conn: &Connection,
@@ -125,11 +136,7 @@ pub fn page(
     before: i64,
     limit: i64,
 ) -> Result<Vec<EventRow>, StorageError> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {COLUMNS} FROM events
-         WHERE org_id = ?1 AND env = ?2 AND (?3 IS NULL OR type = ?3) AND seq < ?4
-         ORDER BY seq DESC LIMIT ?5"
-    ))?;
+    let mut stmt = conn.prepare_cached(&page_sql(event_type.is_some()))?;
     let rows = stmt.query_map(params![org_id, env, event_type, before, limit], row)?;
     let mut out = Vec::new();
     for raw in rows {

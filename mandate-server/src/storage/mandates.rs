@@ -132,9 +132,15 @@ pub fn page(
         Some(MandateStatus::Revoked) => "status = 'revoked'",
         Some(MandateStatus::Superseded) => "status = 'superseded'",
     };
+    // The agent is a plain condition when given, so that SQLite walks mandates_by_agent.
+    let agent_clause = if filters.agent.is_some() {
+        "agent_id = ?3"
+    } else {
+        "?3 IS NULL"
+    };
     let sql = format!(
         "SELECT {COLUMNS} FROM mandates
-         WHERE org_id = ?1 AND env = ?2 AND (?3 IS NULL OR agent_id = ?3) AND ({status_clause})
+         WHERE org_id = ?1 AND env = ?2 AND {agent_clause} AND ({status_clause})
            AND seq < ?5 AND ?4 = ?4
          ORDER BY seq DESC LIMIT ?6"
     );
