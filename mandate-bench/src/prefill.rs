@@ -30,7 +30,7 @@ pub struct Spec<'a> {
     pub agents: &'a [Agent],
 }
 
-const COLUMNS: [&str; 22] = [
+const COLUMNS: [&str; 23] = [
     "id",
     "org_id",
     "env",
@@ -53,6 +53,7 @@ const COLUMNS: [&str; 22] = [
     "supersedes",
     "review_id",
     "is_request",
+    "agent_seq",
 ];
 
 /// Rows per transaction.
@@ -131,6 +132,19 @@ pub fn prefill(db: &Path, spec: &Spec<'_>, n: u64) -> Result<Duration> {
             .collect::<Vec<_>>()
             .join(", ")
     );
+    // Each agent's integer key (decisions.agent_seq, the by-agent index's key).
+    let agent_seqs: Vec<i64> = spec
+        .agents
+        .iter()
+        .map(|a| {
+            conn.query_row(
+                "SELECT seq FROM agents WHERE org_id = ?1 AND env = 'sandbox' AND id = ?2",
+                params![spec.org_id, a.id],
+                |r| r.get(0),
+            )
+            .ctx(format!("looking up agent {}", a.id))
+        })
+        .collect::<Result<_>>()?;
     let agents = spec.agents.len() as u64;
     let mut done = 0u64;
     while done < n {
@@ -139,7 +153,8 @@ pub fn prefill(db: &Path, spec: &Spec<'_>, n: u64) -> Result<Duration> {
             let mut stmt = tx.prepare_cached(&sql)?;
             let upto = (done + BATCH).min(n);
             for i in done..upto {
-                let agent = &spec.agents[usize::try_from(i % agents).unwrap_or(0)];
+                let index = usize::try_from(i % agents).unwrap_or(0);
+                let agent = &spec.agents[index];
                 let h = mix64(i ^ seed);
                 let created_ms = newest - span
                     + i64::try_from(
@@ -206,6 +221,7 @@ pub fn prefill(db: &Path, spec: &Spec<'_>, n: u64) -> Result<Duration> {
                     Option::<String>::None,
                     review.as_ref().map(ReviewId::as_str),
                     1,
+                    agent_seqs[index],
                 ])
                 .ctx(format!("inserting decision {i}"))?;
             }

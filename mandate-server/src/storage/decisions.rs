@@ -16,9 +16,9 @@ pub fn insert(tx: &Connection, org_id: &str, env: &str, d: &Decision) -> rusqlit
     let mut stmt = tx.prepare_cached(
         "INSERT INTO decisions (id, org_id, env, agent_id, mandate_id, verdict, policy_verdict,
             reason, mode, amount, currency, recipient, category, nonce, policy_version, iss,
-            iat, exp, created_ms, supersedes, review_id, is_request)
+            iat, exp, created_ms, supersedes, review_id, is_request, agent_seq)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-            ?18, ?19, ?20, ?21, ?22)",
+            ?18, ?19, ?20, ?21, ?22, (SELECT seq FROM agents WHERE org_id = ?2 AND env = ?3 AND id = ?4))",
     )?;
     stmt.execute(params![
         c.jti.as_str(),
@@ -175,21 +175,32 @@ enum Order {
     OldestFirst,
 }
 
-/// The query behind [`filtered`]. With an agent, the condition is a plain `agent_id = ?3`
-/// so that SQLite walks `decisions_by_agent`; written `(?3 IS NULL OR agent_id = ?3)`, it
-/// walked the whole environment's decisions through `decisions_by_env` and filtered them.
+/// The condition "the decision is agent ?3's (of organization ?1, environment ?2)" in the
+/// form `decisions_by_agent` (agent_seq, seq) serves (migration 0005).
+const AGENT_SEQ_IS_3: &str =
+    "agent_seq = (SELECT seq FROM agents WHERE org_id = ?1 AND env = ?2 AND id = ?3)";
+
+/// Reads by agent name their index: without statistics SQLite cannot estimate the
+/// `agent_seq` subquery and, for an `ORDER BY seq`, chose to walk `decisions_by_env`
+/// (every decision of the environment, for ten of one agent's).
+const BY_AGENT: &str = "INDEXED BY decisions_by_agent";
+
+/// The query behind [`filtered`]. With an agent, the condition is a plain one on
+/// `agent_seq` so that SQLite walks `decisions_by_agent`; written
+/// `(?3 IS NULL OR agent_id = ?3)`, it walked the whole environment's decisions through
+/// `decisions_by_env` and filtered them.
 fn filtered_sql(by_agent: bool, order: Order) -> String {
     let direction = match order {
         Order::NewestFirst => "DESC",
         Order::OldestFirst => "ASC",
     };
-    let agent = if by_agent {
-        "agent_id = ?3"
+    let (index, agent) = if by_agent {
+        (BY_AGENT, AGENT_SEQ_IS_3)
     } else {
-        "?3 IS NULL"
+        ("", "?3 IS NULL")
     };
     format!(
-        "SELECT {COLUMNS} FROM decisions
+        "SELECT {COLUMNS} FROM decisions {index}
          WHERE org_id = ?1 AND env = ?2 AND {agent}
            AND (?4 IS NULL OR verdict = ?4) AND (?5 IS NULL OR policy_verdict = ?5)
            AND seq > ?6 AND seq < ?7
@@ -284,6 +295,14 @@ pub fn export_page(
     )
 }
 
+fn recent_request_times_sql() -> String {
+    format!(
+        "SELECT created_ms FROM decisions {BY_AGENT}
+         WHERE org_id = ?1 AND env = ?2 AND {AGENT_SEQ_IS_3} AND is_request = 1
+         ORDER BY seq DESC LIMIT ?4"
+    )
+}
+
 /// Times (unix ms) of the agent's latest `limit` requests, oldest first: the velocity
 /// window is rebuilt from these.
 pub fn recent_request_times(
@@ -293,16 +312,24 @@ pub fn recent_request_times(
     agent: &str,
     limit: i64,
 ) -> rusqlite::Result<Vec<i64>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT created_ms FROM decisions
-         WHERE org_id = ?1 AND env = ?2 AND agent_id = ?3 AND is_request = 1
-         ORDER BY seq DESC LIMIT ?4",
-    )?;
+    let mut stmt = conn.prepare_cached(&recent_request_times_sql())?;
     let mut times: Vec<i64> = stmt
         .query_map(params![org_id, env, agent, limit], |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
     times.reverse();
     Ok(times)
+}
+
+fn allowed_since_sql() -> String {
+    format!(
+        "SELECT amount, created_ms FROM decisions {BY_AGENT}
+         WHERE org_id = ?1 AND env = ?2 AND {AGENT_SEQ_IS_3}
+           AND seq >= (SELECT COALESCE(MIN(first_seq), 9223372036854775807)
+                       FROM decision_months
+                       WHERE org_id = ?1 AND env = ?2 AND agent_id = ?3 AND month >= ?4)
+           AND mandate_id = ?5 AND verdict = 'allow' AND created_ms >= ?6
+         ORDER BY seq"
+    )
 }
 
 /// Amounts and times (unix ms) of the `allow` decisions taken under `mandate_id` for
@@ -319,15 +346,7 @@ pub fn allowed_since(
     mandate_id: &str,
     since_ms: i64,
 ) -> Result<Vec<(Amount, i64)>, StorageError> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT amount, created_ms FROM decisions
-         WHERE org_id = ?1 AND env = ?2 AND agent_id = ?3
-           AND seq >= (SELECT COALESCE(MIN(first_seq), 9223372036854775807)
-                       FROM decision_months
-                       WHERE org_id = ?1 AND env = ?2 AND agent_id = ?3 AND month >= ?4)
-           AND mandate_id = ?5 AND verdict = 'allow' AND created_ms >= ?6
-         ORDER BY seq",
-    )?;
+    let mut stmt = conn.prepare_cached(&allowed_since_sql())?;
     let rows = stmt.query_map(
         params![
             org_id,
@@ -390,6 +409,12 @@ mod tests {
             let by_env = plan(filtered_sql(false, order));
             assert!(by_env.contains("decisions_by_env"), "{by_env}");
             assert!(!by_env.contains("TEMP B-TREE"), "{by_env}");
+        }
+        // Rebuilding an agent's state reads through its index too.
+        for sql in [recent_request_times_sql(), allowed_since_sql()] {
+            let by_agent = plan(sql);
+            assert!(by_agent.contains("decisions_by_agent"), "{by_agent}");
+            assert!(!by_agent.contains("decisions_by_env"), "{by_agent}");
         }
         let by_type = plan(crate::storage::events::page_sql(true));
         assert!(by_type.contains("events_by_type"), "{by_type}");

@@ -33,6 +33,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (2, include_str!("../../migrations/0002_webhooks.sql")),
     (3, include_str!("../../migrations/0003_escrows.sql")),
     (4, include_str!("../../migrations/0004_lean_decisions.sql")),
+    (5, include_str!("../../migrations/0005_agent_key.sql")),
 ];
 
 /// A storage failure: the database could not be opened, read or written.
@@ -512,7 +513,7 @@ mod tests {
     /// escrow pointing at one of them) comes out with every row, the escrow's reference
     /// intact and enforced, the month marks filled, and month-to-date read through them.
     #[test]
-    fn migration_4_keeps_every_decision_and_fills_the_month_marks() {
+    fn migrations_4_and_5_keep_every_decision_and_fill_the_month_marks_and_agent_keys() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("old.db");
         {
@@ -527,8 +528,11 @@ mod tests {
                     .unwrap();
             }
             let tx = old.transaction().unwrap();
-            tx.execute_batch("INSERT INTO orgs VALUES ('org_1', 'o', 'v1', 0)")
-                .unwrap();
+            tx.execute_batch(
+                "INSERT INTO orgs VALUES ('org_1', 'o', 'v1', 0);
+                 INSERT INTO agents (id, org_id, env, created_ms) VALUES ('agt_1', 'org_1', 'sandbox', 0);",
+            )
+            .unwrap();
             // 2026-10-31T23:59:59Z, 2026-11-01T00:00:00Z and later in November.
             let rows: [(&str, &str, &str, i64); 4] = [
                 ("dec_a", "agt_1", "allow", 1_793_491_199_000),
@@ -640,6 +644,15 @@ mod tests {
             dangling.is_err(),
             "foreign keys are enforced after migrating"
         );
+        // Migration 5: every decision carries its agent's integer key.
+        let keyed: i64 = conn
+            .query_row(
+                "SELECT COUNT(*) FROM decisions WHERE agent_seq = (SELECT seq FROM agents WHERE id = 'agt_1')",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(keyed, 4);
         // New decisions go on from the highest seq.
         let next: i64 = conn
             .query_row("SELECT COALESCE(MAX(seq), 0) + 1 FROM decisions", [], |r| {
