@@ -27,6 +27,8 @@ pub struct AgentState {
     pub mandate: Option<Mandate>,
     /// Velocity window and month-to-date spend.
     pub history: AgentHistory,
+    /// What storing its next decision need not look up again.
+    pub stored: decisions::AgentHint,
 }
 
 /// A slot: `None` until loaded from the database.
@@ -76,7 +78,15 @@ pub fn rebuild(
             history.spend.add(amount, from_ms(at));
         }
     }
-    Ok(AgentState { mandate, history })
+    let stored = decisions::AgentHint {
+        seq: decisions::agent_seq(conn, org_id, env.as_str(), agent.as_str())?,
+        month_marked: None,
+    };
+    Ok(AgentState {
+        mandate,
+        history,
+        stored,
+    })
 }
 
 impl AgentStates {

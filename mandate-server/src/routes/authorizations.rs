@@ -112,10 +112,12 @@ async fn authorize(
     let idempotency = slot_ext.map(|Extension(s)| s);
     let stored_body = bytes.clone();
     let stored_in_tx = idempotency.is_some();
+    let hint = agent_state.stored;
+    let month = decisions::month_index(decision.created_ms);
     state
         .db
         .write(move |tx| -> Result<(), ApiError> {
-            decisions::insert(tx, &org, env.as_str(), &decision)?;
+            decisions::insert_with(tx, &org, env.as_str(), &decision, hint)?;
             if let (Some(review), Some(data)) = (&review, &review_event) {
                 reviews::insert(
                     tx,
@@ -140,6 +142,8 @@ async fn authorize(
         })
         .await?;
     agent_state.history.record(&evaluation, request.amount, now);
+    // Committed: the agent's row for this month is stored.
+    agent_state.stored.month_marked = Some(month);
     *slot = Some(agent_state);
     drop(slot);
 

@@ -10,16 +10,46 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::{StorageError, verdict_from};
 use crate::decision::Decision;
 
+/// What the caller already knows about a decision's agent, so that storing the decision
+/// skips two lookups (random pages of large indexes with many agents): the agent's
+/// integer key, and that its `decision_months` row for a month is already stored.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AgentHint {
+    /// The agent's `agents.seq`.
+    pub seq: Option<i64>,
+    /// A month (see [`month_index`]) for which the agent's `decision_months` row is known
+    /// to be committed.
+    pub month_marked: Option<i64>,
+}
+
 /// Appends a decision.
 pub fn insert(tx: &Connection, org_id: &str, env: &str, d: &Decision) -> rusqlite::Result<()> {
+    insert_with(tx, org_id, env, d, AgentHint::default())
+}
+
+/// Appends a decision, trusting `hint` (an agent's cached state) for what it says.
+pub fn insert_with(
+    tx: &Connection,
+    org_id: &str,
+    env: &str,
+    d: &Decision,
+    hint: AgentHint,
+) -> rusqlite::Result<()> {
     let c = &d.claims;
-    let mut stmt = tx.prepare_cached(
+    let mut stmt = tx.prepare_cached(if hint.seq.is_some() {
         "INSERT INTO decisions (id, org_id, env, agent_id, mandate_id, verdict, policy_verdict,
             reason, mode, amount, currency, recipient, category, nonce, policy_version, iss,
             iat, exp, created_ms, supersedes, review_id, is_request, agent_seq)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-            ?18, ?19, ?20, ?21, ?22, (SELECT seq FROM agents WHERE org_id = ?2 AND env = ?3 AND id = ?4))",
-    )?;
+            ?18, ?19, ?20, ?21, ?22, ?23)"
+    } else {
+        "INSERT INTO decisions (id, org_id, env, agent_id, mandate_id, verdict, policy_verdict,
+            reason, mode, amount, currency, recipient, category, nonce, policy_version, iss,
+            iat, exp, created_ms, supersedes, review_id, is_request, agent_seq)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
+            ?18, ?19, ?20, ?21, ?22,
+            COALESCE(?23, (SELECT seq FROM agents WHERE org_id = ?2 AND env = ?3 AND id = ?4)))"
+    })?;
     stmt.execute(params![
         c.jti.as_str(),
         org_id,
@@ -43,19 +73,30 @@ pub fn insert(tx: &Connection, org_id: &str, env: &str, d: &Decision) -> rusqlit
         d.supersedes.as_ref().map(DecisionId::as_str),
         d.review.as_ref().map(ReviewId::as_str),
         d.is_request,
+        hint.seq,
     ])?;
-    // Where this agent's decisions of this month begin (see migration 0004).
-    tx.prepare_cached(
-        "INSERT OR IGNORE INTO decision_months (org_id, env, agent_id, month, first_seq)
-         VALUES (?1, ?2, ?3, ?4, last_insert_rowid())",
-    )?
-    .execute(params![
-        org_id,
-        env,
-        c.request.agent.as_str(),
-        month_index(d.created_ms)
-    ])?;
+    let month = month_index(d.created_ms);
+    if hint.month_marked != Some(month) {
+        // Where this agent's decisions of this month begin (see migration 0004).
+        tx.prepare_cached(
+            "INSERT OR IGNORE INTO decision_months (org_id, env, agent_id, month, first_seq)
+             VALUES (?1, ?2, ?3, ?4, last_insert_rowid())",
+        )?
+        .execute(params![org_id, env, c.request.agent.as_str(), month])?;
+    }
     Ok(())
+}
+
+/// The agent's integer key (`agents.seq`), if it exists.
+pub fn agent_seq(
+    conn: &Connection,
+    org_id: &str,
+    env: &str,
+    agent: &str,
+) -> rusqlite::Result<Option<i64>> {
+    conn.prepare_cached("SELECT seq FROM agents WHERE org_id = ?1 AND env = ?2 AND id = ?3")?
+        .query_row(params![org_id, env, agent], |r| r.get(0))
+        .optional()
 }
 
 /// The UTC month of a unix-ms time as `year * 12 + month - 1`: the key of
@@ -372,6 +413,118 @@ pub fn allowed_since(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    fn stored(agent: &AgentId, n: u8, created_ms: i64) -> Decision {
+        use mandate_core::claims::{RequestClaims, VerdictClaims};
+        Decision {
+            claims: VerdictClaims {
+                iss: "http://127.0.0.1".into(),
+                jti: DecisionId::from_random([n; 16]),
+                iat: created_ms / 1000,
+                exp: created_ms / 1000 + 300,
+                verdict: Verdict::Allow,
+                policy_verdict: Verdict::Allow,
+                mandate: None,
+                policy_version: "pol_2026-11-22.1".into(),
+                nonce: Nonce::from_random([n.wrapping_add(100); 16]),
+                request: RequestClaims {
+                    agent: agent.clone(),
+                    amount: Amount::parse("1.00").unwrap(),
+                    currency: Currency::parse("USD").unwrap(),
+                    recipient: Recipient::parse("vendor:acme").unwrap(),
+                    category: Category::parse("software").unwrap(),
+                },
+            },
+            reason: None,
+            mode: Mode::Enforce,
+            supersedes: None,
+            review: None,
+            created_ms,
+            is_request: true,
+        }
+    }
+
+    /// A decision stored with what its agent's cached state knows (its key, its month
+    /// already marked) is keyed and marked like one stored without; a new month is
+    /// marked even when an older one is known; and a month the hint calls marked is not
+    /// probed at all (the lookup it saves is real).
+    #[test]
+    fn a_hint_saves_lookups_and_stores_the_same_keys_and_marks() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = crate::storage::Db::open(&dir.path().join("hint.db")).unwrap();
+        let (a, b) = (
+            AgentId::parse("agt_alpha").unwrap(),
+            AgentId::parse("agt_beta").unwrap(),
+        );
+        let nov = 1_795_305_600_000; // 2026-11-22
+        let dec = 1_796_083_200_000; // 2026-12-01
+        let (seq_a, rows, months) = db
+            .write_blocking(|tx| -> Result<_, StorageError> {
+                tx.execute(
+                    "INSERT INTO orgs (id, name, policy_version, created_ms)
+                     VALUES ('org_1', 'o', 'pol_1', 0)",
+                    [],
+                )?;
+                for agent in [&a, &b] {
+                    tx.execute(
+                        "INSERT INTO agents (id, org_id, env, created_ms)
+                         VALUES (?1, 'org_1', 'live', 0)",
+                        [agent.as_str()],
+                    )?;
+                }
+                let seq_a = agent_seq(tx, "org_1", "live", a.as_str())?.unwrap();
+                insert(tx, "org_1", "live", &stored(&a, 1, nov))?;
+                let known = AgentHint {
+                    seq: Some(seq_a),
+                    month_marked: Some(month_index(nov)),
+                };
+                insert_with(tx, "org_1", "live", &stored(&a, 2, nov + 1), known)?;
+                insert_with(tx, "org_1", "live", &stored(&a, 3, dec), known)?;
+                // Agent b has no row for November; a hint that says it has is trusted.
+                let wrong = AgentHint {
+                    seq: agent_seq(tx, "org_1", "live", b.as_str())?,
+                    month_marked: Some(month_index(nov)),
+                };
+                insert_with(tx, "org_1", "live", &stored(&b, 4, nov), wrong)?;
+                let rows: Vec<(i64, String, i64)> = tx
+                    .prepare(
+                        "SELECT d.seq, d.agent_id, d.agent_seq FROM decisions d ORDER BY d.seq",
+                    )?
+                    .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                    .collect::<rusqlite::Result<_>>()?;
+                let months: Vec<(String, i64, i64)> = tx
+                    .prepare(
+                        "SELECT agent_id, month, first_seq FROM decision_months
+                         ORDER BY agent_id, month",
+                    )?
+                    .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                    .collect::<rusqlite::Result<_>>()?;
+                Ok((seq_a, rows, months))
+            })
+            .unwrap();
+        let seq_b = seq_a + 1;
+        let ids: Vec<_> = rows
+            .iter()
+            .map(|(_, id, key)| (id.as_str(), *key))
+            .collect();
+        assert_eq!(
+            ids,
+            [
+                (a.as_str(), seq_a),
+                (a.as_str(), seq_a),
+                (a.as_str(), seq_a),
+                (b.as_str(), seq_b)
+            ]
+        );
+        assert_eq!(
+            months,
+            [
+                (a.to_string(), month_index(nov), rows[0].0),
+                (a.to_string(), month_index(dec), rows[2].0),
+            ],
+            "a's November from its first decision, December from its third, none for b"
+        );
+    }
 
     /// A list or export filtered by agent walks the agent's index, whichever way it goes;
     /// unfiltered, the environment's.
