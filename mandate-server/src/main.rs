@@ -294,8 +294,28 @@ async fn run(cli: Cli) -> Result<(), String> {
     }
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+/// Threads for blocking work: SQLite reads (which share 4 reader connections, so more
+/// threads would only wait on their locks) and DNS lookups of webhook deliveries. Tokio's
+/// default of 512 let the first load of 100,000 agents' states start dozens of threads,
+/// each keeping its own malloc arena: 19 MiB more resident, and a slower first pass.
+const BLOCKING_THREADS: usize = 8;
+
+fn main() -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .max_blocking_threads(BLOCKING_THREADS)
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(main_async())
+}
+
+async fn main_async() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()

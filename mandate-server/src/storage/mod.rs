@@ -342,13 +342,14 @@ impl Db {
         }
         // Checkpoints run on their own thread and connection, not inside the writer's commits.
         writer.pragma_update(None, "wal_autocheckpoint", 0)?;
-        // 16 MB of page cache for the writer. With 100,000 agents, 32 MB kept the server at
-        // 211 MiB resident (10 M decisions), over the 200 MB budget; 16 MB gives 195 MiB.
-        // The price is history: the by-agent index outgrows either (docs/performance.md).
-        writer.pragma_update(None, "cache_size", -16_000)?;
+        // 24 MB of page cache for the writer. With 100,000 agents and 10 M decisions the
+        // server stays at 184-185 MiB resident (under 200 MB = 190.7 MiB) since the blocking
+        // pool is capped (main.rs); 32 MB gave 211 MiB before that. The price is history:
+        // the by-agent index outgrows any of these (docs/performance.md).
+        writer.pragma_update(None, "cache_size", -24_000)?;
         // The writer's commits write the WAL without syncing it; the sync thread syncs it
         // before any job of the group is answered (so a reported write is as durable as
-        // with synchronous=FULL), while the writer goes on with the next group. NORMAL,
+        // with synchronous=FULL), while the writer runs the next jobs. NORMAL,
         // not OFF: a checkpoint the writer runs still syncs the WAL before copying and the
         // database file after.
         writer.pragma_update(None, "synchronous", "NORMAL")?;
