@@ -338,14 +338,17 @@ impl Db {
                 OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
             )?;
             configure(&reader)?;
+            // 1 MB each (SQLite's default is 2): reads are lists and state rebuilds, which
+            // the OS page cache serves as well; memory is better spent on the writer's.
+            reader.pragma_update(None, "cache_size", -1_000)?;
             readers.push(Mutex::new(reader));
         }
         // Checkpoints run on their own thread and connection, not inside the writer's commits.
         writer.pragma_update(None, "wal_autocheckpoint", 0)?;
-        // 24 MB of page cache for the writer. With 100,000 agents and 10 M decisions the
-        // server stays at 184-185 MiB resident (under 200 MB = 190.7 MiB) since the blocking
-        // pool is capped (main.rs); 32 MB gave 211 MiB before that. The price is history:
-        // the by-agent index outgrows any of these (docs/performance.md).
+        // 24 MB of page cache for the writer. With 100,000 agents and 10 M decisions it
+        // gave 12,704-14,770 authorizations/s against 11,605-11,631 with 16 MB, at 184-189
+        // MiB resident: under the 200 MB (190.7 MiB) budget, but not by much. The by-agent
+        // index outgrows any cache of this order (docs/performance.md).
         writer.pragma_update(None, "cache_size", -24_000)?;
         // The writer's commits write the WAL without syncing it; the sync thread syncs it
         // before any job of the group is answered (so a reported write is as durable as
