@@ -36,20 +36,15 @@ pub fn insert_with(
     hint: AgentHint,
 ) -> rusqlite::Result<()> {
     let c = &d.claims;
-    let mut stmt = tx.prepare_cached(if hint.seq.is_some() {
-        "INSERT INTO decisions (id, org_id, env, agent_id, mandate_id, verdict, policy_verdict,
-            reason, mode, amount, currency, recipient, category, nonce, policy_version, iss,
-            iat, exp, created_ms, supersedes, review_id, is_request, agent_seq)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-            ?18, ?19, ?20, ?21, ?22, ?23)"
-    } else {
+    // COALESCE jumps over the lookup when the hint gives the key (`NotNull` in the plan).
+    let mut stmt = tx.prepare_cached(
         "INSERT INTO decisions (id, org_id, env, agent_id, mandate_id, verdict, policy_verdict,
             reason, mode, amount, currency, recipient, category, nonce, policy_version, iss,
             iat, exp, created_ms, supersedes, review_id, is_request, agent_seq)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
             ?18, ?19, ?20, ?21, ?22,
-            COALESCE(?23, (SELECT seq FROM agents WHERE org_id = ?2 AND env = ?3 AND id = ?4)))"
-    })?;
+            COALESCE(?23, (SELECT seq FROM agents WHERE org_id = ?2 AND env = ?3 AND id = ?4)))",
+    )?;
     stmt.execute(params![
         c.jti.as_str(),
         org_id,
