@@ -959,8 +959,12 @@ mod tests {
             .unwrap();
         assert_eq!(rows, 16 * ROWS_PER_WRITER as i64);
         let largest = largest.load(Ordering::Relaxed);
+        // Without the restart it reaches ~224 MiB (everything written). The margin over the
+        // 16 MiB restart mark is for a checkpoint thread starved of a core: a debug build
+        // with the other tests of this binary running beside it once went past 64 MiB
+        // (the benchmark's WAL stays under 28 MiB with both cores saturated).
         assert!(
-            largest < 64 * 1024 * 1024,
+            largest < 128 * 1024 * 1024,
             "the WAL reached {} MiB while 200 MiB were written",
             largest / (1024 * 1024)
         );
