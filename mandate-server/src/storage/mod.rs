@@ -540,16 +540,21 @@ pub(crate) fn verdict_from(text: &str) -> Result<mandate_core::policy::Verdict, 
 mod tests {
     use super::*;
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_failing_job_rolls_back_alone_within_its_group() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Db::open(&dir.path().join("t.db")).unwrap();
-        db.write(|c| -> Result<(), StorageError> {
-            c.execute_batch("CREATE TABLE t (n INTEGER)")?;
+    /// Creates a scratch table through the writer.
+    async fn create_table(db: &Db, sql: &'static str) {
+        db.write(move |c| -> Result<(), StorageError> {
+            c.execute_batch(sql)?;
             Ok(())
         })
         .await
         .unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failing_job_rolls_back_alone_within_its_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&dir.path().join("t.db")).unwrap();
+        create_table(&db, "CREATE TABLE t (n INTEGER)").await;
         let writes = (0..200).map(|n| {
             let db = db.clone();
             tokio::spawn(async move {
@@ -789,12 +794,7 @@ mod tests {
                 .unwrap();
             })
         };
-        db.write(|c| -> Result<(), StorageError> {
-            c.execute_batch("CREATE TABLE t (n INTEGER NOT NULL)")?;
-            Ok(())
-        })
-        .await
-        .unwrap();
+        create_table(&db, "CREATE TABLE t (n INTEGER NOT NULL)").await;
         let count = |db: &Db| {
             let db = db.clone();
             async move {
@@ -842,12 +842,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("o.db");
         let db = Db::open(&path).unwrap();
-        db.write(|c| -> Result<(), StorageError> {
-            c.execute_batch("CREATE TABLE ticks (n INTEGER NOT NULL)")?;
-            Ok(())
-        })
-        .await
-        .unwrap();
+        create_table(&db, "CREATE TABLE ticks (n INTEGER NOT NULL)").await;
         let stop = Arc::new(AtomicBool::new(false));
         let writers: Vec<_> = (0..256)
             .map(|_| {
@@ -911,12 +906,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("w.db");
         let db = Db::open(&path).unwrap();
-        db.write(|c| -> Result<(), StorageError> {
-            c.execute_batch("CREATE TABLE blobs (b BLOB NOT NULL)")?;
-            Ok(())
-        })
-        .await
-        .unwrap();
+        create_table(&db, "CREATE TABLE blobs (b BLOB NOT NULL)").await;
         let wal = dir.path().join("w.db-wal");
         let largest = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let done = Arc::new(AtomicBool::new(false));
