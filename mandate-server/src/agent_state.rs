@@ -112,7 +112,12 @@ impl AgentStates {
             let (org, agent) = (org_id.to_owned(), agent.clone());
             let state = db
                 .read(move |conn| -> Result<_, ApiError> {
-                    Ok(rebuild(conn, &org, env, &agent, now)?)
+                    // One read transaction: one snapshot, and the WAL's read lock taken
+                    // once rather than by each of the rebuild's statements.
+                    let snapshot = conn.unchecked_transaction().map_err(StorageError::from)?;
+                    let state = rebuild(&snapshot, &org, env, &agent, now)?;
+                    snapshot.finish().map_err(StorageError::from)?;
+                    Ok(state)
                 })
                 .await?;
             *guard = Some(state);

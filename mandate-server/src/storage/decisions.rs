@@ -211,37 +211,109 @@ enum Order {
     OldestFirst,
 }
 
-/// The condition "the decision is agent ?3's (of organization ?1, environment ?2)" in the
-/// form `decisions_by_agent` (agent_seq, seq) serves (migration 0005).
-const AGENT_SEQ_IS_3: &str =
-    "agent_seq = (SELECT seq FROM agents WHERE org_id = ?1 AND env = ?2 AND id = ?3)";
+/// `decisions_by_agent` leads with `seq >> BUCKET_BITS` (migration 0006): its entries are
+/// grouped in buckets of 2^18 consecutive decisions, so that a new decision's entry lands in
+/// the latest bucket (a few MB, which the writer's cache holds) however long the history.
+/// A read by agent walks the buckets its seq range spans, one seek each.
+pub const BUCKET_BITS: u32 = 18;
 
-/// Reads by agent name their index: without statistics SQLite cannot estimate the
-/// `agent_seq` subquery and, for an `ORDER BY seq`, chose to walk `decisions_by_env`
-/// (every decision of the environment, for ten of one agent's).
-const BY_AGENT: &str = "INDEXED BY decisions_by_agent";
+/// The bucket expression, written as the index is, so that SQLite matches queries to it.
+const BUCKET: &str = "(seq >> 18)";
 
-/// The query behind [`filtered`]. With an agent, the condition is a plain one on
-/// `agent_seq` so that SQLite walks `decisions_by_agent`; written
-/// `(?3 IS NULL OR agent_id = ?3)`, it walked the whole environment's decisions through
-/// `decisions_by_env` and filtered them.
-fn filtered_sql(by_agent: bool, order: Order) -> String {
-    let direction = match order {
-        Order::NewestFirst => "DESC",
-        Order::OldestFirst => "ASC",
-    };
-    let (index, agent) = if by_agent {
-        (BY_AGENT, AGENT_SEQ_IS_3)
-    } else {
-        ("", "?3 IS NULL")
-    };
+/// The bucket of a seq.
+fn bucket_of(seq: i64) -> i64 {
+    seq >> BUCKET_BITS
+}
+
+/// The buckets that hold seqs `low..=high`, in `order`.
+fn buckets(low: i64, high: i64, order: Order) -> Box<dyn Iterator<Item = i64>> {
+    let range = bucket_of(low)..=bucket_of(high);
+    match order {
+        Order::NewestFirst => Box::new(range.rev()),
+        Order::OldestFirst => Box::new(range),
+    }
+}
+
+/// Where one agent's decisions lie: its key and the seqs to walk.
+struct AgentSpan {
+    agent_seq: i64,
+    low: i64,
+    high: i64,
+}
+
+impl AgentSpan {
+    /// The agent's decisions from month `from_month` on (any month if `None`), within
+    /// (`above`, `below`); `None` if the agent has none there. The agent's first decision
+    /// of a month is its `decision_months` mark, so a quiet agent's walk starts at its
+    /// own first decision, not at the first of all.
+    fn find(
+        conn: &Connection,
+        org_id: &str,
+        env: &str,
+        agent: &str,
+        from_month: Option<i64>,
+        above: i64,
+        below: i64,
+    ) -> rusqlite::Result<Option<Self>> {
+        let Some(agent_seq) = agent_seq(conn, org_id, env, agent)? else {
+            return Ok(None);
+        };
+        let first: Option<i64> = conn
+            .prepare_cached(
+                "SELECT MIN(first_seq) FROM decision_months
+                 WHERE org_id = ?1 AND env = ?2 AND agent_id = ?3 AND month >= ?4",
+            )?
+            .query_row(
+                params![org_id, env, agent, from_month.unwrap_or(i64::MIN)],
+                |r| r.get(0),
+            )?;
+        let Some(first) = first else {
+            return Ok(None);
+        };
+        let low = first.max(above.saturating_add(1));
+        let high = last_seq(conn)?.min(below.saturating_sub(1));
+        Ok((low <= high).then_some(Self {
+            agent_seq,
+            low,
+            high,
+        }))
+    }
+}
+
+/// The query behind [`filtered`] for one bucket of one agent's decisions (`?1` bucket,
+/// `?2` agent_seq, seqs in `?3..=?4`). It names its index: SQLite has no statistics to
+/// prefer it over `decisions_by_env` for an `ORDER BY seq`.
+fn by_agent_sql(order: Order) -> String {
+    let direction = order.sql();
     format!(
-        "SELECT {COLUMNS} FROM decisions {index}
-         WHERE org_id = ?1 AND env = ?2 AND {agent}
-           AND (?4 IS NULL OR verdict = ?4) AND (?5 IS NULL OR policy_verdict = ?5)
-           AND seq > ?6 AND seq < ?7
-         ORDER BY seq {direction} LIMIT ?8"
+        "SELECT {COLUMNS} FROM decisions INDEXED BY decisions_by_agent
+         WHERE {BUCKET} = ?1 AND agent_seq = ?2 AND seq >= ?3 AND seq <= ?4
+           AND org_id = ?5 AND env = ?6
+           AND (?7 IS NULL OR verdict = ?7) AND (?8 IS NULL OR policy_verdict = ?8)
+         ORDER BY seq {direction} LIMIT ?9"
     )
+}
+
+/// The query behind [`filtered`] without an agent: the environment's decisions through
+/// `decisions_by_env`.
+fn by_env_sql(order: Order) -> String {
+    let direction = order.sql();
+    format!(
+        "SELECT {COLUMNS} FROM decisions
+         WHERE org_id = ?1 AND env = ?2
+           AND (?3 IS NULL OR verdict = ?3) AND (?4 IS NULL OR policy_verdict = ?4)
+           AND seq > ?5 AND seq < ?6
+         ORDER BY seq {direction} LIMIT ?7"
+    )
+}
+
+impl Order {
+    fn sql(self) -> &'static str {
+        match self {
+            Order::NewestFirst => "DESC",
+            Order::OldestFirst => "ASC",
+        }
+    }
 }
 
 /// Decisions matching `filters` with seq strictly between `above` and `below`, at most
@@ -257,25 +329,53 @@ fn filtered(
     order: Order,
     limit: i64,
 ) -> Result<Vec<(i64, Decision)>, StorageError> {
-    let mut stmt = conn.prepare_cached(&filtered_sql(filters.agent.is_some(), order))?;
-    let rows = stmt.query_map(
-        params![
-            org_id,
-            env,
-            filters.agent,
-            filters.verdict.map(Verdict::as_str),
-            filters.policy_verdict.map(Verdict::as_str),
-            above,
-            below,
-            limit
-        ],
-        row,
-    )?;
+    let verdict = filters.verdict.map(Verdict::as_str);
+    let policy_verdict = filters.policy_verdict.map(Verdict::as_str);
     let mut out = Vec::new();
-    for raw in rows {
-        out.push(decode(raw?)?);
+    let Some(agent) = &filters.agent else {
+        let mut stmt = conn.prepare_cached(&by_env_sql(order))?;
+        let rows = stmt.query_map(
+            params![org_id, env, verdict, policy_verdict, above, below, limit],
+            row,
+        )?;
+        for raw in rows {
+            out.push(decode(raw?)?);
+        }
+        return Ok(out);
+    };
+    let Some(span) = AgentSpan::find(conn, org_id, env, agent, None, above, below)? else {
+        return Ok(out);
+    };
+    let mut stmt = conn.prepare_cached(&by_agent_sql(order))?;
+    for bucket in buckets(span.low, span.high, order) {
+        let wanted = limit.saturating_sub(count(&out));
+        if wanted <= 0 {
+            break;
+        }
+        let rows = stmt.query_map(
+            params![
+                bucket,
+                span.agent_seq,
+                span.low,
+                span.high,
+                org_id,
+                env,
+                verdict,
+                policy_verdict,
+                wanted
+            ],
+            row,
+        )?;
+        for raw in rows {
+            out.push(decode(raw?)?);
+        }
     }
     Ok(out)
+}
+
+/// A length as the `i64` that SQLite's LIMIT takes.
+fn count<T>(items: &[T]) -> i64 {
+    i64::try_from(items.len()).unwrap_or(i64::MAX)
 }
 
 /// A page of decisions, newest first, strictly before seq `before`.
@@ -333,9 +433,10 @@ pub fn export_page(
 
 fn recent_request_times_sql() -> String {
     format!(
-        "SELECT created_ms FROM decisions {BY_AGENT}
-         WHERE org_id = ?1 AND env = ?2 AND {AGENT_SEQ_IS_3} AND is_request = 1
-         ORDER BY seq DESC LIMIT ?4"
+        "SELECT created_ms FROM decisions INDEXED BY decisions_by_agent
+         WHERE {BUCKET} = ?1 AND agent_seq = ?2 AND seq >= ?3 AND seq <= ?4
+           AND org_id = ?5 AND env = ?6 AND is_request = 1
+         ORDER BY seq DESC LIMIT ?7"
     )
 }
 
@@ -348,22 +449,42 @@ pub fn recent_request_times(
     agent: &str,
     limit: i64,
 ) -> rusqlite::Result<Vec<i64>> {
+    let mut times: Vec<i64> = Vec::new();
+    let Some(span) = AgentSpan::find(conn, org_id, env, agent, None, i64::MIN, i64::MAX)? else {
+        return Ok(times);
+    };
     let mut stmt = conn.prepare_cached(&recent_request_times_sql())?;
-    let mut times: Vec<i64> = stmt
-        .query_map(params![org_id, env, agent, limit], |r| r.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
+    for bucket in buckets(span.low, span.high, Order::NewestFirst) {
+        let wanted = limit.saturating_sub(count(&times));
+        if wanted <= 0 {
+            break;
+        }
+        let rows = stmt.query_map(
+            params![
+                bucket,
+                span.agent_seq,
+                span.low,
+                span.high,
+                org_id,
+                env,
+                wanted
+            ],
+            |r| r.get(0),
+        )?;
+        for at in rows {
+            times.push(at?);
+        }
+    }
     times.reverse();
     Ok(times)
 }
 
 fn allowed_since_sql() -> String {
     format!(
-        "SELECT amount, created_ms FROM decisions {BY_AGENT}
-         WHERE org_id = ?1 AND env = ?2 AND {AGENT_SEQ_IS_3}
-           AND seq >= (SELECT COALESCE(MIN(first_seq), 9223372036854775807)
-                       FROM decision_months
-                       WHERE org_id = ?1 AND env = ?2 AND agent_id = ?3 AND month >= ?4)
-           AND mandate_id = ?5 AND verdict = 'allow' AND created_ms >= ?6
+        "SELECT amount, created_ms FROM decisions INDEXED BY decisions_by_agent
+         WHERE {BUCKET} = ?1 AND agent_seq = ?2 AND seq >= ?3 AND seq <= ?4
+           AND org_id = ?5 AND env = ?6
+           AND mandate_id = ?7 AND verdict = 'allow' AND created_ms >= ?8
          ORDER BY seq"
     )
 }
@@ -382,24 +503,32 @@ pub fn allowed_since(
     mandate_id: &str,
     since_ms: i64,
 ) -> Result<Vec<(Amount, i64)>, StorageError> {
-    let mut stmt = conn.prepare_cached(&allowed_since_sql())?;
-    let rows = stmt.query_map(
-        params![
-            org_id,
-            env,
-            agent,
-            month_index(since_ms),
-            mandate_id,
-            since_ms
-        ],
-        |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)),
-    )?;
     let mut out = Vec::new();
-    for row in rows {
-        let (amount, at) = row?;
-        let amount = Amount::parse(&amount)
-            .map_err(|_| StorageError::Corrupt(format!("amount {amount:?}")))?;
-        out.push((amount, at));
+    let month = Some(month_index(since_ms));
+    let Some(span) = AgentSpan::find(conn, org_id, env, agent, month, i64::MIN, i64::MAX)? else {
+        return Ok(out);
+    };
+    let mut stmt = conn.prepare_cached(&allowed_since_sql())?;
+    for bucket in buckets(span.low, span.high, Order::OldestFirst) {
+        let rows = stmt.query_map(
+            params![
+                bucket,
+                span.agent_seq,
+                span.low,
+                span.high,
+                org_id,
+                env,
+                mandate_id,
+                since_ms
+            ],
+            |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)),
+        )?;
+        for row in rows {
+            let (amount, at) = row?;
+            let amount = Amount::parse(&amount)
+                .map_err(|_| StorageError::Corrupt(format!("amount {amount:?}")))?;
+            out.push((amount, at));
+        }
     }
     Ok(out)
 }
@@ -540,6 +669,7 @@ mod tests {
                     Value::Integer(0),
                     Value::Integer(10),
                     Value::Integer(50),
+                    Value::Integer(5),
                 ];
                 let count = stmt.parameter_count();
                 let rows = stmt.query_map(
@@ -551,20 +681,221 @@ mod tests {
             .unwrap()
         };
         for order in [Order::NewestFirst, Order::OldestFirst] {
-            let by_agent = plan(filtered_sql(true, order));
-            assert!(by_agent.contains("decisions_by_agent"), "{by_agent}");
+            let by_agent = plan(by_agent_sql(order));
+            assert!(
+                by_agent
+                    .contains("decisions_by_agent (<expr>=? AND agent_seq=? AND seq>? AND seq<?)"),
+                "{by_agent}"
+            );
             assert!(!by_agent.contains("TEMP B-TREE"), "{by_agent}");
-            let by_env = plan(filtered_sql(false, order));
+            let by_env = plan(by_env_sql(order));
             assert!(by_env.contains("decisions_by_env"), "{by_env}");
             assert!(!by_env.contains("TEMP B-TREE"), "{by_env}");
         }
-        // Rebuilding an agent's state reads through its index too.
+        // Rebuilding an agent's state reads through its index too, one bucket a seek.
         for sql in [recent_request_times_sql(), allowed_since_sql()] {
             let by_agent = plan(sql);
-            assert!(by_agent.contains("decisions_by_agent"), "{by_agent}");
-            assert!(!by_agent.contains("decisions_by_env"), "{by_agent}");
+            assert!(
+                by_agent.contains("decisions_by_agent (<expr>=? AND agent_seq=?"),
+                "{by_agent}"
+            );
+            assert!(!by_agent.contains("TEMP B-TREE"), "{by_agent}");
         }
         let by_type = plan(crate::storage::events::page_sql(true));
         assert!(by_type.contains("events_by_type"), "{by_type}");
+    }
+
+    /// The index's bucket expression is the one the queries use.
+    #[test]
+    fn the_queries_use_the_migrations_bucket_expression() {
+        let migration = include_str!("../../migrations/0006_agent_index_by_range.sql");
+        assert!(migration.contains(&format!(
+            "ON decisions (seq >> {BUCKET_BITS}, agent_seq, seq)"
+        )));
+        assert_eq!(BUCKET, format!("(seq >> {BUCKET_BITS})"));
+    }
+
+    /// One stored decision of the random histories below.
+    #[derive(Debug, Clone)]
+    struct Step {
+        /// Agent 0 or 1 (both read), or a jump: `gap` decisions' worth of seqs skipped.
+        agent: usize,
+        gap: i64,
+        verdict: Verdict,
+        is_request: bool,
+        /// Mandate 0 or 1 of the agent.
+        mandate: usize,
+        cents: u32,
+        /// Minutes after the start of the history.
+        minute: i64,
+    }
+
+    fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+        use proptest::prelude::*;
+        (
+            0usize..3,
+            prop_oneof![Just(0i64), 1i64..4 << BUCKET_BITS],
+            prop_oneof![
+                Just(Verdict::Allow),
+                Just(Verdict::Review),
+                Just(Verdict::DenyCategory)
+            ],
+            any::<bool>(),
+            0usize..2,
+            1u32..100_000,
+            0i64..90 * 24 * 60,
+        )
+            .prop_map(
+                |(agent, gap, verdict, is_request, mandate, cents, minute)| Step {
+                    agent,
+                    gap: if agent == 2 { gap } else { 0 },
+                    verdict,
+                    is_request,
+                    mandate,
+                    cents,
+                    minute,
+                },
+            )
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+        /// Whatever buckets an agent's decisions fall in, every read by agent (pages,
+        /// exports, the velocity and month-to-date rebuilds) finds exactly what a scan of
+        /// the whole table finds, in the same order.
+        #[test]
+        fn reads_by_agent_across_buckets_match_a_full_scan(
+            mut steps in proptest::collection::vec(step(), 1..60),
+            limit in 1i64..12,
+            cut in 0usize..60,
+        ) {
+            // Decisions are stored in time order, as the server stores them.
+            steps.sort_by_key(|s| s.minute);
+            let dir = tempfile::tempdir().unwrap();
+            let db = crate::storage::Db::open(&dir.path().join("buckets.db")).unwrap();
+            let agents = [
+                AgentId::parse("agt_zero").unwrap(),
+                AgentId::parse("agt_one").unwrap(),
+            ];
+            let start = 1_788_220_800_000; // 2026-09-01
+            let checks = db
+                .write_blocking(|tx| -> Result<_, StorageError> {
+                    tx.execute(
+                        "INSERT INTO orgs (id, name, policy_version, created_ms)
+                         VALUES ('org_1', 'o', 'pol_1', 0)",
+                        [],
+                    )?;
+                    for agent in &agents {
+                        tx.execute(
+                            "INSERT INTO agents (id, org_id, env, created_ms)
+                             VALUES (?1, 'org_1', 'live', 0)",
+                            [agent.as_str()],
+                        )?;
+                    }
+                    let spacer = AgentId::parse("agt_spacer").unwrap();
+                    for (n, s) in steps.iter().enumerate() {
+                        let created_ms = start + s.minute * 60_000;
+                        let agent = agents.get(s.agent).unwrap_or(&spacer);
+                        let mut d = stored(agent, 0, created_ms);
+                        let mut id = [0u8; 16];
+                        id[..8].copy_from_slice(&(n as u64).to_be_bytes());
+                        d.claims.jti = DecisionId::from_random(id);
+                        d.claims.verdict = s.verdict;
+                        d.claims.policy_verdict = s.verdict;
+                        d.is_request = s.is_request;
+                        d.claims.mandate =
+                            Some(MandateId::parse(&format!("mnd_m{}", s.mandate)).unwrap());
+                        d.claims.request.amount =
+                            Amount::parse(&format!("{}.{:02}", s.cents / 100, s.cents % 100))
+                                .unwrap();
+                        insert(tx, "org_1", "live", &d)?;
+                        if s.gap > 0 {
+                            // The next decision starts `gap` seqs later.
+                            tx.execute(
+                                "UPDATE decisions SET seq = seq + ?1 WHERE seq = last_insert_rowid()",
+                                [s.gap],
+                            )?;
+                        }
+                    }
+                    let full = |agent: &str, extra: &str, order: &str| -> Result<Vec<i64>, StorageError> {
+                        Ok(tx
+                            .prepare(&format!(
+                                "SELECT seq FROM decisions NOT INDEXED
+                                 WHERE org_id = 'org_1' AND env = 'live' AND agent_id = ?1 {extra}
+                                 ORDER BY seq {order}"
+                            ))?
+                            .query_map([agent], |r| r.get(0))?
+                            .collect::<rusqlite::Result<_>>()?)
+                    };
+                    let mut checks = Vec::new();
+                    for agent in &agents {
+                        let all = full(agent.as_str(), "", "DESC")?;
+                        // A cursor position: one of the agent's seqs, or past the end.
+                        let before = all.get(cut % (all.len() + 1)).copied().unwrap_or(i64::MAX);
+                        for verdict in [None, Some(Verdict::Allow), Some(Verdict::Review)] {
+                            let filters = Filters {
+                                agent: Some(agent.to_string()),
+                                verdict,
+                                policy_verdict: None,
+                            };
+                            let extra = verdict
+                                .map(|v| format!("AND verdict = '{}'", v.as_str()))
+                                .unwrap_or_default();
+                            let want: Vec<i64> = full(agent.as_str(), &format!("{extra} AND seq < {before}"), "DESC")?
+                                .into_iter()
+                                .take(limit as usize)
+                                .collect();
+                            let got: Vec<i64> = page(tx, "org_1", "live", &filters, before, limit)?
+                                .into_iter()
+                                .map(|(seq, _)| seq)
+                                .collect();
+                            checks.push(("page", format!("{got:?}"), format!("{want:?}")));
+                            let after = if before == i64::MAX { 0 } else { before };
+                            let upto = last_seq(tx)?;
+                            let want: Vec<i64> = full(agent.as_str(), &format!("{extra} AND seq > {after}"), "ASC")?
+                                .into_iter()
+                                .take(limit as usize)
+                                .collect();
+                            let got: Vec<i64> = export_page(tx, "org_1", "live", &filters, after, upto, limit)?
+                                .into_iter()
+                                .map(|(seq, _)| seq)
+                                .collect();
+                            checks.push(("export", format!("{got:?}"), format!("{want:?}")));
+                        }
+                        let mut want: Vec<i64> = tx
+                            .prepare(
+                                "SELECT created_ms FROM decisions NOT INDEXED
+                                 WHERE agent_id = ?1 AND is_request = 1 ORDER BY seq DESC LIMIT ?2",
+                            )?
+                            .query_map(params![agent.as_str(), limit], |r| r.get(0))?
+                            .collect::<rusqlite::Result<_>>()?;
+                        want.reverse();
+                        let got = recent_request_times(tx, "org_1", "live", agent.as_str(), limit)?;
+                        checks.push(("velocity", format!("{got:?}"), format!("{want:?}")));
+                        for since in [start, start + 30 * 24 * 60 * 60_000, start + 61 * 24 * 60 * 60_000] {
+                            let want: Vec<(String, i64)> = tx
+                                .prepare(
+                                    "SELECT amount, created_ms FROM decisions NOT INDEXED
+                                     WHERE agent_id = ?1 AND mandate_id = 'mnd_m1'
+                                       AND verdict = 'allow' AND created_ms >= ?2 ORDER BY seq",
+                                )?
+                                .query_map(params![agent.as_str(), since], |r| Ok((r.get(0)?, r.get(1)?)))?
+                                .collect::<rusqlite::Result<_>>()?;
+                            let got: Vec<(String, i64)> =
+                                allowed_since(tx, "org_1", "live", agent.as_str(), "mnd_m1", since)?
+                                    .into_iter()
+                                    .map(|(a, at)| (a.to_string(), at))
+                                    .collect();
+                            checks.push(("month-to-date", format!("{got:?}"), format!("{want:?}")));
+                        }
+                    }
+                    Ok(checks)
+                })
+                .unwrap();
+            for (what, got, want) in checks {
+                proptest::prop_assert_eq!(got, want, "{}", what);
+            }
+        }
     }
 }

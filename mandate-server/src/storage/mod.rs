@@ -25,6 +25,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, mpsc};
 
+use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior};
 
 /// The numbered migrations, applied in order. Never edit one that has landed: add another.
@@ -34,6 +35,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (3, include_str!("../../migrations/0003_escrows.sql")),
     (4, include_str!("../../migrations/0004_lean_decisions.sql")),
     (5, include_str!("../../migrations/0005_agent_key.sql")),
+    (
+        6,
+        include_str!("../../migrations/0006_agent_index_by_range.sql"),
+    ),
 ];
 
 /// A storage failure: the database could not be opened, read or written.
@@ -102,6 +107,11 @@ fn configure(conn: &Connection) -> rusqlite::Result<()> {
     conn.pragma_update(None, "synchronous", "FULL")?;
     // Once a checkpoint has emptied the WAL, shrink its file back to 64 MiB at most.
     conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)?;
+    // Plans do not depend on bound values. Without this, SQLite (3.47 on) reads the value
+    // bound to a `LIMIT ?` while planning, so binding it again re-prepares the statement
+    // on every run: every page of a list and every rebuild of an agent's state parsed its
+    // SQL anew (`storage::tests::statements_are_not_prepared_again_per_run`).
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
     Ok(())
 }
 
@@ -539,6 +549,29 @@ pub(crate) fn verdict_from(text: &str) -> Result<mandate_core::policy::Verdict, 
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
     use super::*;
+
+    /// A statement with a `LIMIT ?` runs again without being parsed again, whatever the
+    /// limit (lists and agent-state rebuilds prepare theirs once per connection).
+    #[test]
+    fn statements_are_not_prepared_again_per_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&dir.path().join("qpsg.db")).unwrap();
+        let reprepared = db
+            .write_blocking(|tx| -> Result<i32, StorageError> {
+                let mut stmt = tx.prepare_cached(
+                    "SELECT seq FROM decisions WHERE org_id = ?1 ORDER BY seq DESC LIMIT ?2",
+                )?;
+                for limit in 1..=5 {
+                    let rows: Vec<i64> = stmt
+                        .query_map(rusqlite::params!["org_1", limit], |r| r.get(0))?
+                        .collect::<rusqlite::Result<_>>()?;
+                    assert!(rows.is_empty());
+                }
+                Ok(stmt.get_status(rusqlite::StatementStatus::RePrepare))
+            })
+            .unwrap();
+        assert_eq!(reprepared, 0);
+    }
 
     /// Creates a scratch table through the writer.
     async fn create_table(db: &Db, sql: &'static str) {
