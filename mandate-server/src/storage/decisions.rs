@@ -402,9 +402,8 @@ pub fn page(
 /// The highest seq of any decision so far (0 if none). An export reads up to it, so the set
 /// it covers is fixed when it starts.
 pub fn last_seq(conn: &Connection) -> rusqlite::Result<i64> {
-    conn.query_row("SELECT COALESCE(MAX(seq), 0) FROM decisions", [], |r| {
-        r.get(0)
-    })
+    conn.prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM decisions")?
+        .query_row([], |r| r.get(0))
 }
 
 /// Up to `limit` decisions matching `filters`, oldest first, with seq in (`after`, `upto`]:
