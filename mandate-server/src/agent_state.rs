@@ -34,7 +34,8 @@ pub struct AgentState {
 /// A slot: `None` until loaded from the database.
 pub type Slot = Option<AgentState>;
 
-type Key = (String, Env, AgentId);
+/// The organization id is the caller's shared copy (`cache::KeyCache`), not one per agent.
+type Key = (Arc<str>, Env, AgentId);
 
 /// The locks and cached states of all agents seen since start.
 #[derive(Default, Clone)]
@@ -95,7 +96,7 @@ impl AgentStates {
     pub async fn lock(
         &self,
         db: &Db,
-        org_id: &str,
+        org_id: &Arc<str>,
         env: Env,
         agent: &AgentId,
         now: OffsetDateTime,
@@ -103,7 +104,7 @@ impl AgentStates {
         let slot = {
             let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
             slots
-                .entry((org_id.to_owned(), env, agent.clone()))
+                .entry((Arc::clone(org_id), env, agent.clone()))
                 .or_default()
                 .clone()
         };

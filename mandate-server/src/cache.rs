@@ -6,7 +6,7 @@
 //! only through this server's `POST /v1/enforcement`, which updates the cache after its
 //! commit, so the next decision sees the new mode.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock};
 
 use mandate_core::policy::Mode;
@@ -21,6 +21,20 @@ struct Callers {
     /// Bumped at every clear: a load that began before a clear must not fill the cache.
     epoch: u64,
     map: HashMap<[u8; 32], Caller>,
+    /// One copy of each organization id and policy version that cached callers share:
+    /// with 100,000 agent keys of one organization, two strings instead of 200,000.
+    shared: HashSet<Arc<str>>,
+}
+
+impl Callers {
+    /// The shared copy of `text`.
+    fn share(&mut self, text: &Arc<str>) -> Arc<str> {
+        if let Some(known) = self.shared.get(text) {
+            return Arc::clone(known);
+        }
+        self.shared.insert(Arc::clone(text));
+        Arc::clone(text)
+    }
 }
 
 /// Callers by key hash. Unknown keys are never cached.
@@ -37,14 +51,17 @@ impl KeyCache {
     }
 
     /// Caches a caller loaded while the cache was at `epoch`, unless it was cleared since.
-    pub fn insert(&self, epoch: u64, caller: Caller) {
+    pub fn insert(&self, epoch: u64, mut caller: Caller) {
         let mut inner = self.inner.write().unwrap_or_else(|p| p.into_inner());
         if inner.epoch != epoch {
             return;
         }
         if inner.map.len() >= MAX_CALLERS {
             inner.map.clear();
+            inner.shared.clear();
         }
+        caller.org_id = inner.share(&caller.org_id);
+        caller.policy_version = inner.share(&caller.policy_version);
         inner.map.insert(caller.key_hash, caller);
     }
 
@@ -53,6 +70,7 @@ impl KeyCache {
         let mut inner = self.inner.write().unwrap_or_else(|p| p.into_inner());
         inner.epoch += 1;
         inner.map.clear();
+        inner.shared.clear();
     }
 }
 
@@ -108,6 +126,33 @@ mod tests {
         let (_, epoch) = cache.get(&[1; 32]);
         cache.insert(epoch, caller(1));
         assert!(cache.get(&[1; 32]).0.is_some());
+    }
+
+    /// Callers of one organization, loaded separately (each with its own strings), share
+    /// one copy of the organization id and policy version once cached; a different
+    /// organization keeps its own, and a clear lets go of them.
+    #[test]
+    fn cached_callers_share_their_organizations_strings() {
+        let cache = KeyCache::default();
+        let mut other = caller(3);
+        other.org_id = "org_b".into();
+        for c in [caller(1), caller(2), other] {
+            let (_, epoch) = cache.get(&c.key_hash);
+            cache.insert(epoch, c);
+        }
+        let get = |byte: u8| cache.get(&[byte; 32]).0.unwrap();
+        let (one, two, three) = (get(1), get(2), get(3));
+        assert!(Arc::ptr_eq(&one.org_id, &two.org_id));
+        assert!(Arc::ptr_eq(&one.policy_version, &two.policy_version));
+        assert!(Arc::ptr_eq(&one.policy_version, &three.policy_version));
+        assert_eq!(&*three.org_id, "org_b");
+        assert!(!Arc::ptr_eq(&one.org_id, &three.org_id));
+        cache.clear();
+        assert_eq!(
+            Arc::strong_count(&one.org_id),
+            2,
+            "ours and two's, not the cache's"
+        );
     }
 
     #[test]

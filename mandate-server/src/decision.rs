@@ -130,7 +130,7 @@ pub fn sign_new(
         verdict: evaluation.verdict,
         policy_verdict: evaluation.policy_verdict,
         mandate: mandate.map(|m| m.id.clone()),
-        policy_version: caller.policy_version.clone(),
+        policy_version: caller.policy_version.to_string(),
         nonce: mandate_core::id::Nonce::from_random(crate::clock::ordered16(now)),
         request,
     };

@@ -1,6 +1,8 @@
 //! Small server-side vocabulary shared by storage and handlers: environments, key classes,
 //! and the authenticated caller.
 
+use std::sync::Arc;
+
 use mandate_core::id::AgentId;
 
 use crate::error::ApiError;
@@ -68,7 +70,7 @@ pub struct Caller {
     /// SHA-256 of the key: scopes idempotency keys and rate limits.
     pub key_hash: [u8; 32],
     /// The organization.
-    pub org_id: String,
+    pub org_id: Arc<str>,
     /// The environment the key acts on.
     pub env: Env,
     /// The agent, for an agent key.
@@ -76,7 +78,7 @@ pub struct Caller {
     /// Requests per second allowed for this key.
     pub rate_per_sec: u32,
     /// The organization's policy version, stamped on decisions.
-    pub policy_version: String,
+    pub policy_version: Arc<str>,
 }
 
 impl Caller {

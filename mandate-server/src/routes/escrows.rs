@@ -88,7 +88,7 @@ async fn create(
             check_funding(&request, &decision.claims, now).map_err(refused)?;
             let escrow = EscrowRow {
                 id,
-                org_id: org.clone(),
+                org_id: org.to_string(),
                 env: env.as_str().to_owned(),
                 amount: request.amount,
                 currency: request.currency.clone(),
@@ -97,7 +97,7 @@ async fn create(
                 decision: request.decision.clone(),
                 arbiter: request.arbiter.clone(),
                 status: EscrowStatus::FUNDED,
-                history: vec![HistoryEntry::new(EscrowStatus::FUNDED, now, org.as_str())],
+                history: vec![HistoryEntry::new(EscrowStatus::FUNDED, now, &*org)],
                 created_ms: ms(now),
             };
             if !escrows::insert(tx, &escrow, decision.claims.nonce.as_str())? {
@@ -172,7 +172,7 @@ async fn act(
             let to = from
                 .apply(action)
                 .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
-            let entry = HistoryEntry::new(to, now, org.as_str());
+            let entry = HistoryEntry::new(to, now, &*org);
             if !escrows::advance(tx, &id, from, &entry, escrow.history.len())? {
                 return Err(ApiError::Server(format!(
                     "escrow {id} changed inside its own write"

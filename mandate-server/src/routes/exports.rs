@@ -188,7 +188,7 @@ async fn export(
     let first = read_page(&state.db, &org, env, &filters, 0, upto).await?;
     let walk = Walk {
         db: state.db.clone(),
-        org,
+        org: org.to_string(),
         env,
         filters,
         upto,

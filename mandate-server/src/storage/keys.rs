@@ -64,11 +64,11 @@ pub fn caller(conn: &Connection, hash: &[u8; 32]) -> Result<Option<Caller>, Stor
         .map_err(|e| StorageError::Corrupt(e.to_string()))?;
     Ok(Some(Caller {
         key_hash: *hash,
-        org_id,
+        org_id: org_id.into(),
         env,
         agent,
         rate_per_sec: u32::try_from(rate.max(1)).unwrap_or(u32::MAX),
-        policy_version,
+        policy_version: policy_version.into(),
     }))
 }
 

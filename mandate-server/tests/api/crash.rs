@@ -359,7 +359,7 @@ async fn an_abandoned_request_releases_its_idempotency_key() {
         .agents
         .lock(
             &state.db,
-            &org_id,
+            &std::sync::Arc::from(org_id.as_str()),
             mandate_server::model::Env::Sandbox,
             &AgentId::parse("agt_quitter").unwrap(),
             app.clock_now(),

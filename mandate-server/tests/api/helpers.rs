@@ -305,7 +305,7 @@ impl TestApp {
             .agents
             .lock(
                 &state.db,
-                &org_id,
+                &std::sync::Arc::from(org_id.as_str()),
                 mandate_server::model::Env::Sandbox,
                 &agent,
                 self.clock_now(),
