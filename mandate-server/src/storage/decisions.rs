@@ -5,7 +5,7 @@ use mandate_core::claims::{RequestClaims, VerdictClaims};
 use mandate_core::id::{AgentId, DecisionId, MandateId, Nonce, ReviewId};
 use mandate_core::names::{Category, Currency, Recipient};
 use mandate_core::policy::{Mode, Verdict};
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension, ToSql, params};
 
 use super::{StorageError, verdict_from};
 use crate::decision::Decision;
@@ -278,6 +278,38 @@ impl AgentSpan {
             high,
         }))
     }
+
+    /// Runs `sql`, a query on one bucket (`?1` the bucket, `?2` the agent's key, seqs in
+    /// `?3..=?4`, then `more`, then, given a `limit`, how many rows are still wanted), once
+    /// per bucket of the span in `order`, and collects the rows it maps, at most `limit`.
+    fn walk<T>(
+        &self,
+        conn: &Connection,
+        sql: &str,
+        order: Order,
+        more: &[&dyn ToSql],
+        limit: Option<i64>,
+        mut map: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    ) -> rusqlite::Result<Vec<T>> {
+        let mut stmt = conn.prepare_cached(sql)?;
+        let mut out = Vec::new();
+        for bucket in buckets(self.low, self.high, order) {
+            let wanted = limit.map(|limit| limit.saturating_sub(count(&out)));
+            if wanted.is_some_and(|wanted| wanted <= 0) {
+                break;
+            }
+            let mut values: Vec<&dyn ToSql> = vec![&bucket, &self.agent_seq, &self.low, &self.high];
+            values.extend_from_slice(more);
+            if let Some(wanted) = &wanted {
+                values.push(wanted);
+            }
+            let mut rows = stmt.query(values.as_slice())?;
+            while let Some(r) = rows.next()? {
+                out.push(map(r)?);
+            }
+        }
+        Ok(out)
+    }
 }
 
 /// The query behind [`filtered`] for one bucket of one agent's decisions (`?1` bucket,
@@ -331,46 +363,27 @@ fn filtered(
 ) -> Result<Vec<(i64, Decision)>, StorageError> {
     let verdict = filters.verdict.map(Verdict::as_str);
     let policy_verdict = filters.policy_verdict.map(Verdict::as_str);
-    let mut out = Vec::new();
-    let Some(agent) = &filters.agent else {
-        let mut stmt = conn.prepare_cached(&by_env_sql(order))?;
-        let rows = stmt.query_map(
-            params![org_id, env, verdict, policy_verdict, above, below, limit],
-            row,
-        )?;
-        for raw in rows {
-            out.push(decode(raw?)?);
-        }
-        return Ok(out);
+    let raws = match &filters.agent {
+        None => conn
+            .prepare_cached(&by_env_sql(order))?
+            .query_map(
+                params![org_id, env, verdict, policy_verdict, above, below, limit],
+                row,
+            )?
+            .collect::<rusqlite::Result<Vec<_>>>()?,
+        Some(agent) => match AgentSpan::find(conn, org_id, env, agent, None, above, below)? {
+            None => Vec::new(),
+            Some(span) => span.walk(
+                conn,
+                &by_agent_sql(order),
+                order,
+                &[&org_id, &env, &verdict, &policy_verdict],
+                Some(limit),
+                row,
+            )?,
+        },
     };
-    let Some(span) = AgentSpan::find(conn, org_id, env, agent, None, above, below)? else {
-        return Ok(out);
-    };
-    let mut stmt = conn.prepare_cached(&by_agent_sql(order))?;
-    for bucket in buckets(span.low, span.high, order) {
-        let wanted = limit.saturating_sub(count(&out));
-        if wanted <= 0 {
-            break;
-        }
-        let rows = stmt.query_map(
-            params![
-                bucket,
-                span.agent_seq,
-                span.low,
-                span.high,
-                org_id,
-                env,
-                verdict,
-                policy_verdict,
-                wanted
-            ],
-            row,
-        )?;
-        for raw in rows {
-            out.push(decode(raw?)?);
-        }
-    }
-    Ok(out)
+    raws.into_iter().map(decode).collect()
 }
 
 /// A length as the `i64` that SQLite's LIMIT takes.
@@ -448,32 +461,17 @@ pub fn recent_request_times(
     agent: &str,
     limit: i64,
 ) -> rusqlite::Result<Vec<i64>> {
-    let mut times: Vec<i64> = Vec::new();
     let Some(span) = AgentSpan::find(conn, org_id, env, agent, None, i64::MIN, i64::MAX)? else {
-        return Ok(times);
+        return Ok(Vec::new());
     };
-    let mut stmt = conn.prepare_cached(&recent_request_times_sql())?;
-    for bucket in buckets(span.low, span.high, Order::NewestFirst) {
-        let wanted = limit.saturating_sub(count(&times));
-        if wanted <= 0 {
-            break;
-        }
-        let rows = stmt.query_map(
-            params![
-                bucket,
-                span.agent_seq,
-                span.low,
-                span.high,
-                org_id,
-                env,
-                wanted
-            ],
-            |r| r.get(0),
-        )?;
-        for at in rows {
-            times.push(at?);
-        }
-    }
+    let mut times = span.walk(
+        conn,
+        &recent_request_times_sql(),
+        Order::NewestFirst,
+        &[&org_id, &env],
+        Some(limit),
+        |r| r.get(0),
+    )?;
     times.reverse();
     Ok(times)
 }
@@ -502,34 +500,25 @@ pub fn allowed_since(
     mandate_id: &str,
     since_ms: i64,
 ) -> Result<Vec<(Amount, i64)>, StorageError> {
-    let mut out = Vec::new();
     let month = Some(month_index(since_ms));
     let Some(span) = AgentSpan::find(conn, org_id, env, agent, month, i64::MIN, i64::MAX)? else {
-        return Ok(out);
+        return Ok(Vec::new());
     };
-    let mut stmt = conn.prepare_cached(&allowed_since_sql())?;
-    for bucket in buckets(span.low, span.high, Order::OldestFirst) {
-        let rows = stmt.query_map(
-            params![
-                bucket,
-                span.agent_seq,
-                span.low,
-                span.high,
-                org_id,
-                env,
-                mandate_id,
-                since_ms
-            ],
-            |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)),
-        )?;
-        for row in rows {
-            let (amount, at) = row?;
-            let amount = Amount::parse(&amount)
-                .map_err(|_| StorageError::Corrupt(format!("amount {amount:?}")))?;
-            out.push((amount, at));
-        }
-    }
-    Ok(out)
+    let rows = span.walk(
+        conn,
+        &allowed_since_sql(),
+        Order::OldestFirst,
+        &[&org_id, &env, &mandate_id, &since_ms],
+        None,
+        |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)),
+    )?;
+    rows.into_iter()
+        .map(|(amount, at)| {
+            Amount::parse(&amount)
+                .map(|amount| (amount, at))
+                .map_err(|_| StorageError::Corrupt(format!("amount {amount:?}")))
+        })
+        .collect()
 }
 
 #[cfg(test)]
