@@ -358,9 +358,9 @@ impl Db {
         // 16 MB of page cache for the writer. Since migration 0006 the pages that new
         // decisions change (the tails of the table and its indexes, the by-agent index's
         // latest bucket) fit in it whatever the history. With 100,000 agents and 10 M
-        // decisions, 24 MB gave 18,096-20,989 authorizations/s against 16,886-20,105 but
-        // 189.4-191.9 MiB resident against 183.8-186.6: over the 200 MB (190.7 MiB)
-        // budget (docs/performance.md).
+        // decisions, 24 MB gave 16,625-20,989 authorizations/s against 13,378-20,105 (the
+        // machine's noise) but 189.4-193.4 MiB resident against 176.2-186.6, twice over
+        // the 200 MB (190.7 MiB) budget (docs/performance.md).
         writer.pragma_update(None, "cache_size", -16_000)?;
         // The writer's commits write the WAL without syncing it; the sync thread syncs it
         // before any job of the group is answered (so a reported write is as durable as
