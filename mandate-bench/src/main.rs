@@ -457,6 +457,8 @@ fn measured_json(m: &Measured) -> Value {
         "first_error": m.outcome.first_error,
         "requests_sent": m.outcome.total_sent,
         "cpu_cores": {"server": m.cpu.server, "bench": m.cpu.bench, "other": m.cpu.other},
+        "cpu_us_per_request": {"server": m.cpu.per_request_us(m.throughput).0,
+            "bench": m.cpu.per_request_us(m.throughput).1},
         "server_write_bytes_per_s": {"write_calls": m.cpu.server_write_calls_per_s,
             "to_disk": m.cpu.server_disk_writes_per_s},
     })
@@ -583,6 +585,10 @@ fn run(opts: &Opts) -> Result<bool> {
             }
         }
         line(format!("cpu           {}", r.main.cpu.line()));
+        let (server_us, bench_us) = r.main.cpu.per_request_us(r.main.throughput);
+        line(format!(
+            "cpu/request   server {server_us:.1} µs, load generator {bench_us:.1} µs (CPU time per 201; steadier between runs than throughput)"
+        ));
         if r.main.cpu.other > 0.2 {
             line(format!(
                 "  warning     other processes used {:.2} cores while measuring: the machine was not quiet",
