@@ -135,3 +135,23 @@ impl Usage {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_per_request_is_cores_over_throughput() {
+        let usage = Usage {
+            server: 1.5,
+            bench: 0.2,
+            ..Usage::default()
+        };
+        let (server, bench) = usage.per_request_us(20_000.0);
+        assert!((server - 75.0).abs() < 1e-9, "{server}");
+        assert!((bench - 10.0).abs() < 1e-9, "{bench}");
+        // A run that answered nothing reports the whole CPU time, not a division by zero.
+        let (idle, _) = usage.per_request_us(0.0);
+        assert!((idle - 1_500_000.0).abs() < 1e-6, "{idle}");
+    }
+}
