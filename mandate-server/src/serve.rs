@@ -68,6 +68,9 @@ pub enum ServeError {
     /// The server stopped with an I/O error.
     #[error("server: {0}")]
     Io(std::io::Error),
+    /// The signing backend could not draw random numbers (no signature could be made).
+    #[error("signing: {0}")]
+    Signing(mandate_core::jws::SignError),
 }
 
 /// A running server.
@@ -126,6 +129,8 @@ pub async fn start_with(
     let now = clock.now();
     signing::ensure_keys(&db, ms(now)).map_err(db_error)?;
     let ring = signing::load(&db, ms(now)).map_err(db_error)?;
+    // Seeded here rather than in the first authorization's answer (24-45 ms).
+    crate::fast_signer::seed_random().map_err(ServeError::Signing)?;
     let mut fresh = [0u8; 32];
     fill_random(&mut fresh);
     let cursor_secret = db
