@@ -35,24 +35,26 @@ pub fn insert(
     Ok(fp)
 }
 
+/// The statement behind [`caller`], kept prepared on each connection.
+pub(crate) const CALLER_SQL: &str =
+    "SELECT k.org_id, k.env, k.agent_id, k.rate_per_sec, o.policy_version
+     FROM api_keys k JOIN orgs o ON o.id = k.org_id
+     WHERE k.hash = ?1 AND k.revoked_ms IS NULL";
+
 /// The caller behind a key hash, unless the key is unknown or revoked.
 pub fn caller(conn: &Connection, hash: &[u8; 32]) -> Result<Option<Caller>, StorageError> {
+    // Cached: every key's first request runs this (a prepare costs more than the query).
     let row = conn
-        .query_row(
-            "SELECT k.org_id, k.env, k.agent_id, k.rate_per_sec, o.policy_version
-             FROM api_keys k JOIN orgs o ON o.id = k.org_id
-             WHERE k.hash = ?1 AND k.revoked_ms IS NULL",
-            [&hash[..]],
-            |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, Option<String>>(2)?,
-                    r.get::<_, i64>(3)?,
-                    r.get::<_, String>(4)?,
-                ))
-            },
-        )
+        .prepare_cached(CALLER_SQL)?
+        .query_row([&hash[..]], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, Option<String>>(2)?,
+                r.get::<_, i64>(3)?,
+                r.get::<_, String>(4)?,
+            ))
+        })
         .optional()?;
     let Some((org_id, env, agent, rate, policy_version)) = row else {
         return Ok(None);

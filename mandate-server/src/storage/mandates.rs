@@ -85,6 +85,14 @@ pub fn get(
     raw.map(decode).transpose().map(|m| m.map(|(_, m)| m))
 }
 
+/// The statement behind [`current`], kept prepared on each connection.
+pub(crate) fn current_sql() -> String {
+    format!(
+        "SELECT {COLUMNS} FROM mandates WHERE org_id = ?1 AND env = ?2 AND agent_id = ?3
+         ORDER BY seq DESC LIMIT 1"
+    )
+}
+
 /// The agent's current mandate: its newest, whatever its status.
 pub fn current(
     conn: &Connection,
@@ -92,15 +100,10 @@ pub fn current(
     env: &str,
     agent: &str,
 ) -> Result<Option<Mandate>, StorageError> {
+    // Cached: every agent's first request runs this (a prepare costs more than the query).
     let raw = conn
-        .query_row(
-            &format!(
-                "SELECT {COLUMNS} FROM mandates WHERE org_id = ?1 AND env = ?2 AND agent_id = ?3
-                 ORDER BY seq DESC LIMIT 1"
-            ),
-            params![org_id, env, agent],
-            row,
-        )
+        .prepare_cached(&current_sql())?
+        .query_row(params![org_id, env, agent], row)
         .optional()?;
     raw.map(decode).transpose().map(|m| m.map(|(_, m)| m))
 }
