@@ -447,6 +447,7 @@ impl Settings {
 }
 
 fn measured_json(m: &Measured) -> Value {
+    let (server_us, bench_us) = m.cpu.per_request_us(m.throughput);
     json!({
         "throughput_per_s": m.throughput,
         "seconds": m.outcome.window.as_secs_f64(),
@@ -457,8 +458,7 @@ fn measured_json(m: &Measured) -> Value {
         "first_error": m.outcome.first_error,
         "requests_sent": m.outcome.total_sent,
         "cpu_cores": {"server": m.cpu.server, "bench": m.cpu.bench, "other": m.cpu.other},
-        "cpu_us_per_request": {"server": m.cpu.per_request_us(m.throughput).0,
-            "bench": m.cpu.per_request_us(m.throughput).1},
+        "cpu_us_per_request": {"server": server_us, "bench": bench_us},
         "server_write_bytes_per_s": {"write_calls": m.cpu.server_write_calls_per_s,
             "to_disk": m.cpu.server_disk_writes_per_s},
     })
