@@ -23,6 +23,7 @@ pub mod limits;
 pub mod list;
 pub mod model;
 pub mod operator;
+pub mod presign;
 pub mod rate_limit;
 pub mod request_id;
 pub mod routes;

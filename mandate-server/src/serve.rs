@@ -131,6 +131,8 @@ pub async fn start_with(
     let ring = signing::load(&db, ms(now)).map_err(db_error)?;
     // Seeded here rather than in the first authorization's answer (24-45 ms).
     crate::fast_signer::seed_random().map_err(ServeError::Signing)?;
+    // Presignatures start filling now, in idle time (presign.rs).
+    crate::presign::Pool::global();
     let mut fresh = [0u8; 32];
     fill_random(&mut fresh);
     let cursor_secret = db
