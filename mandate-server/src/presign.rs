@@ -191,7 +191,8 @@ impl Pool {
 }
 
 /// Puts the calling thread at the lowest priority the OS has: `SCHED_IDLE` on Linux, which
-/// runs it only when a core would otherwise be idle.
+/// runs it only when a core would otherwise be idle; the lowest priority elsewhere.
+#[cfg(any(target_os = "linux", target_os = "android"))]
 fn lower_priority() {
     use thread_priority::{
         NormalThreadSchedulePolicy, ThreadPriority, ThreadSchedulePolicy,
@@ -199,6 +200,16 @@ fn lower_priority() {
     };
     let policy = ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle);
     if let Err(e) = set_thread_priority_and_policy(thread_native_id(), ThreadPriority::Min, policy)
+    {
+        tracing::warn!(error = ?e, "presign thread left at normal priority");
+    }
+}
+
+/// Puts the calling thread at the lowest priority the OS has.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn lower_priority() {
+    if let Err(e) =
+        thread_priority::set_current_thread_priority(thread_priority::ThreadPriority::Min)
     {
         tracing::warn!(error = ?e, "presign thread left at normal priority");
     }
@@ -287,6 +298,39 @@ mod tests {
             .map(|pre| pre.r.to_repr().to_vec())
             .collect::<std::collections::HashSet<_>>();
         assert_eq!(distinct.len(), taken.len());
+    }
+
+    /// The pool's thread runs under `SCHED_IDLE` (policy 5, the 41st field of its `stat`),
+    /// so it never takes a core from a request.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_pool_thread_runs_at_idle_priority() {
+        let _pool = Pool::start();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let policies: Vec<String> = std::fs::read_dir("/proc/self/task")
+                .unwrap()
+                .filter_map(|task| {
+                    let dir = task.ok()?.path();
+                    let comm = std::fs::read_to_string(dir.join("comm")).ok()?;
+                    if comm.trim() != "presign" {
+                        return None;
+                    }
+                    let stat = std::fs::read_to_string(dir.join("stat")).ok()?;
+                    // The fields after the parenthesised command name start at the 3rd.
+                    let after = &stat[stat.rfind(')')? + 2..];
+                    after.split(' ').nth(41 - 3).map(str::to_owned)
+                })
+                .collect();
+            if !policies.is_empty() && policies.iter().all(|p| p == "5") {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "presign threads' policies: {policies:?}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
     }
 
     #[test]
