@@ -28,8 +28,12 @@ use p256::elliptic_curve::ops::Reduce;
 use p256::elliptic_curve::zeroize::Zeroize;
 use p256::{FieldBytes, NonZeroScalar, Scalar};
 
-/// How many presignatures the pool holds at most (64 bytes each).
-pub const POOL_CAPACITY: usize = 4096;
+/// How many presignatures the process's pool holds at most: 64 bytes each, 4 MiB in all.
+///
+/// The idle time comes in bursts. With 4,096 the pool ran dry for 19-23 % of the signatures
+/// at full speed while the thread slept on a full pool at other moments; with 16,384 for
+/// 6-8 %; with 65,536 for none over a million signatures (docs/performance.md).
+pub const POOL_CAPACITY: usize = 65_536;
 
 /// How many presignatures the pool's thread computes between two visits to the pool: their
 /// inverses share one inversion (Montgomery's trick).
@@ -108,6 +112,7 @@ pub fn compute(count: usize) -> Option<Vec<Presignature>> {
 }
 
 struct Shared {
+    capacity: usize,
     ready: Mutex<Vec<Presignature>>,
     /// Signalled when the pool drops below half full while the thread waits.
     wanted: Condvar,
@@ -123,13 +128,15 @@ impl Pool {
     /// The process's pool, its thread started on first use.
     pub fn global() -> &'static Pool {
         static POOL: OnceLock<Pool> = OnceLock::new();
-        POOL.get_or_init(Pool::start)
+        POOL.get_or_init(|| Pool::start(POOL_CAPACITY))
     }
 
-    /// A new pool and its thread (the server uses [`Pool::global`]).
-    pub(crate) fn start() -> Pool {
+    /// A new pool of `capacity` and its thread (the server uses [`Pool::global`]).
+    pub(crate) fn start(capacity: usize) -> Pool {
+        let capacity = capacity.max(2 * BATCH);
         let shared = Arc::new(Shared {
-            ready: Mutex::new(Vec::with_capacity(POOL_CAPACITY)),
+            capacity,
+            ready: Mutex::new(Vec::with_capacity(capacity)),
             wanted: Condvar::new(),
         });
         let pool = Pool { shared };
@@ -147,7 +154,7 @@ impl Pool {
     pub fn take(&self) -> Option<Presignature> {
         let mut ready = self.shared.ready.lock().unwrap_or_else(|p| p.into_inner());
         let taken = ready.pop();
-        if ready.len() == POOL_CAPACITY / 2 {
+        if ready.len() == self.shared.capacity / 2 {
             self.shared.wanted.notify_one();
         }
         taken
@@ -172,7 +179,7 @@ impl Pool {
         loop {
             {
                 let mut ready = self.shared.ready.lock().unwrap_or_else(|p| p.into_inner());
-                while ready.len() > POOL_CAPACITY - BATCH {
+                while ready.len() > self.shared.capacity - BATCH {
                     ready = self
                         .shared
                         .wanted
@@ -222,6 +229,8 @@ mod tests {
     use mandate_core::jws::{P256Signer, Signer, verify_es256};
 
     const SECRET: [u8; 32] = [7; 32];
+    /// A smaller pool than the server's, so that debug builds fill it quickly.
+    const CAPACITY: usize = 4096;
 
     fn secret() -> NonZeroScalar {
         Option::from(NonZeroScalar::from_repr(FieldBytes::from(SECRET))).unwrap()
@@ -258,27 +267,27 @@ mod tests {
     /// empty, and takers on several threads never get the same presignature twice.
     #[test]
     fn the_pool_refills_and_hands_each_presignature_out_once() {
-        let pool = Pool::start();
-        wait_for(&pool, POOL_CAPACITY);
+        let pool = Pool::start(CAPACITY);
+        wait_for(&pool, CAPACITY);
         std::thread::sleep(std::time::Duration::from_millis(50));
-        assert_eq!(pool.len(), POOL_CAPACITY, "it never holds more");
+        assert_eq!(pool.len(), CAPACITY, "it never holds more");
         // A few taken: it stays as it is until half is gone.
         let mut taken: Vec<Presignature> = (0..100).map(|_| pool.take().unwrap()).collect();
         std::thread::sleep(std::time::Duration::from_millis(50));
-        assert_eq!(pool.len(), POOL_CAPACITY - 100);
+        assert_eq!(pool.len(), CAPACITY - 100);
         // Down to just under half: the thread is woken and fills it up again (in whole
         // batches, so to within one batch of full).
-        while pool.len() >= POOL_CAPACITY / 2 {
+        while pool.len() >= CAPACITY / 2 {
             taken.push(pool.take().unwrap());
         }
-        wait_for(&pool, POOL_CAPACITY - BATCH + 1);
+        wait_for(&pool, CAPACITY - BATCH + 1);
         // Four threads empty it at once.
         let drained = std::thread::scope(|scope| {
             let handles: Vec<_> = (0..4)
                 .map(|_| {
                     scope.spawn(|| {
                         let mut mine = Vec::new();
-                        while mine.len() < POOL_CAPACITY / 4 {
+                        while mine.len() < CAPACITY / 4 {
                             if let Some(pre) = pool.take() {
                                 mine.push(pre);
                             }
@@ -305,7 +314,7 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn the_pool_thread_runs_at_idle_priority() {
-        let _pool = Pool::start();
+        let _pool = Pool::start(CAPACITY);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         loop {
             let policies: Vec<String> = std::fs::read_dir("/proc/self/task")
