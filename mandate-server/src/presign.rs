@@ -53,6 +53,12 @@ impl Drop for Presignature {
 }
 
 impl Presignature {
+    /// All zeros: what a slot of the pool holds once its presignature is taken.
+    const WIPED: Presignature = Presignature {
+        r: Scalar::ZERO,
+        k_inv: Scalar::ZERO,
+    };
+
     /// Finishes the signature of `signing_input` (hashed here with SHA-256) under `secret`:
     /// `r || s`, 32 bytes each, big-endian. `None` only if `s` came out zero (probability
     /// about 2⁻²⁵⁶), in which case the caller signs with a fresh nonce instead.
@@ -103,12 +109,14 @@ pub fn compute(count: usize) -> Option<Vec<Presignature>> {
     }
     // k⁻¹ for all of them with one inversion.
     ks.iter_mut().batch_invert();
-    Some(
-        ks.into_iter()
-            .zip(rs)
-            .map(|(k_inv, r)| Presignature { r, k_inv })
-            .collect(),
-    )
+    let presignatures = ks
+        .iter()
+        .zip(&rs)
+        .map(|(&k_inv, &r)| Presignature { r, k_inv })
+        .collect();
+    // No copy of an inverse outlives its presignature in freed memory.
+    ks.zeroize();
+    Some(presignatures)
 }
 
 struct Shared {
@@ -154,6 +162,10 @@ impl Pool {
     pub fn take(&self) -> Option<Presignature> {
         let mut ready = self.shared.ready.lock().unwrap_or_else(|p| p.into_inner());
         let taken = ready.pop();
+        // The slot it leaves keeps its bytes until overwritten: wipe them.
+        if let Some(slot) = ready.spare_capacity_mut().first_mut() {
+            slot.write(Presignature::WIPED);
+        }
         if ready.len() == self.shared.capacity / 2 {
             self.shared.wanted.notify_one();
         }
@@ -192,7 +204,11 @@ impl Pool {
                 return;
             };
             let mut ready = self.shared.ready.lock().unwrap_or_else(|p| p.into_inner());
-            ready.extend(batch);
+            // Copied in, so that dropping `batch` wipes its own buffer.
+            ready.extend(batch.iter().map(|pre| Presignature {
+                r: pre.r,
+                k_inv: pre.k_inv,
+            }));
         }
     }
 }
