@@ -5,10 +5,12 @@
 //! `k`. Everything expensive (`k`, the point `k·G`, `k⁻¹`) depends on neither the message
 //! nor the key, so it can be computed before the request arrives: that pair `(r, k⁻¹)` is a
 //! [`Presignature`]. What is left when the message is known is one SHA-256 and two products
-//! mod `n`, about a microsecond, against 15-20 µs for a whole signature. This is the classic
-//! offline/online split of ECDSA (OpenSSL's `ECDSA_sign_setup`).
+//! mod `n`: 0.38 µs, against 12.3 µs for a whole aws-lc signature alone (8.3 µs to make a
+//! presignature). This is the classic offline/online split of ECDSA (OpenSSL's
+//! `ECDSA_sign_setup`).
 //!
-//! Signing is about a quarter of the server's CPU on the authorization path, and the closed
+//! Signing was about a third of the server's CPU on the authorization path (20-26 µs a
+//! request, caches included; docs/performance.md), and the closed
 //! loop leaves part of the two cores idle while requests wait for their group's fsync. The
 //! [`Pool`]'s thread runs at the lowest scheduling priority (`SCHED_IDLE` on Linux), so it
 //! fills the pool in that idle time and never takes a core from a request; when the pool is
@@ -25,7 +27,7 @@ use aws_lc_rs::encoding::{AsBigEndian, EcPrivateKeyBin};
 use p256::elliptic_curve::Field;
 use p256::elliptic_curve::ff::{BatchInvert, PrimeField};
 use p256::elliptic_curve::ops::Reduce;
-use p256::elliptic_curve::zeroize::Zeroize;
+use p256::elliptic_curve::zeroize::{Zeroize, Zeroizing};
 use p256::{FieldBytes, NonZeroScalar, Scalar};
 
 /// How many presignatures the process's pool holds at most: 64 bytes each, 4 MiB in all.
@@ -83,7 +85,8 @@ impl Presignature {
 /// Computes `count` presignatures; `None` if aws-lc failed to draw or multiply (it does not,
 /// short of a broken build).
 pub fn compute(count: usize) -> Option<Vec<Presignature>> {
-    let mut ks = Vec::with_capacity(count);
+    // The nonces, then their inverses: wiped however this returns.
+    let mut ks = Zeroizing::new(Vec::with_capacity(count));
     let mut rs = Vec::with_capacity(count);
     while ks.len() < count {
         // An ECDH key pair is exactly a uniform k in [1, n) and the point k·G, computed by
@@ -114,15 +117,13 @@ pub fn compute(count: usize) -> Option<Vec<Presignature>> {
         .zip(&rs)
         .map(|(&k_inv, &r)| Presignature { r, k_inv })
         .collect();
-    // No copy of an inverse outlives its presignature in freed memory.
-    ks.zeroize();
     Some(presignatures)
 }
 
 struct Shared {
     capacity: usize,
     ready: Mutex<Vec<Presignature>>,
-    /// Signalled when the pool drops below half full while the thread waits.
+    /// Signalled when takes bring the pool down to half full (the thread may be waiting).
     wanted: Condvar,
 }
 
