@@ -13,6 +13,7 @@ use aws_lc_rs::rand::SystemRandom;
 use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair};
 use mandate_core::jwk::Jwk;
 use mandate_core::jws::{P256Signer, SignError, Signer};
+use p256::elliptic_curve::zeroize::Zeroize;
 use p256::{FieldBytes, NonZeroScalar};
 
 use crate::presign::{Pool, Presignature};
@@ -72,6 +73,14 @@ impl AwsLcSigner {
             public,
             rng: SystemRandom::new(),
         })
+    }
+}
+
+impl Drop for AwsLcSigner {
+    /// The key ring is rebuilt every few seconds: no copy of the scalar stays behind in
+    /// freed memory (aws-lc wipes its own when `key_pair` is freed).
+    fn drop(&mut self) {
+        self.secret.zeroize();
     }
 }
 
