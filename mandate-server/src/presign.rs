@@ -358,31 +358,4 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
     }
-
-    #[test]
-    #[ignore = "timing, run by hand with --release"]
-    fn timing() {
-        let n = 20_000;
-        let t = std::time::Instant::now();
-        let pres = compute(n).unwrap();
-        let offline = t.elapsed();
-        let d = secret();
-        let t = std::time::Instant::now();
-        for pre in pres {
-            std::hint::black_box(pre.sign(&d, &[b'x'; 400]));
-        }
-        let online = t.elapsed();
-        let fast = crate::fast_signer::AwsLcSigner::from_secret_bytes("k", &SECRET).unwrap();
-        let t = std::time::Instant::now();
-        for _ in 0..n {
-            std::hint::black_box(fast.sign(&[b'x'; 400]).unwrap());
-        }
-        let whole = t.elapsed();
-        println!(
-            "offline {:?}/sig, online {:?}/sig, aws-lc whole {:?}/sig",
-            offline / n as u32,
-            online / n as u32,
-            whole / n as u32
-        );
-    }
 }
