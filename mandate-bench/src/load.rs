@@ -171,6 +171,9 @@ pub struct Outcome {
     /// Latency of each measured response, µs: from sending (closed loop) or from the
     /// scheduled time (open loop).
     pub latencies_us: Vec<u32>,
+    /// The second of the measured window in which each of `latencies_us` completed (in
+    /// the same order), so that the tail can be placed in time.
+    pub seconds: Vec<u16>,
     /// Open loop only: latency from the actual send, µs.
     pub service_us: Vec<u32>,
     /// Responses by status.
@@ -192,6 +195,7 @@ pub struct Outcome {
 impl Outcome {
     fn merge(&mut self, other: Outcome) {
         self.latencies_us.extend(other.latencies_us);
+        self.seconds.extend(other.seconds);
         self.service_us.extend(other.service_us);
         for (k, v) in other.statuses {
             *self.statuses.entry(k).or_default() += v;
@@ -282,6 +286,10 @@ async fn worker(shared: Arc<Shared>) -> Outcome {
                 if from >= shared.measure_from && done <= shared.end {
                     out.latencies_us
                         .push(micros(done.saturating_duration_since(from)));
+                    let second = done
+                        .saturating_duration_since(shared.measure_from)
+                        .as_secs();
+                    out.seconds.push(u16::try_from(second).unwrap_or(u16::MAX));
                     if scheduled.is_some() {
                         out.service_us.push(micros(done - sent));
                     }

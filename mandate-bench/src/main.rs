@@ -26,7 +26,8 @@ use serde_json::{Value, json};
 use crate::error::{Context, Result};
 use crate::load::{Mix, Outcome, Plan, Requests};
 use crate::report::{
-    Percentiles, filesystem, machine, mib, percentiles, shares, thousands, verdict_mix,
+    Percentiles, filesystem, machine, mib, p99_by_second, percentiles, shares, spread_line,
+    thousands, verdict_mix,
 };
 use crate::server::Server;
 
@@ -191,21 +192,27 @@ struct Measured {
     cpu: cpu::Usage,
     latency: Percentiles,
     service: Option<Percentiles>,
+    /// The p99 of each second of the window, µs.
+    p99_by_second: Vec<u32>,
     throughput: f64,
 }
 
 fn measured(mut outcome: Outcome) -> Measured {
     let throughput = outcome.created() as f64 / outcome.window.as_secs_f64();
+    // Before the samples are sorted, while they still line up with their seconds.
+    let p99_by_second = p99_by_second(&outcome.latencies_us, &outcome.seconds);
     let latency = percentiles(&mut outcome.latencies_us);
     let service = (!outcome.service_us.is_empty()).then(|| percentiles(&mut outcome.service_us));
     // The raw samples are no longer needed.
     outcome.latencies_us = Vec::new();
+    outcome.seconds = Vec::new();
     outcome.service_us = Vec::new();
     Measured {
         outcome,
         cpu: cpu::Usage::default(),
         latency,
         service,
+        p99_by_second,
         throughput,
     }
 }
@@ -453,6 +460,7 @@ fn measured_json(m: &Measured) -> Value {
         "seconds": m.outcome.window.as_secs_f64(),
         "latency_us": m.latency.json(),
         "latency_from_send_us": m.service.map(|p| p.json()),
+        "p99_by_second_us": m.p99_by_second,
         "statuses": status_json(&m.outcome),
         "io_errors": m.outcome.io_errors,
         "first_error": m.outcome.first_error,
@@ -573,6 +581,10 @@ fn run(opts: &Opts) -> Result<bool> {
         if let Some(service) = &r.main.service {
             line(format!("  from send   {}", service.line()));
         }
+        line(format!(
+            "  p99/second  {}",
+            spread_line(&r.main.p99_by_second)
+        ));
         line(format!("verdicts      {}", shares(&mix_overall)));
         for kind in ["allow", "review", "deny"] {
             if let Some(Value::Object(m)) = mix_by_kind.get(kind) {

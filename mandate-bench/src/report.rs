@@ -40,6 +40,43 @@ pub fn percentiles(values: &mut [u32]) -> Percentiles {
     }
 }
 
+/// Fewest answers in a second for its p99 to be reported (the p99 of 100 is their largest
+/// but one).
+pub const MIN_PER_SECOND: usize = 100;
+
+/// The p99 of each second of the window, µs, from each answer's latency and the second it
+/// completed in (`seconds[i]` for `latencies[i]`), oldest second first. Seconds with fewer
+/// than [`MIN_PER_SECOND`] answers (a run's ragged end) are left out. One p99 over a run
+/// cannot tell a tail spread over every second from a stall in one of them; this can.
+pub fn p99_by_second(latencies: &[u32], seconds: &[u16]) -> Vec<u32> {
+    let buckets = seconds.iter().max().map_or(0, |&s| usize::from(s) + 1);
+    let mut by_second: Vec<Vec<u32>> = vec![Vec::new(); buckets];
+    for (&latency, &second) in latencies.iter().zip(seconds) {
+        by_second[usize::from(second)].push(latency);
+    }
+    by_second
+        .iter_mut()
+        .filter(|values| values.len() >= MIN_PER_SECOND)
+        .map(|values| percentiles(values).p99)
+        .collect()
+}
+
+/// Smallest, median and largest of `values` (µs), as one line in ms.
+pub fn spread_line(values: &[u32]) -> String {
+    let mut sorted = values.to_vec();
+    sorted.sort_unstable();
+    match (sorted.first(), sorted.last()) {
+        (Some(min), Some(max)) => format!(
+            "min {}  median {}  max {}  (ms, {} seconds)",
+            ms(*min),
+            ms(sorted[(sorted.len() - 1) / 2]),
+            ms(*max),
+            sorted.len()
+        ),
+        _ => "none (no second had enough answers)".into(),
+    }
+}
+
 impl Percentiles {
     /// As JSON, µs.
     pub fn json(&self) -> Value {
@@ -163,6 +200,29 @@ mod tests {
             (500, 900, 990, 999, 1000)
         );
         assert_eq!(percentiles(&mut []).max, 0);
+    }
+
+    #[test]
+    fn p99_is_taken_second_by_second() {
+        // Second 0: 200 answers of 1..=200 µs; second 1: 150 of 1,000 µs and a stall of
+        // two at 9,000 µs; second 2: a ragged end of 10 answers, left out.
+        let mut latencies: Vec<u32> = (1..=200).collect();
+        let mut seconds = vec![0u16; 200];
+        latencies.extend(std::iter::repeat_n(1_000, 150));
+        latencies.extend([9_000, 9_000]);
+        seconds.extend(std::iter::repeat_n(1u16, 152));
+        latencies.extend(std::iter::repeat_n(50_000, 10));
+        seconds.extend(std::iter::repeat_n(2u16, 10));
+        // Interleave, as answers from many connections arrive.
+        let mut pairs: Vec<(u32, u16)> = latencies.into_iter().zip(seconds).collect();
+        pairs.sort_by_key(|&(l, s)| (l % 7, s));
+        let (latencies, seconds): (Vec<u32>, Vec<u16>) = pairs.into_iter().unzip();
+        assert_eq!(p99_by_second(&latencies, &seconds), vec![198, 9_000]);
+        assert_eq!(p99_by_second(&[], &[]), Vec::<u32>::new());
+        assert_eq!(
+            spread_line(&[9_000, 198, 4_000]),
+            "min 0.198  median 4.000  max 9.000  (ms, 3 seconds)"
+        );
     }
 
     #[test]
