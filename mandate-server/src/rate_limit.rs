@@ -2,6 +2,11 @@
 //!
 //! The window estimate is `previous second's count × the part of it still in the window
 //! (rounded up) + this second's count`. One key's load never touches another key's counter.
+//!
+//! Keys idle for two seconds are forgotten in a sweep once the map passes a size, and the
+//! next sweep waits until the map has doubled: with more keys active at once than the
+//! first mark (100,000 agents each calling every second), a sweep that frees nothing
+//! would otherwise rescan the whole map on every request, under the lock all share.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -9,7 +14,19 @@ use std::sync::{Arc, Mutex};
 /// Counters per key hash.
 #[derive(Default, Clone)]
 pub struct RateLimiter {
-    windows: Arc<Mutex<HashMap<[u8; 32], Window>>>,
+    inner: Arc<Mutex<Windows>>,
+}
+
+/// The map sweeps itself once it holds more keys than this.
+const SWEEP_ABOVE: usize = 100_000;
+
+#[derive(Default)]
+struct Windows {
+    by_key: HashMap<[u8; 32], Window>,
+    /// Sweep when `by_key` holds more than this (0: [`SWEEP_ABOVE`]).
+    sweep_above: usize,
+    /// Sweeps run so far (read by tests).
+    sweeps: u64,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -25,12 +42,15 @@ impl RateLimiter {
     pub fn check(&self, key: &[u8; 32], per_sec: u32, now_ms: i64) -> Result<(), u64> {
         let second = now_ms.div_euclid(1000);
         let into = now_ms.rem_euclid(1000);
-        let mut windows = self.windows.lock().unwrap_or_else(|p| p.into_inner());
-        if windows.len() > 100_000 {
-            // Forget idle keys rather than grow without bound.
-            windows.retain(|_, w| w.second >= second - 1);
+        let mut guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let windows = &mut *guard;
+        if windows.by_key.len() > windows.sweep_above.max(SWEEP_ABOVE) {
+            // Forget idle keys rather than grow without bound; what stays sets the next mark.
+            windows.by_key.retain(|_, w| w.second >= second - 1);
+            windows.sweep_above = windows.by_key.len().saturating_mul(2);
+            windows.sweeps += 1;
         }
-        let window = windows.entry(*key).or_default();
+        let window = windows.by_key.entry(*key).or_default();
         if window.second != second {
             window.previous = if window.second == second - 1 {
                 window.current
@@ -63,6 +83,51 @@ impl RateLimiter {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    fn key(i: u32) -> [u8; 32] {
+        let mut k = [0u8; 32];
+        k[..4].copy_from_slice(&i.to_le_bytes());
+        k
+    }
+
+    fn sweeps_and_keys(limiter: &RateLimiter) -> (u64, usize) {
+        let w = limiter.inner.lock().unwrap();
+        (w.sweeps, w.by_key.len())
+    }
+
+    #[test]
+    fn a_sweep_that_frees_nothing_is_not_repeated_on_every_request() {
+        let limiter = RateLimiter::default();
+        let active = u32::try_from(SWEEP_ABOVE).unwrap() + 1;
+        for i in 0..active {
+            assert!(limiter.check(&key(i), 10, 5_000).is_ok());
+        }
+        // Every key is active: the first sweep over the mark frees nothing, and the
+        // next thousand requests (new keys too) must not scan the map again.
+        for i in active..active + 1_000 {
+            assert!(limiter.check(&key(i), 10, 5_000).is_ok());
+        }
+        let (sweeps, keys) = sweeps_and_keys(&limiter);
+        assert_eq!(sweeps, 1);
+        assert_eq!(keys, SWEEP_ABOVE + 1_001);
+    }
+
+    #[test]
+    fn idle_keys_are_forgotten_once_the_map_passes_its_mark() {
+        let limiter = RateLimiter::default();
+        let many = u32::try_from(SWEEP_ABOVE).unwrap() + 1;
+        for i in 0..many {
+            assert!(limiter.check(&key(i), 10, 5_000).is_ok());
+        }
+        // Two seconds later every one of them is idle; one more request sweeps them.
+        assert!(limiter.check(&key(many), 10, 7_000).is_ok());
+        assert_eq!(sweeps_and_keys(&limiter), (1, 1));
+        // The mark never drops below SWEEP_ABOVE: a small map is not swept again.
+        for i in 0..1_000 {
+            assert!(limiter.check(&key(i), 10, 9_000).is_ok());
+        }
+        assert_eq!(sweeps_and_keys(&limiter).0, 1);
+    }
 
     #[test]
     fn limits_each_key_on_its_own() {
