@@ -10,7 +10,7 @@ use std::any::Any;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::http::{StatusCode, header};
+use axum::http::StatusCode;
 use axum::middleware::{from_fn, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
 use tower_http::catch_panic::CatchPanicLayer;
@@ -33,17 +33,12 @@ fn panic_response(_: Box<dyn Any + Send + 'static>) -> Response {
     ApiError::Server("handler panicked".into()).into_response()
 }
 
-async fn strip_allow(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
-    let mut response = next.run(request).await;
-    response.headers_mut().remove(header::ALLOW);
-    response
-}
-
 /// The API host: everything under `/v1`.
 ///
 /// The routes sit inside an outer router whose layers see every response whole: axum adds
 /// `Allow` to a wrong-method answer outside the layers of a route, so it can only be
-/// removed from outside, and authentication must run before any routing.
+/// removed from outside (the request-id layer does it), and authentication must run
+/// before any routing.
 pub fn api(state: AppState) -> Router {
     let routes = routes::api()
         .fallback(not_found)
@@ -55,7 +50,6 @@ pub fn api(state: AppState) -> Router {
     Router::new()
         .fallback_service(routes)
         .layer(from_fn_with_state(state.clone(), auth::authenticate))
-        .layer(from_fn(strip_allow))
         .layer(from_fn(request_id::assign))
         .with_state(state)
 }
@@ -83,6 +77,5 @@ pub fn public(state: AppState) -> Router {
         .with_state(state);
     Router::new()
         .fallback_service(routes)
-        .layer(from_fn(strip_allow))
         .layer(from_fn(request_id::assign))
 }

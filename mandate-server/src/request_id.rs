@@ -6,7 +6,7 @@
 //! it in its envelope without threading it through every signature.
 
 use axum::extract::Request;
-use axum::http::HeaderValue;
+use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::Response;
 use mandate_core::id::RequestId;
@@ -28,9 +28,14 @@ pub fn current() -> String {
 }
 
 /// Middleware: assigns the id, runs the rest inside its scope, and sets the header.
+///
+/// Being the outermost layer of both hosts, it also removes the `Allow` header that axum
+/// adds to a wrong-method answer outside every route's layers (the error envelope is the
+/// whole answer); one layer doing both costs one hop less on every request.
 pub async fn assign(request: Request, next: Next) -> Response {
     let id = RequestId::from_random(random16()).to_string();
     let mut response = REQUEST_ID.scope(id.clone(), next.run(request)).await;
+    response.headers_mut().remove(header::ALLOW);
     // A replayed idempotent response keeps the id of the request that produced it.
     if !response.headers().contains_key(HEADER)
         && let Ok(value) = HeaderValue::from_str(&id)

@@ -35,7 +35,8 @@ pub fn response_body(
     token: &str,
     review: Option<&Review>,
 ) -> Result<Vec<u8>, ApiError> {
-    serde_json::to_vec(&decision.view().answer(token, review))
+    decision
+        .answer_json(token, review)
         .map_err(|e| ApiError::Server(format!("encoding the decision: {e}")))
 }
 
