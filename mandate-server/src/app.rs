@@ -7,12 +7,14 @@
 //! 503 carries a fresh id of its own.
 
 use std::any::Any;
+use std::convert::Infallible;
 
 use axum::Router;
-use axum::extract::DefaultBodyLimit;
+use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::StatusCode;
 use axum::middleware::{from_fn, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
+use tower::{Service, ServiceBuilder};
 use tower_http::catch_panic::CatchPanicLayer;
 
 use crate::body::MAX_BODY_BYTES;
@@ -33,13 +35,14 @@ fn panic_response(_: Box<dyn Any + Send + 'static>) -> Response {
     ApiError::Server("handler panicked".into()).into_response()
 }
 
-/// The API host: everything under `/v1`.
+/// The API host: everything under `/v1`, as a service.
 ///
-/// The routes sit inside an outer router whose layers see every response whole: axum adds
-/// `Allow` to a wrong-method answer outside the layers of a route, so it can only be
-/// removed from outside (the request-id layer does it), and authentication must run
-/// before any routing.
-pub fn api(state: AppState) -> Router {
+/// The layers wrap the routes' router as plain tower layers, outside it, so that they see
+/// every response whole: axum adds `Allow` to a wrong-method answer outside the layers of a
+/// route (the request-id layer removes it), and authentication runs before any routing.
+/// An outer `Router` with the routes as its fallback did the same at the cost of a second
+/// routing pass and a boxed clone of the inner service on every request.
+pub fn api(state: AppState) -> impl ApiService {
     let routes = routes::api()
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -47,17 +50,37 @@ pub fn api(state: AppState) -> Router {
         .layer(from_fn_with_state(state.clone(), idempotency::layer))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state.clone());
-    Router::new()
-        .fallback_service(routes)
-        .layer(from_fn_with_state(state.clone(), auth::authenticate))
+    ServiceBuilder::new()
         .layer(from_fn(request_id::assign))
-        .with_state(state)
+        .layer(from_fn_with_state(state, auth::authenticate))
+        .service(routes)
+}
+
+/// What [`api`] and [`api_with_limits`] return: a cloneable service of the API's requests.
+pub trait ApiService:
+    Service<Request, Response = Response, Error = Infallible, Future: Send + 'static>
+    + Clone
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<T> ApiService for T where
+    T: Service<Request, Response = Response, Error = Infallible, Future: Send + 'static>
+        + Clone
+        + Send
+        + Sync
+        + 'static
+{
 }
 
 /// [`api`] behind the in-flight gate of `limits`: over `max_in_flight` requests, 503 at
 /// once (see [`crate::limits`]). This is what `serve` listens with.
-pub fn api_with_limits(state: AppState, limits: &Limits) -> Router {
-    api(state).layer(from_fn_with_state(Gate::new(limits), limits::shed))
+pub fn api_with_limits(state: AppState, limits: &Limits) -> impl ApiService {
+    ServiceBuilder::new()
+        .layer(from_fn_with_state(Gate::new(limits), limits::shed))
+        .service(api(state))
 }
 
 async fn public_not_found() -> Response {

@@ -6,11 +6,16 @@ use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use axum::body::Body;
+use axum::http::Request;
 use axum_server::Handle;
 use axum_server::accept::DefaultAcceptor;
 use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
+use hyper::body::Incoming;
 use mandate_core::cursor::CursorKey;
 use tokio::task::JoinHandle;
+use tower::ServiceExt;
+use tower::make::Shared as SharedMakeService;
 
 use crate::agent_state::AgentStates;
 use crate::app;
@@ -188,37 +193,42 @@ pub async fn start_with(
     };
     let mut handles = Vec::new();
     let mut servers = Vec::new();
-    for (listener, router) in [
-        (
-            api_listener,
-            app::api_with_limits(state.clone(), &config.limits),
-        ),
-        (public_listener, app::public(state.clone())),
-    ] {
-        let handle = Handle::new();
-        handles.push(handle.clone());
-        let service = router.into_make_service();
-        let max_connections = config.limits.max_connections;
-        servers.push(match &tls {
-            Some(tls) => {
-                let counted = CountedAcceptor::new(DefaultAcceptor, max_connections);
-                let acceptor = RustlsAcceptor::new(tls.clone()).acceptor(counted);
-                let mut server = axum_server::from_tcp(listener)
-                    .acceptor(acceptor)
-                    .handle(handle);
-                limits::configure(server.http_builder(), &config.limits);
-                tokio::spawn(async move { server.serve(service).await })
-            }
-            None => {
-                let counted = CountedAcceptor::new(DefaultAcceptor, max_connections);
-                let mut server = axum_server::from_tcp(listener)
-                    .acceptor(counted)
-                    .handle(handle);
-                limits::configure(server.http_builder(), &config.limits);
-                tokio::spawn(async move { server.serve(service).await })
-            }
-        });
+    // One server a host; the two hosts' services are of different types.
+    macro_rules! spawn_host {
+        ($listener:expr, $make_service:expr) => {{
+            let (listener, service) = ($listener, $make_service);
+            let handle = Handle::new();
+            handles.push(handle.clone());
+            let max_connections = config.limits.max_connections;
+            servers.push(match &tls {
+                Some(tls) => {
+                    let counted = CountedAcceptor::new(DefaultAcceptor, max_connections);
+                    let acceptor = RustlsAcceptor::new(tls.clone()).acceptor(counted);
+                    let mut server = axum_server::from_tcp(listener)
+                        .acceptor(acceptor)
+                        .handle(handle);
+                    limits::configure(server.http_builder(), &config.limits);
+                    tokio::spawn(async move { server.serve(service).await })
+                }
+                None => {
+                    let counted = CountedAcceptor::new(DefaultAcceptor, max_connections);
+                    let mut server = axum_server::from_tcp(listener)
+                        .acceptor(counted)
+                        .handle(handle);
+                    limits::configure(server.http_builder(), &config.limits);
+                    tokio::spawn(async move { server.serve(service).await })
+                }
+            });
+        }};
     }
+    // hyper hands over its own body type; the layers take axum's.
+    let api = app::api_with_limits(state.clone(), &config.limits)
+        .map_request(|request: Request<Incoming>| request.map(Body::new));
+    spawn_host!(api_listener, SharedMakeService::new(api));
+    spawn_host!(
+        public_listener,
+        app::public(state.clone()).into_make_service()
+    );
 
     let initial_generation = db
         .write_blocking(|tx| -> Result<_, StorageError> { Ok(keys_store::generation(tx)?) })
