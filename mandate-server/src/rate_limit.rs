@@ -90,6 +90,13 @@ mod tests {
         k
     }
 
+    /// One request from each of `keys` at `now_ms`, each admitted.
+    fn admit(limiter: &RateLimiter, keys: std::ops::Range<u32>, now_ms: i64) {
+        for i in keys {
+            assert!(limiter.check(&key(i), 10, now_ms).is_ok(), "key {i}");
+        }
+    }
+
     fn sweeps_and_keys(limiter: &RateLimiter) -> (u64, usize) {
         let w = limiter.inner.lock().unwrap();
         (w.sweeps, w.by_key.len())
@@ -99,14 +106,10 @@ mod tests {
     fn a_sweep_that_frees_nothing_is_not_repeated_on_every_request() {
         let limiter = RateLimiter::default();
         let active = u32::try_from(SWEEP_ABOVE).unwrap() + 1;
-        for i in 0..active {
-            assert!(limiter.check(&key(i), 10, 5_000).is_ok());
-        }
+        admit(&limiter, 0..active, 5_000);
         // Every key is active: the first sweep over the mark frees nothing, and the
         // next thousand requests (new keys too) must not scan the map again.
-        for i in active..active + 1_000 {
-            assert!(limiter.check(&key(i), 10, 5_000).is_ok());
-        }
+        admit(&limiter, active..active + 1_000, 5_000);
         let (sweeps, keys) = sweeps_and_keys(&limiter);
         assert_eq!(sweeps, 1);
         assert_eq!(keys, SWEEP_ABOVE + 1_001);
@@ -116,16 +119,12 @@ mod tests {
     fn idle_keys_are_forgotten_once_the_map_passes_its_mark() {
         let limiter = RateLimiter::default();
         let many = u32::try_from(SWEEP_ABOVE).unwrap() + 1;
-        for i in 0..many {
-            assert!(limiter.check(&key(i), 10, 5_000).is_ok());
-        }
+        admit(&limiter, 0..many, 5_000);
         // Two seconds later every one of them is idle; one more request sweeps them.
-        assert!(limiter.check(&key(many), 10, 7_000).is_ok());
+        admit(&limiter, many..many + 1, 7_000);
         assert_eq!(sweeps_and_keys(&limiter), (1, 1));
         // The mark never drops below SWEEP_ABOVE: a small map is not swept again.
-        for i in 0..1_000 {
-            assert!(limiter.check(&key(i), 10, 9_000).is_ok());
-        }
+        admit(&limiter, 0..1_000, 9_000);
         assert_eq!(sweeps_and_keys(&limiter).0, 1);
     }
 
