@@ -3,12 +3,16 @@
 //! The window estimate is `previous second's count × the part of it still in the window
 //! (rounded up) + this second's count`. One key's load never touches another key's counter.
 //!
-//! Keys idle for two seconds are forgotten in a sweep once the map passes a size, and the
-//! next sweep waits until the map has doubled: with more keys active at once than the
-//! first mark (100,000 agents each calling every second), a sweep that frees nothing
-//! would otherwise rescan the whole map on every request, under the lock all share.
+//! A key's counter matters for two seconds after its last request. The counters live in
+//! two maps, `current` and `previous`; every two seconds `current` becomes `previous` and
+//! the old `previous` (keys idle for two seconds or more) is dropped whole. A request
+//! finds its key in `current`, or moves it there from `previous`. No request ever scans
+//! the map: forgetting 100,000 idle keys costs one deallocation, not a sweep under the
+//! lock every request shares.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::mem;
 use std::sync::{Arc, Mutex};
 
 /// Counters per key hash.
@@ -17,16 +21,43 @@ pub struct RateLimiter {
     inner: Arc<Mutex<Windows>>,
 }
 
-/// The map sweeps itself once it holds more keys than this.
-const SWEEP_ABOVE: usize = 100_000;
+/// Seconds between rotations: a window reads its key's last two seconds, so a key not
+/// seen for this long has nothing left to count.
+const ROTATE_EVERY_SECS: i64 = 2;
 
 #[derive(Default)]
 struct Windows {
-    by_key: HashMap<[u8; 32], Window>,
-    /// Sweep when `by_key` holds more than this (0: [`SWEEP_ABOVE`]).
-    sweep_above: usize,
-    /// Sweeps run so far (read by tests).
-    sweeps: u64,
+    /// Keys seen since the last rotation.
+    current: HashMap<[u8; 32], Window>,
+    /// Keys seen in the rotation period before, not since.
+    previous: HashMap<[u8; 32], Window>,
+    /// The second of the last rotation.
+    rotated_at: i64,
+}
+
+impl Windows {
+    /// Rotates the maps if `second` is a period or more past the last rotation, and
+    /// returns the keys it forgets, for the caller to free once the lock is released.
+    /// A key carried into `previous` after a quiet spell may be stale; its window resets
+    /// itself when read, and the next rotation forgets it.
+    fn rotate(&mut self, second: i64) -> HashMap<[u8; 32], Window> {
+        if second < self.rotated_at + ROTATE_EVERY_SECS {
+            return HashMap::new();
+        }
+        self.rotated_at = second;
+        // Sized for as many keys as the last period saw: no rehash while it fills.
+        let next = HashMap::with_capacity(self.current.len());
+        let previous = mem::replace(&mut self.current, next);
+        mem::replace(&mut self.previous, previous)
+    }
+
+    /// The window of `key`, moved into `current` if it was only in `previous`.
+    fn window(&mut self, key: &[u8; 32]) -> &mut Window {
+        match self.current.entry(*key) {
+            Entry::Occupied(seen) => seen.into_mut(),
+            Entry::Vacant(new) => new.insert(self.previous.remove(key).unwrap_or_default()),
+        }
+    }
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -42,39 +73,42 @@ impl RateLimiter {
     pub fn check(&self, key: &[u8; 32], per_sec: u32, now_ms: i64) -> Result<(), u64> {
         let second = now_ms.div_euclid(1000);
         let into = now_ms.rem_euclid(1000);
-        let mut guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let windows = &mut *guard;
-        if windows.by_key.len() > windows.sweep_above.max(SWEEP_ABOVE) {
-            // Forget idle keys rather than grow without bound; what stays sets the next mark.
-            windows.by_key.retain(|_, w| w.second >= second - 1);
-            windows.sweep_above = windows.by_key.len().saturating_mul(2);
-            windows.sweeps += 1;
-        }
-        let window = windows.by_key.entry(*key).or_default();
-        if window.second != second {
-            window.previous = if window.second == second - 1 {
-                window.current
+        let mut windows = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let forgotten = windows.rotate(second);
+        let verdict = windows.window(key).admit(per_sec, second, into);
+        drop(windows);
+        drop(forgotten);
+        verdict
+    }
+}
+
+impl Window {
+    /// Counts one request at `into` ms of `second` if the window has room for it.
+    fn admit(&mut self, per_sec: u32, second: i64, into: i64) -> Result<(), u64> {
+        if self.second != second {
+            self.previous = if self.second == second - 1 {
+                self.current
             } else {
                 0
             };
-            window.current = 0;
-            window.second = second;
+            self.current = 0;
+            self.second = second;
         }
-        let weighted = (u64::from(window.previous) * u64::try_from(1000 - into).unwrap_or(0))
+        let weighted = (u64::from(self.previous) * u64::try_from(1000 - into).unwrap_or(0))
             .div_ceil(1000)
-            + u64::from(window.current);
+            + u64::from(self.current);
         if weighted >= u64::from(per_sec) {
             // In one second this second's count becomes the previous one, still weighing
             // (1000 - into)/1000; if that alone is over, the window clears only in two.
-            let next_second = (u64::from(window.current) * u64::try_from(1000 - into).unwrap_or(0))
-                .div_ceil(1000);
+            let next_second =
+                (u64::from(self.current) * u64::try_from(1000 - into).unwrap_or(0)).div_ceil(1000);
             return Err(if next_second >= u64::from(per_sec) {
                 2
             } else {
                 1
             });
         }
-        window.current = window.current.saturating_add(1);
+        self.current = self.current.saturating_add(1);
         Ok(())
     }
 }
@@ -97,35 +131,41 @@ mod tests {
         }
     }
 
-    fn sweeps_and_keys(limiter: &RateLimiter) -> (u64, usize) {
+    fn keys_held(limiter: &RateLimiter) -> usize {
         let w = limiter.inner.lock().unwrap();
-        (w.sweeps, w.by_key.len())
+        w.current.len() + w.previous.len()
     }
 
     #[test]
-    fn a_sweep_that_frees_nothing_is_not_repeated_on_every_request() {
+    fn idle_keys_are_forgotten_within_two_rotations() {
         let limiter = RateLimiter::default();
-        let active = u32::try_from(SWEEP_ABOVE).unwrap() + 1;
-        admit(&limiter, 0..active, 5_000);
-        // Every key is active: the first sweep over the mark frees nothing, and the
-        // next thousand requests (new keys too) must not scan the map again.
-        admit(&limiter, active..active + 1_000, 5_000);
-        let (sweeps, keys) = sweeps_and_keys(&limiter);
-        assert_eq!(sweeps, 1);
-        assert_eq!(keys, SWEEP_ABOVE + 1_001);
+        admit(&limiter, 0..10_000, 5_000);
+        assert_eq!(keys_held(&limiter), 10_000);
+        // Two seconds on, the ten thousand are the previous period's keys...
+        admit(&limiter, 10_000..10_001, 7_000);
+        assert_eq!(keys_held(&limiter), 10_001);
+        // ...and two more seconds on, idle for two seconds or more, they are gone.
+        admit(&limiter, 10_001..10_002, 9_000);
+        assert_eq!(keys_held(&limiter), 2);
     }
 
     #[test]
-    fn idle_keys_are_forgotten_once_the_map_passes_its_mark() {
+    fn a_key_keeps_its_count_across_a_rotation() {
         let limiter = RateLimiter::default();
-        let many = u32::try_from(SWEEP_ABOVE).unwrap() + 1;
-        admit(&limiter, 0..many, 5_000);
-        // Two seconds later every one of them is idle; one more request sweeps them.
-        admit(&limiter, many..many + 1, 7_000);
-        assert_eq!(sweeps_and_keys(&limiter), (1, 1));
-        // The mark never drops below SWEEP_ABOVE: a small map is not swept again.
-        admit(&limiter, 0..1_000, 9_000);
-        assert_eq!(sweeps_and_keys(&limiter).0, 1);
+        let (a, b) = ([1u8; 32], [2u8; 32]);
+        assert!(limiter.check(&b, 5, 6_000).is_ok());
+        for _ in 0..5 {
+            assert!(limiter.check(&a, 5, 7_900).is_ok());
+        }
+        // 8_100 rotates the maps; a's five requests of second 7 still weigh 90 %.
+        assert_eq!(limiter.check(&a, 5, 8_100), Err(1));
+        // Active in every period, b is carried forward each time; a, idle since second
+        // 8, is forgotten.
+        for second in 8..20 {
+            assert!(limiter.check(&b, 5, second * 1_000).is_ok());
+        }
+        assert_eq!(keys_held(&limiter), 1);
+        assert!(limiter.inner.lock().unwrap().current.contains_key(&b));
     }
 
     #[test]
