@@ -24,7 +24,8 @@
 //! from a request, but a burst of ~270 ms of it kept both cores busy, and at 12,500/s the
 //! seconds with a burst were the seconds of the tail: refilling a batch at a time, the p99
 //! at that rate went from 34.7, 12.6, 17.2, 46.6 ms to 4.2, 7.3, 4.5, 9.5 ms in four
-//! alternating rounds (docs/performance.md, "Presign in small steps").
+//! alternating rounds of a bad half hour, and stayed the same in quieter ones
+//! (docs/performance.md, "Presign in small steps").
 //!
 //! Safety of the split: `k` comes from aws-lc's generator, uniform in `[1, n)`, exactly as
 //! in its own signing; a presignature is moved out of the pool, used once and wiped on drop;
