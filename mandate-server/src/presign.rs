@@ -45,7 +45,9 @@ use p256::{FieldBytes, NonZeroScalar, Scalar};
 ///
 /// The idle time comes in bursts. With 4,096 the pool ran dry for 19-23 % of the signatures
 /// at full speed while the thread slept on a full pool at other moments; with 16,384 for
-/// 6-8 %; with 65,536 for none over a million signatures (docs/performance.md).
+/// 6-8 %; with 65,536 for none over a million signatures (docs/performance.md). Measured
+/// when the pool refilled only from half; with the batch-at-a-time top-up a smaller pool
+/// may do, not measured again.
 pub const POOL_CAPACITY: usize = 65_536;
 
 /// How many presignatures the pool's thread computes between two visits to the pool: their
