@@ -1,21 +1,24 @@
 //! Who used the CPU during the measured window: the server, the load generator, and
 //! everything else (a build running beside the benchmark shows up there), from
-//! `/proc/stat` and `/proc/<pid>/stat`, in clock ticks of 1/100 s; and how much the server
-//! wrote (`/proc/<pid>/io`).
+//! `/proc/stat` and `/proc/<pid>/stat`, in clock ticks of 1/100 s; the server's share by
+//! thread name (`/proc/<pid>/task/*/stat`); and how much the server wrote (`/proc/<pid>/io`).
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 /// Clock ticks per second of `/proc` times (`USER_HZ`, 100 on Linux).
 const TICKS: f64 = 100.0;
 
 /// Busy ticks of the whole machine, of the server, and of this process.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 struct Snapshot {
     at: Option<Instant>,
     machine: u64,
     server: u64,
     me: u64,
     io: Io,
+    /// The server's busy ticks by thread name (threads of one name summed).
+    threads: BTreeMap<String, u64>,
 }
 
 /// The server's writes, from `/proc/<pid>/io`.
@@ -42,7 +45,7 @@ fn io(pid: u32) -> Io {
 }
 
 /// Cores used on average over a window.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Usage {
     /// By the server.
     pub server: f64,
@@ -54,6 +57,9 @@ pub struct Usage {
     pub server_write_calls_per_s: f64,
     /// Bytes per second the server sent to the block layer.
     pub server_disk_writes_per_s: f64,
+    /// The server's cores by thread name (`tokio-rt-worker`, `mandate-writer`, ...), most
+    /// first: which stage a change moved. Threads that ended within the window are missed.
+    pub server_threads: Vec<(String, f64)>,
 }
 
 fn machine_busy() -> Option<u64> {
@@ -69,11 +75,56 @@ fn machine_busy() -> Option<u64> {
 }
 
 fn process_ticks(pid: &str) -> Option<u64> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat_ticks(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// utime + stime of a `stat` line (of a process or of one of its threads).
+fn stat_ticks(text: &str) -> Option<u64> {
     let after = &text[text.rfind(')')? + 2..];
     let fields: Vec<&str> = after.split_whitespace().collect();
     // Fields 14 and 15 of the line (utime, stime) are 11 and 12 after the command.
     Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+}
+
+/// The name between the parentheses of a `stat` line.
+fn stat_name(text: &str) -> Option<&str> {
+    Some(&text[text.find('(')? + 1..text.rfind(')')?])
+}
+
+/// Busy ticks of each of `pid`'s threads, summed by thread name.
+fn thread_ticks(pid: u32) -> BTreeMap<String, u64> {
+    let mut by_name = BTreeMap::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return by_name;
+    };
+    for task in tasks.flatten() {
+        let Ok(text) = std::fs::read_to_string(task.path().join("stat")) else {
+            continue;
+        };
+        if let (Some(name), Some(ticks)) = (stat_name(&text), stat_ticks(&text)) {
+            *by_name.entry(name.to_string()).or_insert(0) += ticks;
+        }
+    }
+    by_name
+}
+
+/// Cores by thread name between two samples, most first; names absent from the first
+/// sample (threads started meanwhile) count from zero.
+fn thread_cores(
+    a: &BTreeMap<String, u64>,
+    b: &BTreeMap<String, u64>,
+    cores: impl Fn(u64) -> f64,
+) -> Vec<(String, f64)> {
+    let mut out: Vec<(String, f64)> = b
+        .iter()
+        .map(|(name, &t)| {
+            let before = a.get(name).copied().unwrap_or(0);
+            (name.clone(), cores(t.saturating_sub(before)))
+        })
+        .filter(|(_, c)| *c > 0.0)
+        .collect();
+    out.sort_by(|x, y| y.1.total_cmp(&x.1).then_with(|| x.0.cmp(&y.0)));
+    out
 }
 
 fn snapshot(server: Option<u32>) -> Snapshot {
@@ -85,6 +136,7 @@ fn snapshot(server: Option<u32>) -> Snapshot {
             .unwrap_or(0),
         me: process_ticks("self").unwrap_or(0),
         io: server.map(io).unwrap_or_default(),
+        threads: server.map(thread_ticks).unwrap_or_default(),
     }
 }
 
@@ -114,6 +166,7 @@ pub fn measure(
             server_write_calls_per_s: b.io.wchar.saturating_sub(a.io.wchar) as f64 / secs,
             server_disk_writes_per_s: b.io.write_bytes.saturating_sub(a.io.write_bytes) as f64
                 / secs,
+            server_threads: thread_cores(&a.threads, &b.threads, cores),
         }
     })
 }
@@ -125,6 +178,16 @@ impl Usage {
     pub fn per_request_us(&self, throughput: f64) -> (f64, f64) {
         let per = |cores: f64| cores * 1e6 / throughput.max(1.0);
         (per(self.server), per(self.bench))
+    }
+
+    /// The server's CPU time per request by thread name, µs, at `throughput` requests a
+    /// second: `tokio-rt-worker 30.1, mandate-writer 14.2, ...`.
+    pub fn threads_line(&self, throughput: f64) -> String {
+        self.server_threads
+            .iter()
+            .map(|(name, c)| format!("{name} {:.1}", c * 1e6 / throughput.max(1.0)))
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     /// One line.
@@ -153,5 +216,45 @@ mod tests {
         // A run that answered nothing reports the whole CPU time, not a division by zero.
         let (idle, _) = usage.per_request_us(0.0);
         assert!((idle - 1_500_000.0).abs() < 1e-6, "{idle}");
+    }
+
+    #[test]
+    fn a_thread_name_with_spaces_and_parentheses_is_read_whole() {
+        let line = "4242 (odd (name) x) S 1 2 3 4 5 6 7 8 9 10 250 50 0 0 20 0 1 0";
+        assert_eq!(stat_name(line), Some("odd (name) x"));
+        assert_eq!(stat_ticks(line), Some(300));
+    }
+
+    #[test]
+    fn threads_are_summed_by_name_and_sorted_by_use() {
+        let a: BTreeMap<String, u64> = [
+            ("tokio-rt-worker".into(), 100),
+            ("mandate-writer".into(), 50),
+        ]
+        .into();
+        let b: BTreeMap<String, u64> = [
+            ("tokio-rt-worker".into(), 160),
+            ("mandate-writer".into(), 90),
+            ("presign".into(), 20),
+            ("idle".into(), 0),
+        ]
+        .into();
+        let cores = thread_cores(&a, &b, |t| t as f64 / 100.0);
+        assert_eq!(
+            cores,
+            vec![
+                ("tokio-rt-worker".to_string(), 0.6),
+                ("mandate-writer".to_string(), 0.4),
+                ("presign".to_string(), 0.2),
+            ]
+        );
+        let usage = Usage {
+            server_threads: cores,
+            ..Usage::default()
+        };
+        assert_eq!(
+            usage.threads_line(10_000.0),
+            "tokio-rt-worker 60.0, mandate-writer 40.0, presign 20.0"
+        );
     }
 }

@@ -87,7 +87,7 @@ async fn create(
                 .ok_or_else(|| ApiError::not_found("decision", wanted))?;
             check_funding(&request, &decision.claims, now).map_err(refused)?;
             let escrow = EscrowRow {
-                id,
+                id: id.clone(),
                 org_id: org.to_string(),
                 env: env.as_str().to_owned(),
                 amount: request.amount,

@@ -81,11 +81,68 @@ pub const MAX_GROUP: usize = 256;
 /// [`checkpoint_loop`]).
 const RESTART_FRAMES: i64 = 4096;
 
-/// What a job reports once its group's commit is known: `None` if it committed.
-type Done = Box<dyn FnOnce(Option<String>) + Send>;
-/// A write job: runs on the writer's connection (or learns why it cannot), returns how to
-/// report its result once the commit is known.
-type Job = Box<dyn FnOnce(Result<&Connection, String>) -> Done + Send>;
+/// A write job as the writer thread holds it: run in the group's open transaction (again,
+/// if the group has to be rolled back and redone), then answered once the group's commit
+/// is known.
+trait WriteJob: Send {
+    /// Runs the job's closure on `conn` and keeps its result (a panic is an error);
+    /// whether it succeeded.
+    fn run(&mut self, conn: &Connection) -> bool;
+    /// Records why the job could not run or stay in the transaction.
+    fn fail(&mut self, message: String);
+    /// Answers the caller: its kept result, or `commit_error` if the group's commit or
+    /// sync failed.
+    fn answer(self: Box<Self>, commit_error: Option<String>);
+}
+
+/// What the sync thread answers once a group's sync is known.
+trait Answer: Send {
+    /// Answers with `error` (`None`: durable).
+    fn answer(self, error: Option<String>);
+}
+
+impl Answer for Box<dyn WriteJob> {
+    fn answer(self, error: Option<String>) {
+        WriteJob::answer(self, error);
+    }
+}
+
+/// A job of [`Db::write`]: the caller's closure, its latest result, and where to send it.
+struct Pending<F, T, E> {
+    f: F,
+    result: Option<Result<T, E>>,
+    reply: tokio::sync::oneshot::Sender<Result<T, E>>,
+}
+
+impl<F, T, E> WriteJob for Pending<F, T, E>
+where
+    F: FnMut(&Connection) -> Result<T, E> + Send,
+    T: Send,
+    E: From<StorageError> + Send,
+{
+    fn run(&mut self, conn: &Connection) -> bool {
+        let f = &mut self.f;
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(conn)))
+            .unwrap_or_else(|_| Err(E::from(StorageError::Task("a write panicked".into()))));
+        let ok = result.is_ok();
+        self.result = Some(result);
+        ok
+    }
+
+    fn fail(&mut self, message: String) {
+        self.result = Some(Err(E::from(StorageError::Task(message))));
+    }
+
+    fn answer(self: Box<Self>, commit_error: Option<String>) {
+        let result = match commit_error {
+            Some(message) => Err(E::from(StorageError::Task(message))),
+            None => self
+                .result
+                .unwrap_or_else(|| Err(E::from(StorageError::Task("the write never ran".into())))),
+        };
+        let _ = self.reply.send(result);
+    }
+}
 
 /// How often a connection that finds the database locked tries again, and for how long.
 const BUSY_RETRY: std::time::Duration = std::time::Duration::from_micros(100);
@@ -123,30 +180,135 @@ fn lock(mutex: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Runs one job's closure inside a savepoint of the group's transaction.
-fn in_savepoint<T, E, F>(conn: &Connection, f: F) -> Result<T, E>
-where
-    E: From<StorageError>,
-    F: FnOnce(&Connection) -> Result<T, E>,
-{
-    let sqlite = |e: rusqlite::Error| E::from(StorageError::Sqlite(e));
-    // Prepared once and kept, like every statement the writer runs.
-    let run = |sql: &str| conn.prepare_cached(sql).and_then(|mut s| s.execute([]));
-    run("SAVEPOINT job").map_err(sqlite)?;
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(conn)))
-        .unwrap_or_else(|_| Err(E::from(StorageError::Task("a write panicked".into()))));
-    let end = match &result {
-        Ok(_) => run("RELEASE job"),
-        Err(_) => run("ROLLBACK TO job").and_then(|_| run("RELEASE job")),
+/// Runs a statement the writer runs often (prepared once and kept).
+fn run_cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)
+        .and_then(|mut s| s.execute([]))
+        .map(|_| ())
+}
+
+/// Runs `job` inside a savepoint of the open transaction, so that its changes are undone
+/// alone if it fails; whether it succeeded.
+fn run_in_savepoint(conn: &Connection, job: &mut dyn WriteJob) -> bool {
+    if let Err(e) = run_cached(conn, "SAVEPOINT job") {
+        job.fail(format!("cannot open a savepoint: {e}"));
+        return false;
+    }
+    let ok = job.run(conn);
+    let end = if ok {
+        run_cached(conn, "RELEASE job")
+    } else {
+        run_cached(conn, "ROLLBACK TO job").and_then(|_| run_cached(conn, "RELEASE job"))
     };
-    end.map_err(sqlite)?;
-    result
+    match end {
+        Ok(()) => ok,
+        Err(e) => {
+            job.fail(format!("cannot close a savepoint: {e}"));
+            false
+        }
+    }
+}
+
+/// The jobs run in the writer's open transaction, waiting for its commit.
+///
+/// Jobs run without a savepoint of their own: a savepoint makes SQLite copy every page a
+/// job changes before changing it (a sub-journal in memory), and the jobs of a group
+/// change the same few pages (the tables' and indexes' last leaves) one after the other,
+/// so each job copied them again: ~15 % of the writer's time (docs/performance.md). A
+/// job that fails may leave part of its changes behind, so then the whole transaction is
+/// rolled back and the group's other jobs are run again, each in a savepoint, as is every
+/// later job of the group: a failure costs one replay of its group, never more.
+struct Group {
+    /// Each job, and whether its changes are in the open transaction.
+    jobs: Vec<(Box<dyn WriteJob>, bool)>,
+    /// A job has failed: the rest of the group runs in savepoints.
+    guarded: bool,
+}
+
+impl Group {
+    fn new() -> Self {
+        Group {
+            jobs: Vec::new(),
+            guarded: false,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.jobs.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
+    }
+
+    /// Runs `job` in the open transaction on `conn` and adds it to the group. `Err` if the
+    /// transaction was lost and could not begin again: every job of the group has been
+    /// told why, and the caller answers them (`take`) without committing.
+    fn run(&mut self, conn: &Connection, mut job: Box<dyn WriteJob>) -> Result<(), ()> {
+        let ok = if self.guarded {
+            run_in_savepoint(conn, job.as_mut())
+        } else {
+            job.run(conn)
+        };
+        if ok {
+            self.jobs.push((job, true));
+            return Ok(());
+        }
+        self.jobs.push((job, false));
+        // Unguarded, the failed job may have left changes; guarded, SQLite may still
+        // have ended the transaction on its own (a full disk, say). Either way the others
+        // are redone in a fresh transaction.
+        if !self.guarded || conn.is_autocommit() {
+            self.guarded = true;
+            return self.redo(conn);
+        }
+        Ok(())
+    }
+
+    /// Rolls back the open transaction and runs the group's successful jobs again, each in
+    /// a savepoint, in a new one.
+    fn redo(&mut self, conn: &Connection) -> Result<(), ()> {
+        if !conn.is_autocommit()
+            && let Err(e) = conn.execute_batch("ROLLBACK")
+        {
+            return self.fail_all(&format!("cannot roll back a failed write: {e}"));
+        }
+        if let Err(e) = run_cached(conn, "BEGIN IMMEDIATE") {
+            return self.fail_all(&format!("cannot begin a transaction: {e}"));
+        }
+        for (job, in_tx) in &mut self.jobs {
+            if *in_tx {
+                *in_tx = run_in_savepoint(conn, job.as_mut());
+                if conn.is_autocommit() {
+                    // Lost again: nothing of the group can be kept.
+                    return self.fail_all("the transaction ended while redoing a group");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn fail_all(&mut self, message: &str) -> Result<(), ()> {
+        for (job, in_tx) in &mut self.jobs {
+            if *in_tx {
+                job.fail(message.to_string());
+                *in_tx = false;
+            }
+        }
+        Err(())
+    }
+
+    /// The group's jobs, for answering; leaves the group empty and unguarded.
+    fn take(&mut self) -> Vec<Box<dyn WriteJob>> {
+        self.guarded = false;
+        self.jobs.drain(..).map(|(job, _)| job).collect()
+    }
 }
 
 /// What the writer thread receives.
 enum WriterMsg {
     /// A job to run.
-    Job(Job),
+    Job(Box<dyn WriteJob>),
     /// The sync thread has finished a sync and is waiting for the next commit.
     Synced,
     /// The last handle on the database is gone: commit what is open and stop.
@@ -164,23 +326,23 @@ impl Drop for Inbox {
     }
 }
 
-/// The writer thread: runs each job as it arrives, in a savepoint of the open transaction,
-/// and commits when the sync thread is free to make the commit durable (or the group is
-/// full). While one sync runs, the jobs that arrive meanwhile pile into one transaction;
-/// a job cannot be answered before the next sync anyway, and one commit of many jobs
-/// writes each shared page (the tables' and indexes' last leaves) once instead of once
-/// per small group. Under load that is most of what reaches the disk, and the sync
-/// (which waits for it) is most of a request's latency.
+/// The writer thread: runs each job as it arrives in the open transaction (see [`Group`]
+/// for what happens when one fails), and commits when the sync thread is free to make the
+/// commit durable (or the group is full). While one sync runs, the jobs that arrive
+/// meanwhile pile into one transaction; a job cannot be answered before the next sync
+/// anyway, and one commit of many jobs writes each shared page (the tables' and indexes'
+/// last leaves) once instead of once per small group. Under load that is most of what
+/// reaches the disk, and the sync (which waits for it) is most of a request's latency.
 fn writer_loop(
     writer: Arc<Mutex<Connection>>,
     inbox: mpsc::Receiver<WriterMsg>,
     restart: Arc<AtomicBool>,
-    synced: mpsc::Sender<Vec<Done>>,
+    synced: mpsc::Sender<Vec<Box<dyn WriteJob>>>,
 ) {
     // The open transaction: the writer's connection, locked from BEGIN to COMMIT, and the
-    // reports of the jobs run in it.
+    // jobs run in it.
     let mut open: Option<MutexGuard<'_, Connection>> = None;
-    let mut group: Vec<Done> = Vec::new();
+    let mut group = Group::new();
     // A commit has gone to the sync thread and is not synced yet.
     let mut syncing = false;
     let mut stopping = false;
@@ -194,20 +356,30 @@ fn writer_loop(
             inbox.try_recv().ok()
         };
         match message {
-            Some(WriterMsg::Job(job)) => {
+            Some(WriterMsg::Job(mut job)) => {
                 let conn = match open.take() {
                     Some(conn) => conn,
                     None => {
                         let conn = lock(&writer);
-                        if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
-                            // The job reports this error itself.
-                            job(Err(format!("cannot begin a transaction: {e}")))(None);
+                        if let Err(e) = run_cached(&conn, "BEGIN IMMEDIATE") {
+                            job.fail(format!("cannot begin a transaction: {e}"));
+                            job.answer(None);
                             continue;
                         }
                         conn
                     }
                 };
-                group.push(job(Ok(&conn)));
+                if group.run(&conn, job).is_err() {
+                    // The transaction is gone and nothing of the group was kept: each job
+                    // has been told why.
+                    if !conn.is_autocommit() {
+                        let _ = conn.execute_batch("ROLLBACK");
+                    }
+                    for job in group.take() {
+                        job.answer(None);
+                    }
+                    continue;
+                }
                 open = Some(conn);
                 if group.len() < MAX_GROUP {
                     continue;
@@ -226,23 +398,23 @@ fn writer_loop(
             open = Some(conn);
             continue;
         }
-        let done = std::mem::take(&mut group);
-        match conn.execute_batch("COMMIT") {
+        let done = group.take();
+        match run_cached(&conn, "COMMIT") {
             // Committed: answered once the sync thread has made the WAL durable, while
             // this thread runs the next jobs.
             Ok(()) => {
                 syncing = true;
                 if let Err(mpsc::SendError(done)) = synced.send(done) {
-                    for report in done {
-                        report(Some("the WAL sync thread has stopped".into()));
+                    for job in done {
+                        job.answer(Some("the WAL sync thread has stopped".into()));
                     }
                 }
             }
             Err(e) => {
                 let _ = conn.execute_batch("ROLLBACK");
                 let error = format!("commit failed: {e}");
-                for report in done {
-                    report(Some(error.clone()));
+                for job in done {
+                    job.answer(Some(error.clone()));
                 }
             }
         }
@@ -265,9 +437,9 @@ fn writer_loop(
 ///
 /// A sync that fails answers every job it covered with an error: their rows may or may
 /// not be on disk, and the caller is told nothing was confirmed.
-fn sync_loop(
+fn sync_loop<A: Answer>(
     sync: impl Fn() -> std::io::Result<()>,
-    groups: mpsc::Receiver<Vec<Done>>,
+    groups: mpsc::Receiver<Vec<A>>,
     idle: impl Fn(),
 ) {
     while let Ok(first) = groups.recv() {
@@ -282,7 +454,7 @@ fn sync_loop(
         // The writer may commit what it gathered meanwhile (the next sync covers it).
         idle();
         for report in batch.into_iter().flatten() {
-            report(error.clone());
+            report.answer(error.clone());
         }
     }
 }
@@ -394,7 +566,7 @@ impl Db {
             ))
         })?);
         let (jobs, receiver) = mpsc::channel::<WriterMsg>();
-        let (synced, to_sync) = mpsc::channel::<Vec<Done>>();
+        let (synced, to_sync) = mpsc::channel::<Vec<Box<dyn WriteJob>>>();
         let sync_wal = wal.clone();
         let tell_writer = jobs.clone();
         std::thread::Builder::new()
@@ -423,27 +595,24 @@ impl Db {
         })
     }
 
-    /// Runs `f` on the writer, in a savepoint of a group transaction, and returns its result
+    /// Runs `f` on the writer, in the open transaction of a group, and returns its result
     /// once the group is committed (durable). `f`'s changes are rolled back if it fails.
+    ///
+    /// `f` may run more than once: when another job of its group fails, the group's
+    /// transaction is rolled back and `f` runs again in a new one (see [`Group`]), and its
+    /// last result is the one returned. So it should only read and write through the
+    /// connection it is given.
     pub async fn write<T, E, F>(&self, f: F) -> Result<T, E>
     where
         T: Send + 'static,
         E: From<StorageError> + Send + 'static,
-        F: FnOnce(&Connection) -> Result<T, E> + Send + 'static,
+        F: FnMut(&Connection) -> Result<T, E> + Send + 'static,
     {
-        let (sender, receiver) = tokio::sync::oneshot::channel::<Result<T, E>>();
-        let job: Job = Box::new(move |conn: Result<&Connection, String>| {
-            let result = match conn {
-                Ok(conn) => in_savepoint(conn, f),
-                Err(message) => Err(E::from(StorageError::Task(message))),
-            };
-            Box::new(move |commit_error: Option<String>| {
-                let result = match commit_error {
-                    None => result,
-                    Some(message) => Err(E::from(StorageError::Task(message))),
-                };
-                let _ = sender.send(result);
-            })
+        let (reply, receiver) = tokio::sync::oneshot::channel::<Result<T, E>>();
+        let job = Box::new(Pending {
+            f,
+            result: None,
+            reply,
         });
         self.jobs
             .0
@@ -895,6 +1064,112 @@ mod tests {
         );
     }
 
+    /// Jobs run without savepoints; when one fails, its group's transaction is rolled back
+    /// and the jobs before it run again, each in a savepoint, as do the jobs after it in
+    /// the same group. A job that ends the transaction itself has the group redone again.
+    /// Each caller gets its job's last result, and only what succeeded is committed.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failed_job_has_its_group_redone_and_only_the_others_are_kept() {
+        use std::sync::atomic::AtomicUsize;
+        let dir = tempfile::tempdir().unwrap();
+        let slow = Arc::new(AtomicBool::new(false));
+        let db = {
+            let slow = slow.clone();
+            Db::open_syncing_with(&dir.path().join("redo.db"), move |file| {
+                if slow.load(Ordering::Acquire) {
+                    std::thread::sleep(std::time::Duration::from_millis(300));
+                }
+                file.sync_data()
+            })
+            .unwrap()
+        };
+        create_table(&db, "CREATE TABLE t (name TEXT NOT NULL)").await;
+        // What a job does after inserting its name.
+        #[derive(Clone, Copy)]
+        enum Then {
+            Succeed,
+            Fail,
+            EndTheTransactionAndFail,
+        }
+        let runs: Arc<Vec<AtomicUsize>> = Arc::new((0..7).map(|_| AtomicUsize::new(0)).collect());
+        let job = |n: usize, name: &'static str, then: Then| {
+            let (db, runs) = (db.clone(), runs.clone());
+            tokio::spawn(async move {
+                db.write(move |c| -> Result<usize, StorageError> {
+                    let run = runs[n].fetch_add(1, Ordering::SeqCst) + 1;
+                    c.execute("INSERT INTO t (name) VALUES (?1)", [name])?;
+                    match then {
+                        Then::Succeed => Ok(run),
+                        Then::Fail => Err(StorageError::Corrupt(format!("{name} fails"))),
+                        Then::EndTheTransactionAndFail => {
+                            c.execute_batch("ROLLBACK")?;
+                            Err(StorageError::Corrupt(format!("{name} fails")))
+                        }
+                    }
+                })
+                .await
+            })
+        };
+        // Each job is seen running before the next is sent, so the writer takes them in
+        // this order.
+        async fn ran(runs: &[AtomicUsize], n: usize) {
+            while runs[n].load(Ordering::SeqCst) == 0 {
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            }
+        }
+        slow.store(true, Ordering::Release);
+        // Job 0 is committed alone; its slow sync holds the next group open.
+        let j0 = job(0, "zero", Then::Succeed);
+        ran(&runs, 0).await;
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        let plan = [
+            ("a", Then::Succeed),
+            ("b", Then::Fail),
+            ("c", Then::Succeed),
+            ("d", Then::Fail),
+            ("e", Then::EndTheTransactionAndFail),
+        ];
+        let mut handles = Vec::new();
+        for (i, (name, then)) in plan.into_iter().enumerate() {
+            let handle = job(i + 1, name, then);
+            ran(&runs, i + 1).await;
+            handles.push(handle);
+        }
+        assert_eq!(j0.await.unwrap().unwrap(), 1);
+        let mut results = Vec::new();
+        for handle in handles {
+            results.push(handle.await.unwrap().map_err(|e| e.to_string()));
+        }
+        let count = |n: usize| runs[n].load(Ordering::SeqCst);
+        // a: first run, again after b failed, again after e ended the transaction.
+        assert_eq!(results[0], Ok(3));
+        assert_eq!(count(1), 3);
+        assert_eq!(results[1], Err("corrupt row: b fails".into()));
+        assert_eq!(count(2), 1, "a failed job is not run again");
+        // c ran in a savepoint after b's failure, and again after e's.
+        assert_eq!(results[2], Ok(2));
+        assert_eq!(count(3), 2);
+        // d failed in its savepoint: nothing else was redone for it.
+        assert_eq!(results[3], Err("corrupt row: d fails".into()));
+        assert_eq!(count(4), 1);
+        assert!(results[4].is_err(), "{:?}", results[4]);
+        assert_eq!(count(5), 1);
+        let names = db
+            .read(|c| -> Result<Vec<String>, StorageError> {
+                let mut stmt = c.prepare("SELECT name FROM t ORDER BY rowid")?;
+                let rows = stmt.query_map([], |r| r.get(0))?;
+                Ok(rows.collect::<rusqlite::Result<_>>()?)
+            })
+            .await
+            .unwrap();
+        assert_eq!(names, ["zero", "a", "c"]);
+
+        // The next group runs without savepoints again: a failure redoes the job before it.
+        slow.store(false, Ordering::Release);
+        let f = job(6, "f", Then::Succeed);
+        assert_eq!(f.await.unwrap().unwrap(), 1);
+    }
+
     /// An operator command is another process with its own writer on the same file. While
     /// the server's writer never pauses (its transaction is open whenever a sync is under
     /// way), the command still gets its turns quickly.
@@ -1023,6 +1298,15 @@ mod tests {
 
     /// Jobs are answered only after the sync that covers them, all groups waiting at once
     /// share one sync, and a failed sync is an error for every job it covered.
+    /// An answer the sync thread gives, as a closure.
+    type Done = Box<dyn FnOnce(Option<String>) + Send>;
+
+    impl Answer for Done {
+        fn answer(self, error: Option<String>) {
+            self(error);
+        }
+    }
+
     #[test]
     fn jobs_are_answered_after_their_sync_and_learn_when_it_fails() {
         use std::sync::atomic::AtomicU64;
