@@ -18,7 +18,7 @@ struct Snapshot {
     me: u64,
     io: Io,
     /// The server's busy ticks by thread name (threads of one name summed).
-    threads: BTreeMap<String, u64>,
+    threads: BTreeMap<String, Ticks>,
 }
 
 /// The server's writes, from `/proc/<pid>/io`.
@@ -59,7 +59,25 @@ pub struct Usage {
     pub server_disk_writes_per_s: f64,
     /// The server's cores by thread name (`tokio-rt-worker`, `mandate-writer`, ...), most
     /// first: which stage a change moved. Threads that ended within the window are missed.
-    pub server_threads: Vec<(String, f64)>,
+    pub server_threads: Vec<ThreadUse>,
+}
+
+/// User and kernel ticks.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Ticks {
+    user: u64,
+    kernel: u64,
+}
+
+/// Cores used by the server's threads of one name.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThreadUse {
+    /// The thread name (`tokio-rt-worker`, `mandate-writer`, ...).
+    pub name: String,
+    /// Cores, user and kernel time together.
+    pub cores: f64,
+    /// Of which in the kernel.
+    pub kernel_cores: f64,
 }
 
 fn machine_busy() -> Option<u64> {
@@ -80,10 +98,18 @@ fn process_ticks(pid: &str) -> Option<u64> {
 
 /// utime + stime of a `stat` line (of a process or of one of its threads).
 fn stat_ticks(text: &str) -> Option<u64> {
+    stat_user_kernel(text).map(|t| t.user + t.kernel)
+}
+
+/// utime and stime of a `stat` line.
+fn stat_user_kernel(text: &str) -> Option<Ticks> {
     let after = &text[text.rfind(')')? + 2..];
     let fields: Vec<&str> = after.split_whitespace().collect();
     // Fields 14 and 15 of the line (utime, stime) are 11 and 12 after the command.
-    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+    Some(Ticks {
+        user: fields.get(11)?.parse().ok()?,
+        kernel: fields.get(12)?.parse().ok()?,
+    })
 }
 
 /// The name between the parentheses of a `stat` line.
@@ -92,7 +118,7 @@ fn stat_name(text: &str) -> Option<&str> {
 }
 
 /// Busy ticks of each of `pid`'s threads, summed by thread name.
-fn thread_ticks(pid: u32) -> BTreeMap<String, u64> {
+fn thread_ticks(pid: u32) -> BTreeMap<String, Ticks> {
     let mut by_name = BTreeMap::new();
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return by_name;
@@ -101,8 +127,10 @@ fn thread_ticks(pid: u32) -> BTreeMap<String, u64> {
         let Ok(text) = std::fs::read_to_string(task.path().join("stat")) else {
             continue;
         };
-        if let (Some(name), Some(ticks)) = (stat_name(&text), stat_ticks(&text)) {
-            *by_name.entry(name.to_string()).or_insert(0) += ticks;
+        if let (Some(name), Some(ticks)) = (stat_name(&text), stat_user_kernel(&text)) {
+            let sum: &mut Ticks = by_name.entry(name.to_string()).or_default();
+            sum.user += ticks.user;
+            sum.kernel += ticks.kernel;
         }
     }
     by_name
@@ -111,19 +139,29 @@ fn thread_ticks(pid: u32) -> BTreeMap<String, u64> {
 /// Cores by thread name between two samples, most first; names absent from the first
 /// sample (threads started meanwhile) count from zero.
 fn thread_cores(
-    a: &BTreeMap<String, u64>,
-    b: &BTreeMap<String, u64>,
+    a: &BTreeMap<String, Ticks>,
+    b: &BTreeMap<String, Ticks>,
     cores: impl Fn(u64) -> f64,
-) -> Vec<(String, f64)> {
-    let mut out: Vec<(String, f64)> = b
+) -> Vec<ThreadUse> {
+    let mut out: Vec<ThreadUse> = b
         .iter()
-        .map(|(name, &t)| {
-            let before = a.get(name).copied().unwrap_or(0);
-            (name.clone(), cores(t.saturating_sub(before)))
+        .map(|(name, t)| {
+            let before = a.get(name).copied().unwrap_or_default();
+            let user = t.user.saturating_sub(before.user);
+            let kernel = t.kernel.saturating_sub(before.kernel);
+            ThreadUse {
+                name: name.clone(),
+                cores: cores(user + kernel),
+                kernel_cores: cores(kernel),
+            }
         })
-        .filter(|(_, c)| *c > 0.0)
+        .filter(|t| t.cores > 0.0)
         .collect();
-    out.sort_by(|x, y| y.1.total_cmp(&x.1).then_with(|| x.0.cmp(&y.0)));
+    out.sort_by(|x, y| {
+        y.cores
+            .total_cmp(&x.cores)
+            .then_with(|| x.name.cmp(&y.name))
+    });
     out
 }
 
@@ -180,12 +218,13 @@ impl Usage {
         (per(self.server), per(self.bench))
     }
 
-    /// The server's CPU time per request by thread name, µs, at `throughput` requests a
-    /// second: `tokio-rt-worker 30.1, mandate-writer 14.2, ...`.
+    /// The server's CPU time per request by thread name, µs, with the kernel's part in
+    /// parentheses, at `throughput` requests a second: `tokio-rt-worker 30.1 (7.7), ...`.
     pub fn threads_line(&self, throughput: f64) -> String {
+        let us = |cores: f64| cores * 1e6 / throughput.max(1.0);
         self.server_threads
             .iter()
-            .map(|(name, c)| format!("{name} {:.1}", c * 1e6 / throughput.max(1.0)))
+            .map(|t| format!("{} {:.1} ({:.1})", t.name, us(t.cores), us(t.kernel_cores)))
             .collect::<Vec<_>>()
             .join(", ")
     }
@@ -227,34 +266,29 @@ mod tests {
 
     #[test]
     fn threads_are_summed_by_name_and_sorted_by_use() {
-        let a: BTreeMap<String, u64> = [
-            ("tokio-rt-worker".into(), 100),
-            ("mandate-writer".into(), 50),
+        let t = |user, kernel| Ticks { user, kernel };
+        let a: BTreeMap<String, Ticks> = [
+            ("tokio-rt-worker".into(), t(80, 20)),
+            ("mandate-writer".into(), t(40, 10)),
         ]
         .into();
-        let b: BTreeMap<String, u64> = [
-            ("tokio-rt-worker".into(), 160),
-            ("mandate-writer".into(), 90),
-            ("presign".into(), 20),
-            ("idle".into(), 0),
+        let b: BTreeMap<String, Ticks> = [
+            ("tokio-rt-worker".into(), t(120, 40)),
+            ("mandate-writer".into(), t(70, 20)),
+            ("presign".into(), t(20, 0)),
+            ("idle".into(), t(0, 0)),
         ]
         .into();
         let cores = thread_cores(&a, &b, |t| t as f64 / 100.0);
-        assert_eq!(
-            cores,
-            vec![
-                ("tokio-rt-worker".to_string(), 0.6),
-                ("mandate-writer".to_string(), 0.4),
-                ("presign".to_string(), 0.2),
-            ]
-        );
+        let names: Vec<&str> = cores.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["tokio-rt-worker", "mandate-writer", "presign"]);
         let usage = Usage {
             server_threads: cores,
             ..Usage::default()
         };
         assert_eq!(
             usage.threads_line(10_000.0),
-            "tokio-rt-worker 60.0, mandate-writer 40.0, presign 20.0"
+            "tokio-rt-worker 60.0 (20.0), mandate-writer 40.0 (10.0), presign 20.0 (0.0)"
         );
     }
 }

@@ -469,7 +469,10 @@ fn measured_json(m: &Measured) -> Value {
         "cpu_cores": {"server": m.cpu.server, "bench": m.cpu.bench, "other": m.cpu.other},
         "cpu_us_per_request": {"server": server_us, "bench": bench_us},
         "server_threads_us_per_request": Value::Object(m.cpu.server_threads.iter()
-            .map(|(name, c)| (name.clone(), json!(c * 1e6 / m.throughput.max(1.0))))
+            .map(|t| (t.name.clone(), json!({
+                "total": t.cores * 1e6 / m.throughput.max(1.0),
+                "kernel": t.kernel_cores * 1e6 / m.throughput.max(1.0),
+            })))
             .collect()),
         "server_write_bytes_per_s": {"write_calls": m.cpu.server_write_calls_per_s,
             "to_disk": m.cpu.server_disk_writes_per_s},
@@ -606,7 +609,7 @@ fn run(opts: &Opts) -> Result<bool> {
             "cpu/request   server {server_us:.1} µs, load generator {bench_us:.1} µs (CPU time per 201; steadier between runs than throughput)"
         ));
         line(format!(
-            "  by thread   {} (µs per 201; presign runs only in idle time)",
+            "  by thread   {} (µs per 201, kernel's part in parentheses; presign runs only in idle time)",
             r.main.cpu.threads_line(r.main.throughput)
         ));
         if r.main.cpu.other > 0.2 {
