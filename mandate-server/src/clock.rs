@@ -79,10 +79,11 @@ pub fn ordered16(at: OffsetDateTime) -> [u8; 16] {
 }
 
 /// Fills `buf` for ids and nonces from the thread's CSPRNG (`rand`'s `ThreadRng`: ChaCha12,
-/// seeded from the operating system and reseeded from it every 64 KiB and after a fork).
-/// An authorization draws three times (request id, decision id, nonce); a `getrandom`
-/// system call each was ~1.5 µs of a request's kernel time (docs/performance.md). Keys and
-/// signing secrets still come straight from the operating system ([`fill_random`]).
+/// seeded from the operating system and reseeded from it every 64 KiB; the server never
+/// forks). An authorization draws three times (request id, decision id, nonce); a
+/// `getrandom` system call each was ~0.9 µs of a request's kernel time in tokio's workers
+/// (docs/performance.md). Keys and signing secrets still come straight from the operating
+/// system ([`fill_random`]).
 pub fn fill_id_random(buf: &mut [u8]) {
     use rand::RngCore;
     rand::rng().fill_bytes(buf);

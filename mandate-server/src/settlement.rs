@@ -82,7 +82,9 @@ pub enum SettlementError {
 pub trait SettlementProvider: Send + Sync + 'static {
     /// Executes `movement` within `tx`, the transaction of the state change that causes it,
     /// at `now_ms`. Idempotent on (escrow, kind): `Ok(false)` when that movement was already
-    /// made, in which case nothing moves.
+    /// made, in which case nothing moves. It may be called again for the same movement when
+    /// the writer rolls back and redoes the transaction (`storage::Db::write`): only what it
+    /// does through `tx` is kept, and only the last call's.
     fn settle(
         &self,
         tx: &Connection,
