@@ -10,16 +10,16 @@ use std::any::Any;
 use std::convert::Infallible;
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, Request};
+use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::StatusCode;
-use axum::middleware::{from_fn, from_fn_with_state};
+use axum::middleware::{Next, from_fn, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
 use tower::{Service, ServiceBuilder};
 use tower_http::catch_panic::CatchPanicLayer;
 
 use crate::body::MAX_BODY_BYTES;
 use crate::error::{ApiError, envelope};
-use crate::limits::{self, Gate, Limits};
+use crate::limits::{Gate, Limits};
 use crate::state::AppState;
 use crate::{auth, idempotency, request_id, routes};
 
@@ -43,6 +43,11 @@ fn panic_response(_: Box<dyn Any + Send + 'static>) -> Response {
 /// An outer `Router` with the routes as its fallback did the same at the cost of a second
 /// routing pass and a boxed clone of the inner service on every request.
 pub fn api(state: AppState) -> impl ApiService {
+    api_behind(state, None)
+}
+
+/// The routes behind the one front layer (see [`front`]).
+fn api_behind(state: AppState, gate: Option<Gate>) -> impl ApiService {
     let routes = routes::api()
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -51,9 +56,36 @@ pub fn api(state: AppState) -> impl ApiService {
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state.clone());
     ServiceBuilder::new()
-        .layer(from_fn(request_id::assign))
-        .layer(from_fn_with_state(state, auth::authenticate))
+        .layer(from_fn_with_state(Front { gate, state }, front))
         .service(routes)
+}
+
+/// What the API host's front layer needs: the in-flight gate (`serve` only) and the state.
+#[derive(Clone)]
+pub struct Front {
+    gate: Option<Gate>,
+    state: AppState,
+}
+
+/// The API host's outer layers as one: the in-flight gate (503 at once when over; the
+/// 503 carries a fresh id of its own), then the request id, then authentication and
+/// rate. Written as three `from_fn` layers they cost a boxed future and a boxed clone of
+/// the service below each, on every request.
+pub async fn front(
+    State(Front { gate, state }): State<Front>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let permit = match &gate {
+        Some(gate) => match gate.admit(&mut request) {
+            Some(permit) => Some(permit),
+            None => return ApiError::Overloaded.into_response(),
+        },
+        None => None,
+    };
+    let response = request_id::within(auth::authenticate(&state, request, next)).await;
+    drop(permit);
+    response
 }
 
 /// What [`api`] and [`api_with_limits`] return: a cloneable service of the API's requests.
@@ -78,9 +110,7 @@ impl<T> ApiService for T where
 /// [`api`] behind the in-flight gate of `limits`: over `max_in_flight` requests, 503 at
 /// once (see [`crate::limits`]). This is what `serve` listens with.
 pub fn api_with_limits(state: AppState, limits: &Limits) -> impl ApiService {
-    ServiceBuilder::new()
-        .layer(from_fn_with_state(Gate::new(limits), limits::shed))
-        .service(api(state))
+    api_behind(state, Some(Gate::new(limits)))
 }
 
 async fn public_not_found() -> Response {

@@ -2,7 +2,7 @@
 //! not; then the key's request rate is applied. The resolved [`Caller`] goes into the
 //! request's extensions for the handlers.
 
-use axum::extract::{FromRequestParts, Request, State};
+use axum::extract::{FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
@@ -27,8 +27,10 @@ fn bearer(parts: &Parts) -> Option<&str> {
     well_formed.then_some(key)
 }
 
-/// Middleware: resolves the key, enforces its rate, or answers 401/429.
-pub async fn authenticate(State(state): State<AppState>, request: Request, next: Next) -> Response {
+/// Resolves the key, enforces its rate, or answers 401/429; then runs `next` with the
+/// [`Caller`] in the request's extensions. Part of the API host's front layer
+/// ([`crate::app::front`]).
+pub async fn authenticate(state: &AppState, request: Request, next: Next) -> Response {
     if request.method() == Method::GET && request.uri().path() == JWKS_PATH {
         let location = format!("{}{JWKS_PATH}", state.verdicts_url);
         let mut response = StatusCode::PERMANENT_REDIRECT.into_response();

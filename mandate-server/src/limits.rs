@@ -16,9 +16,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::extract::{Request, State};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::extract::Request;
 use axum_server::accept::Accept;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
@@ -98,17 +96,16 @@ impl Gate {
     }
 }
 
-/// Middleware: takes a permit for the request's lifetime or answers 503 at once.
-pub async fn shed(State(gate): State<Gate>, mut request: Request, next: Next) -> Response {
-    let Ok(permit) = gate.permits.clone().try_acquire_owned() else {
-        return ApiError::Overloaded.into_response();
-    };
-    request
-        .extensions_mut()
-        .insert(BodyDeadline(Instant::now() + gate.body_read_timeout));
-    let response = next.run(request).await;
-    drop(permit);
-    response
+impl Gate {
+    /// A permit for the request's lifetime, its body deadline stamped on it; `None` when
+    /// the requests in flight are at the limit (the caller answers 503 at once).
+    pub fn admit(&self, request: &mut Request) -> Option<OwnedSemaphorePermit> {
+        let permit = self.permits.clone().try_acquire_owned().ok()?;
+        request
+            .extensions_mut()
+            .insert(BodyDeadline(Instant::now() + self.body_read_timeout));
+        Some(permit)
+    }
 }
 
 /// Sets the HTTP/1 header timeout (with the timer it needs) on a listener's builder.

@@ -33,8 +33,15 @@ pub fn current() -> String {
 /// adds to a wrong-method answer outside every route's layers (the error envelope is the
 /// whole answer); one layer doing both costs one hop less on every request.
 pub async fn assign(request: Request, next: Next) -> Response {
+    within(next.run(request)).await
+}
+
+/// What [`assign`] does around any answer: `answer` runs in the scope of a fresh id, and
+/// its response gets the header (and loses `Allow`). The API host's single front layer
+/// ([`crate::app::front`]) calls it with authentication inside.
+pub async fn within(answer: impl Future<Output = Response>) -> Response {
     let id = RequestId::from_random(random16()).to_string();
-    let mut response = REQUEST_ID.scope(id.clone(), next.run(request)).await;
+    let mut response = REQUEST_ID.scope(id.clone(), answer).await;
     response.headers_mut().remove(header::ALLOW);
     // A replayed idempotent response keeps the id of the request that produced it.
     if !response.headers().contains_key(HEADER)
