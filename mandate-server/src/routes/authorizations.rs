@@ -111,7 +111,8 @@ async fn authorize(
 
     let (org, env) = (caller.org_id.clone(), caller.env);
     let idempotency = slot_ext.map(|Extension(s)| s);
-    let stored_body = bytes.clone();
+    // The idempotency record keeps a copy of the answer; without a key, nothing to copy.
+    let stored_body = idempotency.as_ref().map(|_| bytes.clone());
     let stored_in_tx = idempotency.is_some();
     let hint = agent_state.stored;
     let month = decisions::month_index(decision.created_ms);
@@ -136,8 +137,8 @@ async fn authorize(
                     decision.created_ms,
                 )?;
             }
-            if let Some(slot) = &idempotency {
-                slot.complete(tx, 201, &stored_body)?;
+            if let (Some(slot), Some(body)) = (&idempotency, &stored_body) {
+                slot.complete(tx, 201, body)?;
             }
             Ok(())
         })
