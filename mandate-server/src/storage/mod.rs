@@ -1174,6 +1174,103 @@ mod tests {
         assert_eq!(f.await.unwrap(), 1);
     }
 
+    /// When the redo itself loses the transaction (a job that ends it on its second run),
+    /// nothing of the group can be kept: every job is answered with an error, none is
+    /// committed, and the writer carries on with the next group.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_group_whose_redo_loses_the_transaction_is_answered_with_errors() {
+        use std::sync::atomic::AtomicUsize;
+        let dir = tempfile::tempdir().unwrap();
+        let slow = Arc::new(AtomicBool::new(false));
+        let db = {
+            let slow = slow.clone();
+            Db::open_syncing_with(&dir.path().join("lost.db"), move |file| {
+                if slow.load(Ordering::Acquire) {
+                    std::thread::sleep(std::time::Duration::from_millis(300));
+                }
+                file.sync_data()
+            })
+            .unwrap()
+        };
+        create_table(&db, "CREATE TABLE t (name TEXT NOT NULL)").await;
+        let poll_once = |sent: &mut std::pin::Pin<Box<dyn Future<Output = _> + Send>>| {
+            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+            assert!(sent.as_mut().poll(&mut cx).is_pending());
+        };
+        slow.store(true, Ordering::Release);
+        // A first job, committed alone: its slow sync gathers the next two into a group.
+        let mut first: std::pin::Pin<Box<dyn Future<Output = Result<(), StorageError>> + Send>> =
+            Box::pin(db.write(|c| -> Result<(), StorageError> {
+                c.execute("INSERT INTO t (name) VALUES ('first')", [])?;
+                Ok(())
+            }));
+        poll_once(&mut first);
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        // `x` succeeds, then ends the transaction when it is redone.
+        let runs = Arc::new(AtomicUsize::new(0));
+        let counted = runs.clone();
+        let mut x: std::pin::Pin<Box<dyn Future<Output = Result<(), StorageError>> + Send>> =
+            Box::pin(db.write(move |c| -> Result<(), StorageError> {
+                c.execute("INSERT INTO t (name) VALUES ('x')", [])?;
+                if counted.fetch_add(1, Ordering::SeqCst) > 0 {
+                    c.execute_batch("ROLLBACK")?;
+                }
+                Ok(())
+            }));
+        poll_once(&mut x);
+        // `z` succeeds each time it runs.
+        let mut z: std::pin::Pin<Box<dyn Future<Output = Result<(), StorageError>> + Send>> =
+            Box::pin(db.write(|c| -> Result<(), StorageError> {
+                c.execute("INSERT INTO t (name) VALUES ('z')", [])?;
+                Ok(())
+            }));
+        poll_once(&mut z);
+        // `y` fails, so the group is redone.
+        let mut y: std::pin::Pin<Box<dyn Future<Output = Result<(), StorageError>> + Send>> =
+            Box::pin(db.write(|c| -> Result<(), StorageError> {
+                c.execute("INSERT INTO t (name) VALUES ('y')", [])?;
+                Err(StorageError::Corrupt("y fails".into()))
+            }));
+        poll_once(&mut y);
+        first.await.unwrap();
+        let x = x.await.map_err(|e| e.to_string());
+        assert_eq!(
+            runs.load(Ordering::SeqCst),
+            2,
+            "x ran, then again in the redo"
+        );
+        // x's own savepoint went with the transaction.
+        assert!(x.as_ref().is_err_and(|e| e.contains("savepoint")), "{x:?}");
+        // z, not yet redone when x ended the transaction, is not committed either.
+        let z = z.await.map_err(|e| e.to_string());
+        assert!(
+            z.as_ref()
+                .is_err_and(|e| e.contains("the transaction ended while redoing a group")),
+            "{z:?}"
+        );
+        assert_eq!(
+            y.await.map_err(|e| e.to_string()),
+            Err("corrupt row: y fails".into())
+        );
+        // The writer carries on.
+        slow.store(false, Ordering::Release);
+        db.write(|c| -> Result<(), StorageError> {
+            c.execute("INSERT INTO t (name) VALUES ('after')", [])?;
+            Ok(())
+        })
+        .await
+        .unwrap();
+        let names = db
+            .read(|c| -> Result<Vec<String>, StorageError> {
+                let mut stmt = c.prepare("SELECT name FROM t ORDER BY rowid")?;
+                let rows = stmt.query_map([], |r| r.get(0))?;
+                Ok(rows.collect::<rusqlite::Result<_>>()?)
+            })
+            .await
+            .unwrap();
+        assert_eq!(names, ["first", "after"]);
+    }
+
     /// An operator command is another process with its own writer on the same file. While
     /// the server's writer never pauses (its transaction is open whenever a sync is under
     /// way), the command still gets its turns quickly.
