@@ -993,8 +993,8 @@ mod tests {
         assert_eq!(next, 5);
     }
 
-    /// While a sync runs, the jobs that arrive wait in the writer's open transaction (not
-    /// yet visible to readers) and the next commit takes them all at once; each is answered
+    /// While a sync runs, the jobs that arrive wait in the writer's inbox (not run, so not
+    /// visible to readers) and the next commit takes them all at once; each is answered
     /// only after the sync that covers it.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn jobs_that_arrive_during_a_sync_share_the_next_commit() {
