@@ -149,10 +149,10 @@ const BUSY_RETRY: std::time::Duration = std::time::Duration::from_micros(100);
 const BUSY_ATTEMPTS: i32 = 100_000; // 10 s
 
 /// SQLite's own busy handler sleeps up to 100 ms between attempts. Under load the server's
-/// writer keeps its transaction open while each sync runs and lets go for microseconds
-/// between commits, so an operator command (another process) that naps that long can
-/// wait seconds for its turn; one that looks again every 100 µs gets in within
-/// milliseconds.
+/// writer holds the write lock from one group's first job to its commit, and lets go only
+/// while that group's sync runs (~0.1 ms), so an operator command (another process) that
+/// naps that long can wait seconds for its turn; one that looks again every 100 µs gets
+/// in within milliseconds.
 fn retry_soon(attempts: i32) -> bool {
     std::thread::sleep(BUSY_RETRY);
     attempts < BUSY_ATTEMPTS
@@ -1272,8 +1272,8 @@ mod tests {
     }
 
     /// An operator command is another process with its own writer on the same file. While
-    /// the server's writer never pauses (its transaction is open whenever a sync is under
-    /// way), the command still gets its turns quickly.
+    /// the server's writer works without pause (it lets go of the write lock only during
+    /// each sync), the command still gets its turns quickly.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn another_writer_gets_in_while_the_server_writes_without_pause() {
         let dir = tempfile::tempdir().unwrap();
