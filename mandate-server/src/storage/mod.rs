@@ -1064,18 +1064,14 @@ mod tests {
         );
     }
 
-    /// Jobs run without savepoints; when one fails, its group's transaction is rolled back
-    /// and the jobs before it run again, each in a savepoint, as do the jobs after it in
-    /// the same group. A job that ends the transaction itself has the group redone again.
-    /// Each caller gets its job's last result, and only what succeeded is committed.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_failed_job_has_its_group_redone_and_only_the_others_are_kept() {
-        use std::sync::atomic::AtomicUsize;
-        let dir = tempfile::tempdir().unwrap();
+    /// A database whose WAL syncs take 300 ms while the flag is set, with a table `t` of
+    /// names: a slow sync holds the jobs sent meanwhile in the writer's inbox, so that they
+    /// run as one group.
+    async fn names_db_with_slow_sync(path: &Path) -> (Db, Arc<AtomicBool>) {
         let slow = Arc::new(AtomicBool::new(false));
         let db = {
             let slow = slow.clone();
-            Db::open_syncing_with(&dir.path().join("redo.db"), move |file| {
+            Db::open_syncing_with(path, move |file| {
                 if slow.load(Ordering::Acquire) {
                     std::thread::sleep(std::time::Duration::from_millis(300));
                 }
@@ -1084,6 +1080,38 @@ mod tests {
             .unwrap()
         };
         create_table(&db, "CREATE TABLE t (name TEXT NOT NULL)").await;
+        (db, slow)
+    }
+
+    /// `write` polled once: by then its job is in the writer's inbox, so jobs sent one
+    /// after the other reach the writer in that order.
+    fn sent<F: Future>(write: F) -> std::pin::Pin<Box<F>> {
+        let mut write = Box::pin(write);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        assert!(write.as_mut().poll(&mut cx).is_pending());
+        write
+    }
+
+    /// The names in `t`, in the order they were inserted.
+    async fn names(db: &Db) -> Vec<String> {
+        db.read(|c| -> Result<Vec<String>, StorageError> {
+            let mut stmt = c.prepare("SELECT name FROM t ORDER BY rowid")?;
+            let rows = stmt.query_map([], |r| r.get(0))?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
+        .await
+        .unwrap()
+    }
+
+    /// Jobs run without savepoints; when one fails, its group's transaction is rolled back
+    /// and the jobs before it run again, each in a savepoint, as do the jobs after it in
+    /// the same group. A job that ends the transaction itself has the group redone again.
+    /// Each caller gets its job's last result, and only what succeeded is committed.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failed_job_has_its_group_redone_and_only_the_others_are_kept() {
+        use std::sync::atomic::AtomicUsize;
+        let dir = tempfile::tempdir().unwrap();
+        let (db, slow) = names_db_with_slow_sync(&dir.path().join("redo.db")).await;
         // What a job does after inserting its name.
         #[derive(Clone, Copy)]
         enum Then {
@@ -1092,11 +1120,9 @@ mod tests {
             EndTheTransactionAndFail,
         }
         let runs: Arc<Vec<AtomicUsize>> = Arc::new((0..7).map(|_| AtomicUsize::new(0)).collect());
-        // The job's future, polled once: by then it is in the writer's inbox, so jobs sent
-        // one after the other reach the writer in that order.
         let job = |n: usize, name: &'static str, then: Then| {
             let runs = runs.clone();
-            let mut sent = Box::pin(db.write(move |c| -> Result<usize, StorageError> {
+            sent(db.write(move |c| -> Result<usize, StorageError> {
                 let run = runs[n].fetch_add(1, Ordering::SeqCst) + 1;
                 c.execute("INSERT INTO t (name) VALUES (?1)", [name])?;
                 match then {
@@ -1107,10 +1133,7 @@ mod tests {
                         Err(StorageError::Corrupt(format!("{name} fails")))
                     }
                 }
-            }));
-            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-            assert!(sent.as_mut().poll(&mut cx).is_pending());
-            sent
+            }))
         };
         slow.store(true, Ordering::Release);
         // Job 0 is committed alone; while its slow sync runs, the next jobs wait in the
@@ -1158,14 +1181,7 @@ mod tests {
         assert_eq!(count(4), 1);
         assert!(results[4].is_err(), "{:?}", results[4]);
         assert_eq!(count(5), 1);
-        let names = db
-            .read(|c| -> Result<Vec<String>, StorageError> {
-                let mut stmt = c.prepare("SELECT name FROM t ORDER BY rowid")?;
-                let rows = stmt.query_map([], |r| r.get(0))?;
-                Ok(rows.collect::<rusqlite::Result<_>>()?)
-            })
-            .await
-            .unwrap();
+        let names = names(&db).await;
         assert_eq!(names, ["zero", "a", "c"]);
 
         // The next group runs without savepoints again: a failure redoes the job before it.
@@ -1181,57 +1197,34 @@ mod tests {
     async fn a_group_whose_redo_loses_the_transaction_is_answered_with_errors() {
         use std::sync::atomic::AtomicUsize;
         let dir = tempfile::tempdir().unwrap();
-        let slow = Arc::new(AtomicBool::new(false));
-        let db = {
-            let slow = slow.clone();
-            Db::open_syncing_with(&dir.path().join("lost.db"), move |file| {
-                if slow.load(Ordering::Acquire) {
-                    std::thread::sleep(std::time::Duration::from_millis(300));
-                }
-                file.sync_data()
-            })
-            .unwrap()
-        };
-        create_table(&db, "CREATE TABLE t (name TEXT NOT NULL)").await;
-        let poll_once = |sent: &mut std::pin::Pin<Box<dyn Future<Output = _> + Send>>| {
-            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-            assert!(sent.as_mut().poll(&mut cx).is_pending());
-        };
+        let (db, slow) = names_db_with_slow_sync(&dir.path().join("lost.db")).await;
         slow.store(true, Ordering::Release);
         // A first job, committed alone: its slow sync gathers the next two into a group.
-        let mut first: std::pin::Pin<Box<dyn Future<Output = Result<(), StorageError>> + Send>> =
-            Box::pin(db.write(|c| -> Result<(), StorageError> {
-                c.execute("INSERT INTO t (name) VALUES ('first')", [])?;
-                Ok(())
-            }));
-        poll_once(&mut first);
+        let first = sent(db.write(|c| -> Result<(), StorageError> {
+            c.execute("INSERT INTO t (name) VALUES ('first')", [])?;
+            Ok(())
+        }));
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         // `x` succeeds, then ends the transaction when it is redone.
         let runs = Arc::new(AtomicUsize::new(0));
         let counted = runs.clone();
-        let mut x: std::pin::Pin<Box<dyn Future<Output = Result<(), StorageError>> + Send>> =
-            Box::pin(db.write(move |c| -> Result<(), StorageError> {
-                c.execute("INSERT INTO t (name) VALUES ('x')", [])?;
-                if counted.fetch_add(1, Ordering::SeqCst) > 0 {
-                    c.execute_batch("ROLLBACK")?;
-                }
-                Ok(())
-            }));
-        poll_once(&mut x);
+        let x = sent(db.write(move |c| -> Result<(), StorageError> {
+            c.execute("INSERT INTO t (name) VALUES ('x')", [])?;
+            if counted.fetch_add(1, Ordering::SeqCst) > 0 {
+                c.execute_batch("ROLLBACK")?;
+            }
+            Ok(())
+        }));
         // `z` succeeds each time it runs.
-        let mut z: std::pin::Pin<Box<dyn Future<Output = Result<(), StorageError>> + Send>> =
-            Box::pin(db.write(|c| -> Result<(), StorageError> {
-                c.execute("INSERT INTO t (name) VALUES ('z')", [])?;
-                Ok(())
-            }));
-        poll_once(&mut z);
+        let z = sent(db.write(|c| -> Result<(), StorageError> {
+            c.execute("INSERT INTO t (name) VALUES ('z')", [])?;
+            Ok(())
+        }));
         // `y` fails, so the group is redone.
-        let mut y: std::pin::Pin<Box<dyn Future<Output = Result<(), StorageError>> + Send>> =
-            Box::pin(db.write(|c| -> Result<(), StorageError> {
-                c.execute("INSERT INTO t (name) VALUES ('y')", [])?;
-                Err(StorageError::Corrupt("y fails".into()))
-            }));
-        poll_once(&mut y);
+        let y = sent(db.write(|c| -> Result<(), StorageError> {
+            c.execute("INSERT INTO t (name) VALUES ('y')", [])?;
+            Err(StorageError::Corrupt("y fails".into()))
+        }));
         first.await.unwrap();
         let x = x.await.map_err(|e| e.to_string());
         assert_eq!(
@@ -1260,14 +1253,7 @@ mod tests {
         })
         .await
         .unwrap();
-        let names = db
-            .read(|c| -> Result<Vec<String>, StorageError> {
-                let mut stmt = c.prepare("SELECT name FROM t ORDER BY rowid")?;
-                let rows = stmt.query_map([], |r| r.get(0))?;
-                Ok(rows.collect::<rusqlite::Result<_>>()?)
-            })
-            .await
-            .unwrap();
+        let names = names(&db).await;
         assert_eq!(names, ["first", "after"]);
     }
 
