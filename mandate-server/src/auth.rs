@@ -44,26 +44,21 @@ pub async fn authenticate(state: &AppState, request: Request, next: Next) -> Res
         return ApiError::Unauthorized.into_response();
     };
     let hash = keys::hash(key);
-    let caller = match state.callers.get(&hash) {
-        (Some(caller), _) => caller,
-        (None, epoch) => match state
+    let now_ms = ms(state.now());
+    let admitted = match state.callers.admit(&hash, now_ms) {
+        Ok(admitted) => admitted,
+        Err(epoch) => match state
             .db
             .read(move |conn| -> Result<_, ApiError> { Ok(keys::caller(conn, &hash)?) })
             .await
         {
-            Ok(Some(caller)) => {
-                state.callers.insert(epoch, caller.clone());
-                caller
-            }
+            Ok(Some(caller)) => state.callers.insert(epoch, caller, now_ms),
             Ok(None) => return ApiError::Unauthorized.into_response(),
             Err(e) => return e.into_response(),
         },
     };
-    if let Err(retry_after) =
-        state
-            .rates
-            .check(&caller.key_hash, caller.rate_per_sec, ms(state.now()))
-    {
+    let caller = admitted.caller;
+    if let Err(retry_after) = admitted.rate {
         return ApiError::RateLimited {
             limit: caller.rate_per_sec,
             retry_after,

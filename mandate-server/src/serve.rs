@@ -22,7 +22,6 @@ use crate::app;
 use crate::clock::{Clock, fill_random, ms};
 use crate::delivery::Worker;
 use crate::limits::{self, CountedAcceptor, Limits};
-use crate::rate_limit::RateLimiter;
 use crate::settlement;
 use crate::signing;
 use crate::state::{AppState, Shared};
@@ -172,7 +171,6 @@ pub async fn start_with(
             .unwrap_or_else(|| public_url.clone()),
         docs_url: config.docs_url.clone().unwrap_or(public_url),
         agents: AgentStates::default(),
-        rates: RateLimiter::default(),
         callers: Default::default(),
         modes: Default::default(),
         settlement: adapter.provider(),

@@ -11,7 +11,6 @@ use crate::cache::{KeyCache, ModeCache};
 use crate::clock::Clock;
 use crate::error::ApiError;
 use crate::model::Env;
-use crate::rate_limit::RateLimiter;
 use crate::settlement::SettlementProvider;
 use crate::signing::KeyRing;
 use crate::storage::Db;
@@ -52,9 +51,7 @@ pub struct Shared {
     pub docs_url: String,
     /// Per-agent locks and state.
     pub agents: AgentStates,
-    /// Per-key request rates.
-    pub rates: RateLimiter,
-    /// Callers by key hash.
+    /// Callers by key hash, each with its key's request-rate window.
     pub callers: KeyCache,
     /// Enforcement modes.
     pub modes: ModeCache,
