@@ -168,6 +168,63 @@ impl AuthorizationRequest {
     }
 }
 
+/// Why the bytes of a `POST /v1/authorizations` body do not make a request.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestBodyError {
+    /// Not JSON at all.
+    #[error("malformed JSON body: {0}")]
+    Malformed(#[source] serde_json::Error),
+    /// JSON, but not a valid request; the field is named.
+    #[error(transparent)]
+    Field(#[from] FieldError),
+}
+
+/// The plain shape of a request body: exactly the four fields, once each, with strings
+/// that need no unescaping and a number for the amount.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlainRequest<'a> {
+    amount: serde_json::Number,
+    currency: &'a str,
+    recipient: &'a str,
+    category: &'a str,
+}
+
+impl AuthorizationRequest {
+    /// Parses the bytes of a `POST /v1/authorizations` body for `agent`: the same
+    /// request, and the same error, as parsing them into a [`Value`] and calling
+    /// [`AuthorizationRequest::from_json`].
+    ///
+    /// A body of the plain shape (the four fields, once each, strings without escapes)
+    /// is read straight into them, without building a `Value` (a map, and a string for
+    /// every key and value: ~0.6 µs of an authorization). Anything else (a field unknown,
+    /// read-only, missing, repeated, null or of another type, an escape in a string, JSON
+    /// that is not an object, or no JSON at all) goes the `Value` way, whose messages name
+    /// the problem. In the plain shape the checks after parsing are the same code, in the
+    /// same order, as in `from_json`.
+    pub fn from_json_bytes(agent: AgentId, body: &[u8]) -> Result<Self, RequestBodyError> {
+        if let Ok(plain) = serde_json::from_slice::<PlainRequest<'_>>(body) {
+            return Ok(Self::from_plain(agent, plain)?);
+        }
+        let value: Value = serde_json::from_slice(body).map_err(RequestBodyError::Malformed)?;
+        Ok(Self::from_json(agent, &value)?)
+    }
+
+    fn from_plain(agent: AgentId, plain: PlainRequest<'_>) -> Result<Self, FieldError> {
+        let amount = amount(&Value::Number(plain.amount), "amount")?;
+        let currency = Currency::parse(plain.currency).map_err(|e| invalid("currency", e))?;
+        let recipient = Recipient::parse(plain.recipient).map_err(|e| invalid("recipient", e))?;
+        let category = Category::parse(plain.category).map_err(|e| invalid("category", e))?;
+        Ok(Self {
+            agent,
+            amount,
+            currency,
+            recipient,
+            category,
+        })
+    }
+}
+
 /// What the engine concluded, with its reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Evaluation {

@@ -21,7 +21,27 @@ pub struct JsonBody(pub Value);
 #[derive(Debug, Clone)]
 pub struct OptionalJsonBody(pub Option<Value>);
 
+/// A JSON body's bytes, checked like [`JsonBody`]'s (type, size, deadline, not empty) but
+/// not parsed: for a handler that reads them straight into its own type
+/// (`POST /v1/authorizations`, see `AuthorizationRequest::from_json_bytes`).
+#[derive(Debug, Clone)]
+pub struct JsonBytes(pub Bytes);
+
+/// The message of a body that is not JSON (the same as `RequestBodyError::Malformed`'s).
+fn malformed(e: &serde_json::Error) -> ApiError {
+    ApiError::InvalidRequest(format!("malformed JSON body: {e}"))
+}
+
 async fn read(request: Request) -> Result<Option<Value>, ApiError> {
+    match read_bytes(request).await? {
+        Some(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| malformed(&e)),
+        None => Ok(None),
+    }
+}
+
+async fn read_bytes(request: Request) -> Result<Option<Bytes>, ApiError> {
     let has_json_type = request
         .headers()
         .get(header::CONTENT_TYPE)
@@ -55,9 +75,7 @@ async fn read(request: Request) -> Result<Option<Value>, ApiError> {
             MAX_BODY_BYTES / 1024
         )));
     }
-    serde_json::from_slice(&bytes)
-        .map(Some)
-        .map_err(|e| ApiError::InvalidRequest(format!("malformed JSON body: {e}")))
+    Ok(Some(bytes))
 }
 
 impl<S: Send + Sync> FromRequest<S> for JsonBody {
@@ -67,6 +85,17 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
         read(request)
             .await?
             .map(JsonBody)
+            .ok_or_else(|| ApiError::InvalidRequest("a JSON body is required".into()))
+    }
+}
+
+impl<S: Send + Sync> FromRequest<S> for JsonBytes {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, _: &S) -> Result<Self, Self::Rejection> {
+        read_bytes(request)
+            .await?
+            .map(JsonBytes)
             .ok_or_else(|| ApiError::InvalidRequest("a JSON body is required".into()))
     }
 }

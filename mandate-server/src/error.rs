@@ -8,6 +8,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use mandate_core::cursor::CursorError;
 use mandate_core::field::FieldError;
+use mandate_core::policy::RequestBodyError;
 use mandate_core::wire::{ErrorBody, ErrorDetail};
 
 use crate::request_id;
@@ -92,6 +93,13 @@ impl From<rusqlite::Error> for ApiError {
 
 impl From<FieldError> for ApiError {
     fn from(e: FieldError) -> Self {
+        Self::InvalidRequest(e.to_string())
+    }
+}
+
+impl From<RequestBodyError> for ApiError {
+    /// Both kinds are 400s; the message is the one `JsonBody` gives for the same body.
+    fn from(e: RequestBodyError) -> Self {
         Self::InvalidRequest(e.to_string())
     }
 }

@@ -15,7 +15,7 @@ use mandate_core::id::{DecisionId, ReviewId};
 use mandate_core::policy::{AuthorizationRequest, evaluate};
 use mandate_core::review::Review;
 
-use crate::body::JsonBody;
+use crate::body::JsonBytes;
 use crate::clock::{ms, ordered16};
 use crate::decision::{Decision, sign_new};
 use crate::error::ApiError;
@@ -44,12 +44,12 @@ async fn authorize(
     State(state): State<AppState>,
     caller: Caller,
     slot_ext: Option<Extension<IdempotencySlot>>,
-    body: Result<JsonBody, ApiError>,
+    body: Result<JsonBytes, ApiError>,
 ) -> Result<Response, ApiError> {
     // The key class is checked before the body: a wrong key gets 403 whatever it sent.
     let agent = caller.require_agent()?.clone();
-    let JsonBody(body) = body?;
-    let request = AuthorizationRequest::from_json(agent.clone(), &body)?;
+    let JsonBytes(body) = body?;
+    let request = AuthorizationRequest::from_json_bytes(agent.clone(), &body)?;
     let now = state.now();
     let mode = state.mode(&caller.org_id, caller.env).await?;
 
