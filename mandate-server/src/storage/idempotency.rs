@@ -10,35 +10,34 @@ pub fn get(
     key_hash: &[u8],
     idem_key: &str,
 ) -> rusqlite::Result<Option<(StoredAttempt, Option<String>)>> {
-    conn.query_row(
+    conn.prepare_cached(
         "SELECT request_digest, created_ms, status, body, request_id FROM idempotency
          WHERE key_hash = ?1 AND idem_key = ?2",
-        params![key_hash, idem_key],
-        |r| {
-            let digest: Vec<u8> = r.get(0)?;
-            let mut request_digest = [0u8; 32];
-            if digest.len() == 32 {
-                request_digest.copy_from_slice(&digest);
-            }
-            let status: Option<i64> = r.get(2)?;
-            let body: Option<Vec<u8>> = r.get(3)?;
-            let response = match (status, body) {
-                (Some(status), Some(body)) => Some(StoredResponse {
-                    status: u16::try_from(status).unwrap_or(500),
-                    body,
-                }),
-                _ => None,
-            };
-            Ok((
-                StoredAttempt {
-                    request_digest,
-                    created_at: r.get::<_, i64>(1)? / 1000,
-                    response,
-                },
-                r.get(4)?,
-            ))
-        },
-    )
+    )?
+    .query_row(params![key_hash, idem_key], |r| {
+        let digest: Vec<u8> = r.get(0)?;
+        let mut request_digest = [0u8; 32];
+        if digest.len() == 32 {
+            request_digest.copy_from_slice(&digest);
+        }
+        let status: Option<i64> = r.get(2)?;
+        let body: Option<Vec<u8>> = r.get(3)?;
+        let response = match (status, body) {
+            (Some(status), Some(body)) => Some(StoredResponse {
+                status: u16::try_from(status).unwrap_or(500),
+                body,
+            }),
+            _ => None,
+        };
+        Ok((
+            StoredAttempt {
+                request_digest,
+                created_at: r.get::<_, i64>(1)? / 1000,
+                response,
+            },
+            r.get(4)?,
+        ))
+    })
     .optional()
 }
 
@@ -50,11 +49,11 @@ pub fn claim(
     digest: &[u8; 32],
     now_ms: i64,
 ) -> rusqlite::Result<()> {
-    tx.execute(
+    tx.prepare_cached(
         "INSERT OR REPLACE INTO idempotency (key_hash, idem_key, request_digest, created_ms)
          VALUES (?1, ?2, ?3, ?4)",
-        params![key_hash, idem_key, &digest[..], now_ms],
-    )?;
+    )?
+    .execute(params![key_hash, idem_key, &digest[..], now_ms])?;
     Ok(())
 }
 
@@ -67,19 +66,19 @@ pub fn complete(
     body: &[u8],
     request_id: &str,
 ) -> rusqlite::Result<()> {
-    tx.execute(
+    tx.prepare_cached(
         "UPDATE idempotency SET status = ?3, body = ?4, request_id = ?5 WHERE key_hash = ?1 AND idem_key = ?2",
-        params![key_hash, idem_key, status, body, request_id],
-    )?;
+    )?
+    .execute(params![key_hash, idem_key, status, body, request_id])?;
     Ok(())
 }
 
 /// Releases a claim whose request failed with a 5xx: a retry may run it again.
 pub fn release(tx: &Connection, key_hash: &[u8], idem_key: &str) -> rusqlite::Result<()> {
-    tx.execute(
+    tx.prepare_cached(
         "DELETE FROM idempotency WHERE key_hash = ?1 AND idem_key = ?2 AND status IS NULL",
-        params![key_hash, idem_key],
-    )?;
+    )?
+    .execute(params![key_hash, idem_key])?;
     Ok(())
 }
 

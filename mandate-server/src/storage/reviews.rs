@@ -15,10 +15,13 @@ pub fn insert(
     agent: &str,
     review: &Review,
 ) -> rusqlite::Result<()> {
-    tx.execute(
+    // Prepared once per connection: every decision that opens a review runs it (a fresh
+    // preparation cost more than the insert itself).
+    tx.prepare_cached(
         "INSERT INTO reviews (id, org_id, env, decision_id, agent_id, status, created_ms, expires_ms)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-        params![
+    )?
+    .execute(params![
             review.id.as_str(),
             org_id,
             env,
@@ -95,15 +98,17 @@ pub fn get(
 
 /// Writes a resolution, only if the review is still pending. Returns whether it was.
 pub fn resolve(tx: &Connection, review: &Review) -> rusqlite::Result<bool> {
-    Ok(tx.execute(
-        "UPDATE reviews SET status = ?2, resolved_ms = ?3, resolution = ?4, reason = ?5
-         WHERE id = ?1 AND status = 'pending'",
-        params![
+    Ok(tx
+        .prepare_cached(
+            "UPDATE reviews SET status = ?2, resolved_ms = ?3, resolution = ?4, reason = ?5
+             WHERE id = ?1 AND status = 'pending'",
+        )?
+        .execute(params![
             review.id.as_str(),
             review.status.as_str(),
             review.resolved_at.map(ms),
             review.resolution.as_ref().map(DecisionId::as_str),
             review.reason,
-        ],
-    )? == 1)
+        ])?
+        == 1)
 }
