@@ -37,10 +37,13 @@ pub type Slot = Option<AgentState>;
 /// The organization id is the caller's shared copy (`cache::KeyCache`), not one per agent.
 type Key = (Arc<str>, Env, AgentId);
 
+/// One agent's lock and state.
+pub type AgentSlot = Arc<tokio::sync::Mutex<Slot>>;
+
 /// The locks and cached states of all agents seen since start.
 #[derive(Default, Clone)]
 pub struct AgentStates {
-    slots: Arc<Mutex<HashMap<Key, Arc<tokio::sync::Mutex<Slot>>>>>,
+    slots: Arc<Mutex<HashMap<Key, AgentSlot>>>,
 }
 
 /// The first instant of the UTC month that contains `now`.
@@ -91,6 +94,17 @@ pub fn rebuild(
 }
 
 impl AgentStates {
+    /// The agent's slot, created empty on its first use. The map never removes a slot, so
+    /// the one returned stays the agent's only one for the life of the process: it may be
+    /// kept elsewhere (the key cache keeps an agent key's) and locked later.
+    pub fn slot(&self, org_id: &Arc<str>, env: Env, agent: &AgentId) -> AgentSlot {
+        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        slots
+            .entry((Arc::clone(org_id), env, agent.clone()))
+            .or_default()
+            .clone()
+    }
+
     /// Locks the agent's slot and loads it if needed. Hold the guard across the whole
     /// read-evaluate-persist-update sequence.
     pub async fn lock(
@@ -101,13 +115,20 @@ impl AgentStates {
         agent: &AgentId,
         now: OffsetDateTime,
     ) -> Result<OwnedMutexGuard<Slot>, ApiError> {
-        let slot = {
-            let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-            slots
-                .entry((Arc::clone(org_id), env, agent.clone()))
-                .or_default()
-                .clone()
-        };
+        let slot = self.slot(org_id, env, agent);
+        Self::lock_slot(slot, db, org_id, env, agent, now).await
+    }
+
+    /// [`AgentStates::lock`] with the agent's slot already in hand (from
+    /// [`AgentStates::slot`] for the same agent).
+    pub async fn lock_slot(
+        slot: AgentSlot,
+        db: &Db,
+        org_id: &Arc<str>,
+        env: Env,
+        agent: &AgentId,
+        now: OffsetDateTime,
+    ) -> Result<OwnedMutexGuard<Slot>, ApiError> {
         let mut guard = slot.lock_owned().await;
         if guard.is_none() {
             let (org, agent) = (org_id.to_owned(), agent.clone());
@@ -124,5 +145,39 @@ impl AgentStates {
             *guard = Some(state);
         }
         Ok(guard)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// The key cache keeps an agent key's slot and locks it without the map; the slot it
+    /// keeps must be the one every other path (mandate changes, reviews) locks through
+    /// the map, or two requests could evaluate the same agent at once.
+    #[test]
+    fn a_slot_handed_out_is_the_agents_only_one() {
+        let states = AgentStates::default();
+        let agent = AgentId::parse("agt_alpha").unwrap();
+        let kept = states.slot(&Arc::from("org_1"), Env::Live, &agent);
+        // Later lookups with copies of their own of the same names find the same slot...
+        let again = states.slot(
+            &Arc::from(String::from("org_1")),
+            Env::Live,
+            &AgentId::parse("agt_alpha").unwrap(),
+        );
+        assert!(Arc::ptr_eq(&kept, &again));
+        // ...held while the kept one is locked.
+        let guard = kept.clone().try_lock_owned().unwrap();
+        assert!(again.try_lock().is_err());
+        drop(guard);
+        assert!(again.try_lock().is_ok());
+        // Another environment or agent is another slot.
+        let org: Arc<str> = Arc::from("org_1");
+        let sandbox = states.slot(&org, Env::Sandbox, &agent);
+        let beta = states.slot(&org, Env::Live, &AgentId::parse("agt_beta").unwrap());
+        assert!(!Arc::ptr_eq(&kept, &sandbox));
+        assert!(!Arc::ptr_eq(&kept, &beta));
     }
 }

@@ -52,7 +52,14 @@ pub async fn authenticate(state: &AppState, request: Request, next: Next) -> Res
             .read(move |conn| -> Result<_, ApiError> { Ok(keys::caller(conn, &hash)?) })
             .await
         {
-            Ok(Some(caller)) => state.callers.insert(epoch, caller, now_ms),
+            Ok(Some(mut caller)) => {
+                // An agent key's agent slot is kept with it: see `Caller::agent_slot`.
+                caller.agent_slot = caller
+                    .agent
+                    .as_ref()
+                    .map(|agent| state.agents.slot(&caller.org_id, caller.env, agent));
+                state.callers.insert(epoch, caller, now_ms)
+            }
             Ok(None) => return ApiError::Unauthorized.into_response(),
             Err(e) => return e.into_response(),
         },

@@ -211,6 +211,7 @@ mod tests {
             agent: None,
             rate_per_sec: 100,
             policy_version: "pol_2026-11-22.1".into(),
+            agent_slot: None,
         }
     }
 

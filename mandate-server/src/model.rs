@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use mandate_core::id::AgentId;
 
+use crate::agent_state::AgentSlot;
 use crate::error::ApiError;
 
 /// An organization's environment. Sandbox keys act on the sandbox only.
@@ -79,6 +80,9 @@ pub struct Caller {
     pub rate_per_sec: u32,
     /// The organization's policy version, stamped on decisions.
     pub policy_version: Arc<str>,
+    /// For an agent key, once cached: its agent's slot (`AgentStates::slot`), so that an
+    /// authorization locks it without a second lookup in a map of every agent.
+    pub agent_slot: Option<AgentSlot>,
 }
 
 impl Caller {

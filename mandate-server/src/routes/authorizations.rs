@@ -15,6 +15,7 @@ use mandate_core::id::{DecisionId, ReviewId};
 use mandate_core::policy::{AuthorizationRequest, evaluate};
 use mandate_core::review::Review;
 
+use crate::agent_state::AgentStates;
 use crate::body::JsonBytes;
 use crate::clock::{ms, ordered16};
 use crate::decision::{Decision, sign_new};
@@ -53,10 +54,12 @@ async fn authorize(
     let now = state.now();
     let mode = state.mode(&caller.org_id, caller.env).await?;
 
-    let mut slot = state
-        .agents
-        .lock(&state.db, &caller.org_id, caller.env, &agent, now)
-        .await?;
+    let slot = match &caller.agent_slot {
+        Some(slot) => slot.clone(),
+        None => state.agents.slot(&caller.org_id, caller.env, &agent),
+    };
+    let mut slot =
+        AgentStates::lock_slot(slot, &state.db, &caller.org_id, caller.env, &agent, now).await?;
     let mut agent_state = slot
         .take()
         .ok_or_else(|| ApiError::Server("agent state not loaded".into()))?;
