@@ -107,16 +107,40 @@ impl Signer for P256Signer {
 
 /// Signs claims as a JWS compact token with the header `{"alg":"ES256","typ":"JWT","kid":…}`.
 pub fn sign_token<C: Serialize>(signer: &dyn Signer, claims: &C) -> Result<String, SignError> {
+    let payload = serde_json::to_vec(claims).map_err(|e| SignError::Claims(e.to_string()))?;
+    sign_payload(signer, &payload)
+}
+
+/// Signs `payload`, the JSON of a token's claims serialized by the caller, as
+/// [`sign_token`] does: for a caller that keeps the claims' JSON for another use (the
+/// server answers a decision with the same fields). A payload that is not the JSON of
+/// claims this crate reads makes a token that no verifier here accepts.
+pub fn sign_payload(signer: &dyn Signer, payload: &[u8]) -> Result<String, SignError> {
     let kid = serde_json::to_string(signer.kid()).map_err(|e| SignError::Claims(e.to_string()))?;
     let header = format!(r#"{{"alg":"{ES256}","typ":"JWT","kid":{kid}}}"#);
-    let payload = serde_json::to_vec(claims).map_err(|e| SignError::Claims(e.to_string()))?;
-    let mut token = URL_SAFE_NO_PAD.encode(header);
-    token.push('.');
-    URL_SAFE_NO_PAD.encode_string(payload, &mut token);
-    let signature = signer.sign(token.as_bytes())?;
-    token.push('.');
-    URL_SAFE_NO_PAD.encode_string(signature, &mut token);
-    Ok(token)
+    // One buffer sized for the whole token, each part encoded straight into it.
+    let encoded_len = |n: usize| (n * 4).div_ceil(3);
+    let mut token =
+        Vec::with_capacity(encoded_len(header.len()) + encoded_len(payload.len()) + 2 + 86);
+    append_base64url(&mut token, header.as_bytes());
+    token.push(b'.');
+    append_base64url(&mut token, payload);
+    let signature = signer.sign(&token)?;
+    token.push(b'.');
+    append_base64url(&mut token, &signature);
+    String::from_utf8(token).map_err(|e| SignError::Claims(e.to_string()))
+}
+
+/// Appends the unpadded base64url of `bytes` to `out`.
+fn append_base64url(out: &mut Vec<u8>, bytes: &[u8]) {
+    let start = out.len();
+    out.resize(start + (bytes.len() * 4).div_ceil(3), 0);
+    // The room is exactly what unpadded encoding writes, so this cannot fail; if it did,
+    // the token would be cut short and fail every verification rather than pass one.
+    let written = URL_SAFE_NO_PAD
+        .encode_slice(bytes, &mut out[start..])
+        .unwrap_or(0);
+    out.truncate(start + written);
 }
 
 /// Checks a raw ES256 signature (`r || s`, exactly 64 bytes) of `message` against `jwk`.
@@ -383,6 +407,31 @@ mod tests {
 
     fn signer() -> P256Signer {
         P256Signer::from_secret_bytes("sandbox-1", &[9; 32]).unwrap()
+    }
+
+    /// Each part is the base64url of what it encodes, whatever its length mod 3, and the
+    /// signature covers the first two parts.
+    #[test]
+    fn a_payload_is_signed_as_its_base64url() {
+        let signer = signer();
+        for len in 0..12 {
+            let payload: Vec<u8> = (0..len).map(|i| b'a' + i).collect();
+            let token = sign_payload(&signer, &payload).unwrap();
+            let parts: Vec<&str> = token.split('.').collect();
+            assert_eq!(parts.len(), 3);
+            assert_eq!(
+                parts[0],
+                URL_SAFE_NO_PAD.encode(r#"{"alg":"ES256","typ":"JWT","kid":"sandbox-1"}"#)
+            );
+            assert_eq!(parts[1], URL_SAFE_NO_PAD.encode(&payload));
+            let signature = URL_SAFE_NO_PAD.decode(parts[2]).unwrap();
+            let (input, _) = token.rsplit_once('.').unwrap();
+            assert!(verify_es256(
+                &signer.public_jwk(),
+                input.as_bytes(),
+                &signature
+            ));
+        }
     }
 
     fn options(now: i64) -> VerifyOptions {

@@ -66,7 +66,27 @@ enum ReviewField<'a> {
     Opened(&'a Review),
 }
 
+/// The decision object's fields after the claims' (`mode` to `created_at`), in its order.
+#[derive(Serialize)]
+struct DecisionTail<'v, 'a> {
+    mode: Mode,
+    reason: Option<&'a str>,
+    supersedes: Option<&'a DecisionId>,
+    review: &'v ReviewField<'a>,
+    created_at: &'v str,
+}
+
 impl<'a> DecisionView<'a> {
+    fn tail(&self) -> DecisionTail<'_, 'a> {
+        DecisionTail {
+            mode: self.mode,
+            reason: self.reason,
+            supersedes: self.supersedes,
+            review: &self.review,
+            created_at: &self.created_at,
+        }
+    }
+
     /// The answer to the request (or approval) that made the decision: with its token and
     /// the review it opened.
     pub fn answer(mut self, token: &'a str, review: Option<&'a Review>) -> Self {
@@ -88,17 +108,44 @@ fn needs_no_escaping(text: &str) -> bool {
 impl Decision {
     /// The answer's JSON, byte for byte what serializing [`DecisionView::answer`] gives.
     ///
+    /// `signed_claims`, the claims' JSON exactly as signed (from [`sign_new`]), holds
+    /// every field from `iss` to `request` in the answer's order and form whenever the
+    /// decision names its mandate (the token omits an absent one where the answer writes
+    /// null), so it is copied in rather than serialized again; the fields after it
+    /// (`mode` to `created_at`) are serialized on their own. Without it, or without a
+    /// mandate, everything is serialized.
+    ///
     /// The token (a compact JWS of ~1 KB: base64url and dots) is the answer's largest
     /// string and comes last, so it is appended as it is rather than passed through
     /// serde_json's escaping, which looks at every byte; the buffer is sized for the
     /// whole answer at once.
-    pub fn answer_json(&self, token: &str, review: Option<&Review>) -> serde_json::Result<Vec<u8>> {
+    pub fn answer_json(
+        &self,
+        token: &str,
+        review: Option<&Review>,
+        signed_claims: Option<&[u8]>,
+    ) -> serde_json::Result<Vec<u8>> {
         let mut view = self.view();
         if let Some(review) = review {
             view.review = ReviewField::Opened(review);
         }
         let mut out = Vec::with_capacity(1536 + token.len());
-        serde_json::to_writer(&mut out, &view)?;
+        let shared = signed_claims
+            .filter(|_| self.claims.mandate.is_some())
+            .and_then(|json| json.strip_prefix(b"{")?.strip_suffix(b"}"));
+        match shared {
+            Some(fields) => {
+                out.extend_from_slice(b"{\"id\":");
+                serde_json::to_writer(&mut out, &self.claims.jti)?;
+                out.push(b',');
+                out.extend_from_slice(fields);
+                let start = out.len();
+                serde_json::to_writer(&mut out, &view.tail())?;
+                // The tail's own braces: its opening one becomes the comma between.
+                out[start] = b',';
+            }
+            None => serde_json::to_writer(&mut out, &view)?,
+        }
         if needs_no_escaping(token) && out.pop() == Some(b'}') {
             out.extend_from_slice(b",\"verdict_token\":\"");
             out.extend_from_slice(token.as_bytes());
@@ -140,9 +187,18 @@ impl Decision {
     }
 }
 
+/// A new decision's claims, signed.
+pub struct Signed {
+    /// The claims.
+    pub claims: VerdictClaims,
+    /// The compact token.
+    pub token: String,
+    /// The claims' JSON exactly as signed, for [`Decision::answer_json`].
+    pub claims_json: Vec<u8>,
+}
+
 /// Builds and signs the claims of a new decision made at `now`: issuer, `exp = iat + 300`,
 /// a fresh nonce, the caller's policy version, and the mandate it was judged under.
-/// Returns the claims and the compact token.
 pub fn sign_new(
     state: &crate::state::AppState,
     caller: &crate::model::Caller,
@@ -151,7 +207,7 @@ pub fn sign_new(
     mandate: Option<&mandate_core::mandate::Mandate>,
     request: mandate_core::claims::RequestClaims,
     now: time::OffsetDateTime,
-) -> Result<(VerdictClaims, String), crate::error::ApiError> {
+) -> Result<Signed, crate::error::ApiError> {
     let iat = now.unix_timestamp();
     let claims = VerdictClaims {
         iss: state.verdicts_url.clone(),
@@ -165,9 +221,15 @@ pub fn sign_new(
         nonce: mandate_core::id::Nonce::from_random(crate::clock::ordered16(now)),
         request,
     };
-    let token = mandate_core::jws::sign_token(state.signer(caller.env)?.as_ref(), &claims)
+    let claims_json = serde_json::to_vec(&claims)
+        .map_err(|e| crate::error::ApiError::Server(format!("encoding the claims: {e}")))?;
+    let token = mandate_core::jws::sign_payload(state.signer(caller.env)?.as_ref(), &claims_json)
         .map_err(|e| crate::error::ApiError::Server(format!("signing: {e}")))?;
-    Ok((claims, token))
+    Ok(Signed {
+        claims,
+        token,
+        claims_json,
+    })
 }
 
 #[cfg(test)]
@@ -210,10 +272,21 @@ mod tests {
     }
 
     /// The spliced answer is exactly serde's, for a real token, with or without the review
-    /// object, and for strings that do need escaping (which take serde's path).
+    /// object, with or without the signed claims' JSON, with or without a mandate, a
+    /// reason or a supersedes, and for strings that do need escaping (which take serde's
+    /// path).
     #[test]
     fn the_answer_is_byte_for_byte_what_serde_writes() {
         let d = decision();
+        let mut no_mandate = decision();
+        no_mandate.claims.mandate = None;
+        no_mandate.claims.verdict = Verdict::DenyNoMandate;
+        let mut escaped = decision();
+        escaped.claims.iss = "https://v.example/\"q\"\u{1}/caf\u{e9}".into();
+        escaped.reason = None;
+        escaped.supersedes = Some(DecisionId::parse("dec_before").unwrap());
+        escaped.review = None;
+        let decisions = [decision(), no_mandate, escaped];
         let review = Review::open(
             ReviewId::parse("rev_one").unwrap(),
             d.claims.jti.clone(),
@@ -231,12 +304,17 @@ mod tests {
             "caf\u{e9}",
         ] {
             for review in [None, Some(&review)] {
-                let spliced = d.answer_json(token, review).unwrap();
-                let serde = serde_json::to_vec(&d.view().answer(token, review)).unwrap();
-                assert_eq!(
-                    String::from_utf8(spliced).unwrap(),
-                    String::from_utf8(serde).unwrap()
-                );
+                for d in &decisions {
+                    let json = serde_json::to_vec(&d.claims).unwrap();
+                    let serde = serde_json::to_vec(&d.view().answer(token, review)).unwrap();
+                    for signed in [None, Some(json.as_slice())] {
+                        let spliced = d.answer_json(token, review, signed).unwrap();
+                        assert_eq!(
+                            String::from_utf8(spliced).unwrap(),
+                            String::from_utf8(serde.clone()).unwrap()
+                        );
+                    }
+                }
             }
         }
     }

@@ -18,7 +18,7 @@ use mandate_core::review::Review;
 use crate::agent_state::AgentStates;
 use crate::body::JsonBytes;
 use crate::clock::{ms, ordered16};
-use crate::decision::{Decision, sign_new};
+use crate::decision::{Decision, Signed, sign_new};
 use crate::error::ApiError;
 use crate::idempotency::{AlreadyStored, IdempotencySlot};
 use crate::model::Caller;
@@ -35,9 +35,10 @@ pub fn response_body(
     decision: &Decision,
     token: &str,
     review: Option<&Review>,
+    signed_claims: &[u8],
 ) -> Result<Vec<u8>, ApiError> {
     decision
-        .answer_json(token, review)
+        .answer_json(token, review, Some(signed_claims))
         .map_err(|e| ApiError::Server(format!("encoding the decision: {e}")))
 }
 
@@ -71,7 +72,7 @@ async fn authorize(
         now,
     );
 
-    let (claims, token) = sign_new(
+    let signed = sign_new(
         &state,
         &caller,
         DecisionId::from_random(ordered16(now)),
@@ -86,6 +87,11 @@ async fn authorize(
         },
         now,
     )?;
+    let Signed {
+        claims,
+        token,
+        claims_json,
+    } = signed;
     let review = evaluation.opens_review().then(|| {
         Review::open(
             ReviewId::from_random(ordered16(now)),
@@ -102,7 +108,7 @@ async fn authorize(
         created_ms: ms(now),
         is_request: true,
     };
-    let bytes = response_body(&decision, &token, review.as_ref())?;
+    let bytes = response_body(&decision, &token, review.as_ref(), &claims_json)?;
     // The event's data, encoded here rather than on the writer thread that all share.
     let review_event = match &review {
         Some(_) => Some(

@@ -15,7 +15,7 @@ use mandate_core::review::{Review, ReviewError};
 use super::{created_encoded, ok};
 use crate::body::OptionalJsonBody;
 use crate::clock::{ms, ordered16};
-use crate::decision::{Decision, sign_new};
+use crate::decision::{Decision, Signed, sign_new};
 use crate::error::ApiError;
 use crate::model::Caller;
 use crate::routes::authorizations::response_body;
@@ -116,7 +116,11 @@ async fn approve(
         &agent_state.history,
         now,
     );
-    let (claims, token) = sign_new(
+    let Signed {
+        claims,
+        token,
+        claims_json,
+    } = sign_new(
         &state,
         &caller,
         fresh_id,
@@ -134,7 +138,7 @@ async fn approve(
         created_ms: ms(now),
         is_request: false,
     };
-    let body = response_body(&decision, &token, None)?;
+    let body = response_body(&decision, &token, None, &claims_json)?;
     let (org, env) = (caller.org_id.clone(), caller.env);
     let review_id = review.id.clone();
     let stored = state
