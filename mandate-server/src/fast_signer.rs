@@ -5,9 +5,9 @@
 //! 64-byte r||s for the signing input, and its public JWK is derived by the core from the
 //! same secret, so tokens verify with the core's p256 verifier (tested below).
 //!
-//! Most signatures on a busy server do not run aws-lc's signing at all: they finish a
-//! presignature made ahead in idle time ([`crate::presign`]); aws-lc signs whole only when
-//! the pool is empty.
+//! Signatures on a busy server do not run aws-lc's signing at all: they finish a
+//! presignature made ahead in idle time, or in a batch by the signing thread when there
+//! was none ([`crate::presign`]); aws-lc signs whole only if making one failed.
 
 use aws_lc_rs::rand::SystemRandom;
 use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair};
@@ -112,10 +112,10 @@ impl Signer for AwsLcSigner {
         &self.kid
     }
 
-    /// Finishes a presignature from the process's pool when it has one (under a
-    /// microsecond), and signs the whole way otherwise (12-20 µs); see [`crate::presign`].
+    /// Finishes a presignature (under a microsecond) from the process's pool, or from a
+    /// batch this thread makes when the pool has none; see [`crate::presign`].
     fn sign(&self, signing_input: &[u8]) -> Result<[u8; 64], SignError> {
-        self.sign_from(Pool::global().take(), signing_input)
+        self.sign_from(Pool::global().take_or_make(), signing_input)
     }
 
     fn public_jwk(&self) -> Jwk {
