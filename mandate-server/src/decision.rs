@@ -130,22 +130,7 @@ impl Decision {
             view.review = ReviewField::Opened(review);
         }
         let mut out = Vec::with_capacity(1536 + token.len());
-        let shared = signed_claims
-            .filter(|_| self.claims.mandate.is_some())
-            .and_then(|json| json.strip_prefix(b"{")?.strip_suffix(b"}"));
-        match shared {
-            Some(fields) => {
-                out.extend_from_slice(b"{\"id\":");
-                serde_json::to_writer(&mut out, &self.claims.jti)?;
-                out.push(b',');
-                out.extend_from_slice(fields);
-                let start = out.len();
-                serde_json::to_writer(&mut out, &view.tail())?;
-                // The tail's own braces: its opening one becomes the comma between.
-                out[start] = b',';
-            }
-            None => serde_json::to_writer(&mut out, &view)?,
-        }
+        self.write_view(&mut out, &view, signed_claims)?;
         if needs_no_escaping(token) && out.pop() == Some(b'}') {
             out.extend_from_slice(b",\"verdict_token\":\"");
             out.extend_from_slice(token.as_bytes());
@@ -155,6 +140,41 @@ impl Decision {
             serde_json::to_writer(&mut out, &view.answer(token, review))?;
         }
         Ok(out)
+    }
+
+    /// The decision object's JSON, byte for byte what serializing [`Decision::view`]
+    /// gives; `signed_claims` as in [`Decision::answer_json`].
+    pub fn view_json(&self, signed_claims: Option<&[u8]>) -> serde_json::Result<Vec<u8>> {
+        let mut out = Vec::with_capacity(1536);
+        self.write_view(&mut out, &self.view(), signed_claims)?;
+        Ok(out)
+    }
+
+    /// Writes `view` (of this decision) to `out`, copying the fields it shares with the
+    /// signed claims from `signed_claims` when it can (see [`Decision::answer_json`]).
+    fn write_view(
+        &self,
+        out: &mut Vec<u8>,
+        view: &DecisionView<'_>,
+        signed_claims: Option<&[u8]>,
+    ) -> serde_json::Result<()> {
+        let shared = signed_claims
+            .filter(|_| self.claims.mandate.is_some())
+            .and_then(|json| json.strip_prefix(b"{")?.strip_suffix(b"}"));
+        match shared {
+            Some(fields) => {
+                out.extend_from_slice(b"{\"id\":");
+                serde_json::to_writer(&mut *out, &self.claims.jti)?;
+                out.push(b',');
+                out.extend_from_slice(fields);
+                let start = out.len();
+                serde_json::to_writer(&mut *out, &view.tail())?;
+                // The tail's own braces: its opening one becomes the comma between.
+                out[start] = b',';
+            }
+            None => serde_json::to_writer(&mut *out, view)?,
+        }
+        Ok(())
     }
 
     /// The decision object of the API, ready to serialize.
@@ -312,6 +332,11 @@ mod tests {
                         assert_eq!(
                             String::from_utf8(spliced).unwrap(),
                             String::from_utf8(serde.clone()).unwrap()
+                        );
+                        // The stored shape (the review's id, no token), as events carry it.
+                        assert_eq!(
+                            String::from_utf8(d.view_json(signed).unwrap()).unwrap(),
+                            serde_json::to_string(&d.view()).unwrap()
                         );
                     }
                 }

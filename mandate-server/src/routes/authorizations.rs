@@ -51,16 +51,17 @@ async fn authorize(
     // The key class is checked before the body: a wrong key gets 403 whatever it sent.
     let agent = caller.require_agent()?.clone();
     let JsonBytes(body) = body?;
-    let request = AuthorizationRequest::from_json_bytes(agent.clone(), &body)?;
+    let request = AuthorizationRequest::from_json_bytes(agent, &body)?;
+    let agent = &request.agent;
     let now = state.now();
     let mode = state.mode(&caller.org_id, caller.env).await?;
 
     let slot = match &caller.agent_slot {
         Some(slot) => slot.clone(),
-        None => state.agents.slot(&caller.org_id, caller.env, &agent),
+        None => state.agents.slot(&caller.org_id, caller.env, agent),
     };
     let mut slot =
-        AgentStates::lock_slot(slot, &state.db, &caller.org_id, caller.env, &agent, now).await?;
+        AgentStates::lock_slot(slot, &state.db, &caller.org_id, caller.env, agent, now).await?;
     let mut agent_state = slot
         .take()
         .ok_or_else(|| ApiError::Server("agent state not loaded".into()))?;
@@ -71,6 +72,7 @@ async fn authorize(
         mode,
         now,
     );
+    let amount = request.amount;
 
     let signed = sign_new(
         &state,
@@ -78,12 +80,13 @@ async fn authorize(
         DecisionId::from_random(ordered16(now)),
         &evaluation,
         agent_state.mandate.as_ref(),
+        // The request itself is not needed after this: its fields move into the claims.
         RequestClaims {
-            agent: request.agent.clone(),
-            amount: request.amount,
-            currency: request.currency.clone(),
-            recipient: request.recipient.clone(),
-            category: request.category.clone(),
+            agent: request.agent,
+            amount,
+            currency: request.currency,
+            recipient: request.recipient,
+            category: request.category,
         },
         now,
     )?;
@@ -110,11 +113,15 @@ async fn authorize(
     };
     let bytes = response_body(&decision, &token, review.as_ref(), &claims_json)?;
     // The event's data, encoded here rather than on the writer thread that all share.
+    let encoding =
+        |e: &dyn std::fmt::Display| ApiError::Server(format!("encoding the decision: {e}"));
     let review_event = match &review {
-        Some(_) => Some(
-            serde_json::to_string(&decision.view())
-                .map_err(|e| ApiError::Server(format!("encoding the decision: {e}")))?,
-        ),
+        Some(_) => {
+            let json = decision
+                .view_json(Some(&claims_json))
+                .map_err(|e| encoding(&e))?;
+            Some(String::from_utf8(json).map_err(|e| encoding(&e))?)
+        }
         None => None,
     };
 
@@ -152,7 +159,7 @@ async fn authorize(
             Ok(())
         })
         .await?;
-    agent_state.history.record(&evaluation, request.amount, now);
+    agent_state.history.record(&evaluation, amount, now);
     // Committed: the agent's row for this month is stored.
     agent_state.stored.month_marked = Some(month);
     *slot = Some(agent_state);
