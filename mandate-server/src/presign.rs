@@ -14,10 +14,11 @@
 //! loop leaves part of the two cores idle while requests wait for their group's fsync. The
 //! [`Pool`]'s thread runs at the lowest scheduling priority (`SCHED_IDLE` on Linux), so it
 //! fills the pool in that idle time and never takes a core from a request; when the pool is
-//! empty the signer signs the whole way as before ([`crate::fast_signer`]). A request never
-//! waits for the pool's lock either: a thread at idle priority preempted while holding it
-//! would hold every taker until a core fell idle (priority inversion), so a take that finds
-//! the lock held signs the whole way too ([`Pool::take`]).
+//! empty (at saturation there is little idle time) the signing thread makes a batch of
+//! presignatures for itself ([`Pool::take_or_make`]). A request never waits for the pool's
+//! lock either: a thread at idle priority preempted while holding it would hold every
+//! taker until a core fell idle (priority inversion), so a take that finds the lock held
+//! goes on as if the pool were empty ([`Pool::take`]).
 //!
 //! The thread tops the pool up as soon as one batch has been taken, rather than waiting for
 //! it to fall to half and then refilling 32,768 at once. At idle priority it takes no core
@@ -192,8 +193,8 @@ impl Pool {
     /// It never waits for the lock: the pool's own thread runs at `SCHED_IDLE`, and if a
     /// request's thread preempted it while it held the lock (adding a batch), waiting
     /// would leave that request, and every one behind it on its worker, until a core next
-    /// falls idle (milliseconds at 80 % busy). The caller signs the whole way instead,
-    /// ~12 µs, as it does when the pool is empty.
+    /// falls idle (milliseconds at 80 % busy). The caller goes on as if the pool were
+    /// empty ([`Pool::take_or_make`]).
     pub fn take(&self) -> Option<Presignature> {
         let mut ready = match self.shared.ready.try_lock() {
             Ok(ready) => ready,
