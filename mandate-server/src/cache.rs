@@ -326,6 +326,21 @@ mod tests {
         );
     }
 
+    /// A caller's description leaves out its agent's slot (the agent's mandate and
+    /// history) and its key hash.
+    #[test]
+    fn a_callers_debug_leaves_its_agents_state_out() {
+        let mut c = caller(1);
+        let slot: crate::agent_state::AgentSlot = Default::default();
+        *slot.try_lock().unwrap() = Some(crate::agent_state::AgentState::default());
+        c.agent_slot = Some(slot);
+        let text = format!("{c:?}");
+        assert!(text.contains("org_a"), "{text}");
+        for hidden in ["agent_slot", "AgentState", "history", "key_hash"] {
+            assert!(!text.contains(hidden), "{hidden} in {text}");
+        }
+    }
+
     #[test]
     fn a_switch_beats_a_stale_fill() {
         let modes = ModeCache::default();

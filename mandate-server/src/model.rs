@@ -66,7 +66,7 @@ impl KeyClass {
 }
 
 /// Who is calling: resolved from the bearer key by the auth middleware.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Caller {
     /// SHA-256 of the key: scopes idempotency keys and rate limits.
     pub key_hash: [u8; 32],
@@ -83,6 +83,20 @@ pub struct Caller {
     /// For an agent key, once cached: its agent's slot (`AgentStates::slot`), so that an
     /// authorization locks it without a second lookup in a map of every agent.
     pub agent_slot: Option<AgentSlot>,
+}
+
+/// Everything but the agent slot, whose state (the agent's mandate and history) has no
+/// place in a caller's description.
+impl std::fmt::Debug for Caller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Caller")
+            .field("org_id", &self.org_id)
+            .field("env", &self.env)
+            .field("agent", &self.agent)
+            .field("rate_per_sec", &self.rate_per_sec)
+            .field("policy_version", &self.policy_version)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Caller {
