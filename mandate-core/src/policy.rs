@@ -142,22 +142,29 @@ impl AuthorizationRequest {
             &["amount", "currency", "recipient", "category"],
             &["agent", "id", "verdict"],
         )?;
-        let amount = amount(required(fields, "amount", "amount")?, "amount")?;
-        let currency = Currency::parse(string(
-            required(fields, "currency", "currency")?,
-            "currency",
-        )?)
-        .map_err(|e| invalid("currency", e))?;
-        let recipient = Recipient::parse(string(
-            required(fields, "recipient", "recipient")?,
-            "recipient",
-        )?)
-        .map_err(|e| invalid("recipient", e))?;
-        let category = Category::parse(string(
-            required(fields, "category", "category")?,
-            "category",
-        )?)
-        .map_err(|e| invalid("category", e))?;
+        Self::build(
+            agent,
+            || amount(required(fields, "amount", "amount")?, "amount"),
+            || string(required(fields, "currency", "currency")?, "currency"),
+            || string(required(fields, "recipient", "recipient")?, "recipient"),
+            || string(required(fields, "category", "category")?, "category"),
+        )
+    }
+
+    /// The checks after parsing, shared by [`AuthorizationRequest::from_json`] and
+    /// [`AuthorizationRequest::from_json_bytes`]: each field is read (by its closure) and
+    /// checked in this order, so the first problem found is the one reported.
+    fn build<'a>(
+        agent: AgentId,
+        amount: impl FnOnce() -> Result<Amount, FieldError>,
+        currency: impl FnOnce() -> Result<&'a str, FieldError>,
+        recipient: impl FnOnce() -> Result<&'a str, FieldError>,
+        category: impl FnOnce() -> Result<&'a str, FieldError>,
+    ) -> Result<Self, FieldError> {
+        let amount = amount()?;
+        let currency = Currency::parse(currency()?).map_err(|e| invalid("currency", e))?;
+        let recipient = Recipient::parse(recipient()?).map_err(|e| invalid("recipient", e))?;
+        let category = Category::parse(category()?).map_err(|e| invalid("category", e))?;
         Ok(Self {
             agent,
             amount,
@@ -201,7 +208,7 @@ impl AuthorizationRequest {
     /// read-only, missing, repeated, null or of another type, an escape in a string, JSON
     /// that is not an object, or no JSON at all) goes the `Value` way, whose messages name
     /// the problem. In the plain shape the checks after parsing are the same code, in the
-    /// same order, as in `from_json`.
+    /// same order, as in `from_json` (`build`).
     pub fn from_json_bytes(agent: AgentId, body: &[u8]) -> Result<Self, RequestBodyError> {
         if let Ok(plain) = serde_json::from_slice::<PlainRequest<'_>>(body) {
             return Ok(Self::from_plain(agent, plain)?);
@@ -211,17 +218,19 @@ impl AuthorizationRequest {
     }
 
     fn from_plain(agent: AgentId, plain: PlainRequest<'_>) -> Result<Self, FieldError> {
-        let amount = amount(&Value::Number(plain.amount), "amount")?;
-        let currency = Currency::parse(plain.currency).map_err(|e| invalid("currency", e))?;
-        let recipient = Recipient::parse(plain.recipient).map_err(|e| invalid("recipient", e))?;
-        let category = Category::parse(plain.category).map_err(|e| invalid("category", e))?;
-        Ok(Self {
-            agent,
-            amount,
+        let PlainRequest {
+            amount: number,
             currency,
             recipient,
             category,
-        })
+        } = plain;
+        Self::build(
+            agent,
+            || amount(&Value::Number(number), "amount"),
+            || Ok(currency),
+            || Ok(recipient),
+            || Ok(category),
+        )
     }
 }
 
