@@ -74,7 +74,11 @@ async fn authorize(
     );
     let amount = request.amount;
 
-    let signed = sign_new(
+    let Signed {
+        claims,
+        token,
+        claims_json,
+    } = sign_new(
         &state,
         &caller,
         DecisionId::from_random(ordered16(now)),
@@ -90,11 +94,6 @@ async fn authorize(
         },
         now,
     )?;
-    let Signed {
-        claims,
-        token,
-        claims_json,
-    } = signed;
     let review = evaluation.opens_review().then(|| {
         Review::open(
             ReviewId::from_random(ordered16(now)),
