@@ -160,22 +160,42 @@ fn open(db: &DbArg) -> Result<Db, String> {
     Db::open(&db.db).map_err(|e| format!("database {}: {e}", db.db.display()))
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
+/// What stops the server: SIGTERM or SIGINT (Ctrl-C). Called before the server listens, so
+/// that the handlers are in place by the time anyone can reach it: registered later (in
+/// the task that waits for them), a SIGTERM sent right after the first answer could find
+/// no handler yet and end the process with the default action, skipping the graceful
+/// shutdown (seen once under load in `lifecycle::sigterm_stops_the_binary_cleanly`).
+#[cfg(unix)]
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let register = |kind: SignalKind, name: &str| match signal(kind) {
+        Ok(stream) => Some(stream),
+        Err(e) => {
+            eprintln!("warning: cannot handle {name}: {e}");
+            None
         }
     };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+    let term = register(SignalKind::terminate(), "SIGTERM");
+    let int = register(SignalKind::interrupt(), "SIGINT");
+    async move {
+        let wait = |stream: Option<tokio::signal::unix::Signal>| async move {
+            match stream {
+                Some(mut stream) => {
+                    stream.recv().await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! { _ = wait(term) => {}, _ = wait(int) => {} }
+    }
+}
+
+/// What stops the server: Ctrl-C.
+#[cfg(not(unix))]
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
+    async {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }
 
 async fn run(cli: Cli) -> Result<(), String> {
@@ -206,6 +226,7 @@ async fn run(cli: Cli) -> Result<(), String> {
                     ..limits::Limits::default()
                 },
             };
+            let stop = shutdown_signal();
             let running = serve::start_with(config.clone(), Arc::new(clock), settlement.into())
                 .await
                 .map_err(|e| e.to_string())?;
@@ -224,7 +245,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             }
             let handles = running.shutdown_handles();
             tokio::spawn(async move {
-                shutdown_signal().await;
+                stop.await;
                 eprintln!("shutting down: finishing in-flight requests");
                 for handle in handles {
                     handle.graceful_shutdown(Some(std::time::Duration::from_secs(30)));
