@@ -5,9 +5,10 @@
 //! `k`. Everything expensive (`k`, the point `k·G`, `k⁻¹`) depends on neither the message
 //! nor the key, so it can be computed before the request arrives: that pair `(r, k⁻¹)` is a
 //! [`Presignature`]. What is left when the message is known is one SHA-256 and two products
-//! mod `n`: 0.38 µs, against 12.3 µs for a whole aws-lc signature alone (8.3 µs to make a
-//! presignature). This is the classic offline/online split of ECDSA (OpenSSL's
-//! `ECDSA_sign_setup`).
+//! mod `n`: 0.53 µs, against 21.1 µs for a whole aws-lc signature alone and 12.4 µs to make
+//! a presignature in a batch (`cargo bench -p mandate-server --bench signing`, on the Intel
+//! machine of docs/performance.md; 0.38, 12.3 and 8.3 µs on the EPYC before it). This is
+//! the classic offline/online split of ECDSA (OpenSSL's `ECDSA_sign_setup`).
 //!
 //! Signing was about a third of the server's CPU on the authorization path (20-26 µs a
 //! request, caches included; docs/performance.md), and the closed
@@ -60,9 +61,11 @@ const BATCH: usize = 64;
 ///
 /// At saturation the cores have little idle time and the pool's thread falls behind: in a
 /// 10 s run at ~34,000/s the pool filled during setup drained, and by the end 15 % of the
-/// signatures were signed whole (12.3 µs, against ~8.3 µs a presignature made in a batch).
-/// A thread that finds the pool empty now makes a batch of this many (~270 µs, once per
-/// this many signatures on that thread) and keeps the rest for its next signatures.
+/// signatures were signed whole (21.1 µs on that machine, against 12.4 µs a presignature
+/// made in a batch). A thread that finds the pool empty now makes a batch of this many
+/// (~400 µs, once per this many signatures on that thread) and keeps the rest for its next
+/// signatures. Once the pool's first stock is spent, these batches make about a quarter of
+/// the presignatures at full speed (docs/performance.md, "Where the signatures are made").
 pub const THREAD_BATCH: usize = 32;
 
 thread_local! {
