@@ -22,7 +22,8 @@ use crate::presign::{Pool, Presignature};
 ///
 /// aws-lc seeds the generator that every signature draws its nonce from at the process's
 /// first draw, from CPU jitter (its FIPS entropy source): 24-45 ms on the project's
-/// machine, against ~15 µs for a signature after it. [`crate::serve::start`] calls this
+/// EPYC machine, against 12-14 µs for a whole signature after it there (21 µs on the
+/// Intel one; docs/performance.md). [`crate::serve::start`] calls this
 /// before it listens, so that the first authorization after a start does not wait for it.
 pub fn seed_random() -> Result<(), SignError> {
     let mut byte = [0u8; 1];
