@@ -12,8 +12,8 @@ use aws_lc_rs::rand::SystemRandom;
 use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair};
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use mandate_core::jws::Signer;
-use mandate_server::fast_signer::AwsLcSigner;
-use mandate_server::presign::{self, Presignature};
+use mandate_server::signing::fast::AwsLcSigner;
+use mandate_server::signing::presign::{self, Presignature};
 use p256::{FieldBytes, NonZeroScalar};
 
 const SECRET: [u8; 32] = [7; 32];

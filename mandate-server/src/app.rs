@@ -17,11 +17,12 @@ use axum::response::{IntoResponse, Response};
 use tower::{Service, ServiceBuilder};
 use tower_http::catch_panic::CatchPanicLayer;
 
-use crate::body::MAX_BODY_BYTES;
-use crate::error::{ApiError, envelope};
-use crate::limits::{Gate, Limits};
+use crate::http::body::MAX_BODY_BYTES;
+use crate::http::error::{ApiError, envelope};
+use crate::http::limits::{Gate, Limits};
+use crate::http::{auth, idempotency, request_id};
+use crate::routes;
 use crate::state::AppState;
-use crate::{auth, idempotency, request_id, routes};
 
 async fn not_found() -> ApiError {
     ApiError::NotFound("no such path; see the API reference for the paths under /v1".into())
@@ -108,7 +109,7 @@ impl<T> ApiService for T where
 }
 
 /// [`api`] behind the in-flight gate of `limits`: over `max_in_flight` requests, 503 at
-/// once (see [`crate::limits`]). This is what `serve` listens with.
+/// once (see [`crate::http::limits`]). This is what `serve` listens with.
 pub fn api_with_limits(state: AppState, limits: &Limits) -> impl ApiService {
     api_behind(state, Some(Gate::new(limits)))
 }

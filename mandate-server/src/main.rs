@@ -6,10 +6,11 @@ use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use mandate_server::clock::{Clock, SystemClock};
+use mandate_server::http::limits;
 use mandate_server::model::Env;
 use mandate_server::serve::{self, Config};
 use mandate_server::storage::Db;
-use mandate_server::{demo, limits, operator, settlement};
+use mandate_server::{demo, operator, settlement};
 
 /// The Mandate service and its operator commands.
 #[derive(Parser)]

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use mandate_core::id::AgentId;
 
-use crate::agent_state::AgentSlot;
-use crate::error::ApiError;
+use crate::decision::agents::AgentSlot;
+use crate::http::error::ApiError;
 
 /// An organization's environment. Sandbox keys act on the sandbox only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

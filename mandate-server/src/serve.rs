@@ -17,15 +17,15 @@ use tokio::task::JoinHandle;
 use tower::ServiceExt;
 use tower::make::Shared as SharedMakeService;
 
-use crate::agent_state::AgentStates;
 use crate::app;
 use crate::clock::{Clock, fill_random, ms};
-use crate::delivery::Worker;
-use crate::limits::{self, CountedAcceptor, Limits};
+use crate::decision::agents::AgentStates;
+use crate::http::limits::{self, CountedAcceptor, Limits};
 use crate::settlement;
 use crate::signing;
 use crate::state::{AppState, Shared};
 use crate::storage::{Db, StorageError, idempotency, keys as keys_store, signing as signing_store};
+use crate::workers::delivery::Worker;
 
 /// How the server is started.
 #[derive(Debug, Clone)]
@@ -134,9 +134,9 @@ pub async fn start_with(
     signing::ensure_keys(&db, ms(now)).map_err(db_error)?;
     let ring = signing::load(&db, ms(now)).map_err(db_error)?;
     // Seeded here rather than in the first authorization's answer (24-45 ms).
-    crate::fast_signer::seed_random().map_err(ServeError::Signing)?;
+    crate::signing::fast::seed_random().map_err(ServeError::Signing)?;
     // Presignatures start filling now, in idle time (presign.rs).
-    crate::presign::Pool::global();
+    crate::signing::presign::Pool::global();
     let mut fresh = [0u8; 32];
     fill_random(&mut fresh);
     let cursor_secret = db

@@ -6,10 +6,10 @@ use mandate_core::cursor::CursorKey;
 use mandate_core::jws::Signer;
 use mandate_core::policy::Mode;
 
-use crate::agent_state::AgentStates;
-use crate::cache::{KeyCache, ModeCache};
 use crate::clock::Clock;
-use crate::error::ApiError;
+use crate::decision::agents::AgentStates;
+use crate::http::cache::{KeyCache, ModeCache};
+use crate::http::error::ApiError;
 use crate::model::Env;
 use crate::settlement::SettlementProvider;
 use crate::signing::KeyRing;

@@ -11,10 +11,10 @@ use mandate_core::names::AgentName;
 use serde_json::{Value, json};
 
 use super::{created, ok};
-use crate::body::JsonBody;
 use crate::clock::{from_ms, ms};
-use crate::error::ApiError;
-use crate::list;
+use crate::http::body::JsonBody;
+use crate::http::error::ApiError;
+use crate::http::list;
 use crate::model::{Caller, KeyClass};
 use crate::operator::new_key;
 use crate::state::AppState;

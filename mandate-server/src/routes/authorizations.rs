@@ -15,12 +15,12 @@ use mandate_core::id::{DecisionId, ReviewId};
 use mandate_core::policy::{AuthorizationRequest, evaluate};
 use mandate_core::review::Review;
 
-use crate::agent_state::AgentStates;
-use crate::body::JsonBytes;
 use crate::clock::{ms, ordered16};
-use crate::decision::{Decision, Signed, sign_new};
-use crate::error::ApiError;
-use crate::idempotency::{AlreadyStored, IdempotencySlot};
+use crate::decision::agents::AgentStates;
+use crate::decision::record::{Decision, Signed, sign_new};
+use crate::http::body::JsonBytes;
+use crate::http::error::ApiError;
+use crate::http::idempotency::{AlreadyStored, IdempotencySlot};
 use crate::model::Caller;
 use crate::state::AppState;
 use crate::storage::{decisions, events, reviews};

@@ -8,8 +8,8 @@ use mandate_core::policy::Verdict;
 use serde_json::json;
 
 use super::ok;
-use crate::error::ApiError;
-use crate::list;
+use crate::http::error::ApiError;
+use crate::http::list;
 use crate::model::Caller;
 use crate::state::AppState;
 use crate::storage::decisions;

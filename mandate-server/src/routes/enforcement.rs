@@ -10,9 +10,9 @@ use mandate_core::policy::Mode;
 use serde_json::json;
 
 use super::ok;
-use crate::body::JsonBody;
 use crate::clock::{from_ms, ms};
-use crate::error::ApiError;
+use crate::http::body::JsonBody;
+use crate::http::error::ApiError;
 use crate::model::Caller;
 use crate::state::AppState;
 use crate::storage::orgs;

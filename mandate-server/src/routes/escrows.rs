@@ -19,9 +19,9 @@ use mandate_core::mandate::format_timestamp;
 use serde_json::{Value, json};
 
 use super::{created, ok};
-use crate::body::JsonBody;
 use crate::clock::{from_ms, ms, random16};
-use crate::error::ApiError;
+use crate::http::body::JsonBody;
+use crate::http::error::ApiError;
 use crate::model::Caller;
 use crate::settlement::{Movement, MovementKind, SettlementError};
 use crate::state::AppState;

@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 
 use super::ok;
 use crate::clock::from_ms;
-use crate::error::ApiError;
-use crate::list;
+use crate::http::error::ApiError;
+use crate::http::list;
 use crate::model::Caller;
 use crate::state::AppState;
 use crate::storage::events::{self, EventRow};

@@ -12,10 +12,10 @@ use mandate_core::id::MandateId;
 use mandate_core::mandate::{Mandate, MandateDraft, MandateStatus, format_date};
 
 use super::{created, ok};
-use crate::body::JsonBody;
 use crate::clock::{ms, random16};
-use crate::error::ApiError;
-use crate::list;
+use crate::http::body::JsonBody;
+use crate::http::error::ApiError;
+use crate::http::list;
 use crate::model::Caller;
 use crate::state::AppState;
 use crate::storage::{agents, events, mandates};

@@ -13,10 +13,10 @@ use mandate_core::policy::{AuthorizationRequest, Verdict, evaluate_approval};
 use mandate_core::review::{Review, ReviewError};
 
 use super::{created_encoded, ok};
-use crate::body::OptionalJsonBody;
 use crate::clock::{ms, ordered16};
-use crate::decision::{Decision, Signed, sign_new};
-use crate::error::ApiError;
+use crate::decision::record::{Decision, Signed, sign_new};
+use crate::http::body::OptionalJsonBody;
+use crate::http::error::ApiError;
 use crate::model::Caller;
 use crate::routes::authorizations::response_body;
 use crate::state::AppState;

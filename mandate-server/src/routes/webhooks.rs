@@ -1,6 +1,6 @@
 //! `POST/GET /v1/webhooks`, `GET/DELETE /v1/webhooks/{id}`, `POST /v1/webhooks/{id}/ping`.
 //!
-//! Organization keys only. A URL is judged by [`crate::ssrf`] before it is stored (and
+//! Organization keys only. A URL is judged by [`crate::workers::ssrf`] before it is stored (and
 //! again before every delivery). A deleted endpoint reads as 404 and its pending deliveries
 //! end; a ping is an event like any other, delivered to that one endpoint.
 
@@ -16,15 +16,15 @@ use mandate_core::mandate::format_timestamp;
 use serde_json::{Value, json};
 
 use super::{created, ok};
-use crate::body::JsonBody;
 use crate::clock::{from_ms, ms, random16};
-use crate::error::ApiError;
-use crate::list;
+use crate::http::body::JsonBody;
+use crate::http::error::ApiError;
+use crate::http::list;
 use crate::model::Caller;
-use crate::ssrf::{self, Host};
 use crate::state::AppState;
 use crate::storage::events;
 use crate::storage::webhooks::{self, WebhookRow};
+use crate::workers::ssrf::{self, Host};
 
 /// The routes.
 pub fn router() -> Router<AppState> {

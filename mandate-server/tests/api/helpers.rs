@@ -291,7 +291,7 @@ impl TestApp {
     pub async fn hold_agent_lock(
         &self,
         name: &str,
-    ) -> tokio::sync::OwnedMutexGuard<mandate_server::agent_state::Slot> {
+    ) -> tokio::sync::OwnedMutexGuard<mandate_server::decision::agents::Slot> {
         let state = self.running.as_ref().unwrap().state.clone();
         let org_id = {
             let conn = rusqlite::Connection::open(&self.db_path).unwrap();

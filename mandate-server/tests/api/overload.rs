@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 use mandate_server::clock::ManualClock;
-use mandate_server::limits::Limits;
+use mandate_server::http::limits::Limits;
 use mandate_server::operator;
 use mandate_server::serve::{self, Config, Running};
 use serde_json::Value;

@@ -8,7 +8,7 @@ use mandate_core::cursor::CursorContext;
 use mandate_core::wire::ListPage;
 use serde_json::Value;
 
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 use crate::model::Caller;
 use crate::state::AppState;
 

@@ -1,5 +1,5 @@
 //! The delivery worker: POSTs each event, signed at delivery time, to every endpoint it is
-//! owed to, and runs the time-driven state ([`crate::timers`]) on the same tick.
+//! owed to, and runs the time-driven state ([`crate::workers::timers`]) on the same tick.
 //!
 //! Every tick (a short real-time interval) it reads the deliveries whose `next_attempt_ms`
 //! has come by the injected clock and starts each attempt as its own task, at most
@@ -23,11 +23,11 @@ use tokio::task::{JoinHandle, JoinSet};
 
 use crate::clock::{fill_random, ms};
 use crate::model::Env;
-use crate::ssrf::{self, GuardedResolver};
 use crate::state::AppState;
 use crate::storage::StorageError;
 use crate::storage::deliveries::{self, Attempt, Due};
-use crate::timers;
+use crate::workers::ssrf::{self, GuardedResolver};
+use crate::workers::timers;
 
 /// How often the worker looks for due work (real time).
 pub const TICK: Duration = Duration::from_millis(50);

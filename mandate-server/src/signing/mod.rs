@@ -4,6 +4,12 @@
 //! every few seconds, so a rotation made by the operator command is picked up without a
 //! restart. A retired key stays in the JWK Set for ten minutes: five for the tokens it
 //! signed to expire, five for caches of the set.
+//!
+//! [`fast`] signs through aws-lc-rs behind the core's `Signer` trait, finishing
+//! presignatures prepared ahead in idle time ([`presign`]).
+
+pub mod fast;
+pub mod presign;
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -12,8 +18,8 @@ use mandate_core::jwk::JwkSet;
 use mandate_core::jws::{P256Signer, Signer};
 
 use crate::clock::fill_random;
-use crate::fast_signer::AwsLcSigner;
 use crate::model::Env;
+use crate::signing::fast::AwsLcSigner;
 use crate::storage::{Db, StorageError, signing};
 
 /// How long a retired key stays published, in ms.

@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use mandate_core::policy::Mode;
 
+use crate::http::rate_limit::Window;
 use crate::model::{Caller, Env};
-use crate::rate_limit::Window;
 
 /// The most callers kept; past it the cache starts over.
 const MAX_CALLERS: usize = 1_000_000;
@@ -331,8 +331,8 @@ mod tests {
     #[test]
     fn a_callers_debug_leaves_its_agents_state_out() {
         let mut c = caller(1);
-        let slot: crate::agent_state::AgentSlot = Default::default();
-        *slot.try_lock().unwrap() = Some(crate::agent_state::AgentState::default());
+        let slot: crate::decision::agents::AgentSlot = Default::default();
+        *slot.try_lock().unwrap() = Some(crate::decision::agents::AgentState::default());
         c.agent_slot = Some(slot);
         let text = format!("{c:?}");
         assert!(text.contains("org_a"), "{text}");

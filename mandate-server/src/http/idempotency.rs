@@ -12,12 +12,12 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use mandate_core::idempotency::{NextAction, is_kept, next_action, request_digest};
 
-use crate::body::MAX_BODY_BYTES;
 use crate::clock::ms;
-use crate::error::ApiError;
-use crate::limits::BodyDeadline;
+use crate::http::body::MAX_BODY_BYTES;
+use crate::http::error::ApiError;
+use crate::http::limits::BodyDeadline;
+use crate::http::request_id;
 use crate::model::Caller;
-use crate::request_id;
 use crate::state::AppState;
 use crate::storage::idempotency as store;
 use crate::storage::{Db, StorageError};

@@ -3,7 +3,7 @@
 //! The window estimate is `previous second's count × the part of it still in the window
 //! (rounded up) + this second's count`. One key's load never touches another key's counter.
 //!
-//! The windows live beside the callers they count, in [`crate::cache::KeyCache`]: an
+//! The windows live beside the callers they count, in [`crate::http::cache::KeyCache`]: an
 //! authenticated request finds its caller and its window in one lookup of one map. They
 //! used to live in a map of their own, behind a lock every request shared, and each
 //! request paid a second lookup in a map of 100,000 keys (mostly a cache miss), ~1 µs of

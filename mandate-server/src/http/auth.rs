@@ -9,7 +9,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::clock::ms;
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 use crate::model::Caller;
 use crate::state::AppState;
 use crate::storage::keys;

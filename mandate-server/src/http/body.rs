@@ -7,8 +7,8 @@ use axum::extract::{FromRequest, Request};
 use axum::http::header;
 use serde_json::Value;
 
-use crate::error::ApiError;
-use crate::limits::BodyDeadline;
+use crate::http::error::ApiError;
+use crate::http::limits::BodyDeadline;
 
 /// The largest body accepted.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;

@@ -24,7 +24,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 
 /// The default of `serve --max-in-flight`.
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 1024;

@@ -7,7 +7,7 @@
 //!
 //! Signatures on a busy server do not run aws-lc's signing at all: they finish a
 //! presignature made ahead in idle time, or in a batch by the signing thread when there
-//! was none ([`crate::presign`]); aws-lc signs whole only if making one failed.
+//! was none ([`crate::signing::presign`]); aws-lc signs whole only if making one failed.
 
 use aws_lc_rs::rand::SystemRandom;
 use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair};
@@ -16,7 +16,7 @@ use mandate_core::jws::{P256Signer, SignError, Signer};
 use p256::elliptic_curve::zeroize::Zeroize;
 use p256::{FieldBytes, NonZeroScalar};
 
-use crate::presign::{Pool, Presignature};
+use crate::signing::presign::{Pool, Presignature};
 
 /// Draws from aws-lc's random generator once, so that it is seeded now.
 ///
@@ -114,7 +114,7 @@ impl Signer for AwsLcSigner {
     }
 
     /// Finishes a presignature (under a microsecond) from the process's pool, or from a
-    /// batch this thread makes when the pool has none; see [`crate::presign`].
+    /// batch this thread makes when the pool has none; see [`crate::signing::presign`].
     fn sign(&self, signing_input: &[u8]) -> Result<[u8; 64], SignError> {
         self.sign_from(Pool::global().take_or_make(), signing_input)
     }
@@ -191,7 +191,7 @@ mod tests {
             &aws_lc_rs::signature::ECDSA_P256_SHA256_FIXED,
             point.as_bytes(),
         );
-        let presignatures = crate::presign::compute(20).unwrap();
+        let presignatures = crate::signing::presign::compute(20).unwrap();
         let mut paths = presignatures.into_iter().map(Some).collect::<Vec<_>>();
         paths.extend((0..20).map(|_| None));
         for (i, pre) in paths.into_iter().enumerate() {

@@ -11,7 +11,7 @@ use mandate_core::field::FieldError;
 use mandate_core::policy::RequestBodyError;
 use mandate_core::wire::{ErrorBody, ErrorDetail};
 
-use crate::request_id;
+use crate::http::request_id;
 use crate::storage::StorageError;
 
 /// The message of every 401.

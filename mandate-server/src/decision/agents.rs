@@ -16,7 +16,7 @@ use time::{Date, OffsetDateTime, Time, UtcOffset};
 use tokio::sync::OwnedMutexGuard;
 
 use crate::clock::{from_ms, ms};
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 use crate::model::Env;
 use crate::storage::{Db, StorageError, decisions, mandates};
 

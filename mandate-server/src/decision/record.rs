@@ -227,7 +227,7 @@ pub fn sign_new(
     mandate: Option<&mandate_core::mandate::Mandate>,
     request: mandate_core::claims::RequestClaims,
     now: time::OffsetDateTime,
-) -> Result<Signed, crate::error::ApiError> {
+) -> Result<Signed, crate::http::error::ApiError> {
     let iat = now.unix_timestamp();
     let claims = VerdictClaims {
         iss: state.verdicts_url.clone(),
@@ -242,9 +242,9 @@ pub fn sign_new(
         request,
     };
     let claims_json = serde_json::to_vec(&claims)
-        .map_err(|e| crate::error::ApiError::Server(format!("encoding the claims: {e}")))?;
+        .map_err(|e| crate::http::error::ApiError::Server(format!("encoding the claims: {e}")))?;
     let token = mandate_core::jws::sign_payload(state.signer(caller.env)?.as_ref(), &claims_json)
-        .map_err(|e| crate::error::ApiError::Server(format!("signing: {e}")))?;
+        .map_err(|e| crate::http::error::ApiError::Server(format!("signing: {e}")))?;
     Ok(Signed {
         claims,
         token,
