@@ -8,7 +8,6 @@
 use time::{Month, OffsetDateTime, UtcOffset};
 
 use crate::amount::Amount;
-use crate::policy::{Evaluation, Verdict};
 
 /// The velocity rule: more than this many requests ...
 pub const VELOCITY_LIMIT: usize = 10;
@@ -101,25 +100,15 @@ impl MonthToDate {
 ///
 /// `velocity` is per agent and survives a new mandate; `spend` belongs to the agent's current
 /// mandate, and the owner resets it (to `MonthToDate::default()`) when a new mandate
-/// supersedes the old one.
+/// supersedes the old one. A request is recorded with
+/// [`AgentHistory::record`](crate::history::AgentHistory::record), defined beside the
+/// engine in [`crate::policy`] because it reads the engine's [`Evaluation`](crate::policy::Evaluation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct AgentHistory {
     /// The agent's recent requests.
     pub velocity: VelocityWindow,
     /// The current mandate's month-to-date allowed spend.
     pub spend: MonthToDate,
-}
-
-impl AgentHistory {
-    /// Records a request that reached the engine. Every request counts for velocity,
-    /// whatever its verdict; an `allow` verdict (the effective one, what was returned and
-    /// signed) adds its amount to the month-to-date spend.
-    pub fn record(&mut self, evaluation: &Evaluation, amount: Amount, now: OffsetDateTime) {
-        self.velocity.record(unix_ms(now));
-        if evaluation.verdict == Verdict::Allow {
-            self.spend.add(amount, now);
-        }
-    }
 }
 
 /// Milliseconds since the Unix epoch.

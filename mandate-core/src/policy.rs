@@ -491,6 +491,20 @@ fn judge(
     (Verdict::Allow, None)
 }
 
+/// Defined here rather than in `history` so that the history, plain data, does not depend
+/// on the engine that reads it.
+impl AgentHistory {
+    /// Records a request that reached the engine. Every request counts for velocity,
+    /// whatever its verdict; an `allow` verdict (the effective one, what was returned and
+    /// signed) adds its amount to the month-to-date spend.
+    pub fn record(&mut self, evaluation: &Evaluation, amount: Amount, now: OffsetDateTime) {
+        self.velocity.record(unix_ms(now));
+        if evaluation.verdict == Verdict::Allow {
+            self.spend.add(amount, now);
+        }
+    }
+}
+
 /// Evaluates a request. `mandate` is the agent's current mandate (the newest one, whatever
 /// its status), `history` the agent's past as of just before this request.
 ///
