@@ -105,71 +105,110 @@ const COLUMNS: &str = "seq, id, agent_id, mandate_id, verdict, policy_verdict, r
     amount, currency, recipient, category, nonce, policy_version, iss, iat, exp, created_ms,
     supersedes, review_id, is_request";
 
-type Raw = (i64, Vec<Option<String>>, [i64; 3], bool);
-
-fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Raw> {
-    let mut texts = Vec::with_capacity(16);
-    for i in 1..=14 {
-        texts.push(r.get::<_, Option<String>>(i)?);
-    }
-    texts.push(r.get(18)?);
-    texts.push(r.get(19)?);
-    Ok((
-        r.get(0)?,
-        texts,
-        [r.get(15)?, r.get(16)?, r.get(17)?],
-        r.get(20)?,
-    ))
+/// One row of `decisions` as read by [`COLUMNS`], each column under its own name; decoded
+/// into a [`Decision`] by [`DecisionRow::decode`].
+struct DecisionRow {
+    seq: i64,
+    id: String,
+    agent_id: String,
+    mandate_id: Option<String>,
+    verdict: String,
+    policy_verdict: String,
+    reason: Option<String>,
+    mode: String,
+    amount: String,
+    currency: String,
+    recipient: String,
+    category: String,
+    nonce: String,
+    policy_version: String,
+    iss: String,
+    iat: i64,
+    exp: i64,
+    created_ms: i64,
+    supersedes: Option<String>,
+    review_id: Option<String>,
+    is_request: bool,
 }
 
-fn decode(raw: Raw) -> Result<(i64, Decision), StorageError> {
-    let (seq, t, [iat, exp, created_ms], is_request) = raw;
-    let bad = |what: &str| StorageError::Corrupt(format!("decision column {what}"));
-    let text = |i: usize, what: &str| t[i].clone().ok_or_else(|| bad(what));
-    let id = DecisionId::parse(&text(0, "id")?).map_err(|_| bad("id"))?;
-    let mode = text(6, "mode")?;
-    let claims = VerdictClaims {
-        iss: text(13, "iss")?,
-        jti: id,
-        iat,
-        exp,
-        verdict: verdict_from(&text(3, "verdict")?)?,
-        policy_verdict: verdict_from(&text(4, "policy_verdict")?)?,
-        mandate: t[2]
-            .as_deref()
-            .map(MandateId::parse)
-            .transpose()
-            .map_err(|_| bad("mandate_id"))?,
-        policy_version: text(12, "policy_version")?,
-        nonce: Nonce::parse(&text(11, "nonce")?).map_err(|_| bad("nonce"))?,
-        request: RequestClaims {
-            agent: AgentId::parse(&text(1, "agent_id")?).map_err(|_| bad("agent_id"))?,
-            amount: Amount::parse(&text(7, "amount")?).map_err(|_| bad("amount"))?,
-            currency: Currency::parse(&text(8, "currency")?).map_err(|_| bad("currency"))?,
-            recipient: Recipient::parse(&text(9, "recipient")?).map_err(|_| bad("recipient"))?,
-            category: Category::parse(&text(10, "category")?).map_err(|_| bad("category"))?,
-        },
-    };
-    Ok((
-        seq,
-        Decision {
-            claims,
-            reason: t[5].clone(),
-            mode: Mode::parse(&mode).ok_or_else(|| bad("mode"))?,
-            supersedes: t[14]
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<DecisionRow> {
+    Ok(DecisionRow {
+        seq: r.get(0)?,
+        id: r.get(1)?,
+        agent_id: r.get(2)?,
+        mandate_id: r.get(3)?,
+        verdict: r.get(4)?,
+        policy_verdict: r.get(5)?,
+        reason: r.get(6)?,
+        mode: r.get(7)?,
+        amount: r.get(8)?,
+        currency: r.get(9)?,
+        recipient: r.get(10)?,
+        category: r.get(11)?,
+        nonce: r.get(12)?,
+        policy_version: r.get(13)?,
+        iss: r.get(14)?,
+        iat: r.get(15)?,
+        exp: r.get(16)?,
+        created_ms: r.get(17)?,
+        supersedes: r.get(18)?,
+        review_id: r.get(19)?,
+        is_request: r.get(20)?,
+    })
+}
+
+impl DecisionRow {
+    /// The decision, every column parsed into its type; a value that does not parse is a
+    /// corrupt row naming the column.
+    fn decode(self) -> Result<(i64, Decision), StorageError> {
+        let bad = |what: &str| StorageError::Corrupt(format!("decision column {what}"));
+        let id = DecisionId::parse(&self.id).map_err(|_| bad("id"))?;
+        let claims = VerdictClaims {
+            iss: self.iss,
+            jti: id,
+            iat: self.iat,
+            exp: self.exp,
+            verdict: verdict_from(&self.verdict)?,
+            policy_verdict: verdict_from(&self.policy_verdict)?,
+            mandate: self
+                .mandate_id
                 .as_deref()
-                .map(DecisionId::parse)
+                .map(MandateId::parse)
                 .transpose()
-                .map_err(|_| bad("supersedes"))?,
-            review: t[15]
-                .as_deref()
-                .map(ReviewId::parse)
-                .transpose()
-                .map_err(|_| bad("review_id"))?,
-            created_ms,
-            is_request,
-        },
-    ))
+                .map_err(|_| bad("mandate_id"))?,
+            policy_version: self.policy_version,
+            nonce: Nonce::parse(&self.nonce).map_err(|_| bad("nonce"))?,
+            request: RequestClaims {
+                agent: AgentId::parse(&self.agent_id).map_err(|_| bad("agent_id"))?,
+                amount: Amount::parse(&self.amount).map_err(|_| bad("amount"))?,
+                currency: Currency::parse(&self.currency).map_err(|_| bad("currency"))?,
+                recipient: Recipient::parse(&self.recipient).map_err(|_| bad("recipient"))?,
+                category: Category::parse(&self.category).map_err(|_| bad("category"))?,
+            },
+        };
+        Ok((
+            self.seq,
+            Decision {
+                claims,
+                reason: self.reason,
+                mode: Mode::parse(&self.mode).ok_or_else(|| bad("mode"))?,
+                supersedes: self
+                    .supersedes
+                    .as_deref()
+                    .map(DecisionId::parse)
+                    .transpose()
+                    .map_err(|_| bad("supersedes"))?,
+                review: self
+                    .review_id
+                    .as_deref()
+                    .map(ReviewId::parse)
+                    .transpose()
+                    .map_err(|_| bad("review_id"))?,
+                created_ms: self.created_ms,
+                is_request: self.is_request,
+            },
+        ))
+    }
 }
 
 /// One decision, optionally only if it belongs to `agent`.
@@ -190,7 +229,9 @@ pub fn get(
             row,
         )
         .optional()?;
-    raw.map(decode).transpose().map(|d| d.map(|(_, d)| d))
+    raw.map(DecisionRow::decode)
+        .transpose()
+        .map(|d| d.map(|(_, d)| d))
 }
 
 /// Filters of `GET /v1/decisions` (and the export).
@@ -383,7 +424,7 @@ fn filtered(
             )?,
         },
     };
-    raws.into_iter().map(decode).collect()
+    raws.into_iter().map(DecisionRow::decode).collect()
 }
 
 /// A length as the `i64` that SQLite's LIMIT takes.

@@ -82,12 +82,33 @@ pub struct EventRow {
 
 const COLUMNS: &str = "seq, id, type, data, created_ms";
 
-fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(i64, String, String, String, i64)> {
-    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+/// One row as read by `COLUMNS`, each column under its own name.
+struct Raw {
+    seq: i64,
+    id: String,
+    event_type: String,
+    data: String,
+    created_ms: i64,
 }
 
-fn decode(raw: (i64, String, String, String, i64)) -> Result<EventRow, StorageError> {
-    let (seq, id, event_type, data, created_ms) = raw;
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Raw> {
+    Ok(Raw {
+        seq: r.get(0)?,
+        id: r.get(1)?,
+        event_type: r.get(2)?,
+        data: r.get(3)?,
+        created_ms: r.get(4)?,
+    })
+}
+
+fn decode(raw: Raw) -> Result<EventRow, StorageError> {
+    let Raw {
+        seq,
+        id,
+        event_type,
+        data,
+        created_ms,
+    } = raw;
     let data = serde_json::from_str(&data)
         .map_err(|e| StorageError::Corrupt(format!("event {id} data: {e}")))?;
     Ok(EventRow {

@@ -46,12 +46,33 @@ pub fn insert(tx: &Connection, org_id: &str, env: &str, mandate: &Mandate) -> ru
 
 const COLUMNS: &str = "seq, id, terms, status, created_ms";
 
-fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(i64, String, String, String, i64)> {
-    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+/// One row as read by `COLUMNS`, each column under its own name.
+struct Raw {
+    seq: i64,
+    id: String,
+    terms: String,
+    status: String,
+    created_ms: i64,
 }
 
-fn decode(raw: (i64, String, String, String, i64)) -> Result<(i64, Mandate), StorageError> {
-    let (seq, id, terms, status, created_ms) = raw;
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Raw> {
+    Ok(Raw {
+        seq: r.get(0)?,
+        id: r.get(1)?,
+        terms: r.get(2)?,
+        status: r.get(3)?,
+        created_ms: r.get(4)?,
+    })
+}
+
+fn decode(raw: Raw) -> Result<(i64, Mandate), StorageError> {
+    let Raw {
+        seq,
+        id,
+        terms,
+        status,
+        created_ms,
+    } = raw;
     let corrupt = |what: String| StorageError::Corrupt(format!("mandate {id}: {what}"));
     let value: Value = serde_json::from_str(&terms).map_err(|e| corrupt(e.to_string()))?;
     let terms = MandateDraft::from_json(&value).map_err(|e| corrupt(e.to_string()))?;

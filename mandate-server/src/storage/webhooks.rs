@@ -44,21 +44,36 @@ pub fn insert(
 
 const COLUMNS: &str = "seq, id, url, events, status, created_ms";
 
-type Raw = (i64, String, String, String, String, i64);
+/// One row as read by `COLUMNS`, each column under its own name.
+struct Raw {
+    seq: i64,
+    id: String,
+    url: String,
+    events: String,
+    status: String,
+    created_ms: i64,
+}
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Raw> {
-    Ok((
-        r.get(0)?,
-        r.get(1)?,
-        r.get(2)?,
-        r.get(3)?,
-        r.get(4)?,
-        r.get(5)?,
-    ))
+    Ok(Raw {
+        seq: r.get(0)?,
+        id: r.get(1)?,
+        url: r.get(2)?,
+        events: r.get(3)?,
+        status: r.get(4)?,
+        created_ms: r.get(5)?,
+    })
 }
 
 fn decode(raw: Raw) -> Result<WebhookRow, StorageError> {
-    let (seq, id, url, events, status, created_ms) = raw;
+    let Raw {
+        seq,
+        id,
+        url,
+        events,
+        status,
+        created_ms,
+    } = raw;
     let events = serde_json::from_str(&events)
         .map_err(|e| StorageError::Corrupt(format!("webhook {id} events: {e}")))?;
     Ok(WebhookRow {
