@@ -150,9 +150,9 @@ const BUSY_ATTEMPTS: i32 = 100_000; // 10 s
 
 /// SQLite's own busy handler sleeps up to 100 ms between attempts. Under load the server's
 /// writer holds the write lock from one group's first job to its commit, and lets go only
-/// while that group's sync runs (~0.1 ms), so an operator command (another process) that
-/// naps that long can wait seconds for its turn; one that looks again every 100 µs gets
-/// in within milliseconds.
+/// while that group's sync runs (well under a millisecond), so an operator command
+/// (another process) that naps that long can wait seconds for its turn; one that looks
+/// again every 100 µs gets in within milliseconds.
 fn retry_soon(attempts: i32) -> bool {
     std::thread::sleep(BUSY_RETRY);
     attempts < BUSY_ATTEMPTS
@@ -214,7 +214,7 @@ fn run_in_savepoint(conn: &Connection, job: &mut dyn WriteJob) -> bool {
 /// Jobs run without a savepoint of their own: a savepoint makes SQLite copy every page a
 /// job changes before changing it (a sub-journal in memory), and the jobs of a group
 /// change the same few pages (the tables' and indexes' last leaves) one after the other,
-/// so each job copied them again: ~15 % of the writer's time (docs/performance.md). A
+/// so each job copied them again, a large share of the writer's time (docs/performance.md). A
 /// job that fails may leave part of its changes behind, so then the whole transaction is
 /// rolled back and the group's other jobs are run again, each in a savepoint, as is every
 /// later job of the group: a failure costs one replay of its group, never more.
@@ -329,9 +329,8 @@ impl Drop for Inbox {
 /// and the thread sleeps; when it ends, they run as one group and are committed at once.
 /// A job cannot be answered before the next sync anyway, and one commit of many jobs
 /// writes each shared page (the tables' and indexes' last leaves) once instead of once
-/// per small group. Running them as they came instead (overlapping the sync) woke this
-/// thread once a job: 30,344-30,855 authorizations/s against 31,903-33,221 this way,
-/// three alternating rounds (docs/performance.md).
+/// per small group. Running them as they came instead (overlapping the sync) would wake
+/// this thread once a job, which costs more than it saves (docs/performance.md).
 fn writer_loop(
     writer: Arc<Mutex<Connection>>,
     inbox: mpsc::Receiver<WriterMsg>,
@@ -349,7 +348,7 @@ fn writer_loop(
     while !stopping {
         let message = if syncing {
             // The jobs that arrive meanwhile wait in the inbox until the sync is done:
-            // waking this thread for each one as it came cost a context switch here and
+            // waking this thread for each one as it came would cost a context switch here and
             // a futex call in the sender, per job. An error means the sync thread is
             // gone; the next commit finds that out and answers its jobs.
             let _ = sync_done.recv();
@@ -529,10 +528,9 @@ impl Db {
         writer.pragma_update(None, "wal_autocheckpoint", 0)?;
         // 16 MB of page cache for the writer. Since migration 0006 the pages that new
         // decisions change (the tails of the table and its indexes, the by-agent index's
-        // latest bucket) fit in it whatever the history. With 100,000 agents and 10 M
-        // decisions, 24 MB gave 16,625-20,989 authorizations/s against 13,378-20,105 (the
-        // machine's noise) but 189.4-193.4 MiB resident against 176.2-186.6, twice over
-        // the 200 MB (190.7 MiB) budget (docs/performance.md).
+        // latest bucket) fit in it whatever the history. A larger cache bought little and
+        // took the resident set with 100,000 agents and 10 M decisions over the 200 MB
+        // budget (docs/performance.md).
         writer.pragma_update(None, "cache_size", -16_000)?;
         // The writer's commits write the WAL without syncing it; the sync thread syncs it
         // before any job of the group is answered (so a reported write is as durable as
@@ -745,8 +743,8 @@ mod tests {
     }
 
     /// The lookups every agent's and every key's first request makes (loading its state,
-    /// filling the key cache) reuse their prepared statements: preparing cost more than
-    /// the query (the first pass over 100,000 agents ran ~25 % faster once they did).
+    /// filling the key cache) reuse their prepared statements: preparing costs more than
+    /// the query, and the first pass over the agents runs them once per agent.
     #[tokio::test]
     async fn first_use_lookups_keep_their_statements_prepared() {
         let dir = tempfile::tempdir().unwrap();
@@ -1372,10 +1370,9 @@ mod tests {
             .unwrap();
         assert_eq!(rows, 16 * ROWS_PER_WRITER as i64);
         let largest = largest.load(Ordering::Relaxed);
-        // Without the restart it reaches ~224 MiB (everything written). The margin over the
-        // 16 MiB restart mark is for a checkpoint thread starved of a core: a debug build
-        // with the other tests of this binary running beside it once went past 64 MiB
-        // (the benchmark's WAL stays under 28 MiB with both cores saturated).
+        // Without the restart the WAL holds everything written. The bound leaves a wide
+        // margin over the 16 MiB restart mark for a checkpoint thread starved of a core,
+        // as in a debug build running beside this binary's other tests.
         assert!(
             largest < 128 * 1024 * 1024,
             "the WAL reached {} MiB while 200 MiB were written",
