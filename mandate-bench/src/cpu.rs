@@ -212,7 +212,7 @@ pub fn measure(
 impl Usage {
     /// CPU time per request, in µs, of the server and of the load generator, at
     /// `throughput` requests a second: what a change costs or saves, even when the
-    /// machine's noise moves the throughput of identical runs by ±15 %.
+    /// machine's noise moves the throughput of identical runs more than the change does.
     pub fn per_request_us(&self, throughput: f64) -> (f64, f64) {
         let per = |cores: f64| cores * 1e6 / throughput.max(1.0);
         (per(self.server), per(self.bench))

@@ -8,7 +8,7 @@ use time::format_description::well_known::Rfc3339;
 /// Formats `at` as `YYYY-MM-DDTHH:MM:SSZ` (UTC, sub-seconds dropped).
 ///
 /// Written digit by digit: every decision's `created_at` goes through here, and `format!`
-/// with six padded fields took ~0.4 µs of an authorization (docs/performance.md). Years
+/// with six padded fields is a measurable part of an authorization. Years
 /// outside 0..=9999, which RFC 3339 cannot write, are written as `format!` would.
 pub fn format(at: OffsetDateTime) -> String {
     let at = at.to_offset(time::UtcOffset::UTC);

@@ -1,6 +1,6 @@
 //! Benchmarks of the server's ES256 signing: a whole aws-lc signature, making a presignature
 //! (the idle-time half, 64 a batch, as the pool's thread does) and finishing them (the
-//! request's half, 64 an iteration). See `mandate-server/src/presign.rs`.
+//! request's half, 64 an iteration). See `mandate-server/src/signing/presign.rs`.
 //!
 //! Run with `cargo bench -p mandate-server --bench signing`; add
 //! `-- --warm-up-time 1 --measurement-time 3` for a quick pass.

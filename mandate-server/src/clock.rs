@@ -80,10 +80,9 @@ pub fn ordered16(at: OffsetDateTime) -> [u8; 16] {
 
 /// Fills `buf` for ids and nonces from the thread's CSPRNG (`rand`'s `ThreadRng`: ChaCha12,
 /// seeded from the operating system and reseeded from it every 64 KiB; the server never
-/// forks). An authorization draws three times (request id, decision id, nonce); a
-/// `getrandom` system call each was ~0.9 µs of a request's kernel time in tokio's workers
-/// (docs/performance.md). Keys and signing secrets still come straight from the operating
-/// system ([`fill_random`]).
+/// forks). An authorization draws three times (request id, decision id, nonce), and a
+/// `getrandom` system call each would add three kernel entries to every request. Keys and
+/// signing secrets still come straight from the operating system ([`fill_random`]).
 pub fn fill_id_random(buf: &mut [u8]) {
     use rand::RngCore;
     rand::rng().fill_bytes(buf);

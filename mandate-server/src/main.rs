@@ -317,21 +317,20 @@ async fn run(cli: Cli) -> Result<(), String> {
 }
 
 /// Threads for blocking work: SQLite reads (which share 4 reader connections, so more
-/// threads would only wait on their locks) and DNS lookups of webhook deliveries. Tokio's
-/// default of 512 let the first load of 100,000 agents' states start dozens of threads,
-/// each keeping its own malloc arena (glibc's malloc, then): 19 MiB more resident, and a
-/// slower first pass.
+/// threads would only wait on their locks) and DNS lookups of webhook deliveries. With
+/// tokio's default of 512, loading many agents' states at once starts dozens of threads,
+/// each with its own stack and allocator caches: more memory resident, and a slower first
+/// pass.
 const BLOCKING_THREADS: usize = 8;
 
 /// jemalloc, not glibc's malloc: the hot path makes many small allocations on tokio's
 /// workers and frees some of them on other threads (the writer, the sync thread), where
-/// glibc spent ~17 % of the server's CPU in `malloc`, `free` and `malloc_consolidate`.
-/// With jemalloc the same load was faster in each of five pairs of runs alternating with
-/// the glibc build (mean +16.5 %) and the resident set with 100,000 agents and 10 M
-/// decisions was lower (docs/performance.md). `unprefixed` in Cargo.toml makes SQLite's allocations use it too.
+/// glibc's `malloc`, `free` and `malloc_consolidate` take a large share of the server's
+/// CPU; with jemalloc the server is faster and its resident set smaller
+/// (docs/performance.md). `unprefixed` in Cargo.toml makes SQLite's allocations use it too.
 /// Its options (two arenas, freed pages returned after 1 s) are compiled in from
-/// `.cargo/config.toml`; with jemalloc's defaults the resident set with 10 M decisions
-/// reached 192.4 MiB in one run of five, over the 200 MB budget.
+/// `.cargo/config.toml`; with jemalloc's defaults the resident set with 10 M decisions can
+/// go over the 200 MB budget.
 #[cfg(not(target_env = "msvc"))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;

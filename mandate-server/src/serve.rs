@@ -133,9 +133,9 @@ pub async fn start_with(
     let now = clock.now();
     signing::ensure_keys(&db, ms(now)).map_err(db_error)?;
     let ring = signing::load(&db, ms(now)).map_err(db_error)?;
-    // Seeded here rather than in the first authorization's answer (24-45 ms).
+    // Seeded here, before listening, so that the first authorization does not wait for it.
     crate::signing::fast::seed_random().map_err(ServeError::Signing)?;
-    // Presignatures start filling now, in idle time (presign.rs).
+    // Presignatures start filling now, in idle time (signing/presign.rs).
     crate::signing::presign::Pool::global();
     let mut fresh = [0u8; 32];
     fill_random(&mut fresh);

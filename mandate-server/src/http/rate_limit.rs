@@ -4,10 +4,9 @@
 //! (rounded up) + this second's count`. One key's load never touches another key's counter.
 //!
 //! The windows live beside the callers they count, in [`crate::http::cache::KeyCache`]: an
-//! authenticated request finds its caller and its window in one lookup of one map. They
-//! used to live in a map of their own, behind a lock every request shared, and each
-//! request paid a second lookup in a map of 100,000 keys (mostly a cache miss), ~1 µs of
-//! the tokio workers' ~25 (docs/performance.md).
+//! authenticated request finds its caller and its window in one lookup of one map, with no
+//! lock that every request shares and no second lookup (mostly a cache miss) in a map of
+//! every key.
 
 /// One key's counts: this second's and the second before's.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]

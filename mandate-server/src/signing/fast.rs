@@ -1,7 +1,7 @@
 //! ES256 signing through aws-lc-rs, behind the core's `Signer` trait.
 //!
-//! RustCrypto's p256 signs in about 100 µs here and aws-lc-rs in about 19 µs, and signing
-//! is on every authorization. The token format is the core's: this signer only produces the
+//! aws-lc-rs signs faster than RustCrypto's p256 (docs/performance.md), and signing is on
+//! every authorization. The token format is the core's: this signer only produces the
 //! 64-byte r||s for the signing input, and its public JWK is derived by the core from the
 //! same secret, so tokens verify with the core's p256 verifier (tested below).
 //!
@@ -21,10 +21,9 @@ use crate::signing::presign::{Pool, Presignature};
 /// Draws from aws-lc's random generator once, so that it is seeded now.
 ///
 /// aws-lc seeds the generator that every signature draws its nonce from at the process's
-/// first draw, from CPU jitter (its FIPS entropy source): 24-45 ms on the project's
-/// EPYC machine, against 12-14 µs for a whole signature after it there (21 µs on the
-/// Intel one; docs/performance.md). [`crate::serve::start`] calls this
-/// before it listens, so that the first authorization after a start does not wait for it.
+/// first draw, from CPU jitter (its FIPS entropy source), which takes far longer than a
+/// signature. [`crate::serve::start`] calls this before it listens, so that the first
+/// authorization after a start does not wait for it.
 pub fn seed_random() -> Result<(), SignError> {
     let mut byte = [0u8; 1];
     aws_lc_rs::rand::fill(&mut byte)

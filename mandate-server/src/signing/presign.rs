@@ -5,14 +5,12 @@
 //! `k`. Everything expensive (`k`, the point `k·G`, `k⁻¹`) depends on neither the message
 //! nor the key, so it can be computed before the request arrives: that pair `(r, k⁻¹)` is a
 //! [`Presignature`]. What is left when the message is known is one SHA-256 and two products
-//! mod `n`: 0.53 µs, against 21.1 µs for a whole aws-lc signature alone and 12.4 µs to make
-//! a presignature in a batch (`cargo bench -p mandate-server --bench signing`, on the Intel
-//! machine of docs/performance.md; 0.38, 12.3 and 8.3 µs on the EPYC before it). This is
-//! the classic offline/online split of ECDSA (OpenSSL's `ECDSA_sign_setup`).
+//! mod `n`, a small fraction of a whole signature (`cargo bench -p mandate-server --bench
+//! signing`; figures in docs/performance.md). This is the classic offline/online split of
+//! ECDSA (OpenSSL's `ECDSA_sign_setup`).
 //!
-//! Signing was about a third of the server's CPU on the authorization path (20-26 µs a
-//! request, caches included; docs/performance.md), and the closed
-//! loop leaves part of the two cores idle while requests wait for their group's fsync. The
+//! A whole signature is a large share of an authorization's CPU, and the closed loop
+//! leaves part of the cores idle while requests wait for their group's fsync. The
 //! [`Pool`]'s thread runs at the lowest scheduling priority (`SCHED_IDLE` on Linux), so it
 //! fills the pool in that idle time and never takes a core from a request; when the pool is
 //! empty (at saturation there is little idle time) the signing thread makes a batch of
@@ -21,13 +19,11 @@
 //! taker until a core fell idle (priority inversion), so a take that finds the lock held
 //! goes on as if the pool were empty ([`Pool::take`]).
 //!
-//! The thread tops the pool up as soon as one batch has been taken, rather than waiting for
-//! it to fall to half and then refilling 32,768 at once. At idle priority it takes no core
-//! from a request, but a burst of ~270 ms of it kept both cores busy, and at 12,500/s the
-//! seconds with a burst were the seconds of the tail: refilling a batch at a time, the p99
-//! at that rate went from 34.7, 12.6, 17.2, 46.6 ms to 4.2, 7.3, 4.5, 9.5 ms in four
-//! alternating rounds of a bad half hour, and stayed the same in quieter ones
-//! (docs/performance.md, "Presign in small steps").
+//! The thread tops the pool up as soon as one batch has been taken, rather than letting it
+//! fall to half and refilling it at once. At idle priority it takes no core from a request,
+//! but a long refill keeps both cores busy for a long stretch, and such stretches made the
+//! latency tail at moderate rates; short top-ups spread the same work thinly
+//! (docs/performance.md).
 //!
 //! Safety of the split: `k` comes from aws-lc's generator, uniform in `[1, n)`, exactly as
 //! in its own signing; a presignature is moved out of the pool, used once and wiped on drop;
@@ -46,11 +42,10 @@ use p256::{FieldBytes, NonZeroScalar, Scalar};
 
 /// How many presignatures the process's pool holds at most: 64 bytes each, 4 MiB in all.
 ///
-/// The idle time comes in bursts. With 4,096 the pool ran dry for 19-23 % of the signatures
-/// at full speed while the thread slept on a full pool at other moments; with 16,384 for
-/// 6-8 %; with 65,536 for none over a million signatures (docs/performance.md). Measured
-/// when the pool refilled only from half; with the batch-at-a-time top-up a smaller pool
-/// may do, not measured again.
+/// The idle time comes in bursts: the pool must hold enough to carry the requests through a
+/// stretch without idle time, and room for what the thread makes in the next idle one.
+/// Smaller pools ran dry at full speed while the thread slept on a full pool at other
+/// moments (docs/performance.md).
 pub const POOL_CAPACITY: usize = 65_536;
 
 /// How many presignatures the pool's thread computes between two visits to the pool: their
@@ -59,13 +54,11 @@ const BATCH: usize = 64;
 
 /// How many presignatures a request's thread computes for itself when the pool is empty.
 ///
-/// At saturation the cores have little idle time and the pool's thread falls behind: in a
-/// 10 s run at ~34,000/s the pool filled during setup drained, and by the end 15 % of the
-/// signatures were signed whole (21.1 µs on that machine, against 12.4 µs a presignature
-/// made in a batch). A thread that finds the pool empty now makes a batch of this many
-/// (~400 µs, once per this many signatures on that thread) and keeps the rest for its next
-/// signatures. Once the pool's first stock is spent, these batches make about a quarter of
-/// the presignatures at full speed (docs/performance.md, "Where the signatures are made").
+/// At saturation the cores have little idle time and the pool's thread falls behind, so
+/// the pool empties. A thread that finds it empty makes a batch of this many (one inversion
+/// for the batch, so each costs less than a whole signature) and keeps the rest for its
+/// next signatures. The batch is small because the thread's other connections wait while
+/// it is made (docs/performance.md).
 pub const THREAD_BATCH: usize = 32;
 
 thread_local! {
@@ -196,7 +189,7 @@ impl Pool {
     /// It never waits for the lock: the pool's own thread runs at `SCHED_IDLE`, and if a
     /// request's thread preempted it while it held the lock (adding a batch), waiting
     /// would leave that request, and every one behind it on its worker, until a core next
-    /// falls idle (milliseconds at 80 % busy). The caller goes on as if the pool were
+    /// falls idle (milliseconds on busy cores). The caller goes on as if the pool were
     /// empty ([`Pool::take_or_make`]).
     pub fn take(&self) -> Option<Presignature> {
         let mut ready = match self.shared.ready.try_lock() {

@@ -65,10 +65,9 @@ impl Db {
         writer.pragma_update(None, "wal_autocheckpoint", 0)?;
         // 16 MB of page cache for the writer. Since migration 0006 the pages that new
         // decisions change (the tails of the table and its indexes, the by-agent index's
-        // latest bucket) fit in it whatever the history. With 100,000 agents and 10 M
-        // decisions, 24 MB gave 16,625-20,989 authorizations/s against 13,378-20,105 (the
-        // machine's noise) but 189.4-193.4 MiB resident against 176.2-186.6, twice over
-        // the 200 MB (190.7 MiB) budget (docs/performance.md).
+        // latest bucket) fit in it whatever the history. A larger cache bought little and
+        // took the resident set with 100,000 agents and 10 M decisions over the 200 MB
+        // budget (docs/performance.md).
         writer.pragma_update(None, "cache_size", -16_000)?;
         // The writer's commits write the WAL without syncing it; the sync thread syncs it
         // before any job of the group is answered (so a reported write is as durable as

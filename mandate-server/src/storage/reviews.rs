@@ -16,7 +16,7 @@ pub fn insert(
     review: &Review,
 ) -> rusqlite::Result<()> {
     // Prepared once per connection: every decision that opens a review runs it (a fresh
-    // preparation cost more than the insert itself).
+    // preparation costs more than the insert itself).
     tx.prepare_cached(
         "INSERT INTO reviews (id, org_id, env, decision_id, agent_id, status, created_ms, expires_ms)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",

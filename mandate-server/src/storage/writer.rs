@@ -150,7 +150,7 @@ pub(super) fn run_in_savepoint(conn: &Connection, job: &mut dyn WriteJob) -> boo
 /// Jobs run without a savepoint of their own: a savepoint makes SQLite copy every page a
 /// job changes before changing it (a sub-journal in memory), and the jobs of a group
 /// change the same few pages (the tables' and indexes' last leaves) one after the other,
-/// so each job copied them again: ~15 % of the writer's time (docs/performance.md). A
+/// so each job copied them again, a large share of the writer's time (docs/performance.md). A
 /// job that fails may leave part of its changes behind, so then the whole transaction is
 /// rolled back and the group's other jobs are run again, each in a savepoint, as is every
 /// later job of the group: a failure costs one replay of its group, never more.
@@ -285,7 +285,7 @@ pub(super) fn writer_loop(
     while !stopping {
         let message = if syncing {
             // The jobs that arrive meanwhile wait in the inbox until the sync is done:
-            // waking this thread for each one as it came cost a context switch here and
+            // waking this thread for each one as it came would cost a context switch here and
             // a futex call in the sender, per job. An error means the sync thread is
             // gone; the next commit finds that out and answers its jobs.
             let _ = sync_done.recv();
