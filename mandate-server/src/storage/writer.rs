@@ -86,9 +86,9 @@ pub(super) const BUSY_ATTEMPTS: i32 = 100_000; // 10 s
 
 /// SQLite's own busy handler sleeps up to 100 ms between attempts. Under load the server's
 /// writer holds the write lock from one group's first job to its commit, and lets go only
-/// while that group's sync runs (~0.1 ms), so an operator command (another process) that
-/// naps that long can wait seconds for its turn; one that looks again every 100 µs gets
-/// in within milliseconds.
+/// while that group's sync runs (well under a millisecond), so an operator command
+/// (another process) that naps that long can wait seconds for its turn; one that looks
+/// again every 100 µs gets in within milliseconds.
 pub(super) fn retry_soon(attempts: i32) -> bool {
     std::thread::sleep(BUSY_RETRY);
     attempts < BUSY_ATTEMPTS
@@ -265,9 +265,8 @@ impl Drop for Inbox {
 /// and the thread sleeps; when it ends, they run as one group and are committed at once.
 /// A job cannot be answered before the next sync anyway, and one commit of many jobs
 /// writes each shared page (the tables' and indexes' last leaves) once instead of once
-/// per small group. Running them as they came instead (overlapping the sync) woke this
-/// thread once a job: 30,344-30,855 authorizations/s against 31,903-33,221 this way,
-/// three alternating rounds (docs/performance.md).
+/// per small group. Running them as they came instead (overlapping the sync) would wake
+/// this thread once a job, which costs more than it saves (docs/performance.md).
 pub(super) fn writer_loop(
     writer: Arc<Mutex<Connection>>,
     inbox: mpsc::Receiver<WriterMsg>,
