@@ -21,6 +21,7 @@ pub mod fast_signer;
 pub mod idempotency;
 pub mod limits;
 pub mod list;
+pub mod logging;
 pub mod model;
 pub mod operator;
 pub mod presign;
