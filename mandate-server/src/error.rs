@@ -4,6 +4,8 @@
 //! becomes a status code and a body. A server error is logged with its detail and answered
 //! with a generic message: internals never reach a client.
 
+use axum::body::to_bytes;
+use axum::extract::rejection::PathRejection;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use mandate_core::cursor::CursorError;
@@ -108,6 +110,77 @@ impl From<CursorError> for ApiError {
     fn from(e: CursorError) -> Self {
         Self::InvalidRequest(e.to_string())
     }
+}
+
+impl From<PathRejection> for ApiError {
+    /// A path segment that is not valid UTF-8 once percent-decoded (`/v1/agents/%FF`), or
+    /// any other path that cannot be read: 400, saying what to fix.
+    fn from(e: PathRejection) -> Self {
+        use axum::extract::path::ErrorKind;
+        match e {
+            PathRejection::FailedToDeserializePathParams(e)
+                if matches!(e.kind(), ErrorKind::InvalidUtf8InPathParam { .. }) =>
+            {
+                Self::InvalidRequest(
+                    "a path segment is not valid UTF-8 once percent-decoded; ids in paths are ASCII, like agt_…".into(),
+                )
+            }
+            PathRejection::FailedToDeserializePathParams(e)
+                if e.status() == StatusCode::BAD_REQUEST =>
+            {
+                Self::InvalidRequest(format!("the path cannot be read: {}", e.kind()))
+            }
+            other => Self::Server(format!("path parameters: {other}")),
+        }
+    }
+}
+
+/// The code of the envelope for an error answered with `status`.
+fn code_of(status: StatusCode) -> &'static str {
+    match status {
+        StatusCode::UNAUTHORIZED => "unauthorized",
+        StatusCode::FORBIDDEN => "forbidden",
+        StatusCode::NOT_FOUND => "not_found",
+        StatusCode::TOO_MANY_REQUESTS => "rate_limited",
+        s if s.is_server_error() => "server_error",
+        _ => "invalid_request",
+    }
+}
+
+/// Whether `response` is an error that is not the envelope: one a framework made itself,
+/// such as an extractor's rejection (`text/plain`).
+pub fn is_bare_error(response: &Response) -> bool {
+    (response.status().is_client_error() || response.status().is_server_error())
+        && response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .is_none_or(|v| v.as_bytes() != b"application/json")
+}
+
+/// `response` as the envelope, with its status: a framework's own error answer (see
+/// [`is_bare_error`]) gets its text as the message (a 5xx a generic one, its text
+/// logged); any other response is returned as it is.
+pub async fn enveloped(response: Response) -> Response {
+    if !is_bare_error(&response) {
+        return response;
+    }
+    let status = response.status();
+    let text = match to_bytes(response.into_body(), 4096).await {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).trim().to_owned(),
+        Err(_) => String::new(),
+    };
+    if status.is_server_error() {
+        return ApiError::Server(format!("{status}: {text}")).into_response();
+    }
+    let message = if text.is_empty() {
+        format!(
+            "the request was refused: {}",
+            status.canonical_reason().unwrap_or("client error")
+        )
+    } else {
+        text
+    };
+    envelope(status, code_of(status), &message)
 }
 
 /// Builds the envelope response for `status`, `code` and `message`.

@@ -17,6 +17,7 @@ pub mod decision;
 pub mod delivery;
 pub mod demo;
 pub mod error;
+pub mod extract;
 pub mod fast_signer;
 pub mod idempotency;
 pub mod limits;

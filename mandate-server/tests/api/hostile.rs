@@ -1,8 +1,8 @@
 //! Hostile input is bounded and answered: huge bodies, deep JSON nesting, long strings in
-//! every field, many query parameters, long and many headers. Each gets a 4xx in the
-//! envelope where the request reaches the application (hyper answers the few that it
-//! refuses itself, before any routing, with a bare 414 or 431), and the server keeps
-//! answering afterwards.
+//! every field, many query parameters, long and many headers, path segments that are not
+//! UTF-8. Each gets a 4xx in the envelope where the request reaches the application
+//! (hyper answers the few that it refuses itself, before any routing, with a bare 414 or
+//! 431), and the server keeps answering afterwards.
 
 use reqwest::Method;
 use serde_json::json;
@@ -404,5 +404,42 @@ async fn long_and_many_headers_are_bounded() {
     if let Ok(r) = request.send().await {
         assert_eq!(r.status().as_u16(), 431);
     }
+    still_answers(&app).await;
+}
+
+#[tokio::test]
+async fn a_path_segment_that_is_not_utf8_is_the_envelope_and_replays_as_first_answered() {
+    let app = spawn_app().await;
+    let org = app.org.sandbox.clone();
+    for path in [
+        "/v1/agents/%FF",
+        "/v1/decisions/%C3%28",
+        "/v1/mandates/%FF",
+        "/v1/webhooks/%80",
+    ] {
+        let r = app.get(&org, path).await;
+        let message = r.assert_error(400, "invalid_request");
+        assert!(message.contains("UTF-8"), "{path}: {message}");
+        assert_eq!(r.header("content-type"), Some("application/json"), "{path}");
+    }
+    // Under an Idempotency-Key, what is stored, and replayed, is that envelope: the same
+    // status, body and content type.
+    let send = || {
+        app.send(
+            Method::POST,
+            Some(&org),
+            "/v1/mandates/%FF/revoke",
+            Some("{}".into()),
+            &[("idempotency-key", "not-utf8-1")],
+        )
+    };
+    let first = send().await;
+    first.assert_error(400, "invalid_request");
+    let again = send().await;
+    assert_eq!(again.header("idempotency-replayed"), Some("true"));
+    assert_eq!(again.status, first.status);
+    assert_eq!(again.text, first.text);
+    assert_eq!(again.header("content-type"), first.header("content-type"));
+    again.assert_error(400, "invalid_request");
     still_answers(&app).await;
 }
