@@ -85,7 +85,7 @@ pub struct Running {
     pub public_addr: SocketAddr,
     /// The state, for tests and operators in the same process.
     pub state: AppState,
-    handles: Vec<Handle>,
+    handles: Vec<Handle<SocketAddr>>,
     servers: Vec<JoinHandle<Result<(), std::io::Error>>>,
     refresher: JoinHandle<()>,
     worker: Worker,
@@ -103,6 +103,17 @@ fn bind(addr: &str) -> Result<TcpListener, ServeError> {
             source,
         })?;
     Ok(listener)
+}
+
+/// The listeners' TLS: the certificate chain and key from PEM files, on the process's
+/// provider (aws-lc-rs).
+async fn tls_config(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> Result<RustlsConfig, ServeError> {
+    RustlsConfig::from_pem_file(cert, key)
+        .await
+        .map_err(ServeError::Tls)
 }
 
 /// Opens the database at `config.db`, creating and migrating it on first start.
@@ -176,17 +187,15 @@ pub async fn start_with(
         settlement: adapter.provider(),
     });
 
+    // One crypto provider, aws-lc-rs: the default of the webhook client (reqwest has none
+    // of its own) and of the listeners' TLS. Already installed in a second server of the
+    // same process.
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     // Dropping the worker (an error below) stops it.
     let worker = Worker::start(state.clone())
         .map_err(|e| ServeError::Io(std::io::Error::other(format!("delivery worker: {e}"))))?;
     let tls = match &config.tls {
-        Some((cert, key)) => Some({
-            // Two rustls providers are compiled in (see Cargo.toml): name the one to use.
-            let _ = rustls::crypto::ring::default_provider().install_default();
-            RustlsConfig::from_pem_file(cert, key)
-                .await
-                .map_err(ServeError::Tls)?
-        }),
+        Some((cert, key)) => Some(tls_config(cert, key).await?),
         None => None,
     };
     let mut handles = Vec::new();
@@ -198,21 +207,18 @@ pub async fn start_with(
             let handle = Handle::new();
             handles.push(handle.clone());
             let max_connections = config.limits.max_connections;
+            let server = axum_server::from_tcp(listener).map_err(ServeError::Io)?;
             servers.push(match &tls {
                 Some(tls) => {
                     let counted = CountedAcceptor::new(DefaultAcceptor, max_connections);
                     let acceptor = RustlsAcceptor::new(tls.clone()).acceptor(counted);
-                    let mut server = axum_server::from_tcp(listener)
-                        .acceptor(acceptor)
-                        .handle(handle);
+                    let mut server = server.acceptor(acceptor).handle(handle);
                     limits::configure(server.http_builder(), &config.limits);
                     tokio::spawn(async move { server.serve(service).await })
                 }
                 None => {
                     let counted = CountedAcceptor::new(DefaultAcceptor, max_connections);
-                    let mut server = axum_server::from_tcp(listener)
-                        .acceptor(counted)
-                        .handle(handle);
+                    let mut server = server.acceptor(counted).handle(handle);
                     limits::configure(server.http_builder(), &config.limits);
                     tokio::spawn(async move { server.serve(service).await })
                 }
@@ -296,7 +302,7 @@ impl Running {
     }
 
     /// Handles that stop the servers gracefully, for a signal handler.
-    pub fn shutdown_handles(&self) -> Vec<Handle> {
+    pub fn shutdown_handles(&self) -> Vec<Handle<SocketAddr>> {
         self.handles.clone()
     }
 }
