@@ -183,6 +183,45 @@ pub async fn enveloped(response: Response) -> Response {
     envelope(status, code_of(status), &message)
 }
 
+/// The whole HTTP/1.1 answer, in the envelope with a fresh request id, to a request head
+/// that hyper could not parse and would have answered with a bare `status` itself (see
+/// `connections::Answered`). The connection is closed after it, as hyper does.
+pub fn unparsed_request_answer(status: u16) -> Vec<u8> {
+    let (status, message) = match status {
+        414 => (
+            StatusCode::URI_TOO_LONG,
+            "the URI is too long: send a path and query of at most 64 KiB",
+        ),
+        431 => (
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "the request's headers are too large or too many: send at most 100 headers, well under 400 KB in all",
+        ),
+        _ => (
+            StatusCode::BAD_REQUEST,
+            "the request line or a header is not valid HTTP/1.1: the method, path and query must be ASCII (percent-encode any other byte, as %FF) and header names must be tokens",
+        ),
+    };
+    let id = request_id::current();
+    let body = ErrorBody {
+        error: ErrorDetail {
+            code: code_of(status).to_owned(),
+            message: message.to_owned(),
+            request_id: id.clone(),
+        },
+    };
+    let body = serde_json::to_vec(&body).unwrap_or_default();
+    let mut answer = format!(
+        "HTTP/1.1 {} {}\r\ncontent-type: application/json\r\n{}: {id}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or_default(),
+        request_id::HEADER,
+        body.len()
+    )
+    .into_bytes();
+    answer.extend_from_slice(&body);
+    answer
+}
+
 /// Builds the envelope response for `status`, `code` and `message`.
 pub fn envelope(status: StatusCode, code: &str, message: &str) -> Response {
     let id = request_id::current();

@@ -13,6 +13,7 @@ pub mod auth;
 pub mod body;
 pub mod cache;
 pub mod clock;
+pub mod connections;
 pub mod decision;
 pub mod delivery;
 pub mod demo;

@@ -1,5 +1,9 @@
 //! Starting the service: open and migrate the database, load keys, bind both listeners
 //! (plain or TLS), print the bound addresses, run until shut down gracefully.
+//!
+//! Both listeners speak HTTP/1.1 only: no h2c, and TLS offers only `http/1.1` by ALPN.
+//! The limits of `crate::limits` and `crate::connections` are written for HTTP/1; HTTP/2
+//! would need its own (streams, pings, idle time) and brings no client of ours anything.
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
@@ -20,8 +24,9 @@ use tower::make::Shared as SharedMakeService;
 use crate::agent_state::AgentStates;
 use crate::app;
 use crate::clock::{Clock, fill_random, ms};
+use crate::connections::{Connections, Guard};
 use crate::delivery::Worker;
-use crate::limits::{self, CountedAcceptor, Limits};
+use crate::limits::{self, Limits};
 use crate::settlement;
 use crate::signing;
 use crate::state::{AppState, Shared};
@@ -106,14 +111,19 @@ fn bind(addr: &str) -> Result<TcpListener, ServeError> {
 }
 
 /// The listeners' TLS: the certificate chain and key from PEM files, on the process's
-/// provider (aws-lc-rs).
+/// provider (aws-lc-rs), offering only HTTP/1.1 by ALPN (a client that offers only `h2` is
+/// refused in the handshake).
 async fn tls_config(
     cert: &std::path::Path,
     key: &std::path::Path,
 ) -> Result<RustlsConfig, ServeError> {
-    RustlsConfig::from_pem_file(cert, key)
+    let config = RustlsConfig::from_pem_file(cert, key)
         .await
-        .map_err(ServeError::Tls)
+        .map_err(ServeError::Tls)?;
+    let mut server = (*config.get_inner()).clone();
+    server.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.reload_from_config(Arc::new(server));
+    Ok(config)
 }
 
 /// Opens the database at `config.db`, creating and migrating it on first start.
@@ -206,19 +216,18 @@ pub async fn start_with(
             let (listener, service) = ($listener, $make_service);
             let handle = Handle::new();
             handles.push(handle.clone());
-            let max_connections = config.limits.max_connections;
+            let connections = Connections::new(&config.limits);
             let server = axum_server::from_tcp(listener).map_err(ServeError::Io)?;
             servers.push(match &tls {
                 Some(tls) => {
-                    let counted = CountedAcceptor::new(DefaultAcceptor, max_connections);
-                    let acceptor = RustlsAcceptor::new(tls.clone()).acceptor(counted);
-                    let mut server = server.acceptor(acceptor).handle(handle);
+                    let acceptor = Guard::new(RustlsAcceptor::new(tls.clone()), connections);
+                    let mut server = server.acceptor(acceptor).handle(handle).http1_only();
                     limits::configure(server.http_builder(), &config.limits);
                     tokio::spawn(async move { server.serve(service).await })
                 }
                 None => {
-                    let counted = CountedAcceptor::new(DefaultAcceptor, max_connections);
-                    let mut server = server.acceptor(counted).handle(handle);
+                    let acceptor = Guard::new(DefaultAcceptor, connections);
+                    let mut server = server.acceptor(acceptor).handle(handle).http1_only();
                     limits::configure(server.http_builder(), &config.limits);
                     tokio::spawn(async move { server.serve(service).await })
                 }
