@@ -12,6 +12,7 @@ pub mod clock;
 pub mod decision;
 pub mod demo;
 pub mod http;
+pub mod logging;
 pub mod model;
 pub mod operator;
 pub mod routes;

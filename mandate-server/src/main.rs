@@ -10,7 +10,7 @@ use mandate_server::http::limits;
 use mandate_server::model::Env;
 use mandate_server::serve::{self, Config};
 use mandate_server::storage::Db;
-use mandate_server::{demo, operator, settlement};
+use mandate_server::{demo, logging, operator, settlement};
 
 /// The Mandate service and its operator commands.
 #[derive(Parser)]
@@ -157,6 +157,14 @@ enum Command {
     },
 }
 
+/// Prints `text` and a newline on stdout, ignoring a stdout that fails (`println!` would
+/// panic).
+fn print_out(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{text}").and_then(|()| out.flush());
+}
+
 fn open(db: &DbArg) -> Result<Db, String> {
     Db::open(&db.db).map_err(|e| format!("database {}: {e}", db.db.display()))
 }
@@ -172,7 +180,7 @@ fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     let register = |kind: SignalKind, name: &str| match signal(kind) {
         Ok(stream) => Some(stream),
         Err(e) => {
-            eprintln!("warning: cannot handle {name}: {e}");
+            logging::say(&format!("warning: cannot handle {name}: {e}"));
             None
         }
     };
@@ -236,23 +244,32 @@ async fn run(cli: Cli) -> Result<(), String> {
             } else {
                 "http"
             };
-            println!("mandate-server listening");
-            println!("  api:    {scheme}://{}", running.api_addr);
-            println!("  public: {scheme}://{}", running.public_addr);
-            println!("  issuer: {}", running.state.verdicts_url);
-            println!("  db:     {}", config.db.display());
+            print_out(&format!(
+                "mandate-server listening\n  api:    {scheme}://{}\n  public: {scheme}://{}\n  issuer: {}\n  db:     {}",
+                running.api_addr,
+                running.public_addr,
+                running.state.verdicts_url,
+                config.db.display()
+            ));
             if with_demo {
                 demo::run(&running).await?;
             }
             let handles = running.shutdown_handles();
             tokio::spawn(async move {
                 stop.await;
-                eprintln!("shutting down: finishing in-flight requests");
                 for handle in handles {
                     handle.graceful_shutdown(Some(std::time::Duration::from_secs(30)));
                 }
+                logging::say("shutting down: finishing in-flight requests");
             });
-            running.wait().await.map_err(|e| e.to_string())
+            let stopped = running.wait().await.map_err(|e| e.to_string());
+            // The log gets a moment to catch up; what it could not write is said on stdout.
+            logging::flush(std::time::Duration::from_secs(1));
+            let lost = logging::lost_lines();
+            if lost > 0 {
+                print_out(&format!("log lines lost: {lost}"));
+            }
+            stopped
         }
         Command::Onboard { db, org } => {
             let onboarded =
@@ -351,17 +368,12 @@ fn main() -> ExitCode {
 }
 
 async fn main_async() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    logging::init();
     match run(Cli::parse()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr(), "error: {e}");
             ExitCode::FAILURE
         }
     }

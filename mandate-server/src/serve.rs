@@ -1,5 +1,9 @@
 //! Starting the service: open and migrate the database, load keys, bind both listeners
 //! (plain or TLS), print the bound addresses, run until shut down gracefully.
+//!
+//! Both listeners speak HTTP/1.1 only: no h2c, and TLS offers only `http/1.1` by ALPN.
+//! The limits of `crate::limits` and `crate::connections` are written for HTTP/1; HTTP/2
+//! would need its own (streams, pings, idle time) and brings no client of ours anything.
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
@@ -20,7 +24,8 @@ use tower::make::Shared as SharedMakeService;
 use crate::app;
 use crate::clock::{Clock, fill_random, ms};
 use crate::decision::agents::AgentStates;
-use crate::http::limits::{self, CountedAcceptor, Limits};
+use crate::http::connections::{Connections, Guard};
+use crate::http::limits::{self, Limits};
 use crate::settlement;
 use crate::signing;
 use crate::state::{AppState, Shared};
@@ -85,7 +90,7 @@ pub struct Running {
     pub public_addr: SocketAddr,
     /// The state, for tests and operators in the same process.
     pub state: AppState,
-    handles: Vec<Handle>,
+    handles: Vec<Handle<SocketAddr>>,
     servers: Vec<JoinHandle<Result<(), std::io::Error>>>,
     refresher: JoinHandle<()>,
     worker: Worker,
@@ -103,6 +108,22 @@ fn bind(addr: &str) -> Result<TcpListener, ServeError> {
             source,
         })?;
     Ok(listener)
+}
+
+/// The listeners' TLS: the certificate chain and key from PEM files, on the process's
+/// provider (aws-lc-rs), offering only HTTP/1.1 by ALPN (a client that offers only `h2` is
+/// refused in the handshake).
+async fn tls_config(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> Result<RustlsConfig, ServeError> {
+    let config = RustlsConfig::from_pem_file(cert, key)
+        .await
+        .map_err(ServeError::Tls)?;
+    let mut server = (*config.get_inner()).clone();
+    server.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.reload_from_config(Arc::new(server));
+    Ok(config)
 }
 
 /// Opens the database at `config.db`, creating and migrating it on first start.
@@ -176,17 +197,15 @@ pub async fn start_with(
         settlement: adapter.provider(),
     });
 
+    // One crypto provider, aws-lc-rs: the default of the webhook client (reqwest has none
+    // of its own) and of the listeners' TLS. Already installed in a second server of the
+    // same process.
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     // Dropping the worker (an error below) stops it.
     let worker = Worker::start(state.clone())
         .map_err(|e| ServeError::Io(std::io::Error::other(format!("delivery worker: {e}"))))?;
     let tls = match &config.tls {
-        Some((cert, key)) => Some({
-            // Two rustls providers are compiled in (see Cargo.toml): name the one to use.
-            let _ = rustls::crypto::ring::default_provider().install_default();
-            RustlsConfig::from_pem_file(cert, key)
-                .await
-                .map_err(ServeError::Tls)?
-        }),
+        Some((cert, key)) => Some(tls_config(cert, key).await?),
         None => None,
     };
     let mut handles = Vec::new();
@@ -197,22 +216,18 @@ pub async fn start_with(
             let (listener, service) = ($listener, $make_service);
             let handle = Handle::new();
             handles.push(handle.clone());
-            let max_connections = config.limits.max_connections;
+            let connections = Connections::new(&config.limits);
+            let server = axum_server::from_tcp(listener).map_err(ServeError::Io)?;
             servers.push(match &tls {
                 Some(tls) => {
-                    let counted = CountedAcceptor::new(DefaultAcceptor, max_connections);
-                    let acceptor = RustlsAcceptor::new(tls.clone()).acceptor(counted);
-                    let mut server = axum_server::from_tcp(listener)
-                        .acceptor(acceptor)
-                        .handle(handle);
+                    let acceptor = Guard::new(RustlsAcceptor::new(tls.clone()), connections);
+                    let mut server = server.acceptor(acceptor).handle(handle).http1_only();
                     limits::configure(server.http_builder(), &config.limits);
                     tokio::spawn(async move { server.serve(service).await })
                 }
                 None => {
-                    let counted = CountedAcceptor::new(DefaultAcceptor, max_connections);
-                    let mut server = axum_server::from_tcp(listener)
-                        .acceptor(counted)
-                        .handle(handle);
+                    let acceptor = Guard::new(DefaultAcceptor, connections);
+                    let mut server = server.acceptor(acceptor).handle(handle).http1_only();
                     limits::configure(server.http_builder(), &config.limits);
                     tokio::spawn(async move { server.serve(service).await })
                 }
@@ -296,7 +311,7 @@ impl Running {
     }
 
     /// Handles that stop the servers gracefully, for a signal handler.
-    pub fn shutdown_handles(&self) -> Vec<Handle> {
+    pub fn shutdown_handles(&self) -> Vec<Handle<SocketAddr>> {
         self.handles.clone()
     }
 }

@@ -4,6 +4,8 @@
 //! becomes a status code and a body. A server error is logged with its detail and answered
 //! with a generic message: internals never reach a client.
 
+use axum::body::to_bytes;
+use axum::extract::rejection::PathRejection;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use mandate_core::cursor::CursorError;
@@ -108,6 +110,116 @@ impl From<CursorError> for ApiError {
     fn from(e: CursorError) -> Self {
         Self::InvalidRequest(e.to_string())
     }
+}
+
+impl From<PathRejection> for ApiError {
+    /// A path segment that is not valid UTF-8 once percent-decoded (`/v1/agents/%FF`), or
+    /// any other path that cannot be read: 400, saying what to fix.
+    fn from(e: PathRejection) -> Self {
+        use axum::extract::path::ErrorKind;
+        match e {
+            PathRejection::FailedToDeserializePathParams(e)
+                if matches!(e.kind(), ErrorKind::InvalidUtf8InPathParam { .. }) =>
+            {
+                Self::InvalidRequest(
+                    "a path segment is not valid UTF-8 once percent-decoded; ids in paths are ASCII, like agt_…".into(),
+                )
+            }
+            PathRejection::FailedToDeserializePathParams(e)
+                if e.status() == StatusCode::BAD_REQUEST =>
+            {
+                Self::InvalidRequest(format!("the path cannot be read: {}", e.kind()))
+            }
+            other => Self::Server(format!("path parameters: {other}")),
+        }
+    }
+}
+
+/// The code of the envelope for an error answered with `status`.
+fn code_of(status: StatusCode) -> &'static str {
+    match status {
+        StatusCode::UNAUTHORIZED => "unauthorized",
+        StatusCode::FORBIDDEN => "forbidden",
+        StatusCode::NOT_FOUND => "not_found",
+        StatusCode::TOO_MANY_REQUESTS => "rate_limited",
+        s if s.is_server_error() => "server_error",
+        _ => "invalid_request",
+    }
+}
+
+/// Whether `response` is an error that is not the envelope: one a framework made itself,
+/// such as an extractor's rejection (`text/plain`).
+pub fn is_bare_error(response: &Response) -> bool {
+    (response.status().is_client_error() || response.status().is_server_error())
+        && response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .is_none_or(|v| v.as_bytes() != b"application/json")
+}
+
+/// `response` as the envelope, with its status: a framework's own error answer (see
+/// [`is_bare_error`]) gets its text as the message (a 5xx a generic one, its text
+/// logged); any other response is returned as it is.
+pub async fn enveloped(response: Response) -> Response {
+    if !is_bare_error(&response) {
+        return response;
+    }
+    let status = response.status();
+    let text = match to_bytes(response.into_body(), 4096).await {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).trim().to_owned(),
+        Err(_) => String::new(),
+    };
+    if status.is_server_error() {
+        return ApiError::Server(format!("{status}: {text}")).into_response();
+    }
+    let message = if text.is_empty() {
+        format!(
+            "the request was refused: {}",
+            status.canonical_reason().unwrap_or("client error")
+        )
+    } else {
+        text
+    };
+    envelope(status, code_of(status), &message)
+}
+
+/// The whole HTTP/1.1 answer, in the envelope with a fresh request id, to a request head
+/// that hyper could not parse and would have answered with a bare `status` itself (see
+/// `connections::Answered`). The connection is closed after it, as hyper does.
+pub fn unparsed_request_answer(status: u16) -> Vec<u8> {
+    let (status, message) = match status {
+        414 => (
+            StatusCode::URI_TOO_LONG,
+            "the URI is too long: send a path and query of at most 64 KiB",
+        ),
+        431 => (
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "the request's headers are too large or too many: send at most 100 headers, well under 400 KB in all",
+        ),
+        _ => (
+            StatusCode::BAD_REQUEST,
+            "the request line or a header is not valid HTTP/1.1: the method, path and query must be ASCII (percent-encode any other byte, as %FF) and header names must be tokens",
+        ),
+    };
+    let id = request_id::current();
+    let body = ErrorBody {
+        error: ErrorDetail {
+            code: code_of(status).to_owned(),
+            message: message.to_owned(),
+            request_id: id.clone(),
+        },
+    };
+    let body = serde_json::to_vec(&body).unwrap_or_default();
+    let mut answer = format!(
+        "HTTP/1.1 {} {}\r\ncontent-type: application/json\r\n{}: {id}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or_default(),
+        request_id::HEADER,
+        body.len()
+    )
+    .into_bytes();
+    answer.extend_from_slice(&body);
+    answer
 }
 
 /// Builds the envelope response for `status`, `code` and `message`.

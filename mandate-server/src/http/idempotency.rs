@@ -201,6 +201,8 @@ async fn finish(
     if response.extensions().get::<AlreadyStored>().is_some() {
         return Ok(response);
     }
+    // What is stored is replayed as JSON: a framework's own answer is made the envelope.
+    let response = crate::http::error::enveloped(response).await;
     let status = response.status().as_u16();
     let (parts, body) = response.into_parts();
     let bytes = to_bytes(body, usize::MAX)

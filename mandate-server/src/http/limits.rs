@@ -3,24 +3,21 @@
 //!
 //! Over [`Limits::max_in_flight`] requests, the API host answers at once with `503
 //! server_error` and `Retry-After: 1` instead of queueing: a flood far beyond capacity is
-//! shed, memory stays bounded, and every request still gets an answer. Over
-//! [`Limits::max_connections`] open connections, a new connection is closed as soon as it is
-//! accepted. A client that has not sent its whole header within
-//! [`Limits::header_read_timeout`] is disconnected (slowloris); one whose body has not
-//! arrived within [`Limits::body_read_timeout`] of the request's start gets `400`.
+//! shed, memory stays bounded, and every request still gets an answer. At
+//! [`Limits::max_connections`] open connections, a new one closes the longest idle ones,
+//! or is closed itself when every connection has a request in flight
+//! ([`crate::http::connections`]). A connection that has not sent a whole request head within
+//! [`Limits::header_read_timeout`] of being accepted is closed, and so is one that waits
+//! longer than that for its next request head, or takes longer to send it (slowloris);
+//! a request whose body has not arrived within [`Limits::body_read_timeout`] of its start
+//! gets `400`.
 
-use std::future::Future;
-use std::io;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::extract::Request;
-use axum_server::accept::Accept;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
@@ -40,9 +37,10 @@ pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct Limits {
     /// Requests handled at once on the API host; more are answered 503 at once.
     pub max_in_flight: usize,
-    /// Open connections per listener; more are closed when accepted.
+    /// Open connections per listener; beyond it the longest idle ones are closed.
     pub max_connections: usize,
-    /// Time to receive a request's headers before the connection is closed.
+    /// Time to receive the first request head from accept, and each later one from the
+    /// end of the previous answer, before the connection is closed.
     pub header_read_timeout: Duration,
     /// Time to receive a request's body, from when its headers arrived.
     pub body_read_timeout: Duration,
@@ -108,105 +106,15 @@ impl Gate {
     }
 }
 
-/// Sets the HTTP/1 header timeout (with the timer it needs) on a listener's builder.
+/// Sets hyper's HTTP/1 header timeout on a listener's builder: it runs whenever hyper
+/// waits for a request head, so it also closes a keep-alive connection idle that long (the
+/// first head is bounded from accept, the TLS handshake included, by
+/// [`crate::http::connections`]).
 pub fn configure(builder: &mut Builder<TokioExecutor>, limits: &Limits) {
     builder
         .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout);
-}
-
-/// An acceptor that holds one of a fixed number of permits for each open connection and
-/// closes connections beyond them.
-#[derive(Clone)]
-pub struct CountedAcceptor<A> {
-    inner: A,
-    permits: Arc<Semaphore>,
-}
-
-impl<A> CountedAcceptor<A> {
-    /// Wraps `inner`, allowing `max` connections at once.
-    pub fn new(inner: A, max: usize) -> Self {
-        Self {
-            inner,
-            permits: Arc::new(Semaphore::new(max.max(1))),
-        }
-    }
-}
-
-impl<A, I, S> Accept<I, S> for CountedAcceptor<A>
-where
-    A: Accept<I, S>,
-    A::Future: Send + 'static,
-{
-    type Stream = Counted<A::Stream>;
-    type Service = A::Service;
-    type Future =
-        Pin<Box<dyn Future<Output = io::Result<(Self::Stream, Self::Service)>> + Send + 'static>>;
-
-    fn accept(&self, stream: I, service: S) -> Self::Future {
-        let permit = self.permits.clone().try_acquire_owned();
-        let accepted = self.inner.accept(stream, service);
-        Box::pin(async move {
-            // Dropping the stream (an error here) closes the connection.
-            let permit = permit
-                .map_err(|_| io::Error::other("too many open connections; closing this one"))?;
-            let (stream, service) = accepted.await?;
-            Ok((
-                Counted {
-                    inner: stream,
-                    _permit: permit,
-                },
-                service,
-            ))
-        })
-    }
-}
-
-/// A connection counted against [`CountedAcceptor`]'s cap until it is dropped.
-pub struct Counted<T> {
-    inner: T,
-    _permit: OwnedSemaphorePermit,
-}
-
-impl<T: AsyncRead + Unpin> AsyncRead for Counted<T> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_read(cx, buf)
-    }
-}
-
-impl<T: AsyncWrite + Unpin> AsyncWrite for Counted<T> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
 }
 
 /// Keeps a process-wide file-size limit (`RLIMIT_FSIZE`) from killing the server: with

@@ -8,7 +8,9 @@
 pub mod auth;
 pub mod body;
 pub mod cache;
+pub mod connections;
 pub mod error;
+pub mod extract;
 pub mod idempotency;
 pub mod limits;
 pub mod list;

@@ -37,10 +37,13 @@ pub async fn assign(request: Request, next: Next) -> Response {
 }
 
 /// What [`assign`] does around any answer: `answer` runs in the scope of a fresh id, and
-/// its response gets the header (and loses `Allow`). The API host's single front layer
+/// its response gets the header (and loses `Allow`); an error that is not the envelope
+/// becomes one ([`crate::http::error::enveloped`]). The API host's single front layer
 /// ([`crate::app::front`]) calls it with authentication inside.
 pub async fn within(answer: impl Future<Output = Response>) -> Response {
     let id = RequestId::from_random(random16()).to_string();
+    // A framework's own error answer (text/plain) becomes the envelope, with this id.
+    let answer = async { crate::http::error::enveloped(answer.await).await };
     let mut response = REQUEST_ID.scope(id.clone(), answer).await;
     response.headers_mut().remove(header::ALLOW);
     // A replayed idempotent response keeps the id of the request that produced it.

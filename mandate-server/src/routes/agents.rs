@@ -1,7 +1,7 @@
 //! `POST /v1/agents`, `GET /v1/agents`, `GET /v1/agents/{id}`.
 
 use axum::Router;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{RawQuery, State};
 use axum::response::Response;
 use axum::routing::{get, post};
 use mandate_core::field::{check_fields, invalid, object, required, string};
@@ -14,6 +14,7 @@ use super::{created, ok};
 use crate::clock::{from_ms, ms};
 use crate::http::body::JsonBody;
 use crate::http::error::ApiError;
+use crate::http::extract::Path;
 use crate::http::list;
 use crate::model::{Caller, KeyClass};
 use crate::operator::new_key;

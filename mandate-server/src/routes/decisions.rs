@@ -1,7 +1,7 @@
 //! `GET /v1/decisions` and `GET /v1/decisions/{id}`. Agent keys see their own only.
 
 use axum::Router;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{RawQuery, State};
 use axum::response::Response;
 use axum::routing::get;
 use mandate_core::policy::Verdict;
@@ -9,6 +9,7 @@ use serde_json::json;
 
 use super::ok;
 use crate::http::error::ApiError;
+use crate::http::extract::Path;
 use crate::http::list;
 use crate::model::Caller;
 use crate::state::AppState;

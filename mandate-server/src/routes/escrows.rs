@@ -9,7 +9,7 @@
 //! one, whatever its organization; only the funding organization's keys move it.
 
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::response::Response;
 use axum::routing::{get, post};
 use mandate_core::escrow::{EscrowAction, EscrowStatus, HistoryEntry};
@@ -22,6 +22,7 @@ use super::{created, ok};
 use crate::clock::{from_ms, ms, random16};
 use crate::http::body::JsonBody;
 use crate::http::error::ApiError;
+use crate::http::extract::Path;
 use crate::model::Caller;
 use crate::settlement::{Movement, MovementKind, SettlementError};
 use crate::state::AppState;

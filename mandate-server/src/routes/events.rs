@@ -2,7 +2,7 @@
 //! event log, read whole whatever became of its deliveries. Organization keys only.
 
 use axum::Router;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{RawQuery, State};
 use axum::response::Response;
 use axum::routing::get;
 use mandate_core::delivery::{EVENT_TYPES, is_event_type};
@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use super::ok;
 use crate::clock::from_ms;
 use crate::http::error::ApiError;
+use crate::http::extract::Path;
 use crate::http::list;
 use crate::model::Caller;
 use crate::state::AppState;

@@ -4,7 +4,7 @@
 //! authorization is judged against a mandate that has already been replaced or revoked.
 
 use axum::Router;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{RawQuery, State};
 use axum::response::Response;
 use axum::routing::{get, post};
 use mandate_core::history::MonthToDate;
@@ -15,6 +15,7 @@ use super::{created, ok};
 use crate::clock::{ms, random16};
 use crate::http::body::JsonBody;
 use crate::http::error::ApiError;
+use crate::http::extract::Path;
 use crate::http::list;
 use crate::model::Caller;
 use crate::state::AppState;

@@ -4,7 +4,7 @@
 //! opened it and through the `decision.review_pending` event.
 
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::response::Response;
 use axum::routing::post;
 use mandate_core::field::{check_fields, invalid, object, present, string};
@@ -17,6 +17,7 @@ use crate::clock::{ms, ordered16};
 use crate::decision::record::{Decision, Signed, sign_new};
 use crate::http::body::OptionalJsonBody;
 use crate::http::error::ApiError;
+use crate::http::extract::Path;
 use crate::model::Caller;
 use crate::routes::authorizations::response_body;
 use crate::state::AppState;

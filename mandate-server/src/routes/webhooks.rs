@@ -5,7 +5,7 @@
 //! end; a ping is an event like any other, delivered to that one endpoint.
 
 use axum::Router;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -19,6 +19,7 @@ use super::{created, ok};
 use crate::clock::{from_ms, ms, random16};
 use crate::http::body::JsonBody;
 use crate::http::error::ApiError;
+use crate::http::extract::Path;
 use crate::http::list;
 use crate::model::Caller;
 use crate::state::AppState;

@@ -1,8 +1,9 @@
 //! Hostile input is bounded and answered: huge bodies, deep JSON nesting, long strings in
-//! every field, many query parameters, long and many headers. Each gets a 4xx in the
-//! envelope where the request reaches the application (hyper answers the few that it
-//! refuses itself, before any routing, with a bare 414 or 431), and the server keeps
-//! answering afterwards.
+//! every field, many query parameters, long and many headers, bytes that are not ASCII in
+//! the request line, path segments that are not UTF-8, HTTP/2 spoken to an HTTP/1.1
+//! server. Each gets a 4xx in the envelope with a request id, including the ones hyper
+//! refuses itself before any routing (400, 414, 431), and the server keeps answering
+//! afterwards.
 
 use reqwest::Method;
 use serde_json::json;
@@ -339,6 +340,7 @@ async fn many_query_parameters_are_400_and_an_over_long_uri_is_refused() {
         answer.is_empty() || answer.starts_with("HTTP/1.1 414"),
         "{answer}"
     );
+
     still_answers(&app).await;
 }
 
@@ -404,5 +406,161 @@ async fn long_and_many_headers_are_bounded() {
     if let Ok(r) = request.send().await {
         assert_eq!(r.status().as_u16(), 431);
     }
+    still_answers(&app).await;
+}
+
+/// A GET whose query makes the request line about `n` bytes long.
+fn full_request_of_length(n: usize) -> Vec<u8> {
+    format!(
+        "GET /v1/decisions?{} HTTP/1.1\r\nhost: x\r\n\r\n",
+        "q=1&".repeat(n / 4)
+    )
+    .into_bytes()
+}
+
+/// Sends `request` on a fresh connection and reads until the server closes it; returns
+/// the status (0 if nothing came), the head, and the body. When anything came, asserts it
+/// is the envelope (JSON, a `req_` id in the header and the body, `invalid_request`).
+async fn raw_exchange(app: &TestApp, request: Vec<u8>) -> (u16, String, serde_json::Value) {
+    let addr = app.api.trim_start_matches("http://").to_owned();
+    let answer = tokio::task::spawn_blocking(move || {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        stream
+            .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        let _ = stream.write_all(&request);
+        let mut answer = Vec::new();
+        let _ = stream.read_to_end(&mut answer);
+        answer
+    })
+    .await
+    .unwrap();
+    if answer.is_empty() {
+        return (0, String::new(), serde_json::Value::Null);
+    }
+    envelope_of(&answer)
+}
+
+/// The status, head and body of a raw answer, asserted to be the envelope.
+#[track_caller]
+pub fn envelope_of(answer: &[u8]) -> (u16, String, serde_json::Value) {
+    let text = String::from_utf8_lossy(answer).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").expect(&text);
+    let status: u16 = head[9..12].parse().expect(&text);
+    let lower = head.to_ascii_lowercase();
+    assert!(
+        lower.contains("\r\ncontent-type: application/json\r\n"),
+        "{text}"
+    );
+    let id = lower
+        .lines()
+        .find_map(|l| l.strip_prefix("x-request-id: "))
+        .expect(&text)
+        .to_owned();
+    assert!(id.starts_with("req_"), "{text}");
+    let body: serde_json::Value = serde_json::from_str(body).expect(&text);
+    assert_eq!(body["error"]["code"], "invalid_request", "{text}");
+    assert_eq!(
+        body["error"]["request_id"].as_str(),
+        Some(id.as_str()),
+        "{text}"
+    );
+    (status, head.to_owned(), body)
+}
+
+#[tokio::test]
+async fn bytes_hyper_refuses_in_the_request_head_are_answered_with_the_envelope() {
+    let app = spawn_app().await;
+    // A raw 0xFF in the path, a header line without a colon, an unknown HTTP version.
+    for request in [
+        b"GET /v1/agents/\xFF HTTP/1.1\r\nhost: x\r\n\r\n".to_vec(),
+        b"GET /v1/agents HTTP/1.1\r\nhost: x\r\nno colon here\r\n\r\n".to_vec(),
+        b"GET /v1/agents HTTP/7.1\r\nhost: x\r\n\r\n".to_vec(),
+    ] {
+        let (status, _, body) = raw_exchange(&app, request.clone()).await;
+        assert_eq!(status, 400, "{}", String::from_utf8_lossy(&request));
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains("HTTP/1.1"), "{message}");
+    }
+    // More than 100 headers: 431 in the envelope.
+    let mut many = b"GET /v1/agents HTTP/1.1\r\nhost: x\r\n".to_vec();
+    for i in 0..150 {
+        many.extend_from_slice(format!("x-h{i}: v\r\n").as_bytes());
+    }
+    many.extend_from_slice(b"\r\n");
+    let (status, _, _) = raw_exchange(&app, many).await;
+    assert_eq!(status, 431);
+    // An over-long URI: 414 in the envelope (or, if the server's close overtakes the
+    // answer on a request this long, nothing).
+    let (status, _, _) = raw_exchange(&app, full_request_of_length(80_000)).await;
+    assert!(status == 0 || status == 414, "{status}");
+    still_answers(&app).await;
+}
+
+#[tokio::test]
+async fn a_path_segment_that_is_not_utf8_is_the_envelope_and_replays_as_first_answered() {
+    let app = spawn_app().await;
+    let org = app.org.sandbox.clone();
+    for path in [
+        "/v1/agents/%FF",
+        "/v1/decisions/%C3%28",
+        "/v1/mandates/%FF",
+        "/v1/webhooks/%80",
+    ] {
+        let r = app.get(&org, path).await;
+        let message = r.assert_error(400, "invalid_request");
+        assert!(message.contains("UTF-8"), "{path}: {message}");
+        assert_eq!(r.header("content-type"), Some("application/json"), "{path}");
+    }
+    // Under an Idempotency-Key, what is stored, and replayed, is that envelope: the same
+    // status, body and content type.
+    let send = || {
+        app.send(
+            Method::POST,
+            Some(&org),
+            "/v1/mandates/%FF/revoke",
+            Some("{}".into()),
+            &[("idempotency-key", "not-utf8-1")],
+        )
+    };
+    let first = send().await;
+    first.assert_error(400, "invalid_request");
+    let again = send().await;
+    assert_eq!(again.header("idempotency-replayed"), Some("true"));
+    assert_eq!(again.status, first.status);
+    assert_eq!(again.text, first.text);
+    assert_eq!(again.header("content-type"), first.header("content-type"));
+    again.assert_error(400, "invalid_request");
+    still_answers(&app).await;
+}
+
+#[tokio::test]
+async fn http2_is_not_spoken_a_prior_knowledge_preface_is_refused() {
+    let app = spawn_app().await;
+    let addr = app.api.trim_start_matches("http://").to_owned();
+    let (answer, elapsed) = tokio::task::spawn_blocking(move || {
+        use std::io::{Read, Write};
+        let started = std::time::Instant::now();
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        stream
+            .set_read_timeout(Some(std::time::Duration::from_secs(3)))
+            .unwrap();
+        // The HTTP/2 connection preface, then an empty SETTINGS frame.
+        let mut preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+        preface.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]);
+        stream.write_all(&preface).unwrap();
+        let mut answer = Vec::new();
+        let _ = stream.read_to_end(&mut answer);
+        (answer, started.elapsed())
+    })
+    .await
+    .unwrap();
+    // No SETTINGS frame back (an HTTP/2 server's first bytes): the connection is closed.
+    assert!(
+        answer.is_empty() || answer.starts_with(b"HTTP/1.1 "),
+        "answered {answer:?}"
+    );
+    assert!(elapsed < std::time::Duration::from_secs(2), "{elapsed:?}");
     still_answers(&app).await;
 }

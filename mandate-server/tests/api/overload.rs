@@ -1,7 +1,10 @@
 //! Overload and slow clients: far beyond capacity the server sheds load with 503 (and 429
 //! per key) in the envelope and keeps answering, its memory stays bounded, and it serves
 //! normally once the flood is over; clients that send headers or a body too slowly
-//! (slowloris) are cut off after the timeout; connections beyond the cap are closed.
+//! (slowloris) are cut off after the timeout; connections that send nothing are closed
+//! after the header timeout, counted from accept; at the connection cap the longest idle
+//! connections make room for newcomers, and a newcomer is closed only when every
+//! connection has a request in flight.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -310,30 +313,42 @@ async fn a_body_that_does_not_arrive_in_time_is_400_in_the_envelope() {
     );
 }
 
+/// `n` connections, each with a request in flight: a POST whose body has not all arrived.
+fn busy_connections(addr: std::net::SocketAddr, key: &str, n: usize) -> Vec<TcpStream> {
+    (0..n)
+        .map(|_| {
+            let mut s = TcpStream::connect(addr).unwrap();
+            s.write_all(
+                format!(
+                    "POST /v1/agents HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {key}\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{{\"name\""
+                )
+                .as_bytes(),
+            )
+            .unwrap();
+            s
+        })
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_beyond_the_cap_are_closed_and_the_cap_frees_up() {
     let (running, key, _dir) = strict_server(Duration::from_secs(10)).await;
     let addr = running.api_addr;
     let outcome = tokio::task::spawn_blocking(move || {
-        // Eight connections, each kept open by an unfinished request.
-        let held: Vec<TcpStream> = (0..8)
-            .map(|_| {
-                let mut s = TcpStream::connect(addr).unwrap();
-                s.write_all(b"GET /v1/agents HTTP/1.1\r\n").unwrap();
-                s
-            })
-            .collect();
+        // Eight connections, each kept open by an unfinished request: with a request in
+        // flight, none of them is idle, so none can be closed to make room.
+        let held = busy_connections(addr, &key, 8);
         std::thread::sleep(Duration::from_millis(100));
         // The ninth is closed at once, without an answer.
         let mut ninth = TcpStream::connect(addr).unwrap();
         let _ = ninth.write_all(b"GET /v1/agents HTTP/1.1\r\nhost: x\r\n\r\n");
         let (text, waited) = read_until_closed(&mut ninth, Duration::from_secs(3));
         drop(held);
-        (text, waited)
+        (text, waited, key)
     })
     .await
     .unwrap();
-    let (text, waited) = outcome;
+    let (text, waited, key) = outcome;
     assert!(text.is_empty(), "the ninth connection was served: {text}");
     assert!(
         waited < Duration::from_millis(700),
@@ -348,4 +363,130 @@ async fn connections_beyond_the_cap_are_closed_and_the_cap_frees_up() {
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_connections_cannot_hold_the_cap_and_are_closed_after_the_header_timeout() {
+    let timeout = Duration::from_millis(1500);
+    let (running, key, _dir) = strict_server(timeout).await;
+    let addr = running.api_addr;
+    // Twelve sockets (the cap is eight) that connect and send nothing.
+    let silent: Vec<(TcpStream, Instant)> = (0..12)
+        .map(|_| (TcpStream::connect(addr).unwrap(), Instant::now()))
+        .collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // A real client is still served: its connection took the place of a silent one.
+    let client = reqwest::Client::new();
+    for _ in 0..3 {
+        let r = client
+            .get(format!("http://{addr}/v1/agents"))
+            .header("authorization", format!("Bearer {key}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    // Every silent socket is closed by the server, none later than the header timeout
+    // (with some slack for a loaded machine), without an answer.
+    let closed = tokio::task::spawn_blocking(move || {
+        silent
+            .into_iter()
+            .map(|(mut s, opened)| {
+                let (text, _) = read_until_closed(&mut s, Duration::from_secs(6));
+                (text, opened.elapsed())
+            })
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap();
+    for (text, open_for) in closed {
+        assert!(text.is_empty(), "a silent socket got an answer: {text}");
+        assert!(
+            open_for < timeout + Duration::from_millis(1500),
+            "a silent socket stayed open {open_for:?}"
+        );
+    }
+    // A keep-alive connection that waits longer than that for its next request is closed.
+    let mut kept = TcpStream::connect(addr).unwrap();
+    kept.write_all(
+        format!("GET /v1/agents HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {key}\r\n\r\n")
+            .as_bytes(),
+    )
+    .unwrap();
+    let (text, open_for) = read_until_closed(&mut kept, Duration::from_secs(6));
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(
+        open_for > timeout - Duration::from_millis(300)
+            && open_for < timeout + Duration::from_millis(1500),
+        "{open_for:?}"
+    );
+    // The public host is guarded the same way.
+    let mut public = TcpStream::connect(running.public_addr).unwrap();
+    let (text, open_for) = read_until_closed(&mut public, Duration::from_secs(6));
+    assert!(text.is_empty(), "{text}");
+    assert!(
+        open_for < timeout + Duration::from_millis(1500),
+        "{open_for:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_the_cap_the_longest_idle_connection_makes_room_and_busy_ones_are_kept() {
+    let (running, key, _dir) = strict_server(Duration::from_secs(10)).await;
+    let addr = running.api_addr;
+    let outcome = tokio::task::spawn_blocking(move || {
+        // One keep-alive connection that was answered and is now idle: the oldest idle.
+        let mut idle = TcpStream::connect(addr).unwrap();
+        idle.write_all(
+            format!("GET /v1/agents HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {key}\r\n\r\n")
+                .as_bytes(),
+        )
+        .unwrap();
+        idle.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        // Its whole answer (a small JSON list ending in `}`) is read.
+        let mut first = Vec::new();
+        let mut byte = [0u8; 1];
+        while !first.ends_with(b"}") {
+            idle.read_exact(&mut byte).unwrap();
+            first.push(byte[0]);
+        }
+        assert!(first.starts_with(b"HTTP/1.1 200"));
+        // Seven connections with a request in flight fill the cap of eight.
+        std::thread::sleep(Duration::from_millis(50));
+        let mut busy = busy_connections(addr, &key, 7);
+        std::thread::sleep(Duration::from_millis(200));
+        // A newcomer is served: the idle connection was closed to make room.
+        let mut newcomer = TcpStream::connect(addr).unwrap();
+        newcomer
+            .write_all(
+                format!("GET /v1/agents HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {key}\r\nconnection: close\r\n\r\n")
+                    .as_bytes(),
+            )
+            .unwrap();
+        let (served, _) = read_until_closed(&mut newcomer, Duration::from_secs(5));
+        let (rest, _) = read_until_closed(&mut idle, Duration::from_secs(5));
+        // The busy ones were kept: each finishes its body and gets its answer.
+        let answers: Vec<String> = busy
+            .iter_mut()
+            .enumerate()
+            .map(|(i, s)| {
+                let name = format!(": \"busy-{i}\"}}");
+                s.write_all(format!("{name:<93}").as_bytes()).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                let mut head = [0u8; 12];
+                s.read_exact(&mut head).unwrap();
+                String::from_utf8_lossy(&head).into_owned()
+            })
+            .collect();
+        (served, rest, answers)
+    })
+    .await
+    .unwrap();
+    let (served, rest, answers) = outcome;
+    assert!(served.starts_with("HTTP/1.1 200"), "{served}");
+    assert!(
+        rest.is_empty(),
+        "the idle connection was still served: {rest}"
+    );
+    assert!(answers.iter().all(|a| a == "HTTP/1.1 201"), "{answers:?}");
 }

@@ -5,6 +5,7 @@
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
@@ -48,6 +49,8 @@ pub struct Server {
     pub child: Child,
     pub api: String,
     pub public: String,
+    /// What it printed on stdout after its addresses.
+    pub output: Arc<Mutex<Vec<String>>>,
 }
 
 impl Server {
@@ -68,6 +71,17 @@ impl Server {
             Some((path, level)) => (Stdio::from(std::fs::File::create(path).unwrap()), level),
             None => (Stdio::null(), "off"),
         };
+        Self::start_with_stderr(db, public_port, extra, stderr, level)
+    }
+
+    /// [`Server::start`], with stderr (its log) going to `stderr`, at `level`.
+    pub fn start_with_stderr(
+        db: &Path,
+        public_port: u16,
+        extra: &[&str],
+        stderr: Stdio,
+        level: &str,
+    ) -> Server {
         let mut child = Command::new(binary())
             .args(["serve", "--api-addr", "127.0.0.1:0", "--public-addr"])
             .arg(format!("127.0.0.1:{public_port}"))
@@ -93,11 +107,18 @@ impl Server {
             "the server did not print its address"
         );
         // Keep draining stdout so the child never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
+        let output = Arc::new(Mutex::new(Vec::new()));
+        let kept = output.clone();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                kept.lock().unwrap().push(line);
+            }
+        });
         Server {
             child,
             api,
             public: format!("http://127.0.0.1:{public_port}"),
+            output,
         }
     }
 

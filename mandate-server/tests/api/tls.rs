@@ -74,3 +74,127 @@ async fn both_listeners_speak_tls_with_the_given_certificate() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// A server in this process serving TLS with a fresh self-signed certificate and a short
+/// header timeout; returns it with the certificate (PEM).
+async fn tls_server(dir: &std::path::Path) -> (mandate_server::serve::Running, String) {
+    use mandate_server::http::limits::Limits;
+    let certified =
+        rcgen::generate_simple_self_signed(vec!["127.0.0.1".into(), "localhost".into()]).unwrap();
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&cert, certified.cert.pem()).unwrap();
+    std::fs::write(&key, certified.key_pair.serialize_pem()).unwrap();
+    let running = mandate_server::serve::start(
+        mandate_server::serve::Config {
+            db: dir.join("tls.db"),
+            api_addr: "127.0.0.1:0".into(),
+            public_addr: "127.0.0.1:0".into(),
+            verdicts_url: None,
+            docs_url: None,
+            tls: Some((cert, key)),
+            limits: Limits {
+                header_read_timeout: std::time::Duration::from_millis(1500),
+                ..Limits::default()
+            },
+        },
+        std::sync::Arc::new(mandate_server::clock::ManualClock::new(
+            crate::helpers::START,
+        )),
+    )
+    .await
+    .unwrap();
+    (running, certified.cert.pem())
+}
+
+type TlsStream = rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream>;
+
+/// A TLS connection that trusts `cert_pem` and offers `alpn`, handshake done.
+fn tls_connect(
+    addr: std::net::SocketAddr,
+    cert_pem: &str,
+    alpn: &[&[u8]],
+) -> std::io::Result<TlsStream> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_slice(cert_pem.as_bytes()).unwrap())
+        .unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let mut conn = rustls::ClientConnection::new(std::sync::Arc::new(config), name).unwrap();
+    let mut sock = std::net::TcpStream::connect(addr)?;
+    sock.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
+    while conn.is_handshaking() {
+        conn.complete_io(&mut sock)?;
+    }
+    Ok(rustls::StreamOwned::new(conn, sock))
+}
+
+/// Writes `request` and reads the answer until the server closes the connection.
+fn exchange(stream: &mut TlsStream, request: &[u8]) -> Vec<u8> {
+    use std::io::{Read, Write};
+    stream.write_all(request).unwrap();
+    stream.flush().unwrap();
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => return answer,
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_offers_only_http1_and_is_guarded_like_plain_tcp() {
+    let dir = tempfile::tempdir().unwrap();
+    let (running, cert_pem) = tls_server(dir.path()).await;
+    let addr = running.api_addr;
+    tokio::task::spawn_blocking(move || {
+        // A client offering h2 and HTTP/1.1 gets HTTP/1.1, and is served with it.
+        let mut both = tls_connect(addr, &cert_pem, &[b"h2", b"http/1.1"]).unwrap();
+        assert_eq!(both.conn.alpn_protocol(), Some(&b"http/1.1"[..]));
+        let answer = exchange(
+            &mut both,
+            b"GET /v1/agents HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+        );
+        assert!(
+            answer.starts_with(b"HTTP/1.1 401"),
+            "{}",
+            String::from_utf8_lossy(&answer)
+        );
+        // A client offering only h2 is refused in the handshake (or gets no protocol).
+        match tls_connect(addr, &cert_pem, &[b"h2"]) {
+            Err(_) => {}
+            Ok(s) => assert_ne!(s.conn.alpn_protocol(), Some(&b"h2"[..])),
+        }
+        // hyper's own refusal of a raw 0xFF in the path, under TLS, is the envelope too.
+        let mut raw = tls_connect(addr, &cert_pem, &[b"http/1.1"]).unwrap();
+        let answer = exchange(&mut raw, b"GET /v1/agents/\xFF HTTP/1.1\r\nhost: x\r\n\r\n");
+        let (status, _, _) = crate::hostile::envelope_of(&answer);
+        assert_eq!(status, 400);
+        // A socket that never starts its handshake is closed after the header timeout.
+        let started = std::time::Instant::now();
+        let mut silent = std::net::TcpStream::connect(addr).unwrap();
+        silent
+            .set_read_timeout(Some(std::time::Duration::from_secs(6)))
+            .unwrap();
+        let mut buf = [0u8; 16];
+        let read = std::io::Read::read(&mut silent, &mut buf);
+        assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(3),
+            "closed after {:?}",
+            started.elapsed()
+        );
+    })
+    .await
+    .unwrap();
+}

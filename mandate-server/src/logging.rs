@@ -1,0 +1,166 @@
+//! The process's log: every line (tracing's, and the few the binary says itself) goes to
+//! stderr from a thread of its own, through a bounded queue, so that logging never blocks
+//! or fails a request or the shutdown. A line that cannot be queued (stderr is slower than
+//! the lines come) or written (a full disk, a closed pipe) is counted, not retried:
+//! [`lost_lines`].
+//!
+//! tracing-subscriber's own writer would `eprintln!` a failed write, which panics when
+//! stderr fails: a handler's 500 then lost its answer, and the task that starts the
+//! graceful shutdown died before starting it.
+
+use std::io::{self, Write};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::time::Duration;
+
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::fmt::MakeWriter;
+
+/// Lines waiting for the writing thread at most; more are lost (and counted).
+const QUEUE_LINES: usize = 4096;
+
+/// Lines that could not be written.
+static LOST: AtomicU64 = AtomicU64::new(0);
+/// Lines queued and not yet written (or found unwritable).
+static PENDING: AtomicU64 = AtomicU64::new(0);
+static QUEUE: OnceLock<Queue> = OnceLock::new();
+
+enum Message {
+    Line(Vec<u8>),
+    /// Answered once every line queued before it has been handled.
+    Flush(mpsc::Sender<()>),
+}
+
+/// The sending end of the log queue; tracing's writer.
+#[derive(Clone)]
+pub struct Queue(SyncSender<Message>);
+
+impl Queue {
+    /// A queue whose lines a new thread writes to `sink`.
+    fn start(sink: impl Write + Send + 'static) -> io::Result<Self> {
+        let (tx, rx) = mpsc::sync_channel(QUEUE_LINES);
+        std::thread::Builder::new()
+            .name("log-writer".into())
+            .spawn(move || write_lines(rx, sink))?;
+        Ok(Self(tx))
+    }
+
+    fn send(&self, line: Vec<u8>) {
+        PENDING.fetch_add(1, Ordering::Relaxed);
+        match self.0.try_send(Message::Line(line)) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+                PENDING.fetch_sub(1, Ordering::Relaxed);
+                LOST.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+fn write_lines(rx: Receiver<Message>, mut sink: impl Write) {
+    for message in rx {
+        match message {
+            Message::Line(line) => {
+                if sink.write_all(&line).and_then(|()| sink.flush()).is_err() {
+                    LOST.fetch_add(1, Ordering::Relaxed);
+                }
+                PENDING.fetch_sub(1, Ordering::Relaxed);
+            }
+            Message::Flush(done) => {
+                let _ = done.send(());
+            }
+        }
+    }
+}
+
+impl Write for &Queue {
+    /// Queues `buf` (tracing hands over one whole line at a time); never fails.
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.send(buf.to_vec());
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> MakeWriter<'a> for Queue {
+    type Writer = &'a Queue;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        self
+    }
+}
+
+/// Sends tracing's lines to stderr through the queue, at the level of `RUST_LOG` (`info`
+/// by default). Without a thread for the queue, logging goes nowhere.
+pub fn init() {
+    let Ok(queue) = Queue::start(io::stderr()) else {
+        return;
+    };
+    let queue = QUEUE.get_or_init(|| queue).clone();
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(queue)
+        .log_internal_errors(false)
+        .try_init();
+}
+
+/// Logs `text` as a line of its own, as the binary says it (no level, no timestamp).
+pub fn say(text: &str) {
+    if let Some(queue) = QUEUE.get() {
+        let mut line = text.as_bytes().to_vec();
+        line.push(b'\n');
+        queue.send(line);
+    }
+}
+
+/// Waits up to `limit` for the lines queued so far to be written (or found unwritable).
+pub fn flush(limit: Duration) {
+    if let Some(queue) = QUEUE.get() {
+        let (done, wait) = mpsc::channel();
+        if queue.0.try_send(Message::Flush(done)).is_ok() {
+            let _ = wait.recv_timeout(limit);
+        }
+    }
+}
+
+/// Log lines lost so far: not written, or still waiting to be.
+pub fn lost_lines() -> u64 {
+    LOST.load(Ordering::Relaxed) + PENDING.load(Ordering::Relaxed)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// A sink that fails every write, as /dev/full does.
+    struct Full;
+
+    impl Write for Full {
+        fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+            Err(io::Error::other("no space left on device"))
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn lines_a_sink_refuses_are_counted_and_the_writer_never_fails() {
+        let before = LOST.load(Ordering::Relaxed);
+        let queue = Queue::start(Full).unwrap();
+        for _ in 0..3 {
+            assert_eq!((&queue).write(b"a line\n").unwrap(), 7);
+        }
+        let (done, wait) = mpsc::channel();
+        queue.0.send(Message::Flush(done)).unwrap();
+        wait.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert!(LOST.load(Ordering::Relaxed) >= before + 3);
+    }
+}
