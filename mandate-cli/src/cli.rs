@@ -25,7 +25,8 @@ consumer (`listen`).
 
 Connection settings: a flag beats its environment variable, which beats the profile
 (--profile NAME, MANDATE_PROFILE, or the profile named `default`). Profiles are stored
-by `mandate login` in $XDG_CONFIG_HOME/mandate/config.json (~/.config/mandate/).";
+by `mandate login` in $XDG_CONFIG_HOME/mandate/config.json (~/.config/mandate/;
+%APPDATA%\\mandate\\ on Windows).";
 
 /// `mandate`: the command line.
 #[derive(Debug, Parser)]
