@@ -151,6 +151,7 @@ pub enum Command {
     #[command(subcommand)]
     Decisions(decisions::DecisionsCommand),
     /// Verify a signed verdict or event offline; exits 0 only for a valid, matching allow
+    /// (7 with --signature-only)
     #[command(long_about = verify::LONG_ABOUT)]
     Verify(verify::VerifyArgs),
     /// Fetch the public key set and cache it for `verify`

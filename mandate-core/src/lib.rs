@@ -113,6 +113,7 @@
 //! - [`claims`]: the claims of signed verdicts and webhook events.
 //! - [`cursor`]: HMAC-signed, expiring pagination cursors bound to a list, filters and scope.
 //! - [`delivery`]: event types and the webhook retry schedule as pure decisions.
+//! - [`environment`]: which environment, sandbox or live, signed a token (by its `kid`).
 //! - [`escrow`]: the escrow state machine as one pure transition function.
 //! - [`field`]: reading JSON bodies field by field, with errors that name the field.
 //! - [`funding`]: which decision may fund which escrow (an unexpired `allow` of the buyer
@@ -134,6 +135,7 @@ pub mod amount;
 pub mod claims;
 pub mod cursor;
 pub mod delivery;
+pub mod environment;
 pub mod escrow;
 pub mod field;
 pub mod funding;
