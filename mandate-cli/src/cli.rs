@@ -25,7 +25,8 @@ consumer (`listen`).
 
 Connection settings: a flag beats its environment variable, which beats the profile
 (--profile NAME, MANDATE_PROFILE, or the profile named `default`). Profiles are stored
-by `mandate login` in $XDG_CONFIG_HOME/mandate/config.json (~/.config/mandate/).";
+by `mandate login` in $XDG_CONFIG_HOME/mandate/config.json (~/.config/mandate/;
+%APPDATA%\\mandate\\ on Windows).";
 
 /// `mandate`: the command line.
 #[derive(Debug, Parser)]
@@ -150,6 +151,7 @@ pub enum Command {
     #[command(subcommand)]
     Decisions(decisions::DecisionsCommand),
     /// Verify a signed verdict or event offline; exits 0 only for a valid, matching allow
+    /// (7 with --signature-only)
     #[command(long_about = verify::LONG_ABOUT)]
     Verify(verify::VerifyArgs),
     /// Fetch the public key set and cache it for `verify`

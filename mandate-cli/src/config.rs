@@ -1,15 +1,18 @@
 //! Where the CLI keeps its files, the named profiles, and how the base URL and API key of a
 //! command are chosen: a flag, then the environment, then the selected profile.
 //!
-//! Profiles live in `config.json` under `$XDG_CONFIG_HOME/mandate/` (or
-//! `~/.config/mandate/`). The file holds API keys, so it is written with mode 0600 in a
-//! directory of mode 0700, replaced atomically, and keys are only ever shown masked.
+//! Profiles live in `config.json` under `mandate/` in the platform's configuration
+//! directory: `$XDG_CONFIG_HOME/mandate/` or `~/.config/mandate/` on Linux and macOS,
+//! `%APPDATA%\mandate\` on Windows (the `etcetera` crate's base strategy). The file holds
+//! API keys, so it is written with mode 0600 in a directory of mode 0700 (on Unix),
+//! replaced atomically, and keys are only ever shown masked.
 
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
+use etcetera::BaseStrategy;
 use serde::{Deserialize, Serialize};
 
 use crate::error::CliError;
@@ -42,35 +45,62 @@ pub struct ConfigFile {
     pub profiles: BTreeMap<String, Profile>,
 }
 
-fn env_dir(var: &str) -> Option<PathBuf> {
-    // The XDG spec ignores relative paths.
-    std::env::var_os(var)
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
+/// The platform's directory of one kind: configuration or cache.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Config,
+    Cache,
 }
 
-fn home_dir(sub: &str) -> Result<PathBuf, CliError> {
-    env_dir("HOME").map(|h| h.join(sub)).ok_or_else(|| {
-        CliError::usage("cannot find the home directory: set HOME or XDG_CONFIG_HOME")
-    })
+impl Kind {
+    /// The XDG variable that names the directory (Linux and macOS).
+    fn xdg_var(self) -> &'static str {
+        match self {
+            Kind::Config => "XDG_CONFIG_HOME",
+            Kind::Cache => "XDG_CACHE_HOME",
+        }
+    }
+
+    /// The directory under `strategy`'s layout.
+    fn dir_in(self, strategy: &impl BaseStrategy) -> PathBuf {
+        match self {
+            Kind::Config => strategy.config_dir(),
+            Kind::Cache => strategy.cache_dir(),
+        }
+    }
 }
 
-/// `$XDG_CONFIG_HOME/mandate`, or `~/.config/mandate`.
+/// `mandate/` in the platform's directory of `kind`: XDG (`$XDG_CONFIG_HOME` or
+/// `~/.config`, `$XDG_CACHE_HOME` or `~/.cache`) on Linux and macOS, `%APPDATA%` and
+/// `%LOCALAPPDATA%` on Windows.
+fn app_dir(kind: Kind) -> Result<PathBuf, CliError> {
+    let base = match etcetera::choose_base_strategy() {
+        Ok(strategy) => kind.dir_in(&strategy),
+        // No home directory to be found: an absolute XDG variable still says where (the
+        // XDG spec ignores relative paths).
+        Err(_) => std::env::var_os(kind.xdg_var())
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .ok_or_else(|| {
+                CliError::usage(format!(
+                    "cannot find the home directory: set HOME or {}",
+                    kind.xdg_var()
+                ))
+            })?,
+    };
+    Ok(base.join("mandate"))
+}
+
+/// `$XDG_CONFIG_HOME/mandate` or `~/.config/mandate` (Linux, macOS);
+/// `%APPDATA%\mandate` (Windows).
 pub fn config_dir() -> Result<PathBuf, CliError> {
-    Ok(match env_dir("XDG_CONFIG_HOME") {
-        Some(dir) => dir,
-        None => home_dir(".config")?,
-    }
-    .join("mandate"))
+    app_dir(Kind::Config)
 }
 
-/// `$XDG_CACHE_HOME/mandate`, or `~/.cache/mandate`.
+/// `$XDG_CACHE_HOME/mandate` or `~/.cache/mandate` (Linux, macOS);
+/// `%LOCALAPPDATA%\mandate` (Windows).
 pub fn cache_dir() -> Result<PathBuf, CliError> {
-    Ok(match env_dir("XDG_CACHE_HOME") {
-        Some(dir) => dir,
-        None => home_dir(".cache")?,
-    }
-    .join("mandate"))
+    app_dir(Kind::Cache)
 }
 
 /// The path of the config file.

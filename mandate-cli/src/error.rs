@@ -23,8 +23,12 @@ pub enum Exit {
     Denied,
     /// 5: `authorize` returned `review`.
     Review,
-    /// 6: `verify` refused the token: invalid, expired, not `allow`, not matching, replayed.
+    /// 6: `verify` refused the token: invalid, expired, signed by a sandbox key without
+    /// `--sandbox`, not `allow`, not matching, replayed.
     Rejected,
+    /// 7: `verify --signature-only`: a valid `allow` whose transaction was not compared.
+    /// Not 0, so that no script settles on it by mistake.
+    SignatureOnly,
 }
 
 impl Exit {
@@ -38,6 +42,7 @@ impl Exit {
             Self::Denied => 4,
             Self::Review => 5,
             Self::Rejected => 6,
+            Self::SignatureOnly => 7,
         }
     }
 }
@@ -58,7 +63,9 @@ Exit codes:
   3  network error: the service could not be reached, or an export was cut off
   4  authorize: the verdict is a denial (deny_*)
   5  authorize: the verdict is review
-  6  verify: the token is invalid, expired, replayed, not allow, or does not match";
+  6  verify: the token is invalid, expired, replayed, not allow, does not match, or is
+     signed by a sandbox key (kid sandbox-…) without --sandbox
+  7  verify --signature-only: a valid allow verdict; the transaction was not compared";
 
 /// A command failed.
 #[derive(Debug, thiserror::Error)]

@@ -1,9 +1,10 @@
 //! The cached JWK Set that `mandate jwks fetch` writes and `mandate verify` reads.
 //!
 //! One entry, the last set fetched: `$XDG_CACHE_HOME/mandate/jwks.json` (or
-//! `~/.cache/mandate/jwks.json`) holding the set as it came, the URL it came from (after
-//! redirects), the issuer derived from that URL, and the fetch time. The service allows a
-//! key set to be cached for five minutes; an older entry is refused, not used.
+//! `~/.cache/mandate/jwks.json`; `%LOCALAPPDATA%\mandate\jwks.json` on Windows) holding
+//! the set as it came, the URL it came from (after redirects), the issuer derived from
+//! that URL, and the fetch time. The service allows a key set to be cached for five
+//! minutes; an older entry is refused, not used.
 
 use std::path::{Path, PathBuf};
 

@@ -59,10 +59,11 @@ mod tests {
             Exit::Denied,
             Exit::Review,
             Exit::Rejected,
+            Exit::SignatureOnly,
         ]
         .iter()
         .map(|e| e.code())
         .collect();
-        assert_eq!(codes, [0, 1, 2, 3, 4, 5, 6]);
+        assert_eq!(codes, [0, 1, 2, 3, 4, 5, 6, 7]);
     }
 }

@@ -113,8 +113,11 @@
 //! - [`claims`]: the claims of signed verdicts and webhook events.
 //! - [`cursor`]: HMAC-signed, expiring pagination cursors bound to a list, filters and scope.
 //! - [`delivery`]: event types and the webhook retry schedule as pure decisions.
+//! - [`environment`]: which environment, sandbox or live, signed a token (by its `kid`).
 //! - [`escrow`]: the escrow state machine as one pure transition function.
 //! - [`field`]: reading JSON bodies field by field, with errors that name the field.
+//! - [`funding`]: which decision may fund which escrow (an unexpired `allow` of the buyer
+//!   for the same amount, currency and recipient).
 //! - [`history`]: an agent's velocity window and month-to-date spend.
 //! - [`id`]: prefixed object identifiers (`dec_`, `mnd_`, `agt_`, ...).
 //! - [`idempotency`]: what to do with a request given what is stored under its key.
@@ -124,12 +127,15 @@
 //! - [`names`]: agent names, recipients, principals, categories and currencies.
 //! - [`policy`]: the policy engine, from a mandate and a request to a verdict.
 //! - [`review`]: the human-review state machine.
+//! - [`timefmt`]: the one timestamp format on the wire (RFC 3339 in UTC, whole seconds).
+//! - [`wire`]: the error and list envelopes shared by the server and its clients.
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
 
 pub mod amount;
 pub mod claims;
 pub mod cursor;
 pub mod delivery;
+pub mod environment;
 pub mod escrow;
 pub mod field;
 pub mod funding;

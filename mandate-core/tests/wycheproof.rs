@@ -8,10 +8,20 @@ use mandate_core::jwk::{Jwk, JwkSet};
 use mandate_core::jws::verify_es256;
 use serde::Deserialize;
 
-const VECTORS: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../shared/testdata/wycheproof/ecdsa_secp256r1_sha256_p1363_test.json"
-);
+/// The vectors, vendored in the repository's `testdata/` (Apache-2.0, licence beside them).
+const VECTORS: &str = "../testdata/wycheproof/ecdsa_secp256r1_sha256_p1363_test.json";
+
+/// The vectors' path from the package directory that `cargo test` gives the running test
+/// (the one this binary was built in otherwise), so that a test binary built in another
+/// checkout still reads this checkout's files.
+fn vectors_path() -> std::path::PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(
+            || std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")),
+            std::path::PathBuf::from,
+        )
+        .join(VECTORS)
+}
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -85,7 +95,8 @@ fn jwk_of(uncompressed: &[u8]) -> Option<Jwk> {
 
 #[test]
 fn wycheproof_ecdsa_p256_sha256_p1363() {
-    let text = std::fs::read(VECTORS).unwrap_or_else(|e| panic!("{VECTORS}: {e}"));
+    let path = vectors_path();
+    let text = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let file: File = serde_json::from_slice(&text).unwrap();
     assert_eq!(file.algorithm, "ECDSA");
 

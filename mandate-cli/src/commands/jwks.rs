@@ -25,7 +25,8 @@ URL is the verdicts URL (the issuer of tokens, e.g. https://verdicts.example.com
 set's own URL ending in /.well-known/jwks.json. Redirects are followed (at most five, never \
 from https to plain http). The set is checked strictly (EC P-256 ES256 public keys only) \
 and written with the fetch time and the issuer, taken from the final URL without \
-/.well-known/jwks.json, to $XDG_CACHE_HOME/mandate/jwks.json (~/.cache/mandate/). \
+/.well-known/jwks.json, to $XDG_CACHE_HOME/mandate/jwks.json (~/.cache/mandate/; \
+%LOCALAPPDATA%\\mandate\\ on Windows). \
 `verify` uses the cache for five minutes and then asks for a fresh fetch.";
 
 /// `mandate jwks fetch URL`.

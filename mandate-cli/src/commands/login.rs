@@ -21,7 +21,8 @@ The key is taken from --api-key or MANDATE_API_KEY, or read as one line from std
 neither is given (`mandate login --profile live < key.txt` keeps it out of the process \
 list). --base-url is stored with it; without it an existing profile keeps its URL. The \
 profile defaults to `default`, which is used whenever no profile is selected. The file \
-is $XDG_CONFIG_HOME/mandate/config.json (~/.config/mandate/), written with mode 0600.";
+is $XDG_CONFIG_HOME/mandate/config.json (~/.config/mandate/; %APPDATA%\\mandate\\ on \
+Windows), written with mode 0600.";
 
 /// `mandate login [--profile NAME] [--api-key KEY] [--base-url URL]`.
 #[derive(Debug, Args)]

@@ -3,9 +3,13 @@
 //!
 //! The key set comes from `--jwks FILE` or from the cache `mandate jwks fetch` wrote (used
 //! for five minutes). The signature, `alg` (ES256 only), `kid`, `iss` and `exp` are checked
-//! by the core's `verify_verdict`/`verify_event`; then, for a verdict, that it is `allow`,
-//! that the transaction matches (`--amount`, `--currency`, `--recipient`), and with
-//! `--replay-store` that its nonce was never accepted before. Exit 0 only when all hold.
+//! by the core's `verify_verdict`/`verify_event`; then the environment of the signing key
+//! (a `sandbox-` kid only with `--sandbox`: sandbox and live share the issuer and the key
+//! set, and a sandbox organization can have itself an `allow` for any amount), and for a
+//! verdict that it is `allow`, that the transaction matches (`--amount`, `--currency`,
+//! `--recipient`, all three required), and with `--replay-store` that its nonce was never
+//! accepted before. Exit 0 only when all hold; `--signature-only` checks all but the
+//! transaction and exits 7, never 0.
 
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
@@ -13,6 +17,7 @@ use std::path::PathBuf;
 use clap::Args;
 use mandate_core::amount::Amount;
 use mandate_core::claims::VerdictClaims;
+use mandate_core::environment::{Environment, token_kid};
 use mandate_core::jwk::JwkSet;
 use mandate_core::jws::{VerifyOptions, verify_event, verify_verdict};
 use mandate_core::names::{Currency, Recipient};
@@ -32,13 +37,20 @@ pub const LONG_ABOUT: &str = "Verify a signed verdict, or with --event a webhook
 Checks, in order: the signature against the key named by the token's kid in the key set \
 (--jwks FILE, or the cache written by `mandate jwks fetch`, usable for five minutes); the \
 algorithm (ES256 only); the issuer (--issuer, or the issuer recorded with the cache); the \
-expiry (verdicts live five minutes). For a verdict, then: that the verdict is allow; that \
+expiry (verdicts live five minutes); the environment of the signing key: a live key \
+(kid live-…), or with --sandbox also a sandbox key (kid sandbox-…). Sandbox and live share \
+the issuer and the key set, and a sandbox verdict authorizes no real payment, so a sandbox \
+token is refused without --sandbox. For a verdict, then: that the verdict is allow; that \
 --amount (an exact decimal: 42.5 matches 42.50), --currency and --recipient equal the \
-signed request; and with --replay-store FILE that its nonce was never accepted before (the \
-nonce is recorded when the token is accepted). For an event, the replay store records the \
-event id. The claims are printed either way.\n\n\
-Exit 0 only for a valid allow that matches; 6 when the token is refused; 2 when the key \
-set is missing or stale, or the arguments are wrong.";
+signed request (all three are required, unless --signature-only); and with --replay-store \
+FILE that its nonce was never accepted before (the nonce is recorded when the token is \
+accepted). For an event, the replay store records the event id. Once the signature holds, \
+the status, the environment and the claims are printed, also when the token is then \
+refused (with --json the claims are the output and the environment is a note on stderr).\n\n\
+Exit 0 only for a valid allow that matches the transaction (or a valid event); 7 for a \
+valid allow under --signature-only, whose transaction was not compared; 6 when the token is \
+refused; 2 when the key set is missing or stale, or the arguments are wrong (a verdict \
+without --amount, --currency and --recipient or --signature-only).";
 
 /// `mandate verify TOKEN`.
 #[derive(Debug, Args)]
@@ -47,6 +59,7 @@ Examples:
   mandate jwks fetch https://verdicts.example.com
   mandate verify \"$TOKEN\" --amount 42.50 --currency USD --recipient vendor:acme \\
       --replay-store ~/.local/state/settled-nonces
+  mandate verify \"$TOKEN\" --signature-only --sandbox     # exit 7: a valid sandbox allow
   mandate verify --jwks jwks.json --issuer https://verdicts.example.com --event < event.jwt")]
 pub struct VerifyArgs {
     /// The token (compact JWS); `-` or absent reads it from stdin
@@ -58,14 +71,32 @@ pub struct VerifyArgs {
     #[arg(long, value_name = "URL")]
     pub issuer: Option<String>,
     /// The amount to be settled; must equal the signed amount as a decimal
-    #[arg(long, value_name = "AMOUNT", conflicts_with = "event")]
+    #[arg(long, value_name = "AMOUNT", conflicts_with_all = ["event", "signature_only"])]
     pub amount: Option<Amount>,
     /// The currency to be settled
-    #[arg(long, value_name = "CODE", value_parser = parse_currency, conflicts_with = "event")]
+    #[arg(
+        long,
+        value_name = "CODE",
+        value_parser = parse_currency,
+        conflicts_with_all = ["event", "signature_only"]
+    )]
     pub currency: Option<Currency>,
     /// The recipient to be paid, vendor:<name>
-    #[arg(long, value_name = "RECIPIENT", value_parser = parse_recipient, conflicts_with = "event")]
+    #[arg(
+        long,
+        value_name = "RECIPIENT",
+        value_parser = parse_recipient,
+        conflicts_with_all = ["event", "signature_only"]
+    )]
     pub recipient: Option<Recipient>,
+    /// Check the verdict but not the transaction (no --amount, --currency, --recipient):
+    /// a valid allow exits 7, never 0
+    #[arg(long, conflicts_with_all = ["event", "replay_store"])]
+    pub signature_only: bool,
+    /// Also accept tokens signed with a sandbox key (kid sandbox-…), for testing; without
+    /// it they are refused, as a sandbox verdict authorizes no real payment
+    #[arg(long)]
+    pub sandbox: bool,
     /// Append-only file of accepted nonces (event ids with --event); a token seen before
     /// is refused as a replay
     #[arg(long, value_name = "FILE")]
@@ -140,6 +171,68 @@ fn read_token(args: &VerifyArgs) -> Result<String, CliError> {
     Ok(token)
 }
 
+/// A verdict without the whole transaction to compare is refused before anything is read:
+/// exit 0 must mean that the token matched what is about to be settled.
+fn check_transaction_given(args: &VerifyArgs) -> Result<(), CliError> {
+    if args.event || args.signature_only {
+        return Ok(());
+    }
+    let missing: Vec<&str> = [
+        ("--amount", args.amount.is_none()),
+        ("--currency", args.currency.is_none()),
+        ("--recipient", args.recipient.is_none()),
+    ]
+    .into_iter()
+    .filter_map(|(flag, absent)| absent.then_some(flag))
+    .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(CliError::usage(format!(
+        "{} missing: pass --amount, --currency and --recipient of the transaction to settle, or --signature-only to check the token alone (a valid allow then exits 7, never 0)",
+        missing.join(", ")
+    )))
+}
+
+/// The environment of the key that signed an accepted token, as printed.
+struct SignedBy {
+    kid: String,
+    environment: Option<Environment>,
+}
+
+impl SignedBy {
+    /// Reads the kid of a token the core accepted (the header is under the signature).
+    fn of(token: &str) -> Self {
+        let kid = token_kid(token).unwrap_or_default();
+        Self {
+            environment: Environment::of_kid(&kid),
+            kid,
+        }
+    }
+
+    /// `live (kid live-1)`.
+    fn describe(&self) -> String {
+        let name = self.environment.map_or("unknown", Environment::as_str);
+        format!("{name} (kid {})", self.kid)
+    }
+
+    /// Why the key's environment is not acceptable, if it is not.
+    fn objection(&self, sandbox_allowed: bool) -> Option<String> {
+        match self.environment {
+            Some(Environment::Live) => None,
+            Some(Environment::Sandbox) if sandbox_allowed => None,
+            Some(Environment::Sandbox) => Some(format!(
+                "signed with the sandbox key {}: a sandbox token authorizes no real payment; pass --sandbox to accept it while testing",
+                self.kid
+            )),
+            None => Some(format!(
+                "the key {:?} belongs to no environment: only live-… keys (and sandbox-… with --sandbox) sign tokens",
+                self.kid
+            )),
+        }
+    }
+}
+
 /// Why a valid verdict still may not be settled.
 fn objections(args: &VerifyArgs, claims: &VerdictClaims) -> Vec<String> {
     let mut out = Vec::new();
@@ -177,11 +270,22 @@ fn objections(args: &VerifyArgs, claims: &VerdictClaims) -> Vec<String> {
     out
 }
 
-fn print_claims(claims: &Value, status: &str, as_json: bool) -> Result<(), CliError> {
+/// Prints the status, the signing key's environment and the claims: as fields, or with
+/// `--json` the claims on stdout (their shape unchanged) and the environment as a note.
+fn print_claims(
+    claims: &Value,
+    status: &str,
+    signed_by: &SignedBy,
+    as_json: bool,
+) -> Result<(), CliError> {
     if as_json {
+        output::note(&format!("environment {}", signed_by.describe()));
         return output::json(claims);
     }
-    let mut pairs = vec![("status".to_owned(), status.to_owned())];
+    let mut pairs = vec![
+        ("status".to_owned(), status.to_owned()),
+        ("environment".to_owned(), signed_by.describe()),
+    ];
     pairs.extend(output::flatten(claims));
     for (name, value) in pairs.iter_mut() {
         if (name == "iat" || name == "exp")
@@ -193,20 +297,28 @@ fn print_claims(claims: &Value, status: &str, as_json: bool) -> Result<(), CliEr
     output::fields(&pairs)
 }
 
-fn record(args: &VerifyArgs, id: &str, now: i64) -> Result<(), CliError> {
+/// Refuses the token: the claims are printed first (the signature held), then the reasons.
+fn refuse(claims: &Value, signed_by: &SignedBy, reasons: Vec<String>, as_json: bool) -> CmdResult {
+    print_claims(claims, "refused", signed_by, as_json)?;
+    Err(CliError::Rejected(reasons.join("; ")))
+}
+
+/// Records `id` in the replay store, if there is one; `Some(reason)` when it was there.
+fn replayed(args: &VerifyArgs, id: &str, now: i64) -> Result<Option<String>, CliError> {
     if let Some(path) = &args.replay_store
         && replay_store::check_and_record(path, id, now)? == Seen::Before
     {
-        return Err(CliError::Rejected(format!(
+        return Ok(Some(format!(
             "{id} was accepted before (replay store {}): this is a replay",
             path.display()
         )));
     }
-    Ok(())
+    Ok(None)
 }
 
 /// Runs `mandate verify`.
 pub fn run(args: VerifyArgs, ctx: &Context) -> CmdResult {
+    check_transaction_given(&args)?;
     let now = args
         .now
         .unwrap_or_else(|| time::OffsetDateTime::now_utc().unix_timestamp());
@@ -225,37 +337,46 @@ pub fn run(args: VerifyArgs, ctx: &Context) -> CmdResult {
         let claims =
             verify_event(&token, &set, &options).map_err(|e| CliError::Rejected(e.to_string()))?;
         let value = encode(serde_json::to_value(&claims))?;
-        record(&args, claims.jti.as_str(), now)?;
-        print_claims(&value, "valid event", ctx.json)?;
+        let signed_by = SignedBy::of(&token);
+        if let Some(objection) = signed_by.objection(args.sandbox) {
+            return refuse(&value, &signed_by, vec![objection], ctx.json);
+        }
+        if let Some(replay) = replayed(&args, claims.jti.as_str(), now)? {
+            return refuse(&value, &signed_by, vec![replay], ctx.json);
+        }
+        print_claims(&value, "valid event", &signed_by, ctx.json)?;
         return Ok(Exit::Success);
     }
 
     let claims =
         verify_verdict(&token, &set, &options).map_err(|e| CliError::Rejected(e.to_string()))?;
     let value = encode(serde_json::to_value(&claims))?;
-    let objections = objections(&args, &claims);
-    if !objections.is_empty() {
-        print_claims(&value, "refused", ctx.json)?;
-        return Err(CliError::Rejected(objections.join("; ")));
+    let signed_by = SignedBy::of(&token);
+    let mut reasons: Vec<String> = signed_by.objection(args.sandbox).into_iter().collect();
+    reasons.extend(objections(&args, &claims));
+    if !reasons.is_empty() {
+        return refuse(&value, &signed_by, reasons, ctx.json);
     }
-    record(&args, claims.nonce.as_str(), now)?;
-    let compared = args.amount.is_some() || args.currency.is_some() || args.recipient.is_some();
-    let status = if compared {
-        "valid allow verdict, matches the transaction"
+    if let Some(replay) = replayed(&args, claims.nonce.as_str(), now)? {
+        return refuse(&value, &signed_by, vec![replay], ctx.json);
+    }
+    let status = if args.signature_only {
+        "valid allow verdict, transaction not compared (--signature-only)"
     } else {
-        "valid allow verdict"
+        "valid allow verdict, matches the transaction"
     };
-    print_claims(&value, status, ctx.json)?;
-    if !compared {
-        output::note(
-            "the transaction was not compared: pass --amount, --currency and --recipient before settling",
-        );
-    }
+    print_claims(&value, status, &signed_by, ctx.json)?;
     if claims.policy_verdict != claims.verdict {
         output::note(&format!(
             "issued in observe mode: the policy verdict was {}",
             claims.policy_verdict
         ));
+    }
+    if args.signature_only {
+        output::note(
+            "the transaction was not compared: pass --amount, --currency and --recipient before settling",
+        );
+        return Ok(Exit::SignatureOnly);
     }
     Ok(Exit::Success)
 }

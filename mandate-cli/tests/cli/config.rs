@@ -1,6 +1,8 @@
 //! Configuration: `login`, `profiles`, and which key and URL a command uses.
 
-use crate::support::{closed_port_url, start};
+use std::path::Path;
+
+use crate::support::{closed_port_url, command_in, start};
 
 #[test]
 fn login_stores_a_private_profile_and_profiles_mask_keys() {
@@ -113,4 +115,52 @@ fn a_flag_beats_the_environment_which_beats_the_profile() {
         &[],
     )
     .code(3);
+}
+
+/// The config file's path as `profiles --json` reports it, run with HOME and the XDG
+/// directories set or removed as given (`None` removes the variable).
+fn config_file_with(home: Option<&Path>, xdg_config: Option<&Path>) -> String {
+    let scratch = tempfile::tempdir().unwrap();
+    let mut command = command_in(scratch.path(), &["profiles", "--json"], &[]);
+    for (name, value) in [("HOME", home), ("XDG_CONFIG_HOME", xdg_config)] {
+        match value {
+            Some(value) => command.env(name, value),
+            None => command.env_remove(name),
+        };
+    }
+    let output = command.output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "stderr: {stderr}");
+    let body: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    body["file"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn the_config_file_stays_where_it_was_and_needs_no_home_variable() {
+    let home = tempfile::tempdir().unwrap();
+    let xdg = home.path().join("xdg");
+    // Linux and macOS keep their locations: $XDG_CONFIG_HOME/mandate, else
+    // ~/.config/mandate.
+    assert_eq!(
+        config_file_with(Some(home.path()), Some(&xdg)),
+        xdg.join("mandate/config.json").display().to_string()
+    );
+    assert_eq!(
+        config_file_with(Some(home.path()), None),
+        home.path()
+            .join(".config/mandate/config.json")
+            .display()
+            .to_string()
+    );
+    assert_eq!(
+        config_file_with(None, Some(&xdg)),
+        xdg.join("mandate/config.json").display().to_string()
+    );
+    // Without HOME (as on Windows, where it is not set) the platform's own record of the
+    // home directory is used; the CLI used to stop with "cannot find the home directory".
+    let found = config_file_with(None, None);
+    assert!(
+        Path::new(&found).is_absolute() && found.ends_with(".config/mandate/config.json"),
+        "{found}"
+    );
 }

@@ -233,27 +233,46 @@ impl Env {
     /// Writes the standard mandate for `agt_<name>`: 100 per transaction, 150 a month,
     /// USD, software and travel, review above 50.
     pub fn standard_mandate(&self, name: &str) -> Value {
-        let out = self.org(&[
-            "mandates",
-            "create",
-            "--agent",
-            &format!("agt_{name}"),
-            "--per-transaction",
-            "100",
-            "--per-month",
-            "150",
-            "--currency",
-            "USD",
-            "--category",
-            "software",
-            "--category",
-            "travel",
-            "--review-above",
-            "50",
-            "--expires",
-            "2099-12-31",
-            "--json",
-        ]);
+        self.standard_mandate_with(&self.org_key, name)
+    }
+
+    /// An agent with the standard mandate in the live environment, which is switched to
+    /// enforce (a new live environment starts in observe); returns its key.
+    pub fn live_standard_agent(&self, name: &str) -> String {
+        self.with_key(&self.live_key, &["enforcement", "set", "enforce"])
+            .ok();
+        let out = self.with_key(&self.live_key, &["agents", "create", name, "--json"]);
+        out.ok();
+        self.standard_mandate_with(&self.live_key, name);
+        out.json()["agent_key"].as_str().unwrap().to_owned()
+    }
+
+    /// Writes the standard mandate for `agt_<name>` with the organization key `key`.
+    fn standard_mandate_with(&self, key: &str, name: &str) -> Value {
+        let out = self.with_key(
+            key,
+            &[
+                "mandates",
+                "create",
+                "--agent",
+                &format!("agt_{name}"),
+                "--per-transaction",
+                "100",
+                "--per-month",
+                "150",
+                "--currency",
+                "USD",
+                "--category",
+                "software",
+                "--category",
+                "travel",
+                "--review-above",
+                "50",
+                "--expires",
+                "2099-12-31",
+                "--json",
+            ],
+        );
         out.ok();
         out.json()
     }
