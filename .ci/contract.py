@@ -6,10 +6,17 @@
 2. The real server binary starts on a fresh database and free loopback ports, an
    organization is onboarded with the operator command, and a little real data is made
    (agent, mandate, decisions, a review, an escrow, a webhook) so lists answer real objects.
-3. schemathesis runs the document against it with the sandbox organization key: no server
-   errors, status codes, content types and response bodies as documented, invalid input
-   rejected, and no operation answering without a key. The operations on one object get
-   the real ids made in step 2. Bounded by --max-examples and a hard timeout.
+3. schemathesis runs the document against it with the sandbox organization key (the agent
+   key on POST /v1/authorizations, the one operation for agents): no server errors, status
+   codes, content types and response bodies as documented, invalid input rejected, input
+   the document calls valid accepted, and no operation answering without a key. The
+   operations on one object get the real ids made in step 2. .ci/contract_hooks.py keeps
+   the generated requests inside the rules no schema keyword states (an amount's spelling,
+   `expires` not in the past, real cursors, state changes refused once taken). Bounded by
+   --max-examples and a hard timeout.
+
+The positive-data check covers every operation but DELETE /v1/mandates/{id}, which the
+interface makes 400 whatever is sent (.ci/contract_hooks.py drops exactly that refusal).
 
 Usage: python .ci/contract.py SERVER_BINARY [MAX_EXAMPLES]
 """
@@ -31,6 +38,7 @@ from openapi_spec_validator import validate
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOC = os.path.join(ROOT, "openapi.yaml")
+HOOKS = os.path.join(ROOT, ".ci", "contract_hooks.py")
 METHODS = {"get", "post", "put", "patch", "delete", "head", "options", "trace"}
 
 
@@ -73,6 +81,16 @@ def seed(base, org):
     """A little real data, so that lists and reads answer real objects."""
     agent = expect(call(base, org, "POST", "/v1/agents", {"name": "ci-buyer"}), 201, "agent")
     agent_key = agent["agent_key"]
+    # A second agent with a mandate: lists of agents and mandates get a second page, so that
+    # real cursors exist for the positive cases that send one (.ci/contract_hooks.py).
+    expect(call(base, org, "POST", "/v1/agents", {"name": "ci-other"}), 201, "second agent")
+    other = {
+        "agent": "agt_ci-other",
+        "limits": {"per_transaction": 1, "currency": "EUR"},
+        "categories": ["travel"],
+        "expires": "2099-12-31",
+    }
+    expect(call(base, org, "POST", "/v1/mandates", other), 201, "second mandate")
     mandate = {
         "agent": "agt_ci-buyer",
         "principal": "role:cfo",
@@ -102,7 +120,7 @@ def seed(base, org):
     events = expect(call(base, org, "GET", "/v1/events"), 200, "events")
     # Real ids for the operations that read or change one object: schemathesis uses them
     # instead of random ids, so those operations answer real objects (and real refusals).
-    return {
+    return agent_key, {
         "agents/{id}": "agt_ci-buyer",
         "mandates/{id}": mandate_id,
         "mandates/{id}/revoke": mandate_id,
@@ -120,9 +138,14 @@ def seed(base, org):
     }
 
 
-def write_config(path, ids):
-    """A schemathesis.toml that pins the path id of each operation to a real object."""
+def write_config(path, org, agent_key, ids):
+    """A schemathesis.toml: the hooks, the keys, and the path id of each operation pinned to
+    a real object."""
     with open(path, "w", encoding="utf-8") as f:
+        f.write(f"hooks = {json.dumps(HOOKS)}\n")
+        f.write(f'headers = {{ Authorization = "Bearer {org}" }}\n\n')
+        f.write('[[operations]]\ninclude-operation-id = "authorize"\n')
+        f.write(f'headers = {{ Authorization = "Bearer {agent_key}" }}\n\n')
         for suffix, value in ids.items():
             f.write(f'[[operations]]\ninclude-path = "/v1/{suffix}"\n')
             f.write(f'parameters = {{ "path.id" = "{value}" }}\n\n')
@@ -170,25 +193,28 @@ def main():
             print(open(os.path.join(work, "server.log"), encoding="utf-8").read())
             sys.exit("the server exited")
         config = os.path.join(work, "schemathesis.toml")
-        write_config(config, seed(base, org))
+        agent_key, ids = seed(base, org)
+        write_config(config, org, agent_key, ids)
         command = [
             st, "--config-file", config, "run", DOC,
             "--url", base,
-            "--header", f"Authorization: Bearer {org}",
             "--checks", "not_a_server_error,status_code_conformance,content_type_conformance,"
-            "response_schema_conformance,negative_data_rejection,ignored_auth",
+            "response_schema_conformance,negative_data_rejection,positive_data_acceptance,ignored_auth",
             "--max-examples", max_examples,
             "--request-timeout", "10",
             "--workers", "2",
             "--suppress-health-check", "all",
             "--output-sanitize", "true",
         ]
-        print("$ st run openapi.yaml --url", base, "--checks ... --max-examples", max_examples, flush=True)
+        # The keys are in the configuration file, not on the command line.
+        print("$", " ".join(command), flush=True)
         try:
             # In the temporary directory: schemathesis keeps a cache where it runs.
-            result = subprocess.run(command, timeout=900, cwd=work)
+            # The hooks fetch real cursors from the server with the organization key.
+            env = {**os.environ, "MANDATE_CONTRACT_URL": base, "MANDATE_CONTRACT_KEY": org}
+            result = subprocess.run(command, timeout=240, cwd=work, env=env)
         except subprocess.TimeoutExpired:
-            sys.exit("schemathesis did not finish within 15 minutes")
+            sys.exit("schemathesis did not finish within 4 minutes")
         if result.returncode != 0:
             log.flush()
             tail = open(os.path.join(work, "server.log"), encoding="utf-8").read()[-4000:]

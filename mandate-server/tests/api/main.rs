@@ -10,6 +10,7 @@ mod authorizations;
 mod concurrency;
 mod contract;
 mod decisions;
+mod declared;
 mod durability;
 mod enforcement;
 mod escrows;
