@@ -430,6 +430,42 @@ async fn ssrf_forms_are_refused_for_live_webhooks() {
     }
 }
 
+#[tokio::test]
+async fn documentation_nat64_local_use_and_teredo_addresses_are_refused() {
+    let app = spawn_app().await;
+    for (url, kind) in [
+        ("https://192.0.2.10/hook", "documentation"),
+        ("https://198.51.100.1/", "documentation"),
+        ("https://203.0.113.9:8443/", "documentation"),
+        ("https://[2001:db8::1]/", "documentation"),
+        ("https://[64:ff9b:1::a00:1]/", "reserved"),
+        (
+            "https://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/",
+            "reserved",
+        ),
+    ] {
+        for key in [&app.org.live, &app.org.sandbox] {
+            let r = app
+                .post(key, "/v1/webhooks", json!({"url": url, "events": ["ping"]}))
+                .await;
+            let message = r.assert_error(400, "invalid_request");
+            assert!(
+                message.starts_with("url host ")
+                    && message.contains(&format!("points at a {kind} address"))
+                    && message.ends_with("webhooks may not target it"),
+                "{url}: {message}"
+            );
+        }
+    }
+    assert_eq!(
+        app.get(&app.org.live, "/v1/webhooks").await.body["data"],
+        json!([])
+    );
+    // Neighbours of those ranges stay usable.
+    register(&app, &app.org.live, "https://203.0.114.9/hook", &["ping"]).await;
+    register(&app, &app.org.live, "https://[2001:4860::8888]/", &["ping"]).await;
+}
+
 // ---------------------------------------------------------------------------------------
 // Delivery.
 
