@@ -27,6 +27,14 @@ fn bearer(parts: &Parts) -> Option<&str> {
     well_formed.then_some(key)
 }
 
+/// The 401 of a missing or unknown key, pointing at the contract on `{docs_url}`.
+fn unauthorized(state: &AppState) -> Response {
+    ApiError::Unauthorized {
+        docs: Some(state.docs_url.clone()),
+    }
+    .into_response()
+}
+
 /// Resolves the key, enforces its rate, or answers 401/429; then runs `next` with the
 /// [`Caller`] in the request's extensions. Part of the API host's front layer
 /// ([`crate::app::front`]).
@@ -41,7 +49,7 @@ pub async fn authenticate(state: &AppState, request: Request, next: Next) -> Res
     }
     let (mut parts, body) = request.into_parts();
     let Some(key) = bearer(&parts) else {
-        return ApiError::Unauthorized.into_response();
+        return unauthorized(state);
     };
     let hash = keys::hash(key);
     let now_ms = ms(state.now());
@@ -60,7 +68,7 @@ pub async fn authenticate(state: &AppState, request: Request, next: Next) -> Res
                     .map(|agent| state.agents.slot(&caller.org_id, caller.env, agent));
                 state.callers.insert(epoch, caller, now_ms)
             }
-            Ok(None) => return ApiError::Unauthorized.into_response(),
+            Ok(None) => return unauthorized(state),
             Err(e) => return e.into_response(),
         },
     };
@@ -84,6 +92,6 @@ impl<S: Send + Sync> FromRequestParts<S> for Caller {
             .extensions
             .get::<Caller>()
             .cloned()
-            .ok_or(ApiError::Unauthorized)
+            .ok_or(ApiError::Unauthorized { docs: None })
     }
 }

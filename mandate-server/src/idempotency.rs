@@ -91,7 +91,7 @@ async fn run(state: AppState, request: Request, next: Next) -> Result<Response, 
         .extensions()
         .get::<Caller>()
         .cloned()
-        .ok_or(ApiError::Unauthorized)?;
+        .ok_or(ApiError::Unauthorized { docs: None })?;
     let deadline = BodyDeadline::of(&request);
     let (mut parts, body) = request.into_parts();
     let bytes = tokio::time::timeout_at(deadline, to_bytes(body, MAX_BODY_BYTES))

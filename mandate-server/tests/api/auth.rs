@@ -6,7 +6,7 @@ use mandate_server::operator;
 use reqwest::Method;
 use serde_json::json;
 
-use crate::helpers::{Resp, TestApp, spawn_app, standard_mandate};
+use crate::helpers::{Resp, TestApp, spawn_app, spawn_app_with, standard_mandate};
 
 /// Asserts a 401 envelope with the onboarding message.
 #[track_caller]
@@ -14,6 +14,41 @@ fn assert_unauthorized(r: &Resp) {
     let message = r.assert_error(401, "unauthorized");
     assert!(message.contains("onboarding"), "{message}");
     assert!(message.contains("missing or revoked"), "{message}");
+}
+
+#[tokio::test]
+async fn the_401_points_at_the_contract_on_the_docs_host() {
+    // By default the docs host is the public listener, which serves the contract.
+    let app = spawn_app().await;
+    let r = anonymous(&app, Method::GET, "/v1/agents").await;
+    assert_unauthorized(&r);
+    let message = r.body["error"]["message"].as_str().unwrap();
+    let contract = format!("{}/openapi.yaml", app.public);
+    assert!(
+        message.ends_with(&format!("The API is described at {contract}")),
+        "{message}"
+    );
+    let served = app.send(Method::GET, None, &contract, None, &[]).await;
+    assert_eq!(served.status, 200);
+    // `--docs-url` is what the message names, normalized like `--verdicts-url`.
+    let app = spawn_app_with(|c| c.docs_url = Some("https://docs.example.com/".into())).await;
+    let r = anonymous(&app, Method::POST, "/v1/authorizations").await;
+    assert_unauthorized(&r);
+    let message = r.body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.ends_with("The API is described at https://docs.example.com/openapi.yaml"),
+        "{message}"
+    );
+    let revoked = app
+        .send(
+            Method::GET,
+            Some("sk_sandbox_0000000000000000000000000000"),
+            "/v1/agents",
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(revoked.body["error"]["message"], r.body["error"]["message"]);
 }
 
 async fn anonymous(app: &TestApp, method: Method, path: &str) -> Resp {
