@@ -1,5 +1,6 @@
 //! Authentication: every request on the API host is authenticated first, known path or
-//! not; then the key's request rate is applied. The resolved [`Caller`] goes into the
+//! not (a repeated `Authorization` or `Idempotency-Key` header is a 400 before that); then
+//! the key's request rate is applied. The resolved [`Caller`] goes into the
 //! request's extensions for the handlers.
 
 use axum::extract::{FromRequestParts, Request};
@@ -27,6 +28,26 @@ fn bearer(parts: &Parts) -> Option<&str> {
     well_formed.then_some(key)
 }
 
+/// Headers a request may carry at most once, as the error message names them: with two
+/// `Authorization` or `Idempotency-Key` headers, a gateway that reads one and this server
+/// reading the other would act on different keys.
+const SINGLE_HEADERS: [(&str, &str); 2] = [
+    ("authorization", "Authorization"),
+    (crate::idempotency::HEADER, "Idempotency-Key"),
+];
+
+/// A 400 naming the first header of [`SINGLE_HEADERS`] that `parts` carries more than once.
+fn repeated_header(parts: &Parts) -> Option<ApiError> {
+    SINGLE_HEADERS.iter().find_map(|(name, shown)| {
+        let count = parts.headers.get_all(*name).iter().count();
+        (count > 1).then(|| {
+            ApiError::InvalidRequest(format!(
+                "the {shown} header appears {count} times; send it once"
+            ))
+        })
+    })
+}
+
 /// The 401 of a missing or unknown key, pointing at the contract on `{docs_url}`.
 fn unauthorized(state: &AppState) -> Response {
     ApiError::Unauthorized {
@@ -48,6 +69,9 @@ pub async fn authenticate(state: &AppState, request: Request, next: Next) -> Res
         return response;
     }
     let (mut parts, body) = request.into_parts();
+    if let Some(error) = repeated_header(&parts) {
+        return error.into_response();
+    }
     let Some(key) = bearer(&parts) else {
         return unauthorized(state);
     };

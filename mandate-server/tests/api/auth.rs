@@ -86,6 +86,43 @@ async fn anonymous_requests_get_the_401_envelope_on_known_and_unknown_paths() {
 }
 
 #[tokio::test]
+async fn a_repeated_authorization_header_is_400_naming_it() {
+    let app = spawn_app().await;
+    let org = app.org.sandbox.clone();
+    let other = app.org.live.clone();
+    for (second, method, path) in [
+        (format!("Bearer {org}"), Method::GET, "/v1/agents"),
+        (format!("Bearer {other}"), Method::GET, "/v1/agents"),
+        (
+            "Bearer sk_sandbox_nope".to_owned(),
+            Method::GET,
+            "/v1/agents",
+        ),
+        (format!("Bearer {other}"), Method::POST, "/v1/agents"),
+        (format!("Bearer {org}"), Method::GET, "/nope"),
+    ] {
+        let r = app
+            .send(
+                method.clone(),
+                Some(&org),
+                path,
+                (method == Method::POST).then(|| json!({"name": "dup"}).to_string()),
+                &[("authorization", second.as_str())],
+            )
+            .await;
+        assert_eq!(
+            r.assert_error(400, "invalid_request"),
+            "the Authorization header appears 2 times; send it once",
+            "{method} {path}"
+        );
+    }
+    // Nothing was created under either key.
+    for key in [&org, &other] {
+        assert_eq!(app.get(key, "/v1/agents").await.body["data"], json!([]));
+    }
+}
+
+#[tokio::test]
 async fn malformed_authorization_headers_are_401() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();

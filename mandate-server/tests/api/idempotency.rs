@@ -173,3 +173,33 @@ async fn bad_idempotency_keys_are_400() {
     );
     let _ = standard_mandate("x");
 }
+
+#[tokio::test]
+async fn a_repeated_idempotency_key_header_is_400_and_nothing_is_done() {
+    let app = spawn_app().await;
+    let org = app.org.sandbox.clone();
+    for (first, second) in [("k1", "k2"), ("same", "same")] {
+        let r = app
+            .send(
+                Method::POST,
+                Some(&org),
+                "/v1/agents",
+                Some(r#"{"name": "twice"}"#.to_owned()),
+                &[("idempotency-key", first), ("idempotency-key", second)],
+            )
+            .await;
+        assert_eq!(
+            r.assert_error(400, "invalid_request"),
+            "the Idempotency-Key header appears 2 times; send it once"
+        );
+        assert!(r.header("idempotency-replayed").is_none());
+    }
+    // No agent was created, and neither key was claimed: each works alone afterwards.
+    assert_eq!(
+        app.get(&org, "/v1/agents").await.body["data"],
+        serde_json::json!([])
+    );
+    let r = post_with_key(&app, &org, "/v1/agents", r#"{"name": "twice"}"#, "k2").await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    assert!(r.header("idempotency-replayed").is_none());
+}
