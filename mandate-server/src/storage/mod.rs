@@ -39,6 +39,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         6,
         include_str!("../../migrations/0006_agent_index_by_range.sql"),
     ),
+    (
+        7,
+        include_str!("../../migrations/0007_escrow_actor_role.sql"),
+    ),
 ];
 
 /// A storage failure: the database could not be opened, read or written.
