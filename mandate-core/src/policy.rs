@@ -518,10 +518,17 @@ pub fn evaluate(
 /// Re-checks an approved review against the mandate as it is now: revoked, expired or
 /// over `per_month` gives that denial instead of `allow`; the review threshold and the
 /// velocity rule are not applied again.
+///
+/// `mode` is the one in force at approval. Reviews open only in `enforce`, but the
+/// environment may have switched to `observe` since: then nothing blocks, as for any
+/// decision in observe, so `verdict` is `allow` and `policy_verdict` (with its reason)
+/// is what the re-check found. The caller counts an `allow` verdict's amount in the
+/// month-to-date spend, like an observe-mode allow of a request.
 pub fn evaluate_approval(
     mandate: Option<&Mandate>,
     request: &AuthorizationRequest,
     history: &AgentHistory,
+    mode: Mode,
     now: OffsetDateTime,
 ) -> Evaluation {
     let mut relaxed = mandate.cloned();
@@ -534,8 +541,12 @@ pub fn evaluate_approval(
         spend: history.spend,
     };
     let (policy_verdict, reason) = judge(relaxed.as_ref(), request, &history, now);
+    let verdict = match mode {
+        Mode::Enforce => policy_verdict,
+        Mode::Observe => Verdict::Allow,
+    };
     Evaluation {
-        verdict: policy_verdict,
+        verdict,
         policy_verdict,
         reason,
     }
