@@ -382,14 +382,10 @@ fn verify_claims<C: DeserializeOwned>(
     let exp = integer(registered.exp.as_ref(), "exp")?;
     let iat = integer(registered.iat.as_ref(), "iat")?
         .ok_or_else(|| TokenError::MalformedClaims("iat is missing".to_owned()))?;
-    match (exp, expected) {
-        (Some(exp), _) if options.now >= exp.saturating_add(leeway) => {
-            return Err(TokenError::Expired { exp });
-        }
-        (None, TokenKind::Verdict) => {
-            return Err(TokenError::MalformedClaims("exp is missing".to_owned()));
-        }
-        _ => {}
+    // Verdicts and events are verified the same way: both carry `exp`.
+    let exp = exp.ok_or_else(|| TokenError::MalformedClaims("exp is missing".to_owned()))?;
+    if options.now >= exp.saturating_add(leeway) {
+        return Err(TokenError::Expired { exp });
     }
     if iat > options.now.saturating_add(leeway) {
         return Err(TokenError::IssuedInFuture { iat });
@@ -447,6 +443,7 @@ mod tests {
             "iss": ISS,
             "jti": "evt_0123",
             "iat": iat,
+            "exp": iat + 300,
             "type": "ping",
             "data": {"webhook": "whk_1"},
         })
@@ -517,6 +514,28 @@ mod tests {
                 expected: TokenKind::Verdict,
                 found: TokenKind::Event
             })
+        );
+    }
+
+    /// Events are verified like verdicts: `exp` is required and checked.
+    #[test]
+    fn an_event_expires_and_must_carry_exp() {
+        let signer = signer();
+        let jwks = JwkSet {
+            keys: vec![signer.public_jwk()],
+        };
+        let token = sign_token(&signer, &event(100)).unwrap();
+        assert!(verify_event(&token, &jwks, &options(399)).is_ok());
+        assert_eq!(
+            verify_event(&token, &jwks, &options(400)),
+            Err(TokenError::Expired { exp: 400 })
+        );
+        let mut without = event(100);
+        without.as_object_mut().unwrap().remove("exp");
+        let token = sign_token(&signer, &without).unwrap();
+        assert_eq!(
+            verify_event(&token, &jwks, &options(100)),
+            Err(TokenError::MalformedClaims("exp is missing".to_owned()))
         );
     }
 

@@ -6,7 +6,9 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, KeyInit, Mac};
 use mandate_core::amount::Amount;
-use mandate_core::claims::{EventClaims, RequestClaims, VERDICT_LIFETIME_SECS, VerdictClaims};
+use mandate_core::claims::{
+    EVENT_LIFETIME_SECS, EventClaims, RequestClaims, VERDICT_LIFETIME_SECS, VerdictClaims,
+};
 use mandate_core::id::{AgentId, DecisionId, EventId, MandateId, Nonce};
 use mandate_core::jwk::JwkSet;
 use mandate_core::jws::{
@@ -58,6 +60,7 @@ fn event(iat: i64) -> EventClaims {
         iss: ISS.to_owned(),
         jti: EventId::from_random([5; 16]),
         iat,
+        exp: iat + EVENT_LIFETIME_SECS,
         event_type: "mandate.revoked".to_owned(),
         data: json!({"id": "mnd_abc", "status": "revoked"}),
     }
@@ -129,6 +132,28 @@ fn a_signed_event_verifies() {
     let claims = event(IAT);
     let token = sign_token(&key, &claims).unwrap();
     assert_eq!(verify_event(&token, &set(&[&key]), &at(IAT)), Ok(claims));
+}
+
+#[test]
+fn an_event_lives_five_minutes_like_a_verdict() {
+    let key = signer("live-1", 3);
+    let jwks = set(&[&key]);
+    let claims = event(IAT);
+    assert_eq!(claims.exp, IAT + 300);
+    let token = sign_token(&key, &claims).unwrap();
+    assert!(verify_event(&token, &jwks, &at(IAT + 299)).is_ok());
+    assert_eq!(
+        verify_event(&token, &jwks, &at(IAT + 300)),
+        Err(TokenError::Expired { exp: IAT + 300 })
+    );
+    // An event without exp, as this service signed them before, is refused.
+    let mut old = serde_json::to_value(&claims).unwrap();
+    old.as_object_mut().unwrap().remove("exp");
+    let token = forge(&key, &es256_header("live-1"), &old);
+    assert!(matches!(
+        verify_event(&token, &jwks, &at(IAT)),
+        Err(TokenError::MalformedClaims(m)) if m == "exp is missing"
+    ));
 }
 
 #[test]
