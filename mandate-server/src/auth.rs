@@ -5,7 +5,7 @@
 
 use axum::extract::{FromRequestParts, Request};
 use axum::http::request::Parts;
-use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
@@ -19,7 +19,14 @@ use crate::storage::keys;
 pub const JWKS_PATH: &str = "/.well-known/jwks.json";
 
 fn bearer(parts: &Parts) -> Option<&str> {
-    let value = parts.headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    bearer_key(&parts.headers)
+}
+
+/// The well-formed API key of the `Authorization: Bearer` header, if any. The idempotency
+/// layer derives the key that seals a stored response from it (see [`crate::seal`]); the
+/// raw key is never kept, cached or logged.
+pub fn bearer_key(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let key = value.strip_prefix("Bearer ")?.trim();
     let well_formed = ["sk_sandbox_", "sk_live_", "ak_sandbox_", "ak_live_"]
         .iter()

@@ -27,6 +27,7 @@ pub mod presign;
 pub mod rate_limit;
 pub mod request_id;
 pub mod routes;
+pub mod seal;
 pub mod serve;
 pub mod settlement;
 pub mod signing;

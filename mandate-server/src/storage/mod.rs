@@ -43,6 +43,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         7,
         include_str!("../../migrations/0007_escrow_actor_role.sql"),
     ),
+    (
+        8,
+        include_str!("../../migrations/0008_purge_plaintext_agent_keys.sql"),
+    ),
 ];
 
 /// A storage failure: the database could not be opened, read or written.
@@ -516,7 +520,12 @@ impl Db {
         let mut writer = Connection::open(path)?;
         writer.pragma_update(None, "journal_mode", "WAL")?;
         configure(&writer)?;
-        migrate(&mut writer)?;
+        if migrate(&mut writer)? {
+            // A migration may have removed data that must not stay on disk (0008: agent
+            // keys stored in plaintext): copy its pages into the file and empty the WAL,
+            // so that no older frame keeps the bytes. Nothing else runs yet at start.
+            writer.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        }
         let mut readers = Vec::new();
         for _ in 0..4 {
             let reader = Connection::open_with_flags(
@@ -673,7 +682,8 @@ where
     Ok(value)
 }
 
-fn migrate(conn: &mut Connection) -> Result<(), StorageError> {
+/// Applies the migrations not applied yet; returns whether any was.
+fn migrate(conn: &mut Connection) -> Result<bool, StorageError> {
     conn.execute_batch(
         "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_ms INTEGER NOT NULL)",
     )?;
@@ -681,14 +691,15 @@ fn migrate(conn: &mut Connection) -> Result<(), StorageError> {
     // change a table's constraints): foreign keys are off while migrations run (the
     // pragma is a no-op inside a transaction) and checked before each one commits.
     conn.pragma_update(None, "foreign_keys", "OFF")?;
-    let result = MIGRATIONS
-        .iter()
-        .try_for_each(|(version, sql)| apply(conn, *version, sql));
+    let result = MIGRATIONS.iter().try_fold(false, |any, (version, sql)| {
+        Ok::<_, StorageError>(apply(conn, *version, sql)? || any)
+    });
     conn.pragma_update(None, "foreign_keys", "ON")?;
     result
 }
 
-fn apply(conn: &mut Connection, version: i64, sql: &str) -> Result<(), StorageError> {
+/// Applies migration `version` unless it was; returns whether it was applied now.
+fn apply(conn: &mut Connection, version: i64, sql: &str) -> Result<bool, StorageError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let applied: bool = tx.query_row(
         "SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = ?1)",
@@ -711,7 +722,7 @@ fn apply(conn: &mut Connection, version: i64, sql: &str) -> Result<(), StorageEr
         )?;
     }
     tx.commit()?;
-    Ok(())
+    Ok(!applied)
 }
 
 /// Reads a stored verdict column.
