@@ -8,8 +8,9 @@
 //!   `AgentHistory::record` (every request counts for velocity; an `allow` adds to the
 //!   month-to-date spend).
 //! - An approval (a decision with `supersedes`) is not a request: it does not count for
-//!   velocity. It is re-checked with `evaluate_approval`, and its `allow` adds to the
-//!   month-to-date spend. If, under the draft, the original request would not have opened
+//!   velocity. It is re-checked with `evaluate_approval` in the mode of the approval (in
+//!   observe its verdict is `allow` whatever the re-check found), and its `allow` adds to
+//!   the month-to-date spend. If, under the draft, the original request would not have opened
 //!   a review, the approval would not have happened: its outcome is [`After::NoReview`].
 //! - Times have whole-second precision (`iat`), where the server counts milliseconds, so a
 //!   request exactly at the edge of a 60-second velocity window can come out differently.
@@ -235,7 +236,7 @@ pub fn replay(draft: &MandateDraft, decisions: &[PastDecision], options: Options
                     .is_none_or(|v| *v == Verdict::Review);
                 if opened {
                     let evaluation =
-                        evaluate_approval(Some(&mandate), &past.request, history, past.at);
+                        evaluate_approval(Some(&mandate), &past.request, history, mode, past.at);
                     if evaluation.verdict == Verdict::Allow {
                         history.spend.add(past.request.amount, past.at);
                     }
@@ -399,6 +400,31 @@ mod tests {
             (Verdict::Allow, Verdict::DenyLimit)
         );
         assert!(result.rows[0].changed());
+    }
+
+    #[test]
+    fn an_approval_made_in_observe_is_an_allow_whatever_the_recheck_found() {
+        let t = 1_800_000_000;
+        let mut approval = decision("dec_3", t + 1, "allow", "80", Some("dec_2"));
+        approval["mode"] = "observe".into();
+        approval["policy_verdict"] = "deny_limit".into();
+        let values = [
+            decision("dec_1", t, "allow", "40", None),
+            decision("dec_2", t, "review", "80", None),
+            decision("dec_1b", t, "allow", "45", None),
+            approval,
+        ];
+        let decisions: Vec<_> = values.iter().map(|v| parse_decision(v).unwrap()).collect();
+        let result = replay(&draft(DRAFT), &decisions, Options::default());
+        // 40 + 45 + 80 is over 150 a month: the re-check finds deny_limit, observe allows it.
+        let After::Judged(e) = &result.rows[3].after else {
+            panic!("judged")
+        };
+        assert_eq!(
+            (e.verdict, e.policy_verdict),
+            (Verdict::Allow, Verdict::DenyLimit)
+        );
+        assert!(!result.rows[3].changed(), "{:#?}", result.rows[3]);
     }
 
     #[test]

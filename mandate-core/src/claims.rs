@@ -14,6 +14,10 @@ use crate::policy::Verdict;
 /// Lifetime of a signed verdict: `exp = iat + 300`.
 pub const VERDICT_LIFETIME_SECS: i64 = 300;
 
+/// Lifetime of a signed event delivery attempt: `exp = iat + 300`, `iat` being when the
+/// attempt was signed, so that a captured event can't be replayed to a receiver later.
+pub const EVENT_LIFETIME_SECS: i64 = 300;
+
 /// The request as signed into a verdict.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -65,8 +69,11 @@ pub struct EventClaims {
     pub iss: String,
     /// The event id; unchanged across delivery retries, usable for de-duplication.
     pub jti: EventId,
-    /// Issue time (when the event happened), seconds since the Unix epoch.
+    /// Issue time: when this delivery attempt was signed (each attempt is signed when it
+    /// is sent), seconds since the Unix epoch.
     pub iat: i64,
+    /// Expiry, `iat + 300` ([`EVENT_LIFETIME_SECS`]).
+    pub exp: i64,
     /// The event type, for example `mandate.revoked`.
     #[serde(rename = "type")]
     pub event_type: String,

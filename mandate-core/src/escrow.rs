@@ -181,7 +181,8 @@ pub struct HistoryEntry {
     /// When the step happened.
     #[serde(with = "crate::timefmt")]
     pub at: OffsetDateTime,
-    /// Who took the step, as the server names callers (for example an agent or org id).
+    /// Who took the step, by its role in the contract (for example `funder`), never by an
+    /// organization's id.
     pub actor: String,
 }
 
@@ -354,7 +355,7 @@ mod tests {
         let entry = HistoryEntry::new(
             EscrowStatus::FUNDED,
             datetime!(2025-06-01 12:00:00 UTC),
-            "org_acme",
+            "funder",
         );
         let json = serde_json::to_value(&entry).unwrap();
         assert_eq!(json["at"], "2025-06-01T12:00:00Z");

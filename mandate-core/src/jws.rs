@@ -9,7 +9,9 @@
 //! signature with [`verify_es256`] (the same function the Wycheproof vectors run through),
 //! then the issuer, the expiry, the issue time and the kind of token: a verdict (`jti`
 //! `dec_…`) is never accepted where an event (`evt_…`) is expected, nor the reverse. Header
-//! members such as `jku`, `jwk` or `x5u` are never used: keys come from the set only.
+//! members such as `jku`, `jwk` or `x5u` are never used: keys come from the set only. The
+//! header and the claims must each be a JSON object with no member repeated, so that no two
+//! verifiers can read one token two ways.
 //! Time comes in as [`VerifyOptions::now`]; this module reads no clock.
 
 use std::fmt;
@@ -23,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::claims::{EventClaims, VerdictClaims};
+use crate::field::repeated_member;
 use crate::id::{DecisionId, EventId};
 use crate::jwk::{ES256, Jwk, JwkSet};
 
@@ -203,6 +206,24 @@ impl fmt::Display for TokenKind {
     }
 }
 
+/// The two JSON parts of a token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TokenPart {
+    /// The JOSE header.
+    Header,
+    /// The claims (the payload).
+    Claims,
+}
+
+impl fmt::Display for TokenPart {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TokenPart::Header => "header",
+            TokenPart::Claims => "claims",
+        })
+    }
+}
+
 /// Why a token was refused. Each way a token can be wrong has its own variant.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TokenError {
@@ -244,6 +265,20 @@ pub enum TokenError {
     IssuedInFuture {
         /// The token's `iat`.
         iat: i64,
+    },
+    /// The header or the claims are JSON but not an object (an array, a string, a number):
+    /// a verifier must not read claims by position.
+    #[error("the token's {0} is not a JSON object")]
+    NotAnObject(TokenPart),
+    /// A member appears twice in one object of the header or the claims (at any depth): a
+    /// verifier that keeps the first value would read another token than one that keeps
+    /// the last.
+    #[error("member {member:?} appears more than once in the token's {part}")]
+    DuplicateMember {
+        /// Where.
+        part: TokenPart,
+        /// Its path, dotted (`request.amount`).
+        member: String,
     },
     /// A valid token of the other kind: an event presented as a verdict, or the reverse.
     #[error("expected a {expected} token, found a {found} token")]
@@ -326,7 +361,7 @@ fn verify_claims<C: DeserializeOwned>(
     let header = segment(header_b64)?;
     let payload = segment(payload_b64)?;
     let signature = segment(signature_b64)?;
-    let header: Header = serde_json::from_slice(&header)
+    let header: Header = Header::deserialize(&object(&header, TokenPart::Header)?)
         .map_err(|_| TokenError::Malformed("the header is not a json object"))?;
     match &header.alg {
         Some(Value::String(alg)) if alg == ES256 => {}
@@ -358,8 +393,9 @@ fn verify_claims<C: DeserializeOwned>(
         return Err(TokenError::BadSignature);
     }
 
-    let registered: Registered =
-        serde_json::from_slice(&payload).map_err(|e| TokenError::MalformedClaims(e.to_string()))?;
+    let claims = object(&payload, TokenPart::Claims)?;
+    let registered =
+        Registered::deserialize(&claims).map_err(|e| TokenError::MalformedClaims(e.to_string()))?;
     let found = match &registered.jti {
         Some(Value::String(jti)) => TokenKind::of_jti(jti),
         _ => None,
@@ -382,19 +418,30 @@ fn verify_claims<C: DeserializeOwned>(
     let exp = integer(registered.exp.as_ref(), "exp")?;
     let iat = integer(registered.iat.as_ref(), "iat")?
         .ok_or_else(|| TokenError::MalformedClaims("iat is missing".to_owned()))?;
-    match (exp, expected) {
-        (Some(exp), _) if options.now >= exp.saturating_add(leeway) => {
-            return Err(TokenError::Expired { exp });
-        }
-        (None, TokenKind::Verdict) => {
-            return Err(TokenError::MalformedClaims("exp is missing".to_owned()));
-        }
-        _ => {}
+    // Verdicts and events are verified the same way: both carry `exp`.
+    let exp = exp.ok_or_else(|| TokenError::MalformedClaims("exp is missing".to_owned()))?;
+    if options.now >= exp.saturating_add(leeway) {
+        return Err(TokenError::Expired { exp });
     }
     if iat > options.now.saturating_add(leeway) {
         return Err(TokenError::IssuedInFuture { iat });
     }
-    serde_json::from_slice(&payload).map_err(|e| TokenError::MalformedClaims(e.to_string()))
+    C::deserialize(claims).map_err(|e| TokenError::MalformedClaims(e.to_string()))
+}
+
+/// A part of a token as a JSON object whose members each appear once (at any depth).
+fn object(json: &[u8], part: TokenPart) -> Result<Value, TokenError> {
+    let value: Value = serde_json::from_slice(json).map_err(|e| match part {
+        TokenPart::Header => TokenError::Malformed("the header is not a json object"),
+        TokenPart::Claims => TokenError::MalformedClaims(e.to_string()),
+    })?;
+    if !value.is_object() {
+        return Err(TokenError::NotAnObject(part));
+    }
+    if let Some(member) = repeated_member(json) {
+        return Err(TokenError::DuplicateMember { part, member });
+    }
+    Ok(value)
 }
 
 #[cfg(test)]
@@ -447,6 +494,7 @@ mod tests {
             "iss": ISS,
             "jti": "evt_0123",
             "iat": iat,
+            "exp": iat + 300,
             "type": "ping",
             "data": {"webhook": "whk_1"},
         })
@@ -517,6 +565,28 @@ mod tests {
                 expected: TokenKind::Verdict,
                 found: TokenKind::Event
             })
+        );
+    }
+
+    /// Events are verified like verdicts: `exp` is required and checked.
+    #[test]
+    fn an_event_expires_and_must_carry_exp() {
+        let signer = signer();
+        let jwks = JwkSet {
+            keys: vec![signer.public_jwk()],
+        };
+        let token = sign_token(&signer, &event(100)).unwrap();
+        assert!(verify_event(&token, &jwks, &options(399)).is_ok());
+        assert_eq!(
+            verify_event(&token, &jwks, &options(400)),
+            Err(TokenError::Expired { exp: 400 })
+        );
+        let mut without = event(100);
+        without.as_object_mut().unwrap().remove("exp");
+        let token = sign_token(&signer, &without).unwrap();
+        assert_eq!(
+            verify_event(&token, &jwks, &options(100)),
+            Err(TokenError::MalformedClaims("exp is missing".to_owned()))
         );
     }
 

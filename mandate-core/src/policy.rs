@@ -175,16 +175,9 @@ impl AuthorizationRequest {
     }
 }
 
-/// Why the bytes of a `POST /v1/authorizations` body do not make a request.
-#[derive(Debug, thiserror::Error)]
-pub enum RequestBodyError {
-    /// Not JSON at all.
-    #[error("malformed JSON body: {0}")]
-    Malformed(#[source] serde_json::Error),
-    /// JSON, but not a valid request; the field is named.
-    #[error(transparent)]
-    Field(#[from] FieldError),
-}
+/// Why the bytes of a `POST /v1/authorizations` body do not make a request: the same
+/// errors as any body's ([`crate::field::BodyError`]).
+pub use crate::field::BodyError as RequestBodyError;
 
 /// The plain shape of a request body: exactly the four fields, once each, with strings
 /// that need no unescaping and a number for the amount.
@@ -210,10 +203,13 @@ impl AuthorizationRequest {
     /// the problem. In the plain shape the checks after parsing are the same code, in the
     /// same order, as in `from_json` (`build`).
     pub fn from_json_bytes(agent: AgentId, body: &[u8]) -> Result<Self, RequestBodyError> {
-        if let Ok(plain) = serde_json::from_slice::<PlainRequest<'_>>(body) {
+        // serde's derive reads a struct from an array too (by position), so only an object
+        // takes the plain way; it refuses a repeated field, which the `Value` way names.
+        let is_object = body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+        if is_object && let Ok(plain) = serde_json::from_slice::<PlainRequest<'_>>(body) {
             return Ok(Self::from_plain(agent, plain)?);
         }
-        let value: Value = serde_json::from_slice(body).map_err(RequestBodyError::Malformed)?;
+        let value = crate::field::parse_body(body)?;
         Ok(Self::from_json(agent, &value)?)
     }
 
@@ -532,10 +528,17 @@ pub fn evaluate(
 /// Re-checks an approved review against the mandate as it is now: revoked, expired or
 /// over `per_month` gives that denial instead of `allow`; the review threshold and the
 /// velocity rule are not applied again.
+///
+/// `mode` is the one in force at approval. Reviews open only in `enforce`, but the
+/// environment may have switched to `observe` since: then nothing blocks, as for any
+/// decision in observe, so `verdict` is `allow` and `policy_verdict` (with its reason)
+/// is what the re-check found. The caller counts an `allow` verdict's amount in the
+/// month-to-date spend, like an observe-mode allow of a request.
 pub fn evaluate_approval(
     mandate: Option<&Mandate>,
     request: &AuthorizationRequest,
     history: &AgentHistory,
+    mode: Mode,
     now: OffsetDateTime,
 ) -> Evaluation {
     let mut relaxed = mandate.cloned();
@@ -548,8 +551,12 @@ pub fn evaluate_approval(
         spend: history.spend,
     };
     let (policy_verdict, reason) = judge(relaxed.as_ref(), request, &history, now);
+    let verdict = match mode {
+        Mode::Enforce => policy_verdict,
+        Mode::Observe => Verdict::Allow,
+    };
     Evaluation {
-        verdict: policy_verdict,
+        verdict,
         policy_verdict,
         reason,
     }

@@ -86,6 +86,7 @@ fn event_token() -> String {
         iss: ISS.to_owned(),
         jti: EventId::from_random([5; 16]),
         iat: IAT,
+        exp: IAT + 300,
         event_type: "ping".to_owned(),
         data: json!({"webhook": "whk_x"}),
     };

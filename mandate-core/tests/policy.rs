@@ -454,7 +454,7 @@ fn approval_rechecks_the_mandate_as_it_is_now() {
     let r = request("60", "USD", "software");
     // Above review_above and at the velocity limit, still allowed on approval.
     assert_eq!(
-        evaluate_approval(Some(&active), &r, &busy(10, NOW), NOW).verdict,
+        evaluate_approval(Some(&active), &r, &busy(10, NOW), Mode::Enforce, NOW).verdict,
         Verdict::Allow
     );
     assert_eq!(
@@ -462,6 +462,7 @@ fn approval_rechecks_the_mandate_as_it_is_now() {
             Some(&mandate(MandateStatus::Revoked)),
             &r,
             &AgentHistory::default(),
+            Mode::Enforce,
             NOW
         )
         .verdict,
@@ -472,6 +473,7 @@ fn approval_rechecks_the_mandate_as_it_is_now() {
             Some(&active),
             &r,
             &AgentHistory::default(),
+            Mode::Enforce,
             datetime!(2027-01-01 0:00 UTC)
         )
         .verdict,
@@ -480,9 +482,42 @@ fn approval_rechecks_the_mandate_as_it_is_now() {
     let mut spent = AgentHistory::default();
     spent.record(&allowed(), Amount::parse("400").unwrap(), NOW);
     assert_eq!(
-        evaluate_approval(Some(&active), &r, &spent, NOW).verdict,
+        evaluate_approval(Some(&active), &r, &spent, Mode::Enforce, NOW).verdict,
         Verdict::DenyLimit
     );
+}
+
+#[test]
+fn approval_in_observe_allows_and_keeps_what_the_recheck_found() {
+    let active = mandate(MandateStatus::Active);
+    let revoked = mandate(MandateStatus::Revoked);
+    let r = request("60", "USD", "software");
+    let mut spent = AgentHistory::default();
+    spent.record(&allowed(), Amount::parse("400").unwrap(), NOW);
+    let after_expiry = datetime!(2027-01-01 0:00 UTC);
+    let fresh = AgentHistory::default();
+    let cases: [(Option<&Mandate>, &AgentHistory, OffsetDateTime, Verdict); 5] = [
+        (Some(&revoked), &fresh, NOW, Verdict::DenyRevoked),
+        (Some(&active), &fresh, after_expiry, Verdict::DenyExpired),
+        (Some(&active), &spent, NOW, Verdict::DenyLimit),
+        (None, &fresh, NOW, Verdict::DenyNoMandate),
+        (Some(&active), &busy(10, NOW), NOW, Verdict::Allow),
+    ];
+    for (m, history, now, found) in cases {
+        let enforced = evaluate_approval(m, &r, history, Mode::Enforce, now);
+        let observed = evaluate_approval(m, &r, history, Mode::Observe, now);
+        // Nothing blocks in observe; the re-check's finding and reason are kept.
+        assert_eq!(observed.verdict, Verdict::Allow, "{found:?}");
+        assert_eq!(observed.policy_verdict, found);
+        assert_eq!(observed.reason, enforced.reason);
+        // In enforce the finding is the verdict.
+        assert_eq!((enforced.verdict, enforced.policy_verdict), (found, found));
+    }
+    // An observe-mode allow counts in month-to-date, as recorded by the caller.
+    let mut history = AgentHistory::default();
+    let observed = evaluate_approval(Some(&active), &r, &spent, Mode::Observe, NOW);
+    history.record(&observed, Amount::parse("60").unwrap(), NOW);
+    assert_eq!(history.spend.total_at(NOW), Amount::parse("60").unwrap());
 }
 
 #[test]

@@ -7,6 +7,7 @@
 //! bytes. `PROPTEST_CASES` sets the number of cases (default 2,048 here).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use mandate_core::field::repeated_member;
 use mandate_core::id::AgentId;
 use mandate_core::policy::{AuthorizationRequest, RequestBodyError};
 use proptest::prelude::*;
@@ -28,10 +29,16 @@ fn agent() -> AgentId {
     AgentId::parse("agt_01jc0000000000000000000000").unwrap()
 }
 
-/// The reference: a `Value`, then `from_json`; errors as the text the API would show.
+/// The reference: a `Value` (refused if a member is repeated), then `from_json`; errors as
+/// the text the API would show.
 fn through_value(body: &[u8]) -> Result<AuthorizationRequest, String> {
     let value: Value =
         serde_json::from_slice(body).map_err(|e| format!("malformed JSON body: {e}"))?;
+    if let Some(path) = repeated_member(body) {
+        return Err(format!(
+            "duplicate member \"{path}\": send each member once"
+        ));
+    }
     AuthorizationRequest::from_json(agent(), &value).map_err(|e| e.to_string())
 }
 
@@ -207,10 +214,39 @@ fn each_kind_of_failure_keeps_its_message() {
     }
 }
 
-/// A field given twice: the plain way refuses it, and the `Value` way keeps the last.
+/// A field given twice is refused, naming it, whichever value comes first: a gateway that
+/// keeps the first value must never see another request than the one judged.
 #[test]
-fn a_repeated_field_keeps_the_last_value() {
-    let body = br#"{"amount":1,"amount":2,"currency":"USD","recipient":"vendor:a.b","category":"software"}"#;
-    let request = AuthorizationRequest::from_json_bytes(agent(), body).unwrap();
-    assert_eq!(request.amount.to_string(), "2");
+fn a_repeated_field_is_refused_naming_it() {
+    for (body, member) in [
+        (
+            &br#"{"amount":1,"amount":99999,"currency":"USD","recipient":"vendor:a.b","category":"software"}"#[..],
+            "amount",
+        ),
+        (
+            br#"{"amount":1,"currency":"USD","recipient":"vendor:a.b","category":"software","recipient":"vendor:c"}"#,
+            "recipient",
+        ),
+        (
+            br#"{"amount":1,"currency":"USD","recipient":"vendor:a.b","category":"software","\u0061mount":2}"#,
+            "amount",
+        ),
+    ] {
+        let error = AuthorizationRequest::from_json_bytes(agent(), body).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!("duplicate member \"{member}\": send each member once")
+        );
+        assert_eq!(Err(error.to_string()), through_value(body));
+    }
+}
+
+/// An array is not a request, even one whose elements are the four fields in order (serde's
+/// derive would read a struct from it by position).
+#[test]
+fn an_array_body_is_not_read_by_position() {
+    let body = br#"[1, "USD", "vendor:a.b", "software"]"#;
+    let error = AuthorizationRequest::from_json_bytes(agent(), body).unwrap_err();
+    assert_eq!(error.to_string(), "body must be a JSON object");
+    assert_eq!(Err(error.to_string()), through_value(body));
 }

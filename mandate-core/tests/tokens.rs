@@ -6,11 +6,13 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, KeyInit, Mac};
 use mandate_core::amount::Amount;
-use mandate_core::claims::{EventClaims, RequestClaims, VERDICT_LIFETIME_SECS, VerdictClaims};
+use mandate_core::claims::{
+    EVENT_LIFETIME_SECS, EventClaims, RequestClaims, VERDICT_LIFETIME_SECS, VerdictClaims,
+};
 use mandate_core::id::{AgentId, DecisionId, EventId, MandateId, Nonce};
 use mandate_core::jwk::JwkSet;
 use mandate_core::jws::{
-    P256Signer, Signer, TokenError, TokenKind, VerifyOptions, sign_token, verify_event,
+    P256Signer, Signer, TokenError, TokenKind, TokenPart, VerifyOptions, sign_token, verify_event,
     verify_verdict,
 };
 use mandate_core::names::{Category, Currency, Recipient};
@@ -58,6 +60,7 @@ fn event(iat: i64) -> EventClaims {
         iss: ISS.to_owned(),
         jti: EventId::from_random([5; 16]),
         iat,
+        exp: iat + EVENT_LIFETIME_SECS,
         event_type: "mandate.revoked".to_owned(),
         data: json!({"id": "mnd_abc", "status": "revoked"}),
     }
@@ -129,6 +132,28 @@ fn a_signed_event_verifies() {
     let claims = event(IAT);
     let token = sign_token(&key, &claims).unwrap();
     assert_eq!(verify_event(&token, &set(&[&key]), &at(IAT)), Ok(claims));
+}
+
+#[test]
+fn an_event_lives_five_minutes_like_a_verdict() {
+    let key = signer("live-1", 3);
+    let jwks = set(&[&key]);
+    let claims = event(IAT);
+    assert_eq!(claims.exp, IAT + 300);
+    let token = sign_token(&key, &claims).unwrap();
+    assert!(verify_event(&token, &jwks, &at(IAT + 299)).is_ok());
+    assert_eq!(
+        verify_event(&token, &jwks, &at(IAT + 300)),
+        Err(TokenError::Expired { exp: IAT + 300 })
+    );
+    // An event without exp, as this service signed them before, is refused.
+    let mut old = serde_json::to_value(&claims).unwrap();
+    old.as_object_mut().unwrap().remove("exp");
+    let token = forge(&key, &es256_header("live-1"), &old);
+    assert!(matches!(
+        verify_event(&token, &jwks, &at(IAT)),
+        Err(TokenError::MalformedClaims(m)) if m == "exp is missing"
+    ));
 }
 
 #[test]
@@ -460,13 +485,42 @@ fn claims_must_be_well_formed() {
     no_jti.as_object_mut().unwrap().remove("jti");
     let mut review_jti = verdict_json(IAT);
     review_jti["jti"] = json!("rev_abc");
-    for claims in [extra, amount_as_text, no_jti, review_jti, json!([1, 2])] {
+    for claims in [extra, amount_as_text, no_jti, review_jti] {
         let token = forge(&key, &es256_header("live-1"), &claims);
         assert!(
             matches!(
                 verify_verdict(&token, &jwks, &at(IAT)),
                 Err(TokenError::MalformedClaims(_))
             ),
+            "{claims}"
+        );
+    }
+    // Claims that are not an object are refused as such, however their elements line up.
+    // In the claims' own order, the array a derived reader would take by position.
+    let fields = [
+        "iss",
+        "jti",
+        "iat",
+        "exp",
+        "verdict",
+        "policy_verdict",
+        "mandate",
+        "policy_version",
+        "nonce",
+        "request",
+    ];
+    let whole = verdict_json(IAT);
+    let by_position: Vec<Value> = fields.iter().map(|f| whole[*f].clone()).collect();
+    for claims in [
+        json!([1, 2]),
+        Value::Array(by_position),
+        json!("x"),
+        json!(7),
+    ] {
+        let token = forge(&key, &es256_header("live-1"), &claims);
+        assert_eq!(
+            verify_verdict(&token, &jwks, &at(IAT)),
+            Err(TokenError::NotAnObject(TokenPart::Claims)),
             "{claims}"
         );
     }
@@ -481,10 +535,109 @@ fn claims_must_be_well_formed() {
         b64(doubled)
     );
     let token = format!("{input}.{}", b64(key.sign(input.as_bytes()).unwrap()));
-    assert!(matches!(
+    assert_eq!(
         verify_verdict(&token, &jwks, &at(IAT)),
-        Err(TokenError::MalformedClaims(_))
-    ));
+        Err(TokenError::DuplicateMember {
+            part: TokenPart::Claims,
+            member: "iss".to_owned()
+        })
+    );
+}
+
+/// A token whose header and claims are given as text, properly signed by `signer`.
+fn forge_text(signer: &dyn Signer, header: &str, claims: &str) -> String {
+    let input = format!("{}.{}", b64(header), b64(claims));
+    let signature = signer.sign(input.as_bytes()).unwrap();
+    format!("{input}.{}", b64(signature))
+}
+
+#[test]
+fn a_header_must_be_an_object_with_each_member_once() {
+    let key = signer("live-1", 3);
+    let jwks = set(&[&key]);
+    let claims = verdict_json(IAT).to_string();
+    // By position these would read as alg, kid and no crit.
+    for header in [
+        r#"["ES256", "live-1", null]"#,
+        r#"["ES256"]"#,
+        "\"ES256\"",
+        "1",
+    ] {
+        let token = forge_text(&key, header, &claims);
+        assert_eq!(
+            verify_verdict(&token, &jwks, &at(IAT)),
+            Err(TokenError::NotAnObject(TokenPart::Header)),
+            "{header}"
+        );
+    }
+    for (header, member) in [
+        (
+            r#"{"alg":"ES256","typ":"JWT","kid":"live-1","kid":"live-2"}"#,
+            "kid",
+        ),
+        (
+            r#"{"alg":"none","alg":"ES256","typ":"JWT","kid":"live-1"}"#,
+            "alg",
+        ),
+        (
+            r#"{"alg":"ES256","typ":"JWT","typ":"JWS","kid":"live-1"}"#,
+            "typ",
+        ),
+        (
+            r#"{"alg":"ES256","typ":"JWT","kid":"live-1","x":{"a":1,"a":2}}"#,
+            "x.a",
+        ),
+    ] {
+        let token = forge_text(&key, header, &claims);
+        assert_eq!(
+            verify_verdict(&token, &jwks, &at(IAT)),
+            Err(TokenError::DuplicateMember {
+                part: TokenPart::Header,
+                member: member.to_owned()
+            }),
+            "{header}"
+        );
+    }
+    // The same header once each verifies.
+    let token = forge_text(
+        &key,
+        r#"{"alg":"ES256","typ":"JWT","kid":"live-1"}"#,
+        &claims,
+    );
+    assert!(verify_verdict(&token, &jwks, &at(IAT)).is_ok());
+}
+
+#[test]
+fn a_member_repeated_deep_in_the_claims_is_refused() {
+    let key = signer("live-1", 3);
+    let jwks = set(&[&key]);
+    let header = es256_header("live-1").to_string();
+    // In a verdict's request: the amount a counterparty settles.
+    let verdict = verdict_json(IAT).to_string();
+    let doubled = verdict.replace(r#""amount":100.10"#, r#""amount":100.10,"amount":1"#);
+    assert_ne!(doubled, verdict);
+    assert_eq!(
+        verify_verdict(&forge_text(&key, &header, &doubled), &jwks, &at(IAT)),
+        Err(TokenError::DuplicateMember {
+            part: TokenPart::Claims,
+            member: "request.amount".to_owned()
+        })
+    );
+    // In an event's data, which is free-form.
+    let event = serde_json::to_string(&event(IAT)).unwrap();
+    let doubled = event.replace(
+        r#""status":"revoked""#,
+        r#""status":"active","status":"revoked""#,
+    );
+    assert_ne!(doubled, event);
+    assert_eq!(
+        verify_event(&forge_text(&key, &header, &doubled), &jwks, &at(IAT)),
+        Err(TokenError::DuplicateMember {
+            part: TokenPart::Claims,
+            member: "data.status".to_owned()
+        })
+    );
+    assert!(verify_event(&forge_text(&key, &header, &event), &jwks, &at(IAT)).is_ok());
 }
 
 #[test]

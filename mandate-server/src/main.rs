@@ -72,7 +72,7 @@ enum Command {
         /// Issuer of every token and home of the JWK Set [default: the public host's URL].
         #[arg(long, env = "MANDATE_VERDICTS_URL")]
         verdicts_url: Option<String>,
-        /// Home of the OpenAPI document [default: the public host's URL].
+        /// Home of the OpenAPI document, named by every 401 [default: the public host's URL].
         #[arg(long, env = "MANDATE_DOCS_URL")]
         docs_url: Option<String>,
         /// TLS certificate chain (PEM) for both listeners.

@@ -80,6 +80,36 @@ pub enum ServeError {
     /// The signing backend could not draw random numbers (no signature could be made).
     #[error("signing: {0}")]
     Signing(mandate_core::jws::SignError),
+    /// `--verdicts-url` or `--docs-url` is not an absolute http(s) URL.
+    #[error("--{flag} {value:?}: {reason}")]
+    Url {
+        /// The flag, without dashes.
+        flag: &'static str,
+        /// The value given.
+        value: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+}
+
+/// `text` as a base URL: an absolute `http(s)://` URL without query or fragment, with its
+/// trailing slashes removed, so that `iss` is written one way and `{url}/.well-known/…`
+/// never has a double slash.
+pub fn normalize_base_url(flag: &'static str, text: &str) -> Result<String, ServeError> {
+    let error = |reason| ServeError::Url {
+        flag,
+        value: text.to_owned(),
+        reason,
+    };
+    let trimmed = text.trim_end_matches('/');
+    let url = url::Url::parse(trimmed).map_err(|_| error("must be an absolute URL"))?;
+    if !matches!(url.scheme(), "http" | "https") || !url.has_host() {
+        return Err(error("must be an http:// or https:// URL with a host"));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(error("must have no query or fragment"));
+    }
+    Ok(trimmed.to_owned())
 }
 
 /// A running server.
@@ -146,6 +176,16 @@ pub async fn start_with(
     clock: Arc<dyn Clock>,
     adapter: settlement::Adapter,
 ) -> Result<Running, ServeError> {
+    let verdicts_url = config
+        .verdicts_url
+        .as_deref()
+        .map(|u| normalize_base_url("verdicts-url", u))
+        .transpose()?;
+    let docs_url = config
+        .docs_url
+        .as_deref()
+        .map(|u| normalize_base_url("docs-url", u))
+        .transpose()?;
     let db = open_db(&config)?;
     let db_error = |source| ServeError::Db {
         path: config.db.display().to_string(),
@@ -186,11 +226,8 @@ pub async fn start_with(
         clock: clock.clone(),
         keys: Arc::new(RwLock::new(ring)),
         cursors: Arc::new(CursorKey::new(&cursor_secret)),
-        verdicts_url: config
-            .verdicts_url
-            .clone()
-            .unwrap_or_else(|| public_url.clone()),
-        docs_url: config.docs_url.clone().unwrap_or(public_url),
+        verdicts_url: verdicts_url.unwrap_or_else(|| public_url.clone()),
+        docs_url: docs_url.unwrap_or(public_url),
         agents: AgentStates::default(),
         callers: Default::default(),
         modes: Default::default(),

@@ -45,9 +45,9 @@ pub struct Shared {
     pub keys: Arc<RwLock<KeyRing>>,
     /// Signs and opens pagination cursors.
     pub cursors: Arc<CursorKey>,
-    /// `iss` of every token, and where the JWK Set is published.
+    /// `iss` of every token, and where the JWK Set is published (no trailing slash).
     pub verdicts_url: String,
-    /// Where the contract is published.
+    /// Where the contract is published (no trailing slash); every 401 names it.
     pub docs_url: String,
     /// Per-agent locks and state.
     pub agents: AgentStates,

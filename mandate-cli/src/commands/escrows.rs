@@ -17,6 +17,7 @@ use crate::output;
 /// follows them. `escrow` (a repeat of `id`) and `history` (its own table) are left out.
 const FIELDS: &[&str] = &[
     "id",
+    "environment",
     "state",
     "disputed",
     "amount",

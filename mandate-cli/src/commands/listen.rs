@@ -38,8 +38,9 @@ use crate::output;
 pub const LONG_ABOUT: &str = "Receive webhook events on this machine while you develop a consumer.\n\n\
 Listens on 127.0.0.1:PORT (--port 0 picks a free port; the address is printed first). \
 Each POST must carry an event JWT (Content-Type application/jwt). It is verified as \
-`mandate verify --event` does (ES256 signature by kid against the JWK Set, issuer, no iat \
-in the future beyond a minute of skew) and one line is printed: time, event id, type, and \
+`mandate verify --event` does (ES256 signature by kid against the JWK Set, issuer, expiry \
+(exp, five minutes after the attempt was signed) and no iat in the future, each with a \
+minute of skew) and one line is printed: time, event id, type, and \
 verified, duplicate, or REJECTED with the reason; with --json one JSON object per line, \
 holding the claims. The answer is 200 for a verified event and for a repeat of an id \
 already acknowledged, 400 for a rejected one (415 for another Content-Type).\n\n\
@@ -88,7 +89,7 @@ pub struct ListenArgs {
 /// Connections served at once; more are answered 503.
 pub const MAX_CONNECTIONS: usize = 32;
 
-/// Clock skew allowed on `iat`, as the webhook guide recommends.
+/// Clock skew allowed on `iat` and `exp`, as the webhook guide recommends.
 const LEEWAY_SECS: i64 = 60;
 
 /// The least time between two reloads of the key set for an unknown `kid`: a rotation is
@@ -659,6 +660,7 @@ mod tests {
             iss: ISSUER.to_owned(),
             jti: EventId::from_random([jti; 16]),
             iat: now_unix(),
+            exp: now_unix() + 300,
             event_type: "ping".to_owned(),
             data: json!({"webhook": "whk_x"}),
         };

@@ -60,6 +60,7 @@ fn escrows_fund_from_an_allow_read_and_walk_every_transition() {
     created.ok();
     let id = created.field("id");
     assert!(id.starts_with("esc_"), "{id}");
+    assert_eq!(created.field("environment"), "sandbox");
     assert_eq!(created.field("state"), "funded");
     assert_eq!(created.field("disputed"), "false");
     assert_eq!(created.field("amount"), "42.50");
@@ -70,7 +71,17 @@ fn escrows_fund_from_an_allow_read_and_walk_every_transition() {
     // The history is a small table under the fields; `escrow` (a repeat of id) is not shown.
     created
         .stdout_has("\n\nSTATE   DISPUTED  AT")
-        .stdout_has("ACTOR\nfunded  false     ");
+        .stdout_has("ACTOR\nfunded  false     ")
+        .stdout_has("  funder\n");
+    // The environment comes right after the id; no organization id is printed.
+    assert!(
+        created
+            .stdout
+            .starts_with(&format!("id           {id}\nenvironment  sandbox\n")),
+        "{}",
+        created.stdout
+    );
+    assert!(!created.stdout.contains("org_"), "{}", created.stdout);
     assert!(!created.stdout.contains("\nescrow "), "{}", created.stdout);
 
     // The same Idempotency-Key again: the stored escrow, not a second one (nor a refusal).

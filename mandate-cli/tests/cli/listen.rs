@@ -379,3 +379,28 @@ fn listen_stops_cleanly_on_ctrl_c_and_refuses_bad_setups() {
     .code(2)
     .stderr_has("refusing plain http");
 }
+
+#[test]
+fn listen_rejects_an_event_past_its_exp() {
+    let env = start();
+    let mut listener = Listener::start(
+        &env,
+        &["--max-events", "2", "--jwks-url", &env.public, "--json"],
+    );
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    // Signed 400 s ago: expired 100 s ago, beyond the minute of skew.
+    let stale = env.sign_event("ping", now - 400);
+    let (status, body) = post(&listener.url, "application/jwt", &stale);
+    assert_eq!(status, 400);
+    assert_eq!(body, format!("rejected: token expired at {}\n", now - 100));
+    let rejected = listener.json_line();
+    assert_eq!(rejected["result"], "rejected");
+    assert!(rejected.get("claims").is_none());
+    // Signed a minute ago, it is still valid.
+    let fresh = env.sign_event("ping", now - 60);
+    let (status, _) = post(&listener.url, "application/jwt", &fresh);
+    assert_eq!(status, 200);
+    let verified = listener.json_line();
+    assert_eq!(verified["claims"]["exp"], now + 240);
+    assert_eq!(listener.exit_code(), 0, "stderr:\n{}", listener.stderr());
+}

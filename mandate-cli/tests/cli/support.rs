@@ -303,7 +303,8 @@ impl Env {
         )
     }
 
-    /// Signs a webhook event with the sandbox's current key, as the server would.
+    /// Signs a webhook event with the sandbox's current key, as the server would: issued
+    /// at `iat`, expiring five minutes later.
     pub fn sign_event(&self, event_type: &str, iat: i64) -> String {
         use mandate_core::claims::EventClaims;
         use mandate_core::id::EventId;
@@ -313,6 +314,7 @@ impl Env {
             iss: self.issuer.clone(),
             jti: EventId::from_random([7; 16]),
             iat,
+            exp: iat + mandate_core::claims::EVENT_LIFETIME_SECS,
             event_type: event_type.to_owned(),
             data: serde_json::json!({"webhook": "whk_test"}),
         };

@@ -5,6 +5,12 @@
 //! window are exact under concurrency; requests of different agents never wait on each
 //! other. State is loaded from the database on first use (after a restart, it is rebuilt
 //! from stored decisions) and every change to an agent's mandate goes through the lock.
+//!
+//! Slots are made only for agents that exist (callers check first), and the map is
+//! bounded: past [`MAX_IDLE_SLOTS`] it drops every idle slot, one that only the map holds
+//! (`Arc::strong_count == 1`: no request holds or waits on its lock, no cached key keeps
+//! it). Nothing else can reach such a slot, so the agent's next request makes a new one
+//! that is again its only lock, and rebuilds the state from the database.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -40,10 +46,27 @@ type Key = (Arc<str>, Env, AgentId);
 /// One agent's lock and state.
 pub type AgentSlot = Arc<tokio::sync::Mutex<Slot>>;
 
-/// The locks and cached states of all agents seen since start.
-#[derive(Default, Clone)]
+/// How many slots the map holds before it drops the idle ones.
+pub const MAX_IDLE_SLOTS: usize = 65_536;
+
+/// The locks and cached states of the agents in use.
+#[derive(Clone)]
 pub struct AgentStates {
-    slots: Arc<Mutex<HashMap<Key, AgentSlot>>>,
+    slots: Arc<Mutex<Slots>>,
+}
+
+struct Slots {
+    map: HashMap<Key, AgentSlot>,
+    /// The size at which the next new slot first drops the idle ones.
+    sweep_at: usize,
+    /// [`MAX_IDLE_SLOTS`], or a test's smaller bound.
+    bound: usize,
+}
+
+impl Default for AgentStates {
+    fn default() -> Self {
+        Self::with_bound(MAX_IDLE_SLOTS)
+    }
 }
 
 /// The first instant of the UTC month that contains `now`.
@@ -94,19 +117,54 @@ pub fn rebuild(
 }
 
 impl AgentStates {
-    /// The agent's slot, created empty on its first use. The map never removes a slot, so
-    /// the one returned stays the agent's only one for the life of the process: it may be
-    /// kept elsewhere (the key cache keeps an agent key's) and locked later.
-    pub fn slot(&self, org_id: &Arc<str>, env: Env, agent: &AgentId) -> AgentSlot {
-        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-        slots
-            .entry((Arc::clone(org_id), env, agent.clone()))
-            .or_default()
-            .clone()
+    /// An empty map that drops its idle slots once it holds `bound`.
+    pub fn with_bound(bound: usize) -> Self {
+        Self {
+            slots: Arc::new(Mutex::new(Slots {
+                map: HashMap::new(),
+                sweep_at: bound,
+                bound,
+            })),
+        }
     }
 
-    /// Locks the agent's slot and loads it if needed. Hold the guard across the whole
-    /// read-evaluate-persist-update sequence.
+    /// The slot of an agent that exists (the caller has checked), created empty on its
+    /// first use. The map removes a slot only while no one else holds it, so the one
+    /// returned stays the agent's only one as long as it is kept: elsewhere (the key cache
+    /// keeps an agent key's) or by a request that locks it later.
+    pub fn slot(&self, org_id: &Arc<str>, env: Env, agent: &AgentId) -> AgentSlot {
+        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        let key = (Arc::clone(org_id), env, agent.clone());
+        if let Some(slot) = slots.map.get(&key) {
+            return slot.clone();
+        }
+        if slots.map.len() >= slots.sweep_at {
+            // Under the map's lock no one can take a new reference to a slot only the map
+            // holds, so dropping it can't leave two locks for one agent.
+            slots.map.retain(|_, slot| Arc::strong_count(slot) > 1);
+            // Slots still held stay; sweeping again only after the map has doubled keeps
+            // the cost per new slot constant when many are held.
+            slots.sweep_at = slots.bound.max(slots.map.len().saturating_mul(2));
+        }
+        slots.map.entry(key).or_default().clone()
+    }
+
+    /// How many slots the map holds now.
+    pub fn len(&self) -> usize {
+        self.slots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .map
+            .len()
+    }
+
+    /// Whether the map holds no slot.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Locks the slot of an agent that exists and loads it if needed. Hold the guard
+    /// across the whole read-evaluate-persist-update sequence.
     pub async fn lock(
         &self,
         db: &Db,
@@ -179,5 +237,60 @@ mod tests {
         let beta = states.slot(&org, Env::Live, &AgentId::parse("agt_beta").unwrap());
         assert!(!Arc::ptr_eq(&kept, &sandbox));
         assert!(!Arc::ptr_eq(&kept, &beta));
+    }
+
+    fn agent(n: usize) -> AgentId {
+        AgentId::parse(&format!("agt_a{n}")).unwrap()
+    }
+
+    /// Past the bound, idle slots go and held ones stay: a slot kept by the key cache, one
+    /// locked by a request and one a request waits on are each still the agent's only
+    /// lock afterwards.
+    #[tokio::test]
+    async fn past_the_bound_only_slots_nobody_holds_are_dropped() {
+        let states = AgentStates::with_bound(8);
+        let org: Arc<str> = Arc::from("org_1");
+        let kept = states.slot(&org, Env::Live, &agent(0));
+        let locked = states.slot(&org, Env::Live, &agent(1)).lock_owned().await;
+        let waited = states.slot(&org, Env::Live, &agent(2));
+        let holder = waited.clone().lock_owned().await;
+        let waiter = tokio::spawn({
+            let slot = waited.clone();
+            async move {
+                let mut guard = slot.lock_owned().await;
+                *guard = Some(AgentState::default());
+            }
+        });
+        drop(waited);
+        tokio::task::yield_now().await;
+        for n in 3..8 {
+            states.slot(&org, Env::Live, &agent(n));
+        }
+        assert_eq!(states.len(), 8);
+        // The ninth new slot sweeps: five idle ones go, three held ones and it stay.
+        states.slot(&org, Env::Live, &agent(8));
+        assert_eq!(states.len(), 4);
+        assert!(Arc::ptr_eq(&kept, &states.slot(&org, Env::Live, &agent(0))));
+        assert!(states.slot(&org, Env::Live, &agent(1)).try_lock().is_err());
+        drop(locked);
+        assert!(states.slot(&org, Env::Live, &agent(1)).try_lock().is_ok());
+        // The waiter still gets the same lock as everyone who asks the map now.
+        let again = states.slot(&org, Env::Live, &agent(2));
+        drop(holder);
+        waiter.await.unwrap();
+        assert!(again.lock().await.is_some());
+        // Far past the bound with every slot held, the map grows (it can't drop them)
+        // and sweeps only after doubling.
+        let held: Vec<_> = (100..140)
+            .map(|n| states.slot(&org, Env::Live, &agent(n)))
+            .collect();
+        // Slots 1 and 8 went at the first of those sweeps; 0, 2 and the 40 are held.
+        assert_eq!(states.len(), 42);
+        drop(held);
+        for n in 200..250 {
+            states.slot(&org, Env::Live, &agent(n));
+        }
+        // Once released they are idle again, and the bound holds.
+        assert!(states.len() <= 8, "{}", states.len());
     }
 }

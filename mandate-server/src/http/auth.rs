@@ -1,10 +1,11 @@
 //! Authentication: every request on the API host is authenticated first, known path or
-//! not; then the key's request rate is applied. The resolved [`Caller`] goes into the
+//! not (a repeated `Authorization` or `Idempotency-Key` header is a 400 before that); then
+//! the key's request rate is applied. The resolved [`Caller`] goes into the
 //! request's extensions for the handlers.
 
 use axum::extract::{FromRequestParts, Request};
 use axum::http::request::Parts;
-use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
@@ -18,13 +19,48 @@ use crate::storage::keys;
 pub const JWKS_PATH: &str = "/.well-known/jwks.json";
 
 fn bearer(parts: &Parts) -> Option<&str> {
-    let value = parts.headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    bearer_key(&parts.headers)
+}
+
+/// The well-formed API key of the `Authorization: Bearer` header, if any. The idempotency
+/// layer derives the key that seals a stored response from it (see [`crate::http::seal`]); the
+/// raw key is never kept, cached or logged.
+pub fn bearer_key(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let key = value.strip_prefix("Bearer ")?.trim();
     let well_formed = ["sk_sandbox_", "sk_live_", "ak_sandbox_", "ak_live_"]
         .iter()
         .any(|p| key.starts_with(p))
         && key.len() <= 128;
     well_formed.then_some(key)
+}
+
+/// Headers a request may carry at most once, as the error message names them: with two
+/// `Authorization` or `Idempotency-Key` headers, a gateway that reads one and this server
+/// reading the other would act on different keys.
+const SINGLE_HEADERS: [(&str, &str); 2] = [
+    ("authorization", "Authorization"),
+    (crate::http::idempotency::HEADER, "Idempotency-Key"),
+];
+
+/// A 400 naming the first header of [`SINGLE_HEADERS`] that `parts` carries more than once.
+fn repeated_header(parts: &Parts) -> Option<ApiError> {
+    SINGLE_HEADERS.iter().find_map(|(name, shown)| {
+        let count = parts.headers.get_all(*name).iter().count();
+        (count > 1).then(|| {
+            ApiError::InvalidRequest(format!(
+                "the {shown} header appears {count} times; send it once"
+            ))
+        })
+    })
+}
+
+/// The 401 of a missing or unknown key, pointing at the contract on `{docs_url}`.
+fn unauthorized(state: &AppState) -> Response {
+    ApiError::Unauthorized {
+        docs: Some(state.docs_url.clone()),
+    }
+    .into_response()
 }
 
 /// Resolves the key, enforces its rate, or answers 401/429; then runs `next` with the
@@ -40,8 +76,11 @@ pub async fn authenticate(state: &AppState, request: Request, next: Next) -> Res
         return response;
     }
     let (mut parts, body) = request.into_parts();
+    if let Some(error) = repeated_header(&parts) {
+        return error.into_response();
+    }
     let Some(key) = bearer(&parts) else {
-        return ApiError::Unauthorized.into_response();
+        return unauthorized(state);
     };
     let hash = keys::hash(key);
     let now_ms = ms(state.now());
@@ -60,7 +99,7 @@ pub async fn authenticate(state: &AppState, request: Request, next: Next) -> Res
                     .map(|agent| state.agents.slot(&caller.org_id, caller.env, agent));
                 state.callers.insert(epoch, caller, now_ms)
             }
-            Ok(None) => return ApiError::Unauthorized.into_response(),
+            Ok(None) => return unauthorized(state),
             Err(e) => return e.into_response(),
         },
     };
@@ -84,6 +123,6 @@ impl<S: Send + Sync> FromRequestParts<S> for Caller {
             .extensions
             .get::<Caller>()
             .cloned()
-            .ok_or(ApiError::Unauthorized)
+            .ok_or(ApiError::Unauthorized { docs: None })
     }
 }

@@ -1,10 +1,12 @@
 //! Request bodies: JSON only, at most 64 KiB, received before the request's body deadline,
-//! parsed with exact number text, every failure answered in the envelope with a message
-//! that names the problem.
+//! parsed with exact number text and no member repeated within an object (a gateway that
+//! keeps the first of two values would see another request), every failure answered in
+//! the envelope with a message that names the problem.
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use axum::http::header;
+use mandate_core::field::parse_body;
 use serde_json::Value;
 
 use crate::http::error::ApiError;
@@ -27,16 +29,11 @@ pub struct OptionalJsonBody(pub Option<Value>);
 #[derive(Debug, Clone)]
 pub struct JsonBytes(pub Bytes);
 
-/// The message of a body that is not JSON (the same as `RequestBodyError::Malformed`'s).
-fn malformed(e: &serde_json::Error) -> ApiError {
-    ApiError::InvalidRequest(format!("malformed JSON body: {e}"))
-}
-
+/// Parses the body, refusing one that is not JSON or repeats a member within an object
+/// (the messages are `RequestBodyError`'s, as for `POST /v1/authorizations`).
 async fn read(request: Request) -> Result<Option<Value>, ApiError> {
     match read_bytes(request).await? {
-        Some(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| malformed(&e)),
+        Some(bytes) => Ok(Some(parse_body(&bytes)?)),
         None => Ok(None),
     }
 }

@@ -25,9 +25,13 @@ pub enum ApiError {
     /// 400: the request is malformed; the message says what to fix.
     #[error("{0}")]
     InvalidRequest(String),
-    /// 401: missing or revoked key.
-    #[error("{UNAUTHORIZED_MESSAGE}")]
-    Unauthorized,
+    /// 401: missing or revoked key. Carries the docs host (`serve --docs-url`) when known,
+    /// so that the message points at the contract.
+    #[error("{UNAUTHORIZED_MESSAGE}{}", docs_hint(.docs.as_deref()))]
+    Unauthorized {
+        /// `{docs_url}`, normalized (no trailing slash).
+        docs: Option<String>,
+    },
     /// 403: a valid key of the wrong class.
     #[error("{0}")]
     Forbidden(String),
@@ -58,6 +62,12 @@ pub enum ApiError {
     Overloaded,
 }
 
+/// The end of a 401 message that names where the contract is published.
+fn docs_hint(docs: Option<&str>) -> String {
+    docs.map(|d| format!(". The API is described at {d}/openapi.yaml"))
+        .unwrap_or_default()
+}
+
 impl ApiError {
     /// A 404 for an object of kind `what` with id `id`: the same for missing and foreign.
     pub fn not_found(what: &str, id: &str) -> Self {
@@ -69,7 +79,7 @@ impl ApiError {
     pub fn status_and_code(&self) -> (StatusCode, &'static str) {
         match self {
             Self::InvalidRequest(_) => (StatusCode::BAD_REQUEST, "invalid_request"),
-            Self::Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            Self::Unauthorized { .. } => (StatusCode::UNAUTHORIZED, "unauthorized"),
             Self::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             Self::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             Self::NameTaken(_) => (StatusCode::CONFLICT, "name_taken"),

@@ -4,6 +4,11 @@
 //!
 //! A handler that commits its own change may store its response in the same transaction
 //! (see [`IdempotencySlot`]); a crash can then never separate the change from its record.
+//!
+//! Stored bodies are sealed with a key derived from the caller's raw API key and the
+//! Idempotency-Key ([`crate::http::seal`]), so the answer to `POST /v1/agents`, which holds the
+//! new agent's key, is never at rest in plaintext; a replay opens it and answers the same
+//! bytes.
 
 use axum::body::{Body, to_bytes};
 use axum::extract::{Request, State};
@@ -17,6 +22,7 @@ use crate::http::body::MAX_BODY_BYTES;
 use crate::http::error::ApiError;
 use crate::http::limits::BodyDeadline;
 use crate::http::request_id;
+use crate::http::seal::{SealKey, Sealed};
 use crate::model::Caller;
 use crate::state::AppState;
 use crate::storage::idempotency as store;
@@ -35,6 +41,8 @@ pub struct IdempotencySlot {
     idem_key: String,
     /// The id of the request that claimed the key, replayed with its response.
     request_id: String,
+    /// Seals the response before it is stored.
+    seal: SealKey,
 }
 
 /// Put into a response's extensions when the handler stored it itself.
@@ -42,12 +50,21 @@ pub struct IdempotencySlot {
 pub struct AlreadyStored;
 
 impl IdempotencySlot {
-    /// Stores `body` with `status` under this slot, inside the caller's transaction.
+    /// Seals the response `body` answered with `status`, for [`IdempotencySlot::complete`].
+    /// Done before the transaction, so the writer thread does no cryptography.
+    pub fn seal(&self, status: u16, body: &[u8]) -> Result<Sealed, ApiError> {
+        self.seal
+            .seal(status, body)
+            .map_err(|e| ApiError::Server(e.to_string()))
+    }
+
+    /// Stores the sealed `body` with `status` under this slot, inside the caller's
+    /// transaction.
     pub fn complete(
         &self,
         tx: &rusqlite::Connection,
         status: u16,
-        body: &[u8],
+        body: &Sealed,
     ) -> rusqlite::Result<()> {
         store::complete(
             tx,
@@ -91,7 +108,12 @@ async fn run(state: AppState, request: Request, next: Next) -> Result<Response, 
         .extensions()
         .get::<Caller>()
         .cloned()
-        .ok_or(ApiError::Unauthorized)?;
+        .ok_or(ApiError::Unauthorized { docs: None })?;
+    // The raw key authenticated this request (it is in its header); only the key derived
+    // from it is kept, for as long as the request runs.
+    let seal = crate::http::auth::bearer_key(request.headers())
+        .map(|api_key| SealKey::derive(api_key, &idem_key))
+        .ok_or(ApiError::Unauthorized { docs: None })?;
     let deadline = BodyDeadline::of(&request);
     let (mut parts, body) = request.into_parts();
     let bytes = tokio::time::timeout_at(deadline, to_bytes(body, MAX_BODY_BYTES))
@@ -119,7 +141,10 @@ async fn run(state: AppState, request: Request, next: Next) -> Result<Response, 
         .await?;
     match action {
         NextAction::ReturnSavedResponse(saved) => {
-            let mut response = Response::new(Body::from(saved.body));
+            let body = seal
+                .open(saved.status, &saved.body)
+                .map_err(|e| ApiError::Server(e.to_string()))?;
+            let mut response = Response::new(Body::from(body));
             *response.status_mut() = StatusCode::from_u16(saved.status).unwrap_or(StatusCode::OK);
             let headers = response.headers_mut();
             headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -140,6 +165,7 @@ async fn run(state: AppState, request: Request, next: Next) -> Result<Response, 
                 key_hash: caller.key_hash,
                 idem_key: idem_key.clone(),
                 request_id: request_id::current(),
+                seal: seal.clone(),
             };
             parts.extensions.insert(slot);
             let mut guard = ClaimGuard {
@@ -148,7 +174,7 @@ async fn run(state: AppState, request: Request, next: Next) -> Result<Response, 
                 idem_key: Some(idem_key.clone()),
             };
             let response = next.run(Request::from_parts(parts, Body::from(bytes))).await;
-            let finished = finish(&state, caller.key_hash, idem_key, response).await;
+            let finished = finish(&state, caller.key_hash, idem_key, &seal, response).await;
             if finished.is_ok() {
                 guard.idem_key = None;
             }
@@ -196,6 +222,7 @@ async fn finish(
     state: &AppState,
     key_hash: [u8; 32],
     idem_key: String,
+    seal: &SealKey,
     response: Response,
 ) -> Result<Response, ApiError> {
     if response.extensions().get::<AlreadyStored>().is_some() {
@@ -208,15 +235,17 @@ async fn finish(
     let bytes = to_bytes(body, usize::MAX)
         .await
         .map_err(|e| ApiError::Server(format!("reading response body: {e}")))?;
-    let stored_body = bytes.clone();
+    let sealed = is_kept(status)
+        .then(|| seal.seal(status, &bytes))
+        .transpose()
+        .map_err(|e| ApiError::Server(e.to_string()))?;
     let id = request_id::current();
     state
         .db
         .write(move |tx| -> Result<(), ApiError> {
-            if is_kept(status) {
-                store::complete(tx, &key_hash, &idem_key, status, &stored_body, &id)?;
-            } else {
-                store::release(tx, &key_hash, &idem_key)?;
+            match &sealed {
+                Some(body) => store::complete(tx, &key_hash, &idem_key, status, body, &id)?,
+                None => store::release(tx, &key_hash, &idem_key)?,
             }
             Ok(())
         })

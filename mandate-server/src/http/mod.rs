@@ -16,3 +16,4 @@ pub mod limits;
 pub mod list;
 pub mod rate_limit;
 pub mod request_id;
+pub mod seal;

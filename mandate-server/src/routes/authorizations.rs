@@ -127,7 +127,10 @@ async fn authorize(
     let (org, env) = (caller.org_id.clone(), caller.env);
     let idempotency = slot_ext.map(|Extension(s)| s);
     // The idempotency record keeps a copy of the answer; without a key, nothing to copy.
-    let stored_body = idempotency.as_ref().map(|_| bytes.clone());
+    let stored_body = idempotency
+        .as_ref()
+        .map(|slot| slot.seal(201, &bytes))
+        .transpose()?;
     let stored_in_tx = idempotency.is_some();
     let hint = agent_state.stored;
     let month = decisions::month_index(decision.created_ms);

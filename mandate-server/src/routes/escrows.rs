@@ -40,12 +40,19 @@ pub fn router() -> Router<AppState> {
         .route("/v1/escrows/{id}/dispute", post(dispute))
 }
 
+/// The actor of every history step: only the funding organization's keys move an escrow,
+/// and the public contract names it by its role, not its organization id.
+pub const FUNDER: &str = "funder";
+
 /// An escrow in its API shape, also the `data` of every `escrow.*` event. `escrow` repeats
-/// `id` under the name the event data of the written interface uses.
+/// `id` under the name the event data of the written interface uses. `environment` tells a
+/// reader of another organization whether the money is real (`live`) or not (`sandbox`);
+/// the funding organization's id is not shown.
 pub fn escrow_json(e: &EscrowRow) -> Value {
     json!({
         "id": e.id,
         "escrow": e.id,
+        "environment": e.env,
         "amount": e.amount,
         "currency": e.currency,
         "buyer": e.buyer,
@@ -98,7 +105,7 @@ async fn create(
                 decision: request.decision.clone(),
                 arbiter: request.arbiter.clone(),
                 status: EscrowStatus::FUNDED,
-                history: vec![HistoryEntry::new(EscrowStatus::FUNDED, now, &*org)],
+                history: vec![HistoryEntry::new(EscrowStatus::FUNDED, now, FUNDER)],
                 created_ms: ms(now),
             };
             if !escrows::insert(tx, &escrow, decision.claims.nonce.as_str())? {
@@ -173,7 +180,7 @@ async fn act(
             let to = from
                 .apply(action)
                 .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
-            let entry = HistoryEntry::new(to, now, &*org);
+            let entry = HistoryEntry::new(to, now, FUNDER);
             if !escrows::advance(tx, &id, from, &entry, escrow.history.len())? {
                 return Err(ApiError::Server(format!(
                     "escrow {id} changed inside its own write"

@@ -47,6 +47,21 @@ async fn create(
         status: MandateStatus::Active,
         created_at: now,
     };
+    // The agent must exist before its slot is taken: a slot (and its rebuild) for every
+    // name an org key can invent would grow the server without bound. Agents are never
+    // deleted, so the check stays true under the lock.
+    let (org, env, wanted) = (caller.org_id.clone(), caller.env, agent.clone());
+    let exists = state
+        .db
+        .read(move |conn| -> Result<_, ApiError> {
+            Ok(agents::get(conn, &org, env.as_str(), wanted.as_str())?.is_some())
+        })
+        .await?;
+    if !exists {
+        return Err(ApiError::NotFound(format!(
+            "no agent with id {agent}; register it with POST /v1/agents first"
+        )));
+    }
     let mut slot = state
         .agents
         .lock(&state.db, &caller.org_id, caller.env, &agent, now)
@@ -56,12 +71,6 @@ async fn create(
     state
         .db
         .write(move |tx| -> Result<_, ApiError> {
-            if agents::get(tx, &org, env.as_str(), stored.terms.agent.as_str())?.is_none() {
-                return Err(ApiError::NotFound(format!(
-                    "no agent with id {}; register it with POST /v1/agents first",
-                    stored.terms.agent
-                )));
-            }
             mandates::insert(tx, &org, env.as_str(), &stored)?;
             Ok(())
         })

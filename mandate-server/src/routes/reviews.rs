@@ -111,10 +111,12 @@ async fn approve(
     let mut agent_state = slot
         .take()
         .ok_or_else(|| ApiError::Server("agent state not loaded".into()))?;
+    // The mode in force at approval decides whether the re-check's finding blocks.
     let evaluation = evaluate_approval(
         agent_state.mandate.as_ref(),
         &request,
         &agent_state.history,
+        mode,
         now,
     );
     let Signed {

@@ -134,7 +134,7 @@ mod tests {
     const SECRET: [u8; 32] = [7; 32];
 
     fn event(jti: &str) -> serde_json::Value {
-        json!({"iss": "https://v.example", "jti": jti, "iat": 1000, "type": "ping", "data": {}})
+        json!({"iss": "https://v.example", "jti": jti, "iat": 1000, "exp": 1300, "type": "ping", "data": {}})
     }
 
     #[test]

@@ -48,7 +48,12 @@ impl Db {
         let mut writer = Connection::open(path)?;
         writer.pragma_update(None, "journal_mode", "WAL")?;
         configure(&writer)?;
-        migrate(&mut writer)?;
+        if migrate(&mut writer)? {
+            // A migration may have removed data that must not stay on disk (0008: agent
+            // keys stored in plaintext): copy its pages into the file and empty the WAL,
+            // so that no older frame keeps the bytes. Nothing else runs yet at start.
+            writer.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        }
         let mut readers = Vec::new();
         for _ in 0..4 {
             let reader = Connection::open_with_flags(

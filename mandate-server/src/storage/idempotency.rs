@@ -1,8 +1,11 @@
 //! Idempotency records, scoped to the API key. The decision of what to do with a record is
-//! `mandate_core::idempotency::next_action`; this file only reads and writes rows.
+//! `mandate_core::idempotency::next_action`; this file only reads and writes rows. Response
+//! bodies are stored sealed ([`crate::http::seal`]) and come back sealed.
 
 use mandate_core::idempotency::{StoredAttempt, StoredResponse};
 use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::http::seal::Sealed;
 
 /// The record under (key hash, Idempotency-Key).
 pub fn get(
@@ -57,19 +60,20 @@ pub fn claim(
     Ok(())
 }
 
-/// Stores the response of the request that claimed the key.
+/// Stores the response of the request that claimed the key, its body sealed
+/// ([`crate::http::seal`]): the database never holds a replayable answer in plaintext.
 pub fn complete(
     tx: &Connection,
     key_hash: &[u8],
     idem_key: &str,
     status: u16,
-    body: &[u8],
+    body: &Sealed,
     request_id: &str,
 ) -> rusqlite::Result<()> {
     tx.prepare_cached(
         "UPDATE idempotency SET status = ?3, body = ?4, request_id = ?5 WHERE key_hash = ?1 AND idem_key = ?2",
     )?
-    .execute(params![key_hash, idem_key, status, body, request_id])?;
+    .execute(params![key_hash, idem_key, status, &body.0, request_id])?;
     Ok(())
 }
 

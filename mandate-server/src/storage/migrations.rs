@@ -16,9 +16,18 @@ const MIGRATIONS: &[(i64, &str)] = &[
         6,
         include_str!("../../migrations/0006_agent_index_by_range.sql"),
     ),
+    (
+        7,
+        include_str!("../../migrations/0007_escrow_actor_role.sql"),
+    ),
+    (
+        8,
+        include_str!("../../migrations/0008_purge_plaintext_agent_keys.sql"),
+    ),
 ];
 
-pub(super) fn migrate(conn: &mut Connection) -> Result<(), StorageError> {
+/// Applies the migrations not applied yet; returns whether any was.
+pub(super) fn migrate(conn: &mut Connection) -> Result<bool, StorageError> {
     conn.execute_batch(
         "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_ms INTEGER NOT NULL)",
     )?;
@@ -26,14 +35,15 @@ pub(super) fn migrate(conn: &mut Connection) -> Result<(), StorageError> {
     // change a table's constraints): foreign keys are off while migrations run (the
     // pragma is a no-op inside a transaction) and checked before each one commits.
     conn.pragma_update(None, "foreign_keys", "OFF")?;
-    let result = MIGRATIONS
-        .iter()
-        .try_for_each(|(version, sql)| apply(conn, *version, sql));
+    let result = MIGRATIONS.iter().try_fold(false, |any, (version, sql)| {
+        Ok::<_, StorageError>(apply(conn, *version, sql)? || any)
+    });
     conn.pragma_update(None, "foreign_keys", "ON")?;
     result
 }
 
-fn apply(conn: &mut Connection, version: i64, sql: &str) -> Result<(), StorageError> {
+/// Applies migration `version` unless it was; returns whether it was applied now.
+fn apply(conn: &mut Connection, version: i64, sql: &str) -> Result<bool, StorageError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let applied: bool = tx.query_row(
         "SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = ?1)",
@@ -56,7 +66,7 @@ fn apply(conn: &mut Connection, version: i64, sql: &str) -> Result<(), StorageEr
         )?;
     }
     tx.commit()?;
-    Ok(())
+    Ok(!applied)
 }
 
 #[cfg(test)]

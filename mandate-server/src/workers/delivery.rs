@@ -14,7 +14,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use mandate_core::claims::EventClaims;
+use mandate_core::claims::{EVENT_LIFETIME_SECS, EventClaims};
 use mandate_core::delivery::{NextStep, after_attempt, window_closed};
 use mandate_core::id::EventId;
 use mandate_core::jws::sign_token;
@@ -228,7 +228,7 @@ async fn attempt(
             .await
     } else {
         let started = Instant::now();
-        let (status, error) = match send(&state, &clients, &due).await {
+        let (status, error) = match send(&state, &clients, &due, at_ms).await {
             Ok(status) => (Some(status), None),
             Err(error) => (None, Some(error)),
         };
@@ -267,15 +267,20 @@ async fn attempt(
     }
 }
 
-/// Makes one attempt: the HTTP status, or why no answer came.
-async fn send(state: &AppState, clients: &Clients, due: &Due) -> Result<u16, String> {
+/// Makes one attempt, signed as of `at_ms` (the attempt's time): the HTTP status, or why
+/// no answer came.
+async fn send(state: &AppState, clients: &Clients, due: &Due, at_ms: i64) -> Result<u16, String> {
     let env = Env::parse(&due.env).ok_or_else(|| format!("unknown environment {}", due.env))?;
     // The stored URL is judged again: rules apply at every delivery, not only at registration.
     let url = ssrf::check_url(&due.url, env).map_err(|e| e.to_string())?;
+    // Each attempt is signed when it is sent and lives five minutes, so a captured event
+    // can't be replayed to the receiver later; `jti`, `type` and `data` never change.
+    let iat = at_ms.div_euclid(1000);
     let claims = EventClaims {
         iss: state.verdicts_url.clone(),
         jti: EventId::parse(&due.event_id).map_err(|e| format!("event id: {e}"))?,
-        iat: due.event_created_ms.div_euclid(1000),
+        iat,
+        exp: iat + EVENT_LIFETIME_SECS,
         event_type: due.event_type.clone(),
         data: due.data.clone(),
     };

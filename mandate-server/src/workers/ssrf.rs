@@ -8,8 +8,11 @@
 //! - The address, written literally or resolved from the name, may not be loopback,
 //!   private (10/8, 172.16/12, 192.168/16, fc00::/7), link-local (169.254/16, fe80::/10),
 //!   unspecified, a cloud metadata address (169.254.169.254, fd00:ec2::254), shared address
-//!   space (100.64/10), multicast or reserved; IPv4 embedded in IPv6 (`::ffff:127.0.0.1`,
-//!   NAT64, 6to4) is judged by its IPv4 address. The sandbox may target loopback.
+//!   space (100.64/10), documentation (192.0.2/24, 198.51.100/24, 203.0.113/24,
+//!   2001:db8::/32), multicast or reserved (including local-use NAT64 64:ff9b:1::/48 and
+//!   Teredo 2001::/32, whose embedded IPv4 addresses can't be judged reliably); IPv4
+//!   embedded in IPv6 (`::ffff:127.0.0.1`, well-known NAT64, 6to4) is judged by its IPv4
+//!   address. The sandbox may target loopback.
 //!
 //! The checks are pure functions of the URL text, the environment and the resolved
 //! addresses; [`GuardedResolver`] applies them to the delivery client's DNS answers, so the
@@ -43,7 +46,10 @@ pub enum Refused {
     SharedAddressSpace,
     /// 224/4, ff00::/8.
     Multicast,
-    /// 240/4, 192.0.0/24, 198.18/15, ::/96, 100::/64, 2001:db8::/32.
+    /// 192.0.2/24, 198.51.100/24, 203.0.113/24, 2001:db8::/32: examples, never a real host.
+    Documentation,
+    /// 240/4, 192.0.0/24, 198.18/15, ::/96, 100::/64, 64:ff9b:1::/48 (local-use NAT64),
+    /// 2001::/32 (Teredo).
     Reserved,
 }
 
@@ -58,6 +64,7 @@ impl Refused {
             Self::Unspecified => "unspecified",
             Self::SharedAddressSpace => "shared (carrier-grade NAT)",
             Self::Multicast => "multicast",
+            Self::Documentation => "documentation",
             Self::Reserved => "reserved",
         }
     }
@@ -74,6 +81,7 @@ fn classify_v4(ip: Ipv4Addr) -> Option<Refused> {
         (169, 254, _) => Refused::LinkLocal,
         (100, 64..=127, _) => Refused::SharedAddressSpace,
         (224..=239, _, _) => Refused::Multicast,
+        (192, 0, 2) | (198, 51, 100) | (203, 0, 113) => Refused::Documentation,
         (240..=255, _, _) | (192, 0, 0) | (198, 18..=19, _) => Refused::Reserved,
         _ => return None,
     })
@@ -108,7 +116,12 @@ fn classify_v6(ip: Ipv6Addr) -> Option<Refused> {
         [0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254] => Refused::Metadata,
         [0, 0, 0, 0, 0, 0, _, _] => Refused::Reserved, // IPv4-compatible, deprecated
         [0x100, 0, 0, 0, ..] => Refused::Reserved,
-        [0x2001, 0xdb8, ..] => Refused::Reserved,
+        // Local-use NAT64 (RFC 8215): the IPv4 address may sit anywhere in it, so refuse it
+        // all rather than guess which site-local network it reaches.
+        [0x64, 0xff9b, 1, ..] => Refused::Reserved,
+        [0x2001, 0xdb8, ..] => Refused::Documentation,
+        // Teredo: the client's IPv4 address is obfuscated and relayed; refuse the block.
+        [0x2001, 0, ..] => Refused::Reserved,
         [first, ..] if first & 0xfe00 == 0xfc00 => Refused::Private,
         [first, ..] if first & 0xffc0 == 0xfec0 => Refused::Private,
         [first, ..] if first & 0xffc0 == 0xfe80 => Refused::LinkLocal,
@@ -356,6 +369,23 @@ mod tests {
             ("::ffff:169.254.169.254", Some(Refused::Metadata)),
             ("::127.0.0.1", Some(Refused::Reserved)),
             ("64:ff9b::7f00:1", Some(Refused::Loopback)),
+            ("64:ff9b::808:808", None),
+            ("64:ff9b:1::a00:1", Some(Refused::Reserved)),
+            ("64:ff9b:1:ffff::1", Some(Refused::Reserved)),
+            ("64:ff9b:2::1", None),
+            ("192.0.2.1", Some(Refused::Documentation)),
+            ("198.51.100.7", Some(Refused::Documentation)),
+            ("203.0.113.255", Some(Refused::Documentation)),
+            ("192.0.3.1", None),
+            ("198.51.101.1", None),
+            ("203.0.114.1", None),
+            ("2001:db8::1", Some(Refused::Documentation)),
+            (
+                "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+                Some(Refused::Reserved),
+            ),
+            ("2001::1", Some(Refused::Reserved)),
+            ("2001:4860:4860::8888", None),
             ("2002:a9fe:a9fe::", Some(Refused::Metadata)),
             ("::ffff:93.184.216.34", None),
             ("93.184.216.34", None),

@@ -6,7 +6,7 @@ use mandate_server::operator;
 use reqwest::Method;
 use serde_json::json;
 
-use crate::helpers::{Resp, TestApp, spawn_app, standard_mandate};
+use crate::helpers::{Resp, TestApp, spawn_app, spawn_app_with, standard_mandate};
 
 /// Asserts a 401 envelope with the onboarding message.
 #[track_caller]
@@ -14,6 +14,41 @@ fn assert_unauthorized(r: &Resp) {
     let message = r.assert_error(401, "unauthorized");
     assert!(message.contains("onboarding"), "{message}");
     assert!(message.contains("missing or revoked"), "{message}");
+}
+
+#[tokio::test]
+async fn the_401_points_at_the_contract_on_the_docs_host() {
+    // By default the docs host is the public listener, which serves the contract.
+    let app = spawn_app().await;
+    let r = anonymous(&app, Method::GET, "/v1/agents").await;
+    assert_unauthorized(&r);
+    let message = r.body["error"]["message"].as_str().unwrap();
+    let contract = format!("{}/openapi.yaml", app.public);
+    assert!(
+        message.ends_with(&format!("The API is described at {contract}")),
+        "{message}"
+    );
+    let served = app.send(Method::GET, None, &contract, None, &[]).await;
+    assert_eq!(served.status, 200);
+    // `--docs-url` is what the message names, normalized like `--verdicts-url`.
+    let app = spawn_app_with(|c| c.docs_url = Some("https://docs.example.com/".into())).await;
+    let r = anonymous(&app, Method::POST, "/v1/authorizations").await;
+    assert_unauthorized(&r);
+    let message = r.body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.ends_with("The API is described at https://docs.example.com/openapi.yaml"),
+        "{message}"
+    );
+    let revoked = app
+        .send(
+            Method::GET,
+            Some("sk_sandbox_0000000000000000000000000000"),
+            "/v1/agents",
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(revoked.body["error"]["message"], r.body["error"]["message"]);
 }
 
 async fn anonymous(app: &TestApp, method: Method, path: &str) -> Resp {
@@ -48,6 +83,43 @@ async fn anonymous_requests_get_the_401_envelope_on_known_and_unknown_paths() {
         )
         .await;
     assert_unauthorized(&r);
+}
+
+#[tokio::test]
+async fn a_repeated_authorization_header_is_400_naming_it() {
+    let app = spawn_app().await;
+    let org = app.org.sandbox.clone();
+    let other = app.org.live.clone();
+    for (second, method, path) in [
+        (format!("Bearer {org}"), Method::GET, "/v1/agents"),
+        (format!("Bearer {other}"), Method::GET, "/v1/agents"),
+        (
+            "Bearer sk_sandbox_nope".to_owned(),
+            Method::GET,
+            "/v1/agents",
+        ),
+        (format!("Bearer {other}"), Method::POST, "/v1/agents"),
+        (format!("Bearer {org}"), Method::GET, "/nope"),
+    ] {
+        let r = app
+            .send(
+                method.clone(),
+                Some(&org),
+                path,
+                (method == Method::POST).then(|| json!({"name": "dup"}).to_string()),
+                &[("authorization", second.as_str())],
+            )
+            .await;
+        assert_eq!(
+            r.assert_error(400, "invalid_request"),
+            "the Authorization header appears 2 times; send it once",
+            "{method} {path}"
+        );
+    }
+    // Nothing was created under either key.
+    for key in [&org, &other] {
+        assert_eq!(app.get(key, "/v1/agents").await.body["data"], json!([]));
+    }
 }
 
 #[tokio::test]

@@ -105,7 +105,10 @@ async fn funding_locks_the_money_and_answers_the_public_contract() {
     assert_eq!(history[0]["state"], "funded");
     assert_eq!(history[0]["disputed"], false);
     assert_eq!(history[0]["at"], "2026-11-22T12:00:00Z");
-    assert!(history[0]["actor"].as_str().unwrap().starts_with("org_"));
+    assert_eq!(history[0]["actor"], "funder");
+    assert_eq!(e["environment"], "sandbox");
+    // The funding organization's id is in no field.
+    assert!(!r.text.contains("org_"), "{}", r.text);
     let mut keys: Vec<_> = e.as_object().unwrap().keys().cloned().collect();
     keys.sort();
     assert_eq!(
@@ -118,6 +121,7 @@ async fn funding_locks_the_money_and_answers_the_public_contract() {
             "currency",
             "decision",
             "disputed",
+            "environment",
             "escrow",
             "history",
             "id",
@@ -455,6 +459,76 @@ async fn escrows_are_read_across_organizations_and_moved_only_by_their_own() {
         )
         .await;
     anonymous.assert_error(401, "unauthorized");
+}
+
+#[tokio::test]
+async fn an_escrow_says_its_environment_to_every_reader_and_never_the_funders_org_id() {
+    let app = spawn_app().await;
+    let sandbox_agent = app.standard_agent(&app.org.sandbox, "buyer").await;
+    let sandbox_escrow = funded(&app, &sandbox_agent).await;
+    let live_agent = app.standard_agent(&app.org.live, "buyer").await;
+    let decision = allow(&app, &live_agent, "42.50").await;
+    let r = fund(&app, &app.org.live, &decision).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let live_escrow = r.body["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        act(&app, &app.org.live, &live_escrow, "deliver")
+            .await
+            .status,
+        200
+    );
+    let org_id: String = rusqlite::Connection::open(&app.db_path)
+        .unwrap()
+        .query_row("SELECT id FROM orgs WHERE name = 'acme'", [], |r| r.get(0))
+        .unwrap();
+    let stranger = app.onboard("globex").await;
+    for (id, environment) in [(&sandbox_escrow, "sandbox"), (&live_escrow, "live")] {
+        for key in [&stranger.sandbox, &stranger.live, &app.org.sandbox] {
+            let r = app.get(key, &format!("/v1/escrows/{id}")).await;
+            assert_eq!(r.status, 200, "{}", r.text);
+            assert_eq!(r.body["environment"], environment, "{}", r.text);
+            assert!(!r.text.contains(&org_id), "{}", r.text);
+            for step in r.body["history"].as_array().unwrap() {
+                assert_eq!(step["actor"], "funder", "{}", r.text);
+            }
+        }
+    }
+    // The events carry the same object.
+    let events = app.get(&app.org.live, "/v1/events?limit=100").await;
+    let data: Vec<&Value> = events.body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| &e["data"])
+        .collect();
+    assert_eq!(data.len(), 2, "{}", events.text);
+    for d in data {
+        assert_eq!(d["environment"], "live");
+        assert!(!d.to_string().contains(&org_id), "{d}");
+    }
+}
+
+#[tokio::test]
+async fn history_steps_stored_with_the_org_id_read_as_funder_after_the_upgrade() {
+    let mut app = spawn_app().await;
+    let agent = app.standard_agent(&app.org.sandbox, "buyer").await;
+    let id = funded(&app, &agent).await;
+    // As a server before migration 7 wrote it: the organization's id as the actor.
+    app.running.take().unwrap().shutdown().await.unwrap();
+    {
+        let conn = rusqlite::Connection::open(&app.db_path).unwrap();
+        conn.execute_batch(
+            "UPDATE escrow_history SET actor = (SELECT id FROM orgs WHERE name = 'acme');
+             DELETE FROM schema_migrations WHERE version = 7;",
+        )
+        .unwrap();
+    }
+    app.restart().await;
+    let r = app
+        .get(&app.org.sandbox, &format!("/v1/escrows/{id}"))
+        .await;
+    assert_eq!(r.body["history"][0]["actor"], "funder", "{}", r.text);
+    assert!(!r.text.contains("org_"), "{}", r.text);
 }
 
 #[tokio::test]

@@ -79,10 +79,17 @@ pub struct TestApp {
 }
 
 pub async fn spawn_app() -> TestApp {
+    spawn_app_with(|_| {}).await
+}
+
+/// [`spawn_app`] with the server's configuration changed by `configure` first.
+pub async fn spawn_app_with(configure: impl FnOnce(&mut Config)) -> TestApp {
     let dir = tempfile::tempdir().unwrap();
     let db_path = dir.path().join("mandate.db");
     let clock = Arc::new(ManualClock::new(START));
-    let running = start(&db_path, clock.clone()).await;
+    let mut config = config(&db_path);
+    configure(&mut config);
+    let running = serve::start(config, clock.clone()).await.unwrap();
     let mut app = TestApp {
         api: format!("http://{}", running.api_addr),
         public: format!("http://{}", running.public_addr),
@@ -104,21 +111,21 @@ pub async fn spawn_app() -> TestApp {
     app
 }
 
+/// The configuration tests start with: port 0 on loopback, defaults elsewhere.
+fn config(db: &std::path::Path) -> Config {
+    Config {
+        db: db.to_path_buf(),
+        api_addr: "127.0.0.1:0".into(),
+        public_addr: "127.0.0.1:0".into(),
+        verdicts_url: None,
+        docs_url: None,
+        tls: None,
+        limits: Default::default(),
+    }
+}
+
 async fn start(db: &std::path::Path, clock: Arc<ManualClock>) -> Running {
-    serve::start(
-        Config {
-            db: db.to_path_buf(),
-            api_addr: "127.0.0.1:0".into(),
-            public_addr: "127.0.0.1:0".into(),
-            verdicts_url: None,
-            docs_url: None,
-            tls: None,
-            limits: Default::default(),
-        },
-        clock,
-    )
-    .await
-    .unwrap()
+    serve::start(config(db), clock).await.unwrap()
 }
 
 impl TestApp {

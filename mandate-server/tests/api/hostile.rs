@@ -564,3 +564,104 @@ async fn http2_is_not_spoken_a_prior_knowledge_preface_is_refused() {
     assert!(elapsed < std::time::Duration::from_secs(2), "{elapsed:?}");
     still_answers(&app).await;
 }
+
+#[tokio::test]
+async fn a_repeated_member_in_any_body_is_400_naming_it_and_changes_nothing() {
+    let app = spawn_app().await;
+    let org = app.org.sandbox.clone();
+    let agent = app.standard_agent(&org, "dup").await;
+    let pending = app.authorize(&agent, "60", "software").await;
+    let review = pending.body["review"]["id"].as_str().unwrap().to_owned();
+    let decision = app.authorize(&agent, "10", "software").await.body["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mandate = r#"{"agent": "agt_dup", "limits": {"per_transaction": 100, "currency": "USD", "per_transaction": 100000},
+        "categories": ["software"], "expires": "2026-12-31"}"#;
+    let escrow = format!(
+        r#"{{"amount": 10, "currency": "USD", "buyer": "agt_dup", "seller": "vendor:acme", "decision": "{decision}", "seller": "vendor:evil"}}"#
+    );
+    let deny = format!("/v1/reviews/{review}/deny");
+    let cases: [(&str, &str, &str, &str); 8] = [
+        (
+            &agent,
+            "/v1/authorizations",
+            r#"{"amount": 10, "currency": "USD", "recipient": "vendor:acme", "category": "software", "amount": 99999}"#,
+            "amount",
+        ),
+        (
+            &agent,
+            "/v1/authorizations",
+            r#"{"amount": 10, "currency": "USD", "recipient": "vendor:acme", "category": "software", "recipient": "vendor:evil"}"#,
+            "recipient",
+        ),
+        (
+            &org,
+            "/v1/agents",
+            r#"{"name": "first", "name": "second"}"#,
+            "name",
+        ),
+        (&org, "/v1/mandates", mandate, "limits.per_transaction"),
+        (
+            &org,
+            "/v1/webhooks",
+            r#"{"url": "https://hooks.example.com/", "events": ["ping"], "\u0075rl": "https://evil.example.com/"}"#,
+            "url",
+        ),
+        (
+            &org,
+            "/v1/enforcement",
+            r#"{"mode": "enforce", "mode": "observe"}"#,
+            "mode",
+        ),
+        (&org, "/v1/escrows", &escrow, "seller"),
+        (&org, &deny, r#"{"reason": "a", "reason": "b"}"#, "reason"),
+    ];
+    let decisions_before = app.get(&org, "/v1/decisions?limit=100").await.body["data"]
+        .as_array()
+        .unwrap()
+        .len();
+    for (key, path, body, member) in cases {
+        let r = app.post_text(key, path, body).await;
+        assert_eq!(
+            r.assert_error(400, "invalid_request"),
+            format!("duplicate member \"{member}\": send each member once"),
+            "{path} {body}"
+        );
+    }
+    // Nothing was decided, created, switched, funded or resolved.
+    let decisions = app.get(&org, "/v1/decisions?limit=100").await;
+    assert_eq!(
+        decisions.body["data"].as_array().unwrap().len(),
+        decisions_before
+    );
+    let agents = app.get(&org, "/v1/agents").await;
+    assert_eq!(agents.body["data"].as_array().unwrap().len(), 1);
+    assert_eq!(app.get(&org, "/v1/webhooks").await.body["data"], json!([]));
+    assert_eq!(
+        app.get(&org, "/v1/enforcement").await.body["mode"],
+        "enforce"
+    );
+    let r = app
+        .post_empty(&org, &format!("/v1/reviews/{review}/deny"))
+        .await;
+    assert_eq!(r.body["status"], "denied", "{}", r.text);
+    // The same bodies once each are accepted.
+    let r = app
+        .post_text(&agent, "/v1/authorizations", r#"{"amount": 10, "currency": "USD", "recipient": "vendor:acme", "category": "software"}"#)
+        .await;
+    assert_eq!(r.body["verdict"], "allow", "{}", r.text);
+    // A request body that is a JSON array is not read by position.
+    let r = app
+        .post_text(
+            &agent,
+            "/v1/authorizations",
+            r#"[10, "USD", "vendor:acme", "software"]"#,
+        )
+        .await;
+    assert_eq!(
+        r.assert_error(400, "invalid_request"),
+        "body must be a JSON object"
+    );
+    still_answers(&app).await;
+}

@@ -12,7 +12,7 @@ use mandate_server::{operator, signing};
 use reqwest::Method;
 use serde_json::Value;
 
-use crate::helpers::{TestApp, spawn_app};
+use crate::helpers::{TestApp, spawn_app, spawn_app_with};
 
 /// The `kid` in a token's JOSE header.
 fn kid(token: &str) -> String {
@@ -131,6 +131,64 @@ async fn the_api_host_redirects_the_earlier_location_permanently() {
     let followed = app.send(Method::GET, None, &expected, None, &[]).await;
     assert_eq!(followed.status, 200);
     assert!(followed.body["keys"].is_array());
+}
+
+#[tokio::test]
+async fn a_verdicts_url_with_trailing_slashes_is_normalized_for_iss_and_the_redirect() {
+    let app = spawn_app_with(|c| {
+        c.verdicts_url = Some("https://verdicts.example.com/mandate//".into());
+    })
+    .await;
+    assert_eq!(app.issuer(), "https://verdicts.example.com/mandate");
+    let r = app
+        .send(Method::GET, None, "/.well-known/jwks.json", None, &[])
+        .await;
+    assert_eq!(r.status, 308, "{}", r.text);
+    assert_eq!(
+        r.header("location"),
+        Some("https://verdicts.example.com/mandate/.well-known/jwks.json")
+    );
+    // The token's `iss` is the normalized URL, and a verifier pinned to it accepts it.
+    let agent = app.standard_agent(&app.org.sandbox.clone(), "n").await;
+    let token = app.authorize(&agent, "1", "software").await.body["verdict_token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let claims = verify_verdict(&token, &app.jwks().await, &options(&app)).unwrap();
+    assert_eq!(claims.iss, "https://verdicts.example.com/mandate");
+    // A bare host with a slash becomes the bare host.
+    let app = spawn_app_with(|c| c.verdicts_url = Some("https://v.example.com/".into())).await;
+    assert_eq!(app.issuer(), "https://v.example.com");
+}
+
+#[tokio::test]
+async fn a_verdicts_or_docs_url_that_is_not_an_absolute_http_url_stops_the_start() {
+    for (verdicts, docs, flag) in [
+        (Some("/"), None, "--verdicts-url"),
+        (Some("verdicts.example.com"), None, "--verdicts-url"),
+        (Some("ftp://verdicts.example.com"), None, "--verdicts-url"),
+        (Some("https://v.example.com/?x=1"), None, "--verdicts-url"),
+        (None, Some("https://"), "--docs-url"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = mandate_server::serve::Config {
+            db: dir.path().join("m.db"),
+            api_addr: "127.0.0.1:0".into(),
+            public_addr: "127.0.0.1:0".into(),
+            verdicts_url: verdicts.map(Into::into),
+            docs_url: docs.map(Into::into),
+            tls: None,
+            limits: Default::default(),
+        };
+        let clock = std::sync::Arc::new(mandate_server::clock::ManualClock::new(
+            crate::helpers::START,
+        ));
+        let error = match mandate_server::serve::start(config, clock).await {
+            Ok(_) => panic!("{verdicts:?} {docs:?} accepted"),
+            Err(e) => e.to_string(),
+        };
+        assert!(error.starts_with(flag), "{error}");
+    }
 }
 
 #[tokio::test]

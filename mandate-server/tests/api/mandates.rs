@@ -205,6 +205,50 @@ async fn a_mandate_for_an_unknown_agent_is_404() {
 }
 
 #[tokio::test]
+async fn mandates_for_agents_that_do_not_exist_take_no_agent_slot() {
+    let app = spawn_app().await;
+    let org = app.org.sandbox.clone();
+    let agents = || app.running.as_ref().unwrap().state.agents.len();
+    let before = agents();
+    for n in 0..300 {
+        let r = app
+            .post_text(
+                &org,
+                "/v1/mandates",
+                &standard_mandate(&format!("ghost{n}")),
+            )
+            .await;
+        let message = r.assert_error(404, "not_found");
+        assert_eq!(
+            message,
+            format!("no agent with id agt_ghost{n}; register it with POST /v1/agents first")
+        );
+        if n % 50 == 49 {
+            app.advance(1); // under the key's 100 requests a second
+        }
+    }
+    // Also with the live key, and for a name that is not an agent id at all (400).
+    let r = app
+        .post_text(&app.org.live, "/v1/mandates", &standard_mandate("ghost0"))
+        .await;
+    r.assert_error(404, "not_found");
+    let r = app
+        .post_text(&org, "/v1/mandates", &standard_mandate("Not An Id"))
+        .await;
+    assert!(
+        r.assert_error(400, "invalid_request").contains("agent"),
+        "{}",
+        r.text
+    );
+    assert_eq!(agents(), before, "slots grew for agents that do not exist");
+    // An agent that exists gets its slot, and its mandate.
+    app.agent(&org, "real").await;
+    app.mandate(&org, &standard_mandate("real")).await;
+    assert_eq!(agents(), before + 1);
+    assert_eq!(ids(&app.get(&org, "/v1/mandates").await.body).len(), 1);
+}
+
+#[tokio::test]
 async fn a_new_mandate_supersedes_the_previous_one() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();

@@ -224,3 +224,95 @@ async fn review_paths_and_keys() {
         .await
         .assert_error(404, "not_found");
 }
+
+#[tokio::test]
+async fn approving_after_a_switch_to_observe_allows_and_keeps_the_rechecks_finding() {
+    let mut app = spawn_app().await;
+    let org = app.org.sandbox.clone();
+    let mode = |m: &str| json!({ "mode": m });
+    // A review opened in enforce (the sandbox's mode), then the mandate revoked and the
+    // environment switched to observe.
+    let (_agent, original, revoked_review) = pending(&app, "gone", "60").await;
+    let mandate = original["mandate"].as_str().unwrap().to_owned();
+    let r = app
+        .post_empty(&org, &format!("/v1/mandates/{mandate}/revoke"))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let (agent, _, over_review) = pending(&app, "spender", "60").await;
+    let r = app.post(&org, "/v1/enforcement", mode("observe")).await;
+    assert_eq!(r.body["mode"], "observe", "{}", r.text);
+
+    // Nothing blocks in observe: the fresh decision is an allow, signed as one, and
+    // policy_verdict says what enforcement would have said.
+    let r = app
+        .post_empty(&org, &format!("/v1/reviews/{revoked_review}/approve"))
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    assert_eq!(r.body["verdict"], "allow", "{}", r.text);
+    assert_eq!(r.body["policy_verdict"], "deny_revoked");
+    assert_eq!(r.body["mode"], "observe");
+    assert!(
+        r.body["reason"].as_str().unwrap().contains("revoked"),
+        "{}",
+        r.text
+    );
+    let options = VerifyOptions {
+        issuer: app.issuer(),
+        now: app.clock_now().unix_timestamp(),
+        leeway_secs: 0,
+    };
+    let jwks = app.jwks().await;
+    let claims =
+        verify_verdict(r.body["verdict_token"].as_str().unwrap(), &jwks, &options).unwrap();
+    assert_eq!(claims.verdict.as_str(), "allow");
+    assert_eq!(claims.policy_verdict.as_str(), "deny_revoked");
+
+    // Over per_month at approval: 4 × 100 allowed in observe (400 of 450), then the
+    // approved 60 is over; it is allowed and counts in month-to-date like any observe allow.
+    for _ in 0..4 {
+        let r = app.authorize(&agent, "100", "software").await;
+        assert_eq!(r.body["verdict"], "allow", "{}", r.text);
+    }
+    let r = app
+        .post_empty(&org, &format!("/v1/reviews/{over_review}/approve"))
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    assert_eq!(r.body["verdict"], "allow", "{}", r.text);
+    assert_eq!(r.body["policy_verdict"], "deny_limit");
+    assert!(
+        r.body["reason"].as_str().unwrap().contains("per_month"),
+        "{}",
+        r.text
+    );
+    // Back in enforce, 460 are spent: 1 more is over 450 (it would be allowed at 401),
+    // in memory and after a restart alike (rebuilt from the stored decisions).
+    app.post(&org, "/v1/enforcement", mode("enforce")).await;
+    app.advance(61);
+    let r = app.authorize(&agent, "1", "software").await;
+    assert_eq!(r.body["verdict"], "deny_limit", "{}", r.text);
+    app.restart().await;
+    let r = app.authorize(&agent, "1", "software").await;
+    assert_eq!(r.body["verdict"], "deny_limit", "{}", r.text);
+    assert!(
+        r.body["reason"].as_str().unwrap().contains("460"),
+        "{}",
+        r.text
+    );
+}
+
+#[tokio::test]
+async fn approving_in_enforce_after_a_revoke_is_still_the_denial() {
+    let app = spawn_app().await;
+    let org = app.org.sandbox.clone();
+    let (_agent, original, review) = pending(&app, "gone", "60").await;
+    let mandate = original["mandate"].as_str().unwrap().to_owned();
+    app.post_empty(&org, &format!("/v1/mandates/{mandate}/revoke"))
+        .await;
+    let r = app
+        .post_empty(&org, &format!("/v1/reviews/{review}/approve"))
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    assert_eq!(r.body["verdict"], "deny_revoked", "{}", r.text);
+    assert_eq!(r.body["policy_verdict"], "deny_revoked");
+    assert_eq!(r.body["mode"], "enforce");
+}

@@ -12,7 +12,7 @@ use axum::http::{HeaderMap, StatusCode};
 use mandate_core::claims::EventClaims;
 use mandate_core::delivery::RETRY_WINDOW_MS;
 use mandate_core::jwk::JwkSet;
-use mandate_core::jws::{VerifyOptions, verify_event};
+use mandate_core::jws::{TokenError, VerifyOptions, verify_event};
 use mandate_server::storage::deliveries::{self, DeliveryRow};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -118,6 +118,17 @@ fn verify(jwks: &JwkSet, issuer: &str, now: i64, token: &str) -> EventClaims {
         leeway_secs: 60,
     };
     verify_event(token, jwks, &options).unwrap()
+}
+
+/// The `iat` of an event token, read without verifying it: when the attempt was signed.
+fn signed_at(token: &str) -> i64 {
+    let payload = token.split('.').nth(1).unwrap();
+    let payload: Value = serde_json::from_slice(
+        &base64::Engine::decode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, payload)
+            .unwrap(),
+    )
+    .unwrap();
+    payload["iat"].as_i64().unwrap()
 }
 
 fn deliveries_of(app: &TestApp, event: &str) -> Vec<DeliveryRow> {
@@ -430,6 +441,42 @@ async fn ssrf_forms_are_refused_for_live_webhooks() {
     }
 }
 
+#[tokio::test]
+async fn documentation_nat64_local_use_and_teredo_addresses_are_refused() {
+    let app = spawn_app().await;
+    for (url, kind) in [
+        ("https://192.0.2.10/hook", "documentation"),
+        ("https://198.51.100.1/", "documentation"),
+        ("https://203.0.113.9:8443/", "documentation"),
+        ("https://[2001:db8::1]/", "documentation"),
+        ("https://[64:ff9b:1::a00:1]/", "reserved"),
+        (
+            "https://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/",
+            "reserved",
+        ),
+    ] {
+        for key in [&app.org.live, &app.org.sandbox] {
+            let r = app
+                .post(key, "/v1/webhooks", json!({"url": url, "events": ["ping"]}))
+                .await;
+            let message = r.assert_error(400, "invalid_request");
+            assert!(
+                message.starts_with("url host ")
+                    && message.contains(&format!("points at a {kind} address"))
+                    && message.ends_with("webhooks may not target it"),
+                "{url}: {message}"
+            );
+        }
+    }
+    assert_eq!(
+        app.get(&app.org.live, "/v1/webhooks").await.body["data"],
+        json!([])
+    );
+    // Neighbours of those ranges stay usable.
+    register(&app, &app.org.live, "https://203.0.114.9/hook", &["ping"]).await;
+    register(&app, &app.org.live, "https://[2001:4860::8888]/", &["ping"]).await;
+}
+
 // ---------------------------------------------------------------------------------------
 // Delivery.
 
@@ -452,14 +499,26 @@ async fn a_ping_is_delivered_as_a_verifiable_signed_event() {
     assert_eq!(claims.event_type, "ping");
     assert_eq!(claims.data["webhook"], webhook.as_str());
     assert_eq!(claims.data["url"], receiver.url.as_str());
-    // No exp: an event stays verifiable; it is de-duplicated on jti instead.
+    // The attempt lives five minutes, like a verdict: a strict verifier refuses it after.
+    assert_eq!(claims.exp, claims.iat + 300);
     let payload = seen[0].body.split('.').nth(1).unwrap();
     let payload: Value = serde_json::from_slice(
         &base64::Engine::decode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, payload)
             .unwrap(),
     )
     .unwrap();
-    assert!(payload.get("exp").is_none(), "{payload}");
+    assert_eq!(payload["exp"], START.unix_timestamp() + 300, "{payload}");
+    let late = VerifyOptions {
+        issuer: app.issuer(),
+        now: START.unix_timestamp() + 300,
+        leeway_secs: 0,
+    };
+    assert_eq!(
+        verify_event(&seen[0].body, &jwks, &late),
+        Err(TokenError::Expired {
+            exp: START.unix_timestamp() + 300
+        })
+    );
 
     let row = eventually("the delivery to be recorded", || {
         let row = delivery(&app, &event);
@@ -543,14 +602,25 @@ async fn a_receiver_that_fails_three_times_gets_the_event_with_the_same_jti() {
     let now = app.clock_now().unix_timestamp();
     let seen = receiver.seen();
     assert_eq!(seen.len(), 4);
-    for received in &seen {
+    let mut first_data = None;
+    for (received, tried) in seen.iter().zip(&row.tried) {
         let claims = verify(&jwks, &app.issuer(), now, &received.body);
+        // Each attempt is signed when it is sent: iat is the attempt's time, exp five
+        // minutes later; jti, type and data are the same in every attempt.
+        assert_eq!(claims.iat, tried.at_ms.div_euclid(1000));
+        assert_eq!(claims.exp, claims.iat + 300);
         assert_eq!(claims.jti.as_str(), event.as_str());
-        assert_eq!(claims.iat, START.unix_timestamp());
         assert_eq!(claims.event_type, "mandate.revoked");
         assert_eq!(claims.data["id"], id);
         assert_eq!(claims.data["status"], "revoked");
+        assert_eq!(first_data.get_or_insert(claims.data.clone()), &claims.data);
     }
+    let iats: Vec<i64> = seen
+        .iter()
+        .map(|r| verify(&jwks, &app.issuer(), now, &r.body).iat)
+        .collect();
+    let start = START.unix_timestamp();
+    assert_eq!(iats, [start, start + 2, start + 5, start + 10]);
     app.advance(3600);
     settle().await;
     assert_eq!(receiver.count(), 4);
@@ -923,10 +993,14 @@ async fn every_event_type_is_produced_by_its_action_and_delivered() {
     let seen = receiver.wait_for(logged.len()).await;
     let jwks = app.jwks().await;
     let now = app.clock_now().unix_timestamp();
+    // Each event verifies at the time it was sent (the clock moved days since the first).
     let mut received: Vec<(String, String)> = seen
         .iter()
         .map(|r| {
-            let claims = verify(&jwks, &app.issuer(), now, &r.body);
+            let sent = signed_at(&r.body);
+            assert!(sent <= now);
+            let claims = verify(&jwks, &app.issuer(), sent, &r.body);
+            assert_eq!(claims.exp, sent + 300);
             (claims.jti.to_string(), claims.event_type)
         })
         .collect();
