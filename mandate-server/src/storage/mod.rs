@@ -1,35 +1,19 @@
-//! SQLite persistence: one file, WAL, numbered migrations, one writer and a few readers.
+//! Persistence behind one boundary. The rest of the server reaches stored data through
+//! this module; each engine is a module of its own under it: [`sqlite`], the embedded
+//! default (one file, group commit).
 //!
-//! All SQL lives under this module, one file per resource. Blocking SQLite work never runs
-//! on the async executor: writes go to one writer thread that commits them in groups
-//! ([`Db::write`]), reads to tokio's blocking pool ([`Db::read`]).
-//! Every multi-statement change runs in one `IMMEDIATE` transaction: a decision, its review
-//! and its event are committed together or not at all.
-//!
-//! [`Db`] is the handle the rest of the server uses; `writer` holds the threads behind it
-//! (group commit, sync, checkpoint) and `migrations` the numbered schema changes.
+//! Storage imports nothing above it: not the routes, not the decision service, not the
+//! HTTP layers.
 
-pub mod agents;
-pub mod decisions;
-pub mod deliveries;
-pub mod escrows;
-pub mod events;
-pub mod idempotency;
-pub mod keys;
-pub mod mandates;
-pub mod orgs;
-pub mod reviews;
-pub mod settlement;
-pub mod signing;
-pub mod timers;
-pub mod webhooks;
+pub mod sqlite;
 
-mod db;
-mod migrations;
-mod writer;
-
-pub use db::Db;
-pub use writer::MAX_GROUP;
+pub use sqlite::Db;
+pub use sqlite::MAX_GROUP;
+// The SQLite engine's resource modules, until every caller goes through the boundary.
+pub use sqlite::{
+    agents, decisions, deliveries, escrows, events, idempotency, keys, mandates, orgs, reviews,
+    settlement, signing, timers, webhooks,
+};
 
 /// A storage failure: the database could not be opened, read or written.
 #[derive(Debug, thiserror::Error)]
@@ -45,8 +29,7 @@ pub enum StorageError {
     Corrupt(String),
 }
 
-/// Reads a stored verdict column.
-pub(crate) fn verdict_from(text: &str) -> Result<mandate_core::policy::Verdict, StorageError> {
-    mandate_core::policy::Verdict::parse(text)
-        .ok_or_else(|| StorageError::Corrupt(format!("verdict {text:?}")))
-}
+/// What an operation of the storage boundary returns: a future the handlers can await on
+/// any runtime thread, boxed so that the boundary's traits can be used as `dyn` objects.
+pub type StoreFuture<'a, T> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, StorageError>> + Send + 'a>>;

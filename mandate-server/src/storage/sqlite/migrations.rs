@@ -7,22 +7,34 @@ use super::StorageError;
 
 /// The numbered migrations, applied in order. Never edit one that has landed: add another.
 const MIGRATIONS: &[(i64, &str)] = &[
-    (1, include_str!("../../migrations/0001_init.sql")),
-    (2, include_str!("../../migrations/0002_webhooks.sql")),
-    (3, include_str!("../../migrations/0003_escrows.sql")),
-    (4, include_str!("../../migrations/0004_lean_decisions.sql")),
-    (5, include_str!("../../migrations/0005_agent_key.sql")),
+    (1, include_str!("../../../migrations/sqlite/0001_init.sql")),
+    (
+        2,
+        include_str!("../../../migrations/sqlite/0002_webhooks.sql"),
+    ),
+    (
+        3,
+        include_str!("../../../migrations/sqlite/0003_escrows.sql"),
+    ),
+    (
+        4,
+        include_str!("../../../migrations/sqlite/0004_lean_decisions.sql"),
+    ),
+    (
+        5,
+        include_str!("../../../migrations/sqlite/0005_agent_key.sql"),
+    ),
     (
         6,
-        include_str!("../../migrations/0006_agent_index_by_range.sql"),
+        include_str!("../../../migrations/sqlite/0006_agent_index_by_range.sql"),
     ),
     (
         7,
-        include_str!("../../migrations/0007_escrow_actor_role.sql"),
+        include_str!("../../../migrations/sqlite/0007_escrow_actor_role.sql"),
     ),
     (
         8,
-        include_str!("../../migrations/0008_purge_plaintext_agent_keys.sql"),
+        include_str!("../../../migrations/sqlite/0008_purge_plaintext_agent_keys.sql"),
     ),
 ];
 
@@ -73,7 +85,7 @@ fn apply(conn: &mut Connection, version: i64, sql: &str) -> Result<bool, Storage
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
     use super::*;
-    use crate::storage::writer::lock;
+    use crate::storage::sqlite::writer::lock;
     use crate::storage::{Db, decisions};
 
     /// A database written before migration 4 (decisions with the by-mandate index, an

@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use super::*;
-use crate::storage::writer::{Answer, sync_loop};
+use crate::storage::sqlite::writer::{Answer, sync_loop};
 use crate::storage::{keys, mandates};
 
 /// A statement with a `LIMIT ?` runs again without being parsed again, whatever the

@@ -737,7 +737,7 @@ mod tests {
     /// The index's bucket expression is the one the queries use.
     #[test]
     fn the_queries_use_the_migrations_bucket_expression() {
-        let migration = include_str!("../../migrations/0006_agent_index_by_range.sql");
+        let migration = include_str!("../../../migrations/sqlite/0006_agent_index_by_range.sql");
         assert!(migration.contains(&format!(
             "ON decisions (seq >> {BUCKET_BITS}, agent_seq, seq)"
         )));

@@ -1,0 +1,41 @@
+//! The SQLite engine, the embedded default: one file, WAL, numbered migrations, one writer
+//! and a few readers.
+//!
+//! All of its SQL lives under this module, one file per resource. Blocking SQLite work
+//! never runs on the async executor: writes go to one writer thread that commits them in
+//! groups ([`Db::write`]), reads to tokio's blocking pool ([`Db::read`]). Every
+//! multi-statement change runs in one `IMMEDIATE` transaction: a decision, its review and
+//! its event are committed together or not at all.
+//!
+//! [`Db`] is the handle; `writer` holds the threads behind it (group commit, sync,
+//! checkpoint) and `migrations` the numbered schema changes (`migrations/sqlite/`).
+
+pub mod agents;
+pub mod decisions;
+pub mod deliveries;
+pub mod escrows;
+pub mod events;
+pub mod idempotency;
+pub mod keys;
+pub mod mandates;
+pub mod orgs;
+pub mod reviews;
+pub mod settlement;
+pub mod signing;
+pub mod timers;
+pub mod webhooks;
+
+mod db;
+mod migrations;
+mod writer;
+
+pub use db::Db;
+pub use writer::MAX_GROUP;
+
+use super::StorageError;
+
+/// Reads a stored verdict column.
+pub(crate) fn verdict_from(text: &str) -> Result<mandate_core::policy::Verdict, StorageError> {
+    mandate_core::policy::Verdict::parse(text)
+        .ok_or_else(|| StorageError::Corrupt(format!("verdict {text:?}")))
+}
