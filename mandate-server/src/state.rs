@@ -8,9 +8,10 @@ use mandate_core::policy::Mode;
 
 use crate::clock::Clock;
 use crate::decision::agents::AgentStates;
+use crate::decision::service::Decider;
 use crate::http::cache::{KeyCache, ModeCache};
 use crate::http::error::ApiError;
-use crate::model::Env;
+use crate::model::{Caller, Env};
 use crate::settlement::SettlementProvider;
 use crate::signing::KeyRing;
 use crate::storage::Db;
@@ -82,6 +83,27 @@ impl AppState {
             })
             .await?;
         Ok(self.modes.fill(org_id, env, mode))
+    }
+
+    /// The decision service for `caller`'s organization and environment, in `mode`, at
+    /// `now`, with the environment's current signer.
+    pub fn decider<'a>(
+        &'a self,
+        caller: &'a Caller,
+        mode: Mode,
+        now: time::OffsetDateTime,
+    ) -> Result<Decider<'a>, ApiError> {
+        Ok(Decider {
+            store: &self.db,
+            agents: &self.agents,
+            signer: self.signer(caller.env)?,
+            issuer: &self.verdicts_url,
+            org: &caller.org_id,
+            env: caller.env,
+            policy_version: &caller.policy_version,
+            mode,
+            now,
+        })
     }
 
     /// The current time.

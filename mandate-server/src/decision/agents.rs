@@ -22,9 +22,9 @@ use time::{Date, OffsetDateTime, Time, UtcOffset};
 use tokio::sync::OwnedMutexGuard;
 
 use crate::clock::{from_ms, ms};
-use crate::http::error::ApiError;
 use crate::model::Env;
-use crate::storage::{Db, StorageError, decisions, mandates};
+use crate::storage::StorageError;
+use crate::storage::deciding::{AgentHint, AgentRecord, DecidingStore};
 
 /// What the engine needs about one agent.
 #[derive(Debug, Clone, Default)]
@@ -34,7 +34,7 @@ pub struct AgentState {
     /// Velocity window and month-to-date spend.
     pub history: AgentHistory,
     /// What storing its next decision need not look up again.
-    pub stored: decisions::AgentHint,
+    pub stored: AgentHint,
 }
 
 /// A slot: `None` until loaded from the database.
@@ -77,43 +77,21 @@ pub fn month_start(now: OffsetDateTime) -> OffsetDateTime {
         .unwrap_or(now)
 }
 
-/// Rebuilds an agent's state from stored mandates and decisions.
-pub fn rebuild(
-    conn: &rusqlite::Connection,
-    org_id: &str,
-    env: Env,
-    agent: &AgentId,
-    now: OffsetDateTime,
-) -> Result<AgentState, StorageError> {
-    let mandate = mandates::current(conn, org_id, env.as_str(), agent.as_str())?;
+/// An agent's state as its stored record says: the velocity window from its latest
+/// requests, month-to-date from its current mandate's allows this month.
+pub fn state_from(record: AgentRecord) -> AgentState {
     let mut history = AgentHistory::default();
-    let limit = i64::try_from(VELOCITY_LIMIT).unwrap_or(10);
-    for at in decisions::recent_request_times(conn, org_id, env.as_str(), agent.as_str(), limit)? {
+    for at in record.recent_requests {
         history.velocity.record(at);
     }
-    if let Some(m) = &mandate {
-        let since = ms(month_start(now));
-        let allowed = decisions::allowed_since(
-            conn,
-            org_id,
-            env.as_str(),
-            agent.as_str(),
-            m.id.as_str(),
-            since,
-        )?;
-        for (amount, at) in allowed {
-            history.spend.add(amount, from_ms(at));
-        }
+    for (amount, at) in record.allowed_since {
+        history.spend.add(amount, from_ms(at));
     }
-    let stored = decisions::AgentHint {
-        seq: decisions::agent_seq(conn, org_id, env.as_str(), agent.as_str())?,
-        month_marked: None,
-    };
-    Ok(AgentState {
-        mandate,
+    AgentState {
+        mandate: record.mandate,
         history,
-        stored,
-    })
+        stored: record.hint,
+    }
 }
 
 impl AgentStates {
@@ -167,40 +145,38 @@ impl AgentStates {
     /// across the whole read-evaluate-persist-update sequence.
     pub async fn lock(
         &self,
-        db: &Db,
+        store: &dyn DecidingStore,
         org_id: &Arc<str>,
         env: Env,
         agent: &AgentId,
         now: OffsetDateTime,
-    ) -> Result<OwnedMutexGuard<Slot>, ApiError> {
+    ) -> Result<OwnedMutexGuard<Slot>, StorageError> {
         let slot = self.slot(org_id, env, agent);
-        Self::lock_slot(slot, db, org_id, env, agent, now).await
+        Self::lock_slot(slot, store, org_id, env, agent, now).await
     }
 
     /// [`AgentStates::lock`] with the agent's slot already in hand (from
     /// [`AgentStates::slot`] for the same agent).
     pub async fn lock_slot(
         slot: AgentSlot,
-        db: &Db,
+        store: &dyn DecidingStore,
         org_id: &Arc<str>,
         env: Env,
         agent: &AgentId,
         now: OffsetDateTime,
-    ) -> Result<OwnedMutexGuard<Slot>, ApiError> {
+    ) -> Result<OwnedMutexGuard<Slot>, StorageError> {
         let mut guard = slot.lock_owned().await;
         if guard.is_none() {
-            let (org, agent) = (org_id.to_owned(), agent.clone());
-            let state = db
-                .read(move |conn| -> Result<_, ApiError> {
-                    // One read transaction: one snapshot, and the WAL's read lock taken
-                    // once rather than by each of the rebuild's statements.
-                    let snapshot = conn.unchecked_transaction().map_err(StorageError::from)?;
-                    let state = rebuild(&snapshot, &org, env, &agent, now)?;
-                    snapshot.finish().map_err(StorageError::from)?;
-                    Ok(state)
-                })
+            let record = store
+                .agent_record(
+                    Arc::clone(org_id),
+                    env,
+                    agent.clone(),
+                    VELOCITY_LIMIT,
+                    ms(month_start(now)),
+                )
                 .await?;
-            *guard = Some(state);
+            *guard = Some(state_from(record));
         }
         Ok(guard)
     }

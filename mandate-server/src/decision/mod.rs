@@ -1,5 +1,8 @@
-//! Making decisions: the per-agent locks and cached state ([`agents`]) and the stored
-//! decision with its API shape ([`record`]).
+//! Making decisions: the one service both `POST /v1/authorizations` and an approval call
+//! ([`service`]), and the per-agent locks and cached state it works under ([`agents`]).
+//!
+//! Arrows point one way: routes call this, this calls the core, signing and storage;
+//! nothing here knows HTTP.
 
 pub mod agents;
-pub mod record;
+pub mod service;

@@ -10,6 +10,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::clock::ms;
+use crate::decision::agents::AgentSlot;
 use crate::http::error::ApiError;
 use crate::model::Caller;
 use crate::state::AppState;
@@ -63,6 +64,10 @@ fn unauthorized(state: &AppState) -> Response {
     .into_response()
 }
 
+/// An agent key's agent slot, put beside the [`Caller`] in the request's extensions.
+#[derive(Clone)]
+pub struct AgentSlotHandle(pub AgentSlot);
+
 /// Resolves the key, enforces its rate, or answers 401/429; then runs `next` with the
 /// [`Caller`] in the request's extensions. Part of the API host's front layer
 /// ([`crate::app::front`]).
@@ -91,19 +96,19 @@ pub async fn authenticate(state: &AppState, request: Request, next: Next) -> Res
             .read(move |conn| -> Result<_, ApiError> { Ok(keys::caller(conn, &hash)?) })
             .await
         {
-            Ok(Some(mut caller)) => {
-                // An agent key's agent slot is kept with it: see `Caller::agent_slot`.
-                caller.agent_slot = caller
+            Ok(Some(caller)) => {
+                // An agent key's agent slot is cached with it (see `KeyCache`).
+                let slot = caller
                     .agent
                     .as_ref()
                     .map(|agent| state.agents.slot(&caller.org_id, caller.env, agent));
-                state.callers.insert(epoch, caller, now_ms)
+                state.callers.insert(epoch, caller, slot, now_ms)
             }
             Ok(None) => return unauthorized(state),
             Err(e) => return e.into_response(),
         },
     };
-    let caller = admitted.caller;
+    let (caller, agent_slot) = (admitted.caller, admitted.agent_slot);
     if let Err(retry_after) = admitted.rate {
         return ApiError::RateLimited {
             limit: caller.rate_per_sec,
@@ -112,6 +117,9 @@ pub async fn authenticate(state: &AppState, request: Request, next: Next) -> Res
         .into_response();
     }
     parts.extensions.insert(caller);
+    if let Some(slot) = agent_slot {
+        parts.extensions.insert(AgentSlotHandle(slot));
+    }
     next.run(Request::from_parts(parts, body)).await
 }
 

@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use mandate_core::policy::Mode;
 
+use crate::decision::agents::AgentSlot;
 use crate::http::rate_limit::Window;
 use crate::model::{Caller, Env};
 
@@ -25,6 +26,9 @@ const MAX_CALLERS: usize = 1_000_000;
 /// lock: requests of different keys never wait for each other).
 struct Cached {
     caller: Caller,
+    /// For an agent key: its agent's slot, so that an authorization locks it without a
+    /// lookup in the map of every agent.
+    agent_slot: Option<AgentSlot>,
     window: Mutex<Window>,
 }
 
@@ -74,6 +78,7 @@ impl KeyCache {
             .admit(cached.caller.rate_per_sec, now_ms);
         Ok(Admitted {
             caller: cached.caller.clone(),
+            agent_slot: cached.agent_slot.clone(),
             rate,
         })
     }
@@ -82,13 +87,23 @@ impl KeyCache {
     /// against its rate at `now_ms`. If the cache was cleared since `epoch` the caller is
     /// not cached (it may be stale), but the request is still counted, in the window set
     /// aside for its key.
-    pub fn insert(&self, epoch: u64, mut caller: Caller, now_ms: i64) -> Admitted {
+    pub fn insert(
+        &self,
+        epoch: u64,
+        mut caller: Caller,
+        agent_slot: Option<AgentSlot>,
+        now_ms: i64,
+    ) -> Admitted {
         let mut inner = self.inner.write().unwrap_or_else(|p| p.into_inner());
         let hash = caller.key_hash;
         if inner.epoch != epoch {
             let window = inner.set_aside.entry(hash).or_default();
             let rate = window.admit(caller.rate_per_sec, now_ms);
-            return Admitted { caller, rate };
+            return Admitted {
+                caller,
+                agent_slot,
+                rate,
+            };
         }
         if inner.map.len() >= MAX_CALLERS {
             // Past the bound the cache starts over; windows reset with it (a million keys
@@ -112,10 +127,15 @@ impl KeyCache {
             hash,
             Cached {
                 caller: caller.clone(),
+                agent_slot: agent_slot.clone(),
                 window: Mutex::new(window),
             },
         );
-        Admitted { caller, rate }
+        Admitted {
+            caller,
+            agent_slot,
+            rate,
+        }
     }
 
     /// Forgets every caller (keys were revoked or changed); their windows are set aside,
@@ -146,6 +166,8 @@ impl KeyCache {
 pub struct Admitted {
     /// The caller.
     pub caller: Caller,
+    /// For an agent key, its agent's slot.
+    pub agent_slot: Option<AgentSlot>,
     /// `Err(retry_after_secs)` when the request is over the key's rate.
     pub rate: Result<(), u64>,
 }
@@ -211,14 +233,13 @@ mod tests {
             agent: None,
             rate_per_sec: 100,
             policy_version: "pol_2026-11-22.1".into(),
-            agent_slot: None,
         }
     }
 
     /// Caches `caller` as a request that missed at `now_ms` would.
     fn load(cache: &KeyCache, caller: Caller, now_ms: i64) -> Admitted {
         let epoch = cache.admit(&caller.key_hash, now_ms).unwrap_err();
-        cache.insert(epoch, caller, now_ms)
+        cache.insert(epoch, caller, None, now_ms)
     }
 
     fn rate(cache: &KeyCache, byte: u8, now_ms: i64) -> Result<(), u64> {
@@ -230,7 +251,7 @@ mod tests {
         let cache = KeyCache::default();
         let epoch = cache.admit(&[1; 32], 0).unwrap_err();
         cache.clear();
-        cache.insert(epoch, caller(1), 0);
+        cache.insert(epoch, caller(1), None, 0);
         assert!(cache.admit(&[1; 32], 0).is_err());
         load(&cache, caller(1), 0);
         assert!(cache.admit(&[1; 32], 0).is_ok());
@@ -271,7 +292,7 @@ mod tests {
         cache.clear();
         let epoch = cache.admit(&[1; 32], 5_400).unwrap_err();
         cache.clear();
-        assert_eq!(cache.insert(epoch, busy.clone(), 5_400).rate, Err(2));
+        assert_eq!(cache.insert(epoch, busy.clone(), None, 5_400).rate, Err(2));
         assert_eq!(load(&cache, busy.clone(), 5_500).rate, Err(1));
         // The window's seconds pass as usual.
         assert!(rate(&cache, 1, 7_000).is_ok());
@@ -326,14 +347,11 @@ mod tests {
         );
     }
 
-    /// A caller's description leaves out its agent's slot (the agent's mandate and
-    /// history) and its key hash.
+    /// A caller's description leaves out its key hash; its agent's slot (the agent's
+    /// mandate and history) is kept beside it, not in it.
     #[test]
     fn a_callers_debug_leaves_its_agents_state_out() {
-        let mut c = caller(1);
-        let slot: crate::decision::agents::AgentSlot = Default::default();
-        *slot.try_lock().unwrap() = Some(crate::decision::agents::AgentState::default());
-        c.agent_slot = Some(slot);
+        let c = caller(1);
         let text = format!("{c:?}");
         assert!(text.contains("org_a"), "{text}");
         for hidden in ["agent_slot", "AgentState", "history", "key_hash"] {

@@ -13,6 +13,7 @@ use mandate_core::field::FieldError;
 use mandate_core::policy::RequestBodyError;
 use mandate_core::wire::{ErrorBody, ErrorDetail};
 
+use crate::decision::service::DecisionError;
 use crate::http::request_id;
 use crate::storage::StorageError;
 
@@ -87,6 +88,16 @@ impl ApiError {
             Self::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
             Self::Server(_) => (StatusCode::INTERNAL_SERVER_ERROR, "server_error"),
             Self::Overloaded => (StatusCode::SERVICE_UNAVAILABLE, "server_error"),
+        }
+    }
+}
+
+impl From<DecisionError> for ApiError {
+    fn from(e: DecisionError) -> Self {
+        match e {
+            DecisionError::Storage(e) => e.into(),
+            DecisionError::AlreadyResolved(_) => Self::InvalidRequest(e.to_string()),
+            DecisionError::Encoding(_) | DecisionError::Signing(_) => Self::Server(e.to_string()),
         }
     }
 }

@@ -25,6 +25,7 @@ use crate::http::request_id;
 use crate::http::seal::{SealKey, Sealed};
 use crate::model::Caller;
 use crate::state::AppState;
+use crate::storage::deciding::IdempotencyRecord;
 use crate::storage::idempotency as store;
 use crate::storage::{Db, StorageError};
 
@@ -56,6 +57,18 @@ impl IdempotencySlot {
         self.seal
             .seal(status, body)
             .map_err(|e| ApiError::Server(e.to_string()))
+    }
+
+    /// The record of the answer `body` with `status`, sealed, for a handler that stores it
+    /// in the transaction of its own change (the decision service).
+    pub fn record(&self, status: u16, body: &[u8]) -> Result<IdempotencyRecord, ApiError> {
+        Ok(IdempotencyRecord {
+            key_hash: self.key_hash,
+            idem_key: self.idem_key.clone(),
+            request_id: self.request_id.clone(),
+            status,
+            sealed_body: self.seal(status, body)?.0,
+        })
     }
 
     /// Stores the sealed `body` with `status` under this slot, inside the caller's

@@ -18,9 +18,9 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
-use crate::decision::record::Decision;
 use crate::http::error::ApiError;
 use crate::http::list;
+use crate::model::decision::Decision;
 use crate::model::{Caller, Env};
 use crate::routes::decisions::filters;
 use crate::state::AppState;

@@ -9,19 +9,17 @@ use axum::response::Response;
 use axum::routing::post;
 use mandate_core::field::{check_fields, invalid, object, present, string};
 use mandate_core::id::DecisionId;
-use mandate_core::policy::{AuthorizationRequest, Verdict, evaluate_approval};
 use mandate_core::review::{Review, ReviewError};
 
 use super::{created_encoded, ok};
 use crate::clock::{ms, ordered16};
-use crate::decision::record::{Decision, Signed, sign_new};
+use crate::decision::service::{DecisionError, Input};
 use crate::http::body::OptionalJsonBody;
 use crate::http::error::ApiError;
 use crate::http::extract::Path;
 use crate::model::Caller;
-use crate::routes::authorizations::response_body;
 use crate::state::AppState;
-use crate::storage::{decisions, events, reviews};
+use crate::storage::deciding::{DecidingStore, Resolution};
 
 /// The routes.
 pub fn router() -> Router<AppState> {
@@ -31,15 +29,32 @@ pub fn router() -> Router<AppState> {
 }
 
 /// Loads a review of the caller's organization and environment, or 404.
-async fn find(state: &AppState, caller: &Caller, id: &str) -> Result<(Review, String), ApiError> {
-    let (org, env, wanted) = (caller.org_id.clone(), caller.env, id.to_owned());
-    state
+async fn find(state: &AppState, caller: &Caller, id: &str) -> Result<Review, ApiError> {
+    let found = state
         .db
-        .read(move |conn| -> Result<_, ApiError> {
-            Ok(reviews::get(conn, &org, env.as_str(), &wanted)?)
-        })
-        .await?
+        .review(caller.org_id.clone(), caller.env, id.to_owned())
+        .await?;
+    found
+        .map(|(review, _agent)| review)
         .ok_or_else(|| ApiError::not_found("review", id))
+}
+
+/// Stores a resolution made without a fresh decision (a denial, an expiry); a review no
+/// longer pending is a 400.
+async fn resolve(state: &AppState, caller: &Caller, review: Review) -> Result<(), ApiError> {
+    let id = review.id.clone();
+    let resolution = Resolution {
+        org: caller.org_id.clone(),
+        env: caller.env,
+        review,
+        decision: None,
+        at_ms: ms(state.now()),
+    };
+    if state.db.resolve_review(resolution).await? {
+        Ok(())
+    } else {
+        Err(DecisionError::AlreadyResolved(id).into())
+    }
 }
 
 /// Turns a refused transition into a 400; an expired review is marked expired first.
@@ -51,21 +66,9 @@ async fn refuse(
 ) -> ApiError {
     if error == ReviewError::Expired
         && let Ok(expired) = review.expire(state.now())
+        && let Err(e @ ApiError::Server(_)) = resolve(state, caller, expired).await
     {
-        let (org, env, now) = (caller.org_id.clone(), caller.env, ms(state.now()));
-        let stored = state
-            .db
-            .write(move |tx| -> Result<(), ApiError> {
-                if reviews::resolve(tx, &expired)? {
-                    let data = serde_json::to_value(&expired).unwrap_or_default();
-                    events::append(tx, &org, env.as_str(), "decision.resolved", &data, now)?;
-                }
-                Ok(())
-            })
-            .await;
-        if let Err(e) = stored {
-            return e;
-        }
+        return e;
     }
     ApiError::InvalidRequest(format!("review {} cannot be resolved: {error}", review.id))
 }
@@ -77,103 +80,30 @@ async fn approve(
 ) -> Result<Response, ApiError> {
     caller.require_org()?;
     let now = state.now();
-    let (review, _agent) = find(&state, &caller, &id).await?;
-    let fresh_id = DecisionId::from_random(ordered16(now));
-    let approved = match review.approve(fresh_id.clone(), now) {
+    let review = find(&state, &caller, &id).await?;
+    let approved = match review.approve(DecisionId::from_random(ordered16(now)), now) {
         Ok(r) => r,
         Err(e) => return Err(refuse(&state, &caller, &review, e).await),
     };
-    let (org, env, original_id) = (caller.org_id.clone(), caller.env, review.decision.clone());
-    let mode = state.mode(&caller.org_id, caller.env).await?;
     let original = state
         .db
-        .read(move |conn| -> Result<_, ApiError> {
-            let original = decisions::get(conn, &org, env.as_str(), None, original_id.as_str())?
-                .ok_or_else(|| {
-                    ApiError::Server(format!("decision {original_id} of a review is missing"))
-                })?;
-            Ok(original)
+        .decision(caller.org_id.clone(), caller.env, review.decision.clone())
+        .await?
+        .ok_or_else(|| {
+            ApiError::Server(format!(
+                "decision {} of a review is missing",
+                review.decision
+            ))
+        })?;
+    let mode = state.mode(&caller.org_id, caller.env).await?;
+    let decided = state
+        .decider(&caller, mode, now)?
+        .decide(Input::Approval {
+            approved,
+            original: Box::new(original),
         })
         .await?;
-    let asked = &original.claims.request;
-    let request = AuthorizationRequest {
-        agent: asked.agent.clone(),
-        amount: asked.amount,
-        currency: asked.currency.clone(),
-        recipient: asked.recipient.clone(),
-        category: asked.category.clone(),
-    };
-
-    let mut slot = state
-        .agents
-        .lock(&state.db, &caller.org_id, caller.env, &request.agent, now)
-        .await?;
-    let mut agent_state = slot
-        .take()
-        .ok_or_else(|| ApiError::Server("agent state not loaded".into()))?;
-    // The mode in force at approval decides whether the re-check's finding blocks.
-    let evaluation = evaluate_approval(
-        agent_state.mandate.as_ref(),
-        &request,
-        &agent_state.history,
-        mode,
-        now,
-    );
-    let Signed {
-        claims,
-        token,
-        claims_json,
-    } = sign_new(
-        &state,
-        &caller,
-        fresh_id,
-        &evaluation,
-        agent_state.mandate.as_ref(),
-        original.claims.request.clone(),
-        now,
-    )?;
-    let decision = Decision {
-        claims,
-        reason: evaluation.reason.as_ref().map(ToString::to_string),
-        mode,
-        supersedes: Some(original.claims.jti.clone()),
-        review: None,
-        created_ms: ms(now),
-        is_request: false,
-    };
-    let body = response_body(&decision, &token, None, &claims_json)?;
-    let (org, env) = (caller.org_id.clone(), caller.env);
-    let review_id = review.id.clone();
-    let stored = state
-        .db
-        .write(move |tx| -> Result<(), ApiError> {
-            if !reviews::resolve(tx, &approved)? {
-                return Err(ApiError::InvalidRequest(format!(
-                    "review {review_id} cannot be resolved: it was resolved by another request"
-                )));
-            }
-            decisions::insert(tx, &org, env.as_str(), &decision)?;
-            let data = serde_json::to_value(&approved).unwrap_or_default();
-            events::append(
-                tx,
-                &org,
-                env.as_str(),
-                "decision.resolved",
-                &data,
-                decision.created_ms,
-            )?;
-            Ok(())
-        })
-        .await;
-    if let Err(e) = stored {
-        *slot = Some(agent_state);
-        return Err(e);
-    }
-    if evaluation.verdict == Verdict::Allow {
-        agent_state.history.spend.add(request.amount, now);
-    }
-    *slot = Some(agent_state);
-    Ok(created_encoded(body))
+    Ok(created_encoded(decided.commit(None).await?))
 }
 
 async fn deny(
@@ -185,7 +115,20 @@ async fn deny(
     // The key class is checked before the body: a wrong key gets 403 whatever it sent.
     caller.require_org()?;
     let OptionalJsonBody(body) = body?;
-    let reason = match &body {
+    let reason = deny_reason(body.as_ref())?;
+    let now = state.now();
+    let review = find(&state, &caller, &id).await?;
+    let denied = match review.deny(reason, now) {
+        Ok(r) => r,
+        Err(e) => return Err(refuse(&state, &caller, &review, e).await),
+    };
+    resolve(&state, &caller, denied.clone()).await?;
+    Ok(ok(serde_json::to_value(&denied).unwrap_or_default()))
+}
+
+/// The optional `reason` of a denial's body, at most 500 characters.
+fn deny_reason(body: Option<&serde_json::Value>) -> Result<Option<String>, ApiError> {
+    Ok(match body {
         None => None,
         Some(value) => {
             let fields = object(value)?;
@@ -201,27 +144,5 @@ async fn deny(
                 }
             }
         }
-    };
-    let now = state.now();
-    let (review, _) = find(&state, &caller, &id).await?;
-    let denied = match review.deny(reason, now) {
-        Ok(r) => r,
-        Err(e) => return Err(refuse(&state, &caller, &review, e).await),
-    };
-    let (org, env, stored) = (caller.org_id.clone(), caller.env, denied.clone());
-    state
-        .db
-        .write(move |tx| -> Result<(), ApiError> {
-            if !reviews::resolve(tx, &stored)? {
-                return Err(ApiError::InvalidRequest(format!(
-                    "review {} cannot be resolved: it was resolved by another request",
-                    stored.id
-                )));
-            }
-            let data = serde_json::to_value(&stored).unwrap_or_default();
-            events::append(tx, &org, env.as_str(), "decision.resolved", &data, ms(now))?;
-            Ok(())
-        })
-        .await?;
-    Ok(ok(serde_json::to_value(&denied).unwrap_or_default()))
+    })
 }

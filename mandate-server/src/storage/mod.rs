@@ -5,6 +5,7 @@
 //! Storage imports nothing above it: not the routes, not the decision service, not the
 //! HTTP layers.
 
+pub mod deciding;
 pub mod sqlite;
 
 pub use sqlite::Db;

@@ -6,7 +6,7 @@ use mandate_core::claims::{RequestClaims, VerdictClaims};
 use mandate_core::id::{AgentId, DecisionId, Nonce};
 use mandate_core::names::{Category, Currency, Recipient};
 use mandate_core::policy::{Mode, Verdict};
-use mandate_server::decision::record::Decision;
+use mandate_server::model::decision::Decision;
 use mandate_server::routes::exports::PAGE;
 use mandate_server::storage::{StorageError, decisions, keys};
 use serde_json::Value;

@@ -8,7 +8,7 @@ use mandate_core::policy::{Mode, Verdict};
 use rusqlite::{Connection, OptionalExtension, ToSql, params};
 
 use super::{StorageError, verdict_from};
-use crate::decision::record::Decision;
+use crate::model::decision::Decision;
 
 /// What the caller already knows about a decision's agent, so that storing the decision
 /// skips two lookups (random pages of large indexes with many agents): the agent's

@@ -71,7 +71,6 @@ pub fn caller(conn: &Connection, hash: &[u8; 32]) -> Result<Option<Caller>, Stor
         agent,
         rate_per_sec: u32::try_from(rate.max(1)).unwrap_or(u32::MAX),
         policy_version: policy_version.into(),
-        agent_slot: None,
     }))
 }
 

@@ -207,51 +207,6 @@ impl Decision {
     }
 }
 
-/// A new decision's claims, signed.
-pub struct Signed {
-    /// The claims.
-    pub claims: VerdictClaims,
-    /// The compact token.
-    pub token: String,
-    /// The claims' JSON exactly as signed, for [`Decision::answer_json`].
-    pub claims_json: Vec<u8>,
-}
-
-/// Builds and signs the claims of a new decision made at `now`: issuer, `exp = iat + 300`,
-/// a fresh nonce, the caller's policy version, and the mandate it was judged under.
-pub fn sign_new(
-    state: &crate::state::AppState,
-    caller: &crate::model::Caller,
-    jti: DecisionId,
-    evaluation: &mandate_core::policy::Evaluation,
-    mandate: Option<&mandate_core::mandate::Mandate>,
-    request: mandate_core::claims::RequestClaims,
-    now: time::OffsetDateTime,
-) -> Result<Signed, crate::http::error::ApiError> {
-    let iat = now.unix_timestamp();
-    let claims = VerdictClaims {
-        iss: state.verdicts_url.clone(),
-        jti,
-        iat,
-        exp: iat + mandate_core::claims::VERDICT_LIFETIME_SECS,
-        verdict: evaluation.verdict,
-        policy_verdict: evaluation.policy_verdict,
-        mandate: mandate.map(|m| m.id.clone()),
-        policy_version: caller.policy_version.to_string(),
-        nonce: mandate_core::id::Nonce::from_random(crate::clock::ordered16(now)),
-        request,
-    };
-    let claims_json = serde_json::to_vec(&claims)
-        .map_err(|e| crate::http::error::ApiError::Server(format!("encoding the claims: {e}")))?;
-    let token = mandate_core::jws::sign_payload(state.signer(caller.env)?.as_ref(), &claims_json)
-        .map_err(|e| crate::http::error::ApiError::Server(format!("signing: {e}")))?;
-    Ok(Signed {
-        claims,
-        token,
-        claims_json,
-    })
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {

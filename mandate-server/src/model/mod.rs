@@ -1,11 +1,12 @@
 //! Small server-side vocabulary shared by storage and handlers: environments, key classes,
-//! and the authenticated caller.
+//! the authenticated caller, and the stored decision with its API shape ([`decision`]).
+
+pub mod decision;
 
 use std::sync::Arc;
 
 use mandate_core::id::AgentId;
 
-use crate::decision::agents::AgentSlot;
 use crate::http::error::ApiError;
 
 /// An organization's environment. Sandbox keys act on the sandbox only.
@@ -80,13 +81,9 @@ pub struct Caller {
     pub rate_per_sec: u32,
     /// The organization's policy version, stamped on decisions.
     pub policy_version: Arc<str>,
-    /// For an agent key, once cached: its agent's slot (`AgentStates::slot`), so that an
-    /// authorization locks it without a second lookup in a map of every agent.
-    pub agent_slot: Option<AgentSlot>,
 }
 
-/// Everything but the agent slot, whose state (the agent's mandate and history) has no
-/// place in a caller's description.
+/// Everything but the key's hash, which has no place in a log line.
 impl std::fmt::Debug for Caller {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Caller")

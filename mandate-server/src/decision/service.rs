@@ -1,0 +1,302 @@
+//! The decision service: `POST /v1/authorizations` and the approval of a review both come
+//! here to lock the agent, evaluate with the core, sign, store and update the agent's state.
+//!
+//! It runs in two steps so that the caller can seal the answer for its idempotency record
+//! between them without this module knowing HTTP: [`Decider::decide`] locks the agent,
+//! evaluates, signs and encodes the answer ([`Decided`], which holds the agent's lock);
+//! [`Decided::commit`] stores the decision with everything it implies in one transaction,
+//! then updates the agent's state and lets go of the lock. The agent's state is taken out
+//! of its slot meanwhile: a request cancelled or failed midway leaves the slot empty, and
+//! the next one rebuilds the state from what was actually committed.
+
+use std::sync::Arc;
+
+use mandate_core::claims::{RequestClaims, VERDICT_LIFETIME_SECS, VerdictClaims};
+use mandate_core::id::{DecisionId, Nonce, ReviewId};
+use mandate_core::jws::{Signer, sign_payload};
+use mandate_core::policy::{AuthorizationRequest, Evaluation, Mode, evaluate, evaluate_approval};
+use mandate_core::review::Review;
+use time::OffsetDateTime;
+use tokio::sync::OwnedMutexGuard;
+
+use super::agents::{AgentSlot, AgentState, AgentStates, Slot};
+use crate::clock::{ms, ordered16};
+use crate::model::Env;
+use crate::model::decision::Decision;
+use crate::storage::StorageError;
+use crate::storage::deciding::{DecidingStore, IdempotencyRecord, NewDecision, Resolution};
+use crate::storage::decisions::month_index;
+
+/// Deciding failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DecisionError {
+    /// Storage could not be read or written.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    /// The claims or the answer could not be encoded.
+    #[error("encoding the decision: {0}")]
+    Encoding(String),
+    /// The claims could not be signed.
+    #[error("signing: {0}")]
+    Signing(String),
+    /// The review was resolved by another request meanwhile.
+    #[error("review {0} cannot be resolved: it was resolved by another request")]
+    AlreadyResolved(ReviewId),
+}
+
+/// What a decision is about.
+pub enum Input {
+    /// An agent's request. `slot`: its agent's slot, when the caller already holds it (an
+    /// agent key's cached entry keeps it), saving a lookup in the map of every agent.
+    Request {
+        /// The request, parsed.
+        request: AuthorizationRequest,
+        /// The agent's slot, if at hand.
+        slot: Option<AgentSlot>,
+    },
+    /// The approval of a review: the review in its approved state (naming the fresh
+    /// decision's id) and the decision that opened it.
+    Approval {
+        /// The review, approved.
+        approved: Review,
+        /// The decision that opened it (boxed: a request is the common case).
+        original: Box<Decision>,
+    },
+}
+
+/// Everything a decision is made with: where it is stored, the agents' locks, the signer,
+/// and who decides in which mode and when.
+pub struct Decider<'a> {
+    /// Where decisions are read from and stored.
+    pub store: &'a dyn DecidingStore,
+    /// The agents' locks and cached states.
+    pub agents: &'a AgentStates,
+    /// The environment's current signer.
+    pub signer: Arc<dyn Signer>,
+    /// `iss` of the token.
+    pub issuer: &'a str,
+    /// The organization.
+    pub org: &'a Arc<str>,
+    /// The environment.
+    pub env: Env,
+    /// The organization's policy version, stamped on the decision.
+    pub policy_version: &'a str,
+    /// The mode in force.
+    pub mode: Mode,
+    /// Now.
+    pub now: OffsetDateTime,
+}
+
+/// A decision made and signed, not yet stored: it holds its agent's lock until
+/// [`Decided::commit`] (or until dropped, which leaves the agent's state to be rebuilt).
+#[must_use = "a decision is answered only once committed"]
+pub struct Decided<'a> {
+    store: &'a dyn DecidingStore,
+    org: Arc<str>,
+    env: Env,
+    now: OffsetDateTime,
+    guard: OwnedMutexGuard<Slot>,
+    state: AgentState,
+    evaluation: Evaluation,
+    decision: Decision,
+    /// The review this decision opens, with its event's data.
+    opened: Option<(Review, String)>,
+    /// On an approval, the review approved.
+    approved: Option<Review>,
+    body: Vec<u8>,
+}
+
+impl<'a> Decider<'a> {
+    /// Locks the input's agent, evaluates it against the agent's current mandate and
+    /// history, signs the claims and encodes the answer.
+    pub async fn decide(self, input: Input) -> Result<Decided<'a>, DecisionError> {
+        let (request, slot, approval) = match input {
+            Input::Request { request, slot } => (request, slot, None),
+            Input::Approval { approved, original } => {
+                let asked = original.claims.request.clone();
+                let request = AuthorizationRequest {
+                    agent: asked.agent,
+                    amount: asked.amount,
+                    currency: asked.currency,
+                    recipient: asked.recipient,
+                    category: asked.category,
+                };
+                (request, None, Some((approved, original)))
+            }
+        };
+        let agent = request.agent.clone();
+        let slot = slot.unwrap_or_else(|| self.agents.slot(self.org, self.env, &agent));
+        let mut guard =
+            AgentStates::lock_slot(slot, self.store, self.org, self.env, &agent, self.now).await?;
+        let state = guard
+            .take()
+            .ok_or_else(|| StorageError::Task("agent state not loaded".into()))?;
+        let mandate = state.mandate.as_ref();
+        let evaluation = match &approval {
+            None => evaluate(mandate, &request, &state.history, self.mode, self.now),
+            // The mode in force at approval decides whether the re-check's finding blocks.
+            Some(_) => evaluate_approval(mandate, &request, &state.history, self.mode, self.now),
+        };
+        let (jti, supersedes) = match &approval {
+            None => (DecisionId::from_random(ordered16(self.now)), None),
+            Some((approved, original)) => {
+                let fresh = approved.resolution.clone().ok_or_else(|| {
+                    DecisionError::Encoding(format!("review {} names no decision", approved.id))
+                })?;
+                (fresh, Some(original.claims.jti.clone()))
+            }
+        };
+        // The request itself is not needed after this: its fields move into the claims.
+        let claims = RequestClaims {
+            agent: request.agent,
+            amount: request.amount,
+            currency: request.currency,
+            recipient: request.recipient,
+            category: request.category,
+        };
+        let (claims, token, claims_json) = self.sign(jti, &evaluation, mandate, claims)?;
+        let opens_review = approval.is_none() && evaluation.opens_review();
+        let review = opens_review.then(|| {
+            Review::open(
+                ReviewId::from_random(ordered16(self.now)),
+                claims.jti.clone(),
+                self.now,
+            )
+        });
+        let decision = Decision {
+            claims,
+            reason: evaluation.reason.as_ref().map(ToString::to_string),
+            mode: self.mode,
+            supersedes,
+            review: review.as_ref().map(|r| r.id.clone()),
+            created_ms: ms(self.now),
+            is_request: approval.is_none(),
+        };
+        let encoding = |e: serde_json::Error| DecisionError::Encoding(e.to_string());
+        let body = decision
+            .answer_json(&token, review.as_ref(), Some(&claims_json))
+            .map_err(encoding)?;
+        // The event's data, encoded here rather than on the writer thread that all share.
+        let opened = match review {
+            Some(review) => {
+                let json = decision.view_json(Some(&claims_json)).map_err(encoding)?;
+                let json =
+                    String::from_utf8(json).map_err(|e| DecisionError::Encoding(e.to_string()))?;
+                Some((review, json))
+            }
+            None => None,
+        };
+        Ok(Decided {
+            store: self.store,
+            org: Arc::clone(self.org),
+            env: self.env,
+            now: self.now,
+            guard,
+            state,
+            evaluation,
+            decision,
+            opened,
+            approved: approval.map(|(approved, _)| approved),
+            body,
+        })
+    }
+
+    /// Builds and signs the claims of a new decision: issuer, `exp = iat + 300`, a fresh
+    /// nonce, the policy version, and the mandate it was judged under. Returns the claims,
+    /// the token and the claims' JSON exactly as signed.
+    fn sign(
+        &self,
+        jti: DecisionId,
+        evaluation: &Evaluation,
+        mandate: Option<&mandate_core::mandate::Mandate>,
+        request: RequestClaims,
+    ) -> Result<(VerdictClaims, String, Vec<u8>), DecisionError> {
+        let iat = self.now.unix_timestamp();
+        let claims = VerdictClaims {
+            iss: self.issuer.to_owned(),
+            jti,
+            iat,
+            exp: iat + VERDICT_LIFETIME_SECS,
+            verdict: evaluation.verdict,
+            policy_verdict: evaluation.policy_verdict,
+            mandate: mandate.map(|m| m.id.clone()),
+            policy_version: self.policy_version.to_owned(),
+            nonce: Nonce::from_random(ordered16(self.now)),
+            request,
+        };
+        let claims_json =
+            serde_json::to_vec(&claims).map_err(|e| DecisionError::Encoding(e.to_string()))?;
+        let token = sign_payload(self.signer.as_ref(), &claims_json)
+            .map_err(|e| DecisionError::Signing(e.to_string()))?;
+        Ok((claims, token, claims_json))
+    }
+}
+
+impl Decided<'_> {
+    /// The answer: the decision object with its token (and the review it opened).
+    pub fn body(&self) -> &[u8] {
+        &self.body
+    }
+
+    /// Stores the decision, and what it implies, in one transaction (with `idempotency`,
+    /// the answer kept under the request's Idempotency-Key); then counts it in the agent's
+    /// history and lets go of the agent's lock. Returns the answer.
+    pub async fn commit(
+        self,
+        idempotency: Option<IdempotencyRecord>,
+    ) -> Result<Vec<u8>, DecisionError> {
+        let Self {
+            store,
+            org,
+            env,
+            now,
+            mut guard,
+            mut state,
+            evaluation,
+            decision,
+            opened,
+            approved,
+            body,
+        } = self;
+        let amount = decision.claims.request.amount;
+        let month = month_index(decision.created_ms);
+        match approved {
+            None => {
+                store
+                    .record_decision(NewDecision {
+                        org,
+                        env,
+                        decision,
+                        review: opened,
+                        idempotency,
+                        hint: state.stored,
+                    })
+                    .await?;
+                state.history.record(&evaluation, amount, now);
+                // Committed: the agent's row for this month is stored.
+                state.stored.month_marked = Some(month);
+            }
+            Some(review) => {
+                let id = review.id.clone();
+                let at_ms = decision.created_ms;
+                let resolution = Resolution {
+                    org,
+                    env,
+                    review,
+                    decision: Some(decision),
+                    at_ms,
+                };
+                if !store.resolve_review(resolution).await? {
+                    *guard = Some(state);
+                    return Err(DecisionError::AlreadyResolved(id));
+                }
+                // An approval is no request (velocity): only its allow counts, as spend.
+                if evaluation.verdict == mandate_core::policy::Verdict::Allow {
+                    state.history.spend.add(amount, now);
+                }
+            }
+        }
+        *guard = Some(state);
+        Ok(body)
+    }
+}

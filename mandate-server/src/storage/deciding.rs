@@ -1,0 +1,119 @@
+//! The decision path's side of the storage boundary: what the decision service reads to
+//! judge an agent (its current mandate and recent history) and the transactions that
+//! record a decision, each with everything it implies (the review it opens, its event, the
+//! idempotency record of the request that made it).
+
+use std::sync::Arc;
+
+use mandate_core::amount::Amount;
+use mandate_core::id::{AgentId, DecisionId};
+use mandate_core::mandate::Mandate;
+use mandate_core::review::Review;
+
+use super::StoreFuture;
+use crate::model::Env;
+use crate::model::decision::Decision;
+
+pub use super::sqlite::decisions::AgentHint;
+
+/// What is stored about one agent that its next decision depends on.
+#[derive(Debug, Clone, Default)]
+pub struct AgentRecord {
+    /// The agent's current mandate (its newest, whatever its status).
+    pub mandate: Option<Mandate>,
+    /// When the agent's latest requests were made (unix ms), newest first, at most `limit`.
+    pub recent_requests: Vec<i64>,
+    /// The current mandate's effective allows since the asked instant: amount and unix ms.
+    pub allowed_since: Vec<(Amount, i64)>,
+    /// What storing the agent's next decision need not look up again.
+    pub hint: AgentHint,
+}
+
+/// A stored answer to keep under an `Idempotency-Key`, in the transaction of the change it
+/// answers. `body` is already sealed (only ciphertext reaches storage).
+#[derive(Debug, Clone)]
+pub struct IdempotencyRecord {
+    /// SHA-256 of the API key that sent the request.
+    pub key_hash: [u8; 32],
+    /// The Idempotency-Key.
+    pub idem_key: String,
+    /// The id of the request that claimed the key.
+    pub request_id: String,
+    /// The answer's status.
+    pub status: u16,
+    /// The answer's body, sealed.
+    pub sealed_body: Vec<u8>,
+}
+
+/// A decision made in answer to an agent's request, with what it implies.
+#[derive(Debug, Clone)]
+pub struct NewDecision {
+    /// The organization.
+    pub org: Arc<str>,
+    /// The environment.
+    pub env: Env,
+    /// The decision.
+    pub decision: Decision,
+    /// The review it opens, with the `decision.review_pending` event's data (the decision
+    /// object's JSON).
+    pub review: Option<(Review, String)>,
+    /// The answer to keep under the request's Idempotency-Key.
+    pub idempotency: Option<IdempotencyRecord>,
+    /// The agent's hint from its cached state.
+    pub hint: AgentHint,
+}
+
+/// A review resolved (approved with its fresh decision, denied, or expired).
+#[derive(Debug, Clone)]
+pub struct Resolution {
+    /// The organization.
+    pub org: Arc<str>,
+    /// The environment.
+    pub env: Env,
+    /// The review in its resolved state.
+    pub review: Review,
+    /// On an approval, the fresh decision.
+    pub decision: Option<Decision>,
+    /// When, unix ms (the event's time).
+    pub at_ms: i64,
+}
+
+/// What the decision service needs from storage.
+pub trait DecidingStore: Send + Sync {
+    /// What `agent`'s next decision depends on: its current mandate, its `limit` latest
+    /// request times, and its current mandate's allows since `allowed_since_ms`; read in
+    /// one snapshot.
+    fn agent_record(
+        &self,
+        org: Arc<str>,
+        env: Env,
+        agent: AgentId,
+        limit: usize,
+        allowed_since_ms: i64,
+    ) -> StoreFuture<'_, AgentRecord>;
+
+    /// Stores a decision, the review it opens with its event, and its idempotency record,
+    /// in one transaction.
+    fn record_decision(&self, new: NewDecision) -> StoreFuture<'_, ()>;
+
+    /// Marks a pending review resolved, with its `decision.resolved` event and, on an
+    /// approval, its fresh decision, in one transaction. `false` (nothing stored) if the
+    /// review was no longer pending.
+    fn resolve_review(&self, resolution: Resolution) -> StoreFuture<'_, bool>;
+
+    /// A review of this organization and environment, with its agent.
+    fn review(
+        &self,
+        org: Arc<str>,
+        env: Env,
+        id: String,
+    ) -> StoreFuture<'_, Option<(Review, AgentId)>>;
+
+    /// A decision of this organization and environment.
+    fn decision(
+        &self,
+        org: Arc<str>,
+        env: Env,
+        id: DecisionId,
+    ) -> StoreFuture<'_, Option<Decision>>;
+}

@@ -1,0 +1,156 @@
+//! [`DecidingStore`] on SQLite: the agent's record in one read snapshot; each decision, and
+//! each resolution, in one transaction of the writer's group commit.
+
+use std::sync::Arc;
+
+use mandate_core::id::{AgentId, DecisionId};
+use mandate_core::review::Review;
+use rusqlite::params;
+
+use super::{Db, decisions, events, mandates, reviews};
+use crate::model::Env;
+use crate::model::decision::Decision;
+use crate::storage::deciding::{AgentRecord, DecidingStore, NewDecision, Resolution};
+use crate::storage::{StorageError, StoreFuture};
+
+/// Reads what an agent's next decision depends on, in the caller's snapshot.
+fn read_agent_record(
+    conn: &rusqlite::Connection,
+    org: &str,
+    env: Env,
+    agent: &AgentId,
+    limit: usize,
+    allowed_since_ms: i64,
+) -> Result<AgentRecord, StorageError> {
+    let (env, agent) = (env.as_str(), agent.as_str());
+    let mandate = mandates::current(conn, org, env, agent)?;
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let recent_requests = decisions::recent_request_times(conn, org, env, agent, limit)?;
+    let allowed_since = match &mandate {
+        Some(m) => {
+            decisions::allowed_since(conn, org, env, agent, m.id.as_str(), allowed_since_ms)?
+        }
+        None => Vec::new(),
+    };
+    let hint = decisions::AgentHint {
+        seq: decisions::agent_seq(conn, org, env, agent)?,
+        month_marked: None,
+    };
+    Ok(AgentRecord {
+        mandate,
+        recent_requests,
+        allowed_since,
+        hint,
+    })
+}
+
+/// Stores a resolution's rows in `tx`; whether the review was still pending.
+fn store_resolution(tx: &rusqlite::Connection, r: &Resolution) -> Result<bool, StorageError> {
+    if !reviews::resolve(tx, &r.review)? {
+        return Ok(false);
+    }
+    if let Some(decision) = &r.decision {
+        decisions::insert(tx, &r.org, r.env.as_str(), decision)?;
+    }
+    let data = serde_json::to_value(&r.review)
+        .map_err(|e| StorageError::Corrupt(format!("encoding review {}: {e}", r.review.id)))?;
+    events::append(
+        tx,
+        &r.org,
+        r.env.as_str(),
+        "decision.resolved",
+        &data,
+        r.at_ms,
+    )?;
+    Ok(true)
+}
+
+impl DecidingStore for Db {
+    fn agent_record(
+        &self,
+        org: Arc<str>,
+        env: Env,
+        agent: AgentId,
+        limit: usize,
+        allowed_since_ms: i64,
+    ) -> StoreFuture<'_, AgentRecord> {
+        Box::pin(self.read(move |conn| {
+            // One read transaction: one snapshot, and the WAL's read lock taken once
+            // rather than by each statement.
+            let snapshot = conn.unchecked_transaction()?;
+            let record = read_agent_record(&snapshot, &org, env, &agent, limit, allowed_since_ms)?;
+            snapshot.finish()?;
+            Ok(record)
+        }))
+    }
+
+    fn record_decision(&self, new: NewDecision) -> StoreFuture<'_, ()> {
+        Box::pin(self.write(move |tx| -> Result<(), StorageError> {
+            let NewDecision {
+                org,
+                env,
+                decision,
+                review,
+                idempotency,
+                hint,
+            } = &new;
+            decisions::insert_with(tx, org, env.as_str(), decision, *hint)?;
+            if let Some((review, data)) = review {
+                let agent = decision.claims.request.agent.as_str();
+                reviews::insert(tx, org, env.as_str(), agent, review)?;
+                events::append_json(
+                    tx,
+                    org,
+                    env.as_str(),
+                    "decision.review_pending",
+                    data,
+                    decision.created_ms,
+                )?;
+            }
+            if let Some(record) = idempotency {
+                tx.prepare_cached(
+                    "UPDATE idempotency SET status = ?3, body = ?4, request_id = ?5 WHERE key_hash = ?1 AND idem_key = ?2",
+                )?
+                .execute(params![
+                    &record.key_hash[..],
+                    record.idem_key,
+                    record.status,
+                    record.sealed_body,
+                    record.request_id
+                ])?;
+            }
+            Ok(())
+        }))
+    }
+
+    fn resolve_review(&self, resolution: Resolution) -> StoreFuture<'_, bool> {
+        Box::pin(self.write(move |tx| store_resolution(tx, &resolution)))
+    }
+
+    fn review(
+        &self,
+        org: Arc<str>,
+        env: Env,
+        id: String,
+    ) -> StoreFuture<'_, Option<(Review, AgentId)>> {
+        Box::pin(self.read(
+            move |conn| match reviews::get(conn, &org, env.as_str(), &id)? {
+                None => Ok(None),
+                Some((review, agent)) => {
+                    let agent = AgentId::parse(&agent)
+                        .map_err(|_| StorageError::Corrupt(format!("review {id} agent")))?;
+                    Ok(Some((review, agent)))
+                }
+            },
+        ))
+    }
+
+    fn decision(
+        &self,
+        org: Arc<str>,
+        env: Env,
+        id: DecisionId,
+    ) -> StoreFuture<'_, Option<Decision>> {
+        Box::pin(self.read(move |conn| decisions::get(conn, &org, env.as_str(), None, id.as_str())))
+    }
+}
