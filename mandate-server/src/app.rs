@@ -20,7 +20,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 use crate::http::body::MAX_BODY_BYTES;
 use crate::http::error::{ApiError, envelope};
 use crate::http::limits::{Gate, Limits};
-use crate::http::{auth, idempotency, request_id};
+use crate::http::{auth, error, idempotency, request_id};
 use crate::routes;
 use crate::state::AppState;
 
@@ -84,7 +84,8 @@ pub async fn front(
         },
         None => None,
     };
-    let response = request_id::within(auth::authenticate(&state, request, next)).await;
+    let answer = async { error::enveloped(auth::authenticate(&state, request, next).await).await };
+    let response = request_id::within(answer).await;
     drop(permit);
     response
 }
@@ -131,5 +132,11 @@ pub fn public(state: AppState) -> Router {
         .with_state(state);
     Router::new()
         .fallback_service(routes)
-        .layer(from_fn(request_id::assign))
+        .layer(from_fn(assign_request_id))
+}
+
+/// The public host's outermost layer: a request id for every answer, and the envelope for
+/// a framework's own error answer.
+async fn assign_request_id(request: Request, next: Next) -> Response {
+    request_id::within(async { error::enveloped(next.run(request).await).await }).await
 }

@@ -41,7 +41,7 @@ pub fn bearer_key(headers: &HeaderMap) -> Option<&str> {
 /// reading the other would act on different keys.
 const SINGLE_HEADERS: [(&str, &str); 2] = [
     ("authorization", "Authorization"),
-    (crate::http::idempotency::HEADER, "Idempotency-Key"),
+    ("idempotency-key", "Idempotency-Key"),
 ];
 
 /// A 400 naming the first header of [`SINGLE_HEADERS`] that `parts` carries more than once.

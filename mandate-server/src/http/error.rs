@@ -15,6 +15,7 @@ use mandate_core::wire::{ErrorBody, ErrorDetail};
 
 use crate::decision::service::DecisionError;
 use crate::http::request_id;
+use crate::model::WrongKeyClass;
 use crate::storage::StorageError;
 
 /// The message of every 401.
@@ -89,6 +90,12 @@ impl ApiError {
             Self::Server(_) => (StatusCode::INTERNAL_SERVER_ERROR, "server_error"),
             Self::Overloaded => (StatusCode::SERVICE_UNAVAILABLE, "server_error"),
         }
+    }
+}
+
+impl From<WrongKeyClass> for ApiError {
+    fn from(e: WrongKeyClass) -> Self {
+        Self::Forbidden(e.to_string())
     }
 }
 

@@ -5,9 +5,7 @@
 //! produced anywhere below (extractors, handlers, the panic catcher, the fallback) can put
 //! it in its envelope without threading it through every signature.
 
-use axum::extract::Request;
 use axum::http::{HeaderValue, header};
-use axum::middleware::Next;
 use axum::response::Response;
 use mandate_core::id::RequestId;
 
@@ -27,23 +25,13 @@ pub fn current() -> String {
         .unwrap_or_else(|_| RequestId::from_random(random16()).to_string())
 }
 
-/// Middleware: assigns the id, runs the rest inside its scope, and sets the header.
-///
-/// Being the outermost layer of both hosts, it also removes the `Allow` header that axum
-/// adds to a wrong-method answer outside every route's layers (the error envelope is the
-/// whole answer); one layer doing both costs one hop less on every request.
-pub async fn assign(request: Request, next: Next) -> Response {
-    within(next.run(request)).await
-}
-
-/// What [`assign`] does around any answer: `answer` runs in the scope of a fresh id, and
-/// its response gets the header (and loses `Allow`); an error that is not the envelope
-/// becomes one ([`crate::http::error::enveloped`]). The API host's single front layer
-/// ([`crate::app::front`]) calls it with authentication inside.
+/// Runs `answer` in the scope of a fresh id; its response gets the header and loses
+/// `Allow` (axum adds it to a wrong-method answer outside every route's layers, and the
+/// error envelope is the whole answer). Both hosts' outermost layers call it
+/// (`crate::app`), with [`crate::http::error::enveloped`] inside so that a framework's own
+/// error answer becomes the envelope with this id.
 pub async fn within(answer: impl Future<Output = Response>) -> Response {
     let id = RequestId::from_random(random16()).to_string();
-    // A framework's own error answer (text/plain) becomes the envelope, with this id.
-    let answer = async { crate::http::error::enveloped(answer.await).await };
     let mut response = REQUEST_ID.scope(id.clone(), answer).await;
     response.headers_mut().remove(header::ALLOW);
     // A replayed idempotent response keeps the id of the request that produced it.

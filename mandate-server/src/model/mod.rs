@@ -7,8 +7,6 @@ use std::sync::Arc;
 
 use mandate_core::id::AgentId;
 
-use crate::http::error::ApiError;
-
 /// An organization's environment. Sandbox keys act on the sandbox only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Env {
@@ -96,24 +94,33 @@ impl std::fmt::Debug for Caller {
     }
 }
 
+/// An operation called with the other class of key (a 403).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum WrongKeyClass {
+    /// An agent key called an organization's operation.
+    #[error(
+        "this operation needs an organization key (sk_…); agent keys may request authorizations and read their own objects"
+    )]
+    NeedsOrgKey,
+    /// An organization key asked for an authorization.
+    #[error(
+        "this operation needs an agent key (ak_…); organization keys cannot request authorizations"
+    )]
+    NeedsAgentKey,
+}
+
 impl Caller {
     /// Fails with 403 unless this is an organization key.
-    pub fn require_org(&self) -> Result<(), ApiError> {
+    pub fn require_org(&self) -> Result<(), WrongKeyClass> {
         match self.agent {
             None => Ok(()),
-            Some(_) => Err(ApiError::Forbidden(
-                "this operation needs an organization key (sk_…); agent keys may request authorizations and read their own objects".into(),
-            )),
+            Some(_) => Err(WrongKeyClass::NeedsOrgKey),
         }
     }
 
     /// The agent of an agent key, or 403 for an organization key.
-    pub fn require_agent(&self) -> Result<&AgentId, ApiError> {
-        self.agent.as_ref().ok_or_else(|| {
-            ApiError::Forbidden(
-                "this operation needs an agent key (ak_…); organization keys cannot request authorizations".into(),
-            )
-        })
+    pub fn require_agent(&self) -> Result<&AgentId, WrongKeyClass> {
+        self.agent.as_ref().ok_or(WrongKeyClass::NeedsAgentKey)
     }
 
     /// The scope a cursor is bound to: the key class and whose view it is.
