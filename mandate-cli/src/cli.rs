@@ -7,7 +7,14 @@ use crate::commands::{
     agents, authorize, decisions, enforcement, escrows, events, export, jwks, listen, login,
     mandates, profiles, reviews, simulate, verify, webhooks,
 };
-use crate::error::EXIT_CODES_HELP;
+use std::time::Duration;
+
+use clap::parser::ValueSource;
+
+use crate::client::HttpOptions;
+use crate::commands::Context;
+use crate::config::{Given, Source};
+use crate::error::{CmdResult, EXIT_CODES_HELP};
 
 const ABOUT: &str = "Script the Mandate API and verify signed verdicts offline";
 
@@ -175,4 +182,62 @@ pub enum Command {
     /// Receive, verify and print webhook events locally, optionally forwarding them
     #[command(long_about = listen::LONG_ABOUT)]
     Listen(listen::ListenArgs),
+}
+
+impl GlobalArgs {
+    /// The commands' context, from these global options and the matches that tell a flag
+    /// from an environment variable.
+    pub fn context(&self, matches: &clap::ArgMatches) -> Context {
+        let global = self;
+        Context {
+            given: Given {
+                base_url: global
+                    .base_url
+                    .clone()
+                    .map(|u| (u, source(matches, "base_url"))),
+                api_key: global
+                    .api_key
+                    .clone()
+                    .map(|k| (k, source(matches, "api_key"))),
+                profile: global.profile.clone(),
+            },
+            json: global.json,
+            http: HttpOptions {
+                timeout: Duration::from_secs(global.timeout.max(1)),
+                retries: global.retries,
+            },
+            profile_flag: global.profile.is_some() && source(matches, "profile") == Source::Flag,
+        }
+    }
+}
+
+impl Command {
+    /// Runs the subcommand.
+    pub fn run(self, ctx: &Context) -> CmdResult {
+        match self {
+            Command::Login(args) => login::run(args, ctx),
+            Command::Profiles(args) => profiles::run(args, ctx),
+            Command::Agents(cmd) => agents::run(cmd, ctx),
+            Command::Mandates(cmd) => mandates::run(cmd, ctx),
+            Command::Authorize(args) => authorize::run(args, ctx),
+            Command::Reviews(cmd) => reviews::run(cmd, ctx),
+            Command::Enforcement(cmd) => enforcement::run(cmd, ctx),
+            Command::Decisions(cmd) => decisions::run(cmd, ctx),
+            Command::Verify(args) => verify::run(args, ctx),
+            Command::Jwks(cmd) => jwks::run(cmd, ctx),
+            Command::Simulate(args) => simulate::run(args, ctx),
+            Command::Webhooks(cmd) => webhooks::run(cmd, ctx),
+            Command::Events(cmd) => events::run(cmd, ctx),
+            Command::Escrows(cmd) => escrows::run(cmd, ctx),
+            Command::Export(cmd) => export::run(cmd, ctx),
+            Command::Listen(args) => listen::run(args, ctx),
+        }
+    }
+}
+
+fn source(matches: &clap::ArgMatches, id: &str) -> Source {
+    match matches.value_source(id) {
+        Some(ValueSource::EnvVariable) => Source::Env,
+        _ => Source::Flag,
+    }
 }

@@ -23,7 +23,6 @@ use std::process::ExitCode;
 use clap::{CommandFactory as _, FromArgMatches as _};
 
 use crate::cli::Cli;
-use crate::commands::Context;
 
 fn main() -> ExitCode {
     let matches = Cli::command().get_matches();
@@ -31,8 +30,8 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
-    let ctx = Context::new(&cli.global, &matches);
-    match commands::run(cli.command, &ctx) {
+    let ctx = cli.global.context(&matches);
+    match cli.command.run(&ctx) {
         Ok(exit) => exit.into(),
         Err(error) => error::report(&error, ctx.json).into(),
     }

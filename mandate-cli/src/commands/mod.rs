@@ -21,19 +21,16 @@ pub mod webhooks;
 
 use std::io::Read as _;
 use std::path::Path;
-use std::time::Duration;
 
 use clap::Args;
-use clap::parser::ValueSource;
 use mandate_core::names::{Category, Currency, Principal, Recipient};
 use mandate_core::policy::Verdict;
 use mandate_core::wire::ListPage;
 use serde_json::Value;
 
-use crate::cli::{Command, GlobalArgs};
 use crate::client::{self, Client, HttpOptions, Paging};
 use crate::config::{self, ConfigFile, Given, Source};
-use crate::error::{CliError, CmdResult};
+use crate::error::CliError;
 use crate::output;
 
 /// What every command gets: the connection settings as given, and the output mode.
@@ -49,38 +46,7 @@ pub struct Context {
     pub profile_flag: bool,
 }
 
-fn source(matches: &clap::ArgMatches, id: &str) -> Source {
-    match matches.value_source(id) {
-        Some(ValueSource::EnvVariable) => Source::Env,
-        _ => Source::Flag,
-    }
-}
-
 impl Context {
-    /// Builds the context from the parsed global options and the matches that tell a flag
-    /// from an environment variable.
-    pub fn new(global: &GlobalArgs, matches: &clap::ArgMatches) -> Self {
-        Self {
-            given: Given {
-                base_url: global
-                    .base_url
-                    .clone()
-                    .map(|u| (u, source(matches, "base_url"))),
-                api_key: global
-                    .api_key
-                    .clone()
-                    .map(|k| (k, source(matches, "api_key"))),
-                profile: global.profile.clone(),
-            },
-            json: global.json,
-            http: HttpOptions {
-                timeout: Duration::from_secs(global.timeout.max(1)),
-                retries: global.retries,
-            },
-            profile_flag: global.profile.is_some() && source(matches, "profile") == Source::Flag,
-        }
-    }
-
     /// The API client, from flags, environment and profile.
     pub fn client(&self) -> Result<Client, CliError> {
         // Flags and variables that give everything need no config file (nor a valid one).
@@ -100,28 +66,6 @@ impl Context {
             ));
         }
         Client::new(&resolved, self.http)
-    }
-}
-
-/// Runs a subcommand.
-pub fn run(command: Command, ctx: &Context) -> CmdResult {
-    match command {
-        Command::Login(args) => login::run(args, ctx),
-        Command::Profiles(args) => profiles::run(args, ctx),
-        Command::Agents(cmd) => agents::run(cmd, ctx),
-        Command::Mandates(cmd) => mandates::run(cmd, ctx),
-        Command::Authorize(args) => authorize::run(args, ctx),
-        Command::Reviews(cmd) => reviews::run(cmd, ctx),
-        Command::Enforcement(cmd) => enforcement::run(cmd, ctx),
-        Command::Decisions(cmd) => decisions::run(cmd, ctx),
-        Command::Verify(args) => verify::run(args, ctx),
-        Command::Jwks(cmd) => jwks::run(cmd, ctx),
-        Command::Simulate(args) => simulate::run(args, ctx),
-        Command::Webhooks(cmd) => webhooks::run(cmd, ctx),
-        Command::Events(cmd) => events::run(cmd, ctx),
-        Command::Escrows(cmd) => escrows::run(cmd, ctx),
-        Command::Export(cmd) => export::run(cmd, ctx),
-        Command::Listen(args) => listen::run(args, ctx),
     }
 }
 
