@@ -10,14 +10,13 @@ use std::any::Any;
 use std::convert::Infallible;
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::middleware::{Next, from_fn, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
 use tower::{Service, ServiceBuilder};
 use tower_http::catch_panic::CatchPanicLayer;
 
-use crate::http::body::MAX_BODY_BYTES;
 use crate::http::error::{ApiError, envelope};
 use crate::http::limits::{Gate, Limits};
 use crate::http::{auth, error, idempotency, request_id};
@@ -54,7 +53,6 @@ fn api_behind(state: AppState, gate: Option<Gate>) -> impl ApiService {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(CatchPanicLayer::custom(panic_response))
         .layer(from_fn_with_state(state.clone(), idempotency::layer))
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state.clone());
     ServiceBuilder::new()
         .layer(from_fn_with_state(Front { gate, state }, front))

@@ -3,7 +3,7 @@
 //! keeps the first of two values would see another request), every failure answered in
 //! the envelope with a message that names the problem.
 
-use axum::body::Bytes;
+use axum::body::{Body, Bytes, to_bytes};
 use axum::extract::{FromRequest, Request};
 use axum::http::header;
 use mandate_core::field::parse_body;
@@ -11,9 +11,25 @@ use serde_json::Value;
 
 use crate::http::error::ApiError;
 use crate::http::limits::BodyDeadline;
+use tokio::time::Instant;
 
 /// The largest body accepted.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// Reads a whole body: at most [`MAX_BODY_BYTES`], by `deadline`. The one place the size
+/// limit is enforced: the idempotency layer (which digests the body before the handler
+/// runs) and the extractors below both read through it.
+pub async fn collect(body: Body, deadline: Instant) -> Result<Bytes, ApiError> {
+    tokio::time::timeout_at(deadline, to_bytes(body, MAX_BODY_BYTES))
+        .await
+        .map_err(|_| BodyDeadline::expired())?
+        .map_err(|_| {
+            ApiError::InvalidRequest(format!(
+                "request body exceeds {} KiB",
+                MAX_BODY_BYTES / 1024
+            ))
+        })
+}
 
 /// A JSON body, parsed into a `serde_json::Value` whose numbers keep their exact text.
 #[derive(Debug, Clone)]
@@ -49,15 +65,7 @@ async fn read_bytes(request: Request) -> Result<Option<Bytes>, ApiError> {
                 .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
         });
     let deadline = BodyDeadline::of(&request);
-    let bytes = tokio::time::timeout_at(deadline, Bytes::from_request(request, &()))
-        .await
-        .map_err(|_| BodyDeadline::expired())?
-        .map_err(|_| {
-            ApiError::InvalidRequest(format!(
-                "request body exceeds {} KiB",
-                MAX_BODY_BYTES / 1024
-            ))
-        })?;
+    let bytes = collect(request.into_body(), deadline).await?;
     if bytes.is_empty() {
         return Ok(None);
     }
@@ -65,12 +73,6 @@ async fn read_bytes(request: Request) -> Result<Option<Bytes>, ApiError> {
         return Err(ApiError::InvalidRequest(
             "Content-Type must be application/json".into(),
         ));
-    }
-    if bytes.len() > MAX_BODY_BYTES {
-        return Err(ApiError::InvalidRequest(format!(
-            "request body exceeds {} KiB",
-            MAX_BODY_BYTES / 1024
-        )));
     }
     Ok(Some(bytes))
 }

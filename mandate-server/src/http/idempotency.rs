@@ -18,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use mandate_core::idempotency::{NextAction, is_kept, next_action, request_digest};
 
 use crate::clock::ms;
-use crate::http::body::MAX_BODY_BYTES;
+use crate::http::body;
 use crate::http::error::ApiError;
 use crate::http::limits::BodyDeadline;
 use crate::http::request_id;
@@ -129,15 +129,7 @@ async fn run(state: AppState, request: Request, next: Next) -> Result<Response, 
         .ok_or(ApiError::Unauthorized { docs: None })?;
     let deadline = BodyDeadline::of(&request);
     let (mut parts, body) = request.into_parts();
-    let bytes = tokio::time::timeout_at(deadline, to_bytes(body, MAX_BODY_BYTES))
-        .await
-        .map_err(|_| BodyDeadline::expired())?
-        .map_err(|_| {
-            ApiError::InvalidRequest(format!(
-                "request body exceeds {} KiB",
-                MAX_BODY_BYTES / 1024
-            ))
-        })?;
+    let bytes = body::collect(body, deadline).await?;
     let digest = request_digest(parts.method.as_str(), parts.uri.path(), &bytes);
     let now = state.now();
     let (key_hash, key) = (caller.key_hash, idem_key.clone());

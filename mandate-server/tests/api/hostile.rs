@@ -665,3 +665,44 @@ async fn a_repeated_member_in_any_body_is_400_naming_it_and_changes_nothing() {
     );
     still_answers(&app).await;
 }
+
+/// The body limit holds the same on every route, with or without an Idempotency-Key (the
+/// idempotency layer reads the body before the handler does): one message, one status,
+/// nothing stored or replayed, and a body of exactly the limit still gets through.
+#[tokio::test]
+async fn the_body_limit_is_the_same_with_or_without_an_idempotency_key() {
+    let app = spawn_app().await;
+    let org = app.org.sandbox.clone();
+    let big = format!(r#"{{"name": "a", "pad": "{}"}}"#, "x".repeat(70 * 1024));
+    for headers in [&[][..], &[("idempotency-key", "big-1")][..]] {
+        for path in ["/v1/agents", "/v1/webhooks", "/v1/enforcement"] {
+            let r = app
+                .send(Method::POST, Some(&org), path, Some(big.clone()), headers)
+                .await;
+            assert_eq!(
+                r.assert_error(400, "invalid_request"),
+                "request body exceeds 64 KiB",
+                "{path} {headers:?}"
+            );
+            assert_eq!(r.header("idempotency-replayed"), None, "{path}");
+        }
+    }
+    // 64 KiB exactly is within the limit: refused for its content, not its size.
+    let name = "n".repeat(64 * 1024 - r#"{"name": ""}"#.len());
+    let exact = format!(r#"{{"name": "{name}"}}"#);
+    assert_eq!(exact.len(), 64 * 1024);
+    for headers in [&[][..], &[("idempotency-key", "exact-1")][..]] {
+        let r = app
+            .send(
+                Method::POST,
+                Some(&org),
+                "/v1/agents",
+                Some(exact.clone()),
+                headers,
+            )
+            .await;
+        let message = r.assert_error(400, "invalid_request");
+        assert!(!message.contains("exceeds"), "{message}");
+    }
+    still_answers(&app).await;
+}
