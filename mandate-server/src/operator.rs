@@ -7,7 +7,8 @@ use time::OffsetDateTime;
 use crate::clock::{fill_random, ms};
 use crate::model::{Env, KeyClass};
 use crate::signing::fresh_secret;
-use crate::storage::{Db, StorageError, keys, orgs, signing};
+use crate::storage::sqlite::{orgs, signing};
+use crate::storage::{Db, StorageError, keys};
 
 /// An operator command failed.
 #[derive(Debug, thiserror::Error)]

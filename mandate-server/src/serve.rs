@@ -29,7 +29,8 @@ use crate::http::limits::{self, Limits};
 use crate::settlement;
 use crate::signing;
 use crate::state::{AppState, Shared};
-use crate::storage::{Db, StorageError, idempotency, keys as keys_store, signing as signing_store};
+use crate::storage::sqlite::{SqliteStore, idempotency, signing as signing_store};
+use crate::storage::{Db, StorageError, keys as keys_store};
 use crate::workers::delivery::Worker;
 
 /// How the server is started.
@@ -223,6 +224,7 @@ pub async fn start_with(
     let public_url = format!("{scheme}://{public_addr}");
     let state = AppState::new(Shared {
         db: db.clone(),
+        store: Arc::new(SqliteStore::new(db.clone())),
         clock: clock.clone(),
         keys: Arc::new(RwLock::new(ring)),
         cursors: Arc::new(CursorKey::new(&cursor_secret)),

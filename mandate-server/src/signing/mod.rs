@@ -20,7 +20,8 @@ use mandate_core::jws::{P256Signer, Signer};
 use crate::clock::fill_random;
 use crate::model::Env;
 use crate::signing::fast::AwsLcSigner;
-use crate::storage::{Db, StorageError, signing};
+use crate::storage::sqlite::signing;
+use crate::storage::{Db, StorageError};
 
 /// How long a retired key stays published, in ms.
 pub const RETIRED_KEY_PUBLISHED_MS: i64 = 10 * 60 * 1000;

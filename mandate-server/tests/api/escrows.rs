@@ -4,7 +4,8 @@
 
 use futures_util::future::join_all;
 use mandate_server::settlement::{Movement, MovementKind};
-use mandate_server::storage::settlement::{self, MovementRow};
+use mandate_server::storage::escrows::MovementRow;
+use mandate_server::storage::sqlite::settlement;
 use serde_json::Value;
 
 use crate::helpers::{Resp, TestApp, spawn_app};
@@ -41,17 +42,13 @@ async fn funded(app: &TestApp, agent_key: &str) -> String {
 }
 
 async fn movements(app: &TestApp, escrow: &str) -> Vec<MovementRow> {
-    let escrow = escrow.to_owned();
+    let escrow = mandate_core::id::EscrowId::parse(escrow).unwrap();
     app.running
         .as_ref()
         .unwrap()
         .state
-        .db
-        .read(
-            move |c| -> Result<_, mandate_server::storage::StorageError> {
-                Ok(settlement::of_escrow(c, &escrow)?)
-            },
-        )
+        .store
+        .escrow_movements(&escrow)
         .await
         .unwrap()
 }
@@ -567,7 +564,8 @@ async fn settlement_moves_money_once_per_escrow_and_kind() {
         (id.as_str(), "vendor:acme")
     );
 
-    // The adapter itself is idempotent on (escrow, kind): the second call moves nothing.
+    // Settlement is idempotent on (escrow, kind): the adapter's second record of a movement
+    // moves nothing.
     let state = app.running.as_ref().unwrap().state.clone();
     let provider = state.settlement.clone();
     let escrow = id.clone();
@@ -584,13 +582,13 @@ async fn settlement_moves_money_once_per_escrow_and_kind() {
                     from: &escrow,
                     to: "agt_buyer",
                 };
-                let first = provider.settle(tx, &movement, 1).unwrap();
-                let second = provider.settle(tx, &movement, 2).unwrap();
+                let first = settlement::record(tx, &provider.settle(&movement, 1).unwrap())?;
+                let second = settlement::record(tx, &provider.settle(&movement, 2).unwrap())?;
                 let release = Movement {
                     kind: MovementKind::Release,
                     ..movement.clone()
                 };
-                let third = provider.settle(tx, &release, 3).unwrap();
+                let third = settlement::record(tx, &provider.settle(&release, 3).unwrap())?;
                 Ok((first, second, third))
             },
         )

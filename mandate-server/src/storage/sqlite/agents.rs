@@ -2,16 +2,7 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-/// A stored agent.
-#[derive(Debug, Clone)]
-pub struct AgentRow {
-    /// List position.
-    pub seq: i64,
-    /// `agt_<name>`.
-    pub id: String,
-    /// Creation time, unix ms.
-    pub created_ms: i64,
-}
+use crate::storage::agents::AgentRow;
 
 /// Inserts an agent; `Ok(false)` if the name is taken in this organization and environment.
 pub fn insert(

@@ -9,6 +9,7 @@ use rusqlite::{Connection, OptionalExtension, ToSql, params};
 
 use super::{StorageError, verdict_from};
 use crate::decision::record::Decision;
+use crate::storage::decisions::Filters;
 
 /// What the caller already knows about a decision's agent, so that storing the decision
 /// skips two lookups (random pages of large indexes with many agents): the agent's
@@ -232,17 +233,6 @@ pub fn get(
     raw.map(DecisionRow::decode)
         .transpose()
         .map(|d| d.map(|(_, d)| d))
-}
-
-/// Filters of `GET /v1/decisions` (and the export).
-#[derive(Debug, Default, Clone)]
-pub struct Filters {
-    /// Only this agent's decisions.
-    pub agent: Option<String>,
-    /// Only this returned verdict.
-    pub verdict: Option<Verdict>,
-    /// Only this policy verdict.
-    pub policy_verdict: Option<Verdict>,
 }
 
 /// Which way a filtered read walks the log.

@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use super::{StorageError, deliveries};
 use crate::clock::{from_ms, ordered16};
+use crate::storage::events::EventRow;
 
 /// Appends an event of `event_type` about `data`, with a pending delivery to every active
 /// endpoint of the organization and environment subscribed to that type; returns its id.
@@ -63,21 +64,6 @@ fn insert(
     )?
     .execute(params![id.as_str(), org_id, env, event_type, data, now_ms])?;
     Ok(id)
-}
-
-/// A stored event.
-#[derive(Debug, Clone, PartialEq)]
-pub struct EventRow {
-    /// List position.
-    pub seq: i64,
-    /// `evt_…`.
-    pub id: String,
-    /// The event type.
-    pub event_type: String,
-    /// The object the event is about, as it was when the event happened.
-    pub data: Value,
-    /// When it happened, unix ms.
-    pub created_ms: i64,
 }
 
 const COLUMNS: &str = "seq, id, type, data, created_ms";

@@ -5,7 +5,7 @@
 use mandate_core::idempotency::{StoredAttempt, StoredResponse};
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::http::seal::Sealed;
+use crate::storage::idempotency::Sealed;
 
 /// The record under (key hash, Idempotency-Key).
 pub fn get(

@@ -1,21 +1,10 @@
 //! API keys, stored only as SHA-256 hashes.
 
 use rusqlite::{Connection, OptionalExtension, params};
-use sha2::{Digest, Sha256};
 
 use super::StorageError;
 use crate::model::{Caller, Env, KeyClass};
-
-/// SHA-256 of an API key. Keys carry 160 random bits, so a plain hash cannot be reversed.
-pub fn hash(key: &str) -> [u8; 32] {
-    Sha256::digest(key.as_bytes()).into()
-}
-
-/// A short public handle for a key, for operators: `key_` and 12 hex digits of its hash.
-pub fn fingerprint(hash: &[u8; 32]) -> String {
-    let hex: String = hash[..6].iter().map(|b| format!("{b:02x}")).collect();
-    format!("key_{hex}")
-}
+use crate::storage::keys::fingerprint;
 
 /// Stores a new key's hash.
 pub fn insert(

@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::StorageError;
 use crate::clock::{from_ms, ms};
+use crate::storage::mandates::Filters;
 
 /// The terms as stored: the API shape without the server-set fields.
 fn terms_json(mandate: &Mandate) -> String {
@@ -127,15 +128,6 @@ pub fn current(
         .query_row(params![org_id, env, agent], row)
         .optional()?;
     raw.map(decode).transpose().map(|m| m.map(|(_, m)| m))
-}
-
-/// Filters of `GET /v1/mandates`.
-#[derive(Debug, Default, Clone)]
-pub struct Filters {
-    /// Only this agent's mandates.
-    pub agent: Option<String>,
-    /// Only this status (as read at `today`).
-    pub status: Option<MandateStatus>,
 }
 
 /// A page of mandates, newest first, strictly before seq `before`. `today` is the UTC

@@ -3,16 +3,7 @@
 
 use rusqlite::{Connection, params};
 
-/// Something due, identified with its organization and environment.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DueItem {
-    /// The review or mandate id.
-    pub id: String,
-    /// Its organization.
-    pub org_id: String,
-    /// Its environment.
-    pub env: String,
-}
+use crate::storage::timers::DueItem;
 
 fn items(
     conn: &Connection,

@@ -4,23 +4,7 @@
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::StorageError;
-
-/// A stored webhook endpoint.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WebhookRow {
-    /// List position.
-    pub seq: i64,
-    /// `whk_…`.
-    pub id: String,
-    /// The URL events are POSTed to.
-    pub url: String,
-    /// The subscribed event types.
-    pub events: Vec<String>,
-    /// `active` or `deleted`.
-    pub status: String,
-    /// Creation time, unix ms.
-    pub created_ms: i64,
-}
+use crate::storage::webhooks::WebhookRow;
 
 /// Stores a new active endpoint; returns its list position.
 pub fn insert(

@@ -1,0 +1,601 @@
+//! [`SqliteStore`]: the SQLite engine behind the storage boundary. Each method is one
+//! closure on [`Db::write`] (one transaction, committed in a group with others) or
+//! [`Db::read`] (a reader connection off the executor), calling this module's SQL.
+
+use mandate_core::delivery::NextStep;
+use mandate_core::id::{AgentId, EscrowId, EventId, MandateId, WebhookId};
+use mandate_core::idempotency::{NextAction, next_action};
+use mandate_core::mandate::{Mandate, MandateStatus};
+use mandate_core::policy::Mode;
+use mandate_core::review::Review;
+use serde_json::Value;
+use time::{Date, OffsetDateTime};
+
+use super::{
+    Db, agents, decisions, deliveries, escrows, events, idempotency, keys, mandates, orgs, reviews,
+    settlement, timers, webhooks,
+};
+use crate::clock::ms;
+use crate::decision::record::Decision;
+use crate::model::{Env, KeyClass};
+use crate::storage::agents::{AgentRow, AgentStore};
+use crate::storage::decisions::{DecisionStore, Filters as DecisionFilters};
+use crate::storage::deliveries::{Attempt, DeliveryRow, DeliveryStore, Due};
+use crate::storage::escrows::{EscrowChange, EscrowRow, EscrowStore, MovementRow};
+use crate::storage::events::{EventRow, EventStore, NewEvent};
+use crate::storage::idempotency::{IdempotencyRecord, IdempotencyStore};
+use crate::storage::mandates::{Filters as MandateFilters, MandateStore, Revocation};
+use crate::storage::orgs::OrgStore;
+use crate::storage::timers::{DueItem, TimerStore};
+use crate::storage::webhooks::{WebhookRow, WebhookStore};
+use crate::storage::{StorageError, StoreFuture};
+
+/// The SQLite engine: the embedded default, one file with group commit.
+#[derive(Clone)]
+pub struct SqliteStore {
+    db: Db,
+}
+
+impl SqliteStore {
+    /// The engine over an open database.
+    pub fn new(db: Db) -> Self {
+        Self { db }
+    }
+
+    /// The database handle.
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+}
+
+type Result<T> = std::result::Result<T, StorageError>;
+
+impl AgentStore for SqliteStore {
+    fn create_agent(
+        &self,
+        org_id: &str,
+        env: Env,
+        id: &AgentId,
+        key_hash: [u8; 32],
+        now_ms: i64,
+    ) -> StoreFuture<'_, Option<AgentRow>> {
+        let (org, id) = (org_id.to_owned(), id.clone());
+        Box::pin(self.db.write(move |tx| -> Result<_> {
+            if !agents::insert(tx, id.as_str(), &org, env.as_str(), now_ms)? {
+                return Ok(None);
+            }
+            keys::insert(
+                tx,
+                &key_hash,
+                &org,
+                env,
+                KeyClass::Agent,
+                Some(id.as_str()),
+                now_ms,
+            )?;
+            let row = agents::get(tx, &org, env.as_str(), id.as_str())?;
+            row.map(Some)
+                .ok_or_else(|| StorageError::Corrupt(format!("agent {id} vanished after insert")))
+        }))
+    }
+
+    fn agent(&self, org_id: &str, env: Env, id: &AgentId) -> StoreFuture<'_, Option<AgentRow>> {
+        let (org, id) = (org_id.to_owned(), id.clone());
+        Box::pin(self.db.read(move |conn| -> Result<_> {
+            Ok(agents::get(conn, &org, env.as_str(), id.as_str())?)
+        }))
+    }
+
+    fn agents_page(
+        &self,
+        org_id: &str,
+        env: Env,
+        only: Option<&AgentId>,
+        before: i64,
+        limit: i64,
+    ) -> StoreFuture<'_, Vec<AgentRow>> {
+        let (org, only) = (org_id.to_owned(), only.cloned());
+        Box::pin(self.db.read(move |conn| -> Result<_> {
+            let only = only.as_ref().map(AgentId::as_str);
+            Ok(agents::page(conn, &org, env.as_str(), only, before, limit)?)
+        }))
+    }
+}
+
+impl DecisionStore for SqliteStore {
+    fn decision(
+        &self,
+        org_id: &str,
+        env: Env,
+        only: Option<&AgentId>,
+        id: &str,
+    ) -> StoreFuture<'_, Option<Decision>> {
+        let (org, only, id) = (org_id.to_owned(), only.cloned(), id.to_owned());
+        Box::pin(self.db.read(move |conn| {
+            let only = only.as_ref().map(AgentId::as_str);
+            decisions::get(conn, &org, env.as_str(), only, &id)
+        }))
+    }
+
+    fn decisions_page(
+        &self,
+        org_id: &str,
+        env: Env,
+        filters: &DecisionFilters,
+        before: i64,
+        limit: i64,
+    ) -> StoreFuture<'_, Vec<(i64, Decision)>> {
+        let (org, filters) = (org_id.to_owned(), filters.clone());
+        Box::pin(
+            self.db.read(move |conn| {
+                decisions::page(conn, &org, env.as_str(), &filters, before, limit)
+            }),
+        )
+    }
+
+    fn last_decision_seq(&self) -> StoreFuture<'_, i64> {
+        Box::pin(
+            self.db
+                .read(|conn| -> Result<_> { Ok(decisions::last_seq(conn)?) }),
+        )
+    }
+
+    fn decisions_export_page(
+        &self,
+        org_id: &str,
+        env: Env,
+        filters: &DecisionFilters,
+        after: i64,
+        upto: i64,
+        limit: i64,
+    ) -> StoreFuture<'_, Vec<(i64, Decision)>> {
+        let (org, filters) = (org_id.to_owned(), filters.clone());
+        Box::pin(self.db.read(move |conn| {
+            decisions::export_page(conn, &org, env.as_str(), &filters, after, upto, limit)
+        }))
+    }
+}
+
+impl DeliveryStore for SqliteStore {
+    fn due_deliveries(
+        &self,
+        now_ms: i64,
+        per_webhook: i64,
+        limit: i64,
+    ) -> StoreFuture<'_, Vec<Due>> {
+        Box::pin(
+            self.db
+                .read(move |conn| deliveries::due(conn, now_ms, per_webhook, limit)),
+        )
+    }
+
+    fn record_attempt(
+        &self,
+        id: i64,
+        attempt: Attempt,
+        next: NextStep,
+        now_ms: i64,
+    ) -> StoreFuture<'_, ()> {
+        Box::pin(self.db.write(move |tx| -> Result<()> {
+            Ok(deliveries::record(tx, id, &attempt, next, now_ms)?)
+        }))
+    }
+
+    fn give_up_delivery(&self, id: i64, reason: &str, at_ms: i64) -> StoreFuture<'_, ()> {
+        let reason = reason.to_owned();
+        Box::pin(
+            self.db.write(move |tx| -> Result<()> {
+                Ok(deliveries::give_up(tx, id, &reason, at_ms)?)
+            }),
+        )
+    }
+
+    fn deliveries_of(&self, event_id: &str) -> StoreFuture<'_, Vec<DeliveryRow>> {
+        let event_id = event_id.to_owned();
+        Box::pin(
+            self.db
+                .read(move |conn| -> Result<_> { Ok(deliveries::for_event(conn, &event_id)?) }),
+        )
+    }
+}
+
+impl EscrowStore for SqliteStore {
+    fn fund_escrow(
+        &self,
+        escrow: EscrowRow,
+        nonce: &str,
+        movement: MovementRow,
+        event: NewEvent,
+    ) -> StoreFuture<'_, bool> {
+        let nonce = nonce.to_owned();
+        Box::pin(self.db.write(move |tx| -> Result<bool> {
+            if !escrows::insert(tx, &escrow, &nonce)? {
+                return Ok(false);
+            }
+            settlement::record(tx, &movement)?;
+            events::append(
+                tx,
+                &escrow.org_id,
+                &escrow.env,
+                event.event_type,
+                &event.data,
+                escrow.created_ms,
+            )?;
+            Ok(true)
+        }))
+    }
+
+    fn escrow(
+        &self,
+        id: &EscrowId,
+        owner: Option<(&str, Env)>,
+    ) -> StoreFuture<'_, Option<EscrowRow>> {
+        let (id, owner) = (id.clone(), owner.map(|(org, env)| (org.to_owned(), env)));
+        Box::pin(self.db.read(move |conn| {
+            let owner = owner
+                .as_ref()
+                .map(|(org, env)| (org.as_str(), env.as_str()));
+            escrows::get(conn, id.as_str(), owner)
+        }))
+    }
+
+    fn advance_escrow(
+        &self,
+        org_id: &str,
+        env: Env,
+        id: &EscrowId,
+        change: EscrowChange,
+    ) -> StoreFuture<'_, bool> {
+        let (org, id) = (org_id.to_owned(), id.clone());
+        Box::pin(self.db.write(move |tx| -> Result<bool> {
+            let EscrowChange {
+                from,
+                entry,
+                step,
+                movement,
+                event,
+            } = &change;
+            if !escrows::advance(tx, id.as_str(), *from, entry, *step)? {
+                return Ok(false);
+            }
+            if let Some(movement) = movement {
+                settlement::record(tx, movement)?;
+            }
+            let at = ms(entry.at);
+            events::append(tx, &org, env.as_str(), event.event_type, &event.data, at)?;
+            Ok(true)
+        }))
+    }
+
+    fn escrow_movements(&self, id: &EscrowId) -> StoreFuture<'_, Vec<MovementRow>> {
+        let id = id.clone();
+        Box::pin(
+            self.db
+                .read(move |conn| -> Result<_> { Ok(settlement::of_escrow(conn, id.as_str())?) }),
+        )
+    }
+}
+
+impl EventStore for SqliteStore {
+    fn event(&self, org_id: &str, env: Env, id: &str) -> StoreFuture<'_, Option<EventRow>> {
+        let (org, id) = (org_id.to_owned(), id.to_owned());
+        Box::pin(
+            self.db
+                .read(move |conn| events::get(conn, &org, env.as_str(), &id)),
+        )
+    }
+
+    fn events_page(
+        &self,
+        org_id: &str,
+        env: Env,
+        event_type: Option<&str>,
+        before: i64,
+        limit: i64,
+    ) -> StoreFuture<'_, Vec<EventRow>> {
+        let (org, event_type) = (org_id.to_owned(), event_type.map(str::to_owned));
+        Box::pin(self.db.read(move |conn| {
+            events::page(
+                conn,
+                &org,
+                env.as_str(),
+                event_type.as_deref(),
+                before,
+                limit,
+            )
+        }))
+    }
+}
+
+impl IdempotencyStore for SqliteStore {
+    fn claim_idempotency_key(
+        &self,
+        key_hash: [u8; 32],
+        idem_key: &str,
+        digest: [u8; 32],
+        now: OffsetDateTime,
+    ) -> StoreFuture<'_, (NextAction, Option<String>)> {
+        let idem_key = idem_key.to_owned();
+        Box::pin(self.db.write(move |tx| -> Result<_> {
+            let stored = idempotency::get(tx, &key_hash, &idem_key)?;
+            let action = next_action(stored.as_ref().map(|s| &s.0), &digest, now.unix_timestamp());
+            if action == NextAction::StartProcessing {
+                idempotency::claim(tx, &key_hash, &idem_key, &digest, ms(now))?;
+            }
+            Ok((action, stored.and_then(|s| s.1)))
+        }))
+    }
+
+    fn finish_idempotency(
+        &self,
+        key_hash: [u8; 32],
+        idem_key: &str,
+        record: Option<IdempotencyRecord>,
+    ) -> StoreFuture<'_, ()> {
+        let idem_key = idem_key.to_owned();
+        Box::pin(self.db.write(move |tx| -> Result<()> {
+            match &record {
+                Some(r) => idempotency::complete(
+                    tx,
+                    &r.key_hash,
+                    &r.idem_key,
+                    r.status,
+                    &r.body,
+                    &r.request_id,
+                )?,
+                None => idempotency::release(tx, &key_hash, &idem_key)?,
+            }
+            Ok(())
+        }))
+    }
+
+    fn sweep_idempotency(&self, older_than_ms: i64) -> StoreFuture<'_, usize> {
+        Box::pin(
+            self.db
+                .write(move |tx| -> Result<usize> { Ok(idempotency::sweep(tx, older_than_ms)?) }),
+        )
+    }
+}
+
+impl MandateStore for SqliteStore {
+    fn insert_mandate(&self, org_id: &str, env: Env, mandate: &Mandate) -> StoreFuture<'_, ()> {
+        let (org, mandate) = (org_id.to_owned(), mandate.clone());
+        Box::pin(self.db.write(move |tx| -> Result<()> {
+            Ok(mandates::insert(tx, &org, env.as_str(), &mandate)?)
+        }))
+    }
+
+    fn mandate(&self, org_id: &str, env: Env, id: &MandateId) -> StoreFuture<'_, Option<Mandate>> {
+        let (org, id) = (org_id.to_owned(), id.clone());
+        Box::pin(
+            self.db
+                .read(move |conn| mandates::get(conn, &org, env.as_str(), id.as_str())),
+        )
+    }
+
+    fn mandates_page(
+        &self,
+        org_id: &str,
+        env: Env,
+        filters: &MandateFilters,
+        today: &str,
+        before: i64,
+        limit: i64,
+    ) -> StoreFuture<'_, Vec<(i64, Mandate)>> {
+        let (org, filters, today) = (org_id.to_owned(), filters.clone(), today.to_owned());
+        Box::pin(self.db.read(move |conn| {
+            mandates::page(conn, &org, env.as_str(), &filters, &today, before, limit)
+        }))
+    }
+
+    fn revoke_mandate(
+        &self,
+        org_id: &str,
+        env: Env,
+        id: &MandateId,
+        now: OffsetDateTime,
+    ) -> StoreFuture<'_, Revocation> {
+        let (org, id) = (org_id.to_owned(), id.clone());
+        Box::pin(self.db.write(move |tx| -> Result<Revocation> {
+            let Some(mut mandate) = mandates::get(tx, &org, env.as_str(), id.as_str())? else {
+                return Ok(Revocation::Missing);
+            };
+            // Only an active mandate can be revoked; an expired one stays expired.
+            let status = mandate.status_at(now);
+            if status != MandateStatus::Active || !mandates::revoke(tx, id.as_str(), ms(now))? {
+                return Ok(Revocation::NotActive(status));
+            }
+            mandate.status = MandateStatus::Revoked;
+            let data = mandate.to_json(now);
+            events::append(tx, &org, env.as_str(), "mandate.revoked", &data, ms(now))?;
+            Ok(Revocation::Revoked(Box::new(mandate)))
+        }))
+    }
+}
+
+impl OrgStore for SqliteStore {
+    fn mode(&self, org_id: &str, env: Env) -> StoreFuture<'_, (Mode, i64)> {
+        let org = org_id.to_owned();
+        Box::pin(self.db.read(move |conn| orgs::mode(conn, &org, env)))
+    }
+
+    fn set_mode(
+        &self,
+        org_id: &str,
+        env: Env,
+        mode: Mode,
+        now_ms: i64,
+    ) -> StoreFuture<'_, (Mode, i64)> {
+        let org = org_id.to_owned();
+        Box::pin(
+            self.db
+                .write(move |tx| orgs::set_mode(tx, &org, env, mode, now_ms)),
+        )
+    }
+}
+
+impl TimerStore for SqliteStore {
+    fn due_timers(
+        &self,
+        now_ms: i64,
+        today: &str,
+        horizon: &str,
+        limit: i64,
+    ) -> StoreFuture<'_, (Vec<DueItem>, Vec<DueItem>)> {
+        let (today, horizon) = (today.to_owned(), horizon.to_owned());
+        Box::pin(self.db.read(move |conn| -> Result<_> {
+            Ok((
+                timers::due_reviews(conn, now_ms, limit)?,
+                timers::due_expiring(conn, &today, &horizon, limit)?,
+            ))
+        }))
+    }
+
+    fn expire_review(&self, item: &DueItem, now: OffsetDateTime) -> StoreFuture<'_, ()> {
+        let item = item.clone();
+        Box::pin(self.db.write(move |tx| -> Result<()> {
+            let Some((review, _agent)) = reviews::get(tx, &item.org_id, &item.env, &item.id)?
+            else {
+                return Ok(());
+            };
+            let Ok(expired) = Review::expire(&review, now) else {
+                return Ok(());
+            };
+            if reviews::resolve(tx, &expired)? {
+                let data = serde_json::to_value(&expired)
+                    .map_err(|e| StorageError::Corrupt(format!("review {}: {e}", item.id)))?;
+                events::append(
+                    tx,
+                    &item.org_id,
+                    &item.env,
+                    "decision.resolved",
+                    &data,
+                    ms(now),
+                )?;
+            }
+            Ok(())
+        }))
+    }
+
+    fn fire_expiring(
+        &self,
+        item: &DueItem,
+        now: OffsetDateTime,
+        fires_at: fn(Date) -> OffsetDateTime,
+    ) -> StoreFuture<'_, ()> {
+        let item = item.clone();
+        Box::pin(self.db.write(move |tx| -> Result<()> {
+            let Some(mandate) = mandates::get(tx, &item.org_id, &item.env, &item.id)? else {
+                return Ok(());
+            };
+            if mandate.status_at(now) != MandateStatus::Active
+                || now < fires_at(mandate.terms.expires)
+                || timers::expiring_fired(tx, &item.id)?
+            {
+                return Ok(());
+            }
+            let data = mandate.to_json(now);
+            let event = events::append(
+                tx,
+                &item.org_id,
+                &item.env,
+                "mandate.expiring",
+                &data,
+                ms(now),
+            )?;
+            timers::mark_expiring_fired(tx, &item.id, event.as_str(), ms(now))?;
+            Ok(())
+        }))
+    }
+}
+
+impl WebhookStore for SqliteStore {
+    fn create_webhook(
+        &self,
+        org_id: &str,
+        env: Env,
+        id: &WebhookId,
+        url: &str,
+        events: &[String],
+        now_ms: i64,
+    ) -> StoreFuture<'_, WebhookRow> {
+        let (org, id, url, events) = (
+            org_id.to_owned(),
+            id.clone(),
+            url.to_owned(),
+            events.to_vec(),
+        );
+        Box::pin(self.db.write(move |tx| -> Result<WebhookRow> {
+            webhooks::insert(tx, &org, env.as_str(), id.as_str(), &url, &events, now_ms)?;
+            webhooks::get(tx, &org, env.as_str(), id.as_str())?
+                .ok_or_else(|| StorageError::Corrupt(format!("webhook {id} vanished after insert")))
+        }))
+    }
+
+    fn webhook(
+        &self,
+        org_id: &str,
+        env: Env,
+        id: &WebhookId,
+    ) -> StoreFuture<'_, Option<WebhookRow>> {
+        let (org, id) = (org_id.to_owned(), id.clone());
+        Box::pin(
+            self.db
+                .read(move |conn| webhooks::get(conn, &org, env.as_str(), id.as_str())),
+        )
+    }
+
+    fn webhooks_page(
+        &self,
+        org_id: &str,
+        env: Env,
+        before: i64,
+        limit: i64,
+    ) -> StoreFuture<'_, Vec<WebhookRow>> {
+        let org = org_id.to_owned();
+        Box::pin(
+            self.db
+                .read(move |conn| webhooks::page(conn, &org, env.as_str(), before, limit)),
+        )
+    }
+
+    fn delete_webhook(
+        &self,
+        org_id: &str,
+        env: Env,
+        id: &WebhookId,
+        now_ms: i64,
+    ) -> StoreFuture<'_, Option<WebhookRow>> {
+        let (org, id) = (org_id.to_owned(), id.clone());
+        Box::pin(
+            self.db
+                .write(move |tx| webhooks::delete(tx, &org, env.as_str(), id.as_str(), now_ms)),
+        )
+    }
+
+    fn ping_webhook(
+        &self,
+        org_id: &str,
+        env: Env,
+        id: &WebhookId,
+        data: Value,
+        now_ms: i64,
+    ) -> StoreFuture<'_, Option<EventId>> {
+        let (org, id) = (org_id.to_owned(), id.clone());
+        Box::pin(self.db.write(move |tx| -> Result<Option<EventId>> {
+            if webhooks::get(tx, &org, env.as_str(), id.as_str())?.is_none() {
+                return Ok(None);
+            }
+            let event = events::append_for_webhook(
+                tx,
+                &org,
+                env.as_str(),
+                "ping",
+                &data,
+                now_ms,
+                id.as_str(),
+            )?;
+            Ok(Some(event))
+        }))
+    }
+}
