@@ -5,6 +5,7 @@
 //! Storage imports nothing above it: not the routes, not the decision service, not the
 //! HTTP layers.
 
+pub mod admin;
 pub mod agents;
 pub mod decisions;
 pub mod deliveries;
@@ -18,12 +19,14 @@ pub mod sqlite;
 pub mod timers;
 pub mod webhooks;
 
+pub use admin::AdminStore;
 pub use agents::AgentStore;
 pub use decisions::DecisionStore;
 pub use deliveries::DeliveryStore;
 pub use escrows::EscrowStore;
 pub use events::EventStore;
 pub use idempotency::IdempotencyStore;
+pub use keys::KeyStore;
 pub use mandates::MandateStore;
 pub use orgs::OrgStore;
 pub use timers::TimerStore;
@@ -39,12 +42,14 @@ pub use sqlite::reviews;
 /// module under `storage` that implements each resource's trait; the server holds it as
 /// `Arc<dyn Store>`.
 pub trait Store:
-    AgentStore
+    AdminStore
+    + AgentStore
     + DecisionStore
     + DeliveryStore
     + EscrowStore
     + EventStore
     + IdempotencyStore
+    + KeyStore
     + MandateStore
     + OrgStore
     + TimerStore
@@ -55,12 +60,14 @@ pub trait Store:
 }
 
 impl<T> Store for T where
-    T: AgentStore
+    T: AdminStore
+        + AgentStore
         + DecisionStore
         + DeliveryStore
         + EscrowStore
         + EventStore
         + IdempotencyStore
+        + KeyStore
         + MandateStore
         + OrgStore
         + TimerStore

@@ -4,7 +4,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::StorageError;
 use crate::model::{Caller, Env, KeyClass};
-use crate::storage::keys::fingerprint;
+use crate::storage::keys::{KeyInfo, fingerprint};
 
 /// Stores a new key's hash.
 pub fn insert(
@@ -88,23 +88,6 @@ pub fn set_rate(tx: &Connection, hash: &[u8], per_sec: u32) -> rusqlite::Result<
         "UPDATE api_keys SET rate_per_sec = ?2 WHERE hash = ?1",
         params![hash, per_sec],
     )? == 1)
-}
-
-/// One key as operators see it: never the key itself.
-#[derive(Debug)]
-pub struct KeyInfo {
-    /// Public handle.
-    pub fingerprint: String,
-    /// Environment.
-    pub env: String,
-    /// Class.
-    pub class: String,
-    /// Agent for agent keys.
-    pub agent: Option<String>,
-    /// Rate per second.
-    pub rate_per_sec: i64,
-    /// Whether revoked.
-    pub revoked: bool,
 }
 
 /// The keys of an organization.

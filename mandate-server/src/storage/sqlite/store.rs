@@ -13,17 +13,19 @@ use time::{Date, OffsetDateTime};
 
 use super::{
     Db, agents, decisions, deliveries, escrows, events, idempotency, keys, mandates, orgs, reviews,
-    settlement, timers, webhooks,
+    settlement, signing, timers, webhooks,
 };
 use crate::clock::ms;
 use crate::decision::record::Decision;
 use crate::model::{Env, KeyClass};
+use crate::storage::admin::{AdminStore, NewOrg};
 use crate::storage::agents::{AgentRow, AgentStore};
 use crate::storage::decisions::{DecisionStore, Filters as DecisionFilters};
 use crate::storage::deliveries::{Attempt, DeliveryRow, DeliveryStore, Due};
 use crate::storage::escrows::{EscrowChange, EscrowRow, EscrowStore, MovementRow};
 use crate::storage::events::{EventRow, EventStore, NewEvent};
 use crate::storage::idempotency::{IdempotencyRecord, IdempotencyStore};
+use crate::storage::keys::{KeyInfo, KeyStore, StoredKey};
 use crate::storage::mandates::{Filters as MandateFilters, MandateStore, Revocation};
 use crate::storage::orgs::OrgStore;
 use crate::storage::timers::{DueItem, TimerStore};
@@ -597,5 +599,137 @@ impl WebhookStore for SqliteStore {
             )?;
             Ok(Some(event))
         }))
+    }
+}
+
+impl KeyStore for SqliteStore {
+    fn key_generation(&self) -> StoreFuture<'_, i64> {
+        Box::pin(
+            self.db
+                .read(|conn| -> Result<i64> { Ok(keys::generation(conn)?) }),
+        )
+    }
+
+    fn signing_keys(&self, published_after_ms: i64) -> StoreFuture<'_, Vec<StoredKey>> {
+        Box::pin(
+            self.db.read(move |conn| -> Result<_> {
+                Ok(signing::published(conn, published_after_ms)?)
+            }),
+        )
+    }
+}
+
+impl AdminStore for SqliteStore {
+    fn create_org(&self, org: &NewOrg) -> Result<Option<String>> {
+        self.db.write_blocking(|tx| -> Result<_> {
+            if orgs::id_by_name(tx, &org.name)?.is_some() {
+                return Ok(None);
+            }
+            let n = orgs::count_policy_versions_on(tx, &org.policy_prefix)? + 1;
+            let version = format!("{}{n}", org.policy_prefix);
+            orgs::create(tx, &org.id, &org.name, &version, org.now_ms)?;
+            for (hash, env) in &org.keys {
+                keys::insert(tx, hash, &org.id, *env, KeyClass::Org, None, org.now_ms)?;
+            }
+            Ok(Some(version))
+        })
+    }
+
+    fn org_id_by_name(&self, name: &str) -> Result<Option<String>> {
+        self.db
+            .write_blocking(|tx| -> Result<_> { Ok(orgs::id_by_name(tx, name)?) })
+    }
+
+    fn insert_org_key(
+        &self,
+        org_id: &str,
+        env: Env,
+        hash: &[u8; 32],
+        now_ms: i64,
+    ) -> Result<String> {
+        self.db.write_blocking(|tx| -> Result<_> {
+            Ok(keys::insert(
+                tx,
+                hash,
+                org_id,
+                env,
+                KeyClass::Org,
+                None,
+                now_ms,
+            )?)
+        })
+    }
+
+    fn key_hash_by_fingerprint(&self, fingerprint: &str) -> Result<Option<Vec<u8>>> {
+        self.db
+            .write_blocking(|tx| -> Result<_> { Ok(keys::hash_by_fingerprint(tx, fingerprint)?) })
+    }
+
+    fn revoke_key(&self, hash: &[u8], now_ms: i64) -> Result<bool> {
+        self.db.write_blocking(|tx| -> Result<_> {
+            let revoked = keys::revoke(tx, hash, now_ms)?;
+            if revoked {
+                keys::bump_generation(tx)?;
+            }
+            Ok(revoked)
+        })
+    }
+
+    fn set_key_rate(&self, hash: &[u8], per_sec: u32) -> Result<bool> {
+        self.db.write_blocking(|tx| -> Result<_> {
+            let set = keys::set_rate(tx, hash, per_sec)?;
+            if set {
+                keys::bump_generation(tx)?;
+            }
+            Ok(set)
+        })
+    }
+
+    fn set_policy_version(&self, org_id: &str, version: &str) -> Result<()> {
+        self.db.write_blocking(|tx| -> Result<_> {
+            orgs::set_policy_version(tx, org_id, version)?;
+            keys::bump_generation(tx)?;
+            Ok(())
+        })
+    }
+
+    fn list_keys(&self, org_id: &str) -> Result<Vec<KeyInfo>> {
+        self.db
+            .write_blocking(|tx| -> Result<_> { Ok(keys::list(tx, org_id)?) })
+    }
+
+    fn rotate_signing_key(&self, env: Env, secret: &[u8], now_ms: i64) -> Result<String> {
+        self.db
+            .write_blocking(|tx| -> Result<_> { Ok(signing::rotate(tx, env, secret, now_ms)?) })
+    }
+
+    fn ensure_signing_key(&self, env: Env, secret: &[u8], now_ms: i64) -> Result<()> {
+        self.db.write_blocking(|tx| -> Result<()> {
+            if !signing::has_current(tx, env)? {
+                signing::rotate(tx, env, secret, now_ms)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn signing_keys_now(&self, published_after_ms: i64) -> Result<Vec<StoredKey>> {
+        self.db
+            .write_blocking(|tx| -> Result<_> { Ok(signing::published(tx, published_after_ms)?) })
+    }
+
+    fn key_generation_now(&self) -> Result<i64> {
+        self.db
+            .write_blocking(|tx| -> Result<_> { Ok(keys::generation(tx)?) })
+    }
+
+    fn prepare_start(&self, older_than_ms: i64, fresh_cursor_secret: &[u8]) -> Result<Vec<u8>> {
+        self.db.write_blocking(|tx| -> Result<_> {
+            idempotency::sweep(tx, older_than_ms)?;
+            Ok(signing::setting_or_insert(
+                tx,
+                "cursor_secret",
+                fresh_cursor_secret,
+            )?)
+        })
     }
 }
