@@ -7,7 +7,7 @@ use time::OffsetDateTime;
 use super::StoreFuture;
 
 /// A response body sealed with a key derived from the caller's API key and the
-/// Idempotency-Key (`crate::http::seal`): the only form the store keeps.
+/// Idempotency-Key (by the HTTP layer): the only form the store keeps.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sealed(pub Vec<u8>);
 

@@ -19,6 +19,9 @@ pub mod sqlite;
 pub mod timers;
 pub mod webhooks;
 
+#[cfg(test)]
+mod boundary_tests;
+
 pub use admin::AdminStore;
 pub use agents::AgentStore;
 pub use decisions::DecisionStore;

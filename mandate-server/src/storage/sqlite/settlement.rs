@@ -1,5 +1,5 @@
 //! The settlement ledger: the money movements recorded by the ledger adapter
-//! ([`crate::settlement::Ledger`]), at most one of each kind per escrow.
+//! (the settlement module's `Ledger`), at most one of each kind per escrow.
 
 use rusqlite::{Connection, params};
 
