@@ -20,6 +20,7 @@ pub mod timers;
 pub mod webhooks;
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod boundary_tests;
 
 pub use admin::AdminStore;
