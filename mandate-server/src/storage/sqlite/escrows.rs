@@ -1,6 +1,7 @@
 //! Escrows and their public history. An escrow row holds where it stands now; its history
 //! rows, one per state change, are never updated.
 
+use crate::model::Env;
 use mandate_core::amount::Amount;
 use mandate_core::escrow::{EscrowState, EscrowStatus, HistoryEntry};
 use mandate_core::id::{AgentId, DecisionId, EscrowId};
@@ -76,11 +77,12 @@ fn push_history(
 /// `Ok(false)` if the escrow no longer stands at `from` (nothing is written then).
 pub fn advance(
     tx: &Connection,
-    id: &str,
+    id: &EscrowId,
     from: EscrowStatus,
     entry: &HistoryEntry,
     step: usize,
 ) -> Result<bool, StorageError> {
+    let id = id.as_str();
     let changed = tx.execute(
         "UPDATE escrows SET state = ?2, disputed = ?3
          WHERE id = ?1 AND state = ?4 AND disputed = ?5",
@@ -198,9 +200,11 @@ fn decode(conn: &Connection, raw: Raw) -> Result<EscrowRow, StorageError> {
 /// if it belongs to that (organization, environment).
 pub fn get(
     conn: &Connection,
-    id: &str,
-    owner: Option<(&str, &str)>,
+    id: &EscrowId,
+    owner: Option<(&str, Env)>,
 ) -> Result<Option<EscrowRow>, StorageError> {
+    let id = id.as_str();
+    let owner = owner.map(|(org, env)| (org, env.as_str()));
     let (org, env) = owner.unzip();
     let raw = conn
         .query_row(

@@ -1,6 +1,8 @@
 //! The event log (outbox): written in the same transaction as the change it reports.
 
+use crate::model::Env;
 use mandate_core::id::EventId;
+use mandate_core::id::WebhookId;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
 
@@ -39,14 +41,15 @@ pub fn append_json(
 pub fn append_for_webhook(
     tx: &Connection,
     org_id: &str,
-    env: &str,
+    env: Env,
     event_type: &str,
     data: &Value,
     now_ms: i64,
-    webhook_id: &str,
+    webhook_id: &WebhookId,
 ) -> rusqlite::Result<EventId> {
+    let env = env.as_str();
     let id = insert(tx, org_id, env, event_type, &data.to_string(), now_ms)?;
-    deliveries::create_one(tx, id.as_str(), webhook_id, now_ms)?;
+    deliveries::create_one(tx, id.as_str(), webhook_id.as_str(), now_ms)?;
     Ok(id)
 }
 
@@ -110,9 +113,10 @@ fn decode(raw: Raw) -> Result<EventRow, StorageError> {
 pub fn get(
     conn: &Connection,
     org_id: &str,
-    env: &str,
+    env: Env,
     id: &str,
 ) -> Result<Option<EventRow>, StorageError> {
+    let env = env.as_str();
     conn.query_row(
         &format!("SELECT {COLUMNS} FROM events WHERE org_id = ?1 AND env = ?2 AND id = ?3"),
         params![org_id, env, id],
@@ -138,11 +142,12 @@ pub(crate) fn page_sql(by_type: bool) -> String {
 pub fn page(
     conn: &Connection,
     org_id: &str,
-    env: &str,
+    env: Env,
     event_type: Option<&str>,
     before: i64,
     limit: i64,
 ) -> Result<Vec<EventRow>, StorageError> {
+    let env = env.as_str();
     let mut stmt = conn.prepare_cached(&page_sql(event_type.is_some()))?;
     let rows = stmt.query_map(params![org_id, env, event_type, before, limit], row)?;
     let mut out = Vec::new();

@@ -63,7 +63,7 @@ impl AgentStore for SqliteStore {
     ) -> StoreFuture<'_, Option<AgentRow>> {
         let (org, id) = (org_id.to_owned(), id.clone());
         Box::pin(self.db.write(move |tx| -> Result<_> {
-            if !agents::insert(tx, id.as_str(), &org, env.as_str(), now_ms)? {
+            if !agents::insert(tx, &id, &org, env, now_ms)? {
                 return Ok(None);
             }
             keys::insert(
@@ -75,7 +75,7 @@ impl AgentStore for SqliteStore {
                 Some(id.as_str()),
                 now_ms,
             )?;
-            let row = agents::get(tx, &org, env.as_str(), id.as_str())?;
+            let row = agents::get(tx, &org, env, &id)?;
             row.map(Some)
                 .ok_or_else(|| StorageError::Corrupt(format!("agent {id} vanished after insert")))
         }))
@@ -83,9 +83,10 @@ impl AgentStore for SqliteStore {
 
     fn agent(&self, org_id: &str, env: Env, id: &AgentId) -> StoreFuture<'_, Option<AgentRow>> {
         let (org, id) = (org_id.to_owned(), id.clone());
-        Box::pin(self.db.read(move |conn| -> Result<_> {
-            Ok(agents::get(conn, &org, env.as_str(), id.as_str())?)
-        }))
+        Box::pin(
+            self.db
+                .read(move |conn| -> Result<_> { Ok(agents::get(conn, &org, env, &id)?) }),
+        )
     }
 
     fn agents_page(
@@ -98,8 +99,7 @@ impl AgentStore for SqliteStore {
     ) -> StoreFuture<'_, Vec<AgentRow>> {
         let (org, only) = (org_id.to_owned(), only.cloned());
         Box::pin(self.db.read(move |conn| -> Result<_> {
-            let only = only.as_ref().map(AgentId::as_str);
-            Ok(agents::page(conn, &org, env.as_str(), only, before, limit)?)
+            Ok(agents::page(conn, &org, env, only.as_ref(), before, limit)?)
         }))
     }
 }
@@ -234,10 +234,8 @@ impl EscrowStore for SqliteStore {
     ) -> StoreFuture<'_, Option<EscrowRow>> {
         let (id, owner) = (id.clone(), owner.map(|(org, env)| (org.to_owned(), env)));
         Box::pin(self.db.read(move |conn| {
-            let owner = owner
-                .as_ref()
-                .map(|(org, env)| (org.as_str(), env.as_str()));
-            escrows::get(conn, id.as_str(), owner)
+            let owner = owner.as_ref().map(|(org, env)| (org.as_str(), *env));
+            escrows::get(conn, &id, owner)
         }))
     }
 
@@ -257,7 +255,7 @@ impl EscrowStore for SqliteStore {
                 movement,
                 event,
             } = &change;
-            if !escrows::advance(tx, id.as_str(), *from, entry, *step)? {
+            if !escrows::advance(tx, &id, *from, entry, *step)? {
                 return Ok(false);
             }
             if let Some(movement) = movement {
@@ -281,10 +279,7 @@ impl EscrowStore for SqliteStore {
 impl EventStore for SqliteStore {
     fn event(&self, org_id: &str, env: Env, id: &str) -> StoreFuture<'_, Option<EventRow>> {
         let (org, id) = (org_id.to_owned(), id.to_owned());
-        Box::pin(
-            self.db
-                .read(move |conn| events::get(conn, &org, env.as_str(), &id)),
-        )
+        Box::pin(self.db.read(move |conn| events::get(conn, &org, env, &id)))
     }
 
     fn events_page(
@@ -296,16 +291,11 @@ impl EventStore for SqliteStore {
         limit: i64,
     ) -> StoreFuture<'_, Vec<EventRow>> {
         let (org, event_type) = (org_id.to_owned(), event_type.map(str::to_owned));
-        Box::pin(self.db.read(move |conn| {
-            events::page(
-                conn,
-                &org,
-                env.as_str(),
-                event_type.as_deref(),
-                before,
-                limit,
-            )
-        }))
+        Box::pin(
+            self.db.read(move |conn| {
+                events::page(conn, &org, env, event_type.as_deref(), before, limit)
+            }),
+        )
     }
 }
 
@@ -362,16 +352,17 @@ impl IdempotencyStore for SqliteStore {
 impl MandateStore for SqliteStore {
     fn insert_mandate(&self, org_id: &str, env: Env, mandate: &Mandate) -> StoreFuture<'_, ()> {
         let (org, mandate) = (org_id.to_owned(), mandate.clone());
-        Box::pin(self.db.write(move |tx| -> Result<()> {
-            Ok(mandates::insert(tx, &org, env.as_str(), &mandate)?)
-        }))
+        Box::pin(
+            self.db
+                .write(move |tx| -> Result<()> { Ok(mandates::insert(tx, &org, env, &mandate)?) }),
+        )
     }
 
     fn mandate(&self, org_id: &str, env: Env, id: &MandateId) -> StoreFuture<'_, Option<Mandate>> {
         let (org, id) = (org_id.to_owned(), id.clone());
         Box::pin(
             self.db
-                .read(move |conn| mandates::get(conn, &org, env.as_str(), id.as_str())),
+                .read(move |conn| mandates::get(conn, &org, env, &id)),
         )
     }
 
@@ -385,9 +376,10 @@ impl MandateStore for SqliteStore {
         limit: i64,
     ) -> StoreFuture<'_, Vec<(i64, Mandate)>> {
         let (org, filters, today) = (org_id.to_owned(), filters.clone(), today.to_owned());
-        Box::pin(self.db.read(move |conn| {
-            mandates::page(conn, &org, env.as_str(), &filters, &today, before, limit)
-        }))
+        Box::pin(
+            self.db
+                .read(move |conn| mandates::page(conn, &org, env, &filters, &today, before, limit)),
+        )
     }
 
     fn revoke_mandate(
@@ -399,12 +391,12 @@ impl MandateStore for SqliteStore {
     ) -> StoreFuture<'_, Revocation> {
         let (org, id) = (org_id.to_owned(), id.clone());
         Box::pin(self.db.write(move |tx| -> Result<Revocation> {
-            let Some(mut mandate) = mandates::get(tx, &org, env.as_str(), id.as_str())? else {
+            let Some(mut mandate) = mandates::get(tx, &org, env, &id)? else {
                 return Ok(Revocation::Missing);
             };
             // Only an active mandate can be revoked; an expired one stays expired.
             let status = mandate.status_at(now);
-            if status != MandateStatus::Active || !mandates::revoke(tx, id.as_str(), ms(now))? {
+            if status != MandateStatus::Active || !mandates::revoke(tx, &id, ms(now))? {
                 return Ok(Revocation::NotActive(status));
             }
             mandate.status = MandateStatus::Revoked;
@@ -487,7 +479,13 @@ impl TimerStore for SqliteStore {
     ) -> StoreFuture<'_, ()> {
         let item = item.clone();
         Box::pin(self.db.write(move |tx| -> Result<()> {
-            let Some(mandate) = mandates::get(tx, &item.org_id, &item.env, &item.id)? else {
+            let (Some(env), Ok(id)) = (Env::parse(&item.env), MandateId::parse(&item.id)) else {
+                return Err(StorageError::Corrupt(format!(
+                    "mandate {} of environment {}",
+                    item.id, item.env
+                )));
+            };
+            let Some(mandate) = mandates::get(tx, &item.org_id, env, &id)? else {
                 return Ok(());
             };
             if mandate.status_at(now) != MandateStatus::Active
@@ -528,8 +526,8 @@ impl WebhookStore for SqliteStore {
             events.to_vec(),
         );
         Box::pin(self.db.write(move |tx| -> Result<WebhookRow> {
-            webhooks::insert(tx, &org, env.as_str(), id.as_str(), &url, &events, now_ms)?;
-            webhooks::get(tx, &org, env.as_str(), id.as_str())?
+            webhooks::insert(tx, &org, env, &id, &url, &events, now_ms)?;
+            webhooks::get(tx, &org, env, &id)?
                 .ok_or_else(|| StorageError::Corrupt(format!("webhook {id} vanished after insert")))
         }))
     }
@@ -543,7 +541,7 @@ impl WebhookStore for SqliteStore {
         let (org, id) = (org_id.to_owned(), id.clone());
         Box::pin(
             self.db
-                .read(move |conn| webhooks::get(conn, &org, env.as_str(), id.as_str())),
+                .read(move |conn| webhooks::get(conn, &org, env, &id)),
         )
     }
 
@@ -557,7 +555,7 @@ impl WebhookStore for SqliteStore {
         let org = org_id.to_owned();
         Box::pin(
             self.db
-                .read(move |conn| webhooks::page(conn, &org, env.as_str(), before, limit)),
+                .read(move |conn| webhooks::page(conn, &org, env, before, limit)),
         )
     }
 
@@ -571,7 +569,7 @@ impl WebhookStore for SqliteStore {
         let (org, id) = (org_id.to_owned(), id.clone());
         Box::pin(
             self.db
-                .write(move |tx| webhooks::delete(tx, &org, env.as_str(), id.as_str(), now_ms)),
+                .write(move |tx| webhooks::delete(tx, &org, env, &id, now_ms)),
         )
     }
 
@@ -585,18 +583,10 @@ impl WebhookStore for SqliteStore {
     ) -> StoreFuture<'_, Option<EventId>> {
         let (org, id) = (org_id.to_owned(), id.clone());
         Box::pin(self.db.write(move |tx| -> Result<Option<EventId>> {
-            if webhooks::get(tx, &org, env.as_str(), id.as_str())?.is_none() {
+            if webhooks::get(tx, &org, env, &id)?.is_none() {
                 return Ok(None);
             }
-            let event = events::append_for_webhook(
-                tx,
-                &org,
-                env.as_str(),
-                "ping",
-                &data,
-                now_ms,
-                id.as_str(),
-            )?;
+            let event = events::append_for_webhook(tx, &org, env, "ping", &data, now_ms, &id)?;
             Ok(Some(event))
         }))
     }
