@@ -274,6 +274,34 @@ async fn a_decision_funds_one_escrow_even_when_eight_requests_race() {
     assert_eq!(again.assert_error(400, "invalid_request"), spent);
 }
 
+/// Actions racing on one escrow apply one after the other: one moves it, each of the others
+/// is judged against where it then stands (400, never a 500), and the money moves once.
+#[tokio::test]
+async fn actions_racing_on_one_escrow_apply_one_after_the_other() {
+    let app = spawn_app().await;
+    let org = app.org.sandbox.clone();
+    let agent = app.standard_agent(&org, "buyer").await;
+    let id = funded(&app, &agent).await;
+    assert_eq!(act(&app, &org, &id, "deliver").await.status, 200);
+    let actions = (0..8).map(|i| if i % 2 == 0 { "release" } else { "refund" });
+    let responses = join_all(actions.map(|action| act(&app, &org, &id, action))).await;
+    let moved: Vec<&Resp> = responses.iter().filter(|r| r.status == 200).collect();
+    assert_eq!(moved.len(), 1, "{responses:?}");
+    for r in responses.iter().filter(|r| r.status != 200) {
+        r.assert_error(400, "invalid_request");
+    }
+    let kinds: Vec<_> = movements(&app, &id)
+        .await
+        .iter()
+        .map(|m| m.kind.clone())
+        .collect();
+    assert_eq!(kinds.len(), 2, "{kinds:?}");
+    assert_eq!(kinds[0], "lock");
+    assert_eq!(escrow_events(&app).await.len(), 3);
+    let history = moved[0].body["history"].as_array().unwrap();
+    assert_eq!(history.len(), 3, "{}", moved[0].text);
+}
+
 /// Applies `action` to `id` and returns the response.
 async fn act(app: &TestApp, key: &str, id: &str, action: &str) -> Resp {
     app.post_empty(key, &format!("/v1/escrows/{id}/{action}"))
