@@ -9,8 +9,7 @@ use mandate_server::clock::{Clock, SystemClock};
 use mandate_server::http::limits;
 use mandate_server::model::Env;
 use mandate_server::serve::{self, Config};
-use mandate_server::storage::Db;
-use mandate_server::storage::sqlite::SqliteStore;
+use mandate_server::storage::sqlite::{Db, SqliteStore};
 use mandate_server::{demo, logging, operator, settlement};
 
 /// The Mandate service and its operator commands.

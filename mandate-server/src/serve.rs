@@ -29,8 +29,8 @@ use crate::http::limits::{self, Limits};
 use crate::settlement;
 use crate::signing;
 use crate::state::{AppState, Shared};
-use crate::storage::sqlite::SqliteStore;
-use crate::storage::{Db, StorageError, Store};
+use crate::storage::sqlite::{Db, SqliteStore};
+use crate::storage::{StorageError, Store};
 use crate::workers::delivery::Worker;
 
 /// How the server is started.

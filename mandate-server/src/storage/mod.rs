@@ -36,11 +36,10 @@ pub use orgs::OrgStore;
 pub use timers::TimerStore;
 pub use webhooks::WebhookStore;
 
-pub use sqlite::Db;
-pub use sqlite::MAX_GROUP;
-// The SQLite engine's modules the decision path still calls, until it goes through the
-// boundary.
-pub use sqlite::reviews;
+// The SQLite engine's handle and modules the decision path still uses, until it goes
+// through the boundary (`decisions`, `events`, `keys` and `mandates` re-export their
+// engine functions for it too).
+pub use sqlite::{Db, reviews};
 
 /// The whole persistence surface: what the server needs of an engine. An engine is a
 /// module under `storage` that implements each resource's trait; the server holds it as
