@@ -3,6 +3,7 @@
 use time::{Date, OffsetDateTime};
 
 use super::StoreFuture;
+use crate::model::Env;
 
 /// Something due, identified with its organization and environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -12,7 +13,7 @@ pub struct DueItem {
     /// Its organization.
     pub org_id: String,
     /// Its environment.
-    pub env: String,
+    pub env: Env,
 }
 
 /// What the timer worker reads and changes.

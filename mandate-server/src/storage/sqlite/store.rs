@@ -448,7 +448,8 @@ impl TimerStore for SqliteStore {
     fn expire_review(&self, item: &DueItem, now: OffsetDateTime) -> StoreFuture<'_, ()> {
         let item = item.clone();
         Box::pin(self.db.write(move |tx| -> Result<()> {
-            let Some((review, _agent)) = reviews::get(tx, &item.org_id, &item.env, &item.id)?
+            let Some((review, _agent)) =
+                reviews::get(tx, &item.org_id, item.env.as_str(), &item.id)?
             else {
                 return Ok(());
             };
@@ -461,7 +462,7 @@ impl TimerStore for SqliteStore {
                 events::append(
                     tx,
                     &item.org_id,
-                    &item.env,
+                    item.env.as_str(),
                     "decision.resolved",
                     &data,
                     ms(now),
@@ -479,13 +480,9 @@ impl TimerStore for SqliteStore {
     ) -> StoreFuture<'_, ()> {
         let item = item.clone();
         Box::pin(self.db.write(move |tx| -> Result<()> {
-            let (Some(env), Ok(id)) = (Env::parse(&item.env), MandateId::parse(&item.id)) else {
-                return Err(StorageError::Corrupt(format!(
-                    "mandate {} of environment {}",
-                    item.id, item.env
-                )));
-            };
-            let Some(mandate) = mandates::get(tx, &item.org_id, env, &id)? else {
+            let id = MandateId::parse(&item.id)
+                .map_err(|_| StorageError::Corrupt(format!("mandate id {:?}", item.id)))?;
+            let Some(mandate) = mandates::get(tx, &item.org_id, item.env, &id)? else {
                 return Ok(());
             };
             if mandate.status_at(now) != MandateStatus::Active
@@ -498,7 +495,7 @@ impl TimerStore for SqliteStore {
             let event = events::append(
                 tx,
                 &item.org_id,
-                &item.env,
+                item.env.as_str(),
                 "mandate.expiring",
                 &data,
                 ms(now),

@@ -3,6 +3,7 @@
 
 use rusqlite::{Connection, params};
 
+use crate::model::Env;
 use crate::storage::timers::DueItem;
 
 fn items(
@@ -12,10 +13,18 @@ fn items(
 ) -> rusqlite::Result<Vec<DueItem>> {
     let mut stmt = conn.prepare_cached(sql)?;
     let rows = stmt.query_map(params, |r| {
+        let env: String = r.get(2)?;
+        let env = Env::parse(&env).ok_or_else(|| {
+            rusqlite::Error::FromSqlConversionFailure(
+                2,
+                rusqlite::types::Type::Text,
+                format!("environment {env:?}").into(),
+            )
+        })?;
         Ok(DueItem {
             id: r.get(0)?,
             org_id: r.get(1)?,
-            env: r.get(2)?,
+            env,
         })
     })?;
     rows.collect()
