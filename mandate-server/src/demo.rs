@@ -37,7 +37,7 @@ async fn call(running: &Running, key: &str, path: &str, body: Value) -> Result<V
 pub async fn run(running: &Running) -> Result<(), String> {
     let suffix: String = mandate_core::id::base32(&random16()[..4]);
     let org = format!("demo-{suffix}");
-    let onboarded = operator::onboard(&running.state.db, &org, running.state.now())
+    let onboarded = operator::onboard(&*running.state.store, &org, running.state.now())
         .map_err(|e| e.to_string())?;
     let agent = call(
         running,

@@ -9,7 +9,7 @@ use mandate_server::clock::{Clock, SystemClock};
 use mandate_server::http::limits;
 use mandate_server::model::Env;
 use mandate_server::serve::{self, Config};
-use mandate_server::storage::Db;
+use mandate_server::storage::sqlite::{Db, SqliteStore};
 use mandate_server::{demo, logging, operator, settlement};
 
 /// The Mandate service and its operator commands.
@@ -165,8 +165,11 @@ fn print_out(text: &str) {
     let _ = writeln!(out, "{text}").and_then(|()| out.flush());
 }
 
-fn open(db: &DbArg) -> Result<Db, String> {
-    Db::open(&db.db).map_err(|e| format!("database {}: {e}", db.db.display()))
+/// The store of an operator command: the SQLite engine on the database file.
+fn open(db: &DbArg) -> Result<SqliteStore, String> {
+    Db::open(&db.db)
+        .map(SqliteStore::new)
+        .map_err(|e| format!("database {}: {e}", db.db.display()))
 }
 
 /// What stops the server: SIGTERM or SIGINT (Ctrl-C). Called before the server listens, so

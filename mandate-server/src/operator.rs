@@ -7,7 +7,8 @@ use time::OffsetDateTime;
 use crate::clock::{fill_random, ms};
 use crate::model::{Env, KeyClass};
 use crate::signing::fresh_secret;
-use crate::storage::{Db, StorageError, keys, orgs, signing};
+use crate::storage::admin::{AdminStore, NewOrg};
+use crate::storage::{StorageError, keys};
 
 /// An operator command failed.
 #[derive(Debug, thiserror::Error)]
@@ -30,12 +31,6 @@ pub enum OperatorError {
     /// Storage failed.
     #[error(transparent)]
     Storage(#[from] StorageError),
-}
-
-impl From<rusqlite::Error> for OperatorError {
-    fn from(e: rusqlite::Error) -> Self {
-        Self::Storage(e.into())
-    }
 }
 
 /// A fresh API key of `class` for `env`: the prefix and 160 random bits in base32.
@@ -67,7 +62,11 @@ fn valid_org_name(name: &str) -> bool {
 }
 
 /// Creates an organization with both environments and one key for each.
-pub fn onboard(db: &Db, name: &str, now: OffsetDateTime) -> Result<Onboarded, OperatorError> {
+pub fn onboard(
+    store: &dyn AdminStore,
+    name: &str,
+    now: OffsetDateTime,
+) -> Result<Onboarded, OperatorError> {
     if !valid_org_name(name) {
         return Err(OperatorError::BadOrgName);
     }
@@ -77,34 +76,19 @@ pub fn onboard(db: &Db, name: &str, now: OffsetDateTime) -> Result<Onboarded, Op
     let sandbox_key = new_key(KeyClass::Org, Env::Sandbox);
     let live_key = new_key(KeyClass::Org, Env::Live);
     let date = mandate_core::mandate::format_date(now.date());
-    let policy_version = db.write_blocking(|tx| -> Result<String, OperatorError> {
-        if orgs::id_by_name(tx, name)?.is_some() {
-            return Err(OperatorError::OrgExists(name.to_owned()));
-        }
-        let prefix = format!("pol_{date}.");
-        let n = orgs::count_policy_versions_on(tx, &prefix)? + 1;
-        let version = format!("{prefix}{n}");
-        orgs::create(tx, &org_id, name, &version, ms(now))?;
-        keys::insert(
-            tx,
-            &keys::hash(&sandbox_key),
-            &org_id,
-            Env::Sandbox,
-            KeyClass::Org,
-            None,
-            ms(now),
-        )?;
-        keys::insert(
-            tx,
-            &keys::hash(&live_key),
-            &org_id,
-            Env::Live,
-            KeyClass::Org,
-            None,
-            ms(now),
-        )?;
-        Ok(version)
-    })?;
+    let org = NewOrg {
+        id: org_id.clone(),
+        name: name.to_owned(),
+        policy_prefix: format!("pol_{date}."),
+        keys: vec![
+            (keys::hash(&sandbox_key), Env::Sandbox),
+            (keys::hash(&live_key), Env::Live),
+        ],
+        now_ms: ms(now),
+    };
+    let policy_version = store
+        .create_org(&org)?
+        .ok_or_else(|| OperatorError::OrgExists(name.to_owned()))?;
     Ok(Onboarded {
         org_id,
         policy_version,
@@ -113,42 +97,31 @@ pub fn onboard(db: &Db, name: &str, now: OffsetDateTime) -> Result<Onboarded, Op
     })
 }
 
-fn org_id(db: &Db, name: &str) -> Result<String, OperatorError> {
-    db.write_blocking(|tx| -> Result<_, OperatorError> {
-        orgs::id_by_name(tx, name)?.ok_or_else(|| OperatorError::NoOrg(name.to_owned()))
-    })
+fn org_id(store: &dyn AdminStore, name: &str) -> Result<String, OperatorError> {
+    store
+        .org_id_by_name(name)?
+        .ok_or_else(|| OperatorError::NoOrg(name.to_owned()))
 }
 
 /// Issues another organization key for `env`.
 pub fn issue_key(
-    db: &Db,
+    store: &dyn AdminStore,
     org: &str,
     env: Env,
     now: OffsetDateTime,
 ) -> Result<(String, String), OperatorError> {
-    let org_id = org_id(db, org)?;
+    let org_id = org_id(store, org)?;
     let key = new_key(KeyClass::Org, env);
-    let fp = db.write_blocking(|tx| -> Result<_, OperatorError> {
-        Ok(keys::insert(
-            tx,
-            &keys::hash(&key),
-            &org_id,
-            env,
-            KeyClass::Org,
-            None,
-            ms(now),
-        )?)
-    })?;
+    let fp = store.insert_org_key(&org_id, env, &keys::hash(&key), ms(now))?;
     Ok((key, fp))
 }
 
 /// Finds a key's hash from the key itself or its fingerprint.
-fn key_hash(db: &Db, key_or_fingerprint: &str) -> Result<Vec<u8>, OperatorError> {
+fn key_hash(store: &dyn AdminStore, key_or_fingerprint: &str) -> Result<Vec<u8>, OperatorError> {
     if key_or_fingerprint.starts_with("key_") {
-        db.write_blocking(|tx| -> Result<_, OperatorError> {
-            keys::hash_by_fingerprint(tx, key_or_fingerprint)?
-                .ok_or_else(|| OperatorError::NoKey(key_or_fingerprint.to_owned()))
-        })
+        store
+            .key_hash_by_fingerprint(key_or_fingerprint)?
+            .ok_or_else(|| OperatorError::NoKey(key_or_fingerprint.to_owned()))
     } else {
         Ok(keys::hash(key_or_fingerprint).to_vec())
     }
@@ -156,49 +129,53 @@ fn key_hash(db: &Db, key_or_fingerprint: &str) -> Result<Vec<u8>, OperatorError>
 
 /// Revokes a key (by the key or its fingerprint). A revoked key gets 401.
 pub fn revoke_key(
-    db: &Db,
+    store: &dyn AdminStore,
     key_or_fingerprint: &str,
     now: OffsetDateTime,
 ) -> Result<(), OperatorError> {
-    let hash = key_hash(db, key_or_fingerprint)?;
+    let hash = key_hash(store, key_or_fingerprint)?;
     let shown = keys::fingerprint(&hash.clone().try_into().unwrap_or([0; 32]));
-    db.write_blocking(|tx| -> Result<_, OperatorError> {
-        if keys::revoke(tx, &hash, ms(now))? {
-            keys::bump_generation(tx)?;
-            Ok(())
-        } else {
-            Err(OperatorError::NoKey(format!(
-                "{shown} (unknown or already revoked)"
-            )))
-        }
-    })
+    if store.revoke_key(&hash, ms(now))? {
+        Ok(())
+    } else {
+        Err(OperatorError::NoKey(format!(
+            "{shown} (unknown or already revoked)"
+        )))
+    }
 }
 
 /// Sets a key's request rate, requests per second.
-pub fn set_rate(db: &Db, key_or_fingerprint: &str, per_sec: u32) -> Result<(), OperatorError> {
-    let hash = key_hash(db, key_or_fingerprint)?;
-    db.write_blocking(|tx| -> Result<_, OperatorError> {
-        if keys::set_rate(tx, &hash, per_sec)? {
-            keys::bump_generation(tx)?;
-            Ok(())
-        } else {
-            Err(OperatorError::NoKey(keys::fingerprint(
-                &hash.clone().try_into().unwrap_or([0; 32]),
-            )))
-        }
-    })
+pub fn set_rate(
+    store: &dyn AdminStore,
+    key_or_fingerprint: &str,
+    per_sec: u32,
+) -> Result<(), OperatorError> {
+    let hash = key_hash(store, key_or_fingerprint)?;
+    if store.set_key_rate(&hash, per_sec)? {
+        Ok(())
+    } else {
+        Err(OperatorError::NoKey(keys::fingerprint(
+            &hash.clone().try_into().unwrap_or([0; 32]),
+        )))
+    }
 }
 
 /// Rotates an environment's signing key; returns the new kid.
-pub fn rotate_signing_key(db: &Db, env: Env, now: OffsetDateTime) -> Result<String, OperatorError> {
+pub fn rotate_signing_key(
+    store: &dyn AdminStore,
+    env: Env,
+    now: OffsetDateTime,
+) -> Result<String, OperatorError> {
     let secret = fresh_secret()?;
-    db.write_blocking(|tx| -> Result<_, OperatorError> {
-        Ok(signing::rotate(tx, env, &secret, ms(now))?)
-    })
+    Ok(store.rotate_signing_key(env, &secret, ms(now))?)
 }
 
 /// Sets an organization's policy version.
-pub fn set_policy_version(db: &Db, org: &str, version: &str) -> Result<(), OperatorError> {
+pub fn set_policy_version(
+    store: &dyn AdminStore,
+    org: &str,
+    version: &str,
+) -> Result<(), OperatorError> {
     let valid = version
         .strip_prefix("pol_")
         .and_then(|rest| rest.split_once('.'))
@@ -210,16 +187,12 @@ pub fn set_policy_version(db: &Db, org: &str, version: &str) -> Result<(), Opera
     if !valid {
         return Err(OperatorError::BadPolicyVersion);
     }
-    let org_id = org_id(db, org)?;
-    db.write_blocking(|tx| -> Result<_, OperatorError> {
-        orgs::set_policy_version(tx, &org_id, version)?;
-        keys::bump_generation(tx)?;
-        Ok(())
-    })
+    let org_id = org_id(store, org)?;
+    Ok(store.set_policy_version(&org_id, version)?)
 }
 
 /// The keys of an organization, as operators see them.
-pub fn list_keys(db: &Db, org: &str) -> Result<Vec<keys::KeyInfo>, OperatorError> {
-    let org_id = org_id(db, org)?;
-    db.write_blocking(|tx| -> Result<_, OperatorError> { Ok(keys::list(tx, &org_id)?) })
+pub fn list_keys(store: &dyn AdminStore, org: &str) -> Result<Vec<keys::KeyInfo>, OperatorError> {
+    let org_id = org_id(store, org)?;
+    Ok(store.list_keys(&org_id)?)
 }

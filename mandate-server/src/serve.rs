@@ -29,7 +29,8 @@ use crate::http::limits::{self, Limits};
 use crate::settlement;
 use crate::signing;
 use crate::state::{AppState, Shared};
-use crate::storage::{Db, StorageError, idempotency, keys as keys_store, signing as signing_store};
+use crate::storage::sqlite::{Db, SqliteStore};
+use crate::storage::{StorageError, Store};
 use crate::workers::delivery::Worker;
 
 /// How the server is started.
@@ -120,6 +121,8 @@ pub struct Running {
     pub public_addr: SocketAddr,
     /// The state, for tests and operators in the same process.
     pub state: AppState,
+    /// The SQLite engine's database handle, for tests that write rows directly.
+    pub db: Db,
     handles: Vec<Handle<SocketAddr>>,
     servers: Vec<JoinHandle<Result<(), std::io::Error>>>,
     refresher: JoinHandle<()>,
@@ -187,28 +190,23 @@ pub async fn start_with(
         .map(|u| normalize_base_url("docs-url", u))
         .transpose()?;
     let db = open_db(&config)?;
+    // The engine: SQLite, the embedded default.
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::new(db.clone()));
     let db_error = |source| ServeError::Db {
         path: config.db.display().to_string(),
         source,
     };
     let now = clock.now();
-    signing::ensure_keys(&db, ms(now)).map_err(db_error)?;
-    let ring = signing::load(&db, ms(now)).map_err(db_error)?;
+    signing::ensure_keys(&*store, ms(now)).map_err(db_error)?;
+    let ring = signing::load(&*store, ms(now)).map_err(db_error)?;
     // Seeded here, before listening, so that the first authorization does not wait for it.
     crate::signing::fast::seed_random().map_err(ServeError::Signing)?;
     // Presignatures start filling now, in idle time (signing/presign.rs).
     crate::signing::presign::Pool::global();
     let mut fresh = [0u8; 32];
     fill_random(&mut fresh);
-    let cursor_secret = db
-        .write_blocking(|tx| -> Result<_, StorageError> {
-            idempotency::sweep(tx, ms(now) - 24 * 3600 * 1000)?;
-            Ok(signing_store::setting_or_insert(
-                tx,
-                "cursor_secret",
-                &fresh,
-            )?)
-        })
+    let cursor_secret = store
+        .prepare_start(ms(now) - 24 * 3600 * 1000, &fresh)
         .map_err(db_error)?;
 
     let api_listener = bind(&config.api_addr)?;
@@ -222,7 +220,7 @@ pub async fn start_with(
     };
     let public_url = format!("{scheme}://{public_addr}");
     let state = AppState::new(Shared {
-        db: db.clone(),
+        store: store.clone(),
         clock: clock.clone(),
         keys: Arc::new(RwLock::new(ring)),
         cursors: Arc::new(CursorKey::new(&cursor_secret)),
@@ -280,11 +278,9 @@ pub async fn start_with(
         app::public(state.clone()).into_make_service()
     );
 
-    let initial_generation = db
-        .write_blocking(|tx| -> Result<_, StorageError> { Ok(keys_store::generation(tx)?) })
-        .ok();
+    let initial_generation = store.key_generation_now().ok();
     let refresher = {
-        let (db, keys, clock) = (db.clone(), state.keys.clone(), clock.clone());
+        let (store, keys, clock) = (store.clone(), state.keys.clone(), clock.clone());
         let callers = state.callers.clone();
         tokio::spawn(async move {
             // Keys changed by operator commands: every 250 ms. Signing keys: every 2 s.
@@ -293,9 +289,7 @@ pub async fn start_with(
             loop {
                 tokio::time::sleep(Duration::from_millis(250)).await;
                 tick += 1;
-                let generation = db
-                    .read(|conn| -> Result<_, StorageError> { Ok(keys_store::generation(conn)?) })
-                    .await;
+                let generation = store.key_generation().await;
                 match generation {
                     Ok(g) if seen_generation != Some(g) => {
                         callers.clear();
@@ -305,7 +299,7 @@ pub async fn start_with(
                     Err(e) => tracing::error!("reading the keys generation: {e}"),
                 }
                 if tick.is_multiple_of(8)
-                    && let Err(e) = signing::reload(&db, ms(clock.now()), &keys).await
+                    && let Err(e) = signing::reload(&*store, ms(clock.now()), &keys).await
                 {
                     tracing::error!("reloading signing keys: {e}");
                 }
@@ -316,6 +310,7 @@ pub async fn start_with(
         api_addr,
         public_addr,
         state,
+        db,
         handles,
         servers,
         refresher,

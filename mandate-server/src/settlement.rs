@@ -7,7 +7,8 @@
 //!
 //! Every movement is made inside the database transaction of the escrow state change that
 //! causes it, and is idempotent on (escrow, kind): a retried transition can never move the
-//! money twice. The one adapter today, [`Ledger`], records each movement durably in the
+//! money twice. An adapter turns a movement into the record the store writes in that
+//! transaction. The one adapter today, [`Ledger`], records each movement durably in the
 //! service's own database. An adapter for an external provider would, in the same
 //! transaction, write the movement to an outbox that a worker sends to the provider with
 //! the idempotency key `<escrow id>:<kind>`, the way webhook deliveries work.
@@ -17,9 +18,8 @@ use std::sync::Arc;
 use mandate_core::amount::Amount;
 use mandate_core::escrow::EscrowAction;
 use mandate_core::names::Currency;
-use rusqlite::Connection;
 
-use crate::storage::settlement::{self, MovementRow};
+use crate::storage::escrows::MovementRow;
 
 /// The kinds of money movement, at most one of each per escrow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -73,24 +73,17 @@ pub struct Movement<'a> {
 /// Settlement failed; the state change it belonged to is rolled back with it.
 #[derive(Debug, thiserror::Error)]
 pub enum SettlementError {
-    /// The adapter's durable record could not be written.
-    #[error("settlement record: {0}")]
-    Storage(#[from] rusqlite::Error),
+    /// The adapter refused the movement.
+    #[error("settlement refused: {0}")]
+    Refused(String),
 }
 
 /// A settlement provider's adapter.
 pub trait SettlementProvider: Send + Sync + 'static {
-    /// Executes `movement` within `tx`, the transaction of the state change that causes it,
-    /// at `now_ms`. Idempotent on (escrow, kind): `Ok(false)` when that movement was already
-    /// made, in which case nothing moves. It may be called again for the same movement when
-    /// the writer rolls back and redoes the transaction (`storage::Db::write`): only what it
-    /// does through `tx` is kept, and only the last call's.
-    fn settle(
-        &self,
-        tx: &Connection,
-        movement: &Movement<'_>,
-        now_ms: i64,
-    ) -> Result<bool, SettlementError>;
+    /// The durable record of `movement` at `now_ms`, which the store writes in the
+    /// transaction of the state change that causes it, once per (escrow, kind): a
+    /// movement already recorded moves nothing.
+    fn settle(&self, movement: &Movement<'_>, now_ms: i64) -> Result<MovementRow, SettlementError>;
 }
 
 /// The ledger adapter: records every movement in the `settlement_movements` table, keyed
@@ -99,13 +92,8 @@ pub trait SettlementProvider: Send + Sync + 'static {
 pub struct Ledger;
 
 impl SettlementProvider for Ledger {
-    fn settle(
-        &self,
-        tx: &Connection,
-        movement: &Movement<'_>,
-        now_ms: i64,
-    ) -> Result<bool, SettlementError> {
-        let row = MovementRow {
+    fn settle(&self, movement: &Movement<'_>, now_ms: i64) -> Result<MovementRow, SettlementError> {
+        Ok(MovementRow {
             escrow_id: movement.escrow.to_owned(),
             kind: movement.kind.as_str().to_owned(),
             amount: movement.amount.to_string(),
@@ -113,8 +101,7 @@ impl SettlementProvider for Ledger {
             from_party: movement.from.to_owned(),
             to_party: movement.to.to_owned(),
             created_ms: now_ms,
-        };
-        Ok(settlement::record(tx, &row)?)
+        })
     }
 }
 

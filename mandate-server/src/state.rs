@@ -14,7 +14,7 @@ use crate::http::error::ApiError;
 use crate::model::{Caller, Env};
 use crate::settlement::SettlementProvider;
 use crate::signing::KeyRing;
-use crate::storage::Db;
+use crate::storage::Store;
 
 /// Everything a handler may need: one shared [`Shared`], so that the clone every layer and
 /// extractor makes per request is one reference count, not one per field.
@@ -38,8 +38,8 @@ impl std::ops::Deref for AppState {
 
 /// The fields of [`AppState`].
 pub struct Shared {
-    /// The database.
-    pub db: Db,
+    /// Persistence: every read and write of stored data goes through it.
+    pub store: Arc<dyn Store>,
     /// The injected clock.
     pub clock: Arc<dyn Clock>,
     /// Signing keys and the JWK Set.
@@ -75,13 +75,7 @@ impl AppState {
         if let Some(mode) = self.modes.get(org_id, env) {
             return Ok(mode);
         }
-        let org = org_id.to_owned();
-        let (mode, _) = self
-            .db
-            .read(move |conn| -> Result<_, ApiError> {
-                Ok(crate::storage::orgs::mode(conn, &org, env)?)
-            })
-            .await?;
+        let (mode, _) = self.store.mode(org_id, env).await?;
         Ok(self.modes.fill(org_id, env, mode))
     }
 
@@ -94,7 +88,7 @@ impl AppState {
         now: time::OffsetDateTime,
     ) -> Result<Decider<'a>, ApiError> {
         Ok(Decider {
-            store: &self.db,
+            store: self.store.as_ref(),
             agents: &self.agents,
             signer: self.signer(caller.env)?,
             issuer: &self.verdicts_url,

@@ -131,8 +131,12 @@ pub fn start() -> Env {
             Arc::new(SystemClock),
         ))
         .unwrap();
-    let onboarded =
-        operator::onboard(&running.state.db, "acme", time::OffsetDateTime::now_utc()).unwrap();
+    let onboarded = operator::onboard(
+        &*running.state.store,
+        "acme",
+        time::OffsetDateTime::now_utc(),
+    )
+    .unwrap();
     Env {
         api: format!("http://{}", running.api_addr),
         public: format!("http://{}", running.public_addr),

@@ -24,8 +24,8 @@ use crate::clock::{ms, ordered16};
 use crate::model::Env;
 use crate::model::decision::Decision;
 use crate::storage::StorageError;
-use crate::storage::deciding::{DecidingStore, IdempotencyRecord, NewDecision, Resolution};
-use crate::storage::decisions::month_index;
+use crate::storage::deciding::{DecidingStore, NewDecision, Resolution};
+use crate::storage::idempotency::IdempotencyRecord;
 
 /// Deciding failed.
 #[derive(Debug, thiserror::Error)]
@@ -259,10 +259,9 @@ impl Decided<'_> {
             body,
         } = self;
         let amount = decision.claims.request.amount;
-        let month = month_index(decision.created_ms);
         match approved {
             None => {
-                store
+                state.stored = store
                     .record_decision(NewDecision {
                         org,
                         env,
@@ -273,8 +272,6 @@ impl Decided<'_> {
                     })
                     .await?;
                 state.history.record(&evaluation, amount, now);
-                // Committed: the agent's row for this month is stored.
-                state.stored.month_marked = Some(month);
             }
             Some(review) => {
                 let id = review.id.clone();

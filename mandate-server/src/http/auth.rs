@@ -91,11 +91,7 @@ pub async fn authenticate(state: &AppState, request: Request, next: Next) -> Res
     let now_ms = ms(state.now());
     let admitted = match state.callers.admit(&hash, now_ms) {
         Ok(admitted) => admitted,
-        Err(epoch) => match state
-            .db
-            .read(move |conn| -> Result<_, ApiError> { Ok(keys::caller(conn, &hash)?) })
-            .await
-        {
+        Err(epoch) => match state.store.caller(hash).await {
             Ok(Some(caller)) => {
                 // An agent key's agent slot is cached with it (see `KeyCache`).
                 let slot = caller
@@ -105,7 +101,7 @@ pub async fn authenticate(state: &AppState, request: Request, next: Next) -> Res
                 state.callers.insert(epoch, caller, slot, now_ms)
             }
             Ok(None) => return unauthorized(state),
-            Err(e) => return e.into_response(),
+            Err(e) => return ApiError::from(e).into_response(),
         },
     };
     let (caller, agent_slot) = (admitted.caller, admitted.agent_slot);

@@ -115,12 +115,6 @@ impl From<StorageError> for ApiError {
     }
 }
 
-impl From<rusqlite::Error> for ApiError {
-    fn from(e: rusqlite::Error) -> Self {
-        Self::Server(format!("sqlite: {e}"))
-    }
-}
-
 impl From<FieldError> for ApiError {
     fn from(e: FieldError) -> Self {
         Self::InvalidRequest(e.to_string())

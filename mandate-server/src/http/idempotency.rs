@@ -10,14 +10,15 @@
 //! new agent's key, is never at rest in plaintext; a replay opens it and answers the same
 //! bytes.
 
+use std::sync::Arc;
+
 use axum::body::{Body, to_bytes};
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use mandate_core::idempotency::{NextAction, is_kept, next_action, request_digest};
+use mandate_core::idempotency::{NextAction, is_kept, request_digest};
 
-use crate::clock::ms;
 use crate::http::body;
 use crate::http::error::ApiError;
 use crate::http::limits::BodyDeadline;
@@ -25,9 +26,8 @@ use crate::http::request_id;
 use crate::http::seal::{SealKey, Sealed};
 use crate::model::Caller;
 use crate::state::AppState;
-use crate::storage::deciding::IdempotencyRecord;
-use crate::storage::idempotency as store;
-use crate::storage::{Db, StorageError};
+use crate::storage::Store;
+use crate::storage::idempotency::IdempotencyRecord;
 
 /// The request header.
 pub const HEADER: &str = "idempotency-key";
@@ -59,34 +59,16 @@ impl IdempotencySlot {
             .map_err(|e| ApiError::Server(e.to_string()))
     }
 
-    /// The record of the answer `body` with `status`, sealed, for a handler that stores it
-    /// in the transaction of its own change (the decision service).
-    pub fn record(&self, status: u16, body: &[u8]) -> Result<IdempotencyRecord, ApiError> {
-        Ok(IdempotencyRecord {
+    /// The record of the sealed `body` answered with `status` under this slot, for a store
+    /// method that writes it in the transaction of the change it answers.
+    pub fn record(&self, status: u16, body: Sealed) -> IdempotencyRecord {
+        IdempotencyRecord {
             key_hash: self.key_hash,
             idem_key: self.idem_key.clone(),
-            request_id: self.request_id.clone(),
-            status,
-            sealed_body: self.seal(status, body)?.0,
-        })
-    }
-
-    /// Stores the sealed `body` with `status` under this slot, inside the caller's
-    /// transaction.
-    pub fn complete(
-        &self,
-        tx: &rusqlite::Connection,
-        status: u16,
-        body: &Sealed,
-    ) -> rusqlite::Result<()> {
-        store::complete(
-            tx,
-            &self.key_hash,
-            &self.idem_key,
             status,
             body,
-            &self.request_id,
-        )
+            request_id: self.request_id.clone(),
+        }
     }
 }
 
@@ -132,17 +114,9 @@ async fn run(state: AppState, request: Request, next: Next) -> Result<Response, 
     let bytes = body::collect(body, deadline).await?;
     let digest = request_digest(parts.method.as_str(), parts.uri.path(), &bytes);
     let now = state.now();
-    let (key_hash, key) = (caller.key_hash, idem_key.clone());
     let (action, original_id) = state
-        .db
-        .write(move |tx| -> Result<_, ApiError> {
-            let stored = store::get(tx, &key_hash, &key)?;
-            let action = next_action(stored.as_ref().map(|s| &s.0), &digest, now.unix_timestamp());
-            if action == NextAction::StartProcessing {
-                store::claim(tx, &key_hash, &key, &digest, ms(now))?;
-            }
-            Ok((action, stored.and_then(|s| s.1)))
-        })
+        .store
+        .claim_idempotency_key(caller.key_hash, &idem_key, digest, now)
         .await?;
     match action {
         NextAction::ReturnSavedResponse(saved) => {
@@ -174,7 +148,7 @@ async fn run(state: AppState, request: Request, next: Next) -> Result<Response, 
             };
             parts.extensions.insert(slot);
             let mut guard = ClaimGuard {
-                db: state.db.clone(),
+                store: state.store.clone(),
                 key_hash: caller.key_hash,
                 idem_key: Some(idem_key.clone()),
             };
@@ -196,7 +170,7 @@ async fn run(state: AppState, request: Request, next: Next) -> Result<Response, 
 /// writer runs jobs in order), and removes only a claim that no response completed, so a
 /// decision committed together with its response stays replayable.
 struct ClaimGuard {
-    db: Db,
+    store: Arc<dyn Store>,
     key_hash: [u8; 32],
     /// `None` once the outcome is stored.
     idem_key: Option<String>,
@@ -207,14 +181,10 @@ impl Drop for ClaimGuard {
         let Some(idem_key) = self.idem_key.take() else {
             return;
         };
-        let (db, key_hash) = (self.db.clone(), self.key_hash);
+        let (store, key_hash) = (self.store.clone(), self.key_hash);
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                let released = db
-                    .write(move |tx| -> Result<(), StorageError> {
-                        Ok(store::release(tx, &key_hash, &idem_key)?)
-                    })
-                    .await;
+                let released = store.finish_idempotency(key_hash, &idem_key, None).await;
                 if let Err(e) = released {
                     tracing::error!("releasing an abandoned idempotency claim: {e}");
                 }
@@ -244,16 +214,16 @@ async fn finish(
         .then(|| seal.seal(status, &bytes))
         .transpose()
         .map_err(|e| ApiError::Server(e.to_string()))?;
-    let id = request_id::current();
+    let record = sealed.map(|body| IdempotencyRecord {
+        key_hash,
+        idem_key: idem_key.clone(),
+        status,
+        body,
+        request_id: request_id::current(),
+    });
     state
-        .db
-        .write(move |tx| -> Result<(), ApiError> {
-            match &sealed {
-                Some(body) => store::complete(tx, &key_hash, &idem_key, status, body, &id)?,
-                None => store::release(tx, &key_hash, &idem_key)?,
-            }
-            Ok(())
-        })
+        .store
+        .finish_idempotency(key_hash, &idem_key, record)
         .await?;
     Ok(Response::from_parts(parts, Body::from(bytes)))
 }

@@ -40,9 +40,8 @@ impl Drop for SealKey {
     }
 }
 
-/// A body sealed by [`SealKey::seal`]: the only form [`crate::storage::idempotency`] stores.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Sealed(pub Vec<u8>);
+/// A body sealed by [`SealKey::seal`]: the only form the idempotency store keeps.
+pub use crate::storage::idempotency::Sealed;
 
 /// Sealing or opening failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

@@ -19,7 +19,8 @@ use crate::http::list;
 use crate::model::{Caller, KeyClass};
 use crate::operator::new_key;
 use crate::state::AppState;
-use crate::storage::{agents, keys};
+use crate::storage::agents::AgentRow;
+use crate::storage::keys;
 
 /// The routes.
 pub fn router() -> Router<AppState> {
@@ -28,7 +29,7 @@ pub fn router() -> Router<AppState> {
         .route("/v1/agents/{id}", get(show))
 }
 
-fn agent_json(row: &agents::AgentRow) -> Value {
+fn agent_json(row: &AgentRow) -> Value {
     json!({
         "id": row.id,
         "name": row.id.strip_prefix(AgentId::PREFIX).unwrap_or(&row.id),
@@ -51,30 +52,17 @@ async fn create(
     let id = AgentId::for_name(&name);
     let key = new_key(KeyClass::Agent, caller.env);
     let now = ms(state.now());
-    let (org, env, agent) = (caller.org_id.clone(), caller.env, id.clone());
     let key_hash = keys::hash(&key);
     let row = state
-        .db
-        .write(move |tx| -> Result<_, ApiError> {
-            if !agents::insert(tx, agent.as_str(), &org, env.as_str(), now)? {
-                return Err(ApiError::NameTaken(format!(
-                    "an agent named {} already exists in this organization; choose another name",
-                    agent.name()
-                )));
-            }
-            keys::insert(
-                tx,
-                &key_hash,
-                &org,
-                env,
-                KeyClass::Agent,
-                Some(agent.as_str()),
-                now,
-            )?;
-            agents::get(tx, &org, env.as_str(), agent.as_str())?
-                .ok_or_else(|| ApiError::Server("agent vanished after insert".into()))
-        })
-        .await?;
+        .store
+        .create_agent(&caller.org_id, caller.env, &id, key_hash, now)
+        .await?
+        .ok_or_else(|| {
+            ApiError::NameTaken(format!(
+                "an agent named {} already exists in this organization; choose another name",
+                id.name()
+            ))
+        })?;
     let mut out = agent_json(&row);
     out["agent_key"] = json!(key);
     Ok(created(out))
@@ -88,20 +76,15 @@ async fn index(
     let params = list::parse(query.as_deref(), &[])?;
     let context = list::context("agents", &caller, &params);
     let before = list::start(&state, &params, &context)?;
-    let only = caller.agent.as_ref().map(|a| a.to_string());
-    let (org, env, limit) = (caller.org_id.clone(), caller.env, params.limit);
     let rows = state
-        .db
-        .read(move |conn| -> Result<_, ApiError> {
-            Ok(agents::page(
-                conn,
-                &org,
-                env.as_str(),
-                only.as_deref(),
-                before,
-                limit + 1,
-            )?)
-        })
+        .store
+        .agents_page(
+            &caller.org_id,
+            caller.env,
+            caller.agent.as_ref(),
+            before,
+            params.limit + 1,
+        )
         .await?;
     let rows = rows.iter().map(|r| (r.seq, agent_json(r))).collect();
     Ok(ok(list::envelope(&state, &context, params.limit, rows)))
@@ -115,13 +98,15 @@ async fn show(
     if caller.agent.as_ref().is_some_and(|own| own.as_str() != id) {
         return Err(ApiError::not_found("agent", &id));
     }
-    let (org, env, wanted) = (caller.org_id.clone(), caller.env, id.clone());
-    let row = state
-        .db
-        .read(move |conn| -> Result<_, ApiError> {
-            Ok(agents::get(conn, &org, env.as_str(), &wanted)?)
-        })
-        .await?;
+    let row = match AgentId::parse(&id) {
+        Ok(wanted) => {
+            state
+                .store
+                .agent(&caller.org_id, caller.env, &wanted)
+                .await?
+        }
+        Err(_) => None,
+    };
     row.map(|r| ok(agent_json(&r)))
         .ok_or_else(|| ApiError::not_found("agent", &id))
 }

@@ -39,7 +39,7 @@ async fn authorize(
         .decide(Input::Request { request, slot })
         .await?;
     let record = match &idempotency {
-        Some(Extension(idempotency)) => Some(idempotency.record(201, decided.body())?),
+        Some(Extension(slot)) => Some(slot.record(201, slot.seal(201, decided.body())?)),
         None => None,
     };
     let mut response = crate::routes::created_encoded(decided.commit(record).await?);

@@ -13,7 +13,7 @@ use crate::http::extract::Path;
 use crate::http::list;
 use crate::model::Caller;
 use crate::state::AppState;
-use crate::storage::decisions;
+use crate::storage::decisions::Filters;
 
 /// The routes.
 pub fn router() -> Router<AppState> {
@@ -38,10 +38,7 @@ fn verdict_filter(params: &list::ListParams, name: &str) -> Result<Option<Verdic
 
 /// Parses the decision filters of a list or export request for this caller. `None` means
 /// an agent key asked for another agent: the answer is empty.
-pub fn filters(
-    caller: &Caller,
-    params: &list::ListParams,
-) -> Result<Option<decisions::Filters>, ApiError> {
+pub fn filters(caller: &Caller, params: &list::ListParams) -> Result<Option<Filters>, ApiError> {
     let mut agent = params.filters.get("agent").cloned();
     if let Some(own) = &caller.agent {
         if agent.as_ref().is_some_and(|a| a != own.as_str()) {
@@ -49,7 +46,7 @@ pub fn filters(
         }
         agent = Some(own.to_string());
     }
-    Ok(Some(decisions::Filters {
+    Ok(Some(Filters {
         agent,
         verdict: verdict_filter(params, "verdict")?,
         policy_verdict: verdict_filter(params, "policy_verdict")?,
@@ -67,19 +64,15 @@ async fn index(
     let Some(filters) = filters(&caller, &params)? else {
         return Ok(ok(json!({"data": [], "has_more": false})));
     };
-    let (org, env, limit) = (caller.org_id.clone(), caller.env, params.limit);
     let rows = state
-        .db
-        .read(move |conn| -> Result<_, ApiError> {
-            Ok(decisions::page(
-                conn,
-                &org,
-                env.as_str(),
-                &filters,
-                before,
-                limit + 1,
-            )?)
-        })
+        .store
+        .decisions_page(
+            &caller.org_id,
+            caller.env,
+            &filters,
+            before,
+            params.limit + 1,
+        )
         .await?;
     let rows = rows
         .into_iter()
@@ -93,19 +86,9 @@ async fn show(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let (org, env, wanted) = (caller.org_id.clone(), caller.env, id.clone());
-    let only = caller.agent.as_ref().map(|a| a.to_string());
     let decision = state
-        .db
-        .read(move |conn| -> Result<_, ApiError> {
-            Ok(decisions::get(
-                conn,
-                &org,
-                env.as_str(),
-                only.as_deref(),
-                &wanted,
-            )?)
-        })
+        .store
+        .decision(&caller.org_id, caller.env, caller.agent.as_ref(), &id)
         .await?;
     decision
         .map(|d| ok(d.to_json()))

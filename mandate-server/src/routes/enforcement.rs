@@ -15,7 +15,6 @@ use crate::http::body::JsonBody;
 use crate::http::error::ApiError;
 use crate::model::Caller;
 use crate::state::AppState;
-use crate::storage::orgs;
 
 /// The routes.
 pub fn router() -> Router<AppState> {
@@ -28,11 +27,7 @@ fn body(mode: Mode, since_ms: i64) -> serde_json::Value {
 
 async fn show(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
     caller.require_org()?;
-    let (org, env) = (caller.org_id.clone(), caller.env);
-    let (mode, since) = state
-        .db
-        .read(move |conn| -> Result<_, ApiError> { Ok(orgs::mode(conn, &org, env)?) })
-        .await?;
+    let (mode, since) = state.store.mode(&caller.org_id, caller.env).await?;
     Ok(ok(body(mode, since)))
 }
 
@@ -50,10 +45,9 @@ async fn switch(
         .as_str()
         .and_then(Mode::parse)
         .ok_or_else(|| ApiError::InvalidRequest("mode must be 'observe' or 'enforce'".into()))?;
-    let (org, env, now) = (caller.org_id.clone(), caller.env, ms(state.now()));
     let (mode, since) = state
-        .db
-        .write(move |tx| -> Result<_, ApiError> { Ok(orgs::set_mode(tx, &org, env, mode, now)?) })
+        .store
+        .set_mode(&caller.org_id, caller.env, mode, ms(state.now()))
         .await?;
     // After the commit, before the answer: the next decision sees the new mode.
     state.modes.set(&caller.org_id, caller.env, mode);

@@ -26,8 +26,8 @@ use crate::http::extract::Path;
 use crate::model::Caller;
 use crate::settlement::{Movement, MovementKind, SettlementError};
 use crate::state::AppState;
-use crate::storage::escrows::{self, EscrowRow};
-use crate::storage::{decisions, events};
+use crate::storage::escrows::{EscrowChange, EscrowRow};
+use crate::storage::events::NewEvent;
 
 /// The routes.
 pub fn router() -> Router<AppState> {
@@ -85,50 +85,59 @@ async fn create(
     let request = FundingRequest::from_json(&body)?;
     let now = state.now();
     let id = EscrowId::from_random(random16());
-    let (org, env) = (caller.org_id.clone(), caller.env);
-    let settlement = state.settlement.clone();
-    let escrow = state
-        .db
-        .write(move |tx| -> Result<_, ApiError> {
-            let wanted = request.decision.as_str();
-            let decision = decisions::get(tx, &org, env.as_str(), None, wanted)?
-                .ok_or_else(|| ApiError::not_found("decision", wanted))?;
-            check_funding(&request, &decision.claims, now).map_err(refused)?;
-            let escrow = EscrowRow {
-                id: id.clone(),
-                org_id: org.to_string(),
-                env: env.as_str().to_owned(),
-                amount: request.amount,
-                currency: request.currency.clone(),
-                buyer: request.buyer.clone(),
-                seller: request.seller.clone(),
-                decision: request.decision.clone(),
-                arbiter: request.arbiter.clone(),
-                status: EscrowStatus::FUNDED,
-                history: vec![HistoryEntry::new(EscrowStatus::FUNDED, now, FUNDER)],
-                created_ms: ms(now),
-            };
-            if !escrows::insert(tx, &escrow, decision.claims.nonce.as_str())? {
-                return Err(refused(FundingError::Spent {
-                    decision: request.decision.clone(),
-                }));
-            }
-            let lock = Movement {
-                escrow: escrow.id.as_str(),
-                kind: MovementKind::Lock,
-                amount: escrow.amount,
-                currency: &escrow.currency,
-                from: escrow.buyer.as_str(),
-                to: escrow.id.as_str(),
-            };
-            settlement
-                .settle(tx, &lock, escrow.created_ms)
-                .map_err(settle_error)?;
-            let data = escrow_json(&escrow);
-            events::append(tx, &org, env.as_str(), "escrow.funded", &data, ms(now))?;
-            Ok(escrow)
-        })
+    // Decisions are never changed once stored: the one read is checked outside the write,
+    // and the escrow's unique keys decide between racing requests.
+    let wanted = request.decision.as_str();
+    let decision = state
+        .store
+        .decision(&caller.org_id, caller.env, None, wanted)
+        .await?
+        .ok_or_else(|| ApiError::not_found("decision", wanted))?;
+    check_funding(&request, &decision.claims, now).map_err(refused)?;
+    let escrow = EscrowRow {
+        id: id.clone(),
+        org_id: caller.org_id.to_string(),
+        env: caller.env.as_str().to_owned(),
+        amount: request.amount,
+        currency: request.currency.clone(),
+        buyer: request.buyer.clone(),
+        seller: request.seller.clone(),
+        decision: request.decision.clone(),
+        arbiter: request.arbiter.clone(),
+        status: EscrowStatus::FUNDED,
+        history: vec![HistoryEntry::new(EscrowStatus::FUNDED, now, FUNDER)],
+        created_ms: ms(now),
+    };
+    let lock = Movement {
+        escrow: escrow.id.as_str(),
+        kind: MovementKind::Lock,
+        amount: escrow.amount,
+        currency: &escrow.currency,
+        from: escrow.buyer.as_str(),
+        to: escrow.id.as_str(),
+    };
+    let movement = state
+        .settlement
+        .settle(&lock, escrow.created_ms)
+        .map_err(settle_error)?;
+    let event = NewEvent {
+        event_type: "escrow.funded",
+        data: escrow_json(&escrow),
+    };
+    let funded = state
+        .store
+        .fund_escrow(
+            escrow.clone(),
+            decision.claims.nonce.as_str(),
+            movement,
+            event,
+        )
         .await?;
+    if !funded {
+        return Err(refused(FundingError::Spent {
+            decision: request.decision.clone(),
+        }));
+    }
     Ok(created(escrow_json(&escrow)))
 }
 
@@ -138,11 +147,10 @@ async fn show(
     _caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let wanted = id.clone();
-    let escrow = state
-        .db
-        .read(move |conn| -> Result<_, ApiError> { Ok(escrows::get(conn, &wanted, None)?) })
-        .await?;
+    let escrow = match EscrowId::parse(&id) {
+        Ok(wanted) => state.store.escrow(&wanted, None).await?,
+        Err(_) => None,
+    };
     escrow
         .map(|e| ok(escrow_json(&e)))
         .ok_or_else(|| ApiError::not_found("escrow", &id))
@@ -161,6 +169,10 @@ fn event_type(action: EscrowAction) -> &'static str {
 /// Applies `action` to an escrow of the caller's organization and environment: the state
 /// change, its history step, its money movement and its event, in one transaction. A
 /// refused action writes nothing.
+///
+/// The change is computed from the escrow as read, and written only if the escrow still
+/// stands where it was read; when another change came first, it is read again and the
+/// action judged anew, so concurrent actions apply one after the other.
 async fn act(
     state: AppState,
     caller: Caller,
@@ -169,26 +181,25 @@ async fn act(
 ) -> Result<Response, ApiError> {
     caller.require_org()?;
     let now = state.now();
-    let (org, env) = (caller.org_id.clone(), caller.env);
-    let settlement = state.settlement.clone();
-    let escrow = state
-        .db
-        .write(move |tx| -> Result<_, ApiError> {
-            let mut escrow = escrows::get(tx, &id, Some((&org, env.as_str())))?
-                .ok_or_else(|| ApiError::not_found("escrow", &id))?;
-            let from = escrow.status;
-            let to = from
-                .apply(action)
-                .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
-            let entry = HistoryEntry::new(to, now, FUNDER);
-            if !escrows::advance(tx, &id, from, &entry, escrow.history.len())? {
-                return Err(ApiError::Server(format!(
-                    "escrow {id} changed inside its own write"
-                )));
-            }
-            escrow.status = to;
-            escrow.history.push(entry);
-            if let Some(kind) = MovementKind::for_action(action) {
+    let missing = || ApiError::not_found("escrow", &id);
+    let wanted = EscrowId::parse(&id).map_err(|_| missing())?;
+    let owner = Some((&*caller.org_id, caller.env));
+    let escrow = loop {
+        let mut escrow = state
+            .store
+            .escrow(&wanted, owner)
+            .await?
+            .ok_or_else(missing)?;
+        let from = escrow.status;
+        let to = from
+            .apply(action)
+            .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
+        let entry = HistoryEntry::new(to, now, FUNDER);
+        let step = escrow.history.len();
+        escrow.status = to;
+        escrow.history.push(entry.clone());
+        let movement = match MovementKind::for_action(action) {
+            Some(kind) => {
                 let payee = match kind {
                     MovementKind::Release => escrow.seller.as_str(),
                     MovementKind::Refund | MovementKind::Lock => escrow.buyer.as_str(),
@@ -201,15 +212,33 @@ async fn act(
                     from: escrow.id.as_str(),
                     to: payee,
                 };
-                settlement
-                    .settle(tx, &movement, ms(now))
-                    .map_err(settle_error)?;
+                Some(
+                    state
+                        .settlement
+                        .settle(&movement, ms(now))
+                        .map_err(settle_error)?,
+                )
             }
-            let data = escrow_json(&escrow);
-            events::append(tx, &org, env.as_str(), event_type(action), &data, ms(now))?;
-            Ok(escrow)
-        })
-        .await?;
+            None => None,
+        };
+        let change = EscrowChange {
+            from,
+            entry,
+            step,
+            movement,
+            event: NewEvent {
+                event_type: event_type(action),
+                data: escrow_json(&escrow),
+            },
+        };
+        if state
+            .store
+            .advance_escrow(&caller.org_id, caller.env, &wanted, change)
+            .await?
+        {
+            break escrow;
+        }
+    };
     Ok(ok(escrow_json(&escrow)))
 }
 

@@ -16,7 +16,7 @@ use crate::http::extract::Path;
 use crate::http::list;
 use crate::model::Caller;
 use crate::state::AppState;
-use crate::storage::events::{self, EventRow};
+use crate::storage::events::EventRow;
 
 /// The routes.
 pub fn router() -> Router<AppState> {
@@ -53,19 +53,15 @@ async fn index(
     }
     let context = list::context("events", &caller, &params);
     let before = list::start(&state, &params, &context)?;
-    let (org, env, limit) = (caller.org_id.clone(), caller.env, params.limit);
     let rows = state
-        .db
-        .read(move |conn| -> Result<_, ApiError> {
-            Ok(events::page(
-                conn,
-                &org,
-                env.as_str(),
-                event_type.as_deref(),
-                before,
-                limit + 1,
-            )?)
-        })
+        .store
+        .events_page(
+            &caller.org_id,
+            caller.env,
+            event_type.as_deref(),
+            before,
+            params.limit + 1,
+        )
         .await?;
     let rows = rows.iter().map(|r| (r.seq, event_json(r))).collect();
     Ok(ok(list::envelope(&state, &context, params.limit, rows)))
@@ -77,13 +73,7 @@ async fn show(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     caller.require_org()?;
-    let (org, env, wanted) = (caller.org_id.clone(), caller.env, id.clone());
-    let row = state
-        .db
-        .read(move |conn| -> Result<_, ApiError> {
-            Ok(events::get(conn, &org, env.as_str(), &wanted)?)
-        })
-        .await?;
+    let row = state.store.event(&caller.org_id, caller.env, &id).await?;
     row.map(|r| ok(event_json(&r)))
         .ok_or_else(|| ApiError::not_found("event", &id))
 }

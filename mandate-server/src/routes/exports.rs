@@ -10,6 +10,7 @@
 //! body that did not end properly (no final chunk), never as a short but valid export.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -24,8 +25,8 @@ use crate::model::decision::Decision;
 use crate::model::{Caller, Env};
 use crate::routes::decisions::filters;
 use crate::state::AppState;
-use crate::storage::Db;
-use crate::storage::decisions::{self, Filters};
+use crate::storage::Store;
+use crate::storage::decisions::Filters;
 
 /// The media type of the export.
 pub const NDJSON: &str = "application/x-ndjson";
@@ -43,7 +44,7 @@ pub fn router() -> Router<AppState> {
 
 /// Where an export stands between two chunks.
 struct Walk {
-    db: Db,
+    store: Arc<dyn Store>,
     org: String,
     env: Env,
     filters: Filters,
@@ -57,26 +58,16 @@ struct Walk {
 }
 
 async fn read_page(
-    db: &Db,
+    store: &dyn Store,
     org: &str,
     env: Env,
     filters: &Filters,
     after: i64,
     upto: i64,
 ) -> Result<Vec<(i64, Decision)>, ApiError> {
-    let (org, filters) = (org.to_owned(), filters.clone());
-    db.read(move |conn| -> Result<_, ApiError> {
-        Ok(decisions::export_page(
-            conn,
-            &org,
-            env.as_str(),
-            &filters,
-            after,
-            upto,
-            PAGE,
-        )?)
-    })
-    .await
+    Ok(store
+        .decisions_export_page(org, env, filters, after, upto, PAGE)
+        .await?)
 }
 
 /// One page as NDJSON lines.
@@ -99,7 +90,7 @@ async fn next_chunk(mut walk: Walk) -> Option<(Result<Bytes, ApiError>, Walk)> {
         Some(rows) => rows,
         None => {
             let page = read_page(
-                &walk.db,
+                &*walk.store,
                 &walk.org,
                 walk.env,
                 &walk.filters,
@@ -181,13 +172,10 @@ async fn export(
         return Ok(ndjson(Body::empty()));
     };
     let (org, env) = (caller.org_id.clone(), caller.env);
-    let upto = state
-        .db
-        .read(|conn| -> Result<_, ApiError> { Ok(decisions::last_seq(conn)?) })
-        .await?;
-    let first = read_page(&state.db, &org, env, &filters, 0, upto).await?;
+    let upto = state.store.last_decision_seq().await?;
+    let first = read_page(&*state.store, &org, env, &filters, 0, upto).await?;
     let walk = Walk {
-        db: state.db.clone(),
+        store: state.store.clone(),
         org: org.to_string(),
         env,
         filters,

@@ -12,14 +12,14 @@ use mandate_core::id::MandateId;
 use mandate_core::mandate::{Mandate, MandateDraft, MandateStatus, format_date};
 
 use super::{created, ok};
-use crate::clock::{ms, random16};
+use crate::clock::random16;
 use crate::http::body::JsonBody;
 use crate::http::error::ApiError;
 use crate::http::extract::Path;
 use crate::http::list;
 use crate::model::Caller;
 use crate::state::AppState;
-use crate::storage::{agents, events, mandates};
+use crate::storage::mandates::{Filters, Revocation};
 
 /// The routes.
 pub fn router() -> Router<AppState> {
@@ -50,13 +50,11 @@ async fn create(
     // The agent must exist before its slot is taken: a slot (and its rebuild) for every
     // name an org key can invent would grow the server without bound. Agents are never
     // deleted, so the check stays true under the lock.
-    let (org, env, wanted) = (caller.org_id.clone(), caller.env, agent.clone());
     let exists = state
-        .db
-        .read(move |conn| -> Result<_, ApiError> {
-            Ok(agents::get(conn, &org, env.as_str(), wanted.as_str())?.is_some())
-        })
-        .await?;
+        .store
+        .agent(&caller.org_id, caller.env, &agent)
+        .await?
+        .is_some();
     if !exists {
         return Err(ApiError::NotFound(format!(
             "no agent with id {agent}; register it with POST /v1/agents first"
@@ -64,16 +62,18 @@ async fn create(
     }
     let mut slot = state
         .agents
-        .lock(&state.db, &caller.org_id, caller.env, &agent, now)
+        .lock(
+            state.store.as_ref(),
+            &caller.org_id,
+            caller.env,
+            &agent,
+            now,
+        )
         .await?;
     let taken = slot.take();
-    let (org, env, stored) = (caller.org_id.clone(), caller.env, mandate.clone());
     state
-        .db
-        .write(move |tx| -> Result<_, ApiError> {
-            mandates::insert(tx, &org, env.as_str(), &stored)?;
-            Ok(())
-        })
+        .store
+        .insert_mandate(&caller.org_id, caller.env, &mandate)
         .await?;
     if let Some(mut state_now) = taken {
         // The new mandate's month-to-date starts from zero; velocity is the agent's own.
@@ -109,21 +109,17 @@ async fn index(
     let before = list::start(&state, &params, &context)?;
     let now = state.now();
     let today = format_date(now.date());
-    let filters = mandates::Filters { agent, status };
-    let (org, env, limit) = (caller.org_id.clone(), caller.env, params.limit);
+    let filters = Filters { agent, status };
     let rows = state
-        .db
-        .read(move |conn| -> Result<_, ApiError> {
-            Ok(mandates::page(
-                conn,
-                &org,
-                env.as_str(),
-                &filters,
-                &today,
-                before,
-                limit + 1,
-            )?)
-        })
+        .store
+        .mandates_page(
+            &caller.org_id,
+            caller.env,
+            &filters,
+            &today,
+            before,
+            params.limit + 1,
+        )
         .await?;
     let rows = rows
         .into_iter()
@@ -133,13 +129,15 @@ async fn index(
 }
 
 async fn find(state: &AppState, caller: &Caller, id: &str) -> Result<Mandate, ApiError> {
-    let (org, env, wanted) = (caller.org_id.clone(), caller.env, id.to_owned());
-    let mandate = state
-        .db
-        .read(move |conn| -> Result<_, ApiError> {
-            Ok(mandates::get(conn, &org, env.as_str(), &wanted)?)
-        })
-        .await?;
+    let mandate = match MandateId::parse(id) {
+        Ok(wanted) => {
+            state
+                .store
+                .mandate(&caller.org_id, caller.env, &wanted)
+                .await?
+        }
+        Err(_) => None,
+    };
     match (mandate, &caller.agent) {
         (Some(m), Some(own)) if &m.terms.agent != own => Err(ApiError::not_found("mandate", id)),
         (Some(m), _) => Ok(m),
@@ -173,30 +171,28 @@ async fn revoke(
     let agent = found.terms.agent.clone();
     let mut slot = state
         .agents
-        .lock(&state.db, &caller.org_id, caller.env, &agent, now)
+        .lock(
+            state.store.as_ref(),
+            &caller.org_id,
+            caller.env,
+            &agent,
+            now,
+        )
         .await?;
     let taken = slot.take();
-    let (org, env, wanted) = (caller.org_id.clone(), caller.env, id.clone());
     let revoked = state
-        .db
-        .write(move |tx| -> Result<_, ApiError> {
-            let mut mandate = mandates::get(tx, &org, env.as_str(), &wanted)?
-                .ok_or_else(|| ApiError::not_found("mandate", &wanted))?;
-            // Only an active mandate can be revoked; an expired one stays expired.
-            if mandate.status_at(now) != MandateStatus::Active
-                || !mandates::revoke(tx, &wanted, ms(now))?
-            {
-                return Err(ApiError::InvalidRequest(format!(
-                    "mandate {wanted} is {}; only an active mandate can be revoked",
-                    mandate.status_at(now).as_str()
-                )));
-            }
-            mandate.status = MandateStatus::Revoked;
-            let data = mandate.to_json(now);
-            events::append(tx, &org, env.as_str(), "mandate.revoked", &data, ms(now))?;
-            Ok(mandate)
-        })
-        .await;
+        .store
+        .revoke_mandate(&caller.org_id, caller.env, &found.id, now)
+        .await
+        .map_err(ApiError::from)
+        .and_then(|revocation| match revocation {
+            Revocation::Revoked(mandate) => Ok(*mandate),
+            Revocation::Missing => Err(ApiError::not_found("mandate", &id)),
+            Revocation::NotActive(status) => Err(ApiError::InvalidRequest(format!(
+                "mandate {id} is {}; only an active mandate can be revoked",
+                status.as_str()
+            ))),
+        });
     let revoked = match revoked {
         Ok(m) => m,
         Err(e) => {

@@ -19,7 +19,7 @@ use crate::http::error::ApiError;
 use crate::http::extract::Path;
 use crate::model::Caller;
 use crate::state::AppState;
-use crate::storage::deciding::{DecidingStore, Resolution};
+use crate::storage::deciding::Resolution;
 
 /// The routes.
 pub fn router() -> Router<AppState> {
@@ -31,7 +31,7 @@ pub fn router() -> Router<AppState> {
 /// Loads a review of the caller's organization and environment, or 404.
 async fn find(state: &AppState, caller: &Caller, id: &str) -> Result<Review, ApiError> {
     let found = state
-        .db
+        .store
         .review(caller.org_id.clone(), caller.env, id.to_owned())
         .await?;
     found
@@ -50,7 +50,7 @@ async fn resolve(state: &AppState, caller: &Caller, review: Review) -> Result<()
         decision: None,
         at_ms: ms(state.now()),
     };
-    if state.db.resolve_review(resolution).await? {
+    if state.store.resolve_review(resolution).await? {
         Ok(())
     } else {
         Err(DecisionError::AlreadyResolved(id).into())
@@ -86,8 +86,8 @@ async fn approve(
         Err(e) => return Err(refuse(&state, &caller, &review, e).await),
     };
     let original = state
-        .db
-        .decision(caller.org_id.clone(), caller.env, review.decision.clone())
+        .store
+        .decision(&caller.org_id, caller.env, None, review.decision.as_str())
         .await?
         .ok_or_else(|| {
             ApiError::Server(format!(

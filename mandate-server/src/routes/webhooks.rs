@@ -23,8 +23,7 @@ use crate::http::extract::Path;
 use crate::http::list;
 use crate::model::Caller;
 use crate::state::AppState;
-use crate::storage::events;
-use crate::storage::webhooks::{self, WebhookRow};
+use crate::storage::webhooks::WebhookRow;
 use crate::workers::ssrf::{self, Host};
 
 /// The routes.
@@ -102,22 +101,16 @@ async fn create(
     }
     let id = WebhookId::from_random(random16());
     let now = ms(state.now());
-    let (org, env, stored_url) = (caller.org_id.clone(), caller.env, url.url.to_string());
     let row = state
-        .db
-        .write(move |tx| -> Result<_, ApiError> {
-            webhooks::insert(
-                tx,
-                &org,
-                env.as_str(),
-                id.as_str(),
-                &stored_url,
-                &events,
-                now,
-            )?;
-            webhooks::get(tx, &org, env.as_str(), id.as_str())?
-                .ok_or_else(|| ApiError::Server("webhook vanished after insert".into()))
-        })
+        .store
+        .create_webhook(
+            &caller.org_id,
+            caller.env,
+            &id,
+            url.url.as_str(),
+            &events,
+            now,
+        )
         .await?;
     Ok(created(webhook_json(&row)))
 }
@@ -131,12 +124,9 @@ async fn index(
     let params = list::parse(query.as_deref(), &[])?;
     let context = list::context("webhooks", &caller, &params);
     let before = list::start(&state, &params, &context)?;
-    let (org, env, limit) = (caller.org_id.clone(), caller.env, params.limit);
     let rows = state
-        .db
-        .read(move |conn| -> Result<_, ApiError> {
-            Ok(webhooks::page(conn, &org, env.as_str(), before, limit + 1)?)
-        })
+        .store
+        .webhooks_page(&caller.org_id, caller.env, before, params.limit + 1)
         .await?;
     let rows = rows.iter().map(|r| (r.seq, webhook_json(r))).collect();
     Ok(ok(list::envelope(&state, &context, params.limit, rows)))
@@ -148,13 +138,15 @@ async fn show(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     caller.require_org()?;
-    let (org, env, wanted) = (caller.org_id.clone(), caller.env, id.clone());
-    let row = state
-        .db
-        .read(move |conn| -> Result<_, ApiError> {
-            Ok(webhooks::get(conn, &org, env.as_str(), &wanted)?)
-        })
-        .await?;
+    let row = match WebhookId::parse(&id) {
+        Ok(wanted) => {
+            state
+                .store
+                .webhook(&caller.org_id, caller.env, &wanted)
+                .await?
+        }
+        Err(_) => None,
+    };
     row.map(|r| ok(webhook_json(&r)))
         .ok_or_else(|| ApiError::not_found("webhook", &id))
 }
@@ -166,13 +158,15 @@ async fn delete(
 ) -> Result<Response, ApiError> {
     caller.require_org()?;
     let now = ms(state.now());
-    let (org, env, wanted) = (caller.org_id.clone(), caller.env, id.clone());
-    let row = state
-        .db
-        .write(move |tx| -> Result<_, ApiError> {
-            Ok(webhooks::delete(tx, &org, env.as_str(), &wanted, now)?)
-        })
-        .await?;
+    let row = match WebhookId::parse(&id) {
+        Ok(wanted) => {
+            state
+                .store
+                .delete_webhook(&caller.org_id, caller.env, &wanted, now)
+                .await?
+        }
+        Err(_) => None,
+    };
     row.map(|r| ok(webhook_json(&r)))
         .ok_or_else(|| ApiError::not_found("webhook", &id))
 }
@@ -184,23 +178,24 @@ async fn ping(
 ) -> Result<Response, ApiError> {
     caller.require_org()?;
     let now = ms(state.now());
-    let (org, env, wanted) = (caller.org_id.clone(), caller.env, id.clone());
+    let missing = || ApiError::not_found("webhook", &id);
+    let wanted = WebhookId::parse(&id).map_err(|_| missing())?;
+    let webhook = state
+        .store
+        .webhook(&caller.org_id, caller.env, &wanted)
+        .await?
+        .ok_or_else(missing)?;
+    // Deleted between the read and the write: the ping finds no endpoint.
     let event = state
-        .db
-        .write(move |tx| -> Result<_, ApiError> {
-            let webhook = webhooks::get(tx, &org, env.as_str(), &wanted)?
-                .ok_or_else(|| ApiError::not_found("webhook", &wanted))?;
-            let data = webhook_json(&webhook);
-            Ok(events::append_for_webhook(
-                tx,
-                &org,
-                env.as_str(),
-                "ping",
-                &data,
-                now,
-                &webhook.id,
-            )?)
-        })
-        .await?;
+        .store
+        .ping_webhook(
+            &caller.org_id,
+            caller.env,
+            &wanted,
+            webhook_json(&webhook),
+            now,
+        )
+        .await?
+        .ok_or_else(missing)?;
     Ok((StatusCode::ACCEPTED, axum::Json(json!({ "event": event }))).into_response())
 }

@@ -20,7 +20,8 @@ use mandate_core::jws::{P256Signer, Signer};
 use crate::clock::fill_random;
 use crate::model::Env;
 use crate::signing::fast::AwsLcSigner;
-use crate::storage::{Db, StorageError, signing};
+use crate::storage::keys::StoredKey;
+use crate::storage::{AdminStore, StorageError, Store};
 
 /// How long a retired key stays published, in ms.
 pub const RETIRED_KEY_PUBLISHED_MS: i64 = 10 * 60 * 1000;
@@ -55,28 +56,20 @@ pub fn fresh_secret() -> Result<[u8; 32], StorageError> {
 }
 
 /// Makes sure both environments have a current key (generated on first use).
-pub fn ensure_keys(db: &Db, now_ms: i64) -> Result<(), StorageError> {
+pub fn ensure_keys(store: &dyn AdminStore, now_ms: i64) -> Result<(), StorageError> {
     for env in [Env::Sandbox, Env::Live] {
         let secret = fresh_secret()?;
-        db.write_blocking(|tx| -> Result<(), StorageError> {
-            if !signing::has_current(tx, env)? {
-                signing::rotate(tx, env, &secret, now_ms)?;
-            }
-            Ok(())
-        })?;
+        store.ensure_signing_key(env, &secret, now_ms)?;
     }
     Ok(())
 }
 
 /// Loads the key ring from the database as of `now_ms`.
-pub fn load(db: &Db, now_ms: i64) -> Result<KeyRing, StorageError> {
-    let keys = db.write_blocking(|tx| -> Result<_, StorageError> {
-        Ok(signing::published(tx, now_ms - RETIRED_KEY_PUBLISHED_MS)?)
-    })?;
-    build(keys)
+pub fn load(store: &dyn AdminStore, now_ms: i64) -> Result<KeyRing, StorageError> {
+    build(store.signing_keys_now(now_ms - RETIRED_KEY_PUBLISHED_MS)?)
 }
 
-fn build(keys: Vec<signing::StoredKey>) -> Result<KeyRing, StorageError> {
+fn build(keys: Vec<StoredKey>) -> Result<KeyRing, StorageError> {
     let mut ring = KeyRing::default();
     let mut jwks = JwkSet::default();
     for key in keys {
@@ -92,11 +85,13 @@ fn build(keys: Vec<signing::StoredKey>) -> Result<KeyRing, StorageError> {
 }
 
 /// Reloads the ring through the read pool (used by the periodic refresh).
-pub async fn reload(db: &Db, now_ms: i64, ring: &RwLock<KeyRing>) -> Result<(), StorageError> {
-    let keys = db
-        .read(move |conn| -> Result<_, StorageError> {
-            Ok(signing::published(conn, now_ms - RETIRED_KEY_PUBLISHED_MS)?)
-        })
+pub async fn reload(
+    store: &dyn Store,
+    now_ms: i64,
+    ring: &RwLock<KeyRing>,
+) -> Result<(), StorageError> {
+    let keys = store
+        .signing_keys(now_ms - RETIRED_KEY_PUBLISHED_MS)
         .await?;
     let fresh = build(keys)?;
     *ring.write().unwrap_or_else(|p| p.into_inner()) = fresh;

@@ -6,15 +6,26 @@
 use std::sync::Arc;
 
 use mandate_core::amount::Amount;
-use mandate_core::id::{AgentId, DecisionId};
+use mandate_core::id::AgentId;
 use mandate_core::mandate::Mandate;
 use mandate_core::review::Review;
 
 use super::StoreFuture;
+use super::idempotency::IdempotencyRecord;
 use crate::model::Env;
 use crate::model::decision::Decision;
 
-pub use super::sqlite::decisions::AgentHint;
+/// What an engine told the decision service about an agent, kept in the agent's state so
+/// that storing its next decision skips two lookups (random pages of large indexes with many agents): the agent's
+/// integer key, and that its row of the months it decided in for a month is already stored.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AgentHint {
+    /// The engine's key of the agent (SQLite: `agents.seq`).
+    pub seq: Option<i64>,
+    /// A month (a UTC month counted from year 0) for which the agent's `decision_months` row is known
+    /// to be committed.
+    pub month_marked: Option<i64>,
+}
 
 /// What is stored about one agent that its next decision depends on.
 #[derive(Debug, Clone, Default)]
@@ -27,22 +38,6 @@ pub struct AgentRecord {
     pub allowed_since: Vec<(Amount, i64)>,
     /// What storing the agent's next decision need not look up again.
     pub hint: AgentHint,
-}
-
-/// A stored answer to keep under an `Idempotency-Key`, in the transaction of the change it
-/// answers. `body` is already sealed (only ciphertext reaches storage).
-#[derive(Debug, Clone)]
-pub struct IdempotencyRecord {
-    /// SHA-256 of the API key that sent the request.
-    pub key_hash: [u8; 32],
-    /// The Idempotency-Key.
-    pub idem_key: String,
-    /// The id of the request that claimed the key.
-    pub request_id: String,
-    /// The answer's status.
-    pub status: u16,
-    /// The answer's body, sealed.
-    pub sealed_body: Vec<u8>,
 }
 
 /// A decision made in answer to an agent's request, with what it implies.
@@ -93,8 +88,8 @@ pub trait DecidingStore: Send + Sync {
     ) -> StoreFuture<'_, AgentRecord>;
 
     /// Stores a decision, the review it opens with its event, and its idempotency record,
-    /// in one transaction.
-    fn record_decision(&self, new: NewDecision) -> StoreFuture<'_, ()>;
+    /// in one transaction; returns the agent's hint for its next decision.
+    fn record_decision(&self, new: NewDecision) -> StoreFuture<'_, AgentHint>;
 
     /// Marks a pending review resolved, with its `decision.resolved` event and, on an
     /// approval, its fresh decision, in one transaction. `false` (nothing stored) if the
@@ -108,12 +103,4 @@ pub trait DecidingStore: Send + Sync {
         env: Env,
         id: String,
     ) -> StoreFuture<'_, Option<(Review, AgentId)>>;
-
-    /// A decision of this organization and environment.
-    fn decision(
-        &self,
-        org: Arc<str>,
-        env: Env,
-        id: DecisionId,
-    ) -> StoreFuture<'_, Option<Decision>>;
 }

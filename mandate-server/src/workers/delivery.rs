@@ -25,7 +25,7 @@ use crate::clock::{fill_random, ms};
 use crate::model::Env;
 use crate::state::AppState;
 use crate::storage::StorageError;
-use crate::storage::deliveries::{self, Attempt, Due};
+use crate::storage::deliveries::{Attempt, Due};
 use crate::workers::ssrf::{self, GuardedResolver};
 use crate::workers::timers;
 
@@ -197,10 +197,7 @@ async fn run(state: AppState, clients: Arc<Clients>, mut stopped: watch::Receive
 async fn pick(state: &AppState) -> Result<Vec<Due>, StorageError> {
     let now_ms = ms(state.now());
     let per_webhook = i64::try_from(PER_WEBHOOK * 2).unwrap_or(8);
-    state
-        .db
-        .read(move |conn| deliveries::due(conn, now_ms, per_webhook, 256))
-        .await
+    state.store.due_deliveries(now_ms, per_webhook, 256).await
 }
 
 fn jitter_byte() -> u8 {
@@ -219,13 +216,8 @@ async fn attempt(
     let at_ms = ms(state.now());
     let id = due.id;
     let result = if window_closed(due.event_created_ms, at_ms) {
-        state
-            .db
-            .write(move |tx| -> Result<(), StorageError> {
-                let reason = "the 24-hour delivery window ended before another attempt";
-                Ok(deliveries::give_up(tx, id, reason, at_ms)?)
-            })
-            .await
+        let reason = "the 24-hour delivery window ended before another attempt";
+        state.store.give_up_delivery(id, reason, at_ms).await
     } else {
         let started = Instant::now();
         let (status, error) = match send(&state, &clients, &due, at_ms).await {
@@ -255,12 +247,7 @@ async fn attempt(
                 "webhook delivery attempt failed"
             ),
         }
-        state
-            .db
-            .write(move |tx| -> Result<(), StorageError> {
-                Ok(deliveries::record(tx, id, &attempt, next, now_ms)?)
-            })
-            .await
+        state.store.record_attempt(id, attempt, next, now_ms).await
     };
     if let Err(e) = result {
         tracing::error!(delivery = id, "recording a delivery attempt: {e}");

@@ -1,7 +1,7 @@
 //! Time-driven state, read from the injected clock on every tick of the worker:
 //!
 //! - a pending review expires 24 hours after it opened: marked `expired` (through
-//!   [`Review::expire`]) with its `decision.resolved` event in one transaction;
+//!   [`mandate_core::review::Review::expire`]) with its `decision.resolved` event in one transaction;
 //! - `mandate.expiring` fires once per active mandate at 00:00 UTC seven days before its
 //!   `expires` date ([`expiring_at`]), at once for a mandate created inside that window; the
 //!   once-only mark and the event are written in one transaction.
@@ -9,14 +9,13 @@
 //! Each item is its own transaction, re-checked inside it, so a review resolved or a mandate
 //! revoked meanwhile is left alone and one bad row never blocks the others.
 
-use mandate_core::mandate::{MandateStatus, format_date};
-use mandate_core::review::Review;
+use mandate_core::mandate::format_date;
 use time::{Date, Duration, OffsetDateTime, Time, UtcOffset};
 
 use crate::clock::ms;
 use crate::state::AppState;
-use crate::storage::timers::{self, DueItem};
-use crate::storage::{StorageError, events, mandates, reviews};
+use crate::storage::StorageError;
+use crate::storage::timers::DueItem;
 
 /// How long before a mandate's `expires` date `mandate.expiring` fires.
 pub const EXPIRING_LEAD: Duration = Duration::days(7);
@@ -48,13 +47,8 @@ pub async fn run(state: &AppState) -> Result<(), StorageError> {
     let now_ms = ms(now);
     let (today, horizon) = expiring_dates(now);
     let (due_reviews, due_mandates) = state
-        .db
-        .read(move |conn| -> Result<_, StorageError> {
-            Ok((
-                timers::due_reviews(conn, now_ms, BATCH)?,
-                timers::due_expiring(conn, &today, &horizon, BATCH)?,
-            ))
-        })
+        .store
+        .due_timers(now_ms, &today, &horizon, BATCH)
         .await?;
     for item in due_reviews {
         if let Err(e) = expire_review(state, item.clone(), now).await {
@@ -74,31 +68,7 @@ async fn expire_review(
     item: DueItem,
     now: OffsetDateTime,
 ) -> Result<(), StorageError> {
-    state
-        .db
-        .write(move |tx| -> Result<(), StorageError> {
-            let Some((review, _agent)) = reviews::get(tx, &item.org_id, &item.env, &item.id)?
-            else {
-                return Ok(());
-            };
-            let Ok(expired) = Review::expire(&review, now) else {
-                return Ok(());
-            };
-            if reviews::resolve(tx, &expired)? {
-                let data = serde_json::to_value(&expired)
-                    .map_err(|e| StorageError::Corrupt(format!("review {}: {e}", item.id)))?;
-                events::append(
-                    tx,
-                    &item.org_id,
-                    &item.env,
-                    "decision.resolved",
-                    &data,
-                    ms(now),
-                )?;
-            }
-            Ok(())
-        })
-        .await
+    state.store.expire_review(&item, now).await
 }
 
 async fn fire_expiring(
@@ -106,31 +76,7 @@ async fn fire_expiring(
     item: DueItem,
     now: OffsetDateTime,
 ) -> Result<(), StorageError> {
-    state
-        .db
-        .write(move |tx| -> Result<(), StorageError> {
-            let Some(mandate) = mandates::get(tx, &item.org_id, &item.env, &item.id)? else {
-                return Ok(());
-            };
-            if mandate.status_at(now) != MandateStatus::Active
-                || now < expiring_at(mandate.terms.expires)
-                || timers::expiring_fired(tx, &item.id)?
-            {
-                return Ok(());
-            }
-            let data = mandate.to_json(now);
-            let event = events::append(
-                tx,
-                &item.org_id,
-                &item.env,
-                "mandate.expiring",
-                &data,
-                ms(now),
-            )?;
-            timers::mark_expiring_fired(tx, &item.id, event.as_str(), ms(now))?;
-            Ok(())
-        })
-        .await
+    state.store.fire_expiring(&item, now, expiring_at).await
 }
 
 #[cfg(test)]

@@ -164,7 +164,7 @@ async fn a_revoked_key_is_401_like_a_missing_one() {
     assert_eq!(app.get(&org, "/v1/agents").await.status, 200);
     assert_eq!(app.get(&agent, "/v1/decisions").await.status, 200);
 
-    let db = &app.running.as_ref().unwrap().state.db;
+    let db = &*app.running.as_ref().unwrap().state.store;
     operator::revoke_key(db, &agent, app.clock_now()).unwrap();
     app.until_refused(&agent).await;
     assert_unauthorized(&app.authorize(&agent, "1", "software").await);
@@ -533,7 +533,7 @@ async fn the_per_key_rate_is_enforced_per_key_with_retry_after() {
     let app = spawn_app().await;
     let limited = app.org.sandbox.clone();
     let other = app.org.live.clone();
-    let db = &app.running.as_ref().unwrap().state.db;
+    let db = &*app.running.as_ref().unwrap().state.store;
     operator::set_rate(db, &limited, 3).unwrap();
 
     for i in 0..3 {
@@ -631,7 +631,7 @@ async fn operator_changes_reach_a_running_server_whose_caches_are_warm() {
             .unwrap()
             .starts_with("pol_2026-11-22.")
     );
-    let db = &app.running.as_ref().unwrap().state.db;
+    let db = &*app.running.as_ref().unwrap().state.store;
     operator::set_policy_version(db, "acme", "pol_2026-12-01.7").unwrap();
     let mut seen = None;
     for _ in 0..200 {

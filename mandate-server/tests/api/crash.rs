@@ -358,7 +358,7 @@ async fn an_abandoned_request_releases_its_idempotency_key() {
     let guard = state
         .agents
         .lock(
-            &state.db,
+            state.store.as_ref(),
             &std::sync::Arc::from(org_id.as_str()),
             mandate_server::model::Env::Sandbox,
             &AgentId::parse("agt_quitter").unwrap(),

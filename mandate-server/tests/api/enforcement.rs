@@ -1,7 +1,7 @@
 //! GET/POST /v1/enforcement: the kill switch, per environment, and what each mode does to
 //! a decision.
 
-use mandate_server::storage::{events, orgs};
+use mandate_server::storage::sqlite::{events, orgs};
 use serde_json::json;
 
 use crate::helpers::{TestApp, spawn_app};

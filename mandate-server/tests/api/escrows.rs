@@ -4,7 +4,8 @@
 
 use futures_util::future::join_all;
 use mandate_server::settlement::{Movement, MovementKind};
-use mandate_server::storage::settlement::{self, MovementRow};
+use mandate_server::storage::escrows::MovementRow;
+use mandate_server::storage::sqlite::settlement;
 use serde_json::Value;
 
 use crate::helpers::{Resp, TestApp, spawn_app};
@@ -41,17 +42,13 @@ async fn funded(app: &TestApp, agent_key: &str) -> String {
 }
 
 async fn movements(app: &TestApp, escrow: &str) -> Vec<MovementRow> {
-    let escrow = escrow.to_owned();
+    let escrow = mandate_core::id::EscrowId::parse(escrow).unwrap();
     app.running
         .as_ref()
         .unwrap()
         .state
-        .db
-        .read(
-            move |c| -> Result<_, mandate_server::storage::StorageError> {
-                Ok(settlement::of_escrow(c, &escrow)?)
-            },
-        )
+        .store
+        .escrow_movements(&escrow)
         .await
         .unwrap()
 }
@@ -275,6 +272,34 @@ async fn a_decision_funds_one_escrow_even_when_eight_requests_race() {
     // Later, too.
     let again = fund(&app, &org, &decision).await;
     assert_eq!(again.assert_error(400, "invalid_request"), spent);
+}
+
+/// Actions racing on one escrow apply one after the other: one moves it, each of the others
+/// is judged against where it then stands (400, never a 500), and the money moves once.
+#[tokio::test]
+async fn actions_racing_on_one_escrow_apply_one_after_the_other() {
+    let app = spawn_app().await;
+    let org = app.org.sandbox.clone();
+    let agent = app.standard_agent(&org, "buyer").await;
+    let id = funded(&app, &agent).await;
+    assert_eq!(act(&app, &org, &id, "deliver").await.status, 200);
+    let actions = (0..8).map(|i| if i % 2 == 0 { "release" } else { "refund" });
+    let responses = join_all(actions.map(|action| act(&app, &org, &id, action))).await;
+    let moved: Vec<&Resp> = responses.iter().filter(|r| r.status == 200).collect();
+    assert_eq!(moved.len(), 1, "{responses:?}");
+    for r in responses.iter().filter(|r| r.status != 200) {
+        r.assert_error(400, "invalid_request");
+    }
+    let kinds: Vec<_> = movements(&app, &id)
+        .await
+        .iter()
+        .map(|m| m.kind.clone())
+        .collect();
+    assert_eq!(kinds.len(), 2, "{kinds:?}");
+    assert_eq!(kinds[0], "lock");
+    assert_eq!(escrow_events(&app).await.len(), 3);
+    let history = moved[0].body["history"].as_array().unwrap();
+    assert_eq!(history.len(), 3, "{}", moved[0].text);
 }
 
 /// Applies `action` to `id` and returns the response.
@@ -567,11 +592,12 @@ async fn settlement_moves_money_once_per_escrow_and_kind() {
         (id.as_str(), "vendor:acme")
     );
 
-    // The adapter itself is idempotent on (escrow, kind): the second call moves nothing.
-    let state = app.running.as_ref().unwrap().state.clone();
-    let provider = state.settlement.clone();
+    // Settlement is idempotent on (escrow, kind): the adapter's second record of a movement
+    // moves nothing.
+    let running = app.running.as_ref().unwrap();
+    let provider = running.state.settlement.clone();
     let escrow = id.clone();
-    let results = state
+    let results = running
         .db
         .write(
             move |tx| -> Result<_, mandate_server::storage::StorageError> {
@@ -584,13 +610,13 @@ async fn settlement_moves_money_once_per_escrow_and_kind() {
                     from: &escrow,
                     to: "agt_buyer",
                 };
-                let first = provider.settle(tx, &movement, 1).unwrap();
-                let second = provider.settle(tx, &movement, 2).unwrap();
+                let first = settlement::record(tx, &provider.settle(&movement, 1).unwrap())?;
+                let second = settlement::record(tx, &provider.settle(&movement, 2).unwrap())?;
                 let release = Movement {
                     kind: MovementKind::Release,
                     ..movement.clone()
                 };
-                let third = provider.settle(tx, &release, 3).unwrap();
+                let third = settlement::record(tx, &provider.settle(&release, 3).unwrap())?;
                 Ok((first, second, third))
             },
         )

@@ -8,7 +8,8 @@ use mandate_core::names::{Category, Currency, Recipient};
 use mandate_core::policy::{Mode, Verdict};
 use mandate_server::model::decision::Decision;
 use mandate_server::routes::exports::PAGE;
-use mandate_server::storage::{StorageError, decisions, keys};
+use mandate_server::storage::StorageError;
+use mandate_server::storage::sqlite::{decisions, keys};
 use serde_json::Value;
 
 use crate::helpers::{Resp, TestApp, spawn_app};
@@ -50,11 +51,10 @@ fn decision(agent: &str, verdict: Verdict, n: usize, iat: i64) -> Decision {
 
 /// Inserts `decisions` directly, for volume, into the environment of `key`.
 async fn insert(app: &TestApp, key: &str, decisions: Vec<Decision>) {
-    let hash = keys::hash(key);
+    let hash = mandate_server::storage::keys::hash(key);
     app.running
         .as_ref()
         .unwrap()
-        .state
         .db
         .write(move |tx| -> Result<(), StorageError> {
             let caller = keys::caller(tx, &hash)?.unwrap();

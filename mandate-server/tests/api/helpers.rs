@@ -132,7 +132,7 @@ impl TestApp {
     /// Onboards another organization through the operator command.
     pub async fn onboard(&self, name: &str) -> Org {
         let running = self.running.as_ref().unwrap();
-        let o = operator::onboard(&running.state.db, name, self.clock_now()).unwrap();
+        let o = operator::onboard(&*running.state.store, name, self.clock_now()).unwrap();
         Org {
             name: name.into(),
             sandbox: o.sandbox_key,
@@ -311,7 +311,7 @@ impl TestApp {
         state
             .agents
             .lock(
-                &state.db,
+                state.store.as_ref(),
                 &std::sync::Arc::from(org_id.as_str()),
                 mandate_server::model::Env::Sandbox,
                 &agent,

@@ -217,10 +217,10 @@ async fn a_rotation_keeps_the_outgoing_key_until_its_tokens_have_expired() {
     let old_token = old.body["verdict_token"].as_str().unwrap().to_owned();
     assert_eq!(kid(&old_token), "sandbox-1");
 
-    let db = app.running.as_ref().unwrap().state.db.clone();
+    let db = app.running.as_ref().unwrap().state.store.clone();
     app.advance(10);
     let rotated_at = app.clock_now();
-    let new_kid = operator::rotate_signing_key(&db, Env::Sandbox, rotated_at).unwrap();
+    let new_kid = operator::rotate_signing_key(&*db, Env::Sandbox, rotated_at).unwrap();
     assert_eq!(new_kid, "sandbox-2");
     let now_kids = wait_for_kids(&app, |k| k.iter().any(|k| k == "sandbox-2")).await;
     assert_eq!(now_kids, ["live-1", "sandbox-1", "sandbox-2"]);
@@ -241,12 +241,12 @@ async fn a_rotation_keeps_the_outgoing_key_until_its_tokens_have_expired() {
     // loader directly, without waiting for the timer), and gone just after.
     let ten_minutes = time::Duration::seconds(600);
     let at_edge = signing::load(
-        &db,
+        &*db,
         ms(rotated_at + ten_minutes - time::Duration::seconds(1)),
     )
     .unwrap();
     assert!(at_edge.jwks.find("sandbox-1").is_some());
-    let past = signing::load(&db, ms(rotated_at + ten_minutes)).unwrap();
+    let past = signing::load(&*db, ms(rotated_at + ten_minutes)).unwrap();
     assert!(past.jwks.find("sandbox-1").is_none());
 
     // The running server drops it too, on its own timer and the server's clock.

@@ -1,6 +1,6 @@
 //! Mandates: create, read, list, supersede, revoke; exact decimals; field errors.
 
-use mandate_server::storage::{events, orgs};
+use mandate_server::storage::sqlite::{events, orgs};
 use reqwest::Method;
 use serde_json::{Value, json};
 

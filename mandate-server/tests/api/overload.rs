@@ -195,7 +195,7 @@ async fn strict_server(timeout: Duration) -> (Running, String, tempfile::TempDir
     )
     .await
     .unwrap();
-    let key = operator::onboard(&running.state.db, "slowpokes", START)
+    let key = operator::onboard(&*running.state.store, "slowpokes", START)
         .unwrap()
         .sandbox_key;
     (running, key, dir)

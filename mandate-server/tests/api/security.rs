@@ -96,8 +96,8 @@ fn assert_same_404(what: &str, foreign: &Resp, id: &str, missing: &Resp, missing
 /// never moves), and builds one object of each kind for alice of `acme`'s sandbox.
 async fn victim() -> (TestApp, Keys, Vec<Op>) {
     let app = spawn_app().await;
-    let db = app.running.as_ref().unwrap().state.db.clone();
-    let lift = |key: &str| operator::set_rate(&db, key, 1_000_000).unwrap();
+    let store = app.running.as_ref().unwrap().state.store.clone();
+    let lift = |key: &str| operator::set_rate(&*store, key, 1_000_000).unwrap();
     lift(&app.org.sandbox);
     lift(&app.org.live);
     let other = app.onboard("intruders").await;
@@ -109,14 +109,14 @@ async fn victim() -> (TestApp, Keys, Vec<Op>) {
     lift(&bob);
     let revoked_agent = app.agent(&org, "gone").await;
     let (revoked_org, _) = operator::issue_key(
-        &db,
+        &*store,
         "acme",
         mandate_server::model::Env::Sandbox,
         app.clock_now(),
     )
     .unwrap();
     for key in [&revoked_org, &revoked_agent] {
-        operator::revoke_key(&db, key, app.clock_now()).unwrap();
+        operator::revoke_key(&*store, key, app.clock_now()).unwrap();
         app.until_refused(key).await;
     }
 

@@ -1,26 +1,20 @@
 //! Agents.
 
+use crate::model::Env;
+use mandate_core::id::AgentId;
 use rusqlite::{Connection, OptionalExtension, params};
 
-/// A stored agent.
-#[derive(Debug, Clone)]
-pub struct AgentRow {
-    /// List position.
-    pub seq: i64,
-    /// `agt_<name>`.
-    pub id: String,
-    /// Creation time, unix ms.
-    pub created_ms: i64,
-}
+use crate::storage::agents::AgentRow;
 
 /// Inserts an agent; `Ok(false)` if the name is taken in this organization and environment.
 pub fn insert(
     tx: &Connection,
-    id: &str,
+    id: &AgentId,
     org_id: &str,
-    env: &str,
+    env: Env,
     now_ms: i64,
 ) -> rusqlite::Result<bool> {
+    let (id, env) = (id.as_str(), env.as_str());
     let inserted = tx.execute(
         "INSERT OR IGNORE INTO agents (id, org_id, env, created_ms) VALUES (?1, ?2, ?3, ?4)",
         params![id, org_id, env, now_ms],
@@ -40,9 +34,10 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AgentRow> {
 pub fn get(
     conn: &Connection,
     org_id: &str,
-    env: &str,
-    id: &str,
+    env: Env,
+    id: &AgentId,
 ) -> rusqlite::Result<Option<AgentRow>> {
+    let (id, env) = (id.as_str(), env.as_str());
     conn.query_row(
         "SELECT seq, id, created_ms FROM agents WHERE org_id = ?1 AND env = ?2 AND id = ?3",
         params![org_id, env, id],
@@ -55,11 +50,12 @@ pub fn get(
 pub fn page(
     conn: &Connection,
     org_id: &str,
-    env: &str,
-    only: Option<&str>,
+    env: Env,
+    only: Option<&AgentId>,
     before: i64,
     limit: i64,
 ) -> rusqlite::Result<Vec<AgentRow>> {
+    let (only, env) = (only.map(AgentId::as_str), env.as_str());
     // The id is a plain condition when given, so that SQLite uses the unique key.
     let id_clause = if only.is_some() {
         "id = ?3"

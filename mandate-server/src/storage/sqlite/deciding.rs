@@ -3,14 +3,13 @@
 
 use std::sync::Arc;
 
-use mandate_core::id::{AgentId, DecisionId};
+use mandate_core::id::AgentId;
 use mandate_core::review::Review;
-use rusqlite::params;
 
-use super::{Db, decisions, events, mandates, reviews};
+use super::store::SqliteStore;
+use super::{decisions, events, idempotency, mandates, reviews};
 use crate::model::Env;
-use crate::model::decision::Decision;
-use crate::storage::deciding::{AgentRecord, DecidingStore, NewDecision, Resolution};
+use crate::storage::deciding::{AgentHint, AgentRecord, DecidingStore, NewDecision, Resolution};
 use crate::storage::{StorageError, StoreFuture};
 
 /// Reads what an agent's next decision depends on, in the caller's snapshot.
@@ -65,7 +64,7 @@ fn store_resolution(tx: &rusqlite::Connection, r: &Resolution) -> Result<bool, S
     Ok(true)
 }
 
-impl DecidingStore for Db {
+impl DecidingStore for SqliteStore {
     fn agent_record(
         &self,
         org: Arc<str>,
@@ -74,7 +73,7 @@ impl DecidingStore for Db {
         limit: usize,
         allowed_since_ms: i64,
     ) -> StoreFuture<'_, AgentRecord> {
-        Box::pin(self.read(move |conn| {
+        Box::pin(self.db().read(move |conn| {
             // One read transaction: one snapshot, and the WAL's read lock taken once
             // rather than by each statement.
             let snapshot = conn.unchecked_transaction()?;
@@ -84,47 +83,52 @@ impl DecidingStore for Db {
         }))
     }
 
-    fn record_decision(&self, new: NewDecision) -> StoreFuture<'_, ()> {
-        Box::pin(self.write(move |tx| -> Result<(), StorageError> {
-            let NewDecision {
-                org,
-                env,
-                decision,
-                review,
-                idempotency,
-                hint,
-            } = &new;
-            decisions::insert_with(tx, org, env.as_str(), decision, *hint)?;
-            if let Some((review, data)) = review {
-                let agent = decision.claims.request.agent.as_str();
-                reviews::insert(tx, org, env.as_str(), agent, review)?;
-                events::append_json(
-                    tx,
-                    org,
-                    env.as_str(),
-                    "decision.review_pending",
-                    data,
-                    decision.created_ms,
-                )?;
-            }
-            if let Some(record) = idempotency {
-                tx.prepare_cached(
-                    "UPDATE idempotency SET status = ?3, body = ?4, request_id = ?5 WHERE key_hash = ?1 AND idem_key = ?2",
-                )?
-                .execute(params![
-                    &record.key_hash[..],
-                    record.idem_key,
-                    record.status,
-                    record.sealed_body,
-                    record.request_id
-                ])?;
-            }
-            Ok(())
-        }))
+    fn record_decision(&self, new: NewDecision) -> StoreFuture<'_, AgentHint> {
+        Box::pin(
+            self.db()
+                .write(move |tx| -> Result<AgentHint, StorageError> {
+                    let NewDecision {
+                        org,
+                        env,
+                        decision,
+                        review,
+                        idempotency,
+                        hint,
+                    } = &new;
+                    decisions::insert_with(tx, org, env.as_str(), decision, *hint)?;
+                    if let Some((review, data)) = review {
+                        let agent = decision.claims.request.agent.as_str();
+                        reviews::insert(tx, org, env.as_str(), agent, review)?;
+                        events::append_json(
+                            tx,
+                            org,
+                            env.as_str(),
+                            "decision.review_pending",
+                            data,
+                            decision.created_ms,
+                        )?;
+                    }
+                    if let Some(record) = idempotency {
+                        idempotency::complete(
+                            tx,
+                            &record.key_hash,
+                            &record.idem_key,
+                            record.status,
+                            &record.body,
+                            &record.request_id,
+                        )?;
+                    }
+                    // Committed with it: the agent's row for this month.
+                    Ok(AgentHint {
+                        month_marked: Some(decisions::month_index(decision.created_ms)),
+                        ..*hint
+                    })
+                }),
+        )
     }
 
     fn resolve_review(&self, resolution: Resolution) -> StoreFuture<'_, bool> {
-        Box::pin(self.write(move |tx| store_resolution(tx, &resolution)))
+        Box::pin(self.db().write(move |tx| store_resolution(tx, &resolution)))
     }
 
     fn review(
@@ -133,7 +137,7 @@ impl DecidingStore for Db {
         env: Env,
         id: String,
     ) -> StoreFuture<'_, Option<(Review, AgentId)>> {
-        Box::pin(self.read(
+        Box::pin(self.db().read(
             move |conn| match reviews::get(conn, &org, env.as_str(), &id)? {
                 None => Ok(None),
                 Some((review, agent)) => {
@@ -143,14 +147,5 @@ impl DecidingStore for Db {
                 }
             },
         ))
-    }
-
-    fn decision(
-        &self,
-        org: Arc<str>,
-        env: Env,
-        id: DecisionId,
-    ) -> StoreFuture<'_, Option<Decision>> {
-        Box::pin(self.read(move |conn| decisions::get(conn, &org, env.as_str(), None, id.as_str())))
     }
 }

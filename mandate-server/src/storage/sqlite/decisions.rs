@@ -9,18 +9,9 @@ use rusqlite::{Connection, OptionalExtension, ToSql, params};
 
 use super::{StorageError, verdict_from};
 use crate::model::decision::Decision;
+use crate::storage::decisions::Filters;
 
-/// What the caller already knows about a decision's agent, so that storing the decision
-/// skips two lookups (random pages of large indexes with many agents): the agent's
-/// integer key, and that its `decision_months` row for a month is already stored.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct AgentHint {
-    /// The agent's `agents.seq`.
-    pub seq: Option<i64>,
-    /// A month (see [`month_index`]) for which the agent's `decision_months` row is known
-    /// to be committed.
-    pub month_marked: Option<i64>,
-}
+pub use crate::storage::deciding::AgentHint;
 
 /// Appends a decision.
 pub fn insert(tx: &Connection, org_id: &str, env: &str, d: &Decision) -> rusqlite::Result<()> {
@@ -232,17 +223,6 @@ pub fn get(
     raw.map(DecisionRow::decode)
         .transpose()
         .map(|d| d.map(|(_, d)| d))
-}
-
-/// Filters of `GET /v1/decisions` (and the export).
-#[derive(Debug, Default, Clone)]
-pub struct Filters {
-    /// Only this agent's decisions.
-    pub agent: Option<String>,
-    /// Only this returned verdict.
-    pub verdict: Option<Verdict>,
-    /// Only this policy verdict.
-    pub policy_verdict: Option<Verdict>,
 }
 
 /// Which way a filtered read walks the log.
@@ -604,7 +584,7 @@ mod tests {
     #[test]
     fn a_hint_saves_lookups_and_stores_the_same_keys_and_marks() {
         let dir = tempfile::tempdir().unwrap();
-        let db = crate::storage::Db::open(&dir.path().join("hint.db")).unwrap();
+        let db = crate::storage::sqlite::Db::open(&dir.path().join("hint.db")).unwrap();
         let (a, b) = (
             AgentId::parse("agt_alpha").unwrap(),
             AgentId::parse("agt_beta").unwrap(),
@@ -684,7 +664,7 @@ mod tests {
     #[test]
     fn filtered_reads_use_the_index_of_what_they_filter_on() {
         let dir = tempfile::tempdir().unwrap();
-        let db = crate::storage::Db::open(&dir.path().join("plan.db")).unwrap();
+        let db = crate::storage::sqlite::Db::open(&dir.path().join("plan.db")).unwrap();
         let plan = |sql: String| -> String {
             db.write_blocking(|tx| -> Result<String, StorageError> {
                 use rusqlite::types::Value;
@@ -730,7 +710,7 @@ mod tests {
             );
             assert!(!by_agent.contains("TEMP B-TREE"), "{by_agent}");
         }
-        let by_type = plan(crate::storage::events::page_sql(true));
+        let by_type = plan(crate::storage::sqlite::events::page_sql(true));
         assert!(by_type.contains("events_by_type"), "{by_type}");
     }
 
@@ -802,7 +782,7 @@ mod tests {
             // Decisions are stored in time order, as the server stores them.
             steps.sort_by_key(|s| s.minute);
             let dir = tempfile::tempdir().unwrap();
-            let db = crate::storage::Db::open(&dir.path().join("buckets.db")).unwrap();
+            let db = crate::storage::sqlite::Db::open(&dir.path().join("buckets.db")).unwrap();
             let agents = [
                 AgentId::parse("agt_zero").unwrap(),
                 AgentId::parse("agt_one").unwrap(),

@@ -7,9 +7,9 @@
 
 use mandate_core::delivery::NextStep;
 use rusqlite::{Connection, params};
-use serde_json::Value;
 
 use super::StorageError;
+use crate::storage::deliveries::{Attempt, DeliveryRow, Due};
 
 /// Creates a pending delivery, due at once, for every active endpoint of the organization
 /// and environment subscribed to `event_type`. Returns how many.
@@ -43,29 +43,6 @@ pub fn create_one(
         params![event_id, webhook_id, now_ms],
     )?;
     Ok(())
-}
-
-/// A delivery that is due, with what the worker needs to make the attempt.
-#[derive(Debug, Clone)]
-pub struct Due {
-    /// The delivery's row id.
-    pub id: i64,
-    /// Attempts made so far.
-    pub attempts: u32,
-    /// The endpoint, `whk_…`.
-    pub webhook_id: String,
-    /// Where to POST.
-    pub url: String,
-    /// The endpoint's environment (`sandbox`, `live`): picks the signer and the URL rules.
-    pub env: String,
-    /// The event, `evt_…`: the token's `jti`.
-    pub event_id: String,
-    /// The event's type.
-    pub event_type: String,
-    /// The event's data as stored.
-    pub data: Value,
-    /// When the event was created, unix ms: the token's `iat` and the start of its window.
-    pub event_created_ms: i64,
 }
 
 /// Pending deliveries due at `now_ms`, the longest-waiting first, at most `per_webhook` of
@@ -118,22 +95,6 @@ pub fn due(
         });
     }
     Ok(out)
-}
-
-/// One attempt as it happened.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Attempt {
-    /// 1 for the first attempt.
-    pub attempt: u32,
-    /// When it started, unix ms (the injected clock).
-    pub at_ms: i64,
-    /// The HTTP status, or `None` when no answer came (timeout, refused connection or
-    /// address).
-    pub status: Option<u16>,
-    /// How long it took, real milliseconds.
-    pub latency_ms: i64,
-    /// What went wrong, if anything.
-    pub error: Option<String>,
 }
 
 /// Records an attempt and what follows it. A delivery no longer pending (its endpoint was
@@ -199,25 +160,6 @@ pub fn give_up(
         params![delivery_id, reason, now_ms],
     )?;
     Ok(())
-}
-
-/// A delivery as stored (diagnostics and tests).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeliveryRow {
-    /// The row id.
-    pub id: i64,
-    /// The endpoint.
-    pub webhook_id: String,
-    /// Attempts made.
-    pub attempts: u32,
-    /// `pending`, `delivered` or `failed`.
-    pub state: String,
-    /// When the next attempt is due, while pending.
-    pub next_attempt_ms: Option<i64>,
-    /// The last failure.
-    pub last_error: Option<String>,
-    /// Its attempts, first first.
-    pub tried: Vec<Attempt>,
 }
 
 /// The deliveries of an event, with their attempts.

@@ -1,6 +1,7 @@
 //! Escrows and their public history. An escrow row holds where it stands now; its history
 //! rows, one per state change, are never updated.
 
+use crate::model::Env;
 use mandate_core::amount::Amount;
 use mandate_core::escrow::{EscrowState, EscrowStatus, HistoryEntry};
 use mandate_core::id::{AgentId, DecisionId, EscrowId};
@@ -9,35 +10,7 @@ use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
 
 use super::StorageError;
 use crate::clock::{from_ms, ms};
-
-/// A stored escrow with its full history, oldest step first.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EscrowRow {
-    /// `esc_…`.
-    pub id: EscrowId,
-    /// The organization that funded it.
-    pub org_id: String,
-    /// Its environment.
-    pub env: String,
-    /// The locked amount.
-    pub amount: Amount,
-    /// Its currency.
-    pub currency: Currency,
-    /// The agent whose funds are locked.
-    pub buyer: AgentId,
-    /// Who is paid on release.
-    pub seller: Recipient,
-    /// The decision that funded it.
-    pub decision: DecisionId,
-    /// Stored and returned, never read.
-    pub arbiter: Option<String>,
-    /// Where it stands.
-    pub status: EscrowStatus,
-    /// Every step, oldest first; the first is `funded`.
-    pub history: Vec<HistoryEntry>,
-    /// Creation time, unix ms.
-    pub created_ms: i64,
-}
+use crate::storage::escrows::EscrowRow;
 
 /// Stores a freshly funded escrow and its first history step. `Ok(false)` when its decision
 /// (or that decision's nonce) has already funded an escrow: the unique keys decide, so of
@@ -104,11 +77,12 @@ fn push_history(
 /// `Ok(false)` if the escrow no longer stands at `from` (nothing is written then).
 pub fn advance(
     tx: &Connection,
-    id: &str,
+    id: &EscrowId,
     from: EscrowStatus,
     entry: &HistoryEntry,
     step: usize,
 ) -> Result<bool, StorageError> {
+    let id = id.as_str();
     let changed = tx.execute(
         "UPDATE escrows SET state = ?2, disputed = ?3
          WHERE id = ?1 AND state = ?4 AND disputed = ?5",
@@ -127,17 +101,40 @@ pub fn advance(
     Ok(true)
 }
 
-type Raw = (Vec<Option<String>>, bool, i64);
-
 const COLUMNS: &str = "id, org_id, env, amount, currency, buyer, seller, decision_id, arbiter,
     state, disputed, created_ms";
 
+/// One row as read by `COLUMNS`, each column under its own name.
+struct Raw {
+    id: String,
+    org_id: String,
+    env: String,
+    amount: String,
+    currency: String,
+    buyer: String,
+    seller: String,
+    decision_id: String,
+    arbiter: Option<String>,
+    state: String,
+    disputed: bool,
+    created_ms: i64,
+}
+
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Raw> {
-    let mut texts = Vec::with_capacity(10);
-    for i in 0..10 {
-        texts.push(r.get::<_, Option<String>>(i)?);
-    }
-    Ok((texts, r.get(10)?, r.get(11)?))
+    Ok(Raw {
+        id: r.get(0)?,
+        org_id: r.get(1)?,
+        env: r.get(2)?,
+        amount: r.get(3)?,
+        currency: r.get(4)?,
+        buyer: r.get(5)?,
+        seller: r.get(6)?,
+        decision_id: r.get(7)?,
+        arbiter: r.get(8)?,
+        state: r.get(9)?,
+        disputed: r.get(10)?,
+        created_ms: r.get(11)?,
+    })
 }
 
 fn state_from(text: &str) -> Result<EscrowState, StorageError> {
@@ -177,27 +174,25 @@ fn history(conn: &Connection, id: &str) -> Result<Vec<HistoryEntry>, StorageErro
 }
 
 fn decode(conn: &Connection, raw: Raw) -> Result<EscrowRow, StorageError> {
-    let (t, disputed, created_ms) = raw;
-    let bad = |what: &str| StorageError::Corrupt(format!("escrow column {what}"));
-    let text = |i: usize, what: &str| t[i].clone().ok_or_else(|| bad(what));
-    let id = EscrowId::parse(&text(0, "id")?).map_err(|_| bad("id"))?;
+    let bad = |what: &str| StorageError::Corrupt(format!("escrow {} column {what}", raw.id));
+    let id = EscrowId::parse(&raw.id).map_err(|_| bad("id"))?;
     let history = history(conn, id.as_str())?;
     Ok(EscrowRow {
-        org_id: text(1, "org_id")?,
-        env: text(2, "env")?,
-        amount: Amount::parse(&text(3, "amount")?).map_err(|_| bad("amount"))?,
-        currency: Currency::parse(&text(4, "currency")?).map_err(|_| bad("currency"))?,
-        buyer: AgentId::parse(&text(5, "buyer")?).map_err(|_| bad("buyer"))?,
-        seller: Recipient::parse(&text(6, "seller")?).map_err(|_| bad("seller"))?,
-        decision: DecisionId::parse(&text(7, "decision_id")?).map_err(|_| bad("decision_id"))?,
-        arbiter: t[8].clone(),
+        amount: Amount::parse(&raw.amount).map_err(|_| bad("amount"))?,
+        currency: Currency::parse(&raw.currency).map_err(|_| bad("currency"))?,
+        buyer: AgentId::parse(&raw.buyer).map_err(|_| bad("buyer"))?,
+        seller: Recipient::parse(&raw.seller).map_err(|_| bad("seller"))?,
+        decision: DecisionId::parse(&raw.decision_id).map_err(|_| bad("decision_id"))?,
         status: EscrowStatus {
-            state: state_from(&text(9, "state")?)?,
-            disputed,
+            state: state_from(&raw.state)?,
+            disputed: raw.disputed,
         },
         history,
-        created_ms,
         id,
+        org_id: raw.org_id,
+        env: raw.env,
+        arbiter: raw.arbiter,
+        created_ms: raw.created_ms,
     })
 }
 
@@ -205,9 +200,11 @@ fn decode(conn: &Connection, raw: Raw) -> Result<EscrowRow, StorageError> {
 /// if it belongs to that (organization, environment).
 pub fn get(
     conn: &Connection,
-    id: &str,
-    owner: Option<(&str, &str)>,
+    id: &EscrowId,
+    owner: Option<(&str, Env)>,
 ) -> Result<Option<EscrowRow>, StorageError> {
+    let id = id.as_str();
+    let owner = owner.map(|(org, env)| (org, env.as_str()));
     let (org, env) = owner.unzip();
     let raw = conn
         .query_row(

@@ -1,11 +1,14 @@
 //! The event log (outbox): written in the same transaction as the change it reports.
 
+use crate::model::Env;
 use mandate_core::id::EventId;
+use mandate_core::id::WebhookId;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
 
 use super::{StorageError, deliveries};
 use crate::clock::{from_ms, ordered16};
+use crate::storage::events::EventRow;
 
 /// Appends an event of `event_type` about `data`, with a pending delivery to every active
 /// endpoint of the organization and environment subscribed to that type; returns its id.
@@ -38,14 +41,15 @@ pub fn append_json(
 pub fn append_for_webhook(
     tx: &Connection,
     org_id: &str,
-    env: &str,
+    env: Env,
     event_type: &str,
     data: &Value,
     now_ms: i64,
-    webhook_id: &str,
+    webhook_id: &WebhookId,
 ) -> rusqlite::Result<EventId> {
+    let env = env.as_str();
     let id = insert(tx, org_id, env, event_type, &data.to_string(), now_ms)?;
-    deliveries::create_one(tx, id.as_str(), webhook_id, now_ms)?;
+    deliveries::create_one(tx, id.as_str(), webhook_id.as_str(), now_ms)?;
     Ok(id)
 }
 
@@ -63,21 +67,6 @@ fn insert(
     )?
     .execute(params![id.as_str(), org_id, env, event_type, data, now_ms])?;
     Ok(id)
-}
-
-/// A stored event.
-#[derive(Debug, Clone, PartialEq)]
-pub struct EventRow {
-    /// List position.
-    pub seq: i64,
-    /// `evt_…`.
-    pub id: String,
-    /// The event type.
-    pub event_type: String,
-    /// The object the event is about, as it was when the event happened.
-    pub data: Value,
-    /// When it happened, unix ms.
-    pub created_ms: i64,
 }
 
 const COLUMNS: &str = "seq, id, type, data, created_ms";
@@ -124,9 +113,10 @@ fn decode(raw: Raw) -> Result<EventRow, StorageError> {
 pub fn get(
     conn: &Connection,
     org_id: &str,
-    env: &str,
+    env: Env,
     id: &str,
 ) -> Result<Option<EventRow>, StorageError> {
+    let env = env.as_str();
     conn.query_row(
         &format!("SELECT {COLUMNS} FROM events WHERE org_id = ?1 AND env = ?2 AND id = ?3"),
         params![org_id, env, id],
@@ -152,11 +142,12 @@ pub(crate) fn page_sql(by_type: bool) -> String {
 pub fn page(
     conn: &Connection,
     org_id: &str,
-    env: &str,
+    env: Env,
     event_type: Option<&str>,
     before: i64,
     limit: i64,
 ) -> Result<Vec<EventRow>, StorageError> {
+    let env = env.as_str();
     let mut stmt = conn.prepare_cached(&page_sql(event_type.is_some()))?;
     let rows = stmt.query_map(params![org_id, env, event_type, before, limit], row)?;
     let mut out = Vec::new();

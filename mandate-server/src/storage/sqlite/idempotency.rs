@@ -1,11 +1,11 @@
 //! Idempotency records, scoped to the API key. The decision of what to do with a record is
 //! `mandate_core::idempotency::next_action`; this file only reads and writes rows. Response
-//! bodies are stored sealed ([`crate::http::seal`]) and come back sealed.
+//! bodies are stored sealed ([`crate::storage::idempotency::Sealed`]) and come back sealed.
 
 use mandate_core::idempotency::{StoredAttempt, StoredResponse};
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::http::seal::Sealed;
+use crate::storage::idempotency::Sealed;
 
 /// The record under (key hash, Idempotency-Key).
 pub fn get(
@@ -61,7 +61,7 @@ pub fn claim(
 }
 
 /// Stores the response of the request that claimed the key, its body sealed
-/// ([`crate::http::seal`]): the database never holds a replayable answer in plaintext.
+/// ([`crate::storage::idempotency::Sealed`]): the database never holds a replayable answer in plaintext.
 pub fn complete(
     tx: &Connection,
     key_hash: &[u8],

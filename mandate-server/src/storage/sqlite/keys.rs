@@ -1,21 +1,10 @@
 //! API keys, stored only as SHA-256 hashes.
 
 use rusqlite::{Connection, OptionalExtension, params};
-use sha2::{Digest, Sha256};
 
 use super::StorageError;
 use crate::model::{Caller, Env, KeyClass};
-
-/// SHA-256 of an API key. Keys carry 160 random bits, so a plain hash cannot be reversed.
-pub fn hash(key: &str) -> [u8; 32] {
-    Sha256::digest(key.as_bytes()).into()
-}
-
-/// A short public handle for a key, for operators: `key_` and 12 hex digits of its hash.
-pub fn fingerprint(hash: &[u8; 32]) -> String {
-    let hex: String = hash[..6].iter().map(|b| format!("{b:02x}")).collect();
-    format!("key_{hex}")
-}
+use crate::storage::keys::{KeyInfo, fingerprint};
 
 /// Stores a new key's hash.
 pub fn insert(
@@ -98,23 +87,6 @@ pub fn set_rate(tx: &Connection, hash: &[u8], per_sec: u32) -> rusqlite::Result<
         "UPDATE api_keys SET rate_per_sec = ?2 WHERE hash = ?1",
         params![hash, per_sec],
     )? == 1)
-}
-
-/// One key as operators see it: never the key itself.
-#[derive(Debug)]
-pub struct KeyInfo {
-    /// Public handle.
-    pub fingerprint: String,
-    /// Environment.
-    pub env: String,
-    /// Class.
-    pub class: String,
-    /// Agent for agent keys.
-    pub agent: Option<String>,
-    /// Rate per second.
-    pub rate_per_sec: i64,
-    /// Whether revoked.
-    pub revoked: bool,
 }
 
 /// The keys of an organization.

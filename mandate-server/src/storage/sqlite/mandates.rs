@@ -1,6 +1,7 @@
 //! Mandates. The validated terms are stored as JSON with exact numbers and parsed back
 //! through the same `MandateDraft::from_json` that validated them.
 
+use crate::model::Env;
 use mandate_core::id::MandateId;
 use mandate_core::mandate::{Mandate, MandateDraft, MandateStatus, format_date};
 use rusqlite::{Connection, OptionalExtension, params};
@@ -8,6 +9,7 @@ use serde_json::Value;
 
 use super::StorageError;
 use crate::clock::{from_ms, ms};
+use crate::storage::mandates::Filters;
 
 /// The terms as stored: the API shape without the server-set fields.
 fn terms_json(mandate: &Mandate) -> String {
@@ -21,7 +23,8 @@ fn terms_json(mandate: &Mandate) -> String {
 }
 
 /// Inserts a mandate and supersedes the agent's previous active one.
-pub fn insert(tx: &Connection, org_id: &str, env: &str, mandate: &Mandate) -> rusqlite::Result<()> {
+pub fn insert(tx: &Connection, org_id: &str, env: Env, mandate: &Mandate) -> rusqlite::Result<()> {
+    let env = env.as_str();
     tx.execute(
         "UPDATE mandates SET status = 'superseded'
          WHERE org_id = ?1 AND env = ?2 AND agent_id = ?3 AND status = 'active'",
@@ -93,9 +96,10 @@ fn decode(raw: Raw) -> Result<(i64, Mandate), StorageError> {
 pub fn get(
     conn: &Connection,
     org_id: &str,
-    env: &str,
-    id: &str,
+    env: Env,
+    id: &MandateId,
 ) -> Result<Option<Mandate>, StorageError> {
+    let (id, env) = (id.as_str(), env.as_str());
     let raw = conn
         .query_row(
             &format!("SELECT {COLUMNS} FROM mandates WHERE org_id = ?1 AND env = ?2 AND id = ?3"),
@@ -129,26 +133,18 @@ pub fn current(
     raw.map(decode).transpose().map(|m| m.map(|(_, m)| m))
 }
 
-/// Filters of `GET /v1/mandates`.
-#[derive(Debug, Default, Clone)]
-pub struct Filters {
-    /// Only this agent's mandates.
-    pub agent: Option<String>,
-    /// Only this status (as read at `today`).
-    pub status: Option<MandateStatus>,
-}
-
 /// A page of mandates, newest first, strictly before seq `before`. `today` is the UTC
 /// date as `YYYY-MM-DD`, for the computed `expired` status.
 pub fn page(
     conn: &Connection,
     org_id: &str,
-    env: &str,
+    env: Env,
     filters: &Filters,
     today: &str,
     before: i64,
     limit: i64,
 ) -> Result<Vec<(i64, Mandate)>, StorageError> {
+    let env = env.as_str();
     let status_clause = match filters.status {
         None => "1",
         Some(MandateStatus::Active) => "status = 'active' AND expires >= ?4",
@@ -187,7 +183,8 @@ pub fn seq_of(conn: &Connection, id: &str) -> rusqlite::Result<Option<i64>> {
 }
 
 /// Marks an active mandate revoked; returns whether it was active.
-pub fn revoke(tx: &Connection, id: &str, now_ms: i64) -> rusqlite::Result<bool> {
+pub fn revoke(tx: &Connection, id: &MandateId, now_ms: i64) -> rusqlite::Result<bool> {
+    let id = id.as_str();
     Ok(tx.execute(
         "UPDATE mandates SET status = 'revoked', revoked_ms = ?2 WHERE id = ?1 AND status = 'active'",
         params![id, now_ms],

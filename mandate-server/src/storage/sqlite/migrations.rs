@@ -86,7 +86,7 @@ fn apply(conn: &mut Connection, version: i64, sql: &str) -> Result<bool, Storage
 mod tests {
     use super::*;
     use crate::storage::sqlite::writer::lock;
-    use crate::storage::{Db, decisions};
+    use crate::storage::sqlite::{Db, decisions};
 
     /// A database written before migration 4 (decisions with the by-mandate index, an
     /// escrow pointing at one of them) comes out with every row, the escrow's reference

@@ -28,9 +28,11 @@ pub mod webhooks;
 
 mod db;
 mod migrations;
+mod store;
 mod writer;
 
 pub use db::Db;
+pub use store::SqliteStore;
 pub use writer::MAX_GROUP;
 
 use super::StorageError;

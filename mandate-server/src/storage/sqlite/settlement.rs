@@ -1,26 +1,9 @@
 //! The settlement ledger: the money movements recorded by the ledger adapter
-//! ([`crate::settlement::Ledger`]), at most one of each kind per escrow.
+//! (the settlement module's `Ledger`), at most one of each kind per escrow.
 
 use rusqlite::{Connection, params};
 
-/// One recorded money movement.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MovementRow {
-    /// The escrow it belongs to.
-    pub escrow_id: String,
-    /// `lock`, `release` or `refund`.
-    pub kind: String,
-    /// The exact amount, as text.
-    pub amount: String,
-    /// Its currency.
-    pub currency: String,
-    /// Whose money it was.
-    pub from_party: String,
-    /// Whose money it became.
-    pub to_party: String,
-    /// When it was recorded, unix ms.
-    pub created_ms: i64,
-}
+use crate::storage::escrows::MovementRow;
 
 /// Records a movement unless one of the same kind exists for the escrow; `Ok(true)` if this
 /// call recorded it.

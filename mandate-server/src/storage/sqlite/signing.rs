@@ -4,28 +4,7 @@
 use rusqlite::{Connection, params};
 
 use crate::model::Env;
-
-/// One stored signing key.
-#[derive(Clone)]
-pub struct StoredKey {
-    /// `sandbox-<n>` or `live-<n>`.
-    pub kid: String,
-    /// Environment.
-    pub env: Env,
-    /// The 32-byte P-256 secret scalar.
-    pub secret: Vec<u8>,
-    /// When it stopped signing, unix ms; `None` for the current key.
-    pub retired_ms: Option<i64>,
-}
-
-impl std::fmt::Debug for StoredKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StoredKey")
-            .field("kid", &self.kid)
-            .field("retired_ms", &self.retired_ms)
-            .finish_non_exhaustive()
-    }
-}
+use crate::storage::keys::StoredKey;
 
 /// Every key that is current or retired after `published_after_ms`.
 pub fn published(conn: &Connection, published_after_ms: i64) -> rusqlite::Result<Vec<StoredKey>> {

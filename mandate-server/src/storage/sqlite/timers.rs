@@ -3,16 +3,8 @@
 
 use rusqlite::{Connection, params};
 
-/// Something due, identified with its organization and environment.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DueItem {
-    /// The review or mandate id.
-    pub id: String,
-    /// Its organization.
-    pub org_id: String,
-    /// Its environment.
-    pub env: String,
-}
+use crate::model::Env;
+use crate::storage::timers::DueItem;
 
 fn items(
     conn: &Connection,
@@ -21,10 +13,18 @@ fn items(
 ) -> rusqlite::Result<Vec<DueItem>> {
     let mut stmt = conn.prepare_cached(sql)?;
     let rows = stmt.query_map(params, |r| {
+        let env: String = r.get(2)?;
+        let env = Env::parse(&env).ok_or_else(|| {
+            rusqlite::Error::FromSqlConversionFailure(
+                2,
+                rusqlite::types::Type::Text,
+                format!("environment {env:?}").into(),
+            )
+        })?;
         Ok(DueItem {
             id: r.get(0)?,
             org_id: r.get(1)?,
-            env: r.get(2)?,
+            env,
         })
     })?;
     rows.collect()

@@ -1,37 +1,24 @@
 //! Webhook endpoints. A deleted endpoint keeps its row (its deliveries point at it) but
 //! reads as absent.
 
+use crate::model::Env;
+use mandate_core::id::WebhookId;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::StorageError;
-
-/// A stored webhook endpoint.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WebhookRow {
-    /// List position.
-    pub seq: i64,
-    /// `whk_…`.
-    pub id: String,
-    /// The URL events are POSTed to.
-    pub url: String,
-    /// The subscribed event types.
-    pub events: Vec<String>,
-    /// `active` or `deleted`.
-    pub status: String,
-    /// Creation time, unix ms.
-    pub created_ms: i64,
-}
+use crate::storage::webhooks::WebhookRow;
 
 /// Stores a new active endpoint; returns its list position.
 pub fn insert(
     tx: &Connection,
     org_id: &str,
-    env: &str,
-    id: &str,
+    env: Env,
+    id: &WebhookId,
     url: &str,
     events: &[String],
     now_ms: i64,
 ) -> Result<i64, StorageError> {
+    let (id, env) = (id.as_str(), env.as_str());
     let events = serde_json::to_string(events)
         .map_err(|e| StorageError::Corrupt(format!("webhook events: {e}")))?;
     tx.execute(
@@ -90,9 +77,10 @@ fn decode(raw: Raw) -> Result<WebhookRow, StorageError> {
 pub fn get(
     conn: &Connection,
     org_id: &str,
-    env: &str,
-    id: &str,
+    env: Env,
+    id: &WebhookId,
 ) -> Result<Option<WebhookRow>, StorageError> {
+    let (id, env) = (id.as_str(), env.as_str());
     conn.query_row(
         &format!(
             "SELECT {COLUMNS} FROM webhooks
@@ -110,10 +98,11 @@ pub fn get(
 pub fn page(
     conn: &Connection,
     org_id: &str,
-    env: &str,
+    env: Env,
     before: i64,
     limit: i64,
 ) -> Result<Vec<WebhookRow>, StorageError> {
+    let env = env.as_str();
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM webhooks
          WHERE org_id = ?1 AND env = ?2 AND status = 'active' AND seq < ?3
@@ -132,13 +121,14 @@ pub fn page(
 pub fn delete(
     tx: &Connection,
     org_id: &str,
-    env: &str,
-    id: &str,
+    env: Env,
+    id: &WebhookId,
     now_ms: i64,
 ) -> Result<Option<WebhookRow>, StorageError> {
     let Some(mut webhook) = get(tx, org_id, env, id)? else {
         return Ok(None);
     };
+    let id = id.as_str();
     tx.execute(
         "UPDATE webhooks SET status = 'deleted', deleted_ms = ?2 WHERE id = ?1",
         params![id, now_ms],

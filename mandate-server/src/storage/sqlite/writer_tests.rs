@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::storage::sqlite::writer::{Answer, sync_loop};
-use crate::storage::{keys, mandates};
+use crate::storage::sqlite::{keys, mandates};
 
 /// A statement with a `LIMIT ?` runs again without being parsed again, whatever the
 /// limit (lists and agent-state rebuilds prepare theirs once per connection).

@@ -1,0 +1,86 @@
+//! Operator commands and start-up at the boundary. They run before the server serves, or
+//! in a process of their own, on the calling thread: each method is one transaction that
+//! blocks until it is durable.
+
+use super::StorageError;
+use super::keys::{KeyInfo, StoredKey};
+use crate::model::Env;
+
+/// A new organization: its id and name, and a key (by hash) for each environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewOrg {
+    /// `org_…`.
+    pub id: String,
+    /// Its unique name.
+    pub name: String,
+    /// Policy versions of its creation date start with this (`pol_YYYY-MM-DD.`); the store
+    /// numbers them.
+    pub policy_prefix: String,
+    /// SHA-256 of each organization key, with its environment.
+    pub keys: Vec<([u8; 32], Env)>,
+    /// Creation time, unix ms.
+    pub now_ms: i64,
+}
+
+/// What operator commands and start-up change.
+pub trait AdminStore {
+    /// Creates an organization with both environments and its keys; returns its policy
+    /// version, or `None` when the name is taken (nothing is written then).
+    fn create_org(&self, org: &NewOrg) -> Result<Option<String>, StorageError>;
+
+    /// The id of the organization named `name`.
+    fn org_id_by_name(&self, name: &str) -> Result<Option<String>, StorageError>;
+
+    /// Stores another organization key (by hash); returns its fingerprint.
+    fn insert_org_key(
+        &self,
+        org_id: &str,
+        env: Env,
+        hash: &[u8; 32],
+        now_ms: i64,
+    ) -> Result<String, StorageError>;
+
+    /// The hash of the key with this fingerprint.
+    fn key_hash_by_fingerprint(&self, fingerprint: &str) -> Result<Option<Vec<u8>>, StorageError>;
+
+    /// Revokes a key and moves the keys generation; `false` when it is unknown or revoked
+    /// already.
+    fn revoke_key(&self, hash: &[u8], now_ms: i64) -> Result<bool, StorageError>;
+
+    /// Sets a key's request rate and moves the keys generation; `false` when the key is
+    /// unknown.
+    fn set_key_rate(&self, hash: &[u8], per_sec: u32) -> Result<bool, StorageError>;
+
+    /// Sets an organization's policy version and moves the keys generation.
+    fn set_policy_version(&self, org_id: &str, version: &str) -> Result<(), StorageError>;
+
+    /// The keys of an organization, oldest first.
+    fn list_keys(&self, org_id: &str) -> Result<Vec<KeyInfo>, StorageError>;
+
+    /// Makes `secret` the current signing key of `env`, retiring the previous one at
+    /// `now_ms`; returns its kid.
+    fn rotate_signing_key(
+        &self,
+        env: Env,
+        secret: &[u8],
+        now_ms: i64,
+    ) -> Result<String, StorageError>;
+
+    /// Makes `secret` the current signing key of `env` unless it has one.
+    fn ensure_signing_key(&self, env: Env, secret: &[u8], now_ms: i64) -> Result<(), StorageError>;
+
+    /// Every signing key that is current or retired after `published_after_ms`.
+    fn signing_keys_now(&self, published_after_ms: i64) -> Result<Vec<StoredKey>, StorageError>;
+
+    /// The keys generation (see `KeyStore::key_generation`).
+    fn key_generation_now(&self) -> Result<i64, StorageError>;
+
+    /// At start, in one transaction: releases unfinished idempotency claims and drops
+    /// records created before `older_than_ms`, and returns the cursor secret, storing
+    /// `fresh_cursor_secret` if there is none yet.
+    fn prepare_start(
+        &self,
+        older_than_ms: i64,
+        fresh_cursor_secret: &[u8],
+    ) -> Result<Vec<u8>, StorageError>;
+}

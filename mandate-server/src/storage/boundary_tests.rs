@@ -1,0 +1,143 @@
+//! The storage boundary is real: outside `storage/`, the server reaches stored data only
+//! through the boundary's traits, never through the SQLite engine; and storage imports
+//! nothing above it. Both are read off the source files.
+
+use std::path::{Path, PathBuf};
+
+/// What only the engine (and where the engine is chosen) may name: SQLite types and the
+/// engine's module, the database handle and its closures.
+const ENGINE: &[&str] = &[
+    "rusqlite",
+    "sqlite::",
+    "storage::Db",
+    "storage::{Db",
+    "Db::",
+    "write_blocking",
+];
+
+/// Whether `text` names the engine: one of [`ENGINE`], or a field `db` (`state.db`, the
+/// database handle).
+fn names_engine(text: &str) -> Vec<&'static str> {
+    let mut found: Vec<_> = ENGINE
+        .iter()
+        .copied()
+        .filter(|token| text.contains(token))
+        .collect();
+    let field = text.match_indices(".db").any(|(at, _)| {
+        !text[at + 3..]
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_')
+    });
+    if field {
+        found.push(".db");
+    }
+    found
+}
+
+/// Files outside `storage/` allowed to name the engine.
+const ENGINE_ALLOWED: &[&str] = &[
+    // Where the engine is chosen and opened.
+    "main.rs", "serve.rs",
+];
+
+/// The layers above storage, which storage never imports.
+const ABOVE: &[&str] = &[
+    "crate::routes",
+    "crate::http",
+    "crate::workers",
+    "crate::decision",
+    "crate::state",
+    "crate::app",
+    "crate::serve",
+    "crate::operator",
+    "crate::settlement",
+];
+
+/// Imports of a layer above allowed in storage: none (the stored decision lives in
+/// `model`, beside storage, not in the decision service).
+const ABOVE_ALLOWED: &[&str] = &[];
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("source directory") {
+        let path = entry.expect("directory entry").path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The files under `src/`, each with its path relative to `src/` and its text without
+/// whitespace (so that a call split over lines, `state\n.db\n.write`, is still seen).
+fn sources() -> Vec<(String, String)> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files
+        .into_iter()
+        .map(|path| {
+            let name = path
+                .strip_prefix(&src)
+                .expect("under src")
+                .to_string_lossy()
+                .replace('\\', "/");
+            let text = std::fs::read_to_string(&path).expect("readable source");
+            (name, text.split_whitespace().collect())
+        })
+        .collect()
+}
+
+#[test]
+fn only_the_engine_and_where_it_is_chosen_name_sqlite() {
+    let sources = sources();
+    let mut offenders = Vec::new();
+    for (name, text) in &sources {
+        if name.starts_with("storage/") || ENGINE_ALLOWED.contains(&name.as_str()) {
+            continue;
+        }
+        for token in names_engine(text) {
+            offenders.push(format!("{name}: {token}"));
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "outside storage/, go through the storage traits (state.store), not the engine: {offenders:?}"
+    );
+    // The list shrinks as callers move behind the boundary: an exception that no longer
+    // names the engine is removed from it.
+    for allowed in ENGINE_ALLOWED {
+        let (_, text) = sources
+            .iter()
+            .find(|(name, _)| name == allowed)
+            .unwrap_or_else(|| panic!("{allowed} is listed but does not exist"));
+        assert!(
+            !names_engine(text).is_empty(),
+            "{allowed} no longer names the engine: remove it from ENGINE_ALLOWED"
+        );
+    }
+}
+
+#[test]
+fn storage_imports_nothing_above_it() {
+    let mut offenders = Vec::new();
+    for (name, text) in sources() {
+        if !name.starts_with("storage/") || name == "storage/boundary_tests.rs" {
+            continue;
+        }
+        let mut text = text;
+        for allowed in ABOVE_ALLOWED {
+            text = text.replace(allowed, "");
+        }
+        for layer in ABOVE {
+            if text.contains(layer) {
+                offenders.push(format!("{name}: {layer}"));
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "storage must not import the layers above it: {offenders:?}"
+    );
+}

@@ -1,0 +1,57 @@
+//! Decisions at the boundary: the reads of the decision log.
+
+use mandate_core::id::AgentId;
+use mandate_core::policy::Verdict;
+
+use super::StoreFuture;
+use crate::model::Env;
+use crate::model::decision::Decision;
+
+/// Filters of `GET /v1/decisions` (and the export).
+#[derive(Debug, Default, Clone)]
+pub struct Filters {
+    /// Only this agent's decisions.
+    pub agent: Option<String>,
+    /// Only this returned verdict.
+    pub verdict: Option<Verdict>,
+    /// Only this policy verdict.
+    pub policy_verdict: Option<Verdict>,
+}
+
+/// Reads the decision log.
+pub trait DecisionStore {
+    /// One decision, optionally only if it belongs to agent `only`.
+    fn decision(
+        &self,
+        org_id: &str,
+        env: Env,
+        only: Option<&AgentId>,
+        id: &str,
+    ) -> StoreFuture<'_, Option<Decision>>;
+
+    /// A page of decisions, newest first, strictly before seq `before`.
+    fn decisions_page(
+        &self,
+        org_id: &str,
+        env: Env,
+        filters: &Filters,
+        before: i64,
+        limit: i64,
+    ) -> StoreFuture<'_, Vec<(i64, Decision)>>;
+
+    /// The highest seq of any decision so far (0 if none).
+    fn last_decision_seq(&self) -> StoreFuture<'_, i64>;
+
+    /// Up to `limit` decisions matching `filters`, oldest first, with seq in
+    /// (`after`, `upto`]: one page of an export.
+    #[allow(clippy::too_many_arguments)]
+    fn decisions_export_page(
+        &self,
+        org_id: &str,
+        env: Env,
+        filters: &Filters,
+        after: i64,
+        upto: i64,
+        limit: i64,
+    ) -> StoreFuture<'_, Vec<(i64, Decision)>>;
+}

@@ -1,0 +1,69 @@
+//! API keys and signing keys at the boundary. API keys are stored only as SHA-256 hashes.
+
+use sha2::{Digest, Sha256};
+
+use super::StoreFuture;
+use crate::model::{Caller, Env};
+
+/// SHA-256 of an API key. Keys carry 160 random bits, so a plain hash cannot be reversed.
+pub fn hash(key: &str) -> [u8; 32] {
+    Sha256::digest(key.as_bytes()).into()
+}
+
+/// A short public handle for a key, for operators: `key_` and 12 hex digits of its hash.
+pub fn fingerprint(hash: &[u8; 32]) -> String {
+    let hex: String = hash[..6].iter().map(|b| format!("{b:02x}")).collect();
+    format!("key_{hex}")
+}
+
+/// One key as operators see it: never the key itself.
+#[derive(Debug)]
+pub struct KeyInfo {
+    /// Public handle.
+    pub fingerprint: String,
+    /// Environment.
+    pub env: String,
+    /// Class.
+    pub class: String,
+    /// Agent for agent keys.
+    pub agent: Option<String>,
+    /// Rate per second.
+    pub rate_per_sec: i64,
+    /// Whether revoked.
+    pub revoked: bool,
+}
+
+/// One stored signing key.
+#[derive(Clone)]
+pub struct StoredKey {
+    /// `sandbox-<n>` or `live-<n>`.
+    pub kid: String,
+    /// Environment.
+    pub env: Env,
+    /// The 32-byte P-256 secret scalar.
+    pub secret: Vec<u8>,
+    /// When it stopped signing, unix ms; `None` for the current key.
+    pub retired_ms: Option<i64>,
+}
+
+impl std::fmt::Debug for StoredKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoredKey")
+            .field("kid", &self.kid)
+            .field("retired_ms", &self.retired_ms)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a running server reads of the keys that operator commands change.
+pub trait KeyStore {
+    /// The keys generation: it moves whenever an operator command changes a key or a
+    /// policy version (0 before any change).
+    fn key_generation(&self) -> StoreFuture<'_, i64>;
+
+    /// Every signing key that is current or retired after `published_after_ms`.
+    fn signing_keys(&self, published_after_ms: i64) -> StoreFuture<'_, Vec<StoredKey>>;
+
+    /// Who calls with the API key of SHA-256 `hash`: `None` for an unknown or revoked key.
+    fn caller(&self, hash: [u8; 32]) -> StoreFuture<'_, Option<Caller>>;
+}

@@ -1,0 +1,729 @@
+//! [`SqliteStore`]: the SQLite engine behind the storage boundary. Each method is one
+//! closure on [`Db::write`] (one transaction, committed in a group with others) or
+//! [`Db::read`] (a reader connection off the executor), calling this module's SQL.
+
+use mandate_core::delivery::NextStep;
+use mandate_core::id::{AgentId, EscrowId, EventId, MandateId, WebhookId};
+use mandate_core::idempotency::{NextAction, next_action};
+use mandate_core::mandate::{Mandate, MandateStatus};
+use mandate_core::policy::Mode;
+use mandate_core::review::Review;
+use serde_json::Value;
+use time::{Date, OffsetDateTime};
+
+use super::{
+    Db, agents, decisions, deliveries, escrows, events, idempotency, keys, mandates, orgs, reviews,
+    settlement, signing, timers, webhooks,
+};
+use crate::clock::ms;
+use crate::model::decision::Decision;
+use crate::model::{Caller, Env, KeyClass};
+use crate::storage::admin::{AdminStore, NewOrg};
+use crate::storage::agents::{AgentRow, AgentStore};
+use crate::storage::decisions::{DecisionStore, Filters as DecisionFilters};
+use crate::storage::deliveries::{Attempt, DeliveryRow, DeliveryStore, Due};
+use crate::storage::escrows::{EscrowChange, EscrowRow, EscrowStore, MovementRow};
+use crate::storage::events::{EventRow, EventStore, NewEvent};
+use crate::storage::idempotency::{IdempotencyRecord, IdempotencyStore};
+use crate::storage::keys::{KeyInfo, KeyStore, StoredKey};
+use crate::storage::mandates::{Filters as MandateFilters, MandateStore, Revocation};
+use crate::storage::orgs::OrgStore;
+use crate::storage::timers::{DueItem, TimerStore};
+use crate::storage::webhooks::{WebhookRow, WebhookStore};
+use crate::storage::{StorageError, StoreFuture};
+
+/// The SQLite engine: the embedded default, one file with group commit.
+#[derive(Clone)]
+pub struct SqliteStore {
+    db: Db,
+}
+
+impl SqliteStore {
+    /// The engine over an open database.
+    pub fn new(db: Db) -> Self {
+        Self { db }
+    }
+
+    /// The database handle.
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+}
+
+type Result<T> = std::result::Result<T, StorageError>;
+
+impl AgentStore for SqliteStore {
+    fn create_agent(
+        &self,
+        org_id: &str,
+        env: Env,
+        id: &AgentId,
+        key_hash: [u8; 32],
+        now_ms: i64,
+    ) -> StoreFuture<'_, Option<AgentRow>> {
+        let (org, id) = (org_id.to_owned(), id.clone());
+        Box::pin(self.db.write(move |tx| -> Result<_> {
+            if !agents::insert(tx, &id, &org, env, now_ms)? {
+                return Ok(None);
+            }
+            keys::insert(
+                tx,
+                &key_hash,
+                &org,
+                env,
+                KeyClass::Agent,
+                Some(id.as_str()),
+                now_ms,
+            )?;
+            let row = agents::get(tx, &org, env, &id)?;
+            row.map(Some)
+                .ok_or_else(|| StorageError::Corrupt(format!("agent {id} vanished after insert")))
+        }))
+    }
+
+    fn agent(&self, org_id: &str, env: Env, id: &AgentId) -> StoreFuture<'_, Option<AgentRow>> {
+        let (org, id) = (org_id.to_owned(), id.clone());
+        Box::pin(
+            self.db
+                .read(move |conn| -> Result<_> { Ok(agents::get(conn, &org, env, &id)?) }),
+        )
+    }
+
+    fn agents_page(
+        &self,
+        org_id: &str,
+        env: Env,
+        only: Option<&AgentId>,
+        before: i64,
+        limit: i64,
+    ) -> StoreFuture<'_, Vec<AgentRow>> {
+        let (org, only) = (org_id.to_owned(), only.cloned());
+        Box::pin(self.db.read(move |conn| -> Result<_> {
+            Ok(agents::page(conn, &org, env, only.as_ref(), before, limit)?)
+        }))
+    }
+}
+
+impl DecisionStore for SqliteStore {
+    fn decision(
+        &self,
+        org_id: &str,
+        env: Env,
+        only: Option<&AgentId>,
+        id: &str,
+    ) -> StoreFuture<'_, Option<Decision>> {
+        let (org, only, id) = (org_id.to_owned(), only.cloned(), id.to_owned());
+        Box::pin(self.db.read(move |conn| {
+            let only = only.as_ref().map(AgentId::as_str);
+            decisions::get(conn, &org, env.as_str(), only, &id)
+        }))
+    }
+
+    fn decisions_page(
+        &self,
+        org_id: &str,
+        env: Env,
+        filters: &DecisionFilters,
+        before: i64,
+        limit: i64,
+    ) -> StoreFuture<'_, Vec<(i64, Decision)>> {
+        let (org, filters) = (org_id.to_owned(), filters.clone());
+        Box::pin(
+            self.db.read(move |conn| {
+                decisions::page(conn, &org, env.as_str(), &filters, before, limit)
+            }),
+        )
+    }
+
+    fn last_decision_seq(&self) -> StoreFuture<'_, i64> {
+        Box::pin(
+            self.db
+                .read(|conn| -> Result<_> { Ok(decisions::last_seq(conn)?) }),
+        )
+    }
+
+    fn decisions_export_page(
+        &self,
+        org_id: &str,
+        env: Env,
+        filters: &DecisionFilters,
+        after: i64,
+        upto: i64,
+        limit: i64,
+    ) -> StoreFuture<'_, Vec<(i64, Decision)>> {
+        let (org, filters) = (org_id.to_owned(), filters.clone());
+        Box::pin(self.db.read(move |conn| {
+            decisions::export_page(conn, &org, env.as_str(), &filters, after, upto, limit)
+        }))
+    }
+}
+
+impl DeliveryStore for SqliteStore {
+    fn due_deliveries(
+        &self,
+        now_ms: i64,
+        per_webhook: i64,
+        limit: i64,
+    ) -> StoreFuture<'_, Vec<Due>> {
+        Box::pin(
+            self.db
+                .read(move |conn| deliveries::due(conn, now_ms, per_webhook, limit)),
+        )
+    }
+
+    fn record_attempt(
+        &self,
+        id: i64,
+        attempt: Attempt,
+        next: NextStep,
+        now_ms: i64,
+    ) -> StoreFuture<'_, ()> {
+        Box::pin(self.db.write(move |tx| -> Result<()> {
+            Ok(deliveries::record(tx, id, &attempt, next, now_ms)?)
+        }))
+    }
+
+    fn give_up_delivery(&self, id: i64, reason: &str, at_ms: i64) -> StoreFuture<'_, ()> {
+        let reason = reason.to_owned();
+        Box::pin(
+            self.db.write(move |tx| -> Result<()> {
+                Ok(deliveries::give_up(tx, id, &reason, at_ms)?)
+            }),
+        )
+    }
+
+    fn deliveries_of(&self, event_id: &str) -> StoreFuture<'_, Vec<DeliveryRow>> {
+        let event_id = event_id.to_owned();
+        Box::pin(
+            self.db
+                .read(move |conn| -> Result<_> { Ok(deliveries::for_event(conn, &event_id)?) }),
+        )
+    }
+}
+
+impl EscrowStore for SqliteStore {
+    fn fund_escrow(
+        &self,
+        escrow: EscrowRow,
+        nonce: &str,
+        movement: MovementRow,
+        event: NewEvent,
+    ) -> StoreFuture<'_, bool> {
+        let nonce = nonce.to_owned();
+        Box::pin(self.db.write(move |tx| -> Result<bool> {
+            if !escrows::insert(tx, &escrow, &nonce)? {
+                return Ok(false);
+            }
+            settlement::record(tx, &movement)?;
+            events::append(
+                tx,
+                &escrow.org_id,
+                &escrow.env,
+                event.event_type,
+                &event.data,
+                escrow.created_ms,
+            )?;
+            Ok(true)
+        }))
+    }
+
+    fn escrow(
+        &self,
+        id: &EscrowId,
+        owner: Option<(&str, Env)>,
+    ) -> StoreFuture<'_, Option<EscrowRow>> {
+        let (id, owner) = (id.clone(), owner.map(|(org, env)| (org.to_owned(), env)));
+        Box::pin(self.db.read(move |conn| {
+            let owner = owner.as_ref().map(|(org, env)| (org.as_str(), *env));
+            escrows::get(conn, &id, owner)
+        }))
+    }
+
+    fn advance_escrow(
+        &self,
+        org_id: &str,
+        env: Env,
+        id: &EscrowId,
+        change: EscrowChange,
+    ) -> StoreFuture<'_, bool> {
+        let (org, id) = (org_id.to_owned(), id.clone());
+        Box::pin(self.db.write(move |tx| -> Result<bool> {
+            let EscrowChange {
+                from,
+                entry,
+                step,
+                movement,
+                event,
+            } = &change;
+            if !escrows::advance(tx, &id, *from, entry, *step)? {
+                return Ok(false);
+            }
+            if let Some(movement) = movement {
+                settlement::record(tx, movement)?;
+            }
+            let at = ms(entry.at);
+            events::append(tx, &org, env.as_str(), event.event_type, &event.data, at)?;
+            Ok(true)
+        }))
+    }
+
+    fn escrow_movements(&self, id: &EscrowId) -> StoreFuture<'_, Vec<MovementRow>> {
+        let id = id.clone();
+        Box::pin(
+            self.db
+                .read(move |conn| -> Result<_> { Ok(settlement::of_escrow(conn, id.as_str())?) }),
+        )
+    }
+}
+
+impl EventStore for SqliteStore {
+    fn event(&self, org_id: &str, env: Env, id: &str) -> StoreFuture<'_, Option<EventRow>> {
+        let (org, id) = (org_id.to_owned(), id.to_owned());
+        Box::pin(self.db.read(move |conn| events::get(conn, &org, env, &id)))
+    }
+
+    fn events_page(
+        &self,
+        org_id: &str,
+        env: Env,
+        event_type: Option<&str>,
+        before: i64,
+        limit: i64,
+    ) -> StoreFuture<'_, Vec<EventRow>> {
+        let (org, event_type) = (org_id.to_owned(), event_type.map(str::to_owned));
+        Box::pin(
+            self.db.read(move |conn| {
+                events::page(conn, &org, env, event_type.as_deref(), before, limit)
+            }),
+        )
+    }
+}
+
+impl IdempotencyStore for SqliteStore {
+    fn claim_idempotency_key(
+        &self,
+        key_hash: [u8; 32],
+        idem_key: &str,
+        digest: [u8; 32],
+        now: OffsetDateTime,
+    ) -> StoreFuture<'_, (NextAction, Option<String>)> {
+        let idem_key = idem_key.to_owned();
+        Box::pin(self.db.write(move |tx| -> Result<_> {
+            let stored = idempotency::get(tx, &key_hash, &idem_key)?;
+            let action = next_action(stored.as_ref().map(|s| &s.0), &digest, now.unix_timestamp());
+            if action == NextAction::StartProcessing {
+                idempotency::claim(tx, &key_hash, &idem_key, &digest, ms(now))?;
+            }
+            Ok((action, stored.and_then(|s| s.1)))
+        }))
+    }
+
+    fn finish_idempotency(
+        &self,
+        key_hash: [u8; 32],
+        idem_key: &str,
+        record: Option<IdempotencyRecord>,
+    ) -> StoreFuture<'_, ()> {
+        let idem_key = idem_key.to_owned();
+        Box::pin(self.db.write(move |tx| -> Result<()> {
+            match &record {
+                Some(r) => idempotency::complete(
+                    tx,
+                    &r.key_hash,
+                    &r.idem_key,
+                    r.status,
+                    &r.body,
+                    &r.request_id,
+                )?,
+                None => idempotency::release(tx, &key_hash, &idem_key)?,
+            }
+            Ok(())
+        }))
+    }
+
+    fn sweep_idempotency(&self, older_than_ms: i64) -> StoreFuture<'_, usize> {
+        Box::pin(
+            self.db
+                .write(move |tx| -> Result<usize> { Ok(idempotency::sweep(tx, older_than_ms)?) }),
+        )
+    }
+}
+
+impl MandateStore for SqliteStore {
+    fn insert_mandate(&self, org_id: &str, env: Env, mandate: &Mandate) -> StoreFuture<'_, ()> {
+        let (org, mandate) = (org_id.to_owned(), mandate.clone());
+        Box::pin(
+            self.db
+                .write(move |tx| -> Result<()> { Ok(mandates::insert(tx, &org, env, &mandate)?) }),
+        )
+    }
+
+    fn mandate(&self, org_id: &str, env: Env, id: &MandateId) -> StoreFuture<'_, Option<Mandate>> {
+        let (org, id) = (org_id.to_owned(), id.clone());
+        Box::pin(
+            self.db
+                .read(move |conn| mandates::get(conn, &org, env, &id)),
+        )
+    }
+
+    fn mandates_page(
+        &self,
+        org_id: &str,
+        env: Env,
+        filters: &MandateFilters,
+        today: &str,
+        before: i64,
+        limit: i64,
+    ) -> StoreFuture<'_, Vec<(i64, Mandate)>> {
+        let (org, filters, today) = (org_id.to_owned(), filters.clone(), today.to_owned());
+        Box::pin(
+            self.db
+                .read(move |conn| mandates::page(conn, &org, env, &filters, &today, before, limit)),
+        )
+    }
+
+    fn revoke_mandate(
+        &self,
+        org_id: &str,
+        env: Env,
+        id: &MandateId,
+        now: OffsetDateTime,
+    ) -> StoreFuture<'_, Revocation> {
+        let (org, id) = (org_id.to_owned(), id.clone());
+        Box::pin(self.db.write(move |tx| -> Result<Revocation> {
+            let Some(mut mandate) = mandates::get(tx, &org, env, &id)? else {
+                return Ok(Revocation::Missing);
+            };
+            // Only an active mandate can be revoked; an expired one stays expired.
+            let status = mandate.status_at(now);
+            if status != MandateStatus::Active || !mandates::revoke(tx, &id, ms(now))? {
+                return Ok(Revocation::NotActive(status));
+            }
+            mandate.status = MandateStatus::Revoked;
+            let data = mandate.to_json(now);
+            events::append(tx, &org, env.as_str(), "mandate.revoked", &data, ms(now))?;
+            Ok(Revocation::Revoked(Box::new(mandate)))
+        }))
+    }
+}
+
+impl OrgStore for SqliteStore {
+    fn mode(&self, org_id: &str, env: Env) -> StoreFuture<'_, (Mode, i64)> {
+        let org = org_id.to_owned();
+        Box::pin(self.db.read(move |conn| orgs::mode(conn, &org, env)))
+    }
+
+    fn set_mode(
+        &self,
+        org_id: &str,
+        env: Env,
+        mode: Mode,
+        now_ms: i64,
+    ) -> StoreFuture<'_, (Mode, i64)> {
+        let org = org_id.to_owned();
+        Box::pin(
+            self.db
+                .write(move |tx| orgs::set_mode(tx, &org, env, mode, now_ms)),
+        )
+    }
+}
+
+impl TimerStore for SqliteStore {
+    fn due_timers(
+        &self,
+        now_ms: i64,
+        today: &str,
+        horizon: &str,
+        limit: i64,
+    ) -> StoreFuture<'_, (Vec<DueItem>, Vec<DueItem>)> {
+        let (today, horizon) = (today.to_owned(), horizon.to_owned());
+        Box::pin(self.db.read(move |conn| -> Result<_> {
+            Ok((
+                timers::due_reviews(conn, now_ms, limit)?,
+                timers::due_expiring(conn, &today, &horizon, limit)?,
+            ))
+        }))
+    }
+
+    fn expire_review(&self, item: &DueItem, now: OffsetDateTime) -> StoreFuture<'_, ()> {
+        let item = item.clone();
+        Box::pin(self.db.write(move |tx| -> Result<()> {
+            let Some((review, _agent)) =
+                reviews::get(tx, &item.org_id, item.env.as_str(), &item.id)?
+            else {
+                return Ok(());
+            };
+            let Ok(expired) = Review::expire(&review, now) else {
+                return Ok(());
+            };
+            if reviews::resolve(tx, &expired)? {
+                let data = serde_json::to_value(&expired)
+                    .map_err(|e| StorageError::Corrupt(format!("review {}: {e}", item.id)))?;
+                events::append(
+                    tx,
+                    &item.org_id,
+                    item.env.as_str(),
+                    "decision.resolved",
+                    &data,
+                    ms(now),
+                )?;
+            }
+            Ok(())
+        }))
+    }
+
+    fn fire_expiring(
+        &self,
+        item: &DueItem,
+        now: OffsetDateTime,
+        fires_at: fn(Date) -> OffsetDateTime,
+    ) -> StoreFuture<'_, ()> {
+        let item = item.clone();
+        Box::pin(self.db.write(move |tx| -> Result<()> {
+            let id = MandateId::parse(&item.id)
+                .map_err(|_| StorageError::Corrupt(format!("mandate id {:?}", item.id)))?;
+            let Some(mandate) = mandates::get(tx, &item.org_id, item.env, &id)? else {
+                return Ok(());
+            };
+            if mandate.status_at(now) != MandateStatus::Active
+                || now < fires_at(mandate.terms.expires)
+                || timers::expiring_fired(tx, &item.id)?
+            {
+                return Ok(());
+            }
+            let data = mandate.to_json(now);
+            let event = events::append(
+                tx,
+                &item.org_id,
+                item.env.as_str(),
+                "mandate.expiring",
+                &data,
+                ms(now),
+            )?;
+            timers::mark_expiring_fired(tx, &item.id, event.as_str(), ms(now))?;
+            Ok(())
+        }))
+    }
+}
+
+impl WebhookStore for SqliteStore {
+    fn create_webhook(
+        &self,
+        org_id: &str,
+        env: Env,
+        id: &WebhookId,
+        url: &str,
+        events: &[String],
+        now_ms: i64,
+    ) -> StoreFuture<'_, WebhookRow> {
+        let (org, id, url, events) = (
+            org_id.to_owned(),
+            id.clone(),
+            url.to_owned(),
+            events.to_vec(),
+        );
+        Box::pin(self.db.write(move |tx| -> Result<WebhookRow> {
+            webhooks::insert(tx, &org, env, &id, &url, &events, now_ms)?;
+            webhooks::get(tx, &org, env, &id)?
+                .ok_or_else(|| StorageError::Corrupt(format!("webhook {id} vanished after insert")))
+        }))
+    }
+
+    fn webhook(
+        &self,
+        org_id: &str,
+        env: Env,
+        id: &WebhookId,
+    ) -> StoreFuture<'_, Option<WebhookRow>> {
+        let (org, id) = (org_id.to_owned(), id.clone());
+        Box::pin(
+            self.db
+                .read(move |conn| webhooks::get(conn, &org, env, &id)),
+        )
+    }
+
+    fn webhooks_page(
+        &self,
+        org_id: &str,
+        env: Env,
+        before: i64,
+        limit: i64,
+    ) -> StoreFuture<'_, Vec<WebhookRow>> {
+        let org = org_id.to_owned();
+        Box::pin(
+            self.db
+                .read(move |conn| webhooks::page(conn, &org, env, before, limit)),
+        )
+    }
+
+    fn delete_webhook(
+        &self,
+        org_id: &str,
+        env: Env,
+        id: &WebhookId,
+        now_ms: i64,
+    ) -> StoreFuture<'_, Option<WebhookRow>> {
+        let (org, id) = (org_id.to_owned(), id.clone());
+        Box::pin(
+            self.db
+                .write(move |tx| webhooks::delete(tx, &org, env, &id, now_ms)),
+        )
+    }
+
+    fn ping_webhook(
+        &self,
+        org_id: &str,
+        env: Env,
+        id: &WebhookId,
+        data: Value,
+        now_ms: i64,
+    ) -> StoreFuture<'_, Option<EventId>> {
+        let (org, id) = (org_id.to_owned(), id.clone());
+        Box::pin(self.db.write(move |tx| -> Result<Option<EventId>> {
+            if webhooks::get(tx, &org, env, &id)?.is_none() {
+                return Ok(None);
+            }
+            let event = events::append_for_webhook(tx, &org, env, "ping", &data, now_ms, &id)?;
+            Ok(Some(event))
+        }))
+    }
+}
+
+impl KeyStore for SqliteStore {
+    fn key_generation(&self) -> StoreFuture<'_, i64> {
+        Box::pin(
+            self.db
+                .read(|conn| -> Result<i64> { Ok(keys::generation(conn)?) }),
+        )
+    }
+
+    fn signing_keys(&self, published_after_ms: i64) -> StoreFuture<'_, Vec<StoredKey>> {
+        Box::pin(
+            self.db.read(move |conn| -> Result<_> {
+                Ok(signing::published(conn, published_after_ms)?)
+            }),
+        )
+    }
+
+    fn caller(&self, hash: [u8; 32]) -> StoreFuture<'_, Option<Caller>> {
+        Box::pin(
+            self.db
+                .read(move |conn| -> Result<_> { keys::caller(conn, &hash) }),
+        )
+    }
+}
+
+impl AdminStore for SqliteStore {
+    fn create_org(&self, org: &NewOrg) -> Result<Option<String>> {
+        self.db.write_blocking(|tx| -> Result<_> {
+            if orgs::id_by_name(tx, &org.name)?.is_some() {
+                return Ok(None);
+            }
+            let n = orgs::count_policy_versions_on(tx, &org.policy_prefix)? + 1;
+            let version = format!("{}{n}", org.policy_prefix);
+            orgs::create(tx, &org.id, &org.name, &version, org.now_ms)?;
+            for (hash, env) in &org.keys {
+                keys::insert(tx, hash, &org.id, *env, KeyClass::Org, None, org.now_ms)?;
+            }
+            Ok(Some(version))
+        })
+    }
+
+    fn org_id_by_name(&self, name: &str) -> Result<Option<String>> {
+        self.db
+            .write_blocking(|tx| -> Result<_> { Ok(orgs::id_by_name(tx, name)?) })
+    }
+
+    fn insert_org_key(
+        &self,
+        org_id: &str,
+        env: Env,
+        hash: &[u8; 32],
+        now_ms: i64,
+    ) -> Result<String> {
+        self.db.write_blocking(|tx| -> Result<_> {
+            Ok(keys::insert(
+                tx,
+                hash,
+                org_id,
+                env,
+                KeyClass::Org,
+                None,
+                now_ms,
+            )?)
+        })
+    }
+
+    fn key_hash_by_fingerprint(&self, fingerprint: &str) -> Result<Option<Vec<u8>>> {
+        self.db
+            .write_blocking(|tx| -> Result<_> { Ok(keys::hash_by_fingerprint(tx, fingerprint)?) })
+    }
+
+    fn revoke_key(&self, hash: &[u8], now_ms: i64) -> Result<bool> {
+        self.db.write_blocking(|tx| -> Result<_> {
+            let revoked = keys::revoke(tx, hash, now_ms)?;
+            if revoked {
+                keys::bump_generation(tx)?;
+            }
+            Ok(revoked)
+        })
+    }
+
+    fn set_key_rate(&self, hash: &[u8], per_sec: u32) -> Result<bool> {
+        self.db.write_blocking(|tx| -> Result<_> {
+            let set = keys::set_rate(tx, hash, per_sec)?;
+            if set {
+                keys::bump_generation(tx)?;
+            }
+            Ok(set)
+        })
+    }
+
+    fn set_policy_version(&self, org_id: &str, version: &str) -> Result<()> {
+        self.db.write_blocking(|tx| -> Result<_> {
+            orgs::set_policy_version(tx, org_id, version)?;
+            keys::bump_generation(tx)?;
+            Ok(())
+        })
+    }
+
+    fn list_keys(&self, org_id: &str) -> Result<Vec<KeyInfo>> {
+        self.db
+            .write_blocking(|tx| -> Result<_> { Ok(keys::list(tx, org_id)?) })
+    }
+
+    fn rotate_signing_key(&self, env: Env, secret: &[u8], now_ms: i64) -> Result<String> {
+        self.db
+            .write_blocking(|tx| -> Result<_> { Ok(signing::rotate(tx, env, secret, now_ms)?) })
+    }
+
+    fn ensure_signing_key(&self, env: Env, secret: &[u8], now_ms: i64) -> Result<()> {
+        self.db.write_blocking(|tx| -> Result<()> {
+            if !signing::has_current(tx, env)? {
+                signing::rotate(tx, env, secret, now_ms)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn signing_keys_now(&self, published_after_ms: i64) -> Result<Vec<StoredKey>> {
+        self.db
+            .write_blocking(|tx| -> Result<_> { Ok(signing::published(tx, published_after_ms)?) })
+    }
+
+    fn key_generation_now(&self) -> Result<i64> {
+        self.db
+            .write_blocking(|tx| -> Result<_> { Ok(keys::generation(tx)?) })
+    }
+
+    fn prepare_start(&self, older_than_ms: i64, fresh_cursor_secret: &[u8]) -> Result<Vec<u8>> {
+        self.db.write_blocking(|tx| -> Result<_> {
+            idempotency::sweep(tx, older_than_ms)?;
+            Ok(signing::setting_or_insert(
+                tx,
+                "cursor_secret",
+                fresh_cursor_secret,
+            )?)
+        })
+    }
+}
