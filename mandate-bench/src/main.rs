@@ -3,6 +3,10 @@
 //! and reports throughput, latency percentiles, the verdict mix, the server's memory, the
 //! database's growth per decision, and the ratio to a bare axum JSON echo measured by the
 //! same load generator in the same run. See README.md.
+//!
+//! Longer than most files: it holds the options and the run's sequence (setup, prime,
+//! warmup, measure, report) in order, so that one read shows what a figure measured; the
+//! parts are in the modules below.
 
 mod cpu;
 mod echo;

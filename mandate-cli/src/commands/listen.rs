@@ -9,6 +9,9 @@
 //! The crate is blocking, and so is this: a thread accepts connections (polling a flag
 //! that Ctrl-C sets) and each connection is served on its own thread, at most
 //! [`MAX_CONNECTIONS`] at once, by the bounded HTTP/1.1 reader in [`crate::http1`].
+//!
+//! Longer than most files because it is a small server of its own (accept loop, per-event
+//! verification, de-duplication, forwarding and its answer), and a sixth of it is tests.
 
 use std::collections::HashSet;
 use std::net::{SocketAddr, TcpListener, TcpStream};

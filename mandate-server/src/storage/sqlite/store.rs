@@ -1,6 +1,10 @@
 //! [`SqliteStore`]: the SQLite engine behind the storage boundary. Each method is one
 //! closure on [`Db::write`] (one transaction, committed in a group with others) or
 //! [`Db::read`] (a reader connection off the executor), calling this module's SQL.
+//!
+//! Longer than most files on purpose: it is the engine's whole surface, every trait of the
+//! boundary implemented in one place, each method a few lines; the SQL itself is in the
+//! per-resource files beside it.
 
 use mandate_core::delivery::NextStep;
 use mandate_core::id::{AgentId, EscrowId, EventId, MandateId, WebhookId};
