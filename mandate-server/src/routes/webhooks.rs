@@ -12,10 +12,10 @@ use axum::routing::{get, post};
 use mandate_core::delivery::{EVENT_TYPES, is_event_type};
 use mandate_core::field::{check_fields, invalid, object, required, string};
 use mandate_core::id::WebhookId;
-use mandate_core::mandate::format_timestamp;
-use serde_json::{Value, json};
+use mandate_core::wire;
+use serde_json::Value;
 
-use super::{created, ok};
+use super::{created, ok, unreadable, wire_json};
 use crate::clock::{from_ms, ms, random16};
 use crate::http::body::JsonBody;
 use crate::http::error::ApiError;
@@ -36,14 +36,19 @@ pub fn router() -> Router<AppState> {
 }
 
 /// A webhook in its API shape.
-pub fn webhook_json(row: &WebhookRow) -> Value {
-    json!({
-        "webhook": row.id,
-        "url": row.url,
-        "events": row.events,
-        "status": row.status,
-        "created_at": format_timestamp(from_ms(row.created_ms)),
+pub fn webhook_wire(row: &WebhookRow) -> Result<wire::Webhook, ApiError> {
+    Ok(wire::Webhook {
+        created_at: from_ms(row.created_ms),
+        events: row.events.clone(),
+        status: row.status.clone(),
+        url: row.url.clone(),
+        webhook: WebhookId::parse(&row.id).map_err(unreadable("webhook id"))?,
     })
+}
+
+/// A webhook as the JSON value of an answer or an event's data.
+pub fn webhook_json(row: &WebhookRow) -> Result<Value, ApiError> {
+    wire_json(&webhook_wire(row)?)
 }
 
 /// Parses `events`: a non-empty array of known event types; repeats are dropped.
@@ -119,7 +124,7 @@ async fn create(
                 .ok_or_else(|| ApiError::Server("webhook vanished after insert".into()))
         })
         .await?;
-    Ok(created(webhook_json(&row)))
+    Ok(created(webhook_json(&row)?))
 }
 
 async fn index(
@@ -138,7 +143,10 @@ async fn index(
             Ok(webhooks::page(conn, &org, env.as_str(), before, limit + 1)?)
         })
         .await?;
-    let rows = rows.iter().map(|r| (r.seq, webhook_json(r))).collect();
+    let rows = rows
+        .iter()
+        .map(|r| Ok((r.seq, webhook_json(r)?)))
+        .collect::<Result<_, ApiError>>()?;
     Ok(ok(list::envelope(&state, &context, params.limit, rows)))
 }
 
@@ -155,8 +163,8 @@ async fn show(
             Ok(webhooks::get(conn, &org, env.as_str(), &wanted)?)
         })
         .await?;
-    row.map(|r| ok(webhook_json(&r)))
-        .ok_or_else(|| ApiError::not_found("webhook", &id))
+    let row = row.ok_or_else(|| ApiError::not_found("webhook", &id))?;
+    Ok(ok(webhook_json(&row)?))
 }
 
 async fn delete(
@@ -173,8 +181,8 @@ async fn delete(
             Ok(webhooks::delete(tx, &org, env.as_str(), &wanted, now)?)
         })
         .await?;
-    row.map(|r| ok(webhook_json(&r)))
-        .ok_or_else(|| ApiError::not_found("webhook", &id))
+    let row = row.ok_or_else(|| ApiError::not_found("webhook", &id))?;
+    Ok(ok(webhook_json(&row)?))
 }
 
 async fn ping(
@@ -190,7 +198,7 @@ async fn ping(
         .write(move |tx| -> Result<_, ApiError> {
             let webhook = webhooks::get(tx, &org, env.as_str(), &wanted)?
                 .ok_or_else(|| ApiError::not_found("webhook", &wanted))?;
-            let data = webhook_json(&webhook);
+            let data = webhook_json(&webhook)?;
             Ok(events::append_for_webhook(
                 tx,
                 &org,
@@ -202,5 +210,6 @@ async fn ping(
             )?)
         })
         .await?;
-    Ok((StatusCode::ACCEPTED, axum::Json(json!({ "event": event }))).into_response())
+    let answer = wire_json(&wire::PingAnswer { event })?;
+    Ok((StatusCode::ACCEPTED, axum::Json(answer)).into_response())
 }
