@@ -1,9 +1,10 @@
 //! `mandate enforcement get|set`: the kill switch of the key's environment.
 
 use clap::{Args, Subcommand, ValueEnum};
-use serde_json::json;
+use mandate_core::policy::Mode;
+use mandate_core::wire::SetEnforcement;
 
-use super::{Context, PostArgs};
+use super::{Context, PostArgs, request_body};
 use crate::error::{CmdResult, Exit};
 use crate::output;
 
@@ -52,14 +53,11 @@ pub fn run(command: EnforcementCommand, ctx: &Context) -> CmdResult {
         EnforcementCommand::Get => client.get("/enforcement", &[])?,
         EnforcementCommand::Set(args) => {
             let mode = match args.mode {
-                ModeArg::Observe => "observe",
-                ModeArg::Enforce => "enforce",
+                ModeArg::Observe => Mode::Observe,
+                ModeArg::Enforce => Mode::Enforce,
             };
-            client.post(
-                "/enforcement",
-                Some(&json!({ "mode": mode })),
-                &args.post.key()?,
-            )?
+            let body = request_body(&SetEnforcement { mode })?;
+            client.post("/enforcement", Some(&body), &args.post.key()?)?
         }
     };
     output::object(&response.body, ctx.json)?;

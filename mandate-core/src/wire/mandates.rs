@@ -6,7 +6,7 @@ use time::{Date, OffsetDateTime};
 
 use crate::amount::Amount;
 use crate::id::{AgentId, MandateId};
-use crate::mandate::{EscrowTerms, Limits, MandateStatus};
+use crate::mandate::{EscrowTerms, Limits, MandateDraft, MandateStatus};
 use crate::names::{Category, Principal};
 
 /// A mandate, also the `data` of `mandate.*` events.
@@ -61,6 +61,20 @@ pub struct CreateMandate {
     /// Amounts above this get `review`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub review_above: Option<Amount>,
+}
+
+impl From<MandateDraft> for CreateMandate {
+    fn from(draft: MandateDraft) -> Self {
+        Self {
+            agent: draft.agent,
+            categories: draft.categories,
+            escrow: draft.escrow,
+            expires: draft.expires,
+            limits: draft.limits,
+            principal: draft.principal,
+            review_above: draft.review_above,
+        }
+    }
 }
 
 /// serde for `YYYY-MM-DD` dates.
