@@ -3,9 +3,9 @@
 use clap::{Args, Subcommand};
 use mandate_core::id::AgentId;
 use mandate_core::names::AgentName;
-use mandate_core::wire::{Agent, CreateAgent};
+use mandate_core::wire::{Agent, CreateAgent, CreatedAgent};
 
-use super::{Context, ListArgs, PostArgs, print_list, request_body};
+use super::{Context, ListArgs, PostArgs, print_list, print_object, request_body};
 use crate::error::{CmdResult, Exit};
 use crate::output::{self, Column};
 
@@ -56,7 +56,7 @@ pub fn run(command: AgentsCommand, ctx: &Context) -> CmdResult {
         AgentsCommand::Create(args) => {
             let body = request_body(&CreateAgent { name: args.name })?;
             let response = client.post("/agents", Some(&body), &args.post.key()?)?;
-            output::object(&response.body, ctx.json)?;
+            print_object::<CreatedAgent>(ctx, &response, "an agent with its key")?;
             if !ctx.json {
                 output::note(
                     "the agent_key is shown only this once: store it now, e.g. `mandate login --profile NAME` with the key on stdin",
@@ -69,7 +69,7 @@ pub fn run(command: AgentsCommand, ctx: &Context) -> CmdResult {
         }
         AgentsCommand::Get(args) => {
             let response = client.get(&format!("/agents/{}", args.id), &[])?;
-            output::object(&response.body, ctx.json)?;
+            print_object::<Agent>(ctx, &response, "an agent")?;
         }
     }
     Ok(Exit::Success)

@@ -5,7 +5,7 @@ use mandate_core::id::{AgentId, DecisionId};
 use mandate_core::policy::Verdict;
 use mandate_core::wire::Decision;
 
-use super::{Context, ListArgs, parse_verdict, print_list};
+use super::{Context, ListArgs, parse_verdict, print_list, print_object};
 use crate::error::{CmdResult, Exit};
 use crate::output::{self, Column};
 
@@ -79,7 +79,7 @@ pub fn run(command: DecisionsCommand, ctx: &Context) -> CmdResult {
         }
         DecisionsCommand::Get(args) => {
             let response = client.get(&format!("/decisions/{}", args.id), &[])?;
-            output::object(&response.body, ctx.json)?;
+            print_object::<Decision>(ctx, &response, "a decision")?;
         }
     }
     Ok(Exit::Success)

@@ -2,11 +2,10 @@
 
 use clap::{Args, Subcommand, ValueEnum};
 use mandate_core::policy::Mode;
-use mandate_core::wire::SetEnforcement;
+use mandate_core::wire::{Enforcement, SetEnforcement};
 
-use super::{Context, PostArgs, request_body};
+use super::{Context, PostArgs, print_object, request_body};
 use crate::error::{CmdResult, Exit};
-use crate::output;
 
 /// `mandate enforcement …`.
 #[derive(Debug, Subcommand)]
@@ -60,6 +59,6 @@ pub fn run(command: EnforcementCommand, ctx: &Context) -> CmdResult {
             client.post("/enforcement", Some(&body), &args.post.key()?)?
         }
     };
-    output::object(&response.body, ctx.json)?;
+    print_object::<Enforcement>(ctx, &response, "an enforcement mode")?;
     Ok(Exit::Success)
 }

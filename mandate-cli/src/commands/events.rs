@@ -7,7 +7,7 @@ use mandate_core::delivery::EVENT_TYPES;
 use mandate_core::id::EventId;
 use mandate_core::wire::Event;
 
-use super::{Context, ListArgs, print_list};
+use super::{Context, ListArgs, print_list, print_object};
 use crate::error::{CmdResult, Exit};
 use crate::output::{self, Column};
 
@@ -68,7 +68,7 @@ pub fn run(command: EventsCommand, ctx: &Context) -> CmdResult {
         }
         EventsCommand::Get(args) => {
             let response = client.get(&format!("/events/{}", args.id), &[])?;
-            output::object(&response.body, ctx.json)?;
+            print_object::<Event>(ctx, &response, "an event")?;
         }
     }
     Ok(Exit::Success)

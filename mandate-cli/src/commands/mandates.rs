@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use super::{
     Context, ListArgs, PostArgs, parse_category, parse_currency, parse_principal, print_list,
-    read_input, request_body,
+    print_object, read_input, request_body,
 };
 use crate::error::{CliError, CmdResult, Exit};
 use crate::output::{self, Column};
@@ -194,7 +194,7 @@ pub fn run(command: MandatesCommand, ctx: &Context) -> CmdResult {
             };
             let client = ctx.client()?;
             let response = client.post("/mandates", Some(&body), &args.post.key()?)?;
-            output::object(&response.body, ctx.json)?;
+            print_object::<Mandate>(ctx, &response, "a mandate")?;
         }
         MandatesCommand::List(args) => {
             let mut filters = Vec::new();
@@ -211,7 +211,7 @@ pub fn run(command: MandatesCommand, ctx: &Context) -> CmdResult {
         }
         MandatesCommand::Get(args) => {
             let response = ctx.client()?.get(&format!("/mandates/{}", args.id), &[])?;
-            output::object(&response.body, ctx.json)?;
+            print_object::<Mandate>(ctx, &response, "a mandate")?;
         }
         MandatesCommand::Revoke(args) => {
             let response = ctx.client()?.post(
@@ -219,7 +219,7 @@ pub fn run(command: MandatesCommand, ctx: &Context) -> CmdResult {
                 None,
                 &args.post.key()?,
             )?;
-            output::object(&response.body, ctx.json)?;
+            print_object::<Mandate>(ctx, &response, "a mandate")?;
         }
     }
     Ok(Exit::Success)

@@ -187,16 +187,16 @@ pub fn print_list<T: DeserializeOwned>(
     what: &str,
     columns: &[output::Column<T>],
 ) -> Result<(), CliError> {
-    if ctx.json {
-        let value = serde_json::to_value(page)
-            .map_err(|e| CliError::usage(format!("cannot encode JSON: {e}")))?;
-        return output::json(&value);
-    }
     let objects = page
         .data
         .iter()
         .map(|o| client::read_as(o, 200, what))
         .collect::<Result<Vec<T>, _>>()?;
+    if ctx.json {
+        let value = serde_json::to_value(page)
+            .map_err(|e| CliError::usage(format!("cannot encode JSON: {e}")))?;
+        return output::json(&value);
+    }
     output::list_table(columns, &objects)?;
     if page.has_more {
         match &page.next_cursor {
@@ -207,6 +207,17 @@ pub fn print_list<T: DeserializeOwned>(
         }
     }
     Ok(())
+}
+
+/// Prints an answer that is one object of wire type `T` (`what` names it): checked to read
+/// as its type, then printed as the server sent it (see [`output::object`]).
+pub fn print_object<T: DeserializeOwned>(
+    ctx: &Context,
+    response: &client::Response,
+    what: &str,
+) -> Result<(), CliError> {
+    response.read::<T>(what)?;
+    output::object(&response.body, ctx.json)
 }
 
 /// Reads a file, or stdin for `-`.

@@ -4,12 +4,11 @@
 
 use clap::{Args, Subcommand};
 use mandate_core::id::ReviewId;
-use mandate_core::wire::DenyReview;
+use mandate_core::wire::{DenyReview, Review};
 
 use super::authorize::print_verdict;
-use super::{Context, PostArgs, request_body};
+use super::{Context, PostArgs, print_object, request_body};
 use crate::error::{CmdResult, Exit};
-use crate::output;
 
 /// `mandate reviews …`.
 #[derive(Debug, Subcommand)]
@@ -75,7 +74,7 @@ pub fn run(command: ReviewsCommand, ctx: &Context) -> CmdResult {
                 body.as_ref(),
                 &args.post.key()?,
             )?;
-            output::object(&response.body, ctx.json)?;
+            print_object::<Review>(ctx, &response, "a review")?;
         }
     }
     Ok(Exit::Success)

@@ -7,7 +7,7 @@ use mandate_core::delivery::EVENT_TYPES;
 use mandate_core::id::WebhookId;
 use mandate_core::wire::{CreateWebhook, PingAnswer, Webhook};
 
-use super::{Context, ListArgs, PostArgs, print_list, request_body};
+use super::{Context, ListArgs, PostArgs, print_list, print_object, request_body};
 use crate::error::{CmdResult, Exit};
 use crate::output::{self, Column};
 
@@ -94,7 +94,7 @@ pub fn run(command: WebhooksCommand, ctx: &Context) -> CmdResult {
                 url: args.url,
             })?;
             let response = client.post("/webhooks", Some(&body), &args.post.key()?)?;
-            output::object(&response.body, ctx.json)?;
+            print_object::<Webhook>(ctx, &response, "a webhook")?;
         }
         WebhooksCommand::List(args) => {
             let page = client.list("/webhooks", &[], &args.paging())?;
@@ -102,11 +102,11 @@ pub fn run(command: WebhooksCommand, ctx: &Context) -> CmdResult {
         }
         WebhooksCommand::Get(args) => {
             let response = client.get(&format!("/webhooks/{}", args.id), &[])?;
-            output::object(&response.body, ctx.json)?;
+            print_object::<Webhook>(ctx, &response, "a webhook")?;
         }
         WebhooksCommand::Delete(args) => {
             let response = client.delete(&format!("/webhooks/{}", args.id))?;
-            output::object(&response.body, ctx.json)?;
+            print_object::<Webhook>(ctx, &response, "a webhook")?;
         }
         WebhooksCommand::Ping(args) => {
             let response = client.post(
