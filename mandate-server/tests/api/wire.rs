@@ -4,15 +4,18 @@
 //! and every request body the types describe is accepted. A drift between the server and
 //! the types (a member added, renamed, made optional, null where it was absent) fails here.
 
+use std::collections::BTreeSet;
+
 use mandate_core::amount::Amount;
 use mandate_core::id::{AgentId, DecisionId};
-use mandate_core::mandate::{EscrowTerms, Limits};
+use mandate_core::mandate::{EscrowTerms, Limits, MandateStatus};
 use mandate_core::names::{AgentName, Category, Currency, Principal, Recipient};
 use mandate_core::policy::{Mode, Verdict};
 use mandate_core::review::ReviewStatus;
 use mandate_core::wire::{self, ListPage};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde_json::Value;
 use time::macros::date;
 
 use crate::helpers::{Resp, TestApp, spawn_app};
@@ -39,6 +42,85 @@ fn answer(r: &Resp) -> wire::DecisionAnswer {
     typed
 }
 
+/// The members `openapi.yaml` declares for schema `name` under `components: schemas:`
+/// (following `allOf` and `$ref` to other schemas), with those it requires. A strict
+/// reader of the document's block layout (two spaces a level).
+fn schema(name: &str) -> (BTreeSet<String>, BTreeSet<String>) {
+    let doc = mandate_server::routes::public::OPENAPI;
+    let lines: Vec<&str> = doc.lines().collect();
+    let start = lines
+        .iter()
+        .position(|l| *l == format!("    {name}:"))
+        .unwrap_or_else(|| panic!("openapi.yaml has no schema {name}"));
+    let (mut members, mut required) = (BTreeSet::new(), BTreeSet::new());
+    let mut properties_at: Option<usize> = None;
+    for line in &lines[start + 1..] {
+        let depth = line.len() - line.trim_start().len();
+        let text = line.trim();
+        if text.is_empty() {
+            continue;
+        }
+        if depth <= 4 {
+            break;
+        }
+        if properties_at.is_some_and(|at| depth <= at) {
+            properties_at = None;
+        }
+        match properties_at {
+            Some(at) => {
+                if depth == at + 2 {
+                    assert!(text.ends_with(':'), "{name}: unexpected line {text:?}");
+                    members.insert(text.trim_end_matches(':').to_owned());
+                }
+            }
+            None if text == "properties:" => properties_at = Some(depth),
+            None => {
+                if let Some(list) = text
+                    .strip_prefix("required: [")
+                    .and_then(|r| r.strip_suffix(']'))
+                {
+                    required.extend(list.split(',').map(|m| m.trim().to_owned()));
+                }
+                if let Some(target) = text
+                    .strip_prefix("- $ref: \"#/components/schemas/")
+                    .and_then(|r| r.strip_suffix('"'))
+                {
+                    let (m, r) = schema(target);
+                    members.extend(m);
+                    required.extend(r);
+                }
+            }
+        }
+    }
+    assert!(!members.is_empty(), "schema {name} declares no members");
+    (members, required)
+}
+
+/// Checks objects written from one wire type against the schema `name` of the contract:
+/// each carries every required member and only declared ones, and together (optional
+/// members given in one of them) they carry every declared member.
+#[track_caller]
+fn declared(name: &str, objects: &[Value]) {
+    let (members, required) = schema(name);
+    let mut seen = BTreeSet::new();
+    for object in objects {
+        let keys: BTreeSet<String> = object.as_object().unwrap().keys().cloned().collect();
+        assert!(
+            keys.is_subset(&members),
+            "{name}: {keys:?} not all in {members:?}"
+        );
+        assert!(
+            required.is_subset(&keys),
+            "{name}: {keys:?} lacks some of {required:?}"
+        );
+        seen.extend(keys);
+    }
+    assert_eq!(
+        seen, members,
+        "{name}: the type writes other members than declared"
+    );
+}
+
 fn body<T: Serialize>(request: &T) -> serde_json::Value {
     serde_json::to_value(request).unwrap()
 }
@@ -62,6 +144,11 @@ async fn create_agent(app: &TestApp, name: &str) -> wire::CreatedAgent {
     read(&r, 201)
 }
 
+/// Any wire type as the `Value` the server writes.
+fn value<T: Serialize>(object: &T) -> Value {
+    wire::to_value(object).unwrap()
+}
+
 #[tokio::test]
 async fn agents_mandates_and_decisions_read_as_their_types_byte_for_byte() {
     let app = spawn_app().await;
@@ -78,6 +165,12 @@ async fn agents_mandates_and_decisions_read_as_their_types_byte_for_byte() {
     assert_eq!(page.data.len(), 3);
     let first: ListPage<wire::Agent> = read(&app.get(&org, "/v1/agents?limit=1").await, 200);
     assert!(first.has_more && first.next_cursor.is_some());
+    let request = wire::CreateAgent {
+        name: AgentName::parse("x").unwrap(),
+    };
+    declared("AgentRequest", &[body(&request)]);
+    declared("CreatedAgent", &[value(&buyer)]);
+    declared("Agent", &[value(&shown)]);
 
     // Every optional member given, and none.
     let full = wire::CreateMandate {
@@ -108,89 +201,88 @@ async fn agents_mandates_and_decisions_read_as_their_types_byte_for_byte() {
         },
         ..full.clone()
     };
-    let _: wire::Mandate = read(&app.post(&org, "/v1/mandates", body(&minimal)).await, 201);
+    let second: wire::Mandate = read(&app.post(&org, "/v1/mandates", body(&minimal)).await, 201);
     let path = format!("/v1/mandates/{}", mandate.id);
     let _: wire::Mandate = read(&app.get(&org, &path).await, 200);
     let _: ListPage<wire::Mandate> = read(&app.get(&org, "/v1/mandates").await, 200);
+    declared("MandateRequest", &[body(&full), body(&minimal)]);
+    declared("Mandate", &[value(&mandate), value(&second)]);
 
     // An allow, a review (the answer carries the whole review), a denial without mandate.
-    let allow = answer(
-        &app.post(
-            &buyer.agent_key,
-            "/v1/authorizations",
-            body(&authorize("20.00")),
-        )
-        .await,
-    );
+    let ask = |key: &str, amount: &str| {
+        let (key, amount) = (key.to_owned(), amount.to_owned());
+        let app = &app;
+        async move {
+            let r = app
+                .post(&key, "/v1/authorizations", body(&authorize(&amount)))
+                .await;
+            answer(&r)
+        }
+    };
+    let allow = ask(&buyer.agent_key, "20.00").await;
     assert_eq!(allow.verdict, Verdict::Allow);
     assert!(allow.review.is_none() && allow.reason.is_none());
-    let review = answer(
-        &app.post(
-            &buyer.agent_key,
-            "/v1/authorizations",
-            body(&authorize("60")),
-        )
-        .await,
-    );
+    let review = ask(&buyer.agent_key, "60").await;
     assert_eq!(review.verdict, Verdict::Review);
     let opened = review.review.as_ref().and_then(|r| r.review()).unwrap();
     assert_eq!(opened.status, ReviewStatus::Pending);
-    let none = answer(
-        &app.post(&bare.agent_key, "/v1/authorizations", body(&authorize("1")))
-            .await,
-    );
+    let none = ask(&bare.agent_key, "1").await;
     assert_eq!(none.verdict, Verdict::DenyNoMandate);
     assert!(none.mandate.is_none());
+    declared("AuthorizationRequest", &[body(&authorize("1"))]);
+    declared(
+        "SignedDecision",
+        &[value(&allow), value(&review), value(&none)],
+    );
 
+    let mut stored = Vec::new();
     for id in [&allow.id, &review.id, &none.id] {
-        let stored: wire::Decision =
-            read(&app.get(&org, &format!("/v1/decisions/{id}")).await, 200);
-        assert_eq!(&stored.id, id);
+        let one: wire::Decision = read(&app.get(&org, &format!("/v1/decisions/{id}")).await, 200);
+        assert_eq!(&one.id, id);
+        stored.push(value(&one));
     }
     let _: ListPage<wire::Decision> = read(&app.get(&org, "/v1/decisions").await, 200);
 
     // Approving answers a fresh decision that supersedes the original.
-    let approved = answer(
-        &app.post_empty(&org, &format!("/v1/reviews/{}/approve", opened.id))
-            .await,
-    );
+    let path_approve = format!("/v1/reviews/{}/approve", opened.id);
+    let approved = answer(&app.post_empty(&org, &path_approve).await);
     assert_eq!(approved.supersedes.as_ref(), Some(&review.id));
-    let stored: wire::Decision = read(
-        &app.get(&org, &format!("/v1/decisions/{}", approved.id))
-            .await,
-        200,
-    );
-    assert_eq!(stored.supersedes.as_ref(), Some(&review.id));
+    let path_approved = format!("/v1/decisions/{}", approved.id);
+    let one: wire::Decision = read(&app.get(&org, &path_approved).await, 200);
+    assert_eq!(one.supersedes.as_ref(), Some(&review.id));
+    stored.push(value(&one));
+    declared("Decision", &stored);
 
     // Denying answers the review, with and without a reason.
+    let (mut reviews, mut requests) = (vec![value(opened)], Vec::new());
     for reason in [Some("over budget".to_owned()), None] {
-        let asked = answer(
-            &app.post(
-                &buyer.agent_key,
-                "/v1/authorizations",
-                body(&authorize("70")),
-            )
-            .await,
-        );
+        let asked = ask(&buyer.agent_key, "70").await;
         let id = asked.review.as_ref().unwrap().id().clone();
         let request = wire::DenyReview {
             reason: reason.clone(),
         };
-        let denied: wire::Review = read(
-            &app.post(&org, &format!("/v1/reviews/{id}/deny"), body(&request))
-                .await,
-            200,
-        );
+        let path_deny = format!("/v1/reviews/{id}/deny");
+        let denied: wire::Review = read(&app.post(&org, &path_deny, body(&request)).await, 200);
         assert_eq!(denied.status, ReviewStatus::Denied);
         assert_eq!(denied.reason, reason);
+        reviews.push(value(&denied));
+        requests.push(body(&request));
     }
+    declared("DenyRequest", &requests);
+    // The approved review, as its decision.resolved event carries it.
+    let path_events = "/v1/events?type=decision.resolved";
+    let resolved: ListPage<wire::Event> = read(&app.get(&org, path_events).await, 200);
+    for event in &resolved.data {
+        let review: wire::Review = serde_json::from_value(event.data.clone()).unwrap();
+        assert_eq!(value(&review), event.data);
+        reviews.push(event.data.clone());
+    }
+    declared("Review", &reviews);
 
     // Revoking answers the mandate.
-    let revoked: wire::Mandate = read(&app.post_empty(&org, &format!("{path}/revoke")).await, 200);
-    assert_eq!(
-        revoked.status,
-        mandate_core::mandate::MandateStatus::Revoked
-    );
+    let path_revoke = format!("{path}/revoke");
+    let revoked: wire::Mandate = read(&app.post_empty(&org, &path_revoke).await, 200);
+    assert_eq!(revoked.status, MandateStatus::Revoked);
 }
 
 #[tokio::test]
@@ -198,16 +290,24 @@ async fn enforcement_webhooks_events_and_escrows_read_as_their_types_byte_for_by
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
 
-    let _: wire::Enforcement = read(&app.get(&org, "/v1/enforcement").await, 200);
-    let set = wire::SetEnforcement {
+    let shown: wire::Enforcement = read(&app.get(&org, "/v1/enforcement").await, 200);
+    let observe = wire::SetEnforcement {
         mode: Mode::Observe,
     };
-    let mode: wire::Enforcement = read(&app.post(&org, "/v1/enforcement", body(&set)).await, 200);
+    let mode: wire::Enforcement = read(
+        &app.post(&org, "/v1/enforcement", body(&observe)).await,
+        200,
+    );
     assert_eq!(mode.mode, Mode::Observe);
-    let set = wire::SetEnforcement {
+    let enforce = wire::SetEnforcement {
         mode: Mode::Enforce,
     };
-    let _: wire::Enforcement = read(&app.post(&org, "/v1/enforcement", body(&set)).await, 200);
+    let _: wire::Enforcement = read(
+        &app.post(&org, "/v1/enforcement", body(&enforce)).await,
+        200,
+    );
+    declared("Enforcement", &[value(&shown)]);
+    declared("EnforcementRequest", &[body(&observe)]);
 
     let request = wire::CreateWebhook {
         events: vec!["ping".into(), "escrow.funded".into()],
@@ -218,43 +318,36 @@ async fn enforcement_webhooks_events_and_escrows_read_as_their_types_byte_for_by
     let _: wire::Webhook = read(&app.get(&org, &path).await, 200);
     let _: ListPage<wire::Webhook> = read(&app.get(&org, "/v1/webhooks").await, 200);
     let ping: wire::PingAnswer = read(&app.post_empty(&org, &format!("{path}/ping")).await, 202);
+    declared("WebhookRequest", &[body(&request)]);
+    declared("Webhook", &[value(&webhook)]);
+    declared("PingAccepted", &[value(&ping)]);
 
-    // An escrow through its steps.
+    // Escrows through their steps, with and without an arbiter.
     let buyer = create_agent(&app, "buyer").await;
     app.mandate(&org, &crate::helpers::standard_mandate("buyer"))
         .await;
-    let allow = answer(
-        &app.post(
-            &buyer.agent_key,
-            "/v1/authorizations",
-            body(&authorize("42.50")),
-        )
-        .await,
-    );
+    let (mut escrows, mut requests) = (Vec::new(), Vec::new());
     for arbiter in [Some("role:arbiter".to_owned()), None] {
-        let decision = if arbiter.is_some() {
-            allow.id.clone()
-        } else {
-            answer(
-                &app.post(
-                    &buyer.agent_key,
-                    "/v1/authorizations",
-                    body(&authorize("42.50")),
-                )
-                .await,
+        let allow = answer(
+            &app.post(
+                &buyer.agent_key,
+                "/v1/authorizations",
+                body(&authorize("42.50")),
             )
-            .id
-        };
+            .await,
+        );
         let request = wire::CreateEscrow {
             amount: Amount::parse("42.50").unwrap(),
             arbiter: arbiter.clone(),
             buyer: AgentId::parse("agt_buyer").unwrap(),
             currency: Currency::parse("USD").unwrap(),
-            decision: DecisionId::clone(&decision),
+            decision: DecisionId::clone(&allow.id),
             seller: Recipient::parse("vendor:acme").unwrap(),
         };
         let escrow: wire::Escrow = read(&app.post(&org, "/v1/escrows", body(&request)).await, 201);
         assert_eq!(escrow.arbiter, arbiter);
+        escrows.push(value(&escrow));
+        requests.push(body(&request));
         let path = format!("/v1/escrows/{}", escrow.id);
         let _: wire::Escrow = read(&app.get(&org, &path).await, 200);
         for step in ["deliver", "dispute", "release"] {
@@ -263,6 +356,8 @@ async fn enforcement_webhooks_events_and_escrows_read_as_their_types_byte_for_by
             assert_eq!(moved.history.last().map(|h| h.state), Some(moved.state));
         }
     }
+    declared("Escrow", &escrows);
+    declared("EscrowRequest", &requests);
 
     // Deleting answers the endpoint, now deleted.
     let deleted: wire::Webhook = read(
@@ -281,6 +376,7 @@ async fn enforcement_webhooks_events_and_escrows_read_as_their_types_byte_for_by
             .iter()
             .any(|e| e.event_type == "escrow.released")
     );
+    declared("Event", &events.data.iter().map(value).collect::<Vec<_>>());
     for event in &events.data {
         let one: wire::Event = read(
             &app.get(&org, &format!("/v1/events/{}", event.id)).await,
