@@ -223,5 +223,5 @@ async fn deny(
             Ok(())
         })
         .await?;
-    Ok(ok(serde_json::to_value(&denied).unwrap_or_default()))
+    Ok(ok(super::wire_json::<mandate_core::wire::Review>(&denied)?))
 }
