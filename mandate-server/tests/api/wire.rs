@@ -243,6 +243,17 @@ async fn agents_mandates_and_decisions_read_as_their_types_byte_for_byte() {
     }
     let _: ListPage<wire::Decision> = read(&app.get(&org, "/v1/decisions").await, 200);
 
+    // An agent key asking for another agent's: empty pages.
+    for path in [
+        "/v1/decisions?agent=agt_plain",
+        "/v1/mandates?agent=agt_plain",
+    ] {
+        let page: ListPage<Value> = read(&app.get(&buyer.agent_key, path).await, 200);
+        assert_eq!(page.data.len(), 0);
+        assert!(!page.has_more);
+        assert_eq!(page.next_cursor, None);
+    }
+
     // Approving answers a fresh decision that supersedes the original.
     let path_approve = format!("/v1/reviews/{}/approve", opened.id);
     let approved = answer(&app.post_empty(&org, &path_approve).await);
