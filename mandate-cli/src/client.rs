@@ -144,6 +144,27 @@ pub struct Response {
     pub body: Value,
 }
 
+impl Response {
+    /// The body read as its wire type (`what` names it in the error).
+    pub fn read<T: serde::de::DeserializeOwned>(&self, what: &str) -> Result<T, CliError> {
+        read_as(&self.body, self.status, what)
+    }
+}
+
+/// A JSON object of an answer with status `status` read as its wire type; a body that does
+/// not fit it is an unexpected response, never a panic.
+pub fn read_as<T: serde::de::DeserializeOwned>(
+    body: &Value,
+    status: u16,
+    what: &str,
+) -> Result<T, CliError> {
+    T::deserialize(body).map_err(|e| CliError::UnexpectedResponse {
+        status,
+        detail: format!("the answer is not {what}: {e}"),
+        request_id: None,
+    })
+}
+
 /// An HTTP answer of any status, read whole.
 struct Raw {
     status: u16,

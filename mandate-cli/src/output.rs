@@ -53,7 +53,7 @@ pub fn text(value: Option<&Value>) -> String {
     }
 }
 
-/// The value at a dotted path (`request.amount`).
+/// The value at a dotted path (`kid`), for JSON that has no wire type (a JWK, a profile).
 pub fn at<'a>(value: &'a Value, path: &str) -> Option<&'a Value> {
     path.split('.').try_fold(value, |v, key| v.get(key))
 }
@@ -62,6 +62,31 @@ pub fn at<'a>(value: &'a Value, path: &str) -> Option<&'a Value> {
 pub fn cell(value: &Value, path: &str) -> String {
     text(at(value, path))
 }
+
+/// An optional field as a cell: its text, or `-` when absent or null (as [`text`]).
+pub fn opt<T: ToString>(value: Option<T>) -> String {
+    value.map_or_else(|| "-".to_owned(), |v| v.to_string())
+}
+
+/// A list field as a cell: comma-separated, `-` when empty (as [`text`]).
+pub fn joined<T: ToString>(items: &[T]) -> String {
+    if items.is_empty() {
+        return "-".to_owned();
+    }
+    items
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A timestamp as a cell, in the wire's format.
+pub fn time(at: time::OffsetDateTime) -> String {
+    mandate_core::timefmt::format(at)
+}
+
+/// A table column: its header and how a cell is read from a typed object.
+pub type Column<T> = (&'static str, fn(&T) -> String);
 
 /// Prints rows under headers, columns aligned. An empty list prints `(none)`.
 pub fn table(headers: &[&str], rows: &[Vec<String>]) -> Result<(), CliError> {
@@ -102,12 +127,12 @@ pub fn table(headers: &[&str], rows: &[Vec<String>]) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Rows of a list: one row per object, one column per (header, dotted path).
-pub fn list_table(columns: &[(&str, &str)], objects: &[Value]) -> Result<(), CliError> {
+/// Rows of a list: one row per object, one column per (header, cell reader).
+pub fn list_table<T>(columns: &[Column<T>], objects: &[T]) -> Result<(), CliError> {
     let headers: Vec<&str> = columns.iter().map(|(h, _)| *h).collect();
     let rows: Vec<Vec<String>> = objects
         .iter()
-        .map(|o| columns.iter().map(|(_, path)| cell(o, path)).collect())
+        .map(|o| columns.iter().map(|(_, read)| read(o)).collect())
         .collect();
     table(&headers, &rows)
 }

@@ -7,7 +7,7 @@
 //! with `now` ([`Mandate::status_at`]), never stored.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use time::{Date, OffsetDateTime};
 
 use crate::amount::Amount;
@@ -247,51 +247,24 @@ impl Mandate {
 
     /// The mandate in its API shape, with the status as seen at `now`.
     pub fn to_json(&self, now: OffsetDateTime) -> Value {
-        let mut out = Map::new();
-        out.insert("id".into(), Value::String(self.id.to_string()));
-        out.insert("agent".into(), Value::String(self.terms.agent.to_string()));
-        if let Some(principal) = &self.terms.principal {
-            out.insert("principal".into(), Value::String(principal.to_string()));
+        crate::wire::to_value(&self.to_wire(now)).unwrap_or(Value::Null)
+    }
+
+    /// The mandate as the API returns it, with its status as seen at `now`.
+    pub fn to_wire(&self, now: OffsetDateTime) -> crate::wire::Mandate {
+        let terms = &self.terms;
+        crate::wire::Mandate {
+            agent: terms.agent.clone(),
+            categories: terms.categories.clone(),
+            created_at: self.created_at,
+            escrow: terms.escrow.clone(),
+            expires: terms.expires,
+            id: self.id.clone(),
+            limits: terms.limits.clone(),
+            principal: terms.principal.clone(),
+            review_above: terms.review_above,
+            status: self.status_at(now),
         }
-        out.insert(
-            "limits".into(),
-            serde_json::to_value(&self.terms.limits).unwrap_or(Value::Null),
-        );
-        out.insert(
-            "categories".into(),
-            Value::Array(
-                self.terms
-                    .categories
-                    .iter()
-                    .map(|c| Value::String(c.to_string()))
-                    .collect(),
-            ),
-        );
-        if let Some(review_above) = self.terms.review_above {
-            out.insert(
-                "review_above".into(),
-                serde_json::to_value(review_above).unwrap_or(Value::Null),
-            );
-        }
-        out.insert(
-            "expires".into(),
-            Value::String(format_date(self.terms.expires)),
-        );
-        if let Some(escrow) = &self.terms.escrow {
-            out.insert(
-                "escrow".into(),
-                serde_json::to_value(escrow).unwrap_or(Value::Null),
-            );
-        }
-        out.insert(
-            "status".into(),
-            Value::String(self.status_at(now).as_str().to_owned()),
-        );
-        out.insert(
-            "created_at".into(),
-            Value::String(format_timestamp(self.created_at)),
-        );
-        Value::Object(out)
     }
 }
 

@@ -3,14 +3,18 @@
 use clap::{Args, Subcommand};
 use mandate_core::id::AgentId;
 use mandate_core::names::AgentName;
-use serde_json::json;
+use mandate_core::wire::{Agent, CreateAgent, CreatedAgent};
 
-use super::{Context, ListArgs, PostArgs, print_list};
+use super::{Context, ListArgs, PostArgs, print_list, print_object, request_body};
 use crate::error::{CmdResult, Exit};
-use crate::output;
+use crate::output::{self, Column};
 
 /// The columns of an agent list.
-const COLUMNS: &[(&str, &str)] = &[("ID", "id"), ("NAME", "name"), ("CREATED", "created_at")];
+const COLUMNS: &[Column<Agent>] = &[
+    ("ID", |a| a.id.to_string()),
+    ("NAME", |a| a.name.to_string()),
+    ("CREATED", |a| output::time(a.created_at)),
+];
 
 /// `mandate agents …`.
 #[derive(Debug, Subcommand)]
@@ -50,9 +54,9 @@ pub fn run(command: AgentsCommand, ctx: &Context) -> CmdResult {
     let client = ctx.client()?;
     match command {
         AgentsCommand::Create(args) => {
-            let body = json!({ "name": args.name.as_str() });
+            let body = request_body(&CreateAgent { name: args.name })?;
             let response = client.post("/agents", Some(&body), &args.post.key()?)?;
-            output::object(&response.body, ctx.json)?;
+            print_object::<CreatedAgent>(ctx, &response, "an agent with its key")?;
             if !ctx.json {
                 output::note(
                     "the agent_key is shown only this once: store it now, e.g. `mandate login --profile NAME` with the key on stdin",
@@ -61,11 +65,11 @@ pub fn run(command: AgentsCommand, ctx: &Context) -> CmdResult {
         }
         AgentsCommand::List(args) => {
             let page = client.list("/agents", &[], &args.paging())?;
-            print_list(ctx, &page, COLUMNS)?;
+            print_list(ctx, &page, "an agent", COLUMNS)?;
         }
         AgentsCommand::Get(args) => {
             let response = client.get(&format!("/agents/{}", args.id), &[])?;
-            output::object(&response.body, ctx.json)?;
+            print_object::<Agent>(ctx, &response, "an agent")?;
         }
     }
     Ok(Exit::Success)

@@ -5,9 +5,10 @@ use clap::Args;
 use mandate_core::amount::Amount;
 use mandate_core::names::{Category, Currency, Recipient};
 use mandate_core::policy::Verdict;
-use serde_json::{Value, json};
+use mandate_core::wire::{Authorize, DecisionAnswer};
 
-use super::{Context, PostArgs, parse_category, parse_currency, parse_recipient};
+use super::{Context, PostArgs, parse_category, parse_currency, parse_recipient, request_body};
+use crate::client::Response;
 use crate::error::{CliError, CmdResult, Exit};
 use crate::output;
 
@@ -42,55 +43,56 @@ pub struct AuthorizeArgs {
     pub post: PostArgs,
 }
 
-/// Reads the `verdict` of a decision or authorization response.
-pub fn verdict_of(body: &Value, status: u16) -> Result<Verdict, CliError> {
-    body.get("verdict")
-        .and_then(Value::as_str)
-        .and_then(Verdict::parse)
-        .ok_or_else(|| CliError::UnexpectedResponse {
-            status,
-            detail: "the answer carries no known verdict".into(),
-            request_id: None,
-        })
+/// Reads the answer to an authorization (or an approval) as its wire type.
+pub fn read_answer(response: &Response) -> Result<DecisionAnswer, CliError> {
+    response.read("a decision with its verdict token")
 }
 
-/// Prints an authorization response (also the fresh decision of an approved review).
-pub fn print_verdict(body: &Value, as_json: bool) -> Result<(), CliError> {
+/// Prints an authorization response (also the fresh decision of an approved review): the
+/// server's JSON with `--json`, else the fields that are set.
+pub fn print_verdict(response: &Response, as_json: bool) -> Result<Verdict, CliError> {
+    let answer = read_answer(response)?;
     if as_json {
-        return output::json(body);
+        output::json(&response.body)?;
+        return Ok(answer.verdict);
     }
-    let mut pairs: Vec<(String, String)> = Vec::new();
-    let mut push = |name: &str, path: &str| {
-        if output::at(body, path).is_some_and(|v| !v.is_null()) {
-            pairs.push((name.to_owned(), output::cell(body, path)));
-        }
-    };
-    push("verdict", "verdict");
-    if body.get("policy_verdict") != body.get("verdict") {
-        push("policy_verdict", "policy_verdict");
-    }
-    push("reason", "reason");
-    push("decision", "id");
-    push("supersedes", "supersedes");
-    push("mandate", "mandate");
-    push("mode", "mode");
-    push("amount", "request.amount");
-    push("currency", "request.currency");
-    push("recipient", "request.recipient");
-    push("category", "request.category");
-    push("review", "review.id");
-    push("review_expires_at", "review.expires_at");
-    push("nonce", "nonce");
-    push("exp", "exp");
-    push("verdict_token", "verdict_token");
-    for (name, value) in pairs.iter_mut() {
-        if name == "exp"
-            && let Ok(at) = value.parse::<i64>()
-        {
-            *value = format!("{value} ({})", super::jwks::unix_to_text(at));
-        }
-    }
-    output::fields(&pairs)
+    let a = &answer;
+    let request = &a.request;
+    let opened = a.review.as_ref().and_then(|r| r.review());
+    let verdict_of = |v: Verdict| Some(v.as_str().to_owned());
+    let fields: [(&str, Option<String>); 16] = [
+        ("verdict", verdict_of(a.verdict)),
+        (
+            "policy_verdict",
+            verdict_of(a.policy_verdict).filter(|_| a.policy_verdict != a.verdict),
+        ),
+        ("reason", a.reason.clone()),
+        ("decision", Some(a.id.to_string())),
+        ("supersedes", a.supersedes.as_ref().map(ToString::to_string)),
+        ("mandate", a.mandate.as_ref().map(ToString::to_string)),
+        ("mode", Some(a.mode.as_str().to_owned())),
+        ("amount", Some(request.amount.to_string())),
+        ("currency", Some(request.currency.to_string())),
+        ("recipient", Some(request.recipient.to_string())),
+        ("category", Some(request.category.to_string())),
+        ("review", opened.map(|r| r.id.to_string())),
+        (
+            "review_expires_at",
+            opened.map(|r| output::time(r.expires_at)),
+        ),
+        ("nonce", Some(a.nonce.to_string())),
+        (
+            "exp",
+            Some(format!("{} ({})", a.exp, super::jwks::unix_to_text(a.exp))),
+        ),
+        ("verdict_token", Some(a.verdict_token.clone())),
+    ];
+    let pairs: Vec<(String, String)> = fields
+        .into_iter()
+        .filter_map(|(name, value)| Some((name.to_owned(), value?)))
+        .collect();
+    output::fields(&pairs)?;
+    Ok(answer.verdict)
 }
 
 /// The exit code of a verdict.
@@ -104,15 +106,14 @@ pub fn exit_for(verdict: Verdict) -> Exit {
 
 /// Runs `mandate authorize`.
 pub fn run(args: AuthorizeArgs, ctx: &Context) -> CmdResult {
-    let body = json!({
-        "amount": args.amount,
-        "currency": args.currency.as_str(),
-        "recipient": args.recipient.as_str(),
-        "category": args.category.as_str(),
-    });
+    let body = request_body(&Authorize {
+        amount: args.amount,
+        category: args.category,
+        currency: args.currency,
+        recipient: args.recipient,
+    })?;
     let client = ctx.client()?;
     let response = client.post("/authorizations", Some(&body), &args.post.key()?)?;
-    let verdict = verdict_of(&response.body, response.status)?;
-    print_verdict(&response.body, ctx.json)?;
+    let verdict = print_verdict(&response, ctx.json)?;
     Ok(exit_for(verdict))
 }

@@ -3,23 +3,24 @@
 use clap::{Args, Subcommand};
 use mandate_core::id::{AgentId, DecisionId};
 use mandate_core::policy::Verdict;
+use mandate_core::wire::Decision;
 
-use super::{Context, ListArgs, parse_verdict, print_list};
+use super::{Context, ListArgs, parse_verdict, print_list, print_object};
 use crate::error::{CmdResult, Exit};
-use crate::output;
+use crate::output::{self, Column};
 
 /// The columns of a decision list.
-const COLUMNS: &[(&str, &str)] = &[
-    ("ID", "id"),
-    ("CREATED", "created_at"),
-    ("AGENT", "request.agent"),
-    ("AMOUNT", "request.amount"),
-    ("CUR", "request.currency"),
-    ("RECIPIENT", "request.recipient"),
-    ("CATEGORY", "request.category"),
-    ("VERDICT", "verdict"),
-    ("POLICY", "policy_verdict"),
-    ("MODE", "mode"),
+const COLUMNS: &[Column<Decision>] = &[
+    ("ID", |d| d.id.to_string()),
+    ("CREATED", |d| output::time(d.created_at)),
+    ("AGENT", |d| d.request.agent.to_string()),
+    ("AMOUNT", |d| d.request.amount.to_string()),
+    ("CUR", |d| d.request.currency.to_string()),
+    ("RECIPIENT", |d| d.request.recipient.to_string()),
+    ("CATEGORY", |d| d.request.category.to_string()),
+    ("VERDICT", |d| d.verdict.as_str().to_owned()),
+    ("POLICY", |d| d.policy_verdict.as_str().to_owned()),
+    ("MODE", |d| d.mode.as_str().to_owned()),
 ];
 
 /// `mandate decisions …`.
@@ -74,11 +75,11 @@ pub fn run(command: DecisionsCommand, ctx: &Context) -> CmdResult {
                 filters.push(("agent", agent.to_string()));
             }
             let page = client.list("/decisions", &filters, &args.list.paging())?;
-            print_list(ctx, &page, COLUMNS)?;
+            print_list(ctx, &page, "a decision", COLUMNS)?;
         }
         DecisionsCommand::Get(args) => {
             let response = client.get(&format!("/decisions/{}", args.id), &[])?;
-            output::object(&response.body, ctx.json)?;
+            print_object::<Decision>(ctx, &response, "a decision")?;
         }
     }
     Ok(Exit::Success)

@@ -1,11 +1,11 @@
 //! `mandate enforcement get|set`: the kill switch of the key's environment.
 
 use clap::{Args, Subcommand, ValueEnum};
-use serde_json::json;
+use mandate_core::policy::Mode;
+use mandate_core::wire::{Enforcement, SetEnforcement};
 
-use super::{Context, PostArgs};
+use super::{Context, PostArgs, print_object, request_body};
 use crate::error::{CmdResult, Exit};
-use crate::output;
 
 /// `mandate enforcement …`.
 #[derive(Debug, Subcommand)]
@@ -52,16 +52,13 @@ pub fn run(command: EnforcementCommand, ctx: &Context) -> CmdResult {
         EnforcementCommand::Get => client.get("/enforcement", &[])?,
         EnforcementCommand::Set(args) => {
             let mode = match args.mode {
-                ModeArg::Observe => "observe",
-                ModeArg::Enforce => "enforce",
+                ModeArg::Observe => Mode::Observe,
+                ModeArg::Enforce => Mode::Enforce,
             };
-            client.post(
-                "/enforcement",
-                Some(&json!({ "mode": mode })),
-                &args.post.key()?,
-            )?
+            let body = request_body(&SetEnforcement { mode })?;
+            client.post("/enforcement", Some(&body), &args.post.key()?)?
         }
     };
-    output::object(&response.body, ctx.json)?;
+    print_object::<Enforcement>(ctx, &response, "an enforcement mode")?;
     Ok(Exit::Success)
 }

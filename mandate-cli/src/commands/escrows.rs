@@ -5,17 +5,21 @@
 
 use clap::{Args, Subcommand};
 use mandate_core::amount::Amount;
+use mandate_core::escrow::HistoryEntry;
 use mandate_core::id::{AgentId, DecisionId, EscrowId};
 use mandate_core::names::{Currency, Recipient};
-use serde_json::{Value, json};
+use mandate_core::wire::{CreateEscrow, Escrow};
+use serde_json::Value;
 
-use super::{Context, PostArgs, parse_currency, parse_recipient};
+use super::{Context, PostArgs, parse_currency, parse_recipient, request_body};
+use crate::client::Response;
 use crate::error::{CliError, CmdResult, Exit};
-use crate::output;
+use crate::output::{self, Column};
 
-/// The fields of an escrow, in the order they are printed; any other field the server adds
-/// follows them. `escrow` (a repeat of `id`) and `history` (its own table) are left out.
-const FIELDS: &[&str] = &[
+/// The members of an escrow the wire type knows: any other member a newer server adds is
+/// printed after them. `escrow` (a repeat of `id`) and `history` (its own table) are not
+/// printed as `name  value` lines.
+const KNOWN: &[&str] = &[
     "id",
     "environment",
     "state",
@@ -27,17 +31,16 @@ const FIELDS: &[&str] = &[
     "decision",
     "arbiter",
     "created_at",
+    "escrow",
+    "history",
 ];
 
-/// Fields never printed as `name  value` lines.
-const NOT_FIELDS: &[&str] = &["escrow", "history"];
-
 /// The columns of the history table.
-const HISTORY_COLUMNS: &[(&str, &str)] = &[
-    ("STATE", "state"),
-    ("DISPUTED", "disputed"),
-    ("AT", "at"),
-    ("ACTOR", "actor"),
+const HISTORY_COLUMNS: &[Column<HistoryEntry>] = &[
+    ("STATE", |h| h.state.to_string()),
+    ("DISPUTED", |h| h.disputed.to_string()),
+    ("AT", |h| output::time(h.at)),
+    ("ACTOR", |h| h.actor.clone()),
 ];
 
 /// `mandate escrows …`.
@@ -123,31 +126,40 @@ pub struct ActionArgs {
 
 /// The body of `POST /v1/escrows`. The amount goes out as a JSON number with exactly the
 /// digits given (serde_json's arbitrary precision), never through a float.
-fn create_body(args: &CreateArgs) -> Value {
-    let mut body = json!({
-        "amount": args.amount,
-        "currency": args.currency.as_str(),
-        "buyer": args.buyer.as_str(),
-        "seller": args.seller.as_str(),
-        "decision": args.decision.as_str(),
-    });
-    if let Some(arbiter) = &args.arbiter {
-        body["arbiter"] = json!(arbiter);
-    }
-    body
+fn create_body(args: &CreateArgs) -> Result<Value, CliError> {
+    request_body(&CreateEscrow {
+        amount: args.amount,
+        arbiter: args.arbiter.clone(),
+        buyer: args.buyer.clone(),
+        currency: args.currency.clone(),
+        decision: args.decision.clone(),
+        seller: args.seller.clone(),
+    })
 }
 
-/// The `name  value` lines of an escrow: [`FIELDS`] first, then anything else but
-/// [`NOT_FIELDS`], flattened.
-fn escrow_fields(escrow: &Value) -> Vec<(String, String)> {
-    let mut pairs: Vec<(String, String)> = FIELDS
-        .iter()
-        .filter(|name| escrow.get(**name).is_some())
-        .map(|name| ((*name).to_owned(), output::cell(escrow, name)))
-        .collect();
-    if let Value::Object(map) = escrow {
+/// The `name  value` lines of an escrow (`body` is the object as sent, for the members
+/// the type does not know, which follow, flattened).
+fn escrow_fields(escrow: &Escrow, body: &Value) -> Vec<(String, String)> {
+    let e = escrow;
+    let mut pairs: Vec<(String, String)> = [
+        ("id", e.id.to_string()),
+        ("environment", e.environment.clone()),
+        ("state", e.state.to_string()),
+        ("disputed", e.disputed.to_string()),
+        ("amount", e.amount.to_string()),
+        ("currency", e.currency.to_string()),
+        ("buyer", e.buyer.to_string()),
+        ("seller", e.seller.to_string()),
+        ("decision", e.decision.to_string()),
+        ("arbiter", output::opt(e.arbiter.as_ref())),
+        ("created_at", output::time(e.created_at)),
+    ]
+    .into_iter()
+    .map(|(name, value)| (name.to_owned(), value))
+    .collect();
+    if let Value::Object(map) = body {
         for (key, value) in map {
-            if FIELDS.contains(&key.as_str()) || NOT_FIELDS.contains(&key.as_str()) {
+            if KNOWN.contains(&key.as_str()) {
                 continue;
             }
             let mut rest = serde_json::Map::new();
@@ -160,16 +172,14 @@ fn escrow_fields(escrow: &Value) -> Vec<(String, String)> {
 
 /// Prints an escrow: the server's JSON with `--json`; else its fields, a blank line and
 /// its history as a table, oldest step first.
-pub fn print_escrow(escrow: &Value, as_json: bool) -> Result<(), CliError> {
+pub fn print_escrow(response: &Response, as_json: bool) -> Result<(), CliError> {
+    let escrow: Escrow = response.read("an escrow")?;
     if as_json {
-        return output::json(escrow);
+        return output::json(&response.body);
     }
-    output::fields(&escrow_fields(escrow))?;
-    if let Some(Value::Array(history)) = escrow.get("history") {
-        output::line("")?;
-        output::list_table(HISTORY_COLUMNS, history)?;
-    }
-    Ok(())
+    output::fields(&escrow_fields(&escrow, &response.body))?;
+    output::line("")?;
+    output::list_table(HISTORY_COLUMNS, &escrow.history)
 }
 
 /// Runs `mandate escrows …`.
@@ -177,14 +187,14 @@ pub fn run(command: EscrowsCommand, ctx: &Context) -> CmdResult {
     let client = ctx.client()?;
     let (path, key) = match command {
         EscrowsCommand::Create(args) => {
-            let body = create_body(&args);
+            let body = create_body(&args)?;
             let response = client.post("/escrows", Some(&body), &args.post.key()?)?;
-            print_escrow(&response.body, ctx.json)?;
+            print_escrow(&response, ctx.json)?;
             return Ok(Exit::Success);
         }
         EscrowsCommand::Get(args) => {
             let response = client.get(&format!("/escrows/{}", args.id), &[])?;
-            print_escrow(&response.body, ctx.json)?;
+            print_escrow(&response, ctx.json)?;
             return Ok(Exit::Success);
         }
         EscrowsCommand::Deliver(args) => (format!("/escrows/{}/deliver", args.id), args.post),
@@ -193,7 +203,7 @@ pub fn run(command: EscrowsCommand, ctx: &Context) -> CmdResult {
         EscrowsCommand::Dispute(args) => (format!("/escrows/{}/dispute", args.id), args.post),
     };
     let response = client.post(&path, None, &key.key()?)?;
-    print_escrow(&response.body, ctx.json)?;
+    print_escrow(&response, ctx.json)?;
     Ok(Exit::Success)
 }
 
@@ -215,7 +225,7 @@ mod tests {
                 idempotency_key: None,
             },
         };
-        let body = create_body(&args);
+        let body = create_body(&args).unwrap();
         assert_eq!(body["amount"].to_string(), "42.50");
         assert!(body.get("arbiter").is_none());
         assert_eq!(
@@ -226,13 +236,18 @@ mod tests {
 
     #[test]
     fn fields_come_in_order_without_the_repeated_id_or_the_history() {
-        let escrow: Value = serde_json::from_str(
-            r#"{"id": "esc_1", "escrow": "esc_1", "amount": 42.50, "state": "funded",
-                "disputed": false, "arbiter": null, "history": [{"state": "funded"}],
+        let body: Value = serde_json::from_str(
+            r#"{"id": "esc_1", "escrow": "esc_1", "environment": "sandbox", "amount": 42.50,
+                "currency": "USD", "buyer": "agt_buyer", "seller": "vendor:acme",
+                "decision": "dec_1", "state": "funded", "disputed": false, "arbiter": null,
+                "created_at": "2026-11-22T12:00:00Z",
+                "history": [{"state": "funded", "disputed": false,
+                             "at": "2026-11-22T12:00:00Z", "actor": "funder"}],
                 "extra": {"a": 1}}"#,
         )
         .unwrap();
-        let names: Vec<String> = escrow_fields(&escrow)
+        let escrow: Escrow = serde_json::from_value(body.clone()).unwrap();
+        let names: Vec<String> = escrow_fields(&escrow, &body)
             .into_iter()
             .map(|(n, v)| format!("{n}={v}"))
             .collect();
@@ -240,10 +255,16 @@ mod tests {
             names,
             [
                 "id=esc_1",
+                "environment=sandbox",
                 "state=funded",
                 "disputed=false",
                 "amount=42.50",
+                "currency=USD",
+                "buyer=agt_buyer",
+                "seller=vendor:acme",
+                "decision=dec_1",
                 "arbiter=-",
+                "created_at=2026-11-22T12:00:00Z",
                 "extra.a=1"
             ]
         );

@@ -5,19 +5,19 @@ use clap::builder::PossibleValuesParser;
 use clap::{Args, Subcommand};
 use mandate_core::delivery::EVENT_TYPES;
 use mandate_core::id::EventId;
-use serde_json::Value;
+use mandate_core::wire::Event;
 
-use super::{Context, ListArgs, print_list};
+use super::{Context, ListArgs, print_list, print_object};
 use crate::error::{CmdResult, Exit};
-use crate::output;
+use crate::output::{self, Column};
 
 /// The columns of an event list. `SUBJECT` is the object the event is about: its `id`, or
-/// for a ping the webhook.
-const COLUMNS: &[(&str, &str)] = &[
-    ("ID", "id"),
-    ("TYPE", "type"),
-    ("SUBJECT", "subject"),
-    ("CREATED", "created_at"),
+/// for a ping the webhook ([`Event::subject`]).
+const COLUMNS: &[Column<Event>] = &[
+    ("ID", |e| e.id.to_string()),
+    ("TYPE", |e| e.event_type.clone()),
+    ("SUBJECT", |e| output::opt(e.subject())),
+    ("CREATED", |e| output::time(e.created_at)),
 ];
 
 /// `mandate events …`.
@@ -54,20 +54,6 @@ pub struct GetArgs {
     pub id: EventId,
 }
 
-/// The object an event is about, for the table: `data.id`, else `data.webhook`.
-fn with_subject(event: &Value) -> Value {
-    let mut row = event.clone();
-    let subject = ["data.id", "data.webhook"]
-        .iter()
-        .find_map(|path| output::at(event, path).filter(|v| v.is_string()))
-        .cloned()
-        .unwrap_or(Value::Null);
-    if let Value::Object(map) = &mut row {
-        map.insert("subject".to_owned(), subject);
-    }
-    row
-}
-
 /// Runs `mandate events …`.
 pub fn run(command: EventsCommand, ctx: &Context) -> CmdResult {
     let client = ctx.client()?;
@@ -77,15 +63,12 @@ pub fn run(command: EventsCommand, ctx: &Context) -> CmdResult {
             if let Some(event_type) = &args.event_type {
                 filters.push(("type", event_type.clone()));
             }
-            let mut page = client.list("/events", &filters, &args.list.paging())?;
-            if !ctx.json {
-                page.data = page.data.iter().map(with_subject).collect();
-            }
-            print_list(ctx, &page, COLUMNS)?;
+            let page = client.list("/events", &filters, &args.list.paging())?;
+            print_list(ctx, &page, "an event", COLUMNS)?;
         }
         EventsCommand::Get(args) => {
             let response = client.get(&format!("/events/{}", args.id), &[])?;
-            output::object(&response.body, ctx.json)?;
+            print_object::<Event>(ctx, &response, "an event")?;
         }
     }
     Ok(Exit::Success)
@@ -96,15 +79,20 @@ pub fn run(command: EventsCommand, ctx: &Context) -> CmdResult {
 mod tests {
     use super::*;
 
+    fn subject(data: &str) -> String {
+        let text = format!(
+            r#"{{"id": "evt_1", "type": "ping", "created_at": "2026-11-22T12:00:00Z", "data": {data}}}"#
+        );
+        let event: Event = serde_json::from_str(&text).unwrap();
+        let (_, cell) = COLUMNS[2];
+        cell(&event)
+    }
+
     #[test]
     fn the_subject_is_the_object_id_or_the_webhook() {
-        let revoked: Value =
-            serde_json::from_str(r#"{"id": "evt_1", "data": {"id": "mnd_1"}}"#).unwrap();
-        assert_eq!(output::cell(&with_subject(&revoked), "subject"), "mnd_1");
-        let ping: Value =
-            serde_json::from_str(r#"{"id": "evt_2", "data": {"webhook": "whk_1"}}"#).unwrap();
-        assert_eq!(output::cell(&with_subject(&ping), "subject"), "whk_1");
-        let odd: Value = serde_json::from_str(r#"{"id": "evt_3", "data": 3}"#).unwrap();
-        assert_eq!(output::cell(&with_subject(&odd), "subject"), "-");
+        assert_eq!(subject(r#"{"id": "mnd_1"}"#), "mnd_1");
+        assert_eq!(subject(r#"{"webhook": "whk_1"}"#), "whk_1");
+        assert_eq!(subject(r#"{"id": 7, "webhook": "whk_2"}"#), "whk_2");
+        assert_eq!(subject("3"), "-");
     }
 }

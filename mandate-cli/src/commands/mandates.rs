@@ -10,27 +10,29 @@ use clap::{Args, Subcommand, ValueEnum};
 use mandate_core::amount::Amount;
 use mandate_core::id::{AgentId, MandateId};
 use mandate_core::mandate::MandateDraft;
+use mandate_core::mandate::format_date;
 use mandate_core::names::{Category, Currency, Principal};
+use mandate_core::wire::{CreateMandate, Mandate};
 use serde_json::{Value, json};
 
 use super::{
     Context, ListArgs, PostArgs, parse_category, parse_currency, parse_principal, print_list,
-    read_input,
+    print_object, read_input, request_body,
 };
 use crate::error::{CliError, CmdResult, Exit};
-use crate::output;
+use crate::output::{self, Column};
 
 /// The columns of a mandate list.
-const COLUMNS: &[(&str, &str)] = &[
-    ("ID", "id"),
-    ("AGENT", "agent"),
-    ("STATUS", "status"),
-    ("PER TX", "limits.per_transaction"),
-    ("PER MONTH", "limits.per_month"),
-    ("CUR", "limits.currency"),
-    ("REVIEW ABOVE", "review_above"),
-    ("CATEGORIES", "categories"),
-    ("EXPIRES", "expires"),
+const COLUMNS: &[Column<Mandate>] = &[
+    ("ID", |m| m.id.to_string()),
+    ("AGENT", |m| m.agent.to_string()),
+    ("STATUS", |m| m.status.as_str().to_owned()),
+    ("PER TX", |m| m.limits.per_transaction.to_string()),
+    ("PER MONTH", |m| output::opt(m.limits.per_month)),
+    ("CUR", |m| m.limits.currency.to_string()),
+    ("REVIEW ABOVE", |m| output::opt(m.review_above)),
+    ("CATEGORIES", |m| output::joined(&m.categories)),
+    ("EXPIRES", |m| format_date(m.expires)),
 ];
 
 /// `mandate mandates …`.
@@ -183,15 +185,16 @@ pub fn run(command: MandatesCommand, ctx: &Context) -> CmdResult {
             let body = match &args.file {
                 Some(path) => read_draft(path)?.0,
                 None => {
-                    let body = body_from_flags(&args);
-                    MandateDraft::from_json(&body)
+                    // The core checks the flags (its errors name the field); what goes
+                    // out is the request type built from what it accepted.
+                    let draft = MandateDraft::from_json(&body_from_flags(&args))
                         .map_err(|e| CliError::usage(format!("invalid mandate: {e}")))?;
-                    body
+                    request_body(&CreateMandate::from(draft))?
                 }
             };
             let client = ctx.client()?;
             let response = client.post("/mandates", Some(&body), &args.post.key()?)?;
-            output::object(&response.body, ctx.json)?;
+            print_object::<Mandate>(ctx, &response, "a mandate")?;
         }
         MandatesCommand::List(args) => {
             let mut filters = Vec::new();
@@ -204,11 +207,11 @@ pub fn run(command: MandatesCommand, ctx: &Context) -> CmdResult {
             let page = ctx
                 .client()?
                 .list("/mandates", &filters, &args.list.paging())?;
-            print_list(ctx, &page, COLUMNS)?;
+            print_list(ctx, &page, "a mandate", COLUMNS)?;
         }
         MandatesCommand::Get(args) => {
             let response = ctx.client()?.get(&format!("/mandates/{}", args.id), &[])?;
-            output::object(&response.body, ctx.json)?;
+            print_object::<Mandate>(ctx, &response, "a mandate")?;
         }
         MandatesCommand::Revoke(args) => {
             let response = ctx.client()?.post(
@@ -216,7 +219,7 @@ pub fn run(command: MandatesCommand, ctx: &Context) -> CmdResult {
                 None,
                 &args.post.key()?,
             )?;
-            output::object(&response.body, ctx.json)?;
+            print_object::<Mandate>(ctx, &response, "a mandate")?;
         }
     }
     Ok(Exit::Success)

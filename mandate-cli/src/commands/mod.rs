@@ -26,6 +26,8 @@ use clap::Args;
 use mandate_core::names::{Category, Currency, Principal, Recipient};
 use mandate_core::policy::Verdict;
 use mandate_core::wire::ListPage;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::client::{self, Client, HttpOptions, Paging};
@@ -115,18 +117,31 @@ impl ListArgs {
     }
 }
 
-/// Prints a list: the envelope with `--json`, else a table and a hint when more follow.
-pub fn print_list(
+/// A request body of `mandate_core::wire` as the JSON the client sends.
+pub fn request_body<T: Serialize>(request: &T) -> Result<Value, CliError> {
+    mandate_core::wire::to_value(request)
+        .map_err(|e| CliError::usage(format!("cannot encode JSON: {e}")))
+}
+
+/// Prints a list: the envelope as the server sent it with `--json`, else a table of the
+/// objects read as their wire type `T` (`what` names it) and a hint when more follow.
+pub fn print_list<T: DeserializeOwned>(
     ctx: &Context,
     page: &ListPage<Value>,
-    columns: &[(&str, &str)],
+    what: &str,
+    columns: &[output::Column<T>],
 ) -> Result<(), CliError> {
+    let objects = page
+        .data
+        .iter()
+        .map(|o| client::read_as(o, 200, what))
+        .collect::<Result<Vec<T>, _>>()?;
     if ctx.json {
         let value = serde_json::to_value(page)
             .map_err(|e| CliError::usage(format!("cannot encode JSON: {e}")))?;
         return output::json(&value);
     }
-    output::list_table(columns, &page.data)?;
+    output::list_table(columns, &objects)?;
     if page.has_more {
         match &page.next_cursor {
             Some(cursor) => output::note(&format!(
@@ -136,6 +151,17 @@ pub fn print_list(
         }
     }
     Ok(())
+}
+
+/// Prints an answer that is one object of wire type `T` (`what` names it): checked to read
+/// as its type, then printed as the server sent it (see [`output::object`]).
+pub fn print_object<T: DeserializeOwned>(
+    ctx: &Context,
+    response: &client::Response,
+    what: &str,
+) -> Result<(), CliError> {
+    response.read::<T>(what)?;
+    output::object(&response.body, ctx.json)
 }
 
 /// Reads a file, or stdin for `-`.

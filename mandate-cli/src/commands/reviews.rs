@@ -4,12 +4,11 @@
 
 use clap::{Args, Subcommand};
 use mandate_core::id::ReviewId;
-use serde_json::json;
+use mandate_core::wire::{DenyReview, Review};
 
 use super::authorize::print_verdict;
-use super::{Context, PostArgs};
+use super::{Context, PostArgs, print_object, request_body};
 use crate::error::{CmdResult, Exit};
-use crate::output;
 
 /// `mandate reviews …`.
 #[derive(Debug, Subcommand)]
@@ -60,16 +59,22 @@ pub fn run(command: ReviewsCommand, ctx: &Context) -> CmdResult {
                 None,
                 &args.post.key()?,
             )?;
-            print_verdict(&response.body, ctx.json)?;
+            print_verdict(&response, ctx.json)?;
         }
         ReviewsCommand::Deny(args) => {
-            let body = args.reason.as_ref().map(|r| json!({ "reason": r }));
+            // No reason, no body.
+            let body = match args.reason {
+                Some(reason) => Some(request_body(&DenyReview {
+                    reason: Some(reason),
+                })?),
+                None => None,
+            };
             let response = client.post(
                 &format!("/reviews/{}/deny", args.id),
                 body.as_ref(),
                 &args.post.key()?,
             )?;
-            output::object(&response.body, ctx.json)?;
+            print_object::<Review>(ctx, &response, "a review")?;
         }
     }
     Ok(Exit::Success)

@@ -5,19 +5,19 @@ use clap::builder::PossibleValuesParser;
 use clap::{Args, Subcommand};
 use mandate_core::delivery::EVENT_TYPES;
 use mandate_core::id::WebhookId;
-use serde_json::json;
+use mandate_core::wire::{CreateWebhook, PingAnswer, Webhook};
 
-use super::{Context, ListArgs, PostArgs, print_list};
+use super::{Context, ListArgs, PostArgs, print_list, print_object, request_body};
 use crate::error::{CmdResult, Exit};
-use crate::output;
+use crate::output::{self, Column};
 
 /// The columns of a webhook list (a webhook's id is its `webhook` field).
-const COLUMNS: &[(&str, &str)] = &[
-    ("ID", "webhook"),
-    ("URL", "url"),
-    ("EVENTS", "events"),
-    ("STATUS", "status"),
-    ("CREATED", "created_at"),
+const COLUMNS: &[Column<Webhook>] = &[
+    ("ID", |w| w.webhook.to_string()),
+    ("URL", |w| w.url.clone()),
+    ("EVENTS", |w| output::joined(&w.events)),
+    ("STATUS", |w| w.status.clone()),
+    ("CREATED", |w| output::time(w.created_at)),
 ];
 
 /// `mandate webhooks …`.
@@ -89,21 +89,24 @@ pub fn run(command: WebhooksCommand, ctx: &Context) -> CmdResult {
     let client = ctx.client()?;
     match command {
         WebhooksCommand::Create(args) => {
-            let body = json!({ "url": args.url, "events": args.events });
+            let body = request_body(&CreateWebhook {
+                events: args.events,
+                url: args.url,
+            })?;
             let response = client.post("/webhooks", Some(&body), &args.post.key()?)?;
-            output::object(&response.body, ctx.json)?;
+            print_object::<Webhook>(ctx, &response, "a webhook")?;
         }
         WebhooksCommand::List(args) => {
             let page = client.list("/webhooks", &[], &args.paging())?;
-            print_list(ctx, &page, COLUMNS)?;
+            print_list(ctx, &page, "a webhook", COLUMNS)?;
         }
         WebhooksCommand::Get(args) => {
             let response = client.get(&format!("/webhooks/{}", args.id), &[])?;
-            output::object(&response.body, ctx.json)?;
+            print_object::<Webhook>(ctx, &response, "a webhook")?;
         }
         WebhooksCommand::Delete(args) => {
             let response = client.delete(&format!("/webhooks/{}", args.id))?;
-            output::object(&response.body, ctx.json)?;
+            print_object::<Webhook>(ctx, &response, "a webhook")?;
         }
         WebhooksCommand::Ping(args) => {
             let response = client.post(
@@ -111,12 +114,12 @@ pub fn run(command: WebhooksCommand, ctx: &Context) -> CmdResult {
                 None,
                 &args.post.key()?,
             )?;
+            let ping: PingAnswer = response.read("a ping answer")?;
             output::object(&response.body, ctx.json)?;
             if !ctx.json {
                 output::note(&format!(
                     "the ping is delivered to {} within seconds; read it with `mandate events get {}`",
-                    args.id,
-                    output::cell(&response.body, "event")
+                    args.id, ping.event
                 ));
             }
         }

@@ -88,6 +88,16 @@ pub fn start(
     }
 }
 
+/// The envelope of a list with nothing in it: `{"data": [], "has_more": false}`.
+pub fn empty() -> Value {
+    let page: ListPage<Value> = ListPage {
+        data: Vec::new(),
+        has_more: false,
+        next_cursor: None,
+    };
+    serde_json::to_value(page).unwrap_or(Value::Null)
+}
+
 /// Builds the envelope from up to `limit + 1` rows (seq, object), newest first.
 pub fn envelope(
     state: &AppState,

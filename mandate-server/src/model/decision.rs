@@ -299,6 +299,47 @@ mod tests {
         }
     }
 
+    /// The answer's spliced bytes and the stored object read as their wire types
+    /// (`mandate_core::wire`) and write back byte for byte: the types and this hand-made
+    /// encoding can't drift apart.
+    #[test]
+    fn the_answer_and_the_object_round_trip_through_the_wire_types() {
+        use mandate_core::wire;
+        let d = decision();
+        let mut no_mandate = decision();
+        no_mandate.claims.mandate = None;
+        no_mandate.claims.verdict = Verdict::DenyNoMandate;
+        let mut approval = decision();
+        approval.reason = None;
+        approval.review = None;
+        approval.supersedes = Some(DecisionId::parse("dec_before").unwrap());
+        let review = Review::open(
+            ReviewId::parse("rev_one").unwrap(),
+            d.claims.jti.clone(),
+            datetime!(2026-11-22 12:00 UTC),
+        );
+        let signer = mandate_core::jws::P256Signer::from_secret_bytes("k1", &[7u8; 32]).unwrap();
+        let token = mandate_core::jws::sign_token(&signer, &d.claims).unwrap();
+        for d in [decision(), no_mandate, approval] {
+            let json = serde_json::to_vec(&d.claims).unwrap();
+            for review in [None, Some(&review)] {
+                for signed in [None, Some(json.as_slice())] {
+                    let bytes = d.answer_json(&token, review, signed).unwrap();
+                    let typed: wire::DecisionAnswer = serde_json::from_slice(&bytes).unwrap();
+                    assert_eq!(typed.verdict_token, token);
+                    assert_eq!(
+                        String::from_utf8(serde_json::to_vec(&typed).unwrap()).unwrap(),
+                        String::from_utf8(bytes).unwrap()
+                    );
+                }
+            }
+            let text = serde_json::to_string(&d.to_json()).unwrap();
+            let typed: wire::Decision = serde_json::from_str(&text).unwrap();
+            let again = serde_json::to_string(&wire::to_value(&typed).unwrap()).unwrap();
+            assert_eq!(again, text);
+        }
+    }
+
     #[test]
     fn only_quotes_backslashes_and_control_characters_need_escaping() {
         assert!(needs_no_escaping("eyJhbGciOiJFUzI1NiJ9.e30.sig-_/+é"));

@@ -6,11 +6,10 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use mandate_core::field::{check_fields, invalid, object, required, string};
 use mandate_core::id::AgentId;
-use mandate_core::mandate::format_timestamp;
 use mandate_core::names::AgentName;
-use serde_json::{Value, json};
+use mandate_core::wire;
 
-use super::{created, ok};
+use super::{created, ok, unreadable, wire_json};
 use crate::clock::{from_ms, ms};
 use crate::http::body::JsonBody;
 use crate::http::error::ApiError;
@@ -29,11 +28,14 @@ pub fn router() -> Router<AppState> {
         .route("/v1/agents/{id}", get(show))
 }
 
-fn agent_json(row: &AgentRow) -> Value {
-    json!({
-        "id": row.id,
-        "name": row.id.strip_prefix(AgentId::PREFIX).unwrap_or(&row.id),
-        "created_at": format_timestamp(from_ms(row.created_ms)),
+/// An agent in its API shape.
+fn agent_wire(row: &AgentRow) -> Result<wire::Agent, ApiError> {
+    let id = AgentId::parse(&row.id).map_err(unreadable("agent id"))?;
+    let name = AgentName::parse(id.name()).map_err(unreadable("agent name"))?;
+    Ok(wire::Agent {
+        created_at: from_ms(row.created_ms),
+        id,
+        name,
     })
 }
 
@@ -63,9 +65,8 @@ async fn create(
                 id.name()
             ))
         })?;
-    let mut out = agent_json(&row);
-    out["agent_key"] = json!(key);
-    Ok(created(out))
+    let answer = wire::CreatedAgent::new(agent_wire(&row)?, key);
+    Ok(created(wire_json(&answer)?))
 }
 
 async fn index(
@@ -86,7 +87,10 @@ async fn index(
             params.limit + 1,
         )
         .await?;
-    let rows = rows.iter().map(|r| (r.seq, agent_json(r))).collect();
+    let rows = rows
+        .iter()
+        .map(|r| Ok((r.seq, wire_json(&agent_wire(r)?)?)))
+        .collect::<Result<_, ApiError>>()?;
     Ok(ok(list::envelope(&state, &context, params.limit, rows)))
 }
 
@@ -107,6 +111,6 @@ async fn show(
         }
         Err(_) => None,
     };
-    row.map(|r| ok(agent_json(&r)))
-        .ok_or_else(|| ApiError::not_found("agent", &id))
+    let row = row.ok_or_else(|| ApiError::not_found("agent", &id))?;
+    Ok(ok(wire_json(&agent_wire(&row)?)?))
 }

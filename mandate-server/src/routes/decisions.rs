@@ -5,7 +5,6 @@ use axum::extract::{RawQuery, State};
 use axum::response::Response;
 use axum::routing::get;
 use mandate_core::policy::Verdict;
-use serde_json::json;
 
 use super::ok;
 use crate::http::error::ApiError;
@@ -62,7 +61,7 @@ async fn index(
     let context = list::context("decisions", &caller, &params);
     let before = list::start(&state, &params, &context)?;
     let Some(filters) = filters(&caller, &params)? else {
-        return Ok(ok(json!({"data": [], "has_more": false})));
+        return Ok(ok(list::empty()));
     };
     let rows = state
         .store

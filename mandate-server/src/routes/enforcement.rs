@@ -5,11 +5,10 @@ use axum::extract::State;
 use axum::response::Response;
 use axum::routing::get;
 use mandate_core::field::{check_fields, object, required};
-use mandate_core::mandate::format_timestamp;
 use mandate_core::policy::Mode;
-use serde_json::json;
+use mandate_core::wire;
 
-use super::ok;
+use super::{ok, wire_json};
 use crate::clock::{from_ms, ms};
 use crate::http::body::JsonBody;
 use crate::http::error::ApiError;
@@ -21,14 +20,17 @@ pub fn router() -> Router<AppState> {
     Router::new().route("/v1/enforcement", get(show).post(switch))
 }
 
-fn body(mode: Mode, since_ms: i64) -> serde_json::Value {
-    json!({"mode": mode, "since": format_timestamp(from_ms(since_ms))})
+fn body(mode: Mode, since_ms: i64) -> Result<serde_json::Value, ApiError> {
+    wire_json(&wire::Enforcement {
+        mode,
+        since: from_ms(since_ms),
+    })
 }
 
 async fn show(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
     caller.require_org()?;
     let (mode, since) = state.store.mode(&caller.org_id, caller.env).await?;
-    Ok(ok(body(mode, since)))
+    Ok(ok(body(mode, since)?))
 }
 
 async fn switch(
@@ -51,5 +53,5 @@ async fn switch(
         .await?;
     // After the commit, before the answer: the next decision sees the new mode.
     state.modes.set(&caller.org_id, caller.env, mode);
-    Ok(ok(body(mode, since)))
+    Ok(ok(body(mode, since)?))
 }

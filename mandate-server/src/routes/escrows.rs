@@ -15,10 +15,10 @@ use axum::routing::{get, post};
 use mandate_core::escrow::{EscrowAction, EscrowStatus, HistoryEntry};
 use mandate_core::funding::{FundingError, FundingRequest, check_funding};
 use mandate_core::id::EscrowId;
-use mandate_core::mandate::format_timestamp;
-use serde_json::{Value, json};
+use mandate_core::wire;
+use serde_json::Value;
 
-use super::{created, ok};
+use super::{created, ok, wire_json};
 use crate::clock::{from_ms, ms, random16};
 use crate::http::body::JsonBody;
 use crate::http::error::ApiError;
@@ -48,22 +48,27 @@ pub const FUNDER: &str = "funder";
 /// `id` under the name the event data of the written interface uses. `environment` tells a
 /// reader of another organization whether the money is real (`live`) or not (`sandbox`);
 /// the funding organization's id is not shown.
-pub fn escrow_json(e: &EscrowRow) -> Value {
-    json!({
-        "id": e.id,
-        "escrow": e.id,
-        "environment": e.env,
-        "amount": e.amount,
-        "currency": e.currency,
-        "buyer": e.buyer,
-        "seller": e.seller,
-        "decision": e.decision,
-        "arbiter": e.arbiter,
-        "state": e.status.state,
-        "disputed": e.status.disputed,
-        "history": e.history,
-        "created_at": format_timestamp(from_ms(e.created_ms)),
-    })
+pub fn escrow_wire(e: &EscrowRow) -> wire::Escrow {
+    wire::Escrow {
+        amount: e.amount,
+        arbiter: e.arbiter.clone(),
+        buyer: e.buyer.clone(),
+        created_at: from_ms(e.created_ms),
+        currency: e.currency.clone(),
+        decision: e.decision.clone(),
+        disputed: e.status.disputed,
+        environment: e.env.clone(),
+        escrow: e.id.clone(),
+        history: e.history.clone(),
+        id: e.id.clone(),
+        seller: e.seller.clone(),
+        state: e.status.state,
+    }
+}
+
+/// An escrow as the JSON value of an answer or an event's data.
+pub fn escrow_json(e: &EscrowRow) -> Result<Value, ApiError> {
+    wire_json(&escrow_wire(e))
 }
 
 fn settle_error(e: SettlementError) -> ApiError {
@@ -122,7 +127,7 @@ async fn create(
         .map_err(settle_error)?;
     let event = NewEvent {
         event_type: "escrow.funded",
-        data: escrow_json(&escrow),
+        data: escrow_json(&escrow)?,
     };
     let funded = state
         .store
@@ -138,7 +143,7 @@ async fn create(
             decision: request.decision.clone(),
         }));
     }
-    Ok(created(escrow_json(&escrow)))
+    Ok(created(escrow_json(&escrow)?))
 }
 
 /// Any valid key of any organization reads an escrow by its id: it is a public contract.
@@ -151,9 +156,8 @@ async fn show(
         Ok(wanted) => state.store.escrow(&wanted, None).await?,
         Err(_) => None,
     };
-    escrow
-        .map(|e| ok(escrow_json(&e)))
-        .ok_or_else(|| ApiError::not_found("escrow", &id))
+    let escrow = escrow.ok_or_else(|| ApiError::not_found("escrow", &id))?;
+    Ok(ok(escrow_json(&escrow)?))
 }
 
 /// The event each action fires.
@@ -228,7 +232,7 @@ async fn act(
             movement,
             event: NewEvent {
                 event_type: event_type(action),
-                data: escrow_json(&escrow),
+                data: escrow_json(&escrow)?,
             },
         };
         if state
@@ -239,7 +243,7 @@ async fn act(
             break escrow;
         }
     };
-    Ok(ok(escrow_json(&escrow)))
+    Ok(ok(escrow_json(&escrow)?))
 }
 
 async fn deliver(

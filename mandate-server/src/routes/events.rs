@@ -6,10 +6,11 @@ use axum::extract::{RawQuery, State};
 use axum::response::Response;
 use axum::routing::get;
 use mandate_core::delivery::{EVENT_TYPES, is_event_type};
-use mandate_core::mandate::format_timestamp;
-use serde_json::{Value, json};
+use mandate_core::id::EventId;
+use mandate_core::wire;
+use serde_json::Value;
 
-use super::ok;
+use super::{ok, unreadable, wire_json};
 use crate::clock::from_ms;
 use crate::http::error::ApiError;
 use crate::http::extract::Path;
@@ -26,13 +27,18 @@ pub fn router() -> Router<AppState> {
 }
 
 /// An event in its API shape.
-pub fn event_json(row: &EventRow) -> Value {
-    json!({
-        "id": row.id,
-        "type": row.event_type,
-        "data": row.data,
-        "created_at": format_timestamp(from_ms(row.created_ms)),
+pub fn event_wire(row: &EventRow) -> Result<wire::Event, ApiError> {
+    Ok(wire::Event {
+        created_at: from_ms(row.created_ms),
+        data: row.data.clone(),
+        id: EventId::parse(&row.id).map_err(unreadable("event id"))?,
+        event_type: row.event_type.clone(),
     })
+}
+
+/// An event as the JSON value of an answer.
+pub fn event_json(row: &EventRow) -> Result<Value, ApiError> {
+    wire_json(&event_wire(row)?)
 }
 
 async fn index(
@@ -63,7 +69,10 @@ async fn index(
             params.limit + 1,
         )
         .await?;
-    let rows = rows.iter().map(|r| (r.seq, event_json(r))).collect();
+    let rows = rows
+        .iter()
+        .map(|r| Ok((r.seq, event_json(r)?)))
+        .collect::<Result<_, ApiError>>()?;
     Ok(ok(list::envelope(&state, &context, params.limit, rows)))
 }
 
@@ -74,6 +83,6 @@ async fn show(
 ) -> Result<Response, ApiError> {
     caller.require_org()?;
     let row = state.store.event(&caller.org_id, caller.env, &id).await?;
-    row.map(|r| ok(event_json(&r)))
-        .ok_or_else(|| ApiError::not_found("event", &id))
+    let row = row.ok_or_else(|| ApiError::not_found("event", &id))?;
+    Ok(ok(event_json(&row)?))
 }

@@ -101,7 +101,7 @@ async fn index(
     let mut agent = params.filters.get("agent").cloned();
     if let Some(own) = &caller.agent {
         if agent.as_ref().is_some_and(|a| a != own.as_str()) {
-            return Ok(ok(serde_json::json!({"data": [], "has_more": false})));
+            return Ok(ok(list::empty()));
         }
         agent = Some(own.to_string());
     }

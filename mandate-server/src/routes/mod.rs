@@ -15,8 +15,10 @@ pub mod webhooks;
 use axum::Router;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use serde::Serialize;
 use serde_json::Value;
 
+use crate::http::error::ApiError;
 use crate::state::AppState;
 
 /// Every `/v1` route.
@@ -87,4 +89,17 @@ pub fn created_encoded(body: Vec<u8>) -> Response {
 /// 200 with a JSON body.
 pub fn ok(body: Value) -> Response {
     (StatusCode::OK, axum::Json(body)).into_response()
+}
+
+/// An object of [`mandate_core::wire`] as the JSON value the server answers with (members
+/// sorted by name, as the wire module documents).
+pub fn wire_json<T: Serialize>(object: &T) -> Result<Value, ApiError> {
+    mandate_core::wire::to_value(object)
+        .map_err(|e| ApiError::Server(format!("encoding the answer: {e}")))
+}
+
+/// The error for a stored value (an id, a name) that no longer parses: the server's fault,
+/// never the caller's.
+pub fn unreadable<E: std::fmt::Display>(what: &'static str) -> impl FnOnce(E) -> ApiError {
+    move |e| ApiError::Server(format!("stored {what} does not parse: {e}"))
 }

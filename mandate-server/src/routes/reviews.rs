@@ -123,7 +123,7 @@ async fn deny(
         Err(e) => return Err(refuse(&state, &caller, &review, e).await),
     };
     resolve(&state, &caller, denied.clone()).await?;
-    Ok(ok(serde_json::to_value(&denied).unwrap_or_default()))
+    Ok(ok(super::wire_json::<mandate_core::wire::Review>(&denied)?))
 }
 
 /// The optional `reason` of a denial's body, at most 500 characters.

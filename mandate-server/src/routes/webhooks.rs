@@ -12,10 +12,10 @@ use axum::routing::{get, post};
 use mandate_core::delivery::{EVENT_TYPES, is_event_type};
 use mandate_core::field::{check_fields, invalid, object, required, string};
 use mandate_core::id::WebhookId;
-use mandate_core::mandate::format_timestamp;
-use serde_json::{Value, json};
+use mandate_core::wire;
+use serde_json::Value;
 
-use super::{created, ok};
+use super::{created, ok, unreadable, wire_json};
 use crate::clock::{from_ms, ms, random16};
 use crate::http::body::JsonBody;
 use crate::http::error::ApiError;
@@ -35,14 +35,19 @@ pub fn router() -> Router<AppState> {
 }
 
 /// A webhook in its API shape.
-pub fn webhook_json(row: &WebhookRow) -> Value {
-    json!({
-        "webhook": row.id,
-        "url": row.url,
-        "events": row.events,
-        "status": row.status,
-        "created_at": format_timestamp(from_ms(row.created_ms)),
+pub fn webhook_wire(row: &WebhookRow) -> Result<wire::Webhook, ApiError> {
+    Ok(wire::Webhook {
+        created_at: from_ms(row.created_ms),
+        events: row.events.clone(),
+        status: row.status.clone(),
+        url: row.url.clone(),
+        webhook: WebhookId::parse(&row.id).map_err(unreadable("webhook id"))?,
     })
+}
+
+/// A webhook as the JSON value of an answer or an event's data.
+pub fn webhook_json(row: &WebhookRow) -> Result<Value, ApiError> {
+    wire_json(&webhook_wire(row)?)
 }
 
 /// Parses `events`: a non-empty array of known event types; repeats are dropped.
@@ -112,7 +117,7 @@ async fn create(
             now,
         )
         .await?;
-    Ok(created(webhook_json(&row)))
+    Ok(created(webhook_json(&row)?))
 }
 
 async fn index(
@@ -128,7 +133,10 @@ async fn index(
         .store
         .webhooks_page(&caller.org_id, caller.env, before, params.limit + 1)
         .await?;
-    let rows = rows.iter().map(|r| (r.seq, webhook_json(r))).collect();
+    let rows = rows
+        .iter()
+        .map(|r| Ok((r.seq, webhook_json(r)?)))
+        .collect::<Result<_, ApiError>>()?;
     Ok(ok(list::envelope(&state, &context, params.limit, rows)))
 }
 
@@ -147,8 +155,8 @@ async fn show(
         }
         Err(_) => None,
     };
-    row.map(|r| ok(webhook_json(&r)))
-        .ok_or_else(|| ApiError::not_found("webhook", &id))
+    let row = row.ok_or_else(|| ApiError::not_found("webhook", &id))?;
+    Ok(ok(webhook_json(&row)?))
 }
 
 async fn delete(
@@ -167,8 +175,8 @@ async fn delete(
         }
         Err(_) => None,
     };
-    row.map(|r| ok(webhook_json(&r)))
-        .ok_or_else(|| ApiError::not_found("webhook", &id))
+    let row = row.ok_or_else(|| ApiError::not_found("webhook", &id))?;
+    Ok(ok(webhook_json(&row)?))
 }
 
 async fn ping(
@@ -192,10 +200,11 @@ async fn ping(
             &caller.org_id,
             caller.env,
             &wanted,
-            webhook_json(&webhook),
+            webhook_json(&webhook)?,
             now,
         )
         .await?
         .ok_or_else(missing)?;
-    Ok((StatusCode::ACCEPTED, axum::Json(json!({ "event": event }))).into_response())
+    let answer = wire_json(&wire::PingAnswer { event })?;
+    Ok((StatusCode::ACCEPTED, axum::Json(answer)).into_response())
 }

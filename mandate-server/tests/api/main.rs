@@ -21,6 +21,7 @@ mod lists;
 mod mandates;
 mod reviews;
 mod webhooks;
+mod wire;
 
 mod crash;
 mod disk;

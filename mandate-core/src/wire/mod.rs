@@ -1,7 +1,43 @@
-//! Wire types shared by the server and its clients: the error envelope and the list
-//! envelope. Defined once so that the server writes and the CLI reads the same shapes.
+//! Wire types shared by the server and its clients: the request and response bodies of
+//! the API's operations, the error envelope and the list envelope. Defined once so that
+//! the server writes and the CLI reads the same shapes (`openapi.yaml` is the contract).
+//!
+//! The bytes of an object on the wire are those of its [`serde_json::Value`]
+//! ([`to_value`]): the server answers through a `Value`, whose maps keep their keys in
+//! alphabetical order, so every object's members come sorted by name, nested ones too.
+//! The response types declare their fields in that order, so that serializing one
+//! directly gives the same members in the same order. The one exception is
+//! [`DecisionAnswer`], the answer to the request that made a decision, written in the
+//! order of the signed claims (see its documentation).
+//!
+//! Optional members follow the API: a member documented as nullable is written `null`
+//! when empty (`Option` without `skip_serializing_if`), one documented as optional is
+//! left out (`skip_serializing_if = "Option::is_none"`).
+
+mod agents;
+mod decisions;
+mod enforcement;
+mod escrows;
+mod events;
+mod mandates;
+mod reviews;
+mod webhooks;
+
+pub use agents::{Agent, CreateAgent, CreatedAgent};
+pub use decisions::{Authorize, Decision, DecisionAnswer, OpenedReview};
+pub use enforcement::{Enforcement, SetEnforcement};
+pub use escrows::{CreateEscrow, Escrow};
+pub use events::Event;
+pub use mandates::{CreateMandate, Mandate};
+pub use reviews::{DenyReview, Review};
+pub use webhooks::{CreateWebhook, PingAnswer, Webhook};
 
 use serde::{Deserialize, Serialize};
+
+/// An object as the server writes it: its `Value`, members sorted by name.
+pub fn to_value<T: Serialize>(object: &T) -> serde_json::Result<serde_json::Value> {
+    serde_json::to_value(object)
+}
 
 /// The body of every error response: `{"error": {code, message, request_id}}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

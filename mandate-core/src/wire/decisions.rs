@@ -1,0 +1,139 @@
+//! Decisions: `POST /v1/authorizations` and `POST /v1/reviews/{id}/approve` (each answers
+//! a [`DecisionAnswer`]), `GET /v1/decisions`, `GET /v1/decisions/{id}` (a [`Decision`]).
+
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+use crate::amount::Amount;
+use crate::claims::RequestClaims;
+use crate::id::{DecisionId, MandateId, Nonce, ReviewId};
+use crate::names::{Category, Currency, Recipient};
+use crate::policy::{Mode, Verdict};
+use crate::review::Review;
+
+/// A stored decision: the signed claims' names plus `id`, `mode`, `reason`, `supersedes`,
+/// `review` (the id of the review it opened) and `created_at`. Also the `data` of
+/// `decision.*` events other than `decision.resolved`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Decision {
+    /// When it was made.
+    #[serde(with = "crate::timefmt")]
+    pub created_at: OffsetDateTime,
+    /// Expiry of its token, `iat + 300`.
+    pub exp: i64,
+    /// Issue time, seconds since the Unix epoch.
+    pub iat: i64,
+    /// `dec_…`, the token's `jti`.
+    pub id: DecisionId,
+    /// The issuer.
+    pub iss: String,
+    /// The decision id, as signed.
+    pub jti: DecisionId,
+    /// The mandate it was judged under; `null` for `deny_no_mandate`.
+    pub mandate: Option<MandateId>,
+    /// The mode in force when it was made.
+    pub mode: Mode,
+    /// Its single-use nonce.
+    pub nonce: Nonce,
+    /// What the policy concluded.
+    pub policy_verdict: Verdict,
+    /// The organization's policy set.
+    pub policy_version: String,
+    /// Why, with the numbers involved; `null` for a plain allow.
+    pub reason: Option<String>,
+    /// The request that was judged.
+    pub request: RequestClaims,
+    /// The review it opened, if any.
+    pub review: Option<ReviewId>,
+    /// On a decision made by approving a review: the original decision.
+    pub supersedes: Option<DecisionId>,
+    /// The verdict returned.
+    pub verdict: Verdict,
+}
+
+/// The answer to the request (or approval) that made a decision: the decision's members
+/// with `review` the whole review it opened, and the signed `verdict_token` last.
+///
+/// Unlike every other object it is written in the order of the signed claims (`id`, then
+/// `iss` to `request` as signed, then `mode` to `created_at`), not sorted by name: the
+/// server copies the signed claims' bytes into it rather than serializing them again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DecisionAnswer {
+    /// `dec_…`.
+    pub id: DecisionId,
+    /// The issuer.
+    pub iss: String,
+    /// The decision id, as signed.
+    pub jti: DecisionId,
+    /// Issue time.
+    pub iat: i64,
+    /// Expiry.
+    pub exp: i64,
+    /// The verdict returned.
+    pub verdict: Verdict,
+    /// What the policy concluded.
+    pub policy_verdict: Verdict,
+    /// The mandate it was judged under; `null` for `deny_no_mandate`.
+    pub mandate: Option<MandateId>,
+    /// The organization's policy set.
+    pub policy_version: String,
+    /// Its single-use nonce.
+    pub nonce: Nonce,
+    /// The request that was judged.
+    pub request: RequestClaims,
+    /// The mode in force.
+    pub mode: Mode,
+    /// Why; `null` for a plain allow.
+    pub reason: Option<String>,
+    /// On an approval: the original decision.
+    pub supersedes: Option<DecisionId>,
+    /// The review it opened (the whole object), else `null`.
+    pub review: Option<OpenedReview>,
+    /// When it was made.
+    #[serde(with = "crate::timefmt")]
+    pub created_at: OffsetDateTime,
+    /// The signed verdict (compact JWS) a counterparty verifies.
+    pub verdict_token: String,
+}
+
+/// `review` in a [`DecisionAnswer`]: the review the request opened, or (on a stored
+/// decision written with its token) only its id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum OpenedReview {
+    /// The whole review.
+    Review(Review),
+    /// Its id.
+    Id(ReviewId),
+}
+
+impl OpenedReview {
+    /// The review's id.
+    pub fn id(&self) -> &ReviewId {
+        match self {
+            Self::Review(review) => &review.id,
+            Self::Id(id) => id,
+        }
+    }
+
+    /// The whole review, when the answer carries it.
+    pub fn review(&self) -> Option<&Review> {
+        match self {
+            Self::Review(review) => Some(review),
+            Self::Id(_) => None,
+        }
+    }
+}
+
+/// The body of `POST /v1/authorizations` (the agent is the key's).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Authorize {
+    /// The amount, exact.
+    pub amount: Amount,
+    /// The spending category.
+    pub category: Category,
+    /// The currency of the amount.
+    pub currency: Currency,
+    /// Who is to be paid, `vendor:<name>`.
+    pub recipient: Recipient,
+}

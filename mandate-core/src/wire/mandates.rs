@@ -1,0 +1,96 @@
+//! Mandates: `POST/GET /v1/mandates`, `GET /v1/mandates/{id}`,
+//! `POST /v1/mandates/{id}/revoke`.
+
+use serde::{Deserialize, Serialize};
+use time::{Date, OffsetDateTime};
+
+use crate::amount::Amount;
+use crate::id::{AgentId, MandateId};
+use crate::mandate::{EscrowTerms, Limits, MandateDraft, MandateStatus};
+use crate::names::{Category, Principal};
+
+/// A mandate, also the `data` of `mandate.*` events.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mandate {
+    /// The agent it grants authority to.
+    pub agent: AgentId,
+    /// The allowed categories, in the order given.
+    pub categories: Vec<Category>,
+    /// When it was created.
+    #[serde(with = "crate::timefmt")]
+    pub created_at: OffsetDateTime,
+    /// Escrow terms, if given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escrow: Option<EscrowTerms>,
+    /// The last day (UTC) it is valid, `YYYY-MM-DD`.
+    #[serde(with = "date")]
+    pub expires: Date,
+    /// `mnd_…`.
+    pub id: MandateId,
+    /// Spending limits.
+    pub limits: Limits,
+    /// The accountable party, if given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal: Option<Principal>,
+    /// Amounts above this get `review`, if given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review_above: Option<Amount>,
+    /// `active`, `revoked`, `superseded` or `expired`, as of the answer.
+    pub status: MandateStatus,
+}
+
+/// The body of `POST /v1/mandates`. The server parses it with
+/// [`crate::mandate::MandateDraft::from_json`], which names the field in every error.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreateMandate {
+    /// The agent it is for.
+    pub agent: AgentId,
+    /// The allowed categories.
+    pub categories: Vec<Category>,
+    /// Escrow terms, stored and echoed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escrow: Option<EscrowTerms>,
+    /// The last day (UTC) it is valid.
+    #[serde(with = "date")]
+    pub expires: Date,
+    /// Spending limits.
+    pub limits: Limits,
+    /// The accountable party.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal: Option<Principal>,
+    /// Amounts above this get `review`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review_above: Option<Amount>,
+}
+
+impl From<MandateDraft> for CreateMandate {
+    fn from(draft: MandateDraft) -> Self {
+        Self {
+            agent: draft.agent,
+            categories: draft.categories,
+            escrow: draft.escrow,
+            expires: draft.expires,
+            limits: draft.limits,
+            principal: draft.principal,
+            review_above: draft.review_above,
+        }
+    }
+}
+
+/// serde for `YYYY-MM-DD` dates.
+mod date {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use time::Date;
+
+    use crate::mandate::{format_date, parse_date};
+
+    pub fn serialize<S: Serializer>(date: &Date, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&format_date(*date))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Date, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        parse_date(&text)
+            .ok_or_else(|| serde::de::Error::custom(format!("{text:?} is not a YYYY-MM-DD date")))
+    }
+}
