@@ -17,6 +17,7 @@ use mandate_core::funding::{FundingError, FundingRequest, check_funding};
 use mandate_core::id::EscrowId;
 use mandate_core::wire;
 use serde_json::Value;
+use time::OffsetDateTime;
 
 use super::{created, ok, wire_json};
 use crate::clock::{from_ms, ms, random16};
@@ -24,6 +25,7 @@ use crate::http::body::JsonBody;
 use crate::http::error::ApiError;
 use crate::http::extract::Path;
 use crate::model::Caller;
+use crate::model::decision::Decision;
 use crate::settlement::{Movement, MovementKind, SettlementError};
 use crate::state::AppState;
 use crate::storage::escrows::{EscrowChange, EscrowRow};
@@ -89,41 +91,12 @@ async fn create(
     let JsonBody(body) = body?;
     let request = FundingRequest::from_json(&body)?;
     let now = state.now();
-    let id = EscrowId::from_random(random16());
-    // Decisions are never changed once stored: the one read is checked outside the write,
-    // and the escrow's unique keys decide between racing requests.
-    let wanted = request.decision.as_str();
-    let decision = state
-        .store
-        .decision(&caller.org_id, caller.env, None, wanted)
-        .await?
-        .ok_or_else(|| ApiError::not_found("decision", wanted))?;
+    let decision = funding_decision(&state, &caller, &request).await?;
     check_funding(&request, &decision.claims, now).map_err(refused)?;
-    let escrow = EscrowRow {
-        id: id.clone(),
-        org_id: caller.org_id.to_string(),
-        env: caller.env.as_str().to_owned(),
-        amount: request.amount,
-        currency: request.currency.clone(),
-        buyer: request.buyer.clone(),
-        seller: request.seller.clone(),
-        decision: request.decision.clone(),
-        arbiter: request.arbiter.clone(),
-        status: EscrowStatus::FUNDED,
-        history: vec![HistoryEntry::new(EscrowStatus::FUNDED, now, FUNDER)],
-        created_ms: ms(now),
-    };
-    let lock = Movement {
-        escrow: escrow.id.as_str(),
-        kind: MovementKind::Lock,
-        amount: escrow.amount,
-        currency: &escrow.currency,
-        from: escrow.buyer.as_str(),
-        to: escrow.id.as_str(),
-    };
+    let escrow = new_escrow(EscrowId::from_random(random16()), &caller, &request, now);
     let movement = state
         .settlement
-        .settle(&lock, escrow.created_ms)
+        .settle(&movement(&escrow, MovementKind::Lock), escrow.created_ms)
         .map_err(settle_error)?;
     let event = NewEvent {
         event_type: "escrow.funded",
@@ -160,6 +133,100 @@ async fn show(
     Ok(ok(escrow_json(&escrow)?))
 }
 
+/// The decision `request` would fund, of the caller's organization and environment.
+/// Decisions are never changed once stored: the one read is checked outside the write, and
+/// the escrow's unique keys decide between racing requests.
+async fn funding_decision(
+    state: &AppState,
+    caller: &Caller,
+    request: &FundingRequest,
+) -> Result<Decision, ApiError> {
+    let wanted = request.decision.as_str();
+    state
+        .store
+        .decision(&caller.org_id, caller.env, None, wanted)
+        .await?
+        .ok_or_else(|| ApiError::not_found("decision", wanted))
+}
+
+/// A new escrow, funded now by `request`.
+fn new_escrow(
+    id: EscrowId,
+    caller: &Caller,
+    request: &FundingRequest,
+    now: OffsetDateTime,
+) -> EscrowRow {
+    EscrowRow {
+        id,
+        org_id: caller.org_id.to_string(),
+        env: caller.env.as_str().to_owned(),
+        amount: request.amount,
+        currency: request.currency.clone(),
+        buyer: request.buyer.clone(),
+        seller: request.seller.clone(),
+        decision: request.decision.clone(),
+        arbiter: request.arbiter.clone(),
+        status: EscrowStatus::FUNDED,
+        history: vec![HistoryEntry::new(EscrowStatus::FUNDED, now, FUNDER)],
+        created_ms: ms(now),
+    }
+}
+
+/// The money movement of `kind` for `escrow`: a lock from the buyer into the escrow, a
+/// release to the seller or a refund to the buyer out of it.
+fn movement(escrow: &EscrowRow, kind: MovementKind) -> Movement<'_> {
+    let (from, to) = match kind {
+        MovementKind::Lock => (escrow.buyer.as_str(), escrow.id.as_str()),
+        MovementKind::Release => (escrow.id.as_str(), escrow.seller.as_str()),
+        MovementKind::Refund => (escrow.id.as_str(), escrow.buyer.as_str()),
+    };
+    Movement {
+        escrow: escrow.id.as_str(),
+        kind,
+        amount: escrow.amount,
+        currency: &escrow.currency,
+        from,
+        to,
+    }
+}
+
+/// Applies `action` to `escrow` as read (its status and history), settling its money
+/// movement: the change to write if the escrow still stands where it was read.
+fn apply(
+    state: &AppState,
+    escrow: &mut EscrowRow,
+    action: EscrowAction,
+    now: OffsetDateTime,
+) -> Result<EscrowChange, ApiError> {
+    let from = escrow.status;
+    let to = from
+        .apply(action)
+        .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
+    let entry = HistoryEntry::new(to, now, FUNDER);
+    let step = escrow.history.len();
+    escrow.status = to;
+    escrow.history.push(entry.clone());
+    let movement = match MovementKind::for_action(action) {
+        Some(kind) => Some(
+            state
+                .settlement
+                .settle(&movement(escrow, kind), ms(now))
+                .map_err(settle_error)?,
+        ),
+        None => None,
+    };
+    Ok(EscrowChange {
+        from,
+        entry,
+        step,
+        movement,
+        event: NewEvent {
+            event_type: event_type(action),
+            data: escrow_json(escrow)?,
+        },
+    })
+}
+
 /// The event each action fires.
 fn event_type(action: EscrowAction) -> &'static str {
     match action {
@@ -194,47 +261,7 @@ async fn act(
             .escrow(&wanted, owner)
             .await?
             .ok_or_else(missing)?;
-        let from = escrow.status;
-        let to = from
-            .apply(action)
-            .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
-        let entry = HistoryEntry::new(to, now, FUNDER);
-        let step = escrow.history.len();
-        escrow.status = to;
-        escrow.history.push(entry.clone());
-        let movement = match MovementKind::for_action(action) {
-            Some(kind) => {
-                let payee = match kind {
-                    MovementKind::Release => escrow.seller.as_str(),
-                    MovementKind::Refund | MovementKind::Lock => escrow.buyer.as_str(),
-                };
-                let movement = Movement {
-                    escrow: escrow.id.as_str(),
-                    kind,
-                    amount: escrow.amount,
-                    currency: &escrow.currency,
-                    from: escrow.id.as_str(),
-                    to: payee,
-                };
-                Some(
-                    state
-                        .settlement
-                        .settle(&movement, ms(now))
-                        .map_err(settle_error)?,
-                )
-            }
-            None => None,
-        };
-        let change = EscrowChange {
-            from,
-            entry,
-            step,
-            movement,
-            event: NewEvent {
-                event_type: event_type(action),
-                data: escrow_json(&escrow)?,
-            },
-        };
+        let change = apply(&state, &mut escrow, action, now)?;
         if state
             .store
             .advance_escrow(&caller.org_id, caller.env, &wanted, change)

@@ -7,12 +7,12 @@ use axum::Router;
 use axum::extract::{RawQuery, State};
 use axum::response::Response;
 use axum::routing::{get, post};
-use mandate_core::history::MonthToDate;
 use mandate_core::id::MandateId;
 use mandate_core::mandate::{Mandate, MandateDraft, MandateStatus, format_date};
 
 use super::{created, ok};
 use crate::clock::random16;
+use crate::decision::mandates;
 use crate::http::body::JsonBody;
 use crate::http::error::ApiError;
 use crate::http::extract::Path;
@@ -60,27 +60,15 @@ async fn create(
             "no agent with id {agent}; register it with POST /v1/agents first"
         )));
     }
-    let mut slot = state
-        .agents
-        .lock(
-            state.store.as_ref(),
-            &caller.org_id,
-            caller.env,
-            &agent,
-            now,
-        )
-        .await?;
-    let taken = slot.take();
-    state
-        .store
-        .insert_mandate(&caller.org_id, caller.env, &mandate)
-        .await?;
-    if let Some(mut state_now) = taken {
-        // The new mandate's month-to-date starts from zero; velocity is the agent's own.
-        state_now.mandate = Some(mandate.clone());
-        state_now.history.spend = MonthToDate::default();
-        *slot = Some(state_now);
-    }
+    mandates::put(
+        state.store.as_ref(),
+        &state.agents,
+        &caller.org_id,
+        caller.env,
+        &mandate,
+        now,
+    )
+    .await?;
     Ok(created(mandate.to_json(now)))
 }
 
@@ -90,14 +78,7 @@ async fn index(
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     let params = list::parse(query.as_deref(), &["agent", "status"])?;
-    let status = match params.filters.get("status") {
-        None => None,
-        Some(s) => Some(MandateStatus::parse(s).ok_or_else(|| {
-            ApiError::InvalidRequest(
-                "status must be one of active, revoked, superseded, expired".into(),
-            )
-        })?),
-    };
+    let status = status_filter(params.filters.get("status"))?;
     let mut agent = params.filters.get("agent").cloned();
     if let Some(own) = &caller.agent {
         if agent.as_ref().is_some_and(|a| a != own.as_str()) {
@@ -168,47 +149,37 @@ async fn revoke(
     caller.require_org()?;
     let now = state.now();
     let found = find(&state, &caller, &id).await?;
-    let agent = found.terms.agent.clone();
-    let mut slot = state
-        .agents
-        .lock(
-            state.store.as_ref(),
-            &caller.org_id,
-            caller.env,
-            &agent,
-            now,
-        )
-        .await?;
-    let taken = slot.take();
-    let revoked = state
-        .store
-        .revoke_mandate(&caller.org_id, caller.env, &found.id, now)
-        .await
-        .map_err(ApiError::from)
-        .and_then(|revocation| match revocation {
-            Revocation::Revoked(mandate) => Ok(*mandate),
-            Revocation::Missing => Err(ApiError::not_found("mandate", &id)),
-            Revocation::NotActive(status) => Err(ApiError::InvalidRequest(format!(
+    let revocation = mandates::revoke(
+        state.store.as_ref(),
+        &state.agents,
+        &caller.org_id,
+        caller.env,
+        &found,
+        now,
+    )
+    .await?;
+    let revoked = match revocation {
+        Revocation::Revoked(mandate) => *mandate,
+        Revocation::Missing => return Err(ApiError::not_found("mandate", &id)),
+        Revocation::NotActive(status) => {
+            return Err(ApiError::InvalidRequest(format!(
                 "mandate {id} is {}; only an active mandate can be revoked",
                 status.as_str()
-            ))),
-        });
-    let revoked = match revoked {
-        Ok(m) => m,
-        Err(e) => {
-            *slot = taken;
-            return Err(e);
+            )));
         }
     };
-    if let Some(mut state_now) = taken {
-        if state_now
-            .mandate
-            .as_ref()
-            .is_some_and(|m| m.id == revoked.id)
-        {
-            state_now.mandate = Some(revoked.clone());
-        }
-        *slot = Some(state_now);
-    }
     Ok(ok(revoked.to_json(now)))
+}
+
+/// The `status` filter of a mandates list, if given.
+fn status_filter(given: Option<&String>) -> Result<Option<MandateStatus>, ApiError> {
+    given
+        .map(|s| {
+            MandateStatus::parse(s).ok_or_else(|| {
+                ApiError::InvalidRequest(
+                    "status must be one of active, revoked, superseded, expired".into(),
+                )
+            })
+        })
+        .transpose()
 }

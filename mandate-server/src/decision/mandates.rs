@@ -1,0 +1,65 @@
+//! Changes to an agent's mandate, each made under the agent's lock (the one every decision
+//! takes), so that no authorization is judged against a mandate already replaced or
+//! revoked; the agent's cached state follows the change once it is stored.
+
+use std::sync::Arc;
+
+use mandate_core::history::MonthToDate;
+use mandate_core::mandate::Mandate;
+use time::OffsetDateTime;
+
+use super::agents::AgentStates;
+use crate::model::Env;
+use crate::storage::mandates::Revocation;
+use crate::storage::{StorageError, Store};
+
+/// Stores `mandate` as its agent's current one. The agent's month-to-date starts from zero
+/// under it; velocity is the agent's own and carries over.
+pub async fn put(
+    store: &dyn Store,
+    agents: &AgentStates,
+    org: &Arc<str>,
+    env: Env,
+    mandate: &Mandate,
+    now: OffsetDateTime,
+) -> Result<(), StorageError> {
+    let mut slot = agents
+        .lock(store, org, env, &mandate.terms.agent, now)
+        .await?;
+    // Taken out while the write runs: if it fails, the next request rebuilds the state.
+    let taken = slot.take();
+    store.insert_mandate(org, env, mandate).await?;
+    if let Some(mut state) = taken {
+        state.mandate = Some(mandate.clone());
+        state.history.spend = MonthToDate::default();
+        *slot = Some(state);
+    }
+    Ok(())
+}
+
+/// Revokes `mandate` (as read by the caller); what the store found decides the answer.
+pub async fn revoke(
+    store: &dyn Store,
+    agents: &AgentStates,
+    org: &Arc<str>,
+    env: Env,
+    mandate: &Mandate,
+    now: OffsetDateTime,
+) -> Result<Revocation, StorageError> {
+    let mut slot = agents
+        .lock(store, org, env, &mandate.terms.agent, now)
+        .await?;
+    let taken = slot.take();
+    let revocation = store.revoke_mandate(org, env, &mandate.id, now).await;
+    match (&revocation, taken) {
+        (Ok(Revocation::Revoked(revoked)), Some(mut state)) => {
+            if state.mandate.as_ref().is_some_and(|m| m.id == revoked.id) {
+                state.mandate = Some(revoked.as_ref().clone());
+            }
+            *slot = Some(state);
+        }
+        // Nothing changed: the state stays as it was.
+        (_, taken) => *slot = taken,
+    }
+    revocation
+}
