@@ -59,7 +59,7 @@ async fn insert(app: &TestApp, key: &str, decisions: Vec<Decision>) {
         .write(move |tx| -> Result<(), StorageError> {
             let caller = keys::caller(tx, &hash)?.unwrap();
             for d in &decisions {
-                decisions::insert(tx, &caller.org_id, caller.env.as_str(), d)?;
+                decisions::insert(tx, &caller.org_id, caller.env, d)?;
             }
             Ok(())
         })

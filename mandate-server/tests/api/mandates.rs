@@ -1,5 +1,6 @@
 //! Mandates: create, read, list, supersede, revoke; exact decimals; field errors.
 
+use mandate_server::model::Env;
 use mandate_server::storage::sqlite::{events, orgs};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -19,7 +20,7 @@ fn ids(list: &Value) -> Vec<String> {
 fn sandbox_events(app: &TestApp) -> Vec<(String, Value)> {
     let conn = rusqlite::Connection::open(&app.db_path).unwrap();
     let org_id = orgs::id_by_name(&conn, "acme").unwrap().unwrap();
-    events::types(&conn, &org_id, "sandbox").unwrap()
+    events::types(&conn, &org_id, Env::Sandbox).unwrap()
 }
 
 #[tokio::test]

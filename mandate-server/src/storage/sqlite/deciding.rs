@@ -21,7 +21,7 @@ fn read_agent_record(
     limit: usize,
     allowed_since_ms: i64,
 ) -> Result<AgentRecord, StorageError> {
-    let (env, agent) = (env.as_str(), agent.as_str());
+    let agent = agent.as_str();
     let mandate = mandates::current(conn, org, env, agent)?;
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let recent_requests = decisions::recent_request_times(conn, org, env, agent, limit)?;
@@ -49,18 +49,11 @@ fn store_resolution(tx: &rusqlite::Connection, r: &Resolution) -> Result<bool, S
         return Ok(false);
     }
     if let Some(decision) = &r.decision {
-        decisions::insert(tx, &r.org, r.env.as_str(), decision)?;
+        decisions::insert(tx, &r.org, r.env, decision)?;
     }
     let data = serde_json::to_value(&r.review)
         .map_err(|e| StorageError::Corrupt(format!("encoding review {}: {e}", r.review.id)))?;
-    events::append(
-        tx,
-        &r.org,
-        r.env.as_str(),
-        "decision.resolved",
-        &data,
-        r.at_ms,
-    )?;
+    events::append(tx, &r.org, r.env, "decision.resolved", &data, r.at_ms)?;
     Ok(true)
 }
 
@@ -95,14 +88,14 @@ impl DecidingStore for SqliteStore {
                         idempotency,
                         hint,
                     } = &new;
-                    decisions::insert_with(tx, org, env.as_str(), decision, *hint)?;
+                    decisions::insert_with(tx, org, *env, decision, *hint)?;
                     if let Some((review, data)) = review {
                         let agent = decision.claims.request.agent.as_str();
-                        reviews::insert(tx, org, env.as_str(), agent, review)?;
+                        reviews::insert(tx, org, *env, agent, review)?;
                         events::append_json(
                             tx,
                             org,
-                            env.as_str(),
+                            *env,
                             "decision.review_pending",
                             data,
                             decision.created_ms,
@@ -137,15 +130,16 @@ impl DecidingStore for SqliteStore {
         env: Env,
         id: String,
     ) -> StoreFuture<'_, Option<(Review, AgentId)>> {
-        Box::pin(self.db().read(
-            move |conn| match reviews::get(conn, &org, env.as_str(), &id)? {
-                None => Ok(None),
-                Some((review, agent)) => {
-                    let agent = AgentId::parse(&agent)
-                        .map_err(|_| StorageError::Corrupt(format!("review {id} agent")))?;
-                    Ok(Some((review, agent)))
-                }
-            },
-        ))
+        Box::pin(
+            self.db()
+                .read(move |conn| match reviews::get(conn, &org, env, &id)? {
+                    None => Ok(None),
+                    Some((review, agent)) => {
+                        let agent = AgentId::parse(&agent)
+                            .map_err(|_| StorageError::Corrupt(format!("review {id} agent")))?;
+                        Ok(Some((review, agent)))
+                    }
+                }),
+        )
     }
 }

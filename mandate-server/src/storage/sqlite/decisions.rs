@@ -8,13 +8,14 @@ use mandate_core::policy::{Mode, Verdict};
 use rusqlite::{Connection, OptionalExtension, ToSql, params};
 
 use super::{StorageError, verdict_from};
+use crate::model::Env;
 use crate::model::decision::Decision;
 use crate::storage::decisions::Filters;
 
 pub use crate::storage::deciding::AgentHint;
 
 /// Appends a decision.
-pub fn insert(tx: &Connection, org_id: &str, env: &str, d: &Decision) -> rusqlite::Result<()> {
+pub fn insert(tx: &Connection, org_id: &str, env: Env, d: &Decision) -> rusqlite::Result<()> {
     insert_with(tx, org_id, env, d, AgentHint::default())
 }
 
@@ -22,7 +23,7 @@ pub fn insert(tx: &Connection, org_id: &str, env: &str, d: &Decision) -> rusqlit
 pub fn insert_with(
     tx: &Connection,
     org_id: &str,
-    env: &str,
+    env: Env,
     d: &Decision,
     hint: AgentHint,
 ) -> rusqlite::Result<()> {
@@ -77,7 +78,7 @@ pub fn insert_with(
 pub fn agent_seq(
     conn: &Connection,
     org_id: &str,
-    env: &str,
+    env: Env,
     agent: &str,
 ) -> rusqlite::Result<Option<i64>> {
     conn.prepare_cached("SELECT seq FROM agents WHERE org_id = ?1 AND env = ?2 AND id = ?3")?
@@ -206,7 +207,7 @@ impl DecisionRow {
 pub fn get(
     conn: &Connection,
     org_id: &str,
-    env: &str,
+    env: Env,
     agent: Option<&str>,
     id: &str,
 ) -> Result<Option<Decision>, StorageError> {
@@ -270,7 +271,7 @@ impl AgentSpan {
     fn find(
         conn: &Connection,
         org_id: &str,
-        env: &str,
+        env: Env,
         agent: &str,
         from_month: Option<i64>,
         above: i64,
@@ -375,7 +376,7 @@ impl Order {
 fn filtered(
     conn: &Connection,
     org_id: &str,
-    env: &str,
+    env: Env,
     filters: &Filters,
     above: i64,
     below: i64,
@@ -416,7 +417,7 @@ fn count<T>(items: &[T]) -> i64 {
 pub fn page(
     conn: &Connection,
     org_id: &str,
-    env: &str,
+    env: Env,
     filters: &Filters,
     before: i64,
     limit: i64,
@@ -445,7 +446,7 @@ pub fn last_seq(conn: &Connection) -> rusqlite::Result<i64> {
 pub fn export_page(
     conn: &Connection,
     org_id: &str,
-    env: &str,
+    env: Env,
     filters: &Filters,
     after: i64,
     upto: i64,
@@ -478,7 +479,7 @@ fn recent_request_times_sql() -> String {
 pub fn recent_request_times(
     conn: &Connection,
     org_id: &str,
-    env: &str,
+    env: Env,
     agent: &str,
     limit: i64,
 ) -> rusqlite::Result<Vec<i64>> {
@@ -516,7 +517,7 @@ fn allowed_since_sql() -> String {
 pub fn allowed_since(
     conn: &Connection,
     org_id: &str,
-    env: &str,
+    env: Env,
     agent: &str,
     mandate_id: &str,
     since_ms: i64,

@@ -63,20 +63,20 @@ fn a_hint_saves_lookups_and_stores_the_same_keys_and_marks() {
                     [agent.as_str()],
                 )?;
             }
-            let seq_a = agent_seq(tx, "org_1", "live", a.as_str())?.unwrap();
-            insert(tx, "org_1", "live", &stored(&a, 1, nov))?;
+            let seq_a = agent_seq(tx, "org_1", Env::Live, a.as_str())?.unwrap();
+            insert(tx, "org_1", Env::Live, &stored(&a, 1, nov))?;
             let known = AgentHint {
                 seq: Some(seq_a),
                 month_marked: Some(month_index(nov)),
             };
-            insert_with(tx, "org_1", "live", &stored(&a, 2, nov + 1), known)?;
-            insert_with(tx, "org_1", "live", &stored(&a, 3, dec), known)?;
+            insert_with(tx, "org_1", Env::Live, &stored(&a, 2, nov + 1), known)?;
+            insert_with(tx, "org_1", Env::Live, &stored(&a, 3, dec), known)?;
             // Agent b has no row for November; a hint that says it has is trusted.
             let wrong = AgentHint {
-                seq: agent_seq(tx, "org_1", "live", b.as_str())?,
+                seq: agent_seq(tx, "org_1", Env::Live, b.as_str())?,
                 month_marked: Some(month_index(nov)),
             };
-            insert_with(tx, "org_1", "live", &stored(&b, 4, nov), wrong)?;
+            insert_with(tx, "org_1", Env::Live, &stored(&b, 4, nov), wrong)?;
             let rows: Vec<(i64, String, i64)> = tx
                 .prepare("SELECT d.seq, d.agent_id, d.agent_seq FROM decisions d ORDER BY d.seq")?
                 .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
@@ -273,7 +273,7 @@ proptest::proptest! {
                     d.claims.request.amount =
                         Amount::parse(&format!("{}.{:02}", s.cents / 100, s.cents % 100))
                             .unwrap();
-                    insert(tx, "org_1", "live", &d)?;
+                    insert(tx, "org_1", Env::Live, &d)?;
                     if s.gap > 0 {
                         // The next decision starts `gap` seqs later.
                         tx.execute(
@@ -310,7 +310,7 @@ proptest::proptest! {
                             .into_iter()
                             .take(limit as usize)
                             .collect();
-                        let got: Vec<i64> = page(tx, "org_1", "live", &filters, before, limit)?
+                        let got: Vec<i64> = page(tx, "org_1", Env::Live, &filters, before, limit)?
                             .into_iter()
                             .map(|(seq, _)| seq)
                             .collect();
@@ -321,7 +321,7 @@ proptest::proptest! {
                             .into_iter()
                             .take(limit as usize)
                             .collect();
-                        let got: Vec<i64> = export_page(tx, "org_1", "live", &filters, after, upto, limit)?
+                        let got: Vec<i64> = export_page(tx, "org_1", Env::Live, &filters, after, upto, limit)?
                             .into_iter()
                             .map(|(seq, _)| seq)
                             .collect();
@@ -335,7 +335,7 @@ proptest::proptest! {
                         .query_map(params![agent.as_str(), limit], |r| r.get(0))?
                         .collect::<rusqlite::Result<_>>()?;
                     want.reverse();
-                    let got = recent_request_times(tx, "org_1", "live", agent.as_str(), limit)?;
+                    let got = recent_request_times(tx, "org_1", Env::Live, agent.as_str(), limit)?;
                     checks.push(("velocity", format!("{got:?}"), format!("{want:?}")));
                     for since in [start, start + 30 * 24 * 60 * 60_000, start + 61 * 24 * 60 * 60_000] {
                         let want: Vec<(String, i64)> = tx
@@ -347,7 +347,7 @@ proptest::proptest! {
                             .query_map(params![agent.as_str(), since], |r| Ok((r.get(0)?, r.get(1)?)))?
                             .collect::<rusqlite::Result<_>>()?;
                         let got: Vec<(String, i64)> =
-                            allowed_since(tx, "org_1", "live", agent.as_str(), "mnd_m1", since)?
+                            allowed_since(tx, "org_1", Env::Live, agent.as_str(), "mnd_m1", since)?
                                 .into_iter()
                                 .map(|(a, at)| (a.to_string(), at))
                                 .collect();

@@ -9,6 +9,7 @@ use mandate_core::delivery::NextStep;
 use rusqlite::{Connection, params};
 
 use super::StorageError;
+use crate::model::Env;
 use crate::storage::deliveries::{Attempt, DeliveryRow, Due};
 
 /// Creates a pending delivery, due at once, for every active endpoint of the organization
@@ -17,7 +18,7 @@ pub fn fan_out(
     tx: &Connection,
     event_id: &str,
     org_id: &str,
-    env: &str,
+    env: Env,
     event_type: &str,
     now_ms: i64,
 ) -> rusqlite::Result<usize> {

@@ -15,7 +15,7 @@ use crate::storage::events::EventRow;
 pub fn append(
     tx: &Connection,
     org_id: &str,
-    env: &str,
+    env: Env,
     event_type: &str,
     data: &Value,
     now_ms: i64,
@@ -27,7 +27,7 @@ pub fn append(
 pub fn append_json(
     tx: &Connection,
     org_id: &str,
-    env: &str,
+    env: Env,
     event_type: &str,
     data: &str,
     now_ms: i64,
@@ -47,7 +47,6 @@ pub fn append_for_webhook(
     now_ms: i64,
     webhook_id: &WebhookId,
 ) -> rusqlite::Result<EventId> {
-    let env = env.as_str();
     let id = insert(tx, org_id, env, event_type, &data.to_string(), now_ms)?;
     deliveries::create_one(tx, id.as_str(), webhook_id.as_str(), now_ms)?;
     Ok(id)
@@ -56,7 +55,7 @@ pub fn append_for_webhook(
 fn insert(
     tx: &Connection,
     org_id: &str,
-    env: &str,
+    env: Env,
     event_type: &str,
     data: &str,
     now_ms: i64,
@@ -116,7 +115,6 @@ pub fn get(
     env: Env,
     id: &str,
 ) -> Result<Option<EventRow>, StorageError> {
-    let env = env.as_str();
     conn.query_row(
         &format!("SELECT {COLUMNS} FROM events WHERE org_id = ?1 AND env = ?2 AND id = ?3"),
         params![org_id, env, id],
@@ -147,7 +145,6 @@ pub fn page(
     before: i64,
     limit: i64,
 ) -> Result<Vec<EventRow>, StorageError> {
-    let env = env.as_str();
     let mut stmt = conn.prepare_cached(&page_sql(event_type.is_some()))?;
     let rows = stmt.query_map(params![org_id, env, event_type, before, limit], row)?;
     let mut out = Vec::new();
@@ -158,7 +155,7 @@ pub fn page(
 }
 
 /// The types of an environment's events, oldest first (tests and diagnostics).
-pub fn types(conn: &Connection, org_id: &str, env: &str) -> rusqlite::Result<Vec<(String, Value)>> {
+pub fn types(conn: &Connection, org_id: &str, env: Env) -> rusqlite::Result<Vec<(String, Value)>> {
     let mut stmt =
         conn.prepare("SELECT type, data FROM events WHERE org_id = ?1 AND env = ?2 ORDER BY seq")?;
     let rows = stmt.query_map(params![org_id, env], |r| {

@@ -24,7 +24,6 @@ fn terms_json(mandate: &Mandate) -> String {
 
 /// Inserts a mandate and supersedes the agent's previous active one.
 pub fn insert(tx: &Connection, org_id: &str, env: Env, mandate: &Mandate) -> rusqlite::Result<()> {
-    let env = env.as_str();
     tx.execute(
         "UPDATE mandates SET status = 'superseded'
          WHERE org_id = ?1 AND env = ?2 AND agent_id = ?3 AND status = 'active'",
@@ -122,7 +121,7 @@ pub(crate) fn current_sql() -> String {
 pub fn current(
     conn: &Connection,
     org_id: &str,
-    env: &str,
+    env: Env,
     agent: &str,
 ) -> Result<Option<Mandate>, StorageError> {
     // Cached: every agent's first request runs this (a prepare costs more than the query).
@@ -144,7 +143,6 @@ pub fn page(
     before: i64,
     limit: i64,
 ) -> Result<Vec<(i64, Mandate)>, StorageError> {
-    let env = env.as_str();
     let status_clause = match filters.status {
         None => "1",
         Some(MandateStatus::Active) => "status = 'active' AND expires >= ?4",

@@ -85,6 +85,7 @@ fn apply(conn: &mut Connection, version: i64, sql: &str) -> Result<bool, Storage
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
     use super::*;
+    use crate::model::Env;
     use crate::storage::sqlite::writer::lock;
     use crate::storage::sqlite::{Db, decisions};
 
@@ -190,7 +191,7 @@ mod tests {
         let november = decisions::allowed_since(
             &conn,
             "org_1",
-            "sandbox",
+            Env::Sandbox,
             "agt_1",
             "mdt_1",
             1_793_491_200_000,

@@ -36,6 +36,14 @@ pub use store::SqliteStore;
 pub use writer::MAX_GROUP;
 
 use super::StorageError;
+use crate::model::Env;
+
+/// An environment is stored as its name (`sandbox`, `live`).
+impl rusqlite::ToSql for Env {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        Ok(self.as_str().into())
+    }
+}
 
 /// Reads a stored verdict column.
 pub(crate) fn verdict_from(text: &str) -> Result<mandate_core::policy::Verdict, StorageError> {

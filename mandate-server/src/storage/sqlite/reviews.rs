@@ -6,12 +6,13 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::StorageError;
 use crate::clock::{from_ms, ms};
+use crate::model::Env;
 
 /// Stores a newly opened review.
 pub fn insert(
     tx: &Connection,
     org_id: &str,
-    env: &str,
+    env: Env,
     agent: &str,
     review: &Review,
 ) -> rusqlite::Result<()> {
@@ -49,7 +50,7 @@ fn status_from(text: &str) -> Result<ReviewStatus, StorageError> {
 pub fn get(
     conn: &Connection,
     org_id: &str,
-    env: &str,
+    env: Env,
     id: &str,
 ) -> Result<Option<(Review, String)>, StorageError> {
     let raw = conn

@@ -119,7 +119,7 @@ impl DecisionStore for SqliteStore {
         let (org, only, id) = (org_id.to_owned(), only.cloned(), id.to_owned());
         Box::pin(self.db.read(move |conn| {
             let only = only.as_ref().map(AgentId::as_str);
-            decisions::get(conn, &org, env.as_str(), only, &id)
+            decisions::get(conn, &org, env, only, &id)
         }))
     }
 
@@ -133,9 +133,8 @@ impl DecisionStore for SqliteStore {
     ) -> StoreFuture<'_, Vec<(i64, Decision)>> {
         let (org, filters) = (org_id.to_owned(), filters.clone());
         Box::pin(
-            self.db.read(move |conn| {
-                decisions::page(conn, &org, env.as_str(), &filters, before, limit)
-            }),
+            self.db
+                .read(move |conn| decisions::page(conn, &org, env, &filters, before, limit)),
         )
     }
 
@@ -157,7 +156,7 @@ impl DecisionStore for SqliteStore {
     ) -> StoreFuture<'_, Vec<(i64, Decision)>> {
         let (org, filters) = (org_id.to_owned(), filters.clone());
         Box::pin(self.db.read(move |conn| {
-            decisions::export_page(conn, &org, env.as_str(), &filters, after, upto, limit)
+            decisions::export_page(conn, &org, env, &filters, after, upto, limit)
         }))
     }
 }
@@ -219,10 +218,12 @@ impl EscrowStore for SqliteStore {
                 return Ok(false);
             }
             settlement::record(tx, &movement)?;
+            let env = Env::parse(&escrow.env)
+                .ok_or_else(|| StorageError::Corrupt(format!("escrow {} env", escrow.id)))?;
             events::append(
                 tx,
                 &escrow.org_id,
-                &escrow.env,
+                env,
                 event.event_type,
                 &event.data,
                 escrow.created_ms,
@@ -266,7 +267,7 @@ impl EscrowStore for SqliteStore {
                 settlement::record(tx, movement)?;
             }
             let at = ms(entry.at);
-            events::append(tx, &org, env.as_str(), event.event_type, &event.data, at)?;
+            events::append(tx, &org, env, event.event_type, &event.data, at)?;
             Ok(true)
         }))
     }
@@ -405,7 +406,7 @@ impl MandateStore for SqliteStore {
             }
             mandate.status = MandateStatus::Revoked;
             let data = mandate.to_json(now);
-            events::append(tx, &org, env.as_str(), "mandate.revoked", &data, ms(now))?;
+            events::append(tx, &org, env, "mandate.revoked", &data, ms(now))?;
             Ok(Revocation::Revoked(Box::new(mandate)))
         }))
     }
@@ -452,9 +453,7 @@ impl TimerStore for SqliteStore {
     fn expire_review(&self, item: &DueItem, now: OffsetDateTime) -> StoreFuture<'_, ()> {
         let item = item.clone();
         Box::pin(self.db.write(move |tx| -> Result<()> {
-            let Some((review, _agent)) =
-                reviews::get(tx, &item.org_id, item.env.as_str(), &item.id)?
-            else {
+            let Some((review, _agent)) = reviews::get(tx, &item.org_id, item.env, &item.id)? else {
                 return Ok(());
             };
             let Ok(expired) = Review::expire(&review, now) else {
@@ -466,7 +465,7 @@ impl TimerStore for SqliteStore {
                 events::append(
                     tx,
                     &item.org_id,
-                    item.env.as_str(),
+                    item.env,
                     "decision.resolved",
                     &data,
                     ms(now),
@@ -499,7 +498,7 @@ impl TimerStore for SqliteStore {
             let event = events::append(
                 tx,
                 &item.org_id,
-                item.env.as_str(),
+                item.env,
                 "mandate.expiring",
                 &data,
                 ms(now),

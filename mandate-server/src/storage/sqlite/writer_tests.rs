@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use super::*;
+use crate::model::Env;
 use crate::storage::sqlite::writer::{Answer, sync_loop};
 use crate::storage::sqlite::{keys, mandates};
 
@@ -40,7 +41,7 @@ async fn first_use_lookups_keep_their_statements_prepared() {
         .read(|conn| -> Result<Vec<i32>, StorageError> {
             for _ in 0..3 {
                 assert!(keys::caller(conn, &[7; 32])?.is_none());
-                assert!(mandates::current(conn, "org_1", "sandbox", "agt_1")?.is_none());
+                assert!(mandates::current(conn, "org_1", Env::Sandbox, "agt_1")?.is_none());
             }
             // The cache hands back the statement the calls ran, with their run count.
             let run = |sql: &str| -> Result<i32, StorageError> {
