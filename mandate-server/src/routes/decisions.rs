@@ -4,6 +4,7 @@ use axum::Router;
 use axum::extract::{RawQuery, State};
 use axum::response::Response;
 use axum::routing::get;
+use mandate_core::id::DecisionId;
 use mandate_core::policy::Verdict;
 
 use super::ok;
@@ -85,10 +86,15 @@ async fn show(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let decision = state
-        .store
-        .decision(&caller.org_id, caller.env, caller.agent.as_ref(), &id)
-        .await?;
+    let decision = match DecisionId::parse(&id) {
+        Ok(wanted) => {
+            state
+                .store
+                .decision(&caller.org_id, caller.env, caller.agent.as_ref(), &wanted)
+                .await?
+        }
+        Err(_) => None,
+    };
     decision
         .map(|d| ok(d.to_json()))
         .ok_or_else(|| ApiError::not_found("decision", &id))

@@ -144,7 +144,7 @@ async fn funding_decision(
     let wanted = request.decision.as_str();
     state
         .store
-        .decision(&caller.org_id, caller.env, None, wanted)
+        .decision(&caller.org_id, caller.env, None, &request.decision)
         .await?
         .ok_or_else(|| ApiError::not_found("decision", wanted))
 }

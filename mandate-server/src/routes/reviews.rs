@@ -8,7 +8,7 @@ use axum::extract::State;
 use axum::response::Response;
 use axum::routing::post;
 use mandate_core::field::{check_fields, invalid, object, present, string};
-use mandate_core::id::DecisionId;
+use mandate_core::id::{DecisionId, ReviewId};
 use mandate_core::review::{Review, ReviewError};
 
 use super::{created_encoded, ok};
@@ -30,10 +30,15 @@ pub fn router() -> Router<AppState> {
 
 /// Loads a review of the caller's organization and environment, or 404.
 async fn find(state: &AppState, caller: &Caller, id: &str) -> Result<Review, ApiError> {
-    let found = state
-        .store
-        .review(caller.org_id.clone(), caller.env, id.to_owned())
-        .await?;
+    let found = match ReviewId::parse(id) {
+        Ok(wanted) => {
+            state
+                .store
+                .review(caller.org_id.clone(), caller.env, wanted)
+                .await?
+        }
+        Err(_) => None,
+    };
     found
         .map(|(review, _agent)| review)
         .ok_or_else(|| ApiError::not_found("review", id))
@@ -87,7 +92,7 @@ async fn approve(
     };
     let original = state
         .store
-        .decision(&caller.org_id, caller.env, None, review.decision.as_str())
+        .decision(&caller.org_id, caller.env, None, &review.decision)
         .await?
         .ok_or_else(|| {
             ApiError::Server(format!(

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use mandate_core::amount::Amount;
-use mandate_core::id::AgentId;
+use mandate_core::id::{AgentId, ReviewId};
 use mandate_core::mandate::Mandate;
 use mandate_core::review::Review;
 
@@ -101,6 +101,6 @@ pub trait DecidingStore: Send + Sync {
         &self,
         org: Arc<str>,
         env: Env,
-        id: String,
+        id: ReviewId,
     ) -> StoreFuture<'_, Option<(Review, AgentId)>>;
 }

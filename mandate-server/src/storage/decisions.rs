@@ -1,6 +1,6 @@
 //! Decisions at the boundary: the reads of the decision log.
 
-use mandate_core::id::AgentId;
+use mandate_core::id::{AgentId, DecisionId};
 use mandate_core::policy::Verdict;
 
 use super::StoreFuture;
@@ -26,7 +26,7 @@ pub trait DecisionStore {
         org_id: &str,
         env: Env,
         only: Option<&AgentId>,
-        id: &str,
+        id: &DecisionId,
     ) -> StoreFuture<'_, Option<Decision>>;
 
     /// A page of decisions, newest first, strictly before seq `before`.

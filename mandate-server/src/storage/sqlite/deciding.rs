@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use mandate_core::id::AgentId;
+use mandate_core::id::{AgentId, ReviewId};
 use mandate_core::review::Review;
 
 use super::store::SqliteStore;
@@ -128,7 +128,7 @@ impl DecidingStore for SqliteStore {
         &self,
         org: Arc<str>,
         env: Env,
-        id: String,
+        id: ReviewId,
     ) -> StoreFuture<'_, Option<(Review, AgentId)>> {
         Box::pin(
             self.db()

@@ -208,9 +208,10 @@ pub fn get(
     conn: &Connection,
     org_id: &str,
     env: Env,
-    agent: Option<&str>,
-    id: &str,
+    agent: Option<&AgentId>,
+    id: &DecisionId,
 ) -> Result<Option<Decision>, StorageError> {
+    let (agent, id) = (agent.map(AgentId::as_str), id.as_str());
     let raw = conn
         .query_row(
             &format!(

@@ -51,8 +51,9 @@ pub fn get(
     conn: &Connection,
     org_id: &str,
     env: Env,
-    id: &str,
+    id: &ReviewId,
 ) -> Result<Option<(Review, String)>, StorageError> {
+    let id = id.as_str();
     let raw = conn
         .query_row(
             "SELECT id, decision_id, status, created_ms, expires_ms, resolved_ms, resolution, reason, agent_id

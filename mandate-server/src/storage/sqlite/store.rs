@@ -7,7 +7,7 @@
 //! per-resource files beside it.
 
 use mandate_core::delivery::NextStep;
-use mandate_core::id::{AgentId, EscrowId, EventId, MandateId, WebhookId};
+use mandate_core::id::{AgentId, DecisionId, EscrowId, EventId, MandateId, ReviewId, WebhookId};
 use mandate_core::idempotency::{NextAction, next_action};
 use mandate_core::mandate::{Mandate, MandateStatus};
 use mandate_core::policy::Mode;
@@ -114,13 +114,13 @@ impl DecisionStore for SqliteStore {
         org_id: &str,
         env: Env,
         only: Option<&AgentId>,
-        id: &str,
+        id: &DecisionId,
     ) -> StoreFuture<'_, Option<Decision>> {
-        let (org, only, id) = (org_id.to_owned(), only.cloned(), id.to_owned());
-        Box::pin(self.db.read(move |conn| {
-            let only = only.as_ref().map(AgentId::as_str);
-            decisions::get(conn, &org, env, only, &id)
-        }))
+        let (org, only, id) = (org_id.to_owned(), only.cloned(), id.clone());
+        Box::pin(
+            self.db
+                .read(move |conn| decisions::get(conn, &org, env, only.as_ref(), &id)),
+        )
     }
 
     fn decisions_page(
@@ -453,7 +453,10 @@ impl TimerStore for SqliteStore {
     fn expire_review(&self, item: &DueItem, now: OffsetDateTime) -> StoreFuture<'_, ()> {
         let item = item.clone();
         Box::pin(self.db.write(move |tx| -> Result<()> {
-            let Some((review, _agent)) = reviews::get(tx, &item.org_id, item.env, &item.id)? else {
+            let Ok(id) = ReviewId::parse(&item.id) else {
+                return Err(StorageError::Corrupt(format!("review id {:?}", item.id)));
+            };
+            let Some((review, _agent)) = reviews::get(tx, &item.org_id, item.env, &id)? else {
                 return Ok(());
             };
             let Ok(expired) = Review::expire(&review, now) else {
