@@ -71,8 +71,7 @@ impl Db {
         // 16 MB of page cache for the writer. Since migration 0006 the pages that new
         // decisions change (the tails of the table and its indexes, the by-agent index's
         // latest bucket) fit in it whatever the history. A larger cache bought little and
-        // took the resident set with 100,000 agents and 10 M decisions over the 200 MB
-        // budget (docs/performance.md).
+        // took the resident set over the memory budget (docs/performance.md).
         writer.pragma_update(None, "cache_size", -16_000)?;
         // The writer's commits write the WAL without syncing it; the sync thread syncs it
         // before any job of the group is answered (so a reported write is as durable as
