@@ -15,6 +15,7 @@ mod durability;
 mod enforcement;
 mod escrows;
 mod exports;
+mod health;
 mod idempotency;
 mod jwks;
 mod lists;

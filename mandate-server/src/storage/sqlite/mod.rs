@@ -27,6 +27,7 @@ pub mod timers;
 pub mod webhooks;
 
 mod db;
+mod health;
 mod migrations;
 mod store;
 mod writer;
