@@ -7,6 +7,7 @@ mod process;
 mod agents;
 mod auth;
 mod authorizations;
+mod backup;
 mod concurrency;
 mod contract;
 mod decisions;
