@@ -220,3 +220,31 @@ fn a_truncated_or_damaged_backup_is_refused_and_nothing_is_restored() {
     // The whole one still passes.
     assert_ok(&run(&["verify-backup"], &[&file]));
 }
+
+#[test]
+fn a_resealed_backup_of_a_broken_database_is_refused_by_sqlites_integrity_check() {
+    use sha2::{Digest, Sha256};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("small.db");
+    onboard(&db, "small");
+    let file = dir.path().join("whole.bak");
+    assert_ok(&backup(&db, &file));
+    // The database's bytes damaged where a b-tree page starts, then a trailer written for
+    // them as `backup` writes it: the checksum matches, the database does not hold.
+    let bytes = std::fs::read(&file).unwrap();
+    let mut database = bytes[..bytes.len() - 56].to_vec();
+    for page in 1..database.len() / 4096 {
+        database[page * 4096..page * 4096 + 16].fill(0xff);
+    }
+    let mut resealed = database.clone();
+    resealed.extend_from_slice(&Sha256::digest(&database));
+    resealed.extend_from_slice(&(database.len() as u64).to_be_bytes());
+    resealed.extend_from_slice(b"MANDATE-BACKUP-1");
+    let broken = dir.path().join("broken.bak");
+    std::fs::write(&broken, &resealed).unwrap();
+
+    assert_refused(&run(&["verify-backup"], &[&broken]), "SQLite");
+    let target = dir.path().join("target.db");
+    assert_refused(&restore(&broken, &target, false), "SQLite");
+    assert!(!target.exists());
+}
