@@ -159,7 +159,8 @@ enum Command {
         /// The backup file.
         file: PathBuf,
     },
-    /// Bring a backup back as the database, after checking it. Stop the server first.
+    /// Bring a backup back as the database, after checking it (never while a server has it
+    /// open).
     Restore {
         /// The backup file.
         #[arg(long)]

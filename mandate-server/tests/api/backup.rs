@@ -143,6 +143,8 @@ async fn a_backup_taken_under_load_restores_every_decision_answered_before_it_be
         answered.lock().unwrap().len() > during,
         "the server kept serving"
     );
+    // A database a server has open is not replaced, even with --force.
+    assert_refused(&restore(&file, &db, true), "is in use");
     server.kill();
 
     let said = assert_ok(&run(&["verify-backup"], &[&file]));

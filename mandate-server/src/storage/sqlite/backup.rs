@@ -61,6 +61,9 @@ pub enum BackupError {
         "{0} exists; stop the server that uses it, then pass --force to replace it (its WAL is removed too)"
     )]
     TargetExists(PathBuf),
+    /// A process (a server) has the database open.
+    #[error("{0} is in use (a server has it open); stop the server, then restore")]
+    InUse(PathBuf),
     /// The source is not a Mandate database.
     #[error("{0} is not a Mandate database (no schema migrations); check --db")]
     NotMandate(PathBuf),
@@ -343,14 +346,42 @@ pub fn verify(file: &Path) -> Result<BackupInfo, BackupError> {
     })
 }
 
+/// Whether another connection has the database at `db` open: an exclusive lock, which a
+/// connection in exclusive locking mode takes on WAL and database file alike, is refused
+/// while any other connection (a server's readers and writer) is open on it. Any other
+/// failure (a file too damaged to be a database) says nothing about its users: `false`.
+fn in_use(db: &Path) -> bool {
+    let Ok(conn) = Connection::open_with_flags(
+        db,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    ) else {
+        return false;
+    };
+    let tried = conn
+        .busy_timeout(Duration::from_millis(200))
+        .and_then(|()| conn.query_row("PRAGMA locking_mode = EXCLUSIVE", [], |_| Ok(())))
+        .and_then(|()| conn.execute_batch("BEGIN EXCLUSIVE; COMMIT;"));
+    matches!(
+        tried.as_ref().map_err(rusqlite::Error::sqlite_error_code),
+        Err(Some(
+            rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+        ))
+    )
+}
+
 /// Brings the backup at `from` back as the database `db`: verified first; an existing `db`
-/// is replaced only with `force` (its WAL and shared-memory files are removed first, so
-/// that no frame of the old database is replayed onto the new one). The server migrates it
-/// when it starts.
+/// is replaced only with `force`, and never while a server has it open (its WAL and
+/// shared-memory files are removed first, so that no frame of the old database is
+/// replayed onto the new one). The server migrates it when it starts.
 pub fn restore(from: &Path, db: &Path, force: bool) -> Result<BackupInfo, BackupError> {
     let info = verify(from)?;
-    if db.exists() && !force {
-        return Err(BackupError::TargetExists(db.to_path_buf()));
+    if db.exists() {
+        if !force {
+            return Err(BackupError::TargetExists(db.to_path_buf()));
+        }
+        if in_use(db) {
+            return Err(BackupError::InUse(db.to_path_buf()));
+        }
     }
     let partial = beside(db, "restoring");
     let written = (|| {
