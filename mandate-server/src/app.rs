@@ -117,7 +117,7 @@ async fn public_not_found() -> Response {
     envelope(
         StatusCode::NOT_FOUND,
         "not_found",
-        "no such path; this host serves /.well-known/jwks.json and /openapi.yaml",
+        "no such path; this host serves /.well-known/jwks.json, /openapi.yaml, /healthz and /readyz",
     )
 }
 

@@ -12,6 +12,7 @@ pub mod decisions;
 pub mod deliveries;
 pub mod escrows;
 pub mod events;
+pub mod health;
 pub mod idempotency;
 pub mod keys;
 pub mod mandates;
@@ -31,6 +32,7 @@ pub use decisions::DecisionStore;
 pub use deliveries::DeliveryStore;
 pub use escrows::EscrowStore;
 pub use events::EventStore;
+pub use health::HealthStore;
 pub use idempotency::IdempotencyStore;
 pub use keys::KeyStore;
 pub use mandates::MandateStore;
@@ -53,6 +55,7 @@ pub trait Store:
     + DeliveryStore
     + EscrowStore
     + EventStore
+    + HealthStore
     + IdempotencyStore
     + KeyStore
     + MandateStore
@@ -72,6 +75,7 @@ impl<T> Store for T where
         + DeliveryStore
         + EscrowStore
         + EventStore
+        + HealthStore
         + IdempotencyStore
         + KeyStore
         + MandateStore

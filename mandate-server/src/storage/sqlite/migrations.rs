@@ -38,6 +38,28 @@ const MIGRATIONS: &[(i64, &str)] = &[
     ),
 ];
 
+/// The highest migration this build knows.
+pub(super) fn latest() -> i64 {
+    MIGRATIONS.last().map_or(0, |(version, _)| *version)
+}
+
+/// The highest migration the database has applied (0 for none, or no table of them).
+pub(super) fn applied(conn: &Connection) -> Result<i64, StorageError> {
+    let has_table: bool = conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations')",
+        [],
+        |row| row.get(0),
+    )?;
+    if !has_table {
+        return Ok(0);
+    }
+    Ok(conn.query_row(
+        "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
+        [],
+        |row| row.get(0),
+    )?)
+}
+
 /// Applies the migrations not applied yet; returns whether any was.
 pub(super) fn migrate(conn: &mut Connection) -> Result<bool, StorageError> {
     conn.execute_batch(

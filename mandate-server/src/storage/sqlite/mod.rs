@@ -11,6 +11,7 @@
 //! checkpoint) and `migrations` the numbered schema changes (`migrations/sqlite/`).
 
 pub mod agents;
+pub mod backup;
 mod deciding;
 pub mod decisions;
 pub mod deliveries;
@@ -27,6 +28,7 @@ pub mod timers;
 pub mod webhooks;
 
 mod db;
+mod health;
 mod migrations;
 mod store;
 mod writer;
