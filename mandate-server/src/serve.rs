@@ -229,6 +229,7 @@ pub async fn start_with(
         agents: AgentStates::default(),
         callers: Default::default(),
         modes: Default::default(),
+        readiness: Default::default(),
         settlement: adapter.provider(),
     });
 

@@ -56,6 +56,8 @@ pub struct Shared {
     pub callers: KeyCache,
     /// Enforcement modes.
     pub modes: ModeCache,
+    /// `/readyz`'s probes, shared by concurrent requests.
+    pub readiness: Readiness,
     /// The live settlement adapter, chosen by the operator.
     pub settlement: Arc<dyn SettlementProvider>,
 }
@@ -103,5 +105,91 @@ impl AppState {
     /// The current time.
     pub fn now(&self) -> time::OffsetDateTime {
         self.clock.now()
+    }
+}
+
+/// Readiness probes shared by concurrent `/readyz` requests: a request takes the result of
+/// a probe that started after it arrived, or runs one itself; one probe runs at a time.
+/// Each answer is as fresh as if the request had probed alone, while a flood of anonymous
+/// requests makes at most one probe write at a time instead of one each.
+#[derive(Default)]
+pub struct Readiness {
+    last: tokio::sync::Mutex<Option<(tokio::time::Instant, Option<String>)>>,
+}
+
+impl Readiness {
+    /// Why the server is not ready (`None`: ready), from `probe` run now or from a probe
+    /// that started after this call did.
+    pub async fn check<F>(&self, probe: F) -> Option<String>
+    where
+        F: std::future::Future<Output = Option<String>>,
+    {
+        let arrived = tokio::time::Instant::now();
+        let mut last = self.last.lock().await;
+        if let Some((started, found)) = &*last
+            && *started >= arrived
+        {
+            return found.clone();
+        }
+        let started = tokio::time::Instant::now();
+        let found = probe.await;
+        *last = Some((started, found.clone()));
+        found
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use super::Readiness;
+
+    /// Concurrent checks share probes (far fewer probes than checks), each check gets the
+    /// result of a probe that started after it arrived, and a check that comes after the
+    /// last probe ended runs a fresh one.
+    #[tokio::test]
+    async fn concurrent_checks_share_probes_that_started_after_they_arrived() {
+        let readiness = Arc::new(Readiness::default());
+        let starts = Arc::new(Mutex::new(Vec::new()));
+        let mut checks = Vec::new();
+        for _ in 0..50 {
+            let (readiness, starts) = (readiness.clone(), starts.clone());
+            checks.push(tokio::spawn(async move {
+                let arrived = tokio::time::Instant::now();
+                let found = readiness
+                    .check(async {
+                        let n = {
+                            let mut starts = starts.lock().unwrap();
+                            starts.push(tokio::time::Instant::now());
+                            starts.len() - 1
+                        };
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        Some(n.to_string())
+                    })
+                    .await;
+                (arrived, found.unwrap().parse::<usize>().unwrap())
+            }));
+        }
+        let mut answers = Vec::new();
+        for check in checks {
+            answers.push(check.await.unwrap());
+        }
+        let starts = starts.lock().unwrap().clone();
+        assert!(
+            (1..10).contains(&starts.len()),
+            "{} probes for 50 checks",
+            starts.len()
+        );
+        for (arrived, probe) in answers {
+            assert!(
+                starts[probe] >= arrived,
+                "a check took a probe that began before it"
+            );
+        }
+        // A later check does not reuse an earlier probe.
+        let again = readiness.check(async { Some("fresh".to_owned()) }).await;
+        assert_eq!(again.as_deref(), Some("fresh"));
     }
 }

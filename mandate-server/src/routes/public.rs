@@ -45,7 +45,7 @@ async fn healthz() -> Response {
 /// environment has a signing key. Otherwise 503 with the first reason found; reasons name
 /// no path and no secret (the storage error itself goes to the log).
 async fn readyz(State(state): State<AppState>) -> Response {
-    match not_ready(&state).await {
+    match state.readiness.check(not_ready(&state)).await {
         None => health(StatusCode::OK, serde_json::json!({"status": "ok"})),
         Some(reason) => health(
             StatusCode::SERVICE_UNAVAILABLE,
