@@ -18,6 +18,7 @@ mod exports;
 mod idempotency;
 mod jwks;
 mod lists;
+mod mandate_extensions;
 mod mandates;
 mod reviews;
 mod webhooks;
