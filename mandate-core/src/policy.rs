@@ -432,6 +432,43 @@ impl fmt::Display for Reason {
     }
 }
 
+impl Reason {
+    /// The rule that decided, as the mandate names it: `no_mandate`, `revoked`,
+    /// `superseded`, `expired`, `velocity`, `categories`, `recipients.deny`,
+    /// `recipients.allow`, `limits.currency`, `limits.per_transaction`, `limits.per_day`,
+    /// `limits.per_week`, `limits.per_month` or `review_above`.
+    pub fn rule(&self) -> &'static str {
+        match self {
+            Self::NoMandate { .. } => "no_mandate",
+            Self::Revoked { .. } => "revoked",
+            Self::Superseded { .. } => "superseded",
+            Self::Expired { .. } => "expired",
+            Self::Velocity { .. } => "velocity",
+            Self::Category { .. } => "categories",
+            Self::Recipient {
+                refusal: RecipientRefusal::Denied,
+                ..
+            } => "recipients.deny",
+            Self::Recipient {
+                refusal: RecipientRefusal::NotAllowed,
+                ..
+            } => "recipients.allow",
+            Self::Window {
+                window: SpendWindow::Day,
+                ..
+            } => "limits.per_day",
+            Self::Window {
+                window: SpendWindow::Week,
+                ..
+            } => "limits.per_week",
+            Self::Currency { .. } => "limits.currency",
+            Self::PerTransaction { .. } => "limits.per_transaction",
+            Self::PerMonth { .. } => "limits.per_month",
+            Self::Review { .. } => "review_above",
+        }
+    }
+}
+
 impl Serialize for Reason {
     /// As its message.
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {

@@ -487,3 +487,45 @@ proptest! {
         }
     }
 }
+
+/// Each reason names its rule as the mandate's field, for tools such as `simulate`.
+#[test]
+fn reasons_name_their_rule() {
+    let m = mandate();
+    let rule = |r: &AuthorizationRequest, h: &AgentHistory| {
+        evaluate(Some(&m), r, h, Mode::Enforce, NOW)
+            .reason
+            .map(|r| r.rule())
+    };
+    let none = AgentHistory::default();
+    assert_eq!(
+        rule(&ask("10", "vendor:aws-gov", "software"), &none),
+        Some("recipients.deny")
+    );
+    assert_eq!(
+        rule(&ask("10", "vendor:zed", "software"), &none),
+        Some("recipients.allow")
+    );
+    assert_eq!(
+        rule(&ask("10", "vendor:acme", "food"), &none),
+        Some("categories")
+    );
+    let today = spent(&[("150", NOW)]);
+    assert_eq!(
+        rule(&ask("60", "vendor:acme", "software"), &today),
+        Some("limits.per_day")
+    );
+    let week = spent(&[
+        ("250", NOW - Duration::days(2)),
+        ("200", NOW - Duration::days(1)),
+    ]);
+    assert_eq!(
+        rule(&ask("60", "vendor:acme", "software"), &week),
+        Some("limits.per_week")
+    );
+    assert_eq!(
+        rule(&ask("90", "vendor:acme", "software"), &none),
+        Some("review_above")
+    );
+    assert_eq!(rule(&ask("10", "vendor:acme", "software"), &none), None);
+}
