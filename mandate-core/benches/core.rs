@@ -25,14 +25,18 @@ const NOW: OffsetDateTime = datetime!(2026-11-22 12:00 UTC);
 const ISS: &str = "https://verdicts.mandate.example";
 const IAT: i64 = 1_795_348_800;
 
-/// A mandate with every limit set, so that every rule is checked on the way to `allow`.
+/// A mandate with every limit and both recipient lists set, so that every rule is checked on
+/// the way to `allow` (the recipient is the last entry of `allow`, after prefixes).
 fn mandate() -> Mandate {
     let terms = MandateDraft::from_json(
         &serde_json::from_str(
             r#"{
                 "agent": "agt_buyer",
                 "principal": "role:cfo",
-                "limits": {"per_transaction": 500.00, "per_month": 5000.00, "currency": "USD"},
+                "limits": {"per_transaction": 500.00, "per_day": 4500.00, "per_week": 4800.00,
+                           "per_month": 5000.00, "currency": "USD"},
+                "recipients": {"allow": ["vendor:aws*", "vendor:gcp*", "vendor:stripe", "vendor:acme"],
+                               "deny": ["vendor:aws-gov*", "vendor:blocked"]},
                 "categories": ["software", "cloud", "travel", "office", "data"],
                 "review_above": 250.00,
                 "expires": "2026-12-31",
@@ -62,8 +66,8 @@ fn request() -> AuthorizationRequest {
 }
 
 /// A history whose velocity window is full ([`VELOCITY_LIMIT`] requests), with the oldest
-/// just outside the trailing 60 seconds, and some spend this month: the velocity rule and
-/// the per-month sum are both evaluated and the request is still allowed.
+/// just outside the trailing 60 seconds, and some spend this day, week and month: the
+/// velocity rule and the window sums are all evaluated and the request is still allowed.
 fn full_history() -> AgentHistory {
     let allowed = Evaluation {
         verdict: Verdict::Allow,

@@ -1,5 +1,5 @@
 //! What the policy engine needs to know about an agent's past: its recent requests (the
-//! velocity window) and its mandate's spend this month.
+//! velocity window) and its mandate's spend this UTC day, ISO week and month.
 //!
 //! Both are plain data with pure update functions, so a server can keep them in memory for
 //! speed and rebuild them from stored decisions at start: feeding the stored requests, in
@@ -96,10 +96,90 @@ impl MonthToDate {
     }
 }
 
+/// A mandate's allowed spend in one numbered period (a UTC day or an ISO week): the
+/// total belongs to `period`, and a spend in a later period starts again from zero.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PeriodToDate {
+    period: i64,
+    total: Amount,
+}
+
+impl PeriodToDate {
+    /// The spend in `period`, zero for any other.
+    fn total_in(&self, period: i64) -> Amount {
+        if period == self.period {
+            self.total
+        } else {
+            Amount::ZERO
+        }
+    }
+
+    /// Adds an allowed amount spent in `period`.
+    fn add_in(&mut self, amount: Amount, period: i64) {
+        if period != self.period {
+            *self = Self {
+                period,
+                total: Amount::ZERO,
+            };
+        }
+        // Saturate rather than wrap, as the month does.
+        self.total = self.total.checked_add(amount).unwrap_or(self.total);
+    }
+}
+
+const SECONDS_A_DAY: i64 = 86_400;
+
+/// The UTC calendar day that contains `at`, counted in days from 1970-01-01.
+pub fn day_of(at: OffsetDateTime) -> i64 {
+    at.unix_timestamp().div_euclid(SECONDS_A_DAY)
+}
+
+/// The ISO week (Monday 00:00 UTC to the next) that contains `at`, counted in weeks from
+/// Monday 1969-12-29, three days before the epoch's Thursday.
+pub fn week_of(at: OffsetDateTime) -> i64 {
+    (day_of(at) + 3).div_euclid(7)
+}
+
+/// A mandate's allowed spend in the current UTC day, ISO week and calendar month, each
+/// rolling over by the time it is asked or added at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SpendToDate {
+    /// The spend this calendar month (UTC).
+    pub month: MonthToDate,
+    /// The spend this UTC day.
+    pub day: PeriodToDate,
+    /// The spend this ISO week (from Monday 00:00 UTC).
+    pub week: PeriodToDate,
+}
+
+impl SpendToDate {
+    /// The month-to-date spend at `now` (the calendar month, UTC).
+    pub fn total_at(&self, now: OffsetDateTime) -> Amount {
+        self.month.total_at(now)
+    }
+
+    /// The spend in the UTC day that contains `now`.
+    pub fn day_total_at(&self, now: OffsetDateTime) -> Amount {
+        self.day.total_in(day_of(now))
+    }
+
+    /// The spend in the ISO week that contains `now`.
+    pub fn week_total_at(&self, now: OffsetDateTime) -> Amount {
+        self.week.total_in(week_of(now))
+    }
+
+    /// Adds an allowed amount spent at `at` to the day, the week and the month.
+    pub fn add(&mut self, amount: Amount, at: OffsetDateTime) {
+        self.month.add(amount, at);
+        self.day.add_in(amount, day_of(at));
+        self.week.add_in(amount, week_of(at));
+    }
+}
+
 /// Everything the engine needs about one agent's past.
 ///
 /// `velocity` is per agent and survives a new mandate; `spend` belongs to the agent's current
-/// mandate, and the owner resets it (to `MonthToDate::default()`) when a new mandate
+/// mandate, and the owner resets it (to `SpendToDate::default()`) when a new mandate
 /// supersedes the old one. A request is recorded with
 /// [`AgentHistory::record`](crate::history::AgentHistory::record), defined beside the
 /// engine in [`crate::policy`] because it reads the engine's [`Evaluation`](crate::policy::Evaluation).
@@ -107,8 +187,8 @@ impl MonthToDate {
 pub struct AgentHistory {
     /// The agent's recent requests.
     pub velocity: VelocityWindow,
-    /// The current mandate's month-to-date allowed spend.
-    pub spend: MonthToDate,
+    /// The current mandate's allowed spend this day, week and month.
+    pub spend: SpendToDate,
 }
 
 /// Milliseconds since the Unix epoch.
@@ -156,5 +236,45 @@ mod tests {
         // Another time zone is read in UTC.
         let local = datetime!(2026-12-31 20:00 -05:00);
         assert_eq!(spend.total_at(local), Amount::ZERO);
+    }
+
+    #[test]
+    fn day_and_week_roll_over_at_utc_midnight_and_monday() {
+        let a = Amount::parse("40").unwrap();
+        let mut spend = SpendToDate::default();
+        // Sunday 2026-11-29 23:59:59 UTC, then Monday 2026-11-30 00:00 UTC.
+        spend.add(a, datetime!(2026-11-29 23:59:59 UTC));
+        spend.add(a, datetime!(2026-11-29 23:59:59 UTC));
+        let day = spend.day_total_at(datetime!(2026-11-29 0:00 UTC));
+        assert_eq!(day.to_string(), "80");
+        let week = spend.week_total_at(datetime!(2026-11-23 0:00 UTC));
+        assert_eq!(week.to_string(), "80");
+        let monday = datetime!(2026-11-30 0:00 UTC);
+        assert_eq!(spend.day_total_at(monday), Amount::ZERO);
+        assert_eq!(spend.week_total_at(monday), Amount::ZERO);
+        // A week that starts in November holds the first of December; the month does not.
+        spend.add(a, datetime!(2026-11-30 12:00 UTC));
+        spend.add(a, datetime!(2026-12-01 0:00 UTC));
+        let sunday = datetime!(2026-12-06 23:59:59 UTC);
+        assert_eq!(spend.week_total_at(sunday).to_string(), "80");
+        assert_eq!(spend.total_at(sunday).to_string(), "40");
+        assert_eq!(
+            spend
+                .day_total_at(datetime!(2026-12-01 23:59 UTC))
+                .to_string(),
+            "40"
+        );
+        assert_eq!(
+            spend.week_total_at(datetime!(2026-12-07 0:00 UTC)),
+            Amount::ZERO
+        );
+        // Another time zone is read in UTC: Monday 00:30 in Paris is still Sunday in UTC.
+        let paris = datetime!(2026-11-30 0:30 +01:00);
+        assert_eq!(week_of(paris), week_of(datetime!(2026-11-29 0:00 UTC)));
+        // Weeks start on Monday before the epoch too.
+        assert_eq!(week_of(datetime!(1969-12-29 0:00 UTC)), 0);
+        assert_eq!(week_of(datetime!(1969-12-28 23:59:59 UTC)), -1);
+        assert_eq!(week_of(datetime!(1970-01-04 23:59:59 UTC)), 0);
+        assert_eq!(week_of(datetime!(1970-01-05 0:00 UTC)), 1);
     }
 }

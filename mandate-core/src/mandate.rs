@@ -6,6 +6,8 @@
 //! holds valid values. Whether a mandate is expired is a question of time, so it is asked
 //! with `now` ([`Mandate::status_at`]), never stored.
 
+use std::fmt;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use time::{Date, OffsetDateTime};
@@ -13,18 +15,120 @@ use time::{Date, OffsetDateTime};
 use crate::amount::Amount;
 use crate::field::{FieldError, amount, check_fields, invalid, present, required, string};
 use crate::id::{AgentId, MandateId};
-use crate::names::{Category, Currency, Principal};
+use crate::names::{Category, Currency, Principal, Recipient};
 
 /// The limits of a mandate.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Limits {
     /// The hard cap on one transaction.
     pub per_transaction: Amount,
+    /// The cap on this mandate's allowed spend in one UTC calendar day, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_day: Option<Amount>,
+    /// The cap on this mandate's allowed spend in one ISO week (from Monday 00:00 UTC), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_week: Option<Amount>,
     /// The cap on this mandate's allowed spend in one calendar month (UTC), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_month: Option<Amount>,
     /// The currency every amount is in.
     pub currency: Currency,
+}
+
+/// The most entries `recipients.allow` and `recipients.deny` may each hold.
+pub const MAX_RECIPIENT_ENTRIES: usize = 100;
+
+/// One entry of a recipient list: an exact recipient (`vendor:acme`) or a prefix ending in
+/// `*` (`vendor:aws*`), which matches every recipient that starts with the text before it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum RecipientPattern {
+    /// This recipient only.
+    Exact(Recipient),
+    /// Every recipient that starts with this text (stored without the `*`).
+    Prefix(String),
+}
+
+impl RecipientPattern {
+    /// Parses `vendor:<name>` or `vendor:<start>*`, where `<start>` may be empty.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text.strip_suffix('*') {
+            Some(prefix) => {
+                let start = prefix.strip_prefix("vendor:")?;
+                let tail = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-');
+                (start.len() <= 128 && start.bytes().all(tail))
+                    .then(|| Self::Prefix(prefix.to_owned()))
+            }
+            None => Recipient::parse(text).ok().map(Self::Exact),
+        }
+    }
+
+    /// Whether `recipient` is this one or starts with this prefix.
+    pub fn matches(&self, recipient: &Recipient) -> bool {
+        match self {
+            Self::Exact(exact) => exact == recipient,
+            Self::Prefix(prefix) => recipient.as_str().starts_with(prefix.as_str()),
+        }
+    }
+}
+
+impl fmt::Display for RecipientPattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Exact(exact) => f.write_str(exact.as_str()),
+            Self::Prefix(prefix) => write!(f, "{prefix}*"),
+        }
+    }
+}
+
+impl Serialize for RecipientPattern {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for RecipientPattern {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        Self::parse(&text).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "{text:?} is not vendor:<name> or a prefix ending in *"
+            ))
+        })
+    }
+}
+
+/// Which recipients a mandate may pay: `deny` wins over `allow`, and an empty `allow`
+/// means any recipient not denied.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Recipients {
+    /// Recipients that may be paid; empty for any.
+    #[serde(default)]
+    pub allow: Vec<RecipientPattern>,
+    /// Recipients that may never be paid.
+    #[serde(default)]
+    pub deny: Vec<RecipientPattern>,
+}
+
+/// Why a recipient is refused by a mandate's lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RecipientRefusal {
+    /// It matches an entry of `recipients.deny`.
+    Denied,
+    /// `recipients.allow` is not empty and no entry matches it.
+    NotAllowed,
+}
+
+impl Recipients {
+    /// Whether `recipient` may be paid, or why not.
+    pub fn check(&self, recipient: &Recipient) -> Result<(), RecipientRefusal> {
+        if self.deny.iter().any(|p| p.matches(recipient)) {
+            return Err(RecipientRefusal::Denied);
+        }
+        if !self.allow.is_empty() && !self.allow.iter().any(|p| p.matches(recipient)) {
+            return Err(RecipientRefusal::NotAllowed);
+        }
+        Ok(())
+    }
 }
 
 /// Escrow terms: stored and echoed, never read by the policy engine.
@@ -51,6 +155,8 @@ pub struct MandateDraft {
     pub expires: Date,
     /// Escrow terms, stored and echoed.
     pub escrow: Option<EscrowTerms>,
+    /// Which recipients may be paid; `None` for any.
+    pub recipients: Option<Recipients>,
 }
 
 /// The stored state of a mandate. `expired` is never stored: see [`Mandate::status_at`].
@@ -104,7 +210,13 @@ pub struct Mandate {
 }
 
 const READ_ONLY_FIELDS: &[&str] = &["id", "status", "created_at", "agent_key", "revoked_at"];
-const LIMIT_FIELDS: &[&str] = &["per_transaction", "per_month", "currency"];
+const LIMIT_FIELDS: &[&str] = &[
+    "per_transaction",
+    "per_day",
+    "per_week",
+    "per_month",
+    "currency",
+];
 const TOP_FIELDS: &[&str] = &[
     "agent",
     "principal",
@@ -113,6 +225,7 @@ const TOP_FIELDS: &[&str] = &[
     "review_above",
     "expires",
     "escrow",
+    "recipients",
 ];
 /// Parses a `YYYY-MM-DD` date.
 pub fn parse_date(text: &str) -> Option<Date> {
@@ -148,6 +261,12 @@ impl MandateDraft {
             required(limits_object, "per_transaction", "limits.per_transaction")?,
             "limits.per_transaction",
         )?;
+        let per_day = present(limits_object, "per_day")
+            .map(|v| amount(v, "limits.per_day"))
+            .transpose()?;
+        let per_week = present(limits_object, "per_week")
+            .map(|v| amount(v, "limits.per_week"))
+            .transpose()?;
         let per_month = present(limits_object, "per_month")
             .map(|v| amount(v, "limits.per_month"))
             .transpose()?;
@@ -199,11 +318,18 @@ impl MandateDraft {
             None => None,
         };
 
+        let recipients = match present(object, "recipients") {
+            Some(v) => Some(recipients_from(v)?),
+            None => None,
+        };
+
         Ok(Self {
             agent,
             principal,
             limits: Limits {
                 per_transaction,
+                per_day,
+                per_week,
                 per_month,
                 currency,
             },
@@ -211,8 +337,51 @@ impl MandateDraft {
             review_above,
             expires,
             escrow,
+            recipients,
         })
     }
+}
+
+/// Parses `recipients`: `{"allow": [...], "deny": [...]}`, both optional, each at most
+/// [`MAX_RECIPIENT_ENTRIES`] entries; duplicates are dropped, the order kept.
+fn recipients_from(value: &Value) -> Result<Recipients, FieldError> {
+    let object = value
+        .as_object()
+        .ok_or_else(|| invalid("recipients", "must be an object with allow and deny lists"))?;
+    check_fields(object, "recipients.", &["allow", "deny"], &[])?;
+    let list = |key: &str| -> Result<Vec<RecipientPattern>, FieldError> {
+        let path = format!("recipients.{key}");
+        let Some(v) = present(object, key) else {
+            return Ok(Vec::new());
+        };
+        let items = v
+            .as_array()
+            .ok_or_else(|| invalid(&path, "must be an array of strings"))?;
+        if items.len() > MAX_RECIPIENT_ENTRIES {
+            return Err(invalid(
+                &path,
+                format!("must have at most {MAX_RECIPIENT_ENTRIES} entries"),
+            ));
+        }
+        let mut patterns: Vec<RecipientPattern> = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            let item_path = format!("{path}[{i}]");
+            let pattern = RecipientPattern::parse(string(item, &item_path)?).ok_or_else(|| {
+                invalid(
+                    &item_path,
+                    "must be a recipient, vendor:<name>, or a prefix ending in *, such as vendor:aws*",
+                )
+            })?;
+            if !patterns.contains(&pattern) {
+                patterns.push(pattern);
+            }
+        }
+        Ok(patterns)
+    };
+    Ok(Recipients {
+        allow: list("allow")?,
+        deny: list("deny")?,
+    })
 }
 
 impl MandateDraft {
@@ -262,6 +431,7 @@ impl Mandate {
             id: self.id.clone(),
             limits: terms.limits.clone(),
             principal: terms.principal.clone(),
+            recipients: terms.recipients.clone(),
             review_above: terms.review_above,
             status: self.status_at(now),
         }

@@ -3,7 +3,8 @@
 //!
 //! The rules run in a fixed order and the first that holds is the verdict:
 //! `deny_no_mandate`, `deny_revoked`, `deny_expired`, `deny_velocity`, `deny_category`,
-//! `deny_limit` (currency, per transaction, per month), `review`, `allow`. Every denial
+//! `deny_recipient`, `deny_limit` (currency, per transaction, per day, per week, per
+//! month), `review`, `allow`. Every denial
 //! carries a [`Reason`] naming the numbers involved: kept as data, so that deciding costs
 //! no formatting, and written out as text (its `Display`) when the decision is answered. In observe mode nothing blocks: the
 //! returned verdict is `allow` and `policy_verdict` keeps what enforcement would have said.
@@ -18,7 +19,7 @@ use crate::amount::Amount;
 use crate::field::{FieldError, amount, check_fields, invalid, object, required, string};
 use crate::history::{AgentHistory, unix_ms};
 use crate::id::{AgentId, MandateId};
-use crate::mandate::{Mandate, MandateStatus, format_date};
+use crate::mandate::{Mandate, MandateStatus, RecipientRefusal, format_date};
 use crate::names::{Category, Currency, Recipient};
 
 /// The outcome of an authorization request.
@@ -39,18 +40,21 @@ pub enum Verdict {
     DenyVelocity,
     /// The category is not allowed.
     DenyCategory,
-    /// A limit (per transaction, per month, or the currency) is exceeded.
+    /// The recipient is denied by, or not in, the mandate's recipient lists.
+    DenyRecipient,
+    /// A limit (per transaction, per day, per week, per month, or the currency) is exceeded.
     DenyLimit,
 }
 
 impl Verdict {
     /// Every verdict, in the order the engine checks them (allow last).
-    pub const ALL: [Verdict; 8] = [
+    pub const ALL: [Verdict; 9] = [
         Verdict::DenyNoMandate,
         Verdict::DenyRevoked,
         Verdict::DenyExpired,
         Verdict::DenyVelocity,
         Verdict::DenyCategory,
+        Verdict::DenyRecipient,
         Verdict::DenyLimit,
         Verdict::Review,
         Verdict::Allow,
@@ -66,6 +70,7 @@ impl Verdict {
             Self::DenyExpired => "deny_expired",
             Self::DenyVelocity => "deny_velocity",
             Self::DenyCategory => "deny_category",
+            Self::DenyRecipient => "deny_recipient",
             Self::DenyLimit => "deny_limit",
         }
     }
@@ -230,6 +235,15 @@ impl AuthorizationRequest {
     }
 }
 
+/// A spend window shorter than the month, limited by `limits.per_day` or `limits.per_week`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SpendWindow {
+    /// The UTC calendar day.
+    Day,
+    /// The ISO week, from Monday 00:00 UTC.
+    Week,
+}
+
 /// What the engine concluded, with its reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Evaluation {
@@ -279,6 +293,26 @@ pub enum Reason {
         category: Category,
         /// The mandate that does not allow it.
         mandate: MandateId,
+    },
+    /// `deny_recipient`: the recipient is denied by, or not allowed by, the mandate's lists.
+    Recipient {
+        /// The recipient asked for.
+        recipient: Recipient,
+        /// The mandate whose lists refuse it.
+        mandate: MandateId,
+        /// Which list refuses it.
+        refusal: RecipientRefusal,
+    },
+    /// `deny_limit`: the spend this UTC day or ISO week plus the amount is over its limit.
+    Window {
+        /// The day or the week.
+        window: SpendWindow,
+        /// Allowed so far in the window.
+        spent: Amount,
+        /// The amount asked for.
+        amount: Amount,
+        /// The limit.
+        limit: Amount,
     },
     /// `deny_limit`: another currency than the mandate's.
     Currency {
@@ -335,6 +369,43 @@ impl fmt::Display for Reason {
             Self::Category { category, mandate } => {
                 write!(f, "category {category} is not allowed by mandate {mandate}")
             }
+            Self::Recipient {
+                recipient,
+                mandate,
+                refusal: RecipientRefusal::Denied,
+            } => write!(
+                f,
+                "recipient {recipient} is denied by mandate {mandate}'s recipients.deny"
+            ),
+            Self::Recipient {
+                recipient,
+                mandate,
+                refusal: RecipientRefusal::NotAllowed,
+            } => write!(
+                f,
+                "recipient {recipient} is not in mandate {mandate}'s recipients.allow"
+            ),
+            Self::Window {
+                window,
+                spent,
+                amount,
+                limit,
+            } => {
+                let (spend, field) = match window {
+                    SpendWindow::Day => ("today's", "per_day"),
+                    SpendWindow::Week => ("this week's", "per_week"),
+                };
+                match spent.checked_add(*amount) {
+                    Some(total) => write!(
+                        f,
+                        "amount {amount} would bring {spend} spend to {total}, over the {field} limit {limit}"
+                    ),
+                    None => write!(
+                        f,
+                        "amount {amount} would bring {spend} spend of {spent} past any amount, over the {field} limit {limit}"
+                    ),
+                }
+            }
             Self::Currency { requested, allowed } => write!(
                 f,
                 "currency {requested} differs from the mandate's currency {allowed}"
@@ -357,6 +428,43 @@ impl fmt::Display for Reason {
                 f,
                 "amount {amount} is above review_above {review_above} and needs a human review"
             ),
+        }
+    }
+}
+
+impl Reason {
+    /// The rule that decided, as the mandate names it: `no_mandate`, `revoked`,
+    /// `superseded`, `expired`, `velocity`, `categories`, `recipients.deny`,
+    /// `recipients.allow`, `limits.currency`, `limits.per_transaction`, `limits.per_day`,
+    /// `limits.per_week`, `limits.per_month` or `review_above`.
+    pub fn rule(&self) -> &'static str {
+        match self {
+            Self::NoMandate { .. } => "no_mandate",
+            Self::Revoked { .. } => "revoked",
+            Self::Superseded { .. } => "superseded",
+            Self::Expired { .. } => "expired",
+            Self::Velocity { .. } => "velocity",
+            Self::Category { .. } => "categories",
+            Self::Recipient {
+                refusal: RecipientRefusal::Denied,
+                ..
+            } => "recipients.deny",
+            Self::Recipient {
+                refusal: RecipientRefusal::NotAllowed,
+                ..
+            } => "recipients.allow",
+            Self::Window {
+                window: SpendWindow::Day,
+                ..
+            } => "limits.per_day",
+            Self::Window {
+                window: SpendWindow::Week,
+                ..
+            } => "limits.per_week",
+            Self::Currency { .. } => "limits.currency",
+            Self::PerTransaction { .. } => "limits.per_transaction",
+            Self::PerMonth { .. } => "limits.per_month",
+            Self::Review { .. } => "review_above",
         }
     }
 }
@@ -437,6 +545,18 @@ fn judge(
             }),
         );
     }
+    if let Some(recipients) = &terms.recipients
+        && let Err(refusal) = recipients.check(&request.recipient)
+    {
+        return (
+            Verdict::DenyRecipient,
+            Some(Reason::Recipient {
+                recipient: request.recipient.clone(),
+                mandate: mandate.id.clone(),
+                refusal,
+            }),
+        );
+    }
     let limits = &terms.limits;
     if request.currency != limits.currency {
         return (
@@ -455,6 +575,31 @@ fn judge(
                 limit: limits.per_transaction,
             }),
         );
+    }
+    for (window, limit) in [
+        (SpendWindow::Day, limits.per_day),
+        (SpendWindow::Week, limits.per_week),
+    ] {
+        let Some(limit) = limit else { continue };
+        let spent = match window {
+            SpendWindow::Day => history.spend.day_total_at(now),
+            SpendWindow::Week => history.spend.week_total_at(now),
+        };
+        let over = match spent.checked_add(request.amount) {
+            Some(total) => total > limit,
+            None => true,
+        };
+        if over {
+            return (
+                Verdict::DenyLimit,
+                Some(Reason::Window {
+                    window,
+                    spent,
+                    amount: request.amount,
+                    limit,
+                }),
+            );
+        }
     }
     if let Some(per_month) = limits.per_month {
         let spent = history.spend.total_at(now);
@@ -492,7 +637,7 @@ fn judge(
 impl AgentHistory {
     /// Records a request that reached the engine. Every request counts for velocity,
     /// whatever its verdict; an `allow` verdict (the effective one, what was returned and
-    /// signed) adds its amount to the month-to-date spend.
+    /// signed) adds its amount to the day's, the week's and the month's spend.
     pub fn record(&mut self, evaluation: &Evaluation, amount: Amount, now: OffsetDateTime) {
         self.velocity.record(unix_ms(now));
         if evaluation.verdict == Verdict::Allow {
@@ -525,9 +670,10 @@ pub fn evaluate(
     }
 }
 
-/// Re-checks an approved review against the mandate as it is now: revoked, expired or
-/// over `per_month` gives that denial instead of `allow`; the review threshold and the
-/// velocity rule are not applied again.
+/// Re-checks an approved review against the mandate as it is now: revoked, expired, a
+/// category or recipient it no longer allows, or over `per_day`, `per_week` or `per_month`
+/// gives that denial instead of `allow`; the review threshold and the velocity rule are
+/// not applied again.
 ///
 /// `mode` is the one in force at approval. Reviews open only in `enforce`, but the
 /// environment may have switched to `observe` since: then nothing blocks, as for any

@@ -6,8 +6,9 @@
 //! Each criterion iteration replays the whole stream ([`STREAM_LEN`] requests) from empty
 //! histories; the per-decision time is the iteration time divided by the stream length.
 //! Both sides keep the history in Rust (`AgentHistory`, `history.record`); the Cedar side
-//! also builds each request's context (amount, currency, category, month-to-date, requests
-//! in the last 60 s, now) before `Authorizer::is_authorized`.
+//! also builds each request's context (amount, currency, category, recipient, the spends of
+//! the day, the week and the month, requests in the last 60 s, now) before
+//! `Authorizer::is_authorized`.
 
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
@@ -26,7 +27,10 @@ fn criterion_dir() -> PathBuf {
 
 /// The mean time per iteration criterion just measured, in nanoseconds.
 fn mean_ns(bench: &str) -> Option<f64> {
-    let path = criterion_dir().join(GROUP).join(bench).join("new/estimates.json");
+    let path = criterion_dir()
+        .join(GROUP)
+        .join(bench)
+        .join("new/estimates.json");
     let text = std::fs::read_to_string(path).ok()?;
     let json: serde_json::Value = serde_json::from_str(&text).ok()?;
     json["mean"]["point_estimate"].as_f64()

@@ -1,11 +1,12 @@
 //! The same mandate decided by two engines: `mandate_core::policy::evaluate` and the mandate
 //! written as Cedar policies, evaluated with `cedar_policy::Authorizer::is_authorized`.
 //!
-//! Cedar has no state, so the agent's history (velocity window, month-to-date spend) is kept
-//! in Rust with `mandate_core::history::AgentHistory` for **both** engines. For Cedar the
-//! numbers it needs (requests in the trailing 60 s, month-to-date spend) are read from that
-//! history and passed in the request context; every rule itself (expiry, velocity, category,
-//! currency, per transaction, per month, review) is a Cedar policy.
+//! Cedar has no state, so the agent's history (velocity window, spend of the day, the week
+//! and the month) is kept in Rust with `mandate_core::history::AgentHistory` for **both**
+//! engines. For Cedar the numbers it needs (requests in the trailing 60 s, the spends) are
+//! read from that history and passed in the request context; every rule itself (expiry,
+//! velocity, category, recipient lists, currency, per transaction, per day, per week, per
+//! month, review) is a Cedar policy.
 //!
 //! Both engines see the same deterministic stream ([`stream`]) of a few thousand requests
 //! from a few agents; [`run_core`] and [`run_cedar`] replay it from empty histories.
@@ -19,8 +20,12 @@ use cedar_policy::{
 use mandate_core::amount::Amount;
 use mandate_core::history::{AgentHistory, VELOCITY_LIMIT, VELOCITY_WINDOW_MS, unix_ms};
 use mandate_core::id::{AgentId, MandateId};
-use mandate_core::mandate::{Mandate, MandateDraft, MandateStatus};
-use mandate_core::policy::{AuthorizationRequest, Evaluation, Mode, Reason, Verdict, evaluate};
+use mandate_core::mandate::{
+    Mandate, MandateDraft, MandateStatus, RecipientPattern, RecipientRefusal,
+};
+use mandate_core::policy::{
+    AuthorizationRequest, Evaluation, Mode, Reason, SpendWindow, Verdict, evaluate,
+};
 use time::macros::datetime;
 use time::{Duration, OffsetDateTime, Time};
 
@@ -29,18 +34,36 @@ pub const STREAM_LEN: usize = 4000;
 /// How many agents share the mandate.
 pub const AGENTS: usize = 8;
 
-/// The mandate both engines enforce: every limit set.
+/// The mandate's `per_day`, chosen so that the stream reaches it often.
+const PER_DAY: &str = "2500.00";
+/// The mandate's `per_week`.
+const PER_WEEK: &str = "7000.00";
+
+/// The recipients of the stream: allowed exactly, allowed by prefix, denied by prefix
+/// (though the allow prefix matches too), denied exactly, and in no list.
+const RECIPIENTS: [&str; 6] = [
+    "vendor:acme",
+    "vendor:acme",
+    "vendor:aws-eu",
+    "vendor:aws-gov-1",
+    "vendor:acme-old",
+    "vendor:zed",
+];
+
+/// The mandate both engines enforce: every limit and both recipient lists set.
 pub fn mandate() -> Mandate {
-    let body = serde_json::from_str(
-        r#"{
+    let text = r#"{
             "agent": "agt_a0",
-            "limits": {"per_transaction": 500.00, "per_month": 20000.00, "currency": "USD"},
+            "limits": {"per_transaction": 500.00, "per_day": PER_DAY, "per_week": PER_WEEK,
+                       "per_month": 20000.00, "currency": "USD"},
             "categories": ["software", "cloud", "travel", "office", "data"],
+            "recipients": {"allow": ["vendor:acme", "vendor:aws*"], "deny": ["vendor:aws-gov*", "vendor:acme-old"]},
             "review_above": 250.00,
             "expires": "2026-12-31"
-        }"#,
-    )
-    .expect("mandate JSON");
+        }"#
+    .replace("PER_DAY", PER_DAY)
+    .replace("PER_WEEK", PER_WEEK);
+    let body = serde_json::from_str(&text).expect("mandate JSON");
     Mandate {
         id: MandateId::from_random([3; 16]),
         terms: MandateDraft::from_json(&body).expect("mandate draft"),
@@ -79,8 +102,10 @@ impl Lcg {
 /// The deterministic request stream: [`STREAM_LEN`] requests from [`AGENTS`] agents, from
 /// 2026-11-20 to early January 2027. Half the traffic is one busy agent (velocity denials);
 /// amounts from cents to 700 (review and per-transaction denials, month-to-date reached);
-/// about 8 % in EUR, about 10 % in categories the mandate does not allow; the month turns
-/// (month-to-date resets) and the mandate expires at the end of 2026-12-31.
+/// about 8 % in EUR, about 10 % in categories the mandate does not allow, about 30 % to
+/// recipients other than vendor:acme (allowed by prefix, denied, or in no list); days and
+/// weeks turn (their spends reach and reset), the month turns (month-to-date resets) and the
+/// mandate expires at the end of 2026-12-31.
 pub fn stream() -> Vec<Item> {
     const CATEGORIES: [&str; 7] = [
         "software", "cloud", "travel", "office", "data", "gambling", "crypto",
@@ -88,7 +113,9 @@ pub fn stream() -> Vec<Item> {
     let agents: Vec<AgentId> = (0..AGENTS)
         .map(|i| AgentId::parse(&format!("agt_a{i}")).expect("agent id"))
         .collect();
-    let mut rng = Lcg(0x6d61_6e64_6174_65);
+    let mut rng = Lcg(0x006d_616e_6461_7465);
+    // Recipients come from their own generator, so the other draws stay as they were.
+    let mut recipients = Lcg(0x7265_6369_7069_656e);
     let mut at = datetime!(2026-11-20 0:00 UTC);
     let mut items = Vec::with_capacity(STREAM_LEN);
     for _ in 0..STREAM_LEN {
@@ -105,7 +132,7 @@ pub fn stream() -> Vec<Item> {
             1 + rng.below(AGENTS as u64 - 1) as usize
         };
         let cents = match rng.below(100) {
-            0..=59 => rng.below(10_000),          // up to 100.00
+            0..=59 => rng.below(10_000),           // up to 100.00
             60..=89 => 10_000 + rng.below(20_000), // 100 to 300
             _ => 25_000 + rng.below(45_001),       // 250 to 700
         };
@@ -121,8 +148,14 @@ pub fn stream() -> Vec<Item> {
         } else {
             CATEGORIES[rng.below(5) as usize]
         };
+        // Mostly vendor:acme; about one request in six to each of the others in turn.
+        let recipient = if recipients.below(10) < 7 {
+            RECIPIENTS[0]
+        } else {
+            RECIPIENTS[1 + recipients.below(5) as usize]
+        };
         let body = serde_json::from_str(&format!(
-            r#"{{"amount": {amount}, "currency": "{currency}", "recipient": "vendor:acme", "category": "{category}"}}"#
+            r#"{{"amount": {amount}, "currency": "{currency}", "recipient": "{recipient}", "category": "{category}"}}"#
         ))
         .expect("request JSON");
         let request =
@@ -140,7 +173,13 @@ pub fn run_core(mandate: &Mandate, items: &[Item]) -> Vec<Evaluation> {
         .iter()
         .map(|item| {
             let history = &mut histories[item.agent];
-            let evaluation = evaluate(Some(mandate), &item.request, history, Mode::Enforce, item.at);
+            let evaluation = evaluate(
+                Some(mandate),
+                &item.request,
+                history,
+                Mode::Enforce,
+                item.at,
+            );
             history.record(&evaluation, item.request.amount, item.at);
             evaluation
         })
@@ -158,10 +197,18 @@ pub enum Rule {
     DenyVelocity,
     /// `deny_category`.
     DenyCategory,
+    /// `deny_recipient`: the recipient matches `recipients.deny`.
+    DenyRecipientDenied,
+    /// `deny_recipient`: `recipients.allow` has no entry for the recipient.
+    DenyRecipientNotAllowed,
     /// `deny_limit`: the currency differs.
     DenyLimitCurrency,
     /// `deny_limit`: above per_transaction.
     DenyLimitPerTransaction,
+    /// `deny_limit`: today's spend plus amount above per_day.
+    DenyLimitPerDay,
+    /// `deny_limit`: this week's spend plus amount above per_week.
+    DenyLimitPerWeek,
     /// `deny_limit`: month-to-date plus amount above per_month.
     DenyLimitPerMonth,
     /// `review`.
@@ -172,12 +219,16 @@ pub enum Rule {
 
 impl Rule {
     /// Policy ids of the forbid rules, in the engine's order (first one wins).
-    pub const FORBIDS: [(&'static str, Rule); 7] = [
+    pub const FORBIDS: [(&'static str, Rule); 11] = [
         ("deny_expired", Rule::DenyExpired),
         ("deny_velocity", Rule::DenyVelocity),
         ("deny_category", Rule::DenyCategory),
+        ("deny_recipient_denied", Rule::DenyRecipientDenied),
+        ("deny_recipient_not_allowed", Rule::DenyRecipientNotAllowed),
         ("deny_limit_currency", Rule::DenyLimitCurrency),
         ("deny_limit_per_transaction", Rule::DenyLimitPerTransaction),
+        ("deny_limit_per_day", Rule::DenyLimitPerDay),
+        ("deny_limit_per_week", Rule::DenyLimitPerWeek),
         ("deny_limit_per_month", Rule::DenyLimitPerMonth),
         ("review", Rule::Review),
     ];
@@ -189,9 +240,12 @@ impl Rule {
             Rule::DenyExpired => Verdict::DenyExpired,
             Rule::DenyVelocity => Verdict::DenyVelocity,
             Rule::DenyCategory => Verdict::DenyCategory,
-            Rule::DenyLimitCurrency | Rule::DenyLimitPerTransaction | Rule::DenyLimitPerMonth => {
-                Verdict::DenyLimit
-            }
+            Rule::DenyRecipientDenied | Rule::DenyRecipientNotAllowed => Verdict::DenyRecipient,
+            Rule::DenyLimitCurrency
+            | Rule::DenyLimitPerTransaction
+            | Rule::DenyLimitPerDay
+            | Rule::DenyLimitPerWeek
+            | Rule::DenyLimitPerMonth => Verdict::DenyLimit,
             Rule::Review => Verdict::Review,
             Rule::Allow => Verdict::Allow,
         }
@@ -207,6 +261,40 @@ impl Rule {
             Verdict::DenyExpired => Rule::DenyExpired,
             Verdict::DenyVelocity => Rule::DenyVelocity,
             Verdict::DenyCategory => Rule::DenyCategory,
+            Verdict::DenyRecipient
+                if matches!(
+                    reason,
+                    Some(Reason::Recipient {
+                        refusal: RecipientRefusal::Denied,
+                        ..
+                    })
+                ) =>
+            {
+                Rule::DenyRecipientDenied
+            }
+            Verdict::DenyRecipient => Rule::DenyRecipientNotAllowed,
+            Verdict::DenyLimit
+                if matches!(
+                    reason,
+                    Some(Reason::Window {
+                        window: SpendWindow::Day,
+                        ..
+                    })
+                ) =>
+            {
+                Rule::DenyLimitPerDay
+            }
+            Verdict::DenyLimit
+                if matches!(
+                    reason,
+                    Some(Reason::Window {
+                        window: SpendWindow::Week,
+                        ..
+                    })
+                ) =>
+            {
+                Rule::DenyLimitPerWeek
+            }
             Verdict::DenyLimit if matches!(reason, Some(Reason::Currency { .. })) => {
                 Rule::DenyLimitCurrency
             }
@@ -255,13 +343,39 @@ pub fn cedar_policies(mandate: &Mandate) -> String {
         "@id(\"allow\")\npermit (principal is Agent, action == Action::\"authorize\", resource == Mandate::\"{}\");\n",
         mandate.id
     );
-    text += &format!("@id(\"deny_expired\")\nforbid ({scope}) when {{ context.now >= {expired_from} }};\n");
+    text += &format!(
+        "@id(\"deny_expired\")\nforbid ({scope}) when {{ context.now >= {expired_from} }};\n"
+    );
     text += &format!(
         "@id(\"deny_velocity\")\nforbid ({scope}) when {{ context.recent_requests >= {VELOCITY_LIMIT} }};\n"
     );
     text += &format!(
         "@id(\"deny_category\")\nforbid ({scope}) unless {{ [{categories}].contains(context.category) }};\n"
     );
+    if let Some(recipients) = &terms.recipients {
+        // A prefix entry is Cedar's `like` with its `*`; an exact one is `==`.
+        let matches = |list: &[RecipientPattern]| {
+            list.iter()
+                .map(|p| match p {
+                    RecipientPattern::Exact(r) => format!("context.recipient == \"{r}\""),
+                    RecipientPattern::Prefix(_) => format!("context.recipient like \"{p}\""),
+                })
+                .collect::<Vec<_>>()
+                .join(" || ")
+        };
+        if !recipients.deny.is_empty() {
+            text += &format!(
+                "@id(\"deny_recipient_denied\")\nforbid ({scope}) when {{ {} }};\n",
+                matches(&recipients.deny)
+            );
+        }
+        if !recipients.allow.is_empty() {
+            text += &format!(
+                "@id(\"deny_recipient_not_allowed\")\nforbid ({scope}) unless {{ {} }};\n",
+                matches(&recipients.allow)
+            );
+        }
+    }
     text += &format!(
         "@id(\"deny_limit_currency\")\nforbid ({scope}) when {{ context.currency != \"{}\" }};\n",
         limits.currency
@@ -270,6 +384,18 @@ pub fn cedar_policies(mandate: &Mandate) -> String {
         "@id(\"deny_limit_per_transaction\")\nforbid ({scope}) when {{ context.amount > {} }};\n",
         cents(limits.per_transaction)
     );
+    if let Some(per_day) = limits.per_day {
+        text += &format!(
+            "@id(\"deny_limit_per_day\")\nforbid ({scope}) when {{ context.day_to_date + context.amount > {} }};\n",
+            cents(per_day)
+        );
+    }
+    if let Some(per_week) = limits.per_week {
+        text += &format!(
+            "@id(\"deny_limit_per_week\")\nforbid ({scope}) when {{ context.week_to_date + context.amount > {} }};\n",
+            cents(per_week)
+        );
+    }
     if let Some(per_month) = limits.per_month {
         text += &format!(
             "@id(\"deny_limit_per_month\")\nforbid ({scope}) when {{ context.month_to_date + context.amount > {} }};\n",
@@ -327,6 +453,8 @@ impl CedarEngine {
         let now_ms = unix_ms(item.at);
         let recent = history.velocity.count_at(now_ms) as i64;
         let month_to_date = cents(history.spend.total_at(item.at));
+        let day_to_date = cents(history.spend.day_total_at(item.at));
+        let week_to_date = cents(history.spend.week_total_at(item.at));
         let context = Context::from_pairs([
             (
                 "amount".to_owned(),
@@ -339,6 +467,18 @@ impl CedarEngine {
             (
                 "category".to_owned(),
                 RestrictedExpression::new_string(item.request.category.to_string()),
+            ),
+            (
+                "recipient".to_owned(),
+                RestrictedExpression::new_string(item.request.recipient.to_string()),
+            ),
+            (
+                "day_to_date".to_owned(),
+                RestrictedExpression::new_long(day_to_date),
+            ),
+            (
+                "week_to_date".to_owned(),
+                RestrictedExpression::new_long(week_to_date),
             ),
             (
                 "month_to_date".to_owned(),
@@ -454,8 +594,12 @@ pub fn mix(rules: &[Rule]) -> Vec<(Rule, usize)> {
         Rule::DenyExpired,
         Rule::DenyVelocity,
         Rule::DenyCategory,
+        Rule::DenyRecipientDenied,
+        Rule::DenyRecipientNotAllowed,
         Rule::DenyLimitCurrency,
         Rule::DenyLimitPerTransaction,
+        Rule::DenyLimitPerDay,
+        Rule::DenyLimitPerWeek,
         Rule::DenyLimitPerMonth,
         Rule::DenyNoMandate,
     ];
@@ -504,11 +648,18 @@ mod tests {
             Rule::DenyExpired,
             Rule::DenyVelocity,
             Rule::DenyCategory,
+            Rule::DenyRecipientDenied,
+            Rule::DenyRecipientNotAllowed,
             Rule::DenyLimitCurrency,
             Rule::DenyLimitPerTransaction,
+            Rule::DenyLimitPerDay,
+            Rule::DenyLimitPerWeek,
             Rule::DenyLimitPerMonth,
         ] {
-            let n = counts.iter().find(|(r, _)| *r == rule).map_or(0, |(_, n)| *n);
+            let n = counts
+                .iter()
+                .find(|(r, _)| *r == rule)
+                .map_or(0, |(_, n)| *n);
             assert!(n >= 20, "{rule:?} occurs only {n} times: {counts:?}");
         }
     }

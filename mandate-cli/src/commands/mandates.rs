@@ -28,6 +28,8 @@ const COLUMNS: &[Column<Mandate>] = &[
     ("AGENT", |m| m.agent.to_string()),
     ("STATUS", |m| m.status.as_str().to_owned()),
     ("PER TX", |m| m.limits.per_transaction.to_string()),
+    ("PER DAY", |m| output::opt(m.limits.per_day)),
+    ("PER WEEK", |m| output::opt(m.limits.per_week)),
     ("PER MONTH", |m| output::opt(m.limits.per_month)),
     ("CUR", |m| m.limits.currency.to_string()),
     ("REVIEW ABOVE", |m| output::opt(m.review_above)),
@@ -55,12 +57,17 @@ Examples:
   mandate mandates create --agent agt_buyer --per-transaction 100 --per-month 1000 \\
       --currency USD --category software --category travel --review-above 50 \\
       --expires 2026-12-31 --principal role:cfo
+  mandate mandates create --agent agt_buyer --per-transaction 100 --per-day 200 \
+      --per-week 500 --currency USD --category software --expires 2026-12-31 \
+      --allow-recipient 'vendor:aws*' --deny-recipient 'vendor:aws-gov*' \
+      --escrow-required-above 1000
   mandate mandates create --file draft.json")]
 pub struct CreateArgs {
     /// A JSON mandate draft (`-` for stdin), sent as written; excludes the other flags
     #[arg(long, value_name = "FILE", conflicts_with_all = [
-        "agent", "per_transaction", "per_month", "currency", "category", "review_above",
-        "expires", "principal",
+        "agent", "per_transaction", "per_day", "per_week", "per_month", "currency", "category",
+        "review_above", "expires", "principal", "allow_recipient", "deny_recipient",
+        "escrow_required_above",
     ])]
     pub file: Option<PathBuf>,
     /// The agent id, agt_<name>
@@ -69,6 +76,12 @@ pub struct CreateArgs {
     /// Hard cap on one transaction (exact decimal)
     #[arg(long, value_name = "AMOUNT", required_unless_present = "file")]
     pub per_transaction: Option<Amount>,
+    /// Cap on the allowed spend of a calendar day, UTC
+    #[arg(long, value_name = "AMOUNT")]
+    pub per_day: Option<Amount>,
+    /// Cap on the allowed spend of an ISO week, from Monday 00:00 UTC
+    #[arg(long, value_name = "AMOUNT")]
+    pub per_week: Option<Amount>,
     /// Cap on the allowed spend of a calendar month, UTC
     #[arg(long, value_name = "AMOUNT")]
     pub per_month: Option<Amount>,
@@ -87,6 +100,16 @@ pub struct CreateArgs {
     /// The accountable party, role:<name>
     #[arg(long, value_name = "ROLE", value_parser = parse_principal)]
     pub principal: Option<Principal>,
+    /// A recipient that may be paid, vendor:<name> or a prefix ending in * (vendor:aws*);
+    /// repeat for several (at most 100). Without any, every recipient not denied may be paid
+    #[arg(long, value_name = "RECIPIENT")]
+    pub allow_recipient: Vec<String>,
+    /// A recipient that may never be paid, in the same form; wins over --allow-recipient
+    #[arg(long, value_name = "RECIPIENT")]
+    pub deny_recipient: Vec<String>,
+    /// Amounts above this would call for an escrow (stored and shown, not read by the rules)
+    #[arg(long, value_name = "AMOUNT")]
+    pub escrow_required_above: Option<Amount>,
     #[command(flatten)]
     pub post: PostArgs,
 }
@@ -150,8 +173,14 @@ fn body_from_flags(args: &CreateArgs) -> Value {
         "per_transaction": args.per_transaction,
         "currency": args.currency.as_ref().map(Currency::as_str),
     });
-    if let Some(per_month) = args.per_month {
-        limits["per_month"] = json!(per_month);
+    for (name, limit) in [
+        ("per_day", args.per_day),
+        ("per_week", args.per_week),
+        ("per_month", args.per_month),
+    ] {
+        if let Some(limit) = limit {
+            limits[name] = json!(limit);
+        }
     }
     let mut body = json!({
         "agent": args.agent.as_ref().map(AgentId::as_str),
@@ -164,6 +193,12 @@ fn body_from_flags(args: &CreateArgs) -> Value {
     }
     if let Some(principal) = &args.principal {
         body["principal"] = json!(principal.as_str());
+    }
+    if !args.allow_recipient.is_empty() || !args.deny_recipient.is_empty() {
+        body["recipients"] = json!({"allow": args.allow_recipient, "deny": args.deny_recipient});
+    }
+    if let Some(required_above) = args.escrow_required_above {
+        body["escrow"] = json!({ "required_above": required_above });
     }
     body
 }

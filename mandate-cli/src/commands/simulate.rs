@@ -20,11 +20,12 @@ verdict would change.\n\n\
 FILE holds decision objects: NDJSON (one per line, oldest first, as `mandate export \
 decisions` writes them) or the output of `mandate decisions list --all --json` (newest first, as lists give them). The \
 requests are replayed in time order (iat) through the same policy engine as the server, with \
-a velocity window and a month-to-date spend per agent. By default only the decisions of the \
+a velocity window and its spend of the day, the week and the month per agent. By default only the decisions of the \
 draft's agent are replayed; --every-agent applies the draft to every agent in the file, each \
 with its own history. Each decision is judged in the mode it was made in, or in --mode.\n\n\
 An approval (a decision with supersedes) does not count for velocity; it is re-checked as \
-the server does (revoked, expired, per_month) and its allow counts toward the month. If \
+the server does (revoked, expired, categories, recipients, per_day, per_week, per_month) \
+and its allow counts toward the day, the week and the month. If \
 under the draft the original request would not have opened a review, the approval shows as \
 `(no review)`.\n\n\
 Times have whole-second precision where the server counts milliseconds: a request exactly \
@@ -98,6 +99,7 @@ fn row_json(row: &Row) -> Value {
         "after": match &row.after {
             After::Judged(e) => json!({
                 "verdict": e.verdict, "policy_verdict": e.policy_verdict, "reason": e.reason,
+                "rule": e.reason.as_ref().map(|r| r.rule()),
             }),
             After::NoReview => Value::Null,
         },

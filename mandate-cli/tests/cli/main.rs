@@ -8,6 +8,7 @@ mod config;
 mod escrows;
 mod export;
 mod listen;
+mod mandate_extensions;
 mod resources;
 mod simulate;
 mod verdicts;

@@ -6,7 +6,7 @@ use time::{Date, OffsetDateTime};
 
 use crate::amount::Amount;
 use crate::id::{AgentId, MandateId};
-use crate::mandate::{EscrowTerms, Limits, MandateDraft, MandateStatus};
+use crate::mandate::{EscrowTerms, Limits, MandateDraft, MandateStatus, Recipients};
 use crate::names::{Category, Principal};
 
 /// A mandate, also the `data` of `mandate.*` events.
@@ -32,6 +32,9 @@ pub struct Mandate {
     /// The accountable party, if given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub principal: Option<Principal>,
+    /// Which recipients may be paid, if given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recipients: Option<Recipients>,
     /// Amounts above this get `review`, if given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub review_above: Option<Amount>,
@@ -58,6 +61,9 @@ pub struct CreateMandate {
     /// The accountable party.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub principal: Option<Principal>,
+    /// Which recipients may be paid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recipients: Option<Recipients>,
     /// Amounts above this get `review`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub review_above: Option<Amount>,
@@ -72,6 +78,7 @@ impl From<MandateDraft> for CreateMandate {
             expires: draft.expires,
             limits: draft.limits,
             principal: draft.principal,
+            recipients: draft.recipients,
             review_above: draft.review_above,
         }
     }

@@ -77,8 +77,24 @@ pub fn month_start(now: OffsetDateTime) -> OffsetDateTime {
         .unwrap_or(now)
 }
 
+/// The first instant of the ISO week (Monday 00:00 UTC) that contains `now`.
+pub fn week_start(now: OffsetDateTime) -> OffsetDateTime {
+    let now = now.to_offset(UtcOffset::UTC);
+    let back = i64::from(now.weekday().number_days_from_monday());
+    (now.date() - time::Duration::days(back))
+        .with_time(Time::MIDNIGHT)
+        .assume_utc()
+}
+
+/// Since when an agent's allows count for the windows at `now`: the earlier of the month's
+/// start and the week's (a week can start in the previous month).
+pub fn spend_since(now: OffsetDateTime) -> OffsetDateTime {
+    month_start(now).min(week_start(now))
+}
+
 /// An agent's state as its stored record says: the velocity window from its latest
-/// requests, month-to-date from its current mandate's allows this month.
+/// requests, the day's, week's and month's spend from its current mandate's allows since
+/// [`spend_since`].
 pub fn state_from(record: AgentRecord) -> AgentState {
     let mut history = AgentHistory::default();
     for at in record.recent_requests {
@@ -173,7 +189,7 @@ impl AgentStates {
                     env,
                     agent.clone(),
                     VELOCITY_LIMIT,
-                    ms(month_start(now)),
+                    ms(spend_since(now)),
                 )
                 .await?;
             *guard = Some(state_from(record));
@@ -186,6 +202,22 @@ impl AgentStates {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use time::macros::datetime;
+
+    #[test]
+    fn the_spend_is_read_from_the_earlier_of_the_month_and_the_week() {
+        // Tuesday 2026-12-01: the week began on Monday 2026-11-30.
+        let now = datetime!(2026-12-01 10:00 UTC);
+        assert_eq!(week_start(now), datetime!(2026-11-30 0:00 UTC));
+        assert_eq!(spend_since(now), datetime!(2026-11-30 0:00 UTC));
+        // Thursday 2026-12-10: the month began before the week.
+        let now = datetime!(2026-12-10 23:59:59 UTC);
+        assert_eq!(week_start(now), datetime!(2026-12-07 0:00 UTC));
+        assert_eq!(spend_since(now), datetime!(2026-12-01 0:00 UTC));
+        // A Monday is its own week's start, read in UTC.
+        let monday = datetime!(2026-12-07 0:30 +01:00);
+        assert_eq!(week_start(monday), datetime!(2026-11-30 0:00 UTC));
+    }
 
     /// The key cache keeps an agent key's slot and locks it without the map; the slot it
     /// keeps must be the one every other path (mandate changes, reviews) locks through

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use mandate_core::history::MonthToDate;
+use mandate_core::history::SpendToDate;
 use mandate_core::mandate::Mandate;
 use time::OffsetDateTime;
 
@@ -31,7 +31,7 @@ pub async fn put(
     store.insert_mandate(org, env, mandate).await?;
     if let Some(mut state) = taken {
         state.mandate = Some(mandate.clone());
-        state.history.spend = MonthToDate::default();
+        state.history.spend = SpendToDate::default();
         *slot = Some(state);
     }
     Ok(())

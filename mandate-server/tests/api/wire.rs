@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 
 use mandate_core::amount::Amount;
 use mandate_core::id::{AgentId, DecisionId};
-use mandate_core::mandate::{EscrowTerms, Limits, MandateStatus};
+use mandate_core::mandate::{EscrowTerms, Limits, MandateStatus, RecipientPattern, Recipients};
 use mandate_core::names::{AgentName, Category, Currency, Principal, Recipient};
 use mandate_core::policy::{Mode, Verdict};
 use mandate_core::review::ReviewStatus;
@@ -182,20 +182,33 @@ async fn agents_mandates_and_decisions_read_as_their_types_byte_for_byte() {
         expires: date!(2026 - 12 - 31),
         limits: Limits {
             per_transaction: Amount::parse("100.00").unwrap(),
+            per_day: Some(Amount::parse("300").unwrap()),
+            per_week: Some(Amount::parse("400").unwrap()),
             per_month: Some(Amount::parse("450").unwrap()),
             currency: Currency::parse("USD").unwrap(),
         },
         principal: Some(Principal::parse("role:cfo").unwrap()),
+        recipients: Some(Recipients {
+            allow: vec![
+                RecipientPattern::parse("vendor:ac*").unwrap(),
+                RecipientPattern::parse("vendor:zeta").unwrap(),
+            ],
+            deny: vec![RecipientPattern::parse("vendor:acme-old").unwrap()],
+        }),
         review_above: Some(Amount::parse("50").unwrap()),
     };
     let mandate: wire::Mandate = read(&app.post(&org, "/v1/mandates", body(&full)).await, 201);
     assert_eq!(mandate.limits, full.limits);
+    assert_eq!(mandate.recipients, full.recipients);
     let minimal = wire::CreateMandate {
         agent: plain.id.clone(),
         escrow: None,
         principal: None,
+        recipients: None,
         review_above: None,
         limits: Limits {
+            per_day: None,
+            per_week: None,
             per_month: None,
             ..full.limits.clone()
         },

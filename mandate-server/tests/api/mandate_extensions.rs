@@ -1,0 +1,388 @@
+//! The mandate extensions of issue #30 end to end: `limits.per_day`, `limits.per_week` and
+//! `recipients` through the API, exact under races, rebuilt after restarts across the UTC
+//! midnight, the ISO week's Monday and a week that starts in the previous month; approval
+//! re-checks them; events and exports carry them.
+
+use futures_util::future::join_all;
+use serde_json::{Value, json};
+
+use crate::helpers::{Resp, TestApp, spawn_app};
+
+/// Authorizes `amount` of software for `recipient`, then moves the clock a minute on so
+/// that no test here meets the velocity rule.
+async fn pay(app: &TestApp, key: &str, amount: &str, recipient: &str) -> Resp {
+    let r = app
+        .post_text(
+            key,
+            "/v1/authorizations",
+            &format!(r#"{{"amount": {amount}, "currency": "USD", "recipient": "{recipient}", "category": "software"}}"#),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    app.advance(61);
+    r
+}
+
+async fn verdict(app: &TestApp, key: &str, amount: &str) -> (String, Value) {
+    let r = pay(app, key, amount, "vendor:acme").await;
+    (
+        r.body["verdict"].as_str().unwrap().to_owned(),
+        r.body["reason"].clone(),
+    )
+}
+
+/// Moves the clock to `at` (later than now).
+fn go_to(app: &TestApp, at: time::OffsetDateTime) {
+    let now = app.clock_now();
+    assert!(at >= now, "{now} is past {at}");
+    app.advance((at - now).whole_seconds());
+}
+
+#[tokio::test]
+async fn the_new_fields_are_stored_echoed_and_named_in_errors() {
+    let app = spawn_app().await;
+    let org = app.org.sandbox.clone();
+    app.agent(&org, "buyer").await;
+    let created = app
+        .mandate(
+            &org,
+            r#"{"agent": "agt_buyer", "limits": {"per_transaction": 100, "per_day": 200.50, "per_week": 500, "currency": "USD"},
+                "categories": ["software"], "expires": "2026-12-31",
+                "recipients": {"allow": ["vendor:acme", "vendor:aws*", "vendor:acme"], "deny": ["vendor:aws-gov*"]},
+                "escrow": {"required_above": 1000}}"#,
+        )
+        .await;
+    assert_eq!(created["limits"]["per_day"].to_string(), "200.50");
+    assert_eq!(created["limits"]["per_week"], json!(500));
+    assert_eq!(
+        created["recipients"],
+        json!({"allow": ["vendor:acme", "vendor:aws*"], "deny": ["vendor:aws-gov*"]})
+    );
+    let id = created["id"].as_str().unwrap();
+    let shown = app.get(&org, &format!("/v1/mandates/{id}")).await;
+    assert_eq!(shown.body, created);
+    // A mandate without them answers without them.
+    app.agent(&org, "plain").await;
+    let plain = app
+        .mandate(
+            &org,
+            r#"{"agent": "agt_plain", "limits": {"per_transaction": 100, "currency": "USD"},
+                "categories": ["software"], "expires": "2026-12-31"}"#,
+        )
+        .await;
+    assert_eq!(
+        plain["limits"],
+        json!({"per_transaction": 100, "currency": "USD"})
+    );
+    assert!(plain.get("recipients").is_none());
+
+    let refused = |limits: &str, recipients: &str| {
+        format!(
+            r#"{{"agent": "agt_buyer", "limits": {{"per_transaction": 100, "currency": "USD"{limits}}},
+                "categories": ["software"], "expires": "2026-12-31"{recipients}}}"#
+        )
+    };
+    let many: Vec<String> = (0..101).map(|i| format!("vendor:v{i}")).collect();
+    let many = serde_json::to_string(&many).unwrap();
+    for (body, message) in [
+        (
+            refused(r#", "per_day": "200""#, ""),
+            "limits.per_day must be a plain decimal number such as 12.50",
+        ),
+        (
+            refused(r#", "per_week": -5"#, ""),
+            "limits.per_week must be >= 0",
+        ),
+        (
+            refused("", r#", "recipients": {"allow": ["acme"]}"#),
+            "recipients.allow[0] must be a recipient, vendor:<name>, or a prefix ending in *, such as vendor:aws*",
+        ),
+        (
+            refused("", r#", "recipients": {"deny": ["vendor:a*b"]}"#),
+            "recipients.deny[0] must be a recipient, vendor:<name>, or a prefix ending in *, such as vendor:aws*",
+        ),
+        (
+            refused("", &format!(r#", "recipients": {{"deny": {many}}}"#)),
+            "recipients.deny must have at most 100 entries",
+        ),
+        (
+            refused("", r#", "recipients": {"block": []}"#),
+            "unknown field recipients.block",
+        ),
+    ] {
+        let r = app.post_text(&org, "/v1/mandates", &body).await;
+        assert_eq!(r.assert_error(400, "invalid_request"), message);
+    }
+}
+
+#[tokio::test]
+async fn a_recipient_outside_the_lists_is_deny_recipient_and_can_be_filtered() {
+    let app = spawn_app().await;
+    let org = app.org.sandbox.clone();
+    let key = app.agent(&org, "buyer").await;
+    let mandate = app
+        .mandate(
+            &org,
+            r#"{"agent": "agt_buyer", "limits": {"per_transaction": 100, "currency": "USD"},
+                "categories": ["software"], "expires": "2026-12-31",
+                "recipients": {"allow": ["vendor:aws*"], "deny": ["vendor:aws-gov*"]}}"#,
+        )
+        .await;
+    let id = mandate["id"].as_str().unwrap();
+    assert_eq!(
+        pay(&app, &key, "10", "vendor:aws-eu").await.body["verdict"],
+        "allow"
+    );
+    let denied = pay(&app, &key, "10", "vendor:aws-gov-1").await;
+    assert_eq!(denied.body["verdict"], "deny_recipient");
+    assert_eq!(
+        denied.body["reason"],
+        format!("recipient vendor:aws-gov-1 is denied by mandate {id}'s recipients.deny")
+    );
+    let outside = pay(&app, &key, "10", "vendor:acme").await;
+    assert_eq!(outside.body["verdict"], "deny_recipient");
+    assert_eq!(
+        outside.body["reason"],
+        format!("recipient vendor:acme is not in mandate {id}'s recipients.allow")
+    );
+    // The decisions filter and the export know the new verdict.
+    let listed = app.get(&org, "/v1/decisions?verdict=deny_recipient").await;
+    assert_eq!(listed.status, 200, "{}", listed.text);
+    assert_eq!(listed.body["data"].as_array().unwrap().len(), 2);
+    let listed = app
+        .get(&org, "/v1/decisions?policy_verdict=deny_recipient")
+        .await;
+    assert_eq!(listed.body["data"].as_array().unwrap().len(), 2);
+    let exported = app
+        .get(&org, "/v1/exports/decisions?verdict=deny_recipient")
+        .await;
+    assert_eq!(exported.status, 200, "{}", exported.text);
+    let lines: Vec<Value> = exported
+        .text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0]["policy_verdict"], "deny_recipient");
+    // A bad verdict filter lists the new one among the allowed.
+    let bad = app.get(&org, "/v1/decisions?verdict=deny_payee").await;
+    assert!(
+        bad.assert_error(400, "invalid_request")
+            .contains("deny_category, deny_recipient, deny_limit")
+    );
+}
+
+const WINDOWS: &str = r#"{"agent": "agt_buyer", "limits": {"per_transaction": 100, "per_day": 200, "per_week": 300, "currency": "USD"},
+    "categories": ["software"], "expires": "2026-12-31"}"#;
+
+/// The test clock starts on Sunday 2026-11-22 12:00 UTC.
+#[tokio::test]
+async fn windows_roll_over_at_midnight_and_monday_and_survive_restarts() {
+    use time::macros::datetime;
+    let mut app = spawn_app().await;
+    let org = app.org.sandbox.clone();
+    let key = app.agent(&org, "buyer").await;
+    app.mandate(&org, WINDOWS).await;
+    // Sunday: 200 of the day.
+    assert_eq!(verdict(&app, &key, "100").await.0, "allow");
+    assert_eq!(verdict(&app, &key, "100").await.0, "allow");
+    assert_eq!(
+        verdict(&app, &key, "1").await,
+        (
+            "deny_limit".into(),
+            json!("amount 1 would bring today's spend to 201, over the per_day limit 200")
+        )
+    );
+    // The rebuilt state still knows today's spend.
+    app.restart().await;
+    assert_eq!(verdict(&app, &key, "0.01").await.0, "deny_limit");
+    // Sunday 23:59:59 is still Sunday.
+    go_to(&app, datetime!(2026-11-22 23:59:59 UTC));
+    let r = app.authorize(&key, "1", "software").await;
+    assert_eq!(r.body["verdict"], "deny_limit", "{}", r.text);
+    // Monday 00:00 UTC: a new day and a new ISO week (Sunday's 200 no longer counts).
+    go_to(&app, datetime!(2026-11-23 0:00 UTC));
+    assert_eq!(verdict(&app, &key, "100").await.0, "allow");
+    assert_eq!(verdict(&app, &key, "100").await.0, "allow");
+    // Tuesday: a new day, but the week has 200 of 300.
+    go_to(&app, datetime!(2026-11-24 9:00 UTC));
+    assert_eq!(verdict(&app, &key, "100").await.0, "allow");
+    app.restart().await;
+    assert_eq!(
+        verdict(&app, &key, "5").await,
+        (
+            "deny_limit".into(),
+            json!("amount 5 would bring this week's spend to 305, over the per_week limit 300")
+        )
+    );
+    // A week that starts in November and runs into December: Monday 2026-11-30's allows
+    // count on Tuesday 2026-12-01 after a restart, the first day of a new month.
+    go_to(&app, datetime!(2026-11-30 10:00 UTC));
+    assert_eq!(verdict(&app, &key, "100").await.0, "allow");
+    assert_eq!(verdict(&app, &key, "100").await.0, "allow");
+    go_to(&app, datetime!(2026-12-01 0:00 UTC));
+    app.restart().await;
+    assert_eq!(verdict(&app, &key, "100").await.0, "allow");
+    assert_eq!(
+        verdict(&app, &key, "1").await,
+        (
+            "deny_limit".into(),
+            json!("amount 1 would bring this week's spend to 301, over the per_week limit 300")
+        )
+    );
+}
+
+/// Observe-mode allows count for the windows, denials never.
+#[tokio::test]
+async fn observe_allows_count_for_the_day_and_denials_do_not() {
+    let app = spawn_app().await;
+    let org = app.org.sandbox.clone();
+    let key = app.agent(&org, "buyer").await;
+    app.mandate(&org, WINDOWS).await;
+    // Denials (another currency) count nothing.
+    for _ in 0..3 {
+        let r = app
+            .post_text(
+                &key,
+                "/v1/authorizations",
+                r#"{"amount": 100, "currency": "EUR", "recipient": "vendor:acme", "category": "software"}"#,
+            )
+            .await;
+        assert_eq!(r.body["verdict"], "deny_limit");
+        app.advance(61);
+    }
+    assert_eq!(verdict(&app, &key, "100").await.0, "allow");
+    let r = app
+        .post(&org, "/v1/enforcement", json!({"mode": "observe"}))
+        .await;
+    assert!(r.status < 300, "{}", r.text);
+    // In observe the over-the-day request is allowed, and counts.
+    let (v, _) = verdict(&app, &key, "100").await;
+    assert_eq!(v, "allow");
+    let r = pay(&app, &key, "50", "vendor:acme").await;
+    assert_eq!(r.body["verdict"], "allow");
+    assert_eq!(r.body["policy_verdict"], "deny_limit");
+    assert_eq!(
+        r.body["reason"],
+        "amount 50 would bring today's spend to 250, over the per_day limit 200"
+    );
+}
+
+#[tokio::test]
+async fn concurrent_requests_never_overspend_a_day_or_a_week() {
+    let app = spawn_app().await;
+    let org = app.org.sandbox.clone();
+    let day = app.agent(&org, "day").await;
+    app.mandate(
+        &org,
+        r#"{"agent": "agt_day", "limits": {"per_transaction": 100, "per_day": 250, "currency": "USD"},
+            "categories": ["software"], "expires": "2026-12-31"}"#,
+    )
+    .await;
+    let week = app.agent(&org, "week").await;
+    app.mandate(
+        &org,
+        r#"{"agent": "agt_week", "limits": {"per_transaction": 100, "per_week": 150, "currency": "USD"},
+            "categories": ["software"], "expires": "2026-12-31"}"#,
+    )
+    .await;
+    let count = |responses: &[Resp], verdict: &str| {
+        responses
+            .iter()
+            .filter(|r| {
+                assert_eq!(r.status, 201, "{}", r.text);
+                r.body["verdict"] == verdict
+            })
+            .count()
+    };
+    let both = join_all(
+        (0..10)
+            .map(|_| app.authorize(&day, "50", "software"))
+            .chain((0..10).map(|_| app.authorize(&week, "30", "software"))),
+    )
+    .await;
+    let (days, weeks) = both.split_at(10);
+    assert_eq!((count(days, "allow"), count(days, "deny_limit")), (5, 5));
+    assert_eq!((count(weeks, "allow"), count(weeks, "deny_limit")), (5, 5));
+}
+
+#[tokio::test]
+async fn approval_rechecks_the_windows_and_the_lists_as_they_are_now() {
+    let app = spawn_app().await;
+    let org = app.org.sandbox.clone();
+    let key = app.agent(&org, "buyer").await;
+    let reviewed = r#"{"agent": "agt_buyer", "limits": {"per_transaction": 100, "per_day": 200, "currency": "USD"},
+        "categories": ["software"], "review_above": 50, "expires": "2026-12-31"}"#;
+    app.mandate(&org, reviewed).await;
+    let first = pay(&app, &key, "80", "vendor:acme").await;
+    assert_eq!(first.body["verdict"], "review");
+    let review = first.body["review"]["id"].as_str().unwrap().to_owned();
+    // Two allows fill 100 of the day; approving 80 more would bring it to 180: allowed.
+    assert_eq!(verdict(&app, &key, "50").await.0, "allow");
+    assert_eq!(verdict(&app, &key, "50").await.0, "allow");
+    let second = pay(&app, &key, "90", "vendor:acme").await;
+    let second_review = second.body["review"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{}", second.text))
+        .to_owned();
+    let r = app
+        .post_empty(&org, &format!("/v1/reviews/{review}/approve"))
+        .await;
+    assert_eq!(r.body["verdict"], "allow", "{}", r.text);
+    // The approved 80 counted: 180 of 200, so 90 more is over the day.
+    let r = app
+        .post_empty(&org, &format!("/v1/reviews/{second_review}/approve"))
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    assert_eq!(r.body["verdict"], "deny_limit");
+    assert_eq!(
+        r.body["reason"],
+        "amount 90 would bring today's spend to 270, over the per_day limit 200"
+    );
+    // A review approved after the mandate started denying its recipient is refused (the
+    // next day, when the day's limit leaves room).
+    app.advance(86_400);
+    let third = pay(&app, &key, "60", "vendor:acme").await;
+    let third_review = third.body["review"]["id"].as_str().unwrap().to_owned();
+    app.mandate(
+        &org,
+        r#"{"agent": "agt_buyer", "limits": {"per_transaction": 100, "currency": "USD"},
+            "categories": ["software"], "review_above": 50, "expires": "2026-12-31",
+            "recipients": {"deny": ["vendor:ac*"]}}"#,
+    )
+    .await;
+    let r = app
+        .post_empty(&org, &format!("/v1/reviews/{third_review}/approve"))
+        .await;
+    assert_eq!(r.body["verdict"], "deny_recipient", "{}", r.text);
+}
+
+#[tokio::test]
+async fn mandate_events_carry_the_new_fields() {
+    let app = spawn_app().await;
+    let org = app.org.sandbox.clone();
+    app.agent(&org, "buyer").await;
+    let created = app
+        .mandate(
+            &org,
+            r#"{"agent": "agt_buyer", "limits": {"per_transaction": 100, "per_day": 200, "per_week": 300, "currency": "USD"},
+                "categories": ["software"], "expires": "2026-12-31",
+                "recipients": {"allow": ["vendor:aws*"], "deny": []}}"#,
+        )
+        .await;
+    let id = created["id"].as_str().unwrap();
+    let r = app
+        .post_empty(&org, &format!("/v1/mandates/{id}/revoke"))
+        .await;
+    assert!(r.status < 300, "{}", r.text);
+    let events = app.get(&org, "/v1/events?type=mandate.revoked").await;
+    assert_eq!(events.status, 200, "{}", events.text);
+    let data = &events.body["data"][0]["data"];
+    assert_eq!(data["id"], id, "{}", events.text);
+    assert_eq!(data["limits"]["per_day"], json!(200));
+    assert_eq!(data["limits"]["per_week"], json!(300));
+    assert_eq!(
+        data["recipients"],
+        json!({"allow": ["vendor:aws*"], "deny": []})
+    );
+}
