@@ -19,6 +19,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 
 use crate::http::error::{ApiError, envelope};
 use crate::http::limits::{Gate, Limits};
+use crate::http::request_log::{RouteLayer, Started};
 use crate::http::{auth, error, idempotency, request_id};
 use crate::routes;
 use crate::state::AppState;
@@ -53,6 +54,7 @@ fn api_behind(state: AppState, gate: Option<Gate>) -> impl ApiService {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(CatchPanicLayer::custom(panic_response))
         .layer(from_fn_with_state(state.clone(), idempotency::layer))
+        .layer(RouteLayer)
         .with_state(state.clone());
     ServiceBuilder::new()
         .layer(from_fn_with_state(Front { gate, state }, front))
@@ -69,22 +71,38 @@ pub struct Front {
 /// The API host's outer layers as one: the in-flight gate (503 at once when over; the
 /// 503 carries a fresh id of its own), then the request id, then authentication and
 /// rate. Written as three `from_fn` layers they cost a boxed future and a boxed clone of
-/// the service below each, on every request.
+/// the service below each, on every request. Every answer, the gate's 503 included, gets
+/// its request line (see [`crate::http::request_log`]).
 pub async fn front(
     State(Front { gate, state }): State<Front>,
     mut request: Request,
     next: Next,
 ) -> Response {
+    let started = Started::of(&request);
     let permit = match &gate {
         Some(gate) => match gate.admit(&mut request) {
             Some(permit) => Some(permit),
-            None => return ApiError::Overloaded.into_response(),
+            None => {
+                let response = ApiError::Overloaded.into_response();
+                if let Some(started) = &started {
+                    let id = response
+                        .headers()
+                        .get(request_id::HEADER)
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or_default();
+                    started.log(id, &response);
+                }
+                return response;
+            }
         },
         None => None,
     };
     let answer = async { error::enveloped(auth::authenticate(&state, request, next).await).await };
-    let response = request_id::within(answer).await;
+    let (response, id) = request_id::within_id(answer).await;
     drop(permit);
+    if let Some(started) = &started {
+        started.log(&id, &response);
+    }
     response
 }
 

@@ -94,23 +94,59 @@ impl<'a> MakeWriter<'a> for Queue {
     }
 }
 
-/// Sends tracing's lines to stderr through the queue, at the level of `RUST_LOG` (`info`
-/// by default). Without a thread for the queue, logging goes nowhere.
-pub fn init() {
+/// How log lines are written: `text` for people, `json` (one object a line) for machines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Format {
+    /// tracing-subscriber's plain text lines.
+    #[default]
+    Text,
+    /// One JSON object a line: `timestamp`, `level`, `target` and the event's `fields`.
+    Json,
+}
+
+/// The format chosen at [`init`]; [`say`] follows it.
+static FORMAT: OnceLock<Format> = OnceLock::new();
+
+/// The filter: `MANDATE_LOG` if set, else `RUST_LOG`, else `info`.
+fn filter() -> EnvFilter {
+    ["MANDATE_LOG", "RUST_LOG"]
+        .iter()
+        .find_map(|name| {
+            std::env::var(name)
+                .ok()
+                .filter(|v| !v.trim().is_empty())
+                .and_then(|v| EnvFilter::try_new(v).ok())
+        })
+        .unwrap_or_else(|| EnvFilter::new("info"))
+}
+
+/// Sends tracing's lines to stderr through the queue in `format`, at the level of
+/// `MANDATE_LOG` or `RUST_LOG` (`info` by default). Without a thread for the queue,
+/// logging goes nowhere.
+pub fn init(format: Format) {
     let Ok(queue) = Queue::start(io::stderr()) else {
         return;
     };
     let queue = QUEUE.get_or_init(|| queue).clone();
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let format = *FORMAT.get_or_init(|| format);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter())
         .with_writer(queue)
-        .log_internal_errors(false)
-        .try_init();
+        .log_internal_errors(false);
+    let _ = match format {
+        Format::Text => builder.try_init(),
+        Format::Json => builder.json().try_init(),
+    };
 }
 
-/// Logs `text` as a line of its own, as the binary says it (no level, no timestamp).
+/// Logs `text` as a line of its own, as the binary says it: in text, the bare line (no
+/// level, no timestamp); in JSON, an `info` event of target `mandate`, so that every line
+/// of a JSON log is JSON.
 pub fn say(text: &str) {
+    if FORMAT.get() == Some(&Format::Json) {
+        tracing::info!(target: "mandate", "{text}");
+        return;
+    }
     if let Some(queue) = QUEUE.get() {
         let mut line = text.as_bytes().to_vec();
         line.push(b'\n');

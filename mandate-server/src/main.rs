@@ -58,6 +58,24 @@ impl From<SettlementArg> for settlement::Adapter {
     }
 }
 
+/// The formats of the log.
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormatArg {
+    /// Plain text lines.
+    Text,
+    /// One JSON object a line.
+    Json,
+}
+
+impl From<LogFormatArg> for logging::Format {
+    fn from(f: LogFormatArg) -> Self {
+        match f {
+            LogFormatArg::Text => logging::Format::Text,
+            LogFormatArg::Json => logging::Format::Json,
+        }
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Serve the API host and the public host.
@@ -92,6 +110,9 @@ enum Command {
         /// Requests handled at once on the API host; beyond it, 503 with Retry-After: 1.
         #[arg(long, env = "MANDATE_MAX_IN_FLIGHT", default_value_t = limits::DEFAULT_MAX_IN_FLIGHT)]
         max_in_flight: usize,
+        /// How log lines (stderr) are written: `text` for people, `json` for machines.
+        #[arg(long, env = "MANDATE_LOG_FORMAT", value_enum, default_value = "text")]
+        log_format: LogFormatArg,
     },
     /// Create an organization and print its sandbox and live keys (once).
     Onboard {
@@ -259,6 +280,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             demo: with_demo,
             settlement,
             max_in_flight,
+            log_format: _,
         } => {
             limits::survive_file_size_limit();
             let config = Config {
@@ -426,8 +448,13 @@ fn main() -> ExitCode {
 }
 
 async fn main_async() -> ExitCode {
-    logging::init();
-    match run(Cli::parse()).await {
+    let cli = Cli::parse();
+    let format = match &cli.command {
+        Command::Serve { log_format, .. } => (*log_format).into(),
+        _ => logging::Format::Text,
+    };
+    logging::init(format);
+    match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             use std::io::Write;

@@ -12,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 use crate::clock::ms;
 use crate::decision::agents::AgentSlot;
 use crate::http::error::ApiError;
+use crate::http::request_log::{self, CallerOrg};
 use crate::model::Caller;
 use crate::state::AppState;
 use crate::storage::keys;
@@ -106,17 +107,29 @@ pub async fn authenticate(state: &AppState, request: Request, next: Next) -> Res
     };
     let (caller, agent_slot) = (admitted.caller, admitted.agent_slot);
     if let Err(retry_after) = admitted.rate {
-        return ApiError::RateLimited {
+        let mut response = ApiError::RateLimited {
             limit: caller.rate_per_sec,
             retry_after,
         }
         .into_response();
+        if request_log::enabled() {
+            response
+                .extensions_mut()
+                .insert(CallerOrg(caller.org_id.clone()));
+        }
+        return response;
     }
+    // The organization, for the request line (only when it is logged).
+    let org = request_log::enabled().then(|| CallerOrg(caller.org_id.clone()));
     parts.extensions.insert(caller);
     if let Some(slot) = agent_slot {
         parts.extensions.insert(AgentSlotHandle(slot));
     }
-    next.run(Request::from_parts(parts, body)).await
+    let mut response = next.run(Request::from_parts(parts, body)).await;
+    if let Some(org) = org {
+        response.extensions_mut().insert(org);
+    }
+    response
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for Caller {

@@ -187,22 +187,27 @@ pub async fn enveloped(response: Response) -> Response {
         return response;
     }
     let status = response.status();
-    let text = match to_bytes(response.into_body(), 4096).await {
+    // The extensions (the route and the caller, for the request line) go to the envelope.
+    let (parts, body) = response.into_parts();
+    let text = match to_bytes(body, 4096).await {
         Ok(bytes) => String::from_utf8_lossy(&bytes).trim().to_owned(),
         Err(_) => String::new(),
     };
-    if status.is_server_error() {
-        return ApiError::Server(format!("{status}: {text}")).into_response();
-    }
-    let message = if text.is_empty() {
-        format!(
-            "the request was refused: {}",
-            status.canonical_reason().unwrap_or("client error")
-        )
+    let mut answer = if status.is_server_error() {
+        ApiError::Server(format!("{status}: {text}")).into_response()
     } else {
-        text
+        let message = if text.is_empty() {
+            format!(
+                "the request was refused: {}",
+                status.canonical_reason().unwrap_or("client error")
+            )
+        } else {
+            text
+        };
+        envelope(status, code_of(status), &message)
     };
-    envelope(status, code_of(status), &message)
+    answer.extensions_mut().extend(parts.extensions);
+    answer
 }
 
 /// The whole HTTP/1.1 answer, in the envelope with a fresh request id, to a request head

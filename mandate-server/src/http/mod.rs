@@ -16,4 +16,5 @@ pub mod limits;
 pub mod list;
 pub mod rate_limit;
 pub mod request_id;
+pub mod request_log;
 pub mod seal;

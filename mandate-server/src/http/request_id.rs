@@ -31,6 +31,12 @@ pub fn current() -> String {
 /// (`crate::app`), with [`crate::http::error::enveloped`] inside so that a framework's own
 /// error answer becomes the envelope with this id.
 pub async fn within(answer: impl Future<Output = Response>) -> Response {
+    within_id(answer).await.0
+}
+
+/// [`within`], returning the id too (the API host's request line names it; a replayed
+/// response's header keeps the id of its first request).
+pub async fn within_id(answer: impl Future<Output = Response>) -> (Response, String) {
     let id = RequestId::from_random(random16()).to_string();
     let mut response = REQUEST_ID.scope(id.clone(), answer).await;
     response.headers_mut().remove(header::ALLOW);
@@ -40,5 +46,5 @@ pub async fn within(answer: impl Future<Output = Response>) -> Response {
     {
         response.headers_mut().insert(HEADER, value);
     }
-    response
+    (response, id)
 }

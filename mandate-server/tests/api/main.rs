@@ -20,6 +20,7 @@ mod health;
 mod idempotency;
 mod jwks;
 mod lists;
+mod logs;
 mod mandate_extensions;
 mod mandates;
 mod reviews;

@@ -82,13 +82,24 @@ impl Server {
         stderr: Stdio,
         level: &str,
     ) -> Server {
+        Self::start_with_env(db, public_port, extra, stderr, &[("RUST_LOG", level)])
+    }
+
+    /// [`Server::start`], with stderr going to `stderr` and the variables `env` set.
+    pub fn start_with_env(
+        db: &Path,
+        public_port: u16,
+        extra: &[&str],
+        stderr: Stdio,
+        env: &[(&str, &str)],
+    ) -> Server {
         let mut child = Command::new(binary())
             .args(["serve", "--api-addr", "127.0.0.1:0", "--public-addr"])
             .arg(format!("127.0.0.1:{public_port}"))
             .arg("--db")
             .arg(db)
             .args(extra)
-            .env("RUST_LOG", level)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(stderr)
             .spawn()
