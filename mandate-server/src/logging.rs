@@ -8,7 +8,7 @@
 //! stderr fails: a handler's 500 then lost its answer, and the task that starts the
 //! graceful shutdown died before starting it.
 
-use std::io::{self, Write};
+use std::io::{self, IsTerminal, Write};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
@@ -132,6 +132,7 @@ pub fn init(format: Format) {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter())
         .with_writer(queue)
+        .with_ansi(io::stderr().is_terminal())
         .log_internal_errors(false);
     let _ = match format {
         Format::Text => builder.try_init(),

@@ -265,3 +265,116 @@ async fn json_request_lines_and_no_secret_at_trace() {
         lines.len()
     );
 }
+
+/// In the default text format, at `RUST_LOG=info`: the gate's 503 (no route, no caller)
+/// and a rate limit's 429 (with the caller's organization) each get a request line.
+#[tokio::test]
+async fn text_request_lines_for_shed_and_rate_limited_requests() {
+    use tokio::io::AsyncWriteExt;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("text.db");
+    let log = dir.path().join("server.log");
+    let out = Command::new(binary())
+        .args(["onboard", "--org", "texters", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let key_of = |prefix: &str| {
+        stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .unwrap()
+            .trim()
+            .to_owned()
+    };
+    // The sandbox key is held to one request a second; the live key holds the gate.
+    let (org, live) = (key_of("sandbox key:"), key_of("live key:"));
+    let out = Command::new(binary())
+        .args(["set-rate", &org, "--per-second", "1", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let server = Server::start_with_env(
+        &db,
+        free_port(),
+        &["--max-in-flight", "1"],
+        Stdio::from(std::fs::File::create(&log).unwrap()),
+        &[("RUST_LOG", "info")],
+    );
+    let client = Client::new(&server.api);
+    // A request whose body never comes holds the one place in flight; the probe (by the
+    // live key, whose rate is not limited) is shed. Retried if the probe came first.
+    let addr = server.api.trim_start_matches("http://").to_owned();
+    let head = format!(
+        "POST /v1/agents HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer {live}\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{{"
+    );
+    let mut shed = None;
+    for _ in 0..50 {
+        let mut held = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        held.write_all(head.as_bytes()).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let answer = client.get(&live, "/v1/decisions").await;
+        if answer.status == 503 {
+            shed = Some(answer);
+            break;
+        }
+    }
+    let shed = shed.unwrap_or_else(|| {
+        panic!(
+            "no 503 while the one place is held: {}",
+            std::fs::read_to_string(&log).unwrap()
+        )
+    });
+    let shed_id = shed.body["error"]["request_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut limited = None;
+    for _ in 0..100 {
+        let answer = client.get(&org, "/v1/decisions").await;
+        if answer.status == 429 {
+            limited = Some(answer);
+            break;
+        }
+    }
+    let limited = limited.expect("no 429 at one request a second");
+    let limited_id = limited.body["error"]["request_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let line_of = |text: &str, id: &str| {
+        text.lines()
+            .find(|l| l.contains("mandate::request") && l.contains(id))
+            .map(str::to_owned)
+    };
+    let mut text = String::new();
+    for _ in 0..100 {
+        text = std::fs::read_to_string(&log).unwrap();
+        if line_of(&text, &limited_id).is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(server);
+    let shed_line =
+        line_of(&text, &shed_id).unwrap_or_else(|| panic!("no line for the 503: {text}"));
+    assert!(shed_line.contains("INFO"), "{shed_line}");
+    assert!(shed_line.contains("status=503"), "{shed_line}");
+    assert!(shed_line.contains("route=\"unmatched\""), "{shed_line}");
+    assert!(!shed_line.contains("org="), "{shed_line}");
+    let limited_line = line_of(&text, &limited_id).unwrap();
+    assert!(limited_line.contains("status=429"), "{limited_line}");
+    assert!(limited_line.contains("org=\"org_"), "{limited_line}");
+    assert!(
+        !text.contains(&org) && !text.contains(&live),
+        "the log holds a key"
+    );
+    assert!(
+        !text.contains('\x1b'),
+        "colour codes in a log that is not a terminal"
+    );
+    eprintln!("{shed_line}\n{limited_line}");
+}
