@@ -11,7 +11,7 @@
 use std::io::{self, IsTerminal, Write};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError, TrySendError};
 use std::time::Duration;
 
 use tracing_subscriber::EnvFilter;
@@ -58,20 +58,73 @@ impl Queue {
     }
 }
 
+/// Lines waiting in the writer thread, written to the sink in one call.
+struct Batch {
+    bytes: Vec<u8>,
+    lines: u64,
+}
+
+impl Batch {
+    /// Writes what is buffered; a failed write loses (and counts) every line in it.
+    fn write_to(&mut self, sink: &mut impl Write) {
+        if self.lines == 0 {
+            return;
+        }
+        if sink
+            .write_all(&self.bytes)
+            .and_then(|()| sink.flush())
+            .is_err()
+        {
+            LOST.fetch_add(self.lines, Ordering::Relaxed);
+        }
+        PENDING.fetch_sub(self.lines, Ordering::Relaxed);
+        self.bytes.clear();
+        self.lines = 0;
+    }
+}
+
+/// The most bytes buffered before they are written, however many lines keep coming.
+const BATCH_BYTES: usize = 64 * 1024;
+
+/// The writer thread: takes every line already queued into one buffer and writes it when
+/// the queue is empty (or the buffer full), so a busy server makes one write call per
+/// batch of lines rather than one per line.
 fn write_lines(rx: Receiver<Message>, mut sink: impl Write) {
-    for message in rx {
+    let mut batch = Batch {
+        bytes: Vec::with_capacity(BATCH_BYTES),
+        lines: 0,
+    };
+    loop {
+        let message = if batch.lines == 0 {
+            match rx.recv() {
+                Ok(message) => message,
+                Err(_) => break,
+            }
+        } else {
+            match rx.try_recv() {
+                Ok(message) => message,
+                Err(TryRecvError::Empty) => {
+                    batch.write_to(&mut sink);
+                    continue;
+                }
+                Err(TryRecvError::Disconnected) => break,
+            }
+        };
         match message {
             Message::Line(line) => {
-                if sink.write_all(&line).and_then(|()| sink.flush()).is_err() {
-                    LOST.fetch_add(1, Ordering::Relaxed);
+                batch.bytes.extend_from_slice(&line);
+                batch.lines += 1;
+                if batch.bytes.len() >= BATCH_BYTES {
+                    batch.write_to(&mut sink);
                 }
-                PENDING.fetch_sub(1, Ordering::Relaxed);
             }
             Message::Flush(done) => {
+                batch.write_to(&mut sink);
                 let _ = done.send(());
             }
         }
     }
+    batch.write_to(&mut sink);
 }
 
 impl Write for &Queue {
@@ -199,5 +252,56 @@ mod tests {
         queue.0.send(Message::Flush(done)).unwrap();
         wait.recv_timeout(Duration::from_secs(5)).unwrap();
         assert!(LOST.load(Ordering::Relaxed) >= before + 3);
+    }
+
+    /// A sink that holds its first write until told to go on, and records every write.
+    struct Gated {
+        gate: Option<mpsc::Receiver<()>>,
+        writes: std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>,
+    }
+
+    impl Write for Gated {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            if let Some(gate) = self.gate.take() {
+                let _ = gate.recv_timeout(Duration::from_secs(5));
+            }
+            self.writes.lock().unwrap().push(buf.to_vec());
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Lines queued while the sink is busy go out together in one write, in order, none lost.
+    #[test]
+    fn lines_queued_meanwhile_are_written_in_one_call() {
+        let (open, gate) = mpsc::channel();
+        let writes = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let queue = Queue::start(Gated {
+            gate: Some(gate),
+            writes: writes.clone(),
+        })
+        .unwrap();
+        (&queue).write_all(b"first\n").unwrap();
+        // Whether the writer thread takes these with the first line or is held in its
+        // write meanwhile, they are written together.
+        for n in 0..100 {
+            (&queue)
+                .write_all(format!("line {n}\n").as_bytes())
+                .unwrap();
+        }
+        open.send(()).unwrap();
+        let (done, wait) = mpsc::channel();
+        queue.0.send(Message::Flush(done)).unwrap();
+        wait.recv_timeout(Duration::from_secs(5)).unwrap();
+        let writes = writes.lock().unwrap();
+        let text: String = writes.iter().map(|w| String::from_utf8_lossy(w)).collect();
+        let expected: String = std::iter::once("first\n".to_owned())
+            .chain((0..100).map(|n| format!("line {n}\n")))
+            .collect();
+        assert_eq!(text, expected);
+        assert!(writes.len() <= 3, "{} writes for 101 lines", writes.len());
     }
 }
