@@ -134,7 +134,11 @@ async fn a_backup_taken_under_load_restores_every_decision_answered_before_it_be
     assert!(said.starts_with("backup written to "), "{said}");
     // The load went on during the backup and after it.
     let during = answered.lock().unwrap().len();
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    // Wait (up to 10 s, for a loaded machine) until the load has been answered again.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while answered.lock().unwrap().len() <= during && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     stop.store(true, Ordering::Relaxed);
     for task in load {
         task.await.unwrap();
