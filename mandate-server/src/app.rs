@@ -2,8 +2,8 @@
 //! port 0.
 //!
 //! Layer order on the API host, outermost first: in-flight gate (`serve` only), request id,
-//! authentication and rate, body limit, idempotency, panic catcher, routes. Every response,
-//! including 404 fallbacks, 401s and panics, goes through the request-id layer; the gate's
+//! authentication and rate, body limit, route template (for the metrics), idempotency,
+//! panic catcher, routes. Every response, including 404 fallbacks, 401s and panics, goes through the request-id layer; the gate's
 //! 503 carries a fresh id of its own.
 
 use std::any::Any;
@@ -22,6 +22,7 @@ use crate::http::limits::{Gate, Limits};
 use crate::http::{auth, error, idempotency, request_id};
 use crate::routes;
 use crate::state::AppState;
+use crate::telemetry;
 
 async fn not_found() -> ApiError {
     ApiError::NotFound("no such path; see the API reference for the paths under /v1".into())
@@ -53,6 +54,7 @@ fn api_behind(state: AppState, gate: Option<Gate>) -> impl ApiService {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(CatchPanicLayer::custom(panic_response))
         .layer(from_fn_with_state(state.clone(), idempotency::layer))
+        .layer(from_fn(telemetry::keep_route))
         .with_state(state.clone());
     ServiceBuilder::new()
         .layer(from_fn_with_state(Front { gate, state }, front))
@@ -75,16 +77,21 @@ pub async fn front(
     mut request: Request,
     next: Next,
 ) -> Response {
+    let started = std::time::Instant::now();
     let permit = match &gate {
         Some(gate) => match gate.admit(&mut request) {
             Some(permit) => Some(permit),
-            None => return ApiError::Overloaded.into_response(),
+            None => {
+                metrics::counter!(telemetry::SHED).increment(1);
+                return ApiError::Overloaded.into_response();
+            }
         },
         None => None,
     };
     let answer = async { error::enveloped(auth::authenticate(&state, request, next).await).await };
     let response = request_id::within(answer).await;
     drop(permit);
+    telemetry::record_request(&response, started);
     response
 }
 

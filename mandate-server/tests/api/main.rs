@@ -22,6 +22,7 @@ mod jwks;
 mod lists;
 mod mandate_extensions;
 mod mandates;
+mod metrics;
 mod reviews;
 mod webhooks;
 mod wire;

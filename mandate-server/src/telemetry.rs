@@ -1,0 +1,114 @@
+//! Metrics in the Prometheus text format, served on the admin listener (`--admin-addr`).
+//!
+//! The code records through the `metrics` macros everywhere; without an admin listener no
+//! recorder is installed and every macro is a no-op. With one, the process-wide recorder
+//! keeps an atomic per series and renders the text format on `GET /metrics`. Label values
+//! are bounded: route templates, statuses, environments, verdicts; never ids or names.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{MatchedPath, Request};
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::Response;
+use axum::routing::get;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+
+/// Decisions committed: `env`, `verdict`, `policy_verdict`.
+pub const DECISIONS: &str = "mandate_decisions_total";
+/// API requests answered: `route` (template or `unmatched`), `status`.
+pub const HTTP_REQUESTS: &str = "mandate_http_requests_total";
+/// API request latency, first byte of the request to the response head: `route`.
+pub const HTTP_DURATION: &str = "mandate_http_request_duration_seconds";
+/// API requests refused with 429 by the caller's rate.
+pub const RATE_LIMITED: &str = "mandate_rate_limited_total";
+/// API requests refused with 503 by the in-flight gate.
+pub const SHED: &str = "mandate_overload_shed_total";
+
+/// Latency buckets in seconds, from 100 µs to 10 s.
+const BUCKETS: &[f64] = &[
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0,
+];
+
+static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// Installs the process-wide recorder (once; later calls return the same handle).
+pub fn install() -> Result<PrometheusHandle, String> {
+    if let Some(handle) = HANDLE.get() {
+        return Ok(handle.clone());
+    }
+    let recorder = PrometheusBuilder::new()
+        .set_buckets(BUCKETS)
+        .map_err(|e| format!("metrics buckets: {e}"))?
+        .build_recorder();
+    let handle = recorder.handle();
+    metrics::set_global_recorder(recorder).map_err(|e| format!("metrics recorder: {e}"))?;
+    let handle = HANDLE.get_or_init(|| handle).clone();
+    // Histograms' recent-value windows are drained by upkeep; once a few seconds is enough.
+    let upkeep = handle.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            upkeep.run_upkeep();
+        }
+    });
+    Ok(handle)
+}
+
+/// The admin host: `GET /metrics` and nothing else.
+pub fn admin(handle: PrometheusHandle) -> Router {
+    Router::new()
+        .route(
+            "/metrics",
+            get(move || {
+                let handle = handle.clone();
+                async move {
+                    (
+                        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+                        handle.render(),
+                    )
+                }
+            }),
+        )
+        .fallback(|| async {
+            (
+                StatusCode::NOT_FOUND,
+                "this host serves GET /metrics only\n",
+            )
+        })
+}
+
+/// The route template a response was routed by, copied from the request into the
+/// response so that the front layer can label it (the front layer runs before routing).
+#[derive(Clone)]
+pub struct Route(pub MatchedPath);
+
+/// A layer on the routes' router: copies axum's [`MatchedPath`] into the response.
+pub async fn keep_route(request: Request, next: Next) -> Response {
+    let matched = request.extensions().get::<MatchedPath>().cloned();
+    let mut response = next.run(request).await;
+    if let Some(matched) = matched {
+        response.extensions_mut().insert(Route(matched));
+    }
+    response
+}
+
+/// Counts an answered API request and its latency under its route template.
+pub fn record_request(response: &Response, started: std::time::Instant) {
+    let route = response
+        .extensions()
+        .get::<Route>()
+        .map_or("unmatched", |r| r.0.as_str())
+        .to_owned();
+    let status = response.status();
+    if status == StatusCode::TOO_MANY_REQUESTS {
+        metrics::counter!(RATE_LIMITED).increment(1);
+    }
+    metrics::histogram!(HTTP_DURATION, "route" => route.clone())
+        .record(started.elapsed().as_secs_f64());
+    metrics::counter!(HTTP_REQUESTS, "route" => route, "status" => status.as_u16().to_string())
+        .increment(1);
+}

@@ -1,0 +1,273 @@
+//! `/metrics` on the admin listener of the real binary: counters scraped before and after
+//! known traffic move by exactly the requests sent, under bounded labels.
+
+use std::collections::{BTreeMap, HashMap};
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::helpers::standard_mandate;
+use crate::process::{Server, binary, free_port, onboard};
+
+type Labels = BTreeMap<String, String>;
+
+/// One scrape: every sample by name and labels. A small reader of the text format: one
+/// sample a line, `name{k="v",...} value`; comments skipped.
+fn parse(text: &str) -> HashMap<(String, Labels), f64> {
+    let mut samples = HashMap::new();
+    for line in text.lines() {
+        if line.starts_with('#') || line.trim().is_empty() {
+            continue;
+        }
+        let (series, value) = line.rsplit_once(' ').expect("a sample line has a value");
+        let value: f64 = value.parse().expect("a sample's value is a number");
+        let (name, labels) = match series.split_once('{') {
+            None => (series.to_owned(), Labels::new()),
+            Some((name, rest)) => {
+                let body = rest.strip_suffix('}').expect("labels end with }");
+                let labels = body
+                    .split("\",")
+                    .filter(|pair| !pair.is_empty())
+                    .map(|pair| {
+                        let (k, v) = pair.split_once("=\"").expect("label k=\"v\"");
+                        (k.to_owned(), v.trim_end_matches('"').to_owned())
+                    })
+                    .collect();
+                (name.to_owned(), labels)
+            }
+        };
+        samples.insert((name, labels), value);
+    }
+    samples
+}
+
+struct Scrape(HashMap<(String, Labels), f64>);
+
+impl Scrape {
+    /// The sample's value, 0 when the series does not exist yet.
+    fn get(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        let labels = labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        self.0
+            .get(&(name.to_owned(), labels))
+            .copied()
+            .unwrap_or(0.0)
+    }
+}
+
+async fn scrape(client: &reqwest::Client, url: &str) -> (Scrape, String) {
+    let response = client.get(url).send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let content_type = response.headers()["content-type"].to_str().unwrap();
+    assert!(content_type.starts_with("text/plain; version=0.0.4"));
+    let text = response.text().await.unwrap();
+    (Scrape(parse(&text)), text)
+}
+
+#[tokio::test]
+async fn metrics_counters_move_by_exactly_the_requests_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("metrics.db");
+    let org_key = onboard(&db, "acme");
+    // A second organization whose key allows one request a second: its burst meets 429s.
+    let slow_key = onboard(&db, "slow");
+    let out = Command::new(binary())
+        .args(["set-rate", &slow_key, "--per-second", "1", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let server = Server::start(&db, free_port(), &["--admin-addr", "127.0.0.1:0"]);
+    let mut admin = None;
+    for _ in 0..200 {
+        admin = server
+            .output
+            .lock()
+            .unwrap()
+            .iter()
+            .find_map(|l| l.trim().strip_prefix("admin:").map(|u| u.trim().to_owned()));
+        if admin.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let admin = admin.expect("the server printed its admin address");
+    assert!(admin.starts_with("http://127.0.0.1:") && admin.ends_with("/metrics"));
+    let client = reqwest::Client::new();
+    let api = server.api.clone();
+    let post = |key: &str, path: &str, body: String| {
+        client
+            .post(format!("{api}{path}"))
+            .header("authorization", format!("Bearer {key}"))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+
+    let agent: Value = post(&org_key, "/v1/agents", json!({"name": "buyer"}).to_string())
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let agent_key = agent["agent_key"].as_str().unwrap().to_owned();
+    let mandate = post(
+        &org_key,
+        "/v1/mandates",
+        standard_mandate("buyer").replace("2026-12-31", "2099-12-31"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(mandate.status().as_u16(), 201);
+
+    let (before, _) = scrape(&client, &admin).await;
+
+    // Three allows, one review, two denials (category, per-transaction limit).
+    let amounts = [
+        (10, "software"),
+        (11, "software"),
+        (12, "travel"),
+        (60, "software"),
+        (10, "food"),
+        (200, "software"),
+    ];
+    let mut statuses: HashMap<u16, f64> = HashMap::new();
+    let mut verdicts: HashMap<(String, String), f64> = HashMap::new();
+    for (amount, category) in amounts {
+        let body = format!(
+            r#"{{"amount": {amount}, "currency": "USD", "recipient": "vendor:acme", "category": "{category}"}}"#
+        );
+        let response = post(&agent_key, "/v1/authorizations", body).await.unwrap();
+        *statuses.entry(response.status().as_u16()).or_default() += 1.0;
+        let decision: Value = response.json().await.unwrap();
+        let verdict = decision["verdict"].as_str().unwrap().to_owned();
+        let policy = decision["policy_verdict"].as_str().unwrap().to_owned();
+        *verdicts.entry((verdict, policy)).or_default() += 1.0;
+    }
+    let allows = verdicts
+        .iter()
+        .filter(|((v, _), _)| v == "allow")
+        .map(|(_, n)| n)
+        .sum::<f64>();
+    let denials = verdicts
+        .iter()
+        .filter(|((v, _), _)| v.starts_with("deny_"))
+        .map(|(_, n)| n)
+        .sum::<f64>();
+    assert_eq!((allows, denials), (3.0, 2.0), "{verdicts:?}");
+
+    // One unauthenticated request, two lookups of absent agents (one route template).
+    let unauthenticated = client
+        .get(format!("{api}/v1/agents"))
+        .header("authorization", "Bearer sk_sandbox_nope")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unauthenticated.status().as_u16(), 401);
+    for id in ["agt_nobody", "agt_noone"] {
+        let missing = client
+            .get(format!("{api}/v1/agents/{id}"))
+            .header("authorization", format!("Bearer {org_key}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(missing.status().as_u16(), 404);
+    }
+    // A burst on the slow key: at least one 429, each counted.
+    let mut limited = 0.0;
+    let mut slow_ok = 0.0;
+    for _ in 0..5 {
+        let response = client
+            .get(format!("{api}/v1/agents"))
+            .header("authorization", format!("Bearer {slow_key}"))
+            .send()
+            .await
+            .unwrap();
+        match response.status().as_u16() {
+            429 => limited += 1.0,
+            200 => slow_ok += 1.0,
+            other => panic!("unexpected status {other}"),
+        }
+    }
+    assert!(
+        limited >= 1.0,
+        "no 429 from a key allowed one request a second"
+    );
+
+    let (after, text) = scrape(&client, &admin).await;
+    let delta =
+        |name: &str, labels: &[(&str, &str)]| after.get(name, labels) - before.get(name, labels);
+
+    for ((verdict, policy), n) in &verdicts {
+        let labels = [
+            ("env", "sandbox"),
+            ("verdict", verdict.as_str()),
+            ("policy_verdict", policy.as_str()),
+        ];
+        assert_eq!(
+            delta("mandate_decisions_total", &labels),
+            *n,
+            "{labels:?}\n{text}"
+        );
+    }
+    for (status, n) in &statuses {
+        let status = status.to_string();
+        let labels = [("route", "/v1/authorizations"), ("status", status.as_str())];
+        assert_eq!(delta("mandate_http_requests_total", &labels), *n, "{text}");
+    }
+    let labels = [("route", "/v1/authorizations")];
+    assert_eq!(
+        delta("mandate_http_request_duration_seconds_count", &labels),
+        amounts.len() as f64
+    );
+    let inf = [("route", "/v1/authorizations"), ("le", "+Inf")];
+    assert_eq!(
+        delta("mandate_http_request_duration_seconds_bucket", &inf),
+        amounts.len() as f64
+    );
+    let labels = [("route", "unmatched"), ("status", "401")];
+    assert_eq!(delta("mandate_http_requests_total", &labels), 1.0, "{text}");
+    // Routed by template: no raw path (and no id) is ever a label value.
+    let labels = [("route", "/v1/agents/{id}"), ("status", "404")];
+    assert_eq!(delta("mandate_http_requests_total", &labels), 2.0, "{text}");
+    assert!(
+        !text.contains("agt_nobody") && !text.contains("acme"),
+        "{text}"
+    );
+    let labels = [("route", "unmatched"), ("status", "429")];
+    assert_eq!(delta("mandate_http_requests_total", &labels), limited);
+    assert_eq!(delta("mandate_rate_limited_total", &[]), limited);
+    let labels = [("route", "/v1/agents"), ("status", "200")];
+    assert_eq!(delta("mandate_http_requests_total", &labels), slow_ok);
+    assert_eq!(delta("mandate_overload_shed_total", &[]), 0.0);
+
+    // The admin host serves /metrics and nothing else.
+    let base = admin.trim_end_matches("/metrics");
+    let other = client
+        .get(format!("{base}/v1/agents"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other.status().as_u16(), 404);
+    server.kill();
+}
+
+#[tokio::test]
+async fn without_admin_addr_there_is_no_admin_listener() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("metrics.db");
+    onboard(&db, "acme");
+    let server = Server::start(&db, free_port(), &[]);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let printed = server.output.lock().unwrap().clone();
+    assert!(!printed.iter().any(|l| l.contains("admin:")), "{printed:?}");
+    server.kill();
+}
