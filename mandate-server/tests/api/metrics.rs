@@ -249,6 +249,59 @@ async fn metrics_counters_move_by_exactly_the_requests_sent() {
     assert_eq!(delta("mandate_http_requests_total", &labels), slow_ok);
     assert_eq!(delta("mandate_overload_shed_total", &[]), 0.0);
 
+    // The writer committed the decisions: at least one job per decision, in groups.
+    assert!(delta("mandate_writer_group_size_sum", &[]) >= amounts.len() as f64);
+    assert!(delta("mandate_writer_commit_seconds_count", &[]) >= 1.0);
+    assert!(delta("mandate_writer_sync_seconds_count", &[]) >= 1.0);
+
+    // Webhooks: one ping to a receiver that answers 204, one to a closed port.
+    let receiver = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook = format!("http://{}/hook", receiver.local_addr().unwrap());
+    let router = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(|| async { axum::http::StatusCode::NO_CONTENT }),
+    );
+    tokio::spawn(async move { axum::serve(receiver, router).await });
+    for url in [hook.as_str(), "http://127.0.0.1:9/hook"] {
+        let created = post(
+            &org_key,
+            "/v1/webhooks",
+            json!({"url": url, "events": ["ping"]}).to_string(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(created.status().as_u16(), 201);
+        let webhook: Value = created.json().await.unwrap();
+        let id = webhook["webhook"].as_str().unwrap();
+        let pinged = post(&org_key, &format!("/v1/webhooks/{id}/ping"), String::new())
+            .await
+            .unwrap();
+        assert_eq!(pinged.status().as_u16(), 202);
+    }
+    // The worker acts on its own tick and counts the backlog once a second: poll (bounded).
+    let mut last = String::new();
+    let mut settled = false;
+    for _ in 0..100 {
+        let (now, text) = scrape(&client, &admin).await;
+        let outcome = |o: &str| {
+            now.get("mandate_webhook_deliveries_total", &[("outcome", o)])
+                - after.get("mandate_webhook_deliveries_total", &[("outcome", o)])
+        };
+        // The review opened above is pending; so is the delivery to the closed port.
+        if outcome("delivered") == 1.0
+            && outcome("retry") >= 1.0
+            && outcome("gave_up") == 0.0
+            && now.get("mandate_webhook_deliveries_pending", &[]) == 1.0
+            && now.get("mandate_reviews_pending", &[]) == 1.0
+        {
+            settled = true;
+            break;
+        }
+        last = text;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(settled, "deliveries and backlog never showed up:\n{last}");
+
     // The admin host serves /metrics and nothing else.
     let base = admin.trim_end_matches("/metrics");
     let other = client
