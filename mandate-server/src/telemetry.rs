@@ -47,7 +47,9 @@ const BUCKETS: &[f64] = &[
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 
-/// Whether a recorder is installed (the admin listener is on).
+/// Whether a recorder is installed (the admin listener is on): a relaxed load of the
+/// once-cell's state.
+#[inline]
 pub fn enabled() -> bool {
     HANDLE.get().is_some()
 }
@@ -149,8 +151,12 @@ pub async fn keep_route(request: Request, next: Next) -> Response {
     response
 }
 
-/// Counts an answered API request and its latency under its route template.
+/// Counts an answered API request and its latency under its route template. Without a
+/// recorder, nothing: the labels would still be built (two small allocations) for none.
 pub fn record_request(response: &Response, started: std::time::Instant) {
+    if !enabled() {
+        return;
+    }
     let route = response
         .extensions()
         .get::<Route>()

@@ -299,13 +299,16 @@ impl Decided<'_> {
             }
         }
         *guard = Some(state);
-        metrics::counter!(
-            crate::telemetry::DECISIONS,
-            "env" => labels.0,
-            "verdict" => labels.1,
-            "policy_verdict" => labels.2
-        )
-        .increment(1);
+        // The labels' list is built even for no recorder: only while metrics are served.
+        if crate::telemetry::enabled() {
+            metrics::counter!(
+                crate::telemetry::DECISIONS,
+                "env" => labels.0,
+                "verdict" => labels.1,
+                "policy_verdict" => labels.2
+            )
+            .increment(1);
+        }
         Ok(body)
     }
 }
