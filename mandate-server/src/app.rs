@@ -83,7 +83,9 @@ pub async fn front(
             Some(permit) => Some(permit),
             None => {
                 metrics::counter!(telemetry::SHED).increment(1);
-                return ApiError::Overloaded.into_response();
+                let response = ApiError::Overloaded.into_response();
+                telemetry::record_request(&response, started);
+                return response;
             }
         },
         None => None,

@@ -85,21 +85,7 @@ async fn metrics_counters_move_by_exactly_the_requests_sent() {
         String::from_utf8_lossy(&out.stderr)
     );
 
-    let server = Server::start(&db, free_port(), &["--admin-addr", "127.0.0.1:0"]);
-    let mut admin = None;
-    for _ in 0..200 {
-        admin = server
-            .output
-            .lock()
-            .unwrap()
-            .iter()
-            .find_map(|l| l.trim().strip_prefix("admin:").map(|u| u.trim().to_owned()));
-        if admin.is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    let admin = admin.expect("the server printed its admin address");
+    let (server, admin) = start_with_admin(&db, &[]).await;
     assert!(admin.starts_with("http://127.0.0.1:") && admin.ends_with("/metrics"));
     let client = reqwest::Client::new();
     let api = server.api.clone();
@@ -310,6 +296,74 @@ async fn metrics_counters_move_by_exactly_the_requests_sent() {
         .await
         .unwrap();
     assert_eq!(other.status().as_u16(), 404);
+    server.kill();
+}
+
+/// Starts the binary with `extra` and the admin listener; returns it and its metrics URL.
+async fn start_with_admin(db: &std::path::Path, extra: &[&str]) -> (Server, String) {
+    let mut args = vec!["--admin-addr", "127.0.0.1:0"];
+    args.extend_from_slice(extra);
+    let server = Server::start(db, free_port(), &args);
+    for _ in 0..200 {
+        let admin = server
+            .output
+            .lock()
+            .unwrap()
+            .iter()
+            .find_map(|l| l.trim().strip_prefix("admin:").map(|u| u.trim().to_owned()));
+        if let Some(admin) = admin {
+            return (server, admin);
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("the server did not print its admin address");
+}
+
+#[tokio::test]
+async fn metrics_count_each_request_shed_by_the_in_flight_gate() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("metrics.db");
+    let org_key = onboard(&db, "acme");
+    let (server, admin) = start_with_admin(&db, &["--max-in-flight", "1"]).await;
+    let client = reqwest::Client::new();
+    let (before, _) = scrape(&client, &admin).await;
+
+    // One request holds the only place: its head is in, its body never comes.
+    let api = server.api.trim_start_matches("http://").to_owned();
+    let mut held = std::net::TcpStream::connect(&api).unwrap();
+    write!(
+        held,
+        "POST /v1/agents HTTP/1.1\r\nhost: {api}\r\nauthorization: Bearer {org_key}\r\n\
+         content-type: application/json\r\ncontent-length: 100\r\n\r\n{{"
+    )
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let shed = 3;
+    for _ in 0..shed {
+        let response = client
+            .get(format!("{}/v1/agents", server.api))
+            .header("authorization", format!("Bearer {org_key}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 503);
+    }
+    let (after, text) = scrape(&client, &admin).await;
+    let delta =
+        |name: &str, labels: &[(&str, &str)]| after.get(name, labels) - before.get(name, labels);
+    assert_eq!(
+        delta("mandate_overload_shed_total", &[]),
+        f64::from(shed),
+        "{text}"
+    );
+    let labels = [("route", "unmatched"), ("status", "503")];
+    assert_eq!(
+        delta("mandate_http_requests_total", &labels),
+        f64::from(shed),
+        "{text}"
+    );
+    drop(held);
     server.kill();
 }
 
