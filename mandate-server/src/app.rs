@@ -2,8 +2,8 @@
 //! port 0.
 //!
 //! Layer order on the API host, outermost first: in-flight gate (`serve` only), request id,
-//! authentication and rate, body limit, idempotency, panic catcher, routes. Every response,
-//! including 404 fallbacks, 401s and panics, goes through the request-id layer; the gate's
+//! authentication and rate, body limit, route template (for the metrics), idempotency,
+//! panic catcher, routes. Every response, including 404 fallbacks, 401s and panics, goes through the request-id layer; the gate's
 //! 503 carries a fresh id of its own.
 
 use std::any::Any;
@@ -23,6 +23,7 @@ use crate::http::request_log::{RouteLayer, Started};
 use crate::http::{auth, error, idempotency, request_id};
 use crate::routes;
 use crate::state::AppState;
+use crate::telemetry;
 
 async fn not_found() -> ApiError {
     ApiError::NotFound("no such path; see the API reference for the paths under /v1".into())
@@ -79,11 +80,14 @@ pub async fn front(
     next: Next,
 ) -> Response {
     let started = Started::of(&request);
+    let clock = std::time::Instant::now();
     let permit = match &gate {
         Some(gate) => match gate.admit(&mut request) {
             Some(permit) => Some(permit),
             None => {
+                metrics::counter!(telemetry::SHED).increment(1);
                 let response = ApiError::Overloaded.into_response();
+                telemetry::record_request(&response, clock);
                 if let Some(started) = &started {
                     let id = response
                         .headers()
@@ -103,6 +107,7 @@ pub async fn front(
     if let Some(started) = &started {
         started.log(&id, &response);
     }
+    telemetry::record_request(&response, clock);
     response
 }
 

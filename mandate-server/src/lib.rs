@@ -21,4 +21,5 @@ pub mod settlement;
 pub mod signing;
 pub mod state;
 pub mod storage;
+pub mod telemetry;
 pub mod workers;

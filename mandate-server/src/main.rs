@@ -113,6 +113,10 @@ enum Command {
         /// How log lines (stderr) are written: `text` for people, `json` for machines.
         #[arg(long, env = "MANDATE_LOG_FORMAT", value_enum, default_value = "text")]
         log_format: LogFormatArg,
+        /// Address of the admin host (`GET /metrics`, Prometheus text format, plain HTTP);
+        /// off unless set. Bind it to loopback or a private network: it is not for callers.
+        #[arg(long, env = "MANDATE_ADMIN_ADDR")]
+        admin_addr: Option<String>,
     },
     /// Create an organization and print its sandbox and live keys (once).
     Onboard {
@@ -281,6 +285,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             settlement,
             max_in_flight,
             log_format: _,
+            admin_addr,
         } => {
             limits::survive_file_size_limit();
             let config = Config {
@@ -294,6 +299,16 @@ async fn run(cli: Cli) -> Result<(), String> {
                     max_in_flight,
                     ..limits::Limits::default()
                 },
+            };
+            // Bound and the recorder installed before start, so that start-up is counted too.
+            let admin = match &admin_addr {
+                Some(addr) => {
+                    let listener = tokio::net::TcpListener::bind(addr)
+                        .await
+                        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+                    Some((listener, mandate_server::telemetry::install()?))
+                }
+                None => None,
             };
             let stop = shutdown_signal();
             let running = serve::start_with(config.clone(), Arc::new(clock), settlement.into())
@@ -311,6 +326,16 @@ async fn run(cli: Cli) -> Result<(), String> {
                 running.state.verdicts_url,
                 config.db.display()
             ));
+            if let Some((listener, handle)) = admin {
+                let addr = listener.local_addr().map_err(|e| e.to_string())?;
+                print_out(&format!("  admin:  http://{addr}/metrics"));
+                let router = mandate_server::telemetry::admin(handle);
+                tokio::spawn(async move {
+                    if let Err(e) = axum::serve(listener, router).await {
+                        tracing::error!("admin listener: {e}");
+                    }
+                });
+            }
             if with_demo {
                 demo::run(&running).await?;
             }

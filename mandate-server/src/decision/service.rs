@@ -259,6 +259,11 @@ impl Decided<'_> {
             body,
         } = self;
         let amount = decision.claims.request.amount;
+        let labels = (
+            env.as_str(),
+            evaluation.verdict.as_str(),
+            evaluation.policy_verdict.as_str(),
+        );
         match approved {
             None => {
                 state.stored = store
@@ -294,6 +299,16 @@ impl Decided<'_> {
             }
         }
         *guard = Some(state);
+        // The labels' list is built even for no recorder: only while metrics are served.
+        if crate::telemetry::enabled() {
+            metrics::counter!(
+                crate::telemetry::DECISIONS,
+                "env" => labels.0,
+                "verdict" => labels.1,
+                "policy_verdict" => labels.2
+            )
+            .increment(1);
+        }
         Ok(body)
     }
 }

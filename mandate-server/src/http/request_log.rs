@@ -103,7 +103,8 @@ where
     }
 
     fn call(&mut self, request: Request) -> Self::Future {
-        let route = if enabled() {
+        // Kept when a request line or a metric will read it.
+        let route = if enabled() || crate::telemetry::enabled() {
             request.extensions().get::<MatchedPath>().cloned()
         } else {
             None

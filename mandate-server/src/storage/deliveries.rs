@@ -63,6 +63,15 @@ pub struct DeliveryRow {
     pub tried: Vec<Attempt>,
 }
 
+/// Work waiting, in every organization.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backlog {
+    /// Webhook deliveries not yet delivered or given up.
+    pub deliveries: i64,
+    /// Reviews not yet approved, denied or expired.
+    pub reviews: i64,
+}
+
 /// Webhook deliveries.
 pub trait DeliveryStore {
     /// Up to `limit` deliveries due at `now_ms`, oldest first, at most `per_webhook` of
@@ -85,6 +94,10 @@ pub trait DeliveryStore {
 
     /// Ends delivery `id` without another attempt, for `reason`.
     fn give_up_delivery(&self, id: i64, reason: &str, at_ms: i64) -> StoreFuture<'_, ()>;
+
+    /// How many deliveries and reviews are pending, in every organization (for the
+    /// metrics: two counts on their indexes).
+    fn backlog(&self) -> StoreFuture<'_, Backlog>;
 
     /// The deliveries of an event with their attempts (diagnostics and tests).
     fn deliveries_of(&self, event_id: &str) -> StoreFuture<'_, Vec<DeliveryRow>>;

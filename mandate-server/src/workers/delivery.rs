@@ -31,6 +31,10 @@ use crate::workers::timers;
 
 /// How often the worker looks for due work (real time).
 pub const TICK: Duration = Duration::from_millis(50);
+
+/// The pending deliveries and reviews are counted for the metrics every this many ticks
+/// (once a second), only while metrics are served.
+const BACKLOG_EVERY: u64 = 20;
 /// How long one attempt may take, connection included.
 pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Attempts in flight at once, in all.
@@ -150,6 +154,7 @@ async fn run(state: AppState, clients: Arc<Clients>, mut stopped: watch::Receive
     let permits = Arc::new(Semaphore::new(MAX_CONCURRENT));
     let mut attempts = JoinSet::new();
     let mut tick = tokio::time::interval(TICK);
+    let mut ticks: u64 = 0;
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
@@ -159,6 +164,17 @@ async fn run(state: AppState, clients: Arc<Clients>, mut stopped: watch::Receive
         while attempts.try_join_next().is_some() {}
         if let Err(e) = timers::run(&state).await {
             tracing::error!("time-driven state: {e}");
+        }
+        ticks += 1;
+        if ticks.is_multiple_of(BACKLOG_EVERY) && crate::telemetry::enabled() {
+            match state.store.backlog().await {
+                Ok(backlog) => {
+                    metrics::gauge!(crate::telemetry::PENDING_DELIVERIES)
+                        .set(backlog.deliveries as f64);
+                    metrics::gauge!(crate::telemetry::PENDING_REVIEWS).set(backlog.reviews as f64);
+                }
+                Err(e) => tracing::error!("counting pending deliveries and reviews: {e}"),
+            }
         }
         {
             // Forget attempts that ended before any pick still running could have begun.
@@ -217,6 +233,7 @@ async fn attempt(
     let id = due.id;
     let result = if window_closed(due.event_created_ms, at_ms) {
         let reason = "the 24-hour delivery window ended before another attempt";
+        metrics::counter!(crate::telemetry::DELIVERIES, "outcome" => "gave_up").increment(1);
         state.store.give_up_delivery(id, reason, at_ms).await
     } else {
         let started = Instant::now();
@@ -239,6 +256,12 @@ async fn attempt(
             now_ms,
             jitter_byte(),
         );
+        let outcome = match next {
+            NextStep::Delivered => "delivered",
+            NextStep::RetryAt(_) => "retry",
+            NextStep::GiveUp => "gave_up",
+        };
+        metrics::counter!(crate::telemetry::DELIVERIES, "outcome" => outcome).increment(1);
         match next {
             NextStep::Delivered => {}
             NextStep::RetryAt(_) | NextStep::GiveUp => tracing::info!(

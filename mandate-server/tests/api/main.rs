@@ -23,6 +23,7 @@ mod lists;
 mod logs;
 mod mandate_extensions;
 mod mandates;
+mod metrics;
 mod reviews;
 mod webhooks;
 mod wire;

@@ -25,7 +25,7 @@ use crate::model::{Caller, Env, KeyClass};
 use crate::storage::admin::{AdminStore, NewOrg};
 use crate::storage::agents::{AgentRow, AgentStore};
 use crate::storage::decisions::{DecisionStore, Filters as DecisionFilters};
-use crate::storage::deliveries::{Attempt, DeliveryRow, DeliveryStore, Due};
+use crate::storage::deliveries::{Attempt, Backlog, DeliveryRow, DeliveryStore, Due};
 use crate::storage::escrows::{EscrowChange, EscrowRow, EscrowStore, MovementRow};
 use crate::storage::events::{EventRow, EventStore, NewEvent};
 use crate::storage::idempotency::{IdempotencyRecord, IdempotencyStore};
@@ -193,6 +193,22 @@ impl DeliveryStore for SqliteStore {
                 Ok(deliveries::give_up(tx, id, &reason, at_ms)?)
             }),
         )
+    }
+
+    fn backlog(&self) -> StoreFuture<'_, Backlog> {
+        Box::pin(self.db.read(|conn| -> Result<Backlog> {
+            Ok(conn
+                .prepare_cached(
+                    "SELECT (SELECT COUNT(*) FROM deliveries WHERE state = 'pending'),
+                            (SELECT COUNT(*) FROM reviews WHERE status = 'pending')",
+                )?
+                .query_row([], |r| {
+                    Ok(Backlog {
+                        deliveries: r.get(0)?,
+                        reviews: r.get(1)?,
+                    })
+                })?)
+        }))
     }
 
     fn deliveries_of(&self, event_id: &str) -> StoreFuture<'_, Vec<DeliveryRow>> {

@@ -334,7 +334,13 @@ pub(super) fn writer_loop(
         }
         let Some(conn) = open.take() else { continue };
         let done = group.take();
-        match run_cached(&conn, "COMMIT") {
+        // Metrics (docs/operations.md): the group's size and its commit's time.
+        metrics::histogram!("mandate_writer_group_size").record(done.len() as f64);
+        let committing = std::time::Instant::now();
+        let committed = run_cached(&conn, "COMMIT");
+        metrics::histogram!("mandate_writer_commit_seconds")
+            .record(committing.elapsed().as_secs_f64());
+        match committed {
             // Committed: answered once the sync thread has made the WAL durable; the
             // jobs that arrive meanwhile wait for the next commit.
             Ok(()) => {
@@ -382,7 +388,9 @@ pub(super) fn sync_loop<A: Answer>(
         while let Ok(more) = groups.try_recv() {
             batch.push(more);
         }
+        let syncing = std::time::Instant::now();
         let error = sync().err().map(|e| format!("syncing the WAL failed: {e}"));
+        metrics::histogram!("mandate_writer_sync_seconds").record(syncing.elapsed().as_secs_f64());
         if let Some(error) = &error {
             tracing::error!("{error}");
         }

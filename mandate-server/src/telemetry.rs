@@ -1,0 +1,157 @@
+//! Metrics in the Prometheus text format, served on the admin listener (`--admin-addr`).
+//!
+//! The code records through the `metrics` macros everywhere; without an admin listener no
+//! recorder is installed and every macro is a no-op. With one, the process-wide recorder
+//! keeps an atomic per series and renders the text format on `GET /metrics`. Label values
+//! are bounded: route templates, statuses, environments, verdicts; never ids or names.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::MatchedPath;
+use axum::http::{StatusCode, header};
+use axum::response::Response;
+use axum::routing::get;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+/// Decisions committed: `env`, `verdict`, `policy_verdict`.
+pub const DECISIONS: &str = "mandate_decisions_total";
+/// API requests answered: `route` (template or `unmatched`), `status`.
+pub const HTTP_REQUESTS: &str = "mandate_http_requests_total";
+/// API request latency, first byte of the request to the response head: `route`.
+pub const HTTP_DURATION: &str = "mandate_http_request_duration_seconds";
+/// API requests refused with 429 by the caller's rate.
+pub const RATE_LIMITED: &str = "mandate_rate_limited_total";
+/// API requests refused with 503 by the in-flight gate.
+pub const SHED: &str = "mandate_overload_shed_total";
+
+/// Webhook delivery attempts: `outcome` (`delivered`, `retry`, `gave_up`).
+pub const DELIVERIES: &str = "mandate_webhook_deliveries_total";
+/// Webhook deliveries pending (counted once a second).
+pub const PENDING_DELIVERIES: &str = "mandate_webhook_deliveries_pending";
+/// Reviews pending (counted once a second).
+pub const PENDING_REVIEWS: &str = "mandate_reviews_pending";
+/// Jobs per commit of the storage writer (recorded in storage/sqlite/writer.rs).
+pub const WRITER_GROUP: &str = "mandate_writer_group_size";
+
+/// Group-size buckets: up to the writer's largest group (256).
+const GROUP_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0];
+
+/// Latency buckets in seconds, from 100 µs to 10 s.
+const BUCKETS: &[f64] = &[
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0,
+];
+
+static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// Whether a recorder is installed (the admin listener is on): a relaxed load of the
+/// once-cell's state.
+#[inline]
+pub fn enabled() -> bool {
+    HANDLE.get().is_some()
+}
+
+/// Installs the process-wide recorder (once; later calls return the same handle).
+pub fn install() -> Result<PrometheusHandle, String> {
+    if let Some(handle) = HANDLE.get() {
+        return Ok(handle.clone());
+    }
+    let recorder = PrometheusBuilder::new()
+        .set_buckets(BUCKETS)
+        .and_then(|b| b.set_buckets_for_metric(Matcher::Full(WRITER_GROUP.into()), GROUP_BUCKETS))
+        .map_err(|e| format!("metrics buckets: {e}"))?
+        .build_recorder();
+    let handle = recorder.handle();
+    metrics::set_global_recorder(recorder).map_err(|e| format!("metrics recorder: {e}"))?;
+    let handle = HANDLE.get_or_init(|| handle).clone();
+    describe();
+    // Histograms' recent-value windows are drained by upkeep; once a few seconds is enough.
+    let upkeep = handle.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            upkeep.run_upkeep();
+        }
+    });
+    Ok(handle)
+}
+
+/// The `# HELP` line of every metric.
+fn describe() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram};
+    describe_counter!(
+        DECISIONS,
+        "Decisions committed, by environment, verdict and policy verdict."
+    );
+    describe_counter!(
+        HTTP_REQUESTS,
+        "API requests answered, by route template and status."
+    );
+    describe_histogram!(
+        HTTP_DURATION,
+        "API request latency to the response head, by route template."
+    );
+    describe_counter!(
+        RATE_LIMITED,
+        "API requests refused with 429 by the caller's rate."
+    );
+    describe_counter!(SHED, "API requests refused with 503 by the in-flight gate.");
+    describe_counter!(DELIVERIES, "Webhook delivery attempts, by outcome.");
+    describe_gauge!(PENDING_DELIVERIES, "Webhook deliveries pending.");
+    describe_gauge!(PENDING_REVIEWS, "Reviews pending.");
+    describe_histogram!(WRITER_GROUP, "Jobs per commit of the storage writer.");
+    describe_histogram!(
+        "mandate_writer_commit_seconds",
+        "Time of the storage writer's COMMIT."
+    );
+    describe_histogram!(
+        "mandate_writer_sync_seconds",
+        "Time of one WAL sync (covering one or more commits)."
+    );
+}
+
+/// The admin host: `GET /metrics` and nothing else.
+pub fn admin(handle: PrometheusHandle) -> Router {
+    Router::new()
+        .route(
+            "/metrics",
+            get(move || {
+                let handle = handle.clone();
+                async move {
+                    (
+                        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+                        handle.render(),
+                    )
+                }
+            }),
+        )
+        .fallback(|| async {
+            (
+                StatusCode::NOT_FOUND,
+                "this host serves GET /metrics only\n",
+            )
+        })
+}
+
+/// Counts an answered API request and its latency under its route template. Without a
+/// recorder, nothing: the labels would still be built (two small allocations) for none.
+pub fn record_request(response: &Response, started: std::time::Instant) {
+    if !enabled() {
+        return;
+    }
+    let route = response
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("unmatched", MatchedPath::as_str)
+        .to_owned();
+    let status = response.status();
+    if status == StatusCode::TOO_MANY_REQUESTS {
+        metrics::counter!(RATE_LIMITED).increment(1);
+    }
+    metrics::histogram!(HTTP_DURATION, "route" => route.clone())
+        .record(started.elapsed().as_secs_f64());
+    metrics::counter!(HTTP_REQUESTS, "route" => route, "status" => status.as_u16().to_string())
+        .increment(1);
+}
