@@ -160,7 +160,7 @@ pub enum Format {
 /// The format chosen at [`init`]; [`say`] follows it.
 static FORMAT: OnceLock<Format> = OnceLock::new();
 
-/// The filter: `MANDATE_LOG` if set, else `RUST_LOG`, else `info`.
+/// The filter: `MANDATE_LOG` if set, else `RUST_LOG`, else [`DEFAULT_FILTER`].
 fn filter() -> EnvFilter {
     ["MANDATE_LOG", "RUST_LOG"]
         .iter()
@@ -170,8 +170,13 @@ fn filter() -> EnvFilter {
                 .filter(|v| !v.trim().is_empty())
                 .and_then(|v| EnvFilter::try_new(v).ok())
         })
-        .unwrap_or_else(|| EnvFilter::new("info"))
+        .unwrap_or_else(|| EnvFilter::new(DEFAULT_FILTER))
 }
+
+/// The filter when neither variable is set: `info`, without the per-request lines, which
+/// cost a fifth of the hot path's throughput (docs/performance.md); `MANDATE_LOG=info`
+/// turns them on.
+pub const DEFAULT_FILTER: &str = "info,mandate::request=off";
 
 /// Sends tracing's lines to stderr through the queue in `format`, at the level of
 /// `MANDATE_LOG` or `RUST_LOG` (`info` by default). Without a thread for the queue,
