@@ -218,11 +218,12 @@ fn circle(arrows: &BTreeMap<PathBuf, BTreeSet<PathBuf>>) -> Option<Vec<PathBuf>>
     None
 }
 
+/// The workspace of the checkout being tested, read at run time (cargo says which package
+/// it runs), not the build's: with a shared target directory that may be another checkout.
 fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
+    let package: PathBuf = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
+    package.parent().unwrap().to_path_buf()
 }
 
 #[test]

@@ -72,7 +72,10 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 /// The files under `src/`, each with its path relative to `src/` and its text without
 /// whitespace (so that a call split over lines, `state\n.db\n.write`, is still seen).
 fn sources() -> Vec<(String, String)> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    // The checkout being tested (at run time), not the build's.
+    let package: PathBuf = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
+    let src = package.join("src");
     let mut files = Vec::new();
     rust_files(&src, &mut files);
     files

@@ -4,7 +4,7 @@
 //! Adding a route without documenting it, or documenting one that is not served, fails.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::PathBuf;
 
 use mandate_server::routes::ROUTES;
 use mandate_server::routes::public::OPENAPI;
@@ -95,7 +95,10 @@ fn document() -> BTreeMap<(String, String), BTreeSet<String>> {
 /// The routes written in the routers' source: every `.route("PATH", METHOD(h)...)` under
 /// `src/routes/` (the public host's aside).
 fn source_routes() -> Ops {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/routes");
+    // The checkout being tested (at run time), not the build's.
+    let package: PathBuf = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
+    let dir = package.join("src/routes");
     let mut ops = Ops::new();
     for entry in std::fs::read_dir(&dir).unwrap() {
         let file = entry.unwrap().path();
