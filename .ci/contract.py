@@ -25,16 +25,16 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
 import urllib.request
 
 import yaml
 from openapi_spec_validator import validate
+
+from ci_http import call, free_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOC = os.path.join(ROOT, "openapi.yaml")
@@ -50,25 +50,6 @@ def check_document():
     print(f"openapi.yaml: valid OpenAPI {doc['openapi']}, {len(ops)} operations across {len(doc['paths'])} paths")
     if (len(ops), len(doc["paths"])) != (29, 23):
         sys.exit("openapi.yaml must describe exactly 29 operations across 23 paths")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def call(base, key, method, path, body=None):
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(base + path, data=data, method=method)
-    request.add_header("Authorization", f"Bearer {key}")
-    if data is not None:
-        request.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, json.loads(response.read() or b"null")
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"null")
 
 
 def expect(result, status, what):

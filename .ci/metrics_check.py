@@ -8,38 +8,18 @@ must have moved by exactly the requests sent.
 Usage: python .ci/metrics_check.py SERVER_BINARY
 """
 
-import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
 import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def call(base, key, method, path, body=None):
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(base + path, data=data, method=method)
-    request.add_header("authorization", f"Bearer {key}")
-    if data is not None:
-        request.add_header("content-type", "application/json")
-    try:
-        with urllib.request.urlopen(request, timeout=10) as r:
-            return r.status, json.loads(r.read() or b"null")
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"null")
+from ci_http import call, free_port
 
 
 def scrape(url):
