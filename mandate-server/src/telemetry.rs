@@ -5,7 +5,8 @@
 //! keeps an atomic per series and renders the text format on `GET /metrics`. Label values
 //! are bounded: route templates, statuses, environments, verdicts; never ids or names.
 
-use std::sync::OnceLock;
+use std::collections::HashMap;
+use std::sync::{OnceLock, RwLock};
 use std::time::Duration;
 
 use axum::Router;
@@ -13,6 +14,7 @@ use axum::extract::MatchedPath;
 use axum::http::{StatusCode, header};
 use axum::response::Response;
 use axum::routing::get;
+use metrics::{Counter, Histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 /// Decisions committed: `env`, `verdict`, `policy_verdict`.
@@ -135,8 +137,32 @@ pub fn admin(handle: PrometheusHandle) -> Router {
         })
 }
 
+/// Handles of the series recorded on every request, made once per label set: recording
+/// is then an atomic add on a handle found under a read lock, instead of building the
+/// labels (two strings) and looking the series up in the recorder's registry each time.
+#[derive(Default)]
+struct Series {
+    /// Per route template: its latency histogram and its counters by status.
+    routes: RwLock<HashMap<Box<str>, RouteSeries>>,
+    /// Decisions by (environment, verdict, policy verdict).
+    decisions: RwLock<HashMap<DecisionLabels, Counter>>,
+}
+
+type DecisionLabels = (&'static str, &'static str, &'static str);
+
+struct RouteSeries {
+    duration: Histogram,
+    by_status: Vec<(u16, Counter)>,
+}
+
+static SERIES: OnceLock<Series> = OnceLock::new();
+
+fn series() -> &'static Series {
+    SERIES.get_or_init(Series::default)
+}
+
 /// Counts an answered API request and its latency under its route template. Without a
-/// recorder, nothing: the labels would still be built (two small allocations) for none.
+/// recorder, nothing.
 pub fn record_request(response: &Response, started: std::time::Instant) {
     if !enabled() {
         return;
@@ -144,14 +170,71 @@ pub fn record_request(response: &Response, started: std::time::Instant) {
     let route = response
         .extensions()
         .get::<MatchedPath>()
-        .map_or("unmatched", MatchedPath::as_str)
-        .to_owned();
+        .map_or("unmatched", MatchedPath::as_str);
     let status = response.status();
     if status == StatusCode::TOO_MANY_REQUESTS {
         metrics::counter!(RATE_LIMITED).increment(1);
     }
-    metrics::histogram!(HTTP_DURATION, "route" => route.clone())
-        .record(started.elapsed().as_secs_f64());
-    metrics::counter!(HTTP_REQUESTS, "route" => route, "status" => status.as_u16().to_string())
+    let elapsed = started.elapsed().as_secs_f64();
+    let code = status.as_u16();
+    let routes = &series().routes;
+    {
+        let known = routes.read().unwrap_or_else(|p| p.into_inner());
+        if let Some(entry) = known.get(route)
+            && let Some((_, counter)) = entry.by_status.iter().find(|(s, _)| *s == code)
+        {
+            entry.duration.record(elapsed);
+            counter.increment(1);
+            return;
+        }
+    }
+    // First request of this route and status: make its handles.
+    let mut known = routes.write().unwrap_or_else(|p| p.into_inner());
+    let entry = known.entry(route.into()).or_insert_with(|| RouteSeries {
+        duration: metrics::histogram!(HTTP_DURATION, "route" => route.to_owned()),
+        by_status: Vec::new(),
+    });
+    if !entry.by_status.iter().any(|(s, _)| *s == code) {
+        let counter = metrics::counter!(
+            HTTP_REQUESTS,
+            "route" => route.to_owned(),
+            "status" => code.to_string()
+        );
+        entry.by_status.push((code, counter));
+    }
+    entry.duration.record(elapsed);
+    if let Some((_, counter)) = entry.by_status.iter().find(|(s, _)| *s == code) {
+        counter.increment(1);
+    }
+}
+
+/// Counts a committed decision by environment, verdict and policy verdict. Without a
+/// recorder, nothing.
+pub fn record_decision(env: &'static str, verdict: &'static str, policy_verdict: &'static str) {
+    if !enabled() {
+        return;
+    }
+    let labels = (env, verdict, policy_verdict);
+    let decisions = &series().decisions;
+    if let Some(counter) = decisions
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&labels)
+    {
+        counter.increment(1);
+        return;
+    }
+    decisions
+        .write()
+        .unwrap_or_else(|p| p.into_inner())
+        .entry(labels)
+        .or_insert_with(|| {
+            metrics::counter!(
+                DECISIONS,
+                "env" => env,
+                "verdict" => verdict,
+                "policy_verdict" => policy_verdict
+            )
+        })
         .increment(1);
 }

@@ -299,16 +299,7 @@ impl Decided<'_> {
             }
         }
         *guard = Some(state);
-        // The labels' list is built even for no recorder: only while metrics are served.
-        if crate::telemetry::enabled() {
-            metrics::counter!(
-                crate::telemetry::DECISIONS,
-                "env" => labels.0,
-                "verdict" => labels.1,
-                "policy_verdict" => labels.2
-            )
-            .increment(1);
-        }
+        crate::telemetry::record_decision(labels.0, labels.1, labels.2);
         Ok(body)
     }
 }
