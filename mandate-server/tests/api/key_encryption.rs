@@ -562,6 +562,9 @@ fn a_postgresql_database_without_a_kek_is_refused_before_any_connection() {
     );
 }
 
+/// A malformed KEK: extra arguments, variables, what the error says, what it must not show.
+type Case<'a> = (Vec<&'a str>, Vec<(&'a str, &'a str)>, &'a str, &'a str);
+
 #[test]
 fn a_malformed_kek_is_refused_without_being_shown() {
     let dir = tempfile::tempdir().unwrap();
@@ -570,7 +573,7 @@ fn a_malformed_kek_is_refused_without_being_shown() {
     let long_file = dir.path().join("long");
     let long = STANDARD.encode([0x43u8; 48]);
     std::fs::write(&long_file, &long).unwrap();
-    let cases: [(Vec<&str>, Vec<(&str, &str)>, &str, &str); 4] = [
+    let cases: [Case<'_>; 4] = [
         (
             vec![],
             vec![("MANDATE_KEY_ENCRYPTION_KEY", short.as_str())],
