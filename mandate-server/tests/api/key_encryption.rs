@@ -469,8 +469,11 @@ async fn a_kek_rotation_keeps_the_jwk_set_and_retires_the_old_kek() {
         text(&out.stderr)
     );
 
-    // The running server (old KEK) keeps serving with the keys it holds.
+    // The running server (old KEK) keeps serving with the keys it holds, past its next
+    // reload (every 2 s), which cannot open them any more.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
     authorize(&server, &org, "during").await;
+    assert_eq!(jwks(&server).await, before);
     stop(server);
 
     // The old KEK no longer opens anything; the new one does, with the same JWK Set.
