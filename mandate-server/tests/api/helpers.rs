@@ -121,6 +121,7 @@ fn config(db: &std::path::Path) -> Config {
         docs_url: None,
         tls: None,
         limits: Default::default(),
+        key_encryption: Default::default(),
     }
 }
 

@@ -190,6 +190,7 @@ async fn strict_server(timeout: Duration) -> (Running, String, tempfile::TempDir
                 header_read_timeout: timeout,
                 body_read_timeout: timeout,
             },
+            key_encryption: Default::default(),
         },
         clock,
     )

@@ -96,6 +96,7 @@ async fn tls_server(dir: &std::path::Path) -> (mandate_server::serve::Running, S
                 header_read_timeout: std::time::Duration::from_millis(1500),
                 ..Limits::default()
             },
+            key_encryption: Default::default(),
         },
         std::sync::Arc::new(mandate_server::clock::ManualClock::new(
             crate::helpers::START,
