@@ -302,3 +302,248 @@ async fn an_origin_that_is_not_one_stops_the_start() {
         assert!(error.starts_with("--console-origin"), "{error}");
     }
 }
+
+// What the console reads that the spec's operations did not give: pending reviews with
+// their expiry, a mandate's spend to date, the organization and environment of the key.
+
+/// The ids of a decision list's page.
+fn ids(r: &Resp) -> Vec<String> {
+    assert_eq!(r.status, 200, "{}", r.text);
+    r.body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn decisions_filter_on_their_reviews_status_and_show_it_with_the_expiry() {
+    let app = spawn_app().await;
+    let org = app.org.sandbox.clone();
+    let agent = app.standard_agent(&org, "buyer").await;
+    let other = app.standard_agent(&org, "other").await;
+    let allow = app.authorize(&agent, "20", "software").await;
+    let mut reviews = Vec::new();
+    for amount in ["60", "70", "80", "90"] {
+        app.advance(1);
+        let r = app.authorize(&agent, amount, "software").await;
+        assert_eq!(r.body["verdict"], "review", "{}", r.text);
+        reviews.push((
+            r.body["id"].as_str().unwrap().to_owned(),
+            r.body["review"]["id"].as_str().unwrap().to_owned(),
+            r.body["review"]["expires_at"].as_str().unwrap().to_owned(),
+        ));
+    }
+    let others = app.authorize(&other, "65", "software").await;
+    let others_id = others.body["id"].as_str().unwrap().to_owned();
+    let (approved, denied, expiring, pending) =
+        (&reviews[0], &reviews[1], &reviews[2], &reviews[3]);
+    let r = app
+        .post_empty(&org, &format!("/v1/reviews/{}/approve", approved.1))
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let fresh = r.body["id"].as_str().unwrap().to_owned();
+    let r = app
+        .post(
+            &org,
+            &format!("/v1/reviews/{}/deny", denied.1),
+            serde_json::json!({"reason": "no"}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+
+    // Pending: newest first, both agents; by agent; with other filters.
+    let list = |query: &str| format!("/v1/decisions?{query}");
+    assert_eq!(
+        ids(&app.get(&org, &list("review_status=pending")).await),
+        [others_id.as_str(), pending.0.as_str(), expiring.0.as_str()]
+    );
+    assert_eq!(
+        ids(&app
+            .get(&org, &list("review_status=pending&agent=agt_buyer"))
+            .await),
+        [pending.0.as_str(), expiring.0.as_str()]
+    );
+    assert!(
+        ids(&app
+            .get(&org, &list("review_status=pending&verdict=allow"))
+            .await)
+        .is_empty()
+    );
+    assert_eq!(
+        ids(&app.get(&org, &list("review_status=approved")).await),
+        [approved.0.as_str()]
+    );
+    assert_eq!(
+        ids(&app
+            .get(&org, &list("review_status=denied&verdict=review"))
+            .await),
+        [denied.0.as_str()]
+    );
+    // An agent key sees its own only.
+    assert_eq!(
+        ids(&app.get(&other, &list("review_status=pending")).await),
+        [others_id.as_str()]
+    );
+
+    // Each decision read shows where its review stands and when it expires; one that opened
+    // none has neither field, nor has the fresh decision of an approval.
+    let page = app.get(&org, &list("limit=100")).await;
+    for d in page.body["data"].as_array().unwrap() {
+        let id = d["id"].as_str().unwrap();
+        let want = reviews
+            .iter()
+            .find(|(decision, _, _)| decision == id)
+            .map(|(_, _, expires)| expires.as_str());
+        let status = match id {
+            _ if id == approved.0 => Some("approved"),
+            _ if id == denied.0 => Some("denied"),
+            _ if id == expiring.0 || id == pending.0 || id == others_id => Some("pending"),
+            _ => None,
+        };
+        assert_eq!(d["review_status"].as_str(), status, "{d}");
+        if id == others_id {
+            assert!(d["review_expires_at"].is_string());
+        } else {
+            assert_eq!(d["review_expires_at"].as_str(), want, "{d}");
+        }
+        assert_eq!(d.get("review_status").is_some(), !d["review"].is_null());
+    }
+    let one = app.get(&org, &format!("/v1/decisions/{}", pending.0)).await;
+    assert_eq!(one.body["review_status"], "pending");
+    assert_eq!(one.body["review_expires_at"], pending.2.as_str());
+    for plain in [allow.body["id"].as_str().unwrap(), &fresh] {
+        let one = app.get(&org, &format!("/v1/decisions/{plain}")).await;
+        assert_eq!(one.status, 200);
+        assert!(one.body.get("review_status").is_none(), "{}", one.text);
+        assert!(one.body.get("review_expires_at").is_none(), "{}", one.text);
+    }
+
+    // Paging walks the filtered list; the filter is bound to the cursor.
+    let first = app.get(&org, &list("review_status=pending&limit=2")).await;
+    assert_eq!(ids(&first), [others_id.as_str(), pending.0.as_str()]);
+    let cursor = first.body["next_cursor"].as_str().unwrap();
+    let second = app
+        .get(
+            &org,
+            &list(&format!("review_status=pending&limit=2&cursor={cursor}")),
+        )
+        .await;
+    assert_eq!(ids(&second), [expiring.0.as_str()]);
+    assert_eq!(second.body["has_more"], false);
+    app.get(
+        &org,
+        &list(&format!("review_status=denied&limit=2&cursor={cursor}")),
+    )
+    .await
+    .assert_error(400, "invalid_request");
+
+    // The export takes the filter too, oldest first.
+    let export = app
+        .get(
+            &org,
+            "/v1/exports/decisions?review_status=pending&agent=agt_buyer",
+        )
+        .await;
+    let lines: Vec<&str> = export.text.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", export.text);
+    assert!(lines[0].contains(&expiring.0) && lines[1].contains(&pending.0));
+
+    // Past its expiry a review is expired once touched (or swept); it leaves the pending list.
+    app.advance(24 * 3600);
+    app.post_empty(&org, &format!("/v1/reviews/{}/approve", expiring.1))
+        .await
+        .assert_error(400, "invalid_request");
+    let expired = app.get(&org, &list("review_status=expired")).await;
+    assert!(ids(&expired).contains(&expiring.0), "{}", expired.text);
+    assert!(!ids(&app.get(&org, &list("review_status=pending")).await).contains(&expiring.0));
+
+    let message = app
+        .get(&org, &list("review_status=waiting"))
+        .await
+        .assert_error(400, "invalid_request");
+    assert_eq!(
+        message,
+        "review_status must be one of pending, approved, denied, expired"
+    );
+}
+
+#[tokio::test]
+async fn a_mandate_read_alone_shows_what_it_has_spent_this_day_week_and_month() {
+    let app = spawn_app().await;
+    let org = app.org.sandbox.clone();
+    let agent = app.standard_agent(&org, "buyer").await;
+    let mandate = app.get(&org, "/v1/mandates?agent=agt_buyer").await.body["data"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let path = format!("/v1/mandates/{mandate}");
+    let spent = |r: &Resp| r.body["spent"].clone();
+    let zero = serde_json::json!({"day": 0, "week": 0, "month": 0});
+    assert_eq!(spent(&app.get(&org, &path).await), zero);
+
+    for amount in ["20", "30.50"] {
+        assert_eq!(
+            app.authorize(&agent, amount, "software").await.body["verdict"],
+            "allow"
+        );
+    }
+    // A review and a denial spend nothing; an approval's fresh allow does.
+    let review = app.authorize(&agent, "60", "software").await;
+    assert_eq!(
+        app.authorize(&agent, "10", "food").await.body["verdict"],
+        "deny_category"
+    );
+    let shown = app.get(&org, &path).await;
+    assert_eq!(
+        shown.body["spent"]["month"].to_string(),
+        "50.50",
+        "{}",
+        shown.text
+    );
+    assert_eq!(shown.body["spent"]["day"].to_string(), "50.50");
+    assert_eq!(shown.body["spent"]["week"].to_string(), "50.50");
+    let id = review.body["review"]["id"].as_str().unwrap();
+    app.post_empty(&org, &format!("/v1/reviews/{id}/approve"))
+        .await;
+    assert_eq!(
+        app.get(&org, &path).await.body["spent"]["month"].to_string(),
+        "110.50"
+    );
+
+    // The clock starts on a Sunday: a day later is a new day and a new ISO week, same month.
+    app.advance(24 * 3600);
+    let next_day = app.get(&org, &path).await;
+    assert_eq!(next_day.body["spent"]["day"].to_string(), "0");
+    assert_eq!(next_day.body["spent"]["week"].to_string(), "0");
+    assert_eq!(next_day.body["spent"]["month"].to_string(), "110.50");
+
+    // Lists and the mandate's other answers do not carry it.
+    let list = app.get(&org, "/v1/mandates").await;
+    assert!(list.body["data"][0].get("spent").is_none(), "{}", list.text);
+    let revoked = app.post_empty(&org, &format!("{path}/revoke")).await;
+    assert!(revoked.body.get("spent").is_none(), "{}", revoked.text);
+}
+
+#[tokio::test]
+async fn the_enforcement_answer_names_the_organization_and_the_environment() {
+    let app = spawn_app().await;
+    for (key, environment) in [(&app.org.sandbox, "sandbox"), (&app.org.live, "live")] {
+        let shown = app.get(key, "/v1/enforcement").await;
+        assert_eq!(shown.body["organization"], "acme", "{}", shown.text);
+        assert_eq!(shown.body["environment"], environment);
+        let set = app
+            .post(
+                key,
+                "/v1/enforcement",
+                serde_json::json!({"mode": "observe"}),
+            )
+            .await;
+        assert_eq!(set.body["organization"], "acme", "{}", set.text);
+        assert_eq!(set.body["environment"], environment);
+    }
+    let other = app.onboard("globex").await;
+    let shown = app.get(&other.sandbox, "/v1/enforcement").await;
+    assert_eq!(shown.body["organization"], "globex");
+}
