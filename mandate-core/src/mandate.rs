@@ -433,6 +433,7 @@ impl Mandate {
             principal: terms.principal.clone(),
             recipients: terms.recipients.clone(),
             review_above: terms.review_above,
+            spent: None,
             status: self.status_at(now),
         }
     }

@@ -40,6 +40,13 @@ impl ReviewStatus {
             Self::Expired => "expired",
         }
     }
+
+    /// Parses the wire form.
+    pub fn parse(text: &str) -> Option<Self> {
+        [Self::Pending, Self::Approved, Self::Denied, Self::Expired]
+            .into_iter()
+            .find(|s| s.as_str() == text)
+    }
 }
 
 impl fmt::Display for ReviewStatus {

@@ -2,8 +2,10 @@
 //! port 0.
 //!
 //! Layer order on the API host, outermost first: in-flight gate (`serve` only), request id,
+//! CORS (a preflight from the console's origin answered, its answers made readable),
 //! authentication and rate, body limit, route template (for the metrics), idempotency,
-//! panic catcher, routes. Every response, including 404 fallbacks, 401s and panics, goes through the request-id layer; the gate's
+//! panic catcher, routes. Every response, including 404 fallbacks, 401s and panics, goes
+//! through the request-id layer; the gate's
 //! 503 carries a fresh id of its own.
 
 use std::any::Any;
@@ -17,6 +19,7 @@ use axum::response::{IntoResponse, Response};
 use tower::{Service, ServiceBuilder};
 use tower_http::catch_panic::CatchPanicLayer;
 
+use crate::http::cors::Cors;
 use crate::http::error::{ApiError, envelope};
 use crate::http::limits::{Gate, Limits};
 use crate::http::request_log::{RouteLayer, Started};
@@ -101,7 +104,19 @@ pub async fn front(
         },
         None => None,
     };
-    let answer = async { error::enveloped(auth::authenticate(&state, request, next).await).await };
+    // A browser's preflight from the console's origin is answered before authentication;
+    // an answer to that origin may be read by its page.
+    let origin = state.cors.allowed(&request);
+    let answer = async {
+        if let Some(preflight) = state.cors.preflight(&request) {
+            return preflight;
+        }
+        let mut response = error::enveloped(auth::authenticate(&state, request, next).await).await;
+        if let Some(origin) = origin {
+            Cors::expose(origin, &mut response);
+        }
+        response
+    };
     let (response, id) = request_id::within_id(answer).await;
     drop(permit);
     if let Some(started) = &started {
@@ -140,11 +155,11 @@ async fn public_not_found() -> Response {
     envelope(
         StatusCode::NOT_FOUND,
         "not_found",
-        "no such path; this host serves /.well-known/jwks.json, /openapi.yaml, /healthz and /readyz",
+        "no such path; this host serves /.well-known/jwks.json, /openapi.yaml, /healthz, /readyz and the console at /console/",
     )
 }
 
-/// The public host: the JWK Set and the contract.
+/// The public host: the JWK Set, the contract, the health checks and the review console.
 pub fn public(state: AppState) -> Router {
     let routes = routes::public::router()
         .fallback(public_not_found)

@@ -64,6 +64,7 @@ Demo organization {org} is ready (sandbox, enforce mode).
   organization key (sandbox): {org_key}
   agent key (agt_shopper):    {agent_key}
   mandate: up to 500 USD a transaction, 2000 a month, software and travel, review above 200
+  review console: {public}/console/ (sign in with the organization key)
 
 Try it:
 

@@ -140,6 +140,15 @@ enum Command {
         /// off unless set. Bind it to loopback or a private network: it is not for callers.
         #[arg(long, env = "MANDATE_ADMIN_ADDR")]
         admin_addr: Option<String>,
+        /// The API host's URL as browsers reach it; the review console (`/console/` on the
+        /// public host) calls it [default: the API host's URL].
+        #[arg(long, env = "MANDATE_API_URL")]
+        api_url: Option<String>,
+        /// An origin (`scheme://host[:port]`) allowed to call the API host from a browser;
+        /// repeatable, comma-separated in the variable; `none` allows none [default: the
+        /// origin of the docs URL, where the review console is served].
+        #[arg(long, env = "MANDATE_CONSOLE_ORIGIN", value_delimiter = ',')]
+        console_origin: Vec<String>,
     },
     /// Create an organization and print its sandbox and live keys (once).
     Onboard {
@@ -322,6 +331,24 @@ fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     }
 }
 
+/// `--console-origin` as the configuration takes it: none given is the default, `none`
+/// alone is no origin at all.
+fn console_origins(given: Vec<String>) -> Result<Option<Vec<String>>, String> {
+    let given: Vec<String> = given
+        .into_iter()
+        .map(|o| o.trim().to_owned())
+        .filter(|o| !o.is_empty())
+        .collect();
+    match given.as_slice() {
+        [] => Ok(None),
+        [only] if only == "none" => Ok(Some(Vec::new())),
+        list if list.iter().any(|o| o == "none") => {
+            Err("--console-origin none cannot be combined with an origin".into())
+        }
+        _ => Ok(Some(given)),
+    }
+}
+
 async fn run(cli: Cli) -> Result<(), String> {
     let clock = SystemClock;
     match cli.command {
@@ -338,6 +365,8 @@ async fn run(cli: Cli) -> Result<(), String> {
             max_in_flight,
             log_format: _,
             admin_addr,
+            api_url,
+            console_origin,
         } => {
             limits::survive_file_size_limit();
             let key_encryption = key_encryption(&db)?;
@@ -353,6 +382,8 @@ async fn run(cli: Cli) -> Result<(), String> {
                     ..limits::Limits::default()
                 },
                 key_encryption,
+                api_url,
+                console_origins: console_origins(console_origin)?,
             };
             // Bound and the recorder installed before start, so that start-up is counted too.
             let admin = match &admin_addr {

@@ -25,6 +25,7 @@ use crate::app;
 use crate::clock::{Clock, fill_random, ms};
 use crate::decision::agents::AgentStates;
 use crate::http::connections::{Connections, Guard};
+use crate::http::cors::{Cors, parse_origin};
 use crate::http::limits::{self, Limits};
 use crate::settlement;
 use crate::signing;
@@ -55,6 +56,13 @@ pub struct Config {
     /// The key-encryption keys that seal signing keys at rest (none: stored in plaintext,
     /// SQLite only, with a warning).
     pub key_encryption: KeyEncryption,
+    /// The API host's URL as browsers reach it, handed to the review console; defaults
+    /// to the API listener's URL.
+    pub api_url: Option<String>,
+    /// The origins allowed to call the API host from a browser (CORS): `None` for the
+    /// console's own, the origin of `docs_url` (the public host, which serves it);
+    /// `Some(vec![])` for none. Each must be an origin alone (`scheme://host[:port]`).
+    pub console_origins: Option<Vec<String>>,
 }
 
 /// Starting failed.
@@ -89,7 +97,7 @@ pub enum ServeError {
     /// The signing backend could not draw random numbers (no signature could be made).
     #[error("signing: {0}")]
     Signing(mandate_core::jws::SignError),
-    /// `--verdicts-url` or `--docs-url` is not an absolute http(s) URL.
+    /// `--verdicts-url`, `--docs-url` or `--api-url` is not an absolute http(s) URL.
     #[error("--{flag} {value:?}: {reason}")]
     Url {
         /// The flag, without dashes.
@@ -99,6 +107,9 @@ pub enum ServeError {
         /// What is wrong with it.
         reason: &'static str,
     },
+    /// A `--console-origin` is not an origin.
+    #[error(transparent)]
+    Origin(#[from] crate::http::cors::OriginError),
 }
 
 /// `text` as a base URL: an absolute `http(s)://` URL without query or fragment, with its
@@ -119,6 +130,14 @@ pub fn normalize_base_url(flag: &'static str, text: &str) -> Result<String, Serv
         return Err(error("must have no query or fragment"));
     }
     Ok(trimmed.to_owned())
+}
+
+/// The origin (`scheme://host[:port]`) of a URL already normalized by
+/// [`normalize_base_url`].
+fn origin_of(url: &str) -> String {
+    url::Url::parse(url)
+        .map(|u| u.origin().ascii_serialization())
+        .unwrap_or_else(|_| url.to_owned())
 }
 
 /// A running server.
@@ -199,6 +218,21 @@ pub async fn start_with(
         .as_deref()
         .map(|u| normalize_base_url("docs-url", u))
         .transpose()?;
+    let api_url = config
+        .api_url
+        .as_deref()
+        .map(|u| normalize_base_url("api-url", u))
+        .transpose()?;
+    let console_origins = config
+        .console_origins
+        .as_ref()
+        .map(|origins| {
+            origins
+                .iter()
+                .map(|o| parse_origin(o))
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .transpose()?;
     let db = open_db(&config)?;
     // The engine: SQLite, the embedded default.
     let store: Arc<dyn Store> = Arc::new(SqliteStore::new(db.clone()));
@@ -243,13 +277,17 @@ pub async fn start_with(
         "http"
     };
     let public_url = format!("{scheme}://{public_addr}");
+    let docs_url = docs_url.unwrap_or_else(|| public_url.clone());
+    let console_origins = console_origins.unwrap_or_else(|| vec![origin_of(&docs_url)]);
     let state = AppState::new(Shared {
         store: store.clone(),
         clock: clock.clone(),
         keys: Arc::new(RwLock::new(ring)),
         cursors: Arc::new(CursorKey::new(&cursor_secret)),
         verdicts_url: verdicts_url.unwrap_or_else(|| public_url.clone()),
-        docs_url: docs_url.unwrap_or(public_url),
+        docs_url,
+        api_url: api_url.unwrap_or_else(|| format!("{scheme}://{api_addr}")),
+        cors: Cors::new(&console_origins),
         agents: AgentStates::default(),
         callers: Default::default(),
         modes: Default::default(),

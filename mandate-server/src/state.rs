@@ -10,6 +10,7 @@ use crate::clock::Clock;
 use crate::decision::agents::AgentStates;
 use crate::decision::service::Decider;
 use crate::http::cache::{KeyCache, ModeCache};
+use crate::http::cors::Cors;
 use crate::http::error::ApiError;
 use crate::model::{Caller, Env};
 use crate::settlement::SettlementProvider;
@@ -50,6 +51,11 @@ pub struct Shared {
     pub verdicts_url: String,
     /// Where the contract is published (no trailing slash); every 401 names it.
     pub docs_url: String,
+    /// The API host's URL as a browser reaches it (no trailing slash): the review console
+    /// calls it.
+    pub api_url: String,
+    /// The origins allowed to call the API host from a browser (the console's).
+    pub cors: Cors,
     /// Per-agent locks and state.
     pub agents: AgentStates,
     /// Callers by key hash, each with its key's request-rate window.

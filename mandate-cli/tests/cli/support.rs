@@ -126,6 +126,8 @@ pub fn start() -> Env {
                 verdicts_url: None,
                 docs_url: None,
                 tls: None,
+                api_url: None,
+                console_origins: None,
                 limits: Default::default(),
                 key_encryption: Default::default(),
             },

@@ -9,11 +9,11 @@ use crate::claims::RequestClaims;
 use crate::id::{DecisionId, MandateId, Nonce, ReviewId};
 use crate::names::{Category, Currency, Recipient};
 use crate::policy::{Mode, Verdict};
-use crate::review::Review;
+use crate::review::{Review, ReviewStatus};
 
 /// A stored decision: the signed claims' names plus `id`, `mode`, `reason`, `supersedes`,
-/// `review` (the id of the review it opened) and `created_at`. Also the `data` of
-/// `decision.*` events other than `decision.resolved`.
+/// `review` (the id of the review it opened, with its status and expiry when read) and
+/// `created_at`. Also the `data` of `decision.*` events other than `decision.resolved`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Decision {
     /// When it was made.
@@ -45,6 +45,18 @@ pub struct Decision {
     pub request: RequestClaims,
     /// The review it opened, if any.
     pub review: Option<ReviewId>,
+    /// When the review it opened expires (or expired) unresolved; on reads of the log
+    /// (`GET /v1/decisions`, `GET /v1/decisions/{id}`, the export) of a decision that
+    /// opened one, absent otherwise.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::timefmt::option"
+    )]
+    pub review_expires_at: Option<OffsetDateTime>,
+    /// Where the review it opened stands, on the same reads as `review_expires_at`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review_status: Option<ReviewStatus>,
     /// On a decision made by approving a review: the original decision.
     pub supersedes: Option<DecisionId>,
     /// The verdict returned.

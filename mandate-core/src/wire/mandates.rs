@@ -38,8 +38,24 @@ pub struct Mandate {
     /// Amounts above this get `review`, if given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub review_above: Option<Amount>,
+    /// What its allows add up to this UTC day, ISO week and calendar month, in
+    /// `limits.currency`: on `GET /v1/mandates/{id}` only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spent: Option<Spent>,
     /// `active`, `revoked`, `superseded` or `expired`, as of the answer.
     pub status: MandateStatus,
+}
+
+/// A mandate's spend to date, as the engine counts it against `per_day`, `per_week` and
+/// `per_month`: the sum of its `allow` decisions in the current period (UTC).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Spent {
+    /// This UTC calendar day.
+    pub day: Amount,
+    /// This calendar month, UTC.
+    pub month: Amount,
+    /// This ISO week (from Monday 00:00 UTC).
+    pub week: Amount,
 }
 
 /// The body of `POST /v1/mandates`. The server parses it with

@@ -28,7 +28,7 @@ pub use decisions::{Authorize, Decision, DecisionAnswer, OpenedReview};
 pub use enforcement::{Enforcement, SetEnforcement};
 pub use escrows::{CreateEscrow, Escrow};
 pub use events::Event;
-pub use mandates::{CreateMandate, Mandate};
+pub use mandates::{CreateMandate, Mandate, Spent};
 pub use reviews::{DenyReview, Review};
 pub use webhooks::{CreateWebhook, PingAnswer, Webhook};
 

@@ -171,6 +171,7 @@ impl<'a> Decider<'a> {
             review: review.as_ref().map(|r| r.id.clone()),
             created_ms: ms(self.now),
             is_request: approval.is_none(),
+            review_state: None,
         };
         let encoding = |e: serde_json::Error| DecisionError::Encoding(e.to_string());
         let body = decision

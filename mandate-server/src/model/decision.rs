@@ -1,11 +1,12 @@
 //! A stored decision: the signed claims plus what is stored besides (mode, reason,
-//! supersedes, review, creation time), and its API shape.
+//! supersedes, review, creation time), where its review stands when read, and its API
+//! shape.
 
 use mandate_core::claims::{RequestClaims, VerdictClaims};
 use mandate_core::id::{DecisionId, MandateId, Nonce, ReviewId};
 use mandate_core::mandate::format_timestamp;
 use mandate_core::policy::{Mode, Verdict};
-use mandate_core::review::Review;
+use mandate_core::review::{Review, ReviewStatus};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -28,12 +29,25 @@ pub struct Decision {
     pub created_ms: i64,
     /// Whether it answers an agent's request (counts for velocity) or an approval.
     pub is_request: bool,
+    /// On a decision read from the log that opened a review: where the review stands
+    /// (`None` on a decision being made, whose answer carries the whole review).
+    pub review_state: Option<ReviewState>,
+}
+
+/// Where the review a stored decision opened stands, as read with the decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReviewState {
+    /// Pending, approved, denied or expired.
+    pub status: ReviewStatus,
+    /// When it expires (or expired) unresolved, unix ms.
+    pub expires_ms: i64,
 }
 
 /// The decision object of the API, serialized straight from a [`Decision`] (no
 /// intermediate `Value` on the hot path): the claim names, plus `id`, `mode`, `reason`,
-/// `supersedes`, `review` and `created_at`; in the answer to a request, also
-/// `verdict_token` and the review object it opened.
+/// `supersedes`, `review` and `created_at`; read from the log, a decision that opened a
+/// review also has `review_status` and `review_expires_at`; in the answer to a request,
+/// also `verdict_token` and the review object it opened.
 #[derive(Serialize)]
 pub struct DecisionView<'a> {
     id: &'a DecisionId,
@@ -53,6 +67,10 @@ pub struct DecisionView<'a> {
     reason: Option<&'a str>,
     supersedes: Option<&'a DecisionId>,
     review: ReviewField<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    review_status: Option<ReviewStatus>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    review_expires_at: Option<String>,
     created_at: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     verdict_token: Option<&'a str>,
@@ -73,6 +91,10 @@ struct DecisionTail<'v, 'a> {
     reason: Option<&'a str>,
     supersedes: Option<&'a DecisionId>,
     review: &'v ReviewField<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    review_status: Option<ReviewStatus>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    review_expires_at: Option<&'v str>,
     created_at: &'v str,
 }
 
@@ -83,6 +105,8 @@ impl<'a> DecisionView<'a> {
             reason: self.reason,
             supersedes: self.supersedes,
             review: &self.review,
+            review_status: self.review_status,
+            review_expires_at: self.review_expires_at.as_deref(),
             created_at: &self.created_at,
         }
     }
@@ -196,6 +220,10 @@ impl Decision {
             reason: self.reason.as_deref(),
             supersedes: self.supersedes.as_ref(),
             review: ReviewField::Id(self.review.as_ref()),
+            review_status: self.review_state.map(|r| r.status),
+            review_expires_at: self
+                .review_state
+                .map(|r| format_timestamp(from_ms(r.expires_ms))),
             created_at: format_timestamp(from_ms(self.created_ms)),
             verdict_token: None,
         }
@@ -243,6 +271,7 @@ mod tests {
             review: Some(ReviewId::parse("rev_one").unwrap()),
             created_ms: 1_795_000_000_123,
             is_request: true,
+            review_state: None,
         }
     }
 
@@ -261,7 +290,12 @@ mod tests {
         escaped.reason = None;
         escaped.supersedes = Some(DecisionId::parse("dec_before").unwrap());
         escaped.review = None;
-        let decisions = [decision(), no_mandate, escaped];
+        let mut read = decision();
+        read.review_state = Some(ReviewState {
+            status: ReviewStatus::Pending,
+            expires_ms: 1_795_086_400_123,
+        });
+        let decisions = [decision(), no_mandate, escaped, read];
         let review = Review::open(
             ReviewId::parse("rev_one").unwrap(),
             d.claims.jti.clone(),
@@ -313,6 +347,11 @@ mod tests {
         approval.reason = None;
         approval.review = None;
         approval.supersedes = Some(DecisionId::parse("dec_before").unwrap());
+        let mut read = decision();
+        read.review_state = Some(ReviewState {
+            status: ReviewStatus::Denied,
+            expires_ms: 1_795_086_400_123,
+        });
         let review = Review::open(
             ReviewId::parse("rev_one").unwrap(),
             d.claims.jti.clone(),
@@ -320,6 +359,13 @@ mod tests {
         );
         let signer = mandate_core::jws::P256Signer::from_secret_bytes("k1", &[7u8; 32]).unwrap();
         let token = mandate_core::jws::sign_token(&signer, &d.claims).unwrap();
+        // A decision read from the log with its review's state: the object only (an answer
+        // is never made from a read).
+        let text = serde_json::to_string(&read.to_json()).unwrap();
+        let typed: wire::Decision = serde_json::from_str(&text).unwrap();
+        assert_eq!(typed.review_status, Some(ReviewStatus::Denied));
+        let again = serde_json::to_string(&wire::to_value(&typed).unwrap()).unwrap();
+        assert_eq!(again, text);
         for d in [decision(), no_mandate, approval] {
             let json = serde_json::to_vec(&d.claims).unwrap();
             for review in [None, Some(&review)] {

@@ -1,4 +1,8 @@
 //! `GET /v1/decisions` and `GET /v1/decisions/{id}`. Agent keys see their own only.
+//!
+//! Besides the spec's filters, `review_status` lists the decisions whose review stands in
+//! that status (the review console's pending reviews), and a decision read here that
+//! opened a review carries `review_status` and `review_expires_at`.
 
 use axum::Router;
 use axum::extract::{RawQuery, State};
@@ -6,6 +10,7 @@ use axum::response::Response;
 use axum::routing::get;
 use mandate_core::id::DecisionId;
 use mandate_core::policy::Verdict;
+use mandate_core::review::ReviewStatus;
 
 use super::ok;
 use crate::http::error::ApiError;
@@ -36,6 +41,23 @@ fn verdict_filter(params: &list::ListParams, name: &str) -> Result<Option<Verdic
         .transpose()
 }
 
+/// The filters of `GET /v1/decisions`, and of the export.
+pub const FILTERS: &[&str] = &["agent", "verdict", "policy_verdict", "review_status"];
+
+fn review_status_filter(params: &list::ListParams) -> Result<Option<ReviewStatus>, ApiError> {
+    params
+        .filters
+        .get("review_status")
+        .map(|v| {
+            ReviewStatus::parse(v).ok_or_else(|| {
+                ApiError::InvalidRequest(
+                    "review_status must be one of pending, approved, denied, expired".into(),
+                )
+            })
+        })
+        .transpose()
+}
+
 /// Parses the decision filters of a list or export request for this caller. `None` means
 /// an agent key asked for another agent: the answer is empty.
 pub fn filters(caller: &Caller, params: &list::ListParams) -> Result<Option<Filters>, ApiError> {
@@ -50,6 +72,7 @@ pub fn filters(caller: &Caller, params: &list::ListParams) -> Result<Option<Filt
         agent,
         verdict: verdict_filter(params, "verdict")?,
         policy_verdict: verdict_filter(params, "policy_verdict")?,
+        review_status: review_status_filter(params)?,
     }))
 }
 
@@ -58,7 +81,7 @@ async fn index(
     caller: Caller,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    let params = list::parse(query.as_deref(), &["agent", "verdict", "policy_verdict"])?;
+    let params = list::parse(query.as_deref(), FILTERS)?;
     let context = list::context("decisions", &caller, &params);
     let before = list::start(&state, &params, &context)?;
     let Some(filters) = filters(&caller, &params)? else {

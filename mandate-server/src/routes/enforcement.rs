@@ -1,4 +1,5 @@
-//! `GET/POST /v1/enforcement`: the kill switch, per environment.
+//! `GET/POST /v1/enforcement`: the kill switch, per environment. The answer also names
+//! the organization and the environment the key acts on.
 
 use axum::Router;
 use axum::extract::State;
@@ -20,9 +21,18 @@ pub fn router() -> Router<AppState> {
     Router::new().route("/v1/enforcement", get(show).post(switch))
 }
 
-fn body(mode: Mode, since_ms: i64) -> Result<serde_json::Value, ApiError> {
+/// The answer: the mode and since when, with the organization and environment it is of
+/// (the review console shows them).
+async fn body(
+    state: &AppState,
+    caller: &Caller,
+    mode: Mode,
+    since_ms: i64,
+) -> Result<serde_json::Value, ApiError> {
     wire_json(&wire::Enforcement {
+        environment: Some(caller.env.as_str().to_owned()),
         mode,
+        organization: Some(state.store.org_name(&caller.org_id).await?),
         since: from_ms(since_ms),
     })
 }
@@ -30,7 +40,7 @@ fn body(mode: Mode, since_ms: i64) -> Result<serde_json::Value, ApiError> {
 async fn show(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
     caller.require_org()?;
     let (mode, since) = state.store.mode(&caller.org_id, caller.env).await?;
-    Ok(ok(body(mode, since)?))
+    Ok(ok(body(&state, &caller, mode, since).await?))
 }
 
 async fn switch(
@@ -53,5 +63,5 @@ async fn switch(
         .await?;
     // After the commit, before the answer: the next decision sees the new mode.
     state.modes.set(&caller.org_id, caller.env, mode);
-    Ok(ok(body(mode, since)?))
+    Ok(ok(body(&state, &caller, mode, since).await?))
 }

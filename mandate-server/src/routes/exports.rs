@@ -23,7 +23,8 @@ use crate::http::error::ApiError;
 use crate::http::list;
 use crate::model::decision::Decision;
 use crate::model::{Caller, Env};
-use crate::routes::decisions::filters;
+// The export takes the filters of `GET /v1/decisions`.
+use crate::routes::decisions::{FILTERS, filters};
 use crate::state::AppState;
 use crate::storage::Store;
 use crate::storage::decisions::Filters;
@@ -33,9 +34,6 @@ pub const NDJSON: &str = "application/x-ndjson";
 
 /// Decisions read (and held) at a time.
 pub const PAGE: i64 = 1000;
-
-/// The filters of the export: those of `GET /v1/decisions`.
-const FILTERS: &[&str] = &["agent", "verdict", "policy_verdict"];
 
 /// The routes.
 pub fn router() -> Router<AppState> {
@@ -123,7 +121,7 @@ fn parse(query: Option<&str>) -> Result<list::ListParams, ApiError> {
         match name.as_ref() {
             "limit" | "cursor" => {
                 return Err(ApiError::InvalidRequest(
-                    "the export is not paginated: it takes no limit or cursor, only the filters agent, verdict and policy_verdict".into(),
+                    "the export is not paginated: it takes no limit or cursor, only the filters agent, verdict, policy_verdict and review_status".into(),
                 ));
             }
             known if FILTERS.contains(&known) => {
@@ -139,7 +137,7 @@ fn parse(query: Option<&str>) -> Result<list::ListParams, ApiError> {
             other => {
                 let shown: String = other.chars().take(64).collect();
                 return Err(ApiError::InvalidRequest(format!(
-                    "unknown query parameter {shown}; the export takes agent, verdict and policy_verdict"
+                    "unknown query parameter {shown}; the export takes agent, verdict, policy_verdict and review_status"
                 )));
             }
         }

@@ -1,5 +1,8 @@
 //! `POST/GET /v1/mandates`, `GET/DELETE /v1/mandates/{id}`, `POST /v1/mandates/{id}/revoke`.
 //!
+//! `GET /v1/mandates/{id}` also answers what the mandate's allows add up to this day, week
+//! and month (`spent`), read from the decision log.
+//!
 //! Every change to an agent's mandate is made under that agent's lock, so that no
 //! authorization is judged against a mandate that has already been replaced or revoked.
 
@@ -10,8 +13,13 @@ use axum::routing::{get, post};
 use mandate_core::id::MandateId;
 use mandate_core::mandate::{Mandate, MandateDraft, MandateStatus, format_date};
 
-use super::{created, ok};
-use crate::clock::random16;
+use mandate_core::history::SpendToDate;
+use mandate_core::wire::Spent;
+use time::OffsetDateTime;
+
+use super::{created, ok, wire_json};
+use crate::clock::{from_ms, ms, random16};
+use crate::decision::agents::spend_since;
 use crate::decision::mandates;
 use crate::http::body::JsonBody;
 use crate::http::error::ApiError;
@@ -132,7 +140,39 @@ async fn show(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let mandate = find(&state, &caller, &id).await?;
-    Ok(ok(mandate.to_json(state.now())))
+    let now = state.now();
+    let mut shown = mandate.to_wire(now);
+    shown.spent = Some(spent(&state, &caller, &mandate, now).await?);
+    Ok(ok(wire_json(&shown)?))
+}
+
+/// What the mandate's allows add up to this day, week and month, summed as the engine
+/// sums them (`mandate_core::history::SpendToDate`).
+async fn spent(
+    state: &AppState,
+    caller: &Caller,
+    mandate: &Mandate,
+    now: OffsetDateTime,
+) -> Result<Spent, ApiError> {
+    let allows = state
+        .store
+        .mandate_allows_since(
+            &caller.org_id,
+            caller.env,
+            &mandate.terms.agent,
+            &mandate.id,
+            ms(spend_since(now)),
+        )
+        .await?;
+    let mut spend = SpendToDate::default();
+    for (amount, at) in allows {
+        spend.add(amount, from_ms(at));
+    }
+    Ok(Spent {
+        day: spend.day_total_at(now),
+        month: spend.total_at(now),
+        week: spend.week_total_at(now),
+    })
 }
 
 async fn delete() -> ApiError {

@@ -2,6 +2,7 @@
 
 pub mod agents;
 pub mod authorizations;
+pub mod console;
 pub mod decisions;
 pub mod enforcement;
 pub mod escrows;

@@ -1,5 +1,6 @@
 //! The public host, no key needed: the JWK Set (the verdicts host), the OpenAPI contract
-//! (the docs host), and the health checks (`/healthz`, `/readyz`).
+//! (the docs host), the health checks (`/healthz`, `/readyz`), and the review console
+//! (`/console/`, [`super::console`]).
 
 use axum::Router;
 use axum::extract::State;
@@ -17,6 +18,7 @@ pub fn router() -> Router<AppState> {
         .route("/openapi.yaml", get(openapi))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .merge(super::console::router())
 }
 
 /// How long the readiness probe may take before storage counts as unreachable: a write

@@ -2,6 +2,7 @@
 
 use mandate_core::id::{AgentId, DecisionId};
 use mandate_core::policy::Verdict;
+use mandate_core::review::ReviewStatus;
 
 use super::StoreFuture;
 use crate::model::Env;
@@ -16,6 +17,8 @@ pub struct Filters {
     pub verdict: Option<Verdict>,
     /// Only this policy verdict.
     pub policy_verdict: Option<Verdict>,
+    /// Only decisions that opened a review now in this status.
+    pub review_status: Option<ReviewStatus>,
 }
 
 /// Reads the decision log.

@@ -1,6 +1,7 @@
 //! Mandates at the boundary.
 
-use mandate_core::id::MandateId;
+use mandate_core::amount::Amount;
+use mandate_core::id::{AgentId, MandateId};
 use mandate_core::mandate::{Mandate, MandateStatus};
 use time::OffsetDateTime;
 
@@ -46,6 +47,18 @@ pub trait MandateStore {
         before: i64,
         limit: i64,
     ) -> StoreFuture<'_, Vec<(i64, Mandate)>>;
+
+    /// The amounts and times (unix ms) of the `allow` decisions taken under `mandate` for
+    /// `agent` since `since_ms`, in order: what its spend to date is summed from, as the
+    /// engine sums it.
+    fn mandate_allows_since(
+        &self,
+        org_id: &str,
+        env: Env,
+        agent: &AgentId,
+        mandate: &MandateId,
+        since_ms: i64,
+    ) -> StoreFuture<'_, Vec<(Amount, i64)>>;
 
     /// Revokes an active mandate at `now` and appends its `mandate.revoked` event, in one
     /// transaction.

@@ -25,12 +25,14 @@ async fn live_starts_in_observe_and_sandbox_in_enforce() {
     assert_eq!(live.status, 200, "{}", live.text);
     assert_eq!(
         live.body,
-        json!({"mode": "observe", "since": "2026-11-22T12:00:00Z"})
+        json!({"mode": "observe", "since": "2026-11-22T12:00:00Z",
+               "organization": "acme", "environment": "live"})
     );
     let sandbox = app.get(&app.org.sandbox, "/v1/enforcement").await;
     assert_eq!(
         sandbox.body,
-        json!({"mode": "enforce", "since": "2026-11-22T12:00:00Z"})
+        json!({"mode": "enforce", "since": "2026-11-22T12:00:00Z",
+               "organization": "acme", "environment": "sandbox"})
     );
 }
 
@@ -126,7 +128,8 @@ async fn since_moves_on_a_real_switch_only() {
         .await;
     assert_eq!(
         r.body,
-        json!({"mode": "enforce", "since": "2026-11-22T12:01:00Z"})
+        json!({"mode": "enforce", "since": "2026-11-22T12:01:00Z",
+               "organization": "acme", "environment": "live"})
     );
     app.advance(60);
     // The mode already in force: nothing changes, since included.
@@ -136,7 +139,8 @@ async fn since_moves_on_a_real_switch_only() {
     assert_eq!(same.status, 200, "{}", same.text);
     assert_eq!(
         same.body,
-        json!({"mode": "enforce", "since": "2026-11-22T12:01:00Z"})
+        json!({"mode": "enforce", "since": "2026-11-22T12:01:00Z",
+               "organization": "acme", "environment": "live"})
     );
     let read = app.get(&live, "/v1/enforcement").await;
     assert_eq!(read.body, same.body);
@@ -147,7 +151,8 @@ async fn since_moves_on_a_real_switch_only() {
         .await;
     assert_eq!(
         back.body,
-        json!({"mode": "observe", "since": "2026-11-22T12:03:00Z"})
+        json!({"mode": "observe", "since": "2026-11-22T12:03:00Z",
+               "organization": "acme", "environment": "live"})
     );
     app.advance(60);
     let same = app
@@ -164,7 +169,8 @@ async fn since_moves_on_a_real_switch_only() {
         .await;
     assert_eq!(
         sandbox.body,
-        json!({"mode": "enforce", "since": "2026-11-22T12:00:00Z"})
+        json!({"mode": "enforce", "since": "2026-11-22T12:00:00Z",
+               "organization": "acme", "environment": "sandbox"})
     );
 }
 
@@ -236,11 +242,13 @@ async fn switching_the_sandbox_leaves_live_alone() {
         .await;
     assert_eq!(
         r.body,
-        json!({"mode": "observe", "since": "2026-11-22T12:00:10Z"})
+        json!({"mode": "observe", "since": "2026-11-22T12:00:10Z",
+               "organization": "acme", "environment": "sandbox"})
     );
     assert_eq!(
         app.get(&live, "/v1/enforcement").await.body,
-        json!({"mode": "observe", "since": "2026-11-22T12:00:00Z"})
+        json!({"mode": "observe", "since": "2026-11-22T12:00:00Z",
+               "organization": "acme", "environment": "live"})
     );
     let r = app
         .post(&live, "/v1/enforcement", json!({"mode": "enforce"}))

@@ -46,6 +46,7 @@ fn decision(agent: &str, verdict: Verdict, n: usize, iat: i64) -> Decision {
         review: None,
         created_ms: iat * 1000,
         is_request: true,
+        review_state: None,
     }
 }
 
@@ -182,7 +183,7 @@ async fn exports_every_matching_decision_oldest_first() {
 async fn the_export_refuses_paging_and_bad_filters() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
-    let paging = "the export is not paginated: it takes no limit or cursor, only the filters agent, verdict and policy_verdict";
+    let paging = "the export is not paginated: it takes no limit or cursor, only the filters agent, verdict, policy_verdict and review_status";
     for query in ["limit=10", "cursor=cur_x", "agent=agt_a&limit=1"] {
         let r = app
             .get(&org, &format!("/v1/exports/decisions?{query}"))

@@ -120,6 +120,8 @@ fn config(db: &std::path::Path) -> Config {
         verdicts_url: None,
         docs_url: None,
         tls: None,
+        api_url: None,
+        console_origins: None,
         limits: Default::default(),
         key_encryption: Default::default(),
     }

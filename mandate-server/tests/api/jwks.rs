@@ -178,6 +178,8 @@ async fn a_verdicts_or_docs_url_that_is_not_an_absolute_http_url_stops_the_start
             verdicts_url: verdicts.map(Into::into),
             docs_url: docs.map(Into::into),
             tls: None,
+            api_url: None,
+            console_origins: None,
             limits: Default::default(),
             key_encryption: Default::default(),
         };

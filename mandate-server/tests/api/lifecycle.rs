@@ -122,11 +122,20 @@ async fn demo_mode_prints_a_session_that_shows_allow_review_and_a_denial() {
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let (mut api, mut org, mut agent) = (String::new(), String::new(), String::new());
+    let (mut public, mut console) = (String::new(), String::new());
     for line in lines.by_ref() {
         let line = line.unwrap();
         let line = line.trim();
         if let Some(url) = line.strip_prefix("api:") {
             api = url.trim().to_owned();
+        } else if let Some(url) = line.strip_prefix("public:") {
+            public = url.trim().to_owned();
+        } else if let Some(text) = line.strip_prefix("review console:") {
+            console = text
+                .split_whitespace()
+                .next()
+                .unwrap_or_default()
+                .to_owned();
         } else if let Some(key) = line.strip_prefix("export ORG=") {
             org = key.to_owned();
         } else if let Some(key) = line.strip_prefix("export AGENT=") {
@@ -170,6 +179,11 @@ async fn demo_mode_prints_a_session_that_shows_allow_review_and_a_denial() {
         .await
         .unwrap();
     assert_eq!(decisions["data"].as_array().unwrap().len(), 3);
+    // The review console is printed next to the keys, on the public host.
+    assert_eq!(console, format!("{public}/console/"));
+    let page = client.get(&console).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(page.text().await.unwrap().contains("app.js"));
     let _ = child.kill();
     let _ = child.wait();
 }

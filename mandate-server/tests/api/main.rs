@@ -9,6 +9,7 @@ mod auth;
 mod authorizations;
 mod backup;
 mod concurrency;
+mod console;
 mod contract;
 mod decisions;
 mod declared;

@@ -184,6 +184,8 @@ async fn strict_server(timeout: Duration) -> (Running, String, tempfile::TempDir
             verdicts_url: None,
             docs_url: None,
             tls: None,
+            api_url: None,
+            console_origins: None,
             limits: Limits {
                 max_in_flight: 64,
                 max_connections: 8,

@@ -92,6 +92,8 @@ async fn tls_server(dir: &std::path::Path) -> (mandate_server::serve::Running, S
             verdicts_url: None,
             docs_url: None,
             tls: Some((cert, key)),
+            api_url: None,
+            console_origins: None,
             limits: Limits {
                 header_read_timeout: std::time::Duration::from_millis(1500),
                 ..Limits::default()

@@ -216,10 +216,11 @@ async fn agents_mandates_and_decisions_read_as_their_types_byte_for_byte() {
     };
     let second: wire::Mandate = read(&app.post(&org, "/v1/mandates", body(&minimal)).await, 201);
     let path = format!("/v1/mandates/{}", mandate.id);
-    let _: wire::Mandate = read(&app.get(&org, &path).await, 200);
+    let shown: wire::Mandate = read(&app.get(&org, &path).await, 200);
+    assert!(shown.spent.is_some());
     let _: ListPage<wire::Mandate> = read(&app.get(&org, "/v1/mandates").await, 200);
     declared("MandateRequest", &[body(&full), body(&minimal)]);
-    declared("Mandate", &[value(&mandate), value(&second)]);
+    declared("Mandate", &[value(&mandate), value(&second), value(&shown)]);
 
     // An allow, a review (the answer carries the whole review), a denial without mandate.
     let ask = |key: &str, amount: &str| {

@@ -5,11 +5,12 @@ use mandate_core::claims::{RequestClaims, VerdictClaims};
 use mandate_core::id::{AgentId, DecisionId, MandateId, Nonce, ReviewId};
 use mandate_core::names::{Category, Currency, Recipient};
 use mandate_core::policy::{Mode, Verdict};
+use mandate_core::review::ReviewStatus;
 use rusqlite::{Connection, OptionalExtension, ToSql, params};
 
 use super::{StorageError, verdict_from};
 use crate::model::Env;
-use crate::model::decision::Decision;
+use crate::model::decision::{Decision, ReviewState};
 use crate::storage::decisions::Filters;
 
 pub use crate::storage::deciding::AgentHint;
@@ -93,9 +94,15 @@ pub fn month_index(unix_ms: i64) -> i64 {
     i64::from(at.year()) * 12 + i64::from(u8::from(at.month())) - 1
 }
 
+/// The columns of a decision, then where the review it opened stands (one lookup by the
+/// review's unique id, skipped when it opened none).
 const COLUMNS: &str = "seq, id, agent_id, mandate_id, verdict, policy_verdict, reason, mode,
     amount, currency, recipient, category, nonce, policy_version, iss, iat, exp, created_ms,
-    supersedes, review_id, is_request";
+    supersedes, review_id, is_request,
+    CASE WHEN review_id IS NULL THEN NULL
+         ELSE (SELECT status FROM reviews WHERE reviews.id = decisions.review_id) END,
+    CASE WHEN review_id IS NULL THEN NULL
+         ELSE (SELECT expires_ms FROM reviews WHERE reviews.id = decisions.review_id) END";
 
 /// One row of `decisions` as read by [`COLUMNS`], each column under its own name; decoded
 /// into a [`Decision`] by [`DecisionRow::decode`].
@@ -121,6 +128,8 @@ struct DecisionRow {
     supersedes: Option<String>,
     review_id: Option<String>,
     is_request: bool,
+    review_status: Option<String>,
+    review_expires_ms: Option<i64>,
 }
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<DecisionRow> {
@@ -146,6 +155,8 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<DecisionRow> {
         supersedes: r.get(18)?,
         review_id: r.get(19)?,
         is_request: r.get(20)?,
+        review_status: r.get(21)?,
+        review_expires_ms: r.get(22)?,
     })
 }
 
@@ -198,6 +209,13 @@ impl DecisionRow {
                     .map_err(|_| bad("review_id"))?,
                 created_ms: self.created_ms,
                 is_request: self.is_request,
+                review_state: match (self.review_status, self.review_expires_ms) {
+                    (Some(status), Some(expires_ms)) => Some(ReviewState {
+                        status: ReviewStatus::parse(&status).ok_or_else(|| bad("review status"))?,
+                        expires_ms,
+                    }),
+                    _ => None,
+                },
             },
         ))
     }
@@ -362,6 +380,23 @@ fn by_env_sql(order: Order) -> String {
     )
 }
 
+/// The query behind [`filtered`] with a review status: from the reviews in that status
+/// (few when pending: they expire within a day) to their decisions, rather than through
+/// every decision of the environment. `?1` org, `?2` env, `?3` status, `?4` agent or null.
+fn by_review_sql(order: Order) -> String {
+    let direction = order.sql();
+    format!(
+        "SELECT {COLUMNS} FROM decisions
+         WHERE seq IN (SELECT d.seq FROM reviews r JOIN decisions d ON d.id = r.decision_id
+                       WHERE r.status = ?3 AND r.org_id = ?1 AND r.env = ?2
+                         AND (?4 IS NULL OR r.agent_id = ?4))
+           AND org_id = ?1 AND env = ?2
+           AND (?5 IS NULL OR verdict = ?5) AND (?6 IS NULL OR policy_verdict = ?6)
+           AND seq > ?7 AND seq < ?8
+         ORDER BY seq {direction} LIMIT ?9"
+    )
+}
+
 impl Order {
     fn sql(self) -> &'static str {
         match self {
@@ -386,6 +421,26 @@ fn filtered(
 ) -> Result<Vec<(i64, Decision)>, StorageError> {
     let verdict = filters.verdict.map(Verdict::as_str);
     let policy_verdict = filters.policy_verdict.map(Verdict::as_str);
+    if let Some(status) = filters.review_status {
+        let raws = conn
+            .prepare_cached(&by_review_sql(order))?
+            .query_map(
+                params![
+                    org_id,
+                    env,
+                    status.as_str(),
+                    filters.agent,
+                    verdict,
+                    policy_verdict,
+                    above,
+                    below,
+                    limit
+                ],
+                row,
+            )?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        return raws.into_iter().map(DecisionRow::decode).collect();
+    }
     let raws = match &filters.agent {
         None => conn
             .prepare_cached(&by_env_sql(order))?

@@ -32,6 +32,7 @@ fn stored(agent: &AgentId, n: u8, created_ms: i64) -> Decision {
         review: None,
         created_ms,
         is_request: true,
+        review_state: None,
     }
 }
 
@@ -302,6 +303,7 @@ proptest::proptest! {
                             agent: Some(agent.to_string()),
                             verdict,
                             policy_verdict: None,
+                            review_status: None,
                         };
                         let extra = verdict
                             .map(|v| format!("AND verdict = '{}'", v.as_str()))

@@ -55,6 +55,13 @@ pub fn set_policy_version(
     )
 }
 
+/// The organization's name.
+pub fn name(conn: &Connection, org_id: &str) -> Result<String, StorageError> {
+    Ok(conn
+        .prepare_cached("SELECT name FROM orgs WHERE id = ?1")?
+        .query_row(params![org_id], |r| r.get(0))?)
+}
+
 /// The mode of an environment and since when (unix ms).
 pub fn mode(conn: &Connection, org_id: &str, env: Env) -> Result<(Mode, i64), StorageError> {
     let (mode, since): (String, i64) = conn.query_row(

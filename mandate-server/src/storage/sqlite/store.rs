@@ -6,6 +6,7 @@
 //! boundary implemented in one place, each method a few lines; the SQL itself is in the
 //! per-resource files beside it.
 
+use mandate_core::amount::Amount;
 use mandate_core::delivery::NextStep;
 use mandate_core::id::{AgentId, DecisionId, EscrowId, EventId, MandateId, ReviewId, WebhookId};
 use mandate_core::idempotency::{NextAction, next_action};
@@ -371,6 +372,20 @@ impl IdempotencyStore for SqliteStore {
 }
 
 impl MandateStore for SqliteStore {
+    fn mandate_allows_since(
+        &self,
+        org_id: &str,
+        env: Env,
+        agent: &AgentId,
+        mandate: &MandateId,
+        since_ms: i64,
+    ) -> StoreFuture<'_, Vec<(Amount, i64)>> {
+        let (org, agent, mandate) = (org_id.to_owned(), agent.clone(), mandate.clone());
+        Box::pin(self.db.read(move |conn| {
+            decisions::allowed_since(conn, &org, env, agent.as_str(), mandate.as_str(), since_ms)
+        }))
+    }
+
     fn insert_mandate(&self, org_id: &str, env: Env, mandate: &Mandate) -> StoreFuture<'_, ()> {
         let (org, mandate) = (org_id.to_owned(), mandate.clone());
         Box::pin(
@@ -429,6 +444,11 @@ impl MandateStore for SqliteStore {
 }
 
 impl OrgStore for SqliteStore {
+    fn org_name(&self, org_id: &str) -> StoreFuture<'_, String> {
+        let org = org_id.to_owned();
+        Box::pin(self.db.read(move |conn| orgs::name(conn, &org)))
+    }
+
     fn mode(&self, org_id: &str, env: Env) -> StoreFuture<'_, (Mode, i64)> {
         let org = org_id.to_owned();
         Box::pin(self.db.read(move |conn| orgs::mode(conn, &org, env)))
