@@ -6,9 +6,19 @@
 import { h } from "./dom.js";
 import { parseExact } from "./api.js";
 
+// Strict, as mandate-core decodes: only the base64url alphabet, no padding, and the
+// canonical form (unused low bits of the last character zero), so that no two texts
+// decode to the same bytes. atob alone ignores those bits.
 function base64url(text) {
+  if (!/^[A-Za-z0-9_-]*$/.test(text) || text.length % 4 === 1) {
+    throw new Error("not base64url");
+  }
   const padded = text.replace(/-/g, "+").replace(/_/g, "/").padEnd(Math.ceil(text.length / 4) * 4, "=");
   const binary = atob(padded);
+  const canonical = btoa(binary).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+  if (canonical !== text) {
+    throw new Error("not canonical base64url");
+  }
   return Uint8Array.from(binary, (c) => c.charCodeAt(0));
 }
 

@@ -302,10 +302,29 @@ async fn a_person_approves_and_denies_reviews_that_arrive_while_the_page_is_open
         .await;
     b.scroll_to("#verification").await;
     b.screenshot("decision").await;
-    let mut altered = token.clone();
-    let last = altered.pop().unwrap();
-    altered.push(if last == 'A' { 'B' } else { 'A' });
+    // One character inside the signature, not the last: the last of 86 base64url
+    // characters carries only 2 bits, so changing it may leave the bytes unchanged.
+    let mut altered = token.clone().into_bytes();
+    let at = altered.len() - 10;
+    altered[at] = if altered[at] == b'A' { b'B' } else { b'A' };
+    let altered = String::from_utf8(altered).unwrap();
     b.type_into("#token", &altered).await;
+    b.click("#verify").await;
+    let checks = b.wait_text("#verification", "Not valid").await;
+    assert!(checks.contains("Failed: Signature"), "{checks}");
+    // The signature's last character with a low bit set that carries no data: the same
+    // bytes to a lenient decoder, refused by a strict one (as mandate-core decodes).
+    b.type_into("#token", &token).await;
+    b.click("#verify").await;
+    b.wait_text("#verification", "Valid: every check passed.")
+        .await;
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut padded = token.clone().into_bytes();
+    let last = padded.pop().unwrap();
+    let value = ALPHABET.iter().position(|c| *c == last).unwrap();
+    padded.push(ALPHABET[value ^ 1]);
+    let padded = String::from_utf8(padded).unwrap();
+    b.type_into("#token", &padded).await;
     b.click("#verify").await;
     let checks = b.wait_text("#verification", "Not valid").await;
     assert!(checks.contains("Failed: Signature"), "{checks}");
