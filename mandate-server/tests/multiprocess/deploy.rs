@@ -118,6 +118,14 @@ impl Deployment {
         self.serve_with(&[])
     }
 
+    /// `n` processes started at once.
+    pub fn serve_n(&self, n: usize) -> Vec<Proc> {
+        std::thread::scope(|scope| {
+            let started: Vec<_> = (0..n).map(|_| scope.spawn(|| self.serve())).collect();
+            started.into_iter().map(|t| t.join().unwrap()).collect()
+        })
+    }
+
     /// [`Deployment::serve`] with more arguments.
     pub fn serve_with(&self, extra: &[&str]) -> Proc {
         let n = self.started.fetch_add(1, Ordering::SeqCst);

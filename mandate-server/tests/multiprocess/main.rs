@@ -12,3 +12,9 @@ mod postgres;
 
 mod deploy;
 mod harness;
+mod receiver;
+
+mod background;
+mod changes;
+mod crash;
+mod exact;
