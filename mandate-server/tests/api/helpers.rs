@@ -311,6 +311,10 @@ pub async fn spawn_app_with(configure: impl FnOnce(&mut Config)) -> TestApp {
 /// The configuration tests start with: the test's database, port 0 on loopback, defaults
 /// elsewhere.
 pub fn config(db: &TestDatabase) -> Config {
+    assert!(
+        db.postgres.is_none(),
+        "serve::Config takes no PostgreSQL location yet (the engine of #28 has not landed)"
+    );
     Config {
         db: db.path.clone(),
         api_addr: "127.0.0.1:0".into(),
