@@ -114,7 +114,8 @@ pub async fn spawn_app_with(configure: impl FnOnce(&mut Config)) -> TestApp {
 /// The configuration tests start with: port 0 on loopback, defaults elsewhere.
 fn config(db: &std::path::Path) -> Config {
     Config {
-        db: db.to_path_buf(),
+        db: db.to_path_buf().into(),
+        migrate: true,
         api_addr: "127.0.0.1:0".into(),
         public_addr: "127.0.0.1:0".into(),
         verdicts_url: None,

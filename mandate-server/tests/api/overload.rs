@@ -178,7 +178,8 @@ async fn strict_server(timeout: Duration) -> (Running, String, tempfile::TempDir
     let clock = Arc::new(ManualClock::new(START));
     let running = serve::start(
         Config {
-            db: dir.path().join("slow.db"),
+            db: dir.path().join("slow.db").into(),
+            migrate: true,
             api_addr: "127.0.0.1:0".into(),
             public_addr: "127.0.0.1:0".into(),
             verdicts_url: None,

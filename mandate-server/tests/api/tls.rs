@@ -86,7 +86,8 @@ async fn tls_server(dir: &std::path::Path) -> (mandate_server::serve::Running, S
     std::fs::write(&key, certified.key_pair.serialize_pem()).unwrap();
     let running = mandate_server::serve::start(
         mandate_server::serve::Config {
-            db: dir.join("tls.db"),
+            db: dir.join("tls.db").into(),
+            migrate: true,
             api_addr: "127.0.0.1:0".into(),
             public_addr: "127.0.0.1:0".into(),
             verdicts_url: None,

@@ -60,8 +60,37 @@ pub(super) fn applied(conn: &Connection) -> Result<i64, StorageError> {
     )?)
 }
 
+/// Refuses a database whose schema is newer than this build knows: a server must never
+/// write to a schema it does not know.
+pub(super) fn refuse_newer(conn: &Connection) -> Result<i64, StorageError> {
+    let applied = applied(conn)?;
+    let latest = latest();
+    if applied > latest {
+        return Err(StorageError::Schema(format!(
+            "the database schema is at migration {applied}, newer than this mandate-server knows \
+             (up to {latest}): run the newer mandate-server that migrated it"
+        )));
+    }
+    Ok(applied)
+}
+
+/// Checks, without changing anything, that the schema is the one this build runs on
+/// (`serve --no-migrate`): neither older nor newer.
+pub(super) fn check(conn: &Connection) -> Result<(), StorageError> {
+    let applied = refuse_newer(conn)?;
+    let latest = latest();
+    if applied < latest {
+        return Err(StorageError::Schema(format!(
+            "the database schema is at migration {applied} and this mandate-server needs {latest}: \
+             run `mandate-server migrate --db …` first, or start without --no-migrate"
+        )));
+    }
+    Ok(())
+}
+
 /// Applies the migrations not applied yet; returns whether any was.
 pub(super) fn migrate(conn: &mut Connection) -> Result<bool, StorageError> {
+    refuse_newer(conn)?;
     conn.execute_batch(
         "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_ms INTEGER NOT NULL)",
     )?;

@@ -1,0 +1,1 @@
+//! Tests of the PostgreSQL engine against a real database.
