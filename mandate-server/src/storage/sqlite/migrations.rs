@@ -140,6 +140,38 @@ mod tests {
     use crate::storage::sqlite::writer::lock;
     use crate::storage::sqlite::{Db, decisions};
 
+    /// Without migrating (`serve --no-migrate`) a database behind this server's schema is
+    /// refused, saying what to run; a schema newer than this server knows is refused with or
+    /// without migrating, and nothing is written to it.
+    #[test]
+    fn an_older_schema_is_refused_without_migrating_and_a_newer_one_always() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("schema.db");
+        let refused = Db::open_with(&path, false)
+            .err()
+            .expect("an empty file is refused");
+        let text = refused.to_string();
+        assert!(matches!(refused, StorageError::Schema(_)), "{text}");
+        assert!(text.contains("mandate-server migrate"), "{text}");
+        drop(Db::open(&path).unwrap());
+        drop(Db::open_with(&path, false).unwrap());
+        let newer = latest() + 1;
+        Connection::open(&path)
+            .unwrap()
+            .execute("INSERT INTO schema_migrations VALUES (?1, 0)", [newer])
+            .unwrap();
+        for migrate in [true, false] {
+            let text = Db::open_with(&path, migrate)
+                .err()
+                .expect("a newer schema is refused")
+                .to_string();
+            assert!(
+                text.contains(&format!("migration {newer}")) && text.contains("newer"),
+                "{text}"
+            );
+        }
+    }
+
     /// A database written before migration 4 (decisions with the by-mandate index, an
     /// escrow pointing at one of them) comes out with every row, the escrow's reference
     /// intact and enforced, the month marks filled, and month-to-date read through them.
