@@ -56,6 +56,8 @@ async fn insert(app: &TestApp, key: &str, decisions: Vec<Decision>) {
         .as_ref()
         .unwrap()
         .db
+        .as_ref()
+        .expect("the SQLite engine")
         .write(move |tx| -> Result<(), StorageError> {
             let caller = keys::caller(tx, &hash)?.unwrap();
             for d in &decisions {

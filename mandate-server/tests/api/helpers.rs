@@ -11,6 +11,7 @@ use mandate_core::jwk::JwkSet;
 use mandate_server::clock::ManualClock;
 use mandate_server::operator;
 use mandate_server::serve::{self, Config, Running};
+use mandate_server::storage::DbLocation;
 use reqwest::Method;
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
@@ -122,6 +123,14 @@ impl TestDatabase {
     pub fn arg(&self) -> OsString {
         match &self.postgres {
             Some(db) => db.url.clone().into(),
+            None => self.path.clone().into(),
+        }
+    }
+
+    /// The location `serve::Config` takes.
+    pub fn location(&self) -> DbLocation {
+        match &self.postgres {
+            Some(db) => db.url.parse().unwrap(),
             None => self.path.clone().into(),
         }
     }
@@ -311,12 +320,9 @@ pub async fn spawn_app_with(configure: impl FnOnce(&mut Config)) -> TestApp {
 /// The configuration tests start with: the test's database, port 0 on loopback, defaults
 /// elsewhere.
 pub fn config(db: &TestDatabase) -> Config {
-    assert!(
-        db.postgres.is_none(),
-        "serve::Config takes no PostgreSQL location yet (the engine of #28 has not landed)"
-    );
     Config {
-        db: db.path.clone(),
+        db: db.location(),
+        migrate: true,
         api_addr: "127.0.0.1:0".into(),
         public_addr: "127.0.0.1:0".into(),
         verdicts_url: None,

@@ -172,7 +172,8 @@ async fn a_verdicts_or_docs_url_that_is_not_an_absolute_http_url_stops_the_start
     ] {
         let dir = tempfile::tempdir().unwrap();
         let config = mandate_server::serve::Config {
-            db: dir.path().join("m.db"),
+            db: dir.path().join("m.db").into(),
+            migrate: true,
             api_addr: "127.0.0.1:0".into(),
             public_addr: "127.0.0.1:0".into(),
             verdicts_url: verdicts.map(Into::into),

@@ -32,6 +32,7 @@ use crate::storage::idempotency::{IdempotencyRecord, IdempotencyStore};
 use crate::storage::keys::{KeyInfo, KeyStore, StoredKey};
 use crate::storage::mandates::{Filters as MandateFilters, MandateStore, Revocation};
 use crate::storage::orgs::OrgStore;
+use crate::storage::peers::PeerStore;
 use crate::storage::timers::{DueItem, TimerStore};
 use crate::storage::webhooks::{WebhookRow, WebhookStore};
 use crate::storage::{StorageError, StoreFuture};
@@ -446,6 +447,17 @@ impl OrgStore for SqliteStore {
             self.db
                 .write(move |tx| orgs::set_mode(tx, &org, env, mode, now_ms)),
         )
+    }
+}
+
+/// One process has the file: the one alive is this one.
+impl PeerStore for SqliteStore {
+    fn heartbeat(&self, _id: &str) -> StoreFuture<'_, u32> {
+        Box::pin(async { Ok(1) })
+    }
+
+    fn leave(&self, _id: &str) -> StoreFuture<'_, ()> {
+        Box::pin(async { Ok(()) })
     }
 }
 

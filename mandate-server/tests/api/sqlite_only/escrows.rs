@@ -73,6 +73,8 @@ async fn settlement_moves_money_once_per_escrow_and_kind() {
     let escrow = id.clone();
     let results = running
         .db
+        .as_ref()
+        .expect("the SQLite engine")
         .write(
             move |tx| -> Result<_, mandate_server::storage::StorageError> {
                 let currency = mandate_core::names::Currency::parse("USD").unwrap();
