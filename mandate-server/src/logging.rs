@@ -160,9 +160,10 @@ pub enum Format {
 /// The format chosen at [`init`]; [`say`] follows it.
 static FORMAT: OnceLock<Format> = OnceLock::new();
 
-/// The filter: `MANDATE_LOG` if set, else `RUST_LOG`, else [`DEFAULT_FILTER`].
+/// The filter: `MANDATE_LOG` if set, else `RUST_LOG`, else [`DEFAULT_FILTER`]; the
+/// PostgreSQL driver capped at [`DRIVER_CAP`] whatever it says.
 fn filter() -> EnvFilter {
-    ["MANDATE_LOG", "RUST_LOG"]
+    let filter = ["MANDATE_LOG", "RUST_LOG"]
         .iter()
         .find_map(|name| {
             std::env::var(name)
@@ -170,8 +171,17 @@ fn filter() -> EnvFilter {
                 .filter(|v| !v.trim().is_empty())
                 .and_then(|v| EnvFilter::try_new(v).ok())
         })
-        .unwrap_or_else(|| EnvFilter::new(DEFAULT_FILTER))
+        .unwrap_or_else(|| EnvFilter::new(DEFAULT_FILTER));
+    match DRIVER_CAP.parse() {
+        Ok(cap) => filter.add_directive(cap),
+        Err(_) => filter,
+    }
 }
+
+/// The PostgreSQL driver's lines stop at `info`, whatever the filter asks: at `debug` it
+/// logs every statement with its parameters (API key hashes, sealed answers, signing keys,
+/// what requests carried).
+pub const DRIVER_CAP: &str = "tokio_postgres=info";
 
 /// The filter when neither variable is set: `info`, without the per-request lines, which
 /// cost a fifth of the hot path's throughput (docs/performance.md); `MANDATE_LOG=info`
