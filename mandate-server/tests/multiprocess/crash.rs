@@ -48,6 +48,10 @@ async fn load(
             Ok(resp) if resp.status == 201 => {
                 answered.lock().unwrap().push(Answered { agent: a, resp })
             }
+            // Each process admits its share of the key's rate: over it, wait a little.
+            Ok(resp) if resp.status == 429 => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
             Ok(resp) => panic!("agent {a}: {} {}", resp.status, resp.text),
             // The killed process: connection refused or cut.
             Err(_) => failed += 1,
@@ -100,6 +104,8 @@ async fn all_stored(http: &Http, survivor: &Proc, org_key: &str, answered: &[Ans
 async fn kill_9_of_one_process_under_load_loses_no_answered_decision() {
     let deployment = deployment!();
     let org = deployment.onboard("acme");
+    // The organization's key reads back thousands of decisions: not what the rate is for.
+    deployment.operator(&["set-rate", &org.sandbox, "--per-second", "100000"]);
     let mut procs: Vec<Proc> = deployment.serve_n(2);
     let http = Http::default();
     let mut keys = Vec::new();
