@@ -78,3 +78,46 @@ mod overload;
 mod security;
 #[path = "../api/tls.rs"]
 mod tls;
+
+/// Without PostgreSQL this target passes and says once that its tests were skipped; with
+/// MANDATE_REQUIRE_POSTGRES=1 it fails saying why. (Runs this target again, on the agents
+/// tests, with no PostgreSQL to find.)
+#[test]
+fn without_postgresql_this_target_says_it_was_skipped_and_passes_unless_required() {
+    const CHILD: &str = "MANDATE_TEST_API_POSTGRES_CHILD";
+    if std::env::var_os(CHILD).is_some() {
+        return;
+    }
+    let run = |require: bool| {
+        let mut command = std::process::Command::new(std::env::current_exe().unwrap());
+        command
+            .args(["agents::", "--test-threads", "2"])
+            .env(CHILD, "1")
+            .env("MANDATE_TEST_POSTGRES_BIN", "/nonexistent/postgresql/bin")
+            .env_remove("MANDATE_TEST_POSTGRES_URL")
+            .env_remove("MANDATE_REQUIRE_POSTGRES");
+        if require {
+            command.env("MANDATE_REQUIRE_POSTGRES", "1");
+        }
+        let out = command.output().unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    };
+    let (passed, text) = run(false);
+    assert!(passed, "{text}");
+    assert_eq!(
+        text.matches("PostgreSQL tests skipped: ").count(),
+        1,
+        "{text}"
+    );
+    let (passed, text) = run(true);
+    assert!(!passed, "{text}");
+    assert!(
+        text.contains("PostgreSQL is required (MANDATE_REQUIRE_POSTGRES=1)"),
+        "{text}"
+    );
+}
