@@ -11,6 +11,7 @@ use mandate_server::routes::ROUTES;
 use reqwest::Method;
 use serde_json::Value;
 
+use crate::helpers::TestDatabase;
 use crate::process::{Answer, Client, Server, binary, free_port};
 
 /// The request lines (target `mandate::request`) of a JSON log; every line must be JSON.
@@ -50,11 +51,12 @@ fn forms(secret: &[u8]) -> Vec<String> {
 #[tokio::test]
 async fn json_request_lines_and_no_secret_at_trace() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("logs.db");
+    let db = TestDatabase::new(dir.path(), "logs.db").await;
     let log = dir.path().join("server.log");
     let out = Command::new(binary())
         .args(["onboard", "--org", "loggers", "--db"])
-        .arg(&db)
+        .arg(db.arg())
+        .envs(db.env())
         .output()
         .unwrap();
     assert!(out.status.success());
@@ -76,7 +78,7 @@ async fn json_request_lines_and_no_secret_at_trace() {
         .unwrap();
     assert!(org_id.starts_with("org_"), "{stdout}");
     let server = Server::start_with_env(
-        &db,
+        db.arg(),
         free_port(),
         &["--log-format", "json"],
         Stdio::from(std::fs::File::create(&log).unwrap()),
@@ -238,14 +240,7 @@ async fn json_request_lines_and_no_secret_at_trace() {
     }
     assert!(secrets.len() >= 10, "expected four verdict tokens");
     secrets.extend(hook_secret);
-    let signing: Vec<Vec<u8>> = {
-        let conn = rusqlite::Connection::open(&db).unwrap();
-        let mut stmt = conn.prepare("SELECT secret FROM signing_keys").unwrap();
-        stmt.query_map([], |r| r.get(0))
-            .unwrap()
-            .map(Result::unwrap)
-            .collect()
-    };
+    let signing: Vec<Vec<u8>> = db.query_bytes("SELECT secret FROM signing_keys", &[]);
     assert!(signing.len() >= 2, "a signing key per environment");
     for secret in &signing {
         secrets.extend(forms(secret));
@@ -272,11 +267,12 @@ async fn json_request_lines_and_no_secret_at_trace() {
 async fn text_request_lines_for_shed_and_rate_limited_requests() {
     use tokio::io::AsyncWriteExt;
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("text.db");
+    let db = TestDatabase::new(dir.path(), "text.db").await;
     let log = dir.path().join("server.log");
     let out = Command::new(binary())
         .args(["onboard", "--org", "texters", "--db"])
-        .arg(&db)
+        .arg(db.arg())
+        .envs(db.env())
         .output()
         .unwrap();
     assert!(out.status.success());
@@ -293,12 +289,13 @@ async fn text_request_lines_for_shed_and_rate_limited_requests() {
     let (org, live) = (key_of("sandbox key:"), key_of("live key:"));
     let out = Command::new(binary())
         .args(["set-rate", &org, "--per-second", "1", "--db"])
-        .arg(&db)
+        .arg(db.arg())
+        .envs(db.env())
         .output()
         .unwrap();
     assert!(out.status.success());
     let server = Server::start_with_env(
-        &db,
+        db.arg(),
         free_port(),
         &["--max-in-flight", "1"],
         Stdio::from(std::fs::File::create(&log).unwrap()),
