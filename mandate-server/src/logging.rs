@@ -160,9 +160,10 @@ pub enum Format {
 /// The format chosen at [`init`]; [`say`] follows it.
 static FORMAT: OnceLock<Format> = OnceLock::new();
 
-/// The filter: `MANDATE_LOG` if set, else `RUST_LOG`, else [`DEFAULT_FILTER`].
+/// The filter: `MANDATE_LOG` if set, else `RUST_LOG`, else [`DEFAULT_FILTER`]; whatever it
+/// says, the PostgreSQL driver logs nothing below info ([`DRIVER_CAP`]).
 fn filter() -> EnvFilter {
-    ["MANDATE_LOG", "RUST_LOG"]
+    let chosen = ["MANDATE_LOG", "RUST_LOG"]
         .iter()
         .find_map(|name| {
             std::env::var(name)
@@ -170,8 +171,17 @@ fn filter() -> EnvFilter {
                 .filter(|v| !v.trim().is_empty())
                 .and_then(|v| EnvFilter::try_new(v).ok())
         })
-        .unwrap_or_else(|| EnvFilter::new(DEFAULT_FILTER))
+        .unwrap_or_else(|| EnvFilter::new(DEFAULT_FILTER));
+    DRIVER_CAP
+        .iter()
+        .filter_map(|d| d.parse().ok())
+        .fold(chosen, EnvFilter::add_directive)
 }
+
+/// Added after the operator's filter, so that they win: at debug, tokio-postgres logs every
+/// statement with its parameters (request fields, sealed answers, key hashes), which never
+/// go to the log.
+const DRIVER_CAP: [&str; 2] = ["tokio_postgres=info", "deadpool_postgres=info"];
 
 /// The filter when neither variable is set: `info`, without the per-request lines, which
 /// cost a fifth of the hot path's throughput (docs/performance.md); `MANDATE_LOG=info`
