@@ -335,8 +335,11 @@ pub async fn start_with(
         let callers = state.callers.clone();
         let process_id = process_id.clone();
         tokio::spawn(async move {
-            // Keys changed by operator commands: every 250 ms. Signing keys: every 2 s.
-            // This process's heartbeat, and how many share the database: every second.
+            // Keys changed by operator commands: every 250 ms (a signing key rotation moves
+            // the generation too, so every process publishes and signs with the new key
+            // within a second). Signing keys otherwise: every 2 s (a retired key leaves the
+            // set as time passes). This process's heartbeat, and how many share the
+            // database: every second.
             let mut seen_generation = initial_generation;
             let mut tick: u64 = 0;
             loop {
@@ -349,15 +352,17 @@ pub async fn start_with(
                     }
                 }
                 let generation = store.key_generation().await;
+                let mut moved = false;
                 match generation {
                     Ok(g) if seen_generation != Some(g) => {
                         callers.clear();
+                        moved = seen_generation.is_some();
                         seen_generation = Some(g);
                     }
                     Ok(_) => {}
                     Err(e) => tracing::error!("reading the keys generation: {e}"),
                 }
-                if tick.is_multiple_of(8)
+                if (moved || tick.is_multiple_of(8))
                     && let Err(e) = signing::reload(&*store, &keys, ms(clock.now()), &ring).await
                 {
                     tracing::error!("reloading signing keys: {e}");

@@ -904,6 +904,8 @@ impl AdminStore for PostgresStore {
         self.blocking(job(move |mut c| async move {
             let tx = c.transaction().await?;
             let kid = signing::rotate(&tx, env, seal, now_ms).await?;
+            // Every process reloads its signing keys when it sees it move.
+            keys::bump_generation(&tx).await?;
             tx.commit().await?;
             Ok(kid)
         }))

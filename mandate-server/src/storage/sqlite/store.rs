@@ -727,8 +727,12 @@ impl AdminStore for SqliteStore {
     }
 
     fn rotate_signing_key(&self, env: Env, seal: &SealNew<'_>, now_ms: i64) -> Result<String> {
-        self.db
-            .write_blocking(|tx| signing::rotate(tx, env, seal, now_ms))
+        self.db.write_blocking(|tx| {
+            let kid = signing::rotate(tx, env, seal, now_ms)?;
+            // Running servers reload their signing keys when they see it move.
+            keys::bump_generation(tx)?;
+            Ok(kid)
+        })
     }
 
     fn ensure_signing_key(&self, env: Env, seal: &SealNew<'_>, now_ms: i64) -> Result<()> {
