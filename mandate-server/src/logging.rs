@@ -160,10 +160,10 @@ pub enum Format {
 /// The format chosen at [`init`]; [`say`] follows it.
 static FORMAT: OnceLock<Format> = OnceLock::new();
 
-/// The filter: `MANDATE_LOG` if set, else `RUST_LOG`, else [`DEFAULT_FILTER`]; the
-/// PostgreSQL driver capped at [`DRIVER_CAP`] whatever it says.
+/// The filter: `MANDATE_LOG` if set, else `RUST_LOG`, else [`DEFAULT_FILTER`]; whatever it
+/// says, the PostgreSQL driver logs nothing below info ([`DRIVER_CAP`]).
 fn filter() -> EnvFilter {
-    let filter = ["MANDATE_LOG", "RUST_LOG"]
+    let chosen = ["MANDATE_LOG", "RUST_LOG"]
         .iter()
         .find_map(|name| {
             std::env::var(name)
@@ -172,16 +172,16 @@ fn filter() -> EnvFilter {
                 .and_then(|v| EnvFilter::try_new(v).ok())
         })
         .unwrap_or_else(|| EnvFilter::new(DEFAULT_FILTER));
-    match DRIVER_CAP.parse() {
-        Ok(cap) => filter.add_directive(cap),
-        Err(_) => filter,
-    }
+    DRIVER_CAP
+        .iter()
+        .filter_map(|d| d.parse().ok())
+        .fold(chosen, EnvFilter::add_directive)
 }
 
-/// The PostgreSQL driver's lines stop at `info`, whatever the filter asks: at `debug` it
-/// logs every statement with its parameters (API key hashes, sealed answers, signing keys,
-/// what requests carried).
-pub const DRIVER_CAP: &str = "tokio_postgres=info";
+/// Added after the operator's filter, so that they win: at debug, tokio-postgres logs every
+/// statement with its parameters (request fields, sealed answers, key hashes), which never
+/// go to the log.
+const DRIVER_CAP: [&str; 2] = ["tokio_postgres=info", "deadpool_postgres=info"];
 
 /// The filter when neither variable is set: `info`, without the per-request lines, which
 /// cost a fifth of the hot path's throughput (docs/performance.md); `MANDATE_LOG=info`

@@ -9,6 +9,7 @@ use mandate_server::clock::{Clock, SystemClock};
 use mandate_server::http::limits;
 use mandate_server::model::Env;
 use mandate_server::serve::{self, Config};
+use mandate_server::signing::at_rest::{self, KekSources, KeyEncryption};
 use mandate_server::storage::sqlite::backup::{self, BackupInfo};
 use mandate_server::storage::{AdminStore, DbLocation, Store};
 use mandate_server::{demo, logging, operator, settlement};
@@ -28,6 +29,8 @@ struct DbArg {
     /// server processes on one database.
     #[arg(long, env = "MANDATE_DB", default_value = "./mandate.db")]
     db: DbLocation,
+    #[command(flatten)]
+    kek: KekArgs,
 }
 
 impl DbArg {
@@ -39,6 +42,26 @@ impl DbArg {
             )
         })
     }
+}
+
+/// The key-encryption keys that seal signing keys at rest (docs/operations.md).
+#[derive(Args, Clone)]
+struct KekArgs {
+    /// A file holding the key-encryption key that seals signing keys at rest: the standard
+    /// base64 of 32 random bytes (`openssl rand -base64 32`). Or the key itself in
+    /// MANDATE_KEY_ENCRYPTION_KEY. Required with PostgreSQL; without it, SQLite stores
+    /// signing keys unencrypted.
+    #[arg(long, env = "MANDATE_KEY_ENCRYPTION_KEY_FILE", value_name = "PATH")]
+    key_encryption_key_file: Option<PathBuf>,
+    /// During a key-encryption key rotation: a file holding the previous key, which still
+    /// opens signing keys sealed under it. Or the key itself in
+    /// MANDATE_PREVIOUS_KEY_ENCRYPTION_KEY.
+    #[arg(
+        long,
+        env = "MANDATE_PREVIOUS_KEY_ENCRYPTION_KEY_FILE",
+        value_name = "PATH"
+    )]
+    previous_key_encryption_key_file: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -193,6 +216,15 @@ enum Command {
         #[arg(long, value_enum)]
         env: EnvArg,
     },
+    /// Seal every signing key again under a new key-encryption key, in one transaction
+    /// (the current key from --key-encryption-key-file or MANDATE_KEY_ENCRYPTION_KEY).
+    RotateKeyEncryptionKey {
+        #[command(flatten)]
+        db: DbArg,
+        /// A file holding the new key-encryption key (standard base64 of 32 random bytes).
+        #[arg(long, value_name = "PATH")]
+        new_key_file: PathBuf,
+    },
     /// Copy the database to FILE while the server keeps serving: a consistent snapshot,
     /// checked once written.
     Backup {
@@ -248,12 +280,31 @@ fn describe(info: &BackupInfo) -> String {
     )
 }
 
-/// The store of an operator command: the engine `--db` names, migrated.
-async fn open(db: &DbArg) -> Result<Arc<dyn Store>, String> {
-    serve::open_store(&db.db, true)
+/// The key-encryption keys given by flag or variable.
+fn key_encryption(db: &DbArg) -> Result<KeyEncryption, String> {
+    let sources = KekSources {
+        file: db.kek.key_encryption_key_file.as_deref(),
+        previous_file: db.kek.previous_key_encryption_key_file.as_deref(),
+        ..KekSources::default()
+    };
+    KeyEncryption::from_sources(&sources.with_environment()).map_err(|e| e.to_string())
+}
+
+/// The store of an operator command (the engine `--db` names, migrated) and the
+/// key-encryption keys; a database that needs one is refused without it before it is
+/// reached.
+async fn open_with_keys(db: &DbArg) -> Result<(Arc<dyn Store>, KeyEncryption), String> {
+    let keys = key_encryption(db)?;
+    at_rest::check_required(&db.db.to_string(), &keys).map_err(|e| e.to_string())?;
+    let (store, _) = serve::open_store(&db.db, true)
         .await
-        .map(|(store, _)| store)
-        .map_err(|e| format!("database {}: {e}", db.db))
+        .map_err(|e| format!("database {}: {e}", db.db))?;
+    Ok((store, keys))
+}
+
+/// The store of an operator command that does not touch signing keys.
+async fn open(db: &DbArg) -> Result<Arc<dyn Store>, String> {
+    open_with_keys(db).await.map(|(store, _)| store)
 }
 
 /// The store as operator commands see it.
@@ -318,6 +369,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             no_migrate,
         } => {
             limits::survive_file_size_limit();
+            let key_encryption = key_encryption(&db)?;
             let config = Config {
                 db: db.db,
                 migrate: !no_migrate,
@@ -330,6 +382,7 @@ async fn run(cli: Cli) -> Result<(), String> {
                     max_in_flight,
                     ..limits::Limits::default()
                 },
+                key_encryption,
             };
             // Bound and the recorder installed before start, so that start-up is counted too.
             let admin = match &admin_addr {
@@ -394,7 +447,9 @@ async fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Command::Onboard { db, org } => {
-            let store = open(&db).await?;
+            let (store, keys) = open_with_keys(&db).await?;
+            operator::prepare_signing_keys(ops(&store), &keys, clock.now())
+                .map_err(|e| e.to_string())?;
             let onboarded =
                 operator::onboard(ops(&store), &org, clock.now()).map_err(|e| e.to_string())?;
             println!(
@@ -445,11 +500,27 @@ async fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Command::RotateSigningKey { db, env } => {
-            let store = open(&db).await?;
-            let kid = operator::rotate_signing_key(ops(&store), env.into(), clock.now())
+            let (store, keys) = open_with_keys(&db).await?;
+            let kid = operator::rotate_signing_key(ops(&store), &keys, env.into(), clock.now())
                 .map_err(|e| e.to_string())?;
             println!(
                 "new signing key {kid}; the previous key stays published until its tokens expire"
+            );
+            Ok(())
+        }
+        Command::RotateKeyEncryptionKey { db, new_key_file } => {
+            let new = at_rest::Kek::from_file(&new_key_file, "--new-key-file")
+                .map_err(|e| e.to_string())?;
+            let (store, keys) = open_with_keys(&db).await?;
+            let rotated = at_rest::rotate(ops(&store), &keys, &new).map_err(|e| e.to_string())?;
+            println!(
+                "{} of {} signing keys sealed again under key-encryption key {} (the others were already); \
+                 give every process the new key ({} or {}) before the old one is withdrawn",
+                rotated.resealed,
+                rotated.keys,
+                rotated.new_id,
+                at_rest::KEK_VAR,
+                at_rest::KEK_FILE_FLAG
             );
             Ok(())
         }

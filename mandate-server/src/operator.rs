@@ -1,12 +1,14 @@
 //! Operator commands: onboarding, keys, rates, signing-key rotation, policy versions.
-//! They act on the database file directly; a running server picks the changes up.
+//! They act on the database file directly; a running server picks the changes up. Those
+//! that create or read signing keys take the operator's key-encryption keys.
 
 use mandate_core::id::base32;
 use time::OffsetDateTime;
 
 use crate::clock::{fill_random, ms};
 use crate::model::{Env, KeyClass};
-use crate::signing::fresh_secret;
+use crate::signing;
+use crate::signing::at_rest::{self, AtRestError, KeyEncryption, Prepared};
 use crate::storage::admin::{AdminStore, NewOrg};
 use crate::storage::{StorageError, keys};
 
@@ -28,6 +30,9 @@ pub enum OperatorError {
     /// A bad policy version.
     #[error("policy version must look like pol_YYYY-MM-DD.N")]
     BadPolicyVersion,
+    /// A signing key could not be opened or sealed with the key-encryption keys given.
+    #[error(transparent)]
+    Keys(#[from] AtRestError),
     /// Storage failed.
     #[error(transparent)]
     Storage(#[from] StorageError),
@@ -160,14 +165,29 @@ pub fn set_rate(
     }
 }
 
-/// Rotates an environment's signing key; returns the new kid.
+/// Before a command that creates or reads signing keys, as at a server's start: every
+/// stored key must open with `keys` (keys in plaintext are sealed if a key-encryption key
+/// is given), and both environments get a current key if they have none.
+pub fn prepare_signing_keys(
+    store: &dyn AdminStore,
+    keys: &KeyEncryption,
+    now: OffsetDateTime,
+) -> Result<Prepared, OperatorError> {
+    let prepared = at_rest::prepare(store, keys)?;
+    signing::ensure_keys(store, keys, ms(now))?;
+    Ok(prepared)
+}
+
+/// Rotates an environment's signing key, sealed under the current key-encryption key of
+/// `keys` (after checking that the stored keys open with it); returns the new kid.
 pub fn rotate_signing_key(
     store: &dyn AdminStore,
+    keys: &KeyEncryption,
     env: Env,
     now: OffsetDateTime,
 ) -> Result<String, OperatorError> {
-    let secret = fresh_secret()?;
-    Ok(store.rotate_signing_key(env, &secret, ms(now))?)
+    at_rest::prepare(store, keys)?;
+    Ok(signing::rotate(store, keys, env, ms(now))?)
 }
 
 /// Sets an organization's policy version.

@@ -29,6 +29,7 @@ use crate::http::connections::{Connections, Guard};
 use crate::http::limits::{self, Limits};
 use crate::settlement;
 use crate::signing;
+use crate::signing::at_rest::{self, AtRestError, KeyEncryption};
 use crate::state::{AppState, Shared};
 use crate::storage::postgres::PostgresStore;
 use crate::storage::sqlite::{Db, SqliteStore};
@@ -56,6 +57,9 @@ pub struct Config {
     /// Requests in flight, open connections, header and body timeouts
     /// (`Limits::default()` unless the operator says otherwise).
     pub limits: Limits,
+    /// The key-encryption keys that seal signing keys at rest (none: stored in plaintext,
+    /// SQLite only, with a warning).
+    pub key_encryption: KeyEncryption,
 }
 
 /// Starting failed.
@@ -83,6 +87,10 @@ pub enum ServeError {
     /// The server stopped with an I/O error.
     #[error("server: {0}")]
     Io(std::io::Error),
+    /// The signing keys could not be opened or sealed with the key-encryption keys given,
+    /// or none is given where one is required.
+    #[error(transparent)]
+    Keys(#[from] AtRestError),
     /// The signing backend could not draw random numbers (no signature could be made).
     #[error("signing: {0}")]
     Signing(mandate_core::jws::SignError),
@@ -198,6 +206,8 @@ pub async fn start_with(
     clock: Arc<dyn Clock>,
     adapter: settlement::Adapter,
 ) -> Result<Running, ServeError> {
+    // Before the database is reached: an engine that needs a key-encryption key gets one.
+    at_rest::check_required(&config.db.to_string(), &config.key_encryption)?;
     let verdicts_url = config
         .verdicts_url
         .as_deref()
@@ -216,8 +226,22 @@ pub async fn start_with(
         .await
         .map_err(db_error)?;
     let now = clock.now();
-    signing::ensure_keys(&*store, ms(now)).map_err(db_error)?;
-    let ring = signing::load(&*store, ms(now)).map_err(db_error)?;
+    let keys = Arc::new(config.key_encryption.clone());
+    let prepared = at_rest::prepare(&*store, &keys)?;
+    match keys.current_id() {
+        None => tracing::warn!(
+            "signing keys are stored unencrypted; set {} or {} to encrypt them at rest",
+            at_rest::KEK_VAR,
+            at_rest::KEK_FILE_FLAG
+        ),
+        Some(id) if prepared.sealed_now > 0 => tracing::info!(
+            "sealed {} signing keys stored in plaintext under key-encryption key {id}",
+            prepared.sealed_now
+        ),
+        Some(id) => tracing::info!("signing keys are sealed under key-encryption key {id}"),
+    }
+    signing::ensure_keys(&*store, &keys, ms(now)).map_err(db_error)?;
+    let ring = signing::load(&*store, &keys, ms(now))?;
     // Seeded here, before listening, so that the first authorization does not wait for it.
     crate::signing::fast::seed_random().map_err(ServeError::Signing)?;
     // Presignatures start filling now, in idle time (signing/presign.rs).
@@ -307,12 +331,15 @@ pub async fn start_with(
         Err(e) => tracing::error!("heartbeat: {e}"),
     }
     let refresher = {
-        let (store, keys, clock) = (store.clone(), state.keys.clone(), clock.clone());
+        let (store, ring, clock) = (store.clone(), state.keys.clone(), clock.clone());
         let callers = state.callers.clone();
         let process_id = process_id.clone();
         tokio::spawn(async move {
-            // Keys changed by operator commands: every 250 ms. Signing keys: every 2 s.
-            // This process's heartbeat, and how many share the database: every second.
+            // Keys changed by operator commands: every 250 ms (a signing key rotation moves
+            // the generation too, so every process publishes and signs with the new key
+            // within a second). Signing keys otherwise: every 2 s (a retired key leaves the
+            // set as time passes). This process's heartbeat, and how many share the
+            // database: every second.
             let mut seen_generation = initial_generation;
             let mut tick: u64 = 0;
             loop {
@@ -325,16 +352,18 @@ pub async fn start_with(
                     }
                 }
                 let generation = store.key_generation().await;
+                let mut moved = false;
                 match generation {
                     Ok(g) if seen_generation != Some(g) => {
                         callers.clear();
+                        moved = seen_generation.is_some();
                         seen_generation = Some(g);
                     }
                     Ok(_) => {}
                     Err(e) => tracing::error!("reading the keys generation: {e}"),
                 }
-                if tick.is_multiple_of(8)
-                    && let Err(e) = signing::reload(&*store, ms(clock.now()), &keys).await
+                if (moved || tick.is_multiple_of(8))
+                    && let Err(e) = signing::reload(&*store, &keys, ms(clock.now()), &ring).await
                 {
                     tracing::error!("reloading signing keys: {e}");
                 }

@@ -65,7 +65,7 @@ impl Process {
             store,
             agents: AgentStates::default(),
             modes: ModeCache::default(),
-            signer: Arc::new(AwsLcSigner::from_secret_bytes("sandbox-1", &secret).unwrap()),
+            signer: Arc::new(AwsLcSigner::from_secret_bytes("sandbox-1", secret.expose()).unwrap()),
         }
     }
 

@@ -128,6 +128,7 @@ pub fn start() -> Env {
                 docs_url: None,
                 tls: None,
                 limits: Default::default(),
+                key_encryption: Default::default(),
             },
             Arc::new(SystemClock),
         ))

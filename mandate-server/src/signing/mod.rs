@@ -5,9 +5,13 @@
 //! restart. A retired key stays in the JWK Set for ten minutes: five for the tokens it
 //! signed to expire, five for caches of the set.
 //!
+//! At rest the keys are sealed under the operator's key-encryption key ([`at_rest`]); every
+//! load opens them with it.
+//!
 //! [`fast`] signs through aws-lc-rs behind the core's `Signer` trait, finishing
 //! presignatures prepared ahead in idle time ([`presign`]).
 
+pub mod at_rest;
 pub mod fast;
 pub mod presign;
 
@@ -19,6 +23,7 @@ use mandate_core::jws::{P256Signer, Signer};
 
 use crate::clock::fill_random;
 use crate::model::Env;
+use crate::signing::at_rest::{AtRestError, KeyEncryption, SigningSecret};
 use crate::signing::fast::AwsLcSigner;
 use crate::storage::keys::StoredKey;
 use crate::storage::{AdminStore, StorageError, Store};
@@ -42,11 +47,13 @@ impl KeyRing {
 }
 
 /// A fresh 32-byte P-256 secret scalar from the OS RNG.
-pub fn fresh_secret() -> Result<[u8; 32], StorageError> {
+pub fn fresh_secret() -> Result<SigningSecret, StorageError> {
     for _ in 0..16 {
-        let mut secret = [0u8; 32];
-        fill_random(&mut secret);
-        if P256Signer::from_secret_bytes("probe", &secret).is_ok() {
+        let mut bytes = [0u8; 32];
+        fill_random(&mut bytes);
+        let secret = SigningSecret::new(bytes);
+        bytes.fill(0);
+        if P256Signer::from_secret_bytes("probe", secret.expose()).is_ok() {
             return Ok(secret);
         }
     }
@@ -55,26 +62,67 @@ pub fn fresh_secret() -> Result<[u8; 32], StorageError> {
     ))
 }
 
-/// Makes sure both environments have a current key (generated on first use).
-pub fn ensure_keys(store: &dyn AdminStore, now_ms: i64) -> Result<(), StorageError> {
+/// The stored form of `secret` for the kid the store gives it, as [`AdminStore`] takes it.
+fn sealer<'a>(
+    keys: &'a KeyEncryption,
+    env: Env,
+    secret: &'a SigningSecret,
+) -> impl Fn(&str) -> Result<Vec<u8>, StorageError> + Send + Sync + 'a {
+    move |kid| {
+        keys.seal(kid, env, secret)
+            .map_err(|e| StorageError::Corrupt(e.to_string()))
+    }
+}
+
+/// Makes sure both environments have a current key (generated on first use, stored sealed
+/// under the current key-encryption key if one is given).
+pub fn ensure_keys(
+    store: &dyn AdminStore,
+    keys: &KeyEncryption,
+    now_ms: i64,
+) -> Result<(), StorageError> {
     for env in [Env::Sandbox, Env::Live] {
         let secret = fresh_secret()?;
-        store.ensure_signing_key(env, &secret, now_ms)?;
+        store.ensure_signing_key(env, &sealer(keys, env, &secret), now_ms)?;
     }
     Ok(())
 }
 
-/// Loads the key ring from the database as of `now_ms`.
-pub fn load(store: &dyn AdminStore, now_ms: i64) -> Result<KeyRing, StorageError> {
-    build(store.signing_keys_now(now_ms - RETIRED_KEY_PUBLISHED_MS)?)
+/// Makes a fresh key the current one of `env` (the previous one retires at `now_ms`);
+/// returns its kid.
+pub fn rotate(
+    store: &dyn AdminStore,
+    keys: &KeyEncryption,
+    env: Env,
+    now_ms: i64,
+) -> Result<String, StorageError> {
+    let secret = fresh_secret()?;
+    store.rotate_signing_key(env, &sealer(keys, env, &secret), now_ms)
 }
 
-fn build(keys: Vec<StoredKey>) -> Result<KeyRing, StorageError> {
+/// Loads the key ring from the database as of `now_ms`, opening each key with `keys`.
+pub fn load(
+    store: &dyn AdminStore,
+    keys: &KeyEncryption,
+    now_ms: i64,
+) -> Result<KeyRing, AtRestError> {
+    build(
+        store.signing_keys_now(now_ms - RETIRED_KEY_PUBLISHED_MS)?,
+        keys,
+    )
+}
+
+fn build(stored: Vec<StoredKey>, keys: &KeyEncryption) -> Result<KeyRing, AtRestError> {
     let mut ring = KeyRing::default();
     let mut jwks = JwkSet::default();
-    for key in keys {
-        let signer = AwsLcSigner::from_secret_bytes(key.kid.clone(), &key.secret)
-            .map_err(|e| StorageError::Corrupt(format!("signing key {}: {e}", key.kid)))?;
+    for key in stored {
+        let secret = keys.open(&key)?;
+        let signer =
+            AwsLcSigner::from_secret_bytes(key.kid.clone(), secret.expose()).map_err(|_| {
+                AtRestError::InvalidKey {
+                    kid: key.kid.clone(),
+                }
+            })?;
         jwks.keys.push(signer.public_jwk());
         if key.retired_ms.is_none() {
             ring.current.insert(key.env.as_str(), Arc::new(signer));
@@ -84,16 +132,18 @@ fn build(keys: Vec<StoredKey>) -> Result<KeyRing, StorageError> {
     Ok(ring)
 }
 
-/// Reloads the ring through the read pool (used by the periodic refresh).
+/// Reloads the ring through the read pool (used by the periodic refresh), opening each key
+/// with `keys`, as at start. On an error the ring stays as it was.
 pub async fn reload(
     store: &dyn Store,
+    keys: &KeyEncryption,
     now_ms: i64,
     ring: &RwLock<KeyRing>,
-) -> Result<(), StorageError> {
-    let keys = store
+) -> Result<(), AtRestError> {
+    let stored = store
         .signing_keys(now_ms - RETIRED_KEY_PUBLISHED_MS)
         .await?;
-    let fresh = build(keys)?;
+    let fresh = build(stored, keys)?;
     *ring.write().unwrap_or_else(|p| p.into_inner()) = fresh;
     Ok(())
 }

@@ -3,8 +3,27 @@
 //! blocks until it is durable.
 
 use super::StorageError;
-use super::keys::{KeyInfo, StoredKey};
+use super::keys::{KeyInfo, SealNew, StoredKey};
 use crate::model::Env;
+
+/// One signing key's stored secret, replaced by [`AdminStore::replace_signing_key_secrets`].
+#[derive(Clone)]
+pub struct SecretChange {
+    /// The key.
+    pub kid: String,
+    /// What it must hold now.
+    pub from: Vec<u8>,
+    /// What it is to hold (equal to `from` for a key left as it is).
+    pub to: Vec<u8>,
+}
+
+impl std::fmt::Debug for SecretChange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SecretChange")
+            .field("kid", &self.kid)
+            .finish_non_exhaustive()
+    }
+}
 
 /// A new organization: its id and name, and a key (by hash) for each environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,20 +76,38 @@ pub trait AdminStore {
     /// The keys of an organization, oldest first.
     fn list_keys(&self, org_id: &str) -> Result<Vec<KeyInfo>, StorageError>;
 
-    /// Makes `secret` the current signing key of `env`, retiring the previous one at
-    /// `now_ms`; returns its kid.
+    /// Adds a new current signing key to `env`, retiring the previous one at `now_ms`, and
+    /// moves the keys generation (running servers reload their signing keys); returns its
+    /// kid. The key's stored secret is what `seal` makes for the kid the store
+    /// gives it (called in the transaction; its error aborts it).
     fn rotate_signing_key(
         &self,
         env: Env,
-        secret: &[u8],
+        seal: &SealNew<'_>,
         now_ms: i64,
     ) -> Result<String, StorageError>;
 
-    /// Makes `secret` the current signing key of `env` unless it has one.
-    fn ensure_signing_key(&self, env: Env, secret: &[u8], now_ms: i64) -> Result<(), StorageError>;
+    /// Adds a current signing key to `env` (as [`AdminStore::rotate_signing_key`]) unless
+    /// it has one.
+    fn ensure_signing_key(
+        &self,
+        env: Env,
+        seal: &SealNew<'_>,
+        now_ms: i64,
+    ) -> Result<(), StorageError>;
 
     /// Every signing key that is current or retired after `published_after_ms`.
     fn signing_keys_now(&self, published_after_ms: i64) -> Result<Vec<StoredKey>, StorageError>;
+
+    /// Every stored signing key, retired ones included, to seal them again.
+    fn all_signing_keys(&self) -> Result<Vec<StoredKey>, StorageError>;
+
+    /// In one transaction: if the stored signing keys are exactly the kids of `changes`,
+    /// each holding its `from`, stores each one's `to` and returns `true`; otherwise
+    /// changes nothing and returns `false` (a key was added or changed since they were
+    /// read: read them again). The bytes replaced are not left readable in the database
+    /// file where the engine can help it.
+    fn replace_signing_key_secrets(&self, changes: &[SecretChange]) -> Result<bool, StorageError>;
 
     /// The keys generation (see `KeyStore::key_generation`).
     fn key_generation_now(&self) -> Result<i64, StorageError>;

@@ -2,7 +2,7 @@
 
 use sha2::{Digest, Sha256};
 
-use super::StoreFuture;
+use super::{StorageError, StoreFuture};
 use crate::model::{Caller, Env};
 
 /// SHA-256 of an API key. Keys carry 160 random bits, so a plain hash cannot be reversed.
@@ -40,7 +40,8 @@ pub struct StoredKey {
     pub kid: String,
     /// Environment.
     pub env: Env,
-    /// The 32-byte P-256 secret scalar.
+    /// The secret as stored: opaque bytes (sealed under the operator's key-encryption key
+    /// by `signing::at_rest`, or the 32-byte P-256 scalar itself without one).
     pub secret: Vec<u8>,
     /// When it stopped signing, unix ms; `None` for the current key.
     pub retired_ms: Option<i64>,
@@ -54,6 +55,10 @@ impl std::fmt::Debug for StoredKey {
             .finish_non_exhaustive()
     }
 }
+
+/// Makes the stored secret of a new signing key, given the kid the store assigns it (the
+/// kid is bound into the sealed bytes, so it must be known before they are made).
+pub type SealNew<'a> = dyn Fn(&str) -> Result<Vec<u8>, StorageError> + Send + Sync + 'a;
 
 /// What a running server reads of the keys that operator commands change.
 pub trait KeyStore {

@@ -329,6 +329,15 @@ pub fn config(db: &TestDatabase) -> Config {
         docs_url: None,
         tls: None,
         limits: Default::default(),
+        // PostgreSQL requires a key-encryption key: the one commands get (TestDatabase::env).
+        key_encryption: match &db.postgres {
+            Some(_) => mandate_server::signing::at_rest::KeyEncryption::new(
+                mandate_server::signing::at_rest::Kek::from_base64(TEST_KEK.as_bytes(), "TEST_KEK")
+                    .unwrap(),
+                None,
+            ),
+            None => Default::default(),
+        },
     }
 }
 

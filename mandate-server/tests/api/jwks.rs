@@ -180,6 +180,7 @@ async fn a_verdicts_or_docs_url_that_is_not_an_absolute_http_url_stops_the_start
             docs_url: docs.map(Into::into),
             tls: None,
             limits: Default::default(),
+            key_encryption: Default::default(),
         };
         let clock = std::sync::Arc::new(mandate_server::clock::ManualClock::new(
             crate::helpers::START,
@@ -221,7 +222,8 @@ async fn a_rotation_keeps_the_outgoing_key_until_its_tokens_have_expired() {
     let db = app.running.as_ref().unwrap().state.store.clone();
     app.advance(10);
     let rotated_at = app.clock_now();
-    let new_kid = operator::rotate_signing_key(&*db, Env::Sandbox, rotated_at).unwrap();
+    let new_kid =
+        operator::rotate_signing_key(&*db, &Default::default(), Env::Sandbox, rotated_at).unwrap();
     assert_eq!(new_kid, "sandbox-2");
     let now_kids = wait_for_kids(&app, |k| k.iter().any(|k| k == "sandbox-2")).await;
     assert_eq!(now_kids, ["live-1", "sandbox-1", "sandbox-2"]);
@@ -243,11 +245,12 @@ async fn a_rotation_keeps_the_outgoing_key_until_its_tokens_have_expired() {
     let ten_minutes = time::Duration::seconds(600);
     let at_edge = signing::load(
         &*db,
+        &Default::default(),
         ms(rotated_at + ten_minutes - time::Duration::seconds(1)),
     )
     .unwrap();
     assert!(at_edge.jwks.find("sandbox-1").is_some());
-    let past = signing::load(&*db, ms(rotated_at + ten_minutes)).unwrap();
+    let past = signing::load(&*db, &Default::default(), ms(rotated_at + ten_minutes)).unwrap();
     assert!(past.jwks.find("sandbox-1").is_none());
 
     // The running server drops it too, on its own timer and the server's clock.

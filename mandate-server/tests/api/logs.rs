@@ -7,7 +7,10 @@ use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
+use mandate_server::model::Env;
 use mandate_server::routes::ROUTES;
+use mandate_server::signing::at_rest::{Kek, KeyEncryption};
+use mandate_server::storage::keys::StoredKey;
 use reqwest::Method;
 use serde_json::Value;
 
@@ -47,16 +50,20 @@ fn forms(secret: &[u8]) -> Vec<String> {
 /// The API run at `MANDATE_LOG=trace` (with `RUST_LOG=off`, which it overrides) and
 /// `--log-format json`: every line is JSON, each request has exactly one request line with
 /// its id, method, route template, status, latency and organization, and neither a key,
-/// a verdict token, a signing key nor a request body appears anywhere in the log.
+/// a verdict token, a signing key (sealed or opened), the key-encryption key nor a request
+/// body appears anywhere in the log.
 #[tokio::test]
 async fn json_request_lines_and_no_secret_at_trace() {
     let dir = tempfile::tempdir().unwrap();
     let db = TestDatabase::new(dir.path(), "logs.db").await;
     let log = dir.path().join("server.log");
+    let mut kek = [0u8; 32];
+    mandate_server::clock::fill_random(&mut kek);
+    let kek_text = STANDARD.encode(kek);
     let out = Command::new(binary())
         .args(["onboard", "--org", "loggers", "--db"])
         .arg(db.arg())
-        .envs(db.env())
+        .env("MANDATE_KEY_ENCRYPTION_KEY", &kek_text)
         .output()
         .unwrap();
     assert!(out.status.success());
@@ -82,7 +89,11 @@ async fn json_request_lines_and_no_secret_at_trace() {
         free_port(),
         &["--log-format", "json"],
         Stdio::from(std::fs::File::create(&log).unwrap()),
-        &[("MANDATE_LOG", "trace"), ("RUST_LOG", "off")],
+        &[
+            ("MANDATE_LOG", "trace"),
+            ("RUST_LOG", "off"),
+            ("MANDATE_KEY_ENCRYPTION_KEY", &kek_text),
+        ],
     );
     let client = Client::new(&server.api);
     // (method, route template, status) of every request sent, in order.
@@ -240,11 +251,27 @@ async fn json_request_lines_and_no_secret_at_trace() {
     }
     assert!(secrets.len() >= 10, "expected four verdict tokens");
     secrets.extend(hook_secret);
-    let signing: Vec<Vec<u8>> = db.query_bytes("SELECT secret FROM signing_keys", &[]);
+    let keys = KeyEncryption::new(Kek::from_bytes(&kek), None);
+    let kids = db.query("SELECT kid, env FROM signing_keys ORDER BY kid", &[]);
+    let secrets_stored = db.query_bytes("SELECT secret FROM signing_keys ORDER BY kid", &[]);
+    let signing: Vec<StoredKey> = kids
+        .into_iter()
+        .zip(secrets_stored)
+        .map(|(row, secret)| StoredKey {
+            kid: row[0].clone().unwrap(),
+            env: Env::parse(row[1].as_deref().unwrap()).unwrap(),
+            secret,
+            retired_ms: None,
+        })
+        .collect();
     assert!(signing.len() >= 2, "a signing key per environment");
-    for secret in &signing {
-        secrets.extend(forms(secret));
+    for key in &signing {
+        // The sealed bytes, and the scalar they open to.
+        secrets.extend(forms(&key.secret));
+        secrets.extend(forms(keys.open(key).unwrap().expose()));
     }
+    secrets.extend(forms(&kek));
+    secrets.push(kek_text.clone());
     for secret in &secrets {
         assert!(!text.contains(secret.as_str()), "the log holds {secret:?}");
     }

@@ -27,6 +27,7 @@ mod exports;
 mod health;
 mod idempotency;
 mod jwks;
+mod key_encryption;
 mod lists;
 mod logs;
 mod mandate_extensions;

@@ -5,7 +5,8 @@ use deadpool_postgres::GenericClient;
 
 use super::{Result, env_from};
 use crate::model::Env;
-use crate::storage::keys::StoredKey;
+use crate::storage::admin::SecretChange;
+use crate::storage::keys::{SealNew, StoredKey};
 
 /// Every key that is current or retired after `published_after_ms`.
 pub async fn published(c: &impl GenericClient, published_after_ms: i64) -> Result<Vec<StoredKey>> {
@@ -29,11 +30,11 @@ pub async fn published(c: &impl GenericClient, published_after_ms: i64) -> Resul
 }
 
 /// Adds a new current key for `env`, retiring the previous one at `now_ms` (in the
-/// caller's transaction). Returns its kid.
+/// caller's transaction), its secret made by `seal` for its kid. Returns its kid.
 pub async fn rotate(
     c: &impl GenericClient,
     env: Env,
-    secret: &[u8],
+    seal: &SealNew<'_>,
     now_ms: i64,
 ) -> Result<String> {
     // The current key's row, locked: two rotations at once take turns.
@@ -55,6 +56,7 @@ pub async fn rotate(
     )
     .await?;
     let kid = format!("{}-{n}", env.as_str());
+    let secret = seal(&kid)?;
     c.execute(
         "INSERT INTO signing_keys (kid, env, n, secret, created_ms) VALUES ($1, $2, $3, $4, $5)",
         &[&kid, &env.as_str(), &n, &secret, &now_ms],
@@ -91,14 +93,20 @@ pub async fn setting_or_insert(
     )
 }
 
-/// Makes `secret` the current key of `env` unless it has one. Several processes starting
-/// at once on an empty database: the first key's kid is the same for all, so one inserts
-/// and the others find it.
-pub async fn ensure(c: &impl GenericClient, env: Env, secret: &[u8], now_ms: i64) -> Result<()> {
+/// Makes a key sealed by `seal` the current key of `env` unless it has one. Several
+/// processes starting at once on an empty database: the first key's kid is the same for
+/// all, so one inserts and the others find it.
+pub async fn ensure(
+    c: &impl GenericClient,
+    env: Env,
+    seal: &SealNew<'_>,
+    now_ms: i64,
+) -> Result<()> {
     if has_current(c, env).await? {
         return Ok(());
     }
     let first = format!("{}-1", env.as_str());
+    let secret = seal(&first)?;
     let inserted = c
         .execute(
             "INSERT INTO signing_keys (kid, env, n, secret, created_ms)
@@ -110,7 +118,44 @@ pub async fn ensure(c: &impl GenericClient, env: Env, secret: &[u8], now_ms: i64
         .await?;
     if inserted == 0 && !has_current(c, env).await? {
         // Keys exist but none is current: a new one, numbered after them.
-        rotate(c, env, secret, now_ms).await?;
+        rotate(c, env, seal, now_ms).await?;
     }
     Ok(())
+}
+
+/// Replaces the keys' secrets if the table holds exactly the kids of `changes`, each with
+/// its `from` (their rows locked meanwhile); returns whether it did.
+pub async fn replace(c: &impl GenericClient, changes: &[SecretChange]) -> Result<bool> {
+    let stored = c
+        .query("SELECT kid, secret FROM signing_keys FOR UPDATE", &[])
+        .await?;
+    if stored.len() != changes.len() {
+        return Ok(false);
+    }
+    for row in &stored {
+        let (kid, secret): (&str, &[u8]) = (row.get(0), row.get(1));
+        if !changes
+            .iter()
+            .any(|change| change.kid == kid && change.from == secret)
+        {
+            return Ok(false);
+        }
+    }
+    for change in changes {
+        c.execute(
+            "UPDATE signing_keys SET secret = $2 WHERE kid = $1",
+            &[&change.kid, &change.to],
+        )
+        .await?;
+    }
+    Ok(true)
+}
+
+/// Rewrites the signing keys' table so that the row versions holding replaced secrets are
+/// no longer in the database's files (best effort: PostgreSQL keeps old row versions until
+/// a vacuum, and its WAL keeps them until recycled; an engine without VACUUM skips it).
+pub async fn compact(c: &impl GenericClient) {
+    if let Err(e) = c.batch_execute("VACUUM (FULL) signing_keys").await {
+        tracing::warn!("rewriting signing_keys after sealing its keys again: {e}");
+    }
 }

@@ -29,7 +29,7 @@ use super::{
 use crate::clock::ms;
 use crate::model::decision::Decision;
 use crate::model::{Caller, Env, KeyClass};
-use crate::storage::admin::{AdminStore, NewOrg};
+use crate::storage::admin::{AdminStore, NewOrg, SecretChange};
 use crate::storage::agents::{AgentRow, AgentStore};
 use crate::storage::decisions::{DecisionStore, Filters as DecisionFilters};
 use crate::storage::deliveries::{Attempt, Backlog, DeliveryRow, DeliveryStore, Due};
@@ -37,7 +37,7 @@ use crate::storage::escrows::{EscrowChange, EscrowRow, EscrowStore, MovementRow}
 use crate::storage::events::{EventRow, EventStore, NewEvent};
 use crate::storage::health::{HealthStore, Schema};
 use crate::storage::idempotency::{IdempotencyRecord, IdempotencyStore};
-use crate::storage::keys::{KeyInfo, KeyStore, StoredKey};
+use crate::storage::keys::{KeyInfo, KeyStore, SealNew, StoredKey};
 use crate::storage::location::PostgresUrl;
 use crate::storage::mandates::{Filters as MandateFilters, MandateStore, Revocation};
 use crate::storage::orgs::OrgStore;
@@ -58,9 +58,10 @@ struct Inner {
     target: Target,
 }
 
-/// What a blocking method runs on its own connection.
-type AdminJob<T> =
-    Box<dyn FnOnce(Object) -> Pin<Box<dyn Future<Output = Result<T>> + Send>> + Send>;
+/// What a blocking method runs on its own connection (it may borrow the caller's data:
+/// the caller waits for it).
+type AdminJob<'a, T> =
+    Box<dyn FnOnce(Object) -> Pin<Box<dyn Future<Output = Result<T>> + Send + 'a>> + Send + 'a>;
 
 impl PostgresStore {
     /// Connects to the database at `url` and brings its schema up to date (with
@@ -100,36 +101,40 @@ impl PostgresStore {
     /// Runs `job` on a connection of its own, on a thread of its own with a runtime of its
     /// own, and waits for it: the blocking methods of [`AdminStore`] may be called from
     /// any thread, a runtime's included, without waiting on that runtime.
-    fn blocking<T: Send + 'static>(&self, job: AdminJob<T>) -> Result<T> {
-        let target = self.inner.target.clone();
-        let thread = std::thread::Builder::new()
-            .name("mandate-pg-admin".into())
-            .spawn(move || -> Result<T> {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .map_err(|e| StorageError::Task(format!("a runtime for the database: {e}")))?;
-                runtime.block_on(async move {
-                    let pool = target.pool_of(1)?;
-                    let c = pool.get().await.map_err(|e| match e {
-                        deadpool_postgres::PoolError::Backend(e) => target.connect_error(e),
-                        other => StorageError::from(other),
-                    })?;
-                    job(c).await
+    fn blocking<'a, T: Send + 'a>(&self, job: AdminJob<'a, T>) -> Result<T> {
+        let target = &self.inner.target;
+        std::thread::scope(|scope| {
+            let thread = std::thread::Builder::new()
+                .name("mandate-pg-admin".into())
+                .spawn_scoped(scope, move || -> Result<T> {
+                    let runtime = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .map_err(|e| {
+                            StorageError::Task(format!("a runtime for the database: {e}"))
+                        })?;
+                    runtime.block_on(async move {
+                        let pool = target.pool_of(1)?;
+                        let c = pool.get().await.map_err(|e| match e {
+                            deadpool_postgres::PoolError::Backend(e) => target.connect_error(e),
+                            other => StorageError::from(other),
+                        })?;
+                        job(c).await
+                    })
                 })
-            })
-            .map_err(|e| StorageError::Task(format!("a thread for the database: {e}")))?;
-        thread
-            .join()
-            .map_err(|_| StorageError::Task("the database thread panicked".into()))?
+                .map_err(|e| StorageError::Task(format!("a thread for the database: {e}")))?;
+            thread
+                .join()
+                .map_err(|_| StorageError::Task("the database thread panicked".into()))?
+        })
     }
 }
 
-/// Boxes an admin job (the closure's future borrows nothing of the caller).
-fn job<T, F, Fut>(f: F) -> AdminJob<T>
+/// Boxes an admin job.
+fn job<'a, T, F, Fut>(f: F) -> AdminJob<'a, T>
 where
-    F: FnOnce(Object) -> Fut + Send + 'static,
-    Fut: Future<Output = Result<T>> + Send + 'static,
+    F: FnOnce(Object) -> Fut + Send + 'a,
+    Fut: Future<Output = Result<T>> + Send + 'a,
 {
     Box::new(move |c| Box::pin(f(c)))
 }
@@ -895,22 +900,41 @@ impl AdminStore for PostgresStore {
         self.blocking(job(move |c| async move { keys::list(&c, &org).await }))
     }
 
-    fn rotate_signing_key(&self, env: Env, secret: &[u8], now_ms: i64) -> Result<String> {
-        let secret = secret.to_vec();
+    fn rotate_signing_key(&self, env: Env, seal: &SealNew<'_>, now_ms: i64) -> Result<String> {
         self.blocking(job(move |mut c| async move {
             let tx = c.transaction().await?;
-            let kid = signing::rotate(&tx, env, &secret, now_ms).await?;
+            let kid = signing::rotate(&tx, env, seal, now_ms).await?;
+            // Every process reloads its signing keys when it sees it move.
+            keys::bump_generation(&tx).await?;
             tx.commit().await?;
             Ok(kid)
         }))
     }
 
-    fn ensure_signing_key(&self, env: Env, secret: &[u8], now_ms: i64) -> Result<()> {
-        let secret = secret.to_vec();
+    fn ensure_signing_key(&self, env: Env, seal: &SealNew<'_>, now_ms: i64) -> Result<()> {
         self.blocking(job(move |mut c| async move {
             let tx = c.transaction().await?;
-            signing::ensure(&tx, env, &secret, now_ms).await?;
+            signing::ensure(&tx, env, seal, now_ms).await?;
             Ok(tx.commit().await?)
+        }))
+    }
+
+    fn all_signing_keys(&self) -> Result<Vec<StoredKey>> {
+        self.blocking(job(move |c| async move {
+            signing::published(&c, i64::MIN).await
+        }))
+    }
+
+    fn replace_signing_key_secrets(&self, changes: &[SecretChange]) -> Result<bool> {
+        self.blocking(job(move |mut c| async move {
+            let tx = c.transaction().await?;
+            if !signing::replace(&tx, changes).await? {
+                tx.rollback().await?;
+                return Ok(false);
+            }
+            tx.commit().await?;
+            signing::compact(&c).await;
+            Ok(true)
         }))
     }
 

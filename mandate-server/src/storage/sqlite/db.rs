@@ -203,6 +203,16 @@ impl Db {
             .map_err(|e| E::from(StorageError::Task(format!("syncing the WAL failed: {e}"))))?;
         Ok(value)
     }
+
+    /// Copies the WAL into the database file and empties it, so that no older frame keeps
+    /// bytes that a transaction replaced. Best effort: a checkpoint that readers hold back
+    /// leaves the WAL as it is (and the regular checkpoints copy it later).
+    pub fn checkpoint_truncate(&self) {
+        let conn = lock(&self.writer);
+        if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
+            tracing::warn!("wal checkpoint: {e}");
+        }
+    }
 }
 
 #[cfg(test)]

@@ -22,14 +22,14 @@ use super::{
 use crate::clock::ms;
 use crate::model::decision::Decision;
 use crate::model::{Caller, Env, KeyClass};
-use crate::storage::admin::{AdminStore, NewOrg};
+use crate::storage::admin::{AdminStore, NewOrg, SecretChange};
 use crate::storage::agents::{AgentRow, AgentStore};
 use crate::storage::decisions::{DecisionStore, Filters as DecisionFilters};
 use crate::storage::deliveries::{Attempt, Backlog, DeliveryRow, DeliveryStore, Due};
 use crate::storage::escrows::{EscrowChange, EscrowRow, EscrowStore, MovementRow};
 use crate::storage::events::{EventRow, EventStore, NewEvent};
 use crate::storage::idempotency::{IdempotencyRecord, IdempotencyStore};
-use crate::storage::keys::{KeyInfo, KeyStore, StoredKey};
+use crate::storage::keys::{KeyInfo, KeyStore, SealNew, StoredKey};
 use crate::storage::mandates::{Filters as MandateFilters, MandateStore, Revocation};
 use crate::storage::orgs::OrgStore;
 use crate::storage::peers::PeerStore;
@@ -726,15 +726,19 @@ impl AdminStore for SqliteStore {
             .write_blocking(|tx| -> Result<_> { Ok(keys::list(tx, org_id)?) })
     }
 
-    fn rotate_signing_key(&self, env: Env, secret: &[u8], now_ms: i64) -> Result<String> {
-        self.db
-            .write_blocking(|tx| -> Result<_> { Ok(signing::rotate(tx, env, secret, now_ms)?) })
+    fn rotate_signing_key(&self, env: Env, seal: &SealNew<'_>, now_ms: i64) -> Result<String> {
+        self.db.write_blocking(|tx| {
+            let kid = signing::rotate(tx, env, seal, now_ms)?;
+            // Running servers reload their signing keys when they see it move.
+            keys::bump_generation(tx)?;
+            Ok(kid)
+        })
     }
 
-    fn ensure_signing_key(&self, env: Env, secret: &[u8], now_ms: i64) -> Result<()> {
+    fn ensure_signing_key(&self, env: Env, seal: &SealNew<'_>, now_ms: i64) -> Result<()> {
         self.db.write_blocking(|tx| -> Result<()> {
             if !signing::has_current(tx, env)? {
-                signing::rotate(tx, env, secret, now_ms)?;
+                signing::rotate(tx, env, seal, now_ms)?;
             }
             Ok(())
         })
@@ -743,6 +747,23 @@ impl AdminStore for SqliteStore {
     fn signing_keys_now(&self, published_after_ms: i64) -> Result<Vec<StoredKey>> {
         self.db
             .write_blocking(|tx| -> Result<_> { Ok(signing::published(tx, published_after_ms)?) })
+    }
+
+    fn all_signing_keys(&self) -> Result<Vec<StoredKey>> {
+        self.db
+            .write_blocking(|tx| -> Result<_> { Ok(signing::all(tx)?) })
+    }
+
+    fn replace_signing_key_secrets(&self, changes: &[SecretChange]) -> Result<bool> {
+        let replaced = self
+            .db
+            .write_blocking(|tx| -> Result<_> { Ok(signing::replace(tx, changes)?) })?;
+        if replaced {
+            // The replaced bytes are still in older WAL frames: copy the pages into the
+            // file and empty the WAL (best effort: readers may hold it back).
+            self.db.checkpoint_truncate();
+        }
+        Ok(replaced)
     }
 
     fn key_generation_now(&self) -> Result<i64> {

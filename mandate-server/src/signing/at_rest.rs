@@ -1,0 +1,923 @@
+//! Signing keys at rest, sealed under the operator's key-encryption key (KEK).
+//!
+//! The engines store a signing key's secret as opaque bytes (`StoredKey::secret`); this
+//! module makes and opens them. With a KEK, a key is stored as
+//! `"mk1" ‖ KEK id (4 bytes) ‖ nonce (12 bytes, random) ‖ AES-256-GCM(secret) ‖ tag (16)`,
+//! 67 bytes, under a key derived from the KEK. The associated data binds the header, the
+//! environment and the kid, so a sealed key copied onto another kid does not open. The KEK
+//! id (the first bytes of a SHA-256 of the KEK) tells "sealed under another KEK" apart
+//! from "damaged". Without a KEK (allowed with SQLite only), a key is stored as its 32 raw
+//! bytes, as databases made before this module hold them; 32 bytes are never a sealed key,
+//! so both forms are told apart by their length.
+//!
+//! The KEK comes from `MANDATE_KEY_ENCRYPTION_KEY` or the file of
+//! `--key-encryption-key-file` (the standard base64 of 32 random bytes); during a KEK
+//! rotation, the previous KEK (`MANDATE_PREVIOUS_KEY_ENCRYPTION_KEY`,
+//! `--previous-key-encryption-key-file`) still opens the keys sealed under it. No message
+//! of this module shows a key, sealed or not.
+
+use std::ffi::OsString;
+use std::path::Path;
+
+use aws_lc_rs::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
+use aws_lc_rs::hmac;
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use sha2::{Digest, Sha256};
+
+use crate::clock::fill_random;
+use crate::model::Env;
+use crate::storage::StorageError;
+use crate::storage::admin::{AdminStore, SecretChange};
+use crate::storage::keys::StoredKey;
+
+/// The variable holding the KEK.
+pub const KEK_VAR: &str = "MANDATE_KEY_ENCRYPTION_KEY";
+/// The flag naming a file that holds the KEK.
+pub const KEK_FILE_FLAG: &str = "--key-encryption-key-file";
+/// The variable holding the previous KEK, during a rotation.
+pub const PREVIOUS_KEK_VAR: &str = "MANDATE_PREVIOUS_KEY_ENCRYPTION_KEY";
+/// The flag naming a file that holds the previous KEK, during a rotation.
+pub const PREVIOUS_KEK_FILE_FLAG: &str = "--previous-key-encryption-key-file";
+
+/// The first bytes of a sealed key: the format's version.
+const MAGIC: &[u8; 3] = b"mk1";
+/// Bytes of the KEK id in a sealed key's header.
+const KEK_ID_LEN: usize = 4;
+const HEADER_LEN: usize = MAGIC.len() + KEK_ID_LEN;
+/// A P-256 secret scalar.
+const SECRET_LEN: usize = 32;
+const TAG_LEN: usize = 16;
+/// The length of a sealed key.
+pub const SEALED_LEN: usize = HEADER_LEN + NONCE_LEN + SECRET_LEN + TAG_LEN;
+
+/// What the sealing key is derived for, so the KEK derives no other key like it.
+const SEAL_CONTEXT: &[u8] = b"mandate signing key at rest v1\0";
+/// What the KEK id is a hash of, besides the KEK.
+const ID_CONTEXT: &[u8] = b"mandate key-encryption key id v1\0";
+/// The start of every sealed key's associated data.
+const AAD_CONTEXT: &[u8] = b"mandate signing key v1\0";
+
+/// How many times a re-seal is tried again when the keys changed while it was made.
+const RESEAL_ATTEMPTS: usize = 5;
+
+/// A KEK's public handle: the first 4 bytes of SHA-256(context ‖ KEK), printed in hex.
+/// It names which KEK sealed a key without telling anything of the KEK.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct KekId([u8; KEK_ID_LEN]);
+
+impl std::fmt::Display for KekId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for b in self.0 {
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for KekId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "KekId({self})")
+    }
+}
+
+/// A signing key's 32-byte secret scalar, wiped when dropped. Never printed.
+#[derive(Clone)]
+pub struct SigningSecret([u8; SECRET_LEN]);
+
+impl SigningSecret {
+    /// Wraps raw bytes.
+    pub fn new(bytes: [u8; SECRET_LEN]) -> Self {
+        Self(bytes)
+    }
+
+    /// The raw scalar, to build a signer from (and for tests that look for it on disk).
+    pub fn expose(&self) -> &[u8; SECRET_LEN] {
+        &self.0
+    }
+}
+
+impl Drop for SigningSecret {
+    fn drop(&mut self) {
+        // Best effort: the scalar does not outlive its use in this process's memory.
+        self.0.fill(0);
+    }
+}
+
+impl std::fmt::Debug for SigningSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SigningSecret(..)")
+    }
+}
+
+/// A key-encryption key: kept only as the AES-256 key derived from it, and its id.
+#[derive(Clone)]
+pub struct Kek {
+    seal_key: [u8; 32],
+    id: KekId,
+}
+
+impl Drop for Kek {
+    fn drop(&mut self) {
+        self.seal_key.fill(0);
+    }
+}
+
+impl std::fmt::Debug for Kek {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Kek({})", self.id)
+    }
+}
+
+impl Kek {
+    /// The KEK of 32 raw bytes.
+    pub fn from_bytes(bytes: &[u8; 32]) -> Self {
+        let key = hmac::Key::new(hmac::HMAC_SHA256, bytes);
+        let tag = hmac::sign(&key, SEAL_CONTEXT);
+        let mut seal_key = [0u8; 32];
+        seal_key.copy_from_slice(tag.as_ref());
+        let digest = Sha256::new()
+            .chain_update(ID_CONTEXT)
+            .chain_update(bytes)
+            .finalize();
+        let mut id = [0u8; KEK_ID_LEN];
+        id.copy_from_slice(&digest[..KEK_ID_LEN]);
+        Self {
+            seal_key,
+            id: KekId(id),
+        }
+    }
+
+    /// The KEK written as `text` (standard base64 of 32 bytes; surrounding whitespace, such
+    /// as a file's trailing newline, is ignored). `origin` names where it came from, for
+    /// the error; the error never shows the text.
+    pub fn from_base64(text: &[u8], origin: &str) -> Result<Self, AtRestError> {
+        let text = text.trim_ascii();
+        if text.is_empty() {
+            return Err(AtRestError::KekEmpty {
+                origin: origin.to_owned(),
+            });
+        }
+        let mut decoded = STANDARD
+            .decode(text)
+            .map_err(|_| AtRestError::KekNotBase64 {
+                origin: origin.to_owned(),
+            })?;
+        let kek = match <&[u8; 32]>::try_from(decoded.as_slice()) {
+            Ok(bytes) => Ok(Self::from_bytes(bytes)),
+            Err(_) => Err(AtRestError::KekLength {
+                origin: origin.to_owned(),
+                len: decoded.len(),
+            }),
+        };
+        decoded.fill(0);
+        kek
+    }
+
+    /// The KEK in the file at `path` (see [`Kek::from_base64`]). `flag` names the flag
+    /// that gave the path. A file that other users can read is taken, with a warning in
+    /// the log: secrets mounted by container platforms are often mode 0644 in a container
+    /// that runs the service alone, and refusing them would leave such deployments with no
+    /// way but the variable.
+    pub fn from_file(path: &Path, flag: &str) -> Result<Self, AtRestError> {
+        let origin = format!("{flag} {}", path.display());
+        let mut text = std::fs::read(path).map_err(|e| AtRestError::KekFile {
+            origin: origin.clone(),
+            reason: e.to_string(),
+        })?;
+        #[cfg(unix)]
+        if let Ok(meta) = std::fs::metadata(path) {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = meta.permissions().mode() & 0o777;
+            if mode & 0o077 != 0 {
+                tracing::warn!(
+                    "the key-encryption key file {} can be read by other users (mode {mode:03o}): \
+                     make it readable by the service's user only (chmod 600)",
+                    path.display()
+                );
+            }
+        }
+        let kek = Self::from_base64(&text, &origin);
+        text.fill(0);
+        kek
+    }
+
+    /// This KEK's id.
+    pub fn id(&self) -> KekId {
+        self.id
+    }
+
+    fn aead(&self) -> LessSafeKey {
+        // A 32-byte key is always accepted by AES-256-GCM.
+        #[allow(clippy::expect_used)]
+        let unbound = UnboundKey::new(&AES_256_GCM, &self.seal_key).expect("a 32-byte AES key");
+        LessSafeKey::new(unbound)
+    }
+
+    /// Seals `secret` for `kid` of `env`.
+    fn seal(&self, kid: &str, env: Env, secret: &SigningSecret) -> Result<Vec<u8>, AtRestError> {
+        let mut out = Vec::with_capacity(SEALED_LEN);
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&self.id.0);
+        let mut nonce = [0u8; NONCE_LEN];
+        fill_random(&mut nonce);
+        let aad = aad(&out, kid, env);
+        out.extend_from_slice(&nonce);
+        let mut in_out = secret.0.to_vec();
+        let sealed = self.aead().seal_in_place_append_tag(
+            Nonce::assume_unique_for_key(nonce),
+            Aad::from(aad),
+            &mut in_out,
+        );
+        if sealed.is_err() {
+            in_out.fill(0);
+            return Err(AtRestError::Seal {
+                kid: kid.to_owned(),
+            });
+        }
+        out.extend_from_slice(&in_out);
+        Ok(out)
+    }
+
+    /// Opens a sealed key (`stored` is a whole sealed key whose header names this KEK).
+    fn open(&self, kid: &str, env: Env, stored: &[u8]) -> Result<SigningSecret, AtRestError> {
+        let damaged = || AtRestError::Damaged {
+            kid: kid.to_owned(),
+            kek: self.id,
+        };
+        let (header, rest) = stored.split_at(HEADER_LEN);
+        let (nonce, sealed) = rest.split_at(NONCE_LEN);
+        let nonce = Nonce::try_assume_unique_for_key(nonce).map_err(|_| damaged())?;
+        let mut in_out = sealed.to_vec();
+        let opened =
+            self.aead()
+                .open_in_place(nonce, Aad::from(aad(header, kid, env)), &mut in_out);
+        let secret = match opened {
+            Ok(plain) => <[u8; SECRET_LEN]>::try_from(&*plain)
+                .map(SigningSecret)
+                .map_err(|_| damaged()),
+            Err(_) => Err(damaged()),
+        };
+        in_out.fill(0);
+        secret
+    }
+}
+
+/// The associated data of a sealed key: what it is, its header, its environment and kid.
+fn aad(header: &[u8], kid: &str, env: Env) -> Vec<u8> {
+    let mut aad = Vec::with_capacity(AAD_CONTEXT.len() + header.len() + 16 + kid.len());
+    aad.extend_from_slice(AAD_CONTEXT);
+    aad.extend_from_slice(header);
+    aad.extend_from_slice(env.as_str().as_bytes());
+    aad.push(0);
+    aad.extend_from_slice(kid.as_bytes());
+    aad
+}
+
+/// The form of a stored secret.
+enum Form<'a> {
+    /// The 32 raw bytes (no KEK, or a database from before encryption at rest).
+    Plain(&'a [u8; SECRET_LEN]),
+    /// Sealed under the KEK of this id.
+    Sealed(KekId),
+    /// Neither.
+    Unknown,
+}
+
+fn form(stored: &[u8]) -> Form<'_> {
+    if let Ok(plain) = <&[u8; SECRET_LEN]>::try_from(stored) {
+        return Form::Plain(plain);
+    }
+    if stored.len() == SEALED_LEN && stored.starts_with(MAGIC) {
+        let mut id = [0u8; KEK_ID_LEN];
+        id.copy_from_slice(&stored[MAGIC.len()..HEADER_LEN]);
+        return Form::Sealed(KekId(id));
+    }
+    Form::Unknown
+}
+
+/// Whether `stored` is a sealed key (and not the raw 32 bytes of one).
+pub fn is_sealed(stored: &[u8]) -> bool {
+    matches!(form(stored), Form::Sealed(_))
+}
+
+/// The KEK sealing new keys (none: they are stored in plaintext, SQLite only), and the
+/// previous one, which still opens keys sealed under it during a rotation.
+#[derive(Clone, Debug, Default)]
+pub struct KeyEncryption {
+    current: Option<Kek>,
+    previous: Option<Kek>,
+}
+
+/// Where the operator gave the KEKs: the variables' values and the flags' files.
+#[derive(Debug, Default)]
+pub struct KekSources<'a> {
+    /// `MANDATE_KEY_ENCRYPTION_KEY`.
+    pub var: Option<OsString>,
+    /// `--key-encryption-key-file`.
+    pub file: Option<&'a Path>,
+    /// `MANDATE_PREVIOUS_KEY_ENCRYPTION_KEY`.
+    pub previous_var: Option<OsString>,
+    /// `--previous-key-encryption-key-file`.
+    pub previous_file: Option<&'a Path>,
+}
+
+impl KekSources<'_> {
+    /// With the variables read from the process's environment.
+    pub fn with_environment(mut self) -> Self {
+        self.var = std::env::var_os(KEK_VAR);
+        self.previous_var = std::env::var_os(PREVIOUS_KEK_VAR);
+        self
+    }
+}
+
+/// One KEK from a variable or a file, refusing both.
+fn one_kek(
+    var: Option<&OsString>,
+    var_name: &str,
+    file: Option<&Path>,
+    flag: &str,
+) -> Result<Option<Kek>, AtRestError> {
+    match (var, file) {
+        (Some(_), Some(_)) => Err(AtRestError::KekTwice {
+            var: var_name.to_owned(),
+            flag: flag.to_owned(),
+        }),
+        (Some(value), None) => Kek::from_base64(value.as_encoded_bytes(), var_name).map(Some),
+        (None, Some(path)) => Kek::from_file(path, flag).map(Some),
+        (None, None) => Ok(None),
+    }
+}
+
+impl KeyEncryption {
+    /// No KEK: keys stored in plaintext (SQLite only).
+    pub fn none() -> Self {
+        Self::default()
+    }
+
+    /// `current` seals; `previous`, if any, still opens.
+    pub fn new(current: Kek, previous: Option<Kek>) -> Self {
+        Self {
+            current: Some(current),
+            previous,
+        }
+    }
+
+    /// The KEKs the operator gave (see [`KekSources`]).
+    pub fn from_sources(sources: &KekSources<'_>) -> Result<Self, AtRestError> {
+        let current = one_kek(sources.var.as_ref(), KEK_VAR, sources.file, KEK_FILE_FLAG)?;
+        let previous = one_kek(
+            sources.previous_var.as_ref(),
+            PREVIOUS_KEK_VAR,
+            sources.previous_file,
+            PREVIOUS_KEK_FILE_FLAG,
+        )?;
+        if current.is_none() && previous.is_some() {
+            return Err(AtRestError::PreviousAlone);
+        }
+        Ok(Self { current, previous })
+    }
+
+    /// Whether new keys are sealed (a current KEK is given).
+    pub fn is_enabled(&self) -> bool {
+        self.current.is_some()
+    }
+
+    /// The current KEK's id.
+    pub fn current_id(&self) -> Option<KekId> {
+        self.current.as_ref().map(Kek::id)
+    }
+
+    fn keks(&self) -> impl Iterator<Item = &Kek> + Clone {
+        self.current.iter().chain(self.previous.iter())
+    }
+
+    /// The stored form of `secret` as the key `kid` of `env`: sealed under the current KEK,
+    /// or its raw bytes without one.
+    pub fn seal(
+        &self,
+        kid: &str,
+        env: Env,
+        secret: &SigningSecret,
+    ) -> Result<Vec<u8>, AtRestError> {
+        match &self.current {
+            Some(kek) => kek.seal(kid, env, secret),
+            None => Ok(secret.0.to_vec()),
+        }
+    }
+
+    /// The secret of a stored key: opened with the KEK that sealed it, or taken as it is
+    /// if stored in plaintext.
+    pub fn open(&self, key: &StoredKey) -> Result<SigningSecret, AtRestError> {
+        open_with(self.keks(), key)
+    }
+}
+
+/// Opens `key` with whichever of `keks` sealed it.
+fn open_with<'a>(
+    keks: impl Iterator<Item = &'a Kek> + Clone,
+    key: &StoredKey,
+) -> Result<SigningSecret, AtRestError> {
+    match form(&key.secret) {
+        Form::Plain(bytes) => Ok(SigningSecret(*bytes)),
+        Form::Sealed(id) => match keks.clone().find(|k| k.id == id) {
+            Some(kek) => kek.open(&key.kid, key.env, &key.secret),
+            None => {
+                let given: Vec<String> = keks.map(|k| k.id.to_string()).collect();
+                if given.is_empty() {
+                    Err(AtRestError::KekMissing {
+                        kid: key.kid.clone(),
+                    })
+                } else {
+                    Err(AtRestError::WrongKek {
+                        kid: key.kid.clone(),
+                        sealed_under: id,
+                        given: given.join(", "),
+                    })
+                }
+            }
+        },
+        Form::Unknown => Err(AtRestError::Unreadable {
+            kid: key.kid.clone(),
+            len: key.secret.len(),
+        }),
+    }
+}
+
+/// Whether the database `db` (the `--db` value) must keep its signing keys encrypted: a
+/// PostgreSQL URL (`postgres://` or `postgresql://`) must, a SQLite file need not. The one
+/// place where this is decided.
+pub fn key_encryption_required(db: &str) -> bool {
+    let lower = |prefix: &str| {
+        db.get(..prefix.len())
+            .is_some_and(|p| p.eq_ignore_ascii_case(prefix))
+    };
+    lower("postgres://") || lower("postgresql://")
+}
+
+/// Refuses to go on with the database `db` when it needs a KEK and none is given; checked
+/// before the database is reached.
+pub fn check_required(db: &str, keys: &KeyEncryption) -> Result<(), AtRestError> {
+    if key_encryption_required(db) && !keys.is_enabled() {
+        return Err(AtRestError::KekRequired);
+    }
+    Ok(())
+}
+
+/// What [`prepare`] found and did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Prepared {
+    /// Signing keys stored.
+    pub keys: usize,
+    /// Keys found in plaintext and sealed now.
+    pub sealed_now: usize,
+    /// Keys left in plaintext (no KEK given).
+    pub plaintext: usize,
+}
+
+/// Before a process uses the signing keys: checks that every stored key (retired ones
+/// too) opens with the KEKs given, and with a current KEK seals those stored in plaintext,
+/// all in one transaction, so that a database is encrypted by starting once with a KEK.
+/// Keys sealed under the previous KEK are left as they are (re-sealing them is
+/// `rotate-key-encryption-key`'s job, once every process has the new KEK).
+pub fn prepare(store: &dyn AdminStore, keys: &KeyEncryption) -> Result<Prepared, AtRestError> {
+    reseal(store, |key| {
+        let secret = keys.open(key)?;
+        match (form(&key.secret), &keys.current) {
+            (Form::Plain(_), Some(kek)) => Ok(Some(kek.seal(&key.kid, key.env, &secret)?)),
+            _ => Ok(None),
+        }
+    })
+    .map(|(count, changed)| Prepared {
+        keys: count,
+        sealed_now: changed,
+        plaintext: if keys.is_enabled() { 0 } else { count },
+    })
+}
+
+/// What [`rotate`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rotated {
+    /// Signing keys stored.
+    pub keys: usize,
+    /// Keys sealed under the new KEK now.
+    pub resealed: usize,
+    /// The new KEK's id.
+    pub new_id: KekId,
+}
+
+/// Re-seals every stored signing key under `new`, in one transaction. Keys are opened with
+/// `old` (the current KEK and the previous one, if given), or taken as they are if stored
+/// in plaintext; keys sealed under `new` already are left alone, so running it again
+/// changes nothing.
+pub fn rotate(
+    store: &dyn AdminStore,
+    old: &KeyEncryption,
+    new: &Kek,
+) -> Result<Rotated, AtRestError> {
+    if old.current_id() == Some(new.id) {
+        return Err(AtRestError::NewIsCurrent { kek: new.id });
+    }
+    let keks = || std::iter::once(new).chain(old.keks());
+    reseal(store, |key| match form(&key.secret) {
+        Form::Sealed(id) if id == new.id => Ok(None),
+        _ => {
+            let secret = open_with(keks(), key)?;
+            Ok(Some(new.seal(&key.kid, key.env, &secret)?))
+        }
+    })
+    .map(|(count, changed)| Rotated {
+        keys: count,
+        resealed: changed,
+        new_id: new.id,
+    })
+}
+
+/// Reads every stored key, makes what `change` says of each (`None`: as it is) and
+/// replaces them in one transaction, again if the keys changed in between. Returns how many
+/// keys there are and how many changed.
+fn reseal(
+    store: &dyn AdminStore,
+    change: impl Fn(&StoredKey) -> Result<Option<Vec<u8>>, AtRestError>,
+) -> Result<(usize, usize), AtRestError> {
+    for _ in 0..RESEAL_ATTEMPTS {
+        let stored = store.all_signing_keys()?;
+        let mut changes = Vec::with_capacity(stored.len());
+        let mut changed = 0;
+        for key in &stored {
+            let to = match change(key)? {
+                Some(to) => {
+                    changed += 1;
+                    to
+                }
+                None => key.secret.clone(),
+            };
+            changes.push(SecretChange {
+                kid: key.kid.clone(),
+                from: key.secret.clone(),
+                to,
+            });
+        }
+        if changed == 0 {
+            return Ok((stored.len(), 0));
+        }
+        if store.replace_signing_key_secrets(&changes)? {
+            return Ok((stored.len(), changed));
+        }
+    }
+    Err(AtRestError::KeysKeptChanging)
+}
+
+/// A signing key, or a KEK, could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum AtRestError {
+    /// A KEK variable or file is empty.
+    #[error(
+        "{origin} is empty: it must hold a key-encryption key, the standard base64 of 32 random bytes (for example from `openssl rand -base64 32`)"
+    )]
+    KekEmpty {
+        /// The variable, or the flag and file.
+        origin: String,
+    },
+    /// A KEK is not base64.
+    #[error(
+        "{origin} is not standard base64: a key-encryption key is the standard base64 of 32 random bytes (for example from `openssl rand -base64 32`)"
+    )]
+    KekNotBase64 {
+        /// The variable, or the flag and file.
+        origin: String,
+    },
+    /// A KEK is not 32 bytes.
+    #[error(
+        "{origin} decodes to {len} bytes: a key-encryption key is 32 random bytes in standard base64 (for example from `openssl rand -base64 32`)"
+    )]
+    KekLength {
+        /// The variable, or the flag and file.
+        origin: String,
+        /// The decoded length.
+        len: usize,
+    },
+    /// A KEK file could not be read.
+    #[error("cannot read the key-encryption key file ({origin}): {reason}")]
+    KekFile {
+        /// The flag and file.
+        origin: String,
+        /// Why.
+        reason: String,
+    },
+    /// A KEK is given both by variable and by file.
+    #[error("the key-encryption key is given twice ({var} and {flag}): give one of them")]
+    KekTwice {
+        /// The variable.
+        var: String,
+        /// The flag.
+        flag: String,
+    },
+    /// A previous KEK without a current one.
+    #[error(
+        "a previous key-encryption key ({PREVIOUS_KEK_VAR} or {PREVIOUS_KEK_FILE_FLAG}) is only taken with a current one ({KEK_VAR} or {KEK_FILE_FLAG})"
+    )]
+    PreviousAlone,
+    /// The database needs a KEK and none is given.
+    #[error(
+        "a PostgreSQL database keeps its signing keys encrypted, and no key-encryption key is given: set {KEK_VAR} to the standard base64 of 32 random bytes (for example from `openssl rand -base64 32`), or give a file holding it with {KEK_FILE_FLAG} PATH"
+    )]
+    KekRequired,
+    /// A key is sealed and no KEK is given.
+    #[error(
+        "signing key {kid} is encrypted at rest and no key-encryption key is given: set {KEK_VAR} or {KEK_FILE_FLAG} to the key-encryption key it was sealed with"
+    )]
+    KekMissing {
+        /// The key.
+        kid: String,
+    },
+    /// A key is sealed under another KEK than those given.
+    #[error(
+        "signing key {kid} is sealed under key-encryption key {sealed_under}, and the key-encryption key given ({given}) does not match: give the one it was sealed with ({KEK_VAR} or {KEK_FILE_FLAG}; during a rotation, the previous one as {PREVIOUS_KEK_VAR} or {PREVIOUS_KEK_FILE_FLAG})"
+    )]
+    WrongKek {
+        /// The key.
+        kid: String,
+        /// The id in its header.
+        sealed_under: KekId,
+        /// The ids of the KEKs given.
+        given: String,
+    },
+    /// A sealed key does not open under the KEK its header names.
+    #[error(
+        "signing key {kid} does not open under key-encryption key {kek}: its stored bytes were changed, or belong to another key"
+    )]
+    Damaged {
+        /// The key.
+        kid: String,
+        /// The KEK its header names.
+        kek: KekId,
+    },
+    /// A stored key is neither sealed nor 32 raw bytes.
+    #[error("signing key {kid} is stored in a form this server does not know ({len} bytes)")]
+    Unreadable {
+        /// The key.
+        kid: String,
+        /// Its stored length.
+        len: usize,
+    },
+    /// The cipher refused to seal (it does not with a 32-byte key).
+    #[error("signing key {kid} could not be sealed")]
+    Seal {
+        /// The key.
+        kid: String,
+    },
+    /// A re-seal kept finding the keys changed by another process.
+    #[error(
+        "the signing keys kept changing while they were being sealed (another process rotating them?): run it again"
+    )]
+    KeysKeptChanging,
+    /// The new KEK of a rotation is the current one.
+    #[error(
+        "the new key-encryption key ({kek}) is the one given as current: give the current one with {KEK_VAR} or {KEK_FILE_FLAG}, and the new one with --new-key-file"
+    )]
+    NewIsCurrent {
+        /// Its id.
+        kek: KekId,
+    },
+    /// The opened (or plaintext) bytes are not a P-256 key.
+    #[error("signing key {kid} is not a valid P-256 key")]
+    InvalidKey {
+        /// The key.
+        kid: String,
+    },
+    /// Storage failed.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    fn kek(byte: u8) -> Kek {
+        Kek::from_bytes(&[byte; 32])
+    }
+
+    fn stored(kid: &str, env: Env, secret: Vec<u8>) -> StoredKey {
+        StoredKey {
+            kid: kid.into(),
+            env,
+            secret,
+            retired_ms: None,
+        }
+    }
+
+    const SECRET: [u8; 32] = [0x5a; 32];
+
+    #[test]
+    fn a_sealed_key_opens_only_with_its_kek_kid_and_environment() {
+        let keys = KeyEncryption::new(kek(1), None);
+        let secret = SigningSecret::new(SECRET);
+        let sealed = keys.seal("live-1", Env::Live, &secret).unwrap();
+        assert_eq!(sealed.len(), SEALED_LEN);
+        assert!(sealed.starts_with(b"mk1"));
+        assert!(is_sealed(&sealed));
+        assert!(!sealed.windows(32).any(|w| w == SECRET));
+        let opened = keys
+            .open(&stored("live-1", Env::Live, sealed.clone()))
+            .unwrap();
+        assert_eq!(opened.expose(), &SECRET);
+        // Two seals differ (a fresh nonce each).
+        assert_ne!(keys.seal("live-1", Env::Live, &secret).unwrap(), sealed);
+
+        // Another KEK: told apart from damage, naming both ids.
+        let other = KeyEncryption::new(kek(2), None);
+        match other.open(&stored("live-1", Env::Live, sealed.clone())) {
+            Err(AtRestError::WrongKek {
+                kid,
+                sealed_under,
+                given,
+            }) => {
+                assert_eq!(kid, "live-1");
+                assert_eq!(sealed_under, kek(1).id());
+                assert_eq!(given, kek(2).id().to_string());
+            }
+            other => panic!("{other:?}"),
+        }
+        // No KEK at all.
+        match KeyEncryption::none().open(&stored("live-1", Env::Live, sealed.clone())) {
+            Err(AtRestError::KekMissing { kid }) => assert_eq!(kid, "live-1"),
+            other => panic!("{other:?}"),
+        }
+        // The same bytes moved to another kid or environment do not open.
+        for (kid, env) in [("live-2", Env::Live), ("live-1", Env::Sandbox)] {
+            match keys.open(&stored(kid, env, sealed.clone())) {
+                Err(AtRestError::Damaged { kid: k, kek: id }) => {
+                    assert_eq!(k, kid);
+                    assert_eq!(id, kek(1).id());
+                }
+                other => panic!("{kid} {env:?}: {other:?}"),
+            }
+        }
+        // A changed byte past the header is damage; in the KEK id, another KEK; in the
+        // version, a form not known.
+        for i in 0..sealed.len() {
+            let mut bad = sealed.clone();
+            bad[i] ^= 1;
+            let result = keys.open(&stored("live-1", Env::Live, bad));
+            match (i, result) {
+                (0..3, Err(AtRestError::Unreadable { len, .. })) => assert_eq!(len, SEALED_LEN),
+                (3..7, Err(AtRestError::WrongKek { .. })) => {}
+                (7.., Err(AtRestError::Damaged { .. })) => {}
+                (i, other) => panic!("byte {i}: {other:?}"),
+            }
+        }
+        // A cut, or a longer value.
+        let mut long = sealed.clone();
+        long.push(0);
+        for bad in [sealed[..40].to_vec(), long] {
+            assert!(matches!(
+                keys.open(&stored("live-1", Env::Live, bad)),
+                Err(AtRestError::Unreadable { .. })
+            ));
+        }
+    }
+
+    #[test]
+    fn the_previous_kek_still_opens_and_plaintext_keys_are_recognised() {
+        let old = KeyEncryption::new(kek(1), None);
+        let sealed = old
+            .seal("sandbox-3", Env::Sandbox, &SigningSecret::new(SECRET))
+            .unwrap();
+        let rolling = KeyEncryption::new(kek(2), Some(kek(1)));
+        let opened = rolling
+            .open(&stored("sandbox-3", Env::Sandbox, sealed))
+            .unwrap();
+        assert_eq!(opened.expose(), &SECRET);
+        // New keys are sealed under the current KEK.
+        let new = rolling
+            .seal("sandbox-4", Env::Sandbox, &SigningSecret::new(SECRET))
+            .unwrap();
+        assert!(
+            KeyEncryption::new(kek(2), None)
+                .open(&stored("sandbox-4", Env::Sandbox, new))
+                .is_ok()
+        );
+        // Without a KEK a key is stored as its raw bytes, and read back with or without one.
+        let plain = KeyEncryption::none()
+            .seal("sandbox-1", Env::Sandbox, &SigningSecret::new(SECRET))
+            .unwrap();
+        assert_eq!(plain, SECRET);
+        for keys in [KeyEncryption::none(), rolling] {
+            let opened = keys
+                .open(&stored("sandbox-1", Env::Sandbox, plain.clone()))
+                .unwrap();
+            assert_eq!(opened.expose(), &SECRET);
+        }
+    }
+
+    #[test]
+    fn a_kek_is_parsed_with_errors_that_never_show_it() {
+        let good = STANDARD.encode([7u8; 32]);
+        let parsed = Kek::from_base64(format!("{good}\n").as_bytes(), KEK_VAR).unwrap();
+        assert_eq!(parsed.id(), Kek::from_bytes(&[7u8; 32]).id());
+        assert_eq!(format!("{parsed:?}"), format!("Kek({})", parsed.id()));
+
+        let short = STANDARD.encode([7u8; 31]);
+        let cases: [(&str, &str); 4] = [
+            ("", "is empty"),
+            ("  \n", "is empty"),
+            ("not base64 at all!!", "is not standard base64"),
+            (&short, "decodes to 31 bytes"),
+        ];
+        for (text, says) in cases {
+            let error = Kek::from_base64(text.as_bytes(), KEK_VAR)
+                .unwrap_err()
+                .to_string();
+            assert!(error.starts_with(KEK_VAR), "{error}");
+            assert!(error.contains(says), "{error}");
+            if !text.trim().is_empty() {
+                assert!(!error.contains(text.trim()), "{error}");
+            }
+        }
+        // URL-safe base64 of a key with '-' or '_' is refused (the format is standard).
+        let url_safe = base64::engine::general_purpose::URL_SAFE.encode([0xfb; 32]);
+        assert!(url_safe.contains('-') || url_safe.contains('_'));
+        let error = Kek::from_base64(url_safe.as_bytes(), KEK_VAR).unwrap_err();
+        assert!(!error.to_string().contains(&url_safe));
+    }
+
+    #[test]
+    fn the_sources_give_one_kek_each() {
+        let value = OsString::from(STANDARD.encode([9u8; 32]));
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("kek");
+        std::fs::write(&file, format!("{}\n", STANDARD.encode([8u8; 32]))).unwrap();
+
+        let keys = KeyEncryption::from_sources(&KekSources {
+            var: Some(value.clone()),
+            previous_file: Some(&file),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(keys.current_id(), Some(kek(9).id()));
+        assert_eq!(keys.previous.as_ref().map(Kek::id), Some(kek(8).id()));
+
+        let twice = KeyEncryption::from_sources(&KekSources {
+            var: Some(value.clone()),
+            file: Some(&file),
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(matches!(twice, AtRestError::KekTwice { .. }), "{twice}");
+        let alone = KeyEncryption::from_sources(&KekSources {
+            previous_var: Some(value),
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(matches!(alone, AtRestError::PreviousAlone), "{alone}");
+        let missing = dir.path().join("absent");
+        let error = KeyEncryption::from_sources(&KekSources {
+            file: Some(&missing),
+            ..Default::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(
+            error.contains("absent") && error.contains(KEK_FILE_FLAG),
+            "{error}"
+        );
+        assert!(
+            !KeyEncryption::from_sources(&KekSources::default())
+                .unwrap()
+                .is_enabled()
+        );
+    }
+
+    #[test]
+    fn postgresql_urls_require_a_kek() {
+        for db in [
+            "postgres://u:p@localhost/mandate",
+            "postgresql://localhost/mandate",
+            "POSTGRES://localhost/m",
+        ] {
+            assert!(key_encryption_required(db), "{db}");
+            let error = check_required(db, &KeyEncryption::none())
+                .unwrap_err()
+                .to_string();
+            assert!(
+                error.contains(KEK_VAR) && error.contains(KEK_FILE_FLAG),
+                "{error}"
+            );
+            // The URL (and its password) is not repeated.
+            assert!(!error.contains("localhost"), "{error}");
+            check_required(db, &KeyEncryption::new(kek(1), None)).unwrap();
+        }
+        for db in [
+            "./mandate.sqlite",
+            "/var/lib/mandate/state",
+            "postgres",
+            "pg",
+        ] {
+            assert!(!key_encryption_required(db), "{db}");
+            check_required(db, &KeyEncryption::none()).unwrap();
+        }
+    }
+}
