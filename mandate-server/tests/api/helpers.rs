@@ -135,6 +135,19 @@ impl TestDatabase {
         }
     }
 
+    /// The key-encryption keys of this database's signing keys: PostgreSQL requires one
+    /// (the one commands get, [`TestDatabase::env`]); the SQLite tests run without.
+    pub fn key_encryption(&self) -> mandate_server::signing::at_rest::KeyEncryption {
+        use mandate_server::signing::at_rest::{Kek, KeyEncryption};
+        match &self.postgres {
+            Some(_) => KeyEncryption::new(
+                Kek::from_base64(TEST_KEK.as_bytes(), "TEST_KEK").unwrap(),
+                None,
+            ),
+            None => KeyEncryption::default(),
+        }
+    }
+
     /// The variables a `mandate-server` command on this database needs besides `--db`
     /// (PostgreSQL requires a key-encryption key).
     pub fn env(&self) -> Vec<(&'static str, &'static str)> {
@@ -329,15 +342,7 @@ pub fn config(db: &TestDatabase) -> Config {
         docs_url: None,
         tls: None,
         limits: Default::default(),
-        // PostgreSQL requires a key-encryption key: the one commands get (TestDatabase::env).
-        key_encryption: match &db.postgres {
-            Some(_) => mandate_server::signing::at_rest::KeyEncryption::new(
-                mandate_server::signing::at_rest::Kek::from_base64(TEST_KEK.as_bytes(), "TEST_KEK")
-                    .unwrap(),
-                None,
-            ),
-            None => Default::default(),
-        },
+        key_encryption: db.key_encryption(),
     }
 }
 

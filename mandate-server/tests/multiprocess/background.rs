@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use futures_util::future::join_all;
 use mandate_server::clock::ManualClock;
 use mandate_server::serve::{self, Config};
+use mandate_server::signing::at_rest::{Kek, KeyEncryption};
 
 use crate::deploy::{Http, ISSUER, mandate};
 use crate::deployment;
@@ -225,6 +226,10 @@ async fn a_review_expires_once_while_two_servers_run_timers() {
         docs_url: None,
         tls: None,
         limits: Default::default(),
+        key_encryption: KeyEncryption::new(
+            Kek::from_base64(deployment.kek.as_bytes(), "MANDATE_KEY_ENCRYPTION_KEY").unwrap(),
+            None,
+        ),
     };
     let first = serve::start(config.clone(), clock.clone()).await.unwrap();
     let second = serve::start(config, clock.clone()).await.unwrap();
