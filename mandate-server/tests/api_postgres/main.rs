@@ -4,8 +4,10 @@
 //!
 //! Left out, as they are about the SQLite engine itself: backup.rs (SQLite's online backup),
 //! crash.rs (SQLite recovery after kill -9, with `PRAGMA integrity_check`), disk.rs (its file
-//! hitting the file-size limit) and sqlite_only/ (the bytes of its files, its migrations'
-//! history, its writer). tests/multiprocess covers PostgreSQL's crash safety.
+//! hitting the file-size limit), sqlite_only/ (the bytes of its files, its migrations'
+//! history, its writer) and key_encryption.rs (signing keys at rest, read from the SQLite
+//! file and its WAL; a PostgreSQL URL without a KEK is refused there already).
+//! tests/multiprocess covers PostgreSQL's crash safety.
 //!
 //! Without PostgreSQL the first test that needs a database says the PostgreSQL tests were
 //! skipped and ends this process, passing (MANDATE_REQUIRE_POSTGRES=1: failing).
