@@ -13,8 +13,10 @@ mod postgres;
 mod deploy;
 mod harness;
 mod receiver;
+mod startup;
 
 mod background;
 mod changes;
 mod crash;
 mod exact;
+mod startup;
