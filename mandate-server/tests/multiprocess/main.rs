@@ -13,7 +13,6 @@ mod postgres;
 mod deploy;
 mod harness;
 mod receiver;
-mod startup;
 
 mod background;
 mod changes;
