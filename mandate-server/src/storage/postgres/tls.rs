@@ -275,3 +275,134 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Stream<S> {
         Pin::new(&mut *self.0).poll_shutdown(cx)
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    //! The connector against a stand-in server that speaks the start of PostgreSQL's
+    //! protocol (the SSL request, then TLS, then the startup message): what each `sslmode`
+    //! lets through, with no database needed.
+
+    use std::sync::Arc;
+
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use crate::storage::location::DbLocation;
+    use crate::storage::postgres::connect::Target;
+
+    /// A CA, and a server certificate it signed for `localhost` only.
+    struct Pki {
+        ca_pem: String,
+        server: rustls::ServerConfig,
+    }
+
+    fn pki() -> Pki {
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca_key = KeyPair::generate().unwrap();
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        let leaf_key = KeyPair::generate().unwrap();
+        let leaf = CertificateParams::new(vec!["localhost".to_owned()])
+            .unwrap()
+            .signed_by(&leaf_key, &ca, &ca_key)
+            .unwrap();
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let server = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![CertificateDer::from(leaf.der().to_vec())],
+                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(leaf_key.serialize_der())),
+            )
+            .unwrap();
+        Pki {
+            ca_pem: ca.pem(),
+            server,
+        }
+    }
+
+    /// Serves one connection: answers the SSL request with `S`, does the TLS handshake,
+    /// reads the startup message. `Ok` if the client got that far over TLS.
+    async fn stand_in(listener: tokio::net::TcpListener, config: rustls::ServerConfig) -> bool {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut request = [0u8; 8];
+        socket.read_exact(&mut request).await.unwrap();
+        assert_eq!(
+            &request[4..],
+            &80_877_103u32.to_be_bytes(),
+            "an SSL request"
+        );
+        socket.write_all(b"S").await.unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let Ok(mut tls) = acceptor.accept(socket).await else {
+            return false;
+        };
+        let mut length = [0u8; 4];
+        tls.read_exact(&mut length).await.is_ok()
+    }
+
+    /// Whether a connection to `host` with `params` gets through TLS to the startup.
+    async fn gets_through(pki: &Pki, host: &str, params: &str) -> bool {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = tokio::spawn(stand_in(listener, pki.server.clone()));
+        let url = format!("postgres://mandate:pw@{host}:{port}/m?connect_timeout=5&{params}");
+        let DbLocation::Postgres(url) = url.parse().unwrap() else {
+            panic!("a postgres URL");
+        };
+        let target = Target::parse(&url).unwrap();
+        // The stand-in closes after the startup message: the client fails either way.
+        let _ = target.config.connect(target.tls.clone()).await;
+        server.await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn each_sslmode_checks_what_libpq_checks() {
+        let pki = pki();
+        let dir = tempfile::tempdir().unwrap();
+        let ca = dir.path().join("ca.pem");
+        std::fs::write(&ca, &pki.ca_pem).unwrap();
+        let ca = ca.display().to_string();
+        let root = format!("sslrootcert={ca}");
+        // verify-full: the chain and the name.
+        assert!(gets_through(&pki, "localhost", &format!("sslmode=verify-full&{root}")).await);
+        assert!(!gets_through(&pki, "127.0.0.1", &format!("sslmode=verify-full&{root}")).await);
+        assert!(!gets_through(&pki, "localhost", "sslmode=verify-full").await);
+        // verify-ca: the chain, whatever the name.
+        assert!(gets_through(&pki, "127.0.0.1", &format!("sslmode=verify-ca&{root}")).await);
+        assert!(!gets_through(&pki, "localhost", "sslmode=verify-ca&sslrootcert=system").await);
+        // require: encrypted; the chain checked only when sslrootcert is given.
+        assert!(gets_through(&pki, "127.0.0.1", "sslmode=require").await);
+        assert!(gets_through(&pki, "127.0.0.1", &format!("sslmode=require&{root}")).await);
+        let other = pki_other_ca(dir.path());
+        assert!(
+            !gets_through(
+                &pki,
+                "localhost",
+                &format!("sslmode=require&sslrootcert={other}")
+            )
+            .await
+        );
+    }
+
+    /// A CA file that did not sign the stand-in's certificate.
+    fn pki_other_ca(dir: &std::path::Path) -> String {
+        let path = dir.join("other.pem");
+        std::fs::write(&path, pki().ca_pem).unwrap();
+        path.display().to_string()
+    }
+
+    /// A missing root file is an error naming the file, before any connection.
+    #[test]
+    fn a_missing_root_file_is_named() {
+        let url = "postgres://u:pw@localhost/m?sslmode=verify-full&sslrootcert=/nonexistent/ca.pem";
+        let DbLocation::Postgres(url) = url.parse().unwrap() else {
+            panic!("a postgres URL");
+        };
+        let error = Target::parse(&url).err().unwrap().to_string();
+        assert!(error.contains("/nonexistent/ca.pem"), "{error}");
+    }
+}
