@@ -15,6 +15,7 @@ struct Snapshot {
     at: Option<Instant>,
     machine: u64,
     server: u64,
+    database: u64,
     me: u64,
     io: Io,
     /// The server's busy ticks by thread name (threads of one name summed).
@@ -47,8 +48,11 @@ fn io(pid: u32) -> Io {
 /// Cores used on average over a window.
 #[derive(Debug, Clone, Default)]
 pub struct Usage {
-    /// By the server.
+    /// By the server (all of its processes).
     pub server: f64,
+    /// By the database's processes (PostgreSQL: every process named `postgres`); 0 for
+    /// SQLite, which runs inside the server.
+    pub database: f64,
     /// By this process (load generator and, in the echo run, the echo server).
     pub bench: f64,
     /// By every other process and the kernel's own work.
@@ -165,16 +169,50 @@ fn thread_cores(
     out
 }
 
-fn snapshot(server: Option<u32>) -> Snapshot {
+/// The CPU ticks of every process named `postgres` (the database's backends and
+/// helpers): the processes of a PostgreSQL on this machine.
+fn database_ticks() -> u64 {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name();
+            let pid = name.to_str()?;
+            if !pid.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            let text = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            (stat_name(&text)? == "postgres").then(|| stat_ticks(&text))?
+        })
+        .sum()
+}
+
+fn snapshot(servers: &[u32], database: bool) -> Snapshot {
+    let mut threads: BTreeMap<String, Ticks> = BTreeMap::new();
+    let mut io_sum = Io::default();
+    for pid in servers {
+        for (name, t) in thread_ticks(*pid) {
+            let sum = threads.entry(name).or_default();
+            sum.user += t.user;
+            sum.kernel += t.kernel;
+        }
+        let one = io(*pid);
+        io_sum.wchar += one.wchar;
+        io_sum.write_bytes += one.write_bytes;
+    }
     Snapshot {
         at: Some(Instant::now()),
         machine: machine_busy().unwrap_or(0),
-        server: server
-            .and_then(|p| process_ticks(&p.to_string()))
-            .unwrap_or(0),
+        server: servers
+            .iter()
+            .filter_map(|p| process_ticks(&p.to_string()))
+            .sum(),
+        database: if database { database_ticks() } else { 0 },
         me: process_ticks("self").unwrap_or(0),
-        io: server.map(io).unwrap_or_default(),
-        threads: server.map(thread_ticks).unwrap_or_default(),
+        io: io_sum,
+        threads,
     }
 }
 
@@ -184,11 +222,22 @@ pub fn measure(
     warmup: Duration,
     duration: Duration,
 ) -> std::thread::JoinHandle<Usage> {
+    measure_all(server.into_iter().collect(), false, warmup, duration)
+}
+
+/// [`measure`] of several server processes (their CPU summed, their threads merged by
+/// name), and with `database` the database's processes on this machine apart.
+pub fn measure_all(
+    servers: Vec<u32>,
+    database: bool,
+    warmup: Duration,
+    duration: Duration,
+) -> std::thread::JoinHandle<Usage> {
     std::thread::spawn(move || {
         std::thread::sleep(warmup);
-        let a = snapshot(server);
+        let a = snapshot(&servers, database);
         std::thread::sleep(duration);
-        let b = snapshot(server);
+        let b = snapshot(&servers, database);
         let secs = match (a.at, b.at) {
             (Some(a), Some(b)) => (b - a).as_secs_f64().max(0.001),
             _ => 1.0,
@@ -196,11 +245,13 @@ pub fn measure(
         let cores = |t: u64| t as f64 / TICKS / secs;
         let machine = b.machine.saturating_sub(a.machine);
         let server = b.server.saturating_sub(a.server);
+        let db = b.database.saturating_sub(a.database);
         let me = b.me.saturating_sub(a.me);
         Usage {
             server: cores(server),
+            database: cores(db),
             bench: cores(me),
-            other: cores(machine.saturating_sub(server + me)),
+            other: cores(machine.saturating_sub(server + db + me)),
             server_write_calls_per_s: b.io.wchar.saturating_sub(a.io.wchar) as f64 / secs,
             server_disk_writes_per_s: b.io.write_bytes.saturating_sub(a.io.write_bytes) as f64
                 / secs,
@@ -231,8 +282,13 @@ impl Usage {
 
     /// One line.
     pub fn line(&self) -> String {
+        let database = if self.database > 0.0 {
+            format!(", database {:.2}", self.database)
+        } else {
+            String::new()
+        };
         format!(
-            "server {:.2}, load generator {:.2}, other processes {:.2} (cores, measured window)",
+            "server {:.2}{database}, load generator {:.2}, other processes {:.2} (cores, measured window)",
             self.server, self.bench, self.other
         )
     }

@@ -146,6 +146,31 @@ impl Requests {
     }
 }
 
+/// Which server of several a request goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Spread {
+    /// Each agent's requests always to the same server (a load balancer routing by API
+    /// key): an agent's cached state stays current on its server.
+    Agent,
+    /// Each round over the agents to the next server: an agent's consecutive requests go
+    /// to different servers, so every decision finds its agent changed by another process
+    /// (the worst case of the cross-process check).
+    Request,
+}
+
+impl Spread {
+    /// The server (of `servers`) for request `i` over `agents` agents.
+    pub fn server(self, i: u64, agents: u64, servers: usize) -> usize {
+        let servers = servers.max(1) as u64;
+        let agents = agents.max(1);
+        let n = match self {
+            Spread::Agent => (i % agents) % servers,
+            Spread::Request => (i / agents + i % agents) % servers,
+        };
+        n as usize
+    }
+}
+
 /// How to drive the load.
 #[derive(Debug, Clone, Copy)]
 pub struct Plan {
@@ -219,7 +244,8 @@ impl Outcome {
 
 struct Shared {
     requests: Arc<Requests>,
-    addr: SocketAddr,
+    addrs: Vec<SocketAddr>,
+    spread: Spread,
     seq: AtomicU64,
     slot: AtomicU64,
     start: Instant,
@@ -236,7 +262,8 @@ fn micros(d: Duration) -> u32 {
 
 async fn worker(shared: Arc<Shared>) -> Outcome {
     let mut out = Outcome::default();
-    let mut conn: Option<Conn> = None;
+    // One keep-alive connection to each server.
+    let mut conns: Vec<Option<Conn>> = shared.addrs.iter().map(|_| None).collect();
     let mut request = Vec::with_capacity(512);
     let mut body = Vec::with_capacity(256);
     let mut verdicts: Vec<(Kind, Vec<u8>, u64)> = Vec::new();
@@ -260,9 +287,12 @@ async fn worker(shared: Arc<Shared>) -> Outcome {
             break;
         }
         let kind = shared.requests.build(i, &mut request, &mut body);
-        let c = match &mut conn {
+        let agents = shared.requests.keys.len() as u64;
+        let server = shared.spread.server(i, agents, shared.addrs.len());
+        let conn = &mut conns[server];
+        let c = match &mut *conn {
             Some(c) => c,
-            None => match Conn::connect(shared.addr).await {
+            None => match Conn::connect(shared.addrs[server]).await {
                 Ok(c) => conn.insert(c),
                 Err(e) => {
                     out.io_errors += 1;
@@ -306,13 +336,13 @@ async fn worker(shared: Arc<Shared>) -> Outcome {
                     }
                 }
                 if response.close {
-                    conn = None;
+                    *conn = None;
                 }
             }
             Err(e) => {
                 out.io_errors += 1;
                 out.first_error.get_or_insert_with(|| e.to_string());
-                conn = None;
+                *conn = None;
             }
         }
     }
@@ -326,6 +356,16 @@ async fn worker(shared: Arc<Shared>) -> Outcome {
 
 /// Drives the load on `addr` with `requests`, following `plan`. Call inside a tokio runtime.
 pub async fn run(addr: SocketAddr, requests: Arc<Requests>, plan: Plan) -> Outcome {
+    run_on(vec![addr], Spread::Agent, requests, plan).await
+}
+
+/// [`run`] on several servers, each request sent to the one `spread` picks.
+pub async fn run_on(
+    addrs: Vec<SocketAddr>,
+    spread: Spread,
+    requests: Arc<Requests>,
+    plan: Plan,
+) -> Outcome {
     let start = Instant::now();
     let measure_from = if plan.limit.is_some() {
         start
@@ -336,7 +376,8 @@ pub async fn run(addr: SocketAddr, requests: Arc<Requests>, plan: Plan) -> Outco
     let pacer = plan.rate.map(|_| Arc::new(Semaphore::new(0)));
     let shared = Arc::new(Shared {
         requests,
-        addr,
+        addrs,
+        spread,
         seq: AtomicU64::new(plan.first_seq),
         slot: AtomicU64::new(0),
         start,
@@ -415,6 +456,31 @@ mod tests {
         assert!((9_500..10_500).contains(&counts[1]), "{counts:?}");
         assert!(Mix::parse("1,2").is_err());
         assert!(Mix::parse("0,0,0").is_err());
+    }
+
+    /// Spread by agent, an agent always meets the same server; by request, its consecutive
+    /// requests meet different ones.
+    #[test]
+    fn requests_spread_by_agent_or_by_request() {
+        let agents = 5;
+        for agent in 0..agents {
+            let servers: Vec<usize> = (0..6)
+                .map(|round| Spread::Agent.server(round * agents + agent, agents, 2))
+                .collect();
+            assert!(servers.iter().all(|s| *s == servers[0]), "{servers:?}");
+            let servers: Vec<usize> = (0..6)
+                .map(|round| Spread::Request.server(round * agents + agent, agents, 2))
+                .collect();
+            assert!(servers.windows(2).all(|w| w[0] != w[1]), "{servers:?}");
+        }
+        // Either way both servers get half the load.
+        for spread in [Spread::Agent, Spread::Request] {
+            let first = (0..1000)
+                .filter(|i| spread.server(*i, agents, 2) == 0)
+                .count();
+            assert!((400..=600).contains(&first), "{first}");
+        }
+        assert_eq!(Spread::Agent.server(7, 5, 1), 0);
     }
 
     #[test]

@@ -13,6 +13,7 @@ mod echo;
 mod error;
 mod http;
 mod load;
+mod pg;
 mod prefill;
 mod report;
 mod server;
@@ -28,7 +29,7 @@ use clap::Parser;
 use serde_json::{Value, json};
 
 use crate::error::{Context, Result};
-use crate::load::{Mix, Outcome, Plan, Requests};
+use crate::load::{Mix, Outcome, Plan, Requests, Spread};
 use crate::report::{
     Percentiles, filesystem, machine, mib, p99_by_second, percentiles, shares, spread_line,
     thousands, verdict_mix,
@@ -99,6 +100,36 @@ struct Opts {
     /// Only measure the echo ceiling (no server): for tuning the load generator.
     #[arg(long)]
     echo_only: bool,
+    /// Run the servers on PostgreSQL: a postgres:// URL of a cluster whose user may
+    /// CREATE DATABASE (the bench makes a fresh database there for the run and drops it
+    /// after, unless --keep) [default: a fresh SQLite file in --dir].
+    #[arg(long)]
+    db: Option<String>,
+    /// Server processes on the one database (more than 1 needs --db).
+    #[arg(long, default_value_t = 1)]
+    servers: usize,
+    /// With several servers, which one a request goes to: `agent` (each agent's requests
+    /// to one server, as a load balancer routing by API key) or `request` (each agent's
+    /// consecutive requests to different servers: every decision finds its agent changed
+    /// by another process and is made again on fresh state).
+    #[arg(long, value_enum, default_value = "agent")]
+    spread: SpreadArg,
+}
+
+/// `--spread`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum SpreadArg {
+    Agent,
+    Request,
+}
+
+impl From<SpreadArg> for Spread {
+    fn from(s: SpreadArg) -> Self {
+        match s {
+            SpreadArg::Agent => Spread::Agent,
+            SpreadArg::Request => Spread::Request,
+        }
+    }
 }
 
 /// The options with the defaults (or smoke values) filled in.
@@ -137,10 +168,20 @@ fn settings(opts: &Opts) -> Result<Settings> {
         warmup: opts.warmup.unwrap_or(if smoke { 1.0 } else { 3.0 }),
         rate: opts.rate,
         mix: Mix::parse(&opts.mix)?,
-        prefill: opts.prefill.unwrap_or(if smoke { 1000 } else { 0 }),
+        prefill: opts
+            .prefill
+            .unwrap_or(if smoke && opts.db.is_none() { 1000 } else { 0 }),
     };
     if s.agents == 0 || s.connections == 0 {
         crate::bail!("--agents and --connections must be at least 1");
+    }
+    if opts.servers == 0 || (opts.servers > 1 && opts.db.is_none()) {
+        crate::bail!(
+            "--servers must be at least 1, and more than 1 only with --db postgres://… (an SQLite file has one server)"
+        );
+    }
+    if opts.db.is_some() && opts.prefill.is_some_and(|n| n > 0) {
+        crate::bail!("--prefill writes into an SQLite file: run PostgreSQL without it");
     }
     if !(s.duration > 0.0 && s.warmup >= 0.0) || s.rate.is_some_and(|r| r.is_nan() || r <= 0.0) {
         crate::bail!("--duration must be > 0, --warmup >= 0, --rate > 0");
@@ -256,7 +297,8 @@ fn log(msg: impl AsRef<str>) {
 
 /// What the server run measured.
 struct ServerRun {
-    db: PathBuf,
+    db: String,
+    servers: usize,
     fs: String,
     setup_secs: f64,
     prefill_secs: f64,
@@ -277,9 +319,20 @@ fn bench_server(
     rt: &tokio::runtime::Runtime,
     dir: &std::path::Path,
 ) -> Result<ServerRun> {
-    let db = dir.join("bench.db");
-    let fs = filesystem(dir);
-    if fs == "tmpfs" || fs == "ramfs" {
+    let sqlite = dir.join("bench.db");
+    let pg = match &opts.db {
+        Some(url) => Some(rt.block_on(pg::PgDb::create(url, opts.keep))?),
+        None => None,
+    };
+    let db = match &pg {
+        Some(pg) => pg.url.clone(),
+        None => sqlite.to_string_lossy().into_owned(),
+    };
+    let fs = match &pg {
+        Some(_) => "PostgreSQL".to_owned(),
+        None => filesystem(dir),
+    };
+    if pg.is_none() && (fs == "tmpfs" || fs == "ramfs") {
         log(format!(
             "warning: {} is on {fs}: fsync costs nothing there, so durability is not measured; use --dir on a disk",
             dir.display()
@@ -287,7 +340,13 @@ fn bench_server(
     }
 
     // 1. Organization, keys, agents and mandates.
-    log(format!("onboarding on {}", db.display()));
+    log(format!(
+        "onboarding on {}",
+        match &pg {
+            Some(pg) => format!("PostgreSQL database {}", pg.name),
+            None => db.clone(),
+        }
+    ));
     let org = server::onboard(&s.server, &db, "bench")?;
     server::set_rate(&s.server, &db, &org.sandbox_key, 1_000_000)?;
     let setup_started = Instant::now();
@@ -317,20 +376,34 @@ fn bench_server(
             issuer: &issuer,
             agents: &agents,
         };
-        prefill_secs = prefill::prefill(&db, &spec, s.prefill)?.as_secs_f64();
+        prefill_secs = prefill::prefill(&sqlite, &spec, s.prefill)?.as_secs_f64();
     }
-    let size_before = prefill::settled_size(&db)?;
+    let size = |pg: &Option<pg::PgDb>| match pg {
+        Some(pg) => rt.block_on(pg.size()),
+        None => prefill::settled_size(&sqlite),
+    };
+    let size_before = size(&pg)?;
 
-    // 3. The measured run, on a freshly started server: each agent's state is rebuilt
+    // 3. The measured run, on freshly started servers: each agent's state is rebuilt
     //    from the database on its first request, as after any restart.
-    let mut srv = Server::start(&s.server, &db, &dir.join("serve.log"))?;
-    let pid = srv.pid();
+    let mut servers = Vec::new();
+    for k in 0..opts.servers {
+        servers.push(Server::start(
+            &s.server,
+            &db,
+            &dir.join(format!("serve{k}.log")),
+        )?);
+    }
+    let addrs: Vec<_> = servers.iter().map(|srv| srv.api).collect();
+    let pids: Vec<u32> = servers.iter().map(Server::pid).collect();
+    let spread = Spread::from(opts.spread);
+    let pid = pids[0];
     std::thread::sleep(Duration::from_millis(200));
     let idle = server::memory(pid).unwrap_or_default();
     let requests = Arc::new(Requests {
         keys: agents.iter().map(|a| a.key.clone()).collect(),
         mix: s.mix,
-        host: srv.api.to_string(),
+        host: addrs[0].to_string(),
         path: "/v1/authorizations".into(),
     });
     let sampler = Sampler::start(pid);
@@ -350,8 +423,9 @@ fn bench_server(
             limit: Some(agents_n),
             first_seq: 0,
         };
-        Some(measured(rt.block_on(load::run(
-            srv.api,
+        Some(measured(rt.block_on(load::run_on(
+            addrs.clone(),
+            spread,
             requests.clone(),
             plan,
         ))))
@@ -376,22 +450,34 @@ fn bench_server(
         s.warmup,
         s.duration
     ));
-    let usage = cpu::measure(Some(pid), plan.warmup, plan.duration);
-    let mut main = measured(rt.block_on(load::run(srv.api, requests, plan)));
+    let usage = cpu::measure_all(pids.clone(), pg.is_some(), plan.warmup, plan.duration);
+    let mut main = measured(rt.block_on(load::run_on(addrs, spread, requests, plan)));
     main.cpu = usage.join().unwrap_or_default();
     let peak_sampled_kib = sampler.finish();
     let end = server::memory(pid).unwrap_or_default();
-    let crashed = srv
-        .exited()
-        .map(|status| format!("{status}\n{}", srv.log_tail(20)));
-    let stop_problem = match srv.stop() {
-        Ok(status) if status.success() => None,
-        Ok(status) => Some(status.to_string()),
-        Err(e) => Some(e.to_string()),
-    };
-    let size_after = prefill::settled_size(&db)?;
+    let crashed = servers.iter_mut().find_map(|srv| {
+        srv.exited()
+            .map(|status| format!("{status}\n{}", srv.log_tail(20)))
+    });
+    let mut stop_problem = None;
+    for srv in servers {
+        match srv.stop() {
+            Ok(status) if status.success() => {}
+            Ok(status) => stop_problem = Some(status.to_string()),
+            Err(e) => stop_problem = Some(e.to_string()),
+        }
+    }
+    let size_after = size(&pg)?;
+    let pg_name = pg.as_ref().map(|pg| pg.name.clone());
+    if let Some(pg) = pg {
+        rt.block_on(pg.finish())?;
+    }
     Ok(ServerRun {
-        db,
+        db: match &pg_name {
+            Some(name) => format!("{name} on the --db cluster"),
+            None => db,
+        },
+        servers: opts.servers,
         fs,
         setup_secs,
         prefill_secs,
@@ -470,7 +556,7 @@ fn measured_json(m: &Measured) -> Value {
         "io_errors": m.outcome.io_errors,
         "first_error": m.outcome.first_error,
         "requests_sent": m.outcome.total_sent,
-        "cpu_cores": {"server": m.cpu.server, "bench": m.cpu.bench, "other": m.cpu.other},
+        "cpu_cores": {"server": m.cpu.server, "database": m.cpu.database, "bench": m.cpu.bench, "other": m.cpu.other},
         "cpu_us_per_request": {"server": server_us, "bench": bench_us},
         "server_threads_us_per_request": Value::Object(m.cpu.server_threads.iter()
             .map(|t| (t.name.clone(), json!({
@@ -559,8 +645,23 @@ fn run(opts: &Opts) -> Result<bool> {
             .map(|(_, n)| n)
             .sum();
 
-        line(format!("server        {}", s.server.display()));
-        line(format!("database      {} ({})", r.db.display(), r.fs));
+        line(format!(
+            "server        {}{}",
+            s.server.display(),
+            if r.servers > 1 {
+                format!(
+                    " × {} processes on one database, requests spread by {}",
+                    r.servers,
+                    match Spread::from(opts.spread) {
+                        Spread::Agent => "agent",
+                        Spread::Request => "request",
+                    }
+                )
+            } else {
+                String::new()
+            }
+        ));
+        line(format!("database      {} ({})", r.db, r.fs));
         line(format!(
             "setup         {} agents with mandates in {:.1} s; prefill {} decisions{}",
             thousands(s.agents as u64),
@@ -609,8 +710,14 @@ fn run(opts: &Opts) -> Result<bool> {
         }
         line(format!("cpu           {}", r.main.cpu.line()));
         let (server_us, bench_us) = r.main.cpu.per_request_us(r.main.throughput);
+        let database_us = r.main.cpu.database * 1e6 / r.main.throughput.max(1.0);
         line(format!(
-            "cpu/request   server {server_us:.1} µs, load generator {bench_us:.1} µs (CPU time per 201; steadier between runs than throughput)"
+            "cpu/request   server {server_us:.1} µs{}, load generator {bench_us:.1} µs (CPU time per 201; steadier between runs than throughput)",
+            if r.main.cpu.database > 0.0 {
+                format!(", database {database_us:.1} µs")
+            } else {
+                String::new()
+            }
         ));
         line(format!(
             "  by thread   {} (µs per 201, kernel's part in parentheses; presign runs only in idle time)",
@@ -665,7 +772,7 @@ fn run(opts: &Opts) -> Result<bool> {
             mib(r.end.hwm_kib * 1024)
         ));
         line(format!(
-            "database      {} before, {} after (checkpointed); {:.0} bytes per decision over {} decisions",
+            "database      {} before, {} after (SQLite checkpointed; PostgreSQL pg_database_size); {:.0} bytes per decision over {} decisions",
             mib(r.size_before),
             mib(r.size_after),
             per_decision,
@@ -682,7 +789,7 @@ fn run(opts: &Opts) -> Result<bool> {
         result.insert("server".into(), json!(s.server.display().to_string()));
         result.insert(
             "database".into(),
-            json!({"path": r.db.display().to_string(), "filesystem": r.fs,
+            json!({"path": r.db, "filesystem": r.fs, "servers": r.servers,
                 "bytes_before": r.size_before, "bytes_after": r.size_after,
                 "bytes_per_decision": per_decision, "decisions": decisions}),
         );

@@ -41,10 +41,9 @@ fn run(bin: &Path, args: &[&str]) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// `mandate-server onboard --org ORG --db DB`.
-pub fn onboard(bin: &Path, db: &Path, org: &str) -> Result<Onboarded> {
-    let db_text = db.to_string_lossy();
-    let out = run(bin, &["onboard", "--org", org, "--db", &db_text])?;
+/// `mandate-server onboard --org ORG --db DB` (DB: a file path or a PostgreSQL URL).
+pub fn onboard(bin: &Path, db: &str, org: &str) -> Result<Onboarded> {
+    let out = run(bin, &["onboard", "--org", org, "--db", db])?;
     let mut onboarded = Onboarded {
         org_id: String::new(),
         policy_version: String::new(),
@@ -70,13 +69,9 @@ pub fn onboard(bin: &Path, db: &Path, org: &str) -> Result<Onboarded> {
 }
 
 /// `mandate-server set-rate KEY --per-second N --db DB`.
-pub fn set_rate(bin: &Path, db: &Path, key: &str, per_second: u32) -> Result<()> {
-    let db_text = db.to_string_lossy();
+pub fn set_rate(bin: &Path, db: &str, key: &str, per_second: u32) -> Result<()> {
     let rate = per_second.to_string();
-    run(
-        bin,
-        &["set-rate", key, "--per-second", &rate, "--db", &db_text],
-    )?;
+    run(bin, &["set-rate", key, "--per-second", &rate, "--db", db])?;
     Ok(())
 }
 
@@ -124,7 +119,7 @@ fn tail(path: &Path, lines: usize) -> String {
 
 impl Server {
     /// Starts `serve` on `db` with both hosts on ephemeral ports; its stderr goes to `log`.
-    pub fn start(bin: &Path, db: &Path, log: &Path) -> Result<Self> {
+    pub fn start(bin: &Path, db: &str, log: &Path) -> Result<Self> {
         let log_file = File::create(log).ctx(format!("creating {}", log.display()))?;
         let mut child = Command::new(bin)
             .args(["serve", "--db"])

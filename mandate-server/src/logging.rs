@@ -160,9 +160,11 @@ pub enum Format {
 /// The format chosen at [`init`]; [`say`] follows it.
 static FORMAT: OnceLock<Format> = OnceLock::new();
 
-/// The filter: `MANDATE_LOG` if set, else `RUST_LOG`, else [`DEFAULT_FILTER`].
+/// The filter: `MANDATE_LOG` if set, else `RUST_LOG`, else [`DEFAULT_FILTER`]; whatever it
+/// says, the database drivers log nothing below info
+/// ([`crate::storage::DRIVER_LOG_CAPS`]).
 fn filter() -> EnvFilter {
-    ["MANDATE_LOG", "RUST_LOG"]
+    let chosen = ["MANDATE_LOG", "RUST_LOG"]
         .iter()
         .find_map(|name| {
             std::env::var(name)
@@ -170,7 +172,12 @@ fn filter() -> EnvFilter {
                 .filter(|v| !v.trim().is_empty())
                 .and_then(|v| EnvFilter::try_new(v).ok())
         })
-        .unwrap_or_else(|| EnvFilter::new(DEFAULT_FILTER))
+        .unwrap_or_else(|| EnvFilter::new(DEFAULT_FILTER));
+    // Added after the operator's filter, so that they win.
+    crate::storage::DRIVER_LOG_CAPS
+        .iter()
+        .filter_map(|d| d.parse().ok())
+        .fold(chosen, EnvFilter::add_directive)
 }
 
 /// The filter when neither variable is set: `info`, without the per-request lines, which

@@ -11,7 +11,7 @@ use mandate_server::model::Env;
 use mandate_server::serve::{self, Config};
 use mandate_server::signing::at_rest::{self, KekSources, KeyEncryption};
 use mandate_server::storage::sqlite::backup::{self, BackupInfo};
-use mandate_server::storage::sqlite::{Db, SqliteStore};
+use mandate_server::storage::{AdminStore, DbLocation, Store};
 use mandate_server::{demo, logging, operator, settlement};
 
 /// The Mandate service and its operator commands.
@@ -24,11 +24,24 @@ struct Cli {
 
 #[derive(Args, Clone)]
 struct DbArg {
-    /// The SQLite database file (created and migrated on first use).
+    /// The database: an SQLite file (created and migrated on first use), or a PostgreSQL
+    /// URL, postgres://USER:PASSWORD@HOST:PORT/DATABASE[?sslmode=verify-full], for several
+    /// server processes on one database.
     #[arg(long, env = "MANDATE_DB", default_value = "./mandate.db")]
-    db: PathBuf,
+    db: DbLocation,
     #[command(flatten)]
     kek: KekArgs,
+}
+
+impl DbArg {
+    /// The SQLite file, or an error naming the command that has no PostgreSQL form.
+    fn sqlite_file(&self, command: &str) -> Result<PathBuf, String> {
+        self.db.sqlite_path().map(PathBuf::from).ok_or_else(|| {
+            format!(
+                "{command} works on an SQLite file; for PostgreSQL use its own tools (pg_dump, pg_basebackup, point-in-time recovery)"
+            )
+        })
+    }
 }
 
 /// The key-encryption keys that seal signing keys at rest (docs/operations.md).
@@ -149,6 +162,16 @@ enum Command {
         /// origin of the docs URL, where the review console is served].
         #[arg(long, env = "MANDATE_CONSOLE_ORIGIN", value_delimiter = ',')]
         console_origin: Vec<String>,
+        /// Do not apply schema migrations at start: refuse to start unless the database is
+        /// already at this server's schema (run `mandate-server migrate` first).
+        #[arg(long)]
+        no_migrate: bool,
+    },
+    /// Bring the database's schema up to this server's (SQLite file or PostgreSQL URL);
+    /// `serve` does it at start unless given --no-migrate.
+    Migrate {
+        #[command(flatten)]
+        db: DbArg,
     },
     /// Create an organization and print its sandbox and live keys (once).
     Onboard {
@@ -276,21 +299,26 @@ fn key_encryption(db: &DbArg) -> Result<KeyEncryption, String> {
     KeyEncryption::from_sources(&sources.with_environment()).map_err(|e| e.to_string())
 }
 
-/// The store of an operator command (the SQLite engine on the database file) and the
+/// The store of an operator command (the engine `--db` names, migrated) and the
 /// key-encryption keys; a database that needs one is refused without it before it is
 /// reached.
-fn open_with_keys(db: &DbArg) -> Result<(SqliteStore, KeyEncryption), String> {
+async fn open_with_keys(db: &DbArg) -> Result<(Arc<dyn Store>, KeyEncryption), String> {
     let keys = key_encryption(db)?;
-    at_rest::check_required(&db.db.to_string_lossy(), &keys).map_err(|e| e.to_string())?;
-    let store = Db::open(&db.db)
-        .map(SqliteStore::new)
-        .map_err(|e| format!("database {}: {e}", db.db.display()))?;
+    at_rest::check_required(&db.db.to_string(), &keys).map_err(|e| e.to_string())?;
+    let (store, _) = serve::open_store(&db.db, true)
+        .await
+        .map_err(|e| format!("database {}: {e}", db.db))?;
     Ok((store, keys))
 }
 
 /// The store of an operator command that does not touch signing keys.
-fn open(db: &DbArg) -> Result<SqliteStore, String> {
-    open_with_keys(db).map(|(store, _)| store)
+async fn open(db: &DbArg) -> Result<Arc<dyn Store>, String> {
+    open_with_keys(db).await.map(|(store, _)| store)
+}
+
+/// The store as operator commands see it.
+fn ops(store: &Arc<dyn Store>) -> &dyn AdminStore {
+    &**store
 }
 
 /// What stops the server: SIGTERM or SIGINT (Ctrl-C). Called before the server listens, so
@@ -367,11 +395,13 @@ async fn run(cli: Cli) -> Result<(), String> {
             admin_addr,
             api_url,
             console_origin,
+            no_migrate,
         } => {
             limits::survive_file_size_limit();
             let key_encryption = key_encryption(&db)?;
             let config = Config {
                 db: db.db,
+                migrate: !no_migrate,
                 api_addr,
                 public_addr,
                 verdicts_url,
@@ -406,10 +436,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             };
             print_out(&format!(
                 "mandate-server listening\n  api:    {scheme}://{}\n  public: {scheme}://{}\n  issuer: {}\n  db:     {}",
-                running.api_addr,
-                running.public_addr,
-                running.state.verdicts_url,
-                config.db.display()
+                running.api_addr, running.public_addr, running.state.verdicts_url, config.db
             ));
             if let Some((listener, handle)) = admin {
                 let addr = listener.local_addr().map_err(|e| e.to_string())?;
@@ -441,12 +468,21 @@ async fn run(cli: Cli) -> Result<(), String> {
             }
             stopped
         }
+        Command::Migrate { db } => {
+            let store = open(&db).await?;
+            let schema = store.readiness().await.map_err(|e| e.to_string())?;
+            println!(
+                "database {} is at schema migration {} (this server's)",
+                db.db, schema.applied
+            );
+            Ok(())
+        }
         Command::Onboard { db, org } => {
-            let (store, keys) = open_with_keys(&db)?;
-            operator::prepare_signing_keys(&store, &keys, clock.now())
+            let (store, keys) = open_with_keys(&db).await?;
+            operator::prepare_signing_keys(ops(&store), &keys, clock.now())
                 .map_err(|e| e.to_string())?;
             let onboarded =
-                operator::onboard(&store, &org, clock.now()).map_err(|e| e.to_string())?;
+                operator::onboard(ops(&store), &org, clock.now()).map_err(|e| e.to_string())?;
             println!(
                 "organization {org} ({}) onboarded, policy version {}",
                 onboarded.org_id, onboarded.policy_version
@@ -457,13 +493,15 @@ async fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Command::IssueKey { db, org, env } => {
-            let (key, fp) = operator::issue_key(&open(&db)?, &org, env.into(), clock.now())
+            let store = open(&db).await?;
+            let (key, fp) = operator::issue_key(ops(&store), &org, env.into(), clock.now())
                 .map_err(|e| e.to_string())?;
             println!("{key}\nfingerprint {fp}; the key is shown once");
             Ok(())
         }
         Command::RevokeKey { db, key } => {
-            operator::revoke_key(&open(&db)?, &key, clock.now()).map_err(|e| e.to_string())?;
+            let store = open(&db).await?;
+            operator::revoke_key(ops(&store), &key, clock.now()).map_err(|e| e.to_string())?;
             println!("revoked");
             Ok(())
         }
@@ -472,12 +510,14 @@ async fn run(cli: Cli) -> Result<(), String> {
             key,
             per_second,
         } => {
-            operator::set_rate(&open(&db)?, &key, per_second).map_err(|e| e.to_string())?;
+            let store = open(&db).await?;
+            operator::set_rate(ops(&store), &key, per_second).map_err(|e| e.to_string())?;
             println!("rate set to {per_second} requests per second");
             Ok(())
         }
         Command::ListKeys { db, org } => {
-            for k in operator::list_keys(&open(&db)?, &org).map_err(|e| e.to_string())? {
+            let store = open(&db).await?;
+            for k in operator::list_keys(ops(&store), &org).map_err(|e| e.to_string())? {
                 println!(
                     "{}  {:7}  {:5}  {:20}  {:>5}/s  {}",
                     k.fingerprint,
@@ -491,8 +531,8 @@ async fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Command::RotateSigningKey { db, env } => {
-            let (store, keys) = open_with_keys(&db)?;
-            let kid = operator::rotate_signing_key(&store, &keys, env.into(), clock.now())
+            let (store, keys) = open_with_keys(&db).await?;
+            let kid = operator::rotate_signing_key(ops(&store), &keys, env.into(), clock.now())
                 .map_err(|e| e.to_string())?;
             println!(
                 "new signing key {kid}; the previous key stays published until its tokens expire"
@@ -502,8 +542,8 @@ async fn run(cli: Cli) -> Result<(), String> {
         Command::RotateKeyEncryptionKey { db, new_key_file } => {
             let new = at_rest::Kek::from_file(&new_key_file, "--new-key-file")
                 .map_err(|e| e.to_string())?;
-            let (store, keys) = open_with_keys(&db)?;
-            let rotated = at_rest::rotate(&store, &keys, &new).map_err(|e| e.to_string())?;
+            let (store, keys) = open_with_keys(&db).await?;
+            let rotated = at_rest::rotate(ops(&store), &keys, &new).map_err(|e| e.to_string())?;
             println!(
                 "{} of {} signing keys sealed again under key-encryption key {} (the others were already); \
                  give every process the new key ({} or {}) before the old one is withdrawn",
@@ -516,7 +556,8 @@ async fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Command::Backup { db, to } => {
-            let info = backup::backup(&db.db, &to).map_err(|e| e.to_string())?;
+            let file = db.sqlite_file("backup")?;
+            let info = backup::backup(&file, &to).map_err(|e| e.to_string())?;
             println!("backup written to {}: {}", to.display(), describe(&info));
             Ok(())
         }
@@ -526,17 +567,19 @@ async fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Command::Restore { from, db, force } => {
-            let info = backup::restore(&from, &db.db, force).map_err(|e| e.to_string())?;
+            let file = db.sqlite_file("restore")?;
+            let info = backup::restore(&from, &file, force).map_err(|e| e.to_string())?;
             println!(
                 "restored {} to {}: {}; the server migrates it when it starts",
                 from.display(),
-                db.db.display(),
+                file.display(),
                 describe(&info)
             );
             Ok(())
         }
         Command::SetPolicyVersion { db, org, version } => {
-            operator::set_policy_version(&open(&db)?, &org, &version).map_err(|e| e.to_string())?;
+            let store = open(&db).await?;
+            operator::set_policy_version(ops(&store), &org, &version).map_err(|e| e.to_string())?;
             println!("policy version of {org} is now {version}");
             Ok(())
         }

@@ -1,5 +1,6 @@
-//! Starting the service: open and migrate the database, load keys, bind both listeners
-//! (plain or TLS), print the bound addresses, run until shut down gracefully.
+//! Starting the service: open and migrate the database (the engine is chosen here, by
+//! `--db`: an SQLite file or a PostgreSQL URL), load keys, bind both listeners (plain or
+//! TLS), print the bound addresses, run until shut down gracefully.
 //!
 //! Both listeners speak HTTP/1.1 only: no h2c, and TLS offers only `http/1.1` by ALPN.
 //! The limits of `crate::limits` and `crate::connections` are written for HTTP/1; HTTP/2
@@ -31,15 +32,19 @@ use crate::settlement;
 use crate::signing;
 use crate::signing::at_rest::{self, AtRestError, KeyEncryption};
 use crate::state::{AppState, Shared};
+use crate::storage::postgres::PostgresStore;
 use crate::storage::sqlite::{Db, SqliteStore};
-use crate::storage::{StorageError, Store};
+use crate::storage::{DbLocation, StorageError, Store};
 use crate::workers::delivery::Worker;
 
 /// How the server is started.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// The SQLite file.
-    pub db: PathBuf,
+    /// The database: an SQLite file or a PostgreSQL URL.
+    pub db: DbLocation,
+    /// Apply the schema's migrations at start (`serve --no-migrate` turns it off: the
+    /// schema must then already be this server's).
+    pub migrate: bool,
     /// Where the API host listens.
     pub api_addr: String,
     /// Where the public host (JWK Set, contract) listens.
@@ -71,7 +76,7 @@ pub enum ServeError {
     /// The database could not be opened or migrated.
     #[error("database {path}: {source}")]
     Db {
-        /// The file.
+        /// The file, or the URL without its password.
         path: String,
         /// Why.
         source: StorageError,
@@ -148,8 +153,11 @@ pub struct Running {
     pub public_addr: SocketAddr,
     /// The state, for tests and operators in the same process.
     pub state: AppState,
-    /// The SQLite engine's database handle, for tests that write rows directly.
-    pub db: Db,
+    /// The SQLite engine's database handle, for tests that write rows directly (`None` on
+    /// PostgreSQL).
+    pub db: Option<Db>,
+    /// This process's id among the processes sharing the database (its heartbeat row).
+    process_id: String,
     handles: Vec<Handle<SocketAddr>>,
     servers: Vec<JoinHandle<Result<(), std::io::Error>>>,
     refresher: JoinHandle<()>,
@@ -186,12 +194,23 @@ async fn tls_config(
     Ok(config)
 }
 
-/// Opens the database at `config.db`, creating and migrating it on first start.
-pub fn open_db(config: &Config) -> Result<Db, ServeError> {
-    Db::open(&config.db).map_err(|source| ServeError::Db {
-        path: config.db.display().to_string(),
-        source,
-    })
+/// The engine at `location`: the SQLite file (created on first use) or the PostgreSQL
+/// database, its schema migrated unless `migrate` is off (then it must already be this
+/// server's). The SQLite handle is returned beside it, for tests.
+pub async fn open_store(
+    location: &DbLocation,
+    migrate: bool,
+) -> Result<(Arc<dyn Store>, Option<Db>), StorageError> {
+    match location {
+        DbLocation::Sqlite(path) => {
+            let db = Db::open_with(path, migrate)?;
+            Ok((Arc::new(SqliteStore::new(db.clone())), Some(db)))
+        }
+        DbLocation::Postgres(url) => {
+            let store = PostgresStore::open(url, migrate).await?;
+            Ok((Arc::new(store), None))
+        }
+    }
 }
 
 /// Starts both listeners, the background refresher and the delivery worker, with the
@@ -207,7 +226,7 @@ pub async fn start_with(
     adapter: settlement::Adapter,
 ) -> Result<Running, ServeError> {
     // Before the database is reached: an engine that needs a key-encryption key gets one.
-    at_rest::check_required(&config.db.to_string_lossy(), &config.key_encryption)?;
+    at_rest::check_required(&config.db.to_string(), &config.key_encryption)?;
     let verdicts_url = config
         .verdicts_url
         .as_deref()
@@ -233,13 +252,13 @@ pub async fn start_with(
                 .collect::<Result<Vec<_>, _>>()
         })
         .transpose()?;
-    let db = open_db(&config)?;
-    // The engine: SQLite, the embedded default.
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::new(db.clone()));
     let db_error = |source| ServeError::Db {
-        path: config.db.display().to_string(),
+        path: config.db.to_string(),
         source,
     };
+    let (store, db) = open_store(&config.db, config.migrate)
+        .await
+        .map_err(db_error)?;
     let now = clock.now();
     let keys = Arc::new(config.key_encryption.clone());
     let prepared = at_rest::prepare(&*store, &keys)?;
@@ -342,26 +361,46 @@ pub async fn start_with(
     );
 
     let initial_generation = store.key_generation_now().ok();
+    let process_id = mandate_core::id::base32(&crate::clock::random16());
+    // Counted among the processes before the first request: each admits its share of a
+    // key's rate (see `http::cache`).
+    match store.heartbeat(&process_id).await {
+        Ok(peers) => state.callers.set_peers(peers),
+        Err(e) => tracing::error!("heartbeat: {e}"),
+    }
     let refresher = {
         let (store, ring, clock) = (store.clone(), state.keys.clone(), clock.clone());
         let callers = state.callers.clone();
+        let process_id = process_id.clone();
         tokio::spawn(async move {
-            // Keys changed by operator commands: every 250 ms. Signing keys: every 2 s.
+            // Keys changed by operator commands: every 250 ms (a signing key rotation moves
+            // the generation too, so every process publishes and signs with the new key
+            // within a second). Signing keys otherwise: every 2 s (a retired key leaves the
+            // set as time passes). This process's heartbeat, and how many share the
+            // database: every second.
             let mut seen_generation = initial_generation;
             let mut tick: u64 = 0;
             loop {
                 tokio::time::sleep(Duration::from_millis(250)).await;
                 tick += 1;
+                if tick.is_multiple_of(4) {
+                    match store.heartbeat(&process_id).await {
+                        Ok(peers) => callers.set_peers(peers),
+                        Err(e) => tracing::error!("heartbeat: {e}"),
+                    }
+                }
                 let generation = store.key_generation().await;
+                let mut moved = false;
                 match generation {
                     Ok(g) if seen_generation != Some(g) => {
                         callers.clear();
+                        moved = seen_generation.is_some();
                         seen_generation = Some(g);
                     }
                     Ok(_) => {}
                     Err(e) => tracing::error!("reading the keys generation: {e}"),
                 }
-                if tick.is_multiple_of(8)
+                if (moved || tick.is_multiple_of(8))
                     && let Err(e) = signing::reload(&*store, &keys, ms(clock.now()), &ring).await
                 {
                     tracing::error!("reloading signing keys: {e}");
@@ -378,6 +417,7 @@ pub async fn start_with(
         servers,
         refresher,
         worker,
+        process_id,
     })
 }
 
@@ -402,6 +442,10 @@ impl Running {
         }
         self.refresher.abort();
         self.worker.stop().await;
+        // No longer counted: the others take this one's share of each key's rate.
+        if let Err(e) = self.state.store.leave(&self.process_id).await {
+            tracing::error!("leaving the processes of the database: {e}");
+        }
         result
     }
 

@@ -8,8 +8,9 @@ use mandate_core::policy::Mode;
 
 use crate::clock::Clock;
 use crate::decision::agents::AgentStates;
+use crate::decision::modes::ModeCache;
 use crate::decision::service::Decider;
-use crate::http::cache::{KeyCache, ModeCache};
+use crate::http::cache::KeyCache;
 use crate::http::cors::Cors;
 use crate::http::error::ApiError;
 use crate::model::{Caller, Env};
@@ -98,6 +99,7 @@ impl AppState {
         Ok(Decider {
             store: self.store.as_ref(),
             agents: &self.agents,
+            modes: &self.modes,
             signer: self.signer(caller.env)?,
             issuer: &self.verdicts_url,
             org: &caller.org_id,

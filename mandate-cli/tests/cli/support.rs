@@ -120,7 +120,8 @@ pub fn start() -> Env {
     let running = runtime
         .block_on(serve::start(
             Config {
-                db: db.path().join("mandate.db"),
+                db: db.path().join("mandate.db").into(),
+                migrate: true,
                 api_addr: "127.0.0.1:0".into(),
                 public_addr: "127.0.0.1:0".into(),
                 verdicts_url: None,

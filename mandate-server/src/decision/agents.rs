@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex};
 use mandate_core::history::{AgentHistory, VELOCITY_LIMIT};
 use mandate_core::id::AgentId;
 use mandate_core::mandate::Mandate;
+use mandate_core::policy::Mode;
 use time::{Date, OffsetDateTime, Time, UtcOffset};
 use tokio::sync::OwnedMutexGuard;
 
@@ -35,6 +36,9 @@ pub struct AgentState {
     pub history: AgentHistory,
     /// What storing its next decision need not look up again.
     pub stored: AgentHint,
+    /// The enforcement mode read with this state (an engine shared by several processes
+    /// reads it), for the next decision only: fresher than the cached one.
+    pub mode: Option<Mode>,
 }
 
 /// A slot: `None` until loaded from the database.
@@ -107,6 +111,7 @@ pub fn state_from(record: AgentRecord) -> AgentState {
         mandate: record.mandate,
         history,
         stored: record.hint,
+        mode: record.mode,
     }
 }
 

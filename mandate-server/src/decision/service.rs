@@ -20,11 +20,12 @@ use time::OffsetDateTime;
 use tokio::sync::OwnedMutexGuard;
 
 use super::agents::{AgentSlot, AgentState, AgentStates, Slot};
-use crate::clock::{ms, ordered16};
+use super::modes::ModeCache;
+use crate::clock::{fill_random, ms, ordered16};
 use crate::model::Env;
 use crate::model::decision::Decision;
 use crate::storage::StorageError;
-use crate::storage::deciding::{DecidingStore, NewDecision, Resolution};
+use crate::storage::deciding::{DecidingStore, NewDecision, Recorded, Resolution};
 use crate::storage::idempotency::IdempotencyRecord;
 
 /// Deciding failed.
@@ -42,9 +43,20 @@ pub enum DecisionError {
     /// The review was resolved by another request meanwhile.
     #[error("review {0} cannot be resolved: it was resolved by another request")]
     AlreadyResolved(ReviewId),
+    /// Other server processes kept changing the agent while this decision was made, every
+    /// one of [`MAX_ATTEMPTS`] times: nothing was stored.
+    #[error(
+        "agent {0} is being decided by other server processes right now; nothing was stored: retry after 1 s (a POST with the same Idempotency-Key)"
+    )]
+    Contended(mandate_core::id::AgentId),
 }
 
+/// How many times a decision is made when the store keeps refusing it because the agent
+/// changed meanwhile (on a database shared by several processes).
+pub const MAX_ATTEMPTS: u32 = 8;
+
 /// What a decision is about.
+#[derive(Debug)]
 pub enum Input {
     /// An agent's request. `slot`: its agent's slot, when the caller already holds it (an
     /// agent key's cached entry keeps it), saving a lookup in the map of every agent.
@@ -71,6 +83,8 @@ pub struct Decider<'a> {
     pub store: &'a dyn DecidingStore,
     /// The agents' locks and cached states.
     pub agents: &'a AgentStates,
+    /// The enforcement modes in memory: a mode read with an agent's fresh state goes there.
+    pub modes: &'a ModeCache,
     /// The environment's current signer.
     pub signer: Arc<dyn Signer>,
     /// `iss` of the token.
@@ -101,15 +115,54 @@ pub struct Decided<'a> {
     decision: Decision,
     /// The review this decision opens, with its event's data.
     opened: Option<(Review, String)>,
-    /// On an approval, the review approved.
-    approved: Option<Review>,
+    /// On an approval, the review approved and the decision that opened it.
+    approved: Option<(Review, Box<Decision>)>,
     body: Vec<u8>,
 }
 
+/// What storing a decision came to.
+enum Stored {
+    /// Committed: the answer.
+    Answer(Vec<u8>),
+    /// Refused because the agent changed meanwhile: the input, to decide again.
+    Changed(Input),
+}
+
 impl<'a> Decider<'a> {
+    /// Decides ([`Decider::decide`]), seals the answer for its idempotency record
+    /// (`seal`: `None` when the request has none), and stores it ([`Decided::commit`]); made
+    /// again on the agent's state reloaded from the database, sealed and signed anew, when
+    /// the store says the agent changed meanwhile. Returns the answer.
+    pub async fn run<F>(&self, input: Input, mut seal: F) -> Result<Vec<u8>, DecisionError>
+    where
+        F: FnMut(&[u8]) -> Result<Option<IdempotencyRecord>, DecisionError>,
+    {
+        let mut input = input;
+        let mut attempt = 1;
+        loop {
+            let decided = self.decide(input).await?;
+            let record = seal(decided.body())?;
+            match decided.store(record).await? {
+                Stored::Answer(body) => return Ok(body),
+                Stored::Changed(again) if attempt < MAX_ATTEMPTS => {
+                    backoff(attempt).await;
+                    attempt += 1;
+                    input = again;
+                }
+                Stored::Changed(again) => {
+                    let agent = match again {
+                        Input::Request { request, .. } => request.agent,
+                        Input::Approval { original, .. } => original.claims.request.agent,
+                    };
+                    return Err(DecisionError::Contended(agent));
+                }
+            }
+        }
+    }
+
     /// Locks the input's agent, evaluates it against the agent's current mandate and
     /// history, signs the claims and encodes the answer.
-    pub async fn decide(self, input: Input) -> Result<Decided<'a>, DecisionError> {
+    pub async fn decide(&self, input: Input) -> Result<Decided<'a>, DecisionError> {
         let (request, slot, approval) = match input {
             Input::Request { request, slot } => (request, slot, None),
             Input::Approval { approved, original } => {
@@ -128,14 +181,25 @@ impl<'a> Decider<'a> {
         let slot = slot.unwrap_or_else(|| self.agents.slot(self.org, self.env, &agent));
         let mut guard =
             AgentStates::lock_slot(slot, self.store, self.org, self.env, &agent, self.now).await?;
-        let state = guard
+        let mut state = guard
             .take()
             .ok_or_else(|| StorageError::Task("agent state not loaded".into()))?;
+        // A mode read with the state just now (an engine shared by processes) is fresher
+        // than the cached one: it decides, and the cache takes it.
+        let mode = match state.mode.take() {
+            Some(read) => {
+                if read != self.mode {
+                    self.modes.set(self.org, self.env, read);
+                }
+                read
+            }
+            None => self.mode,
+        };
         let mandate = state.mandate.as_ref();
         let evaluation = match &approval {
-            None => evaluate(mandate, &request, &state.history, self.mode, self.now),
+            None => evaluate(mandate, &request, &state.history, mode, self.now),
             // The mode in force at approval decides whether the re-check's finding blocks.
-            Some(_) => evaluate_approval(mandate, &request, &state.history, self.mode, self.now),
+            Some(_) => evaluate_approval(mandate, &request, &state.history, mode, self.now),
         };
         let (jti, supersedes) = match &approval {
             None => (DecisionId::from_random(ordered16(self.now)), None),
@@ -166,7 +230,7 @@ impl<'a> Decider<'a> {
         let decision = Decision {
             claims,
             reason: evaluation.reason.as_ref().map(ToString::to_string),
-            mode: self.mode,
+            mode,
             supersedes,
             review: review.as_ref().map(|r| r.id.clone()),
             created_ms: ms(self.now),
@@ -197,7 +261,7 @@ impl<'a> Decider<'a> {
             evaluation,
             decision,
             opened,
-            approved: approval.map(|(approved, _)| approved),
+            approved: approval,
             body,
         })
     }
@@ -242,10 +306,22 @@ impl Decided<'_> {
     /// Stores the decision, and what it implies, in one transaction (with `idempotency`,
     /// the answer kept under the request's Idempotency-Key); then counts it in the agent's
     /// history and lets go of the agent's lock. Returns the answer.
+    /// `StorageError::Conflict` when the agent changed meanwhile (another process decided
+    /// first): nothing was stored; [`Decider::run`] decides again instead.
     pub async fn commit(
         self,
         idempotency: Option<IdempotencyRecord>,
     ) -> Result<Vec<u8>, DecisionError> {
+        match self.store(idempotency).await? {
+            Stored::Answer(body) => Ok(body),
+            Stored::Changed(_) => Err(StorageError::Conflict.into()),
+        }
+    }
+
+    /// [`Decided::commit`], with the input given back when the store refused the decision
+    /// because the agent changed: the agent's state is then dropped from its slot (the
+    /// next decision reloads it) and nothing was stored.
+    async fn store(self, idempotency: Option<IdempotencyRecord>) -> Result<Stored, DecisionError> {
         let Self {
             store,
             org,
@@ -265,9 +341,11 @@ impl Decided<'_> {
             evaluation.verdict.as_str(),
             evaluation.policy_verdict.as_str(),
         );
+        // What to decide again with, if the agent changed meanwhile.
+        let slot = || Some(Arc::clone(OwnedMutexGuard::mutex(&guard)));
         match approved {
             None => {
-                state.stored = store
+                let recorded = store
                     .record_decision(NewDecision {
                         org,
                         env,
@@ -277,21 +355,49 @@ impl Decided<'_> {
                         hint: state.stored,
                     })
                     .await?;
+                match recorded {
+                    Recorded::Stored(hint) => state.stored = hint,
+                    Recorded::Changed(new) => {
+                        // The slot stays empty: the next decision reloads the agent.
+                        let asked = new.decision.claims.request;
+                        return Ok(Stored::Changed(Input::Request {
+                            request: AuthorizationRequest {
+                                agent: asked.agent,
+                                amount: asked.amount,
+                                currency: asked.currency,
+                                recipient: asked.recipient,
+                                category: asked.category,
+                            },
+                            slot: slot(),
+                        }));
+                    }
+                }
                 state.history.record(&evaluation, amount, now);
             }
-            Some(review) => {
+            Some((review, original)) => {
                 let id = review.id.clone();
                 let at_ms = decision.created_ms;
                 let resolution = Resolution {
                     org,
                     env,
-                    review,
+                    review: review.clone(),
                     decision: Some(decision),
                     at_ms,
+                    hint: state.stored,
                 };
-                if !store.resolve_review(resolution).await? {
-                    *guard = Some(state);
-                    return Err(DecisionError::AlreadyResolved(id));
+                match store.resolve_review(resolution).await {
+                    Ok(Some(hint)) => state.stored = hint,
+                    Ok(None) => {
+                        *guard = Some(state);
+                        return Err(DecisionError::AlreadyResolved(id));
+                    }
+                    Err(StorageError::Conflict) => {
+                        return Ok(Stored::Changed(Input::Approval {
+                            approved: review,
+                            original,
+                        }));
+                    }
+                    Err(e) => return Err(e.into()),
                 }
                 // An approval is no request (velocity): only its allow counts, as spend.
                 if evaluation.verdict == mandate_core::policy::Verdict::Allow {
@@ -301,6 +407,21 @@ impl Decided<'_> {
         }
         *guard = Some(state);
         crate::telemetry::record_decision(labels.0, labels.1, labels.2);
-        Ok(body)
+        Ok(Stored::Answer(body))
     }
+}
+
+/// Waits a little before deciding again after the store refused a decision: not at all
+/// the first time (the usual cause is a state cached before another process decided),
+/// then up to 1, 2, 4, ... 32 ms at random, so that processes deciding for one agent at
+/// once stop colliding.
+async fn backoff(attempt: u32) {
+    if attempt < 2 {
+        return;
+    }
+    let ceiling_us = 1000u64 << (attempt - 2).min(5);
+    let mut byte = [0u8; 2];
+    fill_random(&mut byte);
+    let wait = ceiling_us * u64::from(u16::from_le_bytes(byte)) / u64::from(u16::MAX);
+    tokio::time::sleep(std::time::Duration::from_micros(wait)).await;
 }

@@ -1,23 +1,20 @@
-//! In-memory caches on the hot path: callers by key hash (with each key's request-rate
-//! window), and enforcement modes.
+//! The in-memory cache on the hot path: callers by key hash, with each key's request-rate
+//! window. (Enforcement modes are cached beside the decisions: `decision::modes`.)
 //!
 //! An authorization should read nothing from the database. The caller behind a key is
 //! cached until an operator command changes keys (it bumps `keys_generation` in the
 //! settings table; the server polls it every 250 ms and empties the cache). Each cached
 //! caller carries its key's rate window ([`Window`]), so that a request finds both in one
 //! lookup; emptying the cache keeps the windows aside and gives each back when its key is
-//! cached again, so that a key change does not reset anybody's rate. Modes change
-//! only through this server's `POST /v1/enforcement`, which updates the cache after its
-//! commit, so the next decision sees the new mode.
+//! cached again, so that a key change does not reset anybody's rate.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-
-use mandate_core::policy::Mode;
 
 use crate::decision::agents::AgentSlot;
 use crate::http::rate_limit::Window;
-use crate::model::{Caller, Env};
+use crate::model::Caller;
 
 /// The most callers kept; past it the cache starts over.
 const MAX_CALLERS: usize = 1_000_000;
@@ -60,9 +57,28 @@ impl Callers {
 #[derive(Default, Clone)]
 pub struct KeyCache {
     inner: Arc<RwLock<Callers>>,
+    /// How many server processes share the database (0 or 1: this one alone). Each admits
+    /// its share of a key's rate, so that the key's rate holds across all of them.
+    peers: Arc<AtomicU32>,
+}
+
+/// This process's share of a key's rate of `per_sec` when `peers` processes serve: the
+/// rate divided among them, rounded up (so never 0).
+pub fn share(per_sec: u32, peers: u32) -> u32 {
+    per_sec.div_ceil(peers.max(1))
 }
 
 impl KeyCache {
+    /// Records how many server processes share the database (from their heartbeats).
+    pub fn set_peers(&self, peers: u32) {
+        self.peers.store(peers, Ordering::Relaxed);
+    }
+
+    /// The rate this process admits for a key of `per_sec`.
+    fn per_process(&self, per_sec: u32) -> u32 {
+        share(per_sec, self.peers.load(Ordering::Relaxed))
+    }
+
     /// The cached caller of `hash`, with this request counted against its key's rate at
     /// `now_ms` (`Err(retry_after_secs)` if over: see [`Window::admit`]); on a miss, the
     /// cache's epoch, to pass to [`KeyCache::insert`] with the caller once loaded.
@@ -75,7 +91,7 @@ impl KeyCache {
             .window
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .admit(cached.caller.rate_per_sec, now_ms);
+            .admit(self.per_process(cached.caller.rate_per_sec), now_ms);
         Ok(Admitted {
             caller: cached.caller.clone(),
             agent_slot: cached.agent_slot.clone(),
@@ -97,8 +113,9 @@ impl KeyCache {
         let mut inner = self.inner.write().unwrap_or_else(|p| p.into_inner());
         let hash = caller.key_hash;
         if inner.epoch != epoch {
+            let per_sec = self.per_process(caller.rate_per_sec);
             let window = inner.set_aside.entry(hash).or_default();
-            let rate = window.admit(caller.rate_per_sec, now_ms);
+            let rate = window.admit(per_sec, now_ms);
             return Admitted {
                 caller,
                 agent_slot,
@@ -122,7 +139,7 @@ impl KeyCache {
                 .unwrap_or_else(|p| p.into_inner()),
             None => inner.set_aside.remove(&hash).unwrap_or_default(),
         };
-        let rate = window.admit(caller.rate_per_sec, now_ms);
+        let rate = window.admit(self.per_process(caller.rate_per_sec), now_ms);
         inner.map.insert(
             hash,
             Cached {
@@ -172,58 +189,11 @@ pub struct Admitted {
     pub rate: Result<(), u64>,
 }
 
-/// Enforcement modes by organization, then environment (looked up by `&str`, so that a
-/// request's lookup allocates nothing).
-#[derive(Default, Clone)]
-pub struct ModeCache {
-    inner: Arc<RwLock<HashMap<String, EnvModes>>>,
-}
-
-/// One organization's cached modes, by environment.
-#[derive(Default, Clone, Copy)]
-struct EnvModes {
-    sandbox: Option<Mode>,
-    live: Option<Mode>,
-}
-
-impl EnvModes {
-    fn slot(&mut self, env: Env) -> &mut Option<Mode> {
-        match env {
-            Env::Sandbox => &mut self.sandbox,
-            Env::Live => &mut self.live,
-        }
-    }
-}
-
-impl ModeCache {
-    /// The cached mode.
-    pub fn get(&self, org_id: &str, env: Env) -> Option<Mode> {
-        let inner = self.inner.read().unwrap_or_else(|p| p.into_inner());
-        let mut modes = *inner.get(org_id)?;
-        *modes.slot(env)
-    }
-
-    /// Fills a miss with a mode read from the database; a mode set meanwhile wins.
-    pub fn fill(&self, org_id: &str, env: Env, mode: Mode) -> Mode {
-        let mut inner = self.inner.write().unwrap_or_else(|p| p.into_inner());
-        *inner
-            .entry(org_id.to_owned())
-            .or_default()
-            .slot(env)
-            .get_or_insert(mode)
-    }
-
-    /// Records a committed switch.
-    pub fn set(&self, org_id: &str, env: Env, mode: Mode) {
-        let mut inner = self.inner.write().unwrap_or_else(|p| p.into_inner());
-        *inner.entry(org_id.to_owned()).or_default().slot(env) = Some(mode);
-    }
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::model::Env;
 
     fn caller(byte: u8) -> Caller {
         Caller {
@@ -274,6 +244,32 @@ mod tests {
             assert!(rate(&cache, 2, 10_300).is_ok());
         }
         assert!(rate(&cache, 1, 12_000).is_ok());
+    }
+
+    /// With N processes on one database, each admits its share of a key's rate (rounded
+    /// up): a key of 10 a second gets 5 on each of two processes, 4 on each of three; alone
+    /// (or before any heartbeat) it gets all 10.
+    #[test]
+    fn each_process_admits_its_share_of_a_keys_rate() {
+        let admitted = |peers: u32| {
+            let cache = KeyCache::default();
+            if peers > 0 {
+                cache.set_peers(peers);
+            }
+            let mut key = caller(1);
+            key.rate_per_sec = 10;
+            let mut n = u32::from(load(&cache, key, 50_000).rate.is_ok());
+            while rate(&cache, 1, 50_000).is_ok() {
+                n += 1;
+            }
+            n
+        };
+        assert_eq!(admitted(0), 10);
+        assert_eq!(admitted(1), 10);
+        assert_eq!(admitted(2), 5);
+        assert_eq!(admitted(3), 4);
+        assert_eq!(share(1, 4), 1);
+        assert_eq!(share(100, 3), 34);
     }
 
     /// An operator's key change empties the cache; a key at its rate stays at it.
@@ -357,32 +353,5 @@ mod tests {
         for hidden in ["agent_slot", "AgentState", "history", "key_hash"] {
             assert!(!text.contains(hidden), "{hidden} in {text}");
         }
-    }
-
-    #[test]
-    fn a_switch_beats_a_stale_fill() {
-        let modes = ModeCache::default();
-        modes.set("org_a", Env::Live, Mode::Enforce);
-        assert_eq!(modes.fill("org_a", Env::Live, Mode::Observe), Mode::Enforce);
-        assert_eq!(modes.fill("org_b", Env::Live, Mode::Observe), Mode::Observe);
-    }
-
-    #[test]
-    fn an_organizations_environments_are_cached_apart() {
-        let modes = ModeCache::default();
-        assert_eq!(modes.get("org_a", Env::Live), None);
-        modes.set("org_a", Env::Live, Mode::Observe);
-        assert_eq!(modes.get("org_a", Env::Sandbox), None);
-        assert_eq!(
-            modes.fill("org_a", Env::Sandbox, Mode::Enforce),
-            Mode::Enforce
-        );
-        modes.set("org_a", Env::Live, Mode::Enforce);
-        assert_eq!(modes.get("org_a", Env::Live), Some(Mode::Enforce));
-        assert_eq!(modes.get("org_a", Env::Sandbox), Some(Mode::Enforce));
-        modes.set("org_a", Env::Sandbox, Mode::Observe);
-        assert_eq!(modes.get("org_a", Env::Sandbox), Some(Mode::Observe));
-        assert_eq!(modes.get("org_a", Env::Live), Some(Mode::Enforce));
-        assert_eq!(modes.get("org_b", Env::Sandbox), None);
     }
 }

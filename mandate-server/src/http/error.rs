@@ -59,6 +59,10 @@ pub enum ApiError {
     /// 5xx: our fault. The detail is logged, never sent.
     #[error("internal: {0}")]
     Server(String),
+    /// 503: the database cannot be used right now, or other server processes kept changing
+    /// the agent; the message says to retry after a second (with `Retry-After: 1`).
+    #[error("{0}")]
+    Unavailable(String),
     /// 503: more requests in flight than the server takes; retry after a second.
     #[error("the server is overloaded; retry after 1 s (a POST with the same Idempotency-Key)")]
     Overloaded,
@@ -88,7 +92,9 @@ impl ApiError {
             Self::IdempotencyConflict(_) => (StatusCode::CONFLICT, "idempotency_conflict"),
             Self::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
             Self::Server(_) => (StatusCode::INTERNAL_SERVER_ERROR, "server_error"),
-            Self::Overloaded => (StatusCode::SERVICE_UNAVAILABLE, "server_error"),
+            Self::Overloaded | Self::Unavailable(_) => {
+                (StatusCode::SERVICE_UNAVAILABLE, "server_error")
+            }
         }
     }
 }
@@ -103,6 +109,7 @@ impl From<DecisionError> for ApiError {
     fn from(e: DecisionError) -> Self {
         match e {
             DecisionError::Storage(e) => e.into(),
+            DecisionError::Contended(_) => Self::Unavailable(e.to_string()),
             DecisionError::AlreadyResolved(_) => Self::InvalidRequest(e.to_string()),
             DecisionError::Encoding(_) | DecisionError::Signing(_) => Self::Server(e.to_string()),
         }
@@ -111,7 +118,17 @@ impl From<DecisionError> for ApiError {
 
 impl From<StorageError> for ApiError {
     fn from(e: StorageError) -> Self {
-        Self::Server(e.to_string())
+        match e {
+            // The detail is logged, never sent (it may name the database).
+            StorageError::Unavailable(_) | StorageError::Conflict => {
+                tracing::error!(request_id = %request_id::current(), "storage unavailable: {e}");
+                Self::Unavailable(
+                    "the database is unavailable right now; retry after 1 s (a POST with the same Idempotency-Key)"
+                        .into(),
+                )
+            }
+            other => Self::Server(other.to_string()),
+        }
     }
 }
 
@@ -282,7 +299,7 @@ impl IntoResponse for ApiError {
         {
             response.headers_mut().insert(header::RETRY_AFTER, value);
         }
-        if let Self::Overloaded = self {
+        if let Self::Overloaded | Self::Unavailable(_) = self {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));

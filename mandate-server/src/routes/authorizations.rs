@@ -8,7 +8,7 @@ use axum::response::Response;
 use axum::routing::post;
 use mandate_core::policy::AuthorizationRequest;
 
-use crate::decision::service::Input;
+use crate::decision::service::{DecisionError, Input};
 use crate::http::auth::AgentSlotHandle;
 use crate::http::body::JsonBytes;
 use crate::http::error::ApiError;
@@ -34,15 +34,20 @@ async fn authorize(
     let request = AuthorizationRequest::from_json_bytes(agent, &body)?;
     let (now, mode) = (state.now(), state.mode(&caller.org_id, caller.env).await?);
     let slot = slot.map(|Extension(AgentSlotHandle(slot))| slot);
-    let decided = state
-        .decider(&caller, mode, now)?
-        .decide(Input::Request { request, slot })
-        .await?;
-    let record = match &idempotency {
-        Some(Extension(slot)) => Some(slot.record(201, slot.seal(201, decided.body())?)),
-        None => None,
+    // The answer is sealed for its idempotency record before it is stored (again if the
+    // decision is made again on fresh state).
+    let seal = |body: &[u8]| match &idempotency {
+        Some(Extension(slot)) => slot
+            .seal(201, body)
+            .map(|sealed| Some(slot.record(201, sealed)))
+            .map_err(|e| DecisionError::Encoding(e.to_string())),
+        None => Ok(None),
     };
-    let mut response = crate::routes::created_encoded(decided.commit(record).await?);
+    let answer = state
+        .decider(&caller, mode, now)?
+        .run(Input::Request { request, slot }, seal)
+        .await?;
+    let mut response = crate::routes::created_encoded(answer);
     if idempotency.is_some() {
         response.extensions_mut().insert(AlreadyStored);
     }

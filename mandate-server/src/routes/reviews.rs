@@ -54,8 +54,9 @@ async fn resolve(state: &AppState, caller: &Caller, review: Review) -> Result<()
         review,
         decision: None,
         at_ms: ms(state.now()),
+        hint: Default::default(),
     };
-    if state.store.resolve_review(resolution).await? {
+    if state.store.resolve_review(resolution).await?.is_some() {
         Ok(())
     } else {
         Err(DecisionError::AlreadyResolved(id).into())
@@ -101,14 +102,17 @@ async fn approve(
             ))
         })?;
     let mode = state.mode(&caller.org_id, caller.env).await?;
-    let decided = state
+    let answer = state
         .decider(&caller, mode, now)?
-        .decide(Input::Approval {
-            approved,
-            original: Box::new(original),
-        })
+        .run(
+            Input::Approval {
+                approved,
+                original: Box::new(original),
+            },
+            |_| Ok(None),
+        )
         .await?;
-    Ok(created_encoded(decided.commit(None).await?))
+    Ok(created_encoded(answer))
 }
 
 async fn deny(

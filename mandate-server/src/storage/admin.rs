@@ -76,8 +76,9 @@ pub trait AdminStore {
     /// The keys of an organization, oldest first.
     fn list_keys(&self, org_id: &str) -> Result<Vec<KeyInfo>, StorageError>;
 
-    /// Adds a new current signing key to `env`, retiring the previous one at `now_ms`;
-    /// returns its kid. The key's stored secret is what `seal` makes for the kid the store
+    /// Adds a new current signing key to `env`, retiring the previous one at `now_ms`, and
+    /// moves the keys generation (running servers reload their signing keys); returns its
+    /// kid. The key's stored secret is what `seal` makes for the kid the store
     /// gives it (called in the transaction; its error aborts it).
     fn rotate_signing_key(
         &self,

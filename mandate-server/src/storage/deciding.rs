@@ -8,6 +8,7 @@ use std::sync::Arc;
 use mandate_core::amount::Amount;
 use mandate_core::id::{AgentId, ReviewId};
 use mandate_core::mandate::Mandate;
+use mandate_core::policy::Mode;
 use mandate_core::review::Review;
 
 use super::StoreFuture;
@@ -18,13 +19,18 @@ use crate::model::decision::Decision;
 /// What an engine told the decision service about an agent, kept in the agent's state so
 /// that storing its next decision skips two lookups (random pages of large indexes with many agents): the agent's
 /// integer key, and that its row of the months it decided in for a month is already stored.
+/// An engine shared by several processes also puts the agent's version here: the decision
+/// is stored only if it is still the agent's (see [`crate::storage::StorageError::Conflict`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct AgentHint {
-    /// The engine's key of the agent (SQLite: `agents.seq`).
+    /// The engine's key of the agent (SQLite and PostgreSQL: `agents.seq`).
     pub seq: Option<i64>,
     /// A month (a UTC month counted from year 0) for which the agent's `decision_months` row is known
     /// to be committed.
     pub month_marked: Option<i64>,
+    /// The version of the agent the state was read at (PostgreSQL; always 0 on SQLite,
+    /// whose one process serializes an agent's changes itself).
+    pub version: i64,
 }
 
 /// What is stored about one agent that its next decision depends on.
@@ -38,6 +44,10 @@ pub struct AgentRecord {
     pub allowed_since: Vec<(Amount, i64)>,
     /// What storing the agent's next decision need not look up again.
     pub hint: AgentHint,
+    /// The enforcement mode of the agent's environment, read with the rest by an engine
+    /// that checks it when storing (PostgreSQL); `None` from an engine that does not read
+    /// it (SQLite: the mode cached in memory is the one in force).
+    pub mode: Option<Mode>,
 }
 
 /// A decision made in answer to an agent's request, with what it implies.
@@ -58,6 +68,17 @@ pub struct NewDecision {
     pub hint: AgentHint,
 }
 
+/// What storing a decision came to.
+#[derive(Debug)]
+pub enum Recorded {
+    /// Stored: the agent's hint for its next decision.
+    Stored(AgentHint),
+    /// Not stored: the agent (or its environment's mode) changed since its hint was read,
+    /// because another server process decided first. The decision is given back, to be
+    /// made again on fresh state. Never from an engine only one process uses.
+    Changed(Box<NewDecision>),
+}
+
 /// A review resolved (approved with its fresh decision, denied, or expired).
 #[derive(Debug, Clone)]
 pub struct Resolution {
@@ -71,6 +92,8 @@ pub struct Resolution {
     pub decision: Option<Decision>,
     /// When, unix ms (the event's time).
     pub at_ms: i64,
+    /// On an approval, the hint of the agent's state the fresh decision was made on.
+    pub hint: AgentHint,
 }
 
 /// What the decision service needs from storage.
@@ -88,13 +111,17 @@ pub trait DecidingStore: Send + Sync {
     ) -> StoreFuture<'_, AgentRecord>;
 
     /// Stores a decision, the review it opens with its event, and its idempotency record,
-    /// in one transaction; returns the agent's hint for its next decision.
-    fn record_decision(&self, new: NewDecision) -> StoreFuture<'_, AgentHint>;
+    /// in one transaction; returns the agent's hint for its next decision, or the decision
+    /// back ([`Recorded::Changed`], nothing stored) when the agent or its environment's
+    /// mode changed since the hint was read.
+    fn record_decision(&self, new: NewDecision) -> StoreFuture<'_, Recorded>;
 
     /// Marks a pending review resolved, with its `decision.resolved` event and, on an
-    /// approval, its fresh decision, in one transaction. `false` (nothing stored) if the
-    /// review was no longer pending.
-    fn resolve_review(&self, resolution: Resolution) -> StoreFuture<'_, bool>;
+    /// approval, its fresh decision, in one transaction. `None` (nothing stored) if the
+    /// review was no longer pending; otherwise the agent's hint for its next decision. An
+    /// approval is refused like a decision ([`crate::storage::StorageError::Conflict`])
+    /// when the agent changed since `resolution.hint` was read.
+    fn resolve_review(&self, resolution: Resolution) -> StoreFuture<'_, Option<AgentHint>>;
 
     /// A review of this organization and environment, with its agent.
     fn review(

@@ -75,13 +75,23 @@ pub struct Backlog {
 /// Webhook deliveries.
 pub trait DeliveryStore {
     /// Up to `limit` deliveries due at `now_ms`, oldest first, at most `per_webhook` of
-    /// each endpoint.
+    /// each endpoint. An engine shared by several processes claims them for this process
+    /// until the attempt is recorded (or released), so that no other attempts them
+    /// meanwhile.
     fn due_deliveries(
         &self,
         now_ms: i64,
         per_webhook: i64,
         limit: i64,
     ) -> StoreFuture<'_, Vec<Due>>;
+
+    /// Lets go of deliveries that [`DeliveryStore::due_deliveries`] returned but that will
+    /// not be attempted now (the worker had no room for them), so that any process may pick
+    /// them up at once. Engines that do not claim deliveries have nothing to do.
+    fn release_deliveries(&self, ids: Vec<i64>) -> StoreFuture<'_, ()> {
+        let _ = ids;
+        Box::pin(async { Ok(()) })
+    }
 
     /// Records an attempt of delivery `id` and what follows it.
     fn record_attempt(

@@ -1,6 +1,7 @@
 //! Persistence behind one boundary. The rest of the server reaches stored data through
 //! this module; each engine is a module of its own under it: [`sqlite`], the embedded
-//! default (one file, group commit).
+//! default (one file, group commit), and [`postgres`], for many server processes on one
+//! database. [`DbLocation`] (`--db`) says which.
 //!
 //! Storage imports nothing above it: not the routes, not the decision service, not the
 //! HTTP layers.
@@ -15,8 +16,11 @@ pub mod events;
 pub mod health;
 pub mod idempotency;
 pub mod keys;
+pub mod location;
 pub mod mandates;
 pub mod orgs;
+pub mod peers;
+pub mod postgres;
 pub mod sqlite;
 pub mod timers;
 pub mod webhooks;
@@ -35,8 +39,10 @@ pub use events::EventStore;
 pub use health::HealthStore;
 pub use idempotency::IdempotencyStore;
 pub use keys::KeyStore;
+pub use location::DbLocation;
 pub use mandates::MandateStore;
 pub use orgs::OrgStore;
+pub use peers::PeerStore;
 pub use timers::TimerStore;
 pub use webhooks::WebhookStore;
 
@@ -60,6 +66,7 @@ pub trait Store:
     + KeyStore
     + MandateStore
     + OrgStore
+    + PeerStore
     + TimerStore
     + WebhookStore
     + Send
@@ -80,6 +87,7 @@ impl<T> Store for T where
         + KeyStore
         + MandateStore
         + OrgStore
+        + PeerStore
         + TimerStore
         + WebhookStore
         + Send
@@ -87,12 +95,33 @@ impl<T> Store for T where
 {
 }
 
-/// A storage failure: the database could not be opened, read or written.
+/// Log directives that hold whatever the operator's filter says: at debug, tokio-postgres
+/// logs every statement with its parameters (request fields, sealed answers, key hashes),
+/// which never go to the log. Named here so that the logging setup names no engine.
+pub const DRIVER_LOG_CAPS: [&str; 2] = ["tokio_postgres=info", "deadpool_postgres=info"];
+
+/// A storage failure: the database could not be opened, read or written, or a change was
+/// refused because what it was decided on changed meanwhile. Messages never hold a
+/// database password.
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
     /// An error from SQLite.
     #[error("sqlite: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    /// An error the database engine reported (PostgreSQL: with its SQLSTATE).
+    #[error("database: {0}")]
+    Backend(String),
+    /// The database cannot be reached (refused, closed, timed out, no connection free).
+    #[error("database unavailable: {0}")]
+    Unavailable(String),
+    /// The agent (or its environment's enforcement mode) changed after its state was read:
+    /// another server process stored a decision or a mandate change first. Nothing was
+    /// written; the decision is to be made again on fresh state.
+    #[error("the agent changed meanwhile (another server process decided first)")]
+    Conflict,
+    /// The database's schema is not the one this server runs on.
+    #[error("{0}")]
+    Schema(String),
     /// The blocking task running the query was lost (panic or shutdown).
     #[error("database task failed: {0}")]
     Task(String),

@@ -8,7 +8,10 @@
 //! an attempt is decided by `mandate_core::delivery::after_attempt` and written with the
 //! attempt in one transaction. All state is in SQLite: a restarted server picks up where
 //! the last one stopped, and an attempt cut short by a crash is simply made again (events
-//! are at-least-once; receivers de-duplicate on `jti`).
+//! are at-least-once; receivers de-duplicate on `jti`). On a database shared by several
+//! processes each runs this worker: the store claims the deliveries it hands out for this
+//! process until the attempt is recorded (or they are given back), so that no two
+//! processes attempt one at once.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -107,26 +110,36 @@ struct Claim {
     webhook: String,
 }
 
+/// Why a picked delivery is not attempted now.
+enum Refused {
+    /// It is being attempted here, or its attempt ended after the pick read it.
+    Attempted,
+    /// Its endpoint has as many attempts in flight as it may.
+    Busy,
+}
+
 impl Claim {
     fn take(
         in_flight: &Arc<Mutex<InFlight>>,
         due: &Due,
         picked_at: std::time::Instant,
-    ) -> Option<Claim> {
+    ) -> Result<Claim, Refused> {
         let mut set = in_flight.lock().unwrap_or_else(|p| p.into_inner());
         if set
             .finished
             .get(&due.id)
             .is_some_and(|ended| *ended >= picked_at)
+            || set.deliveries.contains(&due.id)
         {
-            return None;
+            return Err(Refused::Attempted);
         }
         let busy = set.per_webhook.get(&due.webhook_id).copied().unwrap_or(0);
-        if busy >= PER_WEBHOOK || !set.deliveries.insert(due.id) {
-            return None;
+        if busy >= PER_WEBHOOK {
+            return Err(Refused::Busy);
         }
+        set.deliveries.insert(due.id);
         *set.per_webhook.entry(due.webhook_id.clone()).or_default() += 1;
-        Some(Claim {
+        Ok(Claim {
             in_flight: in_flight.clone(),
             delivery: due.id,
             webhook: due.webhook_id.clone(),
@@ -193,15 +206,31 @@ async fn run(state: AppState, clients: Arc<Clients>, mut stopped: watch::Receive
                 continue;
             }
         };
-        for due in due {
+        // Picked but left for later (no room): given back, so that any process may take
+        // them at once (an engine shared by processes claimed them for this one).
+        let mut left = Vec::new();
+        let mut due = due.into_iter();
+        for due in due.by_ref() {
             let Ok(permit) = permits.clone().try_acquire_owned() else {
+                left.push(due.id);
                 break;
             };
-            let Some(claim) = Claim::take(&in_flight, &due, picked_at) else {
-                continue;
+            let claim = match Claim::take(&in_flight, &due, picked_at) {
+                Ok(claim) => claim,
+                Err(Refused::Busy) => {
+                    left.push(due.id);
+                    continue;
+                }
+                Err(Refused::Attempted) => continue,
             };
             let (state, clients) = (state.clone(), clients.clone());
             attempts.spawn(attempt(state, clients, due, claim, permit));
+        }
+        left.extend(due.map(|d| d.id));
+        if !left.is_empty()
+            && let Err(e) = state.store.release_deliveries(left).await
+        {
+            tracing::error!("giving back deliveries left for later: {e}");
         }
     }
     let drain = async { while attempts.join_next().await.is_some() {} };

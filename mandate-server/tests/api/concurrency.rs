@@ -143,17 +143,13 @@ async fn no_allow_after_a_revoke_returns() {
         ids.push(id);
     }
     // The stored order agrees: every allow precedes its mandate's revocation in the log.
-    let conn = rusqlite::Connection::open(&app.db_path).unwrap();
     for id in ids {
-        let late_allows: i64 = conn
-            .query_row(
-                "SELECT COUNT(*) FROM decisions d JOIN mandates m ON m.id = d.mandate_id
-                 WHERE m.id = ?1 AND d.verdict = 'allow'
-                   AND d.seq > (SELECT MAX(seq) FROM decisions WHERE mandate_id = ?1 AND verdict = 'deny_revoked')",
-                [&id],
-                |r| r.get(0),
-            )
-            .unwrap();
+        let late_allows: i64 = app.db.query_i64(
+            "SELECT COUNT(*) FROM decisions d JOIN mandates m ON m.id = d.mandate_id
+             WHERE m.id = $1 AND d.verdict = 'allow'
+               AND d.seq > (SELECT MAX(seq) FROM decisions WHERE mandate_id = $1 AND verdict = 'deny_revoked')",
+            &[&id],
+        );
         assert_eq!(late_allows, 0);
     }
 }

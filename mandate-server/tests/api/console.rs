@@ -281,17 +281,10 @@ async fn an_origin_that_is_not_one_stops_the_start() {
         "console.example.com",
     ] {
         let dir = tempfile::tempdir().unwrap();
+        let db = crate::helpers::TestDatabase::new(dir.path(), "m.db").await;
         let config = mandate_server::serve::Config {
-            db: dir.path().join("m.db"),
-            api_addr: "127.0.0.1:0".into(),
-            public_addr: "127.0.0.1:0".into(),
-            verdicts_url: None,
-            docs_url: None,
-            tls: None,
-            limits: Default::default(),
-            api_url: None,
             console_origins: Some(vec![bad.into()]),
-            key_encryption: Default::default(),
+            ..crate::helpers::config(&db)
         };
         let clock = std::sync::Arc::new(mandate_server::clock::ManualClock::new(
             crate::helpers::START,

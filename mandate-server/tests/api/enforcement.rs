@@ -1,18 +1,13 @@
 //! GET/POST /v1/enforcement: the kill switch, per environment, and what each mode does to
 //! a decision.
 
-use mandate_server::model::Env;
-use mandate_server::storage::sqlite::{events, orgs};
 use serde_json::json;
 
 use crate::helpers::{TestApp, spawn_app};
 
 /// The types of the `acme` organization's events in `env`, oldest first.
 fn event_types(app: &TestApp, env: &str) -> Vec<String> {
-    let conn = rusqlite::Connection::open(&app.db_path).unwrap();
-    let org_id = orgs::id_by_name(&conn, "acme").unwrap().unwrap();
-    events::types(&conn, &org_id, Env::parse(env).unwrap())
-        .unwrap()
+    app.stored_events("acme", env)
         .into_iter()
         .map(|(t, _)| t)
         .collect()

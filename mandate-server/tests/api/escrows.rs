@@ -3,15 +3,13 @@
 //! organizations, events in the transaction of the change, and idempotent settlement.
 
 use futures_util::future::join_all;
-use mandate_server::settlement::{Movement, MovementKind};
 use mandate_server::storage::escrows::MovementRow;
-use mandate_server::storage::sqlite::settlement;
 use serde_json::Value;
 
 use crate::helpers::{Resp, TestApp, spawn_app};
 
 /// An allow decision of `agent_key` for `amount` USD to vendor:acme; returns its id.
-async fn allow(app: &TestApp, agent_key: &str, amount: &str) -> String {
+pub(crate) async fn allow(app: &TestApp, agent_key: &str, amount: &str) -> String {
     let r = app.authorize(agent_key, amount, "software").await;
     assert_eq!(r.body["verdict"], "allow", "{}", r.text);
     r.body["id"].as_str().unwrap().to_owned()
@@ -24,7 +22,7 @@ fn body(amount: &str, currency: &str, buyer: &str, seller: &str, decision: &str)
 }
 
 /// Funds an escrow from `decision` (42.50 USD from agt_buyer to vendor:acme).
-async fn fund(app: &TestApp, key: &str, decision: &str) -> Resp {
+pub(crate) async fn fund(app: &TestApp, key: &str, decision: &str) -> Resp {
     app.post_text(
         key,
         "/v1/escrows",
@@ -34,14 +32,14 @@ async fn fund(app: &TestApp, key: &str, decision: &str) -> Resp {
 }
 
 /// A funded escrow of the standard buyer; returns its id.
-async fn funded(app: &TestApp, agent_key: &str) -> String {
+pub(crate) async fn funded(app: &TestApp, agent_key: &str) -> String {
     let decision = allow(app, agent_key, "42.50").await;
     let r = fund(app, &app.org.sandbox, &decision).await;
     assert_eq!(r.status, 201, "{}", r.text);
     r.body["id"].as_str().unwrap().to_owned()
 }
 
-async fn movements(app: &TestApp, escrow: &str) -> Vec<MovementRow> {
+pub(crate) async fn movements(app: &TestApp, escrow: &str) -> Vec<MovementRow> {
     let escrow = mandate_core::id::EscrowId::parse(escrow).unwrap();
     app.running
         .as_ref()
@@ -54,7 +52,7 @@ async fn movements(app: &TestApp, escrow: &str) -> Vec<MovementRow> {
 }
 
 /// The escrow events of the sandbox, oldest first, as (type, data).
-async fn escrow_events(app: &TestApp) -> Vec<(String, Value)> {
+pub(crate) async fn escrow_events(app: &TestApp) -> Vec<(String, Value)> {
     let r = app.get(&app.org.sandbox, "/v1/events?limit=100").await;
     let mut events: Vec<(String, Value)> = r.body["data"]
         .as_array()
@@ -303,7 +301,7 @@ async fn actions_racing_on_one_escrow_apply_one_after_the_other() {
 }
 
 /// Applies `action` to `id` and returns the response.
-async fn act(app: &TestApp, key: &str, id: &str, action: &str) -> Resp {
+pub(crate) async fn act(app: &TestApp, key: &str, id: &str, action: &str) -> Resp {
     app.post_empty(key, &format!("/v1/escrows/{id}/{action}"))
         .await
 }
@@ -502,10 +500,7 @@ async fn an_escrow_says_its_environment_to_every_reader_and_never_the_funders_or
             .status,
         200
     );
-    let org_id: String = rusqlite::Connection::open(&app.db_path)
-        .unwrap()
-        .query_row("SELECT id FROM orgs WHERE name = 'acme'", [], |r| r.get(0))
-        .unwrap();
+    let org_id = app.org_id("acme");
     let stranger = app.onboard("globex").await;
     for (id, environment) in [(&sandbox_escrow, "sandbox"), (&live_escrow, "live")] {
         for key in [&stranger.sandbox, &stranger.live, &app.org.sandbox] {
@@ -531,104 +526,6 @@ async fn an_escrow_says_its_environment_to_every_reader_and_never_the_funders_or
         assert_eq!(d["environment"], "live");
         assert!(!d.to_string().contains(&org_id), "{d}");
     }
-}
-
-#[tokio::test]
-async fn history_steps_stored_with_the_org_id_read_as_funder_after_the_upgrade() {
-    let mut app = spawn_app().await;
-    let agent = app.standard_agent(&app.org.sandbox, "buyer").await;
-    let id = funded(&app, &agent).await;
-    // As a server before migration 7 wrote it: the organization's id as the actor.
-    app.running.take().unwrap().shutdown().await.unwrap();
-    {
-        let conn = rusqlite::Connection::open(&app.db_path).unwrap();
-        conn.execute_batch(
-            "UPDATE escrow_history SET actor = (SELECT id FROM orgs WHERE name = 'acme');
-             DELETE FROM schema_migrations WHERE version = 7;",
-        )
-        .unwrap();
-    }
-    app.restart().await;
-    let r = app
-        .get(&app.org.sandbox, &format!("/v1/escrows/{id}"))
-        .await;
-    assert_eq!(r.body["history"][0]["actor"], "funder", "{}", r.text);
-    assert!(!r.text.contains("org_"), "{}", r.text);
-}
-
-#[tokio::test]
-async fn settlement_moves_money_once_per_escrow_and_kind() {
-    let app = spawn_app().await;
-    let org = app.org.sandbox.clone();
-    let agent = app.standard_agent(&org, "buyer").await;
-    let id = funded(&app, &agent).await;
-    assert_eq!(act(&app, &org, &id, "deliver").await.status, 200);
-
-    // A retried release (same Idempotency-Key) replays the answer and moves nothing.
-    let path = format!("/v1/escrows/{id}/release");
-    let headers = [("idempotency-key", "release-1")];
-    let first = app
-        .send(reqwest::Method::POST, Some(&org), &path, None, &headers)
-        .await;
-    assert_eq!(first.status, 200, "{}", first.text);
-    let retry = app
-        .send(reqwest::Method::POST, Some(&org), &path, None, &headers)
-        .await;
-    assert_eq!(retry.status, 200);
-    assert_eq!(retry.header("idempotency-replayed"), Some("true"));
-    assert_eq!(retry.body, first.body);
-    // A release without the key is refused by the state machine; a refund too.
-    act(&app, &org, &id, "release")
-        .await
-        .assert_error(400, "invalid_request");
-    act(&app, &org, &id, "refund")
-        .await
-        .assert_error(400, "invalid_request");
-    let moved = movements(&app, &id).await;
-    let kinds: Vec<_> = moved.iter().map(|m| m.kind.as_str()).collect();
-    assert_eq!(kinds, ["lock", "release"]);
-    assert_eq!(
-        (moved[1].from_party.as_str(), moved[1].to_party.as_str()),
-        (id.as_str(), "vendor:acme")
-    );
-
-    // Settlement is idempotent on (escrow, kind): the adapter's second record of a movement
-    // moves nothing.
-    let running = app.running.as_ref().unwrap();
-    let provider = running.state.settlement.clone();
-    let escrow = id.clone();
-    let results = running
-        .db
-        .write(
-            move |tx| -> Result<_, mandate_server::storage::StorageError> {
-                let currency = mandate_core::names::Currency::parse("USD").unwrap();
-                let movement = Movement {
-                    escrow: &escrow,
-                    kind: MovementKind::Refund,
-                    amount: mandate_core::amount::Amount::parse("42.50").unwrap(),
-                    currency: &currency,
-                    from: &escrow,
-                    to: "agt_buyer",
-                };
-                let first = settlement::record(tx, &provider.settle(&movement, 1).unwrap())?;
-                let second = settlement::record(tx, &provider.settle(&movement, 2).unwrap())?;
-                let release = Movement {
-                    kind: MovementKind::Release,
-                    ..movement.clone()
-                };
-                let third = settlement::record(tx, &provider.settle(&release, 3).unwrap())?;
-                Ok((first, second, third))
-            },
-        )
-        .await
-        .unwrap();
-    assert_eq!(results, (true, false, false));
-    let kinds: Vec<_> = movements(&app, &id)
-        .await
-        .iter()
-        .map(|m| m.kind.clone())
-        .collect();
-    assert_eq!(kinds, ["lock", "release", "refund"]);
 }
 
 #[tokio::test]

@@ -2,16 +2,13 @@
 //! `/readyz` only while storage takes writes and the schema is the server's own; neither
 //! needs a key, and the API host keeps answering 401 to requests without one.
 
-use std::process::Command;
-
 use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::helpers::spawn_app;
-use crate::process::{Server, free_port, onboard};
 
 /// GET `url` with no key: status and JSON body.
-async fn probe(url: &str) -> (u16, Value, String) {
+pub(crate) async fn probe(url: &str) -> (u16, Value, String) {
     let r = reqwest::get(url).await.unwrap();
     let status = r.status().as_u16();
     assert_eq!(
@@ -47,14 +44,10 @@ async fn healthz_and_readyz_answer_200_without_a_key_on_the_public_host_only() {
 #[tokio::test]
 async fn readyz_is_503_while_the_database_schema_is_newer_than_the_server() {
     let app = spawn_app().await;
-    let conn = rusqlite::Connection::open(&app.db_path).unwrap();
-    conn.busy_timeout(std::time::Duration::from_secs(5))
-        .unwrap();
-    conn.execute(
+    app.db.execute(
         "INSERT INTO schema_migrations (version, applied_ms) VALUES (9999, 0)",
-        [],
-    )
-    .unwrap();
+        &[],
+    );
     let (status, body, text) = probe(&format!("{}/readyz", app.public)).await;
     assert_eq!(status, 503, "{text}");
     assert_eq!(body["status"], "unavailable");
@@ -63,63 +56,17 @@ async fn readyz_is_503_while_the_database_schema_is_newer_than_the_server() {
     let (status, _, _) = probe(&format!("{}/healthz", app.public)).await;
     assert_eq!(status, 200);
 
-    conn.execute("DELETE FROM schema_migrations WHERE version = 9999", [])
-        .unwrap();
+    app.db
+        .execute("DELETE FROM schema_migrations WHERE version = 9999", &[]);
     let (status, body, _) = probe(&format!("{}/readyz", app.public)).await;
     assert_eq!((status, body), (200, json!({"status": "ok"})));
-}
-
-/// Sets the process's soft file-size limit (see `disk.rs`): writes past it fail as on a
-/// full disk.
-fn set_file_size_limit(pid: u32, limit: &str) {
-    let out = Command::new("prlimit")
-        .arg(format!("--pid={pid}"))
-        .arg(format!("--fsize={limit}:unlimited"))
-        .output()
-        .expect("prlimit (util-linux) is needed for the readiness test");
-    assert!(
-        out.status.success(),
-        "prlimit: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-#[tokio::test]
-async fn readyz_is_503_while_storage_refuses_writes_and_200_once_it_takes_them_again() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("ready.db");
-    onboard(&db, "ready");
-    let server = Server::start(&db, free_port(), &[]);
-    let readyz = format!("{}/readyz", server.public);
-    let (status, body, _) = probe(&readyz).await;
-    assert_eq!((status, body), (200, json!({"status": "ok"})));
-
-    set_file_size_limit(server.pid(), "4096");
-    let (status, body, text) = probe(&readyz).await;
-    assert_eq!(status, 503, "{text}");
-    assert_eq!(
-        body,
-        json!({"status": "unavailable", "reason": "storage cannot be written"})
-    );
-    // The reason names no file.
-    assert!(!text.contains(dir.path().to_str().unwrap()), "{text}");
-    // The process still serves.
-    let (status, _, _) = probe(&format!("{}/healthz", server.public)).await;
-    assert_eq!(status, 200);
-
-    set_file_size_limit(server.pid(), "unlimited");
-    let (status, body, text) = probe(&readyz).await;
-    assert_eq!((status, body), (200, json!({"status": "ok"})), "{text}");
 }
 
 #[tokio::test]
 async fn readyz_is_503_once_an_environment_has_no_signing_key_loaded() {
     let app = spawn_app().await;
-    let conn = rusqlite::Connection::open(&app.db_path).unwrap();
-    conn.busy_timeout(std::time::Duration::from_secs(5))
-        .unwrap();
-    conn.execute("DELETE FROM signing_keys WHERE env = 'live'", [])
-        .unwrap();
+    app.db
+        .execute("DELETE FROM signing_keys WHERE env = 'live'", &[]);
     // The key ring is reloaded from storage every 2 s.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     let (status, body, text) = loop {

@@ -1,13 +1,17 @@
-//! Test harness: a real server on 127.0.0.1 port 0, a fresh SQLite file, a manual clock.
+//! Test harness: a real server on 127.0.0.1 port 0, a fresh database of the engine under
+//! test (`crate::engine`: an SQLite file, or a PostgreSQL database of the test's own), a
+//! manual clock.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use mandate_core::jwk::JwkSet;
 use mandate_server::clock::ManualClock;
 use mandate_server::operator;
 use mandate_server::serve::{self, Config, Running};
+use mandate_server::storage::DbLocation;
 use reqwest::Method;
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
@@ -72,10 +76,223 @@ pub struct TestApp {
     pub public: String,
     pub client: reqwest::Client,
     pub clock: Arc<ManualClock>,
+    /// The SQLite file (in the PostgreSQL target, a path that is never created).
     pub db_path: PathBuf,
     pub running: Option<Running>,
     pub org: Org,
+    /// The database, whichever the engine (dropped after the server above).
+    pub db: TestDatabase,
     _dir: TempDir,
+}
+
+/// A fixed key-encryption key (base64 of 32 bytes) for the engines that require one.
+pub const TEST_KEK: &str = "bWFuZGF0ZS10ZXN0cy1rZXktZW5jcnlwdGlvbi1rZXk=";
+
+/// Where a test's data lives: an SQLite file in the test's directory, or (PostgreSQL target)
+/// a database of the test's own on the throwaway cluster, dropped with this.
+pub struct TestDatabase {
+    /// The SQLite file (for PostgreSQL, a path in the test's directory that is never created).
+    pub path: PathBuf,
+    /// The test's PostgreSQL database, in the PostgreSQL target.
+    pub postgres: Option<crate::postgres::TestDb>,
+}
+
+impl TestDatabase {
+    /// A fresh database for the engine under test: `dir/file` for SQLite. Without
+    /// PostgreSQL in the PostgreSQL target, the whole test process ends here, passing, after
+    /// saying the PostgreSQL tests were skipped (unless MANDATE_REQUIRE_POSTGRES=1, where it
+    /// fails): the shared tests have no way to return early.
+    pub async fn new(dir: &Path, file: &str) -> TestDatabase {
+        let path = dir.join(file);
+        if !crate::engine::POSTGRES {
+            return TestDatabase {
+                path,
+                postgres: None,
+            };
+        }
+        match crate::postgres::database(crate::postgres::Durability::Fast).await {
+            Some(db) => TestDatabase {
+                path,
+                postgres: Some(db),
+            },
+            None => std::process::exit(0),
+        }
+    }
+
+    /// What `--db` is given: the file, or the `postgres://` URL.
+    pub fn arg(&self) -> OsString {
+        match &self.postgres {
+            Some(db) => db.url.clone().into(),
+            None => self.path.clone().into(),
+        }
+    }
+
+    /// The location `serve::Config` takes.
+    pub fn location(&self) -> DbLocation {
+        match &self.postgres {
+            Some(db) => db.url.parse().unwrap(),
+            None => self.path.clone().into(),
+        }
+    }
+
+    /// The key-encryption keys of this database's signing keys: PostgreSQL requires one
+    /// (the one commands get, [`TestDatabase::env`]); the SQLite tests run without.
+    pub fn key_encryption(&self) -> mandate_server::signing::at_rest::KeyEncryption {
+        use mandate_server::signing::at_rest::{Kek, KeyEncryption};
+        match &self.postgres {
+            Some(_) => KeyEncryption::new(
+                Kek::from_base64(TEST_KEK.as_bytes(), "TEST_KEK").unwrap(),
+                None,
+            ),
+            None => KeyEncryption::default(),
+        }
+    }
+
+    /// The variables a `mandate-server` command on this database needs besides `--db`
+    /// (PostgreSQL requires a key-encryption key).
+    pub fn env(&self) -> Vec<(&'static str, &'static str)> {
+        match &self.postgres {
+            Some(_) => vec![("MANDATE_KEY_ENCRYPTION_KEY", TEST_KEK)],
+            None => Vec::new(),
+        }
+    }
+
+    /// Runs `sql` on the database, whichever the engine, and returns every row's columns
+    /// as text (`None` for NULL). Write it for both: `$1`, `$2`… for `params`, and only
+    /// tables and columns both schemas have.
+    pub fn query(&self, sql: &str, params: &[&str]) -> Vec<Vec<Option<String>>> {
+        match &self.postgres {
+            Some(db) => postgres_query(&db.url, &inline(sql, params)),
+            None => sqlite_query(&self.path, sql, params),
+        }
+    }
+
+    /// The first column of the first row of [`TestDatabase::query`], if any.
+    pub fn query_value(&self, sql: &str, params: &[&str]) -> Option<String> {
+        self.query(sql, params)
+            .into_iter()
+            .next()
+            .and_then(|row| row.into_iter().next().flatten())
+    }
+
+    /// [`TestDatabase::query_value`] as a number (a count).
+    pub fn query_i64(&self, sql: &str, params: &[&str]) -> i64 {
+        self.query_value(sql, params)
+            .unwrap_or_else(|| panic!("no value from {sql}"))
+            .parse()
+            .unwrap()
+    }
+
+    /// The first column of every row of `sql` as bytes (a BLOB in SQLite, a BYTEA in
+    /// PostgreSQL, which answers it as `\x` and hex digits).
+    pub fn query_bytes(&self, sql: &str, params: &[&str]) -> Vec<Vec<u8>> {
+        match &self.postgres {
+            Some(db) => postgres_query(&db.url, &inline(sql, params))
+                .into_iter()
+                .map(|row| {
+                    let text = row[0].clone().unwrap_or_default();
+                    let hex = text.strip_prefix("\\x").expect("a bytea column");
+                    (0..hex.len())
+                        .step_by(2)
+                        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+                        .collect()
+                })
+                .collect(),
+            None => {
+                let conn = rusqlite::Connection::open(&self.path).unwrap();
+                let sql = (1..=params.len()).rev().fold(sql.to_owned(), |s, n| {
+                    s.replace(&format!("${n}"), &format!("?{n}"))
+                });
+                let mut stmt = conn.prepare(&sql).unwrap();
+                stmt.query_map(rusqlite::params_from_iter(params.iter()), |r| r.get(0))
+                    .unwrap()
+                    .map(Result::unwrap)
+                    .collect()
+            }
+        }
+    }
+
+    /// Runs statements that change the database (see [`TestDatabase::query`]).
+    pub fn execute(&self, sql: &str, params: &[&str]) {
+        self.query(sql, params);
+    }
+}
+
+/// `sql` with `$N` replaced by `params[N-1]` as a quoted literal (the simple query protocol
+/// of PostgreSQL, which answers every value as text, takes no parameters).
+fn inline(sql: &str, params: &[&str]) -> String {
+    let mut out = sql.to_owned();
+    // Highest first, so that $1 does not eat the start of $10.
+    for (i, value) in params.iter().enumerate().rev() {
+        out = out.replace(
+            &format!("${}", i + 1),
+            &format!("'{}'", value.replace('\'', "''")),
+        );
+    }
+    out
+}
+
+fn sqlite_query(path: &Path, sql: &str, params: &[&str]) -> Vec<Vec<Option<String>>> {
+    // `?N` is SQLite's numbered parameter; `$N` would be a named one.
+    let sql = (1..=params.len()).rev().fold(sql.to_owned(), |s, n| {
+        s.replace(&format!("${n}"), &format!("?{n}"))
+    });
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .unwrap();
+    let mut rows = Vec::new();
+    let mut batch = conn.prepare(&sql).unwrap();
+    let columns = batch.column_count();
+    let mut cursor = batch
+        .query(rusqlite::params_from_iter(params.iter()))
+        .unwrap();
+    while let Some(row) = cursor.next().unwrap() {
+        let mut values = Vec::with_capacity(columns);
+        for i in 0..columns {
+            use rusqlite::types::ValueRef;
+            values.push(match row.get_ref(i).unwrap() {
+                ValueRef::Null => None,
+                ValueRef::Integer(n) => Some(n.to_string()),
+                ValueRef::Real(x) => Some(x.to_string()),
+                ValueRef::Text(t) => Some(String::from_utf8_lossy(t).into_owned()),
+                ValueRef::Blob(b) => Some(String::from_utf8_lossy(b).into_owned()),
+            });
+        }
+        rows.push(values);
+    }
+    rows
+}
+
+/// Runs `sql` on PostgreSQL from a thread of its own (this may be called from synchronous
+/// code inside the test's runtime, which cannot be blocked on).
+fn postgres_query(url: &str, sql: &str) -> Vec<Vec<Option<String>>> {
+    let (url, sql) = (url.to_owned(), sql.to_owned());
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let client = crate::postgres::connect(&url).await.unwrap();
+            let messages = client
+                .simple_query(&sql)
+                .await
+                .unwrap_or_else(|e| panic!("{sql}: {e}"));
+            messages
+                .into_iter()
+                .filter_map(|m| match m {
+                    tokio_postgres::SimpleQueryMessage::Row(row) => Some(
+                        (0..row.len())
+                            .map(|i| row.get(i).map(str::to_owned))
+                            .collect(),
+                    ),
+                    _ => None,
+                })
+                .collect()
+        })
+    })
+    .join()
+    .unwrap()
 }
 
 pub async fn spawn_app() -> TestApp {
@@ -85,9 +302,10 @@ pub async fn spawn_app() -> TestApp {
 /// [`spawn_app`] with the server's configuration changed by `configure` first.
 pub async fn spawn_app_with(configure: impl FnOnce(&mut Config)) -> TestApp {
     let dir = tempfile::tempdir().unwrap();
-    let db_path = dir.path().join("mandate.db");
+    let db = TestDatabase::new(dir.path(), "mandate.db").await;
+    let db_path = db.path.clone();
     let clock = Arc::new(ManualClock::new(START));
-    let mut config = config(&db_path);
+    let mut config = config(&db);
     configure(&mut config);
     let running = serve::start(config, clock.clone()).await.unwrap();
     let mut app = TestApp {
@@ -105,16 +323,19 @@ pub async fn spawn_app_with(configure: impl FnOnce(&mut Config)) -> TestApp {
             sandbox: String::new(),
             live: String::new(),
         },
+        db,
         _dir: dir,
     };
     app.org = app.onboard("acme").await;
     app
 }
 
-/// The configuration tests start with: port 0 on loopback, defaults elsewhere.
-fn config(db: &std::path::Path) -> Config {
+/// The configuration tests start with: the test's database, port 0 on loopback, defaults
+/// elsewhere.
+pub fn config(db: &TestDatabase) -> Config {
     Config {
-        db: db.to_path_buf(),
+        db: db.location(),
+        migrate: true,
         api_addr: "127.0.0.1:0".into(),
         public_addr: "127.0.0.1:0".into(),
         verdicts_url: None,
@@ -123,11 +344,11 @@ fn config(db: &std::path::Path) -> Config {
         api_url: None,
         console_origins: None,
         limits: Default::default(),
-        key_encryption: Default::default(),
+        key_encryption: db.key_encryption(),
     }
 }
 
-async fn start(db: &std::path::Path, clock: Arc<ManualClock>) -> Running {
+async fn start(db: &TestDatabase, clock: Arc<ManualClock>) -> Running {
     serve::start(config(db), clock).await.unwrap()
 }
 
@@ -158,7 +379,7 @@ impl TestApp {
         if let Some(running) = self.running.take() {
             running.shutdown().await.unwrap();
         }
-        let running = start(&self.db_path, self.clock.clone()).await;
+        let running = start(&self.db, self.clock.clone()).await;
         self.api = format!("http://{}", running.api_addr);
         self.public = format!("http://{}", running.public_addr);
         self.running = Some(running);
@@ -272,6 +493,35 @@ impl TestApp {
     }
 }
 
+impl TestApp {
+    /// The stored events of organization `org` in `env` (`sandbox` or `live`), oldest first,
+    /// as (type, data), read from the database whichever the engine.
+    pub fn stored_events(&self, org: &str, env: &str) -> Vec<(String, Value)> {
+        self.db
+            .query(
+                "SELECT e.type, e.data FROM events e JOIN orgs o ON o.id = e.org_id
+                 WHERE o.name = $1 AND e.env = $2 ORDER BY e.seq",
+                &[org, env],
+            )
+            .into_iter()
+            .map(|row| {
+                let data = row[1].as_deref().unwrap_or_default();
+                (
+                    row[0].clone().unwrap_or_default(),
+                    serde_json::from_str(data).unwrap_or(Value::Null),
+                )
+            })
+            .collect()
+    }
+
+    /// The id of organization `name`, read from the database.
+    pub fn org_id(&self, name: &str) -> String {
+        self.db
+            .query_value("SELECT id FROM orgs WHERE name = $1", &[name])
+            .unwrap()
+    }
+}
+
 /// The standard mandate body for agent `name`.
 pub fn standard_mandate(name: &str) -> String {
     format!(
@@ -303,13 +553,7 @@ impl TestApp {
         name: &str,
     ) -> tokio::sync::OwnedMutexGuard<mandate_server::decision::agents::Slot> {
         let state = self.running.as_ref().unwrap().state.clone();
-        let org_id = {
-            let conn = rusqlite::Connection::open(&self.db_path).unwrap();
-            conn.query_row("SELECT id FROM orgs WHERE name = 'acme'", [], |r| {
-                r.get::<_, String>(0)
-            })
-            .unwrap()
-        };
+        let org_id = self.org_id("acme");
         let agent = mandate_core::id::AgentId::parse(&format!("agt_{name}")).unwrap();
         state
             .agents

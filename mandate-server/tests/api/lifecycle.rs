@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::helpers::spawn_app;
+use crate::helpers::{TestDatabase, spawn_app};
 use crate::process::{Server, binary, free_port};
 
 #[tokio::test]
@@ -65,21 +65,18 @@ async fn graceful_shutdown_finishes_the_request_in_flight() {
         .unwrap()
         .unwrap();
     // What it answered was committed.
-    let conn = rusqlite::Connection::open(&app.db_path).unwrap();
-    let stored: i64 = conn
-        .query_row(
-            "SELECT COUNT(*) FROM decisions WHERE id = ?1",
-            [body["id"].as_str().unwrap()],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let stored: i64 = app.db.query_i64(
+        "SELECT COUNT(*) FROM decisions WHERE id = $1",
+        &[body["id"].as_str().unwrap()],
+    );
     assert_eq!(stored, 1);
 }
 
 #[tokio::test]
 async fn sigterm_stops_the_binary_cleanly() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(&dir.path().join("term.db"), free_port(), &[]);
+    let db = TestDatabase::new(dir.path(), "term.db").await;
+    let server = Server::start(db.arg(), free_port(), &[]);
     let anonymous = reqwest::get(format!("{}/v1/agents", server.api))
         .await
         .unwrap();
@@ -105,6 +102,7 @@ async fn sigterm_stops_the_binary_cleanly() {
 #[tokio::test]
 async fn demo_mode_prints_a_session_that_shows_allow_review_and_a_denial() {
     let dir = tempfile::tempdir().unwrap();
+    let db = TestDatabase::new(dir.path(), "demo.db").await;
     let mut child = Command::new(binary())
         .args([
             "serve",
@@ -115,7 +113,8 @@ async fn demo_mode_prints_a_session_that_shows_allow_review_and_a_denial() {
             "127.0.0.1:0",
             "--db",
         ])
-        .arg(dir.path().join("demo.db"))
+        .arg(db.arg())
+        .envs(db.env())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

@@ -14,6 +14,7 @@ use mandate_server::storage::keys::StoredKey;
 use reqwest::Method;
 use serde_json::Value;
 
+use crate::helpers::TestDatabase;
 use crate::process::{Answer, Client, Server, binary, free_port};
 
 /// The request lines (target `mandate::request`) of a JSON log; every line must be JSON.
@@ -54,14 +55,14 @@ fn forms(secret: &[u8]) -> Vec<String> {
 #[tokio::test]
 async fn json_request_lines_and_no_secret_at_trace() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("logs.db");
+    let db = TestDatabase::new(dir.path(), "logs.db").await;
     let log = dir.path().join("server.log");
     let mut kek = [0u8; 32];
     mandate_server::clock::fill_random(&mut kek);
     let kek_text = STANDARD.encode(kek);
     let out = Command::new(binary())
         .args(["onboard", "--org", "loggers", "--db"])
-        .arg(&db)
+        .arg(db.arg())
         .env("MANDATE_KEY_ENCRYPTION_KEY", &kek_text)
         .output()
         .unwrap();
@@ -84,7 +85,7 @@ async fn json_request_lines_and_no_secret_at_trace() {
         .unwrap();
     assert!(org_id.starts_with("org_"), "{stdout}");
     let server = Server::start_with_env(
-        &db,
+        db.arg(),
         free_port(),
         &["--log-format", "json"],
         Stdio::from(std::fs::File::create(&log).unwrap()),
@@ -251,23 +252,18 @@ async fn json_request_lines_and_no_secret_at_trace() {
     assert!(secrets.len() >= 10, "expected four verdict tokens");
     secrets.extend(hook_secret);
     let keys = KeyEncryption::new(Kek::from_bytes(&kek), None);
-    let signing: Vec<StoredKey> = {
-        let conn = rusqlite::Connection::open(&db).unwrap();
-        let mut stmt = conn
-            .prepare("SELECT kid, env, secret FROM signing_keys")
-            .unwrap();
-        stmt.query_map([], |r| {
-            Ok(StoredKey {
-                kid: r.get(0)?,
-                env: Env::parse(&r.get::<_, String>(1)?).unwrap(),
-                secret: r.get(2)?,
-                retired_ms: None,
-            })
+    let kids = db.query("SELECT kid, env FROM signing_keys ORDER BY kid", &[]);
+    let secrets_stored = db.query_bytes("SELECT secret FROM signing_keys ORDER BY kid", &[]);
+    let signing: Vec<StoredKey> = kids
+        .into_iter()
+        .zip(secrets_stored)
+        .map(|(row, secret)| StoredKey {
+            kid: row[0].clone().unwrap(),
+            env: Env::parse(row[1].as_deref().unwrap()).unwrap(),
+            secret,
+            retired_ms: None,
         })
-        .unwrap()
-        .map(Result::unwrap)
-        .collect()
-    };
+        .collect();
     assert!(signing.len() >= 2, "a signing key per environment");
     for key in &signing {
         // The sealed bytes, and the scalar they open to.
@@ -298,11 +294,12 @@ async fn json_request_lines_and_no_secret_at_trace() {
 async fn text_request_lines_for_shed_and_rate_limited_requests() {
     use tokio::io::AsyncWriteExt;
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("text.db");
+    let db = TestDatabase::new(dir.path(), "text.db").await;
     let log = dir.path().join("server.log");
     let out = Command::new(binary())
         .args(["onboard", "--org", "texters", "--db"])
-        .arg(&db)
+        .arg(db.arg())
+        .envs(db.env())
         .output()
         .unwrap();
     assert!(out.status.success());
@@ -319,12 +316,13 @@ async fn text_request_lines_for_shed_and_rate_limited_requests() {
     let (org, live) = (key_of("sandbox key:"), key_of("live key:"));
     let out = Command::new(binary())
         .args(["set-rate", &org, "--per-second", "1", "--db"])
-        .arg(&db)
+        .arg(db.arg())
+        .envs(db.env())
         .output()
         .unwrap();
     assert!(out.status.success());
     let server = Server::start_with_env(
-        &db,
+        db.arg(),
         free_port(),
         &["--max-in-flight", "1"],
         Stdio::from(std::fs::File::create(&log).unwrap()),

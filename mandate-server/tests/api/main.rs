@@ -1,6 +1,14 @@
 //! HTTP-level tests: each runs the real server on 127.0.0.1 port 0 with a fresh database.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
+/// The engine this target runs the suite on: SQLite (tests/api_postgres runs the
+/// engine-neutral part of it on PostgreSQL).
+mod engine {
+    pub const POSTGRES: bool = false;
+}
+#[path = "../support/postgres.rs"]
+mod postgres;
+
 mod helpers;
 mod process;
 
@@ -36,4 +44,5 @@ mod hostile;
 mod lifecycle;
 mod overload;
 mod security;
+mod sqlite_only;
 mod tls;

@@ -1,7 +1,5 @@
 //! Mandates: create, read, list, supersede, revoke; exact decimals; field errors.
 
-use mandate_server::model::Env;
-use mandate_server::storage::sqlite::{events, orgs};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -18,9 +16,7 @@ fn ids(list: &Value) -> Vec<String> {
 
 /// The events of the `acme` organization's sandbox, oldest first.
 fn sandbox_events(app: &TestApp) -> Vec<(String, Value)> {
-    let conn = rusqlite::Connection::open(&app.db_path).unwrap();
-    let org_id = orgs::id_by_name(&conn, "acme").unwrap().unwrap();
-    events::types(&conn, &org_id, Env::Sandbox).unwrap()
+    app.stored_events("acme", "sandbox")
 }
 
 #[tokio::test]

@@ -18,7 +18,7 @@ use mandate_server::operator;
 use mandate_server::serve::{self, Config, Running};
 use serde_json::Value;
 
-use crate::helpers::START;
+use crate::helpers::{START, TestDatabase};
 use crate::process::{Client, Server, assert_envelope, free_port, onboard};
 
 const FLOOD: usize = 2000;
@@ -45,12 +45,13 @@ const MAX_RSS_MIB: u64 = 128;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_is_shed_with_503_in_the_envelope_memory_stays_bounded_and_service_resumes() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("flood.db");
-    let org = onboard(&db, "flooders");
+    let db = TestDatabase::new(dir.path(), "flood.db").await;
+    let org = onboard(db.arg(), "flooders");
     // The per-key rate is not what is tested here: lift it so that the gate does the work.
     let out = std::process::Command::new(crate::process::binary())
         .args(["set-rate", "--per-second", "1000000", "--db"])
-        .arg(&db)
+        .arg(db.arg())
+        .envs(db.env())
         .arg(&org)
         .output()
         .unwrap();
@@ -59,7 +60,7 @@ async fn a_flood_is_shed_with_503_in_the_envelope_memory_stays_bounded_and_servi
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let server = Server::start(&db, free_port(), &["--max-in-flight", "8"]);
+    let server = Server::start(db.arg(), free_port(), &["--max-in-flight", "8"]);
     let client = Client::new(&server.api);
     let mut agents = Vec::new();
     for i in 0..4 {
@@ -173,26 +174,19 @@ async fn a_flood_is_shed_with_503_in_the_envelope_memory_stays_bounded_and_servi
 
 /// A server in this process with short timeouts (`timeout` for headers and bodies) and a
 /// cap of 8 connections.
-async fn strict_server(timeout: Duration) -> (Running, String, tempfile::TempDir) {
+async fn strict_server(timeout: Duration) -> (Running, String, (tempfile::TempDir, TestDatabase)) {
     let dir = tempfile::tempdir().unwrap();
+    let db = TestDatabase::new(dir.path(), "slow.db").await;
     let clock = Arc::new(ManualClock::new(START));
     let running = serve::start(
         Config {
-            db: dir.path().join("slow.db"),
-            api_addr: "127.0.0.1:0".into(),
-            public_addr: "127.0.0.1:0".into(),
-            verdicts_url: None,
-            docs_url: None,
-            tls: None,
-            api_url: None,
-            console_origins: None,
             limits: Limits {
                 max_in_flight: 64,
                 max_connections: 8,
                 header_read_timeout: timeout,
                 body_read_timeout: timeout,
             },
-            key_encryption: Default::default(),
+            ..crate::helpers::config(&db)
         },
         clock,
     )
@@ -201,7 +195,7 @@ async fn strict_server(timeout: Duration) -> (Running, String, tempfile::TempDir
     let key = operator::onboard(&*running.state.store, "slowpokes", START)
         .unwrap()
         .sandbox_key;
-    (running, key, dir)
+    (running, key, (dir, db))
 }
 
 /// Reads until the server closes the connection (or `limit` passes); returns what it sent

@@ -2,6 +2,7 @@
 //! address read from its output, killed with SIGKILL, its memory read from /proc.
 #![allow(dead_code)]
 
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -23,11 +24,24 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// Onboards `org` with the operator command; returns its sandbox key.
-pub fn onboard(db: &Path, org: &str) -> String {
+/// The variables a command on database `db` (what `--db` is given) needs besides it: a
+/// key-encryption key for PostgreSQL.
+pub fn db_env(db: &OsStr) -> Vec<(&'static str, &'static str)> {
+    if db.to_string_lossy().starts_with("postgres") {
+        vec![("MANDATE_KEY_ENCRYPTION_KEY", crate::helpers::TEST_KEK)]
+    } else {
+        Vec::new()
+    }
+}
+
+/// Onboards `org` with the operator command on `db` (a file, or a `postgres://` URL);
+/// returns its sandbox key.
+pub fn onboard(db: impl AsRef<OsStr>, org: &str) -> String {
+    let db = db.as_ref();
     let out = Command::new(binary())
         .args(["onboard", "--org", org, "--db"])
         .arg(db)
+        .envs(db_env(db))
         .output()
         .unwrap();
     assert!(
@@ -56,13 +70,13 @@ pub struct Server {
 impl Server {
     /// Starts `serve` on `db` with the public host on `public_port` and `extra` arguments;
     /// returns once it has printed its address.
-    pub fn start(db: &Path, public_port: u16, extra: &[&str]) -> Server {
+    pub fn start(db: impl AsRef<OsStr>, public_port: u16, extra: &[&str]) -> Server {
         Self::start_logging(db, public_port, extra, None)
     }
 
     /// [`Server::start`], with its log (stderr) written to `log` at `level`.
     pub fn start_logging(
-        db: &Path,
+        db: impl AsRef<OsStr>,
         public_port: u16,
         extra: &[&str],
         log: Option<(&Path, &str)>,
@@ -76,7 +90,7 @@ impl Server {
 
     /// [`Server::start`], with stderr (its log) going to `stderr`, at `level`.
     pub fn start_with_stderr(
-        db: &Path,
+        db: impl AsRef<OsStr>,
         public_port: u16,
         extra: &[&str],
         stderr: Stdio,
@@ -87,18 +101,20 @@ impl Server {
 
     /// [`Server::start`], with stderr going to `stderr` and the variables `env` set.
     pub fn start_with_env(
-        db: &Path,
+        db: impl AsRef<OsStr>,
         public_port: u16,
         extra: &[&str],
         stderr: Stdio,
         env: &[(&str, &str)],
     ) -> Server {
+        let db = db.as_ref();
         let mut child = Command::new(binary())
             .args(["serve", "--api-addr", "127.0.0.1:0", "--public-addr"])
             .arg(format!("127.0.0.1:{public_port}"))
             .arg("--db")
             .arg(db)
             .args(extra)
+            .envs(db_env(db))
             .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(stderr)

@@ -451,10 +451,10 @@ async fn read_only_fields_in_a_body_are_400_and_never_stored() {
 async fn no_secret_reaches_the_log() {
     use crate::process::{Client, Server, free_port, onboard};
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("logs.db");
+    let db = crate::helpers::TestDatabase::new(dir.path(), "logs.db").await;
     let log = dir.path().join("server.log");
-    let org = onboard(&db, "loggers");
-    let server = Server::start_logging(&db, free_port(), &[], Some((&log, "trace")));
+    let org = onboard(db.arg(), "loggers");
+    let server = Server::start_logging(db.arg(), free_port(), &[], Some((&log, "trace")));
     let client = Client::new(&server.api);
     let agent = client
         .post(&org, "/v1/agents", r#"{"name": "talker"}"#)
@@ -518,10 +518,9 @@ async fn no_secret_reaches_the_log() {
         assert!(!text.contains(secret), "the log holds {secret:?}");
     }
     assert!(text.contains("delivery attempt failed"), "{text}");
-    let signing: Vec<u8> = rusqlite::Connection::open(&db)
-        .unwrap()
-        .query_row("SELECT secret FROM signing_keys LIMIT 1", [], |r| r.get(0))
-        .unwrap();
+    let signing: Vec<u8> = db
+        .query_bytes("SELECT secret FROM signing_keys LIMIT 1", &[])
+        .remove(0);
     let hex: String = signing.iter().map(|b| format!("{b:02x}")).collect();
     assert!(!text.contains(&hex));
     eprintln!("log: {} bytes, no secret", text.len());

@@ -10,6 +10,7 @@ async fn both_listeners_speak_tls_with_the_given_certificate() {
         rcgen::generate_simple_self_signed(vec!["127.0.0.1".into(), "localhost".into()]).unwrap();
     let cert_pem = certified.cert.pem();
     let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    let db = crate::helpers::TestDatabase::new(dir.path(), "tls.db").await;
     std::fs::write(&cert, &cert_pem).unwrap();
     std::fs::write(&key, certified.key_pair.serialize_pem()).unwrap();
 
@@ -22,7 +23,8 @@ async fn both_listeners_speak_tls_with_the_given_certificate() {
             "127.0.0.1:0",
             "--db",
         ])
-        .arg(dir.path().join("tls.db"))
+        .arg(db.arg())
+        .envs(db.env())
         .arg("--tls-cert")
         .arg(&cert)
         .arg("--tls-key")
@@ -77,20 +79,22 @@ async fn both_listeners_speak_tls_with_the_given_certificate() {
 
 /// A server in this process serving TLS with a fresh self-signed certificate and a short
 /// header timeout; returns it with the certificate (PEM).
-async fn tls_server(dir: &std::path::Path) -> (mandate_server::serve::Running, String) {
+async fn tls_server(
+    dir: &std::path::Path,
+) -> (
+    mandate_server::serve::Running,
+    String,
+    crate::helpers::TestDatabase,
+) {
     use mandate_server::http::limits::Limits;
     let certified =
         rcgen::generate_simple_self_signed(vec!["127.0.0.1".into(), "localhost".into()]).unwrap();
     let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
     std::fs::write(&cert, certified.cert.pem()).unwrap();
     std::fs::write(&key, certified.key_pair.serialize_pem()).unwrap();
+    let db = crate::helpers::TestDatabase::new(dir, "tls.db").await;
     let running = mandate_server::serve::start(
         mandate_server::serve::Config {
-            db: dir.join("tls.db"),
-            api_addr: "127.0.0.1:0".into(),
-            public_addr: "127.0.0.1:0".into(),
-            verdicts_url: None,
-            docs_url: None,
             tls: Some((cert, key)),
             api_url: None,
             console_origins: None,
@@ -98,7 +102,7 @@ async fn tls_server(dir: &std::path::Path) -> (mandate_server::serve::Running, S
                 header_read_timeout: std::time::Duration::from_millis(1500),
                 ..Limits::default()
             },
-            key_encryption: Default::default(),
+            ..crate::helpers::config(&db)
         },
         std::sync::Arc::new(mandate_server::clock::ManualClock::new(
             crate::helpers::START,
@@ -106,7 +110,7 @@ async fn tls_server(dir: &std::path::Path) -> (mandate_server::serve::Running, S
     )
     .await
     .unwrap();
-    (running, certified.cert.pem())
+    (running, certified.cert.pem(), db)
 }
 
 type TlsStream = rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream>;
@@ -158,7 +162,7 @@ fn exchange(stream: &mut TlsStream, request: &[u8]) -> Vec<u8> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_offers_only_http1_and_is_guarded_like_plain_tcp() {
     let dir = tempfile::tempdir().unwrap();
-    let (running, cert_pem) = tls_server(dir.path()).await;
+    let (running, cert_pem, _db) = tls_server(dir.path()).await;
     let addr = running.api_addr;
     tokio::task::spawn_blocking(move || {
         // A client offering h2 and HTTP/1.1 gets HTTP/1.1, and is served with it.

@@ -13,13 +13,12 @@ use mandate_core::claims::EventClaims;
 use mandate_core::delivery::RETRY_WINDOW_MS;
 use mandate_core::jwk::JwkSet;
 use mandate_core::jws::{TokenError, VerifyOptions, verify_event};
-use mandate_server::storage::deliveries::DeliveryRow;
-use mandate_server::storage::sqlite::deliveries;
+use mandate_server::storage::deliveries::{Attempt, DeliveryRow};
 use reqwest::Method;
 use serde_json::{Value, json};
 use time::macros::datetime;
 
-use crate::helpers::{START, TestApp, spawn_app, standard_mandate};
+use crate::helpers::{START, TestApp, TestDatabase, spawn_app, standard_mandate};
 
 // ---------------------------------------------------------------------------------------
 // A receiver: a real HTTP server on 127.0.0.1 port 0 that records every request.
@@ -133,8 +132,47 @@ fn signed_at(token: &str) -> i64 {
 }
 
 fn deliveries_of(app: &TestApp, event: &str) -> Vec<DeliveryRow> {
-    let conn = rusqlite::Connection::open(&app.db_path).unwrap();
-    deliveries::for_event(&conn, event).unwrap()
+    stored_deliveries(&app.db, event)
+}
+
+/// The deliveries of `event` with their attempts, read from the database whichever the
+/// engine (from synchronous code: the store's own read is async).
+fn stored_deliveries(db: &TestDatabase, event: &str) -> Vec<DeliveryRow> {
+    let number = |v: &Option<String>| v.as_deref().map(|n| n.parse::<i64>().unwrap());
+    db.query(
+        "SELECT id, webhook_id, attempts, state, next_attempt_ms, last_error
+         FROM deliveries WHERE event_id = $1 ORDER BY id",
+        &[event],
+    )
+    .into_iter()
+    .map(|row| {
+        let id = number(&row[0]).unwrap();
+        let tried = db
+            .query(
+                "SELECT attempt, at_ms, status, latency_ms, error FROM delivery_attempts
+                 WHERE delivery_id = $1 ORDER BY attempt, id",
+                &[&id.to_string()],
+            )
+            .into_iter()
+            .map(|a| Attempt {
+                attempt: u32::try_from(number(&a[0]).unwrap()).unwrap(),
+                at_ms: number(&a[1]).unwrap(),
+                status: number(&a[2]).map(|s| u16::try_from(s).unwrap()),
+                latency_ms: number(&a[3]).unwrap(),
+                error: a[4].clone(),
+            })
+            .collect();
+        DeliveryRow {
+            id,
+            webhook_id: row[1].clone().unwrap(),
+            attempts: u32::try_from(number(&row[2]).unwrap()).unwrap(),
+            state: row[3].clone().unwrap(),
+            next_attempt_ms: number(&row[4]),
+            last_error: row[5].clone(),
+            tried,
+        }
+    })
+    .collect()
 }
 
 fn delivery(app: &TestApp, event: &str) -> DeliveryRow {
@@ -884,13 +922,9 @@ async fn every_event_type_is_produced_by_its_action_and_delivered() {
     assert_eq!(event_ids(&app, &org, "decision.resolved").await.len(), 2);
     app.advance(1);
     eventually("the review to expire", || {
-        let conn = rusqlite::Connection::open(&app.db_path).unwrap();
-        let status: String = conn
-            .query_row(
-                "SELECT status FROM reviews WHERE id = ?1",
-                [&reviews[2].1],
-                |r| r.get(0),
-            )
+        let status = app
+            .db
+            .query_value("SELECT status FROM reviews WHERE id = $1", &[&reviews[2].1])
             .unwrap();
         (status == "expired").then_some(())
     })
@@ -931,13 +965,10 @@ async fn every_event_type_is_produced_by_its_action_and_delivered() {
         )
         .await;
     let expiring = eventually("mandate.expiring for the short mandate", || {
-        let conn = rusqlite::Connection::open(&app.db_path).unwrap();
-        conn.query_row(
-            "SELECT event_id FROM mandate_expiring_fired WHERE mandate_id = ?1",
-            [soon["id"].as_str().unwrap()],
-            |r| r.get::<_, String>(0),
+        app.db.query_value(
+            "SELECT event_id FROM mandate_expiring_fired WHERE mandate_id = $1",
+            &[soon["id"].as_str().unwrap()],
         )
-        .ok()
     })
     .await;
     let read = app.get(&org, &format!("/v1/events/{expiring}")).await;
@@ -953,12 +984,9 @@ async fn every_event_type_is_produced_by_its_action_and_delivered() {
     assert_eq!(event_ids(&app, &org, "mandate.expiring").await.len(), 1);
     app.clock.set(datetime!(2026-12-24 00:00 UTC));
     let both = eventually("mandate.expiring for the long mandate", || {
-        let conn = rusqlite::Connection::open(&app.db_path).unwrap();
-        let n: i64 = conn
-            .query_row("SELECT COUNT(*) FROM mandate_expiring_fired", [], |r| {
-                r.get(0)
-            })
-            .unwrap();
+        let n = app
+            .db
+            .query_i64("SELECT COUNT(*) FROM mandate_expiring_fired", &[]);
         (n == 2).then_some(())
     });
     both.await;
@@ -1121,12 +1149,13 @@ impl Drop for Process {
 
 const BIN: &str = env!("CARGO_BIN_EXE_mandate-server");
 
-fn serve(db: &std::path::Path) -> Process {
+fn serve(db: &TestDatabase) -> Process {
     use std::io::BufRead;
     let mut child = std::process::Command::new(BIN)
         .arg("serve")
         .arg("--db")
-        .arg(db)
+        .arg(db.arg())
+        .envs(db.env())
         .args(["--api-addr", "127.0.0.1:0", "--public-addr", "127.0.0.1:0"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
@@ -1164,11 +1193,12 @@ async fn jwks_of(public: &str) -> JwkSet {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_server_killed_between_attempts_delivers_after_it_starts_again() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("mandate.db");
+    let db = TestDatabase::new(dir.path(), "mandate.db").await;
     let onboard = std::process::Command::new(BIN)
         .arg("onboard")
         .arg("--db")
-        .arg(&db)
+        .arg(db.arg())
+        .envs(db.env())
         .args(["--org", "acme"])
         .output()
         .unwrap();
@@ -1210,10 +1240,7 @@ async fn a_server_killed_between_attempts_delivers_after_it_starts_again() {
         .to_owned();
 
     // The first attempt fails and is recorded with a retry about a second later: kill -9.
-    let read = |db: &std::path::Path| {
-        let conn = rusqlite::Connection::open(db).unwrap();
-        deliveries::for_event(&conn, &event).unwrap().remove(0)
-    };
+    let read = |db: &TestDatabase| stored_deliveries(db, &event).remove(0);
     eventually("the failed attempt to be recorded", || {
         (read(&db).attempts == 1).then_some(())
     })

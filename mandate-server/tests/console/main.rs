@@ -38,7 +38,8 @@ impl Console {
     pub async fn start() -> Console {
         let dir = tempfile::tempdir().unwrap();
         let config = Config {
-            db: dir.path().join("console.db"),
+            db: dir.path().join("console.db").into(),
+            migrate: true,
             api_addr: "127.0.0.1:0".into(),
             public_addr: "127.0.0.1:0".into(),
             verdicts_url: None,

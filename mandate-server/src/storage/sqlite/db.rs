@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use rusqlite::{Connection, OpenFlags, Transaction};
 
 use super::StorageError;
-use super::migrations::migrate;
+use super::migrations::{check, migrate};
 use super::writer::{
     Inbox, Pending, WriteJob, WriterMsg, checkpoint_loop, configure, lock, sync_loop, write_in,
     writer_loop,
@@ -37,18 +37,28 @@ impl Db {
     /// Opens (creating if needed) and migrates the database at `path`, and starts its
     /// writer thread (which ends when the last clone of this `Db` is dropped).
     pub fn open(path: &Path) -> Result<Self, StorageError> {
-        Self::open_syncing_with(path, std::fs::File::sync_data)
+        Self::open_syncing_with(path, true, std::fs::File::sync_data)
+    }
+
+    /// [`Db::open`]; without `migrate`, the schema must already be this server's (it is
+    /// checked, not changed: `serve --no-migrate`). A schema newer than this server knows
+    /// is refused either way.
+    pub fn open_with(path: &Path, migrate: bool) -> Result<Self, StorageError> {
+        Self::open_syncing_with(path, migrate, std::fs::File::sync_data)
     }
 
     /// [`Db::open`], making the WAL durable with `sync` (tests slow it down or fail it).
     fn open_syncing_with(
         path: &Path,
+        run_migrations: bool,
         sync: impl Fn(&std::fs::File) -> std::io::Result<()> + Send + 'static,
     ) -> Result<Self, StorageError> {
         let mut writer = Connection::open(path)?;
         writer.pragma_update(None, "journal_mode", "WAL")?;
         configure(&writer)?;
-        if migrate(&mut writer)? {
+        if !run_migrations {
+            check(&writer)?;
+        } else if migrate(&mut writer)? {
             // A migration may have removed data that must not stay on disk (0008: agent
             // keys stored in plaintext): copy its pages into the file and empty the WAL,
             // so that no older frame keeps the bytes. Nothing else runs yet at start.

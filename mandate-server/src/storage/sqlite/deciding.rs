@@ -9,7 +9,9 @@ use mandate_core::review::Review;
 use super::store::SqliteStore;
 use super::{decisions, events, idempotency, mandates, reviews};
 use crate::model::Env;
-use crate::storage::deciding::{AgentHint, AgentRecord, DecidingStore, NewDecision, Resolution};
+use crate::storage::deciding::{
+    AgentHint, AgentRecord, DecidingStore, NewDecision, Recorded, Resolution,
+};
 use crate::storage::{StorageError, StoreFuture};
 
 /// Reads what an agent's next decision depends on, in the caller's snapshot.
@@ -34,19 +36,25 @@ fn read_agent_record(
     let hint = decisions::AgentHint {
         seq: decisions::agent_seq(conn, org, env, agent)?,
         month_marked: None,
+        version: 0,
     };
     Ok(AgentRecord {
         mandate,
         recent_requests,
         allowed_since,
         hint,
+        mode: None,
     })
 }
 
-/// Stores a resolution's rows in `tx`; whether the review was still pending.
-fn store_resolution(tx: &rusqlite::Connection, r: &Resolution) -> Result<bool, StorageError> {
+/// Stores a resolution's rows in `tx`; the agent's hint (unchanged: one process, no
+/// versions) if the review was still pending.
+fn store_resolution(
+    tx: &rusqlite::Connection,
+    r: &Resolution,
+) -> Result<Option<AgentHint>, StorageError> {
     if !reviews::resolve(tx, &r.review)? {
-        return Ok(false);
+        return Ok(None);
     }
     if let Some(decision) = &r.decision {
         decisions::insert(tx, &r.org, r.env, decision)?;
@@ -54,7 +62,7 @@ fn store_resolution(tx: &rusqlite::Connection, r: &Resolution) -> Result<bool, S
     let data = serde_json::to_value(&r.review)
         .map_err(|e| StorageError::Corrupt(format!("encoding review {}: {e}", r.review.id)))?;
     events::append(tx, &r.org, r.env, "decision.resolved", &data, r.at_ms)?;
-    Ok(true)
+    Ok(Some(r.hint))
 }
 
 impl DecidingStore for SqliteStore {
@@ -76,10 +84,10 @@ impl DecidingStore for SqliteStore {
         }))
     }
 
-    fn record_decision(&self, new: NewDecision) -> StoreFuture<'_, AgentHint> {
+    fn record_decision(&self, new: NewDecision) -> StoreFuture<'_, Recorded> {
         Box::pin(
             self.db()
-                .write(move |tx| -> Result<AgentHint, StorageError> {
+                .write(move |tx| -> Result<Recorded, StorageError> {
                     let NewDecision {
                         org,
                         env,
@@ -112,15 +120,15 @@ impl DecidingStore for SqliteStore {
                         )?;
                     }
                     // Committed with it: the agent's row for this month.
-                    Ok(AgentHint {
+                    Ok(Recorded::Stored(AgentHint {
                         month_marked: Some(decisions::month_index(decision.created_ms)),
                         ..*hint
-                    })
+                    }))
                 }),
         )
     }
 
-    fn resolve_review(&self, resolution: Resolution) -> StoreFuture<'_, bool> {
+    fn resolve_review(&self, resolution: Resolution) -> StoreFuture<'_, Option<AgentHint>> {
         Box::pin(self.db().write(move |tx| store_resolution(tx, &resolution)))
     }
 

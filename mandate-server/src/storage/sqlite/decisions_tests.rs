@@ -69,6 +69,7 @@ fn a_hint_saves_lookups_and_stores_the_same_keys_and_marks() {
             let known = AgentHint {
                 seq: Some(seq_a),
                 month_marked: Some(month_index(nov)),
+                version: 0,
             };
             insert_with(tx, "org_1", Env::Live, &stored(&a, 2, nov + 1), known)?;
             insert_with(tx, "org_1", Env::Live, &stored(&a, 3, dec), known)?;
@@ -76,6 +77,7 @@ fn a_hint_saves_lookups_and_stores_the_same_keys_and_marks() {
             let wrong = AgentHint {
                 seq: agent_seq(tx, "org_1", Env::Live, b.as_str())?,
                 month_marked: Some(month_index(nov)),
+                version: 0,
             };
             insert_with(tx, "org_1", Env::Live, &stored(&b, 4, nov), wrong)?;
             let rows: Vec<(i64, String, i64)> = tx

@@ -60,8 +60,37 @@ pub(super) fn applied(conn: &Connection) -> Result<i64, StorageError> {
     )?)
 }
 
+/// Refuses a database whose schema is newer than this build knows: a server must never
+/// write to a schema it does not know.
+pub(super) fn refuse_newer(conn: &Connection) -> Result<i64, StorageError> {
+    let applied = applied(conn)?;
+    let latest = latest();
+    if applied > latest {
+        return Err(StorageError::Schema(format!(
+            "the database schema is at migration {applied}, newer than this mandate-server knows \
+             (up to {latest}): run the newer mandate-server that migrated it"
+        )));
+    }
+    Ok(applied)
+}
+
+/// Checks, without changing anything, that the schema is the one this build runs on
+/// (`serve --no-migrate`): neither older nor newer.
+pub(super) fn check(conn: &Connection) -> Result<(), StorageError> {
+    let applied = refuse_newer(conn)?;
+    let latest = latest();
+    if applied < latest {
+        return Err(StorageError::Schema(format!(
+            "the database schema is at migration {applied} and this mandate-server needs {latest}: \
+             run `mandate-server migrate --db …` first, or start without --no-migrate"
+        )));
+    }
+    Ok(())
+}
+
 /// Applies the migrations not applied yet; returns whether any was.
 pub(super) fn migrate(conn: &mut Connection) -> Result<bool, StorageError> {
+    refuse_newer(conn)?;
     conn.execute_batch(
         "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_ms INTEGER NOT NULL)",
     )?;
@@ -110,6 +139,38 @@ mod tests {
     use crate::model::Env;
     use crate::storage::sqlite::writer::lock;
     use crate::storage::sqlite::{Db, decisions};
+
+    /// Without migrating (`serve --no-migrate`) a database behind this server's schema is
+    /// refused, saying what to run; a schema newer than this server knows is refused with or
+    /// without migrating, and nothing is written to it.
+    #[test]
+    fn an_older_schema_is_refused_without_migrating_and_a_newer_one_always() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("schema.db");
+        let refused = Db::open_with(&path, false)
+            .err()
+            .expect("an empty file is refused");
+        let text = refused.to_string();
+        assert!(matches!(refused, StorageError::Schema(_)), "{text}");
+        assert!(text.contains("mandate-server migrate"), "{text}");
+        drop(Db::open(&path).unwrap());
+        drop(Db::open_with(&path, false).unwrap());
+        let newer = latest() + 1;
+        Connection::open(&path)
+            .unwrap()
+            .execute("INSERT INTO schema_migrations VALUES (?1, 0)", [newer])
+            .unwrap();
+        for migrate in [true, false] {
+            let text = Db::open_with(&path, migrate)
+                .err()
+                .expect("a newer schema is refused")
+                .to_string();
+            assert!(
+                text.contains(&format!("migration {newer}")) && text.contains("newer"),
+                "{text}"
+            );
+        }
+    }
 
     /// A database written before migration 4 (decisions with the by-mandate index, an
     /// escrow pointing at one of them) comes out with every row, the escrow's reference

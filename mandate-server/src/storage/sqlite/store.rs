@@ -33,6 +33,7 @@ use crate::storage::idempotency::{IdempotencyRecord, IdempotencyStore};
 use crate::storage::keys::{KeyInfo, KeyStore, SealNew, StoredKey};
 use crate::storage::mandates::{Filters as MandateFilters, MandateStore, Revocation};
 use crate::storage::orgs::OrgStore;
+use crate::storage::peers::PeerStore;
 use crate::storage::timers::{DueItem, TimerStore};
 use crate::storage::webhooks::{WebhookRow, WebhookStore};
 use crate::storage::{StorageError, StoreFuture};
@@ -469,6 +470,17 @@ impl OrgStore for SqliteStore {
     }
 }
 
+/// One process has the file: the one alive is this one.
+impl PeerStore for SqliteStore {
+    fn heartbeat(&self, _id: &str) -> StoreFuture<'_, u32> {
+        Box::pin(async { Ok(1) })
+    }
+
+    fn leave(&self, _id: &str) -> StoreFuture<'_, ()> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
 impl TimerStore for SqliteStore {
     fn due_timers(
         &self,
@@ -735,8 +747,12 @@ impl AdminStore for SqliteStore {
     }
 
     fn rotate_signing_key(&self, env: Env, seal: &SealNew<'_>, now_ms: i64) -> Result<String> {
-        self.db
-            .write_blocking(|tx| signing::rotate(tx, env, seal, now_ms))
+        self.db.write_blocking(|tx| {
+            let kid = signing::rotate(tx, env, seal, now_ms)?;
+            // Running servers reload their signing keys when they see it move.
+            keys::bump_generation(tx)?;
+            Ok(kid)
+        })
     }
 
     fn ensure_signing_key(&self, env: Env, seal: &SealNew<'_>, now_ms: i64) -> Result<()> {

@@ -137,7 +137,7 @@ async fn jobs_that_arrive_during_a_sync_share_the_next_commit() {
     let syncs = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let db = {
         let (slow, syncs) = (slow.clone(), syncs.clone());
-        Db::open_syncing_with(&path, move |file| {
+        Db::open_syncing_with(&path, true, move |file| {
             if slow.load(Ordering::Acquire) {
                 std::thread::sleep(std::time::Duration::from_millis(400));
             }
@@ -204,7 +204,7 @@ async fn names_db_with_slow_sync(path: &Path) -> (Db, Arc<AtomicBool>) {
     let slow = Arc::new(AtomicBool::new(false));
     let db = {
         let slow = slow.clone();
-        Db::open_syncing_with(path, move |file| {
+        Db::open_syncing_with(path, true, move |file| {
             if slow.load(Ordering::Acquire) {
                 std::thread::sleep(std::time::Duration::from_millis(300));
             }

@@ -1,0 +1,151 @@
+//! From a `postgres://` URL to connections: the URL's parameters read as libpq reads them
+//! (those tokio-postgres does not know are taken out first), the TLS it asks for, and the
+//! pool.
+//!
+//! Parameters of our own, taken out of the URL before the driver sees it:
+//! - `sslmode`: `disable` (the default), `prefer`, `require`, `verify-ca`, `verify-full`
+//!   (see [`super::tls`] for what each checks);
+//! - `sslrootcert`: a PEM file of the roots to trust, or `system` (the Mozilla roots);
+//! - `pool_max_size`: connections per server process (default [`DEFAULT_POOL`]).
+//!
+//! Every other parameter goes to tokio-postgres as it is (`connect_timeout`,
+//! `application_name`, `target_session_attrs`, ...). No message of this module holds the
+//! URL's password.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use tokio_postgres::config::SslMode;
+
+use super::tls::{RustlsConnect, Verify};
+use crate::storage::StorageError;
+use crate::storage::location::PostgresUrl;
+
+/// Connections a server process keeps to the database unless `pool_max_size` says.
+pub const DEFAULT_POOL: usize = 16;
+
+/// How long a connection attempt may take unless `connect_timeout` says.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a caller waits for a free connection before the store answers unavailable.
+const WAIT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A database to connect to: the driver's configuration, the TLS connector, the pool size.
+#[derive(Clone)]
+pub struct Target {
+    /// The driver's configuration (it holds the password: never printed).
+    pub config: tokio_postgres::Config,
+    /// TLS as the URL asks.
+    pub tls: RustlsConnect,
+    /// Connections per process.
+    pub pool_size: usize,
+    /// The URL, for messages (shown redacted) and scrubbing.
+    pub url: PostgresUrl,
+}
+
+fn bad(url: &PostgresUrl, reason: impl std::fmt::Display) -> StorageError {
+    StorageError::Backend(format!(
+        "{}: {}",
+        url.redacted(),
+        url.scrub(&reason.to_string())
+    ))
+}
+
+impl Target {
+    /// Reads `url`.
+    pub fn parse(url: &PostgresUrl) -> Result<Self, StorageError> {
+        let mut parsed = url::Url::parse(url.expose()).map_err(|e| bad(url, e))?;
+        let mut sslmode = None;
+        let mut root_cert = None;
+        let mut pool_size = DEFAULT_POOL;
+        let mut kept = Vec::new();
+        for (name, value) in parsed.query_pairs() {
+            match &*name {
+                "sslmode" => sslmode = Some(value.into_owned()),
+                "sslrootcert" => root_cert = Some(value.into_owned()),
+                "pool_max_size" => {
+                    pool_size = value
+                        .parse::<usize>()
+                        .ok()
+                        .filter(|n| (1..=1000).contains(n))
+                        .ok_or_else(|| bad(url, "pool_max_size must be 1 to 1000"))?;
+                }
+                _ => kept.push((name.into_owned(), value.into_owned())),
+            }
+        }
+        parsed.set_query(None);
+        if !kept.is_empty() {
+            parsed.query_pairs_mut().extend_pairs(kept);
+        }
+        let (mode, verify) = match sslmode.as_deref() {
+            None | Some("disable") => (SslMode::Disable, Verify::Nothing),
+            Some("allow" | "prefer") => (SslMode::Prefer, Verify::Nothing),
+            Some("require") if root_cert.is_some() => (SslMode::Require, Verify::Chain),
+            Some("require") => (SslMode::Require, Verify::Nothing),
+            Some("verify-ca") => (SslMode::Require, Verify::Chain),
+            Some("verify-full") => (SslMode::Require, Verify::Full),
+            Some(other) => {
+                return Err(bad(
+                    url,
+                    format!(
+                        "sslmode {other:?} is not one of disable, prefer, require, verify-ca, verify-full"
+                    ),
+                ));
+            }
+        };
+        // The driver reads the rest of the URL (its own parameters included).
+        let mut config =
+            tokio_postgres::Config::from_str(parsed.as_str()).map_err(|e| bad(url, e))?;
+        config.ssl_mode(mode);
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("mandate-server");
+        }
+        let tls = RustlsConnect::new(verify, root_cert.as_deref()).map_err(|e| bad(url, e))?;
+        Ok(Self {
+            config,
+            tls,
+            pool_size,
+            url: url.clone(),
+        })
+    }
+
+    /// The pool of connections (made as they are needed), at most `pool_size`.
+    pub fn pool(&self) -> Result<Pool, StorageError> {
+        self.pool_of(self.pool_size)
+    }
+
+    /// A pool of at most `size` connections.
+    pub fn pool_of(&self, size: usize) -> Result<Pool, StorageError> {
+        let manager = Manager::from_config(
+            self.config.clone(),
+            self.tls.clone(),
+            ManagerConfig {
+                // A connection whose socket closed is replaced; anything else is reused
+                // as it is (a transaction dropped midway is rolled back by its drop).
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        Pool::builder(manager)
+            .max_size(size)
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(WAIT_TIMEOUT))
+            .create_timeout(Some(CONNECT_TIMEOUT + Duration::from_secs(1)))
+            .build()
+            .map_err(|e| bad(&self.url, e))
+    }
+
+    /// A connection failure, named without the password.
+    pub fn connect_error(&self, e: tokio_postgres::Error) -> StorageError {
+        let scrubbed = self.url.scrub(&e.to_string());
+        match StorageError::from(e) {
+            StorageError::Backend(_) => {
+                StorageError::Backend(format!("connecting to {}: {scrubbed}", self.url))
+            }
+            _ => StorageError::Unavailable(format!("connecting to {}: {scrubbed}", self.url)),
+        }
+    }
+}

@@ -1,0 +1,357 @@
+//! Decisions: the log of every verdict. Rows are never updated.
+
+use deadpool_postgres::GenericClient;
+use mandate_core::amount::Amount;
+use mandate_core::claims::{RequestClaims, VerdictClaims};
+use mandate_core::id::{AgentId, DecisionId, MandateId, Nonce, ReviewId};
+use mandate_core::names::{Category, Currency, Recipient};
+use mandate_core::policy::{Mode, Verdict};
+use mandate_core::review::ReviewStatus;
+use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
+
+use super::Result;
+use crate::model::Env;
+use crate::model::decision::{Decision, ReviewState};
+use crate::storage::StorageError;
+use crate::storage::decisions::Filters;
+
+/// The columns of an insert, in [`Params::refs`]' order (`agent_seq` is not among them:
+/// each insert supplies it its own way).
+pub(crate) const INSERT_COLUMNS: &str = "id, org_id, env, agent_id, mandate_id, verdict,
+    policy_verdict, reason, mode, amount, currency, recipient, category, nonce, policy_version,
+    iss, iat, exp, created_ms, supersedes, review_id, is_request";
+
+/// A decision's values for an insert, owned, borrowed by [`Params::refs`].
+pub(crate) struct Params {
+    id: String,
+    org_id: String,
+    env: &'static str,
+    agent: String,
+    mandate: Option<String>,
+    verdict: &'static str,
+    policy_verdict: &'static str,
+    reason: Option<String>,
+    mode: &'static str,
+    amount: String,
+    currency: String,
+    recipient: String,
+    category: String,
+    nonce: String,
+    policy_version: String,
+    iss: String,
+    iat: i64,
+    exp: i64,
+    created_ms: i64,
+    supersedes: Option<String>,
+    review: Option<String>,
+    is_request: bool,
+}
+
+impl Params {
+    /// The values of `d`, stored for `org_id` and `env`.
+    pub(crate) fn of(org_id: &str, env: Env, d: &Decision) -> Self {
+        let c = &d.claims;
+        Self {
+            id: c.jti.as_str().to_owned(),
+            org_id: org_id.to_owned(),
+            env: env.as_str(),
+            agent: c.request.agent.as_str().to_owned(),
+            mandate: c.mandate.as_ref().map(|m| m.as_str().to_owned()),
+            verdict: c.verdict.as_str(),
+            policy_verdict: c.policy_verdict.as_str(),
+            reason: d.reason.clone(),
+            mode: d.mode.as_str(),
+            amount: c.request.amount.to_string(),
+            currency: c.request.currency.as_str().to_owned(),
+            recipient: c.request.recipient.as_str().to_owned(),
+            category: c.request.category.as_str().to_owned(),
+            nonce: c.nonce.as_str().to_owned(),
+            policy_version: c.policy_version.clone(),
+            iss: c.iss.clone(),
+            iat: c.iat,
+            exp: c.exp,
+            created_ms: d.created_ms,
+            supersedes: d.supersedes.as_ref().map(|s| s.as_str().to_owned()),
+            review: d.review.as_ref().map(|r| r.as_str().to_owned()),
+            is_request: d.is_request,
+        }
+    }
+
+    /// The values in [`INSERT_COLUMNS`]' order.
+    pub(crate) fn refs(&self) -> [&(dyn ToSql + Sync); 22] {
+        [
+            &self.id,
+            &self.org_id,
+            &self.env,
+            &self.agent,
+            &self.mandate,
+            &self.verdict,
+            &self.policy_verdict,
+            &self.reason,
+            &self.mode,
+            &self.amount,
+            &self.currency,
+            &self.recipient,
+            &self.category,
+            &self.nonce,
+            &self.policy_version,
+            &self.iss,
+            &self.iat,
+            &self.exp,
+            &self.created_ms,
+            &self.supersedes,
+            &self.review,
+            &self.is_request,
+        ]
+    }
+}
+
+/// Appends a decision of the agent with key `agent_seq` (in the caller's transaction).
+pub async fn insert(
+    c: &impl GenericClient,
+    org_id: &str,
+    env: Env,
+    agent_seq: i64,
+    d: &Decision,
+) -> Result<()> {
+    let stmt = c
+        .prepare_cached(&format!(
+            "INSERT INTO decisions ({INSERT_COLUMNS}, agent_seq)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
+                $17, $18, $19, $20, $21, $22, $23)"
+        ))
+        .await?;
+    let params = Params::of(org_id, env, d);
+    let mut values: Vec<&(dyn ToSql + Sync)> = params.refs().to_vec();
+    values.push(&agent_seq);
+    c.execute(&stmt, &values).await?;
+    Ok(())
+}
+
+/// The columns of a decision, then where the review it opened stands (one lookup by the
+/// review's unique id, skipped when it opened none).
+const COLUMNS: &str = "seq, id, agent_id, mandate_id, verdict, policy_verdict, reason, mode,
+    amount, currency, recipient, category, nonce, policy_version, iss, iat, exp, created_ms,
+    supersedes, review_id, is_request,
+    CASE WHEN review_id IS NULL THEN NULL
+         ELSE (SELECT status FROM reviews WHERE reviews.id = decisions.review_id) END,
+    CASE WHEN review_id IS NULL THEN NULL
+         ELSE (SELECT expires_ms FROM reviews WHERE reviews.id = decisions.review_id) END";
+
+fn verdict_from(text: &str) -> Result<Verdict> {
+    Verdict::parse(text).ok_or_else(|| StorageError::Corrupt(format!("verdict {text:?}")))
+}
+
+/// A row read by [`COLUMNS`] as a decision with its seq; a value that does not parse is a
+/// corrupt row naming the column.
+fn decode(r: &Row) -> Result<(i64, Decision)> {
+    let bad = |what: &str| StorageError::Corrupt(format!("decision column {what}"));
+    let text = |i: usize| -> &str { r.get(i) };
+    let optional = |i: usize| -> Option<&str> { r.get(i) };
+    let id = DecisionId::parse(text(1)).map_err(|_| bad("id"))?;
+    let claims = VerdictClaims {
+        iss: r.get(14),
+        jti: id,
+        iat: r.get(15),
+        exp: r.get(16),
+        verdict: verdict_from(text(4))?,
+        policy_verdict: verdict_from(text(5))?,
+        mandate: optional(3)
+            .map(MandateId::parse)
+            .transpose()
+            .map_err(|_| bad("mandate_id"))?,
+        policy_version: r.get(13),
+        nonce: Nonce::parse(text(12)).map_err(|_| bad("nonce"))?,
+        request: RequestClaims {
+            agent: AgentId::parse(text(2)).map_err(|_| bad("agent_id"))?,
+            amount: Amount::parse(text(8)).map_err(|_| bad("amount"))?,
+            currency: Currency::parse(text(9)).map_err(|_| bad("currency"))?,
+            recipient: Recipient::parse(text(10)).map_err(|_| bad("recipient"))?,
+            category: Category::parse(text(11)).map_err(|_| bad("category"))?,
+        },
+    };
+    Ok((
+        r.get(0),
+        Decision {
+            claims,
+            reason: r.get(6),
+            mode: Mode::parse(text(7)).ok_or_else(|| bad("mode"))?,
+            supersedes: optional(18)
+                .map(DecisionId::parse)
+                .transpose()
+                .map_err(|_| bad("supersedes"))?,
+            review: optional(19)
+                .map(ReviewId::parse)
+                .transpose()
+                .map_err(|_| bad("review_id"))?,
+            created_ms: r.get(17),
+            is_request: r.get(20),
+            review_state: match (optional(21), r.get::<_, Option<i64>>(22)) {
+                (Some(status), Some(expires_ms)) => Some(ReviewState {
+                    status: ReviewStatus::parse(status).ok_or_else(|| bad("review status"))?,
+                    expires_ms,
+                }),
+                _ => None,
+            },
+        },
+    ))
+}
+
+/// One decision, optionally only if it belongs to `agent`.
+pub async fn get(
+    c: &impl GenericClient,
+    org_id: &str,
+    env: Env,
+    agent: Option<&AgentId>,
+    id: &DecisionId,
+) -> Result<Option<Decision>> {
+    let stmt = c
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM decisions
+             WHERE org_id = $1 AND env = $2 AND id = $3 AND ($4::TEXT IS NULL OR agent_id = $4)"
+        ))
+        .await?;
+    let agent = agent.map(AgentId::as_str);
+    let row = c
+        .query_opt(&stmt, &[&org_id, &env.as_str(), &id.as_str(), &agent])
+        .await?;
+    row.as_ref()
+        .map(decode)
+        .transpose()
+        .map(|d| d.map(|(_, d)| d))
+}
+
+/// Decisions matching `filters` with seq strictly between `above` and `below`, at most
+/// `limit`, newest or oldest first: the one query behind lists and exports.
+#[allow(clippy::too_many_arguments)]
+async fn filtered(
+    c: &impl GenericClient,
+    org_id: &str,
+    env: Env,
+    filters: &Filters,
+    above: i64,
+    below: i64,
+    newest_first: bool,
+    limit: i64,
+) -> Result<Vec<(i64, Decision)>> {
+    let direction = if newest_first { "DESC" } else { "ASC" };
+    // The agent is looked up by its key, so that the plan walks decisions_by_agent.
+    let agent_clause = if filters.agent.is_some() {
+        "agent_seq = (SELECT seq FROM agents WHERE org_id = $1 AND env = $2 AND id = $3)"
+    } else {
+        "$3::TEXT IS NULL"
+    };
+    // With a review status: from the reviews in that status (few when pending: they
+    // expire within a day) to their decisions, not through every decision.
+    let review_clause = if filters.review_status.is_some() {
+        "seq IN (SELECT d.seq FROM reviews r JOIN decisions d ON d.id = r.decision_id
+                 WHERE r.status = $9 AND r.org_id = $1 AND r.env = $2)"
+    } else {
+        "$9::TEXT IS NULL"
+    };
+    let stmt = c
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM decisions
+             WHERE org_id = $1 AND env = $2 AND {agent_clause} AND {review_clause}
+               AND ($4::TEXT IS NULL OR verdict = $4) AND ($5::TEXT IS NULL OR policy_verdict = $5)
+               AND seq > $6 AND seq < $7
+             ORDER BY seq {direction} LIMIT $8"
+        ))
+        .await?;
+    let review_status = filters.review_status.map(ReviewStatus::as_str);
+    let verdict = filters.verdict.map(Verdict::as_str);
+    let policy_verdict = filters.policy_verdict.map(Verdict::as_str);
+    let rows = c
+        .query(
+            &stmt,
+            &[
+                &org_id,
+                &env.as_str(),
+                &filters.agent,
+                &verdict,
+                &policy_verdict,
+                &above,
+                &below,
+                &limit,
+                &review_status,
+            ],
+        )
+        .await?;
+    rows.iter().map(decode).collect()
+}
+
+/// A page of decisions, newest first, strictly before seq `before`.
+pub async fn page(
+    c: &impl GenericClient,
+    org_id: &str,
+    env: Env,
+    filters: &Filters,
+    before: i64,
+    limit: i64,
+) -> Result<Vec<(i64, Decision)>> {
+    filtered(c, org_id, env, filters, i64::MIN, before, true, limit).await
+}
+
+/// The highest seq of any decision so far (0 if none).
+pub async fn last_seq(c: &impl GenericClient) -> Result<i64> {
+    Ok(
+        c.query_one("SELECT COALESCE(MAX(seq), 0)::BIGINT FROM decisions", &[])
+            .await?
+            .get(0),
+    )
+}
+
+/// Up to `limit` decisions matching `filters`, oldest first, with seq in (`after`, `upto`].
+pub async fn export_page(
+    c: &impl GenericClient,
+    org_id: &str,
+    env: Env,
+    filters: &Filters,
+    after: i64,
+    upto: i64,
+    limit: i64,
+) -> Result<Vec<(i64, Decision)>> {
+    let below = upto.saturating_add(1);
+    filtered(c, org_id, env, filters, after, below, false, limit).await
+}
+
+/// The amounts and times of `agent`'s `allow` decisions under `mandate` since `since_ms`,
+/// oldest first.
+pub async fn allowed_since(
+    c: &impl GenericClient,
+    org_id: &str,
+    env: Env,
+    agent: &AgentId,
+    mandate: &MandateId,
+    since_ms: i64,
+) -> Result<Vec<(Amount, i64)>> {
+    let stmt = c
+        .prepare_cached(
+            "SELECT amount, created_ms FROM decisions
+             WHERE agent_seq = (SELECT seq FROM agents WHERE org_id = $1 AND env = $2 AND id = $3)
+               AND mandate_id = $4 AND created_ms >= $5 AND verdict = 'allow'
+             ORDER BY seq",
+        )
+        .await?;
+    let rows = c
+        .query(
+            &stmt,
+            &[
+                &org_id,
+                &env.as_str(),
+                &agent.as_str(),
+                &mandate.as_str(),
+                &since_ms,
+            ],
+        )
+        .await?;
+    rows.iter()
+        .map(|r| {
+            let amount: &str = r.get(0);
+            Amount::parse(amount)
+                .map(|a| (a, r.get(1)))
+                .map_err(|_| StorageError::Corrupt("decision column amount".into()))
+        })
+        .collect()
+}

@@ -1,0 +1,145 @@
+//! API keys, stored only as SHA-256 hashes.
+
+use deadpool_postgres::GenericClient;
+
+use super::{Result, env_from};
+use crate::model::{Caller, Env, KeyClass};
+use crate::storage::StorageError;
+use crate::storage::keys::{KeyInfo, fingerprint};
+
+/// Stores a new key's hash; returns its fingerprint.
+pub async fn insert(
+    c: &impl GenericClient,
+    hash: &[u8; 32],
+    org_id: &str,
+    env: Env,
+    class: KeyClass,
+    agent_id: Option<&str>,
+    now_ms: i64,
+) -> Result<String> {
+    let fp = fingerprint(hash);
+    let stmt = c
+        .prepare_cached(
+            "INSERT INTO api_keys (hash, fingerprint, org_id, env, class, agent_id, created_ms)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .await?;
+    c.execute(
+        &stmt,
+        &[
+            &&hash[..],
+            &fp,
+            &org_id,
+            &env.as_str(),
+            &class.as_str(),
+            &agent_id,
+            &now_ms,
+        ],
+    )
+    .await?;
+    Ok(fp)
+}
+
+/// The caller behind a key hash, unless the key is unknown or revoked.
+pub async fn caller(c: &impl GenericClient, hash: &[u8; 32]) -> Result<Option<Caller>> {
+    let stmt = c
+        .prepare_cached(
+            "SELECT k.org_id, k.env, k.agent_id, k.rate_per_sec, o.policy_version
+             FROM api_keys k JOIN orgs o ON o.id = k.org_id
+             WHERE k.hash = $1 AND k.revoked_ms IS NULL",
+        )
+        .await?;
+    let Some(row) = c.query_opt(&stmt, &[&&hash[..]]).await? else {
+        return Ok(None);
+    };
+    let org_id: String = row.get(0);
+    let env = env_from(row.get(1))?;
+    let agent: Option<String> = row.get(2);
+    let rate: i64 = row.get(3);
+    let policy_version: String = row.get(4);
+    let agent = agent
+        .map(|a| mandate_core::id::AgentId::parse(&a))
+        .transpose()
+        .map_err(|e| StorageError::Corrupt(e.to_string()))?;
+    Ok(Some(Caller {
+        key_hash: *hash,
+        org_id: org_id.into(),
+        env,
+        agent,
+        rate_per_sec: u32::try_from(rate.max(1)).unwrap_or(u32::MAX),
+        policy_version: policy_version.into(),
+    }))
+}
+
+/// The hash of the key with this fingerprint.
+pub async fn hash_by_fingerprint(c: &impl GenericClient, fp: &str) -> Result<Option<Vec<u8>>> {
+    Ok(
+        c.query_opt("SELECT hash FROM api_keys WHERE fingerprint = $1", &[&fp])
+            .await?
+            .map(|r| r.get(0)),
+    )
+}
+
+/// Revokes a key; returns whether a live key was revoked.
+pub async fn revoke(c: &impl GenericClient, hash: &[u8], now_ms: i64) -> Result<bool> {
+    Ok(c.execute(
+        "UPDATE api_keys SET revoked_ms = $2 WHERE hash = $1 AND revoked_ms IS NULL",
+        &[&hash, &now_ms],
+    )
+    .await?
+        == 1)
+}
+
+/// Sets a key's request rate; returns whether the key exists.
+pub async fn set_rate(c: &impl GenericClient, hash: &[u8], per_sec: u32) -> Result<bool> {
+    Ok(c.execute(
+        "UPDATE api_keys SET rate_per_sec = $2 WHERE hash = $1",
+        &[&hash, &i64::from(per_sec)],
+    )
+    .await?
+        == 1)
+}
+
+/// The keys of an organization, oldest first.
+pub async fn list(c: &impl GenericClient, org_id: &str) -> Result<Vec<KeyInfo>> {
+    let rows = c
+        .query(
+            "SELECT fingerprint, env, class, agent_id, rate_per_sec, revoked_ms IS NOT NULL
+             FROM api_keys WHERE org_id = $1 ORDER BY created_ms, fingerprint",
+            &[&org_id],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| KeyInfo {
+            fingerprint: r.get(0),
+            env: r.get(1),
+            class: r.get(2),
+            agent: r.get(3),
+            rate_per_sec: r.get(4),
+            revoked: r.get(5),
+        })
+        .collect())
+}
+
+/// Marks a change to keys made outside the running servers (operator commands): servers
+/// empty their caller caches when they see the generation move.
+pub async fn bump_generation(c: &impl GenericClient) -> Result<()> {
+    c.execute(
+        "INSERT INTO counters (name, value) VALUES ('keys_generation', 1)
+         ON CONFLICT (name) DO UPDATE SET value = counters.value + 1",
+        &[],
+    )
+    .await?;
+    Ok(())
+}
+
+/// The current keys generation (0 before any change).
+pub async fn generation(c: &impl GenericClient) -> Result<i64> {
+    let stmt = c
+        .prepare_cached(
+            "SELECT COALESCE((SELECT value FROM counters WHERE name = 'keys_generation'), 0)::BIGINT",
+        )
+        .await?;
+    Ok(c.query_one(&stmt, &[]).await?.get(0))
+}

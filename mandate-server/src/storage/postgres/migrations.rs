@@ -1,0 +1,118 @@
+//! The numbered schema migrations of `migrations/postgres/`; a database remembers which it
+//! has (`schema_migrations`). Several processes may start at once: each migration is
+//! applied in a transaction that first inserts its version, so the others wait on that row
+//! and then find it applied.
+
+use tokio_postgres::error::SqlState;
+
+use super::Result;
+use crate::storage::StorageError;
+
+/// The numbered migrations, applied in order. Never edit one that has landed: add another.
+const MIGRATIONS: &[(i64, &str)] = &[(
+    1,
+    include_str!("../../../migrations/postgres/0001_init.sql"),
+)];
+
+/// The highest migration this build knows.
+pub fn latest() -> i64 {
+    MIGRATIONS.last().map_or(0, |(version, _)| *version)
+}
+
+/// The highest migration the database has applied (0 for none, or no table of them).
+pub async fn applied(client: &tokio_postgres::Client) -> Result<i64> {
+    let has_table: bool = client
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM information_schema.tables
+                            WHERE table_schema = current_schema() AND table_name = 'schema_migrations')",
+            &[],
+        )
+        .await?
+        .get(0);
+    if !has_table {
+        return Ok(0);
+    }
+    Ok(client
+        .query_one(
+            "SELECT COALESCE(MAX(version), 0)::BIGINT FROM schema_migrations",
+            &[],
+        )
+        .await?
+        .get(0))
+}
+
+/// Refuses a database whose schema is newer than this build knows.
+pub fn refuse_newer(applied: i64) -> Result<()> {
+    let latest = latest();
+    if applied > latest {
+        return Err(StorageError::Schema(format!(
+            "the database schema is at migration {applied}, newer than this mandate-server knows \
+             (up to {latest}): run the newer mandate-server that migrated it"
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses a database whose schema is older than this build needs (`serve --no-migrate`).
+pub fn refuse_older(applied: i64) -> Result<()> {
+    let latest = latest();
+    if applied < latest {
+        return Err(StorageError::Schema(format!(
+            "the database schema is at migration {applied} and this mandate-server needs {latest}: \
+             run `mandate-server migrate --db …` first, or start without --no-migrate"
+        )));
+    }
+    Ok(())
+}
+
+/// Applies the migrations not applied yet; returns how many this call applied.
+pub async fn migrate(client: &mut tokio_postgres::Client) -> Result<usize> {
+    let applied = applied(client).await?;
+    refuse_newer(applied)?;
+    if applied == latest() {
+        return Ok(0);
+    }
+    create_table(client).await?;
+    let mut count = 0;
+    for (version, sql) in MIGRATIONS {
+        let tx = client.transaction().await?;
+        // The version row first: a process migrating at the same time waits on it here,
+        // then finds it taken and skips the migration.
+        let claimed = tx
+            .execute(
+                "INSERT INTO schema_migrations (version, applied_ms)
+                 VALUES ($1, (EXTRACT(EPOCH FROM now()) * 1000)::BIGINT)
+                 ON CONFLICT (version) DO NOTHING",
+                &[version],
+            )
+            .await?;
+        if claimed == 0 {
+            tx.rollback().await?;
+            continue;
+        }
+        tx.batch_execute(sql).await.map_err(|e| {
+            let why = StorageError::from(e);
+            StorageError::Schema(format!("migration {version} failed: {why}"))
+        })?;
+        tx.commit().await?;
+        count += 1;
+    }
+    Ok(count)
+}
+
+/// `schema_migrations`, if missing. Two processes creating it at once: one of them gets a
+/// duplicate error, and finds it there on its second try.
+async fn create_table(client: &tokio_postgres::Client) -> Result<()> {
+    const CREATE: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (
+        version BIGINT PRIMARY KEY, applied_ms BIGINT NOT NULL)";
+    match client.batch_execute(CREATE).await {
+        Ok(()) => Ok(()),
+        Err(e)
+            if e.code() == Some(&SqlState::UNIQUE_VIOLATION)
+                || e.code() == Some(&SqlState::DUPLICATE_TABLE) =>
+        {
+            Ok(client.batch_execute(CREATE).await?)
+        }
+        Err(e) => Err(e.into()),
+    }
+}

@@ -1,0 +1,118 @@
+//! The PostgreSQL engine: any number of server processes on one database, each decision
+//! as exact as on SQLite.
+//!
+//! All of its SQL lives under this module, one file per resource, as in `sqlite/`. It
+//! talks to the database through tokio-postgres on a deadpool pool ([`connect`]), TLS
+//! through rustls ([`tls`]), and keeps its schema in numbered files under
+//! `migrations/postgres/` ([`migrations`]).
+//!
+//! What makes many processes one service:
+//! - **Exact decisions** ([`deciding`]): each agent's row carries a `version` that moves
+//!   with every change its next decision depends on. A decision is stored by one statement
+//!   that first moves the version from the one its state was read at (and checks that the
+//!   environment's enforcement mode is still the one it was made in); if another process
+//!   got there first nothing is stored and the store answers [`StorageError::Conflict`]: the
+//!   decision service reloads the agent and decides again.
+//! - **Row claims with an expiry** for webhook deliveries and idempotency keys
+//!   (`FOR UPDATE SKIP LOCKED`, `claimed_until`): work of a process that died is taken
+//!   over once its claim runs out, and never done by two at once meanwhile.
+//! - Only SQL that CockroachDB also accepts: row locks and single statements, no advisory
+//!   locks, no LISTEN/NOTIFY.
+//!
+//! Every answer is sent after its statement committed, with `synchronous_commit` as the
+//! server has it (on by default): durable when answered.
+
+pub mod agents;
+pub mod connect;
+pub mod deciding;
+pub mod decisions;
+pub mod deliveries;
+pub mod escrows;
+pub mod events;
+pub mod idempotency;
+pub mod keys;
+pub mod mandates;
+pub mod migrations;
+pub mod orgs;
+pub mod reviews;
+pub mod settlement;
+pub mod signing;
+pub mod store;
+pub mod timers;
+pub mod tls;
+pub mod webhooks;
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod test_db;
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests;
+
+pub use store::PostgresStore;
+
+use tokio_postgres::error::SqlState;
+
+use super::StorageError;
+
+/// What the engine's functions return.
+pub type Result<T> = std::result::Result<T, StorageError>;
+
+/// SQLSTATEs that mean the database cannot be used right now rather than that a statement
+/// is wrong: connection failures, shutdowns, too many connections.
+fn unavailable(code: &SqlState) -> bool {
+    let text = code.code();
+    text.starts_with("08")
+        || text.starts_with("57P")
+        || *code == SqlState::TOO_MANY_CONNECTIONS
+        || *code == SqlState::CANNOT_CONNECT_NOW
+}
+
+impl From<tokio_postgres::Error> for StorageError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        if let Some(db) = e.as_db_error() {
+            let code = db.code();
+            if *code == SqlState::T_R_SERIALIZATION_FAILURE
+                || *code == SqlState::T_R_DEADLOCK_DETECTED
+            {
+                return StorageError::Conflict;
+            }
+            let text = format!("{} (SQLSTATE {})", db.message(), code.code());
+            return if unavailable(code) {
+                StorageError::Unavailable(text)
+            } else {
+                StorageError::Backend(text)
+            };
+        }
+        if e.is_closed() {
+            return StorageError::Unavailable("the connection to the database closed".into());
+        }
+        // No SQLSTATE: an I/O error, a timeout, or a value that did not convert.
+        let text = e.to_string();
+        if std::error::Error::source(&e).is_some_and(|s| s.is::<std::io::Error>()) {
+            StorageError::Unavailable(text)
+        } else {
+            StorageError::Backend(text)
+        }
+    }
+}
+
+impl From<deadpool_postgres::PoolError> for StorageError {
+    fn from(e: deadpool_postgres::PoolError) -> Self {
+        match e {
+            deadpool_postgres::PoolError::Backend(e) => e.into(),
+            other => StorageError::Unavailable(format!("no database connection: {other}")),
+        }
+    }
+}
+
+/// An environment as stored.
+pub(crate) fn env_from(text: &str) -> Result<crate::model::Env> {
+    crate::model::Env::parse(text)
+        .ok_or_else(|| StorageError::Corrupt(format!("environment {text:?}")))
+}
+
+/// A count or position from the database as the `usize`/`u32` the boundary wants.
+pub(crate) fn non_negative<T: TryFrom<i64>>(value: i64, what: &str) -> Result<T> {
+    T::try_from(value).map_err(|_| StorageError::Corrupt(format!("{what} {value}")))
+}

@@ -1,0 +1,984 @@
+//! [`PostgresStore`]: the PostgreSQL engine behind the storage boundary. Each async method
+//! takes a connection from the pool and runs one statement or one transaction of this
+//! module's SQL; the blocking [`AdminStore`] methods (operator commands, start-up) run on a
+//! thread of their own with a connection of their own, so they never wait on the caller's
+//! runtime.
+//!
+//! Longer than most files on purpose, like the SQLite engine's: the engine's whole
+//! surface, every trait of the boundary, each method a few lines.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use deadpool_postgres::{Object, Pool};
+use mandate_core::amount::Amount;
+use mandate_core::delivery::NextStep;
+use mandate_core::id::{AgentId, DecisionId, EscrowId, EventId, MandateId, ReviewId, WebhookId};
+use mandate_core::idempotency::NextAction;
+use mandate_core::mandate::{Mandate, MandateStatus};
+use mandate_core::policy::Mode;
+use mandate_core::review::Review;
+use serde_json::Value;
+use time::{Date, OffsetDateTime};
+
+use super::connect::Target;
+use super::{
+    Result, agents, decisions, deliveries, escrows, events, idempotency, keys, mandates,
+    migrations, orgs, reviews, settlement, signing, timers, webhooks,
+};
+use crate::clock::ms;
+use crate::model::decision::Decision;
+use crate::model::{Caller, Env, KeyClass};
+use crate::storage::admin::{AdminStore, NewOrg, SecretChange};
+use crate::storage::agents::{AgentRow, AgentStore};
+use crate::storage::decisions::{DecisionStore, Filters as DecisionFilters};
+use crate::storage::deliveries::{Attempt, Backlog, DeliveryRow, DeliveryStore, Due};
+use crate::storage::escrows::{EscrowChange, EscrowRow, EscrowStore, MovementRow};
+use crate::storage::events::{EventRow, EventStore, NewEvent};
+use crate::storage::health::{HealthStore, Schema};
+use crate::storage::idempotency::{IdempotencyRecord, IdempotencyStore};
+use crate::storage::keys::{KeyInfo, KeyStore, SealNew, StoredKey};
+use crate::storage::location::PostgresUrl;
+use crate::storage::mandates::{Filters as MandateFilters, MandateStore, Revocation};
+use crate::storage::orgs::OrgStore;
+use crate::storage::peers::{PEER_LEASE_MS, PeerStore};
+use crate::storage::timers::{DueItem, TimerStore};
+use crate::storage::webhooks::{WebhookRow, WebhookStore};
+use crate::storage::{StorageError, StoreFuture};
+
+/// The PostgreSQL engine: a pool of connections to one database that any number of
+/// server processes share.
+#[derive(Clone)]
+pub struct PostgresStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    pool: Pool,
+    target: Target,
+}
+
+/// What a blocking method runs on its own connection (it may borrow the caller's data:
+/// the caller waits for it).
+type AdminJob<'a, T> =
+    Box<dyn FnOnce(Object) -> Pin<Box<dyn Future<Output = Result<T>> + Send + 'a>> + Send + 'a>;
+
+impl PostgresStore {
+    /// Connects to the database at `url` and brings its schema up to date (with
+    /// `migrate`), or checks that it is this server's (without: a schema older than this
+    /// server needs is refused). A schema newer than this server knows is refused either
+    /// way.
+    pub async fn open(url: &PostgresUrl, migrate: bool) -> Result<Self> {
+        let target = Target::parse(url)?;
+        let pool = target.pool()?;
+        let store = Self {
+            inner: Arc::new(Inner { pool, target }),
+        };
+        let mut c = store.client().await?;
+        if migrate {
+            migrations::migrate(&mut c).await?;
+        } else {
+            let applied = migrations::applied(&c).await?;
+            migrations::refuse_newer(applied)?;
+            migrations::refuse_older(applied)?;
+        }
+        Ok(store)
+    }
+
+    /// The database's URL (shown without its password).
+    pub fn url(&self) -> &PostgresUrl {
+        &self.inner.target.url
+    }
+
+    /// A connection from the pool.
+    pub(crate) async fn client(&self) -> Result<Object> {
+        self.inner.pool.get().await.map_err(|e| match e {
+            deadpool_postgres::PoolError::Backend(e) => self.inner.target.connect_error(e),
+            other => StorageError::from(other),
+        })
+    }
+
+    /// Runs `job` on a connection of its own, on a thread of its own with a runtime of its
+    /// own, and waits for it: the blocking methods of [`AdminStore`] may be called from
+    /// any thread, a runtime's included, without waiting on that runtime.
+    fn blocking<'a, T: Send + 'a>(&self, job: AdminJob<'a, T>) -> Result<T> {
+        let target = &self.inner.target;
+        std::thread::scope(|scope| {
+            let thread = std::thread::Builder::new()
+                .name("mandate-pg-admin".into())
+                .spawn_scoped(scope, move || -> Result<T> {
+                    let runtime = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .map_err(|e| {
+                            StorageError::Task(format!("a runtime for the database: {e}"))
+                        })?;
+                    runtime.block_on(async move {
+                        let pool = target.pool_of(1)?;
+                        let c = pool.get().await.map_err(|e| match e {
+                            deadpool_postgres::PoolError::Backend(e) => target.connect_error(e),
+                            other => StorageError::from(other),
+                        })?;
+                        job(c).await
+                    })
+                })
+                .map_err(|e| StorageError::Task(format!("a thread for the database: {e}")))?;
+            thread
+                .join()
+                .map_err(|_| StorageError::Task("the database thread panicked".into()))?
+        })
+    }
+}
+
+/// Boxes an admin job.
+fn job<'a, T, F, Fut>(f: F) -> AdminJob<'a, T>
+where
+    F: FnOnce(Object) -> Fut + Send + 'a,
+    Fut: Future<Output = Result<T>> + Send + 'a,
+{
+    Box::new(move |c| Box::pin(f(c)))
+}
+
+impl AgentStore for PostgresStore {
+    fn create_agent(
+        &self,
+        org_id: &str,
+        env: Env,
+        id: &AgentId,
+        key_hash: [u8; 32],
+        now_ms: i64,
+    ) -> StoreFuture<'_, Option<AgentRow>> {
+        let (org, id) = (org_id.to_owned(), id.clone());
+        Box::pin(async move {
+            let mut c = self.client().await?;
+            let tx = c.transaction().await?;
+            if !agents::insert(&tx, &id, &org, env, now_ms).await? {
+                tx.rollback().await?;
+                return Ok(None);
+            }
+            keys::insert(
+                &tx,
+                &key_hash,
+                &org,
+                env,
+                KeyClass::Agent,
+                Some(id.as_str()),
+                now_ms,
+            )
+            .await?;
+            let row = agents::get(&tx, &org, env, &id).await?;
+            tx.commit().await?;
+            row.map(Some)
+                .ok_or_else(|| StorageError::Corrupt(format!("agent {id} vanished after insert")))
+        })
+    }
+
+    fn agent(&self, org_id: &str, env: Env, id: &AgentId) -> StoreFuture<'_, Option<AgentRow>> {
+        let (org, id) = (org_id.to_owned(), id.clone());
+        Box::pin(async move { agents::get(&self.client().await?, &org, env, &id).await })
+    }
+
+    fn agents_page(
+        &self,
+        org_id: &str,
+        env: Env,
+        only: Option<&AgentId>,
+        before: i64,
+        limit: i64,
+    ) -> StoreFuture<'_, Vec<AgentRow>> {
+        let (org, only) = (org_id.to_owned(), only.cloned());
+        Box::pin(async move {
+            let c = self.client().await?;
+            agents::page(&c, &org, env, only.as_ref(), before, limit).await
+        })
+    }
+}
+
+impl DecisionStore for PostgresStore {
+    fn decision(
+        &self,
+        org_id: &str,
+        env: Env,
+        only: Option<&AgentId>,
+        id: &DecisionId,
+    ) -> StoreFuture<'_, Option<Decision>> {
+        let (org, only, id) = (org_id.to_owned(), only.cloned(), id.clone());
+        Box::pin(async move {
+            let c = self.client().await?;
+            decisions::get(&c, &org, env, only.as_ref(), &id).await
+        })
+    }
+
+    fn decisions_page(
+        &self,
+        org_id: &str,
+        env: Env,
+        filters: &DecisionFilters,
+        before: i64,
+        limit: i64,
+    ) -> StoreFuture<'_, Vec<(i64, Decision)>> {
+        let (org, filters) = (org_id.to_owned(), filters.clone());
+        Box::pin(async move {
+            let c = self.client().await?;
+            decisions::page(&c, &org, env, &filters, before, limit).await
+        })
+    }
+
+    fn last_decision_seq(&self) -> StoreFuture<'_, i64> {
+        Box::pin(async move { decisions::last_seq(&self.client().await?).await })
+    }
+
+    fn decisions_export_page(
+        &self,
+        org_id: &str,
+        env: Env,
+        filters: &DecisionFilters,
+        after: i64,
+        upto: i64,
+        limit: i64,
+    ) -> StoreFuture<'_, Vec<(i64, Decision)>> {
+        let (org, filters) = (org_id.to_owned(), filters.clone());
+        Box::pin(async move {
+            let c = self.client().await?;
+            decisions::export_page(&c, &org, env, &filters, after, upto, limit).await
+        })
+    }
+}
+
+impl DeliveryStore for PostgresStore {
+    fn due_deliveries(
+        &self,
+        now_ms: i64,
+        per_webhook: i64,
+        limit: i64,
+    ) -> StoreFuture<'_, Vec<Due>> {
+        Box::pin(async move {
+            let c = self.client().await?;
+            deliveries::claim_due(&c, now_ms, per_webhook, limit).await
+        })
+    }
+
+    fn release_deliveries(&self, ids: Vec<i64>) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            if ids.is_empty() {
+                return Ok(());
+            }
+            deliveries::release(&self.client().await?, &ids).await
+        })
+    }
+
+    fn record_attempt(
+        &self,
+        id: i64,
+        attempt: Attempt,
+        next: NextStep,
+        now_ms: i64,
+    ) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            let mut c = self.client().await?;
+            let tx = c.transaction().await?;
+            deliveries::record(&tx, id, &attempt, next, now_ms).await?;
+            Ok(tx.commit().await?)
+        })
+    }
+
+    fn give_up_delivery(&self, id: i64, reason: &str, at_ms: i64) -> StoreFuture<'_, ()> {
+        let reason = reason.to_owned();
+        Box::pin(async move {
+            let c = self.client().await?;
+            deliveries::give_up(&c, id, &reason, at_ms).await
+        })
+    }
+
+    fn backlog(&self) -> StoreFuture<'_, Backlog> {
+        Box::pin(async move {
+            let (deliveries, reviews) = deliveries::backlog(&self.client().await?).await?;
+            Ok(Backlog {
+                deliveries,
+                reviews,
+            })
+        })
+    }
+
+    fn deliveries_of(&self, event_id: &str) -> StoreFuture<'_, Vec<DeliveryRow>> {
+        let event_id = event_id.to_owned();
+        Box::pin(async move { deliveries::for_event(&self.client().await?, &event_id).await })
+    }
+}
+
+impl EscrowStore for PostgresStore {
+    fn fund_escrow(
+        &self,
+        escrow: EscrowRow,
+        nonce: &str,
+        movement: MovementRow,
+        event: NewEvent,
+    ) -> StoreFuture<'_, bool> {
+        let nonce = nonce.to_owned();
+        Box::pin(async move {
+            let env = Env::parse(&escrow.env)
+                .ok_or_else(|| StorageError::Corrupt(format!("escrow {} env", escrow.id)))?;
+            let mut c = self.client().await?;
+            let tx = c.transaction().await?;
+            if !escrows::insert(&tx, &escrow, &nonce).await? {
+                tx.rollback().await?;
+                return Ok(false);
+            }
+            settlement::record(&tx, &movement).await?;
+            events::append(
+                &tx,
+                &escrow.org_id,
+                env,
+                event.event_type,
+                &event.data,
+                escrow.created_ms,
+            )
+            .await?;
+            tx.commit().await?;
+            Ok(true)
+        })
+    }
+
+    fn escrow(
+        &self,
+        id: &EscrowId,
+        owner: Option<(&str, Env)>,
+    ) -> StoreFuture<'_, Option<EscrowRow>> {
+        let (id, owner) = (id.clone(), owner.map(|(org, env)| (org.to_owned(), env)));
+        Box::pin(async move {
+            let c = self.client().await?;
+            let owner = owner.as_ref().map(|(org, env)| (org.as_str(), *env));
+            escrows::get(&c, &id, owner).await
+        })
+    }
+
+    fn advance_escrow(
+        &self,
+        org_id: &str,
+        env: Env,
+        id: &EscrowId,
+        change: EscrowChange,
+    ) -> StoreFuture<'_, bool> {
+        let (org, id) = (org_id.to_owned(), id.clone());
+        Box::pin(async move {
+            let EscrowChange {
+                from,
+                entry,
+                step,
+                movement,
+                event,
+            } = &change;
+            let mut c = self.client().await?;
+            let tx = c.transaction().await?;
+            if !escrows::advance(&tx, &id, *from, entry, *step).await? {
+                tx.rollback().await?;
+                return Ok(false);
+            }
+            if let Some(movement) = movement {
+                settlement::record(&tx, movement).await?;
+            }
+            events::append(&tx, &org, env, event.event_type, &event.data, ms(entry.at)).await?;
+            tx.commit().await?;
+            Ok(true)
+        })
+    }
+
+    fn escrow_movements(&self, id: &EscrowId) -> StoreFuture<'_, Vec<MovementRow>> {
+        let id = id.clone();
+        Box::pin(async move { settlement::of_escrow(&self.client().await?, id.as_str()).await })
+    }
+}
+
+impl EventStore for PostgresStore {
+    fn event(&self, org_id: &str, env: Env, id: &str) -> StoreFuture<'_, Option<EventRow>> {
+        let (org, id) = (org_id.to_owned(), id.to_owned());
+        Box::pin(async move { events::get(&self.client().await?, &org, env, &id).await })
+    }
+
+    fn events_page(
+        &self,
+        org_id: &str,
+        env: Env,
+        event_type: Option<&str>,
+        before: i64,
+        limit: i64,
+    ) -> StoreFuture<'_, Vec<EventRow>> {
+        let (org, event_type) = (org_id.to_owned(), event_type.map(str::to_owned));
+        Box::pin(async move {
+            let c = self.client().await?;
+            events::page(&c, &org, env, event_type.as_deref(), before, limit).await
+        })
+    }
+}
+
+impl IdempotencyStore for PostgresStore {
+    fn claim_idempotency_key(
+        &self,
+        key_hash: [u8; 32],
+        idem_key: &str,
+        digest: [u8; 32],
+        now: OffsetDateTime,
+    ) -> StoreFuture<'_, (NextAction, Option<String>)> {
+        let idem_key = idem_key.to_owned();
+        Box::pin(async move {
+            let mut c = self.client().await?;
+            let now_ms = ms(now);
+            if idempotency::claim_fresh(&c, &key_hash, &idem_key, &digest, now_ms).await? {
+                return Ok((NextAction::StartProcessing, None));
+            }
+            let tx = c.transaction().await?;
+            let claimed =
+                idempotency::claim_existing(&tx, &key_hash, &idem_key, &digest, now_ms).await?;
+            tx.commit().await?;
+            Ok(claimed)
+        })
+    }
+
+    fn finish_idempotency(
+        &self,
+        key_hash: [u8; 32],
+        idem_key: &str,
+        record: Option<IdempotencyRecord>,
+    ) -> StoreFuture<'_, ()> {
+        let idem_key = idem_key.to_owned();
+        Box::pin(async move {
+            let c = self.client().await?;
+            match &record {
+                Some(r) => {
+                    idempotency::complete(
+                        &c,
+                        &r.key_hash,
+                        &r.idem_key,
+                        r.status,
+                        &r.body,
+                        &r.request_id,
+                    )
+                    .await
+                }
+                None => idempotency::release(&c, &key_hash, &idem_key).await,
+            }
+        })
+    }
+
+    fn sweep_idempotency(&self, older_than_ms: i64) -> StoreFuture<'_, usize> {
+        Box::pin(async move {
+            let now_ms = older_than_ms.saturating_add(WINDOW_MS);
+            idempotency::sweep(&self.client().await?, older_than_ms, now_ms).await
+        })
+    }
+}
+
+/// How long idempotency records are kept: the start-up sweep is given `now` minus this.
+const WINDOW_MS: i64 = mandate_core::idempotency::IDEMPOTENCY_WINDOW_SECS * 1000;
+
+impl MandateStore for PostgresStore {
+    fn insert_mandate(&self, org_id: &str, env: Env, mandate: &Mandate) -> StoreFuture<'_, ()> {
+        let (org, mandate) = (org_id.to_owned(), mandate.clone());
+        Box::pin(async move {
+            let mut c = self.client().await?;
+            let tx = c.transaction().await?;
+            mandates::insert(&tx, &org, env, &mandate).await?;
+            Ok(tx.commit().await?)
+        })
+    }
+
+    fn mandate(&self, org_id: &str, env: Env, id: &MandateId) -> StoreFuture<'_, Option<Mandate>> {
+        let (org, id) = (org_id.to_owned(), id.clone());
+        Box::pin(async move { mandates::get(&self.client().await?, &org, env, &id).await })
+    }
+
+    fn mandates_page(
+        &self,
+        org_id: &str,
+        env: Env,
+        filters: &MandateFilters,
+        today: &str,
+        before: i64,
+        limit: i64,
+    ) -> StoreFuture<'_, Vec<(i64, Mandate)>> {
+        let (org, filters, today) = (org_id.to_owned(), filters.clone(), today.to_owned());
+        Box::pin(async move {
+            let c = self.client().await?;
+            mandates::page(&c, &org, env, &filters, &today, before, limit).await
+        })
+    }
+
+    fn revoke_mandate(
+        &self,
+        org_id: &str,
+        env: Env,
+        id: &MandateId,
+        now: OffsetDateTime,
+    ) -> StoreFuture<'_, Revocation> {
+        let (org, id) = (org_id.to_owned(), id.clone());
+        Box::pin(async move {
+            let mut c = self.client().await?;
+            let tx = c.transaction().await?;
+            let Some(mut mandate) = mandates::get_locked(&tx, &org, env, &id, false).await? else {
+                tx.rollback().await?;
+                return Ok(Revocation::Missing);
+            };
+            // Only an active mandate can be revoked; an expired one stays expired.
+            let status = mandate.status_at(now);
+            if status != MandateStatus::Active || !mandates::revoke(&tx, &id, ms(now)).await? {
+                tx.rollback().await?;
+                return Ok(Revocation::NotActive(status));
+            }
+            agents::bump_version(&tx, &org, env, mandate.terms.agent.as_str()).await?;
+            mandate.status = MandateStatus::Revoked;
+            let data = mandate.to_json(now);
+            events::append(&tx, &org, env, "mandate.revoked", &data, ms(now)).await?;
+            tx.commit().await?;
+            Ok(Revocation::Revoked(Box::new(mandate)))
+        })
+    }
+
+    fn mandate_allows_since(
+        &self,
+        org_id: &str,
+        env: Env,
+        agent: &AgentId,
+        mandate: &MandateId,
+        since_ms: i64,
+    ) -> StoreFuture<'_, Vec<(Amount, i64)>> {
+        let (org, agent, mandate) = (org_id.to_owned(), agent.clone(), mandate.clone());
+        Box::pin(async move {
+            let c = self.client().await?;
+            decisions::allowed_since(&c, &org, env, &agent, &mandate, since_ms).await
+        })
+    }
+}
+
+impl OrgStore for PostgresStore {
+    fn org_name(&self, org_id: &str) -> StoreFuture<'_, String> {
+        let org = org_id.to_owned();
+        Box::pin(async move { orgs::name(&self.client().await?, &org).await })
+    }
+
+    fn mode(&self, org_id: &str, env: Env) -> StoreFuture<'_, (Mode, i64)> {
+        let org = org_id.to_owned();
+        Box::pin(async move { orgs::mode(&self.client().await?, &org, env).await })
+    }
+
+    fn set_mode(
+        &self,
+        org_id: &str,
+        env: Env,
+        mode: Mode,
+        now_ms: i64,
+    ) -> StoreFuture<'_, (Mode, i64)> {
+        let org = org_id.to_owned();
+        Box::pin(async move {
+            let mut c = self.client().await?;
+            let tx = c.transaction().await?;
+            let set = orgs::set_mode(&tx, &org, env, mode, now_ms).await?;
+            tx.commit().await?;
+            Ok(set)
+        })
+    }
+}
+
+impl PeerStore for PostgresStore {
+    fn heartbeat(&self, id: &str) -> StoreFuture<'_, u32> {
+        let id = id.to_owned();
+        Box::pin(async move {
+            let c = self.client().await?;
+            let stmt = c
+                .prepare_cached(&format!(
+                    "WITH beat AS (
+                        INSERT INTO processes (id, expires_at)
+                        VALUES ($1, now() + INTERVAL '{PEER_LEASE_MS} milliseconds')
+                        ON CONFLICT (id) DO UPDATE SET expires_at = EXCLUDED.expires_at
+                        RETURNING 1),
+                     gone AS (
+                        DELETE FROM processes WHERE expires_at < now() - INTERVAL '1 minute')
+                     SELECT ((SELECT COUNT(*) FROM processes WHERE expires_at > now() AND id <> $1)
+                             + (SELECT COUNT(*) FROM beat))::BIGINT"
+                ))
+                .await?;
+            let live: i64 = c.query_one(&stmt, &[&id]).await?.get(0);
+            Ok(u32::try_from(live.max(1)).unwrap_or(u32::MAX))
+        })
+    }
+
+    fn leave(&self, id: &str) -> StoreFuture<'_, ()> {
+        let id = id.to_owned();
+        Box::pin(async move {
+            let c = self.client().await?;
+            c.execute("DELETE FROM processes WHERE id = $1", &[&id])
+                .await?;
+            Ok(())
+        })
+    }
+}
+
+impl HealthStore for PostgresStore {
+    fn readiness(&self) -> StoreFuture<'_, Schema> {
+        Box::pin(async move {
+            let c = self.client().await?;
+            // A write committed like any other (a new row version, its WAL flushed), that
+            // leaves the value as it was.
+            c.execute(
+                "INSERT INTO counters (name, value) VALUES ('readiness_probe', 0)
+                 ON CONFLICT (name) DO UPDATE SET value = counters.value",
+                &[],
+            )
+            .await?;
+            Ok(Schema {
+                applied: migrations::applied(&c).await?,
+                latest: migrations::latest(),
+            })
+        })
+    }
+}
+
+impl TimerStore for PostgresStore {
+    fn due_timers(
+        &self,
+        now_ms: i64,
+        today: &str,
+        horizon: &str,
+        limit: i64,
+    ) -> StoreFuture<'_, (Vec<DueItem>, Vec<DueItem>)> {
+        let (today, horizon) = (today.to_owned(), horizon.to_owned());
+        Box::pin(async move {
+            let c = self.client().await?;
+            Ok((
+                timers::due_reviews(&c, now_ms, limit).await?,
+                timers::due_expiring(&c, &today, &horizon, limit).await?,
+            ))
+        })
+    }
+
+    fn expire_review(&self, item: &DueItem, now: OffsetDateTime) -> StoreFuture<'_, ()> {
+        let item = item.clone();
+        Box::pin(async move {
+            let Ok(id) = ReviewId::parse(&item.id) else {
+                return Err(StorageError::Corrupt(format!("review id {:?}", item.id)));
+            };
+            let mut c = self.client().await?;
+            let tx = c.transaction().await?;
+            // Locked, or left to the process that holds it.
+            let Some((review, _agent)) =
+                reviews::get(&tx, &item.org_id, item.env, &id, true).await?
+            else {
+                return Ok(tx.rollback().await?);
+            };
+            let Ok(expired) = Review::expire(&review, now) else {
+                return Ok(tx.rollback().await?);
+            };
+            if reviews::resolve(&tx, &expired).await? {
+                let data = serde_json::to_value(&expired)
+                    .map_err(|e| StorageError::Corrupt(format!("review {}: {e}", item.id)))?;
+                events::append(
+                    &tx,
+                    &item.org_id,
+                    item.env,
+                    "decision.resolved",
+                    &data,
+                    ms(now),
+                )
+                .await?;
+            }
+            Ok(tx.commit().await?)
+        })
+    }
+
+    fn fire_expiring(
+        &self,
+        item: &DueItem,
+        now: OffsetDateTime,
+        fires_at: fn(Date) -> OffsetDateTime,
+    ) -> StoreFuture<'_, ()> {
+        let item = item.clone();
+        Box::pin(async move {
+            let id = MandateId::parse(&item.id)
+                .map_err(|_| StorageError::Corrupt(format!("mandate id {:?}", item.id)))?;
+            let mut c = self.client().await?;
+            let tx = c.transaction().await?;
+            // The mandate's row, locked: a process firing it meanwhile holds it, and this
+            // one leaves it (it finds the mark on a later tick).
+            let Some(mandate) =
+                mandates::get_locked(&tx, &item.org_id, item.env, &id, true).await?
+            else {
+                return Ok(tx.rollback().await?);
+            };
+            if mandate.status_at(now) != MandateStatus::Active
+                || now < fires_at(mandate.terms.expires)
+                || timers::expiring_fired(&tx, &item.id).await?
+            {
+                return Ok(tx.rollback().await?);
+            }
+            let data = mandate.to_json(now);
+            let event = events::append(
+                &tx,
+                &item.org_id,
+                item.env,
+                "mandate.expiring",
+                &data,
+                ms(now),
+            )
+            .await?;
+            timers::mark_expiring_fired(&tx, &item.id, event.as_str(), ms(now)).await?;
+            Ok(tx.commit().await?)
+        })
+    }
+}
+
+impl WebhookStore for PostgresStore {
+    fn create_webhook(
+        &self,
+        org_id: &str,
+        env: Env,
+        id: &WebhookId,
+        url: &str,
+        events: &[String],
+        now_ms: i64,
+    ) -> StoreFuture<'_, WebhookRow> {
+        let (org, id, url, events) = (
+            org_id.to_owned(),
+            id.clone(),
+            url.to_owned(),
+            events.to_vec(),
+        );
+        Box::pin(async move {
+            let c = self.client().await?;
+            webhooks::insert(&c, &org, env, &id, &url, &events, now_ms).await?;
+            webhooks::get(&c, &org, env, &id)
+                .await?
+                .ok_or_else(|| StorageError::Corrupt(format!("webhook {id} vanished after insert")))
+        })
+    }
+
+    fn webhook(
+        &self,
+        org_id: &str,
+        env: Env,
+        id: &WebhookId,
+    ) -> StoreFuture<'_, Option<WebhookRow>> {
+        let (org, id) = (org_id.to_owned(), id.clone());
+        Box::pin(async move { webhooks::get(&self.client().await?, &org, env, &id).await })
+    }
+
+    fn webhooks_page(
+        &self,
+        org_id: &str,
+        env: Env,
+        before: i64,
+        limit: i64,
+    ) -> StoreFuture<'_, Vec<WebhookRow>> {
+        let org = org_id.to_owned();
+        Box::pin(async move {
+            let c = self.client().await?;
+            webhooks::page(&c, &org, env, before, limit).await
+        })
+    }
+
+    fn delete_webhook(
+        &self,
+        org_id: &str,
+        env: Env,
+        id: &WebhookId,
+        now_ms: i64,
+    ) -> StoreFuture<'_, Option<WebhookRow>> {
+        let (org, id) = (org_id.to_owned(), id.clone());
+        Box::pin(async move {
+            let mut c = self.client().await?;
+            let tx = c.transaction().await?;
+            let deleted = webhooks::delete(&tx, &org, env, &id, now_ms).await?;
+            tx.commit().await?;
+            Ok(deleted)
+        })
+    }
+
+    fn ping_webhook(
+        &self,
+        org_id: &str,
+        env: Env,
+        id: &WebhookId,
+        data: Value,
+        now_ms: i64,
+    ) -> StoreFuture<'_, Option<EventId>> {
+        let (org, id) = (org_id.to_owned(), id.clone());
+        Box::pin(async move {
+            let mut c = self.client().await?;
+            let tx = c.transaction().await?;
+            if webhooks::get(&tx, &org, env, &id).await?.is_none() {
+                tx.rollback().await?;
+                return Ok(None);
+            }
+            let event =
+                events::append_for_webhook(&tx, &org, env, "ping", &data, now_ms, &id).await?;
+            tx.commit().await?;
+            Ok(Some(event))
+        })
+    }
+}
+
+impl KeyStore for PostgresStore {
+    fn key_generation(&self) -> StoreFuture<'_, i64> {
+        Box::pin(async move { keys::generation(&self.client().await?).await })
+    }
+
+    fn signing_keys(&self, published_after_ms: i64) -> StoreFuture<'_, Vec<StoredKey>> {
+        Box::pin(async move { signing::published(&self.client().await?, published_after_ms).await })
+    }
+
+    fn caller(&self, hash: [u8; 32]) -> StoreFuture<'_, Option<Caller>> {
+        Box::pin(async move { keys::caller(&self.client().await?, &hash).await })
+    }
+}
+
+impl AdminStore for PostgresStore {
+    fn create_org(&self, org: &NewOrg) -> Result<Option<String>> {
+        let org = org.clone();
+        self.blocking(job(move |mut c| async move {
+            let tx = c.transaction().await?;
+            if orgs::id_by_name(&tx, &org.name).await?.is_some() {
+                tx.rollback().await?;
+                return Ok(None);
+            }
+            let n = orgs::count_policy_versions_on(&tx, &org.policy_prefix).await? + 1;
+            let version = format!("{}{n}", org.policy_prefix);
+            orgs::create(&tx, &org.id, &org.name, &version, org.now_ms).await?;
+            for (hash, env) in &org.keys {
+                keys::insert(&tx, hash, &org.id, *env, KeyClass::Org, None, org.now_ms).await?;
+            }
+            tx.commit().await?;
+            Ok(Some(version))
+        }))
+    }
+
+    fn org_id_by_name(&self, name: &str) -> Result<Option<String>> {
+        let name = name.to_owned();
+        self.blocking(job(
+            move |c| async move { orgs::id_by_name(&c, &name).await },
+        ))
+    }
+
+    fn insert_org_key(
+        &self,
+        org_id: &str,
+        env: Env,
+        hash: &[u8; 32],
+        now_ms: i64,
+    ) -> Result<String> {
+        let (org, hash) = (org_id.to_owned(), *hash);
+        self.blocking(job(move |mut c| async move {
+            let tx = c.transaction().await?;
+            let fp = keys::insert(&tx, &hash, &org, env, KeyClass::Org, None, now_ms).await?;
+            tx.commit().await?;
+            Ok(fp)
+        }))
+    }
+
+    fn key_hash_by_fingerprint(&self, fingerprint: &str) -> Result<Option<Vec<u8>>> {
+        let fp = fingerprint.to_owned();
+        self.blocking(job(move |c| async move {
+            keys::hash_by_fingerprint(&c, &fp).await
+        }))
+    }
+
+    fn revoke_key(&self, hash: &[u8], now_ms: i64) -> Result<bool> {
+        let hash = hash.to_vec();
+        self.blocking(job(move |mut c| async move {
+            let tx = c.transaction().await?;
+            let revoked = keys::revoke(&tx, &hash, now_ms).await?;
+            if revoked {
+                keys::bump_generation(&tx).await?;
+            }
+            tx.commit().await?;
+            Ok(revoked)
+        }))
+    }
+
+    fn set_key_rate(&self, hash: &[u8], per_sec: u32) -> Result<bool> {
+        let hash = hash.to_vec();
+        self.blocking(job(move |mut c| async move {
+            let tx = c.transaction().await?;
+            let set = keys::set_rate(&tx, &hash, per_sec).await?;
+            if set {
+                keys::bump_generation(&tx).await?;
+            }
+            tx.commit().await?;
+            Ok(set)
+        }))
+    }
+
+    fn set_policy_version(&self, org_id: &str, version: &str) -> Result<()> {
+        let (org, version) = (org_id.to_owned(), version.to_owned());
+        self.blocking(job(move |mut c| async move {
+            let tx = c.transaction().await?;
+            orgs::set_policy_version(&tx, &org, &version).await?;
+            keys::bump_generation(&tx).await?;
+            Ok(tx.commit().await?)
+        }))
+    }
+
+    fn list_keys(&self, org_id: &str) -> Result<Vec<KeyInfo>> {
+        let org = org_id.to_owned();
+        self.blocking(job(move |c| async move { keys::list(&c, &org).await }))
+    }
+
+    fn rotate_signing_key(&self, env: Env, seal: &SealNew<'_>, now_ms: i64) -> Result<String> {
+        self.blocking(job(move |mut c| async move {
+            let tx = c.transaction().await?;
+            let kid = signing::rotate(&tx, env, seal, now_ms).await?;
+            // Every process reloads its signing keys when it sees it move.
+            keys::bump_generation(&tx).await?;
+            tx.commit().await?;
+            Ok(kid)
+        }))
+    }
+
+    fn ensure_signing_key(&self, env: Env, seal: &SealNew<'_>, now_ms: i64) -> Result<()> {
+        self.blocking(job(move |mut c| async move {
+            let tx = c.transaction().await?;
+            signing::ensure(&tx, env, seal, now_ms).await?;
+            Ok(tx.commit().await?)
+        }))
+    }
+
+    fn all_signing_keys(&self) -> Result<Vec<StoredKey>> {
+        self.blocking(job(move |c| async move {
+            signing::published(&c, i64::MIN).await
+        }))
+    }
+
+    fn replace_signing_key_secrets(&self, changes: &[SecretChange]) -> Result<bool> {
+        self.blocking(job(move |mut c| async move {
+            let tx = c.transaction().await?;
+            if !signing::replace(&tx, changes).await? {
+                tx.rollback().await?;
+                return Ok(false);
+            }
+            tx.commit().await?;
+            signing::compact(&c).await;
+            Ok(true)
+        }))
+    }
+
+    fn signing_keys_now(&self, published_after_ms: i64) -> Result<Vec<StoredKey>> {
+        self.blocking(job(move |c| async move {
+            signing::published(&c, published_after_ms).await
+        }))
+    }
+
+    fn key_generation_now(&self) -> Result<i64> {
+        self.blocking(job(move |c| async move { keys::generation(&c).await }))
+    }
+
+    fn prepare_start(&self, older_than_ms: i64, fresh_cursor_secret: &[u8]) -> Result<Vec<u8>> {
+        let fresh = fresh_cursor_secret.to_vec();
+        self.blocking(job(move |mut c| async move {
+            let tx = c.transaction().await?;
+            // Only claims that ran out: other processes may be serving with theirs.
+            let now_ms = older_than_ms.saturating_add(WINDOW_MS);
+            idempotency::sweep(&tx, older_than_ms, now_ms).await?;
+            let secret = signing::setting_or_insert(&tx, "cursor_secret", &fresh).await?;
+            tx.commit().await?;
+            Ok(secret)
+        }))
+    }
+}

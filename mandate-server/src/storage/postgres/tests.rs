@@ -1,0 +1,564 @@
+//! The PostgreSQL engine against a real database: each test makes its own
+//! ([`TestDb`], on `MANDATE_TEST_POSTGRES_URL`; skipped with a note without it). Two
+//! [`PostgresStore`]s on one database are two server processes: two pools, nothing shared
+//! but the database. The decision path across processes is tested in `tests/pg_store.rs`.
+
+use std::sync::Arc;
+
+use mandate_core::idempotency::NextAction;
+use time::macros::datetime;
+
+use super::PostgresStore;
+use super::test_db::TestDb;
+use crate::clock::ms;
+use crate::model::Env;
+use crate::storage::deciding::{DecidingStore, Resolution};
+use crate::storage::deliveries::{Attempt, DeliveryStore};
+use crate::storage::idempotency::{IdempotencyRecord, IdempotencyStore, Sealed};
+use crate::storage::location::{DbLocation, PostgresUrl};
+use crate::storage::peers::PeerStore;
+use crate::storage::timers::{DueItem, TimerStore};
+use crate::storage::{AdminStore, StorageError};
+
+/// A fresh database, or return from the test (skipped) when there is no cluster.
+macro_rules! database {
+    ($test:expr) => {
+        match TestDb::create($test) {
+            Some(db) => db,
+            None => return,
+        }
+    };
+}
+
+fn url(text: &str) -> PostgresUrl {
+    match text.parse::<DbLocation>() {
+        Ok(DbLocation::Postgres(url)) => url,
+        other => panic!("{text} is not a PostgreSQL URL: {other:?}"),
+    }
+}
+
+async fn open(db: &TestDb) -> PostgresStore {
+    PostgresStore::open(&url(&db.url), true).await.unwrap()
+}
+
+const NOW: time::OffsetDateTime = datetime!(2026-11-22 12:00 UTC);
+
+/// An organization, an agent and one decision of it, written as rows (for what needs a
+/// decision to point at).
+fn seed(db: &TestDb) {
+    db.execute(
+        "INSERT INTO orgs VALUES ('org_1', 'acme', 'pol_2026-11-22.1', 0);
+         INSERT INTO environments VALUES ('org_1', 'sandbox', 'enforce', 0), ('org_1', 'live', 'observe', 0);
+         INSERT INTO agents (id, org_id, env, created_ms) VALUES ('agt_buyer', 'org_1', 'sandbox', 0);
+         INSERT INTO decisions (id, org_id, env, agent_id, agent_seq, mandate_id, verdict,
+            policy_verdict, mode, amount, currency, recipient, category, nonce,
+            policy_version, iss, iat, exp, created_ms, is_request)
+         VALUES ('dec_1', 'org_1', 'sandbox', 'agt_buyer', 1, 'mnd_1', 'allow', 'allow',
+            'enforce', '10.50', 'USD', 'vendor:x', 'software', 'n_1', 'pol', 'iss', 0, 300, 0, true);",
+    );
+}
+
+#[tokio::test]
+async fn migrations_apply_once_even_at_once_and_a_newer_or_older_schema_is_refused() {
+    let db = database!("migrations_apply_once_even_at_once_and_a_newer_or_older_schema_is_refused");
+    let location = url(&db.url);
+    // Without migrating, an empty database is refused, saying what to run.
+    let refused = PostgresStore::open(&location, false)
+        .await
+        .err()
+        .expect("an empty database is refused without --migrate");
+    let text = refused.to_string();
+    assert!(matches!(refused, StorageError::Schema(_)), "{text}");
+    assert!(text.contains("mandate-server migrate"), "{text}");
+    // Two processes starting at once both come up, and each migration is applied once.
+    let (a, b) = tokio::join!(
+        PostgresStore::open(&location, true),
+        PostgresStore::open(&location, true)
+    );
+    a.unwrap();
+    b.unwrap();
+    assert_eq!(
+        db.number("SELECT COUNT(*) FROM schema_migrations"),
+        super::migrations::latest()
+    );
+    PostgresStore::open(&location, false).await.unwrap();
+    // A schema a newer server wrote: refused with or without migrating, nothing touched.
+    let newer = super::migrations::latest() + 1;
+    db.execute(&format!(
+        "INSERT INTO schema_migrations VALUES ({newer}, 0)"
+    ));
+    for migrate in [true, false] {
+        let text = PostgresStore::open(&location, migrate)
+            .await
+            .err()
+            .expect("a newer schema is refused")
+            .to_string();
+        assert!(
+            text.contains(&format!("migration {newer}")) && text.contains("newer"),
+            "{text}"
+        );
+    }
+}
+
+/// A URL's password shows in no error: not when the server cannot be reached, not when a
+/// parameter is wrong, not when a root certificate file is missing.
+#[tokio::test]
+async fn no_error_shows_the_urls_password() {
+    let password = "Sup3r-Secret-pw";
+    for text in [
+        format!("postgres://mandate:{password}@127.0.0.1:1/mandate?connect_timeout=2"),
+        format!("postgres://mandate:{password}@127.0.0.1:1/mandate?sslmode=sometimes"),
+        format!(
+            "postgres://mandate:{password}@127.0.0.1:1/m?sslmode=verify-full&sslrootcert=/nonexistent/root.pem"
+        ),
+        format!("postgres://mandate@127.0.0.1:1/mandate?password={password}&port=notaport"),
+        format!("postgres://mandate:{password}@127.0.0.1:1/mandate?pool_max_size=0"),
+    ] {
+        let error = PostgresStore::open(&url(&text), true)
+            .await
+            .err()
+            .expect("nothing listens on port 1");
+        for shown in [error.to_string(), format!("{error:?}")] {
+            assert!(!shown.contains(password), "{shown}");
+            assert!(
+                shown.contains("127.0.0.1"),
+                "the message names the server: {shown}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_idempotency_key_is_claimed_once_across_processes_and_a_dead_processs_claim_runs_out() {
+    let db = database!(
+        "an_idempotency_key_is_claimed_once_across_processes_and_a_dead_processs_claim_runs_out"
+    );
+    let (a, b) = (open(&db).await, open(&db).await);
+    let (hash, digest, other) = ([7u8; 32], [1u8; 32], [2u8; 32]);
+    // Twenty requests with one fresh key, on two processes at once: one runs.
+    let claims = futures_util::future::join_all((0..20).map(|i| {
+        let store = if i % 2 == 0 { &a } else { &b };
+        store.claim_idempotency_key(hash, "k-race", digest, NOW)
+    }))
+    .await;
+    let started = claims
+        .iter()
+        .filter(|c| matches!(c.as_ref().unwrap().0, NextAction::StartProcessing))
+        .count();
+    assert_eq!(started, 1, "{claims:?}");
+    assert!(claims.iter().all(|c| matches!(
+        c.as_ref().unwrap().0,
+        NextAction::StartProcessing | NextAction::ConflictInFlight
+    )));
+    // Another body under the same key: refused.
+    let (action, _) = b
+        .claim_idempotency_key(hash, "k-race", other, NOW)
+        .await
+        .unwrap();
+    assert_eq!(action, NextAction::ConflictDifferentRequest);
+    // A process starting now leaves the live claim of another alone...
+    b.prepare_start(ms(NOW) - 24 * 3600 * 1000, &[0; 32])
+        .unwrap();
+    let later = NOW + time::Duration::seconds(30);
+    let (action, _) = b
+        .claim_idempotency_key(hash, "k-race", digest, later)
+        .await
+        .unwrap();
+    assert_eq!(action, NextAction::ConflictInFlight);
+    // ...and once the claim ran out (its process died), a retry takes it over.
+    let expired = NOW + time::Duration::milliseconds(super::idempotency::CLAIM_MS + 1);
+    let (action, _) = b
+        .claim_idempotency_key(hash, "k-race", digest, expired)
+        .await
+        .unwrap();
+    assert_eq!(action, NextAction::StartProcessing);
+    // The answer stored through one process is replayed through the other.
+    b.finish_idempotency(
+        hash,
+        "k-race",
+        Some(IdempotencyRecord {
+            key_hash: hash,
+            idem_key: "k-race".into(),
+            status: 201,
+            body: Sealed(b"sealed".to_vec()),
+            request_id: "req_first".into(),
+        }),
+    )
+    .await
+    .unwrap();
+    let (action, original) = a
+        .claim_idempotency_key(hash, "k-race", digest, expired)
+        .await
+        .unwrap();
+    assert!(
+        matches!(&action, NextAction::ReturnSavedResponse(r) if r.status == 201 && r.body == b"sealed"),
+        "{action:?}"
+    );
+    assert_eq!(original.as_deref(), Some("req_first"));
+    // A start-up sweep drops claims that ran out, not finished records.
+    let (fresh, _) = a
+        .claim_idempotency_key(hash, "k-dead", digest, NOW)
+        .await
+        .unwrap();
+    assert_eq!(fresh, NextAction::StartProcessing);
+    a.prepare_start(ms(expired) - 24 * 3600 * 1000, &[0; 32])
+        .unwrap();
+    assert_eq!(
+        db.number("SELECT COUNT(*) FROM idempotency WHERE idem_key = 'k-dead'"),
+        0
+    );
+    assert_eq!(db.number("SELECT COUNT(*) FROM idempotency"), 1);
+}
+
+#[tokio::test]
+async fn one_decision_funds_one_escrow_whichever_process_is_asked() {
+    use crate::storage::escrows::{EscrowRow, EscrowStore, MovementRow};
+    use crate::storage::events::NewEvent;
+    use mandate_core::escrow::{EscrowState, EscrowStatus, HistoryEntry};
+    use mandate_core::id::{AgentId, DecisionId, EscrowId};
+
+    let db = database!("one_decision_funds_one_escrow_whichever_process_is_asked");
+    let (a, b) = (open(&db).await, open(&db).await);
+    seed(&db);
+    let escrow = |n: u8| EscrowRow {
+        id: EscrowId::from_random([n; 16]),
+        org_id: "org_1".into(),
+        env: "sandbox".into(),
+        amount: mandate_core::amount::Amount::parse("10.50").unwrap(),
+        currency: mandate_core::names::Currency::parse("USD").unwrap(),
+        buyer: AgentId::parse("agt_buyer").unwrap(),
+        seller: mandate_core::names::Recipient::parse("vendor:x").unwrap(),
+        decision: DecisionId::parse("dec_1").unwrap(),
+        arbiter: None,
+        status: EscrowStatus {
+            state: EscrowState::Funded,
+            disputed: false,
+        },
+        history: vec![HistoryEntry {
+            state: EscrowState::Funded,
+            disputed: false,
+            at: NOW,
+            actor: "funder".into(),
+        }],
+        created_ms: ms(NOW),
+    };
+    let movement = |n: u8| MovementRow {
+        escrow_id: EscrowId::from_random([n; 16]).to_string(),
+        kind: "lock".into(),
+        amount: "10.50".into(),
+        currency: "USD".into(),
+        from_party: "agt_buyer".into(),
+        to_party: "escrow".into(),
+        created_ms: ms(NOW),
+    };
+    let funded = futures_util::future::join_all((1..=10u8).map(|n| {
+        let store = if n % 2 == 0 { &a } else { &b };
+        store.fund_escrow(
+            escrow(n),
+            "n_1",
+            movement(n),
+            NewEvent {
+                event_type: "escrow.funded",
+                data: serde_json::json!({"n": n}),
+            },
+        )
+    }))
+    .await;
+    let yes = funded.iter().filter(|f| *f.as_ref().unwrap()).count();
+    assert_eq!(yes, 1, "{funded:?}");
+    assert_eq!(db.number("SELECT COUNT(*) FROM escrows"), 1);
+    assert_eq!(db.number("SELECT COUNT(*) FROM settlement_movements"), 1);
+    assert_eq!(
+        db.number("SELECT COUNT(*) FROM events WHERE type = 'escrow.funded'"),
+        1
+    );
+}
+
+/// Writes an org with an active webhook subscribed to `ping`, and `n` pending deliveries
+/// due at 0.
+fn deliveries(db: &TestDb, n: usize) {
+    seed(db);
+    db.execute(
+        "INSERT INTO webhooks (id, org_id, env, url, events, status, created_ms)
+         VALUES ('whk_1', 'org_1', 'sandbox', 'http://127.0.0.1:9/hook', '[\"ping\"]', 'active', 0)",
+    );
+    for i in 0..n {
+        db.execute(&format!(
+            "INSERT INTO events (id, org_id, env, type, data, created_ms)
+             VALUES ('evt_{i}', 'org_1', 'sandbox', 'ping', '{{}}', 0);
+             INSERT INTO deliveries (event_id, webhook_id, attempts, next_attempt_ms, state, created_ms)
+             VALUES ('evt_{i}', 'whk_1', 0, 0, 'pending', 0);"
+        ));
+    }
+}
+
+#[tokio::test]
+async fn a_delivery_is_attempted_by_one_process_at_a_time_and_taken_over_when_its_claim_runs_out() {
+    let db = database!(
+        "a_delivery_is_attempted_by_one_process_at_a_time_and_taken_over_when_its_claim_runs_out"
+    );
+    let (a, b) = (open(&db).await, open(&db).await);
+    deliveries(&db, 12);
+    let now = 1_000;
+    // Both processes pick at once: every delivery goes to exactly one of them.
+    let (picked_a, picked_b) = tokio::join!(
+        a.due_deliveries(now, 100, 100),
+        b.due_deliveries(now, 100, 100)
+    );
+    let (picked_a, picked_b) = (picked_a.unwrap(), picked_b.unwrap());
+    let mut ids: Vec<i64> = picked_a.iter().chain(&picked_b).map(|d| d.id).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 12, "{} + {}", picked_a.len(), picked_b.len());
+    assert_eq!(
+        picked_a.len() + picked_b.len(),
+        12,
+        "no delivery went to both"
+    );
+    // While claimed, nobody picks them again.
+    assert!(
+        a.due_deliveries(now + 1, 100, 100)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // Given back (no room to attempt them), they are due for anyone at once.
+    let (first, rest) = if picked_a.is_empty() {
+        (&picked_b, &picked_a)
+    } else {
+        (&picked_a, &picked_b)
+    };
+    let given_back: Vec<i64> = first.iter().map(|d| d.id).collect();
+    let owner = if picked_a.is_empty() { &b } else { &a };
+    owner.release_deliveries(given_back.clone()).await.unwrap();
+    let again = b.due_deliveries(now + 2, 100, 100).await.unwrap();
+    let mut again_ids: Vec<i64> = again.iter().map(|d| d.id).collect();
+    again_ids.sort_unstable();
+    let mut expected = given_back.clone();
+    expected.sort_unstable();
+    assert_eq!(again_ids, expected);
+    // An attempt recorded ends the claim; one never recorded (its process died) is picked
+    // up once the claim has run out.
+    let recorded = again[0].id;
+    b.record_attempt(
+        recorded,
+        Attempt {
+            attempt: 1,
+            at_ms: now,
+            status: Some(200),
+            latency_ms: 3,
+            error: None,
+        },
+        mandate_core::delivery::NextStep::Delivered,
+        now + 3,
+    )
+    .await
+    .unwrap();
+    let after = now + super::deliveries::CLAIM_MS + 10;
+    let taken_over = a.due_deliveries(after, 100, 100).await.unwrap();
+    assert_eq!(taken_over.len(), 11, "{taken_over:?}");
+    assert!(taken_over.iter().all(|d| d.id != recorded));
+    assert!(rest.iter().all(|d| taken_over.iter().any(|t| t.id == d.id)));
+}
+
+#[tokio::test]
+async fn processes_count_each_other_by_their_heartbeats() {
+    let db = database!("processes_count_each_other_by_their_heartbeats");
+    let (a, b) = (open(&db).await, open(&db).await);
+    assert_eq!(a.heartbeat("proc-a").await.unwrap(), 1);
+    assert_eq!(b.heartbeat("proc-b").await.unwrap(), 2);
+    assert_eq!(a.heartbeat("proc-a").await.unwrap(), 2);
+    a.leave("proc-a").await.unwrap();
+    assert_eq!(b.heartbeat("proc-b").await.unwrap(), 1);
+    // A process that stopped beating (killed) no longer counts once its lease ran out.
+    db.execute("UPDATE processes SET expires_at = now() - INTERVAL '1 second' WHERE id = 'proc-b'");
+    assert_eq!(a.heartbeat("proc-a").await.unwrap(), 1);
+}
+
+/// A review, pending, of the seeded decision, expiring long after [`NOW`].
+fn review(db: &TestDb) {
+    db.execute(
+        "INSERT INTO reviews (id, org_id, env, decision_id, agent_id, status, created_ms, expires_ms)
+         VALUES ('rev_1', 'org_1', 'sandbox', 'dec_1', 'agt_buyer', 'pending', 0, 99999999999999)",
+    );
+}
+
+#[tokio::test]
+async fn a_review_resolves_once_across_processes_and_expires_once() {
+    use mandate_core::id::ReviewId;
+
+    let db = database!("a_review_resolves_once_across_processes_and_expires_once");
+    let (a, b) = (open(&db).await, open(&db).await);
+    seed(&db);
+    review(&db);
+    let org: Arc<str> = Arc::from("org_1");
+    let (found, _) = a
+        .review(org.clone(), Env::Sandbox, ReviewId::parse("rev_1").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    let denied = found.deny(Some("no".into()), NOW).unwrap();
+    let resolution = || Resolution {
+        org: org.clone(),
+        env: Env::Sandbox,
+        review: denied.clone(),
+        decision: None,
+        at_ms: ms(NOW),
+        hint: Default::default(),
+    };
+    let (one, two) = tokio::join!(
+        a.resolve_review(resolution()),
+        b.resolve_review(resolution())
+    );
+    let resolved = [one.unwrap(), two.unwrap()];
+    assert_eq!(resolved.iter().filter(|r| r.is_some()).count(), 1);
+    assert_eq!(
+        db.number("SELECT COUNT(*) FROM events WHERE type = 'decision.resolved'"),
+        1
+    );
+    // Expiry, run by every process's timer at once: one event.
+    db.execute(
+        "INSERT INTO reviews (id, org_id, env, decision_id, agent_id, status, created_ms, expires_ms)
+         VALUES ('rev_2', 'org_1', 'sandbox', 'dec_1', 'agt_buyer', 'pending', 0, 0)",
+    );
+    let item = DueItem {
+        id: "rev_2".into(),
+        org_id: "org_1".into(),
+        env: Env::Sandbox,
+    };
+    let (due, _) = a
+        .due_timers(ms(NOW), "2026-11-22", "2026-11-29", 10)
+        .await
+        .unwrap();
+    assert_eq!(due, vec![item.clone()]);
+    let expired = futures_util::future::join_all((0..6).map(|i| {
+        let store = if i % 2 == 0 { &a } else { &b };
+        store.expire_review(&item, NOW)
+    }))
+    .await;
+    assert!(expired.iter().all(Result::is_ok), "{expired:?}");
+    assert_eq!(
+        db.number("SELECT COUNT(*) FROM events WHERE type = 'decision.resolved'"),
+        2
+    );
+    assert_eq!(
+        db.number("SELECT COUNT(*) FROM reviews WHERE status = 'expired'"),
+        1
+    );
+}
+
+#[tokio::test]
+async fn mandate_expiring_fires_once_across_processes() {
+    let db = database!("mandate_expiring_fires_once_across_processes");
+    let (a, b) = (open(&db).await, open(&db).await);
+    seed(&db);
+    db.execute(
+        "INSERT INTO mandates (id, org_id, env, agent_id, terms, expires, status, created_ms)
+         VALUES ('mnd_06h0v91accynrwvvmyfvhsvqh8', 'org_1', 'sandbox', 'agt_buyer',
+           '{\"agent\": \"agt_buyer\", \"limits\": {\"per_transaction\": 100, \"per_month\": 450, \"currency\": \"USD\"}, \"categories\": [\"software\"], \"expires\": \"2026-11-25\"}',
+           '2026-11-25', 'active', 0)",
+    );
+    let item = DueItem {
+        id: "mnd_06h0v91accynrwvvmyfvhsvqh8".into(),
+        org_id: "org_1".into(),
+        env: Env::Sandbox,
+    };
+    let (_, due) = a
+        .due_timers(ms(NOW), "2026-11-22", "2026-11-29", 10)
+        .await
+        .unwrap();
+    assert_eq!(due, vec![item.clone()]);
+    let fired = futures_util::future::join_all((0..6).map(|i| {
+        let store = if i % 2 == 0 { &a } else { &b };
+        store.fire_expiring(&item, NOW, expiring_at)
+    }))
+    .await;
+    assert!(fired.iter().all(Result::is_ok), "{fired:?}");
+    assert_eq!(
+        db.number("SELECT COUNT(*) FROM events WHERE type = 'mandate.expiring'"),
+        1
+    );
+    let (_, due) = b
+        .due_timers(ms(NOW), "2026-11-22", "2026-11-29", 10)
+        .await
+        .unwrap();
+    assert!(due.is_empty());
+}
+
+/// Two processes starting at once on an empty database agree on one signing key per
+/// environment, and both serve it.
+#[tokio::test]
+async fn processes_starting_at_once_share_one_signing_key_per_environment() {
+    let db = database!("processes_starting_at_once_share_one_signing_key_per_environment");
+    let (a, b) = (open(&db).await, open(&db).await);
+    // Each process would store bytes of its own: one of them is stored, for both.
+    let seal_a = |_kid: &str| -> Result<Vec<u8>, StorageError> { Ok(vec![0xa; 32]) };
+    let seal_b = |_kid: &str| -> Result<Vec<u8>, StorageError> { Ok(vec![0xb; 32]) };
+    let now = ms(NOW);
+    let (ra, rb) = std::thread::scope(|scope| {
+        let ta = scope.spawn(|| a.ensure_signing_key(Env::Live, &seal_a, now));
+        let tb = scope.spawn(|| b.ensure_signing_key(Env::Live, &seal_b, now));
+        (ta.join().unwrap(), tb.join().unwrap())
+    });
+    ra.unwrap();
+    rb.unwrap();
+    let (ka, kb) = (
+        a.signing_keys_now(0).unwrap(),
+        b.signing_keys_now(0).unwrap(),
+    );
+    assert_eq!(ka.len(), 1);
+    assert_eq!(ka[0].kid, "live-1");
+    assert_eq!(ka[0].secret, kb[0].secret);
+}
+
+/// A key-encryption key rotation replaces every stored secret at once, only if the keys
+/// are still exactly those it read; the replaced row versions are rewritten away.
+#[tokio::test]
+async fn signing_key_secrets_are_replaced_all_at_once_or_not_at_all() {
+    use crate::storage::admin::SecretChange;
+
+    let db = database!("signing_key_secrets_are_replaced_all_at_once_or_not_at_all");
+    let store = open(&db).await;
+    let seal = |kid: &str| -> Result<Vec<u8>, StorageError> { Ok(kid.as_bytes().to_vec()) };
+    store.ensure_signing_key(Env::Live, &seal, 0).unwrap();
+    store.ensure_signing_key(Env::Sandbox, &seal, 0).unwrap();
+    store.rotate_signing_key(Env::Live, &seal, 10).unwrap();
+    let all = store.all_signing_keys().unwrap();
+    let kids: Vec<&str> = all.iter().map(|k| k.kid.as_str()).collect();
+    assert_eq!(kids, ["live-1", "live-2", "sandbox-1"]);
+    let changes: Vec<SecretChange> = all
+        .iter()
+        .map(|k| SecretChange {
+            kid: k.kid.clone(),
+            from: k.secret.clone(),
+            to: format!("sealed {}", k.kid).into_bytes(),
+        })
+        .collect();
+    // A key missing from the list, or one whose secret changed since: nothing is written.
+    assert!(!store.replace_signing_key_secrets(&changes[..2]).unwrap());
+    let mut stale = changes.clone();
+    stale[1].from = b"something else".to_vec();
+    assert!(!store.replace_signing_key_secrets(&stale).unwrap());
+    assert_eq!(store.all_signing_keys().unwrap()[1].secret, b"live-2");
+    let file = "SELECT pg_relation_filenode('signing_keys')::BIGINT";
+    let before = db.number(file);
+    assert!(store.replace_signing_key_secrets(&changes).unwrap());
+    let after: Vec<Vec<u8>> = store
+        .all_signing_keys()
+        .unwrap()
+        .into_iter()
+        .map(|k| k.secret)
+        .collect();
+    assert_eq!(
+        after,
+        [&b"sealed live-1"[..], b"sealed live-2", b"sealed sandbox-1"]
+    );
+    // Rewritten into a new file: the old row versions are not in the table's file.
+    assert_ne!(db.number(file), before);
+}
+
+/// When `mandate.expiring` is due for a mandate expiring on `expires` (as
+/// `workers::timers::expiring_at`, which storage may not import): 00:00 UTC seven days before.
+fn expiring_at(expires: time::Date) -> time::OffsetDateTime {
+    (expires - time::Duration::days(7)).midnight().assume_utc()
+}

@@ -1,0 +1,391 @@
+//! Exactness across processes: concurrent requests for one agent, one Idempotency-Key, one
+//! review or one decision, split over three `serve` processes on one database, have the
+//! outcome one process would give.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use futures_util::future::join_all;
+use reqwest::Method;
+use serde_json::Value;
+
+use crate::deploy::{Http, Proc, Resp, mandate, request};
+use crate::deployment;
+
+/// The verdicts of `answers`, counted.
+fn tally(answers: &[&Resp]) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for r in answers {
+        assert_eq!(r.status, 201, "{}", r.text);
+        *counts
+            .entry(r.body["verdict"].as_str().unwrap().to_owned())
+            .or_default() += 1;
+    }
+    counts
+}
+
+/// Registers agent `name` with `mandate_body` through `proc`; returns its key.
+async fn agent_with(
+    http: &Http,
+    proc: &Proc,
+    org_key: &str,
+    name: &str,
+    mandate_body: &str,
+) -> String {
+    let key = http.agent(&proc.api, org_key, name).await;
+    http.mandate(&proc.api, org_key, mandate_body).await;
+    key
+}
+
+/// Twelve agents each send ten requests of 50 at once, spread over three processes, under a
+/// per_month of 230: for every agent exactly four are allowed (200; a fifth would make 250)
+/// and six denied for the month, and every process lists exactly those four. Ten requests
+/// an agent: the velocity rule allows ten a minute, so only the monthly limit decides.
+#[tokio::test]
+async fn per_month_is_exact_across_processes() {
+    let deployment = deployment!();
+    let org = deployment.onboard("acme");
+    let procs = deployment.serve_n(3);
+    let http = Http::default();
+    const AGENTS: usize = 12;
+    const EACH: usize = 10;
+    let mut keys = Vec::new();
+    for a in 0..AGENTS {
+        let name = format!("month{a}");
+        let body = mandate(&name, "100", "230", None);
+        keys.push(agent_with(&http, &procs[a % 3], &org.sandbox, &name, &body).await);
+    }
+    let sends = (0..AGENTS).flat_map(|a| (0..EACH).map(move |n| (a, n)));
+    let answers = join_all(sends.map(|(a, n)| {
+        let (http, base, key) = (
+            http.clone(),
+            procs[(a + n) % 3].api.clone(),
+            keys[a].clone(),
+        );
+        async move { (a, http.authorize(&base, &key, "50", "software").await) }
+    }))
+    .await;
+    for a in 0..AGENTS {
+        let mine: Vec<&Resp> = answers
+            .iter()
+            .filter(|(x, _)| *x == a)
+            .map(|(_, r)| r)
+            .collect();
+        let counts = tally(&mine);
+        assert_eq!(counts.get("allow"), Some(&4), "agent {a}: {counts:?}");
+        assert_eq!(counts.get("deny_limit"), Some(&6), "agent {a}: {counts:?}");
+        assert_eq!(counts.len(), 2, "agent {a}: {counts:?}");
+        for r in mine.iter().filter(|r| r.body["verdict"] == "deny_limit") {
+            let reason = r.body["reason"].as_str().unwrap();
+            assert!(
+                reason.contains("exceeds per_month limit 230"),
+                "agent {a}: {reason}"
+            );
+        }
+        for proc in &procs {
+            let allowed = http
+                .walk(
+                    &proc.api,
+                    &org.sandbox,
+                    &format!("/v1/decisions?agent=agt_month{a}&verdict=allow"),
+                )
+                .await;
+            assert_eq!(allowed.len(), 4, "agent {a} on {}", proc.api);
+            let all = http
+                .walk(
+                    &proc.api,
+                    &org.sandbox,
+                    &format!("/v1/decisions?agent=agt_month{a}"),
+                )
+                .await;
+            assert_eq!(all.len(), EACH, "agent {a} on {}", proc.api);
+        }
+    }
+}
+
+/// Six agents each send 25 requests at once over three processes: exactly ten of each
+/// agent's are judged on their merits (allowed), the other 15 are deny_velocity, and all
+/// 25 are stored.
+#[tokio::test]
+async fn velocity_is_exact_across_processes() {
+    let deployment = deployment!();
+    let org = deployment.onboard("acme");
+    let procs = deployment.serve_n(3);
+    let http = Http::default();
+    const AGENTS: usize = 6;
+    const EACH: usize = 25;
+    let mut keys = Vec::new();
+    for a in 0..AGENTS {
+        let name = format!("fast{a}");
+        let body = mandate(&name, "100", "1000000", None);
+        keys.push(agent_with(&http, &procs[a % 3], &org.sandbox, &name, &body).await);
+    }
+    let sends = (0..AGENTS).flat_map(|a| (0..EACH).map(move |n| (a, n)));
+    let answers = join_all(sends.map(|(a, n)| {
+        let (http, base, key) = (
+            http.clone(),
+            procs[(a + n) % 3].api.clone(),
+            keys[a].clone(),
+        );
+        async move { (a, http.authorize(&base, &key, "1", "software").await) }
+    }))
+    .await;
+    for a in 0..AGENTS {
+        let mine: Vec<&Resp> = answers
+            .iter()
+            .filter(|(x, _)| *x == a)
+            .map(|(_, r)| r)
+            .collect();
+        let counts = tally(&mine);
+        assert_eq!(counts.get("allow"), Some(&10), "agent {a}: {counts:?}");
+        assert_eq!(
+            counts.get("deny_velocity"),
+            Some(&15),
+            "agent {a}: {counts:?}"
+        );
+        assert_eq!(counts.len(), 2, "agent {a}: {counts:?}");
+        let stored = http
+            .walk(
+                &procs[(a + 1) % 3].api,
+                &org.sandbox,
+                &format!("/v1/decisions?agent=agt_fast{a}"),
+            )
+            .await;
+        assert_eq!(stored.len(), EACH, "agent {a}");
+    }
+}
+
+/// One Idempotency-Key sent six times at once over three processes, then replayed on each:
+/// one decision is made and stored; every 201 is the same answer (a replay says so); a
+/// request that arrives while the first is in flight gets 409 idempotency_conflict; the
+/// same key with another body is 409 on every process.
+#[tokio::test]
+async fn an_idempotency_key_raced_and_replayed_on_three_processes_gives_one_outcome() {
+    let deployment = deployment!();
+    let org = deployment.onboard("acme");
+    let procs = deployment.serve_n(3);
+    let http = Http::default();
+    for round in 0..8 {
+        let name = format!("idem{round}");
+        let key = agent_with(
+            &http,
+            &procs[round % 3],
+            &org.sandbox,
+            &name,
+            &mandate(&name, "100", "1000", None),
+        )
+        .await;
+        let idem = format!("order-{round}");
+        let body = request("12.34", "software");
+        let raced = join_all((0..6).map(|n| {
+            http.try_send(
+                Method::POST,
+                &procs[(round + n) % 3].api,
+                &key,
+                "/v1/authorizations",
+                Some(&body),
+                Some(&idem),
+            )
+        }))
+        .await;
+        let raced: Vec<Resp> = raced.into_iter().map(Result::unwrap).collect();
+        let created: Vec<&Resp> = raced.iter().filter(|r| r.status == 201).collect();
+        assert!(!created.is_empty(), "round {round}: {raced:?}");
+        for r in raced.iter().filter(|r| r.status != 201) {
+            r.assert_error(409, "idempotency_conflict");
+        }
+        let first = created[0].text.clone();
+        let originals = created.iter().filter(|r| !r.replayed).count();
+        assert_eq!(
+            originals, 1,
+            "round {round}: one original answer, the rest replays"
+        );
+        for r in &created {
+            assert_eq!(r.text, first, "round {round}: every 201 is the same answer");
+        }
+        for proc in &procs {
+            let replay = http
+                .try_send(
+                    Method::POST,
+                    &proc.api,
+                    &key,
+                    "/v1/authorizations",
+                    Some(&body),
+                    Some(&idem),
+                )
+                .await
+                .unwrap();
+            assert_eq!(replay.status, 201, "{}", replay.text);
+            assert!(replay.replayed, "round {round} on {}", proc.api);
+            assert_eq!(replay.text, first);
+            let other = http
+                .try_send(
+                    Method::POST,
+                    &proc.api,
+                    &key,
+                    "/v1/authorizations",
+                    Some(&request("99", "software")),
+                    Some(&idem),
+                )
+                .await
+                .unwrap();
+            other.assert_error(409, "idempotency_conflict");
+        }
+        let stored = http
+            .walk(
+                &procs[0].api,
+                &org.sandbox,
+                &format!("/v1/decisions?agent=agt_{name}"),
+            )
+            .await;
+        assert_eq!(stored.len(), 1, "round {round}: {stored:?}");
+        let answered: Value = serde_json::from_str(&first).unwrap();
+        assert_eq!(stored[0]["id"], answered["id"]);
+    }
+}
+
+/// Eight reviews, each approved on three processes at once: one approval succeeds (the
+/// fresh decision), the others are 400 (the review is no longer pending); four more, each
+/// approved on one process and denied on another at once: exactly one of the two wins.
+/// Each review has one resolution and one decision.resolved event.
+#[tokio::test]
+async fn a_review_resolved_on_several_processes_at_once_resolves_once() {
+    let deployment = deployment!();
+    let org = deployment.onboard("acme");
+    let procs = deployment.serve_n(3);
+    let http = Http::default();
+    // Twelve reviews over two agents (the velocity rule allows ten a minute each).
+    let mut reviews = Vec::new();
+    for agent in ["reviewed", "checked"] {
+        let key = agent_with(
+            &http,
+            &procs[0],
+            &org.sandbox,
+            agent,
+            &mandate(agent, "100", "100000", Some("10")),
+        )
+        .await;
+        for n in 0..6 {
+            let r = http
+                .authorize(&procs[n % 3].api, &key, "50", "software")
+                .await;
+            assert_eq!(r.body["verdict"], "review", "{}", r.text);
+            reviews.push((
+                r.body["review"]["id"].as_str().unwrap().to_owned(),
+                r.body["id"].as_str().unwrap().to_owned(),
+            ));
+        }
+    }
+    let mut approved = BTreeSet::new();
+    for (n, (review, _)) in reviews.iter().enumerate() {
+        let path = format!("/v1/reviews/{review}/approve");
+        let deny = format!("/v1/reviews/{review}/deny");
+        let answers = if n < 8 {
+            join_all(
+                procs
+                    .iter()
+                    .map(|p| http.post_empty(&p.api, &org.sandbox, &path)),
+            )
+            .await
+        } else {
+            let (a, b) = tokio::join!(
+                http.post_empty(&procs[n % 3].api, &org.sandbox, &path),
+                http.post_empty(&procs[(n + 1) % 3].api, &org.sandbox, &deny),
+            );
+            vec![a, b]
+        };
+        let won: Vec<&Resp> = answers
+            .iter()
+            .filter(|r| (200..300).contains(&r.status))
+            .collect();
+        assert_eq!(won.len(), 1, "review {review}: {answers:?}");
+        for r in answers.iter().filter(|r| r.status >= 300) {
+            r.assert_error(400, "invalid_request");
+        }
+        if won[0].status == 201 {
+            assert_eq!(won[0].body["verdict"], "allow", "{}", won[0].text);
+            approved.insert(won[0].body["supersedes"].as_str().unwrap().to_owned());
+        }
+    }
+    // Every approval made one fresh decision, superseding its own original.
+    let decisions = http
+        .walk(&procs[2].api, &org.sandbox, "/v1/decisions")
+        .await;
+    let fresh: Vec<&Value> = decisions
+        .iter()
+        .filter(|d| !d["supersedes"].is_null())
+        .collect();
+    assert_eq!(fresh.len(), approved.len(), "{fresh:?}");
+    let superseded: BTreeSet<String> = fresh
+        .iter()
+        .map(|d| d["supersedes"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(superseded, approved);
+    assert!(approved.len() >= 8, "{approved:?}");
+    let events = http.walk(&procs[1].api, &org.sandbox, "/v1/events").await;
+    let mut resolved = BTreeMap::<String, usize>::new();
+    for e in events.iter().filter(|e| e["type"] == "decision.resolved") {
+        *resolved
+            .entry(e["data"]["id"].as_str().unwrap().to_owned())
+            .or_default() += 1;
+    }
+    assert_eq!(resolved.len(), reviews.len(), "{resolved:?}");
+    assert!(resolved.values().all(|&n| n == 1), "{resolved:?}");
+}
+
+/// Six allow decisions, each offered to fund an escrow six times at once over three
+/// processes: each funds exactly one escrow, the others are told its nonce is spent, and
+/// one escrow.funded event is written per decision.
+#[tokio::test]
+async fn a_decision_funds_one_escrow_whichever_process_is_asked() {
+    let deployment = deployment!();
+    let org = deployment.onboard("acme");
+    let procs = deployment.serve_n(3);
+    let http = Http::default();
+    let key = agent_with(
+        &http,
+        &procs[1],
+        &org.sandbox,
+        "buyer",
+        &mandate("buyer", "100", "100000", None),
+    )
+    .await;
+    let mut escrows = BTreeSet::new();
+    for n in 0..6 {
+        let allowed = http
+            .authorize(&procs[n % 3].api, &key, "42.50", "software")
+            .await;
+        assert_eq!(allowed.body["verdict"], "allow", "{}", allowed.text);
+        let decision = allowed.body["id"].as_str().unwrap().to_owned();
+        let body = format!(
+            r#"{{"amount": 42.50, "currency": "USD", "buyer": "agt_buyer", "seller": "vendor:acme", "decision": "{decision}"}}"#
+        );
+        let answers = join_all(
+            (0..6).map(|i| http.post(&procs[(n + i) % 3].api, &org.sandbox, "/v1/escrows", &body)),
+        )
+        .await;
+        let created: Vec<&Resp> = answers.iter().filter(|r| r.status == 201).collect();
+        assert_eq!(created.len(), 1, "decision {decision}: {answers:?}");
+        let spent = format!(
+            "decision {decision} has already funded an escrow (its nonce is spent); each decision funds at most one escrow"
+        );
+        for r in answers.iter().filter(|r| r.status != 201) {
+            assert_eq!(r.assert_error(400, "invalid_request"), spent);
+        }
+        escrows.insert(created[0].body["id"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(escrows.len(), 6);
+    let events = http.walk(&procs[0].api, &org.sandbox, "/v1/events").await;
+    let funded: BTreeSet<String> = events
+        .iter()
+        .filter(|e| e["type"] == "escrow.funded")
+        .map(|e| e["data"]["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(funded, escrows);
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e["type"] == "escrow.funded")
+            .count(),
+        6
+    );
+}

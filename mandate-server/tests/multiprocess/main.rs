@@ -1,0 +1,21 @@
+//! Many `mandate-server serve` processes (the real binary) on one PostgreSQL database behave
+//! as one service: exact limits, one outcome per Idempotency-Key, review and escrow races
+//! resolved once, changes made through one process seen by the next request on another,
+//! background work done once, and no answered decision lost when a process is killed.
+//!
+//! Each test gets a fresh database on a throwaway cluster (tests/support/postgres.rs);
+//! without PostgreSQL they say they were skipped and pass, unless MANDATE_REQUIRE_POSTGRES=1.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+#[path = "../support/postgres.rs"]
+mod postgres;
+
+mod deploy;
+mod harness;
+mod receiver;
+
+mod background;
+mod changes;
+mod crash;
+mod exact;
+mod startup;

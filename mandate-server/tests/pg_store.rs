@@ -1,0 +1,401 @@
+//! The decision path on PostgreSQL across processes, below HTTP: two "processes" are two
+//! [`PostgresStore`]s (two pools) on one database, each with its own agent locks, cached
+//! agent states and cached modes, deciding through the real decision service. Each test
+//! makes its own database on `MANDATE_TEST_POSTGRES_URL` (skipped, with a note, without it).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+#[path = "../src/storage/postgres/test_db.rs"]
+mod test_db;
+
+use std::sync::Arc;
+
+use futures_util::future::join_all;
+use mandate_core::amount::Amount;
+use mandate_core::id::{AgentId, MandateId, ReviewId};
+use mandate_core::mandate::{Mandate, MandateDraft, MandateStatus};
+use mandate_core::names::{Category, Currency, Recipient};
+use mandate_core::policy::{AuthorizationRequest, Mode};
+use mandate_server::clock::{ms, random16};
+use mandate_server::decision::agents::AgentStates;
+use mandate_server::decision::mandates;
+use mandate_server::decision::modes::ModeCache;
+use mandate_server::decision::service::{Decider, DecisionError, Input};
+use mandate_server::model::Env;
+use mandate_server::signing::fast::AwsLcSigner;
+use mandate_server::storage::admin::NewOrg;
+use mandate_server::storage::mandates::Revocation;
+use mandate_server::storage::postgres::PostgresStore;
+use mandate_server::storage::{
+    AdminStore, AgentStore, DbLocation, DecidingStore, DecisionStore, OrgStore, Store,
+};
+use serde_json::Value;
+use test_db::TestDb;
+use time::OffsetDateTime;
+use time::macros::datetime;
+
+const NOW: OffsetDateTime = datetime!(2026-11-22 12:00 UTC);
+
+macro_rules! database {
+    ($test:expr) => {
+        match TestDb::create($test) {
+            Some(db) => db,
+            None => return,
+        }
+    };
+}
+
+/// One server process: its store (its own pool) and its in-memory state.
+struct Process {
+    store: Arc<PostgresStore>,
+    agents: AgentStates,
+    modes: ModeCache,
+    signer: Arc<AwsLcSigner>,
+}
+
+const ORG: &str = "org_acme";
+
+impl Process {
+    async fn start(db: &TestDb) -> Self {
+        let DbLocation::Postgres(url) = db.url.parse::<DbLocation>().unwrap() else {
+            panic!("not a PostgreSQL URL");
+        };
+        let store = Arc::new(PostgresStore::open(&url, true).await.unwrap());
+        let secret = mandate_server::signing::fresh_secret().unwrap();
+        Self {
+            store,
+            agents: AgentStates::default(),
+            modes: ModeCache::default(),
+            signer: Arc::new(AwsLcSigner::from_secret_bytes("sandbox-1", secret.expose()).unwrap()),
+        }
+    }
+
+    fn org() -> Arc<str> {
+        Arc::from(ORG)
+    }
+
+    /// The mode as a request finds it: cached, or read and cached.
+    async fn mode(&self) -> Mode {
+        if let Some(mode) = self.modes.get(ORG, Env::Sandbox) {
+            return mode;
+        }
+        let (mode, _) = self.store.mode(ORG, Env::Sandbox).await.unwrap();
+        self.modes.fill(ORG, Env::Sandbox, mode)
+    }
+
+    fn decider<'a>(&'a self, org: &'a Arc<str>, mode: Mode) -> Decider<'a> {
+        Decider {
+            store: self.store.as_ref(),
+            agents: &self.agents,
+            modes: &self.modes,
+            signer: self.signer.clone(),
+            issuer: "https://verdicts.test",
+            org,
+            env: Env::Sandbox,
+            policy_version: "pol_2026-11-22.1",
+            mode,
+            now: NOW,
+        }
+    }
+
+    /// An authorization of `amount` USD of software by `agent`: the answer's JSON.
+    async fn authorize(&self, agent: &str, amount: &str) -> Result<Value, DecisionError> {
+        let org = Self::org();
+        let mode = self.mode().await;
+        let request = AuthorizationRequest {
+            agent: AgentId::parse(agent).unwrap(),
+            amount: Amount::parse(amount).unwrap(),
+            currency: Currency::parse("USD").unwrap(),
+            recipient: Recipient::parse("vendor:acme").unwrap(),
+            category: Category::parse("software").unwrap(),
+        };
+        let body = self
+            .decider(&org, mode)
+            .run(
+                Input::Request {
+                    request,
+                    slot: None,
+                },
+                |_| Ok(None),
+            )
+            .await?;
+        Ok(serde_json::from_slice(&body).unwrap())
+    }
+
+    /// Stores a mandate for `agent` through this process (under its agent lock).
+    async fn mandate(&self, agent: &str, terms: &str) -> Mandate {
+        let value: Value = serde_json::from_str(&terms.replace("AGENT", agent)).unwrap();
+        let mandate = Mandate {
+            id: MandateId::from_random(random16()),
+            terms: MandateDraft::from_json(&value).unwrap(),
+            status: MandateStatus::Active,
+            created_at: NOW,
+        };
+        let store: &dyn Store = self.store.as_ref();
+        mandates::put(
+            store,
+            &self.agents,
+            &Self::org(),
+            Env::Sandbox,
+            &mandate,
+            NOW,
+        )
+        .await
+        .unwrap();
+        mandate
+    }
+}
+
+/// An organization (sandbox in enforce) and `agents`, written through `process`.
+async fn onboard(process: &Process, agents: &[&str]) {
+    let org = NewOrg {
+        id: ORG.into(),
+        name: "acme".into(),
+        policy_prefix: "pol_2026-11-22.".into(),
+        keys: vec![([1; 32], Env::Sandbox)],
+        now_ms: ms(NOW),
+    };
+    process.store.create_org(&org).unwrap().unwrap();
+    for agent in agents {
+        let mut key = [0; 32];
+        key[..16].copy_from_slice(&random16());
+        process
+            .store
+            .create_agent(
+                ORG,
+                Env::Sandbox,
+                &AgentId::parse(agent).unwrap(),
+                key,
+                ms(NOW),
+            )
+            .await
+            .unwrap()
+            .unwrap();
+    }
+}
+
+const LIMITED: &str = r#"{"agent": "AGENT", "limits": {"per_transaction": 100, "per_month": 450, "currency": "USD"},
+    "categories": ["software"], "expires": "2026-12-31"}"#;
+
+const REVIEWED: &str = r#"{"agent": "AGENT", "limits": {"per_transaction": 500, "per_month": 2000, "currency": "USD"},
+    "categories": ["software"], "review_above": 200, "expires": "2026-12-31"}"#;
+
+/// Approves review `id` through `process`, as `POST /v1/reviews/{id}/approve` does.
+async fn approve(process: &Process, id: ReviewId) -> Result<Vec<u8>, DecisionError> {
+    let org = Process::org();
+    let (review, _) = process
+        .store
+        .review(org.clone(), Env::Sandbox, id)
+        .await
+        .unwrap()
+        .unwrap();
+    let original = process
+        .store
+        .decision(ORG, Env::Sandbox, None, &review.decision)
+        .await
+        .unwrap()
+        .unwrap();
+    let approved = review
+        .approve(mandate_core::id::DecisionId::from_random(random16()), NOW)
+        .unwrap();
+    let mode = process.mode().await;
+    process
+        .decider(&org, mode)
+        .run(
+            Input::Approval {
+                approved,
+                original: Box::new(original),
+            },
+            |_| Ok(None),
+        )
+        .await
+}
+
+fn verdicts(answers: &[Result<Value, DecisionError>]) -> Vec<String> {
+    let mut out: Vec<String> = answers
+        .iter()
+        .map(|a| match a {
+            Ok(v) => v["verdict"].as_str().unwrap().to_owned(),
+            Err(e) => format!("error: {e}"),
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn racing_on_one_agents_month_across_two_processes_allows_exactly_what_fits() {
+    let db = database!("racing_on_one_agents_month_across_two_processes_allows_exactly_what_fits");
+    let (one, two) = (Process::start(&db).await, Process::start(&db).await);
+    onboard(&one, &["agt_racer"]).await;
+    one.mandate("agt_racer", LIMITED).await;
+    // Both processes have the agent's state cached before the race.
+    assert_eq!(
+        one.authorize("agt_racer", "1").await.unwrap()["verdict"],
+        "allow"
+    );
+    assert_eq!(
+        two.authorize("agt_racer", "1").await.unwrap()["verdict"],
+        "allow"
+    );
+    // 448 left of 450: four of eight hundreds fit, whichever process answers.
+    let answers = join_all((0..8).map(|i| {
+        let process = if i % 2 == 0 { &one } else { &two };
+        process.authorize("agt_racer", "100")
+    }))
+    .await;
+    let verdicts = verdicts(&answers);
+    assert_eq!(
+        verdicts.iter().filter(|v| *v == "allow").count(),
+        4,
+        "{verdicts:?}"
+    );
+    assert_eq!(
+        verdicts.iter().filter(|v| *v == "deny_limit").count(),
+        4,
+        "{verdicts:?}"
+    );
+    // The log agrees: ten decisions, 402 allowed in all.
+    assert_eq!(db.number("SELECT COUNT(*) FROM decisions"), 10);
+    assert_eq!(
+        db.number("SELECT SUM(amount::NUMERIC)::BIGINT FROM decisions WHERE verdict = 'allow'"),
+        402
+    );
+}
+
+#[tokio::test]
+async fn a_burst_across_two_processes_lets_exactly_ten_through_velocity() {
+    let db = database!("a_burst_across_two_processes_lets_exactly_ten_through_velocity");
+    let (one, two) = (Process::start(&db).await, Process::start(&db).await);
+    onboard(&one, &["agt_burst"]).await;
+    one.mandate("agt_burst", LIMITED).await;
+    let answers = join_all((0..20).map(|i| {
+        let process = if i % 2 == 0 { &one } else { &two };
+        process.authorize("agt_burst", "1")
+    }))
+    .await;
+    let verdicts = verdicts(&answers);
+    assert_eq!(
+        verdicts.iter().filter(|v| *v == "allow").count(),
+        10,
+        "{verdicts:?}"
+    );
+    assert_eq!(
+        verdicts.iter().filter(|v| *v == "deny_velocity").count(),
+        10,
+        "{verdicts:?}"
+    );
+    assert_eq!(db.number("SELECT COUNT(*) FROM decisions"), 20);
+}
+
+#[tokio::test]
+async fn a_revoke_through_one_process_denies_the_next_request_on_the_other() {
+    let db = database!("a_revoke_through_one_process_denies_the_next_request_on_the_other");
+    let (one, two) = (Process::start(&db).await, Process::start(&db).await);
+    onboard(&one, &["agt_spender"]).await;
+    let mandate = one.mandate("agt_spender", LIMITED).await;
+    // Process two has the agent cached with its mandate active.
+    assert_eq!(
+        two.authorize("agt_spender", "5").await.unwrap()["verdict"],
+        "allow"
+    );
+    let store: &dyn Store = one.store.as_ref();
+    let revoked = mandates::revoke(
+        store,
+        &one.agents,
+        &Process::org(),
+        Env::Sandbox,
+        &mandate,
+        NOW,
+    )
+    .await
+    .unwrap();
+    assert!(matches!(revoked, Revocation::Revoked(_)), "{revoked:?}");
+    let after = two.authorize("agt_spender", "5").await.unwrap();
+    let verdict = after["verdict"].as_str().unwrap();
+    assert!(verdict.starts_with("deny"), "{after}");
+}
+
+#[tokio::test]
+async fn a_new_mandate_through_one_process_is_used_by_the_next_request_on_the_other() {
+    let db =
+        database!("a_new_mandate_through_one_process_is_used_by_the_next_request_on_the_other");
+    let (one, two) = (Process::start(&db).await, Process::start(&db).await);
+    onboard(&one, &["agt_switcher"]).await;
+    one.mandate("agt_switcher", LIMITED).await;
+    // Two has the first mandate cached: 150 is over its per-transaction limit.
+    assert_eq!(
+        two.authorize("agt_switcher", "150").await.unwrap()["verdict"],
+        "deny_limit"
+    );
+    let second = one.mandate("agt_switcher", REVIEWED).await;
+    let after = two.authorize("agt_switcher", "150").await.unwrap();
+    assert_eq!(after["verdict"], "allow", "{after}");
+    assert_eq!(after["mandate"], second.id.as_str());
+}
+
+#[tokio::test]
+async fn a_mode_switch_through_one_process_is_seen_by_the_next_decision_on_the_other() {
+    let db =
+        database!("a_mode_switch_through_one_process_is_seen_by_the_next_decision_on_the_other");
+    let (one, two) = (Process::start(&db).await, Process::start(&db).await);
+    onboard(&one, &["agt_watched"]).await;
+    one.mandate("agt_watched", LIMITED).await;
+    // Two decides in enforce (its cache says so): over the limit is denied.
+    let before = two.authorize("agt_watched", "150").await.unwrap();
+    assert_eq!(
+        (&before["verdict"], &before["mode"]),
+        (&"deny_limit".into(), &"enforce".into())
+    );
+    // One switches the sandbox to observe, as POST /v1/enforcement does there.
+    let (mode, _) = one
+        .store
+        .set_mode(ORG, Env::Sandbox, Mode::Observe, ms(NOW))
+        .await
+        .unwrap();
+    one.modes.set(ORG, Env::Sandbox, mode);
+    // Two's next decision is made in observe, and its cache follows.
+    let after = two.authorize("agt_watched", "150").await.unwrap();
+    assert_eq!(after["mode"], "observe", "{after}");
+    assert_eq!(after["verdict"], "allow", "{after}");
+    assert_eq!(after["policy_verdict"], "deny_limit", "{after}");
+    assert_eq!(two.modes.get(ORG, Env::Sandbox), Some(Mode::Observe));
+}
+
+#[tokio::test]
+async fn an_approval_made_on_two_processes_at_once_resolves_once() {
+    let db = database!("an_approval_made_on_two_processes_at_once_resolves_once");
+    let (one, two) = (Process::start(&db).await, Process::start(&db).await);
+    onboard(&one, &["agt_big"]).await;
+    one.mandate("agt_big", REVIEWED).await;
+    let opened = one.authorize("agt_big", "300").await.unwrap();
+    assert_eq!(opened["verdict"], "review", "{opened}");
+    let review_id = ReviewId::parse(opened["review"]["id"].as_str().unwrap()).unwrap();
+    let (a, b) = tokio::join!(approve(&one, review_id.clone()), approve(&two, review_id));
+    let results = [a, b];
+    assert_eq!(
+        results.iter().filter(|r| r.is_ok()).count(),
+        1,
+        "{results:?}"
+    );
+    assert!(
+        results
+            .iter()
+            .any(|r| matches!(r, Err(DecisionError::AlreadyResolved(_)))),
+        "{results:?}"
+    );
+    assert_eq!(
+        db.number("SELECT COUNT(*) FROM decisions WHERE supersedes IS NOT NULL"),
+        1
+    );
+    assert_eq!(
+        db.number("SELECT COUNT(*) FROM events WHERE type = 'decision.resolved'"),
+        1
+    );
+    // The approval moved the agent's spend: 300 of 2000 is counted on both processes.
+    let after = two.authorize("agt_big", "190").await.unwrap();
+    assert_eq!(after["verdict"], "allow");
+    assert_eq!(
+        db.number("SELECT SUM(amount::NUMERIC)::BIGINT FROM decisions WHERE verdict = 'allow'"),
+        490
+    );
+}
