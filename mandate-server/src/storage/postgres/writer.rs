@@ -3,7 +3,9 @@
 //! statements pipelined (one round trip, one commit and one WAL flush for the whole group).
 //!
 //! A few writers run side by side, each with a queue of its own; a decision goes to the
-//! next in turn. Each decision's statement is the one it would run alone
+//! next in turn. A group holds its agents' rows locked until it commits; every group takes
+//! them in the order of the agents' keys, so groups of different processes never wait on
+//! each other in a circle. Each decision's statement is the one it would run alone
 //! ([`RecordStatement`]): a decision refused because its agent changed meanwhile
 //! refuses only itself (its statement stores nothing and the transaction goes on). If a
 //! statement fails, the whole group is rolled back and each of its decisions is stored
@@ -83,6 +85,10 @@ async fn run(pool: Pool, mut queue: mpsc::UnboundedReceiver<Job>) {
                 Err(_) => break,
             }
         }
+        // Agents' rows are locked in the order of their keys, in every group of every
+        // process: two groups waiting on each other's agents (a deadlock, broken by the
+        // database only after a second) cannot happen.
+        jobs.sort_by_key(|job| job.new.hint.seq);
         let answers = commit_group(&pool, &jobs).await;
         for (job, answer) in jobs.into_iter().zip(answers) {
             let answer = answer.map(|stored| match stored {
