@@ -161,7 +161,8 @@ pub enum Format {
 static FORMAT: OnceLock<Format> = OnceLock::new();
 
 /// The filter: `MANDATE_LOG` if set, else `RUST_LOG`, else [`DEFAULT_FILTER`]; whatever it
-/// says, the PostgreSQL driver logs nothing below info ([`DRIVER_CAP`]).
+/// says, the database drivers log nothing below info
+/// ([`crate::storage::DRIVER_LOG_CAPS`]).
 fn filter() -> EnvFilter {
     let chosen = ["MANDATE_LOG", "RUST_LOG"]
         .iter()
@@ -172,16 +173,12 @@ fn filter() -> EnvFilter {
                 .and_then(|v| EnvFilter::try_new(v).ok())
         })
         .unwrap_or_else(|| EnvFilter::new(DEFAULT_FILTER));
-    DRIVER_CAP
+    // Added after the operator's filter, so that they win.
+    crate::storage::DRIVER_LOG_CAPS
         .iter()
         .filter_map(|d| d.parse().ok())
         .fold(chosen, EnvFilter::add_directive)
 }
-
-/// Added after the operator's filter, so that they win: at debug, tokio-postgres logs every
-/// statement with its parameters (request fields, sealed answers, key hashes), which never
-/// go to the log.
-const DRIVER_CAP: [&str; 2] = ["tokio_postgres=info", "deadpool_postgres=info"];
 
 /// The filter when neither variable is set: `info`, without the per-request lines, which
 /// cost a fifth of the hot path's throughput (docs/performance.md); `MANDATE_LOG=info`

@@ -95,6 +95,11 @@ impl<T> Store for T where
 {
 }
 
+/// Log directives that hold whatever the operator's filter says: at debug, tokio-postgres
+/// logs every statement with its parameters (request fields, sealed answers, key hashes),
+/// which never go to the log. Named here so that the logging setup names no engine.
+pub const DRIVER_LOG_CAPS: [&str; 2] = ["tokio_postgres=info", "deadpool_postgres=info"];
+
 /// A storage failure: the database could not be opened, read or written, or a change was
 /// refused because what it was decided on changed meanwhile. Messages never hold a
 /// database password.

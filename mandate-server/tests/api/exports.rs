@@ -52,6 +52,9 @@ fn decision(agent: &str, verdict: Verdict, n: usize, iat: i64) -> Decision {
 /// Inserts `decisions` directly, for volume, into the environment of `key`.
 async fn insert(app: &TestApp, key: &str, decisions: Vec<Decision>) {
     let hash = mandate_server::storage::keys::hash(key);
+    if let Some(db) = &app.db.postgres {
+        return insert_postgres(&db.url, hash, decisions).await;
+    }
     app.running
         .as_ref()
         .unwrap()
@@ -67,6 +70,43 @@ async fn insert(app: &TestApp, key: &str, decisions: Vec<Decision>) {
         })
         .await
         .unwrap();
+}
+
+/// [`insert`] on PostgreSQL, through the engine's own statements, in one transaction.
+async fn insert_postgres(url: &str, hash: [u8; 32], decisions: Vec<Decision>) {
+    use mandate_server::storage::postgres;
+    let pool = deadpool_postgres::Config {
+        url: Some(url.to_owned()),
+        ..Default::default()
+    }
+    .create_pool(
+        Some(deadpool_postgres::Runtime::Tokio1),
+        tokio_postgres::NoTls,
+    )
+    .unwrap();
+    let mut client = pool.get().await.unwrap();
+    let tx = client.transaction().await.unwrap();
+    let caller = postgres::keys::caller(&tx, &hash).await.unwrap().unwrap();
+    let mut agents = std::collections::HashMap::new();
+    for d in &decisions {
+        let agent = d.claims.request.agent.as_str().to_owned();
+        if !agents.contains_key(&agent) {
+            // An agent that is not registered (the SQLite schema does not ask) gets no
+            // agent's key: 0, which no agent has.
+            let row = tx
+                .query_opt(
+                    "SELECT seq FROM agents WHERE org_id = $1 AND env = $2 AND id = $3",
+                    &[&caller.org_id.as_ref(), &caller.env.as_str(), &agent],
+                )
+                .await
+                .unwrap();
+            agents.insert(agent.clone(), row.map_or(0, |r| r.get::<_, i64>(0)));
+        }
+        postgres::decisions::insert(&tx, &caller.org_id, caller.env, agents[&agent], d)
+            .await
+            .unwrap();
+    }
+    tx.commit().await.unwrap();
 }
 
 /// The export's lines, each parsed.

@@ -11,6 +11,7 @@ use mandate_core::jwk::JwkSet;
 use mandate_server::clock::ManualClock;
 use mandate_server::operator;
 use mandate_server::serve::{self, Config, Running};
+use mandate_server::storage::DbLocation;
 use reqwest::Method;
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
@@ -123,6 +124,27 @@ impl TestDatabase {
         match &self.postgres {
             Some(db) => db.url.clone().into(),
             None => self.path.clone().into(),
+        }
+    }
+
+    /// The location `serve::Config` takes.
+    pub fn location(&self) -> DbLocation {
+        match &self.postgres {
+            Some(db) => db.url.parse().unwrap(),
+            None => self.path.clone().into(),
+        }
+    }
+
+    /// The key-encryption keys of this database's signing keys: PostgreSQL requires one
+    /// (the one commands get, [`TestDatabase::env`]); the SQLite tests run without.
+    pub fn key_encryption(&self) -> mandate_server::signing::at_rest::KeyEncryption {
+        use mandate_server::signing::at_rest::{Kek, KeyEncryption};
+        match &self.postgres {
+            Some(_) => KeyEncryption::new(
+                Kek::from_base64(TEST_KEK.as_bytes(), "TEST_KEK").unwrap(),
+                None,
+            ),
+            None => KeyEncryption::default(),
         }
     }
 
@@ -312,10 +334,7 @@ pub async fn spawn_app_with(configure: impl FnOnce(&mut Config)) -> TestApp {
 /// elsewhere.
 pub fn config(db: &TestDatabase) -> Config {
     Config {
-        db: match &db.postgres {
-            Some(pg) => pg.url.parse().expect("the test database's URL"),
-            None => db.path.clone().into(),
-        },
+        db: db.location(),
         migrate: true,
         api_addr: "127.0.0.1:0".into(),
         public_addr: "127.0.0.1:0".into(),
@@ -323,15 +342,7 @@ pub fn config(db: &TestDatabase) -> Config {
         docs_url: None,
         tls: None,
         limits: Default::default(),
-        // PostgreSQL requires a key-encryption key: the one commands get (TestDatabase::env).
-        key_encryption: match &db.postgres {
-            Some(_) => mandate_server::signing::at_rest::KeyEncryption::new(
-                mandate_server::signing::at_rest::Kek::from_base64(TEST_KEK.as_bytes(), "TEST_KEK")
-                    .unwrap(),
-                None,
-            ),
-            None => Default::default(),
-        },
+        key_encryption: db.key_encryption(),
     }
 }
 

@@ -223,7 +223,8 @@ async fn a_rotation_keeps_the_outgoing_key_until_its_tokens_have_expired() {
     app.advance(10);
     let rotated_at = app.clock_now();
     let new_kid =
-        operator::rotate_signing_key(&*db, &Default::default(), Env::Sandbox, rotated_at).unwrap();
+        operator::rotate_signing_key(&*db, &app.db.key_encryption(), Env::Sandbox, rotated_at)
+            .unwrap();
     assert_eq!(new_kid, "sandbox-2");
     let now_kids = wait_for_kids(&app, |k| k.iter().any(|k| k == "sandbox-2")).await;
     assert_eq!(now_kids, ["live-1", "sandbox-1", "sandbox-2"]);
@@ -245,12 +246,12 @@ async fn a_rotation_keeps_the_outgoing_key_until_its_tokens_have_expired() {
     let ten_minutes = time::Duration::seconds(600);
     let at_edge = signing::load(
         &*db,
-        &Default::default(),
+        &app.db.key_encryption(),
         ms(rotated_at + ten_minutes - time::Duration::seconds(1)),
     )
     .unwrap();
     assert!(at_edge.jwks.find("sandbox-1").is_some());
-    let past = signing::load(&*db, &Default::default(), ms(rotated_at + ten_minutes)).unwrap();
+    let past = signing::load(&*db, &app.db.key_encryption(), ms(rotated_at + ten_minutes)).unwrap();
     assert!(past.jwks.find("sandbox-1").is_none());
 
     // The running server drops it too, on its own timer and the server's clock.

@@ -236,10 +236,13 @@ async fn metrics_counters_move_by_exactly_the_requests_sent() {
     assert_eq!(delta("mandate_http_requests_total", &labels), slow_ok);
     assert_eq!(delta("mandate_overload_shed_total", &[]), 0.0);
 
-    // The writer committed the decisions: at least one job per decision, in groups.
-    assert!(delta("mandate_writer_group_size_sum", &[]) >= amounts.len() as f64);
-    assert!(delta("mandate_writer_commit_seconds_count", &[]) >= 1.0);
-    assert!(delta("mandate_writer_sync_seconds_count", &[]) >= 1.0);
+    // The writer committed the decisions: at least one job per decision, in groups. (The
+    // writer and its group commit are SQLite's; PostgreSQL commits each transaction itself.)
+    if !crate::engine::POSTGRES {
+        assert!(delta("mandate_writer_group_size_sum", &[]) >= amounts.len() as f64);
+        assert!(delta("mandate_writer_commit_seconds_count", &[]) >= 1.0);
+        assert!(delta("mandate_writer_sync_seconds_count", &[]) >= 1.0);
+    }
 
     // Webhooks: one ping to a receiver that answers 204, one to a closed port.
     let receiver = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

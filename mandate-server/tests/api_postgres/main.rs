@@ -4,8 +4,10 @@
 //!
 //! Left out, as they are about the SQLite engine itself: backup.rs (SQLite's online backup),
 //! crash.rs (SQLite recovery after kill -9, with `PRAGMA integrity_check`), disk.rs (its file
-//! hitting the file-size limit) and sqlite_only/ (the bytes of its files, its migrations'
-//! history, its writer). tests/multiprocess covers PostgreSQL's crash safety.
+//! hitting the file-size limit), sqlite_only/ (the bytes of its files, its migrations'
+//! history, its writer) and key_encryption.rs (signing keys at rest, read from the SQLite
+//! file and its WAL; a PostgreSQL URL without a KEK is refused there already).
+//! tests/multiprocess covers PostgreSQL's crash safety.
 //!
 //! Without PostgreSQL the first test that needs a database says the PostgreSQL tests were
 //! skipped and ends this process, passing (MANDATE_REQUIRE_POSTGRES=1: failing).
@@ -78,3 +80,49 @@ mod overload;
 mod security;
 #[path = "../api/tls.rs"]
 mod tls;
+
+// PostgreSQL's own.
+mod at_rest;
+
+/// Without PostgreSQL this target passes and says once that its tests were skipped; with
+/// MANDATE_REQUIRE_POSTGRES=1 it fails saying why. (Runs this target again, on the agents
+/// tests, with no PostgreSQL to find.)
+#[test]
+fn without_postgresql_this_target_says_it_was_skipped_and_passes_unless_required() {
+    const CHILD: &str = "MANDATE_TEST_API_POSTGRES_CHILD";
+    if std::env::var_os(CHILD).is_some() {
+        return;
+    }
+    let run = |require: bool| {
+        let mut command = std::process::Command::new(std::env::current_exe().unwrap());
+        command
+            .args(["agents::", "--test-threads", "2"])
+            .env(CHILD, "1")
+            .env("MANDATE_TEST_POSTGRES_BIN", "/nonexistent/postgresql/bin")
+            .env_remove("MANDATE_TEST_POSTGRES_URL")
+            .env_remove("MANDATE_REQUIRE_POSTGRES");
+        if require {
+            command.env("MANDATE_REQUIRE_POSTGRES", "1");
+        }
+        let out = command.output().unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    };
+    let (passed, text) = run(false);
+    assert!(passed, "{text}");
+    assert_eq!(
+        text.matches("PostgreSQL tests skipped: ").count(),
+        1,
+        "{text}"
+    );
+    let (passed, text) = run(true);
+    assert!(!passed, "{text}");
+    assert!(
+        text.contains("PostgreSQL is required (MANDATE_REQUIRE_POSTGRES=1)"),
+        "{text}"
+    );
+}

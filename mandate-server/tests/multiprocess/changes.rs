@@ -292,3 +292,90 @@ async fn every_process_publishes_the_same_signing_keys_and_follows_a_rotation() 
         assert_eq!(kid_of(token), new[0], "{} signs with the new key", p.api);
     }
 }
+
+/// Requests of `key` sent to `proc` by `loops` senders, as fast as answered, for `span`:
+/// how many were admitted (200) and refused (429, each with a Retry-After).
+async fn hammer(
+    http: &Http,
+    proc: &Proc,
+    key: &str,
+    loops: usize,
+    span: Duration,
+) -> (usize, usize) {
+    let stop = Instant::now() + span;
+    let counts = join_all((0..loops).map(|_| async {
+        let (mut admitted, mut refused) = (0, 0);
+        while Instant::now() < stop {
+            let r = http.get(&proc.api, key, "/v1/enforcement").await;
+            match r.status {
+                200 => admitted += 1,
+                429 => {
+                    r.assert_error(429, "rate_limited");
+                    assert!(r.retry_after.is_some(), "{}", r.text);
+                    refused += 1;
+                }
+                other => panic!("{other}: {}", r.text),
+            }
+        }
+        (admitted, refused)
+    }))
+    .await;
+    counts
+        .into_iter()
+        .fold((0, 0), |(a, r), (x, y)| (a + x, r + y))
+}
+
+/// A key's rate holds across processes (docs/scale.md: each process admits its share of
+/// it, the rate divided by the processes alive): three processes hammered at once admit
+/// together what one would, give or take a second's worth at the edges of the window; once
+/// one is killed, the two left take its share after its heartbeat lapses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_keys_rate_holds_across_processes_and_a_dead_ones_share_is_taken_over() {
+    const RATE: usize = 30;
+    let deployment = deployment!();
+    deployment.onboard("acme");
+    let issued = deployment.operator(&["issue-key", "--org", "acme", "--env", "sandbox"]);
+    let key = issued.lines().next().unwrap().trim().to_owned();
+    deployment.operator(&["set-rate", &key, "--per-second", &RATE.to_string()]);
+    let mut procs = deployment.serve_n(3);
+    let http = Http::default();
+    // Every process has counted the three (heartbeats every second).
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+
+    let span = Duration::from_secs(3);
+    let each = join_all(procs.iter().map(|p| hammer(&http, p, &key, 2, span))).await;
+    let admitted: usize = each.iter().map(|(a, _)| a).sum();
+    let refused: usize = each.iter().map(|(_, r)| r).sum();
+    eprintln!("three processes, {RATE}/s, 3 s: admitted {admitted} ({each:?}), refused {refused}");
+    assert!(refused > 0, "nothing was refused: {each:?}");
+    assert!(
+        admitted <= RATE * 4,
+        "{admitted} admitted in 3 s at {RATE}/s over three processes: {each:?}"
+    );
+    assert!(
+        admitted >= RATE * 2,
+        "only {admitted} admitted in 3 s: {each:?}"
+    );
+    for (a, _) in &each {
+        assert!(
+            *a <= RATE.div_ceil(3) * 4,
+            "one process admitted {a} in 3 s, more than its share: {each:?}"
+        );
+    }
+
+    // One dies without leaving: its share returns to the others once its lease runs out.
+    procs.remove(0).kill9();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let span = Duration::from_secs(4);
+    let each = join_all(procs.iter().map(|p| hammer(&http, p, &key, 2, span))).await;
+    let admitted: usize = each.iter().map(|(a, _)| a).sum();
+    eprintln!("two processes after a kill, 4 s: admitted {admitted} ({each:?})");
+    assert!(
+        admitted <= RATE * 5,
+        "{admitted} admitted in 4 s at {RATE}/s over two processes: {each:?}"
+    );
+    assert!(
+        admitted > RATE * 10 / 3,
+        "{admitted} admitted in 4 s: the killed process's share was not taken over: {each:?}"
+    );
+}

@@ -1,13 +1,15 @@
 //! `kill -9` of one process under load: every decision a client was answered 201 for, by
 //! either process, is stored and reads back identical from the process that survived, and
-//! the survivor goes on deciding for the same agents at once.
+//! the survivor goes on deciding for the same agents at once. And of a process holding an
+//! Idempotency-Key: the key is executed once.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use reqwest::Method;
+use serde_json::Value;
 
-use crate::deploy::{Http, Proc, Resp, mandate, request};
+use crate::deploy::{Deployment, Http, Proc, Resp, mandate, request};
 use crate::deployment;
 
 /// Agents sending at once, each alternating between the two processes.
@@ -47,6 +49,10 @@ async fn load(
         {
             Ok(resp) if resp.status == 201 => {
                 answered.lock().unwrap().push(Answered { agent: a, resp })
+            }
+            // Each process admits its share of the key's rate: over it, wait a little.
+            Ok(resp) if resp.status == 429 => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
             }
             Ok(resp) => panic!("agent {a}: {} {}", resp.status, resp.text),
             // The killed process: connection refused or cut.
@@ -100,6 +106,8 @@ async fn all_stored(http: &Http, survivor: &Proc, org_key: &str, answered: &[Ans
 async fn kill_9_of_one_process_under_load_loses_no_answered_decision() {
     let deployment = deployment!();
     let org = deployment.onboard("acme");
+    // The organization's key reads back thousands of decisions: not what the rate is for.
+    deployment.operator(&["set-rate", &org.sandbox, "--per-second", "100000"]);
     let mut procs: Vec<Proc> = deployment.serve_n(2);
     let http = Http::default();
     let mut keys = Vec::new();
@@ -168,4 +176,174 @@ async fn kill_9_of_one_process_under_load_loses_no_answered_decision() {
         }
         procs.push(deployment.serve());
     }
+}
+
+/// Starts a `serve` process, sends it `body` under Idempotency-Key `idem` while the agent's
+/// row is locked here (as a long transaction would hold it), waits until the process has
+/// claimed the key and waits on the row, and kills it with SIGKILL. With `abort`, the
+/// statement it left waiting is ended too (as when the database notices the dead client
+/// first); without, it runs on once the row is free. Returns when the row is free.
+async fn kill_while_holding(
+    deployment: &Deployment,
+    http: &Http,
+    key: &str,
+    body: &str,
+    idem: &str,
+    abort: bool,
+) {
+    let mut victim = deployment.serve();
+    let mut admin = deployment.db.connect().await;
+    let lock = admin.transaction().await.unwrap();
+    lock.execute(
+        "SELECT version FROM agents WHERE id = 'agt_held' FOR UPDATE",
+        &[],
+    )
+    .await
+    .unwrap();
+    let in_flight = tokio::spawn({
+        let (http, api, key, body, idem) = (
+            http.clone(),
+            victim.api.clone(),
+            key.to_owned(),
+            body.to_owned(),
+            idem.to_owned(),
+        );
+        async move {
+            http.try_send(
+                Method::POST,
+                &api,
+                &key,
+                "/v1/authorizations",
+                Some(&body),
+                Some(&idem),
+            )
+            .await
+        }
+    });
+    let observer = deployment.db.connect().await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        // Claimed, and its statement waiting on the row lock.
+        let claimed: i64 = observer
+            .query_one(
+                "SELECT COUNT(*) FROM idempotency WHERE idem_key = $1 AND status IS NULL",
+                &[&idem],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        let waiting: i64 = observer
+            .query_one(
+                "SELECT COUNT(*) FROM pg_stat_activity
+                 WHERE datname = current_database() AND wait_event_type = 'Lock'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if claimed == 1 && waiting == 1 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the process never claimed {idem} and waited"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    victim.kill9();
+    assert!(
+        in_flight.await.unwrap().is_err(),
+        "the killed process answered"
+    );
+    if abort {
+        observer
+            .execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                 WHERE datname = current_database() AND wait_event_type = 'Lock'",
+                &[],
+            )
+            .await
+            .unwrap();
+    }
+    lock.rollback().await.unwrap();
+}
+
+/// A process is killed while it holds an Idempotency-Key, its decision waiting on the
+/// agent's row. If the database then finishes the statement the dead process left (it
+/// commits the decision and the key's answer in one), a retry on another process replays
+/// that answer. If the statement is ended instead, the retry is refused with 409 while the
+/// dead process's claim lasts (nothing is done twice), then executed once the claim has run
+/// out. Either way the key has one decision.
+#[tokio::test]
+async fn an_idempotency_key_held_by_a_killed_process_is_executed_once() {
+    let deployment = deployment!();
+    let org = deployment.onboard("acme");
+    let survivor = deployment.serve();
+    let http = Http::default();
+    let key = http.agent(&survivor.api, &org.sandbox, "held").await;
+    http.mandate(
+        &survivor.api,
+        &org.sandbox,
+        &mandate("held", "100", "1000", None),
+    )
+    .await;
+    let retry = |body: String, idem: &'static str| {
+        let (http, api, key) = (http.clone(), survivor.api.clone(), key.clone());
+        async move {
+            http.try_send(
+                Method::POST,
+                &api,
+                &key,
+                "/v1/authorizations",
+                Some(&body),
+                Some(idem),
+            )
+            .await
+            .unwrap()
+        }
+    };
+
+    // The statement left behind runs to its end: the retry replays what it committed.
+    let finished = request("12", "software");
+    kill_while_holding(&deployment, &http, &key, &finished, "pay-1", false).await;
+    let replayed = retry(finished.clone(), "pay-1").await;
+    assert_eq!(replayed.status, 201, "{}", replayed.text);
+    assert!(replayed.replayed, "{}", replayed.text);
+
+    // The statement left behind is ended: 409 until the claim runs out, then executed.
+    let ended = request("13", "software");
+    kill_while_holding(&deployment, &http, &key, &ended, "pay-2", true).await;
+    let killed = Instant::now();
+    let answered = loop {
+        let r = retry(ended.clone(), "pay-2").await;
+        if r.status == 201 {
+            break r;
+        }
+        let message = r.assert_error(409, "idempotency_conflict");
+        assert!(message.contains("still being processed"), "{message}");
+        assert!(
+            killed.elapsed() < Duration::from_secs(80),
+            "the dead process's claim still holds after 80 s"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    };
+    eprintln!(
+        "a dead process's claim was taken over {:?} after the kill",
+        killed.elapsed()
+    );
+    assert!(!answered.replayed, "{}", answered.text);
+    assert_eq!(answered.body["verdict"], "allow", "{}", answered.text);
+    let again = retry(ended, "pay-2").await;
+    assert!(again.replayed);
+    assert_eq!(again.text, answered.text);
+
+    let stored = http
+        .walk(&survivor.api, &org.sandbox, "/v1/decisions?agent=agt_held")
+        .await;
+    let ids: Vec<&Value> = stored.iter().map(|d| &d["id"]).collect();
+    assert_eq!(
+        ids,
+        [&answered.body["id"], &replayed.body["id"]],
+        "{stored:?}"
+    );
 }

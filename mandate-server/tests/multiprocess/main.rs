@@ -18,3 +18,4 @@ mod background;
 mod changes;
 mod crash;
 mod exact;
+mod startup;

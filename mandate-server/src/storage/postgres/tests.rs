@@ -470,7 +470,7 @@ async fn mandate_expiring_fires_once_across_processes() {
     assert_eq!(due, vec![item.clone()]);
     let fired = futures_util::future::join_all((0..6).map(|i| {
         let store = if i % 2 == 0 { &a } else { &b };
-        store.fire_expiring(&item, NOW, crate::workers::timers::expiring_at)
+        store.fire_expiring(&item, NOW, expiring_at)
     }))
     .await;
     assert!(fired.iter().all(Result::is_ok), "{fired:?}");
@@ -555,6 +555,12 @@ async fn signing_key_secrets_are_replaced_all_at_once_or_not_at_all() {
     );
     // Rewritten into a new file: the old row versions are not in the table's file.
     assert_ne!(db.number(file), before);
+}
+
+/// When `mandate.expiring` is due for a mandate expiring on `expires` (as
+/// `workers::timers::expiring_at`, which storage may not import): 00:00 UTC seven days before.
+fn expiring_at(expires: time::Date) -> time::OffsetDateTime {
+    (expires - time::Duration::days(7)).midnight().assume_utc()
 }
 
 /// A decision of `agent` with id `id`, as the decision service makes one.
