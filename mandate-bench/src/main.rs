@@ -324,6 +324,13 @@ fn bench_server(
         Some(url) => Some(rt.block_on(pg::PgDb::create(url, opts.keep))?),
         None => None,
     };
+    if pg.is_some() {
+        // PostgreSQL requires a key-encryption key; one made for this run.
+        server::set_env(vec![(
+            "MANDATE_KEY_ENCRYPTION_KEY".to_owned(),
+            pg::fresh_kek()?,
+        )]);
+    }
     let db = match &pg {
         Some(pg) => pg.url.clone(),
         None => sqlite.to_string_lossy().into_owned(),

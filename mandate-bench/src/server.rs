@@ -23,9 +23,22 @@ pub struct Onboarded {
     pub sandbox_key: String,
 }
 
+/// Variables every server command of the run gets (a PostgreSQL run's key-encryption key).
+static ENV: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
+
+/// Sets the variables every server command of the run gets (once, before the first).
+pub fn set_env(vars: Vec<(String, String)>) {
+    let _ = ENV.set(vars);
+}
+
+fn env() -> &'static [(String, String)] {
+    ENV.get().map_or(&[], Vec::as_slice)
+}
+
 fn run(bin: &Path, args: &[&str]) -> Result<String> {
     let out = Command::new(bin)
         .args(args)
+        .envs(env().iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .output()
         .ctx(format!("running {}", bin.display()))?;
@@ -122,6 +135,7 @@ impl Server {
     pub fn start(bin: &Path, db: &str, log: &Path) -> Result<Self> {
         let log_file = File::create(log).ctx(format!("creating {}", log.display()))?;
         let mut child = Command::new(bin)
+            .envs(env().iter().map(|(k, v)| (k, v)))
             .args(["serve", "--db"])
             .arg(db)
             .args(["--api-addr", "127.0.0.1:0", "--public-addr", "127.0.0.1:0"])

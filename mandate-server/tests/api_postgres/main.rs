@@ -83,6 +83,9 @@ mod security;
 #[path = "../api/tls.rs"]
 mod tls;
 
+// PostgreSQL's own.
+mod at_rest;
+
 /// Without PostgreSQL this target passes and says once that its tests were skipped; with
 /// MANDATE_REQUIRE_POSTGRES=1 it fails saying why. (Runs this target again, on the agents
 /// tests, with no PostgreSQL to find.)

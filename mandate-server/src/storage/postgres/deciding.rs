@@ -213,8 +213,8 @@ struct IdempotencyValues {
     request_id: String,
 }
 
-/// Stores `new` if its agent's version is still the one its hint read.
-async fn record(c: &impl GenericClient, new: NewDecision) -> Result<Recorded> {
+/// Stores `new` alone, if its agent's version is still the one its hint read.
+pub(crate) async fn record(c: &impl GenericClient, new: NewDecision) -> Result<Recorded> {
     match try_record(c, &new).await {
         Ok(Some(hint)) => Ok(Recorded::Stored(hint)),
         // The version moved, the mode changed, or (a distributed engine) the transaction
@@ -226,74 +226,126 @@ async fn record(c: &impl GenericClient, new: NewDecision) -> Result<Recorded> {
 
 /// The statement of [`record`]: the agent's next hint, or `None` if nothing was stored.
 async fn try_record(c: &impl GenericClient, new: &NewDecision) -> Result<Option<AgentHint>> {
-    let NewDecision {
-        org,
-        env,
-        decision,
-        review,
-        idempotency,
-        hint,
-    } = new;
-    let Some(seq) = hint.seq else {
+    let Some(statement) = RecordStatement::of(new) else {
         // The agent was not found when its state was read: read it again.
         return Ok(None);
     };
-    let params = Params::of(org, *env, decision);
-    let review_values = review.as_ref().map(|(review, data)| ReviewValues {
-        id: review.id.as_str().to_owned(),
-        decision: review.decision.as_str().to_owned(),
-        agent: decision.claims.request.agent.as_str().to_owned(),
-        status: review.status.as_str(),
-        created_ms: ms(review.created_at),
-        expires_ms: ms(review.expires_at),
-        event: EventId::from_random(ordered16(from_ms(decision.created_ms)))
-            .as_str()
-            .to_owned(),
-        data: data.clone(),
-        at_ms: decision.created_ms,
-    });
-    let idempotency_values = idempotency.as_ref().map(|r| IdempotencyValues {
-        key_hash: r.key_hash.to_vec(),
-        idem_key: r.idem_key.clone(),
-        status: i32::from(r.status),
-        body: r.body.0.clone(),
-        request_id: r.request_id.clone(),
-    });
-    let (env_text, mode) = (env.as_str(), decision.mode.as_str());
-    let org_text: &str = org;
-    let mut values: Vec<&(dyn ToSql + Sync)> =
-        vec![&seq, &hint.version, &org_text, &env_text, &mode];
-    values.extend(params.refs());
-    if let Some(r) = &review_values {
-        values.extend([
-            &r.id as &(dyn ToSql + Sync),
-            &r.decision,
-            &r.agent,
-            &r.status,
-            &r.created_ms,
-            &r.expires_ms,
-            &r.event,
-            &r.data,
-            &r.at_ms,
-        ]);
+    let stmt = c.prepare_cached(statement.sql()).await?;
+    let stored: i64 = c.query_one(&stmt, &statement.values()).await?.get(0);
+    Ok(statement.outcome(stored))
+}
+
+/// The four variants of [`record_sql`], made once: with or without a review, with or
+/// without an idempotency record.
+static RECORD_SQL: std::sync::LazyLock<[String; 4]> = std::sync::LazyLock::new(|| {
+    [
+        record_sql(false, false),
+        record_sql(true, false),
+        record_sql(false, true),
+        record_sql(true, true),
+    ]
+});
+
+/// A decision's statement with its values, owned (the group writer sends many at once).
+pub(crate) struct RecordStatement {
+    seq: i64,
+    version: i64,
+    org: String,
+    env: &'static str,
+    mode: &'static str,
+    params: Params,
+    review: Option<ReviewValues>,
+    idempotency: Option<IdempotencyValues>,
+}
+
+impl RecordStatement {
+    /// The statement that stores `new`; `None` when its hint names no agent.
+    pub(crate) fn of(new: &NewDecision) -> Option<Self> {
+        let NewDecision {
+            org,
+            env,
+            decision,
+            review,
+            idempotency,
+            hint,
+        } = new;
+        let seq = hint.seq?;
+        Some(Self {
+            seq,
+            version: hint.version,
+            org: org.to_string(),
+            env: env.as_str(),
+            mode: decision.mode.as_str(),
+            params: Params::of(org, *env, decision),
+            review: review.as_ref().map(|(review, data)| ReviewValues {
+                id: review.id.as_str().to_owned(),
+                decision: review.decision.as_str().to_owned(),
+                agent: decision.claims.request.agent.as_str().to_owned(),
+                status: review.status.as_str(),
+                created_ms: ms(review.created_at),
+                expires_ms: ms(review.expires_at),
+                event: EventId::from_random(ordered16(from_ms(decision.created_ms)))
+                    .as_str()
+                    .to_owned(),
+                data: data.clone(),
+                at_ms: decision.created_ms,
+            }),
+            idempotency: idempotency.as_ref().map(|r| IdempotencyValues {
+                key_hash: r.key_hash.to_vec(),
+                idem_key: r.idem_key.clone(),
+                status: i32::from(r.status),
+                body: r.body.0.clone(),
+                request_id: r.request_id.clone(),
+            }),
+        })
     }
-    if let Some(i) = &idempotency_values {
-        values.extend([
-            &i.key_hash as &(dyn ToSql + Sync),
-            &i.idem_key,
-            &i.status,
-            &i.body,
-            &i.request_id,
-        ]);
+
+    /// Its SQL.
+    pub(crate) fn sql(&self) -> &'static str {
+        let index =
+            usize::from(self.review.is_some()) + 2 * usize::from(self.idempotency.is_some());
+        &RECORD_SQL[index]
     }
-    let sql = record_sql(review.is_some(), idempotency.is_some());
-    let stmt = c.prepare_cached(&sql).await?;
-    let stored: i64 = c.query_one(&stmt, &values).await?.get(0);
-    Ok((stored == 1).then_some(AgentHint {
-        seq: Some(seq),
-        month_marked: None,
-        version: hint.version + 1,
-    }))
+
+    /// Its values, in the SQL's order.
+    pub(crate) fn values(&self) -> Vec<&(dyn ToSql + Sync)> {
+        let mut values: Vec<&(dyn ToSql + Sync)> =
+            vec![&self.seq, &self.version, &self.org, &self.env, &self.mode];
+        values.extend(self.params.refs());
+        if let Some(r) = &self.review {
+            values.extend([
+                &r.id as &(dyn ToSql + Sync),
+                &r.decision,
+                &r.agent,
+                &r.status,
+                &r.created_ms,
+                &r.expires_ms,
+                &r.event,
+                &r.data,
+                &r.at_ms,
+            ]);
+        }
+        if let Some(i) = &self.idempotency {
+            values.extend([
+                &i.key_hash as &(dyn ToSql + Sync),
+                &i.idem_key,
+                &i.status,
+                &i.body,
+                &i.request_id,
+            ]);
+        }
+        values
+    }
+
+    /// What the statement's answer (how many decisions it stored) means: the agent's next
+    /// hint, or `None` when the agent changed and nothing was stored.
+    pub(crate) fn outcome(&self, stored: i64) -> Option<AgentHint> {
+        (stored == 1).then_some(AgentHint {
+            seq: Some(self.seq),
+            month_marked: None,
+            version: self.version + 1,
+        })
+    }
 }
 
 /// Moves the agent's version from `hint`'s if it is still that and the environment's mode
@@ -339,10 +391,7 @@ impl DecidingStore for PostgresStore {
     }
 
     fn record_decision(&self, new: NewDecision) -> StoreFuture<'_, Recorded> {
-        Box::pin(async move {
-            let c = self.client().await?;
-            record(&c, new).await
-        })
+        Box::pin(self.record_in_group(new))
     }
 
     fn resolve_review(&self, resolution: Resolution) -> StoreFuture<'_, Option<AgentHint>> {

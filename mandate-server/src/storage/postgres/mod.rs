@@ -41,6 +41,7 @@ pub mod store;
 pub mod timers;
 pub mod tls;
 pub mod webhooks;
+mod writer;
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]

@@ -57,6 +57,8 @@ pub struct PostgresStore {
 struct Inner {
     pool: Pool,
     target: Target,
+    /// Decisions are stored in groups (see `writer`).
+    pub(super) writers: super::writer::Writers,
 }
 
 /// What a blocking method runs on its own connection (it may borrow the caller's data:
@@ -72,8 +74,13 @@ impl PostgresStore {
     pub async fn open(url: &PostgresUrl, migrate: bool) -> Result<Self> {
         let target = Target::parse(url)?;
         let pool = target.pool()?;
+        let writers = super::writer::Writers::start(&pool, super::writer::WRITERS);
         let store = Self {
-            inner: Arc::new(Inner { pool, target }),
+            inner: Arc::new(Inner {
+                pool,
+                target,
+                writers,
+            }),
         };
         let mut c = store.client().await?;
         if migrate {
@@ -86,9 +93,23 @@ impl PostgresStore {
         Ok(store)
     }
 
+    /// A pool of connections to this store's database, for tests of its parts.
+    #[cfg(test)]
+    pub(crate) fn pool(&self) -> &Pool {
+        &self.inner.pool
+    }
+
     /// The database's URL (shown without its password).
     pub fn url(&self) -> &PostgresUrl {
         &self.inner.target.url
+    }
+
+    /// Stores a decision in the next group commit.
+    pub(crate) async fn record_in_group(
+        &self,
+        new: crate::storage::deciding::NewDecision,
+    ) -> Result<crate::storage::deciding::Recorded> {
+        self.inner.writers.record(new).await
     }
 
     /// A connection from the pool.

@@ -562,3 +562,91 @@ async fn signing_key_secrets_are_replaced_all_at_once_or_not_at_all() {
 fn expiring_at(expires: time::Date) -> time::OffsetDateTime {
     (expires - time::Duration::days(7)).midnight().assume_utc()
 }
+
+/// A decision of `agent` with id `id`, as the decision service makes one.
+fn decision(id: &str, agent: &str) -> crate::model::decision::Decision {
+    use mandate_core::claims::{RequestClaims, VerdictClaims};
+    use mandate_core::id::{AgentId, DecisionId, Nonce};
+    use mandate_core::names::{Category, Currency, Recipient};
+    use mandate_core::policy::{Mode, Verdict};
+    crate::model::decision::Decision {
+        claims: VerdictClaims {
+            iss: "https://verdicts.test".into(),
+            jti: DecisionId::parse(id).unwrap(),
+            iat: 0,
+            exp: 300,
+            verdict: Verdict::Allow,
+            policy_verdict: Verdict::Allow,
+            mandate: None,
+            policy_version: "pol_2026-11-22.1".into(),
+            nonce: Nonce::from_random(crate::clock::random16()),
+            request: RequestClaims {
+                agent: AgentId::parse(agent).unwrap(),
+                amount: mandate_core::amount::Amount::parse("1.25").unwrap(),
+                currency: Currency::parse("USD").unwrap(),
+                recipient: Recipient::parse("vendor:x").unwrap(),
+                category: Category::parse("software").unwrap(),
+            },
+        },
+        reason: None,
+        mode: Mode::Enforce,
+        supersedes: None,
+        review: None,
+        created_ms: ms(NOW),
+        is_request: true,
+        review_state: None,
+    }
+}
+
+/// A group in which one decision fails is rolled back and each decision stored again
+/// alone: the others are stored, the failing one gets its error, and a decision whose agent
+/// changed is refused without spoiling the group.
+#[tokio::test]
+async fn a_failing_decision_costs_the_others_of_its_group_nothing() {
+    use crate::storage::deciding::{AgentHint, NewDecision, Recorded};
+
+    let db = database!("a_failing_decision_costs_the_others_of_its_group_nothing");
+    let store = open(&db).await;
+    seed(&db);
+    db.execute(
+        "INSERT INTO agents (id, org_id, env, created_ms) VALUES ('agt_two', 'org_1', 'sandbox', 0), ('agt_three', 'org_1', 'sandbox', 0), ('agt_four', 'org_1', 'sandbox', 0);",
+    );
+    let seq = |agent: &str| db.number(&format!("SELECT seq FROM agents WHERE id = '{agent}'"));
+    let new = |id: &str, agent: &str, version: i64| NewDecision {
+        org: Arc::from("org_1"),
+        env: Env::Sandbox,
+        decision: decision(id, agent),
+        review: None,
+        idempotency: None,
+        hint: AgentHint {
+            seq: Some(seq(agent)),
+            month_marked: None,
+            version,
+        },
+    };
+    // One writer: the four go out as one group.
+    let writers = super::writer::Writers::start(store.pool(), 1);
+    let (one, two, three, four) = tokio::join!(
+        writers.record(new("dec_a", "agt_buyer", 0)),
+        // dec_1 exists already (seed): this insert fails.
+        writers.record(new("dec_1", "agt_two", 0)),
+        writers.record(new("dec_c", "agt_three", 0)),
+        // Its state was read at a version the agent has left.
+        writers.record(new("dec_d", "agt_four", 7)),
+    );
+    assert!(
+        matches!(one, Ok(Recorded::Stored(h)) if h.version == 1),
+        "{one:?}"
+    );
+    assert!(matches!(two, Err(StorageError::Backend(_))), "{two:?}");
+    assert!(matches!(three, Ok(Recorded::Stored(_))), "{three:?}");
+    assert!(matches!(four, Ok(Recorded::Changed(_))), "{four:?}");
+    assert_eq!(
+        db.number("SELECT COUNT(*) FROM decisions WHERE id IN ('dec_a', 'dec_c', 'dec_d')"),
+        2
+    );
+    assert_eq!(
+        db.number("SELECT COALESCE(SUM(version), 0)::BIGINT FROM agents"),
+        2
+    );
+}

@@ -1,0 +1,301 @@
+//! Group commit of decisions on PostgreSQL: the decisions that arrive while a group is being
+//! committed are sent together as the next one, in one transaction on one connection, their
+//! statements pipelined (one round trip, one commit and one WAL flush for the whole group).
+//!
+//! A few writers run side by side, each with a queue of its own; a decision goes to the
+//! next in turn. A group holds its agents' rows locked until it commits; every group takes
+//! them in the order of the agents' keys, so groups of different processes never wait on
+//! each other in a circle. Each decision's statement is the one it would run alone
+//! ([`RecordStatement`]): a decision refused because its agent changed meanwhile
+//! refuses only itself (its statement stores nothing and the transaction goes on). If a
+//! statement fails, the whole group is rolled back and each of its decisions is stored
+//! again alone, so one bad decision never costs the others theirs. Each decision is answered
+//! after its group's commit (or its own).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+
+use deadpool_postgres::Pool;
+use tokio::sync::{mpsc, oneshot};
+
+use super::Result;
+use super::deciding::{RecordStatement, record};
+use crate::storage::StorageError;
+use crate::storage::deciding::{AgentHint, NewDecision, Recorded};
+
+/// Writers of one process.
+pub const WRITERS: usize = 4;
+
+/// The most decisions in one group.
+pub const MAX_GROUP: usize = 128;
+
+/// A decision waiting for its group, with where to answer.
+struct Job {
+    new: NewDecision,
+    reply: oneshot::Sender<Result<Recorded>>,
+}
+
+/// The writers: each a task with its queue.
+pub(crate) struct Writers {
+    queues: Vec<mpsc::UnboundedSender<Job>>,
+    next: AtomicUsize,
+}
+
+impl Writers {
+    /// Starts `count` writers ([`WRITERS`] in a server) on the current runtime, taking
+    /// connections from `pool`; they end when this is dropped.
+    pub(crate) fn start(pool: &Pool, count: usize) -> Self {
+        let queues = (0..count.max(1))
+            .map(|_| {
+                let (send, receive) = mpsc::unbounded_channel();
+                tokio::spawn(run(pool.clone(), receive));
+                send
+            })
+            .collect();
+        Self {
+            queues,
+            next: AtomicUsize::new(0),
+        }
+    }
+
+    /// Stores `new` in the next group of the next writer; answers after that group's
+    /// commit.
+    pub(crate) async fn record(&self, new: NewDecision) -> Result<Recorded> {
+        let (reply, answer) = oneshot::channel();
+        let n = self.next.fetch_add(1, Ordering::Relaxed) % self.queues.len();
+        self.queues[n]
+            .send(Job { new, reply })
+            .map_err(|_| StorageError::Task("the decision writer has stopped".into()))?;
+        answer
+            .await
+            .map_err(|_| StorageError::Task("the decision writer dropped a decision".into()))?
+    }
+}
+
+/// One writer: takes what waits in its queue (at most [`MAX_GROUP`]) as a group, commits it,
+/// answers, and again.
+async fn run(pool: Pool, mut queue: mpsc::UnboundedReceiver<Job>) {
+    while let Some(first) = queue.recv().await {
+        let mut jobs = vec![first];
+        while jobs.len() < MAX_GROUP {
+            match queue.try_recv() {
+                Ok(job) => jobs.push(job),
+                Err(_) => break,
+            }
+        }
+        // Agents' rows are locked in the order of their keys, in every group of every
+        // process: two groups waiting on each other's agents (a deadlock, broken by the
+        // database only after a second) cannot happen.
+        jobs.sort_by_key(|job| job.new.hint.seq);
+        let answers = commit_group(&pool, &jobs).await;
+        for (job, answer) in jobs.into_iter().zip(answers) {
+            let answer = answer.map(|stored| match stored {
+                Some(hint) => Recorded::Stored(hint),
+                None => Recorded::Changed(Box::new(job.new)),
+            });
+            // A caller that went away (cancelled) needs no answer.
+            let _ = job.reply.send(answer);
+        }
+    }
+}
+
+/// What a group came to for each of its decisions: its agent's next hint, `None` when its
+/// agent changed (nothing stored), or its error.
+async fn commit_group(pool: &Pool, jobs: &[Job]) -> Vec<Result<Option<AgentHint>>> {
+    match try_group(pool, jobs).await {
+        Ok(outcomes) => outcomes.into_iter().map(Ok).collect(),
+        Err(Retry::Alone) => {
+            let mut answers = Vec::with_capacity(jobs.len());
+            for job in jobs {
+                answers.push(alone(pool, &job.new).await);
+            }
+            answers
+        }
+        Err(Retry::Fail(e)) => {
+            let text = e.to_string();
+            jobs.iter()
+                .map(|_| {
+                    Err(match &e {
+                        StorageError::Unavailable(_) => StorageError::Unavailable(text.clone()),
+                        _ => StorageError::Backend(text.clone()),
+                    })
+                })
+                .collect()
+        }
+    }
+}
+
+/// Why a group was not committed.
+enum Retry {
+    /// Rolled back (a statement failed, or the transaction lost a race): each decision is
+    /// stored alone.
+    Alone,
+    /// Unknown (the connection failed midway, perhaps after the commit): every decision of
+    /// the group gets this error, as a decision stored alone would.
+    Fail(StorageError),
+}
+
+/// One decision stored alone (after its group was rolled back).
+async fn alone(pool: &Pool, new: &NewDecision) -> Result<Option<AgentHint>> {
+    let c = pool.get().await?;
+    match record(&c, new.clone()).await? {
+        Recorded::Stored(hint) => Ok(Some(hint)),
+        Recorded::Changed(_) => Ok(None),
+    }
+}
+
+/// Sends the group's statements between `BEGIN` and `COMMIT` in one pipeline.
+async fn try_group(
+    pool: &Pool,
+    jobs: &[Job],
+) -> std::result::Result<Vec<Option<AgentHint>>, Retry> {
+    let c = pool.get().await.map_err(|e| Retry::Fail(e.into()))?;
+    let statements: Vec<Option<RecordStatement>> = jobs
+        .iter()
+        .map(|job| RecordStatement::of(&job.new))
+        .collect();
+    // Prepared (on a connection's first use of each variant) before the pipeline.
+    let mut prepared = Vec::with_capacity(statements.len());
+    for statement in statements.iter().flatten() {
+        let stmt = c
+            .prepare_cached(statement.sql())
+            .await
+            .map_err(|e| Retry::Fail(e.into()))?;
+        prepared.push(stmt);
+    }
+    let values: Vec<_> = statements
+        .iter()
+        .flatten()
+        .map(RecordStatement::values)
+        .collect();
+    let mut steps: Vec<Pin<Box<dyn Future<Output = Step> + Send + '_>>> =
+        Vec::with_capacity(prepared.len() + 2);
+    steps.push(Box::pin(async {
+        Step::Control(c.simple_query("BEGIN").await.map(|_| ()))
+    }));
+    for (stmt, values) in prepared.iter().zip(&values) {
+        let c = &c;
+        steps.push(Box::pin(async move {
+            Step::Stored(
+                c.query_one(stmt, values)
+                    .await
+                    .map(|row| row.get::<_, i64>(0)),
+            )
+        }));
+    }
+    steps.push(Box::pin(async {
+        Step::Control(c.simple_query("COMMIT").await.map(|_| ()))
+    }));
+    let done = InOrder::new(steps).await;
+    let mut counts = Vec::with_capacity(prepared.len());
+    let mut failed = None;
+    for step in done {
+        match step {
+            Step::Stored(Ok(n)) => counts.push(n),
+            Step::Stored(Err(e)) | Step::Control(Err(e)) => {
+                failed.get_or_insert(e);
+            }
+            Step::Control(Ok(())) => {}
+        }
+    }
+    if let Some(e) = failed {
+        // A statement's error (the server then answers ROLLBACK to the COMMIT), or a
+        // commit refused for a race: nothing of the group is stored. A broken connection:
+        // the outcome is unknown.
+        let rolled_back = e.code().is_some_and(|code| {
+            let class = code.code();
+            !(class.starts_with("08") || class.starts_with("57"))
+        });
+        return Err(if rolled_back {
+            Retry::Alone
+        } else {
+            Retry::Fail(e.into())
+        });
+    }
+    let mut counts = counts.into_iter();
+    Ok(statements
+        .iter()
+        .map(|statement| {
+            let statement = statement.as_ref()?;
+            statement.outcome(counts.next().unwrap_or(0))
+        })
+        .collect())
+}
+
+/// A step of the pipeline.
+enum Step {
+    /// `BEGIN` or `COMMIT`.
+    Control(std::result::Result<(), tokio_postgres::Error>),
+    /// A decision's statement: how many decisions it stored.
+    Stored(std::result::Result<i64, tokio_postgres::Error>),
+}
+
+/// Runs futures together, each first polled in order, so that their requests go to the
+/// connection in that order (tokio-postgres sends a request when its future is first
+/// polled); yields their outputs in the same order.
+struct InOrder<'a, T> {
+    futures: Vec<Option<Pin<Box<dyn Future<Output = T> + Send + 'a>>>>,
+    outputs: Vec<Option<T>>,
+}
+
+impl<'a, T> InOrder<'a, T> {
+    fn new(futures: Vec<Pin<Box<dyn Future<Output = T> + Send + 'a>>>) -> Self {
+        let outputs = futures.iter().map(|_| None).collect();
+        Self {
+            futures: futures.into_iter().map(Some).collect(),
+            outputs,
+        }
+    }
+}
+
+impl<T: Unpin> Future for InOrder<'_, T> {
+    type Output = Vec<T>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Vec<T>> {
+        let this = &mut *self;
+        let mut pending = false;
+        for (slot, output) in this.futures.iter_mut().zip(this.outputs.iter_mut()) {
+            if let Some(future) = slot {
+                match future.as_mut().poll(cx) {
+                    Poll::Ready(value) => {
+                        *output = Some(value);
+                        *slot = None;
+                    }
+                    Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            return Poll::Pending;
+        }
+        Poll::Ready(this.outputs.iter_mut().filter_map(Option::take).collect())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// Every future is first polled in the order given, whatever order they finish in.
+    #[tokio::test]
+    async fn futures_are_first_polled_in_order_and_answered_in_order() {
+        let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let futures: Vec<Pin<Box<dyn Future<Output = usize> + Send>>> = (0..40usize)
+            .map(|i| {
+                let order = order.clone();
+                Box::pin(async move {
+                    order.lock().unwrap().push(i);
+                    // Later ones finish first.
+                    tokio::time::sleep(std::time::Duration::from_millis(40 - i as u64)).await;
+                    i
+                }) as Pin<Box<dyn Future<Output = usize> + Send>>
+            })
+            .collect();
+        let outputs = InOrder::new(futures).await;
+        assert_eq!(outputs, (0..40).collect::<Vec<_>>());
+        assert_eq!(*order.lock().unwrap(), (0..40).collect::<Vec<_>>());
+    }
+}
