@@ -34,6 +34,7 @@ pub mod keys;
 pub mod mandates;
 pub mod migrations;
 pub mod orgs;
+mod record;
 pub mod reviews;
 pub mod settlement;
 pub mod signing;

@@ -21,7 +21,7 @@ use deadpool_postgres::Pool;
 use tokio::sync::{mpsc, oneshot};
 
 use super::Result;
-use super::deciding::{RecordStatement, record};
+use super::record::{RecordStatement, record};
 use crate::storage::StorageError;
 use crate::storage::deciding::{AgentHint, NewDecision, Recorded};
 
