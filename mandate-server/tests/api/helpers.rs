@@ -110,7 +110,10 @@ impl TestDatabase {
                 postgres: None,
             };
         }
-        match crate::postgres::database(crate::postgres::Durability::Fast).await {
+        // Each test's database starts as a copy of one migrated once.
+        match crate::postgres::database_from_template(crate::postgres::Durability::Fast, migrate)
+            .await
+        {
             Some(db) => TestDatabase {
                 path,
                 postgres: Some(db),
@@ -216,6 +219,20 @@ impl TestDatabase {
     pub fn execute(&self, sql: &str, params: &[&str]) {
         self.query(sql, params);
     }
+}
+
+/// Brings the database at `url` to this server's schema (`mandate-server migrate`).
+fn migrate(url: &str) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mandate-server"))
+        .args(["migrate", "--db", url])
+        .env("MANDATE_KEY_ENCRYPTION_KEY", TEST_KEK)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "migrate: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// `sql` with `$N` replaced by `params[N-1]` as a quoted literal (the simple query protocol

@@ -269,11 +269,12 @@ async fn kill_while_holding(
 }
 
 /// A process is killed while it holds an Idempotency-Key, its decision waiting on the
-/// agent's row. If the database then finishes the statement the dead process left (it
-/// commits the decision and the key's answer in one), a retry on another process replays
-/// that answer. If the statement is ended instead, the retry is refused with 409 while the
-/// dead process's claim lasts (nothing is done twice), then executed once the claim has run
-/// out. Either way the key has one decision.
+/// agent's row. If the database then finishes the transaction the dead process left (it
+/// commits the decision and the key's answer together), a retry on another process replays
+/// that answer; if it does not (the process died before sending all of it, or the database
+/// ends it, as here the second time), the retry is refused with 409 while the dead
+/// process's claim lasts (nothing is done twice), then executed once the claim has run out.
+/// Either way each key has one decision.
 #[tokio::test]
 async fn an_idempotency_key_held_by_a_killed_process_is_executed_once() {
     let deployment = deployment!();
@@ -287,7 +288,7 @@ async fn an_idempotency_key_held_by_a_killed_process_is_executed_once() {
         &mandate("held", "100", "1000", None),
     )
     .await;
-    let retry = |body: String, idem: &'static str| {
+    let send = |body: String, idem: &'static str| {
         let (http, api, key) = (http.clone(), survivor.api.clone(), key.clone());
         async move {
             http.try_send(
@@ -302,48 +303,60 @@ async fn an_idempotency_key_held_by_a_killed_process_is_executed_once() {
             .unwrap()
         }
     };
-
-    // The statement left behind runs to its end: the retry replays what it committed.
-    let finished = request("12", "software");
-    kill_while_holding(&deployment, &http, &key, &finished, "pay-1", false).await;
-    let replayed = retry(finished.clone(), "pay-1").await;
-    assert_eq!(replayed.status, 201, "{}", replayed.text);
-    assert!(replayed.replayed, "{}", replayed.text);
-
-    // The statement left behind is ended: 409 until the claim runs out, then executed.
-    let ended = request("13", "software");
-    kill_while_holding(&deployment, &http, &key, &ended, "pay-2", true).await;
-    let killed = Instant::now();
-    let answered = loop {
-        let r = retry(ended.clone(), "pay-2").await;
-        if r.status == 201 {
-            break r;
+    // Retries (one a second) until the key is answered 201: 409 meanwhile.
+    let settle = |body: String, idem: &'static str| async move {
+        let since = Instant::now();
+        loop {
+            let r = send(body.clone(), idem).await;
+            if r.status == 201 {
+                return (r, since.elapsed());
+            }
+            let message = r.assert_error(409, "idempotency_conflict");
+            assert!(
+                message.contains("still being processed"),
+                "{idem}: {message}"
+            );
+            assert!(
+                since.elapsed() < Duration::from_secs(80),
+                "{idem}: the dead process's claim still holds after 80 s"
+            );
+            tokio::time::sleep(Duration::from_secs(1)).await;
         }
-        let message = r.assert_error(409, "idempotency_conflict");
-        assert!(message.contains("still being processed"), "{message}");
-        assert!(
-            killed.elapsed() < Duration::from_secs(80),
-            "the dead process's claim still holds after 80 s"
-        );
-        tokio::time::sleep(Duration::from_secs(1)).await;
     };
-    eprintln!(
-        "a dead process's claim was taken over {:?} after the kill",
-        killed.elapsed()
-    );
-    assert!(!answered.replayed, "{}", answered.text);
-    assert_eq!(answered.body["verdict"], "allow", "{}", answered.text);
-    let again = retry(ended, "pay-2").await;
-    assert!(again.replayed);
-    assert_eq!(again.text, answered.text);
 
+    let (left, ended) = (request("12", "software"), request("13", "software"));
+    // The transaction left behind may run to its end once the row is free...
+    kill_while_holding(&deployment, &http, &key, &left, "pay-1", false).await;
+    // ...this one is ended.
+    kill_while_holding(&deployment, &http, &key, &ended, "pay-2", true).await;
+    let ((first, first_after), (second, second_after)) = tokio::join!(
+        settle(left.clone(), "pay-1"),
+        settle(ended.clone(), "pay-2")
+    );
+    eprintln!(
+        "pay-1 answered after {first_after:?} (replayed: {}), pay-2 after {second_after:?}",
+        first.replayed
+    );
+    assert!(!second.replayed, "{}", second.text);
+    assert!(
+        second_after >= Duration::from_secs(50),
+        "pay-2 was executed while the dead process's claim still held: {second_after:?}"
+    );
+    if !first.replayed {
+        assert!(first_after >= Duration::from_secs(50), "{first_after:?}");
+    }
+    for (answer, body, idem) in [(&first, &left, "pay-1"), (&second, &ended, "pay-2")] {
+        assert_eq!(answer.body["verdict"], "allow", "{}", answer.text);
+        let again = send(body.clone(), idem).await;
+        assert!(again.replayed, "{idem}");
+        assert_eq!(again.text, answer.text, "{idem}");
+    }
     let stored = http
         .walk(&survivor.api, &org.sandbox, "/v1/decisions?agent=agt_held")
         .await;
-    let ids: Vec<&Value> = stored.iter().map(|d| &d["id"]).collect();
-    assert_eq!(
-        ids,
-        [&answered.body["id"], &replayed.body["id"]],
-        "{stored:?}"
-    );
+    let mut ids: Vec<&Value> = stored.iter().map(|d| &d["id"]).collect();
+    ids.sort_by_key(|v| v.as_str().unwrap().to_owned());
+    let mut expected = vec![&first.body["id"], &second.body["id"]];
+    expected.sort_by_key(|v| v.as_str().unwrap().to_owned());
+    assert_eq!(ids, expected, "{stored:?}");
 }

@@ -96,6 +96,23 @@ impl Deployment {
         String::from_utf8(out.stdout).unwrap()
     }
 
+    /// Runs an operator command that is to fail; returns its stderr.
+    pub fn operator_fails(&self, args: &[&str]) -> String {
+        let out = Command::new(binary())
+            .args(args)
+            .args(["--db", &self.db.url])
+            .envs(self.env())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            !out.status.success(),
+            "mandate-server {args:?} succeeded: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        String::from_utf8(out.stderr).unwrap()
+    }
+
     /// Onboards `org` through the operator command; returns its keys.
     pub fn onboard(&self, org: &str) -> Org {
         let out = self.operator(&["onboard", "--org", org]);

@@ -132,6 +132,57 @@ pub async fn database(durability: Durability) -> Option<TestDb> {
     })
 }
 
+/// [`database`], as a copy of a template this process prepares once with `prepare` (given
+/// the template's URL, e.g. to migrate it): each test then starts from that state without
+/// paying for it. On a server named by MANDATE_TEST_POSTGRES_URL, where a template would
+/// outlive the process, it is [`database`] with `prepare` run on each.
+pub async fn database_from_template(durability: Durability, prepare: fn(&str)) -> Option<TestDb> {
+    static TEMPLATE: tokio::sync::OnceCell<String> = tokio::sync::OnceCell::const_new();
+    let cluster = cluster(durability).ok();
+    if cluster.is_none_or(|c| c.local.is_none()) {
+        let db = database(durability).await?;
+        let url = db.url.clone();
+        tokio::task::spawn_blocking(move || prepare(&url))
+            .await
+            .unwrap();
+        return Some(db);
+    }
+    let cluster = cluster?;
+    let template = TEMPLATE
+        .get_or_init(|| async {
+            let name = format!("mandate_template_{}", std::process::id());
+            let admin = connect(&cluster.admin_url).await.unwrap();
+            admin
+                .batch_execute(&format!("CREATE DATABASE \"{name}\""))
+                .await
+                .unwrap_or_else(|e| panic!("cannot create the template database: {e}"));
+            let url = with_database(&cluster.admin_url, &name);
+            tokio::task::spawn_blocking(move || prepare(&url))
+                .await
+                .unwrap();
+            name
+        })
+        .await;
+    let name = format!(
+        "mandate_test_{}_{}_{:08x}",
+        std::process::id(),
+        NEXT_DB.fetch_add(1, Ordering::Relaxed),
+        rand::random::<u32>()
+    );
+    let admin = connect(&cluster.admin_url).await.unwrap();
+    admin
+        .batch_execute(&format!(
+            "CREATE DATABASE \"{name}\" TEMPLATE \"{template}\""
+        ))
+        .await
+        .unwrap_or_else(|e| panic!("cannot create the test database {name}: {e}"));
+    Some(TestDb {
+        url: with_database(&cluster.admin_url, &name),
+        name,
+        admin_url: cluster.admin_url.clone(),
+    })
+}
+
 /// Whether PostgreSQL can be tested against here, without creating anything but the
 /// cluster; `Err` holds why not (already said on stderr unless required).
 pub fn available(durability: Durability) -> Result<(), String> {

@@ -188,7 +188,12 @@ async fn try_group(
     steps.push(Box::pin(async {
         Step::Control(c.simple_query("COMMIT").await.map(|_| ()))
     }));
+    // Metrics (docs/operations.md): the group's size, and the time from sending it to its
+    // commit's answer (the database's flush of its WAL included).
+    metrics::histogram!(crate::telemetry::WRITER_GROUP).record(prepared.len() as f64);
+    let committing = std::time::Instant::now();
     let done = InOrder::new(steps).await;
+    metrics::histogram!("mandate_writer_commit_seconds").record(committing.elapsed().as_secs_f64());
     let mut counts = Vec::with_capacity(prepared.len());
     let mut failed = None;
     for step in done {
