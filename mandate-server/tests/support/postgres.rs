@@ -22,7 +22,8 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-/// How the throwaway cluster is tuned.
+/// How the throwaway cluster is tuned: the first caller's choice holds for the process (each
+/// test target asks for one).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Durability {
     /// `fsync=off` and no full-page writes: commits are not forced to disk. For tests that

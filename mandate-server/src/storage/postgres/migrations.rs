@@ -101,7 +101,8 @@ pub async fn migrate(client: &mut tokio_postgres::Client) -> Result<usize> {
 }
 
 /// `schema_migrations`, if missing. Two processes creating it at once: one of them gets a
-/// duplicate error, and finds it there on its second try.
+/// duplicate error (of the table, of its row type or of the catalog's unique index,
+/// whichever it meets first), and finds it there on its second try.
 async fn create_table(client: &tokio_postgres::Client) -> Result<()> {
     const CREATE: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (
         version BIGINT PRIMARY KEY, applied_ms BIGINT NOT NULL)";
@@ -109,7 +110,8 @@ async fn create_table(client: &tokio_postgres::Client) -> Result<()> {
         Ok(()) => Ok(()),
         Err(e)
             if e.code() == Some(&SqlState::UNIQUE_VIOLATION)
-                || e.code() == Some(&SqlState::DUPLICATE_TABLE) =>
+                || e.code() == Some(&SqlState::DUPLICATE_TABLE)
+                || e.code() == Some(&SqlState::DUPLICATE_OBJECT) =>
         {
             Ok(client.batch_execute(CREATE).await?)
         }
