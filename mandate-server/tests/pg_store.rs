@@ -194,9 +194,12 @@ async fn approve(process: &Process, id: ReviewId) -> Result<Vec<u8>, DecisionErr
         .await
         .unwrap()
         .unwrap();
-    let approved = review
-        .approve(mandate_core::id::DecisionId::from_random(random16()), NOW)
-        .unwrap();
+    // The other process may have resolved it before this one read it: refused here, as the
+    // route refuses it, before anything is decided.
+    let Ok(approved) = review.approve(mandate_core::id::DecisionId::from_random(random16()), NOW)
+    else {
+        return Err(DecisionError::AlreadyResolved(review.id.clone()));
+    };
     let mode = process.mode().await;
     process
         .decider(&org, mode)
