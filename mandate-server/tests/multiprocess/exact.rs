@@ -36,6 +36,44 @@ async fn agent_with(
     key
 }
 
+/// `agents` agents named `{prefix}{n}`, each registered through a process in turn with a
+/// mandate of 100 a transaction and `per_month`, send `each` requests of `amount` at once,
+/// consecutive ones to different processes; each agent's answers, in agent order.
+#[allow(clippy::too_many_arguments)]
+async fn burst(
+    http: &Http,
+    procs: &[Proc],
+    org_key: &str,
+    prefix: &str,
+    per_month: &str,
+    agents: usize,
+    each: usize,
+    amount: &str,
+) -> Vec<Vec<Resp>> {
+    let mut keys = Vec::new();
+    for a in 0..agents {
+        let name = format!("{prefix}{a}");
+        let body = mandate(&name, "100", per_month, None);
+        let proc = &procs[a % procs.len()];
+        keys.push(agent_with(http, proc, org_key, &name, &body).await);
+    }
+    let sends = (0..agents).flat_map(|a| (0..each).map(move |n| (a, n)));
+    let answers = join_all(sends.map(|(a, n)| {
+        let (http, base, key) = (
+            http.clone(),
+            procs[(a + n) % procs.len()].api.clone(),
+            keys[a].clone(),
+        );
+        async move { (a, http.authorize(&base, &key, amount, "software").await) }
+    }))
+    .await;
+    let mut by_agent = vec![Vec::new(); agents];
+    for (a, r) in answers {
+        by_agent[a].push(r);
+    }
+    by_agent
+}
+
 /// Twelve agents each send ten requests of 50 at once, spread over three processes, under a
 /// per_month of 230: for every agent exactly four are allowed (200; a fifth would make 250)
 /// and six denied for the month, and every process lists exactly those four. Ten requests
@@ -48,28 +86,19 @@ async fn per_month_is_exact_across_processes() {
     let http = Http::default();
     const AGENTS: usize = 12;
     const EACH: usize = 10;
-    let mut keys = Vec::new();
-    for a in 0..AGENTS {
-        let name = format!("month{a}");
-        let body = mandate(&name, "100", "230", None);
-        keys.push(agent_with(&http, &procs[a % 3], &org.sandbox, &name, &body).await);
-    }
-    let sends = (0..AGENTS).flat_map(|a| (0..EACH).map(move |n| (a, n)));
-    let answers = join_all(sends.map(|(a, n)| {
-        let (http, base, key) = (
-            http.clone(),
-            procs[(a + n) % 3].api.clone(),
-            keys[a].clone(),
-        );
-        async move { (a, http.authorize(&base, &key, "50", "software").await) }
-    }))
+    let answers = burst(
+        &http,
+        &procs,
+        &org.sandbox,
+        "month",
+        "230",
+        AGENTS,
+        EACH,
+        "50",
+    )
     .await;
-    for a in 0..AGENTS {
-        let mine: Vec<&Resp> = answers
-            .iter()
-            .filter(|(x, _)| *x == a)
-            .map(|(_, r)| r)
-            .collect();
+    for (a, answers) in answers.iter().enumerate() {
+        let mine: Vec<&Resp> = answers.iter().collect();
         let counts = tally(&mine);
         assert_eq!(counts.get("allow"), Some(&4), "agent {a}: {counts:?}");
         assert_eq!(counts.get("deny_limit"), Some(&6), "agent {a}: {counts:?}");
@@ -113,28 +142,19 @@ async fn velocity_is_exact_across_processes() {
     let http = Http::default();
     const AGENTS: usize = 6;
     const EACH: usize = 25;
-    let mut keys = Vec::new();
-    for a in 0..AGENTS {
-        let name = format!("fast{a}");
-        let body = mandate(&name, "100", "1000000", None);
-        keys.push(agent_with(&http, &procs[a % 3], &org.sandbox, &name, &body).await);
-    }
-    let sends = (0..AGENTS).flat_map(|a| (0..EACH).map(move |n| (a, n)));
-    let answers = join_all(sends.map(|(a, n)| {
-        let (http, base, key) = (
-            http.clone(),
-            procs[(a + n) % 3].api.clone(),
-            keys[a].clone(),
-        );
-        async move { (a, http.authorize(&base, &key, "1", "software").await) }
-    }))
+    let answers = burst(
+        &http,
+        &procs,
+        &org.sandbox,
+        "fast",
+        "1000000",
+        AGENTS,
+        EACH,
+        "1",
+    )
     .await;
-    for a in 0..AGENTS {
-        let mine: Vec<&Resp> = answers
-            .iter()
-            .filter(|(x, _)| *x == a)
-            .map(|(_, r)| r)
-            .collect();
+    for (a, answers) in answers.iter().enumerate() {
+        let mine: Vec<&Resp> = answers.iter().collect();
         let counts = tally(&mine);
         assert_eq!(counts.get("allow"), Some(&10), "agent {a}: {counts:?}");
         assert_eq!(
