@@ -2,7 +2,7 @@
 // this tab received it (the API does not return tokens on reads), and a verify that checks
 // a token against the published JWK Set in the browser.
 
-import { h, fill, details, money, when, verdictBadge, heading } from "./dom.js";
+import { h, fill, details, money, when, utc, verdictBadge, heading } from "./dom.js";
 import { verifyToken, renderChecks } from "./verify.js";
 
 const VERDICTS = ["allow", "review", "deny_no_mandate", "deny_revoked", "deny_expired", "deny_velocity", "deny_category", "deny_recipient", "deny_limit"];
@@ -44,7 +44,7 @@ export async function render(ctx, root, id) {
         "table",
         { id: "decision-table" },
         h("caption", { class: "sr-only" }, "Decisions, newest first"),
-        h("thead", {}, h("tr", {}, ["When", "Agent", "Amount", "Recipient", "Category", "Verdict", "Policy verdict", "Mode"].map((c) => h("th", { scope: "col" }, c)))),
+        h("thead", {}, h("tr", {}, ["When", "Agent", "Amount", "Recipient", "Category", "Verdict", "Policy verdict", "Mode", "Review"].map((c) => h("th", { scope: "col" }, c)))),
         body,
       ),
     ),
@@ -94,6 +94,9 @@ function row(d) {
     h("td", {}, verdictBadge(d.verdict)),
     h("td", {}, d.policy_verdict),
     h("td", {}, d.mode),
+    // Where the review it opened stands (pending, approved, denied, expired), not just
+    // that it opened one.
+    h("td", { class: "review-status" }, d.review ? d.review_status || "—" : "—"),
   );
 }
 
@@ -135,7 +138,7 @@ async function detail(ctx, root, id) {
       ["Review expires", d.review_expires_at ? when(d.review_expires_at) : undefined],
       ["Supersedes", d.supersedes ? h("a", { href: `#decisions/${d.supersedes}` }, d.supersedes) : null],
       ["Created", when(d.created_at)],
-      ["Token issued / expires", `${new Date(Number(d.iat) * 1000).toLocaleString()} / ${new Date(Number(d.exp) * 1000).toLocaleString()}`],
+      ["Token issued / expires", `${utc(new Date(Number(d.iat) * 1000))} / ${utc(new Date(Number(d.exp) * 1000))}`],
       ["Nonce", d.nonce],
       ["Policy version", d.policy_version],
       ["Issuer", d.iss],
