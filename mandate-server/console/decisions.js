@@ -1,6 +1,6 @@
-// Decisions: the log, newest first, with filters; one decision's details, its token when
-// this tab received it (the API does not return tokens on reads), and a verify that checks
-// a token against the published JWK Set in the browser.
+// Decisions: the log, newest first, with filters; one decision's details with its token as
+// the API reads it back (null for decisions stored before tokens were kept), and a verify
+// that checks a token against the published JWK Set in the browser.
 
 import { h, fill, details, money, when, utc, verdictBadge, heading } from "./dom.js";
 import { verifyToken, renderChecks } from "./verify.js";
@@ -103,7 +103,7 @@ function row(d) {
 async function detail(ctx, root, id) {
   const d = await ctx.api.get(`/v1/decisions/${encodeURIComponent(id)}`);
   const r = d.request;
-  const known = ctx.tokens.get(d.id) || "";
+  const known = d.verdict_token || ctx.tokens.get(d.id) || "";
   const token = h("textarea", { id: "token", class: "token", rows: "5", spellcheck: "false", "aria-describedby": "token-help" }, known);
   const checks = h("div", { class: "checks", id: "checks" });
   const verify = h(
@@ -136,6 +136,7 @@ async function detail(ctx, root, id) {
       ["Mandate", d.mandate ? h("a", { href: `#mandates/${d.mandate}` }, d.mandate) : null],
       ["Review", d.review ? `${d.review}${d.review_status ? ` (${d.review_status})` : ""}` : null],
       ["Review expires", d.review_expires_at ? when(d.review_expires_at) : undefined],
+      ["Approved as", d.review_resolution ? h("a", { id: "resolution", href: `#decisions/${d.review_resolution}` }, d.review_resolution) : undefined],
       ["Supersedes", d.supersedes ? h("a", { href: `#decisions/${d.supersedes}` }, d.supersedes) : null],
       ["Created", when(d.created_at)],
       ["Token issued / expires", `${utc(new Date(Number(d.iat) * 1000))} / ${utc(new Date(Number(d.exp) * 1000))}`],
@@ -148,8 +149,8 @@ async function detail(ctx, root, id) {
       "p",
       { class: "hint", id: "token-help" },
       known
-        ? "The token this tab received for this decision. Verify checks it here, in your browser, against the published JWK Set."
-        : "The server does not return tokens when decisions are read. Paste the token the agent or the counterparty holds to check it is this decision's, signed by this server.",
+        ? "The token signed for this decision. Verify checks it here, in your browser, against the published JWK Set."
+        : "This decision was stored before tokens were kept. Paste the token the agent or the counterparty holds to check it is this decision's, signed by this server.",
     ),
     h("label", { for: "token" }, "Verdict token"),
     token,

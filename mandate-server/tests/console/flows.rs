@@ -339,10 +339,31 @@ async fn a_person_approves_and_denies_reviews_that_arrive_while_the_page_is_open
     b.click("#verify").await;
     let checks = b.wait_text("#verification", "Not valid").await;
     assert!(checks.contains("Failed: Signature"), "{checks}");
-    // The token of another decision is refused as not this decision's.
+    // The original decision, which this tab never received, shows its own token as the API
+    // reads it back: signed by this server and this decision's, a review (no authorization
+    // to pay), and it links to the fresh decision its approval made.
     b.goto(&format!("{}#decisions/{original}", console.url()))
         .await;
     b.wait_text("#screen h1", &original).await;
+    let stored = b
+        .js("return document.getElementById('token').value;", vec![])
+        .await;
+    let stored = stored.as_str().unwrap_or_default().to_owned();
+    assert_eq!(stored.split('.').count(), 3, "{stored}");
+    assert_ne!(stored, token);
+    b.click("#verify").await;
+    let checks = b.wait_text("#verification", "Not valid").await;
+    assert!(checks.contains("Passed: Signature"), "{checks}");
+    assert!(checks.contains("Passed: Decision"), "{checks}");
+    assert!(checks.contains("Failed: Verdict"), "{checks}");
+    let resolution = b
+        .js(
+            "return document.getElementById('resolution').textContent;",
+            vec![],
+        )
+        .await;
+    assert_eq!(resolution, json!(claims.jti.as_str()));
+    // The token of another decision is refused as not this decision's.
     b.type_into("#token", &token).await;
     b.click("#verify").await;
     let checks = b.wait_text("#verification", "Not valid").await;
