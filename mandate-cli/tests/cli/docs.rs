@@ -142,10 +142,11 @@ fn run_page(page: &str) {
     }
     let server_script = match blocks.iter().find(|b| b.server) {
         Some(block) => format!("{}{}", prelude(), block.text),
+        // As the README starts it.
         None => format!(
-            "{}exec '{}' serve --demo",
-            prelude(),
-            server_binary().display()
+            "{}cargo build --release -p mandate-server -p mandate-cli\n\
+             exec ./target/release/mandate-server serve --demo",
+            prelude()
         ),
     };
     let log = dir.path().join("server.log");
@@ -215,4 +216,14 @@ fn the_blocks_are_found_with_their_markers() {
 #[test]
 fn the_readme_runs_top_to_bottom() {
     run_page("README.md");
+}
+
+#[test]
+fn the_cli_guide_runs_as_written() {
+    run_page("docs/cli.md");
+}
+
+#[test]
+fn the_api_guide_runs_as_written() {
+    run_page("docs/api.md");
 }
