@@ -170,7 +170,7 @@ pub struct Running {
 /// What to do about signing keys stored unencrypted.
 pub fn unencrypted_advice() -> String {
     format!(
-        "signing keys are stored unencrypted; set {} or {} to encrypt them at rest",
+        "signing keys are stored unencrypted; set {} or {} and run `mandate-server seal-signing-keys` once to encrypt them at rest",
         at_rest::KEK_VAR,
         at_rest::KEK_FILE_FLAG
     )
