@@ -137,6 +137,33 @@ pub fn sign_payload(signer: &dyn Signer, payload: &[u8]) -> Result<String, SignE
     String::from_utf8(token).map_err(|e| SignError::Claims(e.to_string()))
 }
 
+/// The compact token that [`sign_payload`] made for `payload` with the key `kid`, put
+/// together again from its raw 64-byte `signature` (as [`token_signature`] takes it out):
+/// a store keeps the signature and the claims, not the whole token, and rebuilds it byte
+/// for byte.
+pub fn compact_token(kid: &str, payload: &[u8], signature: &[u8]) -> Result<String, SignError> {
+    let kid = serde_json::to_string(kid).map_err(|e| SignError::Claims(e.to_string()))?;
+    let header = format!(r#"{{"alg":"{ES256}","typ":"JWT","kid":{kid}}}"#);
+    let mut token = Vec::with_capacity((header.len() + payload.len()) * 4 / 3 + 92);
+    append_base64url(&mut token, header.as_bytes());
+    token.push(b'.');
+    append_base64url(&mut token, payload);
+    token.push(b'.');
+    append_base64url(&mut token, signature);
+    String::from_utf8(token).map_err(|e| SignError::Claims(e.to_string()))
+}
+
+/// The raw signature of a compact token (its third part decoded), `None` when the token
+/// has no third part or it is not unpadded base64url of 64 bytes.
+pub fn token_signature(token: &str) -> Option<[u8; 64]> {
+    let (_, encoded) = token.rsplit_once('.')?;
+    let mut raw = [0u8; 64];
+    match URL_SAFE_NO_PAD.decode_slice(encoded, &mut raw) {
+        Ok(64) => Some(raw),
+        _ => None,
+    }
+}
+
 /// Appends the unpadded base64url of `bytes` to `out`.
 fn append_base64url(out: &mut Vec<u8>, bytes: &[u8]) {
     let start = out.len();
@@ -583,6 +610,26 @@ mod tests {
         );
         assert_eq!(token.split('.').nth(2).unwrap().len(), 86);
         assert!(!token.contains('='));
+    }
+
+    /// A token taken apart into its signature and put together again from the kid and the
+    /// claims is the signed token, byte for byte; what is not a 64-byte signature is none.
+    #[test]
+    fn a_token_is_rebuilt_from_its_signature() {
+        let payload = serde_json::to_vec(&event(1)).unwrap();
+        let token = sign_payload(&signer(), &payload).unwrap();
+        let signature = token_signature(&token).unwrap();
+        assert_eq!(
+            compact_token("sandbox-1", &payload, &signature).unwrap(),
+            token
+        );
+        assert_ne!(
+            compact_token("sandbox-2", &payload, &signature).unwrap(),
+            token
+        );
+        for bad in ["", "a.b", "a.b.c", "a.b.!!", &format!("{token}AAAA")] {
+            assert_eq!(token_signature(bad), None, "{bad}");
+        }
     }
 
     #[test]
