@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use mandate_core::claims::{RequestClaims, VERDICT_LIFETIME_SECS, VerdictClaims};
+use mandate_core::claims::{Issuance, RequestClaims, VerdictClaims};
 use mandate_core::id::{DecisionId, Nonce, ReviewId};
 use mandate_core::jws::{Signer, sign_payload};
 use mandate_core::policy::{AuthorizationRequest, Evaluation, Mode, evaluate, evaluate_approval};
@@ -220,13 +220,7 @@ impl<'a> Decider<'a> {
             }
         };
         // The request itself is not needed after this: its fields move into the claims.
-        let claims = RequestClaims {
-            agent: request.agent,
-            amount: request.amount,
-            currency: request.currency,
-            recipient: request.recipient,
-            category: request.category,
-        };
+        let claims = RequestClaims::from(request);
         let (claims, token, claims_json) = self.sign(jti, &evaluation, mandate, claims)?;
         let opens_review = approval.is_none() && evaluation.opens_review();
         let review = opens_review.then(|| {
@@ -286,19 +280,15 @@ impl<'a> Decider<'a> {
         mandate: Option<&mandate_core::mandate::Mandate>,
         request: RequestClaims,
     ) -> Result<(VerdictClaims, String, Vec<u8>), DecisionError> {
-        let iat = self.now.unix_timestamp();
-        let claims = VerdictClaims {
-            iss: self.issuer.to_owned(),
+        let issuance = Issuance {
+            issuer: self.issuer.to_owned(),
             jti,
-            iat,
-            exp: iat + VERDICT_LIFETIME_SECS,
-            verdict: evaluation.verdict,
-            policy_verdict: evaluation.policy_verdict,
-            mandate: mandate.map(|m| m.id.clone()),
-            policy_version: self.policy_version.to_owned(),
             nonce: Nonce::from_random(ordered16(self.now)),
-            request,
+            policy_version: self.policy_version.to_owned(),
+            issued_at: self.now,
         };
+        let claims =
+            VerdictClaims::new(request, evaluation, mandate.map(|m| m.id.clone()), issuance);
         let claims_json =
             serde_json::to_vec(&claims).map_err(|e| DecisionError::Encoding(e.to_string()))?;
         let token = sign_payload(self.signer.as_ref(), &claims_json)
