@@ -485,7 +485,9 @@ fn verify_claims<C: DeserializeOwned>(
     if iat > options.now.saturating_add(leeway) {
         return Err(TokenError::IssuedInFuture { iat });
     }
-    C::deserialize(claims).map_err(|e| TokenError::MalformedClaims(e.to_string()))
+    // Typed from the bytes, not from the `Value`: amounts keep their text exactly whatever
+    // serde_json's features (the `Value` served the checks above).
+    serde_json::from_slice(&payload).map_err(|e| TokenError::MalformedClaims(e.to_string()))
 }
 
 /// The text of a string claim of `token`, read without any check: for a token that

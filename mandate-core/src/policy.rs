@@ -216,11 +216,13 @@ impl AuthorizationRequest {
 pub use crate::field::BodyError as RequestBodyError;
 
 /// The plain shape of a request body: exactly the four fields, once each, with strings
-/// that need no unescaping and a number for the amount.
+/// that need no unescaping and a number for the amount (kept as its raw text, so it is
+/// exact whatever serde_json's features).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PlainRequest<'a> {
-    amount: serde_json::Number,
+    #[serde(borrow)]
+    amount: &'a serde_json::value::RawValue,
     currency: &'a str,
     recipient: &'a str,
     category: &'a str,
@@ -242,7 +244,13 @@ impl AuthorizationRequest {
         // serde's derive reads a struct from an array too (by position), so only an object
         // takes the plain way; it refuses a repeated field, which the `Value` way names.
         let is_object = body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
-        if is_object && let Ok(plain) = serde_json::from_slice::<PlainRequest<'_>>(body) {
+        if is_object
+            && let Ok(plain) = serde_json::from_slice::<PlainRequest<'_>>(body)
+            && plain
+                .amount
+                .get()
+                .starts_with(|c: char| c == '-' || c.is_ascii_digit())
+        {
             return Ok(Self::from_plain(agent, plain)?);
         }
         let value = crate::field::parse_body(body)?;
@@ -258,7 +266,7 @@ impl AuthorizationRequest {
         } = plain;
         Self::build(
             agent,
-            || amount(&Value::Number(number), "amount"),
+            || Amount::parse(number.get()).map_err(|e| invalid("amount", e)),
             || Ok(currency),
             || Ok(recipient),
             || Ok(category),
