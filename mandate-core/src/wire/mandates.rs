@@ -100,6 +100,34 @@ impl From<MandateDraft> for CreateMandate {
     }
 }
 
+/// The stored mandate in its API shape: here, not in [`crate::mandate`], so that the
+/// mandate's rules import nothing of the wire.
+impl crate::mandate::Mandate {
+    /// The mandate in its API shape, with the status as seen at `now`.
+    pub fn to_json(&self, now: OffsetDateTime) -> serde_json::Value {
+        super::to_value(&self.to_wire(now)).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// The mandate as the API returns it, with its status as seen at `now`.
+    pub fn to_wire(&self, now: OffsetDateTime) -> Mandate {
+        let terms = &self.terms;
+        Mandate {
+            agent: terms.agent.clone(),
+            categories: terms.categories.clone(),
+            created_at: self.created_at,
+            escrow: terms.escrow.clone(),
+            expires: terms.expires,
+            id: self.id.clone(),
+            limits: terms.limits.clone(),
+            principal: terms.principal.clone(),
+            recipients: terms.recipients.clone(),
+            review_above: terms.review_above,
+            spent: None,
+            status: self.status_at(now),
+        }
+    }
+}
+
 /// serde for `YYYY-MM-DD` dates.
 mod date {
     use serde::{Deserialize, Deserializer, Serializer};
