@@ -35,6 +35,7 @@ mod mandate_extensions;
 mod mandates;
 mod metrics;
 mod reviews;
+mod stored_tokens;
 mod webhooks;
 mod wire;
 
