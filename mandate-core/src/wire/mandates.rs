@@ -2,6 +2,7 @@
 //! `POST /v1/mandates/{id}/revoke`.
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use time::{Date, OffsetDateTime};
 
 use crate::amount::Amount;
@@ -104,12 +105,12 @@ impl From<MandateDraft> for CreateMandate {
 /// mandate's rules import nothing of the wire.
 impl crate::mandate::Mandate {
     /// The mandate in its API shape, with the status as seen at `now`.
-    pub fn to_json(&self, now: OffsetDateTime) -> serde_json::Value {
-        super::to_value(&self.to_wire(now)).unwrap_or(serde_json::Value::Null)
+    pub fn to_json(&self, now: OffsetDateTime) -> Value {
+        super::to_value(&self.to_wire(now)).unwrap_or(Value::Null)
     }
 
     /// The mandate as the API returns it, with its status as seen at `now`.
-    pub fn to_wire(&self, now: OffsetDateTime) -> Mandate {
+    pub fn to_wire(&self, now: OffsetDateTime) -> crate::wire::Mandate {
         let terms = &self.terms;
         Mandate {
             agent: terms.agent.clone(),
