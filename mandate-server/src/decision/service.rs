@@ -4,7 +4,7 @@
 //! It runs in two steps so that the caller can seal the answer for its idempotency record
 //! between them without this module knowing HTTP: [`Decider::decide`] locks the agent,
 //! evaluates, signs and encodes the answer ([`Decided`], which holds the agent's lock);
-//! [`Decided::commit`] stores the decision with everything it implies in one transaction,
+//! `Decided::store` stores the decision with everything it implies in one transaction,
 //! then updates the agent's state and lets go of the lock. The agent's state is taken out
 //! of its slot meanwhile: a request cancelled or failed midway leaves the slot empty, and
 //! the next one rebuilds the state from what was actually committed.
@@ -108,7 +108,7 @@ pub struct Decider<'a> {
 }
 
 /// A decision made and signed, not yet stored: it holds its agent's lock until
-/// [`Decided::commit`] (or until dropped, which leaves the agent's state to be rebuilt).
+/// it is stored (or until dropped, which leaves the agent's state to be rebuilt).
 #[must_use = "a decision is answered only once committed"]
 pub struct Decided<'a> {
     store: &'a dyn DecidingStore,
@@ -138,7 +138,7 @@ enum Stored {
 
 impl<'a> Decider<'a> {
     /// Decides ([`Decider::decide`]), seals the answer for its idempotency record
-    /// (`seal`: `None` when the request has none), and stores it ([`Decided::commit`]); made
+    /// (`seal`: `None` when the request has none), and stores it; made
     /// again on the agent's state reloaded from the database, sealed and signed anew, when
     /// the store says the agent changed meanwhile. Returns the answer.
     pub async fn run<F>(&self, input: Input, mut seal: F) -> Result<Vec<u8>, DecisionError>
@@ -305,23 +305,10 @@ impl Decided<'_> {
 
     /// Stores the decision, and what it implies, in one transaction (with `idempotency`,
     /// the answer kept under the request's Idempotency-Key); then counts it in the agent's
-    /// history and lets go of the agent's lock. Returns the answer.
-    /// `StorageError::Conflict` when the agent changed meanwhile (another process decided
-    /// first): nothing was stored; [`Decider::run`] decides again instead.
-    pub async fn commit(
-        self,
-        idempotency: Option<IdempotencyRecord>,
-    ) -> Result<Vec<u8>, DecisionError> {
-        match self.store(idempotency).await? {
-            Stored::Answer(body) => Ok(body),
-            Stored::ClaimLost => Err(DecisionError::ClaimLost),
-            Stored::Changed(_) => Err(StorageError::Conflict.into()),
-        }
-    }
-
-    /// [`Decided::commit`], with the input given back when the store refused the decision
-    /// because the agent changed: the agent's state is then dropped from its slot (the
-    /// next decision reloads it) and nothing was stored.
+    /// history and lets go of the agent's lock. When the store refused the decision because
+    /// the agent changed (another process decided first), the input is given back, the
+    /// agent's state is dropped from its slot (the next decision reloads it) and nothing
+    /// was stored.
     async fn store(self, idempotency: Option<IdempotencyRecord>) -> Result<Stored, DecisionError> {
         let Self {
             store,
