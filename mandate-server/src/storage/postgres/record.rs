@@ -1,68 +1,50 @@
-//! A decision's statement on PostgreSQL: stored only if the agent's version is still the one
-//! its state was read at and its environment's mode still the one it was made in, with the
-//! review it opens (its event and deliveries) and its idempotency record, all in one
-//! statement of data-modifying CTEs. Run alone ([`record`]) or in a group commit
-//! (`writer`).
+//! A decision's statement on PostgreSQL: the agent's version moved only if it is still the
+//! one its state was read at and its environment's mode still the one it was made in, with
+//! the review it opens (its event and deliveries) and its idempotency record, all in one
+//! statement of data-modifying CTEs. The decision's own row is inserted after, with the
+//! other decisions of its group, by one statement that gives them their seqs in commit
+//! order (`decisions::insert_batch`), in the same transaction (`writer`).
 
-use deadpool_postgres::GenericClient;
 use mandate_core::id::EventId;
 use tokio_postgres::types::ToSql;
 
-use super::Result;
-use super::decisions::{INSERT_COLUMNS, Params};
+use super::decisions::Params;
 use super::reviews;
 use crate::clock::{from_ms, ms, ordered16};
-use crate::storage::StorageError;
-use crate::storage::deciding::{AgentHint, NewDecision, Recorded};
+use crate::storage::deciding::{AgentHint, NewDecision};
 
-/// The statement that stores a decision if the agent's version is still `$2` and its
-/// environment's mode still `$5` (`$1` the agent's key, `$3` org, `$4` env, then the
-/// decision's columns as `$6..$27`), with the review it opens and that review's event and
-/// deliveries (`$28..$36`), and its idempotency record (the last five). Returns how many
-/// decisions it stored: 1, or 0 when the agent changed meanwhile.
+/// The statement that moves the agent's version if it is still `$2` and its environment's
+/// mode still `$5` (`$1` the agent's key, `$3` org, `$4` env), with the review the decision
+/// opens and that review's event and deliveries (`$6..$14`), and its idempotency record
+/// (the next five). Returns 1 when the version moved (the decision is to be inserted), 0
+/// when the agent changed meanwhile.
 fn record_sql(review: bool, idempotent: bool) -> String {
-    // The decision's values, cast to their columns' types (INSERT_COLUMNS' order).
-    let values: Vec<String> = (6..=27)
-        .map(|n| {
-            let cast = match n {
-                22..=24 => "BIGINT",
-                27 => "BOOLEAN",
-                _ => "TEXT",
-            };
-            format!("${n}::{cast}")
-        })
-        .collect();
-    let mut sql = format!(
-        "WITH bump AS (
+    let mut sql = "WITH bump AS (
             UPDATE agents SET version = version + 1
             WHERE seq = $1 AND version = $2
               AND EXISTS (SELECT 1 FROM environments WHERE org_id = $3 AND env = $4 AND mode = $5)
-            RETURNING seq),
-         d AS (
-            INSERT INTO decisions ({INSERT_COLUMNS}, agent_seq)
-            SELECT {}, bump.seq FROM bump RETURNING 1)",
-        values.join(", ")
-    );
-    let mut next = 27;
+            RETURNING seq)"
+        .to_owned();
+    let mut next = 5;
     if review {
         sql.push_str(&format!(
             ", r AS (
                 INSERT INTO reviews ({})
-                SELECT $28::TEXT, $3, $4, $29::TEXT, $30::TEXT, $31::TEXT, $32::BIGINT, $33::BIGINT
-                FROM d RETURNING 1),
+                SELECT $6::TEXT, $3, $4, $7::TEXT, $8::TEXT, $9::TEXT, $10::BIGINT, $11::BIGINT
+                FROM bump RETURNING 1),
              e AS (
                 INSERT INTO events (id, org_id, env, type, data, created_ms)
-                SELECT $34::TEXT, $3, $4, 'decision.review_pending', $35::TEXT, $36::BIGINT
+                SELECT $12::TEXT, $3, $4, 'decision.review_pending', $13::TEXT, $14::BIGINT
                 FROM r RETURNING id),
              w AS (
                 INSERT INTO deliveries (event_id, webhook_id, attempts, next_attempt_ms, state, created_ms)
-                SELECT e.id, wh.id, 0, $36::BIGINT, 'pending', $36::BIGINT FROM e JOIN webhooks wh
+                SELECT e.id, wh.id, 0, $14::BIGINT, 'pending', $14::BIGINT FROM e JOIN webhooks wh
                   ON wh.org_id = $3 AND wh.env = $4 AND wh.status = 'active'
                  AND wh.events ? 'decision.review_pending'
                 RETURNING 1)",
             reviews::INSERT_COLUMNS
         ));
-        next = 36;
+        next = 14;
     }
     if idempotent {
         let p = |k: usize| format!("${}", next + k);
@@ -72,7 +54,7 @@ fn record_sql(review: bool, idempotent: bool) -> String {
                 SET status = {status}::INTEGER, body = {body}::BYTEA, request_id = {rid}::TEXT,
                     claimed_until = NULL
                 WHERE key_hash = {hash}::BYTEA AND idem_key = {key}::TEXT AND status IS NULL
-                  AND EXISTS (SELECT 1 FROM d)
+                  AND EXISTS (SELECT 1 FROM bump)
                 RETURNING 1)",
             hash = p(1),
             key = p(2),
@@ -81,7 +63,7 @@ fn record_sql(review: bool, idempotent: bool) -> String {
             rid = p(5),
         ));
     }
-    sql.push_str(" SELECT COUNT(*) FROM d");
+    sql.push_str(" SELECT COUNT(*) FROM bump");
     sql
 }
 
@@ -106,28 +88,6 @@ struct IdempotencyValues {
     status: i32,
     body: Vec<u8>,
     request_id: String,
-}
-
-/// Stores `new` alone, if its agent's version is still the one its hint read.
-pub(crate) async fn record(c: &impl GenericClient, new: NewDecision) -> Result<Recorded> {
-    match try_record(c, &new).await {
-        Ok(Some(hint)) => Ok(Recorded::Stored(hint)),
-        // The version moved, the mode changed, or (a distributed engine) the transaction
-        // lost a race: nothing was stored.
-        Ok(None) | Err(StorageError::Conflict) => Ok(Recorded::Changed(Box::new(new))),
-        Err(e) => Err(e),
-    }
-}
-
-/// The statement of [`record`]: the agent's next hint, or `None` if nothing was stored.
-async fn try_record(c: &impl GenericClient, new: &NewDecision) -> Result<Option<AgentHint>> {
-    let Some(statement) = RecordStatement::of(new) else {
-        // The agent was not found when its state was read: read it again.
-        return Ok(None);
-    };
-    let stmt = c.prepare_cached(statement.sql()).await?;
-    let stored: i64 = c.query_one(&stmt, &statement.values()).await?.get(0);
-    Ok(statement.outcome(stored))
 }
 
 /// The four variants of [`record_sql`], made once: with or without a review, with or
@@ -206,7 +166,6 @@ impl RecordStatement {
     pub(crate) fn values(&self) -> Vec<&(dyn ToSql + Sync)> {
         let mut values: Vec<&(dyn ToSql + Sync)> =
             vec![&self.seq, &self.version, &self.org, &self.env, &self.mode];
-        values.extend(self.params.refs());
         if let Some(r) = &self.review {
             values.extend([
                 &r.id as &(dyn ToSql + Sync),
@@ -232,6 +191,12 @@ impl RecordStatement {
         values
     }
 
+    /// The decision itself, to be inserted when the statement moved the version: the
+    /// agent's key and the decision's values.
+    pub(crate) fn into_decision(self) -> (i64, Params) {
+        (self.seq, self.params)
+    }
+
     /// What the statement's answer (how many decisions it stored) means: the agent's next
     /// hint, or `None` when the agent changed and nothing was stored.
     pub(crate) fn outcome(&self, stored: i64) -> Option<AgentHint> {
@@ -251,10 +216,10 @@ mod sql_tests {
     #[test]
     fn every_variant_numbers_its_parameters_from_one_without_gaps() {
         for (review, idempotent, count) in [
-            (false, false, 27),
-            (true, false, 36),
-            (false, true, 32),
-            (true, true, 41),
+            (false, false, 5),
+            (true, false, 14),
+            (false, true, 10),
+            (true, true, 19),
         ] {
             let sql = record_sql(review, idempotent);
             for n in 1..=count {
