@@ -326,6 +326,27 @@ pub async fn get(
         .map(|d| d.map(|(_, d)| d))
 }
 
+/// The seq of one decision, optionally only if it belongs to `agent`.
+pub async fn seq_of(
+    c: &impl GenericClient,
+    org_id: &str,
+    env: Env,
+    agent: Option<&AgentId>,
+    id: &DecisionId,
+) -> Result<Option<i64>> {
+    let stmt = c
+        .prepare_cached(
+            "SELECT seq FROM decisions
+             WHERE id = $3 AND org_id = $1 AND env = $2 AND ($4::TEXT IS NULL OR agent_id = $4)",
+        )
+        .await?;
+    let agent = agent.map(AgentId::as_str);
+    let row = c
+        .query_opt(&stmt, &[&org_id, &env.as_str(), &id.as_str(), &agent])
+        .await?;
+    Ok(row.map(|r| r.get(0)))
+}
+
 /// Decisions matching `filters` with seq strictly between `above` and `below`, at most
 /// `limit`, newest or oldest first: the one query behind lists and exports.
 #[allow(clippy::too_many_arguments)]
