@@ -40,6 +40,7 @@ pub const MAX_RECIPIENT_ENTRIES: usize = 100;
 
 /// One entry of a recipient list: an exact recipient (`vendor:acme`) or a prefix ending in
 /// `*` (`vendor:aws*`), which matches every recipient that starts with the text before it.
+/// Both match without regard to ASCII letter case.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum RecipientPattern {
     /// This recipient only.
@@ -62,11 +63,16 @@ impl RecipientPattern {
         }
     }
 
-    /// Whether `recipient` is this one or starts with this prefix.
+    /// Whether `recipient` is this one or starts with this prefix, without regard to
+    /// ASCII letter case (`vendor:EVIL` matches `vendor:evil`; decisions.md, third round):
+    /// a payee list must not be dodged by writing a name in capitals.
     pub fn matches(&self, recipient: &Recipient) -> bool {
+        let recipient = recipient.as_str().as_bytes();
         match self {
-            Self::Exact(exact) => exact == recipient,
-            Self::Prefix(prefix) => recipient.as_str().starts_with(prefix.as_str()),
+            Self::Exact(exact) => recipient.eq_ignore_ascii_case(exact.as_str().as_bytes()),
+            Self::Prefix(prefix) => recipient
+                .get(..prefix.len())
+                .is_some_and(|start| start.eq_ignore_ascii_case(prefix.as_bytes())),
         }
     }
 }

@@ -156,12 +156,24 @@ pub struct Running {
     /// The SQLite engine's database handle, for tests that write rows directly (`None` on
     /// PostgreSQL).
     pub db: Option<Db>,
+    /// The signing keys are stored unencrypted (SQLite without a key-encryption key):
+    /// the caller says so, with [`unencrypted_advice`].
+    pub keys_unencrypted: bool,
     /// This process's id among the processes sharing the database (its heartbeat row).
     process_id: String,
     handles: Vec<Handle<SocketAddr>>,
     servers: Vec<JoinHandle<Result<(), std::io::Error>>>,
     refresher: JoinHandle<()>,
     worker: Worker,
+}
+
+/// What to do about signing keys stored unencrypted.
+pub fn unencrypted_advice() -> String {
+    format!(
+        "signing keys are stored unencrypted; set {} or {} to encrypt them at rest",
+        at_rest::KEK_VAR,
+        at_rest::KEK_FILE_FLAG
+    )
 }
 
 fn bind(addr: &str) -> Result<TcpListener, ServeError> {
@@ -261,18 +273,28 @@ pub async fn start_with(
         .map_err(db_error)?;
     let now = clock.now();
     let keys = Arc::new(config.key_encryption.clone());
+    let keys_unencrypted = keys.current_id().is_none();
     let prepared = at_rest::prepare(&*store, &keys)?;
     match keys.current_id() {
-        None => tracing::warn!(
-            "signing keys are stored unencrypted; set {} or {} to encrypt them at rest",
-            at_rest::KEK_VAR,
-            at_rest::KEK_FILE_FLAG
-        ),
-        Some(id) if prepared.sealed_now > 0 => tracing::info!(
-            "sealed {} signing keys stored in plaintext under key-encryption key {id}",
-            prepared.sealed_now
-        ),
-        Some(id) => tracing::info!("signing keys are sealed under key-encryption key {id}"),
+        // Said by the caller once it has started (`serve` logs it; `serve --demo` gives it
+        // as advice after the session): see `Running::keys_unencrypted`.
+        None => {}
+        // The KEKs the keys are actually sealed under, not merely the one given as
+        // current (during a rotation they may still be under the previous one).
+        Some(id) if prepared.sealed_under.iter().all(|under| *under == id) => {
+            tracing::info!("signing keys are sealed under key-encryption key {id}")
+        }
+        Some(id) => {
+            let under: Vec<String> = prepared
+                .sealed_under
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            tracing::info!(
+                "signing keys are sealed under key-encryption key {}; new keys are sealed under {id}: run `mandate-server rotate-key-encryption-key` to seal them all under it",
+                under.join(", ")
+            )
+        }
     }
     signing::ensure_keys(&*store, &keys, ms(now)).map_err(db_error)?;
     let ring = signing::load(&*store, &keys, ms(now))?;
@@ -328,12 +350,18 @@ pub async fn start_with(
     let mut handles = Vec::new();
     let mut servers = Vec::new();
     // One server a host; the two hosts' services are of different types.
+    // Each listener's cap within the process's file descriptors (the admin host's share
+    // kept too), so that one flooded listener cannot starve another.
+    let caps = limits::ConnectionCaps::of_process(config.limits.max_connections);
     macro_rules! spawn_host {
-        ($listener:expr, $make_service:expr) => {{
+        ($listener:expr, $make_service:expr, $cap:expr) => {{
             let (listener, service) = ($listener, $make_service);
             let handle = Handle::new();
             handles.push(handle.clone());
-            let connections = Connections::new(&config.limits);
+            let connections = Connections::new(&limits::Limits {
+                max_connections: $cap,
+                ..config.limits
+            });
             let server = axum_server::from_tcp(listener).map_err(ServeError::Io)?;
             servers.push(match &tls {
                 Some(tls) => {
@@ -354,10 +382,11 @@ pub async fn start_with(
     // hyper hands over its own body type; the layers take axum's.
     let api = app::api_with_limits(state.clone(), &config.limits)
         .map_request(|request: Request<Incoming>| request.map(Body::new));
-    spawn_host!(api_listener, SharedMakeService::new(api));
+    spawn_host!(api_listener, SharedMakeService::new(api), caps.api);
     spawn_host!(
         public_listener,
-        app::public(state.clone()).into_make_service()
+        app::public(state.clone()).into_make_service(),
+        caps.public
     );
 
     let initial_generation = store.key_generation_now().ok();
@@ -411,6 +440,7 @@ pub async fn start_with(
     Ok(Running {
         api_addr,
         public_addr,
+        keys_unencrypted,
         state,
         db,
         handles,

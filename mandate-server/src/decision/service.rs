@@ -23,7 +23,7 @@ use super::agents::{AgentSlot, AgentState, AgentStates, Slot};
 use super::modes::ModeCache;
 use crate::clock::{fill_random, ms, ordered16};
 use crate::model::Env;
-use crate::model::decision::Decision;
+use crate::model::decision::{Decision, TokenSignature};
 use crate::storage::StorageError;
 use crate::storage::deciding::{DecidingStore, NewDecision, Recorded, Resolution};
 use crate::storage::idempotency::IdempotencyRecord;
@@ -49,6 +49,12 @@ pub enum DecisionError {
         "agent {0} is being decided by other server processes right now; nothing was stored: retry after 1 s (a POST with the same Idempotency-Key)"
     )]
     Contended(mandate_core::id::AgentId),
+    /// The request's claim on its Idempotency-Key ran out while it was being decided and
+    /// another request with the key took it over: nothing was stored for this one.
+    #[error(
+        "this request took longer than its claim on its Idempotency-Key lasts, and another request with the key took over; nothing was stored for this one: retry with the same Idempotency-Key to get that request's answer"
+    )]
+    ClaimLost,
 }
 
 /// How many times a decision is made when the store keeps refusing it because the agent
@@ -124,6 +130,8 @@ pub struct Decided<'a> {
 enum Stored {
     /// Committed: the answer.
     Answer(Vec<u8>),
+    /// Refused: the request's Idempotency-Key claim is no longer its own.
+    ClaimLost,
     /// Refused because the agent changed meanwhile: the input, to decide again.
     Changed(Input),
 }
@@ -144,6 +152,7 @@ impl<'a> Decider<'a> {
             let record = seal(decided.body())?;
             match decided.store(record).await? {
                 Stored::Answer(body) => return Ok(body),
+                Stored::ClaimLost => return Err(DecisionError::ClaimLost),
                 Stored::Changed(again) if attempt < MAX_ATTEMPTS => {
                     backoff(attempt).await;
                     attempt += 1;
@@ -236,6 +245,7 @@ impl<'a> Decider<'a> {
             created_ms: ms(self.now),
             is_request: approval.is_none(),
             review_state: None,
+            signature: TokenSignature::of(self.signer.kid(), &token),
         };
         let encoding = |e: serde_json::Error| DecisionError::Encoding(e.to_string());
         let body = decision
@@ -314,6 +324,7 @@ impl Decided<'_> {
     ) -> Result<Vec<u8>, DecisionError> {
         match self.store(idempotency).await? {
             Stored::Answer(body) => Ok(body),
+            Stored::ClaimLost => Err(DecisionError::ClaimLost),
             Stored::Changed(_) => Err(StorageError::Conflict.into()),
         }
     }
@@ -357,6 +368,11 @@ impl Decided<'_> {
                     .await?;
                 match recorded {
                     Recorded::Stored(hint) => state.stored = hint,
+                    Recorded::ClaimLost => {
+                        // Nothing was stored: the state is still the agent's.
+                        *guard = Some(state);
+                        return Ok(Stored::ClaimLost);
+                    }
                     Recorded::Changed(new) => {
                         // The slot stays empty: the next decision reloads the agent.
                         let asked = new.decision.claims.request;

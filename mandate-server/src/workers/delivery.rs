@@ -293,11 +293,20 @@ async fn attempt(
         metrics::counter!(crate::telemetry::DELIVERIES, "outcome" => outcome).increment(1);
         match next {
             NextStep::Delivered => {}
-            NextStep::RetryAt(_) | NextStep::GiveUp => tracing::info!(
-                event = %due.event_id, webhook = %due.webhook_id, attempt = attempt.attempt,
-                status = ?status, error = ?attempt.error, next = ?next,
-                "webhook delivery attempt failed"
-            ),
+            NextStep::RetryAt(_) | NextStep::GiveUp => {
+                // The next attempt as the API shows it (GET /v1/events/{id}): a UTC time.
+                let next_attempt = match next {
+                    NextStep::RetryAt(at_ms) => {
+                        mandate_core::timefmt::format(crate::clock::from_ms(at_ms))
+                    }
+                    _ => "none (given up)".to_owned(),
+                };
+                tracing::info!(
+                    event = %due.event_id, webhook = %due.webhook_id, attempt = attempt.attempt,
+                    status = ?status, error = ?attempt.error, next_attempt = %next_attempt,
+                    "webhook delivery attempt failed"
+                );
+            }
         }
         state.store.record_attempt(id, attempt, next, now_ms).await
     };

@@ -53,6 +53,8 @@ mod exports;
 mod health;
 #[path = "../api/idempotency.rs"]
 mod idempotency;
+#[path = "../api/idempotency_faults.rs"]
+mod idempotency_faults;
 #[path = "../api/jwks.rs"]
 mod jwks;
 #[path = "../api/lists.rs"]
@@ -67,6 +69,8 @@ mod mandates;
 mod metrics;
 #[path = "../api/reviews.rs"]
 mod reviews;
+#[path = "../api/stored_tokens.rs"]
+mod stored_tokens;
 #[path = "../api/webhooks.rs"]
 mod webhooks;
 #[path = "../api/wire.rs"]

@@ -12,17 +12,17 @@ use tokio_postgres::types::ToSql;
 
 use super::Result;
 use crate::model::Env;
-use crate::model::decision::{Decision, ReviewState};
+use crate::model::decision::{Decision, ReviewState, TokenSignature};
 use crate::storage::StorageError;
 use crate::storage::decisions::Filters;
 
-/// The columns of an insert, in [`Params::refs`]' order (`agent_seq` is not among them:
+/// The columns of an insert, in [`Batch::values`]' order (`agent_seq` is not among them:
 /// each insert supplies it its own way).
 pub(crate) const INSERT_COLUMNS: &str = "id, org_id, env, agent_id, mandate_id, verdict,
     policy_verdict, reason, mode, amount, currency, recipient, category, nonce, policy_version,
-    iss, iat, exp, created_ms, supersedes, review_id, is_request";
+    iss, iat, exp, created_ms, supersedes, review_id, is_request, signing_kid, signature";
 
-/// A decision's values for an insert, owned, borrowed by [`Params::refs`].
+/// A decision's values for an insert, owned, moved into a [`Batch`].
 pub(crate) struct Params {
     id: String,
     org_id: String,
@@ -46,6 +46,8 @@ pub(crate) struct Params {
     supersedes: Option<String>,
     review: Option<String>,
     is_request: bool,
+    signing_kid: Option<String>,
+    signature: Option<Vec<u8>>,
 }
 
 impl Params {
@@ -75,6 +77,8 @@ impl Params {
             supersedes: d.supersedes.as_ref().map(|s| s.as_str().to_owned()),
             review: d.review.as_ref().map(|r| r.as_str().to_owned()),
             is_request: d.is_request,
+            signing_kid: d.signature.as_ref().map(|s| s.kid.clone()),
+            signature: d.signature.as_ref().map(|s| s.bytes.clone()),
         }
     }
 }
@@ -129,6 +133,8 @@ pub(crate) struct Batch {
     supersedes: Vec<Option<String>>,
     review: Vec<Option<String>>,
     is_request: Vec<bool>,
+    signing_kid: Vec<Option<String>>,
+    signature: Vec<Option<Vec<u8>>>,
     agent_seq: Vec<i64>,
 }
 
@@ -157,6 +163,8 @@ impl Batch {
         self.supersedes.push(p.supersedes);
         self.review.push(p.review);
         self.is_request.push(p.is_request);
+        self.signing_kid.push(p.signing_kid);
+        self.signature.push(p.signature);
         self.agent_seq.push(agent_seq);
     }
 
@@ -167,7 +175,7 @@ impl Batch {
 
     /// The statement's values: the count, then the columns in [`INSERT_COLUMNS`]' order
     /// and `agent_seq`.
-    pub(crate) fn values<'a>(&'a self, count: &'a i64) -> [&'a (dyn ToSql + Sync); 24] {
+    pub(crate) fn values<'a>(&'a self, count: &'a i64) -> [&'a (dyn ToSql + Sync); 26] {
         [
             count,
             &self.id,
@@ -192,6 +200,8 @@ impl Batch {
             &self.supersedes,
             &self.review,
             &self.is_request,
+            &self.signing_kid,
+            &self.signature,
             &self.agent_seq,
         ]
     }
@@ -200,11 +210,12 @@ impl Batch {
 /// The statement that inserts a [`Batch`] ($1 decisions, then one array a column) with
 /// the next $1 seqs of the log, in the batch's order.
 pub(crate) static INSERT_BATCH: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-    let arrays: Vec<String> = (2..=24)
+    let arrays: Vec<String> = (2..=26)
         .map(|n| {
             let cast = match n {
-                18..=20 | 24 => "BIGINT[]",
+                18..=20 | 26 => "BIGINT[]",
                 23 => "BOOLEAN[]",
+                25 => "BYTEA[]",
                 _ => "TEXT[]",
             };
             format!("${n}::{cast}")
@@ -216,11 +227,12 @@ pub(crate) static INSERT_BATCH: std::sync::LazyLock<String> = std::sync::LazyLoc
          SELECT taken.value - $1 + u.n, u.id, u.org_id, u.env, u.agent_id, u.mandate_id,
             u.verdict, u.policy_verdict, u.reason, u.mode, u.amount, u.currency, u.recipient,
             u.category, u.nonce, u.policy_version, u.iss, u.iat, u.exp, u.created_ms,
-            u.supersedes, u.review_id, u.is_request, u.agent_seq
+            u.supersedes, u.review_id, u.is_request, u.signing_kid, u.signature, u.agent_seq
          FROM taken, unnest({}) WITH ORDINALITY
             AS u(id, org_id, env, agent_id, mandate_id, verdict, policy_verdict, reason, mode,
                  amount, currency, recipient, category, nonce, policy_version, iss, iat, exp,
-                 created_ms, supersedes, review_id, is_request, agent_seq, n)",
+                 created_ms, supersedes, review_id, is_request, signing_kid, signature,
+                 agent_seq, n)",
         arrays.join(", ")
     )
 });
@@ -241,7 +253,10 @@ const COLUMNS: &str = "seq, id, agent_id, mandate_id, verdict, policy_verdict, r
     CASE WHEN review_id IS NULL THEN NULL
          ELSE (SELECT status FROM reviews WHERE reviews.id = decisions.review_id) END,
     CASE WHEN review_id IS NULL THEN NULL
-         ELSE (SELECT expires_ms FROM reviews WHERE reviews.id = decisions.review_id) END";
+         ELSE (SELECT expires_ms FROM reviews WHERE reviews.id = decisions.review_id) END,
+    CASE WHEN review_id IS NULL THEN NULL
+         ELSE (SELECT resolution FROM reviews WHERE reviews.id = decisions.review_id) END,
+    signing_kid, signature";
 
 fn verdict_from(text: &str) -> Result<Verdict> {
     Verdict::parse(text).ok_or_else(|| StorageError::Corrupt(format!("verdict {text:?}")))
@@ -295,7 +310,18 @@ fn decode(r: &Row) -> Result<(i64, Decision)> {
                 (Some(status), Some(expires_ms)) => Some(ReviewState {
                     status: ReviewStatus::parse(status).ok_or_else(|| bad("review status"))?,
                     expires_ms,
+                    resolution: optional(23)
+                        .map(DecisionId::parse)
+                        .transpose()
+                        .map_err(|_| bad("review resolution"))?,
                 }),
+                _ => None,
+            },
+            signature: match (
+                r.get::<_, Option<String>>(24),
+                r.get::<_, Option<Vec<u8>>>(25),
+            ) {
+                (Some(kid), Some(bytes)) => Some(TokenSignature { kid, bytes }),
                 _ => None,
             },
         },

@@ -15,6 +15,14 @@ const MIGRATIONS: &[(i64, &str)] = &[
         include_str!("../../../migrations/postgres/0001_init.sql"),
     ),
     (
+        2,
+        include_str!("../../../migrations/postgres/0002_decision_signatures.sql"),
+    ),
+    (
+        3,
+        include_str!("../../../migrations/postgres/0003_idempotency_claims.sql"),
+    ),
+    (
         4,
         include_str!("../../../migrations/postgres/0004_decision_seq_in_commit_order.sql"),
     ),

@@ -1,9 +1,10 @@
 //! A decision's statement on PostgreSQL: the agent's version moved only if it is still the
-//! one its state was read at and its environment's mode still the one it was made in, with
-//! the review it opens (its event and deliveries) and its idempotency record, all in one
-//! statement of data-modifying CTEs. The decision's own row is inserted after, with the
-//! other decisions of its group, by one statement that gives them their seqs in commit
-//! order (`decisions::insert_batch`), in the same transaction (`writer`).
+//! one its state was read at and its environment's mode still the one it was made in (and,
+//! with an Idempotency-Key, the request's claim still its own), with the review it opens
+//! (its event and deliveries) and its idempotency record, all in one statement of
+//! data-modifying CTEs. The decision's own row is inserted after, with the other decisions
+//! of its group, by one statement that gives them their seqs in commit order
+//! (`decisions::insert_batch`), in the same transaction (`writer`).
 
 use mandate_core::id::EventId;
 use tokio_postgres::types::ToSql;
@@ -11,20 +12,51 @@ use tokio_postgres::types::ToSql;
 use super::decisions::Params;
 use super::reviews;
 use crate::clock::{from_ms, ms, ordered16};
-use crate::storage::deciding::{AgentHint, NewDecision};
+use crate::storage::deciding::{AgentHint, NewDecision, Recorded};
 
 /// The statement that moves the agent's version if it is still `$2` and its environment's
 /// mode still `$5` (`$1` the agent's key, `$3` org, `$4` env), with the review the decision
 /// opens and that review's event and deliveries (`$6..$14`), and its idempotency record
-/// (the next five). Returns 1 when the version moved (the decision is to be inserted), 0
-/// when the agent changed meanwhile.
+/// (the next six, its claim's token last). Returns 1 when the version moved (the decision
+/// is to be inserted), 0 when the agent changed meanwhile, or -1 when the request's claim
+/// on its Idempotency-Key is no longer its own.
 fn record_sql(review: bool, idempotent: bool) -> String {
-    let mut sql = "WITH bump AS (
+    // With an idempotency record, the claim must still be the request's own (`own`, its
+    // row locked): a claim that ran out and was taken over by a retry on another process,
+    // or released meanwhile, stores nothing, so that the key keeps one outcome. The lock
+    // makes a concurrent take-over or release wait for this statement's transaction (and
+    // then see the claim completed) or go first (and this statement store nothing).
+    let first = if review { 15 } else { 6 };
+    let (own, owned) = if idempotent {
+        (
+            format!(
+                "own AS (
+                    SELECT 1 FROM idempotency
+                    WHERE key_hash = ${}::BYTEA AND idem_key = ${}::TEXT AND claim = ${}::BYTEA
+                      AND status IS NULL
+                    FOR UPDATE),
+                 ",
+                first,
+                first + 1,
+                first + 5
+            ),
+            "\n              AND EXISTS (SELECT 1 FROM own)",
+        )
+    } else {
+        (String::new(), "")
+    };
+    let version = if planted_unchecked_version() {
+        "$2::BIGINT IS NOT NULL"
+    } else {
+        "version = $2"
+    };
+    let mut sql = format!(
+        "WITH {own}bump AS (
             UPDATE agents SET version = version + 1
-            WHERE seq = $1 AND version = $2
-              AND EXISTS (SELECT 1 FROM environments WHERE org_id = $3 AND env = $4 AND mode = $5)
+            WHERE seq = $1 AND {version}
+              AND EXISTS (SELECT 1 FROM environments WHERE org_id = $3 AND env = $4 AND mode = $5){owned}
             RETURNING seq)"
-        .to_owned();
+    );
     let mut next = 5;
     if review {
         sql.push_str(&format!(
@@ -62,9 +94,22 @@ fn record_sql(review: bool, idempotent: bool) -> String {
             body = p(4),
             rid = p(5),
         ));
+        // -1: the claim is no longer the request's own.
+        sql.push_str(
+            " SELECT CASE WHEN EXISTS (SELECT 1 FROM own) THEN (SELECT COUNT(*) FROM bump) ELSE -1 END",
+        );
+    } else {
+        sql.push_str(" SELECT COUNT(*) FROM bump");
     }
-    sql.push_str(" SELECT COUNT(*) FROM bump");
     sql
+}
+
+/// The planted bug of the history checker (tests/history), in debug builds only: with
+/// `MANDATE_TEST_PLANT_UNCHECKED_VERSION` set, a decision is stored whatever the agent's
+/// version, so processes deciding for one agent at once overspend, and the checker must
+/// say so.
+fn planted_unchecked_version() -> bool {
+    cfg!(debug_assertions) && std::env::var_os("MANDATE_TEST_PLANT_UNCHECKED_VERSION").is_some()
 }
 
 /// The owned values of the review a decision opens, with its event, in the statement's
@@ -88,6 +133,29 @@ struct IdempotencyValues {
     status: i32,
     body: Vec<u8>,
     request_id: String,
+    claim: Vec<u8>,
+}
+
+/// What a decision's statement came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Stored: the agent's next hint.
+    Stored(AgentHint),
+    /// Nothing stored: the agent changed meanwhile (or was not found).
+    Changed,
+    /// Nothing stored: the request's claim on its Idempotency-Key is no longer its own.
+    ClaimLost,
+}
+
+impl Outcome {
+    /// As the store answers it, with the decision given back when it is to be made again.
+    pub(crate) fn recorded(self, new: NewDecision) -> Recorded {
+        match self {
+            Outcome::Stored(hint) => Recorded::Stored(hint),
+            Outcome::Changed => Recorded::Changed(Box::new(new)),
+            Outcome::ClaimLost => Recorded::ClaimLost,
+        }
+    }
 }
 
 /// The four variants of [`record_sql`], made once: with or without a review, with or
@@ -151,6 +219,7 @@ impl RecordStatement {
                 status: i32::from(r.status),
                 body: r.body.0.clone(),
                 request_id: r.request_id.clone(),
+                claim: r.claim.to_vec(),
             }),
         })
     }
@@ -186,6 +255,7 @@ impl RecordStatement {
                 &i.status,
                 &i.body,
                 &i.request_id,
+                &i.claim,
             ]);
         }
         values
@@ -197,14 +267,18 @@ impl RecordStatement {
         (self.seq, self.params)
     }
 
-    /// What the statement's answer (how many decisions it stored) means: the agent's next
-    /// hint, or `None` when the agent changed and nothing was stored.
-    pub(crate) fn outcome(&self, stored: i64) -> Option<AgentHint> {
-        (stored == 1).then_some(AgentHint {
-            seq: Some(self.seq),
-            month_marked: None,
-            version: self.version + 1,
-        })
+    /// What the statement's answer (how many decisions it stored, -1 for a claim lost)
+    /// means.
+    pub(crate) fn outcome(&self, stored: i64) -> Outcome {
+        match stored {
+            1 => Outcome::Stored(AgentHint {
+                seq: Some(self.seq),
+                month_marked: None,
+                version: self.version + 1,
+            }),
+            -1 => Outcome::ClaimLost,
+            _ => Outcome::Changed,
+        }
     }
 }
 
@@ -218,8 +292,8 @@ mod sql_tests {
         for (review, idempotent, count) in [
             (false, false, 5),
             (true, false, 14),
-            (false, true, 10),
-            (true, true, 19),
+            (false, true, 11),
+            (true, true, 20),
         ] {
             let sql = record_sql(review, idempotent);
             for n in 1..=count {

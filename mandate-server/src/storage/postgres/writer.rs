@@ -23,9 +23,9 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::Result;
 use super::decisions;
-use super::record::RecordStatement;
+use super::record::{Outcome, RecordStatement};
 use crate::storage::StorageError;
-use crate::storage::deciding::{AgentHint, NewDecision, Recorded};
+use crate::storage::deciding::{NewDecision, Recorded};
 
 /// Writers of one process.
 pub const WRITERS: usize = 4;
@@ -93,19 +93,15 @@ async fn run(pool: Pool, mut queue: mpsc::UnboundedReceiver<Job>) {
         jobs.sort_by_key(|job| job.new.hint.seq);
         let answers = commit_group(&pool, &jobs).await;
         for (job, answer) in jobs.into_iter().zip(answers) {
-            let answer = answer.map(|stored| match stored {
-                Some(hint) => Recorded::Stored(hint),
-                None => Recorded::Changed(Box::new(job.new)),
-            });
+            let answer = answer.map(|outcome| outcome.recorded(job.new));
             // A caller that went away (cancelled) needs no answer.
             let _ = job.reply.send(answer);
         }
     }
 }
 
-/// What a group came to for each of its decisions: its agent's next hint, `None` when its
-/// agent changed (nothing stored), or its error.
-async fn commit_group(pool: &Pool, jobs: &[Job]) -> Vec<Result<Option<AgentHint>>> {
+/// What a group came to for each of its decisions: its outcome, or its error.
+async fn commit_group(pool: &Pool, jobs: &[Job]) -> Vec<Result<Outcome>> {
     let news: Vec<&NewDecision> = jobs.iter().map(|job| &job.new).collect();
     match try_group(pool, &news).await {
         Ok(outcomes) => outcomes.into_iter().map(Ok).collect(),
@@ -156,12 +152,12 @@ fn retry(e: tokio_postgres::Error) -> Retry {
 }
 
 /// One decision stored alone (after its group was rolled back), in a group of its own.
-async fn alone(pool: &Pool, new: &NewDecision) -> Result<Option<AgentHint>> {
+async fn alone(pool: &Pool, new: &NewDecision) -> Result<Outcome> {
     match try_group(pool, &[new]).await {
-        Ok(mut outcome) => Ok(outcome.pop().flatten()),
+        Ok(mut outcome) => Ok(outcome.pop().unwrap_or(Outcome::Changed)),
         // The transaction lost a race (a distributed engine): nothing was stored, and the
         // decision is made again like one whose agent changed.
-        Err(Retry::Alone(StorageError::Conflict)) => Ok(None),
+        Err(Retry::Alone(StorageError::Conflict)) => Ok(Outcome::Changed),
         Err(Retry::Alone(e) | Retry::Fail(e)) => Err(e),
     }
 }
@@ -171,10 +167,7 @@ async fn alone(pool: &Pool, new: &NewDecision) -> Result<Option<AgentHint>> {
 /// idempotency record); then, once their answers say which decisions are to be stored,
 /// the statement that inserts those decisions with their seqs in commit order, and
 /// `COMMIT`. The counter of seqs is locked only from that statement to the commit.
-async fn try_group(
-    pool: &Pool,
-    news: &[&NewDecision],
-) -> std::result::Result<Vec<Option<AgentHint>>, Retry> {
+async fn try_group(pool: &Pool, news: &[&NewDecision]) -> std::result::Result<Vec<Outcome>, Retry> {
     let c = pool.get().await.map_err(|e| Retry::Fail(e.into()))?;
     let statements: Vec<Option<RecordStatement>> =
         news.iter().map(|new| RecordStatement::of(new)).collect();
@@ -229,14 +222,18 @@ async fn try_group(
     let mut batch = decisions::Batch::default();
     let mut answers = Vec::with_capacity(statements.len());
     for statement in statements {
-        let outcome = statement.and_then(|statement| {
-            let outcome = statement.outcome(counts.next().unwrap_or(0));
-            if outcome.is_some() {
-                let (agent_seq, params) = statement.into_decision();
-                batch.push(agent_seq, params);
+        let outcome = match statement {
+            Some(statement) => {
+                let outcome = statement.outcome(counts.next().unwrap_or(0));
+                if matches!(outcome, Outcome::Stored(_)) {
+                    let (agent_seq, params) = statement.into_decision();
+                    batch.push(agent_seq, params);
+                }
+                outcome
             }
-            outcome
-        });
+            // The agent was not found when its state was read: read it again.
+            None => Outcome::Changed,
+        };
         answers.push(outcome);
     }
     let count = i64::try_from(batch.len()).unwrap_or(i64::MAX);

@@ -36,6 +36,14 @@ const MIGRATIONS: &[(i64, &str)] = &[
         8,
         include_str!("../../../migrations/sqlite/0008_purge_plaintext_agent_keys.sql"),
     ),
+    (
+        9,
+        include_str!("../../../migrations/sqlite/0009_decision_signatures.sql"),
+    ),
+    (
+        10,
+        include_str!("../../../migrations/sqlite/0010_idempotency_claims.sql"),
+    ),
 ];
 
 /// The highest migration this build knows.
