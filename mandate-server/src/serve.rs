@@ -172,7 +172,7 @@ pub struct Running {
 /// What to do about signing keys stored unencrypted.
 pub fn unencrypted_advice() -> String {
     format!(
-        "signing keys are stored unencrypted; set {} or {} to encrypt them at rest",
+        "signing keys are stored unencrypted; set {} or {} and run `mandate-server seal-signing-keys` once to encrypt them at rest",
         at_rest::KEK_VAR,
         at_rest::KEK_FILE_FLAG
     )
@@ -281,11 +281,22 @@ pub async fn start_with(
         // Said by the caller once it has started (`serve` logs it; `serve --demo` gives it
         // as advice after the session): see `Running::keys_unencrypted`.
         None => {}
-        Some(id) if prepared.sealed_now > 0 => tracing::info!(
-            "sealed {} signing keys stored in plaintext under key-encryption key {id}",
-            prepared.sealed_now
-        ),
-        Some(id) => tracing::info!("signing keys are sealed under key-encryption key {id}"),
+        // The KEKs the keys are actually sealed under, not merely the one given as
+        // current (during a rotation they may still be under the previous one).
+        Some(id) if prepared.sealed_under.iter().all(|under| *under == id) => {
+            tracing::info!("signing keys are sealed under key-encryption key {id}")
+        }
+        Some(id) => {
+            let under: Vec<String> = prepared
+                .sealed_under
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            tracing::info!(
+                "signing keys are sealed under key-encryption key {}; new keys are sealed under {id}: run `mandate-server rotate-key-encryption-key` to seal them all under it",
+                under.join(", ")
+            )
+        }
     }
     signing::ensure_keys(&*store, &keys, ms(now)).map_err(db_error)?;
     let ring = signing::load(&*store, &keys, ms(now))?;
@@ -347,12 +358,18 @@ pub async fn start_with(
     let mut handles = Vec::new();
     let mut servers = Vec::new();
     // One server a host; the two hosts' services are of different types.
+    // Each listener's cap within the process's file descriptors (the admin host's share
+    // kept too), so that one flooded listener cannot starve another.
+    let caps = limits::ConnectionCaps::of_process(config.limits.max_connections);
     macro_rules! spawn_host {
-        ($listener:expr, $make_service:expr) => {{
+        ($listener:expr, $make_service:expr, $cap:expr) => {{
             let (listener, service) = ($listener, $make_service);
             let handle = Handle::new();
             handles.push(handle.clone());
-            let connections = Connections::new(&config.limits);
+            let connections = Connections::new(&limits::Limits {
+                max_connections: $cap,
+                ..config.limits
+            });
             let server = axum_server::from_tcp(listener).map_err(ServeError::Io)?;
             servers.push(match &tls {
                 Some(tls) => {
@@ -373,10 +390,11 @@ pub async fn start_with(
     // hyper hands over its own body type; the layers take axum's.
     let api = app::api_with_limits(state.clone(), &config.limits)
         .map_request(|request: Request<Incoming>| request.map(Body::new));
-    spawn_host!(api_listener, SharedMakeService::new(api));
+    spawn_host!(api_listener, SharedMakeService::new(api), caps.api);
     spawn_host!(
         public_listener,
-        app::public(state.clone()).into_make_service()
+        app::public(state.clone()).into_make_service(),
+        caps.public
     );
 
     let initial_generation = store.key_generation_now().ok();

@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use mandate_core::claims::{RequestClaims, VERDICT_LIFETIME_SECS, VerdictClaims};
+use mandate_core::claims::{Issuance, RequestClaims, VerdictClaims};
 use mandate_core::id::{DecisionId, Nonce, ReviewId};
 use mandate_core::jws::{Signer, sign_payload};
 use mandate_core::policy::{AuthorizationRequest, Evaluation, Mode, evaluate, evaluate_approval};
@@ -49,6 +49,12 @@ pub enum DecisionError {
         "agent {0} is being decided by other server processes right now; nothing was stored: retry after 1 s (a POST with the same Idempotency-Key)"
     )]
     Contended(mandate_core::id::AgentId),
+    /// The request's claim on its Idempotency-Key ran out while it was being decided and
+    /// another request with the key took it over: nothing was stored for this one.
+    #[error(
+        "this request took longer than its claim on its Idempotency-Key lasts, and another request with the key took over; nothing was stored for this one: retry with the same Idempotency-Key to get that request's answer"
+    )]
+    ClaimLost,
 }
 
 /// How many times a decision is made when the store keeps refusing it because the agent
@@ -124,6 +130,8 @@ pub struct Decided<'a> {
 enum Stored {
     /// Committed: the answer.
     Answer(Vec<u8>),
+    /// Refused: the request's Idempotency-Key claim is no longer its own.
+    ClaimLost,
     /// Refused because the agent changed meanwhile: the input, to decide again.
     Changed(Input),
 }
@@ -144,6 +152,7 @@ impl<'a> Decider<'a> {
             let record = seal(decided.body())?;
             match decided.store(record).await? {
                 Stored::Answer(body) => return Ok(body),
+                Stored::ClaimLost => return Err(DecisionError::ClaimLost),
                 Stored::Changed(again) if attempt < MAX_ATTEMPTS => {
                     backoff(attempt).await;
                     attempt += 1;
@@ -211,13 +220,7 @@ impl<'a> Decider<'a> {
             }
         };
         // The request itself is not needed after this: its fields move into the claims.
-        let claims = RequestClaims {
-            agent: request.agent,
-            amount: request.amount,
-            currency: request.currency,
-            recipient: request.recipient,
-            category: request.category,
-        };
+        let claims = RequestClaims::from(request);
         let (claims, token, claims_json) = self.sign(jti, &evaluation, mandate, claims)?;
         let opens_review = approval.is_none() && evaluation.opens_review();
         let review = opens_review.then(|| {
@@ -277,19 +280,15 @@ impl<'a> Decider<'a> {
         mandate: Option<&mandate_core::mandate::Mandate>,
         request: RequestClaims,
     ) -> Result<(VerdictClaims, String, Vec<u8>), DecisionError> {
-        let iat = self.now.unix_timestamp();
-        let claims = VerdictClaims {
-            iss: self.issuer.to_owned(),
+        let issuance = Issuance {
+            issuer: self.issuer.to_owned(),
             jti,
-            iat,
-            exp: iat + VERDICT_LIFETIME_SECS,
-            verdict: evaluation.verdict,
-            policy_verdict: evaluation.policy_verdict,
-            mandate: mandate.map(|m| m.id.clone()),
-            policy_version: self.policy_version.to_owned(),
             nonce: Nonce::from_random(ordered16(self.now)),
-            request,
+            policy_version: self.policy_version.to_owned(),
+            issued_at: self.now,
         };
+        let claims =
+            VerdictClaims::new(request, evaluation, mandate.map(|m| m.id.clone()), issuance);
         let claims_json =
             serde_json::to_vec(&claims).map_err(|e| DecisionError::Encoding(e.to_string()))?;
         let token = sign_payload(self.signer.as_ref(), &claims_json)
@@ -346,6 +345,11 @@ impl Decided<'_> {
                     .await?;
                 match recorded {
                     Recorded::Stored(hint) => state.stored = hint,
+                    Recorded::ClaimLost => {
+                        // Nothing was stored: the state is still the agent's.
+                        *guard = Some(state);
+                        return Ok(Stored::ClaimLost);
+                    }
                     Recorded::Changed(new) => {
                         // The slot stays empty: the next decision reloads the agent.
                         let asked = new.decision.claims.request;

@@ -261,5 +261,9 @@ fn record(key: &str, request_id: &str) -> IdempotencyRecord {
         status: 201,
         body: Sealed(format!("sealed {key}").into_bytes()),
         request_id: request_id.into(),
+        claim: CLAIM,
     }
 }
+
+/// The claim token of the tests' idempotency claims.
+const CLAIM: [u8; 16] = [7; 16];

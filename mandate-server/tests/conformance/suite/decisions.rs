@@ -12,7 +12,7 @@ pub async fn decisions_are_logged_with_their_idempotency_record_in_order(fresh: 
     let deciding = Deciding::new();
     let before = store.last_decision_seq().await.unwrap();
     let (claimed, _) = store
-        .claim_idempotency_key(ORG_KEY, "k-decide", [5; 32], NOW)
+        .claim_idempotency_key(ORG_KEY, "k-decide", [5; 32], CLAIM, NOW)
         .await
         .unwrap();
     assert_eq!(claimed, NextAction::StartProcessing);
@@ -22,7 +22,7 @@ pub async fn decisions_are_logged_with_their_idempotency_record_in_order(fresh: 
     assert_eq!(first["verdict"], "allow");
     // The idempotency record was stored with the decision.
     let (action, original) = store
-        .claim_idempotency_key(ORG_KEY, "k-decide", [5; 32], NOW)
+        .claim_idempotency_key(ORG_KEY, "k-decide", [5; 32], CLAIM, NOW)
         .await
         .unwrap();
     assert!(
@@ -144,7 +144,7 @@ pub async fn a_failing_decision_writes_nothing(fresh: &Fresh) {
     // The same decision again (its id taken) with an idempotency record: the decision's
     // insert fails, so the record is not stored either.
     let (claimed, _) = store
-        .claim_idempotency_key(ORG_KEY, "k-fail", [6; 32], NOW)
+        .claim_idempotency_key(ORG_KEY, "k-fail", [6; 32], CLAIM, NOW)
         .await
         .unwrap();
     assert_eq!(claimed, NextAction::StartProcessing);
@@ -169,7 +169,7 @@ pub async fn a_failing_decision_writes_nothing(fresh: &Fresh) {
     assert_eq!(store.last_decision_seq().await.unwrap(), last);
     assert_eq!(event_types(store).await, events);
     let (action, _) = store
-        .claim_idempotency_key(ORG_KEY, "k-fail", [6; 32], NOW)
+        .claim_idempotency_key(ORG_KEY, "k-fail", [6; 32], CLAIM, NOW)
         .await
         .unwrap();
     assert_eq!(

@@ -475,9 +475,10 @@ pub async fn the_event_log_pages_newest_first_without_gaps_or_repeats(fresh: &Fr
 pub async fn an_idempotency_key_is_claimed_once_even_at_once(fresh: &Fresh) {
     let store = fresh.store.as_ref();
     let (digest, other) = ([1u8; 32], [2u8; 32]);
-    let claims =
-        join_all((0..16).map(|_| store.claim_idempotency_key(ORG_KEY, "k-race", digest, NOW)))
-            .await;
+    let claims = join_all(
+        (0..16).map(|_| store.claim_idempotency_key(ORG_KEY, "k-race", digest, CLAIM, NOW)),
+    )
+    .await;
     let actions: Vec<NextAction> = claims.into_iter().map(|c| c.unwrap().0).collect();
     let started = actions
         .iter()
@@ -489,33 +490,38 @@ pub async fn an_idempotency_key_is_claimed_once_even_at_once(fresh: &Fresh) {
         NextAction::StartProcessing | NextAction::ConflictInFlight
     )));
     let (action, _) = store
-        .claim_idempotency_key(ORG_KEY, "k-race", other, NOW)
+        .claim_idempotency_key(ORG_KEY, "k-race", other, CLAIM, NOW)
         .await
         .unwrap();
     assert_eq!(action, NextAction::ConflictDifferentRequest);
     // The key is scoped to the API key: another caller's same key is its own.
     let (action, _) = store
-        .claim_idempotency_key(LIVE_KEY, "k-race", digest, NOW)
+        .claim_idempotency_key(LIVE_KEY, "k-race", digest, CLAIM, NOW)
         .await
         .unwrap();
     assert_eq!(action, NextAction::StartProcessing);
     // Released, a retry runs the request again.
     store
-        .finish_idempotency(LIVE_KEY, "k-race", None)
+        .finish_idempotency(LIVE_KEY, "k-race", CLAIM, None)
         .await
         .unwrap();
     let (action, _) = store
-        .claim_idempotency_key(LIVE_KEY, "k-race", digest, NOW)
+        .claim_idempotency_key(LIVE_KEY, "k-race", digest, CLAIM, NOW)
         .await
         .unwrap();
     assert_eq!(action, NextAction::StartProcessing);
     // Finished, the answer is replayed with the id of the request it answered.
     store
-        .finish_idempotency(ORG_KEY, "k-race", Some(record("k-race", "req_first")))
+        .finish_idempotency(
+            ORG_KEY,
+            "k-race",
+            CLAIM,
+            Some(record("k-race", "req_first")),
+        )
         .await
         .unwrap();
     let (action, original) = store
-        .claim_idempotency_key(ORG_KEY, "k-race", digest, NOW + Duration::seconds(1))
+        .claim_idempotency_key(ORG_KEY, "k-race", digest, CLAIM, NOW + Duration::seconds(1))
         .await
         .unwrap();
     assert!(
@@ -527,12 +533,12 @@ pub async fn an_idempotency_key_is_claimed_once_even_at_once(fresh: &Fresh) {
     // newer than its bound: the finished answer is still replayed.
     assert_eq!(store.sweep_idempotency(ms(NOW) - 1).await.unwrap(), 1);
     let (action, _) = store
-        .claim_idempotency_key(LIVE_KEY, "k-race", digest, NOW)
+        .claim_idempotency_key(LIVE_KEY, "k-race", digest, CLAIM, NOW)
         .await
         .unwrap();
     assert_eq!(action, NextAction::StartProcessing, "released by the sweep");
     let (action, _) = store
-        .claim_idempotency_key(ORG_KEY, "k-race", digest, NOW)
+        .claim_idempotency_key(ORG_KEY, "k-race", digest, CLAIM, NOW)
         .await
         .unwrap();
     assert!(matches!(action, NextAction::ReturnSavedResponse(_)));
