@@ -853,17 +853,20 @@ mod tests {
                 .open(&stored("sandbox-4", Env::Sandbox, new))
                 .is_ok()
         );
-        // Without a KEK a key is stored as its raw bytes, and read back with or without one.
+        // Without a KEK a key is stored as its raw bytes, and read back; with a KEK a key in
+        // plaintext is refused (anyone with write access to the database can store one).
         let plain = KeyEncryption::none()
             .seal("sandbox-1", Env::Sandbox, &SigningSecret::new(SECRET))
             .unwrap();
         assert_eq!(plain, SECRET);
-        for keys in [KeyEncryption::none(), rolling] {
-            let opened = keys
-                .open(&stored("sandbox-1", Env::Sandbox, plain.clone()))
-                .unwrap();
-            assert_eq!(opened.expose(), &SECRET);
-        }
+        let opened = KeyEncryption::none()
+            .open(&stored("sandbox-1", Env::Sandbox, plain.clone()))
+            .unwrap();
+        assert_eq!(opened.expose(), &SECRET);
+        assert!(matches!(
+            rolling.open(&stored("sandbox-1", Env::Sandbox, plain.clone())),
+            Err(AtRestError::PlaintextWithKek { kid }) if kid == "sandbox-1"
+        ));
     }
 
     #[test]

@@ -151,7 +151,7 @@ pub async fn agents(
             .unwrap()
             .to_owned();
         let mandate = format!(
-            r#"{{"agent": "agt_{name}", "limits": {{"per_transaction": 20, "per_day": {PER_DAY}, "per_week": {PER_WEEK}, "per_month": {PER_MONTH}, "currency": "USD"}}, "expires": "2099-12-31"}}"#
+            r#"{{"agent": "agt_{name}", "limits": {{"per_transaction": 20, "per_day": {PER_DAY}, "per_week": {PER_WEEK}, "per_month": {PER_MONTH}, "currency": "USD"}}, "categories": ["software"], "expires": "2099-12-31"}}"#
         );
         let r = client
             .post(format!("{api}/v1/mandates"))
