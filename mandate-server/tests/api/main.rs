@@ -29,6 +29,7 @@ mod health;
 mod idempotency;
 mod jwks;
 mod key_encryption;
+mod lifetime_limits;
 mod lists;
 mod logs;
 mod mandate_extensions;

@@ -55,6 +55,8 @@ mod health;
 mod idempotency;
 #[path = "../api/jwks.rs"]
 mod jwks;
+#[path = "../api/lifetime_limits.rs"]
+mod lifetime_limits;
 #[path = "../api/lists.rs"]
 mod lists;
 #[path = "../api/logs.rs"]

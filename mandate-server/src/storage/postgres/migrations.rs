@@ -9,10 +9,16 @@ use super::Result;
 use crate::storage::StorageError;
 
 /// The numbered migrations, applied in order. Never edit one that has landed: add another.
-const MIGRATIONS: &[(i64, &str)] = &[(
-    1,
-    include_str!("../../../migrations/postgres/0001_init.sql"),
-)];
+const MIGRATIONS: &[(i64, &str)] = &[
+    (
+        1,
+        include_str!("../../../migrations/postgres/0001_init.sql"),
+    ),
+    (
+        5,
+        include_str!("../../../migrations/postgres/0005_accepted_credentials.sql"),
+    ),
+];
 
 /// The highest migration this build knows.
 pub fn latest() -> i64 {

@@ -18,9 +18,12 @@ use crate::storage::deciding::{AgentHint, NewDecision, Recorded};
 /// The statement that stores a decision if the agent's version is still `$2` and its
 /// environment's mode still `$5` (`$1` the agent's key, `$3` org, `$4` env, then the
 /// decision's columns as `$6..$27`), with the review it opens and that review's event and
-/// deliveries (`$28..$36`), and its idempotency record (the last five). Returns how many
-/// decisions it stored: 1, or 0 when the agent changed meanwhile.
-fn record_sql(review: bool, idempotent: bool) -> String {
+/// deliveries (`$28..$36`), its idempotency record (the next five), and the single-use
+/// credential it accepts (the last one): the decision is then stored only if no decision
+/// accepted that credential before (its row in `accepted_credentials` is new). Returns how
+/// many decisions it stored: 1, or 0 when the agent changed meanwhile or the credential
+/// was accepted already.
+fn record_sql(review: bool, idempotent: bool, accepts: bool) -> String {
     // The decision's values, cast to their columns' types (INSERT_COLUMNS' order).
     let values: Vec<String> = (6..=27)
         .map(|n| {
@@ -32,15 +35,31 @@ fn record_sql(review: bool, idempotent: bool) -> String {
             format!("${n}::{cast}")
         })
         .collect();
+    // The last parameter: the credential accepted, if any.
+    let credential = 27 + if review { 9 } else { 0 } + if idempotent { 5 } else { 0 } + 1;
+    let (accept, gate) = if accepts {
+        (
+            format!(
+                "
+         c AS (
+            INSERT INTO accepted_credentials (org_id, env, id, decision_id, created_ms)
+            SELECT $3, $4, ${credential}::TEXT, $6::TEXT, $24::BIGINT FROM bump
+            ON CONFLICT DO NOTHING RETURNING 1),"
+            ),
+            " WHERE EXISTS (SELECT 1 FROM c)",
+        )
+    } else {
+        (String::new(), "")
+    };
     let mut sql = format!(
         "WITH bump AS (
             UPDATE agents SET version = version + 1
             WHERE seq = $1 AND version = $2
               AND EXISTS (SELECT 1 FROM environments WHERE org_id = $3 AND env = $4 AND mode = $5)
-            RETURNING seq),
+            RETURNING seq),{accept}
          d AS (
             INSERT INTO decisions ({INSERT_COLUMNS}, agent_seq)
-            SELECT {}, bump.seq FROM bump RETURNING 1)",
+            SELECT {}, bump.seq FROM bump{gate} RETURNING 1)",
         values.join(", ")
     );
     let mut next = 27;
@@ -130,15 +149,10 @@ async fn try_record(c: &impl GenericClient, new: &NewDecision) -> Result<Option<
     Ok(statement.outcome(stored))
 }
 
-/// The four variants of [`record_sql`], made once: with or without a review, with or
-/// without an idempotency record.
-static RECORD_SQL: std::sync::LazyLock<[String; 4]> = std::sync::LazyLock::new(|| {
-    [
-        record_sql(false, false),
-        record_sql(true, false),
-        record_sql(false, true),
-        record_sql(true, true),
-    ]
+/// The eight variants of [`record_sql`], made once: with or without a review, with or
+/// without an idempotency record, accepting a credential or not.
+static RECORD_SQL: std::sync::LazyLock<[String; 8]> = std::sync::LazyLock::new(|| {
+    std::array::from_fn(|i| record_sql(i & 1 != 0, i & 2 != 0, i & 4 != 0))
 });
 
 /// A decision's statement with its values, owned (the group writer sends many at once).
@@ -151,6 +165,7 @@ pub(crate) struct RecordStatement {
     params: Params,
     review: Option<ReviewValues>,
     idempotency: Option<IdempotencyValues>,
+    accepts: Option<String>,
 }
 
 impl RecordStatement {
@@ -163,6 +178,7 @@ impl RecordStatement {
             review,
             idempotency,
             hint,
+            accepts,
         } = new;
         let seq = hint.seq?;
         Some(Self {
@@ -192,13 +208,15 @@ impl RecordStatement {
                 body: r.body.0.clone(),
                 request_id: r.request_id.clone(),
             }),
+            accepts: accepts.clone(),
         })
     }
 
     /// Its SQL.
     pub(crate) fn sql(&self) -> &'static str {
-        let index =
-            usize::from(self.review.is_some()) + 2 * usize::from(self.idempotency.is_some());
+        let index = usize::from(self.review.is_some())
+            + 2 * usize::from(self.idempotency.is_some())
+            + 4 * usize::from(self.accepts.is_some());
         &RECORD_SQL[index]
     }
 
@@ -229,6 +247,9 @@ impl RecordStatement {
                 &i.request_id,
             ]);
         }
+        if let Some(id) = &self.accepts {
+            values.push(id);
+        }
         values
     }
 
@@ -256,7 +277,15 @@ mod sql_tests {
             (false, true, 32),
             (true, true, 41),
         ] {
-            let sql = record_sql(review, idempotent);
+            for accepts in [false, true] {
+                let count = count + usize::from(accepts);
+                let sql = record_sql(review, idempotent, accepts);
+                for n in 1..=count {
+                    assert!(sql.contains(&format!("${n}")), "${n} missing: {sql}");
+                }
+                assert!(!sql.contains(&format!("${}", count + 1)), "{sql}");
+            }
+            let sql = record_sql(review, idempotent, false);
             for n in 1..=count {
                 assert!(sql.contains(&format!("${n}")), "${n} missing: {sql}");
             }

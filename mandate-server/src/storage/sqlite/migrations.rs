@@ -36,6 +36,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         8,
         include_str!("../../../migrations/sqlite/0008_purge_plaintext_agent_keys.sql"),
     ),
+    (
+        12,
+        include_str!("../../../migrations/sqlite/0012_accepted_credentials.sql"),
+    ),
 ];
 
 /// The highest migration this build knows.
