@@ -12,6 +12,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Why a value is not a valid amount.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum AmountError {
     /// Not a plain decimal number (exponents, strings and other JSON types are refused).
     #[error("must be a plain decimal number such as 12.50")]

@@ -31,6 +31,7 @@ use crate::jwk::{ES256, Jwk, JwkSet};
 
 /// Why a token could not be signed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum SignError {
     /// The secret is not 32 bytes encoding a scalar in `1..n`.
     #[error("secret key must be 32 bytes encoding a p-256 scalar between 1 and n-1")]
@@ -100,7 +101,9 @@ impl Signer for P256Signer {
         let signature: Signature =
             p256::ecdsa::signature::Signer::try_sign(&self.key, signing_input)
                 .map_err(|e| SignError::Backend(e.to_string()))?;
-        Ok(signature.to_bytes().into())
+        // P-256 ECDSA makes either of (r, s) and (r, n - s); only the low one is emitted,
+        // as only the low one is accepted (see `verify_es256`).
+        Ok(signature.normalize_s().to_bytes().into())
     }
 
     fn public_jwk(&self) -> Jwk {
@@ -134,6 +137,33 @@ pub fn sign_payload(signer: &dyn Signer, payload: &[u8]) -> Result<String, SignE
     String::from_utf8(token).map_err(|e| SignError::Claims(e.to_string()))
 }
 
+/// The compact token that [`sign_payload`] made for `payload` with the key `kid`, put
+/// together again from its raw 64-byte `signature` (as [`token_signature`] takes it out):
+/// a store keeps the signature and the claims, not the whole token, and rebuilds it byte
+/// for byte.
+pub fn compact_token(kid: &str, payload: &[u8], signature: &[u8]) -> Result<String, SignError> {
+    let kid = serde_json::to_string(kid).map_err(|e| SignError::Claims(e.to_string()))?;
+    let header = format!(r#"{{"alg":"{ES256}","typ":"JWT","kid":{kid}}}"#);
+    let mut token = Vec::with_capacity((header.len() + payload.len()) * 4 / 3 + 92);
+    append_base64url(&mut token, header.as_bytes());
+    token.push(b'.');
+    append_base64url(&mut token, payload);
+    token.push(b'.');
+    append_base64url(&mut token, signature);
+    String::from_utf8(token).map_err(|e| SignError::Claims(e.to_string()))
+}
+
+/// The raw signature of a compact token (its third part decoded), `None` when the token
+/// has no third part or it is not unpadded base64url of 64 bytes.
+pub fn token_signature(token: &str) -> Option<[u8; 64]> {
+    let (_, encoded) = token.rsplit_once('.')?;
+    let mut raw = [0u8; 64];
+    match URL_SAFE_NO_PAD.decode_slice(encoded, &mut raw) {
+        Ok(64) => Some(raw),
+        _ => None,
+    }
+}
+
 /// Appends the unpadded base64url of `bytes` to `out`.
 fn append_base64url(out: &mut Vec<u8>, bytes: &[u8]) {
     let start = out.len();
@@ -149,15 +179,36 @@ fn append_base64url(out: &mut Vec<u8>, bytes: &[u8]) {
 /// Checks a raw ES256 signature (`r || s`, exactly 64 bytes) of `message` against `jwk`.
 ///
 /// Anything that is not 64 bytes (a DER signature, a short encoding), an `r` or `s` of zero
-/// or not below the group order, or a signature that does not verify gives `false`.
+/// or not below the group order, an `s` above half the group order (the "high-S" twin
+/// `(r, n - s)` of a valid signature: accepting both would give one verdict two token
+/// texts), or a signature that does not verify gives `false`.
 pub fn verify_es256(jwk: &Jwk, message: &[u8], signature: &[u8]) -> bool {
     if signature.len() != 64 {
         return false;
     }
     match Signature::from_slice(signature) {
-        Ok(signature) => jwk.verifying_key().verify(message, &signature).is_ok(),
-        Err(_) => false,
+        Ok(signature) if is_low_s(&signature) => {
+            jwk.verifying_key().verify(message, &signature).is_ok()
+        }
+        _ => false,
     }
+}
+
+/// Whether `s` is at most half the group order (the canonical one of the two twins).
+fn is_low_s(signature: &Signature) -> bool {
+    signature.normalize_s() == *signature
+}
+
+/// Whether a raw 64-byte `r || s` has an `s` above half the group order and its low-S
+/// twin verifies: a valid signature made malleable, told apart from a plain bad one.
+fn is_high_s_twin(jwk: &Jwk, message: &[u8], signature: &[u8]) -> bool {
+    Signature::from_slice(signature).is_ok_and(|signature| {
+        !is_low_s(&signature)
+            && jwk
+                .verifying_key()
+                .verify(message, &signature.normalize_s())
+                .is_ok()
+    })
 }
 
 /// What a verifier expects of a token besides its signature.
@@ -226,6 +277,7 @@ impl fmt::Display for TokenPart {
 
 /// Why a token was refused. Each way a token can be wrong has its own variant.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum TokenError {
     /// Not three segments of strict base64url (no padding), or a header that is not a JSON
     /// object of the expected shape.
@@ -247,6 +299,10 @@ pub enum TokenError {
     /// The signature does not verify against the key named by `kid`.
     #[error("signature does not verify")]
     BadSignature,
+    /// The signature's `s` is above half the group order: the malleable twin `(r, n - s)`
+    /// of a valid signature, which no signer of the service makes.
+    #[error("signature is not in low-S form (s above half the group order)")]
+    HighS,
     /// The claims are not a JSON object of the expected shape (including a non-integer `exp`
     /// or `iat`, a missing claim or an unknown one).
     #[error("malformed claims: {0}")]
@@ -390,6 +446,9 @@ fn verify_claims<C: DeserializeOwned>(
         .get(..signing_input_len)
         .unwrap_or_default();
     if !verify_es256(jwk, signing_input, &signature) {
+        if is_high_s_twin(jwk, signing_input, &signature) {
+            return Err(TokenError::HighS);
+        }
         return Err(TokenError::BadSignature);
     }
 
@@ -427,6 +486,17 @@ fn verify_claims<C: DeserializeOwned>(
         return Err(TokenError::IssuedInFuture { iat });
     }
     C::deserialize(claims).map_err(|e| TokenError::MalformedClaims(e.to_string()))
+}
+
+/// The text of a string claim of `token`, read without any check: for a token that
+/// [`verify_verdict`] already accepted (to show a verdict code it read as unknown).
+pub(crate) fn claim_text(token: &str, name: &str) -> Option<String> {
+    let payload = segment(token.split('.').nth(1)?).ok()?;
+    let claims: Value = serde_json::from_slice(&payload).ok()?;
+    claims
+        .get(name)?
+        .as_str()
+        .map(|text| text.chars().take(64).collect())
 }
 
 /// A part of a token as a JSON object whose members each appear once (at any depth).
@@ -538,6 +608,26 @@ mod tests {
         );
         assert_eq!(token.split('.').nth(2).unwrap().len(), 86);
         assert!(!token.contains('='));
+    }
+
+    /// A token taken apart into its signature and put together again from the kid and the
+    /// claims is the signed token, byte for byte; what is not a 64-byte signature is none.
+    #[test]
+    fn a_token_is_rebuilt_from_its_signature() {
+        let payload = serde_json::to_vec(&event(1)).unwrap();
+        let token = sign_payload(&signer(), &payload).unwrap();
+        let signature = token_signature(&token).unwrap();
+        assert_eq!(
+            compact_token("sandbox-1", &payload, &signature).unwrap(),
+            token
+        );
+        assert_ne!(
+            compact_token("sandbox-2", &payload, &signature).unwrap(),
+            token
+        );
+        for bad in ["", "a.b", "a.b.c", "a.b.!!", &format!("{token}AAAA")] {
+            assert_eq!(token_signature(bad), None, "{bad}");
+        }
     }
 
     #[test]

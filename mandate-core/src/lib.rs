@@ -111,6 +111,7 @@
 //!
 //! - [`amount`]: exact, non-negative money amounts read from JSON number text.
 //! - [`claims`]: the claims of signed verdicts and webhook events.
+//! - [`counterparty`]: the whole check a counterparty runs before it settles, in one call.
 //! - [`cursor`]: HMAC-signed, expiring pagination cursors bound to a list, filters and scope.
 //! - [`delivery`]: event types and the webhook retry schedule as pure decisions.
 //! - [`environment`]: which environment, sandbox or live, signed a token (by its `kid`).
@@ -121,7 +122,8 @@
 //! - [`history`]: an agent's velocity window and month-to-date spend.
 //! - [`id`]: prefixed object identifiers (`dec_`, `mnd_`, `agt_`, ...).
 //! - [`idempotency`]: what to do with a request given what is stored under its key.
-//! - [`jwk`]: strict ES256 public JWKs and JWK Sets.
+//! - [`jwk`]: ES256 public JWKs, and JWK Sets that skip keys of other kinds.
+//! - [`jwks_cache`]: when to fetch a JWK Set again (`Cache-Control`, unknown kids).
 //! - [`jws`]: ES256 compact JWS signing and verification of verdicts and events.
 //! - [`mandate`]: mandate drafts, stored mandates and their status at a given time.
 //! - [`names`]: agent names, recipients, principals, categories and currencies.
@@ -133,6 +135,7 @@
 
 pub mod amount;
 pub mod claims;
+pub mod counterparty;
 pub mod cursor;
 pub mod delivery;
 pub mod environment;
@@ -143,6 +146,7 @@ pub mod history;
 pub mod id;
 pub mod idempotency;
 pub mod jwk;
+pub mod jwks_cache;
 pub mod jws;
 pub mod mandate;
 pub mod names;
@@ -150,3 +154,25 @@ pub mod policy;
 pub mod review;
 pub mod timefmt;
 pub mod wire;
+
+// What an embedder uses, at the root. The modules stay public for the rest.
+pub use amount::{Amount, AmountError};
+pub use claims::{
+    EVENT_LIFETIME_SECS, EventClaims, Issuance, RequestClaims, VERDICT_LIFETIME_SECS, VerdictClaims,
+};
+pub use counterparty::{
+    CheckError, Counterparty, EnvironmentPolicy, ExpectedTransaction, MemoryReplayGuard, Objection,
+    ReplayGuard, ReplayGuardError, Seen, VerifiedVerdict,
+};
+pub use environment::Environment;
+pub use history::AgentHistory;
+pub use id::{AgentId, DecisionId, EventId, MandateId, Nonce};
+pub use jwk::{Jwk, JwkError, JwkSet};
+pub use jwks_cache::{CachePolicy, KeySetCache, NextFetch};
+pub use jws::{
+    P256Signer, SignError, Signer, TokenError, VerifyOptions, sign_token, verify_event,
+    verify_verdict,
+};
+pub use mandate::{Mandate, MandateDraft, MandateStatus};
+pub use names::{Category, Currency, Recipient};
+pub use policy::{AuthorizationRequest, Evaluation, Mode, Reason, Verdict, evaluate};

@@ -28,8 +28,13 @@ use crate::mandate::{Mandate, MandateStatus, RecipientRefusal, format_date};
 use crate::names::{Category, Currency, Recipient};
 
 /// The outcome of an authorization request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+///
+/// New denial codes are compatible additions (decisions.md, third round): the enum is
+/// `#[non_exhaustive]`, and a code this version of the crate does not know is read as
+/// [`Verdict::Unknown`], a denial, never as `allow`. The engine never returns `Unknown`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Verdict {
     /// Within all limits.
     Allow,
@@ -52,6 +57,10 @@ pub enum Verdict {
     DenyRecipient,
     /// A limit (per transaction, per day, per week, per month, or the currency) is exceeded.
     DenyLimit,
+    /// A code this version of the crate does not know, read from a token or a stored
+    /// decision of a later server: a denial. Written as `unknown`; never in [`Verdict::ALL`]
+    /// and never returned by [`Verdict::parse`] or the engine.
+    Unknown,
 }
 
 impl Verdict {
@@ -82,17 +91,39 @@ impl Verdict {
             Self::DenyCategory => "deny_category",
             Self::DenyRecipient => "deny_recipient",
             Self::DenyLimit => "deny_limit",
+            Self::Unknown => "unknown",
         }
     }
 
-    /// Parses the wire form.
+    /// Parses the wire form of a code this crate knows; `None` for any other text
+    /// (`unknown` included).
     pub fn parse(text: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|v| v.as_str() == text)
     }
 
-    /// Whether this is one of the `deny_*` codes.
+    /// Reads a code as a verifier must: a code this crate does not know is
+    /// [`Verdict::Unknown`], a denial.
+    pub fn parse_lenient(text: &str) -> Self {
+        Self::parse(text).unwrap_or(Self::Unknown)
+    }
+
+    /// Whether this is one of the `deny_*` codes, or a code this crate does not know.
     pub fn is_denial(self) -> bool {
         !matches!(self, Self::Allow | Self::Review)
+    }
+
+    /// Whether this is exactly `allow`: the one verdict a counterparty acts on.
+    pub fn is_allow(self) -> bool {
+        self == Self::Allow
+    }
+}
+
+impl<'de> Deserialize<'de> for Verdict {
+    /// Reads any string: a code this crate does not know becomes [`Verdict::Unknown`], so
+    /// a token from a later server with a new denial code still reads (as a denial).
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = std::borrow::Cow::<str>::deserialize(deserializer)?;
+        Ok(Self::parse_lenient(&text))
     }
 }
 
@@ -247,6 +278,7 @@ impl AuthorizationRequest {
 
 /// A spend window shorter than the month, limited by `limits.per_day` or `limits.per_week`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum SpendWindow {
     /// The UTC calendar day.
     Day,
@@ -256,6 +288,7 @@ pub enum SpendWindow {
 
 /// A window of a count limit (`limits.count`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum CountWindow {
     /// The UTC calendar day.
     Day,

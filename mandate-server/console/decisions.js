@@ -1,8 +1,8 @@
-// Decisions: the log, newest first, with filters; one decision's details, its token when
-// this tab received it (the API does not return tokens on reads), and a verify that checks
-// a token against the published JWK Set in the browser.
+// Decisions: the log, newest first, with filters; one decision's details with its token as
+// the API reads it back (null for decisions stored before tokens were kept), and a verify
+// that checks a token against the published JWK Set in the browser.
 
-import { h, fill, details, money, when, verdictBadge, heading } from "./dom.js";
+import { h, fill, details, money, when, utc, verdictBadge, heading } from "./dom.js";
 import { verifyToken, renderChecks } from "./verify.js";
 
 const VERDICTS = ["allow", "review", "deny_no_mandate", "deny_revoked", "deny_expired", "deny_velocity", "deny_category", "deny_recipient", "deny_limit"];
@@ -44,7 +44,7 @@ export async function render(ctx, root, id) {
         "table",
         { id: "decision-table" },
         h("caption", { class: "sr-only" }, "Decisions, newest first"),
-        h("thead", {}, h("tr", {}, ["When", "Agent", "Amount", "Recipient", "Category", "Verdict", "Policy verdict", "Mode"].map((c) => h("th", { scope: "col" }, c)))),
+        h("thead", {}, h("tr", {}, ["When", "Agent", "Amount", "Recipient", "Category", "Verdict", "Policy verdict", "Mode", "Review"].map((c) => h("th", { scope: "col" }, c)))),
         body,
       ),
     ),
@@ -94,13 +94,16 @@ function row(d) {
     h("td", {}, verdictBadge(d.verdict)),
     h("td", {}, d.policy_verdict),
     h("td", {}, d.mode),
+    // Where the review it opened stands (pending, approved, denied, expired), not just
+    // that it opened one.
+    h("td", { class: "review-status" }, d.review ? d.review_status || "—" : "—"),
   );
 }
 
 async function detail(ctx, root, id) {
   const d = await ctx.api.get(`/v1/decisions/${encodeURIComponent(id)}`);
   const r = d.request;
-  const known = ctx.tokens.get(d.id) || "";
+  const known = d.verdict_token || ctx.tokens.get(d.id) || "";
   const token = h("textarea", { id: "token", class: "token", rows: "5", spellcheck: "false", "aria-describedby": "token-help" }, known);
   const checks = h("div", { class: "checks", id: "checks" });
   const verify = h(
@@ -133,9 +136,10 @@ async function detail(ctx, root, id) {
       ["Mandate", d.mandate ? h("a", { href: `#mandates/${d.mandate}` }, d.mandate) : null],
       ["Review", d.review ? `${d.review}${d.review_status ? ` (${d.review_status})` : ""}` : null],
       ["Review expires", d.review_expires_at ? when(d.review_expires_at) : undefined],
+      ["Approved as", d.review_resolution ? h("a", { id: "resolution", href: `#decisions/${d.review_resolution}` }, d.review_resolution) : undefined],
       ["Supersedes", d.supersedes ? h("a", { href: `#decisions/${d.supersedes}` }, d.supersedes) : null],
       ["Created", when(d.created_at)],
-      ["Token issued / expires", `${new Date(Number(d.iat) * 1000).toLocaleString()} / ${new Date(Number(d.exp) * 1000).toLocaleString()}`],
+      ["Token issued / expires", `${utc(new Date(Number(d.iat) * 1000))} / ${utc(new Date(Number(d.exp) * 1000))}`],
       ["Nonce", d.nonce],
       ["Policy version", d.policy_version],
       ["Issuer", d.iss],
@@ -145,8 +149,8 @@ async function detail(ctx, root, id) {
       "p",
       { class: "hint", id: "token-help" },
       known
-        ? "The token this tab received for this decision. Verify checks it here, in your browser, against the published JWK Set."
-        : "The server does not return tokens when decisions are read. Paste the token the agent or the counterparty holds to check it is this decision's, signed by this server.",
+        ? "The token signed for this decision. Verify checks it here, in your browser, against the published JWK Set."
+        : "This decision was stored before tokens were kept. Paste the token the agent or the counterparty holds to check it is this decision's, signed by this server.",
     ),
     h("label", { for: "token" }, "Verdict token"),
     token,

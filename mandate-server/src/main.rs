@@ -449,7 +449,15 @@ async fn run(cli: Cli) -> Result<(), String> {
                 });
             }
             if with_demo {
-                demo::run(&running).await?;
+                demo::run(&running, &config.db).await?;
+                if running.keys_unencrypted {
+                    print_out(&format!(
+                        "Advice: {} (not needed for a demo; see docs/operations.md).",
+                        serve::unencrypted_advice()
+                    ));
+                }
+            } else if running.keys_unencrypted {
+                tracing::warn!("{}", serve::unencrypted_advice());
             }
             let handles = running.shutdown_handles();
             tokio::spawn(async move {
@@ -512,7 +520,14 @@ async fn run(cli: Cli) -> Result<(), String> {
         } => {
             let store = open(&db).await?;
             operator::set_rate(ops(&store), &key, per_second).map_err(|e| e.to_string())?;
-            println!("rate set to {per_second} requests per second");
+            println!(
+                "rate set to {per_second} {} per second",
+                if per_second == 1 {
+                    "request"
+                } else {
+                    "requests"
+                }
+            );
             Ok(())
         }
         Command::ListKeys { db, org } => {

@@ -156,12 +156,24 @@ pub struct Running {
     /// The SQLite engine's database handle, for tests that write rows directly (`None` on
     /// PostgreSQL).
     pub db: Option<Db>,
+    /// The signing keys are stored unencrypted (SQLite without a key-encryption key):
+    /// the caller says so, with [`unencrypted_advice`].
+    pub keys_unencrypted: bool,
     /// This process's id among the processes sharing the database (its heartbeat row).
     process_id: String,
     handles: Vec<Handle<SocketAddr>>,
     servers: Vec<JoinHandle<Result<(), std::io::Error>>>,
     refresher: JoinHandle<()>,
     worker: Worker,
+}
+
+/// What to do about signing keys stored unencrypted.
+pub fn unencrypted_advice() -> String {
+    format!(
+        "signing keys are stored unencrypted; set {} or {} to encrypt them at rest",
+        at_rest::KEK_VAR,
+        at_rest::KEK_FILE_FLAG
+    )
 }
 
 fn bind(addr: &str) -> Result<TcpListener, ServeError> {
@@ -261,13 +273,12 @@ pub async fn start_with(
         .map_err(db_error)?;
     let now = clock.now();
     let keys = Arc::new(config.key_encryption.clone());
+    let keys_unencrypted = keys.current_id().is_none();
     let prepared = at_rest::prepare(&*store, &keys)?;
     match keys.current_id() {
-        None => tracing::warn!(
-            "signing keys are stored unencrypted; set {} or {} to encrypt them at rest",
-            at_rest::KEK_VAR,
-            at_rest::KEK_FILE_FLAG
-        ),
+        // Said by the caller once it has started (`serve` logs it; `serve --demo` gives it
+        // as advice after the session): see `Running::keys_unencrypted`.
+        None => {}
         Some(id) if prepared.sealed_now > 0 => tracing::info!(
             "sealed {} signing keys stored in plaintext under key-encryption key {id}",
             prepared.sealed_now
@@ -411,6 +422,7 @@ pub async fn start_with(
     Ok(Running {
         api_addr,
         public_addr,
+        keys_unencrypted,
         state,
         db,
         handles,

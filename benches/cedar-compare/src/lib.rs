@@ -352,6 +352,7 @@ impl Rule {
                     CountWindow::Week => Rule::DenyLimitCountWeek,
                     CountWindow::Month => Rule::DenyLimitCountMonth,
                     CountWindow::Total => Rule::DenyLimitCountTotal,
+                    _ => Rule::DenyNoMandate,
                 },
                 _ => Rule::DenyLimitPerTransaction,
             },

@@ -31,6 +31,7 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 
 use super::Context;
+use super::listen_order::Reorder;
 use crate::client::{self, HttpOptions};
 use crate::error::{CliError, CmdResult, Exit};
 use crate::http1::{self, Limits, printable};
@@ -45,7 +46,9 @@ Each POST must carry an event JWT (Content-Type application/jwt). It is verified
 (exp, five minutes after the attempt was signed) and no iat in the future, each with a \
 minute of skew) and one line is printed: time, event id, type, and \
 verified, duplicate, or REJECTED with the reason; with --json one JSON object per line, \
-holding the claims. The answer is 200 for a verified event and for a repeat of an id \
+holding the claims. Deliveries are concurrent, so events can arrive out of order: each \
+line is held --order-window milliseconds (500) and lines are printed in the order the \
+events were made (by event id). The answer is 200 for a verified event and for a repeat of an id \
 already acknowledged, 400 for a rejected one (415 for another Content-Type).\n\n\
 The key set comes from --jwks FILE (with --issuer), or from --jwks-url: the verdicts URL \
 or its /.well-known/jwks.json, which also gives the issuer. It is loaded again when a \
@@ -87,6 +90,10 @@ pub struct ListenArgs {
     /// Exit after this many POSTs (verified, duplicate or rejected)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub max_events: Option<u64>,
+    /// Hold each line this long so that events that arrive out of order (deliveries are
+    /// concurrent) print in the order they were made, by event id; 0 prints at once
+    #[arg(long, value_name = "MS", default_value_t = 500)]
+    pub order_window: u64,
 }
 
 /// Connections served at once; more are answered 503.
@@ -159,12 +166,13 @@ impl Keys {
                 match (self.load)() {
                     Ok(set) => {
                         self.replace(set);
-                        verify_event(token, &self.set, &options).map_err(|e| e.to_string())
+                        verify_event(token, &self.set, &options)
+                            .map_err(|e| output::token_error(&e))
                     }
                     Err(e) => Err(format!("{unknown}, and loading the set again failed: {e}")),
                 }
             }
-            other => other.map_err(|e| e.to_string()),
+            other => other.map_err(|e| output::token_error(&e)),
         }
     }
 
@@ -378,6 +386,8 @@ struct Shared {
     /// A write to stdout failed (a closed pipe): stop.
     output_failed: AtomicBool,
     limits: Limits,
+    /// Lines held back to be printed in the order the events were made.
+    order: Reorder,
 }
 
 fn is_jwt(content_type: Option<&str>) -> bool {
@@ -465,8 +475,18 @@ impl Shared {
             }
         }
         let forward_url = self.forward.as_ref().map(|f| &f.url);
-        if output::line(&outcome.render(self.json, forward_url)).is_err() {
-            self.output_failed.store(true, Ordering::SeqCst);
+        let key = outcome.claims.as_ref().map(|c| c.jti.to_string());
+        self.order
+            .push(key, outcome.render(self.json, forward_url), Instant::now());
+        self.flush(false);
+    }
+
+    /// Prints the lines held that are due (all of them with `all`), in event order.
+    fn flush(&self, all: bool) {
+        for line in self.order.due(Instant::now(), all) {
+            if output::line(&line).is_err() {
+                self.output_failed.store(true, Ordering::SeqCst);
+            }
         }
     }
 
@@ -566,7 +586,8 @@ pub fn run(args: ListenArgs, ctx: &Context) -> CmdResult {
     let issuer = keys.issuer.clone();
     let key_count = keys.set.keys.len();
     output::note(&format!(
-        "verifying events from {issuer} with {key_count} key(s) from {source}{}; Ctrl-C to stop",
+        "verifying events from {issuer} with {} from {source}{}; Ctrl-C to stop",
+        output::count(key_count as u64, "key", "keys"),
         forward
             .as_ref()
             .map(|f| format!("; forwarding to {}", f.url))
@@ -584,9 +605,11 @@ pub fn run(args: ListenArgs, ctx: &Context) -> CmdResult {
         tally: Mutex::new(Tally::default()),
         output_failed: AtomicBool::new(false),
         limits: Limits::default(),
+        order: Reorder::new(Duration::from_millis(args.order_window)),
     });
     let mut connections: Vec<JoinHandle<()>> = Vec::new();
     while !stop.load(Ordering::SeqCst) && !shared.done() {
+        shared.flush(false);
         match listener.accept() {
             Ok((mut stream, peer)) => {
                 connections.retain(|c| !c.is_finished());
@@ -620,13 +643,14 @@ pub fn run(args: ListenArgs, ctx: &Context) -> CmdResult {
     connections.retain(|c| !c.is_finished());
     if !connections.is_empty() {
         output::note(&format!(
-            "waiting for {} request(s) in flight (Ctrl-C again to exit at once)",
-            connections.len()
+            "waiting for {} in flight (Ctrl-C again to exit at once)",
+            output::count(connections.len() as u64, "request", "requests")
         ));
     }
     for connection in connections {
         let _ = connection.join();
     }
+    shared.flush(true);
     let tally = lock(&shared.tally);
     output::note(&format!(
         "stopped: {} verified, {} duplicate, {} rejected",

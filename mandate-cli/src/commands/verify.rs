@@ -216,13 +216,19 @@ impl SignedBy {
         format!("{name} (kid {})", self.kid)
     }
 
-    /// Why the key's environment is not acceptable, if it is not.
-    fn objection(&self, sandbox_allowed: bool) -> Option<String> {
+    /// Why the key's environment is not acceptable, if it is not; `event` for a webhook
+    /// event, which reports a change rather than authorizing a payment.
+    fn objection(&self, sandbox_allowed: bool, event: bool) -> Option<String> {
+        let meaning = if event {
+            "a sandbox event reports only what happened in the sandbox"
+        } else {
+            "a sandbox token authorizes no real payment"
+        };
         match self.environment {
             Some(Environment::Live) => None,
             Some(Environment::Sandbox) if sandbox_allowed => None,
             Some(Environment::Sandbox) => Some(format!(
-                "signed with the sandbox key {}: a sandbox token authorizes no real payment; pass --sandbox to accept it while testing",
+                "signed with the sandbox key {}: {meaning}; pass --sandbox to accept it while testing",
                 self.kid
             )),
             None => Some(format!(
@@ -334,11 +340,11 @@ pub fn run(args: VerifyArgs, ctx: &Context) -> CmdResult {
     };
 
     if args.event {
-        let claims =
-            verify_event(&token, &set, &options).map_err(|e| CliError::Rejected(e.to_string()))?;
+        let claims = verify_event(&token, &set, &options)
+            .map_err(|e| CliError::Rejected(output::token_error(&e)))?;
         let value = encode(serde_json::to_value(&claims))?;
         let signed_by = SignedBy::of(&token);
-        if let Some(objection) = signed_by.objection(args.sandbox) {
+        if let Some(objection) = signed_by.objection(args.sandbox, true) {
             return refuse(&value, &signed_by, vec![objection], ctx.json);
         }
         if let Some(replay) = replayed(&args, claims.jti.as_str(), now)? {
@@ -348,11 +354,14 @@ pub fn run(args: VerifyArgs, ctx: &Context) -> CmdResult {
         return Ok(Exit::Success);
     }
 
-    let claims =
-        verify_verdict(&token, &set, &options).map_err(|e| CliError::Rejected(e.to_string()))?;
+    let claims = verify_verdict(&token, &set, &options)
+        .map_err(|e| CliError::Rejected(output::token_error(&e)))?;
     let value = encode(serde_json::to_value(&claims))?;
     let signed_by = SignedBy::of(&token);
-    let mut reasons: Vec<String> = signed_by.objection(args.sandbox).into_iter().collect();
+    let mut reasons: Vec<String> = signed_by
+        .objection(args.sandbox, false)
+        .into_iter()
+        .collect();
     reasons.extend(objections(&args, &claims));
     if !reasons.is_empty() {
         return refuse(&value, &signed_by, reasons, ctx.json);

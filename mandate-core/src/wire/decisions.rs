@@ -57,10 +57,29 @@ pub struct Decision {
     /// Where the review it opened stands, on the same reads as `review_expires_at`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub review_status: Option<ReviewStatus>,
+    /// Once the review it opened was approved: the fresh decision the approval made (the
+    /// review's `resolution`), on the same reads as `review_expires_at`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review_resolution: Option<DecisionId>,
     /// On a decision made by approving a review: the original decision.
     pub supersedes: Option<DecisionId>,
     /// The verdict returned.
     pub verdict: Verdict,
+    /// On reads of the log: the token answered when it was made, byte for byte
+    /// (`Some(None)`, written `null`, for a decision stored before tokens were kept); absent
+    /// (`None`) in events' data.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    pub verdict_token: Option<Option<String>>,
+}
+
+/// A member that is present, even as `null`: `Some(None)` for `null` (absent is `None`,
+/// through `#[serde(default)]`).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+    Option::<String>::deserialize(d).map(Some)
 }
 
 /// The answer to the request (or approval) that made a decision: the decision's members

@@ -25,7 +25,7 @@ use super::agents::{AgentSlot, AgentState, AgentStates, Slot};
 use super::modes::ModeCache;
 use crate::clock::{fill_random, ms, ordered16};
 use crate::model::Env;
-use crate::model::decision::Decision;
+use crate::model::decision::{Decision, TokenSignature};
 use crate::storage::StorageError;
 use crate::storage::deciding::{DecidingStore, NewDecision, Recorded, Resolution};
 use crate::storage::idempotency::IdempotencyRecord;
@@ -270,6 +270,7 @@ impl<'a> Decider<'a> {
             created_ms: ms(self.now),
             is_request: approval.is_none(),
             review_state: None,
+            signature: TokenSignature::of(self.signer.kid(), &token),
         };
         let encoding = |e: serde_json::Error| DecisionError::Encoding(e.to_string());
         let body = decision

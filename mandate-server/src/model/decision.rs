@@ -32,15 +32,43 @@ pub struct Decision {
     /// On a decision read from the log that opened a review: where the review stands
     /// (`None` on a decision being made, whose answer carries the whole review).
     pub review_state: Option<ReviewState>,
+    /// What its token is rebuilt from with the claims (see [`Decision::token`]); `None`
+    /// on decisions stored before tokens were kept.
+    pub signature: Option<TokenSignature>,
+}
+
+/// A decision's token as stored: the key id and the raw 64-byte ES256 signature. With the
+/// claims (stored column by column) they give back the compact JWS that was answered,
+/// byte for byte, at ~80 bytes a decision instead of the ~700 of the token itself
+/// (docs/performance.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenSignature {
+    /// The `kid` of the key that signed it.
+    pub kid: String,
+    /// `r || s`.
+    pub bytes: Vec<u8>,
+}
+
+impl TokenSignature {
+    /// The signature of `token`, made with the key `kid`; `None` if the token has no
+    /// 64-byte signature (no signer here makes one).
+    pub fn of(kid: &str, token: &str) -> Option<Self> {
+        mandate_core::jws::token_signature(token).map(|raw| Self {
+            kid: kid.to_owned(),
+            bytes: raw.to_vec(),
+        })
+    }
 }
 
 /// Where the review a stored decision opened stands, as read with the decision.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReviewState {
     /// Pending, approved, denied or expired.
     pub status: ReviewStatus,
     /// When it expires (or expired) unresolved, unix ms.
     pub expires_ms: i64,
+    /// Once approved: the fresh decision the approval made (its `resolution`).
+    pub resolution: Option<DecisionId>,
 }
 
 /// The decision object of the API, serialized straight from a [`Decision`] (no
@@ -71,6 +99,8 @@ pub struct DecisionView<'a> {
     review_status: Option<ReviewStatus>,
     #[serde(skip_serializing_if = "Option::is_none")]
     review_expires_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    review_resolution: Option<&'a DecisionId>,
     created_at: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     verdict_token: Option<&'a str>,
@@ -95,6 +125,8 @@ struct DecisionTail<'v, 'a> {
     review_status: Option<ReviewStatus>,
     #[serde(skip_serializing_if = "Option::is_none")]
     review_expires_at: Option<&'v str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    review_resolution: Option<&'a DecisionId>,
     created_at: &'v str,
 }
 
@@ -107,6 +139,7 @@ impl<'a> DecisionView<'a> {
             review: &self.review,
             review_status: self.review_status,
             review_expires_at: self.review_expires_at.as_deref(),
+            review_resolution: self.review_resolution,
             created_at: &self.created_at,
         }
     }
@@ -220,18 +253,37 @@ impl Decision {
             reason: self.reason.as_deref(),
             supersedes: self.supersedes.as_ref(),
             review: ReviewField::Id(self.review.as_ref()),
-            review_status: self.review_state.map(|r| r.status),
+            review_status: self.review_state.as_ref().map(|r| r.status),
             review_expires_at: self
                 .review_state
+                .as_ref()
                 .map(|r| format_timestamp(from_ms(r.expires_ms))),
+            review_resolution: self
+                .review_state
+                .as_ref()
+                .and_then(|r| r.resolution.as_ref()),
             created_at: format_timestamp(from_ms(self.created_ms)),
             verdict_token: None,
         }
     }
 
-    /// The decision object of the API as a JSON value.
+    /// The decision object of the API as read from the log (a JSON value): with its
+    /// `verdict_token`, rebuilt, or `null` for a decision stored before tokens were kept.
     pub fn to_json(&self) -> Value {
-        serde_json::to_value(self.view()).unwrap_or(Value::Null)
+        let mut json = serde_json::to_value(self.view()).unwrap_or(Value::Null);
+        if let Value::Object(members) = &mut json {
+            let token = self.token().map_or(Value::Null, Value::String);
+            members.insert("verdict_token".into(), token);
+        }
+        json
+    }
+
+    /// The token answered when this decision was made, rebuilt byte for byte from its
+    /// claims and [`Decision::signature`]; `None` without a stored signature.
+    pub fn token(&self) -> Option<String> {
+        let signature = self.signature.as_ref()?;
+        let payload = serde_json::to_vec(&self.claims).ok()?;
+        mandate_core::jws::compact_token(&signature.kid, &payload, &signature.bytes).ok()
     }
 }
 
@@ -272,6 +324,7 @@ mod tests {
             created_ms: 1_795_000_000_123,
             is_request: true,
             review_state: None,
+            signature: None,
         }
     }
 
@@ -294,6 +347,7 @@ mod tests {
         read.review_state = Some(ReviewState {
             status: ReviewStatus::Pending,
             expires_ms: 1_795_086_400_123,
+            resolution: None,
         });
         let decisions = [decision(), no_mandate, escaped, read];
         let review = Review::open(
@@ -351,6 +405,7 @@ mod tests {
         read.review_state = Some(ReviewState {
             status: ReviewStatus::Denied,
             expires_ms: 1_795_086_400_123,
+            resolution: None,
         });
         let review = Review::open(
             ReviewId::parse("rev_one").unwrap(),

@@ -47,6 +47,7 @@ fn decision(agent: &str, verdict: Verdict, n: usize, iat: i64) -> Decision {
         created_ms: iat * 1000,
         is_request: true,
         review_state: None,
+        signature: None,
     }
 }
 

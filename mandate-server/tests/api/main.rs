@@ -36,6 +36,7 @@ mod mandate_extensions;
 mod mandates;
 mod metrics;
 mod reviews;
+mod stored_tokens;
 mod webhooks;
 mod wire;
 

@@ -69,6 +69,8 @@ mod mandates;
 mod metrics;
 #[path = "../api/reviews.rs"]
 mod reviews;
+#[path = "../api/stored_tokens.rs"]
+mod stored_tokens;
 #[path = "../api/webhooks.rs"]
 mod webhooks;
 #[path = "../api/wire.rs"]

@@ -289,6 +289,17 @@ async fn a_person_approves_and_denies_reviews_that_arrive_while_the_page_is_open
         )
         .await;
     assert_eq!(verdicts, json!(["review", "review"]));
+    // Each row says where its review stands: one approved, one denied, neither pending.
+    let statuses = b
+        .js(
+            "return [...document.querySelectorAll('#decision-table tbody td.review-status')].map(e => e.textContent).sort();",
+            vec![],
+        )
+        .await;
+    assert_eq!(statuses, json!(["approved", "denied"]));
+    // Times are shown in UTC, the zone named.
+    let first_time = b.text("#decision-table tbody time").await;
+    assert!(first_time.ends_with(" UTC"), "{first_time}");
     // The detail shows the token this tab received for the decision.
     b.goto(&format!("{}#decisions/{}", console.url(), claims.jti))
         .await;
@@ -328,10 +339,31 @@ async fn a_person_approves_and_denies_reviews_that_arrive_while_the_page_is_open
     b.click("#verify").await;
     let checks = b.wait_text("#verification", "Not valid").await;
     assert!(checks.contains("Failed: Signature"), "{checks}");
-    // The token of another decision is refused as not this decision's.
+    // The original decision, which this tab never received, shows its own token as the API
+    // reads it back: signed by this server and this decision's, a review (no authorization
+    // to pay), and it links to the fresh decision its approval made.
     b.goto(&format!("{}#decisions/{original}", console.url()))
         .await;
     b.wait_text("#screen h1", &original).await;
+    let stored = b
+        .js("return document.getElementById('token').value;", vec![])
+        .await;
+    let stored = stored.as_str().unwrap_or_default().to_owned();
+    assert_eq!(stored.split('.').count(), 3, "{stored}");
+    assert_ne!(stored, token);
+    b.click("#verify").await;
+    let checks = b.wait_text("#verification", "Not valid").await;
+    assert!(checks.contains("Passed: Signature"), "{checks}");
+    assert!(checks.contains("Passed: Decision"), "{checks}");
+    assert!(checks.contains("Failed: Verdict"), "{checks}");
+    let resolution = b
+        .js(
+            "return document.getElementById('resolution').textContent;",
+            vec![],
+        )
+        .await;
+    assert_eq!(resolution, json!(claims.jti.as_str()));
+    // The token of another decision is refused as not this decision's.
     b.type_into("#token", &token).await;
     b.click("#verify").await;
     let checks = b.wait_text("#verification", "Not valid").await;

@@ -12,7 +12,7 @@ use tokio_postgres::types::ToSql;
 
 use super::Result;
 use crate::model::Env;
-use crate::model::decision::{Decision, ReviewState};
+use crate::model::decision::{Decision, ReviewState, TokenSignature};
 use crate::storage::StorageError;
 use crate::storage::decisions::Filters;
 
@@ -20,7 +20,7 @@ use crate::storage::decisions::Filters;
 /// each insert supplies it its own way).
 pub(crate) const INSERT_COLUMNS: &str = "id, org_id, env, agent_id, mandate_id, verdict,
     policy_verdict, reason, mode, amount, currency, recipient, category, nonce, policy_version,
-    iss, iat, exp, created_ms, supersedes, review_id, is_request";
+    iss, iat, exp, created_ms, supersedes, review_id, is_request, signing_kid, signature";
 
 /// A decision's values for an insert, owned, borrowed by [`Params::refs`].
 pub(crate) struct Params {
@@ -46,6 +46,8 @@ pub(crate) struct Params {
     supersedes: Option<String>,
     review: Option<String>,
     is_request: bool,
+    signing_kid: Option<String>,
+    signature: Option<Vec<u8>>,
 }
 
 impl Params {
@@ -75,11 +77,13 @@ impl Params {
             supersedes: d.supersedes.as_ref().map(|s| s.as_str().to_owned()),
             review: d.review.as_ref().map(|r| r.as_str().to_owned()),
             is_request: d.is_request,
+            signing_kid: d.signature.as_ref().map(|s| s.kid.clone()),
+            signature: d.signature.as_ref().map(|s| s.bytes.clone()),
         }
     }
 
     /// The values in [`INSERT_COLUMNS`]' order.
-    pub(crate) fn refs(&self) -> [&(dyn ToSql + Sync); 22] {
+    pub(crate) fn refs(&self) -> [&(dyn ToSql + Sync); 24] {
         [
             &self.id,
             &self.org_id,
@@ -103,6 +107,8 @@ impl Params {
             &self.supersedes,
             &self.review,
             &self.is_request,
+            &self.signing_kid,
+            &self.signature,
         ]
     }
 }
@@ -119,7 +125,7 @@ pub async fn insert(
         .prepare_cached(&format!(
             "INSERT INTO decisions ({INSERT_COLUMNS}, agent_seq)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
-                $17, $18, $19, $20, $21, $22, $23)"
+                $17, $18, $19, $20, $21, $22, $23, $24, $25)"
         ))
         .await?;
     let params = Params::of(org_id, env, d);
@@ -137,7 +143,10 @@ const COLUMNS: &str = "seq, id, agent_id, mandate_id, verdict, policy_verdict, r
     CASE WHEN review_id IS NULL THEN NULL
          ELSE (SELECT status FROM reviews WHERE reviews.id = decisions.review_id) END,
     CASE WHEN review_id IS NULL THEN NULL
-         ELSE (SELECT expires_ms FROM reviews WHERE reviews.id = decisions.review_id) END";
+         ELSE (SELECT expires_ms FROM reviews WHERE reviews.id = decisions.review_id) END,
+    CASE WHEN review_id IS NULL THEN NULL
+         ELSE (SELECT resolution FROM reviews WHERE reviews.id = decisions.review_id) END,
+    signing_kid, signature";
 
 fn verdict_from(text: &str) -> Result<Verdict> {
     Verdict::parse(text).ok_or_else(|| StorageError::Corrupt(format!("verdict {text:?}")))
@@ -191,7 +200,18 @@ fn decode(r: &Row) -> Result<(i64, Decision)> {
                 (Some(status), Some(expires_ms)) => Some(ReviewState {
                     status: ReviewStatus::parse(status).ok_or_else(|| bad("review status"))?,
                     expires_ms,
+                    resolution: optional(23)
+                        .map(DecisionId::parse)
+                        .transpose()
+                        .map_err(|_| bad("review resolution"))?,
                 }),
+                _ => None,
+            },
+            signature: match (
+                r.get::<_, Option<String>>(24),
+                r.get::<_, Option<Vec<u8>>>(25),
+            ) {
+                (Some(kid), Some(bytes)) => Some(TokenSignature { kid, bytes }),
                 _ => None,
             },
         },

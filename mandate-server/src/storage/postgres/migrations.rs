@@ -15,6 +15,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         include_str!("../../../migrations/postgres/0001_init.sql"),
     ),
     (
+        2,
+        include_str!("../../../migrations/postgres/0002_decision_signatures.sql"),
+    ),
+    (
         5,
         include_str!("../../../migrations/postgres/0005_accepted_credentials.sql"),
     ),

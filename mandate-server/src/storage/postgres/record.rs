@@ -17,26 +17,27 @@ use crate::storage::deciding::{AgentHint, NewDecision, Recorded};
 
 /// The statement that stores a decision if the agent's version is still `$2` and its
 /// environment's mode still `$5` (`$1` the agent's key, `$3` org, `$4` env, then the
-/// decision's columns as `$6..$27`), with the review it opens and that review's event and
-/// deliveries (`$28..$36`), its idempotency record (the next five), and the single-use
+/// decision's columns as `$6..$29`), with the review it opens and that review's event and
+/// deliveries (`$30..$38`), its idempotency record (the next five), and the single-use
 /// credential it accepts (the last one): the decision is then stored only if no decision
 /// accepted that credential before (its row in `accepted_credentials` is new). Returns how
 /// many decisions it stored: 1, or 0 when the agent changed meanwhile or the credential
 /// was accepted already.
 fn record_sql(review: bool, idempotent: bool, accepts: bool) -> String {
     // The decision's values, cast to their columns' types (INSERT_COLUMNS' order).
-    let values: Vec<String> = (6..=27)
+    let values: Vec<String> = (6..=29)
         .map(|n| {
             let cast = match n {
                 22..=24 => "BIGINT",
                 27 => "BOOLEAN",
+                29 => "BYTEA",
                 _ => "TEXT",
             };
             format!("${n}::{cast}")
         })
         .collect();
     // The last parameter: the credential accepted, if any.
-    let credential = 27 + if review { 9 } else { 0 } + if idempotent { 5 } else { 0 } + 1;
+    let credential = 29 + if review { 9 } else { 0 } + if idempotent { 5 } else { 0 } + 1;
     let (accept, gate) = if accepts {
         (
             format!(
@@ -62,26 +63,26 @@ fn record_sql(review: bool, idempotent: bool, accepts: bool) -> String {
             SELECT {}, bump.seq FROM bump{gate} RETURNING 1)",
         values.join(", ")
     );
-    let mut next = 27;
+    let mut next = 29;
     if review {
         sql.push_str(&format!(
             ", r AS (
                 INSERT INTO reviews ({})
-                SELECT $28::TEXT, $3, $4, $29::TEXT, $30::TEXT, $31::TEXT, $32::BIGINT, $33::BIGINT
+                SELECT $30::TEXT, $3, $4, $31::TEXT, $32::TEXT, $33::TEXT, $34::BIGINT, $35::BIGINT
                 FROM d RETURNING 1),
              e AS (
                 INSERT INTO events (id, org_id, env, type, data, created_ms)
-                SELECT $34::TEXT, $3, $4, 'decision.review_pending', $35::TEXT, $36::BIGINT
+                SELECT $36::TEXT, $3, $4, 'decision.review_pending', $37::TEXT, $38::BIGINT
                 FROM r RETURNING id),
              w AS (
                 INSERT INTO deliveries (event_id, webhook_id, attempts, next_attempt_ms, state, created_ms)
-                SELECT e.id, wh.id, 0, $36::BIGINT, 'pending', $36::BIGINT FROM e JOIN webhooks wh
+                SELECT e.id, wh.id, 0, $38::BIGINT, 'pending', $38::BIGINT FROM e JOIN webhooks wh
                   ON wh.org_id = $3 AND wh.env = $4 AND wh.status = 'active'
                  AND wh.events ? 'decision.review_pending'
                 RETURNING 1)",
             reviews::INSERT_COLUMNS
         ));
-        next = 36;
+        next = 38;
     }
     if idempotent {
         let p = |k: usize| format!("${}", next + k);
@@ -272,10 +273,10 @@ mod sql_tests {
     #[test]
     fn every_variant_numbers_its_parameters_from_one_without_gaps() {
         for (review, idempotent, count) in [
-            (false, false, 27),
-            (true, false, 36),
-            (false, true, 32),
-            (true, true, 41),
+            (false, false, 29),
+            (true, false, 38),
+            (false, true, 34),
+            (true, true, 43),
         ] {
             for accepts in [false, true] {
                 let count = count + usize::from(accepts);

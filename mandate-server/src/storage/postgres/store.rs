@@ -392,7 +392,7 @@ impl EscrowStore for PostgresStore {
             } = &change;
             let mut c = self.client().await?;
             let tx = c.transaction().await?;
-            if !escrows::advance(&tx, &id, *from, entry, *step).await? {
+            if !escrows::advance(&tx, (&org, env), &id, *from, entry, *step).await? {
                 tx.rollback().await?;
                 return Ok(false);
             }

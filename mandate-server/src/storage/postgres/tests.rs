@@ -595,6 +595,7 @@ fn decision(id: &str, agent: &str) -> crate::model::decision::Decision {
         created_ms: ms(NOW),
         is_request: true,
         review_state: None,
+        signature: None,
     }
 }
 

@@ -10,7 +10,7 @@ use rusqlite::{Connection, OptionalExtension, ToSql, params};
 
 use super::{StorageError, verdict_from};
 use crate::model::Env;
-use crate::model::decision::{Decision, ReviewState};
+use crate::model::decision::{Decision, ReviewState, TokenSignature};
 use crate::storage::decisions::Filters;
 
 pub use crate::storage::deciding::AgentHint;
@@ -33,10 +33,12 @@ pub fn insert_with(
     let mut stmt = tx.prepare_cached(
         "INSERT INTO decisions (id, org_id, env, agent_id, mandate_id, verdict, policy_verdict,
             reason, mode, amount, currency, recipient, category, nonce, policy_version, iss,
-            iat, exp, created_ms, supersedes, review_id, is_request, agent_seq)
+            iat, exp, created_ms, supersedes, review_id, is_request, agent_seq, signing_kid,
+            signature)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
             ?18, ?19, ?20, ?21, ?22,
-            COALESCE(?23, (SELECT seq FROM agents WHERE org_id = ?2 AND env = ?3 AND id = ?4)))",
+            COALESCE(?23, (SELECT seq FROM agents WHERE org_id = ?2 AND env = ?3 AND id = ?4)),
+            ?24, ?25)",
     )?;
     stmt.execute(params![
         c.jti.as_str(),
@@ -62,6 +64,8 @@ pub fn insert_with(
         d.review.as_ref().map(ReviewId::as_str),
         d.is_request,
         hint.seq,
+        d.signature.as_ref().map(|s| s.kid.as_str()),
+        d.signature.as_ref().map(|s| s.bytes.as_slice()),
     ])?;
     let month = month_index(d.created_ms);
     if hint.month_marked != Some(month) {
@@ -102,7 +106,10 @@ const COLUMNS: &str = "seq, id, agent_id, mandate_id, verdict, policy_verdict, r
     CASE WHEN review_id IS NULL THEN NULL
          ELSE (SELECT status FROM reviews WHERE reviews.id = decisions.review_id) END,
     CASE WHEN review_id IS NULL THEN NULL
-         ELSE (SELECT expires_ms FROM reviews WHERE reviews.id = decisions.review_id) END";
+         ELSE (SELECT expires_ms FROM reviews WHERE reviews.id = decisions.review_id) END,
+    CASE WHEN review_id IS NULL THEN NULL
+         ELSE (SELECT resolution FROM reviews WHERE reviews.id = decisions.review_id) END,
+    signing_kid, signature";
 
 /// One row of `decisions` as read by [`COLUMNS`], each column under its own name; decoded
 /// into a [`Decision`] by [`DecisionRow::decode`].
@@ -130,6 +137,9 @@ struct DecisionRow {
     is_request: bool,
     review_status: Option<String>,
     review_expires_ms: Option<i64>,
+    review_resolution: Option<String>,
+    signing_kid: Option<String>,
+    signature: Option<Vec<u8>>,
 }
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<DecisionRow> {
@@ -157,6 +167,9 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<DecisionRow> {
         is_request: r.get(20)?,
         review_status: r.get(21)?,
         review_expires_ms: r.get(22)?,
+        review_resolution: r.get(23)?,
+        signing_kid: r.get(24)?,
+        signature: r.get(25)?,
     })
 }
 
@@ -213,7 +226,17 @@ impl DecisionRow {
                     (Some(status), Some(expires_ms)) => Some(ReviewState {
                         status: ReviewStatus::parse(&status).ok_or_else(|| bad("review status"))?,
                         expires_ms,
+                        resolution: self
+                            .review_resolution
+                            .as_deref()
+                            .map(DecisionId::parse)
+                            .transpose()
+                            .map_err(|_| bad("review resolution"))?,
                     }),
+                    _ => None,
+                },
+                signature: match (self.signing_kid, self.signature) {
+                    (Some(kid), Some(bytes)) => Some(TokenSignature { kid, bytes }),
                     _ => None,
                 },
             },

@@ -33,6 +33,7 @@ fn stored(agent: &AgentId, n: u8, created_ms: i64) -> Decision {
         created_ms,
         is_request: true,
         review_state: None,
+        signature: None,
     }
 }
 

@@ -37,6 +37,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         include_str!("../../../migrations/sqlite/0008_purge_plaintext_agent_keys.sql"),
     ),
     (
+        9,
+        include_str!("../../../migrations/sqlite/0009_decision_signatures.sql"),
+    ),
+    (
         12,
         include_str!("../../../migrations/sqlite/0012_accepted_credentials.sql"),
     ),

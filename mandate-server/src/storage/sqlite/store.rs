@@ -278,7 +278,7 @@ impl EscrowStore for SqliteStore {
                 movement,
                 event,
             } = &change;
-            if !escrows::advance(tx, &id, *from, entry, *step)? {
+            if !escrows::advance(tx, (&org, env), &id, *from, entry, *step)? {
                 return Ok(false);
             }
             if let Some(movement) = movement {
