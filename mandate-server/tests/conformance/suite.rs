@@ -1029,14 +1029,18 @@ pub async fn a_decision_on_a_stale_agent_is_given_back_unstored(fresh: &Fresh) {
 }
 
 /// A single-use credential presented five times at once is accepted by exactly one
-/// decision (an allow; `review` would accept it too); every other presentation, at once or
-/// later, through this process's state or another's, is `deny_replay` naming it.
+/// decision (an allow; a `review` accepts one too, a denial does not); every other
+/// presentation, at once or later, through this process's state or another's (rebuilt
+/// from the store, as after a restart), is `deny_replay` naming it.
 pub async fn a_single_use_credential_is_accepted_once_even_at_once(fresh: &Fresh) {
     let store = fresh.store.as_ref();
     onboard(store).await;
     agent(store, "agt_c", 10).await;
     mandate(store, "agt_c").await;
     let one = Deciding::new();
+    // Denied (over per_transaction 500): the credential is not used up.
+    let denied = one.present(store, "agt_c", "600", "cred_1").await;
+    assert_eq!(denied["verdict"], "deny_limit");
     let answers = join_all((0..5).map(|_| one.present(store, "agt_c", "10", "cred_1"))).await;
     let mut verdicts: Vec<&str> = answers
         .iter()
