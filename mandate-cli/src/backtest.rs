@@ -428,6 +428,52 @@ mod tests {
     }
 
     #[test]
+    fn a_draft_with_a_total_a_count_and_a_start_replays_them_over_months() {
+        // 2027-01-15, a month later, two months later.
+        let (jan, feb, mar) = (1_800_000_000, 1_802_678_400, 1_805_097_600);
+        let values = [
+            decision("dec_1", jan, "allow", "60", None),
+            decision("dec_2", feb, "allow", "60", None),
+            decision("dec_3", mar, "allow", "60", None),
+            decision("dec_4", mar + 120, "allow", "1", None),
+        ];
+        let decisions: Vec<_> = values.iter().map(|v| parse_decision(v).unwrap()).collect();
+        let rules = |body: &str| -> Vec<(Verdict, Option<&'static str>)> {
+            let result = replay(&draft(body), &decisions, Options::default());
+            result
+                .rows
+                .iter()
+                .map(|r| match &r.after {
+                    After::Judged(e) => (e.verdict, e.reason.as_ref().map(|r| r.rule())),
+                    After::NoReview => panic!("no review here"),
+                })
+                .collect()
+        };
+        let plain = DRAFT.replace(r#", "review_above": 50"#, "");
+        let limited = |limits: &str| plain.replace(r#""per_month": 150,"#, limits);
+        // 60 in January and in February: 60 more in March is over the total of 150.
+        let total = limited(r#""per_month": 150, "total": 150, "count": {"total": 3},"#);
+        let allow = (Verdict::Allow, None);
+        let deny = |rule| (Verdict::DenyLimit, Some(rule));
+        assert_eq!(rules(&total), [allow, allow, deny("limits.total"), allow]);
+        // Two allows over the mandate's life, whatever the months.
+        let count = limited(r#""per_month": 150, "count": {"total": 2},"#);
+        assert_eq!(
+            rules(&count),
+            [
+                allow,
+                allow,
+                deny("limits.count.total"),
+                deny("limits.count.total")
+            ]
+        );
+        // In force from March: January and February are deny_no_mandate.
+        let started = total.replace(r#""expires""#, r#""not_before": "2027-03-01", "expires""#);
+        let early = (Verdict::DenyNoMandate, Some("not_before"));
+        assert_eq!(rules(&started), [early, early, allow, allow]);
+    }
+
+    #[test]
     fn bad_input_names_the_decision_and_field() {
         let mut bad = decision("dec_x", 1, "allow", "1", None);
         bad["request"]["amount"] = "1".into();

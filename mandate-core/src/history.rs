@@ -59,6 +59,7 @@ pub struct MonthToDate {
     year: i32,
     month: u8,
     total: Amount,
+    count: u64,
 }
 
 fn month_of(at: OffsetDateTime) -> (i32, u8) {
@@ -76,6 +77,15 @@ impl MonthToDate {
         }
     }
 
+    /// How many allows the calendar month (UTC) that contains `now` holds.
+    pub fn count_at(&self, now: OffsetDateTime) -> u64 {
+        if month_of(now) == (self.year, self.month) {
+            self.count
+        } else {
+            0
+        }
+    }
+
     /// Adds an allowed amount spent at `at`; a new month starts from zero.
     pub fn add(&mut self, amount: Amount, at: OffsetDateTime) {
         let (year, month) = month_of(at);
@@ -84,11 +94,13 @@ impl MonthToDate {
                 year,
                 month,
                 total: Amount::ZERO,
+                count: 0,
             };
         }
         // A total that cannot be held exactly (past Decimal's digits) saturates at the
         // largest amount, over every limit, rather than rounding or staying below.
         self.total = self.total.checked_add(amount).unwrap_or(Amount::MAX);
+        self.count = self.count.saturating_add(1);
     }
 
     /// The month this total belongs to, as (year, month).
@@ -103,6 +115,7 @@ impl MonthToDate {
 pub struct PeriodToDate {
     period: i64,
     total: Amount,
+    count: u64,
 }
 
 impl PeriodToDate {
@@ -115,16 +128,23 @@ impl PeriodToDate {
         }
     }
 
+    /// How many allows `period` holds, zero for any other.
+    fn count_in(&self, period: i64) -> u64 {
+        if period == self.period { self.count } else { 0 }
+    }
+
     /// Adds an allowed amount spent in `period`.
     fn add_in(&mut self, amount: Amount, period: i64) {
         if period != self.period {
             *self = Self {
                 period,
                 total: Amount::ZERO,
+                count: 0,
             };
         }
         // Saturate at the largest amount, as the month does.
         self.total = self.total.checked_add(amount).unwrap_or(Amount::MAX);
+        self.count = self.count.saturating_add(1);
     }
 }
 
@@ -141,8 +161,39 @@ pub fn week_of(at: OffsetDateTime) -> i64 {
     (day_of(at) + 3).div_euclid(7)
 }
 
-/// A mandate's allowed spend in the current UTC day, ISO week and calendar month, each
-/// rolling over by the time it is asked or added at.
+/// A mandate's allows over its whole life: their sum and how many.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LifetimeToDate {
+    total: Amount,
+    count: u64,
+}
+
+impl LifetimeToDate {
+    /// The sum of the mandate's allows.
+    pub fn total(&self) -> Amount {
+        self.total
+    }
+
+    /// How many allows the mandate gave.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    fn add(&mut self, amount: Amount) {
+        // Saturate rather than wrap, as the month does.
+        self.total = self.total.checked_add(amount).unwrap_or(self.total);
+        self.count = self.count.saturating_add(1);
+    }
+}
+
+/// A mandate's allowed spend (and number of allows) in the current UTC day, ISO week and
+/// calendar month, each rolling over by the time it is asked or added at, and over its
+/// whole life.
+///
+/// The lifetime figures are exact only if every allow since the mandate's creation was
+/// added: a server rebuilding this from stored decisions reads them all when the mandate
+/// has a lifetime limit ([`crate::mandate::Limits::counts_lifetime`]), and only the
+/// month's and the week's otherwise.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct SpendToDate {
     /// The spend this calendar month (UTC).
@@ -151,6 +202,8 @@ pub struct SpendToDate {
     pub day: PeriodToDate,
     /// The spend this ISO week (from Monday 00:00 UTC).
     pub week: PeriodToDate,
+    /// The spend over the mandate's life.
+    pub lifetime: LifetimeToDate,
 }
 
 impl SpendToDate {
@@ -169,11 +222,28 @@ impl SpendToDate {
         self.week.total_in(week_of(now))
     }
 
-    /// Adds an allowed amount spent at `at` to the day, the week and the month.
+    /// How many allows the UTC day that contains `now` holds.
+    pub fn day_count_at(&self, now: OffsetDateTime) -> u64 {
+        self.day.count_in(day_of(now))
+    }
+
+    /// How many allows the ISO week that contains `now` holds.
+    pub fn week_count_at(&self, now: OffsetDateTime) -> u64 {
+        self.week.count_in(week_of(now))
+    }
+
+    /// How many allows the calendar month (UTC) that contains `now` holds.
+    pub fn month_count_at(&self, now: OffsetDateTime) -> u64 {
+        self.month.count_at(now)
+    }
+
+    /// Adds an allowed amount spent at `at` to the day, the week, the month and the
+    /// mandate's life, each counting one more allow.
     pub fn add(&mut self, amount: Amount, at: OffsetDateTime) {
         self.month.add(amount, at);
         self.day.add_in(amount, day_of(at));
         self.week.add_in(amount, week_of(at));
+        self.lifetime.add(amount);
     }
 }
 
@@ -277,5 +347,25 @@ mod tests {
         assert_eq!(week_of(datetime!(1969-12-28 23:59:59 UTC)), -1);
         assert_eq!(week_of(datetime!(1970-01-04 23:59:59 UTC)), 0);
         assert_eq!(week_of(datetime!(1970-01-05 0:00 UTC)), 1);
+    }
+
+    #[test]
+    fn counts_follow_the_windows_and_the_lifetime_never_rolls_over() {
+        let a = Amount::parse("10").unwrap();
+        let mut spend = SpendToDate::default();
+        spend.add(a, datetime!(2026-11-29 12:00 UTC));
+        spend.add(a, datetime!(2026-11-30 12:00 UTC));
+        spend.add(a, datetime!(2026-12-01 12:00 UTC));
+        let now = datetime!(2026-12-01 13:00 UTC);
+        assert_eq!(spend.day_count_at(now), 1);
+        assert_eq!(spend.week_count_at(now), 2);
+        assert_eq!(spend.month_count_at(now), 1);
+        assert_eq!(spend.lifetime.count(), 3);
+        assert_eq!(spend.lifetime.total().to_string(), "30");
+        let later = datetime!(2027-03-01 0:00 UTC);
+        assert_eq!(spend.day_count_at(later), 0);
+        assert_eq!(spend.week_count_at(later), 0);
+        assert_eq!(spend.month_count_at(later), 0);
+        assert_eq!(spend.lifetime.count(), 3);
     }
 }

@@ -31,9 +31,45 @@ pub struct Limits {
     /// The cap on this mandate's allowed spend in one calendar month (UTC), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_month: Option<Amount>,
+    /// The cap on this mandate's allowed spend over its whole life, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<Amount>,
+    /// Caps on how many allows this mandate gives per window, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<CountLimits>,
     /// The currency every amount is in.
     pub currency: Currency,
 }
+
+impl Limits {
+    /// Whether a limit counts over the mandate's whole life (`total` or `count.total`):
+    /// then deciding needs every allow since the mandate was created, not only this
+    /// month's and week's.
+    pub fn counts_lifetime(&self) -> bool {
+        self.total.is_some() || self.count.is_some_and(|c| c.total.is_some())
+    }
+}
+
+/// Caps on the number of allows a mandate gives: in one UTC day, one ISO week, one
+/// calendar month (UTC), and over its whole life. Each is a whole number from 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct CountLimits {
+    /// At most this many allows in one UTC day.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_day: Option<u64>,
+    /// At most this many allows in one ISO week.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_week: Option<u64>,
+    /// At most this many allows in one calendar month.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_month: Option<u64>,
+    /// At most this many allows over the mandate's life.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
+}
+
+/// The largest count limit accepted.
+pub const MAX_COUNT_LIMIT: u64 = 1_000_000_000;
 
 /// The most entries `recipients.allow` and `recipients.deny` may each hold.
 pub const MAX_RECIPIENT_ENTRIES: usize = 100;
@@ -159,6 +195,9 @@ pub struct MandateDraft {
     pub review_above: Option<Amount>,
     /// Last day (UTC) on which the mandate is valid.
     pub expires: Date,
+    /// First day (UTC) on which the mandate is in force; before it, requests are
+    /// `deny_no_mandate`. `None`: in force from its creation.
+    pub not_before: Option<Date>,
     /// Escrow terms, stored and echoed.
     pub escrow: Option<EscrowTerms>,
     /// Which recipients may be paid; `None` for any.
@@ -221,8 +260,11 @@ const LIMIT_FIELDS: &[&str] = &[
     "per_day",
     "per_week",
     "per_month",
+    "total",
+    "count",
     "currency",
 ];
+const COUNT_FIELDS: &[&str] = &["per_day", "per_week", "per_month", "total"];
 const TOP_FIELDS: &[&str] = &[
     "agent",
     "principal",
@@ -230,6 +272,7 @@ const TOP_FIELDS: &[&str] = &[
     "categories",
     "review_above",
     "expires",
+    "not_before",
     "escrow",
     "recipients",
 ];
@@ -276,6 +319,12 @@ impl MandateDraft {
         let per_month = present(limits_object, "per_month")
             .map(|v| amount(v, "limits.per_month"))
             .transpose()?;
+        let total = present(limits_object, "total")
+            .map(|v| amount(v, "limits.total"))
+            .transpose()?;
+        let count = present(limits_object, "count")
+            .map(count_limits_from)
+            .transpose()?;
         let currency_text = string(
             required(limits_object, "currency", "limits.currency")?,
             "limits.currency",
@@ -308,6 +357,21 @@ impl MandateDraft {
         let expires_text = string(required(object, "expires", "expires")?, "expires")?;
         let expires = parse_date(expires_text)
             .ok_or_else(|| invalid("expires", "must be a date, YYYY-MM-DD"))?;
+        let not_before = match present(object, "not_before") {
+            Some(v) => Some(
+                parse_date(string(v, "not_before")?)
+                    .ok_or_else(|| invalid("not_before", "must be a date, YYYY-MM-DD"))?,
+            ),
+            None => None,
+        };
+        if let Some(start) = not_before
+            && start > expires
+        {
+            return Err(invalid(
+                "not_before",
+                format!("must be on or before expires ({})", format_date(expires)),
+            ));
+        }
 
         let escrow = match present(object, "escrow") {
             Some(v) => {
@@ -337,15 +401,53 @@ impl MandateDraft {
                 per_day,
                 per_week,
                 per_month,
+                total,
+                count,
                 currency,
             },
             categories,
             review_above,
             expires,
+            not_before,
             escrow,
             recipients,
         })
     }
+}
+
+/// Parses `limits.count`: an object of whole numbers from 1 to [`MAX_COUNT_LIMIT`], at
+/// least one of `per_day`, `per_week`, `per_month` and `total`.
+fn count_limits_from(value: &Value) -> Result<CountLimits, FieldError> {
+    let object = value
+        .as_object()
+        .ok_or_else(|| invalid("limits.count", "must be an object"))?;
+    check_fields(object, "limits.count.", COUNT_FIELDS, &[])?;
+    let number = |key: &str| -> Result<Option<u64>, FieldError> {
+        let path = format!("limits.count.{key}");
+        let Some(v) = present(object, key) else {
+            return Ok(None);
+        };
+        match v.as_u64() {
+            Some(n) if (1..=MAX_COUNT_LIMIT).contains(&n) => Ok(Some(n)),
+            _ => Err(invalid(
+                &path,
+                format!("must be a whole number from 1 to {MAX_COUNT_LIMIT}"),
+            )),
+        }
+    };
+    let limits = CountLimits {
+        per_day: number("per_day")?,
+        per_week: number("per_week")?,
+        per_month: number("per_month")?,
+        total: number("total")?,
+    };
+    if limits == CountLimits::default() {
+        return Err(invalid(
+            "limits.count",
+            "must set at least one of per_day, per_week, per_month and total",
+        ));
+    }
+    Ok(limits)
 }
 
 /// Parses `recipients`: `{"allow": [...], "deny": [...]}`, both optional, each at most
@@ -410,6 +512,14 @@ impl Mandate {
     /// the last second of its `expires` date, UTC.
     pub fn is_expired_at(&self, now: OffsetDateTime) -> bool {
         now.to_offset(time::UtcOffset::UTC).date() > self.terms.expires
+    }
+
+    /// Whether the mandate is not yet in force at `now`: `now` is before the first second
+    /// (UTC) of its `not_before` date.
+    pub fn is_before_start_at(&self, now: OffsetDateTime) -> bool {
+        self.terms
+            .not_before
+            .is_some_and(|start| now.to_offset(time::UtcOffset::UTC).date() < start)
     }
 
     /// The status as seen at `now`: a stored `active` mandate past its date reads `expired`.

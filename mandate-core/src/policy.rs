@@ -2,12 +2,17 @@
 //! the enforcement mode and `now` to an [`Evaluation`].
 //!
 //! The rules run in a fixed order and the first that holds is the verdict:
-//! `deny_no_mandate`, `deny_revoked`, `deny_expired`, `deny_velocity`, `deny_category`,
+//! `deny_no_mandate`, `deny_revoked`, `deny_expired`, `deny_replay` (a single-use
+//! credential presented again, see [`evaluate_presenting`]), `deny_velocity`, `deny_category`,
 //! `deny_recipient`, `deny_limit` (currency, per transaction, per day, per week, per
-//! month), `review`, `allow`. Every denial
+//! month, total, then the count limits per day, week, month and in total), `review`,
+//! `allow`. A mandate before its `not_before` date is not in force: `deny_no_mandate`. Every denial
 //! carries a [`Reason`] naming the numbers involved: kept as data, so that deciding costs
 //! no formatting, and written out as text (its `Display`) when the decision is answered. In observe mode nothing blocks: the
 //! returned verdict is `allow` and `policy_verdict` keeps what enforcement would have said.
+//!
+//! Longer than 800 lines: the verdicts, their reasons and the rules that give them are
+//! read together, in the one order this file states.
 
 use std::fmt;
 
@@ -41,6 +46,9 @@ pub enum Verdict {
     DenyRevoked,
     /// The mandate is past its expiry date.
     DenyExpired,
+    /// The request carries a single-use credential (an AP2 closed payment mandate) that
+    /// was already accepted.
+    DenyReplay,
     /// More than 10 requests from the agent in 60 seconds.
     DenyVelocity,
     /// The category is not allowed.
@@ -57,10 +65,11 @@ pub enum Verdict {
 
 impl Verdict {
     /// Every verdict, in the order the engine checks them (allow last).
-    pub const ALL: [Verdict; 9] = [
+    pub const ALL: [Verdict; 10] = [
         Verdict::DenyNoMandate,
         Verdict::DenyRevoked,
         Verdict::DenyExpired,
+        Verdict::DenyReplay,
         Verdict::DenyVelocity,
         Verdict::DenyCategory,
         Verdict::DenyRecipient,
@@ -77,6 +86,7 @@ impl Verdict {
             Self::DenyNoMandate => "deny_no_mandate",
             Self::DenyRevoked => "deny_revoked",
             Self::DenyExpired => "deny_expired",
+            Self::DenyReplay => "deny_replay",
             Self::DenyVelocity => "deny_velocity",
             Self::DenyCategory => "deny_category",
             Self::DenyRecipient => "deny_recipient",
@@ -284,6 +294,32 @@ pub enum SpendWindow {
     Week,
 }
 
+/// A window of a count limit (`limits.count`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CountWindow {
+    /// The UTC calendar day.
+    Day,
+    /// The ISO week, from Monday 00:00 UTC.
+    Week,
+    /// The calendar month, UTC.
+    Month,
+    /// The mandate's whole life.
+    Total,
+}
+
+impl CountWindow {
+    /// The field of `limits.count` that limits this window.
+    pub fn field(self) -> &'static str {
+        match self {
+            Self::Day => "per_day",
+            Self::Week => "per_week",
+            Self::Month => "per_month",
+            Self::Total => "total",
+        }
+    }
+}
+
 /// What the engine concluded, with its reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Evaluation {
@@ -305,6 +341,13 @@ pub enum Reason {
         /// The agent.
         agent: AgentId,
     },
+    /// `deny_no_mandate`: the mandate is not in force before its `not_before` date.
+    NotYetInForce {
+        /// The mandate.
+        mandate: MandateId,
+        /// Its first day in force.
+        not_before: time::Date,
+    },
     /// `deny_revoked`.
     Revoked {
         /// The revoked mandate.
@@ -321,6 +364,11 @@ pub enum Reason {
         mandate: MandateId,
         /// Its last valid day.
         expires: time::Date,
+    },
+    /// `deny_replay`: the single-use credential was already accepted.
+    Replay {
+        /// The credential's id (for an AP2 closed payment mandate, its digest).
+        credential: String,
     },
     /// `deny_velocity`.
     Velocity {
@@ -377,6 +425,24 @@ pub enum Reason {
         /// The limit.
         limit: Amount,
     },
+    /// `deny_limit`: the mandate's spend over its life plus the amount is over `total`.
+    Total {
+        /// Allowed so far under the mandate.
+        spent: Amount,
+        /// The amount asked for.
+        amount: Amount,
+        /// The limit.
+        limit: Amount,
+    },
+    /// `deny_limit`: one more allow would be over a count limit.
+    Count {
+        /// The window counted.
+        window: CountWindow,
+        /// Allows so far in the window.
+        count: u64,
+        /// The limit.
+        limit: u64,
+    },
     /// `review`: above the review threshold.
     Review {
         /// The amount asked for.
@@ -391,6 +457,14 @@ impl fmt::Display for Reason {
         use crate::history::{VELOCITY_LIMIT, VELOCITY_WINDOW_MS};
         match self {
             Self::NoMandate { agent } => write!(f, "agent {agent} has no mandate"),
+            Self::NotYetInForce {
+                mandate,
+                not_before,
+            } => write!(
+                f,
+                "mandate {mandate} is not in force before {} (not_before)",
+                format_date(*not_before)
+            ),
             Self::Revoked { mandate } => write!(f, "mandate {mandate} was revoked"),
             Self::Superseded { mandate } => write!(
                 f,
@@ -400,6 +474,10 @@ impl fmt::Display for Reason {
                 f,
                 "mandate {mandate} expired at the end of {}",
                 format_date(*expires)
+            ),
+            Self::Replay { credential } => write!(
+                f,
+                "single-use credential {credential} was already accepted and cannot be presented again"
             ),
             Self::Velocity { agent } => write!(
                 f,
@@ -461,6 +539,37 @@ impl fmt::Display for Reason {
                 f,
                 "month-to-date spend {spent} plus amount {amount} exceeds per_month limit {limit}"
             ),
+            Self::Total {
+                spent,
+                amount,
+                limit,
+            } => match spent.checked_add(*amount) {
+                Some(total) => write!(
+                    f,
+                    "amount {amount} would bring the mandate's spend to {total}, over the total limit {limit}"
+                ),
+                None => write!(
+                    f,
+                    "amount {amount} would bring the mandate's spend of {spent} past any amount, over the total limit {limit}"
+                ),
+            },
+            Self::Count {
+                window,
+                count,
+                limit,
+            } => {
+                let within = match window {
+                    CountWindow::Day => "today",
+                    CountWindow::Week => "this week",
+                    CountWindow::Month => "this month",
+                    CountWindow::Total => "under the mandate",
+                };
+                write!(
+                    f,
+                    "{count} allows {within} already, one more would be over the count.{} limit {limit}",
+                    window.field()
+                )
+            }
             Self::Review {
                 amount,
                 review_above,
@@ -474,15 +583,26 @@ impl fmt::Display for Reason {
 
 impl Reason {
     /// The rule that decided, as the mandate names it: `no_mandate`, `revoked`,
-    /// `superseded`, `expired`, `velocity`, `categories`, `recipients.deny`,
+    /// `superseded`, `expired`, `replay`, `velocity`, `categories`, `recipients.deny`,
     /// `recipients.allow`, `limits.currency`, `limits.per_transaction`, `limits.per_day`,
-    /// `limits.per_week`, `limits.per_month` or `review_above`.
+    /// `limits.per_week`, `limits.per_month`, `limits.total`, `limits.count.per_day`,
+    /// `limits.count.per_week`, `limits.count.per_month`, `limits.count.total`,
+    /// `not_before` or `review_above`.
     pub fn rule(&self) -> &'static str {
         match self {
             Self::NoMandate { .. } => "no_mandate",
+            Self::NotYetInForce { .. } => "not_before",
+            Self::Total { .. } => "limits.total",
+            Self::Count { window, .. } => match window {
+                CountWindow::Day => "limits.count.per_day",
+                CountWindow::Week => "limits.count.per_week",
+                CountWindow::Month => "limits.count.per_month",
+                CountWindow::Total => "limits.count.total",
+            },
             Self::Revoked { .. } => "revoked",
             Self::Superseded { .. } => "superseded",
             Self::Expired { .. } => "expired",
+            Self::Replay { .. } => "replay",
             Self::Velocity { .. } => "velocity",
             Self::Category { .. } => "categories",
             Self::Recipient {
@@ -528,6 +648,7 @@ fn judge(
     mandate: Option<&Mandate>,
     request: &AuthorizationRequest,
     history: &AgentHistory,
+    presented: Option<&SingleUse>,
     now: OffsetDateTime,
 ) -> (Verdict, Option<Reason>) {
     let Some(mandate) = mandate else {
@@ -538,6 +659,18 @@ fn judge(
             }),
         );
     };
+    // Not yet in force is `deny_no_mandate`, which comes before `deny_revoked`.
+    if let Some(not_before) = mandate.terms.not_before
+        && mandate.is_before_start_at(now)
+    {
+        return (
+            Verdict::DenyNoMandate,
+            Some(Reason::NotYetInForce {
+                mandate: mandate.id.clone(),
+                not_before,
+            }),
+        );
+    }
     match mandate.status {
         MandateStatus::Revoked => {
             return (
@@ -565,6 +698,16 @@ fn judge(
             Some(Reason::Expired {
                 mandate: mandate.id.clone(),
                 expires: terms.expires,
+            }),
+        );
+    }
+    if let Some(credential) = presented
+        && credential.already_accepted
+    {
+        return (
+            Verdict::DenyReplay,
+            Some(Reason::Replay {
+                credential: credential.id.clone(),
             }),
         );
     }
@@ -658,6 +801,49 @@ fn judge(
             );
         }
     }
+    if let Some(total) = limits.total {
+        let spent = history.spend.lifetime.total();
+        let over = match spent.checked_add(request.amount) {
+            Some(sum) => sum > total,
+            None => true,
+        };
+        if over {
+            return (
+                Verdict::DenyLimit,
+                Some(Reason::Total {
+                    spent,
+                    amount: request.amount,
+                    limit: total,
+                }),
+            );
+        }
+    }
+    if let Some(counts) = limits.count {
+        let spend = &history.spend;
+        for (window, limit, count) in [
+            (CountWindow::Day, counts.per_day, spend.day_count_at(now)),
+            (CountWindow::Week, counts.per_week, spend.week_count_at(now)),
+            (
+                CountWindow::Month,
+                counts.per_month,
+                spend.month_count_at(now),
+            ),
+            (CountWindow::Total, counts.total, spend.lifetime.count()),
+        ] {
+            if let Some(limit) = limit
+                && count >= limit
+            {
+                return (
+                    Verdict::DenyLimit,
+                    Some(Reason::Count {
+                        window,
+                        count,
+                        limit,
+                    }),
+                );
+            }
+        }
+    }
     if let Some(review_above) = terms.review_above
         && request.amount > review_above
     {
@@ -698,7 +884,41 @@ pub fn evaluate(
     mode: Mode,
     now: OffsetDateTime,
 ) -> Evaluation {
-    let (policy_verdict, reason) = judge(mandate, request, history, now);
+    evaluate_presenting(mandate, request, history, None, mode, now)
+}
+
+/// A single-use credential presented with a request (an AP2 closed payment mandate): its
+/// id, and whether a decision already accepted it, as the owner's stored decisions say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SingleUse {
+    /// The credential's id (for an AP2 closed payment mandate, its digest).
+    pub id: String,
+    /// Whether an earlier decision accepted it (its verdict was `allow` or `review`).
+    pub already_accepted: bool,
+}
+
+impl Evaluation {
+    /// Whether this decision accepts (and so uses up) the single-use credential presented
+    /// with its request: its verdict is `allow` or `review` and the credential was not
+    /// accepted before. The owner stores the use with the decision, in one transaction.
+    pub fn accepts(&self, presented: Option<&SingleUse>) -> bool {
+        presented.is_some_and(|c| !c.already_accepted)
+            && matches!(self.verdict, Verdict::Allow | Verdict::Review)
+    }
+}
+
+/// Evaluates a request that may carry a single-use credential: as [`evaluate`], with
+/// `deny_replay` (after `deny_expired`, before `deny_velocity`) when the credential was
+/// already accepted.
+pub fn evaluate_presenting(
+    mandate: Option<&Mandate>,
+    request: &AuthorizationRequest,
+    history: &AgentHistory,
+    presented: Option<&SingleUse>,
+    mode: Mode,
+    now: OffsetDateTime,
+) -> Evaluation {
+    let (policy_verdict, reason) = judge(mandate, request, history, presented, now);
     let verdict = match mode {
         Mode::Enforce => policy_verdict,
         Mode::Observe => Verdict::Allow,
@@ -736,7 +956,8 @@ pub fn evaluate_approval(
         velocity: Default::default(),
         spend: history.spend,
     };
-    let (policy_verdict, reason) = judge(relaxed.as_ref(), request, &history, now);
+    // The credential, if any, was accepted by the review this approval resolves.
+    let (policy_verdict, reason) = judge(relaxed.as_ref(), request, &history, None, now);
     let verdict = match mode {
         Mode::Enforce => policy_verdict,
         Mode::Observe => Verdict::Allow,

@@ -435,6 +435,7 @@ fn deny_recipient_has_its_place_among_the_verdicts() {
             "deny_no_mandate",
             "deny_revoked",
             "deny_expired",
+            "deny_replay",
             "deny_velocity",
             "deny_category",
             "deny_recipient",

@@ -5,7 +5,7 @@
 import { h, fill, details, money, when, utc, verdictBadge, heading } from "./dom.js";
 import { verifyToken, renderChecks } from "./verify.js";
 
-const VERDICTS = ["allow", "review", "deny_no_mandate", "deny_revoked", "deny_expired", "deny_velocity", "deny_category", "deny_recipient", "deny_limit"];
+const VERDICTS = ["allow", "review", "deny_no_mandate", "deny_revoked", "deny_expired", "deny_replay", "deny_velocity", "deny_category", "deny_recipient", "deny_limit"];
 
 /** The filters as last applied, kept while the person moves between screens. */
 let filters = { verdict: "", policy_verdict: "", agent: "", review_status: "" };

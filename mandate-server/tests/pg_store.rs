@@ -99,6 +99,18 @@ impl Process {
 
     /// An authorization of `amount` USD of software by `agent`: the answer's JSON.
     async fn authorize(&self, agent: &str, amount: &str) -> Result<Value, DecisionError> {
+        self.present(agent, amount, "software", None).await
+    }
+
+    /// An authorization of `amount` USD in `category` by `agent`, presenting the single-use
+    /// credential `credential` if given: the answer's JSON.
+    async fn present(
+        &self,
+        agent: &str,
+        amount: &str,
+        category: &str,
+        credential: Option<&str>,
+    ) -> Result<Value, DecisionError> {
         let org = Self::org();
         let mode = self.mode().await;
         let request = AuthorizationRequest {
@@ -106,7 +118,7 @@ impl Process {
             amount: Amount::parse(amount).unwrap(),
             currency: Currency::parse("USD").unwrap(),
             recipient: Recipient::parse("vendor:acme").unwrap(),
-            category: Category::parse("software").unwrap(),
+            category: Category::parse(category).unwrap(),
         };
         let body = self
             .decider(&org, mode)
@@ -114,6 +126,7 @@ impl Process {
                 Input::Request {
                     request,
                     slot: None,
+                    credential: credential.map(str::to_owned),
                 },
                 |_| Ok(None),
             )
@@ -400,5 +413,60 @@ async fn an_approval_made_on_two_processes_at_once_resolves_once() {
     assert_eq!(
         db.number("SELECT SUM(amount::NUMERIC)::BIGINT FROM decisions WHERE verdict = 'allow'"),
         490
+    );
+}
+
+/// A single-use credential presented ten times at once, five times to each of two
+/// processes: accepted exactly once (one allow), the nine others `deny_replay`, all ten
+/// stored; presented again later to either process, `deny_replay`. A presentation that is
+/// denied (a category the mandate does not allow) does not use it up.
+#[tokio::test]
+async fn a_single_use_credential_is_accepted_once_across_two_processes() {
+    let db = database!("a_single_use_credential_is_accepted_once_across_two_processes");
+    let (one, two) = (Process::start(&db).await, Process::start(&db).await);
+    onboard(&one, &["agt_racer"]).await;
+    one.mandate("agt_racer", LIMITED).await;
+    let denied = one
+        .present("agt_racer", "10", "travel", Some("cred_a"))
+        .await
+        .unwrap();
+    assert_eq!(denied["verdict"], "deny_category");
+    let answers = join_all((0..10).map(|i| {
+        let process = if i % 2 == 0 { &one } else { &two };
+        process.present("agt_racer", "10", "software", Some("cred_a"))
+    }))
+    .await;
+    let verdicts = verdicts(&answers);
+    let mut expected = vec!["allow".to_owned()];
+    expected.extend(std::iter::repeat_n("deny_replay".to_owned(), 9));
+    expected.sort();
+    assert_eq!(verdicts, expected);
+    for answer in answers.iter().flatten() {
+        if answer["verdict"] == "deny_replay" {
+            assert_eq!(
+                answer["reason"],
+                "single-use credential cred_a was already accepted and cannot be presented again"
+            );
+        }
+    }
+    for process in [&one, &two] {
+        let again = process
+            .present("agt_racer", "10", "software", Some("cred_a"))
+            .await
+            .unwrap();
+        assert_eq!(again["verdict"], "deny_replay");
+    }
+    // The log holds every decision (thirteen requests at one instant: the replays come
+    // before the velocity rule) and one use of the credential, by the allow.
+    assert_eq!(
+        db.number("SELECT COUNT(*) FROM decisions WHERE agent_id = 'agt_racer'"),
+        1 + 10 + 2
+    );
+    assert_eq!(
+        db.number(
+            "SELECT COUNT(*) FROM accepted_credentials c JOIN decisions d ON d.id = c.decision_id
+             WHERE c.id = 'cred_a' AND d.verdict = 'allow'"
+        ),
+        1
     );
 }

@@ -24,7 +24,7 @@ use mandate_core::mandate::{
     Mandate, MandateDraft, MandateStatus, RecipientPattern, RecipientRefusal,
 };
 use mandate_core::policy::{
-    AuthorizationRequest, Evaluation, Mode, Reason, SpendWindow, Verdict, evaluate,
+    AuthorizationRequest, CountWindow, Evaluation, Mode, Reason, SpendWindow, Verdict, evaluate,
 };
 use time::macros::datetime;
 use time::{Duration, OffsetDateTime, Time};
@@ -70,6 +70,22 @@ pub fn mandate() -> Mandate {
         status: MandateStatus::Active,
         created_at: datetime!(2026-11-01 0:00 UTC),
     }
+}
+
+/// The same mandate with the limits of the third round as well: a start (`not_before`),
+/// a lifetime `total` and count limits per day, week, month and in total, set so that the
+/// stream reaches each.
+pub fn mandate_lifetime() -> Mandate {
+    let mut m = mandate();
+    let extra: serde_json::Value = serde_json::from_str(
+        r#"{"total": 9000.00, "count": {"per_day": 9, "per_week": 30, "per_month": 70, "total": 120}}"#,
+    )
+    .expect("limits JSON");
+    let limits = &mut m.terms.limits;
+    limits.total = Some(Amount::parse("9000.00").expect("amount"));
+    limits.count = serde_json::from_value(extra["count"].clone()).expect("count limits");
+    m.terms.not_before = Some(time::macros::date!(2026 - 11 - 22));
+    m
 }
 
 /// One request of the stream: which agent, what it asks, and when.
@@ -191,6 +207,8 @@ pub fn run_core(mandate: &Mandate, items: &[Item]) -> Vec<Evaluation> {
 pub enum Rule {
     /// No policy permits (the request is not for this mandate).
     DenyNoMandate,
+    /// `deny_no_mandate`: before the mandate's `not_before`.
+    DenyNotBefore,
     /// `deny_expired`.
     DenyExpired,
     /// `deny_velocity`.
@@ -211,6 +229,16 @@ pub enum Rule {
     DenyLimitPerWeek,
     /// `deny_limit`: month-to-date plus amount above per_month.
     DenyLimitPerMonth,
+    /// `deny_limit`: the mandate's lifetime spend plus amount above total.
+    DenyLimitTotal,
+    /// `deny_limit`: today's allows at count.per_day.
+    DenyLimitCountDay,
+    /// `deny_limit`: this week's allows at count.per_week.
+    DenyLimitCountWeek,
+    /// `deny_limit`: this month's allows at count.per_month.
+    DenyLimitCountMonth,
+    /// `deny_limit`: the mandate's allows at count.total.
+    DenyLimitCountTotal,
     /// `review`.
     Review,
     /// `allow`.
@@ -219,7 +247,8 @@ pub enum Rule {
 
 impl Rule {
     /// Policy ids of the forbid rules, in the engine's order (first one wins).
-    pub const FORBIDS: [(&'static str, Rule); 11] = [
+    pub const FORBIDS: [(&'static str, Rule); 17] = [
+        ("deny_not_before", Rule::DenyNotBefore),
         ("deny_expired", Rule::DenyExpired),
         ("deny_velocity", Rule::DenyVelocity),
         ("deny_category", Rule::DenyCategory),
@@ -230,13 +259,18 @@ impl Rule {
         ("deny_limit_per_day", Rule::DenyLimitPerDay),
         ("deny_limit_per_week", Rule::DenyLimitPerWeek),
         ("deny_limit_per_month", Rule::DenyLimitPerMonth),
+        ("deny_limit_total", Rule::DenyLimitTotal),
+        ("deny_limit_count_per_day", Rule::DenyLimitCountDay),
+        ("deny_limit_count_per_week", Rule::DenyLimitCountWeek),
+        ("deny_limit_count_per_month", Rule::DenyLimitCountMonth),
+        ("deny_limit_count_total", Rule::DenyLimitCountTotal),
         ("review", Rule::Review),
     ];
 
     /// The verdict this rule gives.
     pub fn verdict(self) -> Verdict {
         match self {
-            Rule::DenyNoMandate => Verdict::DenyNoMandate,
+            Rule::DenyNoMandate | Rule::DenyNotBefore => Verdict::DenyNoMandate,
             Rule::DenyExpired => Verdict::DenyExpired,
             Rule::DenyVelocity => Verdict::DenyVelocity,
             Rule::DenyCategory => Verdict::DenyCategory,
@@ -245,7 +279,12 @@ impl Rule {
             | Rule::DenyLimitPerTransaction
             | Rule::DenyLimitPerDay
             | Rule::DenyLimitPerWeek
-            | Rule::DenyLimitPerMonth => Verdict::DenyLimit,
+            | Rule::DenyLimitPerMonth
+            | Rule::DenyLimitTotal
+            | Rule::DenyLimitCountDay
+            | Rule::DenyLimitCountWeek
+            | Rule::DenyLimitCountMonth
+            | Rule::DenyLimitCountTotal => Verdict::DenyLimit,
             Rule::Review => Verdict::Review,
             Rule::Allow => Verdict::Allow,
         }
@@ -257,6 +296,9 @@ impl Rule {
         match evaluation.policy_verdict {
             Verdict::Allow => Rule::Allow,
             Verdict::Review => Rule::Review,
+            Verdict::DenyNoMandate if matches!(reason, Some(Reason::NotYetInForce { .. })) => {
+                Rule::DenyNotBefore
+            }
             Verdict::DenyNoMandate | Verdict::DenyRevoked => Rule::DenyNoMandate,
             Verdict::DenyExpired => Rule::DenyExpired,
             Verdict::DenyVelocity => Rule::DenyVelocity,
@@ -301,7 +343,22 @@ impl Rule {
             Verdict::DenyLimit if matches!(reason, Some(Reason::PerMonth { .. })) => {
                 Rule::DenyLimitPerMonth
             }
-            Verdict::DenyLimit => Rule::DenyLimitPerTransaction,
+            Verdict::DenyLimit if matches!(reason, Some(Reason::Total { .. })) => {
+                Rule::DenyLimitTotal
+            }
+            Verdict::DenyLimit => match reason {
+                Some(Reason::Count { window, .. }) => match window {
+                    CountWindow::Day => Rule::DenyLimitCountDay,
+                    CountWindow::Week => Rule::DenyLimitCountWeek,
+                    CountWindow::Month => Rule::DenyLimitCountMonth,
+                    CountWindow::Total => Rule::DenyLimitCountTotal,
+                    _ => Rule::DenyNoMandate,
+                },
+                _ => Rule::DenyLimitPerTransaction,
+            },
+            // A verdict this comparison does not know (none today) is counted as no mandate.
+            #[allow(unreachable_patterns)]
+            _ => Rule::DenyNoMandate,
         }
     }
 }
@@ -343,6 +400,12 @@ pub fn cedar_policies(mandate: &Mandate) -> String {
         "@id(\"allow\")\npermit (principal is Agent, action == Action::\"authorize\", resource == Mandate::\"{}\");\n",
         mandate.id
     );
+    if let Some(start) = terms.not_before {
+        let start = start.with_time(Time::MIDNIGHT).assume_utc().unix_timestamp();
+        text += &format!(
+            "@id(\"deny_not_before\")\nforbid ({scope}) when {{ context.now < {start} }};\n"
+        );
+    }
     text += &format!(
         "@id(\"deny_expired\")\nforbid ({scope}) when {{ context.now >= {expired_from} }};\n"
     );
@@ -402,6 +465,26 @@ pub fn cedar_policies(mandate: &Mandate) -> String {
             cents(per_month)
         );
     }
+    if let Some(total) = limits.total {
+        text += &format!(
+            "@id(\"deny_limit_total\")\nforbid ({scope}) when {{ context.total_to_date + context.amount > {} }};\n",
+            cents(total)
+        );
+    }
+    if let Some(count) = limits.count {
+        for (field, limit) in [
+            ("per_day", count.per_day),
+            ("per_week", count.per_week),
+            ("per_month", count.per_month),
+            ("total", count.total),
+        ] {
+            if let Some(limit) = limit {
+                text += &format!(
+                    "@id(\"deny_limit_count_{field}\")\nforbid ({scope}) when {{ context.count_{field} >= {limit} }};\n"
+                );
+            }
+        }
+    }
     if let Some(review_above) = terms.review_above {
         text += &format!(
             "@id(\"review\")\nforbid ({scope}) when {{ context.amount > {} }};\n",
@@ -455,7 +538,17 @@ impl CedarEngine {
         let month_to_date = cents(history.spend.total_at(item.at));
         let day_to_date = cents(history.spend.day_total_at(item.at));
         let week_to_date = cents(history.spend.week_total_at(item.at));
+        let spend = &history.spend;
+        let count = |n: u64| RestrictedExpression::new_long(i64::try_from(n).expect("count"));
         let context = Context::from_pairs([
+            (
+                "total_to_date".to_owned(),
+                RestrictedExpression::new_long(cents(spend.lifetime.total())),
+            ),
+            ("count_per_day".to_owned(), count(spend.day_count_at(item.at))),
+            ("count_per_week".to_owned(), count(spend.week_count_at(item.at))),
+            ("count_per_month".to_owned(), count(spend.month_count_at(item.at))),
+            ("count_total".to_owned(), count(spend.lifetime.count())),
             (
                 "amount".to_owned(),
                 RestrictedExpression::new_long(cents(item.request.amount)),
@@ -601,6 +694,12 @@ pub fn mix(rules: &[Rule]) -> Vec<(Rule, usize)> {
         Rule::DenyLimitPerDay,
         Rule::DenyLimitPerWeek,
         Rule::DenyLimitPerMonth,
+        Rule::DenyLimitTotal,
+        Rule::DenyLimitCountDay,
+        Rule::DenyLimitCountWeek,
+        Rule::DenyLimitCountMonth,
+        Rule::DenyLimitCountTotal,
+        Rule::DenyNotBefore,
         Rule::DenyNoMandate,
     ];
     all.into_iter()
@@ -618,30 +717,7 @@ mod tests {
 
     #[test]
     fn both_engines_give_identical_verdicts_on_the_whole_stream() {
-        let mandate = mandate();
-        let items = stream();
-        let engine = CedarEngine::new(&mandate, &agents());
-        let core = run_core(&mandate, &items);
-        let cedar = run_cedar(&engine, &items);
-        assert_eq!(core.len(), STREAM_LEN);
-        assert_eq!(cedar.len(), STREAM_LEN);
-        for (i, (evaluation, rule)) in core.iter().zip(&cedar).enumerate() {
-            assert_eq!(
-                evaluation.verdict,
-                rule.verdict(),
-                "request {i} {:?}: mandate-core {:?}, Cedar {rule:?}",
-                items[i],
-                evaluation.reason
-            );
-            assert_eq!(Rule::of_evaluation(evaluation), *rule, "request {i}");
-        }
-        // Cedar never failed to evaluate a policy (an error would silently skip a forbid).
-        for request in cedar_requests(&engine, &items) {
-            assert_eq!(engine.errors(&request), Vec::<String>::new());
-        }
-        // The stream exercises every rule.
-        let counts = mix(&cedar);
-        println!("verdict mix: {counts:?}");
+        let counts = identical_on_the_stream(&mandate());
         for rule in [
             Rule::Allow,
             Rule::Review,
@@ -662,6 +738,56 @@ mod tests {
                 .map_or(0, |(_, n)| *n);
             assert!(n >= 20, "{rule:?} occurs only {n} times: {counts:?}");
         }
+    }
+
+    /// With the third round's limits too (start, lifetime total, counts): identical, and
+    /// each new rule reached.
+    #[test]
+    fn the_lifetime_limits_give_identical_verdicts_too() {
+        let counts = identical_on_the_stream(&mandate_lifetime());
+        for rule in [
+            Rule::DenyNotBefore,
+            Rule::DenyLimitTotal,
+            Rule::DenyLimitCountDay,
+            Rule::DenyLimitCountWeek,
+            Rule::DenyLimitCountMonth,
+            Rule::DenyLimitCountTotal,
+            Rule::Allow,
+        ] {
+            let n = counts
+                .iter()
+                .find(|(r, _)| *r == rule)
+                .map_or(0, |(_, n)| *n);
+            assert!(n >= 20, "{rule:?} occurs only {n} times: {counts:?}");
+        }
+    }
+
+    /// Runs both engines over the stream under `mandate`, asserts every verdict and rule
+    /// equal and no Cedar error; the mix of rules.
+    fn identical_on_the_stream(mandate: &Mandate) -> Vec<(Rule, usize)> {
+        let items = stream();
+        let engine = CedarEngine::new(mandate, &agents());
+        let core = run_core(mandate, &items);
+        let cedar = run_cedar(&engine, &items);
+        assert_eq!(core.len(), STREAM_LEN);
+        assert_eq!(cedar.len(), STREAM_LEN);
+        for (i, (evaluation, rule)) in core.iter().zip(&cedar).enumerate() {
+            assert_eq!(
+                evaluation.verdict,
+                rule.verdict(),
+                "request {i} {:?}: mandate-core {:?}, Cedar {rule:?}",
+                items[i],
+                evaluation.reason
+            );
+            assert_eq!(Rule::of_evaluation(evaluation), *rule, "request {i}");
+        }
+        // Cedar never failed to evaluate a policy (an error would silently skip a forbid).
+        for request in cedar_requests(&engine, &items) {
+            assert_eq!(engine.errors(&request), Vec::<String>::new());
+        }
+        let counts = mix(&cedar);
+        println!("verdict mix: {counts:?}");
+        counts
     }
 
     #[test]

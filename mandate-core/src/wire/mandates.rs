@@ -30,6 +30,9 @@ pub struct Mandate {
     pub id: MandateId,
     /// Spending limits.
     pub limits: Limits,
+    /// The first day (UTC) it is in force, `YYYY-MM-DD`, if given.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "opt_date")]
+    pub not_before: Option<Date>,
     /// The accountable party, if given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub principal: Option<Principal>,
@@ -75,6 +78,9 @@ pub struct CreateMandate {
     pub expires: Date,
     /// Spending limits.
     pub limits: Limits,
+    /// The first day (UTC) it is in force.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "opt_date")]
+    pub not_before: Option<Date>,
     /// The accountable party.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub principal: Option<Principal>,
@@ -94,6 +100,7 @@ impl From<MandateDraft> for CreateMandate {
             escrow: draft.escrow,
             expires: draft.expires,
             limits: draft.limits,
+            not_before: draft.not_before,
             principal: draft.principal,
             recipients: draft.recipients,
             review_above: draft.review_above,
@@ -120,6 +127,7 @@ impl crate::mandate::Mandate {
             expires: terms.expires,
             id: self.id.clone(),
             limits: terms.limits.clone(),
+            not_before: terms.not_before,
             principal: terms.principal.clone(),
             recipients: terms.recipients.clone(),
             review_above: terms.review_above,
@@ -144,5 +152,24 @@ mod date {
         let text = String::deserialize(deserializer)?;
         parse_date(&text)
             .ok_or_else(|| serde::de::Error::custom(format!("{text:?} is not a YYYY-MM-DD date")))
+    }
+}
+
+/// serde for optional `YYYY-MM-DD` dates.
+mod opt_date {
+    use serde::{Deserializer, Serializer};
+    use time::Date;
+
+    pub fn serialize<S: Serializer>(date: &Option<Date>, serializer: S) -> Result<S::Ok, S::Error> {
+        match date {
+            Some(date) => super::date::serialize(date, serializer),
+            None => serializer.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<Date>, D::Error> {
+        super::date::deserialize(deserializer).map(Some)
     }
 }

@@ -14,7 +14,9 @@ use std::sync::Arc;
 use mandate_core::claims::{Issuance, RequestClaims, VerdictClaims};
 use mandate_core::id::{DecisionId, Nonce, ReviewId};
 use mandate_core::jws::{Signer, sign_payload};
-use mandate_core::policy::{AuthorizationRequest, Evaluation, Mode, evaluate, evaluate_approval};
+use mandate_core::policy::{
+    AuthorizationRequest, Evaluation, Mode, SingleUse, evaluate_approval, evaluate_presenting,
+};
 use mandate_core::review::Review;
 use time::OffsetDateTime;
 use tokio::sync::OwnedMutexGuard;
@@ -71,6 +73,10 @@ pub enum Input {
         request: AuthorizationRequest,
         /// The agent's slot, if at hand.
         slot: Option<AgentSlot>,
+        /// The id of the single-use credential presented with it (an AP2 closed payment
+        /// mandate's digest), if any: `deny_replay` if a decision accepted it before;
+        /// accepted (stored with the decision) by an `allow` or `review`.
+        credential: Option<String>,
     },
     /// The approval of a review: the review in its approved state (naming the fresh
     /// decision's id) and the decision that opened it.
@@ -123,6 +129,8 @@ pub struct Decided<'a> {
     opened: Option<(Review, String)>,
     /// On an approval, the review approved and the decision that opened it.
     approved: Option<(Review, Box<Decision>)>,
+    /// The single-use credential presented with the request, if any.
+    presented: Option<SingleUse>,
     body: Vec<u8>,
 }
 
@@ -172,8 +180,12 @@ impl<'a> Decider<'a> {
     /// Locks the input's agent, evaluates it against the agent's current mandate and
     /// history, signs the claims and encodes the answer.
     pub async fn decide(&self, input: Input) -> Result<Decided<'a>, DecisionError> {
-        let (request, slot, approval) = match input {
-            Input::Request { request, slot } => (request, slot, None),
+        let (request, slot, credential, approval) = match input {
+            Input::Request {
+                request,
+                slot,
+                credential,
+            } => (request, slot, credential, None),
             Input::Approval { approved, original } => {
                 let asked = original.claims.request.clone();
                 let request = AuthorizationRequest {
@@ -183,7 +195,7 @@ impl<'a> Decider<'a> {
                     recipient: asked.recipient,
                     category: asked.category,
                 };
-                (request, None, Some((approved, original)))
+                (request, None, None, Some((approved, original)))
             }
         };
         let agent = request.agent.clone();
@@ -204,9 +216,31 @@ impl<'a> Decider<'a> {
             }
             None => self.mode,
         };
+        // Read under the agent's lock: an earlier acceptance by this agent is committed.
+        let presented = match credential {
+            Some(id) => {
+                // Failing here leaves the slot empty: the next decision rebuilds the state.
+                let already_accepted = self
+                    .store
+                    .credential_accepted(Arc::clone(self.org), self.env, id.clone())
+                    .await?;
+                Some(SingleUse {
+                    id,
+                    already_accepted,
+                })
+            }
+            None => None,
+        };
         let mandate = state.mandate.as_ref();
         let evaluation = match &approval {
-            None => evaluate(mandate, &request, &state.history, mode, self.now),
+            None => evaluate_presenting(
+                mandate,
+                &request,
+                &state.history,
+                presented.as_ref(),
+                mode,
+                self.now,
+            ),
             // The mode in force at approval decides whether the re-check's finding blocks.
             Some(_) => evaluate_approval(mandate, &request, &state.history, mode, self.now),
         };
@@ -266,6 +300,7 @@ impl<'a> Decider<'a> {
             decision,
             opened,
             approved: approval,
+            presented,
             body,
         })
     }
@@ -321,6 +356,7 @@ impl Decided<'_> {
             decision,
             opened,
             approved,
+            presented,
             body,
         } = self;
         let amount = decision.claims.request.amount;
@@ -341,6 +377,10 @@ impl Decided<'_> {
                         review: opened,
                         idempotency,
                         hint: state.stored,
+                        accepts: evaluation
+                            .accepts(presented.as_ref())
+                            .then(|| presented.as_ref().map(|c| c.id.clone()))
+                            .flatten(),
                     })
                     .await?;
                 match recorded {
@@ -362,6 +402,7 @@ impl Decided<'_> {
                                 category: asked.category,
                             },
                             slot: slot(),
+                            credential: presented.map(|c| c.id),
                         }));
                     }
                 }

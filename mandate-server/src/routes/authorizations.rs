@@ -45,7 +45,14 @@ async fn authorize(
     };
     let answer = state
         .decider(&caller, mode, now)?
-        .run(Input::Request { request, slot }, seal)
+        .run(
+            Input::Request {
+                request,
+                slot,
+                credential: None,
+            },
+            seal,
+        )
         .await?;
     let mut response = crate::routes::created_encoded(answer);
     if idempotency.is_some() {

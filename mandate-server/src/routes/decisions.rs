@@ -34,7 +34,7 @@ fn verdict_filter(params: &list::ListParams, name: &str) -> Result<Option<Verdic
         .map(|v| {
             Verdict::parse(v).ok_or_else(|| {
                 ApiError::InvalidRequest(format!(
-                    "{name} must be one of allow, review, deny_no_mandate, deny_revoked, deny_expired, deny_velocity, deny_category, deny_recipient, deny_limit"
+                    "{name} must be one of allow, review, deny_no_mandate, deny_revoked, deny_expired, deny_replay, deny_velocity, deny_category, deny_recipient, deny_limit"
                 ))
             })
         })

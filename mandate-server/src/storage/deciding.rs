@@ -40,7 +40,9 @@ pub struct AgentRecord {
     pub mandate: Option<Mandate>,
     /// When the agent's latest requests were made (unix ms), newest first, at most `limit`.
     pub recent_requests: Vec<i64>,
-    /// The current mandate's effective allows since the asked instant: amount and unix ms.
+    /// The current mandate's effective allows since the asked instant, or since the
+    /// mandate's creation when a limit of it counts over its life ([`allows_from`]):
+    /// amount and unix ms, oldest first.
     pub allowed_since: Vec<(Amount, i64)>,
     /// What storing the agent's next decision need not look up again.
     pub hint: AgentHint,
@@ -48,6 +50,20 @@ pub struct AgentRecord {
     /// that checks it when storing (PostgreSQL); `None` from an engine that does not read
     /// it (SQLite: the mode cached in memory is the one in force).
     pub mode: Option<Mode>,
+}
+
+/// From when (unix ms) an engine reads `mandate`'s allows for a decision asked with
+/// `allowed_since_ms` (the start of the current month or week): from the mandate's
+/// creation when a limit counts over its whole life (`limits.total`, `limits.count.total`),
+/// so that the lifetime sums are rebuilt exactly from stored decisions; otherwise as asked.
+pub fn allows_from(mandate: &Mandate, allowed_since_ms: i64) -> i64 {
+    if mandate.terms.limits.counts_lifetime() {
+        let created_ms =
+            i64::try_from(mandate.created_at.unix_timestamp_nanos() / 1_000_000).unwrap_or(0);
+        allowed_since_ms.min(created_ms)
+    } else {
+        allowed_since_ms
+    }
 }
 
 /// A decision made in answer to an agent's request, with what it implies.
@@ -66,6 +82,10 @@ pub struct NewDecision {
     pub idempotency: Option<IdempotencyRecord>,
     /// The agent's hint from its cached state.
     pub hint: AgentHint,
+    /// The single-use credential this decision accepts (its id), if any: stored with it,
+    /// and the decision is stored only if no decision accepted the credential before
+    /// (otherwise [`Recorded::Changed`]: decided again, it is `deny_replay`).
+    pub accepts: Option<String>,
 }
 
 /// What storing a decision came to.
@@ -128,6 +148,10 @@ pub trait DecidingStore: Send + Sync {
     /// approval is refused like a decision ([`crate::storage::StorageError::Conflict`])
     /// when the agent changed since `resolution.hint` was read.
     fn resolve_review(&self, resolution: Resolution) -> StoreFuture<'_, Option<AgentHint>>;
+
+    /// Whether a decision of this organization and environment accepted the single-use
+    /// credential `id`.
+    fn credential_accepted(&self, org: Arc<str>, env: Env, id: String) -> StoreFuture<'_, bool>;
 
     /// A review of this organization and environment, with its agent.
     fn review(

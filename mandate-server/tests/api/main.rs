@@ -31,6 +31,7 @@ mod idempotency;
 mod idempotency_faults;
 mod jwks;
 mod key_encryption;
+mod lifetime_limits;
 mod lists;
 mod logs;
 mod mandate_extensions;

@@ -8,7 +8,9 @@ use std::collections::BTreeSet;
 
 use mandate_core::amount::Amount;
 use mandate_core::id::{AgentId, DecisionId};
-use mandate_core::mandate::{EscrowTerms, Limits, MandateStatus, RecipientPattern, Recipients};
+use mandate_core::mandate::{
+    CountLimits, EscrowTerms, Limits, MandateStatus, RecipientPattern, Recipients,
+};
 use mandate_core::names::{AgentName, Category, Currency, Principal, Recipient};
 use mandate_core::policy::{Mode, Verdict};
 use mandate_core::review::ReviewStatus;
@@ -185,8 +187,16 @@ async fn agents_mandates_and_decisions_read_as_their_types_byte_for_byte() {
             per_day: Some(Amount::parse("300").unwrap()),
             per_week: Some(Amount::parse("400").unwrap()),
             per_month: Some(Amount::parse("450").unwrap()),
+            total: Some(Amount::parse("5000.50").unwrap()),
+            count: Some(CountLimits {
+                per_day: Some(3),
+                per_week: Some(10),
+                per_month: Some(20),
+                total: Some(100),
+            }),
             currency: Currency::parse("USD").unwrap(),
         },
+        not_before: Some(date!(2026 - 11 - 01)),
         principal: Some(Principal::parse("role:cfo").unwrap()),
         recipients: Some(Recipients {
             allow: vec![
@@ -210,8 +220,11 @@ async fn agents_mandates_and_decisions_read_as_their_types_byte_for_byte() {
             per_day: None,
             per_week: None,
             per_month: None,
+            total: None,
+            count: None,
             ..full.limits.clone()
         },
+        not_before: None,
         ..full.clone()
     };
     let second: wire::Mandate = read(&app.post(&org, "/v1/mandates", body(&minimal)).await, 201);

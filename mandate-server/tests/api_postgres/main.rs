@@ -57,6 +57,8 @@ mod idempotency;
 mod idempotency_faults;
 #[path = "../api/jwks.rs"]
 mod jwks;
+#[path = "../api/lifetime_limits.rs"]
+mod lifetime_limits;
 #[path = "../api/lists.rs"]
 mod lists;
 #[path = "../api/logs.rs"]

@@ -86,6 +86,7 @@ macro_rules! conformance {
             decisions_are_logged_with_their_idempotency_record_in_order,
             a_failing_decision_writes_nothing,
             a_decision_on_a_stale_agent_is_given_back_unstored,
+            a_single_use_credential_is_accepted_once_even_at_once,
             a_review_is_resolved_once_and_expires_once,
             a_mandates_expiring_event_fires_once,
             an_escrow_is_funded_once_and_moves_only_from_where_it_stands,
@@ -185,6 +186,29 @@ impl Deciding {
         amount: &str,
         record: Option<IdempotencyRecord>,
     ) -> Value {
+        self.decide(store, agent, amount, record, None).await
+    }
+
+    /// As [`Deciding::authorize`], presenting the single-use credential `credential`.
+    async fn present(
+        &self,
+        store: &dyn Store,
+        agent: &str,
+        amount: &str,
+        credential: &str,
+    ) -> Value {
+        self.decide(store, agent, amount, None, Some(credential.to_owned()))
+            .await
+    }
+
+    async fn decide(
+        &self,
+        store: &dyn Store,
+        agent: &str,
+        amount: &str,
+        record: Option<IdempotencyRecord>,
+        credential: Option<String>,
+    ) -> Value {
         let (mode, _) = store.mode(ORG, Env::Sandbox).await.unwrap();
         let decider = Decider {
             store,
@@ -211,6 +235,7 @@ impl Deciding {
                 Input::Request {
                     request,
                     slot: None,
+                    credential,
                 },
                 |_| Ok(record.take()),
             )

@@ -18,5 +18,6 @@ mod background;
 mod changes;
 mod crash;
 mod exact;
+mod lifetime;
 mod log;
 mod startup;

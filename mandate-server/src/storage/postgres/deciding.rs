@@ -25,7 +25,7 @@ use crate::model::Env;
 use crate::storage::StorageError;
 use crate::storage::StoreFuture;
 use crate::storage::deciding::{
-    AgentHint, AgentRecord, DecidingStore, NewDecision, Recorded, Resolution,
+    AgentHint, AgentRecord, DecidingStore, NewDecision, Recorded, Resolution, allows_from,
 };
 
 /// The agent's key, version, and its environment's mode (`$1` org, `$2` env, `$3` agent).
@@ -108,6 +108,15 @@ async fn read_agent_record(
             .collect::<Result<_>>()?
     } else {
         Vec::new()
+    };
+    // A limit over the mandate's life needs its allows since its creation: read them in a
+    // second round trip, after the version (a later commit is caught when storing).
+    let allowed_since = match &mandate {
+        Some(m) if allows_from(m, allowed_since_ms) < allowed_since_ms => {
+            decisions::allowed_since(c, org, env, agent, &m.id, allows_from(m, allowed_since_ms))
+                .await?
+        }
+        _ => allowed_since,
     };
     Ok(AgentRecord {
         mandate,
@@ -206,6 +215,20 @@ impl DecidingStore for PostgresStore {
             events::append(&tx, org, *env, "decision.resolved", &data, *at_ms).await?;
             tx.commit().await?;
             Ok(Some(hint))
+        })
+    }
+
+    fn credential_accepted(&self, org: Arc<str>, env: Env, id: String) -> StoreFuture<'_, bool> {
+        Box::pin(async move {
+            let c = self.client().await?;
+            let stmt = c
+                .prepare_cached(
+                    "SELECT EXISTS (SELECT 1 FROM accepted_credentials
+                                    WHERE org_id = $1 AND env = $2 AND id = $3)",
+                )
+                .await?;
+            let row = c.query_one(&stmt, &[&&*org, &env.as_str(), &id]).await?;
+            Ok(row.get(0))
         })
     }
 

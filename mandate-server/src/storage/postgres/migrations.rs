@@ -26,6 +26,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         4,
         include_str!("../../../migrations/postgres/0004_decision_seq_in_commit_order.sql"),
     ),
+    (
+        5,
+        include_str!("../../../migrations/postgres/0005_accepted_credentials.sql"),
+    ),
 ];
 
 /// The highest migration this build knows.

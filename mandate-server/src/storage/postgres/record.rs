@@ -17,10 +17,13 @@ use crate::storage::deciding::{AgentHint, NewDecision, Recorded};
 /// The statement that moves the agent's version if it is still `$2` and its environment's
 /// mode still `$5` (`$1` the agent's key, `$3` org, `$4` env), with the review the decision
 /// opens and that review's event and deliveries (`$6..$14`), and its idempotency record
-/// (the next six, its claim's token last). Returns 1 when the version moved (the decision
-/// is to be inserted), 0 when the agent changed meanwhile, or -1 when the request's claim
-/// on its Idempotency-Key is no longer its own.
-fn record_sql(review: bool, idempotent: bool) -> String {
+/// (the next six, its claim's token last), and the single-use credential it accepts (the
+/// last three: the credential, the decision's id, its time): with one, the statement goes
+/// on only if no decision accepted that credential before (its row in
+/// `accepted_credentials` is new). Returns 1 when the version moved (the decision is to be
+/// inserted), 0 when the agent changed meanwhile or the credential was accepted already,
+/// or -1 when the request's claim on its Idempotency-Key is no longer its own.
+fn record_sql(review: bool, idempotent: bool, accepts: bool) -> String {
     // With an idempotency record, the claim must still be the request's own (`own`, its
     // row locked): a claim that ran out and was taken over by a retry on another process,
     // or released meanwhile, stores nothing, so that the key keeps one outcome. The lock
@@ -57,13 +60,31 @@ fn record_sql(review: bool, idempotent: bool) -> String {
               AND EXISTS (SELECT 1 FROM environments WHERE org_id = $3 AND env = $4 AND mode = $5){owned}
             RETURNING seq)"
     );
+    // The credential's parameters come last, after the review's and the idempotency
+    // record's; everything after `bump` goes on from `ok`: `bump`, or with a credential,
+    // its acceptance (a credential accepted before stops the review, the record and the
+    // decision; the version moved anyway, so the decision is made again: `deny_replay`).
+    let ok = if accepts {
+        let c = 6 + if review { 9 } else { 0 } + if idempotent { 6 } else { 0 };
+        sql.push_str(&format!(
+            ", c AS (
+                INSERT INTO accepted_credentials (org_id, env, id, decision_id, created_ms)
+                SELECT $3, $4, ${c}::TEXT, ${}::TEXT, ${}::BIGINT FROM bump
+                ON CONFLICT DO NOTHING RETURNING 1)",
+            c + 1,
+            c + 2
+        ));
+        "c"
+    } else {
+        "bump"
+    };
     let mut next = 5;
     if review {
         sql.push_str(&format!(
             ", r AS (
                 INSERT INTO reviews ({})
                 SELECT $6::TEXT, $3, $4, $7::TEXT, $8::TEXT, $9::TEXT, $10::BIGINT, $11::BIGINT
-                FROM bump RETURNING 1),
+                FROM {ok} RETURNING 1),
              e AS (
                 INSERT INTO events (id, org_id, env, type, data, created_ms)
                 SELECT $12::TEXT, $3, $4, 'decision.review_pending', $13::TEXT, $14::BIGINT
@@ -74,7 +95,7 @@ fn record_sql(review: bool, idempotent: bool) -> String {
                   ON wh.org_id = $3 AND wh.env = $4 AND wh.status = 'active'
                  AND wh.events ? 'decision.review_pending'
                 RETURNING 1)",
-            reviews::INSERT_COLUMNS
+            reviews::INSERT_COLUMNS,
         ));
         next = 14;
     }
@@ -86,7 +107,7 @@ fn record_sql(review: bool, idempotent: bool) -> String {
                 SET status = {status}::INTEGER, body = {body}::BYTEA, request_id = {rid}::TEXT,
                     claimed_until = NULL
                 WHERE key_hash = {hash}::BYTEA AND idem_key = {key}::TEXT AND status IS NULL
-                  AND EXISTS (SELECT 1 FROM bump)
+                  AND EXISTS (SELECT 1 FROM {ok})
                 RETURNING 1)",
             hash = p(1),
             key = p(2),
@@ -96,10 +117,10 @@ fn record_sql(review: bool, idempotent: bool) -> String {
         ));
         // -1: the claim is no longer the request's own.
         sql.push_str(
-            " SELECT CASE WHEN EXISTS (SELECT 1 FROM own) THEN (SELECT COUNT(*) FROM bump) ELSE -1 END",
+            &format!(" SELECT CASE WHEN EXISTS (SELECT 1 FROM own) THEN (SELECT COUNT(*) FROM {ok}) ELSE -1 END"),
         );
     } else {
-        sql.push_str(" SELECT COUNT(*) FROM bump");
+        sql.push_str(&format!(" SELECT COUNT(*) FROM {ok}"));
     }
     sql
 }
@@ -158,16 +179,19 @@ impl Outcome {
     }
 }
 
-/// The four variants of [`record_sql`], made once: with or without a review, with or
-/// without an idempotency record.
-static RECORD_SQL: std::sync::LazyLock<[String; 4]> = std::sync::LazyLock::new(|| {
-    [
-        record_sql(false, false),
-        record_sql(true, false),
-        record_sql(false, true),
-        record_sql(true, true),
-    ]
+/// The eight variants of [`record_sql`], made once: with or without a review, an
+/// idempotency record, a credential accepted.
+static RECORD_SQL: std::sync::LazyLock<[String; 8]> = std::sync::LazyLock::new(|| {
+    std::array::from_fn(|i| record_sql(i & 1 != 0, i & 2 != 0, i & 4 != 0))
 });
+
+/// The owned values of a single-use credential a decision accepts, in the statement's
+/// order: the credential, the decision, its time.
+struct AcceptValues {
+    credential: String,
+    decision: String,
+    created_ms: i64,
+}
 
 /// A decision's statement with its values, owned (the group writer sends many at once).
 pub(crate) struct RecordStatement {
@@ -179,6 +203,7 @@ pub(crate) struct RecordStatement {
     params: Params,
     review: Option<ReviewValues>,
     idempotency: Option<IdempotencyValues>,
+    accepts: Option<AcceptValues>,
 }
 
 impl RecordStatement {
@@ -191,6 +216,7 @@ impl RecordStatement {
             review,
             idempotency,
             hint,
+            accepts,
         } = new;
         let seq = hint.seq?;
         Some(Self {
@@ -221,13 +247,19 @@ impl RecordStatement {
                 request_id: r.request_id.clone(),
                 claim: r.claim.to_vec(),
             }),
+            accepts: accepts.as_ref().map(|credential| AcceptValues {
+                credential: credential.clone(),
+                decision: decision.claims.jti.as_str().to_owned(),
+                created_ms: decision.created_ms,
+            }),
         })
     }
 
     /// Its SQL.
     pub(crate) fn sql(&self) -> &'static str {
-        let index =
-            usize::from(self.review.is_some()) + 2 * usize::from(self.idempotency.is_some());
+        let index = usize::from(self.review.is_some())
+            + 2 * usize::from(self.idempotency.is_some())
+            + 4 * usize::from(self.accepts.is_some());
         &RECORD_SQL[index]
     }
 
@@ -256,6 +288,13 @@ impl RecordStatement {
                 &i.body,
                 &i.request_id,
                 &i.claim,
+            ]);
+        }
+        if let Some(a) = &self.accepts {
+            values.extend([
+                &a.credential as &(dyn ToSql + Sync),
+                &a.decision,
+                &a.created_ms,
             ]);
         }
         values
@@ -295,11 +334,14 @@ mod sql_tests {
             (false, true, 11),
             (true, true, 20),
         ] {
-            let sql = record_sql(review, idempotent);
-            for n in 1..=count {
-                assert!(sql.contains(&format!("${n}")), "${n} missing: {sql}");
+            for accepts in [false, true] {
+                let count = count + if accepts { 3 } else { 0 };
+                let sql = record_sql(review, idempotent, accepts);
+                for n in 1..=count {
+                    assert!(sql.contains(&format!("${n}")), "${n} missing: {sql}");
+                }
+                assert!(!sql.contains(&format!("${}", count + 1)), "{sql}");
             }
-            assert!(!sql.contains(&format!("${}", count + 1)), "{sql}");
         }
     }
 }

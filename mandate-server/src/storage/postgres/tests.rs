@@ -638,6 +638,7 @@ async fn a_failing_decision_costs_the_others_of_its_group_nothing() {
             month_marked: None,
             version,
         },
+        accepts: None,
     };
     // One writer: the four go out as one group.
     let writers = super::writer::Writers::start(store.pool(), 1);

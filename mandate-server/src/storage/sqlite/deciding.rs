@@ -10,7 +10,7 @@ use super::store::SqliteStore;
 use super::{decisions, events, idempotency, mandates, reviews};
 use crate::model::Env;
 use crate::storage::deciding::{
-    AgentHint, AgentRecord, DecidingStore, NewDecision, Recorded, Resolution,
+    AgentHint, AgentRecord, DecidingStore, NewDecision, Recorded, Resolution, allows_from,
 };
 use crate::storage::{StorageError, StoreFuture};
 
@@ -29,7 +29,8 @@ fn read_agent_record(
     let recent_requests = decisions::recent_request_times(conn, org, env, agent, limit)?;
     let allowed_since = match &mandate {
         Some(m) => {
-            decisions::allowed_since(conn, org, env, agent, m.id.as_str(), allowed_since_ms)?
+            let from = allows_from(m, allowed_since_ms);
+            decisions::allowed_since(conn, org, env, agent, m.id.as_str(), from)?
         }
         None => Vec::new(),
     };
@@ -65,6 +66,28 @@ fn store_resolution(
     Ok(Some(r.hint))
 }
 
+/// Records that `new`'s decision accepts credential `id`; `false` (nothing written) if a
+/// decision accepted it before.
+fn accept_credential(
+    tx: &rusqlite::Connection,
+    new: &NewDecision,
+    id: &str,
+) -> Result<bool, StorageError> {
+    let written = tx
+        .prepare_cached(
+            "INSERT OR IGNORE INTO accepted_credentials (org_id, env, id, decision_id, created_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+        )?
+        .execute(rusqlite::params![
+            &*new.org,
+            new.env,
+            id,
+            new.decision.claims.jti.as_str(),
+            new.decision.created_ms
+        ])?;
+    Ok(written == 1)
+}
+
 impl DecidingStore for SqliteStore {
     fn agent_record(
         &self,
@@ -88,6 +111,13 @@ impl DecidingStore for SqliteStore {
         Box::pin(
             self.db()
                 .write(move |tx| -> Result<Recorded, StorageError> {
+                    // A credential accepted before (by another agent's decision: this
+                    // agent's are serialized by its lock) leaves nothing stored.
+                    if let Some(id) = &new.accepts
+                        && !accept_credential(tx, &new, id)?
+                    {
+                        return Ok(Recorded::Changed(Box::new(new.clone())));
+                    }
                     let NewDecision {
                         org,
                         env,
@@ -95,6 +125,7 @@ impl DecidingStore for SqliteStore {
                         review,
                         idempotency,
                         hint,
+                        accepts: _,
                     } = &new;
                     // A request whose claim on its Idempotency-Key was taken over (it ran
                     // out while the request stalled) stores nothing: the key has one
@@ -136,6 +167,18 @@ impl DecidingStore for SqliteStore {
 
     fn resolve_review(&self, resolution: Resolution) -> StoreFuture<'_, Option<AgentHint>> {
         Box::pin(self.db().write(move |tx| store_resolution(tx, &resolution)))
+    }
+
+    fn credential_accepted(&self, org: Arc<str>, env: Env, id: String) -> StoreFuture<'_, bool> {
+        Box::pin(self.db().read(move |conn| {
+            let found: bool = conn
+                .prepare_cached(
+                    "SELECT EXISTS (SELECT 1 FROM accepted_credentials
+                                    WHERE org_id = ?1 AND env = ?2 AND id = ?3)",
+                )?
+                .query_row(rusqlite::params![&*org, env, id], |r| r.get(0))?;
+            Ok(found)
+        }))
     }
 
     fn review(

@@ -44,6 +44,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         10,
         include_str!("../../../migrations/sqlite/0010_idempotency_claims.sql"),
     ),
+    (
+        11,
+        include_str!("../../../migrations/sqlite/0011_accepted_credentials.sql"),
+    ),
 ];
 
 /// The highest migration this build knows.

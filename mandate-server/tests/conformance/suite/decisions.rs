@@ -160,6 +160,7 @@ pub async fn a_failing_decision_writes_nothing(fresh: &Fresh) {
             review: None,
             idempotency: Some(record("k-fail", "req_fail")),
             hint: fresh_record.hint,
+            accepts: None,
         })
         .await;
     assert!(
@@ -205,11 +206,59 @@ pub async fn a_decision_on_a_stale_agent_is_given_back_unstored(fresh: &Fresh) {
             review: None,
             idempotency: None,
             hint: stale.hint,
+            accepts: None,
         })
         .await
         .unwrap();
     assert!(matches!(outcome, Recorded::Changed(_)), "{outcome:?}");
     assert_eq!(store.last_decision_seq().await.unwrap(), last);
+}
+
+/// A single-use credential presented five times at once is accepted by exactly one
+/// decision (an allow; a `review` accepts one too, a denial does not); every other
+/// presentation, at once or later, through this process's state or another's (rebuilt
+/// from the store, as after a restart), is `deny_replay` naming it.
+pub async fn a_single_use_credential_is_accepted_once_even_at_once(fresh: &Fresh) {
+    let store = fresh.store.as_ref();
+    onboard(store).await;
+    agent(store, "agt_c", 10).await;
+    mandate(store, "agt_c").await;
+    let one = Deciding::new();
+    // Denied (over per_transaction 500): the credential is not used up.
+    let denied = one.present(store, "agt_c", "600", "cred_1").await;
+    assert_eq!(denied["verdict"], "deny_limit");
+    let answers = join_all((0..5).map(|_| one.present(store, "agt_c", "10", "cred_1"))).await;
+    let mut verdicts: Vec<&str> = answers
+        .iter()
+        .map(|a| a["verdict"].as_str().unwrap())
+        .collect();
+    verdicts.sort();
+    assert_eq!(
+        verdicts,
+        [
+            "allow",
+            "deny_replay",
+            "deny_replay",
+            "deny_replay",
+            "deny_replay"
+        ]
+    );
+    let replay = answers
+        .iter()
+        .find(|a| a["verdict"] == "deny_replay")
+        .unwrap();
+    assert_eq!(
+        replay["reason"],
+        "single-use credential cred_1 was already accepted and cannot be presented again"
+    );
+    let other = Deciding::new();
+    let again = other.present(store, "agt_c", "10", "cred_1").await;
+    assert_eq!(again["verdict"], "deny_replay");
+    // Another credential is its own; a review accepts it.
+    let reviewed = other.present(store, "agt_c", "300", "cred_2").await;
+    assert_eq!(reviewed["verdict"], "review");
+    let again = one.present(store, "agt_c", "300", "cred_2").await;
+    assert_eq!(again["verdict"], "deny_replay");
 }
 
 pub async fn a_review_is_resolved_once_and_expires_once(fresh: &Fresh) {
