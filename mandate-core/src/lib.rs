@@ -132,6 +132,7 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
 
 pub mod amount;
+pub mod budget;
 pub mod claims;
 pub mod cursor;
 pub mod delivery;

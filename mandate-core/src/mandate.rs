@@ -434,6 +434,7 @@ impl Mandate {
             recipients: terms.recipients.clone(),
             review_above: terms.review_above,
             spent: None,
+            remaining: None,
             status: self.status_at(now),
         }
     }
