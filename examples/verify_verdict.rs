@@ -4,11 +4,12 @@
 //! cargo run -p mandate-core --example verify_verdict
 //! ```
 //!
-//! [`check`] is what a merchant runs when an agent hands it a `verdict_token`: the
-//! signature against the service's JWK Set (ES256 only, the key by `kid`), the issuer, the
-//! expiry, the environment of the signing key (a live key; a sandbox key only on a test
-//! system), that the verdict is `allow`, that the signed amount, currency and recipient are
-//! the transaction about to be settled, and that the nonce was never accepted before.
+//! [`check`] is what a merchant runs when an agent hands it a `verdict_token`, one call of
+//! the core's `Counterparty::check`: the signature against the service's JWK Set (ES256
+//! only, the key by `kid`), the issuer, the expiry, the environment of the signing key (a
+//! live key; a sandbox key only on a test system), that the verdict is `allow`, that the
+//! signed amount, currency and recipient are the transaction about to be settled, and
+//! that the nonce was never accepted before.
 //!
 //! `main` plays both sides so that the example runs without a server: it signs verdicts
 //! with two example keys as the service would (one live, one sandbox), publishes them as a
@@ -16,107 +17,42 @@
 //! keys come from fixed bytes (the core draws no random numbers; a real service's keys come
 //! from the operating system's RNG and never leave it).
 
-use std::collections::HashSet;
 use std::process::ExitCode;
 
-use mandate_core::amount::Amount;
-use mandate_core::claims::{RequestClaims, VERDICT_LIFETIME_SECS, VerdictClaims};
-use mandate_core::environment::{Environment, token_kid};
+use mandate_core::claims::{RequestClaims, VERDICT_LIFETIME_SECS};
 use mandate_core::id::{AgentId, DecisionId, MandateId, Nonce};
-use mandate_core::jwk::JwkSet;
-use mandate_core::jws::{
-    P256Signer, Signer, TokenError, VerifyOptions, sign_token, verify_verdict,
-};
-use mandate_core::names::{Category, Currency, Recipient};
+use mandate_core::jws::{P256Signer, Signer, sign_token};
+use mandate_core::names::Category;
 use mandate_core::policy::Verdict;
+use mandate_core::{
+    Amount, CheckError, Counterparty, Currency, EnvironmentPolicy, ExpectedTransaction, JwkSet,
+    MemoryReplayGuard, Recipient, VerdictClaims, VerifiedVerdict,
+};
+use time::OffsetDateTime;
 
 /// The service's verdicts URL: the `iss` of every token, where its JWK Set is published.
 const ISSUER: &str = "https://verdicts.example.com";
 
-/// The transaction the merchant is about to settle.
-struct Transaction {
-    amount: Amount,
-    currency: Currency,
-    recipient: Recipient,
-}
-
-/// Why a token does not authorize this transaction.
-#[derive(Debug, thiserror::Error)]
-enum Refusal {
-    /// Signature, algorithm, key, issuer, expiry or shape: the core's verdict on the token.
-    #[error("invalid token: {0}")]
-    Token(#[from] TokenError),
-    /// Signed by a sandbox key (or a kid of no environment) where only live ones count.
-    #[error("signed by {kid:?}, not a live key: a sandbox verdict authorizes no real payment")]
-    NotLive {
-        /// The token's kid.
-        kid: String,
-    },
-    /// A valid token whose verdict is not `allow`.
-    #[error("the verdict is {0}, not allow")]
-    NotAllow(Verdict),
-    /// A valid `allow` for another transaction.
-    #[error("the token is for {amount} {currency} to {recipient}, not this transaction")]
-    Mismatch {
-        /// The signed amount.
-        amount: Amount,
-        /// The signed currency.
-        currency: Currency,
-        /// The signed recipient.
-        recipient: Recipient,
-    },
-    /// The nonce was accepted before.
-    #[error("nonce {0} was accepted before: a replay")]
-    Replay(String),
-}
-
-/// Checks `token` against the published key set for `tx`, at `now` (seconds since the
-/// epoch). Only live keys are accepted unless `accept_sandbox` (a test system). On success
-/// the nonce is recorded in `accepted`; keep it durably, for longer than a token lives.
+/// Checks `token` against the published key set for `tx`, at `now`: the whole procedure
+/// is one call of the core. Only live keys are accepted unless `accept_sandbox` (a test
+/// system). On success the nonce is recorded in `accepted`; a real merchant keeps it
+/// durably (its own `ReplayGuard`), for longer than a token lives.
 fn check(
     token: &str,
     jwks: &JwkSet,
-    now: i64,
-    tx: &Transaction,
+    now: OffsetDateTime,
+    tx: &ExpectedTransaction,
     accept_sandbox: bool,
-    accepted: &mut HashSet<String>,
-) -> Result<VerdictClaims, Refusal> {
-    // Signature (ES256 only, key by kid), issuer, expiry and iat.
-    let options = VerifyOptions {
-        issuer: ISSUER.to_owned(),
-        now,
-        leeway_secs: 0,
+    accepted: &mut MemoryReplayGuard,
+) -> Result<VerifiedVerdict, CheckError> {
+    let environments = if accept_sandbox {
+        EnvironmentPolicy::LiveOrSandbox
+    } else {
+        EnvironmentPolicy::LiveOnly
     };
-    let claims = verify_verdict(token, jwks, &options)?;
-
-    // Sandbox and live share the issuer and the key set: only the kid tells them apart.
-    // The header is under the signature, so the kid of an accepted token is trustworthy.
-    let kid = token_kid(token).unwrap_or_default();
-    match Environment::of_kid(&kid) {
-        Some(Environment::Live) => {}
-        Some(Environment::Sandbox) if accept_sandbox => {}
-        _ => return Err(Refusal::NotLive { kid }),
-    }
-
-    if claims.verdict != Verdict::Allow {
-        return Err(Refusal::NotAllow(claims.verdict));
-    }
-    // Amounts compare as exact decimals: 42.5 equals 42.50.
-    let signed = &claims.request;
-    if signed.amount != tx.amount
-        || signed.currency != tx.currency
-        || signed.recipient != tx.recipient
-    {
-        return Err(Refusal::Mismatch {
-            amount: signed.amount,
-            currency: signed.currency.clone(),
-            recipient: signed.recipient.clone(),
-        });
-    }
-    if !accepted.insert(claims.nonce.to_string()) {
-        return Err(Refusal::Replay(claims.nonce.to_string()));
-    }
-    Ok(claims)
+    Counterparty::new(ISSUER)
+        .environments(environments)
+        .check(token, jwks, tx, accepted, now)
 }
 
 /// The claims of a verdict as the service would sign them, issued at `iat`.
@@ -156,7 +92,8 @@ fn run() -> Result<(), String> {
 
     // 2026-11-22T12:00:00Z; a merchant takes the time from its clock.
     let iat = 1_795_348_800;
-    let now = iat + 10;
+    let at = |secs: i64| OffsetDateTime::from_unix_timestamp(secs).map_err(|e| err(&e));
+    let now = at(iat + 10)?;
     let sign = |signer: &P256Signer, claims: &VerdictClaims| {
         sign_token(signer, claims).map_err(|e| e.to_string())
     };
@@ -169,14 +106,14 @@ fn run() -> Result<(), String> {
     let (a, b) = (parts(&good), parts(&other));
     let tampered = format!("{}.{}.{}", a[0], b[1], a[2]);
 
-    let tx = Transaction {
-        amount: Amount::parse("42.5").map_err(|e| err(&e))?,
-        currency: Currency::parse("USD").map_err(|e| err(&e))?,
-        recipient: Recipient::parse("vendor:acme").map_err(|e| err(&e))?,
-    };
-    let mut accepted = HashSet::new();
-    let mut test_system = HashSet::new();
-    let expired_at = iat + VERDICT_LIFETIME_SECS;
+    let tx = ExpectedTransaction::new(
+        Amount::parse("42.5").map_err(|e| err(&e))?,
+        Currency::parse("USD").map_err(|e| err(&e))?,
+        Recipient::parse("vendor:acme").map_err(|e| err(&e))?,
+    );
+    let mut accepted = MemoryReplayGuard::default();
+    let mut test_system = MemoryReplayGuard::default();
+    let expired_at = at(iat + VERDICT_LIFETIME_SECS)?;
 
     // (what, result, whether it must be accepted)
     let cases = [
@@ -192,7 +129,14 @@ fn run() -> Result<(), String> {
         ),
         (
             "expired",
-            check(&good, &jwks, expired_at, &tx, false, &mut HashSet::new()),
+            check(
+                &good,
+                &jwks,
+                expired_at,
+                &tx,
+                false,
+                &mut MemoryReplayGuard::default(),
+            ),
             false,
         ),
         (
@@ -224,9 +168,11 @@ fn run() -> Result<(), String> {
     let mut wrong = 0;
     for (what, result, expected) in cases {
         let line = match &result {
-            Ok(claims) => format!(
+            Ok(verified) => format!(
                 "accepted: {} {} to {}",
-                claims.request.amount, claims.request.currency, claims.request.recipient
+                verified.claims.request.amount,
+                verified.claims.request.currency,
+                verified.claims.request.recipient
             ),
             Err(refusal) => format!("refused: {refusal}"),
         };

@@ -239,6 +239,67 @@ impl Command {
     }
 }
 
+/// The network options, by id: taken by every subcommand that calls the API.
+const NETWORK: &[&str] = &["base_url", "api_key", "profile", "timeout", "retries"];
+
+/// The network options each subcommand that does not call the API (or calls only public
+/// URLs, or only stores settings) leaves out: hidden from its help, refused on its command
+/// line. Their variables are ignored there, as before.
+const UNUSED: &[(&str, &[&str])] = &[
+    ("verify", NETWORK),
+    ("simulate", NETWORK),
+    ("profiles", NETWORK),
+    ("jwks", &["base_url", "api_key", "profile"]),
+    ("listen", &["base_url", "api_key", "profile"]),
+    ("login", &["timeout", "retries"]),
+];
+
+/// The command line as parsed and shown: [`Cli`]'s, with each subcommand's help listing
+/// only the network options it uses. A subcommand that leaves one out gets a hidden option
+/// of the same name of its own, which keeps the global one from being copied into it (and
+/// into its subcommands, where the flag is then unknown): given there, it is refused by
+/// [`unused_option`].
+pub fn command() -> clap::Command {
+    use clap::CommandFactory as _;
+    let mut command = Cli::command();
+    for (name, unused) in UNUSED {
+        command = command.mut_subcommand(*name, |mut sub| {
+            for id in *unused {
+                sub = sub.arg(clap::Arg::new(*id).long(flag(id)).num_args(1).hide(true));
+            }
+            sub
+        });
+    }
+    command
+}
+
+/// The flag of a network option's id.
+fn flag(id: &str) -> &'static str {
+    match id {
+        "base_url" => "base-url",
+        "api_key" => "api-key",
+        "profile" => "profile",
+        "timeout" => "timeout",
+        _ => "retries",
+    }
+}
+
+/// A network option given on the command line to a subcommand that does not use it, as
+/// the usage error to print.
+pub fn unused_option(matches: &clap::ArgMatches) -> Option<String> {
+    let (name, sub) = matches.subcommand()?;
+    let (_, unused) = UNUSED.iter().find(|(n, _)| *n == name)?;
+    let given = unused.iter().find(|id| {
+        [matches, sub]
+            .iter()
+            .any(|m| m.value_source(id) == Some(ValueSource::CommandLine))
+    })?;
+    Some(format!(
+        "mandate {name} does not use --{}: it takes none of the options of the API it does not call",
+        flag(given)
+    ))
+}
+
 fn source(matches: &clap::ArgMatches, id: &str) -> Source {
     match matches.value_source(id) {
         Some(ValueSource::EnvVariable) => Source::Env,

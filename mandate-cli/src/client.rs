@@ -362,7 +362,11 @@ impl Client {
             pages += 1;
             merged.extend(page.data);
             if progress {
-                output::progress(&format!("{} fetched ({pages} pages)…", merged.len()));
+                output::progress(&format!(
+                    "{} fetched ({})…",
+                    merged.len(),
+                    output::count(pages, "page", "pages")
+                ));
             }
             match (paging.all, page.has_more, page.next_cursor) {
                 (true, true, Some(next)) => cursor = Some(next),

@@ -21,16 +21,22 @@ mod replay_store;
 
 use std::process::ExitCode;
 
-use clap::{CommandFactory as _, FromArgMatches as _};
+use clap::FromArgMatches as _;
 
 use crate::cli::Cli;
 
 fn main() -> ExitCode {
-    let matches = Cli::command().get_matches();
+    let mut command = cli::command();
+    let matches = command.get_matches_mut();
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
+    if let Some(message) = cli::unused_option(&matches) {
+        command
+            .error(clap::error::ErrorKind::ArgumentConflict, message)
+            .exit();
+    }
     let ctx = cli.global.context(&matches);
     match cli.command.run(&ctx) {
         Ok(exit) => exit.into(),
@@ -43,6 +49,7 @@ fn main() -> ExitCode {
 mod tests {
     use super::*;
     use crate::error::Exit;
+    use clap::CommandFactory as _;
 
     #[test]
     fn the_command_line_is_consistent() {

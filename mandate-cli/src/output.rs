@@ -80,6 +80,30 @@ pub fn joined<T: ToString>(items: &[T]) -> String {
         .join(",")
 }
 
+/// `1 page`, `3 pages`: a count and its noun, singular for one.
+pub fn count(n: impl Into<u64>, singular: &str, plural: &str) -> String {
+    let n = n.into();
+    format!("{n} {}", if n == 1 { singular } else { plural })
+}
+
+/// A time given in seconds since the epoch, as the wire writes times (UTC); the raw number
+/// when it is out of range.
+pub fn unix_time(secs: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp(secs)
+        .map_or_else(|_| secs.to_string(), mandate_core::timefmt::format)
+}
+
+/// Why a token was refused, in words: the core's message, with an expiry given as a UTC
+/// time rather than seconds since the epoch.
+pub fn token_error(error: &mandate_core::jws::TokenError) -> String {
+    match error {
+        mandate_core::jws::TokenError::Expired { exp } => {
+            format!("token expired at {}", unix_time(*exp))
+        }
+        other => other.to_string(),
+    }
+}
+
 /// A timestamp as a cell, in the wire's format.
 pub fn time(at: time::OffsetDateTime) -> String {
     mandate_core::timefmt::format(at)
@@ -198,6 +222,14 @@ mod tests {
         assert_eq!(cell(&value, "tags"), "a,b");
         assert_eq!(cell(&value, "reason"), "-");
         assert_eq!(cell(&value, "missing.path"), "-");
+        assert_eq!(count(1u64, "page", "pages"), "1 page");
+        assert_eq!(count(3u64, "page", "pages"), "3 pages");
+        assert_eq!(unix_time(1_795_534_997), "2026-11-24T15:43:17Z");
+        let expired = mandate_core::jws::TokenError::Expired { exp: 1_795_534_997 };
+        assert_eq!(
+            token_error(&expired),
+            "token expired at 2026-11-24T15:43:17Z"
+        );
         let names: Vec<String> = flatten(&value).into_iter().map(|(n, _)| n).collect();
         assert_eq!(
             names,

@@ -1,17 +1,27 @@
 //! Exact money amounts.
 //!
 //! An [`Amount`] is a non-negative `rust_decimal::Decimal` read from the JSON number's own
-//! text (serde_json's `arbitrary_precision`), never through `f64`: a JSON `100.10` stays
-//! `100.10`, digits and scale, all the way to the signature and the database.
+//! text, never through `f64`: a JSON `100.10` stays `100.10`, digits and scale, all the way
+//! to the signature and the database.
+//!
+//! Serde reads and writes an amount as the number's raw text (serde_json's `RawValue`), so
+//! this needs nothing of the program's serde_json features. A `serde_json::Value` is
+//! another matter: its numbers keep their text only with serde_json's
+//! `arbitrary_precision` (the server and the CLI turn it on). Without it,
+//! [`amount_from_json`] refuses a fractional number rather than read it through `f64`.
 
 use std::fmt;
 use std::str::FromStr;
 
+use std::sync::OnceLock;
+
 use rust_decimal::Decimal;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::value::RawValue;
 
 /// Why a value is not a valid amount.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum AmountError {
     /// Not a plain decimal number (exponents, strings and other JSON types are refused).
     #[error("must be a plain decimal number such as 12.50")]
@@ -22,6 +32,12 @@ pub enum AmountError {
     /// More than 28 significant digits or more than 18 decimal places.
     #[error("has too many digits (at most 28 significant digits and 18 decimal places)")]
     TooPrecise,
+    /// A fractional number in a `serde_json::Value` built without serde_json's
+    /// `arbitrary_precision`: its digits went through `f64` and may not be the ones sent.
+    #[error(
+        "cannot be read exactly: this program's serde_json lacks the arbitrary_precision feature (read the body from its bytes instead)"
+    )]
+    Inexact,
 }
 
 /// A non-negative exact decimal amount of money.
@@ -31,6 +47,10 @@ pub struct Amount(Decimal);
 impl Amount {
     /// Zero.
     pub const ZERO: Amount = Amount(Decimal::ZERO);
+
+    /// The largest amount a `Decimal` holds: where a running total that can no longer
+    /// be held exactly is kept, so that it stays over every limit.
+    pub const MAX: Amount = Amount(Decimal::MAX);
 
     /// Parses the text of a JSON number (or a database column) exactly.
     pub fn parse(text: &str) -> Result<Self, AmountError> {
@@ -69,9 +89,17 @@ impl Amount {
         self.0
     }
 
-    /// Adds two amounts; `None` on overflow.
+    /// Adds two amounts exactly; `None` when the sum cannot be held exactly.
+    ///
+    /// A `Decimal` holds 96 bits of digits (28 or 29 significant digits): past that,
+    /// `Decimal` addition rounds away decimal places (9999999999999999999999999999 + 0.4
+    /// gives 9999999999999999999999999999). A sum that decides must never be rounded, so
+    /// a sum that would be is `None`, like an overflow, and the policy counts it as over
+    /// every limit.
     pub fn checked_add(self, other: Amount) -> Option<Amount> {
-        self.0.checked_add(other.0).map(Amount)
+        let sum = self.0.checked_add(other.0)?;
+        // Addition keeps the larger scale unless it had to round.
+        (sum.scale() >= self.0.scale().max(other.0.scale())).then_some(Amount(sum))
     }
 }
 
@@ -89,25 +117,41 @@ impl FromStr for Amount {
 }
 
 impl Serialize for Amount {
-    /// Serializes as a JSON number with exactly the stored digits.
+    /// Serializes as a JSON number with exactly the stored digits (written as raw text,
+    /// whatever serde_json's features).
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let number =
-            serde_json::Number::from_str(&self.0.to_string()).map_err(serde::ser::Error::custom)?;
-        number.serialize(serializer)
+        let raw = RawValue::from_string(self.0.to_string()).map_err(serde::ser::Error::custom)?;
+        raw.serialize(serializer)
     }
 }
 
 impl<'de> Deserialize<'de> for Amount {
-    /// Deserializes from a JSON number's text; strings and floats-as-f64 are never used.
+    /// Deserializes from a JSON number's own text; strings and floats-as-f64 are never
+    /// used. Exact from JSON bytes whatever serde_json's features; from a
+    /// `serde_json::Value`, as exact as the `Value` (see the module doc).
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let number = serde_json::Number::deserialize(deserializer)?;
-        Amount::parse(&number.to_string()).map_err(serde::de::Error::custom)
+        let raw = Box::<RawValue>::deserialize(deserializer)?;
+        Amount::parse(raw.get()).map_err(serde::de::Error::custom)
     }
 }
 
-/// Reads an amount from a JSON value: it must be a number, kept as its exact text.
+/// Whether this program's serde_json keeps a number's text (`arbitrary_precision`):
+/// asked of serde_json once, as features cannot be seen from here.
+pub fn json_numbers_are_exact() -> bool {
+    static EXACT: OnceLock<bool> = OnceLock::new();
+    *EXACT.get_or_init(|| {
+        serde_json::from_str::<serde_json::Number>("0.10").is_ok_and(|n| n.to_string() == "0.10")
+    })
+}
+
+/// Reads an amount from a JSON value: it must be a number, kept as its exact text. A
+/// fractional number is [`AmountError::Inexact`] when this program's `Value` numbers went
+/// through `f64` (see the module doc).
 pub fn amount_from_json(value: &serde_json::Value) -> Result<Amount, AmountError> {
     match value {
+        serde_json::Value::Number(n) if n.is_f64() && !json_numbers_are_exact() => {
+            Err(AmountError::Inexact)
+        }
         serde_json::Value::Number(n) => Amount::parse(&n.to_string()),
         _ => Err(AmountError::NotDecimal),
     }
@@ -139,6 +183,31 @@ mod tests {
             big.map(|a| a.to_string()).ok().as_deref(),
             Some("12345678901234567.89")
         );
+    }
+
+    /// Issue #40 item 7: at 28 digits, adding 0.4 rounded the sum back to the limit.
+    #[test]
+    fn sums_are_exact_or_none() {
+        let a = |t: &str| Amount::parse(t).unwrap_or_default();
+        let big = a("9999999999999999999999999999");
+        assert_eq!(big.checked_add(a("0.4")), None);
+        assert_eq!(big.checked_add(a("0.49")), None);
+        assert_eq!(
+            big.checked_add(a("1")),
+            Some(a("10000000000000000000000000000"))
+        );
+        assert_eq!(big.checked_add(Amount::ZERO), Some(big));
+        assert_eq!(a("79228162514264337593543950335").checked_add(a("1")), None);
+        assert_eq!(
+            a("1234567890123456789.123456789").checked_add(a("0.000000001")),
+            Some(a("1234567890123456789.123456790"))
+        );
+        // 29 digits with a fraction: the sum would need 30.
+        assert_eq!(
+            a("99999999999999999999.12345678").checked_add(a("0.000000001")),
+            None
+        );
+        assert_eq!(a("0.1").checked_add(a("0.25")), Some(a("0.35")));
     }
 
     #[test]

@@ -3,13 +3,19 @@
 //! Claim names are canonical: a stored decision uses the same names, so a counterparty and
 //! an auditor read one vocabulary. Everything a settlement depends on (amount, currency,
 //! recipient, mandate, policy version, nonce) is under the signature.
+//!
+//! Reading is forward-compatible: claims this crate does not know are ignored (a later
+//! server may add some), while every claim it knows is strictly typed, so a known claim
+//! with a wrong type is still refused. A verdict code it does not know reads as
+//! [`Verdict::Unknown`], a denial.
 
 use serde::{Deserialize, Serialize};
 
 use crate::amount::Amount;
 use crate::id::{AgentId, DecisionId, EventId, MandateId, Nonce};
 use crate::names::{Category, Currency, Recipient};
-use crate::policy::Verdict;
+use crate::policy::{AuthorizationRequest, Evaluation, Verdict};
+use time::OffsetDateTime;
 
 /// Lifetime of a signed verdict: `exp = iat + 300`.
 pub const VERDICT_LIFETIME_SECS: i64 = 300;
@@ -20,7 +26,6 @@ pub const EVENT_LIFETIME_SECS: i64 = 300;
 
 /// The request as signed into a verdict.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct RequestClaims {
     /// The agent that asked.
     pub agent: AgentId,
@@ -36,7 +41,6 @@ pub struct RequestClaims {
 
 /// The claims of a signed verdict (and the names of a stored decision).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct VerdictClaims {
     /// Issuer: the service's verdicts URL.
     pub iss: String,
@@ -61,9 +65,79 @@ pub struct VerdictClaims {
     pub request: RequestClaims,
 }
 
+/// What the issuer adds to a decision when it signs it: its own values and the fresh
+/// ones it drew (ids and nonces are made from random bytes the caller draws).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Issuance {
+    /// The issuer, the service's verdicts URL: the token's `iss`.
+    pub issuer: String,
+    /// The decision id: the token's `jti`.
+    pub jti: DecisionId,
+    /// The single-use nonce.
+    pub nonce: Nonce,
+    /// The organization's policy set, `pol_<date>.<n>`.
+    pub policy_version: String,
+    /// When the decision is made: `iat`, and `exp` [`VERDICT_LIFETIME_SECS`] later.
+    pub issued_at: OffsetDateTime,
+}
+
+impl RequestClaims {
+    /// The request as signed: its fields, as the agent sent them.
+    pub fn from_request(request: AuthorizationRequest) -> Self {
+        Self {
+            agent: request.agent,
+            amount: request.amount,
+            currency: request.currency,
+            recipient: request.recipient,
+            category: request.category,
+        }
+    }
+}
+
+impl From<AuthorizationRequest> for RequestClaims {
+    fn from(request: AuthorizationRequest) -> Self {
+        Self::from_request(request)
+    }
+}
+
+impl VerdictClaims {
+    /// The claims of a decision: the request that was judged, the engine's evaluation,
+    /// the mandate it was judged under (`None` when the agent had none) and the issuer's
+    /// values. `exp` is `iat +` [`VERDICT_LIFETIME_SECS`].
+    pub fn new(
+        request: impl Into<RequestClaims>,
+        evaluation: &Evaluation,
+        mandate: Option<MandateId>,
+        issuance: Issuance,
+    ) -> Self {
+        let iat = issuance.issued_at.unix_timestamp();
+        Self {
+            iss: issuance.issuer,
+            jti: issuance.jti,
+            iat,
+            exp: iat.saturating_add(VERDICT_LIFETIME_SECS),
+            verdict: evaluation.verdict,
+            policy_verdict: evaluation.policy_verdict,
+            mandate,
+            policy_version: issuance.policy_version,
+            nonce: issuance.nonce,
+            request: request.into(),
+        }
+    }
+
+    /// `iat` as a time (`None` only for a value no calendar holds).
+    pub fn issued_at(&self) -> Option<OffsetDateTime> {
+        OffsetDateTime::from_unix_timestamp(self.iat).ok()
+    }
+
+    /// `exp` as a time (`None` only for a value no calendar holds).
+    pub fn expires_at(&self) -> Option<OffsetDateTime> {
+        OffsetDateTime::from_unix_timestamp(self.exp).ok()
+    }
+}
+
 /// The claims of a signed webhook event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct EventClaims {
     /// Issuer: the service's verdicts URL.
     pub iss: String,

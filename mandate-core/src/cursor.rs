@@ -46,6 +46,7 @@ type HmacSha256 = Hmac<Sha256>;
 
 /// Why a cursor cannot be used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum CursorError {
     /// Edited, truncated, invented, badly encoded, signed with another key, or expired.
     /// These cases are deliberately indistinguishable.

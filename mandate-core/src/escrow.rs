@@ -118,6 +118,7 @@ impl EscrowStatus {
 
 /// Why an escrow action is refused. Each message says what is allowed from here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum EscrowError {
     /// The escrow is released or refunded; nothing moves it any more.
     #[error("escrow is {state}, which is final")]

@@ -21,6 +21,7 @@ use crate::amount::{Amount, amount_from_json};
 
 /// A problem with a request body, naming the field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum FieldError {
     /// The body is not a JSON object.
     #[error("body must be a JSON object")]
@@ -218,6 +219,7 @@ pub fn repeated_member(json: &[u8]) -> Option<String> {
 
 /// Why the bytes of a request body are not a body to read.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum BodyError {
     /// Not JSON at all.
     #[error("malformed JSON body: {0}")]

@@ -86,6 +86,7 @@ fn parse_arbiter(text: &str) -> Result<String, FieldError> {
 
 /// Why a decision cannot fund the escrow asked for. Each message names the numbers.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum FundingError {
     /// The decision was made for another agent.
     #[error("decision {decision} was made for {agent}, not for the buyer {buyer}")]

@@ -86,8 +86,9 @@ impl MonthToDate {
                 total: Amount::ZERO,
             };
         }
-        // Saturate rather than wrap: a total past Decimal's range is over any limit anyway.
-        self.total = self.total.checked_add(amount).unwrap_or(self.total);
+        // A total that cannot be held exactly (past Decimal's digits) saturates at the
+        // largest amount, over every limit, rather than rounding or staying below.
+        self.total = self.total.checked_add(amount).unwrap_or(Amount::MAX);
     }
 
     /// The month this total belongs to, as (year, month).
@@ -122,8 +123,8 @@ impl PeriodToDate {
                 total: Amount::ZERO,
             };
         }
-        // Saturate rather than wrap, as the month does.
-        self.total = self.total.checked_add(amount).unwrap_or(self.total);
+        // Saturate at the largest amount, as the month does.
+        self.total = self.total.checked_add(amount).unwrap_or(Amount::MAX);
     }
 }
 

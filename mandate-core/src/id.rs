@@ -13,6 +13,7 @@ use crate::names::AgentName;
 
 /// Why a string is not a valid id.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum IdError {
     /// The prefix is missing or belongs to another kind of object.
     #[error("{value:?} is not a {kind} id: it must start with {prefix}")]

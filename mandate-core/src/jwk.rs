@@ -1,10 +1,14 @@
 //! Public keys as JSON Web Keys (RFC 7517): the set a counterparty fetches to check a token.
 //!
-//! Only one kind of key exists here: an EC P-256 public key used for ES256 signatures. Parsing
-//! is strict so that a key set from the network can hold nothing else: a wrong `kty`, `crv`,
-//! `alg` or `use`, a coordinate that is not exactly 32 bytes, a point off the curve, a private
-//! member `d` or two keys with one `kid` are each a typed [`JwkError`]. Members this module
-//! does not read are ignored, as RFC 7517 asks. Serialization never writes a private member.
+//! Only one kind of key is used here: an EC P-256 public key for ES256 signatures.
+//! [`Jwk::from_value`] parses one key strictly: a wrong `kty`, `crv`, `alg` or `use`, a
+//! coordinate that is not exactly 32 bytes, a point off the curve or a private member `d`
+//! are each a typed [`JwkError`]. A JWK Set may also carry keys of other types, as RFC 7517
+//! allows: [`JwkSet::from_json`] skips a member whose `kty`, `crv`, `alg` or `use` it
+//! cannot use (an Ed25519 or RSA key, a P-384 key), and refuses the set only when no usable
+//! key is left, or when a member that claims to be a P-256 key is broken, carries `d`, or
+//! shares its `kid` with another. Members this module does not read are ignored.
+//! Serialization never writes a private member.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -17,6 +21,7 @@ pub const ES256: &str = "ES256";
 
 /// Why a JWK or a JWK Set was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum JwkError {
     /// The bytes are not JSON of the shape `{"keys": [{...}, ...]}`.
     #[error("not a jwk set: {0}")]
@@ -51,6 +56,24 @@ pub enum JwkError {
     /// Two keys of the set share one `kid`, so a token's key could not be chosen.
     #[error("jwk set has two keys with kid {0:?}")]
     DuplicateKid(String),
+    /// The set holds no EC P-256 ES256 signing key: it is empty, or every member is of a
+    /// type, curve, algorithm or use this crate cannot use (holds how many were skipped).
+    #[error("jwk set has no usable key: {0} member(s) skipped, none an EC P-256 ES256 signing key")]
+    NoUsableKey(usize),
+}
+
+impl JwkError {
+    /// Whether the error says only that the key is of a kind this crate does not use (its
+    /// `kty`, `crv`, `alg` or `use`): such a member of a set is skipped, not refused.
+    pub fn is_unsupported_kind(&self) -> bool {
+        matches!(
+            self,
+            Self::UnsupportedKeyType(_)
+                | Self::UnsupportedCurve(_)
+                | Self::UnsupportedAlgorithm(_)
+                | Self::UnsupportedUse(_)
+        )
+    }
 }
 
 /// An EC P-256 public key for ES256 signatures, named by its `kid`.
@@ -205,7 +228,9 @@ struct JwkSetWire {
 }
 
 impl JwkSet {
-    /// Parses a JWK Set from JSON bytes, strictly: every key must be a valid ES256 public key.
+    /// Parses a JWK Set from JSON bytes. Members of a kind this crate cannot use are
+    /// skipped (see the module doc); every other member must be a valid ES256 public key,
+    /// and at least one must be.
     pub fn from_json(bytes: &[u8]) -> Result<Self, JwkError> {
         let wire: JwkSetWire =
             serde_json::from_slice(bytes).map_err(|e| JwkError::Json(e.to_string()))?;
@@ -214,12 +239,23 @@ impl JwkSet {
 
     fn from_wire(wire: JwkSetWire) -> Result<Self, JwkError> {
         let mut keys: Vec<Jwk> = Vec::with_capacity(wire.keys.len());
+        let mut skipped = 0;
         for value in &wire.keys {
-            let jwk = Jwk::from_value(value)?;
+            let jwk = match Jwk::from_value(value) {
+                Ok(jwk) => jwk,
+                Err(e) if e.is_unsupported_kind() => {
+                    skipped += 1;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             if keys.iter().any(|k| k.kid == jwk.kid) {
                 return Err(JwkError::DuplicateKid(jwk.kid));
             }
             keys.push(jwk);
+        }
+        if keys.is_empty() {
+            return Err(JwkError::NoUsableKey(skipped));
         }
         Ok(Self { keys })
     }
@@ -252,9 +288,17 @@ mod tests {
         serde_json::to_value(Jwk::from_verifying_key("live-1", &key(1))).unwrap()
     }
 
+    /// One key parsed strictly, and the same key as the only member of a set: the set
+    /// refuses it with the same error, or skips it when it is of a kind not used here.
     fn parse_one(value: Value) -> Result<Jwk, JwkError> {
-        JwkSet::from_json(json!({ "keys": [value] }).to_string().as_bytes())
-            .map(|mut set| set.keys.remove(0))
+        let alone = Jwk::from_value(&value);
+        let in_set = JwkSet::from_json(json!({ "keys": [value] }).to_string().as_bytes())
+            .map(|mut set| set.keys.remove(0));
+        match &alone {
+            Err(e) if e.is_unsupported_kind() => assert_eq!(in_set, Err(JwkError::NoUsableKey(1))),
+            _ => assert_eq!(in_set, alone),
+        }
+        alone
     }
 
     #[test]
@@ -396,6 +440,53 @@ mod tests {
             JwkSet::from_json(doubled.as_bytes()),
             Err(JwkError::Json(_))
         ));
-        assert_eq!(JwkSet::from_json(b"{\"keys\":[]}"), Ok(JwkSet::default()));
+        assert_eq!(
+            JwkSet::from_json(b"{\"keys\":[]}"),
+            Err(JwkError::NoUsableKey(0))
+        );
+    }
+
+    #[test]
+    fn members_of_other_kinds_are_skipped() {
+        let ed25519 = json!({"kty": "OKP", "crv": "Ed25519", "kid": "ed-1",
+            "x": "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"});
+        let rsa = json!({"kty": "RSA", "kid": "rsa-1", "alg": "RS256", "e": "AQAB", "n": "AA"});
+        let p384 = json!({"kty": "EC", "crv": "P-384", "kid": "p384", "x": "AA", "y": "AA"});
+        let mut encryption = good();
+        encryption["use"] = json!("enc");
+        encryption["kid"] = json!("enc-1");
+        let mut es512 = good();
+        es512["alg"] = json!("ES512");
+        es512["kid"] = json!("es512");
+        let set = json!({ "keys": [ed25519, rsa, good(), p384, encryption, es512] });
+        let parsed = JwkSet::from_json(set.to_string().as_bytes()).unwrap();
+        assert_eq!(parsed.keys.len(), 1);
+        assert_eq!(parsed.keys[0].kid(), "live-1");
+        // Only foreign keys: a clear error, not an empty set.
+        let foreign =
+            json!({ "keys": [ed25519_only(), {"kty": "RSA", "kid": "r", "e": "AQAB", "n": "AA"}] });
+        assert_eq!(
+            JwkSet::from_json(foreign.to_string().as_bytes()),
+            Err(JwkError::NoUsableKey(2))
+        );
+        // A broken P-256 key or a private one still refuses the whole set.
+        let mut broken = good();
+        broken["kid"] = json!("live-2");
+        broken["x"] = json!("AAAA");
+        let set = json!({ "keys": [good(), broken] });
+        assert_eq!(
+            JwkSet::from_json(set.to_string().as_bytes()),
+            Err(JwkError::BadCoordinate("x"))
+        );
+        let private_rsa = json!({"kty": "RSA", "kid": "r", "d": "AA"});
+        let set = json!({ "keys": [good(), private_rsa] });
+        assert_eq!(
+            JwkSet::from_json(set.to_string().as_bytes()),
+            Err(JwkError::PrivateKey)
+        );
+    }
+
+    fn ed25519_only() -> Value {
+        json!({"kty": "OKP", "crv": "Ed25519", "kid": "ed-1", "x": "AA"})
     }
 }

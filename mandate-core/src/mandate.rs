@@ -40,6 +40,7 @@ pub const MAX_RECIPIENT_ENTRIES: usize = 100;
 
 /// One entry of a recipient list: an exact recipient (`vendor:acme`) or a prefix ending in
 /// `*` (`vendor:aws*`), which matches every recipient that starts with the text before it.
+/// Both match without regard to ASCII letter case.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum RecipientPattern {
     /// This recipient only.
@@ -62,11 +63,16 @@ impl RecipientPattern {
         }
     }
 
-    /// Whether `recipient` is this one or starts with this prefix.
+    /// Whether `recipient` is this one or starts with this prefix, without regard to
+    /// ASCII letter case (`vendor:EVIL` matches `vendor:evil`; decisions.md, third round):
+    /// a payee list must not be dodged by writing a name in capitals.
     pub fn matches(&self, recipient: &Recipient) -> bool {
+        let recipient = recipient.as_str().as_bytes();
         match self {
-            Self::Exact(exact) => exact == recipient,
-            Self::Prefix(prefix) => recipient.as_str().starts_with(prefix.as_str()),
+            Self::Exact(exact) => recipient.eq_ignore_ascii_case(exact.as_str().as_bytes()),
+            Self::Prefix(prefix) => recipient
+                .get(..prefix.len())
+                .is_some_and(|start| start.eq_ignore_ascii_case(prefix.as_bytes())),
         }
     }
 }
@@ -411,31 +417,6 @@ impl Mandate {
         match self.status {
             MandateStatus::Active if self.is_expired_at(now) => MandateStatus::Expired,
             other => other,
-        }
-    }
-
-    /// The mandate in its API shape, with the status as seen at `now`.
-    pub fn to_json(&self, now: OffsetDateTime) -> Value {
-        crate::wire::to_value(&self.to_wire(now)).unwrap_or(Value::Null)
-    }
-
-    /// The mandate as the API returns it, with its status as seen at `now`.
-    pub fn to_wire(&self, now: OffsetDateTime) -> crate::wire::Mandate {
-        let terms = &self.terms;
-        crate::wire::Mandate {
-            agent: terms.agent.clone(),
-            categories: terms.categories.clone(),
-            created_at: self.created_at,
-            escrow: terms.escrow.clone(),
-            expires: terms.expires,
-            id: self.id.clone(),
-            limits: terms.limits.clone(),
-            principal: terms.principal.clone(),
-            recipients: terms.recipients.clone(),
-            review_above: terms.review_above,
-            spent: None,
-            remaining: None,
-            status: self.status_at(now),
         }
     }
 }

@@ -8,6 +8,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Why a name is not valid. The message says what form is expected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum NameError {
     /// An agent name outside `[a-z0-9][a-z0-9_-]{0,62}`.
     #[error("must match [a-z0-9][a-z0-9_-]{{0,62}}")]
@@ -62,6 +63,13 @@ macro_rules! string_newtype {
         impl Serialize for $name {
             fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
                 serializer.serialize_str(&self.0)
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = NameError;
+            fn from_str(text: &str) -> Result<Self, Self::Err> {
+                Self::parse(text)
             }
         }
 

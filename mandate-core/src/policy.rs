@@ -23,8 +23,13 @@ use crate::mandate::{Mandate, MandateStatus, RecipientRefusal, format_date};
 use crate::names::{Category, Currency, Recipient};
 
 /// The outcome of an authorization request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+///
+/// New denial codes are compatible additions (decisions.md, third round): the enum is
+/// `#[non_exhaustive]`, and a code this version of the crate does not know is read as
+/// [`Verdict::Unknown`], a denial, never as `allow`. The engine never returns `Unknown`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Verdict {
     /// Within all limits.
     Allow,
@@ -44,6 +49,10 @@ pub enum Verdict {
     DenyRecipient,
     /// A limit (per transaction, per day, per week, per month, or the currency) is exceeded.
     DenyLimit,
+    /// A code this version of the crate does not know, read from a token or a stored
+    /// decision of a later server: a denial. Written as `unknown`; never in [`Verdict::ALL`]
+    /// and never returned by [`Verdict::parse`] or the engine.
+    Unknown,
 }
 
 impl Verdict {
@@ -72,17 +81,39 @@ impl Verdict {
             Self::DenyCategory => "deny_category",
             Self::DenyRecipient => "deny_recipient",
             Self::DenyLimit => "deny_limit",
+            Self::Unknown => "unknown",
         }
     }
 
-    /// Parses the wire form.
+    /// Parses the wire form of a code this crate knows; `None` for any other text
+    /// (`unknown` included).
     pub fn parse(text: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|v| v.as_str() == text)
     }
 
-    /// Whether this is one of the `deny_*` codes.
+    /// Reads a code as a verifier must: a code this crate does not know is
+    /// [`Verdict::Unknown`], a denial.
+    pub fn parse_lenient(text: &str) -> Self {
+        Self::parse(text).unwrap_or(Self::Unknown)
+    }
+
+    /// Whether this is one of the `deny_*` codes, or a code this crate does not know.
     pub fn is_denial(self) -> bool {
         !matches!(self, Self::Allow | Self::Review)
+    }
+
+    /// Whether this is exactly `allow`: the one verdict a counterparty acts on.
+    pub fn is_allow(self) -> bool {
+        self == Self::Allow
+    }
+}
+
+impl<'de> Deserialize<'de> for Verdict {
+    /// Reads any string: a code this crate does not know becomes [`Verdict::Unknown`], so
+    /// a token from a later server with a new denial code still reads (as a denial).
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = std::borrow::Cow::<str>::deserialize(deserializer)?;
+        Ok(Self::parse_lenient(&text))
     }
 }
 
@@ -185,11 +216,13 @@ impl AuthorizationRequest {
 pub use crate::field::BodyError as RequestBodyError;
 
 /// The plain shape of a request body: exactly the four fields, once each, with strings
-/// that need no unescaping and a number for the amount.
+/// that need no unescaping and a number for the amount (kept as its raw text, so it is
+/// exact whatever serde_json's features).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PlainRequest<'a> {
-    amount: serde_json::Number,
+    #[serde(borrow)]
+    amount: &'a serde_json::value::RawValue,
     currency: &'a str,
     recipient: &'a str,
     category: &'a str,
@@ -211,7 +244,13 @@ impl AuthorizationRequest {
         // serde's derive reads a struct from an array too (by position), so only an object
         // takes the plain way; it refuses a repeated field, which the `Value` way names.
         let is_object = body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
-        if is_object && let Ok(plain) = serde_json::from_slice::<PlainRequest<'_>>(body) {
+        if is_object
+            && let Ok(plain) = serde_json::from_slice::<PlainRequest<'_>>(body)
+            && plain
+                .amount
+                .get()
+                .starts_with(|c: char| c == '-' || c.is_ascii_digit())
+        {
             return Ok(Self::from_plain(agent, plain)?);
         }
         let value = crate::field::parse_body(body)?;
@@ -227,7 +266,7 @@ impl AuthorizationRequest {
         } = plain;
         Self::build(
             agent,
-            || amount(&Value::Number(number), "amount"),
+            || Amount::parse(number.get()).map_err(|e| invalid("amount", e)),
             || Ok(currency),
             || Ok(recipient),
             || Ok(category),
@@ -237,6 +276,7 @@ impl AuthorizationRequest {
 
 /// A spend window shorter than the month, limited by `limits.per_day` or `limits.per_week`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum SpendWindow {
     /// The UTC calendar day.
     Day,

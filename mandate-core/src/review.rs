@@ -57,6 +57,7 @@ impl fmt::Display for ReviewStatus {
 
 /// Why a review cannot make the requested transition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ReviewError {
     /// The review was already resolved; only a pending review can be approved, denied or
     /// expired.

@@ -6,7 +6,8 @@
 use mandate_core::amount::Amount;
 use mandate_core::history::AgentHistory;
 use mandate_core::id::{AgentId, MandateId};
-use mandate_core::mandate::{Mandate, MandateDraft, MandateStatus};
+use mandate_core::mandate::{Mandate, MandateDraft, MandateStatus, RecipientPattern};
+use mandate_core::names::Recipient;
 use mandate_core::policy::{AuthorizationRequest, Mode, Verdict, evaluate, evaluate_approval};
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -528,4 +529,70 @@ fn reasons_name_their_rule() {
         Some("review_above")
     );
     assert_eq!(rule(&ask("10", "vendor:acme", "software"), &none), None);
+}
+
+/// Payee lists match without regard to ASCII case (decisions.md, third round): the
+/// finding of issue #40 (`vendor:EVIL`, `vendor:Evil`, `vendor:AWS-gov` allowed past a
+/// deny of `vendor:evil` and `vendor:aws*`), and the allow list the same way.
+#[test]
+fn recipient_lists_ignore_ascii_case() {
+    let none = AgentHistory::default();
+    let mut deny = body();
+    deny["recipients"] = json!({"deny": ["vendor:evil", "vendor:aws*"]});
+    let m = mandate_from(&deny);
+    for recipient in [
+        "vendor:evil",
+        "vendor:EVIL",
+        "vendor:Evil",
+        "vendor:AWS-gov",
+        "vendor:Aws",
+    ] {
+        let (verdict, reason) = judged(&m, &ask("10", recipient, "software"), &none, NOW);
+        assert_eq!(verdict, Verdict::DenyRecipient, "{recipient}");
+        // The reason names the recipient as sent.
+        assert_eq!(
+            reason.unwrap(),
+            format!("recipient {recipient} is denied by mandate mnd_m1's recipients.deny")
+        );
+    }
+    assert_eq!(
+        judged(&m, &ask("10", "vendor:evil2", "software"), &none, NOW).0,
+        Verdict::Allow
+    );
+    let mut allow = body();
+    allow["recipients"] = json!({"allow": ["vendor:Acme", "vendor:AWS*"]});
+    let m = mandate_from(&allow);
+    for recipient in ["vendor:acme", "vendor:ACME", "vendor:aws-eu", "vendor:AwS"] {
+        assert_eq!(
+            judged(&m, &ask("10", recipient, "software"), &none, NOW).0,
+            Verdict::Allow,
+            "{recipient}"
+        );
+    }
+    assert_eq!(
+        judged(&m, &ask("10", "vendor:acm", "software"), &none, NOW).0,
+        Verdict::DenyRecipient
+    );
+}
+
+proptest! {
+    /// Changing the ASCII case of any letters of a recipient never changes whether a
+    /// list entry matches it.
+    #[test]
+    fn list_matching_is_case_blind(name in "[a-z0-9._-]{1,20}", flips in proptest::collection::vec(any::<bool>(), 20), cut in 0usize..21) {
+        let flipped: String = name
+            .chars()
+            .zip(flips.iter().chain(std::iter::repeat(&false)))
+            .map(|(c, f)| if *f { c.to_ascii_uppercase() } else { c })
+            .collect();
+        let original = Recipient::parse(&format!("vendor:{name}")).unwrap();
+        let changed = Recipient::parse(&format!("vendor:{flipped}")).unwrap();
+        let prefix = &name[..cut.min(name.len())];
+        for entry in [format!("vendor:{name}"), format!("vendor:{prefix}*"), "vendor:zz*".to_owned()] {
+            let pattern = RecipientPattern::parse(&entry).unwrap();
+            prop_assert_eq!(pattern.matches(&original), pattern.matches(&changed), "{}", entry);
+        }
+        let exact = RecipientPattern::parse(&format!("vendor:{name}")).unwrap();
+        prop_assert!(exact.matches(&changed));
+    }
 }

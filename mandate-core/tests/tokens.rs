@@ -13,10 +13,12 @@ use mandate_core::id::{AgentId, DecisionId, EventId, MandateId, Nonce};
 use mandate_core::jwk::JwkSet;
 use mandate_core::jws::{
     P256Signer, Signer, TokenError, TokenKind, TokenPart, VerifyOptions, sign_token, verify_event,
-    verify_verdict,
 };
 use mandate_core::names::{Category, Currency, Recipient};
 use mandate_core::policy::Verdict;
+use mandate_core::{
+    CheckError, Counterparty, EnvironmentPolicy, ExpectedTransaction, MemoryReplayGuard, Objection,
+};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use sha2::Sha256;
@@ -72,6 +74,73 @@ fn at(now: i64) -> VerifyOptions {
         now,
         leeway_secs: 0,
     }
+}
+
+/// The core's verification, with the counterparty check run on the same token beside it:
+/// every token the first refuses, the second refuses for the same reason (whatever the
+/// transaction), and a token the first accepts the second accepts for its own
+/// transaction, or refuses only with objections that hold.
+fn verify_verdict(
+    token: &str,
+    jwks: &JwkSet,
+    options: &VerifyOptions,
+) -> Result<VerdictClaims, TokenError> {
+    let result = mandate_core::jws::verify_verdict(token, jwks, options);
+    let Ok(now) = time::OffsetDateTime::from_unix_timestamp(options.now) else {
+        return result;
+    };
+    let counterparty = Counterparty::new(options.issuer.clone())
+        .leeway_secs(options.leeway_secs)
+        .environments(EnvironmentPolicy::LiveOrSandbox);
+    let mut guard = MemoryReplayGuard::default();
+    match &result {
+        Err(error) => {
+            let claims = verdict(IAT, 1);
+            let transaction = ExpectedTransaction::new(
+                claims.request.amount,
+                claims.request.currency,
+                claims.request.recipient,
+            );
+            assert_eq!(
+                counterparty.check(token, jwks, &transaction, &mut guard, now),
+                Err(CheckError::Token(error.clone())),
+                "the counterparty check must refuse what verification refuses"
+            );
+            assert!(guard.is_empty());
+        }
+        Ok(claims) => {
+            let transaction = ExpectedTransaction::new(
+                claims.request.amount,
+                claims.request.currency.clone(),
+                claims.request.recipient.clone(),
+            );
+            match counterparty.check(token, jwks, &transaction, &mut guard, now) {
+                Ok(verified) => {
+                    assert_eq!(&verified.claims, claims);
+                    assert_eq!(claims.verdict, Verdict::Allow);
+                }
+                Err(CheckError::Refused {
+                    claims: refused,
+                    objections,
+                }) => {
+                    assert_eq!(&*refused, claims);
+                    assert!(!objections.is_empty());
+                    for objection in objections {
+                        match objection {
+                            Objection::NotAllow(v) => assert_eq!(v, claims.verdict),
+                            Objection::UnknownVerdict(_) => {
+                                assert_eq!(claims.verdict, Verdict::Unknown);
+                            }
+                            Objection::Environment { .. } => {}
+                            other => panic!("unexpected objection {other:?}"),
+                        }
+                    }
+                }
+                Err(other) => panic!("{other:?}"),
+            }
+        }
+    }
+    result
 }
 
 fn b64(bytes: impl AsRef<[u8]>) -> String {
@@ -477,15 +546,31 @@ fn the_compact_form_is_strict() {
 fn claims_must_be_well_formed() {
     let key = signer("live-1", 3);
     let jwks = set(&[&key]);
+    // A claim this crate does not know is ignored (a later server may add it), and the
+    // known ones still read.
     let mut extra = verdict_json(IAT);
     extra["admin"] = json!(true);
+    extra["request"]["binding"] = json!({"kind": "ap2"});
+    let token = forge(&key, &es256_header("live-1"), &extra);
+    assert_eq!(verify_verdict(&token, &jwks, &at(IAT)), Ok(verdict(IAT, 1)));
+    // A known claim of the wrong type is refused.
+    let mut version_as_number = verdict_json(IAT);
+    version_as_number["policy_version"] = json!(7);
+    let mut verdict_as_number = verdict_json(IAT);
+    verdict_as_number["verdict"] = json!(1);
     let mut amount_as_text = verdict_json(IAT);
     amount_as_text["request"]["amount"] = json!("100.10");
     let mut no_jti = verdict_json(IAT);
     no_jti.as_object_mut().unwrap().remove("jti");
     let mut review_jti = verdict_json(IAT);
     review_jti["jti"] = json!("rev_abc");
-    for claims in [extra, amount_as_text, no_jti, review_jti] {
+    for claims in [
+        version_as_number,
+        verdict_as_number,
+        amount_as_text,
+        no_jti,
+        review_jti,
+    ] {
         let token = forge(&key, &es256_header("live-1"), &claims);
         assert!(
             matches!(
@@ -715,4 +800,65 @@ proptest! {
         prop_assert_ne!(&tampered, &token);
         prop_assert!(verify_verdict(&tampered, &jwks, &at(claims.iat)).is_err());
     }
+}
+
+/// The order of P-256, big-endian.
+const ORDER: [u8; 32] = [
+    0xff, 0xff, 0xff, 0xff, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+    0xbc, 0xe6, 0xfa, 0xad, 0xa7, 0x17, 0x9e, 0x84, 0xf3, 0xb9, 0xca, 0xc2, 0xfc, 0x63, 0x25, 0x51,
+];
+
+/// `n - s`, big-endian, for `0 < s < n`.
+fn negate(s: &[u8]) -> Vec<u8> {
+    let mut out = vec![0u8; 32];
+    let mut borrow = 0i16;
+    for i in (0..32).rev() {
+        let mut d = i16::from(ORDER[i]) - i16::from(s[i]) - borrow;
+        borrow = i16::from(d < 0);
+        if d < 0 {
+            d += 256;
+        }
+        out[i] = u8::try_from(d).unwrap();
+    }
+    out
+}
+
+/// The twin `(r, n - s)` of a valid signature verifies in plain ECDSA, but is refused: a
+/// verdict has one token text. The signer only ever emits the low twin.
+#[test]
+fn the_high_s_twin_of_a_signature_is_refused() {
+    let jwks_for = |key: &P256Signer| set(&[key]);
+    let mut checked = 0;
+    for seed in 0..16u8 {
+        let key = signer("live-1", seed.wrapping_add(20));
+        let jwks = jwks_for(&key);
+        let token = sign_token(&key, &verdict(IAT, seed)).unwrap();
+        let (input, signature) = token.rsplit_once('.').unwrap();
+        let raw = URL_SAFE_NO_PAD.decode(signature).unwrap();
+        // Low S: s <= (n - 1) / 2, so its twin n - s is above it.
+        let twin_s = negate(&raw[32..]);
+        assert!(
+            twin_s[..] > raw[32..],
+            "the signer emitted a high-S signature"
+        );
+        let mut twin = raw[..32].to_vec();
+        twin.extend(twin_s);
+        let twin = format!("{input}.{}", b64(twin));
+        assert_eq!(verify_verdict(&token, &jwks, &at(IAT)).map(|_| ()), Ok(()));
+        assert_eq!(
+            verify_verdict(&twin, &jwks, &at(IAT)),
+            Err(TokenError::HighS)
+        );
+        // A high S that is nobody's twin is a plain bad signature.
+        let mut other = raw[..32].to_vec();
+        other.extend(negate(&raw[32..]));
+        other[0] ^= 1;
+        let other = format!("{input}.{}", b64(other));
+        assert_eq!(
+            verify_verdict(&other, &jwks, &at(IAT)),
+            Err(TokenError::BadSignature)
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, 16);
 }

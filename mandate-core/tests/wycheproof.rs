@@ -93,6 +93,12 @@ fn jwk_of(uncompressed: &[u8]) -> Option<Jwk> {
     set.keys.pop()
 }
 
+/// Half the order of P-256, rounded down: `s` above it is "high".
+const HALF_ORDER: [u8; 32] = [
+    0x7f, 0xff, 0xff, 0xff, 0x80, 0x00, 0x00, 0x00, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+    0xde, 0x73, 0x7d, 0x56, 0xd3, 0x8b, 0xcf, 0x42, 0x79, 0xdc, 0xe5, 0x61, 0x7e, 0x31, 0x92, 0xa8,
+];
+
 #[test]
 fn wycheproof_ecdsa_p256_sha256_p1363() {
     let path = vectors_path();
@@ -102,6 +108,7 @@ fn wycheproof_ecdsa_p256_sha256_p1363() {
 
     let mut total = 0;
     let mut verified = 0;
+    let mut high_s_refused = 0;
     let mut failures = Vec::new();
     for group in &file.test_groups {
         assert_eq!(group.group_type, "EcdsaP1363Verify");
@@ -115,7 +122,13 @@ fn wycheproof_ecdsa_p256_sha256_p1363() {
                 None => false,
             };
             verified += usize::from(accepted);
+            let sig = hex(&case.sig);
+            // Valid in ECDSA, but the verifier accepts only low-S signatures (the high-S
+            // twin (r, n - s) of a signature is refused): such a vector must be refused.
+            let high_s = sig.len() == 64 && sig[32..] > HALF_ORDER[..];
+            high_s_refused += usize::from(high_s && case.result == Expected::Valid && !accepted);
             let ok = match case.result {
+                Expected::Valid if high_s => !accepted,
                 Expected::Valid => accepted,
                 Expected::Invalid => !accepted,
                 Expected::Acceptable => true,
@@ -135,4 +148,8 @@ fn wycheproof_ecdsa_p256_sha256_p1363() {
     assert_eq!(total, 262);
     assert_eq!(total, file.number_of_tests);
     assert!(verified > 0);
+    assert!(
+        high_s_refused > 0,
+        "the vectors hold valid high-S signatures"
+    );
 }

@@ -2,7 +2,7 @@
 // the API reads it back (null for decisions stored before tokens were kept), and a verify
 // that checks a token against the published JWK Set in the browser.
 
-import { h, fill, details, money, when, verdictBadge, heading } from "./dom.js";
+import { h, fill, details, money, when, utc, verdictBadge, heading } from "./dom.js";
 import { verifyToken, renderChecks } from "./verify.js";
 
 const VERDICTS = ["allow", "review", "deny_no_mandate", "deny_revoked", "deny_expired", "deny_velocity", "deny_category", "deny_recipient", "deny_limit"];
@@ -44,7 +44,7 @@ export async function render(ctx, root, id) {
         "table",
         { id: "decision-table" },
         h("caption", { class: "sr-only" }, "Decisions, newest first"),
-        h("thead", {}, h("tr", {}, ["When", "Agent", "Amount", "Recipient", "Category", "Verdict", "Policy verdict", "Mode"].map((c) => h("th", { scope: "col" }, c)))),
+        h("thead", {}, h("tr", {}, ["When", "Agent", "Amount", "Recipient", "Category", "Verdict", "Policy verdict", "Mode", "Review"].map((c) => h("th", { scope: "col" }, c)))),
         body,
       ),
     ),
@@ -94,6 +94,9 @@ function row(d) {
     h("td", {}, verdictBadge(d.verdict)),
     h("td", {}, d.policy_verdict),
     h("td", {}, d.mode),
+    // Where the review it opened stands (pending, approved, denied, expired), not just
+    // that it opened one.
+    h("td", { class: "review-status" }, d.review ? d.review_status || "—" : "—"),
   );
 }
 
@@ -136,7 +139,7 @@ async function detail(ctx, root, id) {
       ["Approved as", d.review_resolution ? h("a", { id: "resolution", href: `#decisions/${d.review_resolution}` }, d.review_resolution) : undefined],
       ["Supersedes", d.supersedes ? h("a", { href: `#decisions/${d.supersedes}` }, d.supersedes) : null],
       ["Created", when(d.created_at)],
-      ["Token issued / expires", `${new Date(Number(d.iat) * 1000).toLocaleString()} / ${new Date(Number(d.exp) * 1000).toLocaleString()}`],
+      ["Token issued / expires", `${utc(new Date(Number(d.iat) * 1000))} / ${utc(new Date(Number(d.exp) * 1000))}`],
       ["Nonce", d.nonce],
       ["Policy version", d.policy_version],
       ["Issuer", d.iss],

@@ -56,12 +56,18 @@ export function money(amount, currency) {
   return currency ? `${amount} ${currency}` : String(amount);
 }
 
-/** A timestamp in the reader's time zone, with the UTC text in its title. */
+/** A time as text in UTC, "2026-11-22 14:00:00 UTC", as the API and the CLI give times. */
+export function utc(at) {
+  if (Number.isNaN(at.getTime())) return "—";
+  return `${at.toISOString().slice(0, 19).replace("T", " ")} UTC`;
+}
+
+/** A timestamp shown in UTC (the zone named), with the wire's text in its title. */
 export function when(iso) {
   if (!iso) return "—";
   const at = new Date(iso);
   if (Number.isNaN(at.getTime())) return String(iso);
-  return h("time", { datetime: iso, title: iso }, at.toLocaleString());
+  return h("time", { datetime: iso, title: iso }, utc(at));
 }
 
 /** "2 h 05 min", "4 min 10 s", "expired": the time from now until `iso`. */

@@ -3,7 +3,7 @@
 // key id, the issuer and the expiry; and, given the decision it should be, that the signed
 // claims are that decision's (id, verdict, amount, currency, recipient).
 
-import { h } from "./dom.js";
+import { h, utc } from "./dom.js";
 import { parseExact } from "./api.js";
 
 // Strict, as mandate-core decodes: only the base64url alphabet, no padding, and the
@@ -91,7 +91,7 @@ export async function verifyToken(ctx, token, decision = null) {
   check("Issuer", claims.iss === ctx.config.issuer, claims.iss === ctx.config.issuer ? `${claims.iss}, this server's` : `${claims.iss} is not this server's issuer (${ctx.config.issuer})`);
   const exp = Number(claims.exp);
   const now = Date.now() / 1000;
-  const expiry = new Date(exp * 1000).toLocaleString();
+  const expiry = utc(new Date(exp * 1000));
   check(
     "Expiry",
     Number.isFinite(exp) && exp > now,

@@ -111,7 +111,22 @@ pub async fn front(
         if let Some(preflight) = state.cors.preflight(&request) {
             return preflight;
         }
-        let mut response = error::enveloped(auth::authenticate(&state, request, next).await).await;
+        let handled = auth::authenticate(&state, request, next);
+        // Every request has a deadline: a database that does not answer makes it a 503
+        // (an idempotent request goes on in its own task and keeps its one outcome).
+        let handled = match gate.as_ref().map(|g| g.request_timeout) {
+            Some(limit) => match tokio::time::timeout(limit, handled).await {
+                Ok(response) => response,
+                Err(_) => ApiError::Unavailable(format!(
+                    "the request was not answered within {} s (the database is not answering \
+                     in time); retry with the same Idempotency-Key",
+                    limit.as_secs()
+                ))
+                .into_response(),
+            },
+            None => handled.await,
+        };
+        let mut response = error::enveloped(handled).await;
         if let Some(origin) = origin {
             Cors::expose(origin, &mut response);
         }

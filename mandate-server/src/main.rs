@@ -146,6 +146,11 @@ enum Command {
         /// Requests handled at once on the API host; beyond it, 503 with Retry-After: 1.
         #[arg(long, env = "MANDATE_MAX_IN_FLIGHT", default_value_t = limits::DEFAULT_MAX_IN_FLIGHT)]
         max_in_flight: usize,
+        /// Seconds a request to the API host may take before it is answered `503` (the
+        /// database did not answer in time); the caller retries with its Idempotency-Key.
+        /// At most 50 (an Idempotency-Key's claim lasts 60 s).
+        #[arg(long, env = "MANDATE_REQUEST_TIMEOUT", default_value_t = limits::DEFAULT_REQUEST_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=50))]
+        request_timeout: u64,
         /// How log lines (stderr) are written: `text` for people, `json` for machines.
         #[arg(long, env = "MANDATE_LOG_FORMAT", value_enum, default_value = "text")]
         log_format: LogFormatArg,
@@ -234,6 +239,14 @@ enum Command {
         #[arg(long, value_name = "PATH")]
         new_key_file: PathBuf,
     },
+    /// Seal every signing key stored in plaintext under the key-encryption key (from
+    /// --key-encryption-key-file or MANDATE_KEY_ENCRYPTION_KEY), in one transaction: how a
+    /// database made without one is encrypted. A server given a key-encryption key uses
+    /// only sealed signing keys, and refuses to start while one is in plaintext.
+    SealSigningKeys {
+        #[command(flatten)]
+        db: DbArg,
+    },
     /// Copy the database to FILE while the server keeps serving: a consistent snapshot,
     /// checked once written.
     Backup {
@@ -247,6 +260,8 @@ enum Command {
     VerifyBackup {
         /// The backup file.
         file: PathBuf,
+        #[command(flatten)]
+        kek: KekArgs,
     },
     /// Bring a backup back as the database, after checking it (never while a server has it
     /// open).
@@ -391,6 +406,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             demo: with_demo,
             settlement,
             max_in_flight,
+            request_timeout,
             log_format: _,
             admin_addr,
             api_url,
@@ -409,6 +425,7 @@ async fn run(cli: Cli) -> Result<(), String> {
                 tls: tls_cert.zip(tls_key),
                 limits: limits::Limits {
                     max_in_flight,
+                    request_timeout: std::time::Duration::from_secs(request_timeout),
                     ..limits::Limits::default()
                 },
                 key_encryption,
@@ -442,14 +459,43 @@ async fn run(cli: Cli) -> Result<(), String> {
                 let addr = listener.local_addr().map_err(|e| e.to_string())?;
                 print_out(&format!("  admin:  http://{addr}/metrics"));
                 let router = mandate_server::telemetry::admin(handle);
+                // The API host's protections: a head within the header timeout of accept,
+                // a cap (its share of the file descriptors) shedding the longest idle.
+                let admin_limits = limits::Limits {
+                    max_connections: limits::ConnectionCaps::of_process(
+                        config.limits.max_connections,
+                    )
+                    .admin,
+                    ..config.limits
+                };
+                let connections =
+                    mandate_server::http::connections::Connections::new(&admin_limits);
+                let acceptor = mandate_server::http::connections::Guard::new(
+                    axum_server::accept::DefaultAcceptor,
+                    connections,
+                );
+                let listener = listener.into_std().map_err(|e| e.to_string())?;
+                let mut server = axum_server::from_tcp(listener)
+                    .map_err(|e| format!("admin listener: {e}"))?
+                    .acceptor(acceptor)
+                    .http1_only();
+                limits::configure(server.http_builder(), &admin_limits);
                 tokio::spawn(async move {
-                    if let Err(e) = axum::serve(listener, router).await {
+                    if let Err(e) = server.serve(router.into_make_service()).await {
                         tracing::error!("admin listener: {e}");
                     }
                 });
             }
             if with_demo {
-                demo::run(&running).await?;
+                demo::run(&running, &config.db).await?;
+                if running.keys_unencrypted {
+                    print_out(&format!(
+                        "Advice: {} (not needed for a demo; see docs/operations.md).",
+                        serve::unencrypted_advice()
+                    ));
+                }
+            } else if running.keys_unencrypted {
+                tracing::warn!("{}", serve::unencrypted_advice());
             }
             let handles = running.shutdown_handles();
             tokio::spawn(async move {
@@ -512,7 +558,14 @@ async fn run(cli: Cli) -> Result<(), String> {
         } => {
             let store = open(&db).await?;
             operator::set_rate(ops(&store), &key, per_second).map_err(|e| e.to_string())?;
-            println!("rate set to {per_second} requests per second");
+            println!(
+                "rate set to {per_second} {} per second",
+                if per_second == 1 {
+                    "request"
+                } else {
+                    "requests"
+                }
+            );
             Ok(())
         }
         Command::ListKeys { db, org } => {
@@ -555,20 +608,39 @@ async fn run(cli: Cli) -> Result<(), String> {
             );
             Ok(())
         }
+        Command::SealSigningKeys { db } => {
+            let (store, keys) = open_with_keys(&db).await?;
+            let (count, sealed) =
+                at_rest::seal_plaintext(ops(&store), &keys).map_err(|e| e.to_string())?;
+            println!(
+                "{sealed} of {count} signing keys sealed now under key-encryption key {} (the others were already sealed)",
+                keys.current_id()
+                    .map(|id| id.to_string())
+                    .unwrap_or_default()
+            );
+            Ok(())
+        }
         Command::Backup { db, to } => {
             let file = db.sqlite_file("backup")?;
-            let info = backup::backup(&file, &to).map_err(|e| e.to_string())?;
+            let keys = key_encryption(&db)?.backup_keys();
+            let info = backup::backup(&file, &to, &keys).map_err(|e| e.to_string())?;
             println!("backup written to {}: {}", to.display(), describe(&info));
             Ok(())
         }
-        Command::VerifyBackup { file } => {
-            let info = backup::verify(&file).map_err(|e| e.to_string())?;
+        Command::VerifyBackup { file, kek } => {
+            let keys = key_encryption(&DbArg {
+                db: DbLocation::from(file.clone()),
+                kek,
+            })?
+            .backup_keys();
+            let info = backup::verify(&file, &keys).map_err(|e| e.to_string())?;
             println!("{} is a sound backup: {}", file.display(), describe(&info));
             Ok(())
         }
         Command::Restore { from, db, force } => {
             let file = db.sqlite_file("restore")?;
-            let info = backup::restore(&from, &file, force).map_err(|e| e.to_string())?;
+            let keys = key_encryption(&db)?.backup_keys();
+            let info = backup::restore(&from, &file, force, &keys).map_err(|e| e.to_string())?;
             println!(
                 "restored {} to {}: {}; the server migrates it when it starts",
                 from.display(),

@@ -35,7 +35,9 @@ use crate::state::{AppState, Shared};
 use crate::storage::postgres::PostgresStore;
 use crate::storage::sqlite::{Db, SqliteStore};
 use crate::storage::{DbLocation, StorageError, Store};
+use crate::workers::Context;
 use crate::workers::delivery::Worker;
+use crate::workers::refresh::{Listeners, Refresher};
 
 /// How the server is started.
 #[derive(Debug, Clone)]
@@ -156,12 +158,24 @@ pub struct Running {
     /// The SQLite engine's database handle, for tests that write rows directly (`None` on
     /// PostgreSQL).
     pub db: Option<Db>,
+    /// The signing keys are stored unencrypted (SQLite without a key-encryption key):
+    /// the caller says so, with [`unencrypted_advice`].
+    pub keys_unencrypted: bool,
     /// This process's id among the processes sharing the database (its heartbeat row).
     process_id: String,
     handles: Vec<Handle<SocketAddr>>,
     servers: Vec<JoinHandle<Result<(), std::io::Error>>>,
     refresher: JoinHandle<()>,
     worker: Worker,
+}
+
+/// What to do about signing keys stored unencrypted.
+pub fn unencrypted_advice() -> String {
+    format!(
+        "signing keys are stored unencrypted; set {} or {} and run `mandate-server seal-signing-keys` once to encrypt them at rest",
+        at_rest::KEK_VAR,
+        at_rest::KEK_FILE_FLAG
+    )
 }
 
 fn bind(addr: &str) -> Result<TcpListener, ServeError> {
@@ -261,18 +275,28 @@ pub async fn start_with(
         .map_err(db_error)?;
     let now = clock.now();
     let keys = Arc::new(config.key_encryption.clone());
+    let keys_unencrypted = keys.current_id().is_none();
     let prepared = at_rest::prepare(&*store, &keys)?;
     match keys.current_id() {
-        None => tracing::warn!(
-            "signing keys are stored unencrypted; set {} or {} to encrypt them at rest",
-            at_rest::KEK_VAR,
-            at_rest::KEK_FILE_FLAG
-        ),
-        Some(id) if prepared.sealed_now > 0 => tracing::info!(
-            "sealed {} signing keys stored in plaintext under key-encryption key {id}",
-            prepared.sealed_now
-        ),
-        Some(id) => tracing::info!("signing keys are sealed under key-encryption key {id}"),
+        // Said by the caller once it has started (`serve` logs it; `serve --demo` gives it
+        // as advice after the session): see `Running::keys_unencrypted`.
+        None => {}
+        // The KEKs the keys are actually sealed under, not merely the one given as
+        // current (during a rotation they may still be under the previous one).
+        Some(id) if prepared.sealed_under.iter().all(|under| *under == id) => {
+            tracing::info!("signing keys are sealed under key-encryption key {id}")
+        }
+        Some(id) => {
+            let under: Vec<String> = prepared
+                .sealed_under
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            tracing::info!(
+                "signing keys are sealed under key-encryption key {}; new keys are sealed under {id}: run `mandate-server rotate-key-encryption-key` to seal them all under it",
+                under.join(", ")
+            )
+        }
     }
     signing::ensure_keys(&*store, &keys, ms(now)).map_err(db_error)?;
     let ring = signing::load(&*store, &keys, ms(now))?;
@@ -319,7 +343,13 @@ pub async fn start_with(
     // same process.
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     // Dropping the worker (an error below) stops it.
-    let worker = Worker::start(state.clone())
+    let context = Context {
+        store: store.clone(),
+        clock: clock.clone(),
+        keys: state.keys.clone(),
+        issuer: state.verdicts_url.clone(),
+    };
+    let worker = Worker::start(context.clone())
         .map_err(|e| ServeError::Io(std::io::Error::other(format!("delivery worker: {e}"))))?;
     let tls = match &config.tls {
         Some((cert, key)) => Some(tls_config(cert, key).await?),
@@ -328,12 +358,18 @@ pub async fn start_with(
     let mut handles = Vec::new();
     let mut servers = Vec::new();
     // One server a host; the two hosts' services are of different types.
+    // Each listener's cap within the process's file descriptors (the admin host's share
+    // kept too), so that one flooded listener cannot starve another.
+    let caps = limits::ConnectionCaps::of_process(config.limits.max_connections);
     macro_rules! spawn_host {
-        ($listener:expr, $make_service:expr) => {{
+        ($listener:expr, $make_service:expr, $cap:expr) => {{
             let (listener, service) = ($listener, $make_service);
             let handle = Handle::new();
             handles.push(handle.clone());
-            let connections = Connections::new(&config.limits);
+            let connections = Connections::new(&limits::Limits {
+                max_connections: $cap,
+                ..config.limits
+            });
             let server = axum_server::from_tcp(listener).map_err(ServeError::Io)?;
             servers.push(match &tls {
                 Some(tls) => {
@@ -354,10 +390,11 @@ pub async fn start_with(
     // hyper hands over its own body type; the layers take axum's.
     let api = app::api_with_limits(state.clone(), &config.limits)
         .map_request(|request: Request<Incoming>| request.map(Body::new));
-    spawn_host!(api_listener, SharedMakeService::new(api));
+    spawn_host!(api_listener, SharedMakeService::new(api), caps.api);
     spawn_host!(
         public_listener,
-        app::public(state.clone()).into_make_service()
+        app::public(state.clone()).into_make_service(),
+        caps.public
     );
 
     let initial_generation = store.key_generation_now().ok();
@@ -368,49 +405,27 @@ pub async fn start_with(
         Ok(peers) => state.callers.set_peers(peers),
         Err(e) => tracing::error!("heartbeat: {e}"),
     }
-    let refresher = {
-        let (store, ring, clock) = (store.clone(), state.keys.clone(), clock.clone());
-        let callers = state.callers.clone();
-        let process_id = process_id.clone();
-        tokio::spawn(async move {
-            // Keys changed by operator commands: every 250 ms (a signing key rotation moves
-            // the generation too, so every process publishes and signs with the new key
-            // within a second). Signing keys otherwise: every 2 s (a retired key leaves the
-            // set as time passes). This process's heartbeat, and how many share the
-            // database: every second.
-            let mut seen_generation = initial_generation;
-            let mut tick: u64 = 0;
-            loop {
-                tokio::time::sleep(Duration::from_millis(250)).await;
-                tick += 1;
-                if tick.is_multiple_of(4) {
-                    match store.heartbeat(&process_id).await {
-                        Ok(peers) => callers.set_peers(peers),
-                        Err(e) => tracing::error!("heartbeat: {e}"),
-                    }
-                }
-                let generation = store.key_generation().await;
-                let mut moved = false;
-                match generation {
-                    Ok(g) if seen_generation != Some(g) => {
-                        callers.clear();
-                        moved = seen_generation.is_some();
-                        seen_generation = Some(g);
-                    }
-                    Ok(_) => {}
-                    Err(e) => tracing::error!("reading the keys generation: {e}"),
-                }
-                if (moved || tick.is_multiple_of(8))
-                    && let Err(e) = signing::reload(&*store, &keys, ms(clock.now()), &ring).await
-                {
-                    tracing::error!("reloading signing keys: {e}");
-                }
-            }
-        })
-    };
+    let refresher = Refresher::new(
+        context,
+        (*keys).clone(),
+        process_id.clone(),
+        Listeners {
+            peers: Box::new({
+                let callers = state.callers.clone();
+                move |peers| callers.set_peers(peers)
+            }),
+            keys_changed: Box::new({
+                let callers = state.callers.clone();
+                move || callers.clear()
+            }),
+        },
+        initial_generation,
+    )
+    .start();
     Ok(Running {
         api_addr,
         public_addr,
+        keys_unencrypted,
         state,
         db,
         handles,

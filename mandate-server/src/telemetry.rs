@@ -135,6 +135,13 @@ pub fn admin(handle: PrometheusHandle) -> Router {
                 "this host serves GET /metrics only\n",
             )
         })
+        // A request id on every answer, as on the other hosts: the connection guard
+        // (`http::connections`) takes an answer without one for hyper's own.
+        .layer(axum::middleware::from_fn(
+            |request: axum::extract::Request, next: axum::middleware::Next| async move {
+                crate::http::request_id::within(next.run(request)).await
+            },
+        ))
 }
 
 /// Handles of the series recorded on every request, made once per label set: recording

@@ -21,6 +21,13 @@ const COLUMNS: &[Column<Decision>] = &[
     ("VERDICT", |d| d.verdict.as_str().to_owned()),
     ("POLICY", |d| d.policy_verdict.as_str().to_owned()),
     ("MODE", |d| d.mode.as_str().to_owned()),
+    // Where the review it opened stands: a denied or expired review must not read as
+    // pending. `-` when it opened none.
+    ("REVIEW", |d| match (&d.review, d.review_status) {
+        (None, _) => "-".to_owned(),
+        (Some(_), Some(status)) => status.as_str().to_owned(),
+        (Some(_), None) => "opened".to_owned(),
+    }),
 ];
 
 /// `mandate decisions …`.
@@ -37,6 +44,7 @@ pub enum DecisionsCommand {
 #[command(after_help = "\
 Examples:
   mandate decisions list --verdict review
+  mandate decisions list --review-status pending
   mandate decisions list --all --json > decisions.json")]
 pub struct ListDecisionsArgs {
     /// Only decisions whose returned verdict is this (allow, review, deny_*)
@@ -48,6 +56,9 @@ pub struct ListDecisionsArgs {
     /// Only this agent's decisions
     #[arg(long, value_name = "ID")]
     pub agent: Option<AgentId>,
+    /// Only decisions whose review stands so
+    #[arg(long, value_name = "STATUS", value_parser = ["pending", "approved", "denied", "expired"])]
+    pub review_status: Option<String>,
     #[command(flatten)]
     pub list: ListArgs,
 }
@@ -73,6 +84,9 @@ pub fn run(command: DecisionsCommand, ctx: &Context) -> CmdResult {
             }
             if let Some(agent) = &args.agent {
                 filters.push(("agent", agent.to_string()));
+            }
+            if let Some(status) = &args.review_status {
+                filters.push(("review_status", status.clone()));
             }
             let page = client.list("/decisions", &filters, &args.list.paging())?;
             print_list(ctx, &page, "a decision", COLUMNS)?;

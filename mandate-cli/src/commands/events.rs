@@ -5,10 +5,11 @@ use clap::builder::PossibleValuesParser;
 use clap::{Args, Subcommand};
 use mandate_core::delivery::EVENT_TYPES;
 use mandate_core::id::EventId;
-use mandate_core::wire::Event;
+use mandate_core::wire::{Event, EventDelivery};
 
-use super::{Context, ListArgs, print_list, print_object};
-use crate::error::{CmdResult, Exit};
+use super::{Context, ListArgs, print_list};
+use crate::client::Response;
+use crate::error::{CliError, CmdResult, Exit};
 use crate::output::{self, Column};
 
 /// The columns of an event list. `SUBJECT` is the object the event is about: its `id`, or
@@ -20,12 +21,27 @@ const COLUMNS: &[Column<Event>] = &[
     ("CREATED", |e| output::time(e.created_at)),
 ];
 
+/// The columns of an event's deliveries.
+const DELIVERY_COLUMNS: &[Column<EventDelivery>] = &[
+    ("WEBHOOK", |d| d.webhook.to_string()),
+    ("STATE", |d| d.state.clone()),
+    ("ATTEMPTS", |d| d.attempts.to_string()),
+    ("LAST STATUS", |d| output::opt(d.last_status)),
+    ("LAST ERROR", |d| output::opt(d.last_error.as_deref())),
+    ("LAST ATTEMPT", |d| {
+        output::opt(d.last_attempt_at.map(output::time))
+    }),
+    ("NEXT ATTEMPT", |d| {
+        output::opt(d.next_attempt_at.map(output::time))
+    }),
+];
+
 /// `mandate events …`.
 #[derive(Debug, Subcommand)]
 pub enum EventsCommand {
     /// List events, newest first (`--type` to filter)
     List(ListEventsArgs),
-    /// Show one event with its data
+    /// Show one event with its data and its webhook deliveries
     Get(GetArgs),
 }
 
@@ -68,10 +84,31 @@ pub fn run(command: EventsCommand, ctx: &Context) -> CmdResult {
         }
         EventsCommand::Get(args) => {
             let response = client.get(&format!("/events/{}", args.id), &[])?;
-            print_object::<Event>(ctx, &response, "an event")?;
+            print_event(&response, ctx.json)?;
         }
     }
     Ok(Exit::Success)
+}
+
+/// Prints an event: the server's JSON with `--json`; else its fields, a blank line and its
+/// deliveries as a table (each endpoint's state, attempts, last answer and next attempt).
+fn print_event(response: &Response, as_json: bool) -> Result<(), CliError> {
+    let event: Event = response.read("an event")?;
+    if as_json {
+        return output::json(&response.body);
+    }
+    let mut body = response.body.clone();
+    if let Some(members) = body.as_object_mut() {
+        members.remove("deliveries");
+    }
+    output::object(&body, false)?;
+    output::line("")?;
+    match event.deliveries.as_deref() {
+        Some([]) => output::line("no webhook deliveries: no endpoint was subscribed to its type"),
+        Some(deliveries) => output::list_table(DELIVERY_COLUMNS, deliveries),
+        // A server from before deliveries were shown.
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use clap::{ArgGroup, Args};
 use mandate_core::claims::EventClaims;
 use mandate_core::jwk::JwkSet;
+use mandate_core::jwks_cache::{CachePolicy, KeySetCache, NextFetch};
 use mandate_core::jws::{TokenError, VerifyOptions, verify_event};
 use reqwest::Url;
 use reqwest::header::CONTENT_TYPE;
@@ -31,6 +32,7 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 
 use super::Context;
+use super::listen_order::Reorder;
 use crate::client::{self, HttpOptions};
 use crate::error::{CliError, CmdResult, Exit};
 use crate::http1::{self, Limits, printable};
@@ -45,7 +47,9 @@ Each POST must carry an event JWT (Content-Type application/jwt). It is verified
 (exp, five minutes after the attempt was signed) and no iat in the future, each with a \
 minute of skew) and one line is printed: time, event id, type, and \
 verified, duplicate, or REJECTED with the reason; with --json one JSON object per line, \
-holding the claims. The answer is 200 for a verified event and for a repeat of an id \
+holding the claims. Deliveries are concurrent, so events can arrive out of order: each \
+line is held --order-window milliseconds (500) and lines are printed in the order the \
+events were made (by event id). The answer is 200 for a verified event and for a repeat of an id \
 already acknowledged, 400 for a rejected one (415 for another Content-Type).\n\n\
 The key set comes from --jwks FILE (with --issuer), or from --jwks-url: the verdicts URL \
 or its /.well-known/jwks.json, which also gives the issuer. It is loaded again when a \
@@ -87,6 +91,10 @@ pub struct ListenArgs {
     /// Exit after this many POSTs (verified, duplicate or rejected)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub max_events: Option<u64>,
+    /// Hold each line this long so that events that arrive out of order (deliveries are
+    /// concurrent) print in the order they were made, by event id; 0 prints at once
+    #[arg(long, value_name = "MS", default_value_t = 500)]
+    pub order_window: u64,
 }
 
 /// Connections served at once; more are answered 503.
@@ -116,27 +124,41 @@ type Loader = Box<dyn Fn() -> Result<JwkSet, CliError> + Send>;
 struct Keys {
     set: JwkSet,
     issuer: String,
-    loaded_at: Instant,
     /// How long the set may be used before it is loaded again (a set fetched from a URL).
     lifetime: Option<Duration>,
-    /// The last load for an unknown `kid`.
-    reloaded_for_kid: Option<Instant>,
+    /// When to load it again: the core's JWK Set cache policy, by the real clock.
+    cache: KeySetCache,
     load: Loader,
+}
+
+/// The cache policy of a set loaded now that may be used for `lifetime` (for ever when
+/// `None`: a file is loaded again only for an unknown kid).
+fn cache_for(lifetime: Option<Duration>) -> KeySetCache {
+    let seconds = |d: Duration| time::Duration::try_from(d).unwrap_or(time::Duration::ZERO);
+    // A century stands for ever without overflowing a date.
+    let max_age = lifetime.map_or(time::Duration::days(36_500), seconds);
+    let mut cache = KeySetCache::new(CachePolicy {
+        default_max_age: max_age,
+        max_max_age: max_age,
+        unknown_kid_interval: seconds(RELOAD_COOLDOWN),
+    });
+    cache.fetched(OffsetDateTime::now_utc(), None);
+    cache
 }
 
 impl Keys {
     /// Verifies an event token, loading the set again (once) when the token names a `kid`
     /// the set does not hold, and first when a fetched set is older than five minutes.
     fn verify(&mut self, token: &str, now: i64) -> Result<EventClaims, String> {
-        if self
-            .lifetime
-            .is_some_and(|lifetime| self.loaded_at.elapsed() >= lifetime)
-        {
+        let clock = OffsetDateTime::now_utc();
+        if self.lifetime.is_some() && self.cache.before_use(clock) == NextFetch::Fetch {
             match (self.load)() {
                 Ok(set) => self.replace(set),
                 Err(e) => output::note(&format!(
                     "cannot refresh the key set, still using the one loaded {} s ago: {e}",
-                    self.loaded_at.elapsed().as_secs()
+                    self.cache
+                        .fetched_at()
+                        .map_or(0, |at| (clock - at).whole_seconds())
                 )),
             }
         }
@@ -147,30 +169,27 @@ impl Keys {
         };
         match verify_event(token, &self.set, &options) {
             Err(unknown @ TokenError::UnknownKid(_)) => {
-                if self
-                    .reloaded_for_kid
-                    .is_some_and(|at| at.elapsed() < RELOAD_COOLDOWN)
-                {
+                if self.cache.unknown_kid(clock) == NextFetch::UseCached {
                     return Err(format!(
                         "{unknown} (the set was loaded again under a second ago)"
                     ));
                 }
-                self.reloaded_for_kid = Some(Instant::now());
                 match (self.load)() {
                     Ok(set) => {
                         self.replace(set);
-                        verify_event(token, &self.set, &options).map_err(|e| e.to_string())
+                        verify_event(token, &self.set, &options)
+                            .map_err(|e| output::token_error(&e))
                     }
                     Err(e) => Err(format!("{unknown}, and loading the set again failed: {e}")),
                 }
             }
-            other => other.map_err(|e| e.to_string()),
+            other => other.map_err(|e| output::token_error(&e)),
         }
     }
 
     fn replace(&mut self, set: JwkSet) {
         self.set = set;
-        self.loaded_at = Instant::now();
+        self.cache.fetched(OffsetDateTime::now_utc(), None);
     }
 }
 
@@ -206,9 +225,8 @@ fn initial_keys(args: &ListenArgs, http: HttpOptions) -> Result<(Keys, String), 
         let keys = Keys {
             set,
             issuer,
-            loaded_at: Instant::now(),
             lifetime: None,
-            reloaded_for_kid: None,
+            cache: cache_for(None),
             load: Box::new(move || read_set_file(&path)),
         };
         return Ok((keys, source));
@@ -231,9 +249,8 @@ fn initial_keys(args: &ListenArgs, http: HttpOptions) -> Result<(Keys, String), 
     let keys = Keys {
         set,
         issuer,
-        loaded_at: Instant::now(),
         lifetime: Some(URL_SET_LIFETIME),
-        reloaded_for_kid: None,
+        cache: cache_for(Some(URL_SET_LIFETIME)),
         load: Box::new(move || fetch_set(&url, http).map(|(set, _)| set)),
     };
     Ok((keys, final_url.to_string()))
@@ -378,6 +395,8 @@ struct Shared {
     /// A write to stdout failed (a closed pipe): stop.
     output_failed: AtomicBool,
     limits: Limits,
+    /// Lines held back to be printed in the order the events were made.
+    order: Reorder,
 }
 
 fn is_jwt(content_type: Option<&str>) -> bool {
@@ -465,8 +484,18 @@ impl Shared {
             }
         }
         let forward_url = self.forward.as_ref().map(|f| &f.url);
-        if output::line(&outcome.render(self.json, forward_url)).is_err() {
-            self.output_failed.store(true, Ordering::SeqCst);
+        let key = outcome.claims.as_ref().map(|c| c.jti.to_string());
+        self.order
+            .push(key, outcome.render(self.json, forward_url), Instant::now());
+        self.flush(false);
+    }
+
+    /// Prints the lines held that are due (all of them with `all`), in event order.
+    fn flush(&self, all: bool) {
+        for line in self.order.due(Instant::now(), all) {
+            if output::line(&line).is_err() {
+                self.output_failed.store(true, Ordering::SeqCst);
+            }
         }
     }
 
@@ -566,7 +595,8 @@ pub fn run(args: ListenArgs, ctx: &Context) -> CmdResult {
     let issuer = keys.issuer.clone();
     let key_count = keys.set.keys.len();
     output::note(&format!(
-        "verifying events from {issuer} with {key_count} key(s) from {source}{}; Ctrl-C to stop",
+        "verifying events from {issuer} with {} from {source}{}; Ctrl-C to stop",
+        output::count(key_count as u64, "key", "keys"),
         forward
             .as_ref()
             .map(|f| format!("; forwarding to {}", f.url))
@@ -584,9 +614,11 @@ pub fn run(args: ListenArgs, ctx: &Context) -> CmdResult {
         tally: Mutex::new(Tally::default()),
         output_failed: AtomicBool::new(false),
         limits: Limits::default(),
+        order: Reorder::new(Duration::from_millis(args.order_window)),
     });
     let mut connections: Vec<JoinHandle<()>> = Vec::new();
     while !stop.load(Ordering::SeqCst) && !shared.done() {
+        shared.flush(false);
         match listener.accept() {
             Ok((mut stream, peer)) => {
                 connections.retain(|c| !c.is_finished());
@@ -620,13 +652,14 @@ pub fn run(args: ListenArgs, ctx: &Context) -> CmdResult {
     connections.retain(|c| !c.is_finished());
     if !connections.is_empty() {
         output::note(&format!(
-            "waiting for {} request(s) in flight (Ctrl-C again to exit at once)",
-            connections.len()
+            "waiting for {} in flight (Ctrl-C again to exit at once)",
+            output::count(connections.len() as u64, "request", "requests")
         ));
     }
     for connection in connections {
         let _ = connection.join();
     }
+    shared.flush(true);
     let tally = lock(&shared.tally);
     output::note(&format!(
         "stopped: {} verified, {} duplicate, {} rejected",
@@ -686,9 +719,8 @@ mod tests {
                 keys: vec![old.public_jwk()],
             },
             issuer: ISSUER.to_owned(),
-            loaded_at: Instant::now(),
             lifetime,
-            reloaded_for_kid: None,
+            cache: cache_for(lifetime),
             load: Box::new(move || {
                 counter.fetch_add(1, Ordering::SeqCst);
                 Ok(next.clone())

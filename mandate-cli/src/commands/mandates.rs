@@ -56,9 +56,9 @@ pub enum MandatesCommand {
 Examples:
   mandate mandates create --agent agt_buyer --per-transaction 100 --per-month 1000 \\
       --currency USD --category software --category travel --review-above 50 \\
-      --expires 2026-12-31 --principal role:cfo
+      --expires 2099-12-31 --principal role:cfo
   mandate mandates create --agent agt_buyer --per-transaction 100 --per-day 200 \
-      --per-week 500 --currency USD --category software --expires 2026-12-31 \
+      --per-week 500 --currency USD --category software --expires 2099-12-31 \
       --allow-recipient 'vendor:aws*' --deny-recipient 'vendor:aws-gov*' \
       --escrow-required-above 1000
   mandate mandates create --file draft.json")]

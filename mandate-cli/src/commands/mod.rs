@@ -11,6 +11,7 @@ pub mod events;
 pub mod export;
 pub mod jwks;
 pub mod listen;
+pub mod listen_order;
 pub mod login;
 pub mod mandates;
 pub mod profiles;

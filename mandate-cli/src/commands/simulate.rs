@@ -207,8 +207,8 @@ pub fn run(args: SimulateArgs, ctx: &Context) -> CmdResult {
     )?;
     output::line("")?;
     let mut last = format!(
-        "{} decisions replayed against the draft for {}, {changed} changed",
-        result.rows.len(),
+        "{} replayed against the draft for {}, {changed} changed",
+        output::count(result.rows.len() as u64, "decision", "decisions"),
         if args.every_agent {
             "every agent".to_owned()
         } else {
@@ -217,8 +217,8 @@ pub fn run(args: SimulateArgs, ctx: &Context) -> CmdResult {
     );
     if result.skipped > 0 {
         last.push_str(&format!(
-            "; {} decisions of other agents skipped (--every-agent replays them too)",
-            result.skipped
+            "; {} of other agents skipped (--every-agent replays them too)",
+            output::count(result.skipped as u64, "decision", "decisions")
         ));
     }
     output::line(&last)?;

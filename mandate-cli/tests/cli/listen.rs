@@ -392,7 +392,15 @@ fn listen_rejects_an_event_past_its_exp() {
     let stale = env.sign_event("ping", now - 400);
     let (status, body) = post(&listener.url, "application/jwt", &stale);
     assert_eq!(status, 400);
-    assert_eq!(body, format!("rejected: token expired at {}\n", now - 100));
+    // The expiry is said as a UTC time, not as seconds since the epoch.
+    let expired_at = time::OffsetDateTime::from_unix_timestamp(now - 100).unwrap();
+    assert_eq!(
+        body,
+        format!(
+            "rejected: token expired at {}\n",
+            mandate_core::timefmt::format(expired_at)
+        )
+    );
     let rejected = listener.json_line();
     assert_eq!(rejected["result"], "rejected");
     assert!(rejected.get("claims").is_none());
@@ -402,5 +410,37 @@ fn listen_rejects_an_event_past_its_exp() {
     assert_eq!(status, 200);
     let verified = listener.json_line();
     assert_eq!(verified["claims"]["exp"], now + 240);
+    assert_eq!(listener.exit_code(), 0, "stderr:\n{}", listener.stderr());
+}
+
+#[test]
+fn listen_prints_events_in_the_order_they_were_made() {
+    let env = start();
+    let jwks = jwks_url(&env);
+    let mut listener = Listener::start(
+        &env,
+        &[
+            "--max-events",
+            "2",
+            "--jwks-url",
+            &jwks,
+            "--issuer",
+            &env.issuer,
+        ],
+    );
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    // The resolution, made later, arrives before the review it resolves (deliveries are
+    // concurrent): the review is printed first.
+    let resolved = env.sign_event_as("decision.resolved", now, [2; 16]);
+    let pending = env.sign_event_as("decision.review_pending", now, [1; 16]);
+    assert_eq!(post(&listener.url, "application/jwt", &resolved).0, 200);
+    assert_eq!(post(&listener.url, "application/jwt", &pending).0, 200);
+    let first = listener.line();
+    let second = listener.line();
+    assert!(
+        first.contains("decision.review_pending  verified"),
+        "{first}"
+    );
+    assert!(second.contains("decision.resolved  verified"), "{second}");
     assert_eq!(listener.exit_code(), 0, "stderr:\n{}", listener.stderr());
 }

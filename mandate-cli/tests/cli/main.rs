@@ -5,6 +5,7 @@
 mod support;
 
 mod config;
+mod docs;
 mod escrows;
 mod export;
 mod listen;
@@ -91,4 +92,71 @@ fn help_reads_well_and_usage_errors_exit_2() {
     run(&["enforcement", "set", "sometimes"]).code(2);
     // No key anywhere: a usage error before any request.
     run(&["agents", "list"]).code(2).stderr_has("no API key");
+}
+
+#[test]
+fn each_subcommand_shows_only_the_network_options_it_uses() {
+    let home = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| run_in(home.path(), args, &[], None);
+    let help = |args: &[&str]| {
+        let mut args = args.to_vec();
+        args.push("--help");
+        let out = run(&args);
+        out.ok();
+        out.stdout
+    };
+    // An option line of the help: the flag first, then its value or its text.
+    let has = |text: &str, flag: &str| {
+        let flag = format!("--{flag}");
+        text.lines().any(|line| {
+            line.trim_start()
+                .strip_prefix(&flag)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '<']))
+        })
+    };
+    // Offline: none of them.
+    for path in [&["verify"][..], &["simulate"], &["profiles"]] {
+        let text = help(path);
+        for flag in ["api-key", "base-url", "profile", "timeout", "retries"] {
+            assert!(!has(&text, flag), "{path:?} lists --{flag}:\n{text}");
+        }
+        assert!(has(&text, "json"), "{path:?}:\n{text}");
+    }
+    // Public URLs only: the HTTP options, no key.
+    for path in [&["jwks", "fetch"][..], &["listen"]] {
+        let text = help(path);
+        assert!(
+            has(&text, "timeout") && !has(&text, "api-key"),
+            "{path:?}:\n{text}"
+        );
+    }
+    // Stores settings: the key and URL, no HTTP options.
+    let text = help(&["login"]);
+    assert!(has(&text, "api-key") && !has(&text, "retries"), "{text}");
+    // The API: all of them.
+    let text = help(&["agents", "list"]);
+    for flag in ["api-key", "base-url", "profile", "timeout", "retries"] {
+        assert!(has(&text, flag), "agents list lacks --{flag}:\n{text}");
+    }
+    // Given anyway, an option that does nothing is refused rather than ignored.
+    run(&[
+        "verify",
+        "x.y.z",
+        "--signature-only",
+        "--api-key",
+        "sk_sandbox_x",
+    ])
+    .code(2)
+    .stderr_has("mandate verify does not use --api-key");
+    run(&[
+        "--timeout",
+        "5",
+        "simulate",
+        "--mandate",
+        "m.json",
+        "--decisions",
+        "d.json",
+    ])
+    .code(2)
+    .stderr_has("does not use --timeout");
 }

@@ -193,6 +193,25 @@ fn decisions_list_walks_pages_filters_and_gets() {
     ]);
     assert_eq!(reviews.json()["data"].as_array().unwrap().len(), 1);
 
+    // A denied review reads as denied in the table, not as one still open.
+    let review = data[0]["review"].as_str().unwrap();
+    env.org(&["reviews", "deny", review, "--reason", "not this trip"])
+        .ok();
+    let table = env.org(&["decisions", "list"]);
+    table.ok();
+    let rows: Vec<&str> = table.stdout.lines().collect();
+    assert!(rows[0].trim_end().ends_with("REVIEW"), "{}", table.stdout);
+    assert!(rows[1].trim_end().ends_with("  denied"), "{}", table.stdout);
+    assert!(
+        rows[2..].iter().all(|r| r.trim_end().ends_with("  -")),
+        "{}",
+        table.stdout
+    );
+    let denied = env.org(&["decisions", "list", "--review-status", "denied", "--json"]);
+    assert_eq!(denied.json()["data"][0]["id"], data[0]["id"]);
+    env.org(&["decisions", "list", "--review-status", "maybe"])
+        .code(2);
+
     let id = data[2]["id"].as_str().unwrap();
     let got = env.org(&["decisions", "get", id]);
     got.ok().stdout_has(id);

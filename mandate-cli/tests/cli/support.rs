@@ -314,13 +314,19 @@ impl Env {
     /// Signs a webhook event with the sandbox's current key, as the server would: issued
     /// at `iat`, expiring five minutes later.
     pub fn sign_event(&self, event_type: &str, iat: i64) -> String {
+        self.sign_event_as(event_type, iat, [7; 16])
+    }
+
+    /// A sandbox event of `event_type` signed at `iat` with the id made of `id` (ids sort
+    /// as their bytes do: the server puts the creation time first).
+    pub fn sign_event_as(&self, event_type: &str, iat: i64, id: [u8; 16]) -> String {
         use mandate_core::claims::EventClaims;
         use mandate_core::id::EventId;
         let state = &self.running.as_ref().unwrap().state;
         let signer = state.signer(mandate_server::model::Env::Sandbox).unwrap();
         let claims = EventClaims {
             iss: self.issuer.clone(),
-            jti: EventId::from_random([7; 16]),
+            jti: EventId::from_random(id),
             iat,
             exp: iat + mandate_core::claims::EVENT_LIFETIME_SECS,
             event_type: event_type.to_owned(),

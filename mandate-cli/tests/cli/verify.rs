@@ -240,7 +240,7 @@ fn verify_checks_webhook_events_with_event() {
         &store,
     ])
     .code(6)
-    .stderr_has("signed with the sandbox key sandbox-1")
+    .stderr_has("signed with the sandbox key sandbox-1: a sandbox event reports only what happened in the sandbox")
     .stdout_has("ping");
     let first = run(&event);
     first

@@ -65,6 +65,23 @@ fn webhooks_create_list_get_ping_delete_and_errors() {
     read.ok();
     assert_eq!(read.field("type"), "ping");
     assert_eq!(read.field("data.webhook"), id);
+    // Then its deliveries, one row per endpoint: where each stands.
+    read.stdout_has("WEBHOOK")
+        .stdout_has("LAST STATUS")
+        .stdout_has("NEXT ATTEMPT");
+    let row = read
+        .stdout
+        .lines()
+        .find(|l| l.starts_with(&id))
+        .unwrap_or_else(|| panic!("no delivery row:\n{}", read.stdout));
+    assert!(
+        ["pending", "delivered", "failed"]
+            .iter()
+            .any(|s| row.split_whitespace().nth(1) == Some(s)),
+        "{row}"
+    );
+    let read = env.org(&["events", "get", &event, "--json"]);
+    assert_eq!(read.json()["deliveries"][0]["webhook"], id.as_str());
 
     let deleted = env.org(&["webhooks", "delete", &id, "--json"]);
     deleted.ok();

@@ -27,7 +27,7 @@ pub use agents::{Agent, CreateAgent, CreatedAgent};
 pub use decisions::{Authorize, Decision, DecisionAnswer, OpenedReview};
 pub use enforcement::{Enforcement, SetEnforcement};
 pub use escrows::{CreateEscrow, Escrow};
-pub use events::Event;
+pub use events::{Event, EventDelivery};
 pub use mandates::{CreateMandate, Mandate, Spent};
 pub use reviews::{DenyReview, Review};
 pub use webhooks::{CreateWebhook, PingAnswer, Webhook};

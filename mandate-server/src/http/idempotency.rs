@@ -19,6 +19,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use mandate_core::idempotency::{NextAction, is_kept, request_digest};
 
+use crate::clock::fill_random;
 use crate::http::body;
 use crate::http::error::ApiError;
 use crate::http::limits::BodyDeadline;
@@ -27,7 +28,7 @@ use crate::http::seal::{SealKey, Sealed};
 use crate::model::Caller;
 use crate::state::AppState;
 use crate::storage::Store;
-use crate::storage::idempotency::IdempotencyRecord;
+use crate::storage::idempotency::{CLAIM_MS, ClaimToken, IdempotencyRecord};
 
 /// The request header.
 pub const HEADER: &str = "idempotency-key";
@@ -44,6 +45,8 @@ pub struct IdempotencySlot {
     request_id: String,
     /// Seals the response before it is stored.
     seal: SealKey,
+    /// The request's token on its claim.
+    claim: ClaimToken,
 }
 
 /// Put into a response's extensions when the handler stored it itself.
@@ -68,6 +71,7 @@ impl IdempotencySlot {
             status,
             body,
             request_id: self.request_id.clone(),
+            claim: self.claim,
         }
     }
 }
@@ -110,70 +114,123 @@ async fn run(state: AppState, request: Request, next: Next) -> Result<Response, 
         .map(|api_key| SealKey::derive(api_key, &idem_key))
         .ok_or(ApiError::Unauthorized { docs: None })?;
     let deadline = BodyDeadline::of(&request);
-    let (mut parts, body) = request.into_parts();
+    let (parts, body) = request.into_parts();
     let bytes = body::collect(body, deadline).await?;
-    let digest = request_digest(parts.method.as_str(), parts.uri.path(), &bytes);
-    let now = state.now();
-    let (action, original_id) = state
-        .store
-        .claim_idempotency_key(caller.key_hash, &idem_key, digest, now)
-        .await?;
-    match action {
-        NextAction::ReturnSavedResponse(saved) => {
-            let body = seal
-                .open(saved.status, &saved.body)
-                .map_err(|e| ApiError::Server(e.to_string()))?;
-            let mut response = Response::new(Body::from(body));
-            *response.status_mut() = StatusCode::from_u16(saved.status).unwrap_or(StatusCode::OK);
-            let headers = response.headers_mut();
-            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-            headers.insert(REPLAYED, HeaderValue::from_static("true"));
-            if let Some(value) = original_id.and_then(|id| HeaderValue::from_str(&id).ok()) {
-                headers.insert(request_id::HEADER, value);
-            }
-            Ok(response)
+    let mut claim: ClaimToken = [0u8; 16];
+    fill_random(&mut claim);
+    let claimed = Claimed {
+        key_hash: caller.key_hash,
+        idem_key,
+        claim,
+        seal,
+    };
+    // From its claim to its outcome the request runs in a task of its own: a client that
+    // goes away, or the request's deadline, ends the wait for its answer but never cuts
+    // the request short between its claim and its outcome (a decision committed after its
+    // claim was released, or a claim written after the request was dropped). The outcome
+    // is stored and a retry replays it.
+    let task = tokio::spawn(request_id::carry(claimed.run(state, parts, bytes, next)));
+    task.await
+        .unwrap_or_else(|e| Err(ApiError::Server(format!("the request's task failed: {e}"))))
+}
+
+/// A request with an Idempotency-Key, to claim the key for and run.
+struct Claimed {
+    key_hash: [u8; 32],
+    idem_key: String,
+    /// This request's token on its claim.
+    claim: ClaimToken,
+    seal: SealKey,
+}
+
+impl Claimed {
+    async fn run(
+        self,
+        state: AppState,
+        mut parts: axum::http::request::Parts,
+        bytes: axum::body::Bytes,
+        next: Next,
+    ) -> Result<Response, ApiError> {
+        let Self {
+            key_hash,
+            idem_key,
+            claim,
+            seal,
+        } = self;
+        // Armed before the claim is written: a claim written but not answered (the
+        // database failed midway) is released too.
+        let mut guard = ClaimGuard {
+            store: state.store.clone(),
+            key_hash,
+            idem_key: Some(idem_key.clone()),
+            claim,
+        };
+        let digest = request_digest(parts.method.as_str(), parts.uri.path(), &bytes);
+        let now = state.now();
+        let (action, original_id) = state
+            .store
+            .claim_idempotency_key(key_hash, &idem_key, digest, claim, now)
+            .await?;
+        if action != NextAction::StartProcessing {
+            // Nothing of this request's own was claimed.
+            guard.idem_key = None;
         }
-        NextAction::ConflictDifferentRequest => Err(ApiError::IdempotencyConflict(
-            "this Idempotency-Key was used with a different request in the last 24 hours; use a new key".into(),
-        )),
-        NextAction::ConflictInFlight => Err(ApiError::IdempotencyConflict(
-            "a request with this Idempotency-Key is still being processed; retry after it completes".into(),
-        )),
-        NextAction::StartProcessing => {
-            let slot = IdempotencySlot {
-                key_hash: caller.key_hash,
-                idem_key: idem_key.clone(),
-                request_id: request_id::current(),
-                seal: seal.clone(),
-            };
-            parts.extensions.insert(slot);
-            let mut guard = ClaimGuard {
-                store: state.store.clone(),
-                key_hash: caller.key_hash,
-                idem_key: Some(idem_key.clone()),
-            };
-            let response = next.run(Request::from_parts(parts, Body::from(bytes))).await;
-            let finished = finish(&state, caller.key_hash, idem_key, &seal, response).await;
-            if finished.is_ok() {
-                guard.idem_key = None;
+        match action {
+            NextAction::ReturnSavedResponse(saved) => {
+                let body = seal
+                    .open(saved.status, &saved.body)
+                    .map_err(|e| ApiError::Server(e.to_string()))?;
+                let mut response = Response::new(Body::from(body));
+                *response.status_mut() =
+                    StatusCode::from_u16(saved.status).unwrap_or(StatusCode::OK);
+                let headers = response.headers_mut();
+                headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+                headers.insert(REPLAYED, HeaderValue::from_static("true"));
+                if let Some(value) = original_id.and_then(|id| HeaderValue::from_str(&id).ok()) {
+                    headers.insert(request_id::HEADER, value);
+                }
+                Ok(response)
             }
-            finished
+            NextAction::ConflictDifferentRequest => Err(ApiError::IdempotencyConflict(
+                "this Idempotency-Key was used with a different request in the last 24 hours; use a new key".into(),
+            )),
+            NextAction::ConflictInFlight => Err(ApiError::IdempotencyConflict(
+                "a request with this Idempotency-Key is still being processed; retry after it completes".into(),
+            )),
+            NextAction::StartProcessing => {
+                let slot = IdempotencySlot {
+                    key_hash,
+                    idem_key: idem_key.clone(),
+                    request_id: request_id::current(),
+                    seal: seal.clone(),
+                    claim,
+                };
+                parts.extensions.insert(slot);
+                let response = next.run(Request::from_parts(parts, Body::from(bytes))).await;
+                let finished = finish(&state, key_hash, idem_key, claim, &seal, response).await;
+                if finished.as_ref().is_ok_and(|(_, released)| *released) {
+                    guard.idem_key = None;
+                }
+                finished.map(|(response, _)| response)
+            }
         }
     }
 }
 
-/// Releases a claim whose request ended without storing an outcome: dropped when the
-/// client went away or a timeout cancelled it, or failed while storing its outcome. Without
-/// this, a retry would get 409 "still being processed" until the next restart.
+/// Releases a claim whose request ended without storing an outcome: failed with a 5xx, or
+/// failed while claiming or storing its outcome. Without this, a retry would get 409 "still
+/// being processed" until the claim runs out.
 ///
-/// The release is queued on the writer after any write the request already sent (the
-/// writer runs jobs in order), and removes only a claim that no response completed, so a
-/// decision committed together with its response stays replayable.
+/// The release removes only this request's own claim, and only while no outcome completed
+/// it, so a decision committed together with its response stays replayable. It is tried
+/// again until it succeeds (the database may be restarting: the retry that follows a 503
+/// must not find the key claimed), for as long as the claim lasts.
 struct ClaimGuard {
     store: Arc<dyn Store>,
     key_hash: [u8; 32],
-    /// `None` once the outcome is stored.
+    /// `None` once the outcome is stored or the claim released.
     idem_key: Option<String>,
+    claim: ClaimToken,
 }
 
 impl Drop for ClaimGuard {
@@ -181,27 +238,45 @@ impl Drop for ClaimGuard {
         let Some(idem_key) = self.idem_key.take() else {
             return;
         };
-        let (store, key_hash) = (self.store.clone(), self.key_hash);
+        let (store, key_hash, claim) = (self.store.clone(), self.key_hash, self.claim);
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                let released = store.finish_idempotency(key_hash, &idem_key, None).await;
-                if let Err(e) = released {
-                    tracing::error!("releasing an abandoned idempotency claim: {e}");
+                let until = std::time::Instant::now()
+                    + std::time::Duration::from_millis(CLAIM_MS.unsigned_abs());
+                let mut wait = std::time::Duration::from_millis(20);
+                loop {
+                    match store
+                        .finish_idempotency(key_hash, &idem_key, claim, None)
+                        .await
+                    {
+                        Ok(()) => return,
+                        Err(e) if std::time::Instant::now() + wait >= until => {
+                            tracing::error!("releasing an abandoned idempotency claim: {e}");
+                            return;
+                        }
+                        Err(_) => {
+                            tokio::time::sleep(wait).await;
+                            wait = (wait * 2).min(std::time::Duration::from_millis(500));
+                        }
+                    }
                 }
             });
         }
     }
 }
 
+/// Stores the response's outcome under the claim (a 2xx or 4xx), or releases the claim (a
+/// 5xx). Returns the response, and whether the claim is done with (stored or released).
 async fn finish(
     state: &AppState,
     key_hash: [u8; 32],
     idem_key: String,
+    claim: ClaimToken,
     seal: &SealKey,
     response: Response,
-) -> Result<Response, ApiError> {
+) -> Result<(Response, bool), ApiError> {
     if response.extensions().get::<AlreadyStored>().is_some() {
-        return Ok(response);
+        return Ok((response, true));
     }
     // What is stored is replayed as JSON: a framework's own answer is made the envelope.
     let response = crate::http::error::enveloped(response).await;
@@ -220,10 +295,18 @@ async fn finish(
         status,
         body,
         request_id: request_id::current(),
+        claim,
     });
-    state
+    let kept = record.is_some();
+    let done = state
         .store
-        .finish_idempotency(key_hash, &idem_key, record)
-        .await?;
-    Ok(Response::from_parts(parts, Body::from(bytes)))
+        .finish_idempotency(key_hash, &idem_key, claim, record)
+        .await;
+    match done {
+        Ok(()) => Ok((Response::from_parts(parts, Body::from(bytes)), true)),
+        Err(e) if kept => Err(e.into()),
+        // A 5xx whose claim could not be released now: the answer stands, and the claim's
+        // guard releases it as soon as the database lets it.
+        Err(_) => Ok((Response::from_parts(parts, Body::from(bytes)), false)),
+    }
 }

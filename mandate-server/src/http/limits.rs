@@ -10,7 +10,10 @@
 //! [`Limits::header_read_timeout`] of being accepted is closed, and so is one that waits
 //! longer than that for its next request head, or takes longer to send it (slowloris);
 //! a request whose body has not arrived within [`Limits::body_read_timeout`] of its start
-//! gets `400`.
+//! gets `400`. A request not answered within [`Limits::request_timeout`] (the database is
+//! frozen, or a lock is held that long) gets `503` in the envelope: the caller retries with
+//! its Idempotency-Key, which has one outcome whatever the first attempt comes to
+//! ([`crate::http::idempotency`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,6 +34,10 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// The default time a client has to send a request's body, from the request's start.
 pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// The default time a request may take before it is answered `503`: well under an
+/// Idempotency-Key's claim (60 s), so that a retry finds the first attempt still claimed
+/// rather than taken over.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The bounds a server runs with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +51,8 @@ pub struct Limits {
     pub header_read_timeout: Duration,
     /// Time to receive a request's body, from when its headers arrived.
     pub body_read_timeout: Duration,
+    /// Time a request may take, from when it was admitted, before it is answered `503`.
+    pub request_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -53,8 +62,68 @@ impl Default for Limits {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
             body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
         }
     }
+}
+
+/// The cap on open connections of the admin host (`--admin-addr`, Prometheus scrapes).
+pub const DEFAULT_MAX_ADMIN_CONNECTIONS: usize = 64;
+/// File descriptors kept for everything but the listeners' connections: database
+/// connections and files, the log, outgoing webhook deliveries.
+pub const RESERVED_DESCRIPTORS: usize = 256;
+
+/// The connection caps of the three listeners, set so that together they stay within the
+/// process's file descriptors with [`RESERVED_DESCRIPTORS`] to spare: silent connections
+/// to one listener (each shedding its longest idle at its cap) can never use the
+/// descriptors the others, or the database, need.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionCaps {
+    /// The API host.
+    pub api: usize,
+    /// The public host.
+    pub public: usize,
+    /// The admin host.
+    pub admin: usize,
+}
+
+impl ConnectionCaps {
+    /// The caps for a process that may open `descriptors` files (`None`: unknown, no
+    /// bound), each listener at most `max_connections` (the admin host at most
+    /// [`DEFAULT_MAX_ADMIN_CONNECTIONS`]): the admin host gets a sixteenth of what is left
+    /// after the reserve, the public host a quarter, the API host the rest.
+    pub fn within(descriptors: Option<usize>, max_connections: usize) -> Self {
+        let max = max_connections.max(1);
+        let Some(descriptors) = descriptors else {
+            return Self {
+                api: max,
+                public: max,
+                admin: DEFAULT_MAX_ADMIN_CONNECTIONS,
+            };
+        };
+        let left = descriptors.saturating_sub(RESERVED_DESCRIPTORS).max(24);
+        let admin = (left / 16).clamp(2, DEFAULT_MAX_ADMIN_CONNECTIONS);
+        let public = (left / 4).clamp(2, max);
+        let api = left.saturating_sub(admin + public).clamp(2, max);
+        Self { api, public, admin }
+    }
+
+    /// The caps for this process, from its limit on open files.
+    pub fn of_process(max_connections: usize) -> Self {
+        Self::within(open_files_limit(), max_connections)
+    }
+}
+
+/// The soft limit on open files of this process (`RLIMIT_NOFILE`), read from
+/// `/proc/self/limits`; `None` where there is no such file or no limit.
+fn open_files_limit() -> Option<usize> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line.trim_start_matches("Max open files")
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// When the body of the request being served must have arrived; put into the request's
@@ -82,6 +151,8 @@ impl BodyDeadline {
 pub struct Gate {
     permits: Arc<Semaphore>,
     body_read_timeout: Duration,
+    /// How long a request may take before it is answered `503`.
+    pub request_timeout: Duration,
 }
 
 impl Gate {
@@ -90,6 +161,7 @@ impl Gate {
         Self {
             permits: Arc::new(Semaphore::new(limits.max_in_flight.max(1))),
             body_read_timeout: limits.body_read_timeout,
+            request_timeout: limits.request_timeout,
         }
     }
 }
@@ -135,5 +207,28 @@ pub fn survive_file_size_limit() {
                 }
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod caps_tests {
+    use super::*;
+
+    /// However few descriptors, the three caps and the reserve fit in them (down to the
+    /// smallest caps), and none is over its maximum.
+    #[test]
+    fn the_caps_share_the_descriptors_and_leave_the_reserve() {
+        for descriptors in [300, 400, 1024, 4096, 20_000, 1_048_576] {
+            let caps = ConnectionCaps::within(Some(descriptors), DEFAULT_MAX_CONNECTIONS);
+            assert!(
+                caps.api + caps.public + caps.admin + RESERVED_DESCRIPTORS <= descriptors,
+                "{descriptors}: {caps:?}"
+            );
+            assert!(caps.api <= DEFAULT_MAX_CONNECTIONS && caps.public <= DEFAULT_MAX_CONNECTIONS);
+            assert!(caps.admin <= DEFAULT_MAX_ADMIN_CONNECTIONS && caps.admin >= 2);
+            assert!(caps.api >= caps.public, "{caps:?}");
+        }
+        let unknown = ConnectionCaps::within(None, 100);
+        assert_eq!((unknown.api, unknown.public), (100, 100));
     }
 }

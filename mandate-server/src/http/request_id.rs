@@ -25,6 +25,12 @@ pub fn current() -> String {
         .unwrap_or_else(|_| RequestId::from_random(random16()).to_string())
 }
 
+/// `task` in the scope of the current request's id: work a request hands to a task of its
+/// own keeps the request's id.
+pub fn carry<F: Future>(task: F) -> impl Future<Output = F::Output> {
+    REQUEST_ID.scope(current(), task)
+}
+
 /// Runs `answer` in the scope of a fresh id; its response gets the header and loses
 /// `Allow` (axum adds it to a wrong-method answer outside every route's layers, and the
 /// error envelope is the whole answer). Both hosts' outermost layers call it

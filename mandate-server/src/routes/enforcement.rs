@@ -2,7 +2,7 @@
 //! the organization and the environment the key acts on.
 
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::response::Response;
 use axum::routing::get;
 use mandate_core::field::{check_fields, object, required};
@@ -37,10 +37,29 @@ async fn body(
     })
 }
 
-async fn show(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
+async fn show(
+    State(state): State<AppState>,
+    caller: Caller,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
     caller.require_org()?;
+    refuse_parameters(query.as_deref())?;
     let (mode, since) = state.store.mode(&caller.org_id, caller.env).await?;
     Ok(ok(body(&state, &caller, mode, since).await?))
+}
+
+/// The read takes no query parameter: one given is refused, as lists refuse those they do
+/// not know, rather than ignored.
+fn refuse_parameters(query: Option<&str>) -> Result<(), ApiError> {
+    match form_urlencoded::parse(query.unwrap_or("").as_bytes()).next() {
+        None => Ok(()),
+        Some((name, _)) => {
+            let shown: String = name.chars().take(64).collect();
+            Err(ApiError::InvalidRequest(format!(
+                "unknown query parameter {shown}; GET /v1/enforcement takes no query parameters"
+            )))
+        }
+    }
 }
 
 async fn switch(

@@ -6,7 +6,7 @@ use axum::extract::{RawQuery, State};
 use axum::response::Response;
 use axum::routing::get;
 use mandate_core::delivery::{EVENT_TYPES, is_event_type};
-use mandate_core::id::EventId;
+use mandate_core::id::{EventId, WebhookId};
 use mandate_core::wire;
 use serde_json::Value;
 
@@ -17,6 +17,7 @@ use crate::http::extract::Path;
 use crate::http::list;
 use crate::model::Caller;
 use crate::state::AppState;
+use crate::storage::deliveries::DeliveryRow;
 use crate::storage::events::EventRow;
 
 /// The routes.
@@ -31,8 +32,26 @@ pub fn event_wire(row: &EventRow) -> Result<wire::Event, ApiError> {
     Ok(wire::Event {
         created_at: from_ms(row.created_ms),
         data: row.data.clone(),
+        deliveries: None,
         id: EventId::parse(&row.id).map_err(unreadable("event id"))?,
         event_type: row.event_type.clone(),
+    })
+}
+
+/// A delivery in its API shape: the last attempt's status, and times as timestamps.
+fn delivery_wire(row: &DeliveryRow) -> Result<wire::EventDelivery, ApiError> {
+    let last = row.tried.last();
+    Ok(wire::EventDelivery {
+        attempts: row.attempts,
+        last_attempt_at: last.map(|a| from_ms(a.at_ms)),
+        last_error: row.last_error.clone(),
+        last_status: last.and_then(|a| a.status),
+        next_attempt_at: row
+            .next_attempt_ms
+            .filter(|_| row.state == "pending")
+            .map(from_ms),
+        state: row.state.clone(),
+        webhook: WebhookId::parse(&row.webhook_id).map_err(unreadable("webhook id"))?,
     })
 }
 
@@ -84,5 +103,15 @@ async fn show(
     caller.require_org()?;
     let row = state.store.event(&caller.org_id, caller.env, &id).await?;
     let row = row.ok_or_else(|| ApiError::not_found("event", &id))?;
-    Ok(ok(event_json(&row)?))
+    // Read after the event: a delivery is queued in the event's own transaction, so every
+    // one the event has is there.
+    let deliveries = state.store.deliveries_of(&row.id).await?;
+    let mut event = event_wire(&row)?;
+    event.deliveries = Some(
+        deliveries
+            .iter()
+            .map(delivery_wire)
+            .collect::<Result<_, _>>()?,
+    );
+    Ok(ok(wire_json(&event)?))
 }

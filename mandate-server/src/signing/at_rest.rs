@@ -53,6 +53,8 @@ pub const SEALED_LEN: usize = HEADER_LEN + NONCE_LEN + SECRET_LEN + TAG_LEN;
 
 /// What the sealing key is derived for, so the KEK derives no other key like it.
 const SEAL_CONTEXT: &[u8] = b"mandate signing key at rest v1\0";
+/// What the key authenticating backups is derived for.
+const BACKUP_CONTEXT: &[u8] = b"mandate backup authentication v1\0";
 /// What the KEK id is a hash of, besides the KEK.
 const ID_CONTEXT: &[u8] = b"mandate key-encryption key id v1\0";
 /// The start of every sealed key's associated data.
@@ -383,6 +385,19 @@ impl KeyEncryption {
         self.current.is_some()
     }
 
+    /// The keys that authenticate backups: derived from the current KEK (which makes new
+    /// ones) and the previous one (whose backups still verify). None without a KEK.
+    pub fn backup_keys(&self) -> Vec<[u8; 32]> {
+        self.keks()
+            .map(|kek| {
+                let key = hmac::Key::new(hmac::HMAC_SHA256, &kek.seal_key);
+                let mut out = [0u8; 32];
+                out.copy_from_slice(hmac::sign(&key, BACKUP_CONTEXT).as_ref());
+                out
+            })
+            .collect()
+    }
+
     /// The current KEK's id.
     pub fn current_id(&self) -> Option<KekId> {
         self.current.as_ref().map(Kek::id)
@@ -406,9 +421,16 @@ impl KeyEncryption {
         }
     }
 
-    /// The secret of a stored key: opened with the KEK that sealed it, or taken as it is
-    /// if stored in plaintext.
+    /// The secret of a stored key: opened with the KEK that sealed it, or, without a KEK,
+    /// taken as it is if stored in plaintext. With a KEK a plaintext key is refused: only
+    /// the KEK's holder can have stored it sealed, anyone with write access to the
+    /// database (or a backup) plaintext.
     pub fn open(&self, key: &StoredKey) -> Result<SigningSecret, AtRestError> {
+        if self.current.is_some() && matches!(form(&key.secret), Form::Plain(_)) {
+            return Err(AtRestError::PlaintextWithKek {
+                kid: key.kid.clone(),
+            });
+        }
         open_with(self.keks(), key)
     }
 }
@@ -464,34 +486,57 @@ pub fn check_required(db: &str, keys: &KeyEncryption) -> Result<(), AtRestError>
     Ok(())
 }
 
-/// What [`prepare`] found and did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What [`prepare`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Prepared {
     /// Signing keys stored.
     pub keys: usize,
-    /// Keys found in plaintext and sealed now.
-    pub sealed_now: usize,
-    /// Keys left in plaintext (no KEK given).
+    /// The KEKs the stored keys are sealed under, each once, in the order first found.
+    pub sealed_under: Vec<KekId>,
+    /// Keys in plaintext (no KEK given).
     pub plaintext: usize,
 }
 
 /// Before a process uses the signing keys: checks that every stored key (retired ones
-/// too) opens with the KEKs given, and with a current KEK seals those stored in plaintext,
-/// all in one transaction, so that a database is encrypted by starting once with a KEK.
-/// Keys sealed under the previous KEK are left as they are (re-sealing them is
-/// `rotate-key-encryption-key`'s job, once every process has the new KEK).
+/// too) opens with the KEKs given. With a KEK, a key stored in plaintext is refused, not
+/// sealed: a plaintext row in a database whose keys are sealed is one written by someone
+/// without the KEK (database or backup write access), and would otherwise be published.
+/// Sealing plaintext keys is an operator's explicit command ([`seal_plaintext`],
+/// `mandate-server seal-signing-keys`).
 pub fn prepare(store: &dyn AdminStore, keys: &KeyEncryption) -> Result<Prepared, AtRestError> {
+    let stored = store.all_signing_keys()?;
+    let mut sealed_under = Vec::new();
+    for key in &stored {
+        keys.open(key)?;
+        if let Form::Sealed(id) = form(&key.secret)
+            && !sealed_under.contains(&id)
+        {
+            sealed_under.push(id);
+        }
+    }
+    Ok(Prepared {
+        keys: stored.len(),
+        sealed_under,
+        plaintext: if keys.is_enabled() { 0 } else { stored.len() },
+    })
+}
+
+/// Seals every signing key stored in plaintext under the current KEK, in one transaction
+/// (`mandate-server seal-signing-keys`): how a database made without a KEK is encrypted.
+/// Returns how many keys there are and how many were sealed now.
+pub fn seal_plaintext(
+    store: &dyn AdminStore,
+    keys: &KeyEncryption,
+) -> Result<(usize, usize), AtRestError> {
+    let Some(kek) = &keys.current else {
+        return Err(AtRestError::KekRequired);
+    };
     reseal(store, |key| {
-        let secret = keys.open(key)?;
-        match (form(&key.secret), &keys.current) {
-            (Form::Plain(_), Some(kek)) => Ok(Some(kek.seal(&key.kid, key.env, &secret)?)),
+        let secret = open_with(keys.keks(), key)?;
+        match form(&key.secret) {
+            Form::Plain(_) => Ok(Some(kek.seal(&key.kid, key.env, &secret)?)),
             _ => Ok(None),
         }
-    })
-    .map(|(count, changed)| Prepared {
-        keys: count,
-        sealed_now: changed,
-        plaintext: if keys.is_enabled() { 0 } else { count },
     })
 }
 
@@ -642,6 +687,14 @@ pub enum AtRestError {
         sealed_under: KekId,
         /// The ids of the KEKs given.
         given: String,
+    },
+    /// A key stored in plaintext where a KEK is given.
+    #[error(
+        "signing key {kid} is stored in plaintext, and a key-encryption key is given: only sealed signing keys are used then. If an operator stored it without the key-encryption key, seal it with `mandate-server seal-signing-keys --db …` (with the key-encryption key); otherwise someone with write access to the database put it there: delete it and find out how"
+    )]
+    PlaintextWithKek {
+        /// The key.
+        kid: String,
     },
     /// A sealed key does not open under the KEK its header names.
     #[error(
@@ -800,17 +853,20 @@ mod tests {
                 .open(&stored("sandbox-4", Env::Sandbox, new))
                 .is_ok()
         );
-        // Without a KEK a key is stored as its raw bytes, and read back with or without one.
+        // Without a KEK a key is stored as its raw bytes, and read back; with a KEK a key in
+        // plaintext is refused (anyone with write access to the database can store one).
         let plain = KeyEncryption::none()
             .seal("sandbox-1", Env::Sandbox, &SigningSecret::new(SECRET))
             .unwrap();
         assert_eq!(plain, SECRET);
-        for keys in [KeyEncryption::none(), rolling] {
-            let opened = keys
-                .open(&stored("sandbox-1", Env::Sandbox, plain.clone()))
-                .unwrap();
-            assert_eq!(opened.expose(), &SECRET);
-        }
+        let opened = KeyEncryption::none()
+            .open(&stored("sandbox-1", Env::Sandbox, plain.clone()))
+            .unwrap();
+        assert_eq!(opened.expose(), &SECRET);
+        assert!(matches!(
+            rolling.open(&stored("sandbox-1", Env::Sandbox, plain.clone())),
+            Err(AtRestError::PlaintextWithKek { kid }) if kid == "sandbox-1"
+        ));
     }
 
     #[test]

@@ -77,6 +77,10 @@ pub enum Recorded {
     /// because another server process decided first. The decision is given back, to be
     /// made again on fresh state. Never from an engine only one process uses.
     Changed(Box<NewDecision>),
+    /// Not stored: the request's claim on its Idempotency-Key is no longer its own (it ran
+    /// out while the request stalled, and a retry took it over). Deciding again would not
+    /// help: the key's outcome is the other request's.
+    ClaimLost,
 }
 
 /// A review resolved (approved with its fresh decision, denied, or expired).
@@ -113,7 +117,9 @@ pub trait DecidingStore: Send + Sync {
     /// Stores a decision, the review it opens with its event, and its idempotency record,
     /// in one transaction; returns the agent's hint for its next decision, or the decision
     /// back ([`Recorded::Changed`], nothing stored) when the agent or its environment's
-    /// mode changed since the hint was read.
+    /// mode changed since the hint was read, or [`Recorded::ClaimLost`] (nothing stored)
+    /// when the idempotency record's claim is no longer its own: checked in the same
+    /// transaction, so a decision is never stored beside another outcome of its key.
     fn record_decision(&self, new: NewDecision) -> StoreFuture<'_, Recorded>;
 
     /// Marks a pending review resolved, with its `decision.resolved` event and, on an

@@ -109,6 +109,7 @@ pub trait DeliveryStore {
     /// metrics: two counts on their indexes).
     fn backlog(&self) -> StoreFuture<'_, Backlog>;
 
-    /// The deliveries of an event with their attempts (diagnostics and tests).
+    /// The deliveries of an event with their attempts, in the order they were queued
+    /// (`GET /v1/events/{id}`, diagnostics and tests).
     fn deliveries_of(&self, event_id: &str) -> StoreFuture<'_, Vec<DeliveryRow>>;
 }

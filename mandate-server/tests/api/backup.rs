@@ -254,3 +254,85 @@ fn a_resealed_backup_of_a_broken_database_is_refused_by_sqlites_integrity_check(
     assert_refused(&restore(&broken, &target, false), "SQLite");
     assert!(!target.exists());
 }
+
+/// With a key-encryption key a backup is authenticated under a key derived from it, which
+/// the file does not carry: a backup edited by someone without the KEK (here a row changed
+/// inside it) is refused by `verify-backup` and `restore`, whether its trailer was left as
+/// it was or rewritten as an unkeyed one with the SHA-256 of the edited bytes.
+#[test]
+fn with_a_kek_an_edited_backup_is_refused_even_with_its_sha256_recomputed() {
+    use sha2::{Digest, Sha256};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("keyed.db");
+    let kek = dir.path().join("kek");
+    std::fs::write(&kek, "bWFuZGF0ZS10ZXN0cy1rZXktZW5jcnlwdGlvbi1rZXk=\n").unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&kek, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let kek_args = ["--key-encryption-key-file", kek.to_str().unwrap()];
+    let with_kek = |args: &[&str], paths: &[&Path]| {
+        let mut command = Command::new(binary());
+        command.args(args);
+        for path in paths {
+            command.arg(path);
+        }
+        command.args(kek_args).output().unwrap()
+    };
+    assert_ok(&with_kek(&["onboard", "--org", "keyed", "--db"], &[&db]));
+    let file = dir.path().join("keyed.backup");
+    assert_ok(&with_kek(
+        &["backup", "--to"],
+        &[&file, Path::new("--db"), &db],
+    ));
+    assert_ok(&with_kek(&["verify-backup"], &[&file]));
+    assert_refused(
+        &run(&["verify-backup"], &[&file]),
+        "authenticated under a key-encryption key and none is given",
+    );
+
+    // The database's bytes, edited as someone with the file but not the KEK would.
+    let bytes = std::fs::read(&file).unwrap();
+    let len = bytes.len() - 56;
+    let extracted = dir.path().join("extracted.db");
+    std::fs::write(&extracted, &bytes[..len]).unwrap();
+    {
+        let conn = rusqlite::Connection::open(&extracted).unwrap();
+        conn.execute("UPDATE orgs SET name = 'planted'", [])
+            .unwrap();
+    }
+    let edited = std::fs::read(&extracted).unwrap();
+    // Its keyed trailer kept: the code does not match.
+    let kept = dir.path().join("kept.backup");
+    let mut with_kept = edited.clone();
+    with_kept.extend_from_slice(&bytes[len..len + 32]);
+    with_kept.extend_from_slice(&(edited.len() as u64).to_be_bytes());
+    with_kept.extend_from_slice(b"MANDATE-BACKUP-2");
+    std::fs::write(&kept, &with_kept).unwrap();
+    assert_refused(&with_kek(&["verify-backup"], &[&kept]), "does not match");
+    // Rewritten as an unkeyed backup, its SHA-256 recomputed: not authenticated.
+    let unkeyed = dir.path().join("unkeyed.backup");
+    let mut with_sha = edited.clone();
+    with_sha.extend_from_slice(&Sha256::digest(&edited));
+    with_sha.extend_from_slice(&(edited.len() as u64).to_be_bytes());
+    with_sha.extend_from_slice(b"MANDATE-BACKUP-1");
+    std::fs::write(&unkeyed, &with_sha).unwrap();
+    assert_refused(
+        &with_kek(&["verify-backup"], &[&unkeyed]),
+        "not authenticated",
+    );
+    let target = dir.path().join("target.db");
+    for forged in [&kept, &unkeyed] {
+        let out = with_kek(
+            &["restore", "--from"],
+            &[forged, Path::new("--db"), &target],
+        );
+        assert_refused(&out, "it cannot be restored");
+        assert!(!target.exists());
+    }
+    // The genuine backup restores.
+    assert_ok(&with_kek(
+        &["restore", "--from"],
+        &[&file, Path::new("--db"), &target],
+    ));
+}

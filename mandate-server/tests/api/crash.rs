@@ -346,11 +346,11 @@ async fn kill_minus_nine_under_load_loses_nothing_and_runs_each_key_once() {
     server.kill();
 }
 
-/// A request abandoned by its client (gone, or timed out) while it waits releases its
-/// Idempotency-Key: the retry runs it, rather than getting 409 "still being processed"
-/// until the next restart.
+/// A request abandoned by its client (gone, or timed out) while it waits goes on to its
+/// outcome, which a retry with its Idempotency-Key replays: one decision, never a key left
+/// claimed until the next restart.
 #[tokio::test]
-async fn an_abandoned_request_releases_its_idempotency_key() {
+async fn an_abandoned_request_goes_on_and_a_retry_replays_its_outcome() {
     let app = crate::helpers::spawn_app().await;
     let org = app.org.sandbox.clone();
     let agent = app.standard_agent(&org, "quitter").await;
@@ -386,27 +386,10 @@ async fn an_abandoned_request_releases_its_idempotency_key() {
         .send()
         .await;
     assert!(gave_up.is_err(), "the request should have been waiting");
-    // The server notices the closed connection, drops the request and releases the key
-    // while the lock is still held.
-    let conn = rusqlite::Connection::open(&app.db_path).unwrap();
-    let claimed = || -> i64 {
-        conn.query_row(
-            "SELECT COUNT(*) FROM idempotency WHERE idem_key = 'patience'",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap()
-    };
-    let mut released = false;
-    for _ in 0..250 {
-        if claimed() == 0 {
-            released = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(released, "the key stayed claimed by the abandoned request");
-    drop(guard);
+    // The request goes on without its client (its key claimed meanwhile: a retry is told
+    // it is still being processed), decides once the lock is free, and stores its outcome:
+    // the retry replays it. (Before issue #40 the abandoned request was dropped and its
+    // claim released; a release racing the decision's commit could leave two decisions.)
     let r = app
         .send(
             Method::POST,
@@ -416,8 +399,27 @@ async fn an_abandoned_request_releases_its_idempotency_key() {
             &[("idempotency-key", "patience")],
         )
         .await;
-    assert!(r.header("idempotency-replayed").is_none());
+    let message = r.assert_error(409, "idempotency_conflict");
+    assert!(message.contains("still being processed"), "{message}");
+    drop(guard);
+    let mut r = r;
+    for _ in 0..40 {
+        r = app
+            .send(
+                Method::POST,
+                Some(&agent),
+                "/v1/authorizations",
+                Some(body.into()),
+                &[("idempotency-key", "patience")],
+            )
+            .await;
+        if r.status != 409 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
     assert_eq!(r.status, 201, "{}", r.text);
+    assert_eq!(r.header("idempotency-replayed"), Some("true"));
     // Exactly one decision, whichever attempt made it.
     let decisions = app.get(&org, "/v1/decisions").await;
     assert_eq!(

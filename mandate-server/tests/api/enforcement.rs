@@ -204,6 +204,12 @@ async fn bad_modes_and_agent_keys_are_refused() {
     app.post_empty(&live, "/v1/enforcement")
         .await
         .assert_error(400, "invalid_request");
+    // The read refuses an unknown query parameter, as the lists do, instead of ignoring it.
+    let r = app.get(&live, "/v1/enforcement?x=1").await;
+    assert_eq!(
+        r.assert_error(400, "invalid_request"),
+        "unknown query parameter x; GET /v1/enforcement takes no query parameters"
+    );
     // None of the refused bodies switched anything.
     assert_eq!(
         app.get(&live, "/v1/enforcement").await.body["mode"],

@@ -326,7 +326,7 @@ async fn with_a_kek_no_signing_key_is_readable_in_the_database_and_a_wrong_kek_s
 }
 
 #[tokio::test]
-async fn sqlite_without_a_kek_warns_and_one_start_with_a_kek_seals_the_keys_in_place() {
+async fn sqlite_without_a_kek_warns_and_seal_signing_keys_seals_them_in_place() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("plain.db");
     let org = onboard(&db, "plainly", &[], &[]);
@@ -353,9 +353,36 @@ async fn sqlite_without_a_kek_warns_and_one_start_with_a_kek_seals_the_keys_in_p
     assert_eq!(plain.len(), 2);
     assert!(plain.iter().all(|s| s.len() == 32));
 
-    // One start with a KEK seals them, in place: same keys, same JWK Set, and the raw
-    // bytes are gone from the files (overwritten, the WAL emptied).
+    // A start with a KEK refuses plaintext keys rather than sealing them (anyone with
+    // write access to the database could have put them there): sealing is the operator's
+    // explicit command.
     let (kek_file, kek) = new_kek(dir.path(), "kek");
+    let kek_arg = ["--key-encryption-key-file", kek_file.to_str().unwrap()];
+    let said = refused_serve(&db, &kek_arg, &[]);
+    assert!(said.contains("is stored in plaintext"), "{said}");
+    assert!(said.contains("mandate-server seal-signing-keys"), "{said}");
+    assert_eq!(
+        stored_keys(&db)
+            .iter()
+            .filter(|k| k.secret.len() == 32)
+            .count(),
+        2,
+        "nothing sealed by a refused start"
+    );
+    let db_arg = db.to_str().unwrap();
+    let out = run(
+        &["seal-signing-keys", "--db", db_arg, kek_arg[0], kek_arg[1]],
+        &[],
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("2 of 2 signing keys sealed now"),
+        "{}",
+        text(&out.stdout)
+    );
+    // Sealed in place: same keys, same JWK Set, and the raw bytes are gone from the files
+    // (overwritten, the WAL emptied).
     let log = dir.path().join("sealing.log");
     let server = Server::start_with_env(
         &db,
@@ -377,7 +404,7 @@ async fn sqlite_without_a_kek_warns_and_one_start_with_a_kek_seals_the_keys_in_p
     check_sealed(&db, &keys_of(&kek), &published);
     let said = std::fs::read_to_string(&log).unwrap();
     assert!(
-        said.contains("sealed 2 signing keys stored in plaintext"),
+        said.contains("signing keys are sealed under key-encryption key"),
         "{said}"
     );
     assert!(!said.contains("stored unencrypted"), "{said}");
@@ -410,6 +437,7 @@ async fn a_kek_rotation_keeps_the_jwk_set_and_retires_the_old_kek() {
             .map(|b| format!("{b:02x}"))
             .collect::<String>()
     };
+    let rolling_log = dir.path().join("rolling.log");
     let rolling = Server::start_with_env(
         &db,
         free_port(),
@@ -419,8 +447,8 @@ async fn a_kek_rotation_keeps_the_jwk_set_and_retires_the_old_kek() {
             "--previous-key-encryption-key-file",
             old_file.to_str().unwrap(),
         ],
-        Stdio::null(),
-        &[],
+        Stdio::from(std::fs::File::create(&rolling_log).unwrap()),
+        &[("RUST_LOG", "info")],
     );
     assert_eq!(jwks(&rolling).await, before);
     assert!(
@@ -429,6 +457,19 @@ async fn a_kek_rotation_keeps_the_jwk_set_and_retires_the_old_kek() {
             .all(|k| header_id(&k.secret) == old_id)
     );
     rolling.kill();
+    // Its start-up line names the KEK the keys are sealed under (still the old one), not
+    // the one given as current.
+    let said = std::fs::read_to_string(&rolling_log).unwrap();
+    assert!(
+        said.contains(&format!(
+            "signing keys are sealed under key-encryption key {old_id};"
+        )),
+        "{said}"
+    );
+    assert!(
+        !said.contains(&format!("sealed under key-encryption key {new_id}")),
+        "{said}"
+    );
 
     // The rotation, with the old KEK from the variable as for any command.
     let mut args = vec![
@@ -614,4 +655,53 @@ fn a_malformed_kek_is_refused_without_being_shown() {
     }
     // Nothing was created: the KEK is read before the database is opened.
     assert!(!db.exists());
+}
+
+/// Database write access is not enough to have a key published: with a KEK, a signing key
+/// written in plaintext into a running server's database (here the live key's row
+/// overwritten, and a new row) is refused by the reload (the JWK Set stays as it was, the
+/// log says why) and stops the next start.
+#[tokio::test]
+async fn with_a_kek_a_plaintext_signing_key_planted_in_the_database_is_never_published() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("planted.db");
+    let (kek_file, _kek) = new_kek(dir.path(), "kek");
+    let kek_arg = ["--key-encryption-key-file", kek_file.to_str().unwrap()];
+    let org = onboard(&db, "planted", &kek_arg, &[]);
+    let log = dir.path().join("planted.log");
+    let server = Server::start_with_env(
+        &db,
+        free_port(),
+        &kek_arg,
+        Stdio::from(std::fs::File::create(&log).unwrap()),
+        &[("RUST_LOG", "info")],
+    );
+    authorize(&server, &org, "before").await;
+    let published = jwks(&server).await;
+    // A P-256 scalar of the attacker's: any 32 bytes below the group order.
+    let planted = [7u8; 32];
+    {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.execute(
+            "INSERT INTO signing_keys (kid, env, n, secret, created_ms) VALUES ('live-9', 'live', 9, ?1, 0)",
+            [&planted[..]],
+        )
+        .unwrap();
+    }
+    // The ring is reloaded every 2 s: three reloads later, still the JWK Set of before.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let now = jwks(&server).await;
+    assert_eq!(now, published, "a planted plaintext key was published");
+    authorize(&server, &org, "after").await;
+    stop(server);
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        said.contains("signing key live-9 is stored in plaintext"),
+        "{said}"
+    );
+    let said = refused_serve(&db, &kek_arg, &[]);
+    assert!(
+        said.contains("signing key live-9 is stored in plaintext"),
+        "{said}"
+    );
 }

@@ -99,50 +99,90 @@ async fn sigterm_stops_the_binary_cleanly() {
     assert!(code.success(), "exit status {code:?}");
 }
 
+/// A `serve --demo` process on `db`, in `dir`, and what it printed up to the end of its
+/// session (stdout) and on stderr until then.
+struct Demo {
+    child: std::process::Child,
+    printed: Vec<String>,
+}
+
+impl Demo {
+    fn start(dir: &std::path::Path, db: &TestDatabase) -> Demo {
+        let mut child = Command::new(binary())
+            .args([
+                "serve",
+                "--demo",
+                "--api-addr",
+                "127.0.0.1:0",
+                "--public-addr",
+                "127.0.0.1:0",
+                "--db",
+            ])
+            .arg(db.arg())
+            .envs(db.env())
+            .current_dir(dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        // Signing keys are unencrypted on SQLite only (PostgreSQL requires a
+        // key-encryption key): only there does advice follow the session.
+        let advised = db.location().sqlite_path().is_some();
+        let mut printed = Vec::new();
+        for line in lines.by_ref() {
+            let line = line.unwrap();
+            let end = line.starts_with("Advice:")
+                || (!advised && line.contains("mandate authorize"))
+                || line.contains("mandate agents create NAME");
+            printed.push(line);
+            if end {
+                break;
+            }
+        }
+        std::thread::spawn(move || for _ in lines {});
+        Demo { child, printed }
+    }
+
+    /// The value printed after `prefix` on a line of its own.
+    fn value(&self, prefix: &str) -> String {
+        self.printed
+            .iter()
+            .find_map(|l| l.trim().strip_prefix(prefix))
+            .unwrap_or_else(|| panic!("no {prefix:?} in {:#?}", self.printed))
+            .trim()
+            .to_owned()
+    }
+
+    /// Stops it and returns what it wrote on stderr.
+    fn stop(mut self) -> String {
+        let _ = self.child.kill();
+        let mut said = String::new();
+        if let Some(mut stderr) = self.child.stderr.take() {
+            let _ = std::io::Read::read_to_string(&mut stderr, &mut said);
+        }
+        let _ = self.child.wait();
+        said
+    }
+}
+
 #[tokio::test]
 async fn demo_mode_prints_a_session_that_shows_allow_review_and_a_denial() {
     let dir = tempfile::tempdir().unwrap();
     let db = TestDatabase::new(dir.path(), "demo.db").await;
-    let mut child = Command::new(binary())
-        .args([
-            "serve",
-            "--demo",
-            "--api-addr",
-            "127.0.0.1:0",
-            "--public-addr",
-            "127.0.0.1:0",
-            "--db",
-        ])
-        .arg(db.arg())
-        .envs(db.env())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let (mut api, mut org, mut agent) = (String::new(), String::new(), String::new());
-    let (mut public, mut console) = (String::new(), String::new());
-    for line in lines.by_ref() {
-        let line = line.unwrap();
-        let line = line.trim();
-        if let Some(url) = line.strip_prefix("api:") {
-            api = url.trim().to_owned();
-        } else if let Some(url) = line.strip_prefix("public:") {
-            public = url.trim().to_owned();
-        } else if let Some(text) = line.strip_prefix("review console:") {
-            console = text
-                .split_whitespace()
-                .next()
-                .unwrap_or_default()
-                .to_owned();
-        } else if let Some(key) = line.strip_prefix("export ORG=") {
-            org = key.to_owned();
-        } else if let Some(key) = line.strip_prefix("export AGENT=") {
-            agent = key.to_owned();
-            break;
-        }
-    }
-    std::thread::spawn(move || for _ in lines {});
+    let demo = Demo::start(dir.path(), &db);
+    let api = demo.value("api:");
+    let public = demo.value("public:");
+    let console = demo
+        .value("review console:")
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_owned();
+    // The session sets what the mandate CLI reads: MANDATE_BASE_URL and MANDATE_API_KEY.
+    assert_eq!(demo.value("export MANDATE_BASE_URL="), format!("{api}/v1"));
+    let org = demo.value("export MANDATE_API_KEY=");
+    let agent = demo.value("export AGENT_KEY=");
     assert!(
         org.starts_with("sk_sandbox_") && agent.starts_with("ak_sandbox_"),
         "{org} {agent}"
@@ -183,6 +223,88 @@ async fn demo_mode_prints_a_session_that_shows_allow_review_and_a_denial() {
     let page = client.get(&console).send().await.unwrap();
     assert_eq!(page.status(), 200);
     assert!(page.text().await.unwrap().contains("app.js"));
-    let _ = child.kill();
-    let _ = child.wait();
+    // Unencrypted signing keys are mentioned once, after the session, as advice: not as a
+    // warning before it.
+    if db.location().sqlite_path().is_some() {
+        let advice = demo.printed.last().unwrap().clone();
+        assert!(
+            advice.starts_with("Advice: signing keys are stored unencrypted"),
+            "{advice}"
+        );
+    }
+    let said = demo.stop();
+    assert!(!said.contains("unencrypted"), "{said}");
+}
+
+#[tokio::test]
+async fn demo_mode_run_again_reuses_the_demo_organization() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = TestDatabase::new(dir.path(), "demo.db").await;
+    let first = Demo::start(dir.path(), &db);
+    let org = first.value("export MANDATE_API_KEY=");
+    let agent = first.value("export AGENT_KEY=");
+    first.stop();
+    // The session is in a file beside the database, readable by its owner only.
+    let file = dir.path().join("mandate-demo.env");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        text.contains(&format!("export MANDATE_API_KEY={org}\n")),
+        "{text}"
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    // Again on the same database: the same organization and keys, which still work.
+    let second = Demo::start(dir.path(), &db);
+    assert!(
+        second
+            .printed
+            .iter()
+            .any(|l| l.contains("from an earlier run in this database, reused")),
+        "{:#?}",
+        second.printed
+    );
+    assert_eq!(second.value("export MANDATE_API_KEY="), org);
+    assert_eq!(second.value("export AGENT_KEY="), agent);
+    let api = second.value("api:");
+    let r = reqwest::Client::new()
+        .post(format!("{api}/v1/authorizations"))
+        .header("authorization", format!("Bearer {agent}"))
+        .header("content-type", "application/json")
+        .body(r#"{"amount": 1, "currency": "USD", "recipient": "vendor:acme", "category": "software"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    second.stop();
+    assert_eq!(
+        db.query_i64("SELECT COUNT(*) FROM orgs", &[]),
+        1,
+        "a second demo organization was made"
+    );
+
+    // Without the file, the keys cannot be shown again: it says so and how to get new ones.
+    std::fs::remove_file(&file).unwrap();
+    let third = Demo::start(dir.path(), &db);
+    let said = third.printed.join("\n");
+    assert!(said.contains("stored only as SHA-256 hashes"), "{said}");
+    assert!(
+        said.contains("mandate-server issue-key --org demo --env sandbox"),
+        "{said}"
+    );
+    assert!(!said.contains(&org), "{said}");
+    third.stop();
+    assert_eq!(db.query_i64("SELECT COUNT(*) FROM orgs", &[]), 1);
+}
+
+#[test]
+fn the_server_help_names_both_engines() {
+    let out = Command::new(binary()).arg("--help").output().unwrap();
+    let help = String::from_utf8(out.stdout).unwrap();
+    assert!(help.contains("on SQLite or PostgreSQL"), "{help}");
+    assert!(!help.contains("over SQLite"), "{help}");
 }

@@ -12,6 +12,7 @@ mod postgres;
 mod helpers;
 mod process;
 
+mod admin_host;
 mod agents;
 mod auth;
 mod authorizations;
@@ -27,6 +28,7 @@ mod escrows;
 mod exports;
 mod health;
 mod idempotency;
+mod idempotency_faults;
 mod jwks;
 mod key_encryption;
 mod lists;

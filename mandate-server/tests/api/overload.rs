@@ -185,6 +185,7 @@ async fn strict_server(timeout: Duration) -> (Running, String, (tempfile::TempDi
                 max_connections: 8,
                 header_read_timeout: timeout,
                 body_read_timeout: timeout,
+                ..Limits::default()
             },
             ..crate::helpers::config(&db)
         },

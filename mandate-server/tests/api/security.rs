@@ -518,6 +518,19 @@ async fn no_secret_reaches_the_log() {
         assert!(!text.contains(secret), "the log holds {secret:?}");
     }
     assert!(text.contains("delivery attempt failed"), "{text}");
+    // The next attempt is a UTC time, as GET /v1/events/{id} shows it, not raw milliseconds.
+    let line = text
+        .lines()
+        .find(|l| l.contains("delivery attempt failed"))
+        .unwrap();
+    let next = line
+        .split("next_attempt")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no next_attempt in {line}"));
+    assert!(
+        next.contains("T") && next.contains("Z") && !line.contains("RetryAt"),
+        "{line}"
+    );
     let signing: Vec<u8> = db
         .query_bytes("SELECT secret FROM signing_keys LIMIT 1", &[])
         .remove(0);

@@ -588,7 +588,7 @@ async fn a_receiver_that_fails_three_times_gets_the_event_with_the_same_jti() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
     let receiver = Receiver::start(3).await;
-    register(&app, &org, &receiver.url, &["mandate.revoked"]).await;
+    let webhook = register(&app, &org, &receiver.url, &["mandate.revoked"]).await;
     app.agent(&org, "buyer").await;
     let mandate = app.mandate(&org, &standard_mandate("buyer")).await;
     let id = mandate["id"].as_str().unwrap();
@@ -609,6 +609,23 @@ async fn a_receiver_that_fails_three_times_gets_the_event_with_the_same_jti() {
     assert_eq!(first.state, "pending");
     let wait = first.next_attempt_ms.unwrap() - START.unix_timestamp() * 1000;
     assert!((800..=1200).contains(&wait), "first backoff {wait} ms");
+    // The event's read shows the delivery as stored: the webhook, its state, the attempts,
+    // the last answer, and the next attempt as a timestamp.
+    let shown = app.get(&org, &format!("/v1/events/{event}")).await;
+    assert_eq!(shown.status, 200, "{}", shown.text);
+    let at = |ms: i64| {
+        mandate_core::timefmt::format(
+            time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000).unwrap(),
+        )
+    };
+    assert_eq!(
+        shown.body["deliveries"],
+        json!([{
+            "webhook": webhook, "state": "pending", "attempts": 1, "last_status": 500,
+            "last_error": "HTTP 500", "last_attempt_at": at(first.tried[0].at_ms),
+            "next_attempt_at": at(first.next_attempt_ms.unwrap()),
+        }])
+    );
     // Not before its time: the clock has not moved.
     settle().await;
     assert_eq!(receiver.count(), 1);
@@ -632,6 +649,15 @@ async fn a_receiver_that_fails_three_times_gets_the_event_with_the_same_jti() {
     assert_eq!(row.attempts, 4);
     let statuses: Vec<_> = row.tried.iter().map(|a| a.status).collect();
     assert_eq!(statuses, [Some(500), Some(500), Some(500), Some(204)]);
+    let shown = app.get(&org, &format!("/v1/events/{event}")).await;
+    assert_eq!(
+        shown.body["deliveries"],
+        json!([{
+            "webhook": webhook, "state": "delivered", "attempts": 4, "last_status": 204,
+            "last_error": null, "last_attempt_at": at(row.tried[3].at_ms),
+            "next_attempt_at": null,
+        }])
+    );
     let numbers: Vec<_> = row.tried.iter().map(|a| a.attempt).collect();
     assert_eq!(numbers, [1, 2, 3, 4]);
     assert!(row.tried.windows(2).all(|w| w[0].at_ms < w[1].at_ms));
@@ -1115,6 +1141,13 @@ async fn events_list_filter_and_get() {
     assert_eq!(one.body["type"], "ping");
     assert_eq!(one.body["data"]["webhook"], webhook.as_str());
     assert_eq!(one.body["created_at"], "2026-11-22T12:00:00Z");
+    // The read carries the event's deliveries: the ping's one, none for an event no
+    // endpoint was subscribed to.
+    assert_eq!(one.body["deliveries"][0]["webhook"], webhook.as_str());
+    assert_eq!(one.body["deliveries"].as_array().unwrap().len(), 1);
+    let revoked = data[0]["id"].as_str().unwrap();
+    let read = app.get(&org, &format!("/v1/events/{revoked}")).await;
+    assert_eq!(read.body["deliveries"], json!([]));
     app.get(&org, "/v1/events/evt_missing")
         .await
         .assert_error(404, "not_found");

@@ -53,6 +53,8 @@ mod exports;
 mod health;
 #[path = "../api/idempotency.rs"]
 mod idempotency;
+#[path = "../api/idempotency_faults.rs"]
+mod idempotency_faults;
 #[path = "../api/jwks.rs"]
 mod jwks;
 #[path = "../api/lists.rs"]

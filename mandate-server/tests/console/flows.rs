@@ -289,6 +289,17 @@ async fn a_person_approves_and_denies_reviews_that_arrive_while_the_page_is_open
         )
         .await;
     assert_eq!(verdicts, json!(["review", "review"]));
+    // Each row says where its review stands: one approved, one denied, neither pending.
+    let statuses = b
+        .js(
+            "return [...document.querySelectorAll('#decision-table tbody td.review-status')].map(e => e.textContent).sort();",
+            vec![],
+        )
+        .await;
+    assert_eq!(statuses, json!(["approved", "denied"]));
+    // Times are shown in UTC, the zone named.
+    let first_time = b.text("#decision-table tbody time").await;
+    assert!(first_time.ends_with(" UTC"), "{first_time}");
     // The detail shows the token this tab received for the decision.
     b.goto(&format!("{}#decisions/{}", console.url(), claims.jti))
         .await;

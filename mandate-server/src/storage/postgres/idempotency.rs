@@ -7,14 +7,11 @@ use deadpool_postgres::GenericClient;
 use mandate_core::idempotency::{NextAction, StoredAttempt, StoredResponse, next_action};
 
 use super::Result;
-use crate::storage::idempotency::Sealed;
-
-/// How long a claim lasts, in ms: far longer than a request runs.
-pub const CLAIM_MS: i64 = 60_000;
+use crate::storage::idempotency::{CLAIM_MS, ClaimToken, Sealed};
 
 const FRESH_SQL: &str =
-    "INSERT INTO idempotency (key_hash, idem_key, request_digest, created_ms, claimed_until)
-     VALUES ($1, $2, $3, $4, $5) ON CONFLICT (key_hash, idem_key) DO NOTHING";
+    "INSERT INTO idempotency (key_hash, idem_key, request_digest, created_ms, claimed_until, claim)
+     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (key_hash, idem_key) DO NOTHING";
 
 /// Claims a key never used (the common case) in one statement; `false` if a record exists.
 pub async fn claim_fresh(
@@ -22,6 +19,7 @@ pub async fn claim_fresh(
     key_hash: &[u8; 32],
     idem_key: &str,
     digest: &[u8; 32],
+    claim: &ClaimToken,
     now_ms: i64,
 ) -> Result<bool> {
     let until = now_ms.saturating_add(CLAIM_MS);
@@ -29,7 +27,14 @@ pub async fn claim_fresh(
     let inserted = c
         .execute(
             &fresh,
-            &[&&key_hash[..], &idem_key, &&digest[..], &now_ms, &until],
+            &[
+                &&key_hash[..],
+                &idem_key,
+                &&digest[..],
+                &now_ms,
+                &until,
+                &&claim[..],
+            ],
         )
         .await?;
     Ok(inserted == 1)
@@ -43,6 +48,7 @@ pub async fn claim_existing(
     key_hash: &[u8; 32],
     idem_key: &str,
     digest: &[u8; 32],
+    claim: &ClaimToken,
     now_ms: i64,
 ) -> Result<(NextAction, Option<String>)> {
     let until = now_ms.saturating_add(CLAIM_MS);
@@ -56,8 +62,11 @@ pub async fn claim_existing(
         .await?;
     let Some(row) = c.query_opt(&read, &[&key, &idem_key]).await? else {
         // Released between the insert and the read: claim it now.
-        c.execute(&fresh, &[&key, &idem_key, &&digest[..], &now_ms, &until])
-            .await?;
+        c.execute(
+            &fresh,
+            &[&key, &idem_key, &&digest[..], &now_ms, &until, &&claim[..]],
+        )
+        .await?;
         return Ok((NextAction::StartProcessing, None));
     };
     let stored_digest: Vec<u8> = row.get(0);
@@ -87,9 +96,9 @@ pub async fn claim_existing(
     if action == NextAction::StartProcessing {
         c.execute(
             "UPDATE idempotency SET request_digest = $3, created_ms = $4, claimed_until = $5,
-                status = NULL, body = NULL, request_id = NULL
+                status = NULL, body = NULL, request_id = NULL, claim = $6
              WHERE key_hash = $1 AND idem_key = $2",
-            &[&key, &idem_key, &&digest[..], &now_ms, &until],
+            &[&key, &idem_key, &&digest[..], &now_ms, &until, &&claim[..]],
         )
         .await?;
     }
@@ -97,44 +106,51 @@ pub async fn claim_existing(
 }
 
 /// The statement that stores the response of the request that claimed the key, if its
-/// claim is still unfinished: `$1` key hash, `$2` Idempotency-Key, `$3` status, `$4` sealed
-/// body, `$5` request id.
+/// claim is still unfinished and its own: `$1` key hash, `$2` Idempotency-Key, `$3` status,
+/// `$4` sealed body, `$5` request id, `$6` the claim's token.
 pub(crate) const COMPLETE_SQL: &str = "UPDATE idempotency
     SET status = $3, body = $4, request_id = $5, claimed_until = NULL
-    WHERE key_hash = $1 AND idem_key = $2 AND status IS NULL";
+    WHERE key_hash = $1 AND idem_key = $2 AND claim = $6 AND status IS NULL";
 
-/// Stores the response of the request that claimed the key, its body sealed.
+/// Stores the response of the request that claimed the key, its body sealed; nothing if
+/// the claim was taken over.
 pub async fn complete(
     c: &impl GenericClient,
-    key_hash: &[u8],
-    idem_key: &str,
-    status: u16,
-    body: &Sealed,
-    request_id: &str,
+    record: &crate::storage::idempotency::IdempotencyRecord,
 ) -> Result<()> {
     let stmt = c.prepare_cached(COMPLETE_SQL).await?;
+    let body: &Sealed = &record.body;
     c.execute(
         &stmt,
         &[
-            &key_hash,
-            &idem_key,
-            &i32::from(status),
+            &&record.key_hash[..],
+            &record.idem_key,
+            &i32::from(record.status),
             &body.0,
-            &request_id,
+            &record.request_id,
+            &&record.claim[..],
         ],
     )
     .await?;
     Ok(())
 }
 
-/// Releases a claim whose request failed with a 5xx: a retry may run it again.
-pub async fn release(c: &impl GenericClient, key_hash: &[u8], idem_key: &str) -> Result<()> {
+/// Releases the claim `claim` of a request that ended without an outcome to keep (a 5xx,
+/// or it was cut short): a retry may run it again. A claim taken over stays.
+pub async fn release(
+    c: &impl GenericClient,
+    key_hash: &[u8],
+    idem_key: &str,
+    claim: &ClaimToken,
+) -> Result<()> {
     let stmt = c
         .prepare_cached(
-            "DELETE FROM idempotency WHERE key_hash = $1 AND idem_key = $2 AND status IS NULL",
+            "DELETE FROM idempotency
+             WHERE key_hash = $1 AND idem_key = $2 AND claim = $3 AND status IS NULL",
         )
         .await?;
-    c.execute(&stmt, &[&key_hash, &idem_key]).await?;
+    c.execute(&stmt, &[&key_hash, &idem_key, &&claim[..]])
+        .await?;
     Ok(())
 }
 

@@ -18,6 +18,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         2,
         include_str!("../../../migrations/postgres/0002_decision_signatures.sql"),
     ),
+    (
+        3,
+        include_str!("../../../migrations/postgres/0003_idempotency_claims.sql"),
+    ),
 ];
 
 /// The highest migration this build knows.

@@ -18,8 +18,9 @@ use crate::storage::deciding::{AgentHint, NewDecision, Recorded};
 /// The statement that stores a decision if the agent's version is still `$2` and its
 /// environment's mode still `$5` (`$1` the agent's key, `$3` org, `$4` env, then the
 /// decision's columns as `$6..$29`), with the review it opens and that review's event and
-/// deliveries (`$30..$38`), and its idempotency record (the last five). Returns how many
-/// decisions it stored: 1, or 0 when the agent changed meanwhile.
+/// deliveries (`$30..$38`), and its idempotency record (the last six, its claim's token
+/// last). Returns how many decisions it stored: 1, 0 when the agent changed meanwhile, or
+/// -1 when the request's claim on its Idempotency-Key is no longer its own.
 fn record_sql(review: bool, idempotent: bool) -> String {
     // The decision's values, cast to their columns' types (INSERT_COLUMNS' order).
     let values: Vec<String> = (6..=29)
@@ -33,11 +34,40 @@ fn record_sql(review: bool, idempotent: bool) -> String {
             format!("${n}::{cast}")
         })
         .collect();
+    // With an idempotency record, the claim must still be the request's own (`own`, its
+    // row locked): a claim that ran out and was taken over by a retry on another process,
+    // or released meanwhile, stores nothing, so that the key keeps one outcome. The lock
+    // makes a concurrent take-over or release wait for this statement's transaction (and
+    // then see the claim completed) or go first (and this statement store nothing).
+    let first = if review { 39 } else { 30 };
+    let (own, owned) = if idempotent {
+        (
+            format!(
+                "own AS (
+                    SELECT 1 FROM idempotency
+                    WHERE key_hash = ${}::BYTEA AND idem_key = ${}::TEXT AND claim = ${}::BYTEA
+                      AND status IS NULL
+                    FOR UPDATE),
+                 ",
+                first,
+                first + 1,
+                first + 5
+            ),
+            "\n              AND EXISTS (SELECT 1 FROM own)",
+        )
+    } else {
+        (String::new(), "")
+    };
+    let version = if planted_unchecked_version() {
+        "$2::BIGINT IS NOT NULL"
+    } else {
+        "version = $2"
+    };
     let mut sql = format!(
-        "WITH bump AS (
+        "WITH {own}bump AS (
             UPDATE agents SET version = version + 1
-            WHERE seq = $1 AND version = $2
-              AND EXISTS (SELECT 1 FROM environments WHERE org_id = $3 AND env = $4 AND mode = $5)
+            WHERE seq = $1 AND {version}
+              AND EXISTS (SELECT 1 FROM environments WHERE org_id = $3 AND env = $4 AND mode = $5){owned}
             RETURNING seq),
          d AS (
             INSERT INTO decisions ({INSERT_COLUMNS}, agent_seq)
@@ -81,9 +111,22 @@ fn record_sql(review: bool, idempotent: bool) -> String {
             body = p(4),
             rid = p(5),
         ));
+        // -1: the claim is no longer the request's own.
+        sql.push_str(
+            " SELECT CASE WHEN EXISTS (SELECT 1 FROM own) THEN (SELECT COUNT(*) FROM d) ELSE -1 END",
+        );
+    } else {
+        sql.push_str(" SELECT COUNT(*) FROM d");
     }
-    sql.push_str(" SELECT COUNT(*) FROM d");
     sql
+}
+
+/// The planted bug of the history checker (tests/history), in debug builds only: with
+/// `MANDATE_TEST_PLANT_UNCHECKED_VERSION` set, a decision is stored whatever the agent's
+/// version, so processes deciding for one agent at once overspend, and the checker must
+/// say so.
+fn planted_unchecked_version() -> bool {
+    cfg!(debug_assertions) && std::env::var_os("MANDATE_TEST_PLANT_UNCHECKED_VERSION").is_some()
 }
 
 /// The owned values of the review a decision opens, with its event, in the statement's
@@ -107,24 +150,48 @@ struct IdempotencyValues {
     status: i32,
     body: Vec<u8>,
     request_id: String,
+    claim: Vec<u8>,
 }
 
 /// Stores `new` alone, if its agent's version is still the one its hint read.
 pub(crate) async fn record(c: &impl GenericClient, new: NewDecision) -> Result<Recorded> {
     match try_record(c, &new).await {
-        Ok(Some(hint)) => Ok(Recorded::Stored(hint)),
+        Ok(Outcome::Stored(hint)) => Ok(Recorded::Stored(hint)),
+        Ok(Outcome::ClaimLost) => Ok(Recorded::ClaimLost),
         // The version moved, the mode changed, or (a distributed engine) the transaction
         // lost a race: nothing was stored.
-        Ok(None) | Err(StorageError::Conflict) => Ok(Recorded::Changed(Box::new(new))),
+        Ok(Outcome::Changed) | Err(StorageError::Conflict) => Ok(Recorded::Changed(Box::new(new))),
         Err(e) => Err(e),
     }
 }
 
-/// The statement of [`record`]: the agent's next hint, or `None` if nothing was stored.
-async fn try_record(c: &impl GenericClient, new: &NewDecision) -> Result<Option<AgentHint>> {
+/// What a decision's statement came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Stored: the agent's next hint.
+    Stored(AgentHint),
+    /// Nothing stored: the agent changed meanwhile (or was not found).
+    Changed,
+    /// Nothing stored: the request's claim on its Idempotency-Key is no longer its own.
+    ClaimLost,
+}
+
+impl Outcome {
+    /// As the store answers it, with the decision given back when it is to be made again.
+    pub(crate) fn recorded(self, new: NewDecision) -> Recorded {
+        match self {
+            Outcome::Stored(hint) => Recorded::Stored(hint),
+            Outcome::Changed => Recorded::Changed(Box::new(new)),
+            Outcome::ClaimLost => Recorded::ClaimLost,
+        }
+    }
+}
+
+/// The statement of [`record`].
+async fn try_record(c: &impl GenericClient, new: &NewDecision) -> Result<Outcome> {
     let Some(statement) = RecordStatement::of(new) else {
         // The agent was not found when its state was read: read it again.
-        return Ok(None);
+        return Ok(Outcome::Changed);
     };
     let stmt = c.prepare_cached(statement.sql()).await?;
     let stored: i64 = c.query_one(&stmt, &statement.values()).await?.get(0);
@@ -192,6 +259,7 @@ impl RecordStatement {
                 status: i32::from(r.status),
                 body: r.body.0.clone(),
                 request_id: r.request_id.clone(),
+                claim: r.claim.to_vec(),
             }),
         })
     }
@@ -228,19 +296,24 @@ impl RecordStatement {
                 &i.status,
                 &i.body,
                 &i.request_id,
+                &i.claim,
             ]);
         }
         values
     }
 
-    /// What the statement's answer (how many decisions it stored) means: the agent's next
-    /// hint, or `None` when the agent changed and nothing was stored.
-    pub(crate) fn outcome(&self, stored: i64) -> Option<AgentHint> {
-        (stored == 1).then_some(AgentHint {
-            seq: Some(self.seq),
-            month_marked: None,
-            version: self.version + 1,
-        })
+    /// What the statement's answer (how many decisions it stored, -1 for a claim lost)
+    /// means.
+    pub(crate) fn outcome(&self, stored: i64) -> Outcome {
+        match stored {
+            1 => Outcome::Stored(AgentHint {
+                seq: Some(self.seq),
+                month_marked: None,
+                version: self.version + 1,
+            }),
+            -1 => Outcome::ClaimLost,
+            _ => Outcome::Changed,
+        }
     }
 }
 
@@ -254,8 +327,8 @@ mod sql_tests {
         for (review, idempotent, count) in [
             (false, false, 29),
             (true, false, 38),
-            (false, true, 34),
-            (true, true, 43),
+            (false, true, 35),
+            (true, true, 44),
         ] {
             let sql = record_sql(review, idempotent);
             for n in 1..=count {

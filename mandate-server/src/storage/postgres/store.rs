@@ -37,7 +37,7 @@ use crate::storage::deliveries::{Attempt, Backlog, DeliveryRow, DeliveryStore, D
 use crate::storage::escrows::{EscrowChange, EscrowRow, EscrowStore, MovementRow};
 use crate::storage::events::{EventRow, EventStore, NewEvent};
 use crate::storage::health::{HealthStore, Schema};
-use crate::storage::idempotency::{IdempotencyRecord, IdempotencyStore};
+use crate::storage::idempotency::{ClaimToken, IdempotencyRecord, IdempotencyStore};
 use crate::storage::keys::{KeyInfo, KeyStore, SealNew, StoredKey};
 use crate::storage::location::PostgresUrl;
 use crate::storage::mandates::{Filters as MandateFilters, MandateStore, Revocation};
@@ -392,7 +392,7 @@ impl EscrowStore for PostgresStore {
             } = &change;
             let mut c = self.client().await?;
             let tx = c.transaction().await?;
-            if !escrows::advance(&tx, &id, *from, entry, *step).await? {
+            if !escrows::advance(&tx, (&org, env), &id, *from, entry, *step).await? {
                 tx.rollback().await?;
                 return Ok(false);
             }
@@ -439,18 +439,20 @@ impl IdempotencyStore for PostgresStore {
         key_hash: [u8; 32],
         idem_key: &str,
         digest: [u8; 32],
+        claim: ClaimToken,
         now: OffsetDateTime,
     ) -> StoreFuture<'_, (NextAction, Option<String>)> {
         let idem_key = idem_key.to_owned();
         Box::pin(async move {
             let mut c = self.client().await?;
             let now_ms = ms(now);
-            if idempotency::claim_fresh(&c, &key_hash, &idem_key, &digest, now_ms).await? {
+            if idempotency::claim_fresh(&c, &key_hash, &idem_key, &digest, &claim, now_ms).await? {
                 return Ok((NextAction::StartProcessing, None));
             }
             let tx = c.transaction().await?;
             let claimed =
-                idempotency::claim_existing(&tx, &key_hash, &idem_key, &digest, now_ms).await?;
+                idempotency::claim_existing(&tx, &key_hash, &idem_key, &digest, &claim, now_ms)
+                    .await?;
             tx.commit().await?;
             Ok(claimed)
         })
@@ -460,24 +462,15 @@ impl IdempotencyStore for PostgresStore {
         &self,
         key_hash: [u8; 32],
         idem_key: &str,
+        claim: ClaimToken,
         record: Option<IdempotencyRecord>,
     ) -> StoreFuture<'_, ()> {
         let idem_key = idem_key.to_owned();
         Box::pin(async move {
             let c = self.client().await?;
             match &record {
-                Some(r) => {
-                    idempotency::complete(
-                        &c,
-                        &r.key_hash,
-                        &r.idem_key,
-                        r.status,
-                        &r.body,
-                        &r.request_id,
-                    )
-                    .await
-                }
-                None => idempotency::release(&c, &key_hash, &idem_key).await,
+                Some(r) => idempotency::complete(&c, r).await,
+                None => idempotency::release(&c, &key_hash, &idem_key, &claim).await,
             }
         })
     }

@@ -138,7 +138,7 @@ async fn an_idempotency_key_is_claimed_once_across_processes_and_a_dead_processs
     // Twenty requests with one fresh key, on two processes at once: one runs.
     let claims = futures_util::future::join_all((0..20).map(|i| {
         let store = if i % 2 == 0 { &a } else { &b };
-        store.claim_idempotency_key(hash, "k-race", digest, NOW)
+        store.claim_idempotency_key(hash, "k-race", digest, [i; 16], NOW)
     }))
     .await;
     let started = claims
@@ -152,7 +152,7 @@ async fn an_idempotency_key_is_claimed_once_across_processes_and_a_dead_processs
     )));
     // Another body under the same key: refused.
     let (action, _) = b
-        .claim_idempotency_key(hash, "k-race", other, NOW)
+        .claim_idempotency_key(hash, "k-race", other, [50; 16], NOW)
         .await
         .unwrap();
     assert_eq!(action, NextAction::ConflictDifferentRequest);
@@ -161,33 +161,46 @@ async fn an_idempotency_key_is_claimed_once_across_processes_and_a_dead_processs
         .unwrap();
     let later = NOW + time::Duration::seconds(30);
     let (action, _) = b
-        .claim_idempotency_key(hash, "k-race", digest, later)
+        .claim_idempotency_key(hash, "k-race", digest, [51; 16], later)
         .await
         .unwrap();
     assert_eq!(action, NextAction::ConflictInFlight);
     // ...and once the claim ran out (its process died), a retry takes it over.
-    let expired = NOW + time::Duration::milliseconds(super::idempotency::CLAIM_MS + 1);
+    let expired = NOW + time::Duration::milliseconds(crate::storage::idempotency::CLAIM_MS + 1);
     let (action, _) = b
-        .claim_idempotency_key(hash, "k-race", digest, expired)
+        .claim_idempotency_key(hash, "k-race", digest, [52; 16], expired)
         .await
         .unwrap();
     assert_eq!(action, NextAction::StartProcessing);
+    let record = |claim: [u8; 16], body: &[u8]| IdempotencyRecord {
+        key_hash: hash,
+        idem_key: "k-race".into(),
+        status: 201,
+        body: Sealed(body.to_vec()),
+        request_id: "req_first".into(),
+        claim,
+    };
+    // The first claimant (whichever of the twenty it was) neither completes nor releases
+    // the claim taken over from it.
+    for first in 0..20u8 {
+        a.finish_idempotency(hash, "k-race", [first; 16], None)
+            .await
+            .unwrap();
+        a.finish_idempotency(
+            hash,
+            "k-race",
+            [first; 16],
+            Some(record([first; 16], b"stale")),
+        )
+        .await
+        .unwrap();
+    }
     // The answer stored through one process is replayed through the other.
-    b.finish_idempotency(
-        hash,
-        "k-race",
-        Some(IdempotencyRecord {
-            key_hash: hash,
-            idem_key: "k-race".into(),
-            status: 201,
-            body: Sealed(b"sealed".to_vec()),
-            request_id: "req_first".into(),
-        }),
-    )
-    .await
-    .unwrap();
+    b.finish_idempotency(hash, "k-race", [52; 16], Some(record([52; 16], b"sealed")))
+        .await
+        .unwrap();
     let (action, original) = a
-        .claim_idempotency_key(hash, "k-race", digest, expired)
+        .claim_idempotency_key(hash, "k-race", digest, [53; 16], expired)
         .await
         .unwrap();
     assert!(
@@ -197,7 +210,7 @@ async fn an_idempotency_key_is_claimed_once_across_processes_and_a_dead_processs
     assert_eq!(original.as_deref(), Some("req_first"));
     // A start-up sweep drops claims that ran out, not finished records.
     let (fresh, _) = a
-        .claim_idempotency_key(hash, "k-dead", digest, NOW)
+        .claim_idempotency_key(hash, "k-dead", digest, [54; 16], NOW)
         .await
         .unwrap();
     assert_eq!(fresh, NextAction::StartProcessing);

@@ -21,9 +21,9 @@ use deadpool_postgres::Pool;
 use tokio::sync::{mpsc, oneshot};
 
 use super::Result;
-use super::record::{RecordStatement, record};
+use super::record::{Outcome, RecordStatement, record};
 use crate::storage::StorageError;
-use crate::storage::deciding::{AgentHint, NewDecision, Recorded};
+use crate::storage::deciding::{NewDecision, Recorded};
 
 /// Writers of one process.
 pub const WRITERS: usize = 4;
@@ -91,19 +91,15 @@ async fn run(pool: Pool, mut queue: mpsc::UnboundedReceiver<Job>) {
         jobs.sort_by_key(|job| job.new.hint.seq);
         let answers = commit_group(&pool, &jobs).await;
         for (job, answer) in jobs.into_iter().zip(answers) {
-            let answer = answer.map(|stored| match stored {
-                Some(hint) => Recorded::Stored(hint),
-                None => Recorded::Changed(Box::new(job.new)),
-            });
+            let answer = answer.map(|outcome| outcome.recorded(job.new));
             // A caller that went away (cancelled) needs no answer.
             let _ = job.reply.send(answer);
         }
     }
 }
 
-/// What a group came to for each of its decisions: its agent's next hint, `None` when its
-/// agent changed (nothing stored), or its error.
-async fn commit_group(pool: &Pool, jobs: &[Job]) -> Vec<Result<Option<AgentHint>>> {
+/// What a group came to for each of its decisions: its outcome, or its error.
+async fn commit_group(pool: &Pool, jobs: &[Job]) -> Vec<Result<Outcome>> {
     match try_group(pool, jobs).await {
         Ok(outcomes) => outcomes.into_iter().map(Ok).collect(),
         Err(Retry::Alone) => {
@@ -138,19 +134,17 @@ enum Retry {
 }
 
 /// One decision stored alone (after its group was rolled back).
-async fn alone(pool: &Pool, new: &NewDecision) -> Result<Option<AgentHint>> {
+async fn alone(pool: &Pool, new: &NewDecision) -> Result<Outcome> {
     let c = pool.get().await?;
-    match record(&c, new.clone()).await? {
-        Recorded::Stored(hint) => Ok(Some(hint)),
-        Recorded::Changed(_) => Ok(None),
-    }
+    Ok(match record(&c, new.clone()).await? {
+        Recorded::Stored(hint) => Outcome::Stored(hint),
+        Recorded::Changed(_) => Outcome::Changed,
+        Recorded::ClaimLost => Outcome::ClaimLost,
+    })
 }
 
 /// Sends the group's statements between `BEGIN` and `COMMIT` in one pipeline.
-async fn try_group(
-    pool: &Pool,
-    jobs: &[Job],
-) -> std::result::Result<Vec<Option<AgentHint>>, Retry> {
+async fn try_group(pool: &Pool, jobs: &[Job]) -> std::result::Result<Vec<Outcome>, Retry> {
     let c = pool.get().await.map_err(|e| Retry::Fail(e.into()))?;
     let statements: Vec<Option<RecordStatement>> = jobs
         .iter()
@@ -222,9 +216,9 @@ async fn try_group(
     let mut counts = counts.into_iter();
     Ok(statements
         .iter()
-        .map(|statement| {
-            let statement = statement.as_ref()?;
-            statement.outcome(counts.next().unwrap_or(0))
+        .map(|statement| match statement {
+            Some(statement) => statement.outcome(counts.next().unwrap_or(0)),
+            None => Outcome::Changed,
         })
         .collect())
 }

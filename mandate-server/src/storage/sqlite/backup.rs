@@ -5,7 +5,11 @@
 //! before it began, taken while the server keeps writing (WAL readers never block the
 //! writer). The copy is switched out of WAL mode, so it is one self-contained file, and a
 //! trailer is appended: its length and SHA-256, so that a truncated or damaged backup is
-//! refused before anything is written. SQLite itself ignores the trailer (the database's
+//! refused before anything is written. With a key-encryption key, the SHA-256 is an
+//! HMAC-SHA256 under a key derived from it (`MANDATE-BACKUP-2`): a key the file does not
+//! carry, so a backup edited by anyone without the KEK (a planted signing key or API key
+//! hash) is refused by `verify-backup` and `restore`, and so is one whose trailer was
+//! rewritten as an unkeyed one. SQLite itself ignores the trailer (the database's
 //! header says how many pages it has), so the file still opens in `sqlite3` for
 //! inspection.
 //!
@@ -17,15 +21,21 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use aws_lc_rs::hmac;
 use rusqlite::backup::{Backup, StepResult};
 use rusqlite::{Connection, OpenFlags};
 use sha2::{Digest, Sha256};
 
 use super::migrations;
 
-/// The last 16 bytes of every backup.
+/// The last 16 bytes of a backup made without a key-encryption key.
 const MAGIC: &[u8; 16] = b"MANDATE-BACKUP-1";
-/// SHA-256 of the database's bytes, their length (u64, big-endian), then [`MAGIC`].
+/// The last 16 bytes of a backup authenticated under a key-encryption key.
+const MAGIC_KEYED: &[u8; 16] = b"MANDATE-BACKUP-2";
+/// A key that authenticates backups (derived from a key-encryption key).
+pub type BackupKey = [u8; 32];
+/// SHA-256 (or HMAC-SHA256) of the database's bytes, their length (u64, big-endian), then
+/// [`MAGIC`] (or [`MAGIC_KEYED`]).
 const TRAILER: usize = 32 + 8 + 16;
 /// How long a backup waits for the source's locks before giving up.
 const BUSY_FOR: Duration = Duration::from_secs(30);
@@ -138,9 +148,10 @@ fn sync_dir(path: &Path) -> Result<(), BackupError> {
         .map_err(io_error("syncing the directory of", path))
 }
 
-/// Copies the database at `db` (a server may be using it) to `to`, with the trailer;
-/// `to` appears only once complete and durable. Returns what the backup holds.
-pub fn backup(db: &Path, to: &Path) -> Result<BackupInfo, BackupError> {
+/// Copies the database at `db` (a server may be using it) to `to`, with the trailer
+/// (authenticated under the first of `keys`, if any); `to` appears only once complete and
+/// durable. Returns what the backup holds.
+pub fn backup(db: &Path, to: &Path, keys: &[BackupKey]) -> Result<BackupInfo, BackupError> {
     let source = Connection::open_with_flags(
         db,
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -153,14 +164,14 @@ pub fn backup(db: &Path, to: &Path) -> Result<BackupInfo, BackupError> {
         return Err(BackupError::NotMandate(db.to_path_buf()));
     }
     let partial = beside(to, "partial");
-    let made = copy_into(&source, db, &partial).and_then(|()| seal(&partial));
+    let made = copy_into(&source, db, &partial).and_then(|()| seal(&partial, keys.first()));
     if let Err(e) = made {
         let _ = fs::remove_file(&partial);
         return Err(e);
     }
     fs::rename(&partial, to).map_err(io_error("moving the backup into place at", to))?;
     sync_dir(to)?;
-    verify(to)
+    verify(to, keys)
 }
 
 /// Copies `source` into a new database at `partial`, in one step of the backup API (one
@@ -196,11 +207,17 @@ fn copy_into(source: &Connection, db: &Path, partial: &Path) -> Result<(), Backu
         .map_err(|(_, e)| sqlite_error("finishing", partial)(e))
 }
 
-/// SHA-256 and length of the first `len` bytes of `file`.
-fn digest(file: &mut File, len: u64, path: &Path) -> Result<[u8; 32], BackupError> {
+/// SHA-256 of the first `len` bytes of `file`, or with `key` their HMAC-SHA256.
+fn digest(
+    file: &mut File,
+    len: u64,
+    path: &Path,
+    key: Option<&BackupKey>,
+) -> Result<[u8; 32], BackupError> {
     file.seek(SeekFrom::Start(0))
         .map_err(io_error("reading", path))?;
     let mut hasher = Sha256::new();
+    let mut keyed = key.map(|k| hmac::Context::with_key(&hmac::Key::new(hmac::HMAC_SHA256, k)));
     let mut rest = file.take(len);
     let mut buffer = vec![0u8; 1 << 16];
     loop {
@@ -208,33 +225,41 @@ fn digest(file: &mut File, len: u64, path: &Path) -> Result<[u8; 32], BackupErro
         if n == 0 {
             break;
         }
-        hasher.update(&buffer[..n]);
+        match &mut keyed {
+            Some(context) => context.update(&buffer[..n]),
+            None => hasher.update(&buffer[..n]),
+        }
     }
-    Ok(hasher.finalize().into())
+    let mut out = [0u8; 32];
+    match keyed {
+        Some(context) => out.copy_from_slice(context.sign().as_ref()),
+        None => out.copy_from_slice(&hasher.finalize()),
+    }
+    Ok(out)
 }
 
-/// Appends the trailer to the copy at `partial` and syncs it.
-fn seal(partial: &Path) -> Result<(), BackupError> {
+/// Appends the trailer to the copy at `partial` (authenticated under `key`) and syncs it.
+fn seal(partial: &Path, key: Option<&BackupKey>) -> Result<(), BackupError> {
     let mut file = fs::OpenOptions::new()
         .read(true)
         .write(true)
         .open(partial)
         .map_err(io_error("opening", partial))?;
     let len = file.metadata().map_err(io_error("reading", partial))?.len();
-    let hash = digest(&mut file, len, partial)?;
+    let hash = digest(&mut file, len, partial, key)?;
     let mut trailer = Vec::with_capacity(TRAILER);
     trailer.extend_from_slice(&hash);
     trailer.extend_from_slice(&len.to_be_bytes());
-    trailer.extend_from_slice(MAGIC);
+    trailer.extend_from_slice(if key.is_some() { MAGIC_KEYED } else { MAGIC });
     file.seek(SeekFrom::End(0))
         .and_then(|_| file.write_all(&trailer))
         .and_then(|()| file.sync_all())
         .map_err(io_error("writing", partial))
 }
 
-/// Checks the trailer of the backup at `file`: returns the length of the database's bytes
-/// before it.
-fn check_trailer(file: &Path) -> Result<u64, BackupError> {
+/// Checks the trailer of the backup at `file` (with `keys`, its authentication under one
+/// of them): returns the length of the database's bytes before it.
+fn check_trailer(file: &Path, keys: &[BackupKey]) -> Result<u64, BackupError> {
     let mut handle = File::open(file).map_err(io_error("opening the backup", file))?;
     let total = handle
         .metadata()
@@ -249,8 +274,21 @@ fn check_trailer(file: &Path) -> Result<u64, BackupError> {
         .seek(SeekFrom::End(-(TRAILER as i64)))
         .and_then(|_| handle.read_exact(&mut trailer))
         .map_err(io_error("reading the backup", file))?;
-    if &trailer[40..] != MAGIC {
+    let keyed = &trailer[40..] == MAGIC_KEYED;
+    if &trailer[40..] != MAGIC && !keyed {
         return Err(refused(file, not_whole));
+    }
+    if keyed && keys.is_empty() {
+        return Err(refused(
+            file,
+            "it is authenticated under a key-encryption key and none is given: give it (MANDATE_KEY_ENCRYPTION_KEY or --key-encryption-key-file)",
+        ));
+    }
+    if !keyed && !keys.is_empty() {
+        return Err(refused(
+            file,
+            "it is not authenticated under a key-encryption key (made without one, or its trailer was rewritten): with a key-encryption key only backups made under it are restored",
+        ));
     }
     let mut len = [0u8; 8];
     len.copy_from_slice(&trailer[32..40]);
@@ -264,13 +302,25 @@ fn check_trailer(file: &Path) -> Result<u64, BackupError> {
             ),
         ));
     }
-    if digest(&mut handle, len, file)?[..] != trailer[..32] {
-        return Err(refused(
-            file,
-            "its SHA-256 does not match the one written when it was made: it was damaged or changed since",
-        ));
+    if !keyed {
+        if digest(&mut handle, len, file, None)?[..] != trailer[..32] {
+            return Err(refused(
+                file,
+                "its SHA-256 does not match the one written when it was made: it was damaged or changed since",
+            ));
+        }
+        return Ok(len);
     }
-    Ok(len)
+    for key in keys {
+        let tag = digest(&mut handle, len, file, Some(key))?;
+        if aws_lc_rs::constant_time::verify_slices_are_equal(&tag, &trailer[..32]).is_ok() {
+            return Ok(len);
+        }
+    }
+    Err(refused(
+        file,
+        "its authentication code does not match under the key-encryption key given: it was changed since it was made, or made under another key-encryption key",
+    ))
 }
 
 /// A `file:` URI for `path` opened immutable (nothing writes it, no WAL or lock files).
@@ -290,8 +340,8 @@ fn immutable_uri(path: &Path) -> String {
 
 /// Checks the backup at `file`: whole (trailer, length, SHA-256), a sound SQLite database
 /// (`integrity_check`), of a schema this server knows, with every table. Writes nothing.
-pub fn verify(file: &Path) -> Result<BackupInfo, BackupError> {
-    let bytes = check_trailer(file)?;
+pub fn verify(file: &Path, keys: &[BackupKey]) -> Result<BackupInfo, BackupError> {
+    let bytes = check_trailer(file, keys)?;
     let conn = Connection::open_with_flags(
         immutable_uri(file),
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI,
@@ -373,8 +423,13 @@ fn in_use(db: &Path) -> bool {
 /// is replaced only with `force`, and never while a server has it open (its WAL and
 /// shared-memory files are removed first, so that no frame of the old database is
 /// replayed onto the new one). The server migrates it when it starts.
-pub fn restore(from: &Path, db: &Path, force: bool) -> Result<BackupInfo, BackupError> {
-    let info = verify(from)?;
+pub fn restore(
+    from: &Path,
+    db: &Path,
+    force: bool,
+    keys: &[BackupKey],
+) -> Result<BackupInfo, BackupError> {
+    let info = verify(from, keys)?;
     if db.exists() {
         if !force {
             return Err(BackupError::TargetExists(db.to_path_buf()));

@@ -96,6 +96,19 @@ impl DecidingStore for SqliteStore {
                         idempotency,
                         hint,
                     } = &new;
+                    // A request whose claim on its Idempotency-Key was taken over (it ran
+                    // out while the request stalled) stores nothing: the key has one
+                    // outcome, the other request's.
+                    if let Some(record) = idempotency
+                        && !idempotency::owns(
+                            tx,
+                            &record.key_hash,
+                            &record.idem_key,
+                            &record.claim,
+                        )?
+                    {
+                        return Ok(Recorded::ClaimLost);
+                    }
                     decisions::insert_with(tx, org, *env, decision, *hint)?;
                     if let Some((review, data)) = review {
                         let agent = decision.claims.request.agent.as_str();
@@ -110,14 +123,7 @@ impl DecidingStore for SqliteStore {
                         )?;
                     }
                     if let Some(record) = idempotency {
-                        idempotency::complete(
-                            tx,
-                            &record.key_hash,
-                            &record.idem_key,
-                            record.status,
-                            &record.body,
-                            &record.request_id,
-                        )?;
+                        idempotency::complete(tx, record)?;
                     }
                     // Committed with it: the agent's row for this month.
                     Ok(Recorded::Stored(AgentHint {

@@ -73,10 +73,12 @@ fn push_history(
     Ok(())
 }
 
-/// Moves an escrow from `from` to the status of `entry`, appended as history step `step`.
+/// Moves an escrow of `owner` (organization and environment) from `from` to the status of
+/// `entry`, appended as history step `step`.
 /// `Ok(false)` if the escrow no longer stands at `from` (nothing is written then).
 pub fn advance(
     tx: &Connection,
+    owner: (&str, Env),
     id: &EscrowId,
     from: EscrowStatus,
     entry: &HistoryEntry,
@@ -85,13 +87,15 @@ pub fn advance(
     let id = id.as_str();
     let changed = tx.execute(
         "UPDATE escrows SET state = ?2, disputed = ?3
-         WHERE id = ?1 AND state = ?4 AND disputed = ?5",
+         WHERE id = ?1 AND state = ?4 AND disputed = ?5 AND org_id = ?6 AND env = ?7",
         params![
             id,
             entry.state.as_str(),
             entry.disputed,
             from.state.as_str(),
             from.disputed,
+            owner.0,
+            owner.1.as_str(),
         ],
     )?;
     if changed != 1 {

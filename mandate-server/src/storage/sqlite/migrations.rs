@@ -40,6 +40,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         9,
         include_str!("../../../migrations/sqlite/0009_decision_signatures.sql"),
     ),
+    (
+        10,
+        include_str!("../../../migrations/sqlite/0010_idempotency_claims.sql"),
+    ),
 ];
 
 /// The highest migration this build knows.

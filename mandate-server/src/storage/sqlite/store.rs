@@ -29,7 +29,7 @@ use crate::storage::decisions::{DecisionStore, Filters as DecisionFilters};
 use crate::storage::deliveries::{Attempt, Backlog, DeliveryRow, DeliveryStore, Due};
 use crate::storage::escrows::{EscrowChange, EscrowRow, EscrowStore, MovementRow};
 use crate::storage::events::{EventRow, EventStore, NewEvent};
-use crate::storage::idempotency::{IdempotencyRecord, IdempotencyStore};
+use crate::storage::idempotency::{ClaimToken, IdempotencyRecord, IdempotencyStore};
 use crate::storage::keys::{KeyInfo, KeyStore, SealNew, StoredKey};
 use crate::storage::mandates::{Filters as MandateFilters, MandateStore, Revocation};
 use crate::storage::orgs::OrgStore;
@@ -278,7 +278,7 @@ impl EscrowStore for SqliteStore {
                 movement,
                 event,
             } = &change;
-            if !escrows::advance(tx, &id, *from, entry, *step)? {
+            if !escrows::advance(tx, (&org, env), &id, *from, entry, *step)? {
                 return Ok(false);
             }
             if let Some(movement) = movement {
@@ -328,14 +328,15 @@ impl IdempotencyStore for SqliteStore {
         key_hash: [u8; 32],
         idem_key: &str,
         digest: [u8; 32],
+        claim: ClaimToken,
         now: OffsetDateTime,
     ) -> StoreFuture<'_, (NextAction, Option<String>)> {
         let idem_key = idem_key.to_owned();
         Box::pin(self.db.write(move |tx| -> Result<_> {
-            let stored = idempotency::get(tx, &key_hash, &idem_key)?;
+            let stored = idempotency::get(tx, &key_hash, &idem_key, ms(now))?;
             let action = next_action(stored.as_ref().map(|s| &s.0), &digest, now.unix_timestamp());
             if action == NextAction::StartProcessing {
-                idempotency::claim(tx, &key_hash, &idem_key, &digest, ms(now))?;
+                idempotency::claim(tx, &key_hash, &idem_key, &digest, &claim, ms(now))?;
             }
             Ok((action, stored.and_then(|s| s.1)))
         }))
@@ -345,20 +346,14 @@ impl IdempotencyStore for SqliteStore {
         &self,
         key_hash: [u8; 32],
         idem_key: &str,
+        claim: ClaimToken,
         record: Option<IdempotencyRecord>,
     ) -> StoreFuture<'_, ()> {
         let idem_key = idem_key.to_owned();
         Box::pin(self.db.write(move |tx| -> Result<()> {
             match &record {
-                Some(r) => idempotency::complete(
-                    tx,
-                    &r.key_hash,
-                    &r.idem_key,
-                    r.status,
-                    &r.body,
-                    &r.request_id,
-                )?,
-                None => idempotency::release(tx, &key_hash, &idem_key)?,
+                Some(r) => idempotency::complete(tx, r)?,
+                None => idempotency::release(tx, &key_hash, &idem_key, &claim)?,
             }
             Ok(())
         }))

@@ -1,0 +1,466 @@
+//! The whole check a counterparty runs before it settles, in one call.
+//!
+//! A merchant handed a `verdict_token` must check, in order: the signature against the
+//! service's JWK Set (ES256 only, the key by `kid`, low-S), the issuer, the expiry and the
+//! issue time; the environment of the signing key (live only, unless told to accept the
+//! sandbox: both share the issuer and the key set, and a sandbox `allow` can be had for
+//! any amount); that the verdict is exactly `allow` (an unknown code is a denial); that the
+//! signed amount, currency and recipient are the transaction about to be settled; and that
+//! the nonce was never accepted before. [`Counterparty::check`] does all of it and returns
+//! a [`VerifiedVerdict`], or a [`CheckError`] that says what failed: the token itself, or
+//! every [`Objection`] to a valid token.
+//!
+//! The replay guard is a trait, [`ReplayGuard`], because where accepted nonces are kept is
+//! the embedder's choice (a database table, a file, Redis); [`MemoryReplayGuard`] keeps
+//! them in memory for one process. The nonce is recorded only when everything else holds,
+//! so a refused token burns nothing. `now` is an argument: this module reads no clock.
+//!
+//! ```
+//! use mandate_core::{Counterparty, ExpectedTransaction, JwkSet, MemoryReplayGuard};
+//! # fn demo(token: &str, jwks: &JwkSet, now: time::OffsetDateTime)
+//! #     -> Result<(), Box<dyn std::error::Error>> {
+//! let counterparty = Counterparty::new("https://verdicts.example.com");
+//! let expected = ExpectedTransaction::new("42.50".parse()?, "USD".parse()?, "vendor:acme".parse()?);
+//! let mut guard = MemoryReplayGuard::default();
+//! let verified = counterparty.check(token, jwks, &expected, &mut guard, now)?;
+//! println!("settle {} for decision {}", verified.claims.request.amount, verified.claims.jti);
+//! # Ok(())
+//! # }
+//! ```
+
+use std::collections::HashMap;
+use std::fmt;
+
+use time::OffsetDateTime;
+
+use crate::amount::Amount;
+use crate::claims::VerdictClaims;
+use crate::environment::{Environment, token_kid};
+use crate::id::Nonce;
+use crate::jwk::JwkSet;
+use crate::jws::{TokenError, VerifyOptions, claim_text, verify_verdict};
+use crate::names::{Currency, Recipient};
+use crate::policy::Verdict;
+
+/// Which environments' keys a counterparty accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum EnvironmentPolicy {
+    /// Only live keys (`live-<n>`): what production must use.
+    #[default]
+    LiveOnly,
+    /// Live and sandbox keys: for a test system only, as a sandbox verdict authorizes no
+    /// real payment.
+    LiveOrSandbox,
+}
+
+impl EnvironmentPolicy {
+    /// Whether a token signed in `environment` is accepted.
+    pub fn accepts(self, environment: Option<Environment>) -> bool {
+        matches!(
+            (self, environment),
+            (_, Some(Environment::Live)) | (Self::LiveOrSandbox, Some(Environment::Sandbox))
+        )
+    }
+}
+
+/// The transaction a counterparty is about to settle: what a verdict must be for.
+///
+/// Built with [`ExpectedTransaction::new`]; bindings other features add (for example a
+/// payment mandate's hash) are optional fields set by their own methods, so a check
+/// written today keeps compiling.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ExpectedTransaction {
+    /// The amount to be settled; compared as an exact decimal (42.5 equals 42.50).
+    pub amount: Amount,
+    /// Its currency.
+    pub currency: Currency,
+    /// Who is to be paid; compared exactly, as signed.
+    pub recipient: Recipient,
+}
+
+impl ExpectedTransaction {
+    /// The amount, currency and recipient of the payment about to be made.
+    pub fn new(amount: Amount, currency: Currency, recipient: Recipient) -> Self {
+        Self {
+            amount,
+            currency,
+            recipient,
+        }
+    }
+
+    /// What in `claims` differs from this transaction.
+    fn objections(&self, claims: &VerdictClaims) -> Vec<Objection> {
+        let signed = &claims.request;
+        let mut out = Vec::new();
+        if signed.amount.value() != self.amount.value() {
+            out.push(Objection::Amount {
+                signed: signed.amount,
+                expected: self.amount,
+            });
+        }
+        if signed.currency != self.currency {
+            out.push(Objection::Currency {
+                signed: signed.currency.clone(),
+                expected: self.currency.clone(),
+            });
+        }
+        if signed.recipient != self.recipient {
+            out.push(Objection::Recipient {
+                signed: signed.recipient.clone(),
+                expected: self.recipient.clone(),
+            });
+        }
+        out
+    }
+}
+
+/// Whether a nonce was new (and is now recorded) or accepted before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[must_use]
+pub enum Seen {
+    /// First time: recorded now.
+    New,
+    /// Accepted before: a replay.
+    Before,
+}
+
+/// Why a replay guard could not answer (its storage failed). The token is then not
+/// accepted: a guard that cannot record must not let a nonce through twice.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("replay guard failed: {0}")]
+pub struct ReplayGuardError(pub String);
+
+/// Where accepted nonces are kept, so that a token is accepted once.
+///
+/// An implementation records `nonce` and answers [`Seen::New`] if it was not there, or
+/// [`Seen::Before`] if it was, in one atomic step (two verifiers sharing a store must not
+/// both see `New`). It must keep a nonce at least until `keep_until` (the token's expiry
+/// plus the verifier's leeway): after that the token is refused as expired anyway.
+pub trait ReplayGuard {
+    /// Records `nonce` unless it is there already.
+    fn check_and_record(
+        &mut self,
+        nonce: &str,
+        keep_until: OffsetDateTime,
+        now: OffsetDateTime,
+    ) -> Result<Seen, ReplayGuardError>;
+}
+
+impl<G: ReplayGuard + ?Sized> ReplayGuard for &mut G {
+    fn check_and_record(
+        &mut self,
+        nonce: &str,
+        keep_until: OffsetDateTime,
+        now: OffsetDateTime,
+    ) -> Result<Seen, ReplayGuardError> {
+        (**self).check_and_record(nonce, keep_until, now)
+    }
+}
+
+/// A replay guard in memory, for one process: nonces are forgotten once their tokens
+/// have expired (at the next call after `keep_until`), so it holds at most the tokens of
+/// the last few minutes.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryReplayGuard {
+    seen: HashMap<String, OffsetDateTime>,
+    next_sweep: Option<OffsetDateTime>,
+}
+
+impl MemoryReplayGuard {
+    /// How many nonces it holds.
+    pub fn len(&self) -> usize {
+        self.seen.len()
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.seen.is_empty()
+    }
+}
+
+impl ReplayGuard for MemoryReplayGuard {
+    fn check_and_record(
+        &mut self,
+        nonce: &str,
+        keep_until: OffsetDateTime,
+        now: OffsetDateTime,
+    ) -> Result<Seen, ReplayGuardError> {
+        // Sweep expired nonces at most when the earliest of them is due.
+        if self.next_sweep.is_some_and(|at| now > at) {
+            self.seen.retain(|_, until| *until >= now);
+            self.next_sweep = self.seen.values().min().copied();
+        }
+        if let Some(until) = self.seen.get_mut(nonce) {
+            *until = (*until).max(keep_until);
+            return Ok(Seen::Before);
+        }
+        self.seen.insert(nonce.to_owned(), keep_until);
+        self.next_sweep = Some(self.next_sweep.map_or(keep_until, |at| at.min(keep_until)));
+        Ok(Seen::New)
+    }
+}
+
+/// A reason a valid token does not authorize the transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Objection {
+    /// Signed by a key of an environment the policy does not accept (a sandbox key in
+    /// production), or of no environment.
+    Environment {
+        /// The signing key's id.
+        kid: String,
+        /// Its environment, if it names one.
+        environment: Option<Environment>,
+    },
+    /// The verdict is a code this crate knows, and not `allow`.
+    NotAllow(Verdict),
+    /// The verdict is a code this crate does not know (from a later server): a denial.
+    UnknownVerdict(String),
+    /// The signed amount is not the one to be settled.
+    Amount {
+        /// In the token.
+        signed: Amount,
+        /// In the transaction.
+        expected: Amount,
+    },
+    /// The signed currency is not the one to be settled.
+    Currency {
+        /// In the token.
+        signed: Currency,
+        /// In the transaction.
+        expected: Currency,
+    },
+    /// The signed recipient is not the one to be paid.
+    Recipient {
+        /// In the token.
+        signed: Recipient,
+        /// In the transaction.
+        expected: Recipient,
+    },
+    /// The nonce was accepted before: this token was already used.
+    Replay(Nonce),
+}
+
+impl fmt::Display for Objection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Environment {
+                kid,
+                environment: Some(Environment::Sandbox),
+            } => write!(
+                f,
+                "signed with the sandbox key {kid}: a sandbox token authorizes no real payment"
+            ),
+            Self::Environment { kid, .. } => write!(
+                f,
+                "the key {kid:?} belongs to no accepted environment: only live-… keys sign verdicts that authorize payments"
+            ),
+            Self::NotAllow(verdict) => {
+                write!(f, "the verdict is {verdict}, not allow: do not settle")
+            }
+            Self::UnknownVerdict(code) => write!(
+                f,
+                "the verdict is {code:?}, a code this verifier does not know: a denial, do not settle"
+            ),
+            Self::Amount { signed, expected } => write!(
+                f,
+                "amount {expected} does not match the signed amount {signed}"
+            ),
+            Self::Currency { signed, expected } => write!(
+                f,
+                "currency {expected} does not match the signed currency {signed}"
+            ),
+            Self::Recipient { signed, expected } => write!(
+                f,
+                "recipient {expected} does not match the signed recipient {signed}"
+            ),
+            Self::Replay(nonce) => write!(f, "nonce {nonce} was accepted before: a replay"),
+        }
+    }
+}
+
+/// Why [`Counterparty::check`] did not accept a token.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CheckError {
+    /// The token is not a valid verdict of this issuer: signature, algorithm, key,
+    /// issuer, expiry or shape.
+    #[error("invalid token: {0}")]
+    Token(#[from] TokenError),
+    /// A valid token that does not authorize this transaction: its claims (the signature
+    /// held, so they are the issuer's) and every objection found.
+    #[error("{}", join(objections))]
+    Refused {
+        /// The verified claims.
+        claims: Box<VerdictClaims>,
+        /// What is wrong with them, never empty.
+        objections: Vec<Objection>,
+    },
+    /// The replay guard failed: the token was not accepted.
+    #[error(transparent)]
+    ReplayGuard(#[from] ReplayGuardError),
+}
+
+fn join(objections: &[Objection]) -> String {
+    let texts: Vec<String> = objections.iter().map(ToString::to_string).collect();
+    texts.join("; ")
+}
+
+/// A verdict that passed every check: the claims and the key that signed them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct VerifiedVerdict {
+    /// The verified claims.
+    pub claims: VerdictClaims,
+    /// The signing key's id.
+    pub kid: String,
+    /// The signing key's environment.
+    pub environment: Environment,
+}
+
+/// A counterparty's verifier: the expected issuer, the environments it accepts and the
+/// clock skew it allows. Cheap to build; keep one per issuer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Counterparty {
+    issuer: String,
+    environments: EnvironmentPolicy,
+    leeway_secs: i64,
+}
+
+impl Counterparty {
+    /// A verifier of `issuer`'s verdicts (the service's verdicts URL, compared exactly):
+    /// live keys only, no clock skew allowed.
+    pub fn new(issuer: impl Into<String>) -> Self {
+        Self {
+            issuer: issuer.into(),
+            environments: EnvironmentPolicy::LiveOnly,
+            leeway_secs: 0,
+        }
+    }
+
+    /// Accepts the environments of `policy` (sandbox keys only on a test system).
+    #[must_use]
+    pub fn environments(mut self, policy: EnvironmentPolicy) -> Self {
+        self.environments = policy;
+        self
+    }
+
+    /// Allows `secs` seconds of clock skew on `exp` and `iat` (negative counts as zero).
+    #[must_use]
+    pub fn leeway_secs(mut self, secs: i64) -> Self {
+        self.leeway_secs = secs.max(0);
+        self
+    }
+
+    /// The expected issuer.
+    pub fn issuer(&self) -> &str {
+        &self.issuer
+    }
+
+    /// The whole check (see the module doc): the token, its environment, `allow`, the
+    /// transaction, then the replay guard, which records the nonce only when everything
+    /// else holds.
+    pub fn check<G: ReplayGuard + ?Sized>(
+        &self,
+        token: &str,
+        jwks: &JwkSet,
+        expected: &ExpectedTransaction,
+        guard: &mut G,
+        now: OffsetDateTime,
+    ) -> Result<VerifiedVerdict, CheckError> {
+        let (claims, kid) = self.verify(token, jwks, now)?;
+        let (environment, mut objections) = self.judge(token, &claims, &kid);
+        objections.extend(expected.objections(&claims));
+        let Some(environment) = environment.filter(|_| objections.is_empty()) else {
+            return Err(refused(claims, objections));
+        };
+        let keep_until =
+            OffsetDateTime::from_unix_timestamp(claims.exp.saturating_add(self.leeway_secs))
+                .unwrap_or(now);
+        match guard.check_and_record(claims.nonce.as_str(), keep_until, now)? {
+            Seen::New => Ok(VerifiedVerdict {
+                claims,
+                kid,
+                environment,
+            }),
+            Seen::Before => {
+                let nonce = claims.nonce.clone();
+                Err(refused(claims, vec![Objection::Replay(nonce)]))
+            }
+        }
+    }
+
+    /// Every check but the transaction and the replay guard: the token, its environment
+    /// and `allow`. **Never settle on this alone**; it is for tools that show a token.
+    pub fn check_signature_only(
+        &self,
+        token: &str,
+        jwks: &JwkSet,
+        now: OffsetDateTime,
+    ) -> Result<VerifiedVerdict, CheckError> {
+        let (claims, kid) = self.verify(token, jwks, now)?;
+        let (environment, objections) = self.judge(token, &claims, &kid);
+        match environment.filter(|_| objections.is_empty()) {
+            Some(environment) => Ok(VerifiedVerdict {
+                claims,
+                kid,
+                environment,
+            }),
+            None => Err(refused(claims, objections)),
+        }
+    }
+
+    /// The signature and registered claims; the claims and the signing key's id.
+    fn verify(
+        &self,
+        token: &str,
+        jwks: &JwkSet,
+        now: OffsetDateTime,
+    ) -> Result<(VerdictClaims, String), CheckError> {
+        let options = VerifyOptions {
+            issuer: self.issuer.clone(),
+            now: now.unix_timestamp(),
+            leeway_secs: self.leeway_secs,
+        };
+        let claims = verify_verdict(token, jwks, &options)?;
+        // The header is under the signature: an accepted token's kid is the signer's.
+        let kid = token_kid(token).unwrap_or_default();
+        Ok((claims, kid))
+    }
+
+    /// The objections to verified claims that do not depend on the transaction, and the
+    /// key's environment when it is an accepted one.
+    fn judge(
+        &self,
+        token: &str,
+        claims: &VerdictClaims,
+        kid: &str,
+    ) -> (Option<Environment>, Vec<Objection>) {
+        let mut out = Vec::new();
+        let environment = Environment::of_kid(kid);
+        let accepted = environment.filter(|_| self.environments.accepts(environment));
+        if accepted.is_none() {
+            out.push(Objection::Environment {
+                kid: kid.to_owned(),
+                environment,
+            });
+        }
+        match claims.verdict {
+            Verdict::Allow => {}
+            Verdict::Unknown => out.push(Objection::UnknownVerdict(
+                claim_text(token, "verdict").unwrap_or_default(),
+            )),
+            other => out.push(Objection::NotAllow(other)),
+        }
+        (accepted, out)
+    }
+}
+
+fn refused(claims: VerdictClaims, objections: Vec<Objection>) -> CheckError {
+    CheckError::Refused {
+        claims: Box::new(claims),
+        objections,
+    }
+}

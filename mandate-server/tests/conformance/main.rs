@@ -1,0 +1,18 @@
+//! The storage boundary's conformance suite: what every engine behind `storage::Store`
+//! promises, written once ([`suite`]) and run against each engine by a file of its own that
+//! says how to make a fresh, empty store ([`sqlite`], [`postgres`]).
+//!
+//! It is the checklist of a third engine: implement the traits, add a file here that makes
+//! a fresh store and calls [`conformance!`], and pass. An engine that lacks a capability
+//! says so in its [`suite::Capabilities`] and the tests of that category are skipped for it
+//! (as SpiceDB's datastore suite does).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+#[macro_use]
+mod suite;
+
+#[path = "../support/postgres.rs"]
+mod pg_harness;
+
+mod postgres;
+mod sqlite;

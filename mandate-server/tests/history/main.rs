@@ -1,0 +1,296 @@
+//! A history checker, Jepsen-style (issue #40): clients send authorizations with
+//! Idempotency-Keys to real `mandate-server serve` processes while faults happen; every
+//! attempt is recorded (sent, answered, dropped by the client, unanswered, with times),
+//! then the checker (`checker.rs`) reads the history and the final decision log: every
+//! `201` in the log exactly once with its answered claims, no day, week or month window
+//! and no minute over its limit in commit order, one outcome per Idempotency-Key (dropped
+//! and stalled attempts included), no decision that no request caused.
+//!
+//! - SQLite: one process, killed with SIGKILL and restarted, round after round.
+//! - PostgreSQL: three processes on one database; faults one after another: a process
+//!   killed (SIGKILL) and restarted, a process paused (SIGSTOP) past the request deadline
+//!   and resumed, PostgreSQL restarted fast and immediate, PostgreSQL paused past the
+//!   request deadline. Then the same run without faults but with the planted bug (a
+//!   debug-build switch that drops the agent-version check): the checker must report an
+//!   overspend.
+//!
+//! Bounded (about a minute each), seeded (`MANDATE_HISTORY_SEED`, printed), in this
+//! target of its own so that its cluster's restarts and pauses touch no other test.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+#[path = "../support/postgres.rs"]
+mod postgres;
+
+mod checker;
+mod driver;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use checker::{Attempt, Limits, Outcome, check};
+use driver::{Cluster, Run, Server};
+
+fn seed() -> u64 {
+    let seed = std::env::var("MANDATE_HISTORY_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(40);
+    eprintln!("history seed: {seed} (MANDATE_HISTORY_SEED)");
+    seed
+}
+
+fn limits() -> Limits {
+    Limits {
+        per_day: driver::PER_DAY,
+        per_week: driver::PER_WEEK,
+        per_month: driver::PER_MONTH,
+        per_minute: mandate_core::history::VELOCITY_LIMIT,
+    }
+}
+
+/// The figures of a run, printed for docs/security.md.
+fn report(engine: &str, history: &[Attempt], faults: &[String], anomalies: &[String]) {
+    let answered = history
+        .iter()
+        .filter(|a| matches!(a.outcome, Outcome::Answer { status: 201, .. }))
+        .count();
+    let dropped = history
+        .iter()
+        .filter(|a| a.outcome == Outcome::Dropped)
+        .count();
+    let unanswered = history
+        .iter()
+        .filter(|a| a.outcome == Outcome::NoAnswer)
+        .count();
+    let errors = history
+        .iter()
+        .filter(|a| matches!(a.outcome, Outcome::Answer { status, .. } if status >= 500))
+        .count();
+    let keys: std::collections::BTreeSet<&str> = history.iter().map(|a| a.key.as_str()).collect();
+    let slowest = history
+        .iter()
+        .map(|a| a.ended_ms.saturating_sub(a.sent_ms))
+        .max()
+        .unwrap_or(0);
+    let mut per_process = std::collections::BTreeMap::new();
+    for a in history {
+        *per_process.entry(a.process).or_insert(0usize) += 1;
+    }
+    eprintln!("  requests by process {per_process:?}; slowest answer {slowest} ms");
+    eprintln!(
+        "history {engine}: {} requests over {} keys, {} faults, {answered} answered decisions, \
+         {dropped} dropped by the client, {unanswered} unanswered, {errors} 5xx, {} anomalies",
+        history.len(),
+        keys.len(),
+        faults.len(),
+        anomalies.len()
+    );
+    for fault in faults {
+        eprintln!("  fault: {fault}");
+    }
+    for anomaly in anomalies.iter().take(20) {
+        eprintln!("  anomaly: {anomaly}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_history_under_kill_rounds_has_no_anomaly() {
+    let seed = seed();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("history.db");
+    let db = db.to_str().unwrap().to_owned();
+    let log = dir.path().join("serve.log");
+    let org = driver::onboard(&db, &[]);
+    let server = Server::start(&db, &[], &log);
+    let client = reqwest::Client::new();
+    let agents = driver::agents(&client, &server.api, &org, 3).await;
+    let urls: driver::Urls = Arc::new(vec![Mutex::new(server.api.clone())]);
+    let run = Run {
+        seed,
+        workers: 6,
+        agents: agents.clone(),
+        urls: urls.clone(),
+        started: Instant::now(),
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let driving = {
+        let stop = stop.clone();
+        async move { driver::drive(&run, stop).await }
+    };
+    let faults = {
+        let (stop, db, log) = (stop.clone(), db.clone(), log.clone());
+        tokio::task::spawn_blocking(move || {
+            let mut rng = StdRng::seed_from_u64(seed);
+            let mut server = server;
+            let mut faults = Vec::new();
+            for round in 0..8 {
+                std::thread::sleep(Duration::from_millis(rng.random_range(1000..2500)));
+                server.kill9();
+                faults.push(format!(
+                    "round {round}: serve killed (SIGKILL) and restarted"
+                ));
+                std::thread::sleep(Duration::from_millis(rng.random_range(0..300)));
+                server = Server::start(&db, &[], &log);
+                *urls[0].lock().unwrap() = server.api.clone();
+            }
+            std::thread::sleep(Duration::from_secs(1));
+            stop.store(true, Ordering::Relaxed);
+            (faults, server)
+        })
+    };
+    let (history, faults) = tokio::join!(driving, faults);
+    let (faults, server) = faults.unwrap();
+    let log = driver::final_log(&server.api, &org, &agents).await;
+    let anomalies = check(&history, &log, limits());
+    report("sqlite", &history, &faults, &anomalies);
+    assert!(anomalies.is_empty(), "{anomalies:#?}");
+    assert!(history.len() > 100, "too few requests to mean anything");
+}
+
+/// A PostgreSQL deployment of three processes; returns (db, env, org, servers, agents).
+async fn postgres_deployment(
+    plant: bool,
+    dir: &std::path::Path,
+) -> Option<(
+    postgres::TestDb,
+    Vec<(&'static str, String)>,
+    String,
+    Vec<Server>,
+    Vec<(String, String)>,
+)> {
+    let db = postgres::database(postgres::Durability::Durable).await?;
+    let kek: [u8; 32] = rand::random();
+    use base64::Engine as _;
+    let mut env = vec![(
+        "MANDATE_KEY_ENCRYPTION_KEY",
+        base64::engine::general_purpose::STANDARD.encode(kek),
+    )];
+    if plant {
+        env.push(("MANDATE_TEST_PLANT_UNCHECKED_VERSION", "1".to_owned()));
+    }
+    let org = driver::onboard(&db.url, &env);
+    let servers: Vec<Server> = (0..3)
+        .map(|i| Server::start(&db.url, &env, &dir.join(format!("serve-{i}.log"))))
+        .collect();
+    let agents = driver::agents(&reqwest::Client::new(), &servers[0].api, &org, 2).await;
+    Some((db, env, org, servers, agents))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_history_under_faults_has_no_anomaly_and_the_planted_bug_is_caught() {
+    let seed = seed();
+    let dir = tempfile::tempdir().unwrap();
+    let Some((db, env, org, servers, agents)) = postgres_deployment(false, dir.path()).await else {
+        return;
+    };
+    let urls: driver::Urls = Arc::new(servers.iter().map(|s| Mutex::new(s.api.clone())).collect());
+    let run = Run {
+        seed,
+        workers: 8,
+        agents: agents.clone(),
+        urls: urls.clone(),
+        started: Instant::now(),
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let driving = {
+        let stop = stop.clone();
+        async move { driver::drive(&run, stop).await }
+    };
+    let cluster = postgres::local_cluster().map(|(dir, _)| Cluster::new(dir));
+    let faults = {
+        let (stop, url, logs) = (stop.clone(), db.url.clone(), dir.path().to_owned());
+        tokio::task::spawn_blocking(move || {
+            let mut rng = StdRng::seed_from_u64(seed);
+            let mut servers = servers;
+            let mut cluster = cluster;
+            let mut faults = Vec::new();
+            let kinds = ["kill", "stall", "fast", "immediate", "pause"];
+            for round in 0..10 {
+                std::thread::sleep(Duration::from_millis(rng.random_range(1500..3000)));
+                let kind = kinds[round % kinds.len()];
+                let n = rng.random_range(0..servers.len());
+                match (kind, cluster.as_mut()) {
+                    ("kill", _) => {
+                        servers[n].kill9();
+                        std::thread::sleep(Duration::from_millis(200));
+                        servers[n] =
+                            Server::start(&url, &env, &logs.join(format!("serve-{n}.log")));
+                        *urls[n].lock().unwrap() = servers[n].api.clone();
+                        faults.push(format!("process {n} killed (SIGKILL) and restarted"));
+                    }
+                    ("stall", _) => {
+                        driver::signal(servers[n].pid(), "-STOP");
+                        std::thread::sleep(Duration::from_millis(3500));
+                        driver::signal(servers[n].pid(), "-CONT");
+                        faults.push(format!(
+                            "process {n} paused 3.5 s (SIGSTOP), past its 2 s deadline"
+                        ));
+                    }
+                    ("fast", Some(cluster)) => {
+                        cluster.restart("-INT");
+                        faults.push("PostgreSQL restarted (fast)".into());
+                    }
+                    ("immediate", Some(cluster)) => {
+                        cluster.restart("-QUIT");
+                        faults.push("PostgreSQL restarted (immediate)".into());
+                    }
+                    ("pause", Some(cluster)) => {
+                        cluster.pause(Duration::from_millis(3500));
+                        faults.push(
+                            "PostgreSQL paused 3.5 s (SIGSTOP), past the 2 s deadline".into(),
+                        );
+                    }
+                    _ => {}
+                }
+            }
+            std::thread::sleep(Duration::from_secs(1));
+            stop.store(true, Ordering::Relaxed);
+            (faults, servers)
+        })
+    };
+    let (history, faults) = tokio::join!(driving, faults);
+    let (faults, servers) = faults.unwrap();
+    let log = driver::final_log(&servers[0].api, &org, &agents).await;
+    let anomalies = check(&history, &log, limits());
+    report("postgres", &history, &faults, &anomalies);
+    assert!(anomalies.is_empty(), "{anomalies:#?}");
+    assert!(history.len() > 100, "too few requests to mean anything");
+    drop(servers);
+    drop(db);
+
+    // The planted bug: the agent-version check off (a debug-build switch). Three processes
+    // each decide on their own cached state: the checker must see an overspend.
+    let dir = tempfile::tempdir().unwrap();
+    let (db, _env, org, servers, agents) = postgres_deployment(true, dir.path()).await.unwrap();
+    let urls: driver::Urls = Arc::new(servers.iter().map(|s| Mutex::new(s.api.clone())).collect());
+    let run = Run {
+        seed,
+        workers: 12,
+        agents: agents.clone(),
+        urls,
+        started: Instant::now(),
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let stopper = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(8)).await;
+            stop.store(true, Ordering::Relaxed);
+        })
+    };
+    let history = driver::drive(&run, stop).await;
+    stopper.await.unwrap();
+    let log = driver::final_log(&servers[0].api, &org, &agents).await;
+    let anomalies = check(&history, &log, limits());
+    report("postgres, planted bug", &history, &[], &anomalies);
+    assert!(
+        anomalies.iter().any(|a| a.contains("overspend")),
+        "the checker missed the planted bug: {anomalies:#?}"
+    );
+    drop(servers);
+    drop(db);
+}
