@@ -39,6 +39,11 @@ pub struct McpArgs {
     /// The service's verdicts URL (the tokens' issuer), whose JWK Set verify_verdict uses
     #[arg(long, env = "MANDATE_ISSUER", value_name = "URL")]
     pub issuer: Option<String>,
+
+    /// verify_verdict accepts tokens signed with a sandbox key too (testing only: a sandbox
+    /// verdict authorizes no real payment)
+    #[arg(long)]
+    pub sandbox: bool,
 }
 
 /// Runs `mandate mcp` until the host closes stdin (stdio) or the process is stopped.
@@ -48,7 +53,7 @@ pub fn run(args: McpArgs, ctx: &Context) -> CmdResult {
     if let Some(issuer) = &args.issuer {
         crate::client::parse_url(issuer)?;
     }
-    let tools = tools::MandateTools::new(api, args.issuer.clone());
+    let tools = tools::MandateTools::new(api, args.issuer.clone(), args.sandbox);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -7,8 +7,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mandate_core::amount::Amount;
+use mandate_core::counterparty::{
+    CheckError, Counterparty, EnvironmentPolicy, ExpectedTransaction, MemoryReplayGuard,
+};
+use mandate_core::environment::Environment;
 use mandate_core::jwk::JwkSet;
-use mandate_core::jws::{VerifyOptions, verify_verdict};
+use mandate_core::names::{Currency, Recipient};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::{Json, Parameters};
 use rmcp::model::{ProgressNotificationParam, RequestMetaObject, ServerCapabilities, ServerConfig};
@@ -36,6 +40,10 @@ pub struct MandateTools {
     /// The verdicts URL (the tokens' `iss`), whose `/.well-known/jwks.json` verifies.
     issuer: Option<String>,
     jwks: Arc<Mutex<Option<(JwkSet, Instant)>>>,
+    /// Whether sandbox-signed tokens are accepted (`--sandbox`: testing only).
+    sandbox: bool,
+    /// The nonces `verify_verdict` accepted, so a token is accepted once.
+    replay: Arc<Mutex<MemoryReplayGuard>>,
     tool_router: ToolRouter<Self>,
 }
 
@@ -223,11 +231,13 @@ fn text(v: &Value) -> Option<String> {
 #[tool_router]
 impl MandateTools {
     /// The tools for the agent whose key `api` holds.
-    pub fn new(api: Api, issuer: Option<String>) -> Self {
+    pub fn new(api: Api, issuer: Option<String>, sandbox: bool) -> Self {
         Self {
             api: Arc::new(api),
             issuer,
             jwks: Arc::new(Mutex::new(None)),
+            sandbox,
+            replay: Arc::new(Mutex::new(MemoryReplayGuard::default())),
             tool_router: Self::tool_router(),
         }
     }
@@ -459,12 +469,12 @@ impl MandateTools {
 
     /// Checks a verdict token handed over by a payer.
     #[tool(
-        description = "For an agent that is being paid: check a verdict token the payer handed over, as `mandate verify` does, against Mandate's published key set (fetched, then cached 5 minutes): ES256 signature, issuer, expiry, verdict `allow`, and that it authorizes exactly this amount, currency and recipient. Accept the payment only when `valid` is true.",
+        description = "For an agent that is being paid: check a verdict token the payer handed over, as `mandate verify` does, against Mandate's published key set (fetched, then cached 5 minutes): ES256 signature, issuer, expiry, the signing key's environment (live; sandbox too when started with --sandbox), verdict `allow`, that it authorizes exactly this amount, currency and recipient, and that it was not accepted before (a second check of an accepted token is a replay). Accept the payment only when `valid` is true.",
         annotations(
             title = "Verify a verdict token",
             read_only_hint = true,
             destructive_hint = false,
-            idempotent_hint = true,
+            idempotent_hint = false,
             open_world_hint = false
         )
     )]
@@ -473,63 +483,58 @@ impl MandateTools {
         Parameters(args): Parameters<VerifyArgs>,
     ) -> Result<Json<VerifyOutput>, String> {
         let amount = Amount::parse(&amount_text(&args.amount)?).map_err(|e| e.to_string())?;
+        let currency: Currency = args
+            .currency
+            .trim()
+            .parse()
+            .map_err(|e| format!("currency: {e}"))?;
+        let recipient: Recipient = args
+            .recipient
+            .trim()
+            .parse()
+            .map_err(|e| format!("recipient: {e}"))?;
         let issuer = self.issuer.clone().ok_or_else(|| {
             "verify_verdict needs the service's verdicts URL: start `mandate mcp` with --issuer URL (or MANDATE_ISSUER)".to_owned()
         })?;
         let set = self.key_set(&issuer).await.map_err(|e| e.0)?;
-        let now = time::OffsetDateTime::now_utc().unix_timestamp();
-        let options = VerifyOptions {
-            issuer,
-            now,
-            leeway_secs: 0,
+        let policy = if self.sandbox {
+            EnvironmentPolicy::LiveOrSandbox
+        } else {
+            EnvironmentPolicy::LiveOnly
         };
-        let claims = match verify_verdict(args.token.trim(), &set, &options) {
-            Ok(claims) => claims,
-            Err(e) => {
-                return Ok(Json(VerifyOutput {
-                    valid: false,
-                    reasons: vec![e.to_string()],
-                    decision: None,
-                    verdict: None,
-                    environment: None,
-                }));
-            }
-        };
-        let mut reasons = Vec::new();
-        if claims.verdict.as_str() != "allow" {
-            reasons.push(format!("the verdict is {}, not allow", claims.verdict));
-        }
-        let signed = &claims.request;
-        if signed.amount.value() != amount.value() {
-            reasons.push(format!(
-                "amount {amount} does not match the signed amount {}",
-                signed.amount
-            ));
-        }
-        if !signed
-            .currency
-            .as_str()
-            .eq_ignore_ascii_case(args.currency.trim())
-        {
-            reasons.push(format!(
-                "currency {} does not match the signed currency {}",
-                args.currency, signed.currency
-            ));
-        }
-        if signed.recipient.as_str() != args.recipient.trim() {
-            reasons.push(format!(
-                "recipient {} does not match the signed recipient {}",
-                args.recipient, signed.recipient
-            ));
-        }
-        let kid = mandate_core::environment::token_kid(args.token.trim()).unwrap_or_default();
-        Ok(Json(VerifyOutput {
-            valid: reasons.is_empty(),
-            reasons,
-            decision: Some(claims.jti.as_str().to_owned()),
-            verdict: Some(claims.verdict.as_str().to_owned()),
-            environment: mandate_core::environment::Environment::of_kid(&kid)
-                .map(|e| e.as_str().to_owned()),
+        let counterparty = Counterparty::new(issuer).environments(policy);
+        let expected = ExpectedTransaction::new(amount, currency, recipient);
+        let now = time::OffsetDateTime::now_utc();
+        // mandate-core's one-call check, with this process's replay guard: a token
+        // accepted once is refused as a replay after.
+        let mut guard = self.replay.lock().await;
+        let token = args.token.trim();
+        let checked = counterparty.check(token, &set, &expected, &mut *guard, now);
+        let environment = mandate_core::environment::token_kid(token)
+            .and_then(|kid| Environment::of_kid(&kid))
+            .map(|e| e.as_str().to_owned());
+        Ok(Json(match checked {
+            Ok(verified) => VerifyOutput {
+                valid: true,
+                reasons: Vec::new(),
+                decision: Some(verified.claims.jti.as_str().to_owned()),
+                verdict: Some(verified.claims.verdict.as_str().to_owned()),
+                environment,
+            },
+            Err(CheckError::Refused { claims, objections }) => VerifyOutput {
+                valid: false,
+                reasons: objections.iter().map(ToString::to_string).collect(),
+                decision: Some(claims.jti.as_str().to_owned()),
+                verdict: Some(claims.verdict.as_str().to_owned()),
+                environment,
+            },
+            Err(other) => VerifyOutput {
+                valid: false,
+                reasons: vec![other.to_string()],
+                decision: None,
+                verdict: None,
+                environment: None,
+            },
         }))
     }
 }

@@ -24,6 +24,7 @@ from mcp.shared.exceptions import MCPError
 CONFIG = json.loads(sys.argv[1])
 TOOLS = {"authorize_payment", "wait_for_review", "get_mandate", "list_decisions", "verify_verdict"}
 READ_ONLY = {"wait_for_review", "get_mandate", "list_decisions", "verify_verdict"}
+IDEMPOTENT = {"wait_for_review", "get_mandate", "list_decisions"}
 
 
 def say(message):
@@ -111,7 +112,7 @@ async def scenario(session):
         assert tool.description and len(tool.description) > 40, name
         assert tool.annotations.read_only_hint is (name in READ_ONLY), name
         assert tool.annotations.destructive_hint is False, name
-    assert tools["authorize_payment"].annotations.idempotent_hint is False
+        assert tool.annotations.idempotent_hint is (name in IDEMPOTENT), name
     assert set(tools["authorize_payment"].input_schema["required"]) == {
         "amount", "currency", "recipient", "category"}
     # No tool result or schema names the key.
@@ -131,14 +132,19 @@ async def scenario(session):
     assert allowed["idempotency_key"].startswith("idem_")
     assert CONFIG["agent_key"] not in json.dumps(allowed)
     # verify_verdict, as the payee would.
-    good = await s.ok("verify_verdict", {
-        "token": allowed["verdict_token"], "amount": "20.50", "currency": "USD",
-        "recipient": "vendor:acme"})
-    assert good["valid"] is True and good["reasons"] == [], good
     bad = await s.ok("verify_verdict", {
         "token": allowed["verdict_token"], "amount": "21", "currency": "USD",
         "recipient": "vendor:acme"})
     assert bad["valid"] is False and "amount" in bad["reasons"][0], bad
+    good = await s.ok("verify_verdict", {
+        "token": allowed["verdict_token"], "amount": "20.50", "currency": "USD",
+        "recipient": "vendor:acme"})
+    assert good["valid"] is True and good["reasons"] == [], good
+    assert good["environment"] == "sandbox", good
+    replayed = await s.ok("verify_verdict", {
+        "token": allowed["verdict_token"], "amount": "20.50", "currency": "USD",
+        "recipient": "vendor:acme"})
+    assert replayed["valid"] is False and "replay" in replayed["reasons"][0], replayed
     forged = await s.ok("verify_verdict", {
         "token": allowed["verdict_token"][:-6] + "AAAAAA", "amount": "20.5",
         "currency": "USD", "recipient": "vendor:acme"})

@@ -195,6 +195,8 @@ fn mcp_command(server: &Server, home: &std::path::Path) -> (Vec<String>, Vec<(St
         "mcp".to_owned(),
         "--issuer".to_owned(),
         server.issuer.clone(),
+        // The test organization's tokens are sandbox tokens.
+        "--sandbox".to_owned(),
     ];
     let env = vec![
         ("HOME".to_owned(), home.display().to_string()),
