@@ -182,6 +182,9 @@ pub enum Command {
     /// Receive, verify and print webhook events locally, optionally forwarding them
     #[command(long_about = listen::LONG_ABOUT)]
     Listen(listen::ListenArgs),
+    /// Serve Mandate to an agent host as MCP tools (stdio, or --http), acting for one agent
+    #[command(long_about = crate::mcp::LONG_ABOUT)]
+    Mcp(crate::mcp::McpArgs),
 }
 
 impl GlobalArgs {
@@ -231,6 +234,7 @@ impl Command {
             Command::Escrows(cmd) => escrows::run(cmd, ctx),
             Command::Export(cmd) => export::run(cmd, ctx),
             Command::Listen(args) => listen::run(args, ctx),
+            Command::Mcp(args) => crate::mcp::run(args, ctx),
         }
     }
 }

@@ -15,6 +15,7 @@ mod config;
 mod error;
 mod http1;
 mod jwks_cache;
+mod mcp;
 mod output;
 mod replay_store;
 

@@ -130,6 +130,7 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
 
 pub mod amount;
+pub mod budget;
 pub mod claims;
 pub mod counterparty;
 pub mod cursor;

@@ -70,6 +70,33 @@ impl Context {
         }
         Client::new(&resolved, self.http)
     }
+
+    /// The base URL (ending in `/v1`) and the agent key, from flags, environment and
+    /// profile, for `mandate mcp`; an organization key is refused (the server acts for one
+    /// agent), and the key is never part of a message.
+    pub fn agent_credentials(&self) -> Result<(String, String), CliError> {
+        let file = if self.given.profile.is_none()
+            && self.given.api_key.is_some()
+            && self.given.base_url.is_some()
+        {
+            ConfigFile::default()
+        } else {
+            ConfigFile::load(&config::config_path()?)?
+        };
+        let resolved = config::resolve(&self.given, &file)?;
+        let url = client::parse_url(&resolved.base_url)?;
+        let key = resolved.api_key.ok_or_else(|| {
+            CliError::usage(
+                "no API key: set MANDATE_API_KEY to the agent's key (ak_…) or store it with `mandate login`",
+            )
+        })?;
+        if !key.starts_with("ak_") {
+            return Err(CliError::usage(
+                "mandate mcp acts for one agent: give it an agent key (ak_…), not an organization key",
+            ));
+        }
+        Ok((url.as_str().trim_end_matches('/').to_owned(), key))
+    }
 }
 
 /// The option of every command that POSTs.

@@ -39,6 +39,11 @@ pub struct Mandate {
     /// Which recipients may be paid, if given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recipients: Option<Recipients>,
+    /// What each limit still allows at the time of the answer, in `limits.currency`,
+    /// computed by [`crate::budget::remaining`] from the spend the engine decides with: on
+    /// `GET /v1/mandates/{id}` only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remaining: Option<crate::budget::Remaining>,
     /// Amounts above this get `review`, if given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub review_above: Option<Amount>,
@@ -132,6 +137,7 @@ impl crate::mandate::Mandate {
             recipients: terms.recipients.clone(),
             review_above: terms.review_above,
             spent: None,
+            remaining: None,
             status: self.status_at(now),
         }
     }

@@ -1,7 +1,8 @@
 //! `POST/GET /v1/mandates`, `GET/DELETE /v1/mandates/{id}`, `POST /v1/mandates/{id}/revoke`.
 //!
 //! `GET /v1/mandates/{id}` also answers what the mandate's allows add up to this day, week
-//! and month (`spent`), read from the decision log.
+//! and month (`spent`), read from the decision log, and what each limit still allows
+//! (`remaining`, `mandate_core::budget`).
 //!
 //! Every change to an agent's mandate is made under that agent's lock, so that no
 //! authorization is judged against a mandate that has already been replaced or revoked.
@@ -13,6 +14,7 @@ use axum::routing::{get, post};
 use mandate_core::id::MandateId;
 use mandate_core::mandate::{Mandate, MandateDraft, MandateStatus, format_date};
 
+use mandate_core::budget::remaining;
 use mandate_core::history::SpendToDate;
 use mandate_core::wire::Spent;
 use time::OffsetDateTime;
@@ -142,18 +144,25 @@ async fn show(
     let mandate = find(&state, &caller, &id).await?;
     let now = state.now();
     let mut shown = mandate.to_wire(now);
-    shown.spent = Some(spent(&state, &caller, &mandate, now).await?);
+    let spend = spend_to_date(&state, &caller, &mandate, now).await?;
+    shown.spent = Some(Spent {
+        day: spend.day_total_at(now),
+        month: spend.total_at(now),
+        week: spend.week_total_at(now),
+    });
+    shown.remaining = Some(remaining(&mandate.terms.limits, &spend, now));
     Ok(ok(wire_json(&shown)?))
 }
 
-/// What the mandate's allows add up to this day, week and month, summed as the engine
-/// sums them (`mandate_core::history::SpendToDate`).
-async fn spent(
+/// The mandate's allows this day, week and month, summed as the engine sums them
+/// (`mandate_core::history::SpendToDate`), from the committed decision log: a decision
+/// answered before this read is in it.
+async fn spend_to_date(
     state: &AppState,
     caller: &Caller,
     mandate: &Mandate,
     now: OffsetDateTime,
-) -> Result<Spent, ApiError> {
+) -> Result<SpendToDate, ApiError> {
     let allows = state
         .store
         .mandate_allows_since(
@@ -168,11 +177,7 @@ async fn spent(
     for (amount, at) in allows {
         spend.add(amount, from_ms(at));
     }
-    Ok(Spent {
-        day: spend.day_total_at(now),
-        month: spend.total_at(now),
-        week: spend.week_total_at(now),
-    })
+    Ok(spend)
 }
 
 async fn delete() -> ApiError {

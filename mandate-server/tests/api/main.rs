@@ -37,6 +37,7 @@ mod logs;
 mod mandate_extensions;
 mod mandates;
 mod metrics;
+mod remaining;
 mod reviews;
 mod stored_tokens;
 mod webhooks;

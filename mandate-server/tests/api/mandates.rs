@@ -56,6 +56,9 @@ async fn create_returns_the_full_mandate_with_exact_decimals() {
     assert_eq!(read.status, 200, "{}", read.text);
     let mut spent = r.body.clone();
     spent["spent"] = json!({"day": 0, "week": 0, "month": 0});
+    // And what each limit still allows: all of it, exact.
+    spent["remaining"] =
+        serde_json::from_str(r#"{"per_month": 1000.005, "per_transaction": 100.10}"#).unwrap();
     assert_eq!(read.body, spent);
     assert!(read.text.contains(r#""per_transaction":100.10"#));
     assert!(read.text.contains(r#""required_above":250.00"#));

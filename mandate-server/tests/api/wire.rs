@@ -289,11 +289,9 @@ async fn agents_mandates_and_decisions_read_as_their_types_byte_for_byte() {
     let one: wire::Decision = read(&app.get(&org, &path_approved).await, 200);
     assert_eq!(one.supersedes.as_ref(), Some(&review.id));
     stored.push(value(&one));
-    // The original decision, its review resolved, names the fresh decision.
-    let original: wire::Decision = read(
-        &app.get(&org, &format!("/v1/decisions/{}", review.id)).await,
-        200,
-    );
+    // The original, read after the approval, names the fresh decision.
+    let path_original = format!("/v1/decisions/{}", review.id);
+    let original: wire::Decision = read(&app.get(&org, &path_original).await, 200);
     assert_eq!(original.review_resolution.as_ref(), Some(&approved.id));
     stored.push(value(&original));
     declared("Decision", &stored);

@@ -69,6 +69,8 @@ mod mandate_extensions;
 mod mandates;
 #[path = "../api/metrics.rs"]
 mod metrics;
+#[path = "../api/remaining.rs"]
+mod remaining;
 #[path = "../api/reviews.rs"]
 mod reviews;
 #[path = "../api/stored_tokens.rs"]
