@@ -255,8 +255,13 @@ fn record(key: &str, request_id: &str) -> IdempotencyRecord {
         status: 201,
         body: Sealed(format!("sealed {key}").into_bytes()),
         request_id: request_id.into(),
+        claim: CLAIM,
     }
 }
+
+/// The token of every claim this suite makes (one request a key at a time, but for the
+/// race, where one claim of sixteen wins).
+const CLAIM: [u8; 16] = [1; 16];
 
 pub async fn orgs_are_unique_by_name_and_a_refused_org_writes_nothing(fresh: &Fresh) {
     let store = fresh.store.as_ref();
@@ -729,9 +734,10 @@ pub async fn the_event_log_pages_newest_first_without_gaps_or_repeats(fresh: &Fr
 pub async fn an_idempotency_key_is_claimed_once_even_at_once(fresh: &Fresh) {
     let store = fresh.store.as_ref();
     let (digest, other) = ([1u8; 32], [2u8; 32]);
-    let claims =
-        join_all((0..16).map(|_| store.claim_idempotency_key(ORG_KEY, "k-race", digest, NOW)))
-            .await;
+    let claims = join_all(
+        (0..16).map(|_| store.claim_idempotency_key(ORG_KEY, "k-race", digest, CLAIM, NOW)),
+    )
+    .await;
     let actions: Vec<NextAction> = claims.into_iter().map(|c| c.unwrap().0).collect();
     let started = actions
         .iter()
@@ -743,33 +749,38 @@ pub async fn an_idempotency_key_is_claimed_once_even_at_once(fresh: &Fresh) {
         NextAction::StartProcessing | NextAction::ConflictInFlight
     )));
     let (action, _) = store
-        .claim_idempotency_key(ORG_KEY, "k-race", other, NOW)
+        .claim_idempotency_key(ORG_KEY, "k-race", other, CLAIM, NOW)
         .await
         .unwrap();
     assert_eq!(action, NextAction::ConflictDifferentRequest);
     // The key is scoped to the API key: another caller's same key is its own.
     let (action, _) = store
-        .claim_idempotency_key(LIVE_KEY, "k-race", digest, NOW)
+        .claim_idempotency_key(LIVE_KEY, "k-race", digest, CLAIM, NOW)
         .await
         .unwrap();
     assert_eq!(action, NextAction::StartProcessing);
     // Released, a retry runs the request again.
     store
-        .finish_idempotency(LIVE_KEY, "k-race", None)
+        .finish_idempotency(LIVE_KEY, "k-race", CLAIM, None)
         .await
         .unwrap();
     let (action, _) = store
-        .claim_idempotency_key(LIVE_KEY, "k-race", digest, NOW)
+        .claim_idempotency_key(LIVE_KEY, "k-race", digest, CLAIM, NOW)
         .await
         .unwrap();
     assert_eq!(action, NextAction::StartProcessing);
     // Finished, the answer is replayed with the id of the request it answered.
     store
-        .finish_idempotency(ORG_KEY, "k-race", Some(record("k-race", "req_first")))
+        .finish_idempotency(
+            ORG_KEY,
+            "k-race",
+            CLAIM,
+            Some(record("k-race", "req_first")),
+        )
         .await
         .unwrap();
     let (action, original) = store
-        .claim_idempotency_key(ORG_KEY, "k-race", digest, NOW + Duration::seconds(1))
+        .claim_idempotency_key(ORG_KEY, "k-race", digest, CLAIM, NOW + Duration::seconds(1))
         .await
         .unwrap();
     assert!(
@@ -781,12 +792,12 @@ pub async fn an_idempotency_key_is_claimed_once_even_at_once(fresh: &Fresh) {
     // newer than its bound: the finished answer is still replayed.
     assert_eq!(store.sweep_idempotency(ms(NOW) - 1).await.unwrap(), 1);
     let (action, _) = store
-        .claim_idempotency_key(LIVE_KEY, "k-race", digest, NOW)
+        .claim_idempotency_key(LIVE_KEY, "k-race", digest, CLAIM, NOW)
         .await
         .unwrap();
     assert_eq!(action, NextAction::StartProcessing, "released by the sweep");
     let (action, _) = store
-        .claim_idempotency_key(ORG_KEY, "k-race", digest, NOW)
+        .claim_idempotency_key(ORG_KEY, "k-race", digest, CLAIM, NOW)
         .await
         .unwrap();
     assert!(matches!(action, NextAction::ReturnSavedResponse(_)));
@@ -801,7 +812,7 @@ pub async fn decisions_are_logged_with_their_idempotency_record_in_order(fresh: 
     let deciding = Deciding::new();
     let before = store.last_decision_seq().await.unwrap();
     let (claimed, _) = store
-        .claim_idempotency_key(ORG_KEY, "k-decide", [5; 32], NOW)
+        .claim_idempotency_key(ORG_KEY, "k-decide", [5; 32], CLAIM, NOW)
         .await
         .unwrap();
     assert_eq!(claimed, NextAction::StartProcessing);
@@ -811,7 +822,7 @@ pub async fn decisions_are_logged_with_their_idempotency_record_in_order(fresh: 
     assert_eq!(first["verdict"], "allow");
     // The idempotency record was stored with the decision.
     let (action, original) = store
-        .claim_idempotency_key(ORG_KEY, "k-decide", [5; 32], NOW)
+        .claim_idempotency_key(ORG_KEY, "k-decide", [5; 32], CLAIM, NOW)
         .await
         .unwrap();
     assert!(
@@ -933,7 +944,7 @@ pub async fn a_failing_decision_writes_nothing(fresh: &Fresh) {
     // The same decision again (its id taken) with an idempotency record: the decision's
     // insert fails, so the record is not stored either.
     let (claimed, _) = store
-        .claim_idempotency_key(ORG_KEY, "k-fail", [6; 32], NOW)
+        .claim_idempotency_key(ORG_KEY, "k-fail", [6; 32], CLAIM, NOW)
         .await
         .unwrap();
     assert_eq!(claimed, NextAction::StartProcessing);
@@ -958,7 +969,7 @@ pub async fn a_failing_decision_writes_nothing(fresh: &Fresh) {
     assert_eq!(store.last_decision_seq().await.unwrap(), last);
     assert_eq!(event_types(store).await, events);
     let (action, _) = store
-        .claim_idempotency_key(ORG_KEY, "k-fail", [6; 32], NOW)
+        .claim_idempotency_key(ORG_KEY, "k-fail", [6; 32], CLAIM, NOW)
         .await
         .unwrap();
     assert_eq!(
