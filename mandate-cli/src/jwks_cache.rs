@@ -9,8 +9,10 @@
 use std::path::{Path, PathBuf};
 
 use mandate_core::jwk::JwkSet;
+use mandate_core::jwks_cache::{CachePolicy, KeySetCache};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use time::OffsetDateTime;
 
 use crate::config;
 use crate::error::CliError;
@@ -67,9 +69,21 @@ impl CacheEntry {
         now.saturating_sub(self.fetched_at)
     }
 
-    /// Whether the entry may still be used at `now`.
+    /// Whether the entry may still be used at `now`: the core's JWK Set cache policy, with
+    /// the service's five minutes.
     pub fn is_fresh_at(&self, now: i64) -> bool {
-        self.age_at(now) < KEY_SET_LIFETIME_SECS
+        let (Ok(fetched), Ok(now)) = (
+            OffsetDateTime::from_unix_timestamp(self.fetched_at),
+            OffsetDateTime::from_unix_timestamp(now),
+        ) else {
+            return false;
+        };
+        let mut cache = KeySetCache::new(CachePolicy {
+            default_max_age: time::Duration::seconds(KEY_SET_LIFETIME_SECS),
+            ..CachePolicy::default()
+        });
+        cache.fetched(fetched, None);
+        cache.is_fresh_at(now)
     }
 
     /// The key set, parsed strictly.

@@ -7,6 +7,9 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read as _, Write as _};
 use std::path::Path;
 
+use mandate_core::{ReplayGuard, ReplayGuardError};
+use time::OffsetDateTime;
+
 use crate::error::CliError;
 
 /// Whether an id was new (and is now recorded) or seen before.
@@ -51,6 +54,35 @@ pub fn check_and_record(path: &Path, id: &str, now: i64) -> Result<Seen, CliErro
     file.write_all(entry.as_bytes()).map_err(fail)?;
     file.sync_all().map_err(fail)?;
     Ok(Seen::New)
+}
+
+/// The file store as the core's replay guard, for `Counterparty::check`. Entries are
+/// kept for ever (the file is the operator's record of what was settled).
+#[derive(Debug, Clone, Copy)]
+pub struct FileReplayStore<'a> {
+    path: &'a Path,
+}
+
+impl<'a> FileReplayStore<'a> {
+    /// The store at `path`.
+    pub fn new(path: &'a Path) -> Self {
+        Self { path }
+    }
+}
+
+impl ReplayGuard for FileReplayStore<'_> {
+    fn check_and_record(
+        &mut self,
+        nonce: &str,
+        _keep_until: OffsetDateTime,
+        now: OffsetDateTime,
+    ) -> Result<mandate_core::Seen, ReplayGuardError> {
+        match check_and_record(self.path, nonce, now.unix_timestamp()) {
+            Ok(Seen::New) => Ok(mandate_core::Seen::New),
+            Ok(Seen::Before) => Ok(mandate_core::Seen::Before),
+            Err(e) => Err(ReplayGuardError(e.to_string())),
+        }
+    }
 }
 
 #[cfg(test)]

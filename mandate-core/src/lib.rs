@@ -12,17 +12,17 @@
 //!
 //! From a mandate to a verified verdict: parse a mandate draft, evaluate a request against
 //! it, sign the verdict as an ES256 JWT, publish the public key in a JWK Set, and verify the
-//! token the way a counterparty would.
+//! token the way a counterparty would, in one call ([`Counterparty::check`]). What an
+//! embedder uses is re-exported here at the root; docs/embedding.md in the repository is
+//! the guide.
 //!
 //! ```
-//! use mandate_core::amount::Amount;
-//! use mandate_core::claims::{RequestClaims, VERDICT_LIFETIME_SECS, VerdictClaims};
-//! use mandate_core::history::AgentHistory;
-//! use mandate_core::id::{AgentId, DecisionId, MandateId, Nonce};
-//! use mandate_core::jwk::JwkSet;
-//! use mandate_core::jws::{P256Signer, Signer, VerifyOptions, sign_token, verify_verdict};
-//! use mandate_core::mandate::{Mandate, MandateDraft, MandateStatus};
-//! use mandate_core::policy::{AuthorizationRequest, Mode, Verdict, evaluate};
+//! use mandate_core::{
+//!     AgentHistory, AgentId, Amount, AuthorizationRequest, Counterparty, DecisionId,
+//!     ExpectedTransaction, Issuance, JwkSet, Mandate, MandateDraft, MandateId, MandateStatus,
+//!     MemoryReplayGuard, Mode, Nonce, P256Signer, Signer, Verdict, VerdictClaims, evaluate,
+//!     sign_token,
+//! };
 //! use time::OffsetDateTime;
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -61,27 +61,18 @@
 //! let evaluation = evaluate(Some(&mandate), &request, &history, Mode::Enforce, now);
 //! assert_eq!(evaluation.verdict, Verdict::Allow);
 //! history.record(&evaluation, request.amount, now);
+//! let (amount, currency, recipient) =
+//!     (request.amount, request.currency.clone(), request.recipient.clone());
 //!
-//! // The claims that are signed.
-//! let iat = now.unix_timestamp();
-//! let claims = VerdictClaims {
-//!     iss: "https://verdicts.example".to_owned(),
+//! // The claims that are signed: the request, the evaluation and the issuer's values.
+//! let issuance = Issuance {
+//!     issuer: "https://verdicts.example".to_owned(),
 //!     jti: DecisionId::from_random([2; 16]),
-//!     iat,
-//!     exp: iat + VERDICT_LIFETIME_SECS,
-//!     verdict: evaluation.verdict,
-//!     policy_verdict: evaluation.policy_verdict,
-//!     mandate: Some(mandate.id.clone()),
-//!     policy_version: "pol_2026-11-01.1".to_owned(),
 //!     nonce: Nonce::from_random([3; 16]),
-//!     request: RequestClaims {
-//!         agent: request.agent.clone(),
-//!         amount: request.amount,
-//!         currency: request.currency.clone(),
-//!         recipient: request.recipient.clone(),
-//!         category: request.category.clone(),
-//!     },
+//!     policy_version: "pol_2026-11-01.1".to_owned(),
+//!     issued_at: now,
 //! };
+//! let claims = VerdictClaims::new(request, &evaluation, Some(mandate.id.clone()), issuance);
 //!
 //! // Fixed secret bytes keep the example deterministic. In production the 32 bytes come
 //! // from the operating system's RNG (for example `getrandom`) in the server, and are kept
@@ -93,16 +84,21 @@
 //! let published = serde_json::to_vec(&JwkSet { keys: vec![signer.public_jwk()] })?;
 //! let jwks = JwkSet::from_json(&published)?;
 //!
-//! let options = VerifyOptions {
-//!     issuer: "https://verdicts.example".to_owned(),
-//!     now: iat + 10,
-//!     leeway_secs: 30,
-//! };
-//! let verified = verify_verdict(&token, &jwks, &options)?;
-//! assert_eq!(verified.verdict, Verdict::Allow);
-//! assert_eq!(verified.request.amount, Amount::parse("42.50")?);
-//! assert_eq!(verified.request.amount.to_string(), "42.50");
-//! assert_eq!(verified, claims);
+//! // The whole counterparty check, in one call: signature, issuer, expiry, a live key,
+//! // `allow`, this transaction, and a nonce never accepted before.
+//! let expected = ExpectedTransaction::new(amount, currency, recipient);
+//! let mut accepted = MemoryReplayGuard::default();
+//! let verified = Counterparty::new("https://verdicts.example").check(
+//!     &token,
+//!     &jwks,
+//!     &expected,
+//!     &mut accepted,
+//!     now + time::Duration::seconds(10),
+//! )?;
+//! assert_eq!(verified.claims.verdict, Verdict::Allow);
+//! assert_eq!(verified.claims.request.amount, Amount::parse("42.50")?);
+//! assert_eq!(verified.claims.request.amount.to_string(), "42.50");
+//! assert_eq!(verified.claims, claims);
 //! # Ok(())
 //! # }
 //! ```

@@ -419,30 +419,6 @@ impl Mandate {
             other => other,
         }
     }
-
-    /// The mandate in its API shape, with the status as seen at `now`.
-    pub fn to_json(&self, now: OffsetDateTime) -> Value {
-        crate::wire::to_value(&self.to_wire(now)).unwrap_or(Value::Null)
-    }
-
-    /// The mandate as the API returns it, with its status as seen at `now`.
-    pub fn to_wire(&self, now: OffsetDateTime) -> crate::wire::Mandate {
-        let terms = &self.terms;
-        crate::wire::Mandate {
-            agent: terms.agent.clone(),
-            categories: terms.categories.clone(),
-            created_at: self.created_at,
-            escrow: terms.escrow.clone(),
-            expires: terms.expires,
-            id: self.id.clone(),
-            limits: terms.limits.clone(),
-            principal: terms.principal.clone(),
-            recipients: terms.recipients.clone(),
-            review_above: terms.review_above,
-            spent: None,
-            status: self.status_at(now),
-        }
-    }
 }
 
 /// Formats a date as `YYYY-MM-DD`.

@@ -2,7 +2,8 @@
 //!
 //! The Mandate service: a thin shell of HTTP, authentication, persistence and workers
 //! around `mandate-core`, where every rule lives. axum and tokio serve two listeners (the
-//! API host and the public host); SQLite (one WAL file) stores everything.
+//! API host and the public host); an engine behind [`storage::Store`] stores everything:
+//! SQLite (one WAL file, the default) or PostgreSQL (shared by many server processes).
 //!
 //! Handlers extract, call the core, persist in one transaction and answer. Errors map to
 //! the spec's envelope in one place ([`http::error`]).

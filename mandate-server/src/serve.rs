@@ -35,7 +35,9 @@ use crate::state::{AppState, Shared};
 use crate::storage::postgres::PostgresStore;
 use crate::storage::sqlite::{Db, SqliteStore};
 use crate::storage::{DbLocation, StorageError, Store};
+use crate::workers::Context;
 use crate::workers::delivery::Worker;
+use crate::workers::refresh::{Listeners, Refresher};
 
 /// How the server is started.
 #[derive(Debug, Clone)]
@@ -170,7 +172,7 @@ pub struct Running {
 /// What to do about signing keys stored unencrypted.
 pub fn unencrypted_advice() -> String {
     format!(
-        "signing keys are stored unencrypted; set {} or {} to encrypt them at rest",
+        "signing keys are stored unencrypted; set {} or {} and run `mandate-server seal-signing-keys` once to encrypt them at rest",
         at_rest::KEK_VAR,
         at_rest::KEK_FILE_FLAG
     )
@@ -341,7 +343,13 @@ pub async fn start_with(
     // same process.
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     // Dropping the worker (an error below) stops it.
-    let worker = Worker::start(state.clone())
+    let context = Context {
+        store: store.clone(),
+        clock: clock.clone(),
+        keys: state.keys.clone(),
+        issuer: state.verdicts_url.clone(),
+    };
+    let worker = Worker::start(context.clone())
         .map_err(|e| ServeError::Io(std::io::Error::other(format!("delivery worker: {e}"))))?;
     let tls = match &config.tls {
         Some((cert, key)) => Some(tls_config(cert, key).await?),
@@ -397,46 +405,23 @@ pub async fn start_with(
         Ok(peers) => state.callers.set_peers(peers),
         Err(e) => tracing::error!("heartbeat: {e}"),
     }
-    let refresher = {
-        let (store, ring, clock) = (store.clone(), state.keys.clone(), clock.clone());
-        let callers = state.callers.clone();
-        let process_id = process_id.clone();
-        tokio::spawn(async move {
-            // Keys changed by operator commands: every 250 ms (a signing key rotation moves
-            // the generation too, so every process publishes and signs with the new key
-            // within a second). Signing keys otherwise: every 2 s (a retired key leaves the
-            // set as time passes). This process's heartbeat, and how many share the
-            // database: every second.
-            let mut seen_generation = initial_generation;
-            let mut tick: u64 = 0;
-            loop {
-                tokio::time::sleep(Duration::from_millis(250)).await;
-                tick += 1;
-                if tick.is_multiple_of(4) {
-                    match store.heartbeat(&process_id).await {
-                        Ok(peers) => callers.set_peers(peers),
-                        Err(e) => tracing::error!("heartbeat: {e}"),
-                    }
-                }
-                let generation = store.key_generation().await;
-                let mut moved = false;
-                match generation {
-                    Ok(g) if seen_generation != Some(g) => {
-                        callers.clear();
-                        moved = seen_generation.is_some();
-                        seen_generation = Some(g);
-                    }
-                    Ok(_) => {}
-                    Err(e) => tracing::error!("reading the keys generation: {e}"),
-                }
-                if (moved || tick.is_multiple_of(8))
-                    && let Err(e) = signing::reload(&*store, &keys, ms(clock.now()), &ring).await
-                {
-                    tracing::error!("reloading signing keys: {e}");
-                }
-            }
-        })
-    };
+    let refresher = Refresher::new(
+        context,
+        (*keys).clone(),
+        process_id.clone(),
+        Listeners {
+            peers: Box::new({
+                let callers = state.callers.clone();
+                move |peers| callers.set_peers(peers)
+            }),
+            keys_changed: Box::new({
+                let callers = state.callers.clone();
+                move || callers.clear()
+            }),
+        },
+        initial_generation,
+    )
+    .start();
     Ok(Running {
         api_addr,
         public_addr,

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
-use mandate_core::id::AgentId;
+use mandate_core::id::{AgentId, DecisionId};
 use mandate_core::policy::Verdict;
 use serde_json::json;
 
@@ -42,7 +42,9 @@ pub enum ExportCommand {
 pub const DECISIONS_LONG_ABOUT: &str = "Export every decision that matches the filters, for \
 an audit or another system: one decision object per line (NDJSON), oldest first, in the \
 shape of `mandate decisions get`, amounts with their exact digits. The export covers every \
-decision committed when it starts; it is not paginated.\n\n\
+decision committed when it starts; it is not paginated. With `--after DECISION` (the last \
+decision of a previous export) only the decisions committed after that one are exported: \
+appending each such export to the last one follows the log without a gap or a repeat.\n\n\
 The body is copied to FILE as it arrives, in 64 KiB chunks, whatever its size. It is \
 written under a temporary name in FILE's directory and renamed to FILE only when complete, \
 so FILE is never left short: if the server aborts the export or the connection drops, the \
@@ -59,6 +61,7 @@ what `mandate simulate --decisions FILE` reads.";
 Examples:
   mandate export decisions --output decisions.ndjson
   mandate export decisions --agent agt_buyer --output buyer.ndjson
+  mandate export decisions --after \"$(tail -n1 all.ndjson | jq -r .id)\" --output new.ndjson
   mandate simulate --mandate tighter.json --decisions buyer.ndjson
   mandate export decisions --verdict review --output - | jq -r .id")]
 pub struct DecisionsArgs {
@@ -74,6 +77,10 @@ pub struct DecisionsArgs {
     /// Only this agent's decisions
     #[arg(long, value_name = "ID")]
     pub agent: Option<AgentId>,
+    /// Only decisions committed after this one (the last line of a previous export): an
+    /// incremental export
+    #[arg(long, value_name = "DECISION")]
+    pub after: Option<DecisionId>,
 }
 
 /// How much of the export has been copied.
@@ -250,6 +257,9 @@ fn decisions(args: &DecisionsArgs, ctx: &Context) -> CmdResult {
     }
     if let Some(verdict) = args.policy_verdict {
         filters.push(("policy_verdict", verdict.as_str().to_owned()));
+    }
+    if let Some(after) = &args.after {
+        filters.push(("after", after.to_string()));
     }
     let client = ctx.client()?;
     let mut sink = if args.output == Path::new("-") {

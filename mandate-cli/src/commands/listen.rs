@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use clap::{ArgGroup, Args};
 use mandate_core::claims::EventClaims;
 use mandate_core::jwk::JwkSet;
+use mandate_core::jwks_cache::{CachePolicy, KeySetCache, NextFetch};
 use mandate_core::jws::{TokenError, VerifyOptions, verify_event};
 use reqwest::Url;
 use reqwest::header::CONTENT_TYPE;
@@ -123,27 +124,41 @@ type Loader = Box<dyn Fn() -> Result<JwkSet, CliError> + Send>;
 struct Keys {
     set: JwkSet,
     issuer: String,
-    loaded_at: Instant,
     /// How long the set may be used before it is loaded again (a set fetched from a URL).
     lifetime: Option<Duration>,
-    /// The last load for an unknown `kid`.
-    reloaded_for_kid: Option<Instant>,
+    /// When to load it again: the core's JWK Set cache policy, by the real clock.
+    cache: KeySetCache,
     load: Loader,
+}
+
+/// The cache policy of a set loaded now that may be used for `lifetime` (for ever when
+/// `None`: a file is loaded again only for an unknown kid).
+fn cache_for(lifetime: Option<Duration>) -> KeySetCache {
+    let seconds = |d: Duration| time::Duration::try_from(d).unwrap_or(time::Duration::ZERO);
+    // A century stands for ever without overflowing a date.
+    let max_age = lifetime.map_or(time::Duration::days(36_500), seconds);
+    let mut cache = KeySetCache::new(CachePolicy {
+        default_max_age: max_age,
+        max_max_age: max_age,
+        unknown_kid_interval: seconds(RELOAD_COOLDOWN),
+    });
+    cache.fetched(OffsetDateTime::now_utc(), None);
+    cache
 }
 
 impl Keys {
     /// Verifies an event token, loading the set again (once) when the token names a `kid`
     /// the set does not hold, and first when a fetched set is older than five minutes.
     fn verify(&mut self, token: &str, now: i64) -> Result<EventClaims, String> {
-        if self
-            .lifetime
-            .is_some_and(|lifetime| self.loaded_at.elapsed() >= lifetime)
-        {
+        let clock = OffsetDateTime::now_utc();
+        if self.lifetime.is_some() && self.cache.before_use(clock) == NextFetch::Fetch {
             match (self.load)() {
                 Ok(set) => self.replace(set),
                 Err(e) => output::note(&format!(
                     "cannot refresh the key set, still using the one loaded {} s ago: {e}",
-                    self.loaded_at.elapsed().as_secs()
+                    self.cache
+                        .fetched_at()
+                        .map_or(0, |at| (clock - at).whole_seconds())
                 )),
             }
         }
@@ -154,15 +169,11 @@ impl Keys {
         };
         match verify_event(token, &self.set, &options) {
             Err(unknown @ TokenError::UnknownKid(_)) => {
-                if self
-                    .reloaded_for_kid
-                    .is_some_and(|at| at.elapsed() < RELOAD_COOLDOWN)
-                {
+                if self.cache.unknown_kid(clock) == NextFetch::UseCached {
                     return Err(format!(
                         "{unknown} (the set was loaded again under a second ago)"
                     ));
                 }
-                self.reloaded_for_kid = Some(Instant::now());
                 match (self.load)() {
                     Ok(set) => {
                         self.replace(set);
@@ -178,7 +189,7 @@ impl Keys {
 
     fn replace(&mut self, set: JwkSet) {
         self.set = set;
-        self.loaded_at = Instant::now();
+        self.cache.fetched(OffsetDateTime::now_utc(), None);
     }
 }
 
@@ -214,9 +225,8 @@ fn initial_keys(args: &ListenArgs, http: HttpOptions) -> Result<(Keys, String), 
         let keys = Keys {
             set,
             issuer,
-            loaded_at: Instant::now(),
             lifetime: None,
-            reloaded_for_kid: None,
+            cache: cache_for(None),
             load: Box::new(move || read_set_file(&path)),
         };
         return Ok((keys, source));
@@ -239,9 +249,8 @@ fn initial_keys(args: &ListenArgs, http: HttpOptions) -> Result<(Keys, String), 
     let keys = Keys {
         set,
         issuer,
-        loaded_at: Instant::now(),
         lifetime: Some(URL_SET_LIFETIME),
-        reloaded_for_kid: None,
+        cache: cache_for(Some(URL_SET_LIFETIME)),
         load: Box::new(move || fetch_set(&url, http).map(|(set, _)| set)),
     };
     Ok((keys, final_url.to_string()))
@@ -710,9 +719,8 @@ mod tests {
                 keys: vec![old.public_jwk()],
             },
             issuer: ISSUER.to_owned(),
-            loaded_at: Instant::now(),
             lifetime,
-            reloaded_for_kid: None,
+            cache: cache_for(lifetime),
             load: Box::new(move || {
                 counter.fetch_add(1, Ordering::SeqCst);
                 Ok(next.clone())

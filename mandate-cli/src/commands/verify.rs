@@ -3,7 +3,8 @@
 //!
 //! The key set comes from `--jwks FILE` or from the cache `mandate jwks fetch` wrote (used
 //! for five minutes). The signature, `alg` (ES256 only), `kid`, `iss` and `exp` are checked
-//! by the core's `verify_verdict`/`verify_event`; then the environment of the signing key
+//! by the core (`Counterparty::check` for a verdict, `verify_event` for an event); then the
+//! environment of the signing key
 //! (a `sandbox-` kid only with `--sandbox`: sandbox and live share the issuer and the key
 //! set, and a sandbox organization can have itself an `allow` for any amount), and for a
 //! verdict that it is `allow`, that the transaction matches (`--amount`, `--currency`,
@@ -16,12 +17,13 @@ use std::path::PathBuf;
 
 use clap::Args;
 use mandate_core::amount::Amount;
-use mandate_core::claims::VerdictClaims;
 use mandate_core::environment::{Environment, token_kid};
 use mandate_core::jwk::JwkSet;
-use mandate_core::jws::{VerifyOptions, verify_event, verify_verdict};
+use mandate_core::jws::{VerifyOptions, verify_event};
 use mandate_core::names::{Currency, Recipient};
-use mandate_core::policy::Verdict;
+use mandate_core::{
+    CheckError, Counterparty, EnvironmentPolicy, ExpectedTransaction, MemoryReplayGuard, Objection,
+};
 use serde_json::Value;
 
 use super::jwks::unix_to_text;
@@ -29,7 +31,7 @@ use super::{Context, parse_currency, parse_recipient, read_input};
 use crate::error::{CliError, CmdResult, Exit};
 use crate::jwks_cache;
 use crate::output;
-use crate::replay_store::{self, Seen};
+use crate::replay_store::{self, FileReplayStore, Seen};
 
 /// The long help of `VerifyArgs`, set on its subcommand (a variant's doc comment would
 /// replace a long help given on the struct).
@@ -239,41 +241,27 @@ impl SignedBy {
     }
 }
 
-/// Why a valid verdict still may not be settled.
-fn objections(args: &VerifyArgs, claims: &VerdictClaims) -> Vec<String> {
-    let mut out = Vec::new();
-    if claims.verdict != Verdict::Allow {
-        out.push(format!(
-            "the verdict is {}, not allow: do not settle",
-            claims.verdict
-        ));
+/// An objection of the core's check, in the words of this command (its flags).
+fn describe(objection: &Objection, args: &VerifyArgs) -> String {
+    match objection {
+        Objection::Environment {
+            kid,
+            environment: Some(Environment::Sandbox),
+        } => format!(
+            "signed with the sandbox key {kid}: a sandbox token authorizes no real payment; pass --sandbox to accept it while testing"
+        ),
+        Objection::Environment { kid, .. } => format!(
+            "the key {kid:?} belongs to no environment: only live-… keys (and sandbox-… with --sandbox) sign tokens"
+        ),
+        Objection::Replay(nonce) => match &args.replay_store {
+            Some(path) => format!(
+                "{nonce} was accepted before (replay store {}): this is a replay",
+                path.display()
+            ),
+            None => format!("{nonce} was accepted before: this is a replay"),
+        },
+        other => other.to_string(),
     }
-    let signed = &claims.request;
-    if let Some(amount) = args.amount
-        && amount.value() != signed.amount.value()
-    {
-        out.push(format!(
-            "amount {amount} does not match the signed amount {}",
-            signed.amount
-        ));
-    }
-    if let Some(currency) = &args.currency
-        && *currency != signed.currency
-    {
-        out.push(format!(
-            "currency {currency} does not match the signed currency {}",
-            signed.currency
-        ));
-    }
-    if let Some(recipient) = &args.recipient
-        && *recipient != signed.recipient
-    {
-        out.push(format!(
-            "recipient {recipient} does not match the signed recipient {}",
-            signed.recipient
-        ));
-    }
-    out
 }
 
 /// Prints the status, the signing key's environment and the claims: as fields, or with
@@ -354,21 +342,46 @@ pub fn run(args: VerifyArgs, ctx: &Context) -> CmdResult {
         return Ok(Exit::Success);
     }
 
-    let claims = verify_verdict(&token, &set, &options)
-        .map_err(|e| CliError::Rejected(output::token_error(&e)))?;
-    let value = encode(serde_json::to_value(&claims))?;
+    // The whole counterparty check in one call: signature, issuer, expiry, environment,
+    // allow, the transaction, then the replay store (only when everything else held).
+    let counterparty = Counterparty::new(options.issuer)
+        .leeway_secs(options.leeway_secs)
+        .environments(if args.sandbox {
+            EnvironmentPolicy::LiveOrSandbox
+        } else {
+            EnvironmentPolicy::LiveOnly
+        });
+    let at = time::OffsetDateTime::from_unix_timestamp(now)
+        .map_err(|e| CliError::usage(format!("--now {now} is not a time: {e}")))?;
+    let checked = match (&args.amount, &args.currency, &args.recipient) {
+        (Some(amount), Some(currency), Some(recipient)) if !args.signature_only => {
+            let expected = ExpectedTransaction::new(*amount, currency.clone(), recipient.clone());
+            match &args.replay_store {
+                Some(path) => {
+                    let mut store = FileReplayStore::new(path);
+                    counterparty.check(&token, &set, &expected, &mut store, at)
+                }
+                None => {
+                    let mut guard = MemoryReplayGuard::default();
+                    counterparty.check(&token, &set, &expected, &mut guard, at)
+                }
+            }
+        }
+        _ => counterparty.check_signature_only(&token, &set, at),
+    };
     let signed_by = SignedBy::of(&token);
-    let mut reasons: Vec<String> = signed_by
-        .objection(args.sandbox, false)
-        .into_iter()
-        .collect();
-    reasons.extend(objections(&args, &claims));
-    if !reasons.is_empty() {
-        return refuse(&value, &signed_by, reasons, ctx.json);
-    }
-    if let Some(replay) = replayed(&args, claims.nonce.as_str(), now)? {
-        return refuse(&value, &signed_by, vec![replay], ctx.json);
-    }
+    let claims = match checked {
+        Ok(verified) => verified.claims,
+        Err(CheckError::Token(e)) => return Err(CliError::Rejected(output::token_error(&e))),
+        Err(CheckError::Refused { claims, objections }) => {
+            let value = encode(serde_json::to_value(&*claims))?;
+            let reasons = objections.iter().map(|o| describe(o, &args)).collect();
+            return refuse(&value, &signed_by, reasons, ctx.json);
+        }
+        Err(CheckError::ReplayGuard(e)) => return Err(CliError::usage(e.0)),
+        Err(other) => return Err(CliError::Rejected(other.to_string())),
+    };
+    let value = encode(serde_json::to_value(&claims))?;
     let status = if args.signature_only {
         "valid allow verdict, transaction not compared (--signature-only)"
     } else {

@@ -120,6 +120,12 @@ fn export_to_a_file_replays_with_zero_changes_and_filters() {
     assert_eq!(both[0]["request"]["category"], "food");
     let none = export("none.ndjson", &["--agent", "agt_nobody"]);
     assert!(none.is_empty());
+    // --after: what was committed after the decision named, the rest of the log.
+    let fifth = lines[4]["id"].as_str().unwrap();
+    let rest = export("rest.ndjson", &["--after", fifth]);
+    assert_eq!(rest, lines[5..]);
+    let last = lines[6]["id"].as_str().unwrap();
+    assert!(export("caught-up.ndjson", &["--after", last]).is_empty());
 
     // An agent key exports its own decisions only.
     let own = env.path("own.ndjson").display().to_string();

@@ -2,6 +2,7 @@
 //! `POST /v1/mandates/{id}/revoke`.
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use time::{Date, OffsetDateTime};
 
 use crate::amount::Amount;
@@ -96,6 +97,34 @@ impl From<MandateDraft> for CreateMandate {
             principal: draft.principal,
             recipients: draft.recipients,
             review_above: draft.review_above,
+        }
+    }
+}
+
+/// The stored mandate in its API shape: here, not in [`crate::mandate`], so that the
+/// mandate's rules import nothing of the wire.
+impl crate::mandate::Mandate {
+    /// The mandate in its API shape, with the status as seen at `now`.
+    pub fn to_json(&self, now: OffsetDateTime) -> Value {
+        super::to_value(&self.to_wire(now)).unwrap_or(Value::Null)
+    }
+
+    /// The mandate as the API returns it, with its status as seen at `now`.
+    pub fn to_wire(&self, now: OffsetDateTime) -> crate::wire::Mandate {
+        let terms = &self.terms;
+        Mandate {
+            agent: terms.agent.clone(),
+            categories: terms.categories.clone(),
+            created_at: self.created_at,
+            escrow: terms.escrow.clone(),
+            expires: terms.expires,
+            id: self.id.clone(),
+            limits: terms.limits.clone(),
+            principal: terms.principal.clone(),
+            recipients: terms.recipients.clone(),
+            review_above: terms.review_above,
+            spent: None,
+            status: self.status_at(now),
         }
     }
 }

@@ -4,14 +4,14 @@
 //! It runs in two steps so that the caller can seal the answer for its idempotency record
 //! between them without this module knowing HTTP: [`Decider::decide`] locks the agent,
 //! evaluates, signs and encodes the answer ([`Decided`], which holds the agent's lock);
-//! [`Decided::commit`] stores the decision with everything it implies in one transaction,
+//! `Decided::store` stores the decision with everything it implies in one transaction,
 //! then updates the agent's state and lets go of the lock. The agent's state is taken out
 //! of its slot meanwhile: a request cancelled or failed midway leaves the slot empty, and
 //! the next one rebuilds the state from what was actually committed.
 
 use std::sync::Arc;
 
-use mandate_core::claims::{RequestClaims, VERDICT_LIFETIME_SECS, VerdictClaims};
+use mandate_core::claims::{Issuance, RequestClaims, VerdictClaims};
 use mandate_core::id::{DecisionId, Nonce, ReviewId};
 use mandate_core::jws::{Signer, sign_payload};
 use mandate_core::policy::{AuthorizationRequest, Evaluation, Mode, evaluate, evaluate_approval};
@@ -108,7 +108,7 @@ pub struct Decider<'a> {
 }
 
 /// A decision made and signed, not yet stored: it holds its agent's lock until
-/// [`Decided::commit`] (or until dropped, which leaves the agent's state to be rebuilt).
+/// it is stored (or until dropped, which leaves the agent's state to be rebuilt).
 #[must_use = "a decision is answered only once committed"]
 pub struct Decided<'a> {
     store: &'a dyn DecidingStore,
@@ -138,7 +138,7 @@ enum Stored {
 
 impl<'a> Decider<'a> {
     /// Decides ([`Decider::decide`]), seals the answer for its idempotency record
-    /// (`seal`: `None` when the request has none), and stores it ([`Decided::commit`]); made
+    /// (`seal`: `None` when the request has none), and stores it; made
     /// again on the agent's state reloaded from the database, sealed and signed anew, when
     /// the store says the agent changed meanwhile. Returns the answer.
     pub async fn run<F>(&self, input: Input, mut seal: F) -> Result<Vec<u8>, DecisionError>
@@ -220,13 +220,7 @@ impl<'a> Decider<'a> {
             }
         };
         // The request itself is not needed after this: its fields move into the claims.
-        let claims = RequestClaims {
-            agent: request.agent,
-            amount: request.amount,
-            currency: request.currency,
-            recipient: request.recipient,
-            category: request.category,
-        };
+        let claims = RequestClaims::from(request);
         let (claims, token, claims_json) = self.sign(jti, &evaluation, mandate, claims)?;
         let opens_review = approval.is_none() && evaluation.opens_review();
         let review = opens_review.then(|| {
@@ -286,19 +280,15 @@ impl<'a> Decider<'a> {
         mandate: Option<&mandate_core::mandate::Mandate>,
         request: RequestClaims,
     ) -> Result<(VerdictClaims, String, Vec<u8>), DecisionError> {
-        let iat = self.now.unix_timestamp();
-        let claims = VerdictClaims {
-            iss: self.issuer.to_owned(),
+        let issuance = Issuance {
+            issuer: self.issuer.to_owned(),
             jti,
-            iat,
-            exp: iat + VERDICT_LIFETIME_SECS,
-            verdict: evaluation.verdict,
-            policy_verdict: evaluation.policy_verdict,
-            mandate: mandate.map(|m| m.id.clone()),
-            policy_version: self.policy_version.to_owned(),
             nonce: Nonce::from_random(ordered16(self.now)),
-            request,
+            policy_version: self.policy_version.to_owned(),
+            issued_at: self.now,
         };
+        let claims =
+            VerdictClaims::new(request, evaluation, mandate.map(|m| m.id.clone()), issuance);
         let claims_json =
             serde_json::to_vec(&claims).map_err(|e| DecisionError::Encoding(e.to_string()))?;
         let token = sign_payload(self.signer.as_ref(), &claims_json)
@@ -315,23 +305,10 @@ impl Decided<'_> {
 
     /// Stores the decision, and what it implies, in one transaction (with `idempotency`,
     /// the answer kept under the request's Idempotency-Key); then counts it in the agent's
-    /// history and lets go of the agent's lock. Returns the answer.
-    /// `StorageError::Conflict` when the agent changed meanwhile (another process decided
-    /// first): nothing was stored; [`Decider::run`] decides again instead.
-    pub async fn commit(
-        self,
-        idempotency: Option<IdempotencyRecord>,
-    ) -> Result<Vec<u8>, DecisionError> {
-        match self.store(idempotency).await? {
-            Stored::Answer(body) => Ok(body),
-            Stored::ClaimLost => Err(DecisionError::ClaimLost),
-            Stored::Changed(_) => Err(StorageError::Conflict.into()),
-        }
-    }
-
-    /// [`Decided::commit`], with the input given back when the store refused the decision
-    /// because the agent changed: the agent's state is then dropped from its slot (the
-    /// next decision reloads it) and nothing was stored.
+    /// history and lets go of the agent's lock. When the store refused the decision because
+    /// the agent changed (another process decided first), the input is given back, the
+    /// agent's state is dropped from its slot (the next decision reloads it) and nothing
+    /// was stored.
     async fn store(self, idempotency: Option<IdempotencyRecord>) -> Result<Stored, DecisionError> {
         let Self {
             store,

@@ -11,9 +11,8 @@ use axum::response::{IntoResponse, Response};
 use mandate_core::cursor::CursorError;
 use mandate_core::field::FieldError;
 use mandate_core::policy::RequestBodyError;
-use mandate_core::wire::{ErrorBody, ErrorDetail};
+use mandate_core::wire::{ErrorBody, ErrorDetail, codes};
 
-use crate::decision::service::DecisionError;
 use crate::http::request_id;
 use crate::model::WrongKeyClass;
 use crate::storage::StorageError;
@@ -84,16 +83,16 @@ impl ApiError {
     /// The status and code of this error.
     pub fn status_and_code(&self) -> (StatusCode, &'static str) {
         match self {
-            Self::InvalidRequest(_) => (StatusCode::BAD_REQUEST, "invalid_request"),
-            Self::Unauthorized { .. } => (StatusCode::UNAUTHORIZED, "unauthorized"),
-            Self::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
-            Self::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
-            Self::NameTaken(_) => (StatusCode::CONFLICT, "name_taken"),
-            Self::IdempotencyConflict(_) => (StatusCode::CONFLICT, "idempotency_conflict"),
-            Self::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
-            Self::Server(_) => (StatusCode::INTERNAL_SERVER_ERROR, "server_error"),
+            Self::InvalidRequest(_) => (StatusCode::BAD_REQUEST, codes::INVALID_REQUEST),
+            Self::Unauthorized { .. } => (StatusCode::UNAUTHORIZED, codes::UNAUTHORIZED),
+            Self::Forbidden(_) => (StatusCode::FORBIDDEN, codes::FORBIDDEN),
+            Self::NotFound(_) => (StatusCode::NOT_FOUND, codes::NOT_FOUND),
+            Self::NameTaken(_) => (StatusCode::CONFLICT, codes::NAME_TAKEN),
+            Self::IdempotencyConflict(_) => (StatusCode::CONFLICT, codes::IDEMPOTENCY_CONFLICT),
+            Self::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, codes::RATE_LIMITED),
+            Self::Server(_) => (StatusCode::INTERNAL_SERVER_ERROR, codes::SERVER_ERROR),
             Self::Overloaded | Self::Unavailable(_) => {
-                (StatusCode::SERVICE_UNAVAILABLE, "server_error")
+                (StatusCode::SERVICE_UNAVAILABLE, codes::SERVER_ERROR)
             }
         }
     }
@@ -102,18 +101,6 @@ impl ApiError {
 impl From<WrongKeyClass> for ApiError {
     fn from(e: WrongKeyClass) -> Self {
         Self::Forbidden(e.to_string())
-    }
-}
-
-impl From<DecisionError> for ApiError {
-    fn from(e: DecisionError) -> Self {
-        match e {
-            DecisionError::Storage(e) => e.into(),
-            DecisionError::Contended(_) => Self::Unavailable(e.to_string()),
-            DecisionError::ClaimLost => Self::IdempotencyConflict(e.to_string()),
-            DecisionError::AlreadyResolved(_) => Self::InvalidRequest(e.to_string()),
-            DecisionError::Encoding(_) | DecisionError::Signing(_) => Self::Server(e.to_string()),
-        }
     }
 }
 
@@ -178,12 +165,12 @@ impl From<PathRejection> for ApiError {
 /// The code of the envelope for an error answered with `status`.
 fn code_of(status: StatusCode) -> &'static str {
     match status {
-        StatusCode::UNAUTHORIZED => "unauthorized",
-        StatusCode::FORBIDDEN => "forbidden",
-        StatusCode::NOT_FOUND => "not_found",
-        StatusCode::TOO_MANY_REQUESTS => "rate_limited",
-        s if s.is_server_error() => "server_error",
-        _ => "invalid_request",
+        StatusCode::UNAUTHORIZED => codes::UNAUTHORIZED,
+        StatusCode::FORBIDDEN => codes::FORBIDDEN,
+        StatusCode::NOT_FOUND => codes::NOT_FOUND,
+        StatusCode::TOO_MANY_REQUESTS => codes::RATE_LIMITED,
+        s if s.is_server_error() => codes::SERVER_ERROR,
+        _ => codes::INVALID_REQUEST,
     }
 }
 

@@ -19,6 +19,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::decision::service::DecisionError;
 use crate::http::error::ApiError;
 use crate::state::AppState;
 
@@ -103,4 +104,19 @@ pub fn wire_json<T: Serialize>(object: &T) -> Result<Value, ApiError> {
 /// never the caller's.
 pub fn unreadable<E: std::fmt::Display>(what: &'static str) -> impl FnOnce(E) -> ApiError {
     move |e| ApiError::Server(format!("stored {what} does not parse: {e}"))
+}
+
+/// A decision that could not be made or stored, as the envelope answers it. Here, where the
+/// routes meet the decision service: the HTTP layers know no decision service, and the
+/// decision service knows no HTTP.
+impl From<DecisionError> for ApiError {
+    fn from(e: DecisionError) -> Self {
+        match e {
+            DecisionError::Storage(e) => e.into(),
+            DecisionError::Contended(_) => Self::Unavailable(e.to_string()),
+            DecisionError::ClaimLost => Self::IdempotencyConflict(e.to_string()),
+            DecisionError::AlreadyResolved(_) => Self::InvalidRequest(e.to_string()),
+            DecisionError::Encoding(_) | DecisionError::Signing(_) => Self::Server(e.to_string()),
+        }
+    }
 }

@@ -15,6 +15,9 @@
 //! rotation, the previous KEK (`MANDATE_PREVIOUS_KEY_ENCRYPTION_KEY`,
 //! `--previous-key-encryption-key-file`) still opens the keys sealed under it. No message
 //! of this module shows a key, sealed or not.
+//!
+//! Longer than most files on purpose: the sealed format, the KEK's sources and the
+//! start-up and rotation steps that use them are one security boundary, read in one place.
 
 use std::ffi::OsString;
 use std::path::Path;

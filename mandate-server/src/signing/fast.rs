@@ -100,10 +100,10 @@ impl AwsLcSigner {
             .key_pair
             .sign(&self.rng, signing_input)
             .map_err(|e| SignError::Backend(e.to_string()))?;
-        signature
-            .as_ref()
-            .try_into()
-            .map_err(|_| SignError::Backend("signature is not 64 bytes".into()))
+        // aws-lc emits either twin (r, s) or (r, n - s); the core accepts only low S.
+        let signature = p256::ecdsa::Signature::from_slice(signature.as_ref())
+            .map_err(|_| SignError::Backend("signature is not 64 bytes of r || s".into()))?;
+        Ok(signature.normalize_s().to_bytes().into())
     }
 }
 
@@ -176,8 +176,9 @@ mod tests {
         }
     }
 
-    /// Both paths of `sign_from` (a presignature, none) give signatures that the core's
-    /// p256 verifier and aws-lc's verifier accept, for this key and this message only.
+    /// Both paths of `sign_from` (a presignature, none) give low-S signatures that the
+    /// core's p256 verifier and aws-lc's verifier accept, for this key and this message
+    /// only.
     #[test]
     fn presigned_and_whole_signatures_verify_with_both_backends() {
         let fast = AwsLcSigner::from_secret_bytes("k-1", &SECRET).unwrap();
@@ -190,12 +191,16 @@ mod tests {
             &aws_lc_rs::signature::ECDSA_P256_SHA256_FIXED,
             point.as_bytes(),
         );
-        let presignatures = crate::signing::presign::compute(20).unwrap();
+        let presignatures = crate::signing::presign::compute(64).unwrap();
         let mut paths = presignatures.into_iter().map(Some).collect::<Vec<_>>();
-        paths.extend((0..20).map(|_| None));
+        paths.extend((0..64).map(|_| None));
         for (i, pre) in paths.into_iter().enumerate() {
             let message = format!("eyJhbGciOiJFUzI1NiJ9.claims-{i}");
             let sig = fast.sign_from(pre, message.as_bytes()).unwrap();
+            // Low S on both paths (issue #40 item 9): half of raw ECDSA signatures are
+            // high, and the core refuses those.
+            let parsed = p256::ecdsa::Signature::from_slice(&sig).unwrap();
+            assert_eq!(parsed.normalize_s(), parsed, "path {i} emitted a high S");
             assert!(verify_es256(&jwk, message.as_bytes(), &sig), "path {i}");
             aws.verify(message.as_bytes(), &sig).unwrap();
             assert!(!verify_es256(&other, message.as_bytes(), &sig));

@@ -37,6 +37,8 @@ use aws_lc_rs::encoding::{AsBigEndian, EcPrivateKeyBin};
 use p256::elliptic_curve::Field;
 use p256::elliptic_curve::ff::{BatchInvert, PrimeField};
 use p256::elliptic_curve::ops::Reduce;
+use p256::elliptic_curve::scalar::IsHigh as _;
+use p256::elliptic_curve::subtle::ConditionallySelectable as _;
 use p256::elliptic_curve::zeroize::{Zeroize, Zeroizing};
 use p256::{FieldBytes, NonZeroScalar, Scalar};
 
@@ -100,6 +102,9 @@ impl Presignature {
         if bool::from(s.is_zero()) {
             return None;
         }
+        // (r, s) and (r, n - s) both verify in ECDSA; the core's verifier accepts only
+        // the low one (one verdict, one token text), so the high one is never emitted.
+        let s = Scalar::conditional_select(&s, &-s, s.is_high());
         let mut out = [0u8; 64];
         out[..32].copy_from_slice(&self.r.to_repr());
         out[32..].copy_from_slice(&s.to_repr());

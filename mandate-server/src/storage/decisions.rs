@@ -32,6 +32,16 @@ pub trait DecisionStore {
         id: &DecisionId,
     ) -> StoreFuture<'_, Option<Decision>>;
 
+    /// The seq (place in the log) of one decision, optionally only if it belongs to agent
+    /// `only`: where an incremental export resumes.
+    fn decision_seq(
+        &self,
+        org_id: &str,
+        env: Env,
+        only: Option<&AgentId>,
+        id: &DecisionId,
+    ) -> StoreFuture<'_, Option<i64>>;
+
     /// A page of decisions, newest first, strictly before seq `before`.
     fn decisions_page(
         &self,

@@ -6,7 +6,7 @@
 //! [`MAX_CONCURRENT`] in all and [`PER_WEBHOOK`] per endpoint, so a slow or dead receiver
 //! never holds up another, nor the API (no transaction is open during HTTP). What follows
 //! an attempt is decided by `mandate_core::delivery::after_attempt` and written with the
-//! attempt in one transaction. All state is in SQLite: a restarted server picks up where
+//! attempt in one transaction. All state is in the database: a restarted server picks up where
 //! the last one stopped, and an attempt cut short by a crash is simply made again (events
 //! are at-least-once; receivers de-duplicate on `jti`). On a database shared by several
 //! processes each runs this worker: the store claims the deliveries it hands out for this
@@ -26,11 +26,10 @@ use tokio::task::{JoinHandle, JoinSet};
 
 use crate::clock::{fill_random, ms};
 use crate::model::Env;
-use crate::state::AppState;
 use crate::storage::StorageError;
 use crate::storage::deliveries::{Attempt, Due};
 use crate::workers::ssrf::{self, GuardedResolver};
-use crate::workers::timers;
+use crate::workers::{Context, timers};
 
 /// How often the worker looks for due work (real time).
 pub const TICK: Duration = Duration::from_millis(50);
@@ -74,13 +73,13 @@ fn client(env: Env) -> reqwest::Result<reqwest::Client> {
 
 impl Worker {
     /// Starts the worker on the current tokio runtime.
-    pub fn start(state: AppState) -> reqwest::Result<Worker> {
+    pub fn start(context: Context) -> reqwest::Result<Worker> {
         let clients = Arc::new(Clients {
             sandbox: client(Env::Sandbox)?,
             live: client(Env::Live)?,
         });
         let (stop, stopped) = watch::channel(false);
-        let task = tokio::spawn(run(state, clients, stopped));
+        let task = tokio::spawn(run(Arc::new(context), clients, stopped));
         Ok(Worker { stop, task })
     }
 
@@ -162,7 +161,7 @@ impl Drop for Claim {
     }
 }
 
-async fn run(state: AppState, clients: Arc<Clients>, mut stopped: watch::Receiver<bool>) {
+async fn run(context: Arc<Context>, clients: Arc<Clients>, mut stopped: watch::Receiver<bool>) {
     let in_flight = Arc::new(Mutex::new(InFlight::default()));
     let permits = Arc::new(Semaphore::new(MAX_CONCURRENT));
     let mut attempts = JoinSet::new();
@@ -175,12 +174,12 @@ async fn run(state: AppState, clients: Arc<Clients>, mut stopped: watch::Receive
             _ = tick.tick() => {}
         }
         while attempts.try_join_next().is_some() {}
-        if let Err(e) = timers::run(&state).await {
+        if let Err(e) = timers::run(&context).await {
             tracing::error!("time-driven state: {e}");
         }
         ticks += 1;
         if ticks.is_multiple_of(BACKLOG_EVERY) && crate::telemetry::enabled() {
-            match state.store.backlog().await {
+            match context.store.backlog().await {
                 Ok(backlog) => {
                     metrics::gauge!(crate::telemetry::PENDING_DELIVERIES)
                         .set(backlog.deliveries as f64);
@@ -199,7 +198,7 @@ async fn run(state: AppState, clients: Arc<Clients>, mut stopped: watch::Receive
             }
         }
         let picked_at = std::time::Instant::now();
-        let due = match pick(&state).await {
+        let due = match pick(&context).await {
             Ok(due) => due,
             Err(e) => {
                 tracing::error!("reading due deliveries: {e}");
@@ -223,12 +222,12 @@ async fn run(state: AppState, clients: Arc<Clients>, mut stopped: watch::Receive
                 }
                 Err(Refused::Attempted) => continue,
             };
-            let (state, clients) = (state.clone(), clients.clone());
-            attempts.spawn(attempt(state, clients, due, claim, permit));
+            let (context, clients) = (context.clone(), clients.clone());
+            attempts.spawn(attempt(context, clients, due, claim, permit));
         }
         left.extend(due.map(|d| d.id));
         if !left.is_empty()
-            && let Err(e) = state.store.release_deliveries(left).await
+            && let Err(e) = context.store.release_deliveries(left).await
         {
             tracing::error!("giving back deliveries left for later: {e}");
         }
@@ -239,10 +238,10 @@ async fn run(state: AppState, clients: Arc<Clients>, mut stopped: watch::Receive
     }
 }
 
-async fn pick(state: &AppState) -> Result<Vec<Due>, StorageError> {
-    let now_ms = ms(state.now());
+async fn pick(context: &Context) -> Result<Vec<Due>, StorageError> {
+    let now_ms = ms(context.now());
     let per_webhook = i64::try_from(PER_WEBHOOK * 2).unwrap_or(8);
-    state.store.due_deliveries(now_ms, per_webhook, 256).await
+    context.store.due_deliveries(now_ms, per_webhook, 256).await
 }
 
 fn jitter_byte() -> u8 {
@@ -252,21 +251,21 @@ fn jitter_byte() -> u8 {
 }
 
 async fn attempt(
-    state: AppState,
+    context: Arc<Context>,
     clients: Arc<Clients>,
     due: Due,
     _claim: Claim,
     _permit: OwnedSemaphorePermit,
 ) {
-    let at_ms = ms(state.now());
+    let at_ms = ms(context.now());
     let id = due.id;
     let result = if window_closed(due.event_created_ms, at_ms) {
         let reason = "the 24-hour delivery window ended before another attempt";
         metrics::counter!(crate::telemetry::DELIVERIES, "outcome" => "gave_up").increment(1);
-        state.store.give_up_delivery(id, reason, at_ms).await
+        context.store.give_up_delivery(id, reason, at_ms).await
     } else {
         let started = Instant::now();
-        let (status, error) = match send(&state, &clients, &due, at_ms).await {
+        let (status, error) = match send(&context, &clients, &due, at_ms).await {
             Ok(status) => (Some(status), None),
             Err(error) => (None, Some(error)),
         };
@@ -277,7 +276,7 @@ async fn attempt(
             latency_ms: i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX),
             error,
         };
-        let now_ms = ms(state.now());
+        let now_ms = ms(context.now());
         let next = after_attempt(
             status,
             attempt.attempt,
@@ -308,7 +307,10 @@ async fn attempt(
                 );
             }
         }
-        state.store.record_attempt(id, attempt, next, now_ms).await
+        context
+            .store
+            .record_attempt(id, attempt, next, now_ms)
+            .await
     };
     if let Err(e) = result {
         tracing::error!(delivery = id, "recording a delivery attempt: {e}");
@@ -317,7 +319,7 @@ async fn attempt(
 
 /// Makes one attempt, signed as of `at_ms` (the attempt's time): the HTTP status, or why
 /// no answer came.
-async fn send(state: &AppState, clients: &Clients, due: &Due, at_ms: i64) -> Result<u16, String> {
+async fn send(context: &Context, clients: &Clients, due: &Due, at_ms: i64) -> Result<u16, String> {
     let env = Env::parse(&due.env).ok_or_else(|| format!("unknown environment {}", due.env))?;
     // The stored URL is judged again: rules apply at every delivery, not only at registration.
     let url = ssrf::check_url(&due.url, env).map_err(|e| e.to_string())?;
@@ -325,16 +327,16 @@ async fn send(state: &AppState, clients: &Clients, due: &Due, at_ms: i64) -> Res
     // can't be replayed to the receiver later; `jti`, `type` and `data` never change.
     let iat = at_ms.div_euclid(1000);
     let claims = EventClaims {
-        iss: state.verdicts_url.clone(),
+        iss: context.issuer.clone(),
         jti: EventId::parse(&due.event_id).map_err(|e| format!("event id: {e}"))?,
         iat,
         exp: iat + EVENT_LIFETIME_SECS,
         event_type: due.event_type.clone(),
         data: due.data.clone(),
     };
-    let signer = state
+    let signer = context
         .signer(env)
-        .map_err(|_| format!("no signing key for {}", env.as_str()))?;
+        .ok_or_else(|| format!("no signing key for {}", env.as_str()))?;
     let token = sign_token(signer.as_ref(), &claims).map_err(|e| format!("signing: {e}"))?;
     let client = match env {
         Env::Sandbox => &clients.sandbox,

@@ -13,9 +13,9 @@ use mandate_core::mandate::format_date;
 use time::{Date, Duration, OffsetDateTime, Time, UtcOffset};
 
 use crate::clock::ms;
-use crate::state::AppState;
 use crate::storage::StorageError;
 use crate::storage::timers::DueItem;
+use crate::workers::Context;
 
 /// How long before a mandate's `expires` date `mandate.expiring` fires.
 pub const EXPIRING_LEAD: Duration = Duration::days(7);
@@ -42,21 +42,21 @@ pub fn expiring_dates(now: OffsetDateTime) -> (String, String) {
 }
 
 /// Expires due reviews and fires due `mandate.expiring` events.
-pub async fn run(state: &AppState) -> Result<(), StorageError> {
-    let now = state.now();
+pub async fn run(context: &Context) -> Result<(), StorageError> {
+    let now = context.now();
     let now_ms = ms(now);
     let (today, horizon) = expiring_dates(now);
-    let (due_reviews, due_mandates) = state
+    let (due_reviews, due_mandates) = context
         .store
         .due_timers(now_ms, &today, &horizon, BATCH)
         .await?;
     for item in due_reviews {
-        if let Err(e) = expire_review(state, item.clone(), now).await {
+        if let Err(e) = expire_review(context, item.clone(), now).await {
             tracing::error!(review = %item.id, "expiring a review: {e}");
         }
     }
     for item in due_mandates {
-        if let Err(e) = fire_expiring(state, item.clone(), now).await {
+        if let Err(e) = fire_expiring(context, item.clone(), now).await {
             tracing::error!(mandate = %item.id, "firing mandate.expiring: {e}");
         }
     }
@@ -64,19 +64,19 @@ pub async fn run(state: &AppState) -> Result<(), StorageError> {
 }
 
 async fn expire_review(
-    state: &AppState,
+    context: &Context,
     item: DueItem,
     now: OffsetDateTime,
 ) -> Result<(), StorageError> {
-    state.store.expire_review(&item, now).await
+    context.store.expire_review(&item, now).await
 }
 
 async fn fire_expiring(
-    state: &AppState,
+    context: &Context,
     item: DueItem,
     now: OffsetDateTime,
 ) -> Result<(), StorageError> {
-    state.store.fire_expiring(&item, now, expiring_at).await
+    context.store.fire_expiring(&item, now, expiring_at).await
 }
 
 #[cfg(test)]

@@ -226,7 +226,7 @@ async fn exports_every_matching_decision_oldest_first() {
 async fn the_export_refuses_paging_and_bad_filters() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
-    let paging = "the export is not paginated: it takes no limit or cursor, only the filters agent, verdict, policy_verdict and review_status";
+    let paging = "the export is not paginated: it takes no limit or cursor, only the filters agent, verdict, policy_verdict and review_status, and after";
     for query in ["limit=10", "cursor=cur_x", "agent=agt_a&limit=1"] {
         let r = app
             .get(&org, &format!("/v1/exports/decisions?{query}"))
@@ -250,4 +250,97 @@ async fn the_export_refuses_paging_and_bad_filters() {
     app.post_empty(&org, "/v1/exports/decisions")
         .await
         .assert_error(400, "invalid_request");
+}
+
+/// `after`: the matching decisions committed after the one it names, oldest first, across
+/// pages; nothing new is an empty body; the filters and the agent-key scope apply; an
+/// `after` that is no readable decision is a 400 saying what to pass.
+#[tokio::test]
+async fn an_incremental_export_returns_what_was_committed_after_the_decision_it_names() {
+    let app = spawn_app().await;
+    let org = app.org.sandbox.clone();
+    let buyer = app.standard_agent(&org, "buyer").await;
+    let other = app.standard_agent(&org, "other").await;
+    let mut ids_made = Vec::new();
+    for (key, amount) in [(&buyer, "10"), (&other, "11"), (&buyer, "120")] {
+        let r = app.authorize(key, amount, "software").await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        ids_made.push(r.body["id"].as_str().unwrap().to_owned());
+    }
+    let all = ids(&lines(&app.get(&org, "/v1/exports/decisions").await));
+    assert_eq!(all, ids_made);
+    let after = |id: &str| format!("/v1/exports/decisions?after={id}");
+    assert_eq!(
+        ids(&lines(&app.get(&org, &after(&ids_made[0])).await)),
+        ids_made[1..]
+    );
+    // Caught up: empty, and the same `after` later returns only what came since.
+    assert!(lines(&app.get(&org, &after(&ids_made[2])).await).is_empty());
+    let start = app.clock_now().unix_timestamp();
+    let bulk: Vec<Decision> = (0..PAGE as usize + 10)
+        .map(|n| decision("agt_other", Verdict::Allow, n, start + n as i64))
+        .collect();
+    let bulk_ids: Vec<String> = bulk.iter().map(|d| d.claims.jti.to_string()).collect();
+    insert(&app, &org, bulk).await;
+    let r = app.authorize(&buyer, "12", "software").await;
+    let newest = r.body["id"].as_str().unwrap().to_owned();
+    let mut expected = bulk_ids.clone();
+    expected.push(newest.clone());
+    assert_eq!(
+        ids(&lines(&app.get(&org, &after(&ids_made[2])).await)),
+        expected,
+        "everything since, over two pages, oldest first"
+    );
+    assert_eq!(
+        ids(&lines(&app.get(&org, &after(&bulk_ids[4])).await)),
+        expected[5..]
+    );
+    // With filters: the decision named need not match them.
+    let buyers = lines(
+        &app.get(
+            &org,
+            &format!(
+                "/v1/exports/decisions?agent=agt_buyer&after={}",
+                ids_made[1]
+            ),
+        )
+        .await,
+    );
+    assert_eq!(ids(&buyers), [ids_made[2].clone(), newest.clone()]);
+    // An agent key resumes after its own decisions only.
+    let own = lines(&app.get(&buyer, &after(&ids_made[0])).await);
+    assert_eq!(ids(&own), [ids_made[2].clone(), newest]);
+    let r = app.get(&buyer, &after(&ids_made[1])).await;
+    assert!(
+        r.assert_error(400, "invalid_request")
+            .starts_with("after names no decision of this environment that this key can read"),
+        "{}",
+        r.text
+    );
+    // Another environment's decision, an unknown one, not an id, or twice: 400.
+    let live_key = app.org.live.clone();
+    let r = app.get(&live_key, &after(&ids_made[0])).await;
+    assert!(
+        r.assert_error(400, "invalid_request")
+            .contains("pass the id of the last decision a previous export returned")
+    );
+    let unknown = DecisionId::from_random([7; 16]).to_string();
+    app.get(&org, &after(&unknown))
+        .await
+        .assert_error(400, "invalid_request");
+    let r = app.get(&org, "/v1/exports/decisions?after=agt_buyer").await;
+    assert!(
+        r.assert_error(400, "invalid_request")
+            .starts_with("after must be a decision id")
+    );
+    let twice = format!(
+        "/v1/exports/decisions?after={}&after={}",
+        ids_made[0], ids_made[1]
+    );
+    assert_eq!(
+        app.get(&org, &twice)
+            .await
+            .assert_error(400, "invalid_request"),
+        "query parameter after is given more than once"
+    );
 }

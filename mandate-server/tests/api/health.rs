@@ -67,7 +67,8 @@ async fn readyz_is_503_once_an_environment_has_no_signing_key_loaded() {
     let app = spawn_app().await;
     app.db
         .execute("DELETE FROM signing_keys WHERE env = 'live'", &[]);
-    // The key ring is reloaded from storage every 2 s.
+    // The key ring is reloaded from storage when the injected clock has moved 2 s.
+    app.clock.advance(time::Duration::seconds(3));
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     let (status, body, text) = loop {
         let answer = probe(&format!("{}/readyz", app.public)).await;

@@ -378,3 +378,51 @@ async fn unknown_query_parameters_are_400() {
         );
     }
 }
+
+/// The message of a row of docs/api.md's table of list mistakes (§6), as the guide prints
+/// it between backquotes.
+fn documented_message(mistake: &str) -> String {
+    let guide = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/api.md"),
+    )
+    .unwrap();
+    let row = guide
+        .lines()
+        .find(|l| l.starts_with(&format!("| {mistake} |")))
+        .unwrap_or_else(|| panic!("docs/api.md has no row for {mistake}"));
+    let cell = row.rsplit('|').nth(1).unwrap().trim();
+    cell.trim_matches('`').to_owned()
+}
+
+#[tokio::test]
+async fn the_api_guide_gives_the_messages_the_server_sends() {
+    let app = spawn_app().await;
+    let org = app.org.sandbox.clone();
+    for (mistake, path) in [
+        ("unknown parameter", "/v1/decisions?sort=newest"),
+        ("a parameter twice", "/v1/decisions?limit=1&limit=2"),
+    ] {
+        let message = app
+            .get(&org, path)
+            .await
+            .assert_error(400, "invalid_request");
+        assert_eq!(message, documented_message(mistake), "{path}");
+    }
+    // A denial for want of a mandate carries `mandate: null`, as the guide's table of a
+    // decision's fields says.
+    let agent = app.agent(&org, "unbound").await;
+    let r = app
+        .post(
+            &agent,
+            "/v1/authorizations",
+            serde_json::json!({"amount": 1, "currency": "USD", "recipient": "vendor:a", "category": "software"}),
+        )
+        .await;
+    assert_eq!(r.body["verdict"], "deny_no_mandate", "{}", r.text);
+    assert_eq!(r.body.get("mandate"), Some(&Value::Null), "{}", r.text);
+    let documented = documented_message("`mandate`");
+    assert!(
+        documented.ends_with("`null` for `deny_no_mandate"),
+        "{documented}"
+    );
+}

@@ -388,3 +388,89 @@ async fn mandate_events_carry_the_new_fields() {
         json!({"allow": ["vendor:aws*"], "deny": []})
     );
 }
+
+/// Issue #40 item 8: payee lists match without regard to ASCII case, on both engines; the
+/// request's recipient is signed as sent, and a counterparty settling with that recipient
+/// accepts the verdict in one call.
+#[tokio::test]
+async fn recipient_lists_ignore_ascii_case_and_the_recipient_is_signed_as_sent() {
+    use mandate_core::{
+        Counterparty, EnvironmentPolicy, ExpectedTransaction, MemoryReplayGuard, Recipient,
+    };
+    let app = spawn_app().await;
+    let org = app.org.sandbox.clone();
+    let key = app.agent(&org, "buyer").await;
+    app.mandate(
+        &org,
+        r#"{"agent": "agt_buyer", "limits": {"per_transaction": 100, "currency": "USD"},
+            "categories": ["software"], "expires": "2026-12-31",
+            "recipients": {"allow": ["vendor:Acme", "vendor:aws*", "vendor:evil"], "deny": ["vendor:evil", "vendor:AWS-gov*"]}}"#,
+    )
+    .await;
+    for recipient in [
+        "vendor:EVIL",
+        "vendor:Evil",
+        "vendor:aws-GOV-1",
+        "vendor:Aws-gov",
+    ] {
+        let denied = pay(&app, &key, "10", recipient).await;
+        assert_eq!(denied.body["verdict"], "deny_recipient", "{recipient}");
+        assert_eq!(denied.body["request"]["recipient"], recipient);
+    }
+    let allowed = pay(&app, &key, "10", "vendor:ACME").await;
+    assert_eq!(allowed.body["verdict"], "allow", "{}", allowed.text);
+    assert_eq!(allowed.body["request"]["recipient"], "vendor:ACME");
+    let token = allowed.body["verdict_token"].as_str().unwrap();
+    let counterparty =
+        Counterparty::new(app.issuer()).environments(EnvironmentPolicy::LiveOrSandbox);
+    let expected = ExpectedTransaction::new(
+        "10".parse().unwrap(),
+        "USD".parse().unwrap(),
+        Recipient::parse("vendor:ACME").unwrap(),
+    );
+    let mut guard = MemoryReplayGuard::default();
+    let now = app.clock_now() - time::Duration::seconds(61);
+    let verified = counterparty
+        .check(token, &app.jwks().await, &expected, &mut guard, now)
+        .unwrap();
+    assert_eq!(verified.claims.request.recipient.as_str(), "vendor:ACME");
+    // Live only, as a production counterparty: a sandbox verdict is refused.
+    let live_only = Counterparty::new(app.issuer()).check(
+        token,
+        &app.jwks().await,
+        &expected,
+        &mut MemoryReplayGuard::default(),
+        now,
+    );
+    assert!(live_only.unwrap_err().to_string().contains("sandbox"));
+}
+
+/// Issue #40 item 7: with every limit at 28 digits, the sum of that amount and 0.4 must
+/// not round back under the limit: the second and third requests are denied.
+#[tokio::test]
+async fn sums_past_the_digits_of_a_decimal_are_never_rounded_under_a_limit() {
+    let mut app = spawn_app().await;
+    let org = app.org.sandbox.clone();
+    let key = app.agent(&org, "buyer").await;
+    let big = "9999999999999999999999999999";
+    app.mandate(
+        &org,
+        &format!(
+            r#"{{"agent": "agt_buyer", "limits": {{"per_transaction": {big}, "per_day": {big}, "per_week": {big}, "per_month": {big}, "currency": "USD"}},
+                "categories": ["software"], "expires": "2026-12-31"}}"#
+        ),
+    )
+    .await;
+    assert_eq!(
+        pay(&app, &key, big, "vendor:acme").await.body["verdict"],
+        "allow"
+    );
+    for amount in ["0.4", "0.4", "0.49", "1"] {
+        let r = pay(&app, &key, amount, "vendor:acme").await;
+        assert_eq!(r.body["verdict"], "deny_limit", "{amount}: {}", r.text);
+    }
+    // After a restart the history is rebuilt from the log and still denies.
+    app.restart().await;
+    let r = pay(&app, &key, "0.4", "vendor:acme").await;
+    assert_eq!(r.body["verdict"], "deny_limit", "{}", r.text);
+}

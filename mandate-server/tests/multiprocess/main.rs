@@ -18,4 +18,5 @@ mod background;
 mod changes;
 mod crash;
 mod exact;
+mod log;
 mod startup;

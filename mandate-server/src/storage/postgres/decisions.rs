@@ -16,13 +16,13 @@ use crate::model::decision::{Decision, ReviewState, TokenSignature};
 use crate::storage::StorageError;
 use crate::storage::decisions::Filters;
 
-/// The columns of an insert, in [`Params::refs`]' order (`agent_seq` is not among them:
+/// The columns of an insert, in [`Batch::values`]' order (`agent_seq` is not among them:
 /// each insert supplies it its own way).
 pub(crate) const INSERT_COLUMNS: &str = "id, org_id, env, agent_id, mandate_id, verdict,
     policy_verdict, reason, mode, amount, currency, recipient, category, nonce, policy_version,
     iss, iat, exp, created_ms, supersedes, review_id, is_request, signing_kid, signature";
 
-/// A decision's values for an insert, owned, borrowed by [`Params::refs`].
+/// A decision's values for an insert, owned, moved into a [`Batch`].
 pub(crate) struct Params {
     id: String,
     org_id: String,
@@ -81,10 +81,103 @@ impl Params {
             signature: d.signature.as_ref().map(|s| s.bytes.clone()),
         }
     }
+}
 
-    /// The values in [`INSERT_COLUMNS`]' order.
-    pub(crate) fn refs(&self) -> [&(dyn ToSql + Sync); 24] {
+/// Where a decision's `seq` comes from: the counter row `decision_seq` (migration 0004),
+/// moved by the statement that inserts the decisions. The row stays locked until the
+/// transaction ends, so transactions that insert decisions take their seqs one after the
+/// other and commit in that order: a reader never sees a decision without every decision
+/// of a lower seq that will ever be committed (docs/exports.md, "A log that never skips").
+/// Every insert into `decisions` goes through here, as the last statement before the
+/// commit where it can be, so that the row is held only for the commit's flush.
+const TAKE_SEQS: &str = "UPDATE counters SET value = value + $1 WHERE name = 'decision_seq'
+    RETURNING value";
+
+/// Appends a decision of the agent with key `agent_seq` (in the caller's transaction),
+/// with the next seq of the log.
+pub async fn insert(
+    c: &impl GenericClient,
+    org_id: &str,
+    env: Env,
+    agent_seq: i64,
+    d: &Decision,
+) -> Result<()> {
+    let mut batch = Batch::default();
+    batch.push(agent_seq, Params::of(org_id, env, d));
+    insert_batch(c, &batch).await
+}
+
+/// Decisions to insert in one statement, column by column (each column one array
+/// parameter, unnested by the statement).
+#[derive(Default)]
+pub(crate) struct Batch {
+    id: Vec<String>,
+    org_id: Vec<String>,
+    env: Vec<&'static str>,
+    agent: Vec<String>,
+    mandate: Vec<Option<String>>,
+    verdict: Vec<&'static str>,
+    policy_verdict: Vec<&'static str>,
+    reason: Vec<Option<String>>,
+    mode: Vec<&'static str>,
+    amount: Vec<String>,
+    currency: Vec<String>,
+    recipient: Vec<String>,
+    category: Vec<String>,
+    nonce: Vec<String>,
+    policy_version: Vec<String>,
+    iss: Vec<String>,
+    iat: Vec<i64>,
+    exp: Vec<i64>,
+    created_ms: Vec<i64>,
+    supersedes: Vec<Option<String>>,
+    review: Vec<Option<String>>,
+    is_request: Vec<bool>,
+    signing_kid: Vec<Option<String>>,
+    signature: Vec<Option<Vec<u8>>>,
+    agent_seq: Vec<i64>,
+}
+
+impl Batch {
+    /// Adds a decision of the agent with key `agent_seq`.
+    pub(crate) fn push(&mut self, agent_seq: i64, p: Params) {
+        self.id.push(p.id);
+        self.org_id.push(p.org_id);
+        self.env.push(p.env);
+        self.agent.push(p.agent);
+        self.mandate.push(p.mandate);
+        self.verdict.push(p.verdict);
+        self.policy_verdict.push(p.policy_verdict);
+        self.reason.push(p.reason);
+        self.mode.push(p.mode);
+        self.amount.push(p.amount);
+        self.currency.push(p.currency);
+        self.recipient.push(p.recipient);
+        self.category.push(p.category);
+        self.nonce.push(p.nonce);
+        self.policy_version.push(p.policy_version);
+        self.iss.push(p.iss);
+        self.iat.push(p.iat);
+        self.exp.push(p.exp);
+        self.created_ms.push(p.created_ms);
+        self.supersedes.push(p.supersedes);
+        self.review.push(p.review);
+        self.is_request.push(p.is_request);
+        self.signing_kid.push(p.signing_kid);
+        self.signature.push(p.signature);
+        self.agent_seq.push(agent_seq);
+    }
+
+    /// How many decisions it holds.
+    pub(crate) fn len(&self) -> usize {
+        self.id.len()
+    }
+
+    /// The statement's values: the count, then the columns in [`INSERT_COLUMNS`]' order
+    /// and `agent_seq`.
+    pub(crate) fn values<'a>(&'a self, count: &'a i64) -> [&'a (dyn ToSql + Sync); 26] {
         [
+            count,
             &self.id,
             &self.org_id,
             &self.env,
@@ -109,29 +202,46 @@ impl Params {
             &self.is_request,
             &self.signing_kid,
             &self.signature,
+            &self.agent_seq,
         ]
     }
 }
 
-/// Appends a decision of the agent with key `agent_seq` (in the caller's transaction).
-pub async fn insert(
-    c: &impl GenericClient,
-    org_id: &str,
-    env: Env,
-    agent_seq: i64,
-    d: &Decision,
-) -> Result<()> {
-    let stmt = c
-        .prepare_cached(&format!(
-            "INSERT INTO decisions ({INSERT_COLUMNS}, agent_seq)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
-                $17, $18, $19, $20, $21, $22, $23, $24, $25)"
-        ))
-        .await?;
-    let params = Params::of(org_id, env, d);
-    let mut values: Vec<&(dyn ToSql + Sync)> = params.refs().to_vec();
-    values.push(&agent_seq);
-    c.execute(&stmt, &values).await?;
+/// The statement that inserts a [`Batch`] ($1 decisions, then one array a column) with
+/// the next $1 seqs of the log, in the batch's order.
+pub(crate) static INSERT_BATCH: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let arrays: Vec<String> = (2..=26)
+        .map(|n| {
+            let cast = match n {
+                18..=20 | 26 => "BIGINT[]",
+                23 => "BOOLEAN[]",
+                25 => "BYTEA[]",
+                _ => "TEXT[]",
+            };
+            format!("${n}::{cast}")
+        })
+        .collect();
+    format!(
+        "WITH taken AS ({TAKE_SEQS})
+         INSERT INTO decisions (seq, {INSERT_COLUMNS}, agent_seq)
+         SELECT taken.value - $1 + u.n, u.id, u.org_id, u.env, u.agent_id, u.mandate_id,
+            u.verdict, u.policy_verdict, u.reason, u.mode, u.amount, u.currency, u.recipient,
+            u.category, u.nonce, u.policy_version, u.iss, u.iat, u.exp, u.created_ms,
+            u.supersedes, u.review_id, u.is_request, u.signing_kid, u.signature, u.agent_seq
+         FROM taken, unnest({}) WITH ORDINALITY
+            AS u(id, org_id, env, agent_id, mandate_id, verdict, policy_verdict, reason, mode,
+                 amount, currency, recipient, category, nonce, policy_version, iss, iat, exp,
+                 created_ms, supersedes, review_id, is_request, signing_kid, signature,
+                 agent_seq, n)",
+        arrays.join(", ")
+    )
+});
+
+/// Inserts `batch` (in the caller's transaction) with the log's next seqs.
+pub(crate) async fn insert_batch(c: &impl GenericClient, batch: &Batch) -> Result<()> {
+    let count = i64::try_from(batch.len()).unwrap_or(i64::MAX);
+    let stmt = c.prepare_cached(&INSERT_BATCH).await?;
+    c.execute(&stmt, &batch.values(&count)).await?;
     Ok(())
 }
 
@@ -240,6 +350,27 @@ pub async fn get(
         .map(decode)
         .transpose()
         .map(|d| d.map(|(_, d)| d))
+}
+
+/// The seq of one decision, optionally only if it belongs to `agent`.
+pub async fn seq_of(
+    c: &impl GenericClient,
+    org_id: &str,
+    env: Env,
+    agent: Option<&AgentId>,
+    id: &DecisionId,
+) -> Result<Option<i64>> {
+    let stmt = c
+        .prepare_cached(
+            "SELECT seq FROM decisions
+             WHERE id = $3 AND org_id = $1 AND env = $2 AND ($4::TEXT IS NULL OR agent_id = $4)",
+        )
+        .await?;
+    let agent = agent.map(AgentId::as_str);
+    let row = c
+        .query_opt(&stmt, &[&org_id, &env.as_str(), &id.as_str(), &agent])
+        .await?;
+    Ok(row.map(|r| r.get(0)))
 }
 
 /// Decisions matching `filters` with seq strictly between `above` and `below`, at most

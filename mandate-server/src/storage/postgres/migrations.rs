@@ -22,11 +22,21 @@ const MIGRATIONS: &[(i64, &str)] = &[
         3,
         include_str!("../../../migrations/postgres/0003_idempotency_claims.sql"),
     ),
+    (
+        4,
+        include_str!("../../../migrations/postgres/0004_decision_seq_in_commit_order.sql"),
+    ),
 ];
 
 /// The highest migration this build knows.
 pub fn latest() -> i64 {
     MIGRATIONS.last().map_or(0, |(version, _)| *version)
+}
+
+/// How many migrations this build knows (their numbers may leave gaps).
+#[cfg(test)]
+pub fn count() -> i64 {
+    MIGRATIONS.len() as i64
 }
 
 /// The highest migration the database has applied (0 for none, or no table of them).

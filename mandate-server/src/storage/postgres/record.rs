@@ -1,45 +1,32 @@
-//! A decision's statement on PostgreSQL: stored only if the agent's version is still the one
-//! its state was read at and its environment's mode still the one it was made in, with the
-//! review it opens (its event and deliveries) and its idempotency record, all in one
-//! statement of data-modifying CTEs. Run alone ([`record`]) or in a group commit
-//! (`writer`).
+//! A decision's statement on PostgreSQL: the agent's version moved only if it is still the
+//! one its state was read at and its environment's mode still the one it was made in (and,
+//! with an Idempotency-Key, the request's claim still its own), with the review it opens
+//! (its event and deliveries) and its idempotency record, all in one statement of
+//! data-modifying CTEs. The decision's own row is inserted after, with the other decisions
+//! of its group, by one statement that gives them their seqs in commit order
+//! (`decisions::insert_batch`), in the same transaction (`writer`).
 
-use deadpool_postgres::GenericClient;
 use mandate_core::id::EventId;
 use tokio_postgres::types::ToSql;
 
-use super::Result;
-use super::decisions::{INSERT_COLUMNS, Params};
+use super::decisions::Params;
 use super::reviews;
 use crate::clock::{from_ms, ms, ordered16};
-use crate::storage::StorageError;
 use crate::storage::deciding::{AgentHint, NewDecision, Recorded};
 
-/// The statement that stores a decision if the agent's version is still `$2` and its
-/// environment's mode still `$5` (`$1` the agent's key, `$3` org, `$4` env, then the
-/// decision's columns as `$6..$29`), with the review it opens and that review's event and
-/// deliveries (`$30..$38`), and its idempotency record (the last six, its claim's token
-/// last). Returns how many decisions it stored: 1, 0 when the agent changed meanwhile, or
-/// -1 when the request's claim on its Idempotency-Key is no longer its own.
+/// The statement that moves the agent's version if it is still `$2` and its environment's
+/// mode still `$5` (`$1` the agent's key, `$3` org, `$4` env), with the review the decision
+/// opens and that review's event and deliveries (`$6..$14`), and its idempotency record
+/// (the next six, its claim's token last). Returns 1 when the version moved (the decision
+/// is to be inserted), 0 when the agent changed meanwhile, or -1 when the request's claim
+/// on its Idempotency-Key is no longer its own.
 fn record_sql(review: bool, idempotent: bool) -> String {
-    // The decision's values, cast to their columns' types (INSERT_COLUMNS' order).
-    let values: Vec<String> = (6..=29)
-        .map(|n| {
-            let cast = match n {
-                22..=24 => "BIGINT",
-                27 => "BOOLEAN",
-                29 => "BYTEA",
-                _ => "TEXT",
-            };
-            format!("${n}::{cast}")
-        })
-        .collect();
     // With an idempotency record, the claim must still be the request's own (`own`, its
     // row locked): a claim that ran out and was taken over by a retry on another process,
     // or released meanwhile, stores nothing, so that the key keeps one outcome. The lock
     // makes a concurrent take-over or release wait for this statement's transaction (and
     // then see the claim completed) or go first (and this statement store nothing).
-    let first = if review { 39 } else { 30 };
+    let first = if review { 15 } else { 6 };
     let (own, owned) = if idempotent {
         (
             format!(
@@ -68,32 +55,28 @@ fn record_sql(review: bool, idempotent: bool) -> String {
             UPDATE agents SET version = version + 1
             WHERE seq = $1 AND {version}
               AND EXISTS (SELECT 1 FROM environments WHERE org_id = $3 AND env = $4 AND mode = $5){owned}
-            RETURNING seq),
-         d AS (
-            INSERT INTO decisions ({INSERT_COLUMNS}, agent_seq)
-            SELECT {}, bump.seq FROM bump RETURNING 1)",
-        values.join(", ")
+            RETURNING seq)"
     );
-    let mut next = 29;
+    let mut next = 5;
     if review {
         sql.push_str(&format!(
             ", r AS (
                 INSERT INTO reviews ({})
-                SELECT $30::TEXT, $3, $4, $31::TEXT, $32::TEXT, $33::TEXT, $34::BIGINT, $35::BIGINT
-                FROM d RETURNING 1),
+                SELECT $6::TEXT, $3, $4, $7::TEXT, $8::TEXT, $9::TEXT, $10::BIGINT, $11::BIGINT
+                FROM bump RETURNING 1),
              e AS (
                 INSERT INTO events (id, org_id, env, type, data, created_ms)
-                SELECT $36::TEXT, $3, $4, 'decision.review_pending', $37::TEXT, $38::BIGINT
+                SELECT $12::TEXT, $3, $4, 'decision.review_pending', $13::TEXT, $14::BIGINT
                 FROM r RETURNING id),
              w AS (
                 INSERT INTO deliveries (event_id, webhook_id, attempts, next_attempt_ms, state, created_ms)
-                SELECT e.id, wh.id, 0, $38::BIGINT, 'pending', $38::BIGINT FROM e JOIN webhooks wh
+                SELECT e.id, wh.id, 0, $14::BIGINT, 'pending', $14::BIGINT FROM e JOIN webhooks wh
                   ON wh.org_id = $3 AND wh.env = $4 AND wh.status = 'active'
                  AND wh.events ? 'decision.review_pending'
                 RETURNING 1)",
             reviews::INSERT_COLUMNS
         ));
-        next = 38;
+        next = 14;
     }
     if idempotent {
         let p = |k: usize| format!("${}", next + k);
@@ -103,7 +86,7 @@ fn record_sql(review: bool, idempotent: bool) -> String {
                 SET status = {status}::INTEGER, body = {body}::BYTEA, request_id = {rid}::TEXT,
                     claimed_until = NULL
                 WHERE key_hash = {hash}::BYTEA AND idem_key = {key}::TEXT AND status IS NULL
-                  AND EXISTS (SELECT 1 FROM d)
+                  AND EXISTS (SELECT 1 FROM bump)
                 RETURNING 1)",
             hash = p(1),
             key = p(2),
@@ -113,10 +96,10 @@ fn record_sql(review: bool, idempotent: bool) -> String {
         ));
         // -1: the claim is no longer the request's own.
         sql.push_str(
-            " SELECT CASE WHEN EXISTS (SELECT 1 FROM own) THEN (SELECT COUNT(*) FROM d) ELSE -1 END",
+            " SELECT CASE WHEN EXISTS (SELECT 1 FROM own) THEN (SELECT COUNT(*) FROM bump) ELSE -1 END",
         );
     } else {
-        sql.push_str(" SELECT COUNT(*) FROM d");
+        sql.push_str(" SELECT COUNT(*) FROM bump");
     }
     sql
 }
@@ -153,18 +136,6 @@ struct IdempotencyValues {
     claim: Vec<u8>,
 }
 
-/// Stores `new` alone, if its agent's version is still the one its hint read.
-pub(crate) async fn record(c: &impl GenericClient, new: NewDecision) -> Result<Recorded> {
-    match try_record(c, &new).await {
-        Ok(Outcome::Stored(hint)) => Ok(Recorded::Stored(hint)),
-        Ok(Outcome::ClaimLost) => Ok(Recorded::ClaimLost),
-        // The version moved, the mode changed, or (a distributed engine) the transaction
-        // lost a race: nothing was stored.
-        Ok(Outcome::Changed) | Err(StorageError::Conflict) => Ok(Recorded::Changed(Box::new(new))),
-        Err(e) => Err(e),
-    }
-}
-
 /// What a decision's statement came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Outcome {
@@ -185,17 +156,6 @@ impl Outcome {
             Outcome::ClaimLost => Recorded::ClaimLost,
         }
     }
-}
-
-/// The statement of [`record`].
-async fn try_record(c: &impl GenericClient, new: &NewDecision) -> Result<Outcome> {
-    let Some(statement) = RecordStatement::of(new) else {
-        // The agent was not found when its state was read: read it again.
-        return Ok(Outcome::Changed);
-    };
-    let stmt = c.prepare_cached(statement.sql()).await?;
-    let stored: i64 = c.query_one(&stmt, &statement.values()).await?.get(0);
-    Ok(statement.outcome(stored))
 }
 
 /// The four variants of [`record_sql`], made once: with or without a review, with or
@@ -275,7 +235,6 @@ impl RecordStatement {
     pub(crate) fn values(&self) -> Vec<&(dyn ToSql + Sync)> {
         let mut values: Vec<&(dyn ToSql + Sync)> =
             vec![&self.seq, &self.version, &self.org, &self.env, &self.mode];
-        values.extend(self.params.refs());
         if let Some(r) = &self.review {
             values.extend([
                 &r.id as &(dyn ToSql + Sync),
@@ -302,6 +261,12 @@ impl RecordStatement {
         values
     }
 
+    /// The decision itself, to be inserted when the statement moved the version: the
+    /// agent's key and the decision's values.
+    pub(crate) fn into_decision(self) -> (i64, Params) {
+        (self.seq, self.params)
+    }
+
     /// What the statement's answer (how many decisions it stored, -1 for a claim lost)
     /// means.
     pub(crate) fn outcome(&self, stored: i64) -> Outcome {
@@ -325,10 +290,10 @@ mod sql_tests {
     #[test]
     fn every_variant_numbers_its_parameters_from_one_without_gaps() {
         for (review, idempotent, count) in [
-            (false, false, 29),
-            (true, false, 38),
-            (false, true, 35),
-            (true, true, 44),
+            (false, false, 5),
+            (true, false, 14),
+            (false, true, 11),
+            (true, true, 20),
         ] {
             let sql = record_sql(review, idempotent);
             for n in 1..=count {

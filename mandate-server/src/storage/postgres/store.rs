@@ -231,6 +231,20 @@ impl DecisionStore for PostgresStore {
         })
     }
 
+    fn decision_seq(
+        &self,
+        org_id: &str,
+        env: Env,
+        only: Option<&AgentId>,
+        id: &DecisionId,
+    ) -> StoreFuture<'_, Option<i64>> {
+        let (org, only, id) = (org_id.to_owned(), only.cloned(), id.clone());
+        Box::pin(async move {
+            let c = self.client().await?;
+            decisions::seq_of(&c, &org, env, only.as_ref(), &id).await
+        })
+    }
+
     fn decisions_page(
         &self,
         org_id: &str,

@@ -50,10 +50,11 @@ fn seed(db: &TestDb) {
         "INSERT INTO orgs VALUES ('org_1', 'acme', 'pol_2026-11-22.1', 0);
          INSERT INTO environments VALUES ('org_1', 'sandbox', 'enforce', 0), ('org_1', 'live', 'observe', 0);
          INSERT INTO agents (id, org_id, env, created_ms) VALUES ('agt_buyer', 'org_1', 'sandbox', 0);
-         INSERT INTO decisions (id, org_id, env, agent_id, agent_seq, mandate_id, verdict,
+         UPDATE counters SET value = 1 WHERE name = 'decision_seq';
+         INSERT INTO decisions (seq, id, org_id, env, agent_id, agent_seq, mandate_id, verdict,
             policy_verdict, mode, amount, currency, recipient, category, nonce,
             policy_version, iss, iat, exp, created_ms, is_request)
-         VALUES ('dec_1', 'org_1', 'sandbox', 'agt_buyer', 1, 'mnd_1', 'allow', 'allow',
+         VALUES (1, 'dec_1', 'org_1', 'sandbox', 'agt_buyer', 1, 'mnd_1', 'allow', 'allow',
             'enforce', '10.50', 'USD', 'vendor:x', 'software', 'n_1', 'pol', 'iss', 0, 300, 0, true);",
     );
 }
@@ -79,7 +80,7 @@ async fn migrations_apply_once_even_at_once_and_a_newer_or_older_schema_is_refus
     b.unwrap();
     assert_eq!(
         db.number("SELECT COUNT(*) FROM schema_migrations"),
-        super::migrations::latest()
+        super::migrations::count()
     );
     PostgresStore::open(&location, false).await.unwrap();
     // A schema a newer server wrote: refused with or without migrating, nothing touched.

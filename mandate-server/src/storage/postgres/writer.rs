@@ -6,7 +6,8 @@
 //! next in turn. A group holds its agents' rows locked until it commits; every group takes
 //! them in the order of the agents' keys, so groups of different processes never wait on
 //! each other in a circle. Each decision's statement is the one it would run alone
-//! ([`RecordStatement`]): a decision refused because its agent changed meanwhile
+//! ([`RecordStatement`]), then the group's decisions are inserted by one statement that
+//! gives them their seqs in commit order: a decision refused because its agent changed meanwhile
 //! refuses only itself (its statement stores nothing and the transaction goes on). If a
 //! statement fails, the whole group is rolled back and each of its decisions is stored
 //! again alone, so one bad decision never costs the others theirs. Each decision is answered
@@ -21,7 +22,8 @@ use deadpool_postgres::Pool;
 use tokio::sync::{mpsc, oneshot};
 
 use super::Result;
-use super::record::{Outcome, RecordStatement, record};
+use super::decisions;
+use super::record::{Outcome, RecordStatement};
 use crate::storage::StorageError;
 use crate::storage::deciding::{NewDecision, Recorded};
 
@@ -100,12 +102,13 @@ async fn run(pool: Pool, mut queue: mpsc::UnboundedReceiver<Job>) {
 
 /// What a group came to for each of its decisions: its outcome, or its error.
 async fn commit_group(pool: &Pool, jobs: &[Job]) -> Vec<Result<Outcome>> {
-    match try_group(pool, jobs).await {
+    let news: Vec<&NewDecision> = jobs.iter().map(|job| &job.new).collect();
+    match try_group(pool, &news).await {
         Ok(outcomes) => outcomes.into_iter().map(Ok).collect(),
-        Err(Retry::Alone) => {
+        Err(Retry::Alone(_)) => {
             let mut answers = Vec::with_capacity(jobs.len());
-            for job in jobs {
-                answers.push(alone(pool, &job.new).await);
+            for new in news {
+                answers.push(alone(pool, new).await);
             }
             answers
         }
@@ -127,29 +130,47 @@ async fn commit_group(pool: &Pool, jobs: &[Job]) -> Vec<Result<Outcome>> {
 enum Retry {
     /// Rolled back (a statement failed, or the transaction lost a race): each decision is
     /// stored alone.
-    Alone,
+    Alone(StorageError),
     /// Unknown (the connection failed midway, perhaps after the commit): every decision of
     /// the group gets this error, as a decision stored alone would.
     Fail(StorageError),
 }
 
-/// One decision stored alone (after its group was rolled back).
-async fn alone(pool: &Pool, new: &NewDecision) -> Result<Outcome> {
-    let c = pool.get().await?;
-    Ok(match record(&c, new.clone()).await? {
-        Recorded::Stored(hint) => Outcome::Stored(hint),
-        Recorded::Changed(_) => Outcome::Changed,
-        Recorded::ClaimLost => Outcome::ClaimLost,
-    })
+/// What a failed step means for its group: rolled back (a statement's error; the server
+/// then answers ROLLBACK to the COMMIT; or a commit refused for a race), or unknown (a
+/// broken connection).
+fn retry(e: tokio_postgres::Error) -> Retry {
+    let rolled_back = e.code().is_some_and(|code| {
+        let class = code.code();
+        !(class.starts_with("08") || class.starts_with("57"))
+    });
+    if rolled_back {
+        Retry::Alone(e.into())
+    } else {
+        Retry::Fail(e.into())
+    }
 }
 
-/// Sends the group's statements between `BEGIN` and `COMMIT` in one pipeline.
-async fn try_group(pool: &Pool, jobs: &[Job]) -> std::result::Result<Vec<Outcome>, Retry> {
+/// One decision stored alone (after its group was rolled back), in a group of its own.
+async fn alone(pool: &Pool, new: &NewDecision) -> Result<Outcome> {
+    match try_group(pool, &[new]).await {
+        Ok(mut outcome) => Ok(outcome.pop().unwrap_or(Outcome::Changed)),
+        // The transaction lost a race (a distributed engine): nothing was stored, and the
+        // decision is made again like one whose agent changed.
+        Err(Retry::Alone(StorageError::Conflict)) => Ok(Outcome::Changed),
+        Err(Retry::Alone(e) | Retry::Fail(e)) => Err(e),
+    }
+}
+
+/// Stores a group in one transaction on one connection, in two pipelines: `BEGIN` and each
+/// decision's statement ([`RecordStatement`]: the agent's version, review, event,
+/// idempotency record); then, once their answers say which decisions are to be stored,
+/// the statement that inserts those decisions with their seqs in commit order, and
+/// `COMMIT`. The counter of seqs is locked only from that statement to the commit.
+async fn try_group(pool: &Pool, news: &[&NewDecision]) -> std::result::Result<Vec<Outcome>, Retry> {
     let c = pool.get().await.map_err(|e| Retry::Fail(e.into()))?;
-    let statements: Vec<Option<RecordStatement>> = jobs
-        .iter()
-        .map(|job| RecordStatement::of(&job.new))
-        .collect();
+    let statements: Vec<Option<RecordStatement>> =
+        news.iter().map(|new| RecordStatement::of(new)).collect();
     // Prepared (on a connection's first use of each variant) before the pipeline.
     let mut prepared = Vec::with_capacity(statements.len());
     for statement in statements.iter().flatten() {
@@ -159,36 +180,81 @@ async fn try_group(pool: &Pool, jobs: &[Job]) -> std::result::Result<Vec<Outcome
             .map_err(|e| Retry::Fail(e.into()))?;
         prepared.push(stmt);
     }
-    let values: Vec<_> = statements
-        .iter()
-        .flatten()
-        .map(RecordStatement::values)
-        .collect();
-    let mut steps: Vec<Pin<Box<dyn Future<Output = Step> + Send + '_>>> =
-        Vec::with_capacity(prepared.len() + 2);
-    steps.push(Box::pin(async {
-        Step::Control(c.simple_query("BEGIN").await.map(|_| ()))
-    }));
-    for (stmt, values) in prepared.iter().zip(&values) {
-        let c = &c;
-        steps.push(Box::pin(async move {
-            Step::Stored(
-                c.query_one(stmt, values)
-                    .await
-                    .map(|row| row.get::<_, i64>(0)),
-            )
+    let insert = c
+        .prepare_cached(&decisions::INSERT_BATCH)
+        .await
+        .map_err(|e| Retry::Fail(e.into()))?;
+    // Metrics (docs/operations.md): the group's size, and the time from sending it to its
+    // commit's answer (the database's flush of its WAL included).
+    metrics::histogram!(crate::telemetry::WRITER_GROUP).record(prepared.len() as f64);
+    let committing = std::time::Instant::now();
+    let counts = {
+        let values: Vec<_> = statements
+            .iter()
+            .flatten()
+            .map(RecordStatement::values)
+            .collect();
+        let mut steps: Vec<Pin<Box<dyn Future<Output = Step> + Send + '_>>> =
+            Vec::with_capacity(prepared.len() + 1);
+        steps.push(Box::pin(async {
+            Step::Control(c.simple_query("BEGIN").await.map(|_| ()))
+        }));
+        for (stmt, values) in prepared.iter().zip(&values) {
+            let c = &c;
+            steps.push(Box::pin(async move {
+                Step::Stored(
+                    c.query_one(stmt, values)
+                        .await
+                        .map(|row| row.get::<_, i64>(0)),
+                )
+            }));
+        }
+        match outcomes(InOrder::new(steps).await) {
+            Ok(counts) => counts,
+            Err(e) => {
+                // The transaction is aborted: end it before the connection goes back.
+                let _ = c.simple_query("ROLLBACK").await;
+                return Err(retry(e));
+            }
+        }
+    };
+    let mut counts = counts.into_iter();
+    let mut batch = decisions::Batch::default();
+    let mut answers = Vec::with_capacity(statements.len());
+    for statement in statements {
+        let outcome = match statement {
+            Some(statement) => {
+                let outcome = statement.outcome(counts.next().unwrap_or(0));
+                if matches!(outcome, Outcome::Stored(_)) {
+                    let (agent_seq, params) = statement.into_decision();
+                    batch.push(agent_seq, params);
+                }
+                outcome
+            }
+            // The agent was not found when its state was read: read it again.
+            None => Outcome::Changed,
+        };
+        answers.push(outcome);
+    }
+    let count = i64::try_from(batch.len()).unwrap_or(i64::MAX);
+    let values = batch.values(&count);
+    let mut steps: Vec<Pin<Box<dyn Future<Output = Step> + Send + '_>>> = Vec::with_capacity(2);
+    if count > 0 {
+        steps.push(Box::pin(async {
+            Step::Control(c.execute(&insert, &values).await.map(|_| ()))
         }));
     }
     steps.push(Box::pin(async {
         Step::Control(c.simple_query("COMMIT").await.map(|_| ()))
     }));
-    // Metrics (docs/operations.md): the group's size, and the time from sending it to its
-    // commit's answer (the database's flush of its WAL included).
-    metrics::histogram!(crate::telemetry::WRITER_GROUP).record(prepared.len() as f64);
-    let committing = std::time::Instant::now();
-    let done = InOrder::new(steps).await;
+    outcomes(InOrder::new(steps).await).map_err(retry)?;
     metrics::histogram!("mandate_writer_commit_seconds").record(committing.elapsed().as_secs_f64());
-    let mut counts = Vec::with_capacity(prepared.len());
+    Ok(answers)
+}
+
+/// The counts of a pipeline's statements, or its first error.
+fn outcomes(done: Vec<Step>) -> std::result::Result<Vec<i64>, tokio_postgres::Error> {
+    let mut counts = Vec::with_capacity(done.len());
     let mut failed = None;
     for step in done {
         match step {
@@ -199,28 +265,7 @@ async fn try_group(pool: &Pool, jobs: &[Job]) -> std::result::Result<Vec<Outcome
             Step::Control(Ok(())) => {}
         }
     }
-    if let Some(e) = failed {
-        // A statement's error (the server then answers ROLLBACK to the COMMIT), or a
-        // commit refused for a race: nothing of the group is stored. A broken connection:
-        // the outcome is unknown.
-        let rolled_back = e.code().is_some_and(|code| {
-            let class = code.code();
-            !(class.starts_with("08") || class.starts_with("57"))
-        });
-        return Err(if rolled_back {
-            Retry::Alone
-        } else {
-            Retry::Fail(e.into())
-        });
-    }
-    let mut counts = counts.into_iter();
-    Ok(statements
-        .iter()
-        .map(|statement| match statement {
-            Some(statement) => statement.outcome(counts.next().unwrap_or(0)),
-            None => Outcome::Changed,
-        })
-        .collect())
+    failed.map_or(Ok(counts), Err)
 }
 
 /// A step of the pipeline.

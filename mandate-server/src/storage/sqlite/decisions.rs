@@ -268,6 +268,24 @@ pub fn get(
         .map(|d| d.map(|(_, d)| d))
 }
 
+/// The seq of one decision, optionally only if it belongs to `agent`.
+pub fn seq_of(
+    conn: &Connection,
+    org_id: &str,
+    env: Env,
+    agent: Option<&AgentId>,
+    id: &DecisionId,
+) -> Result<Option<i64>, StorageError> {
+    let (agent, id) = (agent.map(AgentId::as_str), id.as_str());
+    Ok(conn
+        .prepare_cached(
+            "SELECT seq FROM decisions
+             WHERE id = ?3 AND org_id = ?1 AND env = ?2 AND (?4 IS NULL OR agent_id = ?4)",
+        )?
+        .query_row(params![org_id, env, id, agent], |r| r.get(0))
+        .optional()?)
+}
+
 /// Which way a filtered read walks the log.
 #[derive(Clone, Copy)]
 enum Order {

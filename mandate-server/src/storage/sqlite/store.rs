@@ -125,6 +125,20 @@ impl DecisionStore for SqliteStore {
         )
     }
 
+    fn decision_seq(
+        &self,
+        org_id: &str,
+        env: Env,
+        only: Option<&AgentId>,
+        id: &DecisionId,
+    ) -> StoreFuture<'_, Option<i64>> {
+        let (org, only, id) = (org_id.to_owned(), only.cloned(), id.clone());
+        Box::pin(
+            self.db
+                .read(move |conn| decisions::seq_of(conn, &org, env, only.as_ref(), &id)),
+        )
+    }
+
     fn decisions_page(
         &self,
         org_id: &str,

@@ -1,0 +1,517 @@
+//! The contracts of the decision path and what moves money or time: the decision log and
+//! its idempotency record, a failing or stale decision, reviews, timers and escrows.
+
+use super::*;
+
+pub async fn decisions_are_logged_with_their_idempotency_record_in_order(fresh: &Fresh) {
+    let store = fresh.store.as_ref();
+    onboard(store).await;
+    agent(store, "agt_d", 10).await;
+    agent(store, "agt_other", 11).await;
+    let mandate = mandate(store, "agt_d").await;
+    let deciding = Deciding::new();
+    let before = store.last_decision_seq().await.unwrap();
+    let (claimed, _) = store
+        .claim_idempotency_key(ORG_KEY, "k-decide", [5; 32], CLAIM, NOW)
+        .await
+        .unwrap();
+    assert_eq!(claimed, NextAction::StartProcessing);
+    let first = deciding
+        .authorize(store, "agt_d", "10", Some(record("k-decide", "req_d1")))
+        .await;
+    assert_eq!(first["verdict"], "allow");
+    // The idempotency record was stored with the decision.
+    let (action, original) = store
+        .claim_idempotency_key(ORG_KEY, "k-decide", [5; 32], CLAIM, NOW)
+        .await
+        .unwrap();
+    assert!(
+        matches!(action, NextAction::ReturnSavedResponse(_)),
+        "{action:?}"
+    );
+    assert_eq!(original.as_deref(), Some("req_d1"));
+    let second = deciding.authorize(store, "agt_d", "600", None).await;
+    assert_eq!(second["verdict"], "deny_limit");
+    let third = deciding.authorize(store, "agt_d", "20", None).await;
+    assert_eq!(third["verdict"], "allow");
+    let unmandated = deciding.authorize(store, "agt_other", "1", None).await;
+    assert_eq!(unmandated["verdict"], "deny_no_mandate");
+    // The log: newest first, paged by seq, filtered.
+    let page = store
+        .decisions_page(ORG, Env::Sandbox, &DecisionFilters::default(), i64::MAX, 3)
+        .await
+        .unwrap();
+    let ids: Vec<&str> = page.iter().map(|(_, d)| d.claims.jti.as_str()).collect();
+    let answered = |v: &Value| v["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        ids,
+        [answered(&unmandated), answered(&third), answered(&second)]
+    );
+    assert!(page.windows(2).all(|w| w[0].0 > w[1].0));
+    assert_eq!(store.last_decision_seq().await.unwrap(), page[0].0);
+    assert!(page[0].0 > before);
+    let allows = store
+        .decisions_page(
+            ORG,
+            Env::Sandbox,
+            &DecisionFilters {
+                agent: Some("agt_d".into()),
+                verdict: Some(Verdict::Allow),
+                ..DecisionFilters::default()
+            },
+            i64::MAX,
+            10,
+        )
+        .await
+        .unwrap();
+    assert_eq!(allows.len(), 2);
+    // The export: oldest first, in (after, upto].
+    let export = store
+        .decisions_export_page(
+            ORG,
+            Env::Sandbox,
+            &DecisionFilters::default(),
+            before,
+            page[1].0,
+            10,
+        )
+        .await
+        .unwrap();
+    let exported: Vec<&str> = export.iter().map(|(_, d)| d.claims.jti.as_str()).collect();
+    assert_eq!(
+        exported,
+        [answered(&first), answered(&second), answered(&third)]
+    );
+    // A decision read back is the one answered; `only` scopes it to its agent.
+    let stored = decision(store, &third).await;
+    assert_eq!(stored.claims.request.amount, Amount::parse("20").unwrap());
+    assert_eq!(stored.claims.mandate.as_ref(), Some(&mandate.id));
+    assert!(stored.is_request);
+    assert!(
+        store
+            .decision(
+                ORG,
+                Env::Sandbox,
+                Some(&agent_id("agt_other")),
+                &stored.claims.jti
+            )
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // What the agent's next decision is made on: its mandate, requests newest first, and
+    // the allows under the mandate since the asked instant.
+    let record = store
+        .agent_record(
+            Arc::from(ORG),
+            Env::Sandbox,
+            agent_id("agt_d"),
+            2,
+            ms(NOW) - 1,
+        )
+        .await
+        .unwrap();
+    assert_eq!(record.mandate.map(|m| m.id), Some(mandate.id.clone()));
+    assert_eq!(record.recent_requests, vec![ms(NOW), ms(NOW)]);
+    let allowed: Vec<Amount> = record.allowed_since.iter().map(|(a, _)| *a).collect();
+    assert_eq!(
+        allowed,
+        [Amount::parse("10").unwrap(), Amount::parse("20").unwrap()]
+    );
+    let summed = store
+        .mandate_allows_since(
+            ORG,
+            Env::Sandbox,
+            &agent_id("agt_d"),
+            &mandate.id,
+            ms(NOW) - 1,
+        )
+        .await
+        .unwrap();
+    assert_eq!(summed, record.allowed_since);
+}
+
+pub async fn a_failing_decision_writes_nothing(fresh: &Fresh) {
+    let store = fresh.store.as_ref();
+    onboard(store).await;
+    agent(store, "agt_f", 10).await;
+    mandate(store, "agt_f").await;
+    let deciding = Deciding::new();
+    let answer = deciding.authorize(store, "agt_f", "10", None).await;
+    let stored = decision(store, &answer).await;
+    let last = store.last_decision_seq().await.unwrap();
+    let events = event_types(store).await;
+    // The same decision again (its id taken) with an idempotency record: the decision's
+    // insert fails, so the record is not stored either.
+    let (claimed, _) = store
+        .claim_idempotency_key(ORG_KEY, "k-fail", [6; 32], CLAIM, NOW)
+        .await
+        .unwrap();
+    assert_eq!(claimed, NextAction::StartProcessing);
+    let fresh_record = store
+        .agent_record(Arc::from(ORG), Env::Sandbox, agent_id("agt_f"), 10, 0)
+        .await
+        .unwrap();
+    let outcome = store
+        .record_decision(NewDecision {
+            org: Arc::from(ORG),
+            env: Env::Sandbox,
+            decision: stored,
+            review: None,
+            idempotency: Some(record("k-fail", "req_fail")),
+            hint: fresh_record.hint,
+        })
+        .await;
+    assert!(
+        !matches!(outcome, Ok(Recorded::Stored(_))),
+        "a decision whose id is taken is not stored: {outcome:?}"
+    );
+    assert_eq!(store.last_decision_seq().await.unwrap(), last);
+    assert_eq!(event_types(store).await, events);
+    let (action, _) = store
+        .claim_idempotency_key(ORG_KEY, "k-fail", [6; 32], CLAIM, NOW)
+        .await
+        .unwrap();
+    assert_eq!(
+        action,
+        NextAction::ConflictInFlight,
+        "the claim stands, with no record"
+    );
+}
+
+pub async fn a_decision_on_a_stale_agent_is_given_back_unstored(fresh: &Fresh) {
+    if !fresh.capabilities.shared_by_processes {
+        return;
+    }
+    let store = fresh.store.as_ref();
+    onboard(store).await;
+    agent(store, "agt_s", 10).await;
+    mandate(store, "agt_s").await;
+    let stale = store
+        .agent_record(Arc::from(ORG), Env::Sandbox, agent_id("agt_s"), 10, 0)
+        .await
+        .unwrap();
+    // Another process decides first: the agent moves on.
+    let answer = Deciding::new().authorize(store, "agt_s", "10", None).await;
+    let mut again = decision(store, &answer).await;
+    again.claims.jti = DecisionId::from_random(random16());
+    again.claims.nonce = Nonce::from_random(random16());
+    let last = store.last_decision_seq().await.unwrap();
+    let outcome = store
+        .record_decision(NewDecision {
+            org: Arc::from(ORG),
+            env: Env::Sandbox,
+            decision: again,
+            review: None,
+            idempotency: None,
+            hint: stale.hint,
+        })
+        .await
+        .unwrap();
+    assert!(matches!(outcome, Recorded::Changed(_)), "{outcome:?}");
+    assert_eq!(store.last_decision_seq().await.unwrap(), last);
+}
+
+pub async fn a_review_is_resolved_once_and_expires_once(fresh: &Fresh) {
+    let store = fresh.store.as_ref();
+    onboard(store).await;
+    agent(store, "agt_r", 10).await;
+    mandate(store, "agt_r").await;
+    let deciding = Deciding::new();
+    let reviewed = deciding.authorize(store, "agt_r", "300", None).await;
+    assert_eq!(reviewed["verdict"], "review");
+    let other = deciding.authorize(store, "agt_r", "250", None).await;
+    assert_eq!(store.backlog().await.unwrap().reviews, 2);
+    let pending = event_types(store).await;
+    assert_eq!(
+        pending,
+        ["decision.review_pending", "decision.review_pending"]
+    );
+    let review_id =
+        mandate_core::id::ReviewId::parse(reviewed["review"]["id"].as_str().unwrap()).unwrap();
+    let (review, agent_of) = store
+        .review(Arc::from(ORG), Env::Sandbox, review_id.clone())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (review.status, agent_of),
+        (ReviewStatus::Pending, agent_id("agt_r"))
+    );
+    // Denied once; a second resolution finds it resolved and writes nothing.
+    let denied = review.deny(Some("no".into()), NOW).unwrap();
+    let resolution = Resolution {
+        org: Arc::from(ORG),
+        env: Env::Sandbox,
+        review: denied,
+        decision: None,
+        at_ms: ms(NOW),
+        hint: Default::default(),
+    };
+    assert!(
+        store
+            .resolve_review(resolution.clone())
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(store.resolve_review(resolution).await.unwrap().is_none());
+    assert_eq!(all_events(store, Some("decision.resolved")).await.len(), 1);
+    let stored = decision(store, &reviewed).await;
+    assert_eq!(
+        stored.review_state.map(|s| s.status),
+        Some(ReviewStatus::Denied)
+    );
+    // The other expires when its deadline passes: once, with its event.
+    let late = NOW + mandate_core::review::REVIEW_LIFETIME + Duration::seconds(1);
+    assert!(
+        store
+            .due_timers(ms(NOW), "2026-11-22", "2026-11-29", 10)
+            .await
+            .unwrap()
+            .0
+            .is_empty(),
+        "not due before its deadline"
+    );
+    let (reviews, _) = store
+        .due_timers(ms(late), "2026-11-23", "2026-11-30", 10)
+        .await
+        .unwrap();
+    let other_review = other["review"]["id"].as_str().unwrap();
+    assert_eq!(
+        reviews,
+        [DueItem {
+            id: other_review.to_owned(),
+            org_id: ORG.to_owned(),
+            env: Env::Sandbox
+        }]
+    );
+    store.expire_review(&reviews[0], late).await.unwrap();
+    store.expire_review(&reviews[0], late).await.unwrap();
+    let resolved = all_events(store, Some("decision.resolved")).await;
+    assert_eq!(resolved.len(), 2, "{resolved:?}");
+    assert_eq!(resolved[0].created_ms, ms(late));
+    assert_eq!(store.backlog().await.unwrap().reviews, 0);
+    let (expired, _) = store
+        .review(
+            Arc::from(ORG),
+            Env::Sandbox,
+            mandate_core::id::ReviewId::parse(other_review).unwrap(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(expired.status, ReviewStatus::Expired);
+    assert!(
+        store
+            .due_timers(ms(late), "2026-11-23", "2026-11-30", 10)
+            .await
+            .unwrap()
+            .0
+            .is_empty()
+    );
+}
+
+pub async fn a_mandates_expiring_event_fires_once(fresh: &Fresh) {
+    let store = fresh.store.as_ref();
+    onboard(store).await;
+    agent(store, "agt_x", 10).await;
+    let soon = mandate_of("agt_x", &TERMS.replace("2026-12-31", "2026-11-25"), NOW);
+    store
+        .insert_mandate(ORG, Env::Sandbox, &soon)
+        .await
+        .unwrap();
+    let fires_at = |date: time::Date| date.midnight().assume_utc() - Duration::days(7);
+    let (_, mandates) = store
+        .due_timers(ms(NOW), "2026-11-22", "2026-11-29", 10)
+        .await
+        .unwrap();
+    assert_eq!(mandates.len(), 1);
+    assert_eq!(mandates[0].id, soon.id.as_str());
+    store
+        .fire_expiring(&mandates[0], NOW, fires_at)
+        .await
+        .unwrap();
+    store
+        .fire_expiring(&mandates[0], NOW, fires_at)
+        .await
+        .unwrap();
+    let fired = all_events(store, Some("mandate.expiring")).await;
+    assert_eq!(fired.len(), 1, "{fired:?}");
+    assert_eq!(fired[0].data["id"], soon.id.as_str());
+    assert!(
+        store
+            .due_timers(ms(NOW), "2026-11-22", "2026-11-29", 10)
+            .await
+            .unwrap()
+            .1
+            .is_empty(),
+        "fired once, not due again"
+    );
+    // Not due yet: nothing fires.
+    let later = mandate_of("agt_x", &TERMS.replace("2026-12-31", "2027-01-31"), NOW);
+    store
+        .insert_mandate(ORG, Env::Sandbox, &later)
+        .await
+        .unwrap();
+    let item = DueItem {
+        id: later.id.as_str().to_owned(),
+        org_id: ORG.to_owned(),
+        env: Env::Sandbox,
+    };
+    store.fire_expiring(&item, NOW, fires_at).await.unwrap();
+    assert_eq!(all_events(store, Some("mandate.expiring")).await.len(), 1);
+}
+
+fn movement(escrow: &EscrowRow, kind: &str, from: &str, to: &str, at: i64) -> MovementRow {
+    MovementRow {
+        escrow_id: escrow.id.as_str().to_owned(),
+        kind: kind.into(),
+        amount: escrow.amount.to_string(),
+        currency: escrow.currency.as_str().to_owned(),
+        from_party: from.into(),
+        to_party: to.into(),
+        created_ms: at,
+    }
+}
+
+fn change(escrow: &EscrowRow, action: EscrowAction, movement: Option<MovementRow>) -> EscrowChange {
+    let to = escrow.status.apply(action).unwrap();
+    EscrowChange {
+        from: escrow.status,
+        entry: HistoryEntry::new(to, NOW, "funder"),
+        step: escrow.history.len(),
+        movement,
+        event: NewEvent {
+            event_type: "escrow.changed",
+            data: json!({"to": format!("{to:?}")}),
+        },
+    }
+}
+
+pub async fn an_escrow_is_funded_once_and_moves_only_from_where_it_stands(fresh: &Fresh) {
+    let store = fresh.store.as_ref();
+    onboard(store).await;
+    agent(store, "agt_buyer", 10).await;
+    mandate(store, "agt_buyer").await;
+    let answer = Deciding::new()
+        .authorize(store, "agt_buyer", "42", None)
+        .await;
+    let funding = decision(store, &answer).await;
+    let escrow_for = |id: EscrowId| EscrowRow {
+        id,
+        org_id: ORG.into(),
+        env: "sandbox".into(),
+        amount: funding.claims.request.amount,
+        currency: funding.claims.request.currency.clone(),
+        buyer: funding.claims.request.agent.clone(),
+        seller: funding.claims.request.recipient.clone(),
+        decision: funding.claims.jti.clone(),
+        arbiter: None,
+        status: EscrowStatus::FUNDED,
+        history: vec![HistoryEntry::new(EscrowStatus::FUNDED, NOW, "funder")],
+        created_ms: ms(NOW),
+    };
+    // Two fundings of one decision at once: exactly one is stored, with one lock and one
+    // event; the other writes nothing.
+    let (a, b) = (
+        escrow_for(EscrowId::from_random(random16())),
+        escrow_for(EscrowId::from_random(random16())),
+    );
+    let fund = |escrow: EscrowRow| {
+        let lock = movement(&escrow, "lock", "agt_buyer", escrow.id.as_str(), ms(NOW));
+        let event = NewEvent {
+            event_type: "escrow.funded",
+            data: json!({"id": escrow.id.as_str()}),
+        };
+        store.fund_escrow(escrow, funding.claims.nonce.as_str(), lock, event)
+    };
+    let (fa, fb) = tokio::join!(fund(a.clone()), fund(b.clone()));
+    let (fa, fb) = (fa.unwrap(), fb.unwrap());
+    assert!(fa ^ fb, "one of two fundings of a decision: {fa} {fb}");
+    let (funded, refused) = if fa { (a, b) } else { (b, a) };
+    assert!(store.escrow(&refused.id, None).await.unwrap().is_none());
+    assert!(
+        store
+            .escrow_movements(&refused.id)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(all_events(store, Some("escrow.funded")).await.len(), 1);
+    assert_eq!(
+        store.escrow(&funded.id, None).await.unwrap(),
+        Some(funded.clone())
+    );
+    // Public by id; with an owner, only the funding organization's.
+    assert!(
+        store
+            .escrow(&funded.id, Some((ORG, Env::Live)))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // Deliver, then release with its movement; a change from where it no longer stands
+    // writes nothing.
+    let deliver = change(&funded, EscrowAction::Deliver, None);
+    assert!(
+        store
+            .advance_escrow(ORG, Env::Sandbox, &funded.id, deliver.clone())
+            .await
+            .unwrap()
+    );
+    let events = event_types(store).await;
+    assert!(
+        !store
+            .advance_escrow(ORG, Env::Sandbox, &funded.id, deliver)
+            .await
+            .unwrap(),
+        "it no longer stands where the change was made from"
+    );
+    assert_eq!(event_types(store).await, events);
+    let delivered = store.escrow(&funded.id, None).await.unwrap().unwrap();
+    assert_eq!(delivered.history.len(), 2);
+    let release = change(
+        &delivered,
+        EscrowAction::Release,
+        Some(movement(
+            &delivered,
+            "release",
+            delivered.id.as_str(),
+            delivered.seller.as_str(),
+            ms(NOW) + 1,
+        )),
+    );
+    assert!(
+        !store
+            .advance_escrow("org_other", Env::Sandbox, &funded.id, release.clone())
+            .await
+            .unwrap(),
+        "only the funding organization moves it"
+    );
+    assert!(
+        store
+            .advance_escrow(ORG, Env::Sandbox, &funded.id, release)
+            .await
+            .unwrap()
+    );
+    let released = store.escrow(&funded.id, None).await.unwrap().unwrap();
+    assert_eq!(
+        released.status,
+        EscrowStatus::FUNDED
+            .apply(EscrowAction::Deliver)
+            .unwrap()
+            .apply(EscrowAction::Release)
+            .unwrap()
+    );
+    assert_eq!(released.history.len(), 3);
+    let kinds: Vec<String> = store
+        .escrow_movements(&funded.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| m.kind)
+        .collect();
+    assert_eq!(kinds, ["lock", "release"], "in the order recorded");
+    assert_eq!(all_events(store, Some("escrow.changed")).await.len(), 2);
+}
