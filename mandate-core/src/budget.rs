@@ -27,6 +27,30 @@ pub struct Remaining {
     /// `per_month` minus this calendar month's spend (UTC), never below 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_month: Option<Amount>,
+    /// `total` minus all spend under the mandate, never below 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<Amount>,
+    /// The allows left under each count limit the mandate has.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<RemainingCounts>,
+}
+
+/// How many allows each count limit still allows; a window the mandate does not count is
+/// absent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemainingCounts {
+    /// `count.per_day` minus this UTC day's allows, never below 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_day: Option<u64>,
+    /// `count.per_week` minus this ISO week's allows, never below 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_week: Option<u64>,
+    /// `count.per_month` minus this calendar month's allows, never below 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_month: Option<u64>,
+    /// `count.total` minus the mandate's allows over its life, never below 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
 }
 
 /// What `limits` still allow at `now`, given the mandate's `spend` to date (its allows, as
@@ -41,6 +65,17 @@ pub fn remaining(limits: &Limits, spend: &SpendToDate, now: OffsetDateTime) -> R
         per_day: limits.per_day.map(|l| left(l, spend.day_total_at(now))),
         per_week: limits.per_week.map(|l| left(l, spend.week_total_at(now))),
         per_month: limits.per_month.map(|l| left(l, spend.total_at(now))),
+        total: limits.total.map(|l| left(l, spend.lifetime.total())),
+        count: limits.count.map(|c| RemainingCounts {
+            per_day: c.per_day.map(|l| l.saturating_sub(spend.day_count_at(now))),
+            per_week: c
+                .per_week
+                .map(|l| l.saturating_sub(spend.week_count_at(now))),
+            per_month: c
+                .per_month
+                .map(|l| l.saturating_sub(spend.month_count_at(now))),
+            total: c.total.map(|l| l.saturating_sub(spend.lifetime.count())),
+        }),
     }
 }
 
@@ -66,6 +101,8 @@ mod tests {
             per_day: day.map(amount),
             per_week: week.map(amount),
             per_month: month.map(amount),
+            total: None,
+            count: None,
             currency: Currency::parse("USD").unwrap(),
         }
     }
@@ -155,5 +192,61 @@ mod tests {
             let beyond = evaluate(Some(&mandate), &ask(over), &history, Mode::Enforce, now);
             assert_eq!(beyond.verdict, Verdict::DenyLimit, "spent {spent}");
         }
+    }
+
+    /// The lifetime total and the count limits: what is left is what the engine still
+    /// allows (the last allow left passes; with none left, the next is denied).
+    #[test]
+    fn the_total_and_the_counts_left_are_what_the_engine_still_allows() {
+        let now = datetime!(2026-11-25 12:00 UTC);
+        let terms = MandateDraft::from_json(&serde_json::json!({
+            "agent": "agt_a",
+            "limits": {"per_transaction": 100, "total": 250, "currency": "USD",
+                       "count": {"per_day": 5, "per_month": 4, "total": 3}},
+            "categories": ["software"],
+            "expires": "2099-12-31"
+        }))
+        .unwrap();
+        let mandate = Mandate {
+            id: MandateId::parse("mnd_m").unwrap(),
+            terms,
+            status: MandateStatus::Active,
+            created_at: datetime!(2026-10-01 0:00 UTC),
+        };
+        let mut history = AgentHistory::default();
+        history
+            .spend
+            .add(amount("100"), datetime!(2026-10-20 08:00 UTC)); // an earlier month
+        history
+            .spend
+            .add(amount("60.50"), datetime!(2026-11-25 08:00 UTC)); // today
+        let r = remaining(&mandate.terms.limits, &history.spend, now);
+        assert_eq!(r.total, Some(amount("89.50")));
+        let counts = r.count.unwrap();
+        assert_eq!(
+            (
+                counts.per_day,
+                counts.per_week,
+                counts.per_month,
+                counts.total
+            ),
+            (Some(4), None, Some(3), Some(1))
+        );
+        let ask = |a: &str| AuthorizationRequest {
+            agent: AgentId::parse("agt_a").unwrap(),
+            amount: amount(a),
+            currency: Currency::parse("USD").unwrap(),
+            recipient: Recipient::parse("vendor:acme").unwrap(),
+            category: Category::parse("software").unwrap(),
+        };
+        let over_total = evaluate(Some(&mandate), &ask("89.51"), &history, Mode::Enforce, now);
+        assert_eq!(over_total.verdict, Verdict::DenyLimit);
+        let last = evaluate(Some(&mandate), &ask("89.50"), &history, Mode::Enforce, now);
+        assert_eq!(last.verdict, Verdict::Allow);
+        history.spend.add(amount("1"), now);
+        let r = remaining(&mandate.terms.limits, &history.spend, now);
+        assert_eq!(r.count.unwrap().total, Some(0));
+        let none_left = evaluate(Some(&mandate), &ask("1"), &history, Mode::Enforce, now);
+        assert_eq!(none_left.verdict, Verdict::DenyLimit);
     }
 }

@@ -180,8 +180,8 @@ impl LifetimeToDate {
     }
 
     fn add(&mut self, amount: Amount) {
-        // Saturate rather than wrap, as the month does.
-        self.total = self.total.checked_add(amount).unwrap_or(self.total);
+        // Saturate at the largest amount, over every limit, as the month does.
+        self.total = self.total.checked_add(amount).unwrap_or(Amount::MAX);
         self.count = self.count.saturating_add(1);
     }
 }

@@ -176,7 +176,7 @@ reused, not made again. Its keys are stored only as SHA-256 hashes, so they cann
 again, and {file} (where that run wrote them) is missing or holds keys no longer valid.
   a new organization key: mandate-server issue-key --org {DEMO_ORG} --env sandbox --db {db}
   then a new agent with it: mandate agents create NAME (its key is printed once)
-  or start a fresh demo on another database: mandate-server serve --demo --db ./other.db
+  or start a fresh demo on another database: mandate-server serve --demo --db ./other-demo.sqlite
 "#,
         file = path.display(),
     )

@@ -32,9 +32,8 @@ use crate::settlement;
 use crate::signing;
 use crate::signing::at_rest::{self, AtRestError, KeyEncryption};
 use crate::state::{AppState, Shared};
-use crate::storage::postgres::PostgresStore;
-use crate::storage::sqlite::{Db, SqliteStore};
-use crate::storage::{DbLocation, StorageError, Store};
+use crate::storage::sqlite::Db;
+use crate::storage::{DbLocation, StorageError};
 use crate::workers::Context;
 use crate::workers::delivery::Worker;
 use crate::workers::refresh::{Listeners, Refresher};
@@ -208,24 +207,7 @@ async fn tls_config(
     Ok(config)
 }
 
-/// The engine at `location`: the SQLite file (created on first use) or the PostgreSQL
-/// database, its schema migrated unless `migrate` is off (then it must already be this
-/// server's). The SQLite handle is returned beside it, for tests.
-pub async fn open_store(
-    location: &DbLocation,
-    migrate: bool,
-) -> Result<(Arc<dyn Store>, Option<Db>), StorageError> {
-    match location {
-        DbLocation::Sqlite(path) => {
-            let db = Db::open_with(path, migrate)?;
-            Ok((Arc::new(SqliteStore::new(db.clone())), Some(db)))
-        }
-        DbLocation::Postgres(url) => {
-            let store = PostgresStore::open(url, migrate).await?;
-            Ok((Arc::new(store), None))
-        }
-    }
-}
+pub use crate::storage::location::open_store;
 
 /// Starts both listeners, the background refresher and the delivery worker, with the
 /// default settlement adapter.

@@ -129,7 +129,7 @@ mod tests {
     use crate::signing::at_rest::KeyEncryption;
     use crate::signing::{self, RETIRED_KEY_PUBLISHED_MS};
     use crate::storage::AdminStore;
-    use crate::storage::sqlite::{Db, SqliteStore};
+    use crate::storage::{DbLocation, location::open_store};
     use crate::workers::Context;
 
     fn kids(context: &Context) -> Vec<String> {
@@ -145,9 +145,8 @@ mod tests {
     #[tokio::test]
     async fn the_refresher_follows_the_generation_and_the_injected_clock() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Arc::new(SqliteStore::new(
-            Db::open(&dir.path().join("r.db")).unwrap(),
-        ));
+        let location = DbLocation::Sqlite(dir.path().join("refresh.sqlite"));
+        let (store, _) = open_store(&location, true).await.unwrap();
         let start = datetime!(2026-11-22 12:00 UTC);
         let clock = Arc::new(ManualClock::new(start));
         let none = KeyEncryption::default();
