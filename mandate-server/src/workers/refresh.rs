@@ -128,7 +128,6 @@ mod tests {
     use crate::model::Env;
     use crate::signing::at_rest::KeyEncryption;
     use crate::signing::{self, RETIRED_KEY_PUBLISHED_MS};
-    use crate::storage::AdminStore;
     use crate::storage::{DbLocation, location::open_store};
     use crate::workers::Context;
 
