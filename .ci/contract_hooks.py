@@ -11,7 +11,9 @@ each rule narrowly, so that the check judges everything else:
   JSON serializer below writes every float in positional notation: same value, and the
   schema's bounds (at most 18 decimal places, at most 2^96 - 1) still decide which values.
 - A mandate's `expires` is today (UTC) or later. The `date` format draws from tomorrow on,
-  so a run that crosses midnight UTC still sends valid dates.
+  so a run that crosses midnight UTC still sends valid dates. Its `not_before`, when given,
+  is on or before `expires`, a rule across two fields: the server's refusal of a later one
+  (its message names the rule) is dropped on POST /v1/mandates only.
 - A `cursor` is valid only as issued: the `next_cursor` of the same list, filters and key
   class, for 24 hours. The schema gives its shape; a drawn cursor of that shape is still
   invented. In a positive case the cursor is replaced by a real one for the request's own
@@ -105,6 +107,7 @@ REFUSALS = {
     ("POST", "/v1/escrows/{id}/release"): _ESCROW_STATE,
     ("POST", "/v1/escrows/{id}/refund"): _ESCROW_STATE,
     ("POST", "/v1/escrows/{id}/dispute"): _ESCROW_STATE,
+    ("POST", "/v1/mandates"): re.compile(r"^not_before must be on or before expires \(\d{4}-\d{2}-\d{2}\)$"),
     ("DELETE", "/v1/mandates/{id}"): re.compile(r"^DELETE is not supported on /v1/mandates/\{id\}; "),
 }
 

@@ -198,7 +198,8 @@ async fn export(
             .decision_seq(&org, env, caller.agent.as_ref(), &id)
             .await?
             .ok_or_else(|| {
-                ApiError::InvalidRequest(format!(
+                // As a read of that decision would answer: not found, for this key.
+                ApiError::NotFound(format!(
                     "after names no decision of this environment that this key can read ({id}): pass the id of the last decision a previous export returned"
                 ))
             })?,

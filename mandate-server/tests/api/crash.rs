@@ -109,8 +109,8 @@ async fn load(
 /// The decision as the API returns it, from a 201 authorization response.
 fn as_stored(response: &Value) -> Value {
     let mut expected = response.clone();
+    // Its token is kept, byte for byte.
     let object = expected.as_object_mut().unwrap();
-    object.remove("verdict_token");
     // Read from the log, a decision that opened a review says where it stands (nobody
     // resolves one here) and when it expires.
     if let Some(review) = object.remove("review").filter(|r| r.is_object()) {

@@ -312,22 +312,23 @@ async fn an_incremental_export_returns_what_was_committed_after_the_decision_it_
     assert_eq!(ids(&own), [ids_made[2].clone(), newest]);
     let r = app.get(&buyer, &after(&ids_made[1])).await;
     assert!(
-        r.assert_error(400, "invalid_request")
+        r.assert_error(404, "not_found")
             .starts_with("after names no decision of this environment that this key can read"),
         "{}",
         r.text
     );
-    // Another environment's decision, an unknown one, not an id, or twice: 400.
+    // Another environment's decision or an unknown one: 404, as reading it would answer;
+    // not an id, or twice: 400.
     let live_key = app.org.live.clone();
     let r = app.get(&live_key, &after(&ids_made[0])).await;
     assert!(
-        r.assert_error(400, "invalid_request")
+        r.assert_error(404, "not_found")
             .contains("pass the id of the last decision a previous export returned")
     );
     let unknown = DecisionId::from_random([7; 16]).to_string();
     app.get(&org, &after(&unknown))
         .await
-        .assert_error(400, "invalid_request");
+        .assert_error(404, "not_found");
     let r = app.get(&org, "/v1/exports/decisions?after=agt_buyer").await;
     assert!(
         r.assert_error(400, "invalid_request")

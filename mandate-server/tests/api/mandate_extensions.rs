@@ -62,6 +62,9 @@ async fn the_new_fields_are_stored_echoed_and_named_in_errors() {
     let shown = app.get(&org, &format!("/v1/mandates/{id}")).await;
     let mut expected = created.clone();
     expected["spent"] = json!({"day": 0, "week": 0, "month": 0});
+    expected["remaining"] =
+        serde_json::from_str(r#"{"per_transaction": 100, "per_day": 200.50, "per_week": 500}"#)
+            .unwrap();
     assert_eq!(shown.body, expected);
     // A mandate without them answers without them.
     app.agent(&org, "plain").await;

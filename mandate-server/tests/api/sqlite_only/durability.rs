@@ -189,8 +189,8 @@ async fn every_201_survives_kill_minus_nine() {
             .json()
             .await
             .unwrap();
+        // Read from the log, it is the answer, its token byte for byte.
         let mut expected = body.clone();
-        expected.as_object_mut().unwrap().remove("verdict_token");
         expected.as_object_mut().unwrap().remove("review");
         let mut got = stored.clone();
         got.as_object_mut().unwrap().remove("review");
