@@ -427,7 +427,17 @@ fn count_limits_from(value: &Value) -> Result<CountLimits, FieldError> {
         let Some(v) = present(object, key) else {
             return Ok(None);
         };
-        match v.as_u64() {
+        // A whole number, also when written with a zero fraction (`3.0`: JSON Schema's
+        // integer), read from the number's text, never through a float.
+        let whole = v.as_u64().or_else(|| {
+            let text = v.as_number()?.to_string();
+            let value = rust_decimal::Decimal::from_str_exact(&text).ok()?;
+            if !value.fract().is_zero() {
+                return None;
+            }
+            rust_decimal::prelude::ToPrimitive::to_u64(&value)
+        });
+        match whole {
             Some(n) if (1..=MAX_COUNT_LIMIT).contains(&n) => Ok(Some(n)),
             _ => Err(invalid(
                 &path,

@@ -115,6 +115,15 @@ fn the_new_fields_parse_exactly_and_errors_name_the_field() {
         error_for(|v| v["limits"]["count"]["total"] = json!(2.5)),
         "limits.count.total must be a whole number from 1 to 1000000000"
     );
+    // JSON Schema's integer: a whole number written with a zero fraction is that number.
+    let mut whole = body();
+    whole["limits"]["count"]["per_week"] = serde_json::from_str("46730.0").unwrap();
+    let draft = MandateDraft::from_json(&whole).unwrap();
+    assert_eq!(draft.limits.count.unwrap().per_week, Some(46730));
+    assert_eq!(
+        error_for(|v| v["limits"]["count"]["per_week"] = serde_json::from_str("2.50").unwrap()),
+        "limits.count.per_week must be a whole number from 1 to 1000000000"
+    );
     assert_eq!(
         error_for(|v| v["limits"]["count"]["per_year"] = json!(1)),
         "unknown field limits.count.per_year"
