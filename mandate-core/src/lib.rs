@@ -106,6 +106,7 @@
 //! # Modules
 //!
 //! - [`amount`]: exact, non-negative money amounts read from JSON number text.
+//! - [`budget`]: what a mandate still allows at a moment, limit by limit (`remaining`).
 //! - [`claims`]: the claims of signed verdicts and webhook events.
 //! - [`counterparty`]: the whole check a counterparty runs before it settles, in one call.
 //! - [`cursor`]: HMAC-signed, expiring pagination cursors bound to a list, filters and scope.
