@@ -218,17 +218,30 @@ pub async fn drive(run: &Run, stop: Arc<AtomicBool>) -> Vec<Attempt> {
                         Ok(r) => {
                             let status = r.status().as_u16();
                             let replayed = r.headers().contains_key("idempotency-replayed");
-                            let body: Value = r.json().await.unwrap_or(Value::Null);
-                            let decision = (status == 201).then(|| {
-                                (
-                                    body["id"].as_str().unwrap_or_default().to_owned(),
-                                    body["verdict"].as_str().unwrap_or_default().to_owned(),
-                                )
-                            });
-                            Outcome::Answer {
-                                status,
-                                replayed,
-                                decision,
+                            // An answer is what the client read whole: a body cut off (the
+                            // client's own drop timing out mid-body, or the server killed while
+                            // sending it) was never received, so it is recorded as such, not
+                            // as a 201 without a decision.
+                            match r.bytes().await {
+                                Ok(bytes) => {
+                                    let body: Value =
+                                        serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+                                    let decision = (status == 201).then(|| {
+                                        (
+                                            body["id"].as_str().unwrap_or_default().to_owned(),
+                                            body["verdict"].as_str().unwrap_or_default().to_owned(),
+                                        )
+                                    });
+                                    Outcome::Answer {
+                                        status,
+                                        replayed,
+                                        decision,
+                                    }
+                                }
+                                Err(e) if e.is_timeout() && drop_after.is_some() => {
+                                    Outcome::Dropped
+                                }
+                                Err(_) => Outcome::NoAnswer,
                             }
                         }
                         Err(e) if e.is_timeout() && drop_after.is_some() => Outcome::Dropped,
