@@ -137,7 +137,7 @@ impl<'de> Deserialize<'de> for Amount {
 
 /// Whether this program's serde_json keeps a number's text (`arbitrary_precision`):
 /// asked of serde_json once, as features cannot be seen from here.
-pub fn json_numbers_are_exact() -> bool {
+fn json_numbers_are_exact() -> bool {
     static EXACT: OnceLock<bool> = OnceLock::new();
     *EXACT.get_or_init(|| {
         serde_json::from_str::<serde_json::Number>("0.10").is_ok_and(|n| n.to_string() == "0.10")

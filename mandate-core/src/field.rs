@@ -1,5 +1,10 @@
 //! Reading JSON request bodies field by field, so that every error names the field.
 //!
+//! The module is private: embedders see [`FieldError`] and [`BodyError`] (what the
+//! public `from_json` functions return) and [`parse_body`], re-exported at the crate root;
+//! the helpers below are the core's own (the server keeps its copies in
+//! `mandate-server/src/http/fields.rs`).
+//!
 //! serde's derive reports errors in its own words and positions; a caller fixing a request
 //! wants `limits.currency is required`. These helpers read a `serde_json::Value` (parsed
 //! with exact number text) and produce a [`FieldError`] whose message starts with the
@@ -50,7 +55,7 @@ pub enum FieldError {
 }
 
 /// A [`FieldError::Invalid`] for `field`.
-pub fn invalid(field: &str, problem: impl std::fmt::Display) -> FieldError {
+pub(crate) fn invalid(field: &str, problem: impl std::fmt::Display) -> FieldError {
     FieldError::Invalid {
         field: field.to_owned(),
         problem: problem.to_string(),
@@ -58,12 +63,12 @@ pub fn invalid(field: &str, problem: impl std::fmt::Display) -> FieldError {
 }
 
 /// The body as an object, or [`FieldError::NotAnObject`].
-pub fn object(body: &Value) -> Result<&Map<String, Value>, FieldError> {
+pub(crate) fn object(body: &Value) -> Result<&Map<String, Value>, FieldError> {
     body.as_object().ok_or(FieldError::NotAnObject)
 }
 
 /// Refuses any key outside `known`; keys in `read_only` get their own message.
-pub fn check_fields(
+pub(crate) fn check_fields(
     object: &Map<String, Value>,
     prefix: &str,
     known: &[&str],
@@ -83,12 +88,12 @@ pub fn check_fields(
 }
 
 /// The value of `key` unless it is absent or null.
-pub fn present<'a>(object: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+pub(crate) fn present<'a>(object: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
     object.get(key).filter(|v| !v.is_null())
 }
 
 /// The value of `key`, or [`FieldError::Missing`] naming `path`.
-pub fn required<'a>(
+pub(crate) fn required<'a>(
     object: &'a Map<String, Value>,
     key: &str,
     path: &str,
@@ -97,14 +102,14 @@ pub fn required<'a>(
 }
 
 /// The value as a string.
-pub fn string<'a>(value: &'a Value, path: &str) -> Result<&'a str, FieldError> {
+pub(crate) fn string<'a>(value: &'a Value, path: &str) -> Result<&'a str, FieldError> {
     value
         .as_str()
         .ok_or_else(|| invalid(path, "must be a string"))
 }
 
 /// The value as an exact amount (a JSON number, never a string or float).
-pub fn amount(value: &Value, path: &str) -> Result<Amount, FieldError> {
+pub(crate) fn amount(value: &Value, path: &str) -> Result<Amount, FieldError> {
     amount_from_json(value).map_err(|e| invalid(path, e))
 }
 
@@ -205,7 +210,7 @@ impl<'de> Visitor<'de> for Members<'_> {
 /// The path of the first member that `json` repeats within one object, at any depth
 /// (`amount`, `limits.currency`, `items[2].name`), or `None`: none is repeated, or `json`
 /// is not JSON at all (which the caller's own parse reports).
-pub fn repeated_member(json: &[u8]) -> Option<String> {
+pub(crate) fn repeated_member(json: &[u8]) -> Option<String> {
     let found = RefCell::new(None);
     let mut deserializer = serde_json::Deserializer::from_slice(json);
     let seed = Members {

@@ -113,7 +113,6 @@
 //! - [`delivery`]: event types and the webhook retry schedule as pure decisions.
 //! - [`environment`]: which environment, sandbox or live, signed a token (by its `kid`).
 //! - [`escrow`]: the escrow state machine as one pure transition function.
-//! - [`field`]: reading JSON bodies field by field, with errors that name the field.
 //! - [`funding`]: which decision may fund which escrow (an unexpired `allow` of the buyer
 //!   for the same amount, currency and recipient).
 //! - [`history`]: an agent's velocity window and month-to-date spend.
@@ -138,7 +137,7 @@ pub mod cursor;
 pub mod delivery;
 pub mod environment;
 pub mod escrow;
-pub mod field;
+mod field;
 pub mod funding;
 pub mod history;
 pub mod id;
@@ -163,6 +162,7 @@ pub use counterparty::{
     ReplayGuard, ReplayGuardError, Seen, VerifiedVerdict,
 };
 pub use environment::Environment;
+pub use field::{BodyError, FieldError, parse_body};
 pub use history::AgentHistory;
 pub use id::{AgentId, DecisionId, EventId, MandateId, Nonce};
 pub use jwk::{Jwk, JwkError, JwkSet};

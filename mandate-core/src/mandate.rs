@@ -551,11 +551,6 @@ pub fn format_date(date: Date) -> String {
     )
 }
 
-/// Formats a timestamp as RFC 3339 in UTC with second precision, e.g. `2026-11-22T14:00:00Z`.
-pub fn format_timestamp(at: OffsetDateTime) -> String {
-    crate::timefmt::format(at)
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {

@@ -7,8 +7,8 @@
 //! bytes. `PROPTEST_CASES` sets the number of cases (default 2,048 here).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use mandate_core::field::repeated_member;
 use mandate_core::id::AgentId;
+use mandate_core::parse_body;
 use mandate_core::policy::{AuthorizationRequest, RequestBodyError};
 use proptest::prelude::*;
 use serde_json::Value;
@@ -29,16 +29,10 @@ fn agent() -> AgentId {
     AgentId::parse("agt_01jc0000000000000000000000").unwrap()
 }
 
-/// The reference: a `Value` (refused if a member is repeated), then `from_json`; errors as
-/// the text the API would show.
+/// The reference: a `Value` read as every body is (`parse_body`: malformed JSON and a
+/// repeated member refused), then `from_json`; errors as the text the API would show.
 fn through_value(body: &[u8]) -> Result<AuthorizationRequest, String> {
-    let value: Value =
-        serde_json::from_slice(body).map_err(|e| format!("malformed JSON body: {e}"))?;
-    if let Some(path) = repeated_member(body) {
-        return Err(format!(
-            "duplicate member \"{path}\": send each member once"
-        ));
-    }
+    let value: Value = parse_body(body).map_err(|e| e.to_string())?;
     AuthorizationRequest::from_json(agent(), &value).map_err(|e| e.to_string())
 }
 

@@ -6,7 +6,7 @@
 use axum::body::{Body, Bytes, to_bytes};
 use axum::extract::{FromRequest, Request};
 use axum::http::header;
-use mandate_core::field::parse_body;
+use mandate_core::parse_body;
 use serde_json::Value;
 
 use crate::http::error::ApiError;

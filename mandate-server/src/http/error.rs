@@ -8,8 +8,8 @@ use axum::body::to_bytes;
 use axum::extract::rejection::PathRejection;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use mandate_core::FieldError;
 use mandate_core::cursor::CursorError;
-use mandate_core::field::FieldError;
 use mandate_core::policy::RequestBodyError;
 use mandate_core::wire::{ErrorBody, ErrorDetail, codes};
 

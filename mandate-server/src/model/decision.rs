@@ -4,9 +4,9 @@
 
 use mandate_core::claims::{RequestClaims, VerdictClaims};
 use mandate_core::id::{DecisionId, MandateId, Nonce, ReviewId};
-use mandate_core::mandate::format_timestamp;
 use mandate_core::policy::{Mode, Verdict};
 use mandate_core::review::{Review, ReviewStatus};
+use mandate_core::timefmt::format as format_timestamp;
 use serde::Serialize;
 use serde_json::Value;
 

@@ -1,10 +1,10 @@
 //! `POST /v1/agents`, `GET /v1/agents`, `GET /v1/agents/{id}`.
 
+use crate::http::fields::{check_fields, invalid, object, required, string};
 use axum::Router;
 use axum::extract::{RawQuery, State};
 use axum::response::Response;
 use axum::routing::{get, post};
-use mandate_core::field::{check_fields, invalid, object, required, string};
 use mandate_core::id::AgentId;
 use mandate_core::names::AgentName;
 use mandate_core::wire;

@@ -1,11 +1,11 @@
 //! `GET/POST /v1/enforcement`: the kill switch, per environment. The answer also names
 //! the organization and the environment the key acts on.
 
+use crate::http::fields::{check_fields, object, required};
 use axum::Router;
 use axum::extract::{RawQuery, State};
 use axum::response::Response;
 use axum::routing::get;
-use mandate_core::field::{check_fields, object, required};
 use mandate_core::policy::Mode;
 use mandate_core::wire;
 

@@ -3,11 +3,11 @@
 //! There is no read path for reviews: a pending review is visible through the decision that
 //! opened it and through the `decision.review_pending` event.
 
+use crate::http::fields::{check_fields, invalid, object, present, string};
 use axum::Router;
 use axum::extract::State;
 use axum::response::Response;
 use axum::routing::post;
-use mandate_core::field::{check_fields, invalid, object, present, string};
 use mandate_core::id::{DecisionId, ReviewId};
 use mandate_core::review::{Review, ReviewError};
 

@@ -4,13 +4,13 @@
 //! again before every delivery). A deleted endpoint reads as 404 and its pending deliveries
 //! end; a ping is an event like any other, delivered to that one endpoint.
 
+use crate::http::fields::{check_fields, invalid, object, required, string};
 use axum::Router;
 use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use mandate_core::delivery::{EVENT_TYPES, is_event_type};
-use mandate_core::field::{check_fields, invalid, object, required, string};
 use mandate_core::id::WebhookId;
 use mandate_core::wire;
 use serde_json::Value;
