@@ -217,7 +217,8 @@ fn run() -> Result<(), String> {
     for decision in &service.store.decisions {
         let options = VerifyOptions {
             issuer: service.issuer.clone(),
-            now: decision.iat + 1,
+            now: time::OffsetDateTime::from_unix_timestamp(decision.iat + 1)
+                .map_err(|e| e.to_string())?,
             leeway_secs: 0,
         };
         let claims = verify_verdict(&decision.token, &jwks, &options).map_err(|e| e.to_string())?;

@@ -72,7 +72,7 @@ impl Receiver {
     fn verify(&self, token: &str) -> Result<EventClaims, TokenError> {
         let options = VerifyOptions {
             issuer: self.verdicts_url.clone(),
-            now: OffsetDateTime::now_utc().unix_timestamp(),
+            now: OffsetDateTime::now_utc(),
             leeway_secs: 60,
         };
         let jwks = self.jwks.lock().unwrap_or_else(|p| p.into_inner());

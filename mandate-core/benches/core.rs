@@ -11,7 +11,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use mandate_core::amount::Amount;
 use mandate_core::claims::{RequestClaims, VERDICT_LIFETIME_SECS, VerdictClaims};
 use mandate_core::cursor::{CursorContext, CursorKey};
-use mandate_core::history::{AgentHistory, VELOCITY_LIMIT, unix_ms};
+use mandate_core::history::{AgentHistory, VELOCITY_LIMIT};
 use mandate_core::id::{AgentId, DecisionId, MandateId, Nonce};
 use mandate_core::jwk::JwkSet;
 use mandate_core::jws::{P256Signer, Signer, VerifyOptions, sign_token, verify_verdict};
@@ -79,8 +79,8 @@ fn full_history() -> AgentHistory {
     for i in 0..VELOCITY_LIMIT as i64 {
         history.record(&allowed, amount, NOW - Duration::seconds(61 - 5 * i));
     }
-    assert!(!history.velocity.is_exceeded_at(unix_ms(NOW)));
-    assert_eq!(history.velocity.count_at(unix_ms(NOW)), VELOCITY_LIMIT - 1);
+    assert!(!history.velocity.is_exceeded_at(NOW));
+    assert_eq!(history.velocity.count_at(NOW), VELOCITY_LIMIT - 1);
     history
 }
 
@@ -213,7 +213,7 @@ fn bench_tokens(c: &mut Criterion) {
     let token = sign_token(&signer, &claims).unwrap();
     let options = VerifyOptions {
         issuer: ISS.to_owned(),
-        now: IAT + 1,
+        now: time::OffsetDateTime::from_unix_timestamp(IAT + 1).unwrap(),
         leeway_secs: 30,
     };
     assert_eq!(verify_verdict(&token, &jwks, &options).unwrap(), claims);
@@ -228,19 +228,26 @@ fn bench_cursor(c: &mut Criterion) {
     let context = CursorContext::new("decisions", "org:acme:sandbox")
         .with_filter("verdict", "allow")
         .with_filter("agent", "agt_buyer");
-    let now = IAT;
+    let now = time::OffsetDateTime::from_unix_timestamp(IAT).unwrap();
 
     c.bench_function("cursor_issue", |b| {
         b.iter(|| key.issue(black_box(&context), black_box(123_456), black_box(now)))
     });
 
     let token = key.issue(&context, 123_456, now);
-    assert_eq!(key.open(&token, &context, now + 60), Ok(123_456));
+    assert_eq!(
+        key.open(&token, &context, now + Duration::seconds(60)),
+        Ok(123_456)
+    );
 
     c.bench_function("cursor_open", |b| {
         b.iter(|| {
-            key.open(black_box(&token), black_box(&context), black_box(now + 60))
-                .unwrap()
+            key.open(
+                black_box(&token),
+                black_box(&context),
+                black_box(now + Duration::seconds(60)),
+            )
+            .unwrap()
         })
     });
 }

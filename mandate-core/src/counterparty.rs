@@ -421,7 +421,7 @@ impl Counterparty {
     ) -> Result<(VerdictClaims, String), CheckError> {
         let options = VerifyOptions {
             issuer: self.issuer.clone(),
-            now: now.unix_timestamp(),
+            now,
             leeway_secs: self.leeway_secs,
         };
         let claims = verify_verdict(token, jwks, &options)?;

@@ -21,6 +21,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::{Digest, Sha256};
+use time::OffsetDateTime;
 
 /// The prefix every cursor token starts with.
 pub const CURSOR_PREFIX: &str = "cur_";
@@ -257,9 +258,9 @@ impl CursorKey {
     }
 
     /// Issues a cursor meaning "continue after `position`" for this context, at `now`
-    /// (unix seconds).
-    pub fn issue(&self, context: &CursorContext, position: i64, now: i64) -> String {
-        let payload = Payload::for_context(context, position, now).encode();
+    /// (kept in whole seconds).
+    pub fn issue(&self, context: &CursorContext, position: i64, now: OffsetDateTime) -> String {
+        let payload = Payload::for_context(context, position, now.unix_timestamp()).encode();
         let mut token = String::with_capacity(CURSOR_PREFIX.len() + payload.len() * 2 + 48);
         token.push_str(CURSOR_PREFIX);
         URL_SAFE_NO_PAD.encode_string(&payload, &mut token);
@@ -271,12 +272,18 @@ impl CursorKey {
         token
     }
 
-    /// Opens a cursor presented with `context` at `now` (unix seconds) and returns the
+    /// Opens a cursor presented with `context` at `now` (whole seconds) and returns the
     /// position to continue after.
     ///
     /// A cursor is valid while `now < issued_at + 24 h`, and refused if its issue time
     /// lies more than [`CURSOR_CLOCK_SKEW_SECS`] in the future.
-    pub fn open(&self, token: &str, context: &CursorContext, now: i64) -> Result<i64, CursorError> {
+    pub fn open(
+        &self,
+        token: &str,
+        context: &CursorContext,
+        now: OffsetDateTime,
+    ) -> Result<i64, CursorError> {
+        let now = now.unix_timestamp();
         let payload = self.verified_payload(token)?;
         let expired = now >= payload.issued_at.saturating_add(CURSOR_LIFETIME_SECS);
         let from_future = payload.issued_at > now.saturating_add(CURSOR_CLOCK_SKEW_SECS);
@@ -317,6 +324,10 @@ impl CursorKey {
 mod tests {
     use super::*;
 
+    fn at(secs: i64) -> OffsetDateTime {
+        OffsetDateTime::from_unix_timestamp(secs).unwrap()
+    }
+
     const T0: i64 = 1_750_000_000;
 
     fn key() -> CursorKey {
@@ -331,27 +342,27 @@ mod tests {
 
     #[test]
     fn round_trips_the_position() {
-        let token = key().issue(&decisions(), 42, T0);
+        let token = key().issue(&decisions(), 42, at(T0));
         assert!(token.starts_with("cur_"));
         assert!(
             token
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b))
         );
-        assert_eq!(key().open(&token, &decisions(), T0 + 1), Ok(42));
+        assert_eq!(key().open(&token, &decisions(), at(T0 + 1)), Ok(42));
         for position in [i64::MIN, -1, 0, i64::MAX] {
-            let token = key().issue(&decisions(), position, T0);
-            assert_eq!(key().open(&token, &decisions(), T0), Ok(position));
+            let token = key().issue(&decisions(), position, at(T0));
+            assert_eq!(key().open(&token, &decisions(), at(T0)), Ok(position));
         }
     }
 
     #[test]
     fn filter_order_does_not_matter() {
-        let token = key().issue(&decisions(), 7, T0);
+        let token = key().issue(&decisions(), 7, at(T0));
         let reordered = CursorContext::new("decisions", "org:acme:sandbox")
             .with_filter("agent", "agt_buyer")
             .with_filter("verdict", "allow");
-        assert_eq!(key().open(&token, &reordered, T0), Ok(7));
+        assert_eq!(key().open(&token, &reordered, at(T0)), Ok(7));
     }
 
     #[test]
@@ -367,45 +378,45 @@ mod tests {
 
     #[test]
     fn lives_exactly_24_hours() {
-        let token = key().issue(&decisions(), 1, T0);
+        let token = key().issue(&decisions(), 1, at(T0));
         let last = T0 + CURSOR_LIFETIME_SECS - 1;
-        assert_eq!(key().open(&token, &decisions(), last), Ok(1));
+        assert_eq!(key().open(&token, &decisions(), at(last)), Ok(1));
         assert_eq!(
-            key().open(&token, &decisions(), T0 + CURSOR_LIFETIME_SECS),
+            key().open(&token, &decisions(), at(T0 + CURSOR_LIFETIME_SECS)),
             Err(CursorError::Malformed)
         );
         assert_eq!(
-            key().open(&token, &decisions(), i64::MAX),
+            key().open(&token, &decisions(), at(253_402_300_799)),
             Err(CursorError::Malformed)
         );
     }
 
     #[test]
     fn refuses_issue_times_in_the_future_beyond_the_skew() {
-        let token = key().issue(&decisions(), 1, T0);
+        let token = key().issue(&decisions(), 1, at(T0));
         assert_eq!(
-            key().open(&token, &decisions(), T0 - CURSOR_CLOCK_SKEW_SECS),
+            key().open(&token, &decisions(), at(T0 - CURSOR_CLOCK_SKEW_SECS)),
             Ok(1)
         );
         assert_eq!(
-            key().open(&token, &decisions(), T0 - CURSOR_CLOCK_SKEW_SECS - 1),
+            key().open(&token, &decisions(), at(T0 - CURSOR_CLOCK_SKEW_SECS - 1)),
             Err(CursorError::Malformed)
         );
     }
 
     #[test]
     fn expired_wins_over_mismatch() {
-        let token = key().issue(&decisions(), 1, T0);
+        let token = key().issue(&decisions(), 1, at(T0));
         let other = CursorContext::new("mandates", "org:acme:sandbox");
         assert_eq!(
-            key().open(&token, &other, T0 + CURSOR_LIFETIME_SECS),
+            key().open(&token, &other, at(T0 + CURSOR_LIFETIME_SECS)),
             Err(CursorError::Malformed)
         );
     }
 
     #[test]
     fn another_list_filter_set_or_scope_is_a_mismatch() {
-        let token = key().issue(&decisions(), 1, T0);
+        let token = key().issue(&decisions(), 1, at(T0));
         let mut other_list = decisions();
         other_list.list = "mandates".to_owned();
         let changed_filter = CursorContext::new("decisions", "org:acme:sandbox")
@@ -424,7 +435,7 @@ mod tests {
             agent_key,
         ] {
             assert_eq!(
-                key().open(&token, &context, T0),
+                key().open(&token, &context, at(T0)),
                 Err(CursorError::Mismatch),
                 "{context:?}"
             );
@@ -436,16 +447,16 @@ mod tests {
         let split_one = CursorContext::new("decisions", "s").with_filter("ab", "c");
         let split_two = CursorContext::new("decisions", "s").with_filter("a", "bc");
         assert_ne!(split_one.filters_digest(), split_two.filters_digest());
-        let token = key().issue(&split_one, 1, T0);
+        let token = key().issue(&split_one, 1, at(T0));
         assert_eq!(
-            key().open(&token, &split_two, T0),
+            key().open(&token, &split_two, at(T0)),
             Err(CursorError::Mismatch)
         );
     }
 
     #[test]
     fn edited_tokens_are_malformed() {
-        let token = key().issue(&decisions(), 5, T0);
+        let token = key().issue(&decisions(), 5, at(T0));
         let (payload, tag) = token.rsplit_once('.').unwrap();
         let mut bytes = URL_SAFE_NO_PAD
             .decode(&payload[CURSOR_PREFIX.len()..])
@@ -454,7 +465,7 @@ mod tests {
         bytes[8] ^= 1;
         let forged = format!("cur_{}.{tag}", URL_SAFE_NO_PAD.encode(&bytes));
         assert_eq!(
-            key().open(&forged, &decisions(), T0),
+            key().open(&forged, &decisions(), at(T0)),
             Err(CursorError::Malformed)
         );
         // Flip one character of the tag.
@@ -463,17 +474,17 @@ mod tests {
         chars[last] = if chars[last] == 'A' { 'B' } else { 'A' };
         let edited: String = chars.into_iter().collect();
         assert_eq!(
-            key().open(&edited, &decisions(), T0),
+            key().open(&edited, &decisions(), at(T0)),
             Err(CursorError::Malformed)
         );
     }
 
     #[test]
     fn truncated_tokens_are_malformed() {
-        let token = key().issue(&decisions(), 5, T0);
+        let token = key().issue(&decisions(), 5, at(T0));
         for len in 0..token.len() {
             assert_eq!(
-                key().open(&token[..len], &decisions(), T0),
+                key().open(&token[..len], &decisions(), at(T0)),
                 Err(CursorError::Malformed),
                 "length {len}"
             );
@@ -482,7 +493,7 @@ mod tests {
 
     #[test]
     fn invented_and_badly_encoded_tokens_are_malformed() {
-        let token = key().issue(&decisions(), 5, T0);
+        let token = key().issue(&decisions(), 5, at(T0));
         let without_prefix = token.strip_prefix("cur_").unwrap();
         let (payload, tag) = token.rsplit_once('.').unwrap();
         let invented = [
@@ -503,7 +514,7 @@ mod tests {
         ];
         for text in invented {
             assert_eq!(
-                key().open(&text, &decisions(), T0),
+                key().open(&text, &decisions(), at(T0)),
                 Err(CursorError::Malformed),
                 "{text}"
             );
@@ -512,10 +523,10 @@ mod tests {
 
     #[test]
     fn another_secret_is_malformed() {
-        let token = key().issue(&decisions(), 5, T0);
+        let token = key().issue(&decisions(), 5, at(T0));
         let other = CursorKey::new(b"another secret, also 32 bytes ok");
         assert_eq!(
-            other.open(&token, &decisions(), T0),
+            other.open(&token, &decisions(), at(T0)),
             Err(CursorError::Malformed)
         );
     }

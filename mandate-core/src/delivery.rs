@@ -2,8 +2,9 @@
 //! due, and what to do after an attempt.
 //!
 //! The server's worker performs the HTTP POST and stores the result; everything it decides
-//! comes from here. Time arrives as unix milliseconds and randomness as one jitter byte, so
-//! the whole retry schedule is testable without a clock or an RNG.
+//! comes from here. Time arrives as `OffsetDateTime` (counted to the millisecond) and
+//! randomness as one jitter byte, so the whole retry schedule is testable without a clock
+//! or an RNG.
 //!
 //! The schedule: after the n-th failed attempt the next one waits 1 s × 2^(n-1), capped at
 //! one hour, scaled by a jitter factor between 0.8 and 1.2. Retries stop for good once the
@@ -37,15 +38,29 @@ pub const FIRST_BACKOFF_MS: i64 = 1000;
 /// The longest wait between two attempts (before jitter), in ms.
 pub const MAX_BACKOFF_MS: i64 = 60 * 60 * 1000;
 
-/// Whether the event's delivery window is over at `now_ms`: no attempt may start.
-pub fn window_closed(event_created_ms: i64, now_ms: i64) -> bool {
+use time::{Duration, OffsetDateTime};
+
+use crate::history::unix_ms;
+
+/// Whether the event's delivery window is over at `now`: no attempt may start.
+pub fn window_closed(event_created: OffsetDateTime, now: OffsetDateTime) -> bool {
+    window_closed_ms(unix_ms(event_created), unix_ms(now))
+}
+
+fn window_closed_ms(event_created_ms: i64, now_ms: i64) -> bool {
     now_ms >= event_created_ms.saturating_add(RETRY_WINDOW_MS)
+}
+
+/// The wait after failed attempt number `attempt_no` (1 for the first attempt); see
+/// [`backoff_ms`] (whole milliseconds).
+pub fn backoff(attempt_no: u32, jitter_byte: u8) -> Duration {
+    Duration::milliseconds(backoff_ms(attempt_no, jitter_byte))
 }
 
 /// The wait after failed attempt number `attempt_no` (1 for the first attempt), in ms:
 /// `1 s × 2^(attempt_no - 1)`, capped at [`MAX_BACKOFF_MS`], then scaled by a factor from
 /// 0.8 (`jitter_byte` 0) to 1.2 (`jitter_byte` 255).
-pub fn backoff_ms(attempt_no: u32, jitter_byte: u8) -> i64 {
+fn backoff_ms(attempt_no: u32, jitter_byte: u8) -> i64 {
     let doublings = attempt_no.saturating_sub(1).min(32);
     let base = FIRST_BACKOFF_MS
         .saturating_mul(1_i64 << doublings)
@@ -55,16 +70,21 @@ pub fn backoff_ms(attempt_no: u32, jitter_byte: u8) -> i64 {
     base * factor / 1000
 }
 
-/// When to try again after failed attempt number `attempt_no`, made at `now_ms`; `None` when
+/// When to try again after failed attempt number `attempt_no`, made at `now`; `None` when
 /// that time would be at or past the end of the event's 24-hour window.
 pub fn next_attempt(
     attempt_no: u32,
-    event_created_ms: i64,
-    now_ms: i64,
+    event_created: OffsetDateTime,
+    now: OffsetDateTime,
     jitter_byte: u8,
-) -> Option<i64> {
+) -> Option<OffsetDateTime> {
+    let now_ms = unix_ms(now);
     let at = now_ms.saturating_add(backoff_ms(attempt_no, jitter_byte));
-    (!window_closed(event_created_ms, at)).then_some(at)
+    if window_closed_ms(unix_ms(event_created), at) {
+        return None;
+    }
+    // In range: before the window's end, which lies within a day of a representable time.
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(at) * 1_000_000).ok()
 }
 
 /// Whether a receiver's answer acknowledges the event: any 2xx status. `None` (no answer:
@@ -79,25 +99,25 @@ pub fn acknowledges(status: Option<u16>) -> bool {
 pub enum NextStep {
     /// The receiver acknowledged: the delivery is done.
     Delivered,
-    /// Try again at this time (unix ms).
-    RetryAt(i64),
+    /// Try again at this time (a whole millisecond).
+    RetryAt(OffsetDateTime),
     /// The 24-hour window is over: mark the delivery failed and never try again.
     GiveUp,
 }
 
-/// Decides what follows attempt number `attempt_no` (1 for the first), made at `now_ms`,
+/// Decides what follows attempt number `attempt_no` (1 for the first), made at `now`,
 /// that got `status` (`None` when no HTTP answer came back).
 pub fn after_attempt(
     status: Option<u16>,
     attempt_no: u32,
-    event_created_ms: i64,
-    now_ms: i64,
+    event_created: OffsetDateTime,
+    now: OffsetDateTime,
     jitter_byte: u8,
 ) -> NextStep {
     if acknowledges(status) {
         return NextStep::Delivered;
     }
-    match next_attempt(attempt_no, event_created_ms, now_ms, jitter_byte) {
+    match next_attempt(attempt_no, event_created, now, jitter_byte) {
         Some(at) => NextStep::RetryAt(at),
         None => NextStep::GiveUp,
     }
@@ -107,6 +127,10 @@ pub fn after_attempt(
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
     use super::*;
+
+    fn ms(at: i64) -> OffsetDateTime {
+        OffsetDateTime::from_unix_timestamp_nanos(i128::from(at) * 1_000_000).unwrap()
+    }
 
     const T0: i64 = 1_795_348_800_000;
     const MID: u8 = 128; // a factor of about 1.0
@@ -123,6 +147,7 @@ mod tests {
         );
         assert_eq!(backoff_ms(u32::MAX, 0), MAX_BACKOFF_MS * 8 / 10);
         assert_eq!(backoff_ms(0, 0), 800);
+        assert_eq!(backoff(3, 255), Duration::milliseconds(4800));
     }
 
     #[test]
@@ -158,31 +183,37 @@ mod tests {
     #[test]
     fn after_attempt_delivers_retries_or_gives_up() {
         assert_eq!(
-            after_attempt(Some(204), 1, T0, T0, MID),
+            after_attempt(Some(204), 1, ms(T0), ms(T0), MID),
             NextStep::Delivered
         );
         // Acknowledged even late in the window.
         let late = T0 + RETRY_WINDOW_MS - 1;
         assert_eq!(
-            after_attempt(Some(200), 30, T0, late, 0),
+            after_attempt(Some(200), 30, ms(T0), ms(late), 0),
             NextStep::Delivered
         );
         assert_eq!(
-            after_attempt(Some(500), 1, T0, T0, 0),
-            NextStep::RetryAt(T0 + 800)
+            after_attempt(Some(500), 1, ms(T0), ms(T0), 0),
+            NextStep::RetryAt(ms(T0 + 800))
         );
         assert_eq!(
-            after_attempt(None, 3, T0, T0 + 5000, 255),
-            NextStep::RetryAt(T0 + 5000 + 4800)
+            after_attempt(None, 3, ms(T0), ms(T0 + 5000), 255),
+            NextStep::RetryAt(ms(T0 + 5000 + 4800))
         );
         // A retry that would land at or past the end of the window is not scheduled.
         let edge = T0 + RETRY_WINDOW_MS - 800;
-        assert_eq!(after_attempt(Some(503), 1, T0, edge, 0), NextStep::GiveUp);
         assert_eq!(
-            after_attempt(Some(503), 1, T0, edge - 1, 0),
-            NextStep::RetryAt(T0 + RETRY_WINDOW_MS - 1)
+            after_attempt(Some(503), 1, ms(T0), ms(edge), 0),
+            NextStep::GiveUp
         );
-        assert_eq!(after_attempt(None, 1, T0, late, MID), NextStep::GiveUp);
+        assert_eq!(
+            after_attempt(Some(503), 1, ms(T0), ms(edge - 1), 0),
+            NextStep::RetryAt(ms(T0 + RETRY_WINDOW_MS - 1))
+        );
+        assert_eq!(
+            after_attempt(None, 1, ms(T0), ms(late), MID),
+            NextStep::GiveUp
+        );
     }
 
     #[test]
@@ -194,10 +225,11 @@ mod tests {
             let mut attempts = 0u32;
             let mut last_wait = 0;
             loop {
-                assert!(!window_closed(T0, now));
+                assert!(!window_closed(ms(T0), ms(now)));
                 attempts += 1;
-                match after_attempt(Some(500), attempts, T0, now, byte) {
+                match after_attempt(Some(500), attempts, ms(T0), ms(now), byte) {
                     NextStep::RetryAt(at) => {
+                        let at = unix_ms(at);
                         let wait = at - now;
                         assert!(wait >= last_wait && wait <= MAX_BACKOFF_MS * 12 / 10);
                         last_wait = wait;
@@ -214,11 +246,10 @@ mod tests {
 
     #[test]
     fn window_closes_at_24_hours() {
-        assert!(!window_closed(T0, T0));
-        assert!(!window_closed(T0, T0 + RETRY_WINDOW_MS - 1));
-        assert!(window_closed(T0, T0 + RETRY_WINDOW_MS));
-        assert!(window_closed(i64::MAX, i64::MAX));
-        assert_eq!(next_attempt(1, T0, T0 + RETRY_WINDOW_MS, MID), None);
+        assert!(!window_closed(ms(T0), ms(T0)));
+        assert!(!window_closed(ms(T0), ms(T0 + RETRY_WINDOW_MS - 1)));
+        assert!(window_closed(ms(T0), ms(T0 + RETRY_WINDOW_MS)));
+        assert_eq!(next_attempt(1, ms(T0), ms(T0 + RETRY_WINDOW_MS), MID), None);
     }
 
     #[test]

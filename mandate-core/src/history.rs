@@ -29,23 +29,26 @@ pub struct VelocityWindow {
 }
 
 impl VelocityWindow {
-    /// Whether a request at `now_ms` would be more than the [`VELOCITY_LIMIT`]th in the
-    /// trailing window `(now - 60 s, now]`.
-    pub fn is_exceeded_at(&self, now_ms: i64) -> bool {
+    /// Whether a request at `now` would be more than the [`VELOCITY_LIMIT`]th in the
+    /// trailing window `(now - 60 s, now]` (to the millisecond).
+    pub fn is_exceeded_at(&self, now: OffsetDateTime) -> bool {
+        let now_ms = unix_ms(now);
         self.len == VELOCITY_LIMIT && self.times[self.next] > now_ms - VELOCITY_WINDOW_MS
     }
 
-    /// How many recorded requests fall in the trailing window at `now_ms`.
-    pub fn count_at(&self, now_ms: i64) -> usize {
+    /// How many recorded requests fall in the trailing window at `now`.
+    pub fn count_at(&self, now: OffsetDateTime) -> usize {
+        let now_ms = unix_ms(now);
         self.times[..self.len]
             .iter()
             .filter(|&&t| t > now_ms - VELOCITY_WINDOW_MS)
             .count()
     }
 
-    /// Records a request at `at_ms`. Requests are expected in time order.
-    pub fn record(&mut self, at_ms: i64) {
-        self.times[self.next] = at_ms;
+    /// Records a request at `at` (kept to the millisecond). Requests are expected in time
+    /// order.
+    pub fn record(&mut self, at: OffsetDateTime) {
+        self.times[self.next] = unix_ms(at);
         self.next = (self.next + 1) % VELOCITY_LIMIT;
         if self.len < VELOCITY_LIMIT {
             self.len += 1;
@@ -272,20 +275,24 @@ pub fn unix_ms(at: OffsetDateTime) -> i64 {
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
     use super::*;
+
+    fn ms(at: i64) -> OffsetDateTime {
+        OffsetDateTime::from_unix_timestamp_nanos(i128::from(at) * 1_000_000).unwrap()
+    }
     use time::macros::datetime;
 
     #[test]
     fn the_eleventh_request_inside_sixty_seconds_is_over() {
         let mut window = VelocityWindow::default();
         for i in 0..10 {
-            assert!(!window.is_exceeded_at(i * 1000));
-            window.record(i * 1000);
+            assert!(!window.is_exceeded_at(ms(i * 1000)));
+            window.record(ms(i * 1000));
         }
         // 10 requests at 0..9 s: the 11th at 59.999 s is over, at 60 s the first has left.
-        assert!(window.is_exceeded_at(59_999));
-        assert!(!window.is_exceeded_at(60_000));
-        assert_eq!(window.count_at(59_999), 10);
-        assert_eq!(window.count_at(60_000), 9);
+        assert!(window.is_exceeded_at(ms(59_999)));
+        assert!(!window.is_exceeded_at(ms(60_000)));
+        assert_eq!(window.count_at(ms(59_999)), 10);
+        assert_eq!(window.count_at(ms(60_000)), 9);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! database.
 
 use sha2::{Digest, Sha256};
+use time::OffsetDateTime;
 
 /// How long a stored result is replayed: 24 hours.
 pub const IDEMPOTENCY_WINDOW_SECS: i64 = 24 * 60 * 60;
@@ -15,7 +16,7 @@ pub struct StoredAttempt {
     /// Digest of the request (method, path and body) that first used the key.
     pub request_digest: [u8; 32],
     /// When the key was first used, unix seconds.
-    pub created_at: i64,
+    pub created_at: OffsetDateTime,
     /// The stored response, or `None` while the first request is still being processed.
     pub response: Option<StoredResponse>,
 }
@@ -55,11 +56,17 @@ pub fn request_digest(method: &str, path: &str, body: &[u8]) -> [u8; 32] {
 }
 
 /// Decides what to do with a request whose digest is `digest`, given what is stored.
-pub fn next_action(stored: Option<&StoredAttempt>, digest: &[u8; 32], now: i64) -> NextAction {
+pub fn next_action(
+    stored: Option<&StoredAttempt>,
+    digest: &[u8; 32],
+    now: OffsetDateTime,
+) -> NextAction {
     let Some(stored) = stored else {
         return NextAction::StartProcessing;
     };
-    if now >= stored.created_at + IDEMPOTENCY_WINDOW_SECS {
+    // Compared in whole seconds, as the window is counted.
+    let created = stored.created_at.unix_timestamp();
+    if now.unix_timestamp() >= created.saturating_add(IDEMPOTENCY_WINDOW_SECS) {
         return NextAction::StartProcessing;
     }
     if &stored.request_digest != digest {
@@ -81,10 +88,14 @@ pub fn is_kept(status: u16) -> bool {
 mod tests {
     use super::*;
 
+    fn at(secs: i64) -> OffsetDateTime {
+        OffsetDateTime::from_unix_timestamp(secs).unwrap()
+    }
+
     fn attempt(body: &[u8], response: Option<u16>) -> StoredAttempt {
         StoredAttempt {
             request_digest: request_digest("POST", "/v1/agents", body),
-            created_at: 1_000,
+            created_at: at(1_000),
             response: response.map(|status| StoredResponse {
                 status,
                 body: b"{}".to_vec(),
@@ -96,29 +107,29 @@ mod tests {
     fn decides_each_case() {
         let digest = request_digest("POST", "/v1/agents", b"a");
         assert_eq!(
-            next_action(None, &digest, 1_000),
+            next_action(None, &digest, at(1_000)),
             NextAction::StartProcessing
         );
         assert!(matches!(
-            next_action(Some(&attempt(b"a", Some(201))), &digest, 1_001),
+            next_action(Some(&attempt(b"a", Some(201))), &digest, at(1_001)),
             NextAction::ReturnSavedResponse(StoredResponse { status: 201, .. })
         ));
         assert_eq!(
-            next_action(Some(&attempt(b"b", Some(201))), &digest, 1_001),
+            next_action(Some(&attempt(b"b", Some(201))), &digest, at(1_001)),
             NextAction::ConflictDifferentRequest
         );
         assert_eq!(
-            next_action(Some(&attempt(b"a", None)), &digest, 1_001),
+            next_action(Some(&attempt(b"a", None)), &digest, at(1_001)),
             NextAction::ConflictInFlight
         );
         // The window is 24 hours: at its end the key is fresh again.
         let end = 1_000 + IDEMPOTENCY_WINDOW_SECS;
         assert!(matches!(
-            next_action(Some(&attempt(b"a", Some(400))), &digest, end - 1),
+            next_action(Some(&attempt(b"a", Some(400))), &digest, at(end - 1)),
             NextAction::ReturnSavedResponse(_)
         ));
         assert_eq!(
-            next_action(Some(&attempt(b"b", Some(400))), &digest, end),
+            next_action(Some(&attempt(b"b", Some(400))), &digest, at(end)),
             NextAction::StartProcessing
         );
     }

@@ -23,6 +23,7 @@ use p256::ecdsa::{Signature, SigningKey};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use time::OffsetDateTime;
 
 use crate::claims::{EventClaims, VerdictClaims};
 use crate::field::repeated_member;
@@ -216,8 +217,8 @@ fn is_high_s_twin(jwk: &Jwk, message: &[u8], signature: &[u8]) -> bool {
 pub struct VerifyOptions {
     /// The expected `iss`: the service's verdicts URL, compared exactly.
     pub issuer: String,
-    /// The current time, seconds since the Unix epoch.
-    pub now: i64,
+    /// The current time (compared in whole seconds with the token's `iat` and `exp`).
+    pub now: OffsetDateTime,
     /// Allowed clock skew in seconds (negative values count as zero). A token is valid while
     /// `now < exp + leeway` and refused when `iat > now + leeway`.
     pub leeway_secs: i64,
@@ -479,10 +480,11 @@ fn verify_claims<C: DeserializeOwned>(
         .ok_or_else(|| TokenError::MalformedClaims("iat is missing".to_owned()))?;
     // Verdicts and events are verified the same way: both carry `exp`.
     let exp = exp.ok_or_else(|| TokenError::MalformedClaims("exp is missing".to_owned()))?;
-    if options.now >= exp.saturating_add(leeway) {
+    let now = options.now.unix_timestamp();
+    if now >= exp.saturating_add(leeway) {
         return Err(TokenError::Expired { exp });
     }
-    if iat > options.now.saturating_add(leeway) {
+    if iat > now.saturating_add(leeway) {
         return Err(TokenError::IssuedInFuture { iat });
     }
     // Typed from the bytes, not from the `Value`: amounts keep their text exactly whatever
@@ -554,6 +556,7 @@ mod tests {
     }
 
     fn options(now: i64) -> VerifyOptions {
+        let now = OffsetDateTime::from_unix_timestamp(now).unwrap();
         VerifyOptions {
             issuer: ISS.to_owned(),
             now,

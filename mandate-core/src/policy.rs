@@ -22,7 +22,7 @@ use time::OffsetDateTime;
 
 use crate::amount::Amount;
 use crate::field::{FieldError, amount, check_fields, invalid, object, required, string};
-use crate::history::{AgentHistory, unix_ms};
+use crate::history::AgentHistory;
 use crate::id::{AgentId, MandateId};
 use crate::mandate::{Mandate, MandateStatus, RecipientRefusal, format_date};
 use crate::names::{Category, Currency, Recipient};
@@ -711,7 +711,7 @@ fn judge(
             }),
         );
     }
-    if history.velocity.is_exceeded_at(unix_ms(now)) {
+    if history.velocity.is_exceeded_at(now) {
         return (
             Verdict::DenyVelocity,
             Some(Reason::Velocity {
@@ -865,7 +865,7 @@ impl AgentHistory {
     /// whatever its verdict; an `allow` verdict (the effective one, what was returned and
     /// signed) adds its amount to the day's, the week's and the month's spend.
     pub fn record(&mut self, evaluation: &Evaluation, amount: Amount, now: OffsetDateTime) {
-        self.velocity.record(unix_ms(now));
+        self.velocity.record(now);
         if evaluation.verdict == Verdict::Allow {
             self.spend.add(amount, now);
         }

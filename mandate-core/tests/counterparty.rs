@@ -94,7 +94,7 @@ enum OldRefusal {
 fn old_procedure(token: &str, jwks: &JwkSet, accepted: &mut HashSet<String>) -> Option<OldRefusal> {
     let options = VerifyOptions {
         issuer: ISS.to_owned(),
-        now: NOW,
+        now: at(NOW),
         leeway_secs: 0,
     };
     let claims = match verify_verdict(token, jwks, &options) {

@@ -7,6 +7,11 @@ use proptest::prelude::*;
 
 const SECRET: &[u8] = b"cursor property test secret, 32+";
 
+/// A time from unix seconds.
+fn secs(at: i64) -> time::OffsetDateTime {
+    time::OffsetDateTime::from_unix_timestamp(at).unwrap()
+}
+
 fn key() -> CursorKey {
     CursorKey::new(SECRET)
 }
@@ -36,8 +41,8 @@ fn times() -> impl Strategy<Value = (i64, i64)> {
 proptest! {
     #[test]
     fn round_trips(context in context(), position in any::<i64>(), (issued, now) in times()) {
-        let token = key().issue(&context, position, issued);
-        prop_assert_eq!(key().open(&token, &context, now), Ok(position));
+        let token = key().issue(&context, position, secs(issued));
+        prop_assert_eq!(key().open(&token, &context, secs(now)), Ok(position));
     }
 
     #[test]
@@ -46,13 +51,13 @@ proptest! {
         position in any::<i64>(),
         seed in any::<u64>(),
     ) {
-        let token = key().issue(&context, position, 1_000);
+        let token = key().issue(&context, position, secs(1_000));
         let mut shuffled = context.clone();
         let len = shuffled.filters.len();
         if len > 1 {
             shuffled.filters.rotate_left((seed as usize) % len);
         }
-        prop_assert_eq!(key().open(&token, &shuffled, 1_000), Ok(position));
+        prop_assert_eq!(key().open(&token, &shuffled, secs(1_000)), Ok(position));
     }
 
     #[test]
@@ -62,7 +67,7 @@ proptest! {
         index in any::<prop::sample::Index>(),
         replacement in any::<u8>(),
     ) {
-        let token = key().issue(&context, position, 1_000);
+        let token = key().issue(&context, position, secs(1_000));
         let mut bytes = token.clone().into_bytes();
         let at = index.index(bytes.len());
         prop_assume!(bytes[at] != replacement);
@@ -70,7 +75,7 @@ proptest! {
         // A byte that breaks UTF-8 never reaches `open`; the lossy form is still an edit.
         let edited = String::from_utf8_lossy(&bytes).into_owned();
         prop_assert_ne!(&edited, &token);
-        prop_assert_eq!(key().open(&edited, &context, 1_000), Err(CursorError::Malformed));
+        prop_assert_eq!(key().open(&edited, &context, secs(1_000)), Err(CursorError::Malformed));
     }
 
     #[test]
@@ -79,9 +84,9 @@ proptest! {
         position in any::<i64>(),
         index in any::<prop::sample::Index>(),
     ) {
-        let token = key().issue(&context, position, 1_000);
+        let token = key().issue(&context, position, secs(1_000));
         let len = index.index(token.len());
-        prop_assert_eq!(key().open(&token[..len], &context, 1_000), Err(CursorError::Malformed));
+        prop_assert_eq!(key().open(&token[..len], &context, secs(1_000)), Err(CursorError::Malformed));
     }
 
     #[test]
@@ -91,8 +96,8 @@ proptest! {
         other in prop::collection::vec(any::<u8>(), 0..80),
     ) {
         prop_assume!(other != SECRET);
-        let token = CursorKey::new(&other).issue(&context, position, 1_000);
-        prop_assert_eq!(key().open(&token, &context, 1_000), Err(CursorError::Malformed));
+        let token = CursorKey::new(&other).issue(&context, position, secs(1_000));
+        prop_assert_eq!(key().open(&token, &context, secs(1_000)), Err(CursorError::Malformed));
     }
 
     #[test]
@@ -102,7 +107,7 @@ proptest! {
         index in any::<prop::sample::Index>(),
         value in ".{0,24}",
     ) {
-        let token = key().issue(&context, position, 1_000);
+        let token = key().issue(&context, position, secs(1_000));
         let mut changed = context.clone();
         let at = index.index(changed.filters.len());
         prop_assume!(changed.filters[at].1 != value);
@@ -113,7 +118,7 @@ proptest! {
         before.sort();
         after.sort();
         prop_assume!(before != after);
-        prop_assert_eq!(key().open(&token, &changed, 1_000), Err(CursorError::Mismatch));
+        prop_assert_eq!(key().open(&token, &changed, secs(1_000)), Err(CursorError::Mismatch));
     }
 
     #[test]
@@ -123,8 +128,8 @@ proptest! {
         scope in ".{0,40}",
     ) {
         prop_assume!(context.scope != scope);
-        let token = key().issue(&context, position, 1_000);
+        let token = key().issue(&context, position, secs(1_000));
         let changed = CursorContext { scope, ..context.clone() };
-        prop_assert_eq!(key().open(&token, &changed, 1_000), Err(CursorError::Mismatch));
+        prop_assert_eq!(key().open(&token, &changed, secs(1_000)), Err(CursorError::Mismatch));
     }
 }

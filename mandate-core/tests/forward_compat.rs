@@ -54,7 +54,7 @@ fn new_claims_are_ignored_and_our_allow_verifies() {
     let token = token("allow_new_claims.jwt");
     let options = VerifyOptions {
         issuer: ISSUER.to_owned(),
-        now: IAT + 10,
+        now: time::OffsetDateTime::from_unix_timestamp(IAT + 10).unwrap(),
         leeway_secs: 0,
     };
     let claims = verify_verdict(&token, &jwks, &options).unwrap();
@@ -81,7 +81,7 @@ fn an_unknown_verdict_code_is_a_denial_with_its_own_reason() {
     let token = token("verdict_new_code.jwt");
     let options = VerifyOptions {
         issuer: ISSUER.to_owned(),
-        now: IAT + 10,
+        now: time::OffsetDateTime::from_unix_timestamp(IAT + 10).unwrap(),
         leeway_secs: 0,
     };
     // Read, not refused as malformed; never allow.

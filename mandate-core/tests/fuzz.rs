@@ -26,6 +26,11 @@ use mandate_core::policy::{AuthorizationRequest, Verdict};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
+/// A time from unix seconds.
+fn secs(at: i64) -> time::OffsetDateTime {
+    time::OffsetDateTime::from_unix_timestamp(at).unwrap()
+}
+
 const ISS: &str = "https://verdicts.mandate.example";
 const IAT: i64 = 1_767_225_600;
 
@@ -54,7 +59,7 @@ fn jwks() -> JwkSet {
 fn options() -> VerifyOptions {
     VerifyOptions {
         issuer: ISS.to_owned(),
-        now: IAT + 10,
+        now: secs(IAT + 10),
         leeway_secs: 0,
     }
 }
@@ -280,15 +285,15 @@ proptest! {
         let key = CursorKey::new(&[9; 32]);
         let context = CursorContext::new("decisions", "org:o:sandbox").with_filter("verdict", "allow");
         let now = IAT;
-        prop_assert!(key.open(&text, &context, now).is_err() || text.starts_with("cur_"));
-        let token = key.issue(&context, position, now);
-        prop_assert_eq!(key.open(&token, &context, now).ok(), Some(position));
+        prop_assert!(key.open(&text, &context, secs(now)).is_err() || text.starts_with("cur_"));
+        let token = key.issue(&context, position, secs(now));
+        prop_assert_eq!(key.open(&token, &context, secs(now)).ok(), Some(position));
         let mutated = String::from_utf8_lossy(&mutate(token.as_bytes(), &edits)).into_owned();
         if mutated != token {
-            prop_assert!(key.open(&mutated, &context, now).is_err(), "{}", mutated);
+            prop_assert!(key.open(&mutated, &context, secs(now)).is_err(), "{}", mutated);
         }
         let prefixed = format!("cur_{text}");
-        prop_assert!(key.open(&prefixed, &context, now).is_err());
+        prop_assert!(key.open(&prefixed, &context, secs(now)).is_err());
     }
 
     #[test]

@@ -71,7 +71,7 @@ fn event(iat: i64) -> EventClaims {
 fn at(now: i64) -> VerifyOptions {
     VerifyOptions {
         issuer: ISS.to_owned(),
-        now,
+        now: time::OffsetDateTime::from_unix_timestamp(now).unwrap(),
         leeway_secs: 0,
     }
 }
@@ -86,9 +86,7 @@ fn verify_verdict(
     options: &VerifyOptions,
 ) -> Result<VerdictClaims, TokenError> {
     let result = mandate_core::jws::verify_verdict(token, jwks, options);
-    let Ok(now) = time::OffsetDateTime::from_unix_timestamp(options.now) else {
-        return result;
-    };
+    let now = options.now;
     let counterparty = Counterparty::new(options.issuer.clone())
         .leeway_secs(options.leeway_secs)
         .environments(EnvironmentPolicy::LiveOrSandbox);

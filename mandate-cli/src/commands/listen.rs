@@ -164,7 +164,8 @@ impl Keys {
         }
         let options = VerifyOptions {
             issuer: self.issuer.clone(),
-            now,
+            now: OffsetDateTime::from_unix_timestamp(now)
+                .map_err(|_| format!("the time {now} is out of range"))?,
             leeway_secs: LEEWAY_SECS,
         };
         match verify_event(token, &self.set, &options) {

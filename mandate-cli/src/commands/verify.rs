@@ -320,7 +320,8 @@ pub fn run(args: VerifyArgs, ctx: &Context) -> CmdResult {
     let (set, issuer) = key_set(&args, now)?;
     let options = VerifyOptions {
         issuer,
-        now,
+        now: time::OffsetDateTime::from_unix_timestamp(now)
+            .map_err(|_| CliError::usage(format!("--now {now} is out of range")))?,
         leeway_secs: args.leeway,
     };
     let encode = |v: Result<Value, serde_json::Error>| {

@@ -102,7 +102,7 @@ pub fn spend_since(now: OffsetDateTime) -> OffsetDateTime {
 pub fn state_from(record: AgentRecord) -> AgentState {
     let mut history = AgentHistory::default();
     for at in record.recent_requests {
-        history.velocity.record(at);
+        history.velocity.record(from_ms(at));
     }
     for (amount, at) in record.allowed_since {
         history.spend.add(amount, from_ms(at));

@@ -82,9 +82,7 @@ pub fn start(
 ) -> Result<i64, ApiError> {
     match &params.cursor {
         None => Ok(i64::MAX),
-        Some(token) => Ok(state
-            .cursors
-            .open(token, context, state.now().unix_timestamp())?),
+        Some(token) => Ok(state.cursors.open(token, context, state.now())?),
     }
 }
 
@@ -108,11 +106,7 @@ pub fn envelope(
     let has_more = i64::try_from(rows.len()).unwrap_or(i64::MAX) > limit;
     rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
     let next_cursor = match rows.last() {
-        Some((last, _)) if has_more => Some(state.cursors.issue(
-            context,
-            *last,
-            state.now().unix_timestamp(),
-        )),
+        Some((last, _)) if has_more => Some(state.cursors.issue(context, *last, state.now())),
         _ => None,
     };
     let page = ListPage {

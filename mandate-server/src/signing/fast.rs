@@ -144,7 +144,7 @@ mod tests {
         assert_eq!(fast.public_jwk(), portable.public_jwk());
         let options = VerifyOptions {
             issuer: "https://v.example".into(),
-            now: 1000,
+            now: time::OffsetDateTime::from_unix_timestamp(1000).unwrap(),
             leeway_secs: 0,
         };
         // Signed by aws-lc-rs, verified by the core (p256) against the key set.

@@ -24,7 +24,7 @@ use mandate_core::jws::sign_token;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::{JoinHandle, JoinSet};
 
-use crate::clock::{fill_random, ms};
+use crate::clock::{fill_random, from_ms, ms};
 use crate::model::Env;
 use crate::storage::StorageError;
 use crate::storage::deliveries::{Attempt, Due};
@@ -257,9 +257,11 @@ async fn attempt(
     _claim: Claim,
     _permit: OwnedSemaphorePermit,
 ) {
-    let at_ms = ms(context.now());
+    let at = context.now();
+    let at_ms = ms(at);
     let id = due.id;
-    let result = if window_closed(due.event_created_ms, at_ms) {
+    let event_created = from_ms(due.event_created_ms);
+    let result = if window_closed(event_created, at) {
         let reason = "the 24-hour delivery window ended before another attempt";
         metrics::counter!(crate::telemetry::DELIVERIES, "outcome" => "gave_up").increment(1);
         context.store.give_up_delivery(id, reason, at_ms).await
@@ -276,14 +278,9 @@ async fn attempt(
             latency_ms: i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX),
             error,
         };
-        let now_ms = ms(context.now());
-        let next = after_attempt(
-            status,
-            attempt.attempt,
-            due.event_created_ms,
-            now_ms,
-            jitter_byte(),
-        );
+        let now = context.now();
+        let now_ms = ms(now);
+        let next = after_attempt(status, attempt.attempt, event_created, now, jitter_byte());
         let outcome = match next {
             NextStep::Delivered => "delivered",
             NextStep::RetryAt(_) => "retry",
@@ -295,9 +292,7 @@ async fn attempt(
             NextStep::RetryAt(_) | NextStep::GiveUp => {
                 // The next attempt as the API shows it (GET /v1/events/{id}): a UTC time.
                 let next_attempt = match next {
-                    NextStep::RetryAt(at_ms) => {
-                        mandate_core::timefmt::format(crate::clock::from_ms(at_ms))
-                    }
+                    NextStep::RetryAt(at) => mandate_core::timefmt::format(at),
                     _ => "none (given up)".to_owned(),
                 };
                 tracing::info!(

@@ -66,7 +66,7 @@ async fn allow_review_and_each_denial_over_http() {
     let jwks = app.jwks().await;
     let options = VerifyOptions {
         issuer: app.issuer(),
-        now: app.clock_now().unix_timestamp(),
+        now: app.clock_now(),
         leeway_secs: 0,
     };
     for response in [&r, &review, &category, &limit, &currency] {

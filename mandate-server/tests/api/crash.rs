@@ -296,7 +296,7 @@ async fn kill_minus_nine_under_load_loses_nothing_and_runs_each_key_once() {
         let mut sum = Amount::ZERO;
         for d in &mine {
             let at = timefmt::parse(d["created_at"].as_str().unwrap()).unwrap();
-            history.velocity.record(mandate_core::history::unix_ms(at));
+            history.velocity.record(at);
             if d["verdict"] == "allow" {
                 let amount = Amount::parse(&d["request"]["amount"].to_string()).unwrap();
                 history.spend.add(amount, at);

@@ -108,7 +108,7 @@ async fn a_decision_reads_back_with_every_field_and_matches_its_token() {
     assert_eq!(response, read_back);
     let options = VerifyOptions {
         issuer: app.issuer(),
-        now: app.clock_now().unix_timestamp(),
+        now: app.clock_now(),
         leeway_secs: 0,
     };
     let claims = verify_verdict(token.as_str().unwrap(), &app.jwks().await, &options).unwrap();

@@ -57,7 +57,7 @@ async fn velocity_month_to_date_and_keys_survive_a_restart() {
     assert_eq!(kids_before, kids_after);
     let options = VerifyOptions {
         issuer: app.issuer(),
-        now: app.clock_now().unix_timestamp(),
+        now: app.clock_now(),
         leeway_secs: 0,
     };
     // The issuer is the public listener's URL, which moved with the restart (port 0).

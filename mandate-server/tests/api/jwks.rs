@@ -51,7 +51,7 @@ async fn wait_for_kids(app: &TestApp, done: impl Fn(&[String]) -> bool) -> Vec<S
 fn options(app: &TestApp) -> VerifyOptions {
     VerifyOptions {
         issuer: app.issuer(),
-        now: app.clock_now().unix_timestamp(),
+        now: app.clock_now(),
         leeway_secs: 0,
     }
 }

@@ -43,7 +43,7 @@ async fn approving_makes_a_fresh_signed_decision_that_supersedes() {
         &app.jwks().await,
         &VerifyOptions {
             issuer: app.issuer(),
-            now: app.clock_now().unix_timestamp(),
+            now: app.clock_now(),
             leeway_secs: 0,
         },
     )
@@ -258,7 +258,7 @@ async fn approving_after_a_switch_to_observe_allows_and_keeps_the_rechecks_findi
     );
     let options = VerifyOptions {
         issuer: app.issuer(),
-        now: app.clock_now().unix_timestamp(),
+        now: app.clock_now(),
         leeway_secs: 0,
     };
     let jwks = app.jwks().await;

@@ -11,7 +11,7 @@ use crate::helpers::{TestApp, spawn_app};
 fn options(app: &TestApp) -> VerifyOptions {
     VerifyOptions {
         issuer: app.issuer(),
-        now: app.clock_now().unix_timestamp(),
+        now: app.clock_now(),
         leeway_secs: 0,
     }
 }

@@ -114,7 +114,7 @@ async fn settle() {
 fn verify(jwks: &JwkSet, issuer: &str, now: i64, token: &str) -> EventClaims {
     let options = VerifyOptions {
         issuer: issuer.to_owned(),
-        now,
+        now: time::OffsetDateTime::from_unix_timestamp(now).unwrap(),
         leeway_secs: 60,
     };
     verify_event(token, jwks, &options).unwrap()
@@ -549,7 +549,7 @@ async fn a_ping_is_delivered_as_a_verifiable_signed_event() {
     assert_eq!(payload["exp"], START.unix_timestamp() + 300, "{payload}");
     let late = VerifyOptions {
         issuer: app.issuer(),
-        now: START.unix_timestamp() + 300,
+        now: START + time::Duration::seconds(300),
         leeway_secs: 0,
     };
     assert_eq!(

@@ -195,7 +195,7 @@ async fn a_person_approves_and_denies_reviews_that_arrive_while_the_page_is_open
     assert_eq!(read["review_status"], "approved", "{read}");
     let options = VerifyOptions {
         issuer: console.running.state.verdicts_url.clone(),
-        now: time::OffsetDateTime::now_utc().unix_timestamp(),
+        now: time::OffsetDateTime::now_utc(),
         leeway_secs: 0,
     };
     let claims = verify_verdict(&token, &jwks(&console).await, &options).unwrap();

@@ -259,7 +259,7 @@ async fn every_process_publishes_the_same_signing_keys_and_follows_a_rotation() 
         let set = JwkSet::from_json(sets[(n + 1) % 3].to_string().as_bytes()).unwrap();
         let options = mandate_core::jws::VerifyOptions {
             issuer: ISSUER.to_owned(),
-            now: time::OffsetDateTime::now_utc().unix_timestamp(),
+            now: time::OffsetDateTime::now_utc(),
             leeway_secs: 60,
         };
         mandate_core::jws::verify_verdict(token, &set, &options).unwrap_or_else(|e| {

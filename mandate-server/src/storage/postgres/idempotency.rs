@@ -7,6 +7,7 @@ use deadpool_postgres::GenericClient;
 use mandate_core::idempotency::{NextAction, StoredAttempt, StoredResponse, next_action};
 
 use super::Result;
+use crate::clock::from_ms;
 use crate::storage::idempotency::{CLAIM_MS, ClaimToken, Sealed};
 
 const FRESH_SQL: &str =
@@ -89,10 +90,10 @@ pub async fn claim_existing(
     let abandoned = response.is_none() && claimed_until.is_none_or(|until| until <= now_ms);
     let stored = (!abandoned).then(|| StoredAttempt {
         request_digest,
-        created_at: row.get::<_, i64>(1) / 1000,
+        created_at: from_ms(row.get::<_, i64>(1)),
         response,
     });
-    let action = next_action(stored.as_ref(), digest, now_ms.div_euclid(1000));
+    let action = next_action(stored.as_ref(), digest, from_ms(now_ms));
     if action == NextAction::StartProcessing {
         c.execute(
             "UPDATE idempotency SET request_digest = $3, created_ms = $4, claimed_until = $5,

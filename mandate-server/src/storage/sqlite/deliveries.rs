@@ -127,7 +127,7 @@ pub fn record(
     });
     let (state, next_ms, finished) = match next {
         NextStep::Delivered => ("delivered", None, Some(now_ms)),
-        NextStep::RetryAt(at) => ("pending", Some(at), None),
+        NextStep::RetryAt(at) => ("pending", Some(crate::clock::ms(at)), None),
         NextStep::GiveUp => ("failed", None, Some(now_ms)),
     };
     tx.execute(

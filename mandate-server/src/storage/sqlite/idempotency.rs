@@ -50,7 +50,7 @@ fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<(StoredAttempt, Option<String
     Ok((
         StoredAttempt {
             request_digest,
-            created_at: r.get::<_, i64>(1)? / 1000,
+            created_at: crate::clock::from_ms(r.get::<_, i64>(1)?),
             response,
         },
         r.get(4)?,

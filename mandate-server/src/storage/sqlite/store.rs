@@ -348,7 +348,7 @@ impl IdempotencyStore for SqliteStore {
         let idem_key = idem_key.to_owned();
         Box::pin(self.db.write(move |tx| -> Result<_> {
             let stored = idempotency::get(tx, &key_hash, &idem_key, ms(now))?;
-            let action = next_action(stored.as_ref().map(|s| &s.0), &digest, now.unix_timestamp());
+            let action = next_action(stored.as_ref().map(|s| &s.0), &digest, now);
             if action == NextAction::StartProcessing {
                 idempotency::claim(tx, &key_hash, &idem_key, &digest, &claim, ms(now))?;
             }

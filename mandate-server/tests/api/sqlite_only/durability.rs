@@ -201,7 +201,8 @@ async fn every_201_survives_kill_minus_nine() {
             &jwks,
             &VerifyOptions {
                 issuer: format!("http://127.0.0.1:{public_port}"),
-                now: body["iat"].as_i64().unwrap(),
+                now: time::OffsetDateTime::from_unix_timestamp(body["iat"].as_i64().unwrap())
+                    .unwrap(),
                 leeway_secs: 0,
             },
         )

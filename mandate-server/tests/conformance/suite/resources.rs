@@ -384,7 +384,12 @@ pub async fn a_delivery_is_retried_delivered_or_given_up_as_recorded(fresh: &Fre
         .record_attempt(
             due[1].id,
             attempt(Some(500), Some("HTTP 500")),
-            NextStep::RetryAt(at + 60_000),
+            NextStep::RetryAt(
+                time::OffsetDateTime::from_unix_timestamp_nanos(
+                    i128::from(at + 60_000) * 1_000_000,
+                )
+                .unwrap(),
+            ),
             at,
         )
         .await
