@@ -51,15 +51,14 @@ fn window_closed_ms(event_created_ms: i64, now_ms: i64) -> bool {
     now_ms >= event_created_ms.saturating_add(RETRY_WINDOW_MS)
 }
 
-/// The wait after failed attempt number `attempt_no` (1 for the first attempt); see
-/// [`backoff_ms`] (whole milliseconds).
+/// The wait after failed attempt number `attempt_no` (1 for the first attempt), in whole
+/// milliseconds: `1 s × 2^(attempt_no - 1)`, capped at [`MAX_BACKOFF_MS`], then scaled by
+/// a factor from 0.8 (`jitter_byte` 0) to 1.2 (`jitter_byte` 255).
 pub fn backoff(attempt_no: u32, jitter_byte: u8) -> Duration {
     Duration::milliseconds(backoff_ms(attempt_no, jitter_byte))
 }
 
-/// The wait after failed attempt number `attempt_no` (1 for the first attempt), in ms:
-/// `1 s × 2^(attempt_no - 1)`, capped at [`MAX_BACKOFF_MS`], then scaled by a factor from
-/// 0.8 (`jitter_byte` 0) to 1.2 (`jitter_byte` 255).
+/// [`backoff`] in milliseconds.
 fn backoff_ms(attempt_no: u32, jitter_byte: u8) -> i64 {
     let doublings = attempt_no.saturating_sub(1).min(32);
     let base = FIRST_BACKOFF_MS

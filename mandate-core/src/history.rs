@@ -5,6 +5,7 @@
 //! speed and rebuild them from stored decisions at start: feeding the stored requests, in
 //! order, through [`AgentHistory::record`] gives the same state as having served them.
 
+use serde::{Deserialize, Serialize};
 use time::{Month, OffsetDateTime, UtcOffset};
 
 use crate::amount::Amount;
@@ -18,7 +19,14 @@ pub const VELOCITY_WINDOW_MS: i64 = 60_000;
 ///
 /// Only the last [`VELOCITY_LIMIT`] request times matter: the next request is over the
 /// limit exactly when the oldest of those is inside the trailing window.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+///
+/// Serialized (serde) as the list of the kept request times in unix milliseconds, oldest
+/// first, at most [`VELOCITY_LIMIT`] of them.
+///
+/// Two windows are equal when they hold the same times in the same order, wherever the
+/// ring buffer starts.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[serde(into = "Vec<i64>", try_from = "Vec<i64>")]
 pub struct VelocityWindow {
     /// Ring buffer of request times, unix milliseconds.
     times: [i64; VELOCITY_LIMIT],
@@ -56,8 +64,51 @@ impl VelocityWindow {
     }
 }
 
+impl PartialEq for VelocityWindow {
+    fn eq(&self, other: &Self) -> bool {
+        Vec::<i64>::from(*self) == Vec::<i64>::from(*other)
+    }
+}
+
+impl Eq for VelocityWindow {}
+
+impl From<VelocityWindow> for Vec<i64> {
+    fn from(window: VelocityWindow) -> Self {
+        // Oldest first: from `next` round when full, from the start while filling.
+        let start = if window.len == VELOCITY_LIMIT {
+            window.next
+        } else {
+            0
+        };
+        (0..window.len)
+            .map(|i| window.times[(start + i) % VELOCITY_LIMIT])
+            .collect()
+    }
+}
+
+impl TryFrom<Vec<i64>> for VelocityWindow {
+    type Error = String;
+
+    fn try_from(times: Vec<i64>) -> Result<Self, String> {
+        if times.len() > VELOCITY_LIMIT {
+            return Err(format!(
+                "a velocity window keeps at most {VELOCITY_LIMIT} times, not {}",
+                times.len()
+            ));
+        }
+        let mut window = VelocityWindow::default();
+        for at_ms in times {
+            window.times[window.next] = at_ms;
+            window.next = (window.next + 1) % VELOCITY_LIMIT;
+            window.len += 1;
+        }
+        Ok(window)
+    }
+}
+
 /// A mandate's allowed spend in one calendar month, UTC.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct MonthToDate {
     year: i32,
     month: u8,
@@ -114,7 +165,8 @@ impl MonthToDate {
 
 /// A mandate's allowed spend in one numbered period (a UTC day or an ISO week): the
 /// total belongs to `period`, and a spend in a later period starts again from zero.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PeriodToDate {
     period: i64,
     total: Amount,
@@ -165,7 +217,8 @@ pub fn week_of(at: OffsetDateTime) -> i64 {
 }
 
 /// A mandate's allows over its whole life: their sum and how many.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct LifetimeToDate {
     total: Amount,
     count: u64,
@@ -197,7 +250,8 @@ impl LifetimeToDate {
 /// added: a server rebuilding this from stored decisions reads them all when the mandate
 /// has a lifetime limit ([`crate::mandate::Limits::counts_lifetime`]), and only the
 /// month's and the week's otherwise.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SpendToDate {
     /// The spend this calendar month (UTC).
     pub month: MonthToDate,
@@ -257,7 +311,13 @@ impl SpendToDate {
 /// supersedes the old one. A request is recorded with
 /// [`AgentHistory::record`](crate::history::AgentHistory::record), defined beside the
 /// engine in [`crate::policy`] because it reads the engine's [`Evaluation`](crate::policy::Evaluation).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+///
+/// Serialized (serde, JSON) as plain data to keep between requests:
+/// `{"velocity": [unix ms, …], "spend": {"month": {"year", "month", "total", "count"},
+/// "day": {"period", "total", "count"}, "week": {…}, "lifetime": {"total", "count"}}}`
+/// (`period` counts UTC days or ISO weeks since the epoch; amounts are JSON numbers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct AgentHistory {
     /// The agent's recent requests.
     pub velocity: VelocityWindow,

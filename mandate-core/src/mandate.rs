@@ -181,27 +181,110 @@ pub struct EscrowTerms {
 }
 
 /// A validated mandate body, before the server gives it an id.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Serialized (serde, JSON) in the form of the API's mandate body (`expires` and
+/// `not_before` as `YYYY-MM-DD`, absent options left out), for an embedder to store.
+/// Reading it back trusts what was written: read an untrusted body with [`Self::from_json`],
+/// which checks every rule and names the field that breaks one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct MandateDraft {
     /// The agent the mandate is for.
     pub agent: AgentId,
     /// The accountable party.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub principal: Option<Principal>,
     /// Spending limits.
     pub limits: Limits,
     /// Allowed categories, non-empty, without duplicates, in the order given.
     pub categories: Vec<Category>,
     /// Amounts above this get `review`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub review_above: Option<Amount>,
     /// Last day (UTC) on which the mandate is valid.
+    #[serde(with = "day")]
     pub expires: Date,
     /// First day (UTC) on which the mandate is in force; before it, requests are
     /// `deny_no_mandate`. `None`: in force from its creation.
+    #[serde(
+        default,
+        with = "optional_day",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub not_before: Option<Date>,
     /// Escrow terms, stored and echoed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub escrow: Option<EscrowTerms>,
     /// Which recipients may be paid; `None` for any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recipients: Option<Recipients>,
+}
+
+/// `YYYY-MM-DD` for a stored draft's days.
+mod day {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use time::Date;
+
+    pub(super) fn serialize<S: Serializer>(date: &Date, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&super::format_date(*date))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Date, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        super::parse_date(&text)
+            .ok_or_else(|| serde::de::Error::custom(format!("{text:?} is not a YYYY-MM-DD date")))
+    }
+}
+
+/// [`day`] for an optional day.
+mod optional_day {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use time::Date;
+
+    pub(super) fn serialize<S: Serializer>(
+        date: &Option<Date>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        match date {
+            Some(date) => super::day::serialize(date, serializer),
+            None => serializer.serialize_none(),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<Date>, D::Error> {
+        match Option::<String>::deserialize(deserializer)? {
+            None => Ok(None),
+            Some(text) => super::parse_date(&text).map(Some).ok_or_else(|| {
+                serde::de::Error::custom(format!("{text:?} is not a YYYY-MM-DD date"))
+            }),
+        }
+    }
+}
+
+/// RFC 3339 with the fraction of a second kept, for a stored mandate's creation time.
+mod instant {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use time::OffsetDateTime;
+    use time::format_description::well_known::Rfc3339;
+
+    pub(super) fn serialize<S: Serializer>(
+        at: &OffsetDateTime,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        let text = at.format(&Rfc3339).map_err(serde::ser::Error::custom)?;
+        serializer.serialize_str(&text)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<OffsetDateTime, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        OffsetDateTime::parse(&text, &Rfc3339).map_err(serde::de::Error::custom)
+    }
 }
 
 /// The stored state of a mandate. `expired` is never stored: see [`Mandate::status_at`].
@@ -242,7 +325,12 @@ impl MandateStatus {
 }
 
 /// A mandate as stored: a draft with an id, a stored status and a creation time.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Serialized (serde, JSON) as `{"id", "terms", "status", "created_at"}`: `terms` as
+/// [`MandateDraft`] is, `status` in its wire form, `created_at` in RFC 3339 with its
+/// fraction of a second (read back to the same instant).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Mandate {
     /// The mandate id.
     pub id: MandateId,
@@ -251,6 +339,7 @@ pub struct Mandate {
     /// Stored status: `active`, `revoked` or `superseded`.
     pub status: MandateStatus,
     /// When it was created.
+    #[serde(with = "instant")]
     pub created_at: OffsetDateTime,
 }
 
