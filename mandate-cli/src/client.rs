@@ -142,6 +142,8 @@ pub struct Response {
     pub status: u16,
     /// The JSON body, numbers kept exact.
     pub body: Value,
+    /// The `Cache-Control` header, as sent (how long a JWK Set may be kept).
+    pub cache_control: Option<String>,
 }
 
 impl Response {
@@ -172,6 +174,7 @@ struct Raw {
     request_id: Option<String>,
     replayed: bool,
     retry_after: Option<u64>,
+    cache_control: Option<String>,
     text: String,
 }
 
@@ -471,6 +474,7 @@ fn read_whole(response: reqwest::blocking::Response) -> Result<Raw, reqwest::Err
     let request_id = header("x-request-id");
     let replayed = header("idempotency-replayed").as_deref() == Some("true");
     let retry_after = header(RETRY_AFTER.as_str()).and_then(|v| v.trim().parse().ok());
+    let cache_control = header("cache-control");
     let status = response.status().as_u16();
     let url = response.url().clone();
     let text = response.text()?;
@@ -480,6 +484,7 @@ fn read_whole(response: reqwest::blocking::Response) -> Result<Raw, reqwest::Err
         request_id,
         replayed,
         retry_after,
+        cache_control,
         text,
     })
 }
@@ -510,6 +515,7 @@ fn decode(raw: Raw) -> Result<Response, CliError> {
             Ok(body) => Ok(Response {
                 status: raw.status,
                 body,
+                cache_control: raw.cache_control,
             }),
             Err(e) => Err(CliError::UnexpectedResponse {
                 status: raw.status,

@@ -3,8 +3,9 @@
 //! One entry, the last set fetched: `$XDG_CACHE_HOME/mandate/jwks.json` (or
 //! `~/.cache/mandate/jwks.json`; `%LOCALAPPDATA%\mandate\jwks.json` on Windows) holding
 //! the set as it came, the URL it came from (after redirects), the issuer derived from
-//! that URL, and the fetch time. The service allows a key set to be cached for five
-//! minutes; an older entry is refused, not used.
+//! that URL, the fetch time and the response's `Cache-Control`. The entry may be used as
+//! long as the core's JWK Set cache policy says (`max-age`, five minutes when the header
+//! names none, a day at most); an older entry is refused, not used.
 
 use std::path::{Path, PathBuf};
 
@@ -17,7 +18,7 @@ use time::OffsetDateTime;
 use crate::config;
 use crate::error::CliError;
 
-/// How long a fetched key set may be used, in seconds.
+/// How long a fetched key set may be used when its response names no `max-age`, in seconds.
 pub const KEY_SET_LIFETIME_SECS: i64 = 300;
 
 /// Where a key set is published under its issuer.
@@ -34,6 +35,18 @@ pub struct CacheEntry {
     pub fetched_at: i64,
     /// The JWK Set, as it came.
     pub jwks: Value,
+    /// The response's `Cache-Control` header (absent in entries written before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_control: Option<String>,
+}
+
+/// The core's JWK Set cache policy with the service's five minutes when the response says
+/// nothing: what `verify`, `listen` and `mcp` keep a fetched set by.
+pub fn cache_policy() -> CachePolicy {
+    CachePolicy {
+        default_max_age: time::Duration::seconds(KEY_SET_LIFETIME_SECS),
+        ..CachePolicy::default()
+    }
 }
 
 /// The cache file's path.
@@ -69,8 +82,8 @@ impl CacheEntry {
         now.saturating_sub(self.fetched_at)
     }
 
-    /// Whether the entry may still be used at `now`: the core's JWK Set cache policy, with
-    /// the service's five minutes.
+    /// Whether the entry may still be used at `now`: the core's JWK Set cache policy, from
+    /// the fetch time and the response's `Cache-Control`.
     pub fn is_fresh_at(&self, now: i64) -> bool {
         let (Ok(fetched), Ok(now)) = (
             OffsetDateTime::from_unix_timestamp(self.fetched_at),
@@ -78,12 +91,16 @@ impl CacheEntry {
         ) else {
             return false;
         };
-        let mut cache = KeySetCache::new(CachePolicy {
-            default_max_age: time::Duration::seconds(KEY_SET_LIFETIME_SECS),
-            ..CachePolicy::default()
-        });
-        cache.fetched(fetched, None);
+        let mut cache = KeySetCache::new(cache_policy());
+        cache.fetched(fetched, self.cache_control.as_deref());
         cache.is_fresh_at(now)
+    }
+
+    /// How long the entry may be used after its fetch, in seconds.
+    pub fn lifetime_secs(&self) -> i64 {
+        KeySetCache::new(cache_policy())
+            .lifetime(self.cache_control.as_deref())
+            .whole_seconds()
     }
 
     /// The key set, parsed strictly.
@@ -150,9 +167,33 @@ mod tests {
             issuer: None,
             fetched_at: 1000,
             jwks: Value::Null,
+            cache_control: None,
         };
         assert!(entry.is_fresh_at(1000));
         assert!(entry.is_fresh_at(1299));
         assert!(!entry.is_fresh_at(1300));
+    }
+
+    #[test]
+    fn the_responses_max_age_decides_when_it_names_one() {
+        let entry = |cache_control: &str| CacheEntry {
+            source: String::new(),
+            issuer: None,
+            fetched_at: 1000,
+            jwks: Value::Null,
+            cache_control: Some(cache_control.to_owned()),
+        };
+        let short = entry("public, max-age=20");
+        assert!(short.is_fresh_at(1019) && !short.is_fresh_at(1020));
+        assert_eq!(short.lifetime_secs(), 20);
+        let long = entry("max-age=3600");
+        assert!(long.is_fresh_at(4599) && !long.is_fresh_at(4600));
+        assert!(!entry("no-store").is_fresh_at(1000));
+        // Written before the header was kept: five minutes.
+        let old: CacheEntry = serde_json::from_str(
+            r#"{"source": "", "issuer": null, "fetched_at": 1000, "jwks": null}"#,
+        )
+        .unwrap();
+        assert!(old.is_fresh_at(1299) && !old.is_fresh_at(1300));
     }
 }

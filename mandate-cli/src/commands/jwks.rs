@@ -7,13 +7,13 @@ use serde_json::Value;
 use super::Context;
 use crate::client;
 use crate::error::{CliError, CmdResult, Exit};
-use crate::jwks_cache::{self, CacheEntry, KEY_SET_LIFETIME_SECS};
+use crate::jwks_cache::{self, CacheEntry};
 use crate::output;
 
 /// `mandate jwks …`.
 #[derive(Debug, Subcommand)]
 pub enum JwksCommand {
-    /// Fetch the JWK Set and cache it for five minutes
+    /// Fetch the JWK Set and cache it (for its Cache-Control max-age, or five minutes)
     #[command(long_about = LONG_ABOUT)]
     Fetch(FetchArgs),
 }
@@ -24,10 +24,11 @@ pub const LONG_ABOUT: &str = "Fetch the service's JWK Set (no key needed) and ca
 URL is the verdicts URL (the issuer of tokens, e.g. https://verdicts.example.com) or the \
 set's own URL ending in /.well-known/jwks.json. Redirects are followed (at most five, never \
 from https to plain http). The set is checked strictly (EC P-256 ES256 public keys only) \
-and written with the fetch time and the issuer, taken from the final URL without \
-/.well-known/jwks.json, to $XDG_CACHE_HOME/mandate/jwks.json (~/.cache/mandate/; \
-%LOCALAPPDATA%\\mandate\\ on Windows). \
-`verify` uses the cache for five minutes and then asks for a fresh fetch.";
+and written with the fetch time, the response's Cache-Control and the issuer, taken from \
+the final URL without /.well-known/jwks.json, to $XDG_CACHE_HOME/mandate/jwks.json \
+(~/.cache/mandate/; %LOCALAPPDATA%\\mandate\\ on Windows). \
+`verify` uses the cache for the response's max-age (five minutes when it names none, a day \
+at most) and then asks for a fresh fetch.";
 
 /// `mandate jwks fetch URL`.
 #[derive(Debug, Args)]
@@ -58,6 +59,7 @@ pub fn run(command: JwksCommand, ctx: &Context) -> CmdResult {
         issuer: jwks_cache::issuer_of(&final_url),
         fetched_at: now_unix(),
         jwks: response.body.clone(),
+        cache_control: response.cache_control.clone(),
     };
     let path = jwks_cache::cache_path()?;
     jwks_cache::save(&path, &entry)?;
@@ -96,8 +98,9 @@ pub fn run(command: JwksCommand, ctx: &Context) -> CmdResult {
         (
             "usable_until".to_owned(),
             format!(
-                "{} (five minutes)",
-                unix_to_text(entry.fetched_at + KEY_SET_LIFETIME_SECS)
+                "{} ({} s)",
+                unix_to_text(entry.fetched_at + entry.lifetime_secs()),
+                entry.lifetime_secs()
             ),
         ),
     ])?;

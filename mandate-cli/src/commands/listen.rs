@@ -107,7 +107,8 @@ const LEEWAY_SECS: i64 = 60;
 /// picked up at its first token, and forged kids cannot make the listener hammer the URL.
 const RELOAD_COOLDOWN: Duration = Duration::from_secs(1);
 
-/// A key set fetched from a URL is fetched again when older than this.
+/// A key set fetched from a URL is fetched again when older than this, unless its
+/// response's `Cache-Control` names a `max-age` (a day at most).
 const URL_SET_LIFETIME: Duration = Duration::from_secs(300);
 
 /// How often the accept loop looks at the stop flags.
@@ -117,8 +118,9 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Loads a key set: reads the file, or fetches the URL.
-type Loader = Box<dyn Fn() -> Result<JwkSet, CliError> + Send>;
+/// Loads a key set: reads the file, or fetches the URL; with the response's
+/// `Cache-Control` when it came from a URL.
+type Loader = Box<dyn Fn() -> Result<(JwkSet, Option<String>), CliError> + Send>;
 
 /// The key set and how to load it again.
 struct Keys {
@@ -131,18 +133,27 @@ struct Keys {
     load: Loader,
 }
 
-/// The cache policy of a set loaded now that may be used for `lifetime` (for ever when
-/// `None`: a file is loaded again only for an unknown kid).
-fn cache_for(lifetime: Option<Duration>) -> KeySetCache {
+/// The cache policy of a set loaded now with `cache_control`: kept for its `max-age`, or
+/// `lifetime` when the response names none (for ever when `None`: a file is loaded again
+/// only for an unknown kid).
+fn cache_for(lifetime: Option<Duration>, cache_control: Option<&str>) -> KeySetCache {
     let seconds = |d: Duration| time::Duration::try_from(d).unwrap_or(time::Duration::ZERO);
-    // A century stands for ever without overflowing a date.
-    let max_age = lifetime.map_or(time::Duration::days(36_500), seconds);
-    let mut cache = KeySetCache::new(CachePolicy {
-        default_max_age: max_age,
-        max_max_age: max_age,
-        unknown_kid_interval: seconds(RELOAD_COOLDOWN),
-    });
-    cache.fetched(OffsetDateTime::now_utc(), None);
+    let interval = seconds(RELOAD_COOLDOWN);
+    let policy = match lifetime {
+        Some(lifetime) => CachePolicy {
+            default_max_age: seconds(lifetime),
+            unknown_kid_interval: interval,
+            ..jwks_cache::cache_policy()
+        },
+        // A century stands for ever without overflowing a date.
+        None => CachePolicy {
+            default_max_age: time::Duration::days(36_500),
+            max_max_age: time::Duration::days(36_500),
+            unknown_kid_interval: interval,
+        },
+    };
+    let mut cache = KeySetCache::new(policy);
+    cache.fetched(OffsetDateTime::now_utc(), cache_control);
     cache
 }
 
@@ -153,7 +164,7 @@ impl Keys {
         let clock = OffsetDateTime::now_utc();
         if self.lifetime.is_some() && self.cache.before_use(clock) == NextFetch::Fetch {
             match (self.load)() {
-                Ok(set) => self.replace(set),
+                Ok((set, cache_control)) => self.replace(set, cache_control),
                 Err(e) => output::note(&format!(
                     "cannot refresh the key set, still using the one loaded {} s ago: {e}",
                     self.cache
@@ -176,8 +187,8 @@ impl Keys {
                     ));
                 }
                 match (self.load)() {
-                    Ok(set) => {
-                        self.replace(set);
+                    Ok((set, cache_control)) => {
+                        self.replace(set, cache_control);
                         verify_event(token, &self.set, &options)
                             .map_err(|e| output::token_error(&e))
                     }
@@ -188,9 +199,10 @@ impl Keys {
         }
     }
 
-    fn replace(&mut self, set: JwkSet) {
+    fn replace(&mut self, set: JwkSet, cache_control: Option<String>) {
         self.set = set;
-        self.cache.fetched(OffsetDateTime::now_utc(), None);
+        self.cache
+            .fetched(OffsetDateTime::now_utc(), cache_control.as_deref());
     }
 }
 
@@ -201,8 +213,9 @@ fn read_set_file(path: &std::path::Path) -> Result<JwkSet, CliError> {
         .map_err(|e| CliError::usage(format!("{} is not a valid key set: {e}", path.display())))
 }
 
-/// Fetches the set at `url`; the set and the URL it came from after redirects.
-fn fetch_set(url: &Url, http: HttpOptions) -> Result<(JwkSet, Url), CliError> {
+/// Fetches the set at `url`; the set, the URL it came from after redirects and the
+/// response's `Cache-Control`.
+fn fetch_set(url: &Url, http: HttpOptions) -> Result<(JwkSet, Url, Option<String>), CliError> {
     let (final_url, response) = client::fetch_public(url, http)?;
     let bytes = serde_json::to_vec(&response.body)
         .map_err(|e| CliError::usage(format!("cannot encode the key set: {e}")))?;
@@ -211,7 +224,7 @@ fn fetch_set(url: &Url, http: HttpOptions) -> Result<(JwkSet, Url), CliError> {
         detail: format!("{final_url} did not return a valid key set: {e}"),
         request_id: None,
     })?;
-    Ok((set, final_url))
+    Ok((set, final_url, response.cache_control))
 }
 
 /// Loads the key set the arguments name; also says where it came from.
@@ -227,8 +240,8 @@ fn initial_keys(args: &ListenArgs, http: HttpOptions) -> Result<(Keys, String), 
             set,
             issuer,
             lifetime: None,
-            cache: cache_for(None),
-            load: Box::new(move || read_set_file(&path)),
+            cache: cache_for(None, None),
+            load: Box::new(move || Ok((read_set_file(&path)?, None))),
         };
         return Ok((keys, source));
     }
@@ -237,7 +250,7 @@ fn initial_keys(args: &ListenArgs, http: HttpOptions) -> Result<(Keys, String), 
         .as_deref()
         .ok_or_else(|| CliError::usage("pass --jwks FILE or --jwks-url URL"))?;
     let url = client::parse_url(&jwks_cache::jwks_url(given))?;
-    let (set, final_url) = fetch_set(&url, http)?;
+    let (set, final_url, cache_control) = fetch_set(&url, http)?;
     let issuer = match (&args.issuer, jwks_cache::issuer_of(&final_url)) {
         (Some(issuer), _) => issuer.clone(),
         (None, Some(issuer)) => issuer,
@@ -251,8 +264,8 @@ fn initial_keys(args: &ListenArgs, http: HttpOptions) -> Result<(Keys, String), 
         set,
         issuer,
         lifetime: Some(URL_SET_LIFETIME),
-        cache: cache_for(Some(URL_SET_LIFETIME)),
-        load: Box::new(move || fetch_set(&url, http).map(|(set, _)| set)),
+        cache: cache_for(Some(URL_SET_LIFETIME), cache_control.as_deref()),
+        load: Box::new(move || fetch_set(&url, http).map(|(set, _, cc)| (set, cc))),
     };
     Ok((keys, final_url.to_string()))
 }
@@ -721,10 +734,10 @@ mod tests {
             },
             issuer: ISSUER.to_owned(),
             lifetime,
-            cache: cache_for(lifetime),
+            cache: cache_for(lifetime, None),
             load: Box::new(move || {
                 counter.fetch_add(1, Ordering::SeqCst);
-                Ok(next.clone())
+                Ok((next.clone(), None))
             }),
         };
         (keys, loads)

@@ -137,9 +137,10 @@ fn key_set(args: &VerifyArgs, now: i64) -> Result<(JwkSet, String), CliError> {
     })?;
     if !entry.is_fresh_at(now) {
         return Err(CliError::usage(format!(
-            "the cached key set from {} was fetched {} s ago, more than five minutes: fetch it again with `mandate jwks fetch {}`",
+            "the cached key set from {} was fetched {} s ago, past the {} s it may be kept (its Cache-Control max-age, or five minutes): fetch it again with `mandate jwks fetch {}`",
             entry.source,
             entry.age_at(now),
+            entry.lifetime_secs(),
             entry.issuer.as_deref().unwrap_or(&entry.source)
         )));
     }

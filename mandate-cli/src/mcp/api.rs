@@ -67,7 +67,8 @@ impl Api {
     }
 
     /// A public URL without credentials (the JWK Set).
-    pub async fn get_public(&self, url: &str) -> Result<Vec<u8>, Failure> {
+    /// The body and the `Cache-Control` header of a public document (the JWK Set).
+    pub async fn get_public(&self, url: &str) -> Result<(Vec<u8>, Option<String>), Failure> {
         let answer = self
             .http
             .get(url)
@@ -77,11 +78,16 @@ impl Api {
         if !answer.status().is_success() {
             return Err(Failure(format!("{url} answered {}", answer.status())));
         }
+        let cache_control = answer
+            .headers()
+            .get(reqwest::header::CACHE_CONTROL)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
         let bytes = answer
             .bytes()
             .await
             .map_err(|e| Failure(format!("cannot read {url}: {}", reason(&e))))?;
-        Ok(bytes.to_vec())
+        Ok((bytes.to_vec(), cache_control))
     }
 
     async fn send(

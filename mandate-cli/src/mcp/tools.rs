@@ -12,6 +12,7 @@ use mandate_core::counterparty::{
 };
 use mandate_core::environment::Environment;
 use mandate_core::jwk::JwkSet;
+use mandate_core::jwks_cache::{KeySetCache, NextFetch};
 use mandate_core::names::{Currency, Recipient};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::{Json, Parameters};
@@ -30,8 +31,6 @@ const WAIT_DEFAULT_SECS: u64 = 60;
 const WAIT_MAX_SECS: u64 = 600;
 /// How often it reads the decision meanwhile.
 const POLL: Duration = Duration::from_millis(500);
-/// How long a fetched JWK Set is used before it is fetched again.
-const JWKS_FRESH: Duration = Duration::from_secs(300);
 
 /// The MCP server: one agent's view of the API.
 #[derive(Clone)]
@@ -39,7 +38,9 @@ pub struct MandateTools {
     api: Arc<Api>,
     /// The verdicts URL (the tokens' `iss`), whose `/.well-known/jwks.json` verifies.
     issuer: Option<String>,
-    jwks: Arc<Mutex<Option<(JwkSet, Instant)>>>,
+    /// The fetched JWK Set and when to fetch it again (the core's cache policy: the
+    /// response's `max-age`, and an unknown `kid` at most once per interval).
+    jwks: Arc<Mutex<Option<(JwkSet, KeySetCache)>>>,
     /// Whether sandbox-signed tokens are accepted (`--sandbox`: testing only).
     sandbox: bool,
     /// The nonces `verify_verdict` accepted, so a token is accepted once.
@@ -496,7 +497,12 @@ impl MandateTools {
         let issuer = self.issuer.clone().ok_or_else(|| {
             "verify_verdict needs the service's verdicts URL: start `mandate mcp` with --issuer URL (or MANDATE_ISSUER)".to_owned()
         })?;
-        let set = self.key_set(&issuer).await.map_err(|e| e.0)?;
+        let now = time::OffsetDateTime::now_utc();
+        let kid = mandate_core::environment::token_kid(args.token.trim());
+        let set = self
+            .key_set(&issuer, now, kid.as_deref())
+            .await
+            .map_err(|e| e.0)?;
         let policy = if self.sandbox {
             EnvironmentPolicy::LiveOrSandbox
         } else {
@@ -504,7 +510,6 @@ impl MandateTools {
         };
         let counterparty = Counterparty::new(issuer).environments(policy);
         let expected = ExpectedTransaction::new(amount, currency, recipient);
-        let now = time::OffsetDateTime::now_utc();
         // mandate-core's one-call check, with this process's replay guard: a token
         // accepted once is refused as a replay after.
         let mut guard = self.replay.lock().await;
@@ -559,19 +564,36 @@ impl MandateTools {
         Ok(Some(mandate))
     }
 
-    /// The JWK Set of `issuer`, fetched at most every five minutes.
-    async fn key_set(&self, issuer: &str) -> Result<JwkSet, Failure> {
+    /// The JWK Set of `issuer` for a token naming `kid`: the cached one while its
+    /// response's `max-age` lasts (five minutes when it names none), fetched again when
+    /// stale, or when `kid` is not in it (at most once per interval: made-up kids cannot
+    /// make this fetch on every token).
+    async fn key_set(
+        &self,
+        issuer: &str,
+        now: time::OffsetDateTime,
+        kid: Option<&str>,
+    ) -> Result<JwkSet, Failure> {
         let mut cached = self.jwks.lock().await;
-        if let Some((set, at)) = cached.as_ref()
-            && at.elapsed() < JWKS_FRESH
-        {
-            return Ok(set.clone());
+        if let Some((set, cache)) = cached.as_mut() {
+            let unknown = kid.is_some_and(|kid| set.find(kid).is_none());
+            let fetch = cache.before_use(now) == NextFetch::Fetch
+                || (unknown && cache.unknown_kid(now) == NextFetch::Fetch);
+            if !fetch {
+                return Ok(set.clone());
+            }
         }
         let url = format!("{}/.well-known/jwks.json", issuer.trim_end_matches('/'));
-        let bytes = self.api.get_public(&url).await?;
+        let (bytes, cache_control) = self.api.get_public(&url).await?;
         let set = JwkSet::from_json(&bytes)
             .map_err(|e| Failure(format!("{url} is not a usable key set: {e}")))?;
-        *cached = Some((set.clone(), Instant::now()));
+        // The same cache object across fetches keeps the unknown-kid interval.
+        let mut cache = cached.take().map_or_else(
+            || KeySetCache::new(crate::jwks_cache::cache_policy()),
+            |(_, cache)| cache,
+        );
+        cache.fetched(now, cache_control.as_deref());
+        *cached = Some((set.clone(), cache));
         Ok(set)
     }
 }

@@ -8,6 +8,7 @@ mod config;
 mod docs;
 mod escrows;
 mod export;
+mod key_set_cache;
 mod listen;
 mod mandate_extensions;
 mod resources;
