@@ -326,7 +326,7 @@ pub struct AgentHistory {
 }
 
 /// Milliseconds since the Unix epoch.
-pub fn unix_ms(at: OffsetDateTime) -> i64 {
+pub(crate) fn unix_ms(at: OffsetDateTime) -> i64 {
     // i128 nanoseconds to i64 milliseconds: in range for any date this service meets.
     i64::try_from(at.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX)
 }

@@ -50,7 +50,9 @@ impl Clock for ManualClock {
 
 /// Unix milliseconds of `at`.
 pub fn ms(at: OffsetDateTime) -> i64 {
-    mandate_core::history::unix_ms(at)
+    // i128 nanoseconds to i64 milliseconds, as mandate-core counts the velocity window: in
+    // range for any date this service meets.
+    i64::try_from(at.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX)
 }
 
 /// The time at unix milliseconds `ms` (the epoch if out of range).
