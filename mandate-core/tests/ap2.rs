@@ -602,3 +602,82 @@ fn hostile_closed_mandates_are_refused_each_with_its_error() {
         }
     );
 }
+
+/// Every claim of the open mandate must be disclosed, except elements of an `allowed`
+/// list: withholding one narrows the list, withholding anything else could hide a
+/// constraint.
+#[test]
+fn withheld_claims_are_refused_unless_withholding_narrows_an_allowed_list() {
+    let v = Vectors::load();
+    let (issuers, now, full) = (v.issuers(), v.now(), v.s("open_full"));
+    let decoded =
+        |d: &str| -> Value { serde_json::from_slice(&URL_SAFE_NO_PAD.decode(d).unwrap()).unwrap() };
+    let parts: Vec<&str> = full.trim_end_matches('~').split('~').collect();
+    let without = |keep: &dyn Fn(&Value) -> bool| {
+        let mut text = format!("{}~", parts[0]);
+        for d in &parts[1..] {
+            if keep(&decoded(d)) {
+                text.push_str(d);
+                text.push('~');
+            }
+        }
+        text
+    };
+    // The second payee withheld: the allow list narrows to the first.
+    let narrowed = without(&|d| d[1]["id"] != "m-2");
+    let open = verify_open_mandate(&narrowed, &issuers, now).unwrap();
+    assert_eq!(open.terms()["recipients"], json!({"allow": ["vendor:s-1"]}));
+    assert_eq!(open.digest(), v.open().digest());
+    // The mandate itself withheld: with its nested disclosures they are unreferenced,
+    // without them it is a withheld claim.
+    let hidden = without(&|d| d[1].get("vct").is_none());
+    assert!(matches!(
+        verify_open_mandate(&hidden, &issuers, now).unwrap_err(),
+        Ap2Error::UnreferencedDisclosure { .. }
+    ));
+    let hidden = without(&|_| false);
+    assert_eq!(
+        verify_open_mandate(&hidden, &issuers, now).unwrap_err(),
+        Ap2Error::Withheld("delegate_payload[]".into())
+    );
+
+    // A constraint made selectively disclosable and withheld (the budget), and a
+    // withheld member of the mandate (its payee).
+    let budget = disclosure(
+        "salt-b",
+        &[json!({"type": "payment.budget", "currency": "USD", "max": 150})],
+    );
+    let range = json!({"type": "payment.amount_range", "currency": "USD", "max": 5000});
+    let mandate = open_mandate(
+        &v,
+        &[("constraints", json!([range, {"...": hash(&budget)}]))],
+    );
+    let with_budget = issue(&v.issuer(), es256("issuer-key-1"), mandate, &[budget]);
+    let shown = verify_open_mandate(&with_budget, &issuers, now).unwrap();
+    assert_eq!(shown.terms()["limits"]["total"].to_string(), "150");
+    let (head, _) = with_budget.rsplit_once('~').unwrap();
+    let (head, _) = head.rsplit_once('~').unwrap();
+    assert_eq!(
+        verify_open_mandate(&format!("{head}~"), &issuers, now).unwrap_err(),
+        Ap2Error::Withheld("delegate_payload[].constraints[]".into())
+    );
+    let payee = disclosure(
+        "salt-p",
+        &[json!("payee"), json!({"id": "s-1", "name": "Shop"})],
+    );
+    let mut mandate = open_mandate(&v, &[]);
+    mandate["_sd"] = json!([hash(&payee)]);
+    let shown = issue(
+        &v.issuer(),
+        es256("issuer-key-1"),
+        mandate.clone(),
+        &[payee],
+    );
+    let open = verify_open_mandate(&shown, &issuers, now).unwrap();
+    assert_eq!(open.terms()["recipients"], json!({"allow": ["vendor:s-1"]}));
+    let hidden = issue(&v.issuer(), es256("issuer-key-1"), mandate, &[]);
+    assert_eq!(
+        verify_open_mandate(&hidden, &issuers, now).unwrap_err(),
+        Ap2Error::Withheld("delegate_payload[]._sd".into())
+    );
+}

@@ -153,7 +153,9 @@ pub fn verify_closed_mandate(
     if !jwt.verifies_with(open.holder().verifying_key()) {
         return Err(Ap2Error::WrongHolderKey(open.holder().kid().to_owned()));
     }
-    let resolved = sdjwt::resolve(jwt.payload, &closed_hop.disclosures, TOKEN)?;
+    // What the closed mandate withholds is the agent's to withhold: what Mandate reads
+    // from it must be disclosed, and is checked below.
+    let (resolved, _) = sdjwt::resolve(jwt.payload, &closed_hop.disclosures, TOKEN)?;
     let (outer, mandate) = sdjwt::delegate(resolved, TOKEN)?;
 
     match (outer.get("sd_hash"), outer.get("issuer_jwt_hash")) {

@@ -20,6 +20,11 @@
 //! `payment.amount_range`, `limits.per_transaction` is the budget (no single payment can
 //! exceed it); with neither, the mandate is refused.
 //!
+//! Every claim must be disclosed: a digest without its disclosure (a withheld claim, or a
+//! decoy) is refused ([`Ap2Error::Withheld`]), as it could hide a constraint, except for
+//! elements of an `allowed` list (payees, instruments, PISPs), whose withholding only
+//! narrows the list.
+//!
 //! The terms ([`OpenMandate::terms`]) hold `limits`, `expires` and, when set,
 //! `not_before` and `recipients`: the caller adds `agent` and `categories`, which AP2 does
 //! not express, and validates the whole body as a plain mandate.
@@ -192,7 +197,17 @@ fn read(
     payload: Map<String, Value>,
     now: Option<OffsetDateTime>,
 ) -> Result<OpenMandate, Ap2Error> {
-    let resolved = sdjwt::resolve(payload, &compact.disclosures, TOKEN)?;
+    let (resolved, withheld) = sdjwt::resolve(payload, &compact.disclosures, TOKEN)?;
+    // A withheld claim could be a constraint: only elements of an `allowed` list may be
+    // withheld, which narrows the list.
+    if let Some(path) = withheld.into_iter().find(|path| {
+        !matches!(
+            path.as_str(),
+            "delegate_payload[].constraints[].allowed[]" | "constraints[].allowed[]"
+        )
+    }) {
+        return Err(Ap2Error::Withheld(path));
+    }
     let (outer, mandate) = sdjwt::delegate(resolved, TOKEN)?;
     match mandate.get("vct") {
         Some(Value::String(vct)) if vct == OPEN_VCT => {}
