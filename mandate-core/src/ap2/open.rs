@@ -69,8 +69,10 @@ impl OpenMandate {
     }
 
     /// The open mandate's digest: base64url (no padding) of the SHA-256 of its issuer
-    /// JWT, as AP2 computes `issuer_jwt_hash` (`ap2.sdk.sdjwt.common`). It names the
-    /// mandate whatever disclosures a presentation carries.
+    /// JWT, as AP2 computes `issuer_jwt_hash` (`ap2.sdk.sdjwt.common`), with the ECDSA
+    /// signature in its low-S form: the two twins `(r, s)`, `(r, n - s)` of one signature
+    /// (both valid) name one mandate. It equals AP2's `issuer_jwt_hash` when the issuer's
+    /// signature is low-S, and names the mandate whatever disclosures are presented.
     pub fn digest(&self) -> &str {
         &self.digest
     }
@@ -120,7 +122,7 @@ impl OpenMandate {
 
 /// Verifies an AP2 open payment mandate (compact SD-JWT) issued by one of `issuers` (the
 /// organization's trusted AP2 issuer keys, chosen by the token's `kid`, or each tried in
-/// turn when it names none) and maps it onto Mandate terms (module doc). `iat` may not be
+/// turn when it names none; an `x5c` header is not read: trust is the organization's keys) and maps it onto Mandate terms (module doc). `iat` may not be
 /// more than [`LEEWAY_SECS`] after `now`, nor `exp` that much before it.
 pub fn verify_open_mandate(
     sd_jwt: &str,
@@ -154,7 +156,8 @@ pub fn verify_open_mandate(
             }
         }
     }
-    read(&compact, jwt.payload, Some(now))
+    let digest = jwt.digest();
+    read(&compact, digest, jwt.payload, Some(now))
 }
 
 /// Reads an open mandate verified when it was imported: its structure, disclosures and
@@ -163,7 +166,8 @@ pub fn verify_open_mandate(
 pub fn read_stored_open_mandate(sd_jwt: &str) -> Result<OpenMandate, Ap2Error> {
     let compact = sdjwt::split(sd_jwt, TOKEN)?;
     let jwt = sdjwt::decode_jwt(compact.issuer_jwt, TOKEN)?;
-    read(&compact, jwt.payload, None)
+    let digest = jwt.digest();
+    read(&compact, digest, jwt.payload, None)
 }
 
 fn invalid(claim: impl Into<String>, problem: impl Into<String>) -> Ap2Error {
@@ -194,6 +198,7 @@ fn unix(seconds: i64, claim: &str) -> Result<OffsetDateTime, Ap2Error> {
 
 fn read(
     compact: &Compact<'_>,
+    digest: String,
     payload: Map<String, Value>,
     now: Option<OffsetDateTime>,
 ) -> Result<OpenMandate, Ap2Error> {
@@ -262,7 +267,7 @@ fn read(
     };
     let (terms, currency) = mapped.terms(expires)?;
     Ok(OpenMandate {
-        digest: b64_sha256(compact.issuer_jwt),
+        digest,
         sd_jwt: compact.sd_jwt(),
         holder,
         terms,

@@ -145,6 +145,22 @@ impl Jwt<'_> {
         }
     }
 
+    /// The digest naming this JWT whatever twin of its ECDSA signature it carries: the
+    /// base64url SHA-256 of `header.payload.signature` with the signature in low-S form
+    /// (AP2's `issuer_jwt_hash` when the signature already is low-S).
+    pub fn digest(&self) -> String {
+        let low = Signature::from_slice(&self.signature)
+            .ok()
+            .filter(|_| self.signature.len() == 64)
+            .map(|signature| signature.normalize_s().to_bytes().to_vec())
+            .unwrap_or_else(|| self.signature.clone());
+        b64_sha256(&format!(
+            "{}.{}",
+            self.signing_input,
+            URL_SAFE_NO_PAD.encode(low)
+        ))
+    }
+
     /// The header's `kid`, if it is a string.
     pub fn kid(&self) -> Option<&str> {
         self.header.get("kid").and_then(Value::as_str)
