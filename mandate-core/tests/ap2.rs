@@ -432,7 +432,7 @@ fn constraints_are_mapped_or_refused_by_name() {
 
     assert_eq!(
         with(json!([{"type": "payment.amount_range", "currency": "XYZ", "max": 1}])).unwrap_err(),
-        Ap2Error::UnknownCurrency("\"XYZ\"".into())
+        Ap2Error::UnknownCurrency("XYZ".into())
     );
     let euro_budget = json!({"type": "payment.budget", "currency": "EUR", "max": 10});
     assert!(matches!(

@@ -510,8 +510,13 @@ impl Mapped {
     /// Reads a constraint's currency (it must agree with the others'), its exponent.
     fn currency(&mut self, kind: &str, value: &Value) -> Result<u32, Ap2Error> {
         let code = value.as_str().unwrap_or_default();
-        let exponent = minor_unit_exponent(code)
-            .ok_or_else(|| Ap2Error::UnknownCurrency(value.to_string()))?;
+        let exponent = minor_unit_exponent(code).ok_or_else(|| {
+            Ap2Error::UnknownCurrency(
+                value
+                    .as_str()
+                    .map_or_else(|| value.to_string(), str::to_owned),
+            )
+        })?;
         match &self.currency {
             Some((other, from)) if other != code => Err(unenforceable(
                 kind,
