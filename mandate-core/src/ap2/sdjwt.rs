@@ -22,14 +22,14 @@ pub(crate) fn b64_sha256(text: &str) -> String {
 /// An SD-JWT split at its `~`s.
 pub(crate) struct Compact<'a> {
     /// The issuer-signed JWT.
-    pub issuer_jwt: &'a str,
+    pub(crate) issuer_jwt: &'a str,
     /// The disclosures, in order.
-    pub disclosures: Vec<&'a str>,
+    pub(crate) disclosures: Vec<&'a str>,
 }
 
 impl Compact<'_> {
     /// The SD-JWT without key-binding JWT, ending in `~`: what `sd_hash` covers.
-    pub fn sd_jwt(&self) -> String {
+    pub(crate) fn sd_jwt(&self) -> String {
         let mut text = String::from(self.issuer_jwt);
         text.push('~');
         for disclosure in &self.disclosures {
@@ -68,13 +68,13 @@ pub(crate) fn split<'a>(token: &'a str, what: &'static str) -> Result<Compact<'a
 /// A compact JWS decoded, not yet verified.
 pub(crate) struct Jwt<'a> {
     /// The protected header.
-    pub header: Map<String, Value>,
+    pub(crate) header: Map<String, Value>,
     /// The payload.
-    pub payload: Map<String, Value>,
+    pub(crate) payload: Map<String, Value>,
     /// `header.payload`, what the signature covers.
-    pub signing_input: &'a str,
+    pub(crate) signing_input: &'a str,
     /// The signature bytes.
-    pub signature: Vec<u8>,
+    pub(crate) signature: Vec<u8>,
 }
 
 /// Decodes `header.payload.signature`, requiring `alg` ES256 before anything else.
@@ -131,7 +131,7 @@ pub(crate) fn decode_jwt<'a>(jwt: &'a str, what: &'static str) -> Result<Jwt<'a>
 impl Jwt<'_> {
     /// Whether the signature is a valid ES256 signature of the signing input under `key`.
     /// Either twin `(r, s)` / `(r, n - s)` is accepted (see the module doc of `ap2`).
-    pub fn verifies_with(&self, key: &VerifyingKey) -> bool {
+    pub(crate) fn verifies_with(&self, key: &VerifyingKey) -> bool {
         if self.signature.len() != 64 {
             return false;
         }
@@ -148,7 +148,7 @@ impl Jwt<'_> {
     /// The digest naming this JWT whatever twin of its ECDSA signature it carries: the
     /// base64url SHA-256 of `header.payload.signature` with the signature in low-S form
     /// (AP2's `issuer_jwt_hash` when the signature already is low-S).
-    pub fn digest(&self) -> String {
+    pub(crate) fn digest(&self) -> String {
         let low = Signature::from_slice(&self.signature)
             .ok()
             .filter(|_| self.signature.len() == 64)
@@ -162,7 +162,7 @@ impl Jwt<'_> {
     }
 
     /// The header's `kid`, if it is a string.
-    pub fn kid(&self) -> Option<&str> {
+    pub(crate) fn kid(&self) -> Option<&str> {
         self.header.get("kid").and_then(Value::as_str)
     }
 }
