@@ -18,7 +18,7 @@ use cedar_policy::{
     RestrictedExpression,
 };
 use mandate_core::amount::Amount;
-use mandate_core::history::{AgentHistory, VELOCITY_LIMIT, VELOCITY_WINDOW_MS, unix_ms};
+use mandate_core::history::{AgentHistory, VELOCITY_LIMIT, VELOCITY_WINDOW_MS};
 use mandate_core::id::{AgentId, MandateId};
 use mandate_core::mandate::{
     Mandate, MandateDraft, MandateStatus, RecipientPattern, RecipientRefusal,
@@ -543,8 +543,7 @@ impl CedarEngine {
     /// The Cedar request for `item`: the request's fields and the numbers read from the
     /// agent's history (kept in Rust) in the context.
     pub fn request(&self, item: &Item, history: &AgentHistory) -> Request {
-        let now_ms = unix_ms(item.at);
-        let recent = history.velocity.count_at(now_ms) as i64;
+        let recent = history.velocity.count_at(item.at) as i64;
         let month_to_date = cents(history.spend.total_at(item.at));
         let day_to_date = cents(history.spend.day_total_at(item.at));
         let week_to_date = cents(history.spend.week_total_at(item.at));
@@ -602,7 +601,7 @@ impl CedarEngine {
             ),
             (
                 "now".to_owned(),
-                RestrictedExpression::new_long(now_ms.div_euclid(1000)),
+                RestrictedExpression::new_long(item.at.unix_timestamp()),
             ),
         ])
         .expect("context");
