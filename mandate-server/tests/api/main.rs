@@ -14,6 +14,7 @@ mod process;
 
 mod admin_host;
 mod agents;
+mod ap2_issuers;
 mod auth;
 mod authorizations;
 mod backup;

@@ -27,6 +27,8 @@ mod process;
 
 #[path = "../api/agents.rs"]
 mod agents;
+#[path = "../api/ap2_issuers.rs"]
+mod ap2_issuers;
 #[path = "../api/auth.rs"]
 mod auth;
 #[path = "../api/authorizations.rs"]

@@ -30,6 +30,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         5,
         include_str!("../../../migrations/postgres/0005_accepted_credentials.sql"),
     ),
+    (
+        7,
+        include_str!("../../../migrations/postgres/0007_ap2_issuers_and_sources.sql"),
+    ),
 ];
 
 /// The highest migration this build knows.

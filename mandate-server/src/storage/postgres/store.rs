@@ -24,7 +24,7 @@ use time::{Date, OffsetDateTime};
 
 use super::connect::Target;
 use super::{
-    Result, agents, decisions, deliveries, escrows, events, idempotency, keys, mandates,
+    Result, agents, ap2, decisions, deliveries, escrows, events, idempotency, keys, mandates,
     migrations, orgs, reviews, settlement, signing, timers, webhooks,
 };
 use crate::clock::ms;
@@ -32,6 +32,7 @@ use crate::model::decision::Decision;
 use crate::model::{Caller, Env, KeyClass};
 use crate::storage::admin::{AdminStore, NewOrg, SecretChange};
 use crate::storage::agents::{AgentRow, AgentStore};
+use crate::storage::ap2::Ap2Issuer;
 use crate::storage::decisions::{DecisionStore, Filters as DecisionFilters};
 use crate::storage::deliveries::{Attempt, Backlog, DeliveryRow, DeliveryStore, Due};
 use crate::storage::escrows::{EscrowChange, EscrowRow, EscrowStore, MovementRow};
@@ -947,6 +948,25 @@ impl AdminStore for PostgresStore {
     fn list_keys(&self, org_id: &str) -> Result<Vec<KeyInfo>> {
         let org = org_id.to_owned();
         self.blocking(job(move |c| async move { keys::list(&c, &org).await }))
+    }
+
+    fn add_ap2_issuer(&self, org_id: &str, kid: &str, jwk: &str, now_ms: i64) -> Result<bool> {
+        let (org, kid, jwk) = (org_id.to_owned(), kid.to_owned(), jwk.to_owned());
+        self.blocking(job(move |c| async move {
+            ap2::add_issuer(&c, &org, &kid, &jwk, now_ms).await
+        }))
+    }
+
+    fn list_ap2_issuers(&self, org_id: &str) -> Result<Vec<Ap2Issuer>> {
+        let org = org_id.to_owned();
+        self.blocking(job(move |c| async move { ap2::issuers(&c, &org).await }))
+    }
+
+    fn remove_ap2_issuer(&self, org_id: &str, kid: &str) -> Result<bool> {
+        let (org, kid) = (org_id.to_owned(), kid.to_owned());
+        self.blocking(job(move |c| async move {
+            ap2::remove_issuer(&c, &org, &kid).await
+        }))
     }
 
     fn rotate_signing_key(&self, env: Env, seal: &SealNew<'_>, now_ms: i64) -> Result<String> {

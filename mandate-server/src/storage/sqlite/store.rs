@@ -17,14 +17,15 @@ use serde_json::Value;
 use time::{Date, OffsetDateTime};
 
 use super::{
-    Db, agents, decisions, deliveries, escrows, events, idempotency, keys, mandates, orgs, reviews,
-    settlement, signing, timers, webhooks,
+    Db, agents, ap2, decisions, deliveries, escrows, events, idempotency, keys, mandates, orgs,
+    reviews, settlement, signing, timers, webhooks,
 };
 use crate::clock::ms;
 use crate::model::decision::Decision;
 use crate::model::{Caller, Env, KeyClass};
 use crate::storage::admin::{AdminStore, NewOrg, SecretChange};
 use crate::storage::agents::{AgentRow, AgentStore};
+use crate::storage::ap2::Ap2Issuer;
 use crate::storage::decisions::{DecisionStore, Filters as DecisionFilters};
 use crate::storage::deliveries::{Attempt, Backlog, DeliveryRow, DeliveryStore, Due};
 use crate::storage::escrows::{EscrowChange, EscrowRow, EscrowStore, MovementRow};
@@ -753,6 +754,22 @@ impl AdminStore for SqliteStore {
     fn list_keys(&self, org_id: &str) -> Result<Vec<KeyInfo>> {
         self.db
             .write_blocking(|tx| -> Result<_> { Ok(keys::list(tx, org_id)?) })
+    }
+
+    fn add_ap2_issuer(&self, org_id: &str, kid: &str, jwk: &str, now_ms: i64) -> Result<bool> {
+        self.db.write_blocking(|tx| -> Result<_> {
+            Ok(ap2::add_issuer(tx, org_id, kid, jwk, now_ms)?)
+        })
+    }
+
+    fn list_ap2_issuers(&self, org_id: &str) -> Result<Vec<Ap2Issuer>> {
+        self.db
+            .write_blocking(|tx| -> Result<_> { Ok(ap2::issuers(tx, org_id)?) })
+    }
+
+    fn remove_ap2_issuer(&self, org_id: &str, kid: &str) -> Result<bool> {
+        self.db
+            .write_blocking(|tx| -> Result<_> { Ok(ap2::remove_issuer(tx, org_id, kid)?) })
     }
 
     fn rotate_signing_key(&self, env: Env, seal: &SealNew<'_>, now_ms: i64) -> Result<String> {
