@@ -8,6 +8,7 @@ use axum::response::Response;
 use axum::routing::post;
 use mandate_core::policy::AuthorizationRequest;
 
+use super::ap2;
 use crate::decision::service::{DecisionError, Input};
 use crate::http::auth::AgentSlotHandle;
 use crate::http::body::JsonBytes;
@@ -31,8 +32,19 @@ async fn authorize(
     // The key class is checked before the body: a wrong key gets 403 whatever it sent.
     let agent = caller.require_agent()?.clone();
     let JsonBytes(body) = body?;
-    let request = AuthorizationRequest::from_json_bytes(agent, &body)?;
-    let (now, mode) = (state.now(), state.mode(&caller.org_id, caller.env).await?);
+    let now = state.now();
+    // With `ap2`: the agent's AP2 closed payment mandate for exactly this payment
+    // (routes/ap2.rs), a single-use credential.
+    let (request, presented) = match ap2::split_authorization(&body)? {
+        Some((plain, presentation)) => {
+            let request = AuthorizationRequest::from_json(agent.clone(), &plain)?;
+            let presented =
+                ap2::closed_mandate(&state, &caller, &agent, &request, &presentation, now).await?;
+            (request, Some(presented))
+        }
+        None => (AuthorizationRequest::from_json_bytes(agent, &body)?, None),
+    };
+    let mode = state.mode(&caller.org_id, caller.env).await?;
     let slot = slot.map(|Extension(AgentSlotHandle(slot))| slot);
     // The answer is sealed for its idempotency record before it is stored (again if the
     // decision is made again on fresh state).
@@ -49,7 +61,7 @@ async fn authorize(
             Input::Request {
                 request,
                 slot,
-                credential: None,
+                credential: presented.map(|p| p.credential),
             },
             seal,
         )
