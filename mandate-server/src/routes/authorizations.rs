@@ -50,6 +50,7 @@ async fn authorize(
                 request,
                 slot,
                 credential: None,
+                bindings: Default::default(),
             },
             seal,
         )

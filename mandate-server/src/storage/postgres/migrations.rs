@@ -30,6 +30,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         5,
         include_str!("../../../migrations/postgres/0005_accepted_credentials.sql"),
     ),
+    (
+        6,
+        include_str!("../../../migrations/postgres/0006_decision_bindings.sql"),
+    ),
 ];
 
 /// The highest migration this build knows.

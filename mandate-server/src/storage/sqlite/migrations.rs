@@ -48,6 +48,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         11,
         include_str!("../../../migrations/sqlite/0011_accepted_credentials.sql"),
     ),
+    (
+        12,
+        include_str!("../../../migrations/sqlite/0012_decision_bindings.sql"),
+    ),
 ];
 
 /// The highest migration this build knows.
