@@ -6,6 +6,7 @@ use axum::Router;
 use axum::extract::{Extension, State};
 use axum::response::Response;
 use axum::routing::post;
+use mandate_core::Bindings;
 use mandate_core::policy::AuthorizationRequest;
 
 use super::ap2;
@@ -44,6 +45,17 @@ async fn authorize(
         }
         None => (AuthorizationRequest::from_json_bytes(agent, &body)?, None),
     };
+    let (credential, bindings) = match presented {
+        Some(p) => (
+            Some(p.credential),
+            Bindings {
+                ap2_mandate: Some(p.open_digest),
+                ap2_transaction: Some(p.transaction_id),
+                ..Bindings::default()
+            },
+        ),
+        None => (None, Bindings::default()),
+    };
     let mode = state.mode(&caller.org_id, caller.env).await?;
     let slot = slot.map(|Extension(AgentSlotHandle(slot))| slot);
     // The answer is sealed for its idempotency record before it is stored (again if the
@@ -61,7 +73,8 @@ async fn authorize(
             Input::Request {
                 request,
                 slot,
-                credential: presented.map(|p| p.credential),
+                credential,
+                bindings,
             },
             seal,
         )

@@ -31,6 +31,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         include_str!("../../../migrations/postgres/0005_accepted_credentials.sql"),
     ),
     (
+        6,
+        include_str!("../../../migrations/postgres/0006_decision_bindings.sql"),
+    ),
+    (
         7,
         include_str!("../../../migrations/postgres/0007_ap2_issuers_and_sources.sql"),
     ),
