@@ -107,7 +107,12 @@ REFUSALS = {
     ("POST", "/v1/escrows/{id}/release"): _ESCROW_STATE,
     ("POST", "/v1/escrows/{id}/refund"): _ESCROW_STATE,
     ("POST", "/v1/escrows/{id}/dispute"): _ESCROW_STATE,
-    ("POST", "/v1/mandates"): re.compile(r"^not_before must be on or before expires \(\d{4}-\d{2}-\d{2}\)$"),
+    # An AP2 open mandate that is no signed SD-JWT of a trusted issuer (docs/protocols.md).
+    ("POST", "/v1/mandates"): re.compile(
+        r"^(not_before must be on or before expires \(\d{4}-\d{2}-\d{2}\)|ap2\.open_mandate: .+)$"
+    ),
+    # An AP2 closed mandate that does not verify or names another payment.
+    ("POST", "/v1/authorizations"): re.compile(r"^ap2\.closed_mandate[: ]"),
     ("DELETE", "/v1/mandates/{id}"): re.compile(r"^DELETE is not supported on /v1/mandates/\{id\}; "),
 }
 

@@ -11,7 +11,8 @@ use mandate_core::ap2::{
 use mandate_core::id::{AgentId, MandateId};
 use mandate_core::jwk::{Jwk, JwkSet};
 use mandate_core::policy::AuthorizationRequest;
-use serde_json::{Map, Value, json};
+use mandate_core::wire::MandateSource;
+use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
 use crate::http::error::ApiError;
@@ -119,25 +120,28 @@ pub async fn import(
 
 /// The `source` member of a mandate imported from AP2: the SD-JWT, its digest and the
 /// values bound into the verdicts rather than enforced as terms.
-pub fn source_json(source: &Ap2Source) -> Value {
-    let mut shown = json!({
-        "type": "ap2",
-        "open_mandate": source.open_mandate,
-        "digest": source.digest,
-    });
+pub fn source_of(source: &Ap2Source) -> MandateSource {
     // Verified at import: read again for the bound values (structure only).
-    if let Ok(open) = read_stored_open_mandate(&source.open_mandate) {
-        if let Some(reference) = open.payment_reference() {
-            shown["payment_reference"] = json!(reference);
-        }
-        if let Some(instruments) = open.allowed_payment_instruments() {
-            shown["allowed_payment_instruments"] = json!(instruments);
-        }
-        if let Some(pisps) = open.allowed_pisps() {
-            shown["allowed_pisps"] = json!(pisps);
-        }
+    let open = read_stored_open_mandate(&source.open_mandate).ok();
+    MandateSource {
+        allowed_payment_instruments: open
+            .as_ref()
+            .and_then(|o| o.allowed_payment_instruments().map(<[Value]>::to_vec)),
+        allowed_pisps: open
+            .as_ref()
+            .and_then(|o| o.allowed_pisps().map(<[Value]>::to_vec)),
+        digest: source.digest.clone(),
+        open_mandate: source.open_mandate.clone(),
+        payment_reference: open
+            .as_ref()
+            .and_then(|o| o.payment_reference().map(str::to_owned)),
+        kind: "ap2".to_owned(),
     }
-    shown
+}
+
+/// [`source_of`] as the JSON value a mandate's answer carries.
+pub fn source_json(source: &Ap2Source) -> Result<Value, ApiError> {
+    super::wire_json(&source_of(source))
 }
 
 /// Adds `source` to those of the mandates (`(id, its JSON)`) imported from AP2.
@@ -158,7 +162,7 @@ pub async fn add_sources(
         if let Some((_, value)) = mandates.iter_mut().find(|(m, _)| *m == id)
             && let Value::Object(object) = &mut **value
         {
-            object.insert("source".into(), source_json(&source));
+            object.insert("source".into(), source_json(&source)?);
         }
     }
     Ok(())

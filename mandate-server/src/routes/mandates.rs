@@ -88,7 +88,7 @@ async fn create(
     .await?;
     let mut shown = mandate.to_json(now);
     if let (Some(source), Value::Object(object)) = (&source, &mut shown) {
-        object.insert("source".into(), ap2::source_json(source));
+        object.insert("source".into(), ap2::source_json(source)?);
     }
     Ok(created(shown))
 }

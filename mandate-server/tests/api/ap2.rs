@@ -7,6 +7,8 @@
 use base64::Engine as _;
 use serde_json::{Value, json};
 
+use mandate_core::jws::Signer as _;
+
 use crate::ap2_tokens::{Ap2Keys, closed_by, vectors};
 use crate::helpers::{Resp, TestApp, spawn_app};
 use crate::process::{binary, db_env};
@@ -105,6 +107,12 @@ async fn ap2_sdk_open_mandate_is_imported_read_back_and_its_closed_mandates_used
     assert_eq!(source["payment_reference"], "chk-digest-1");
     assert_eq!(source["allowed_payment_instruments"][0]["id"], "pi-1");
     assert_eq!(source["allowed_pisps"][0]["domain_name"], "payco.example");
+    // The answer reads as the wire type the CLI uses, source included.
+    let typed: mandate_core::wire::Mandate = serde_json::from_value(r.body.clone()).unwrap();
+    assert_eq!(
+        typed.source.unwrap().digest,
+        source["digest"].as_str().unwrap()
+    );
 
     // A read and the list give the same source; a plain mandate has none.
     let id = r.body["id"].as_str().unwrap();
@@ -152,6 +160,47 @@ async fn ap2_sdk_open_mandate_is_imported_read_back_and_its_closed_mandates_used
         "{}",
         second.text
     );
+}
+
+/// A mandate imported from an AP2 open mandate that has every bound value (reference,
+/// instruments, PISPs), for agent `name` (registered here) of organization `acme`; the
+/// answer.
+pub async fn imported_mandate(app: &TestApp, name: &str) -> Value {
+    let keys = Ap2Keys::new(42);
+    let store = &app.running.as_ref().unwrap().state.store;
+    mandate_server::operator::add_ap2_issuer(
+        &**store,
+        "acme",
+        &keys.issuer.public_jwk(),
+        app.clock_now(),
+    )
+    .unwrap();
+    app.agent(&app.org.sandbox, name).await;
+    let now = app.clock_now().unix_timestamp();
+    let open = keys.open(
+        json!([
+            {"type": "payment.budget", "currency": "USD", "max": 150},
+            {"type": "payment.reference", "conditional_transaction_id": "chk-1"},
+            {"type": "payment.allowed_payment_instruments", "allowed": [{"id": "pi-1", "type": "credit"}]},
+            {"type": "payment.allowed_pisps", "allowed": [{"domain_name": "payco.example"}]},
+        ]),
+        now - 60,
+        now + 86_400,
+    );
+    let r = import(app, name, &open).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    for member in [
+        "payment_reference",
+        "allowed_payment_instruments",
+        "allowed_pisps",
+    ] {
+        assert!(
+            r.body["source"].get(member).is_some(),
+            "{member}: {}",
+            r.text
+        );
+    }
+    r.body
 }
 
 /// An open mandate with a budget of 150 USD and 100 a payment, for the tests below.

@@ -130,6 +130,7 @@ fn body<T: Serialize>(request: &T) -> serde_json::Value {
 fn authorize(amount: &str) -> wire::Authorize {
     wire::Authorize {
         amount: Amount::parse(amount).unwrap(),
+        ap2: None,
         category: Category::parse("software").unwrap(),
         currency: Currency::parse("USD").unwrap(),
         recipient: Recipient::parse("vendor:acme").unwrap(),
@@ -235,7 +236,11 @@ async fn agents_mandates_and_decisions_read_as_their_types_byte_for_byte() {
     assert!(shown.spent.is_some());
     let _: ListPage<wire::Mandate> = read(&app.get(&org, "/v1/mandates").await, 200);
     declared("MandateRequest", &[body(&full), body(&minimal)]);
-    declared("Mandate", &[value(&mandate), value(&second), value(&shown)]);
+    let imported = crate::ap2::imported_mandate(&app, "wireap2").await;
+    declared(
+        "Mandate",
+        &[value(&mandate), value(&second), value(&shown), imported],
+    );
 
     // An allow, a review (the answer carries the whole review), a denial without mandate.
     let ask = |key: &str, amount: &str| {
@@ -258,7 +263,16 @@ async fn agents_mandates_and_decisions_read_as_their_types_byte_for_byte() {
     let none = ask(&bare.agent_key, "1").await;
     assert_eq!(none.verdict, Verdict::DenyNoMandate);
     assert!(none.mandate.is_none());
-    declared("AuthorizationRequest", &[body(&authorize("1"))]);
+    let presenting = wire::Authorize {
+        ap2: Some(wire::Ap2Presentation {
+            closed_mandate: "<open>~~<closed>".into(),
+        }),
+        ..authorize("1")
+    };
+    declared(
+        "AuthorizationRequest",
+        &[body(&authorize("1")), body(&presenting)],
+    );
     declared(
         "SignedDecision",
         &[value(&allow), value(&review), value(&none)],
