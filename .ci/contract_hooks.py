@@ -107,9 +107,12 @@ REFUSALS = {
     ("POST", "/v1/escrows/{id}/release"): _ESCROW_STATE,
     ("POST", "/v1/escrows/{id}/refund"): _ESCROW_STATE,
     ("POST", "/v1/escrows/{id}/dispute"): _ESCROW_STATE,
-    # An AP2 open mandate that is no signed SD-JWT of a trusted issuer (docs/protocols.md).
+    # Also an AP2 open mandate that is no signed SD-JWT of a trusted issuer
+    # (docs/protocols.md).
     ("POST", "/v1/mandates"): re.compile(
-        r"^(not_before must be on or before expires \(\d{4}-\d{2}-\d{2}\)|ap2\.open_mandate: .+)$"
+        r"^(not_before must be on or before expires \(\d{4}-\d{2}-\d{2}\)"
+        r"|limits\.min_per_transaction must be <= limits\.per_transaction \(\S+\)"
+        r"|ap2\.open_mandate: .+)$"
     ),
     # An AP2 closed mandate that does not verify or names another payment.
     ("POST", "/v1/authorizations"): re.compile(r"^ap2\.closed_mandate[: ]"),

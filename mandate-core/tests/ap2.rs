@@ -157,6 +157,14 @@ fn closed_hop_with(
     format!("{}~{item}~", jwt(holder, &header, &payload))
 }
 
+/// The issuer JWT with its signature in low-S form.
+fn low_s(jwt: &str) -> String {
+    let (input, sig) = jwt.rsplit_once('.').unwrap();
+    let signature =
+        p256::ecdsa::Signature::from_slice(&URL_SAFE_NO_PAD.decode(sig).unwrap()).unwrap();
+    format!("{input}.{}", b64(&signature.normalize_s().to_bytes()))
+}
+
 fn chain(open_text: &str, closed: &str) -> String {
     format!("{}~~{closed}", open_text.strip_suffix('~').unwrap())
 }
@@ -184,7 +192,7 @@ fn the_sdk_vectors_map_exactly() {
     assert_eq!(terms["limits"]["min_per_transaction"].to_string(), "1.00");
     assert_eq!(terms["limits"]["total"].to_string(), "150.0");
     let issuer_jwt = v.s("open_full").split('~').next().unwrap();
-    assert_eq!(open.digest(), hash(issuer_jwt));
+    assert_eq!(open.digest(), hash(&low_s(issuer_jwt)));
     assert_eq!(open.holder(), &Jwk::from_value(&v.v["agent_jwk"]).unwrap());
     assert_eq!(open.payment_reference(), Some("chk-digest-1"));
     assert_eq!(open.allowed_payment_instruments().unwrap()[0]["id"], "pi-1");
@@ -424,7 +432,7 @@ fn constraints_are_mapped_or_refused_by_name() {
 
     assert_eq!(
         with(json!([{"type": "payment.amount_range", "currency": "XYZ", "max": 1}])).unwrap_err(),
-        Ap2Error::UnknownCurrency("\"XYZ\"".into())
+        Ap2Error::UnknownCurrency("XYZ".into())
     );
     let euro_budget = json!({"type": "payment.budget", "currency": "EUR", "max": 10});
     assert!(matches!(
@@ -601,4 +609,114 @@ fn hostile_closed_mandates_are_refused_each_with_its_error() {
             constraint: "payment.allowed_payment_instruments"
         }
     );
+}
+
+/// Every claim of the open mandate must be disclosed, except elements of an `allowed`
+/// list: withholding one narrows the list, withholding anything else could hide a
+/// constraint.
+#[test]
+fn withheld_claims_are_refused_unless_withholding_narrows_an_allowed_list() {
+    let v = Vectors::load();
+    let (issuers, now, full) = (v.issuers(), v.now(), v.s("open_full"));
+    let decoded =
+        |d: &str| -> Value { serde_json::from_slice(&URL_SAFE_NO_PAD.decode(d).unwrap()).unwrap() };
+    let parts: Vec<&str> = full.trim_end_matches('~').split('~').collect();
+    let without = |keep: &dyn Fn(&Value) -> bool| {
+        let mut text = format!("{}~", parts[0]);
+        for d in &parts[1..] {
+            if keep(&decoded(d)) {
+                text.push_str(d);
+                text.push('~');
+            }
+        }
+        text
+    };
+    // The second payee withheld: the allow list narrows to the first.
+    let narrowed = without(&|d| d[1]["id"] != "m-2");
+    let open = verify_open_mandate(&narrowed, &issuers, now).unwrap();
+    assert_eq!(open.terms()["recipients"], json!({"allow": ["vendor:s-1"]}));
+    assert_eq!(open.digest(), v.open().digest());
+    // The mandate itself withheld: with its nested disclosures they are unreferenced,
+    // without them it is a withheld claim.
+    let hidden = without(&|d| d[1].get("vct").is_none());
+    assert!(matches!(
+        verify_open_mandate(&hidden, &issuers, now).unwrap_err(),
+        Ap2Error::UnreferencedDisclosure { .. }
+    ));
+    let hidden = without(&|_| false);
+    assert_eq!(
+        verify_open_mandate(&hidden, &issuers, now).unwrap_err(),
+        Ap2Error::Withheld("delegate_payload[]".into())
+    );
+
+    // A constraint made selectively disclosable and withheld (the budget), and a
+    // withheld member of the mandate (its payee).
+    let budget = disclosure(
+        "salt-b",
+        &[json!({"type": "payment.budget", "currency": "USD", "max": 150})],
+    );
+    let range = json!({"type": "payment.amount_range", "currency": "USD", "max": 5000});
+    let mandate = open_mandate(
+        &v,
+        &[("constraints", json!([range, {"...": hash(&budget)}]))],
+    );
+    let with_budget = issue(&v.issuer(), es256("issuer-key-1"), mandate, &[budget]);
+    let shown = verify_open_mandate(&with_budget, &issuers, now).unwrap();
+    assert_eq!(shown.terms()["limits"]["total"].to_string(), "150");
+    let (head, _) = with_budget.rsplit_once('~').unwrap();
+    let (head, _) = head.rsplit_once('~').unwrap();
+    assert_eq!(
+        verify_open_mandate(&format!("{head}~"), &issuers, now).unwrap_err(),
+        Ap2Error::Withheld("delegate_payload[].constraints[]".into())
+    );
+    let payee = disclosure(
+        "salt-p",
+        &[json!("payee"), json!({"id": "s-1", "name": "Shop"})],
+    );
+    let mut mandate = open_mandate(&v, &[]);
+    mandate["_sd"] = json!([hash(&payee)]);
+    let shown = issue(
+        &v.issuer(),
+        es256("issuer-key-1"),
+        mandate.clone(),
+        &[payee],
+    );
+    let open = verify_open_mandate(&shown, &issuers, now).unwrap();
+    assert_eq!(open.terms()["recipients"], json!({"allow": ["vendor:s-1"]}));
+    let hidden = issue(&v.issuer(), es256("issuer-key-1"), mandate, &[]);
+    assert_eq!(
+        verify_open_mandate(&hidden, &issuers, now).unwrap_err(),
+        Ap2Error::Withheld("delegate_payload[]._sd".into())
+    );
+}
+
+/// Python's `cryptography` (AP2's issuers) does not normalize ECDSA's `s`: both twins
+/// `(r, s)` and `(r, n - s)` of a signature verify here, and name one mandate.
+#[test]
+fn both_ecdsa_twins_of_an_issuer_signature_verify() {
+    use p256::ecdsa::Signature;
+    let v = Vectors::load();
+    let token = issue(
+        &v.issuer(),
+        es256("issuer-key-1"),
+        open_mandate(&v, &[]),
+        &[],
+    );
+    let (jwt_part, rest) = token.split_once('~').unwrap();
+    let (input, sig) = jwt_part.rsplit_once('.').unwrap();
+    let signature = Signature::from_slice(&URL_SAFE_NO_PAD.decode(sig).unwrap()).unwrap();
+    let (r, s) = signature.split_scalars();
+    let twin = Signature::from_scalars(r, -s).unwrap();
+    assert_ne!(twin, signature);
+    let twin_token = format!("{input}.{}~{rest}", b64(&twin.to_bytes()));
+    let a = verify_open_mandate(&token, &v.issuers(), v.now()).unwrap();
+    let b = verify_open_mandate(&twin_token, &v.issuers(), v.now()).unwrap();
+    assert_eq!(a.terms(), b.terms());
+    assert_eq!(a.digest(), b.digest());
+    assert_eq!(a.digest(), hash(jwt_part));
+    // A closed mandate bound by issuer_jwt_hash to the twin as presented is chained.
+    let agent = v.agent();
+    let bound = json!({"issuer_jwt_hash": hash(twin_token.split('~').next().unwrap())});
+    let closed = closed_hop(&agent, &twin_token, "tx-1", "n", bound);
+    assert!(verify_closed_mandate(&chain(&twin_token, &closed), &a, v.now()).is_ok());
 }

@@ -116,14 +116,14 @@ pub fn verify_closed_mandate(
 
     // The open mandate presented is the stored one, with genuine disclosures.
     let open_hop = sdjwt::split(&open_text, "open mandate")?;
-    let presented_digest = b64_sha256(open_hop.issuer_jwt);
+    let open_jwt = sdjwt::decode_jwt(open_hop.issuer_jwt, "open mandate")?;
+    let presented_digest = open_jwt.digest();
     if presented_digest != open.digest() {
         return Err(Ap2Error::NotChained {
             expected: open.digest().to_owned(),
             found: presented_digest,
         });
     }
-    let open_jwt = sdjwt::decode_jwt(open_hop.issuer_jwt, "open mandate")?;
     sdjwt::resolve(open_jwt.payload, &open_hop.disclosures, "open mandate")?;
     let at = now.unix_timestamp();
     if let Some(exp) = open.expires_at().map(OffsetDateTime::unix_timestamp)
@@ -153,7 +153,9 @@ pub fn verify_closed_mandate(
     if !jwt.verifies_with(open.holder().verifying_key()) {
         return Err(Ap2Error::WrongHolderKey(open.holder().kid().to_owned()));
     }
-    let resolved = sdjwt::resolve(jwt.payload, &closed_hop.disclosures, TOKEN)?;
+    // What the closed mandate withholds is the agent's to withhold: what Mandate reads
+    // from it must be disclosed, and is checked below.
+    let (resolved, _) = sdjwt::resolve(jwt.payload, &closed_hop.disclosures, TOKEN)?;
     let (outer, mandate) = sdjwt::delegate(resolved, TOKEN)?;
 
     match (outer.get("sd_hash"), outer.get("issuer_jwt_hash")) {
@@ -163,7 +165,7 @@ pub fn verify_closed_mandate(
             }
         }
         (None, Some(hash)) => {
-            if hash.as_str() != Some(open.digest()) {
+            if hash.as_str() != Some(b64_sha256(open_hop.issuer_jwt).as_str()) {
                 return Err(Ap2Error::BindingMismatch {
                     claim: "issuer_jwt_hash",
                 });

@@ -110,6 +110,13 @@ pub enum Ap2Error {
         /// What is repeated (`disclosure 3`, `digest <d>`).
         what: String,
     },
+    /// The open mandate holds a digest without its disclosure (a withheld claim, or a
+    /// decoy: they cannot be told apart) at this path. Mandate must see every claim it
+    /// enforces, so only elements of an `allowed` list may be withheld (that narrows it).
+    #[error(
+        "the open mandate withholds a claim at {0} (a digest without its disclosure); present it with every disclosure"
+    )]
+    Withheld(String),
     /// `vct` (or the key-binding JWT's `typ`) is not the one AP2 defines.
     #[error("the {token}'s {claim} is {found:?}; it must be {expected:?}")]
     WrongType {

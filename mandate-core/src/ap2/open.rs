@@ -20,6 +20,11 @@
 //! `payment.amount_range`, `limits.per_transaction` is the budget (no single payment can
 //! exceed it); with neither, the mandate is refused.
 //!
+//! Every claim must be disclosed: a digest without its disclosure (a withheld claim, or a
+//! decoy) is refused ([`Ap2Error::Withheld`]), as it could hide a constraint, except for
+//! elements of an `allowed` list (payees, instruments, PISPs), whose withholding only
+//! narrows the list.
+//!
 //! The terms ([`OpenMandate::terms`]) hold `limits`, `expires` and, when set,
 //! `not_before` and `recipients`: the caller adds `agent` and `categories`, which AP2 does
 //! not express, and validates the whole body as a plain mandate.
@@ -64,8 +69,10 @@ impl OpenMandate {
     }
 
     /// The open mandate's digest: base64url (no padding) of the SHA-256 of its issuer
-    /// JWT, as AP2 computes `issuer_jwt_hash` (`ap2.sdk.sdjwt.common`). It names the
-    /// mandate whatever disclosures a presentation carries.
+    /// JWT, as AP2 computes `issuer_jwt_hash` (`ap2.sdk.sdjwt.common`), with the ECDSA
+    /// signature in its low-S form: the two twins `(r, s)`, `(r, n - s)` of one signature
+    /// (both valid) name one mandate. It equals AP2's `issuer_jwt_hash` when the issuer's
+    /// signature is low-S, and names the mandate whatever disclosures are presented.
     pub fn digest(&self) -> &str {
         &self.digest
     }
@@ -115,7 +122,7 @@ impl OpenMandate {
 
 /// Verifies an AP2 open payment mandate (compact SD-JWT) issued by one of `issuers` (the
 /// organization's trusted AP2 issuer keys, chosen by the token's `kid`, or each tried in
-/// turn when it names none) and maps it onto Mandate terms (module doc). `iat` may not be
+/// turn when it names none; an `x5c` header is not read: trust is the organization's keys) and maps it onto Mandate terms (module doc). `iat` may not be
 /// more than [`LEEWAY_SECS`] after `now`, nor `exp` that much before it.
 pub fn verify_open_mandate(
     sd_jwt: &str,
@@ -149,7 +156,8 @@ pub fn verify_open_mandate(
             }
         }
     }
-    read(&compact, jwt.payload, Some(now))
+    let digest = jwt.digest();
+    read(&compact, digest, jwt.payload, Some(now))
 }
 
 /// Reads an open mandate verified when it was imported: its structure, disclosures and
@@ -158,7 +166,8 @@ pub fn verify_open_mandate(
 pub fn read_stored_open_mandate(sd_jwt: &str) -> Result<OpenMandate, Ap2Error> {
     let compact = sdjwt::split(sd_jwt, TOKEN)?;
     let jwt = sdjwt::decode_jwt(compact.issuer_jwt, TOKEN)?;
-    read(&compact, jwt.payload, None)
+    let digest = jwt.digest();
+    read(&compact, digest, jwt.payload, None)
 }
 
 fn invalid(claim: impl Into<String>, problem: impl Into<String>) -> Ap2Error {
@@ -189,10 +198,21 @@ fn unix(seconds: i64, claim: &str) -> Result<OffsetDateTime, Ap2Error> {
 
 fn read(
     compact: &Compact<'_>,
+    digest: String,
     payload: Map<String, Value>,
     now: Option<OffsetDateTime>,
 ) -> Result<OpenMandate, Ap2Error> {
-    let resolved = sdjwt::resolve(payload, &compact.disclosures, TOKEN)?;
+    let (resolved, withheld) = sdjwt::resolve(payload, &compact.disclosures, TOKEN)?;
+    // A withheld claim could be a constraint: only elements of an `allowed` list may be
+    // withheld, which narrows the list.
+    if let Some(path) = withheld.into_iter().find(|path| {
+        !matches!(
+            path.as_str(),
+            "delegate_payload[].constraints[].allowed[]" | "constraints[].allowed[]"
+        )
+    }) {
+        return Err(Ap2Error::Withheld(path));
+    }
     let (outer, mandate) = sdjwt::delegate(resolved, TOKEN)?;
     match mandate.get("vct") {
         Some(Value::String(vct)) if vct == OPEN_VCT => {}
@@ -247,7 +267,7 @@ fn read(
     };
     let (terms, currency) = mapped.terms(expires)?;
     Ok(OpenMandate {
-        digest: b64_sha256(compact.issuer_jwt),
+        digest,
         sd_jwt: compact.sd_jwt(),
         holder,
         terms,
@@ -490,8 +510,13 @@ impl Mapped {
     /// Reads a constraint's currency (it must agree with the others'), its exponent.
     fn currency(&mut self, kind: &str, value: &Value) -> Result<u32, Ap2Error> {
         let code = value.as_str().unwrap_or_default();
-        let exponent = minor_unit_exponent(code)
-            .ok_or_else(|| Ap2Error::UnknownCurrency(value.to_string()))?;
+        let exponent = minor_unit_exponent(code).ok_or_else(|| {
+            Ap2Error::UnknownCurrency(
+                value
+                    .as_str()
+                    .map_or_else(|| value.to_string(), str::to_owned),
+            )
+        })?;
         match &self.currency {
             Some((other, from)) if other != code => Err(unenforceable(
                 kind,

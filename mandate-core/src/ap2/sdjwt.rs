@@ -22,14 +22,14 @@ pub(crate) fn b64_sha256(text: &str) -> String {
 /// An SD-JWT split at its `~`s.
 pub(crate) struct Compact<'a> {
     /// The issuer-signed JWT.
-    pub issuer_jwt: &'a str,
+    pub(crate) issuer_jwt: &'a str,
     /// The disclosures, in order.
-    pub disclosures: Vec<&'a str>,
+    pub(crate) disclosures: Vec<&'a str>,
 }
 
 impl Compact<'_> {
     /// The SD-JWT without key-binding JWT, ending in `~`: what `sd_hash` covers.
-    pub fn sd_jwt(&self) -> String {
+    pub(crate) fn sd_jwt(&self) -> String {
         let mut text = String::from(self.issuer_jwt);
         text.push('~');
         for disclosure in &self.disclosures {
@@ -68,13 +68,13 @@ pub(crate) fn split<'a>(token: &'a str, what: &'static str) -> Result<Compact<'a
 /// A compact JWS decoded, not yet verified.
 pub(crate) struct Jwt<'a> {
     /// The protected header.
-    pub header: Map<String, Value>,
+    pub(crate) header: Map<String, Value>,
     /// The payload.
-    pub payload: Map<String, Value>,
+    pub(crate) payload: Map<String, Value>,
     /// `header.payload`, what the signature covers.
-    pub signing_input: &'a str,
+    pub(crate) signing_input: &'a str,
     /// The signature bytes.
-    pub signature: Vec<u8>,
+    pub(crate) signature: Vec<u8>,
 }
 
 /// Decodes `header.payload.signature`, requiring `alg` ES256 before anything else.
@@ -131,7 +131,7 @@ pub(crate) fn decode_jwt<'a>(jwt: &'a str, what: &'static str) -> Result<Jwt<'a>
 impl Jwt<'_> {
     /// Whether the signature is a valid ES256 signature of the signing input under `key`.
     /// Either twin `(r, s)` / `(r, n - s)` is accepted (see the module doc of `ap2`).
-    pub fn verifies_with(&self, key: &VerifyingKey) -> bool {
+    pub(crate) fn verifies_with(&self, key: &VerifyingKey) -> bool {
         if self.signature.len() != 64 {
             return false;
         }
@@ -145,8 +145,24 @@ impl Jwt<'_> {
         }
     }
 
+    /// The digest naming this JWT whatever twin of its ECDSA signature it carries: the
+    /// base64url SHA-256 of `header.payload.signature` with the signature in low-S form
+    /// (AP2's `issuer_jwt_hash` when the signature already is low-S).
+    pub(crate) fn digest(&self) -> String {
+        let low = Signature::from_slice(&self.signature)
+            .ok()
+            .filter(|_| self.signature.len() == 64)
+            .map(|signature| signature.normalize_s().to_bytes().to_vec())
+            .unwrap_or_else(|| self.signature.clone());
+        b64_sha256(&format!(
+            "{}.{}",
+            self.signing_input,
+            URL_SAFE_NO_PAD.encode(low)
+        ))
+    }
+
     /// The header's `kid`, if it is a string.
-    pub fn kid(&self) -> Option<&str> {
+    pub(crate) fn kid(&self) -> Option<&str> {
         self.header.get("kid").and_then(Value::as_str)
     }
 }
@@ -156,11 +172,15 @@ impl Jwt<'_> {
 /// recursively; digests naming none (decoys) vanish with `_sd` and `_sd_alg`. Refuses an
 /// unsupported `_sd_alg`, a malformed, repeated or unreferenced disclosure, a repeated
 /// digest, and a disclosed name that already exists (or is `_sd` or `...`).
+///
+/// Also returns where digests without a disclosure were (withheld claims or decoys, which
+/// cannot be told apart): `path._sd` for an object member, `path[]` for an array element,
+/// the path naming members and `[]` for array elements (`delegate_payload[].constraints[]`).
 pub(crate) fn resolve(
     mut payload: Map<String, Value>,
     disclosures: &[&str],
     token: &'static str,
-) -> Result<Map<String, Value>, Ap2Error> {
+) -> Result<(Map<String, Value>, Vec<String>), Ap2Error> {
     match payload.remove("_sd_alg") {
         None => {}
         Some(Value::String(alg)) if alg == SD_ALG => {}
@@ -203,12 +223,14 @@ pub(crate) fn resolve(
         by_digest,
         used: vec![false; disclosures.len()],
         digests: HashSet::new(),
+        path: Vec::new(),
+        withheld: Vec::new(),
     };
     state.object(&mut payload)?;
     if let Some(index) = state.used.iter().position(|used| !used) {
         return Err(Ap2Error::UnreferencedDisclosure { token, index });
     }
-    Ok(payload)
+    Ok((payload, state.withheld))
 }
 
 struct Resolution {
@@ -216,6 +238,10 @@ struct Resolution {
     by_digest: HashMap<String, (usize, Vec<Value>)>,
     used: Vec<bool>,
     digests: HashSet<String>,
+    /// Where the walk is: member names, `[]` for array elements.
+    path: Vec<String>,
+    /// Digests without a disclosure, by path.
+    withheld: Vec<String>,
 }
 
 impl Resolution {
@@ -236,6 +262,23 @@ impl Resolution {
         }
     }
 
+    fn here(&self, last: &str) -> String {
+        let mut text = String::new();
+        for part in &self.path {
+            if !text.is_empty() && part != "[]" {
+                text.push('.');
+            }
+            text.push_str(part);
+        }
+        if !last.is_empty() {
+            if !text.is_empty() {
+                text.push('.');
+            }
+            text.push_str(last);
+        }
+        text
+    }
+
     fn bad(&self, index: usize, problem: &str) -> Ap2Error {
         Ap2Error::BadDisclosure {
             token: self.token,
@@ -247,8 +290,11 @@ impl Resolution {
     fn object(&mut self, object: &mut Map<String, Value>) -> Result<(), Ap2Error> {
         // Plain members first, then the disclosed ones (whose values are resolved as
         // they are inserted).
-        for value in object.values_mut() {
-            self.value(value)?;
+        for (name, value) in object.iter_mut() {
+            self.path.push(name.clone());
+            let done = self.value(value);
+            self.path.pop();
+            done?;
         }
         let Some(sd) = object.remove("_sd") else {
             return Ok(());
@@ -267,6 +313,8 @@ impl Resolution {
                 )));
             };
             let Some((index, mut array)) = self.take(&digest)? else {
+                let at = self.here("_sd");
+                self.withheld.push(at);
                 continue;
             };
             if array.len() != 3 {
@@ -286,7 +334,10 @@ impl Resolution {
                     &format!("discloses {name:?}, which the object already has or may not have"),
                 ));
             }
-            self.value(&mut value)?;
+            self.path.push(name.clone());
+            let done = self.value(&mut value);
+            self.path.pop();
+            done?;
             object.insert(name, value);
         }
         Ok(())
@@ -296,39 +347,51 @@ impl Resolution {
         match value {
             Value::Object(object) => self.object(object),
             Value::Array(items) => {
-                let mut kept = Vec::with_capacity(items.len());
-                for mut item in std::mem::take(items) {
-                    let digest = match &item {
-                        Value::Object(object) if object.len() == 1 => {
-                            object.get("...").and_then(Value::as_str).map(str::to_owned)
-                        }
-                        _ => None,
-                    };
-                    match digest {
-                        Some(digest) => {
-                            if let Some((index, mut array)) = self.take(&digest)? {
-                                if array.len() != 2 {
-                                    return Err(self.bad(
-                                        index,
-                                        "is referenced from an array element but is not [salt, value]",
-                                    ));
-                                }
-                                let mut element = array.pop().unwrap_or(Value::Null);
-                                self.value(&mut element)?;
-                                kept.push(element);
-                            }
-                        }
-                        None => {
-                            self.value(&mut item)?;
-                            kept.push(item);
-                        }
-                    }
-                }
-                *items = kept;
-                Ok(())
+                self.path.push("[]".to_owned());
+                let done = self.array(items);
+                self.path.pop();
+                done
             }
             _ => Ok(()),
         }
+    }
+
+    /// The elements of an array (the path ends in `[]`): `{"...": digest}` replaced by
+    /// its disclosed element, or dropped (and recorded) when none is disclosed.
+    fn array(&mut self, items: &mut Vec<Value>) -> Result<(), Ap2Error> {
+        let mut kept = Vec::with_capacity(items.len());
+        for mut item in std::mem::take(items) {
+            let digest = match &item {
+                Value::Object(object) if object.len() == 1 => {
+                    object.get("...").and_then(Value::as_str).map(str::to_owned)
+                }
+                _ => None,
+            };
+            let Some(digest) = digest else {
+                self.value(&mut item)?;
+                kept.push(item);
+                continue;
+            };
+            match self.take(&digest)? {
+                Some((index, mut array)) => {
+                    if array.len() != 2 {
+                        return Err(self.bad(
+                            index,
+                            "is referenced from an array element but is not [salt, value]",
+                        ));
+                    }
+                    let mut element = array.pop().unwrap_or(Value::Null);
+                    self.value(&mut element)?;
+                    kept.push(element);
+                }
+                None => {
+                    let at = self.here("");
+                    self.withheld.push(at);
+                }
+            }
+        }
+        *items = kept;
+        Ok(())
     }
 }
 
