@@ -6,7 +6,11 @@ use axum::Router;
 use axum::extract::{Extension, State};
 use axum::response::Response;
 use axum::routing::post;
+use mandate_core::claims::Bindings;
+use mandate_core::field::{FieldError, invalid, parse_body};
+use mandate_core::id::AgentId;
 use mandate_core::policy::AuthorizationRequest;
+use mandate_core::x402::{Inconsistency, PaymentRequirements};
 
 use crate::decision::service::{DecisionError, Input};
 use crate::http::auth::AgentSlotHandle;
@@ -31,7 +35,7 @@ async fn authorize(
     // The key class is checked before the body: a wrong key gets 403 whatever it sent.
     let agent = caller.require_agent()?.clone();
     let JsonBytes(body) = body?;
-    let request = AuthorizationRequest::from_json_bytes(agent, &body)?;
+    let (request, bindings) = read_body(agent, &body)?;
     let (now, mode) = (state.now(), state.mode(&caller.org_id, caller.env).await?);
     let slot = slot.map(|Extension(AgentSlotHandle(slot))| slot);
     // The answer is sealed for its idempotency record before it is stored (again if the
@@ -50,7 +54,7 @@ async fn authorize(
                 request,
                 slot,
                 credential: None,
-                bindings: Default::default(),
+                bindings,
             },
             seal,
         )
@@ -60,4 +64,56 @@ async fn authorize(
         response.extensions_mut().insert(AlreadyStored);
     }
     Ok(response)
+}
+
+/// The request, and what its verdict is bound to: the body's optional `x402` member (an
+/// x402 v2 PaymentRequirements, or a PaymentPayload whose `accepted` requirements are read)
+/// gives the `x402_payment` claim once it is consistent with the request (recipient
+/// `vendor:<payTo>`, a fiat asset the currency; the amount in the asset's atomic units is
+/// left to the verifier, who knows the asset's decimals: docs/protocols.md). A body
+/// without it takes the usual way, and its errors are that way's.
+fn read_body(agent: AgentId, body: &[u8]) -> Result<(AuthorizationRequest, Bindings), ApiError> {
+    let first = match AuthorizationRequest::from_json_bytes(agent.clone(), body) {
+        Ok(request) => return Ok((request, Bindings::default())),
+        Err(e) => e,
+    };
+    let Ok(mut value) = parse_body(body) else {
+        return Err(first.into());
+    };
+    let x402 = match value.as_object_mut().and_then(|o| o.remove("x402")) {
+        Some(x402) => x402,
+        None => return Err(first.into()),
+    };
+    let request = AuthorizationRequest::from_json(agent, &value)?;
+    if x402.is_null() {
+        return Ok((request, Bindings::default()));
+    }
+    let payment = PaymentRequirements::from_json(&x402, "x402")?;
+    let refused = payment.consistency(request.amount, &request.currency, &request.recipient, None);
+    if let Some(first) = refused.first() {
+        return Err(inconsistent(&x402, first).into());
+    }
+    let bindings = Bindings {
+        x402_payment: Some(payment.digest()),
+        ..Bindings::default()
+    };
+    Ok((request, bindings))
+}
+
+/// The 400 for an x402 payment that is not the request's, naming the x402 member.
+fn inconsistent(x402: &serde_json::Value, problem: &Inconsistency) -> FieldError {
+    let base = if x402.get("accepted").is_some() {
+        "x402.accepted"
+    } else {
+        "x402"
+    };
+    let member = match problem {
+        Inconsistency::PayTo { .. } => "payTo",
+        Inconsistency::Asset { .. } => "asset",
+        _ => "amount",
+    };
+    invalid(
+        &format!("{base}.{member}"),
+        format!("does not match the request: {problem}"),
+    )
 }

@@ -42,6 +42,7 @@ mod reviews;
 mod stored_tokens;
 mod webhooks;
 mod wire;
+mod x402_bindings;
 
 mod crash;
 mod disk;
