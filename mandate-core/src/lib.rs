@@ -170,8 +170,8 @@ pub use claims::{
     VerdictClaims,
 };
 pub use counterparty::{
-    CheckError, Counterparty, EnvironmentPolicy, ExpectedTransaction, MemoryReplayGuard, Objection,
-    ReplayGuard, ReplayGuardError, Seen, VerifiedVerdict,
+    CheckError, Counterparty, EnvironmentPolicy, ExpectedTransaction, ExpectedX402,
+    MemoryReplayGuard, Objection, ReplayGuard, ReplayGuardError, Seen, VerifiedVerdict,
 };
 pub use environment::Environment;
 pub use history::AgentHistory;

@@ -46,6 +46,7 @@ mod reviews;
 mod stored_tokens;
 mod webhooks;
 mod wire;
+mod x402_bindings;
 
 mod crash;
 mod disk;

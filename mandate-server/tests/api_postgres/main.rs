@@ -85,6 +85,8 @@ mod stored_tokens;
 mod webhooks;
 #[path = "../api/wire.rs"]
 mod wire;
+#[path = "../api/x402_bindings.rs"]
+mod x402_bindings;
 
 #[path = "../api/hostile.rs"]
 mod hostile;
