@@ -2,13 +2,11 @@
 //! mandate keeps (`mandates.ap2_open_mandate`, `mandates.ap2_digest`), as on SQLite.
 
 use deadpool_postgres::GenericClient;
-use mandate_core::id::{AgentId, MandateId};
-use mandate_core::mandate::Mandate;
+use mandate_core::id::MandateId;
 
-use super::{PostgresStore, Result, mandates};
-use crate::model::Env;
-use crate::storage::ap2::{Ap2Issuer, Ap2Source, Ap2Store};
-use crate::storage::{StorageError, StoreFuture};
+use super::Result;
+use crate::storage::StorageError;
+use crate::storage::ap2::{Ap2Issuer, Ap2Source};
 
 /// Adds an issuer key; `false` when the organization has this kid already.
 pub async fn add_issuer(
@@ -55,7 +53,8 @@ pub async fn remove_issuer(c: &impl GenericClient, org_id: &str, kid: &str) -> R
         == 1)
 }
 
-fn source_of(open: Option<String>, digest: Option<String>) -> Option<Ap2Source> {
+/// The source of a mandate row from its two AP2 columns (`None` for a plain mandate).
+pub fn source_of(open: Option<String>, digest: Option<String>) -> Option<Ap2Source> {
     match (open, digest) {
         (Some(open_mandate), Some(digest)) => Some(Ap2Source {
             open_mandate,
@@ -65,86 +64,7 @@ fn source_of(open: Option<String>, digest: Option<String>) -> Option<Ap2Source> 
     }
 }
 
-fn mandate_id(text: &str) -> Result<MandateId> {
+/// A stored mandate id, parsed.
+pub fn mandate_id(text: &str) -> Result<MandateId> {
     MandateId::parse(text).map_err(|e| StorageError::Corrupt(format!("mandate {text}: {e}")))
-}
-
-impl Ap2Store for PostgresStore {
-    fn ap2_issuers(&self, org_id: &str) -> StoreFuture<'_, Vec<Ap2Issuer>> {
-        let org = org_id.to_owned();
-        Box::pin(async move { issuers(&self.client().await?, &org).await })
-    }
-
-    fn insert_ap2_mandate(
-        &self,
-        org_id: &str,
-        env: Env,
-        mandate: &Mandate,
-        source: &Ap2Source,
-    ) -> StoreFuture<'_, ()> {
-        let (org, mandate, source) = (org_id.to_owned(), mandate.clone(), source.clone());
-        Box::pin(async move {
-            let mut c = self.client().await?;
-            let tx = c.transaction().await?;
-            mandates::insert(&tx, &org, env, &mandate).await?;
-            tx.execute(
-                "UPDATE mandates SET ap2_open_mandate = $2, ap2_digest = $3 WHERE id = $1",
-                &[&mandate.id.as_str(), &source.open_mandate, &source.digest],
-            )
-            .await?;
-            Ok(tx.commit().await?)
-        })
-    }
-
-    fn ap2_sources(
-        &self,
-        org_id: &str,
-        env: Env,
-        ids: &[MandateId],
-    ) -> StoreFuture<'_, Vec<(MandateId, Ap2Source)>> {
-        let org = org_id.to_owned();
-        let ids: Vec<String> = ids.iter().map(|id| id.as_str().to_owned()).collect();
-        Box::pin(async move {
-            if ids.is_empty() {
-                return Ok(Vec::new());
-            }
-            let c = self.client().await?;
-            let stmt = c
-                .prepare_cached(
-                    "SELECT id, ap2_open_mandate, ap2_digest FROM mandates
-                     WHERE org_id = $1 AND env = $2 AND id = ANY($3) AND ap2_digest IS NOT NULL",
-                )
-                .await?;
-            let mut out = Vec::new();
-            for r in c.query(&stmt, &[&org, &env.as_str(), &ids]).await? {
-                if let Some(source) = source_of(r.get(1), r.get(2)) {
-                    out.push((mandate_id(r.get(0))?, source));
-                }
-            }
-            Ok(out)
-        })
-    }
-
-    fn current_ap2_source(
-        &self,
-        org_id: &str,
-        env: Env,
-        agent: &AgentId,
-    ) -> StoreFuture<'_, Option<(MandateId, Option<Ap2Source>)>> {
-        let (org, agent) = (org_id.to_owned(), agent.clone());
-        Box::pin(async move {
-            let c = self.client().await?;
-            let stmt = c
-                .prepare_cached(
-                    "SELECT id, ap2_open_mandate, ap2_digest FROM mandates
-                     WHERE org_id = $1 AND env = $2 AND agent_id = $3 ORDER BY seq DESC LIMIT 1",
-                )
-                .await?;
-            let row = c
-                .query_opt(&stmt, &[&org, &env.as_str(), &agent.as_str()])
-                .await?;
-            row.map(|r| Ok((mandate_id(r.get(0))?, source_of(r.get(1), r.get(2)))))
-                .transpose()
-        })
-    }
 }

@@ -1,14 +1,12 @@
 //! AP2 on SQLite: trusted issuer keys (`ap2_issuers`) and the open mandate an imported
 //! mandate keeps (`mandates.ap2_open_mandate`, `mandates.ap2_digest`).
 
-use mandate_core::id::{AgentId, MandateId};
-use mandate_core::mandate::Mandate;
+use mandate_core::id::MandateId;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::{SqliteStore, StorageError, mandates};
+use super::StorageError;
 use crate::model::Env;
-use crate::storage::StoreFuture;
-use crate::storage::ap2::{Ap2Issuer, Ap2Source, Ap2Store};
+use crate::storage::ap2::{Ap2Issuer, Ap2Source};
 
 /// Adds an issuer key; `false` when the organization has this kid already.
 pub fn add_issuer(
@@ -48,8 +46,8 @@ pub fn remove_issuer(tx: &Connection, org_id: &str, kid: &str) -> rusqlite::Resu
     )? == 1)
 }
 
-/// Records the AP2 source of a mandate just inserted.
-fn set_source(tx: &Connection, id: &MandateId, source: &Ap2Source) -> rusqlite::Result<()> {
+/// Records the AP2 source of a mandate just inserted (in the caller's transaction).
+pub fn set_source(tx: &Connection, id: &MandateId, source: &Ap2Source) -> rusqlite::Result<()> {
     tx.execute(
         "UPDATE mandates SET ap2_open_mandate = ?2, ap2_digest = ?3 WHERE id = ?1",
         params![id.as_str(), source.open_mandate, source.digest],
@@ -68,7 +66,7 @@ fn source_of(open: Option<String>, digest: Option<String>) -> Option<Ap2Source> 
 }
 
 /// The sources of those of `ids` imported from AP2.
-fn sources(
+pub fn sources(
     conn: &Connection,
     org_id: &str,
     env: Env,
@@ -94,7 +92,7 @@ fn sources(
 }
 
 /// The agent's newest mandate's id and AP2 source.
-fn current_source(
+pub fn current_source(
     conn: &Connection,
     org_id: &str,
     env: Env,
@@ -115,55 +113,4 @@ fn current_source(
             .map_err(|e| StorageError::Corrupt(format!("mandate {id}: {e}")))
     })
     .transpose()
-}
-
-impl Ap2Store for SqliteStore {
-    fn ap2_issuers(&self, org_id: &str) -> StoreFuture<'_, Vec<Ap2Issuer>> {
-        let org = org_id.to_owned();
-        Box::pin(
-            self.db()
-                .read(move |conn| -> Result<_, StorageError> { Ok(issuers(conn, &org)?) }),
-        )
-    }
-
-    fn insert_ap2_mandate(
-        &self,
-        org_id: &str,
-        env: Env,
-        mandate: &Mandate,
-        source: &Ap2Source,
-    ) -> StoreFuture<'_, ()> {
-        let (org, mandate, source) = (org_id.to_owned(), mandate.clone(), source.clone());
-        Box::pin(self.db().write(move |tx| -> Result<(), StorageError> {
-            mandates::insert(tx, &org, env, &mandate)?;
-            Ok(set_source(tx, &mandate.id, &source)?)
-        }))
-    }
-
-    fn ap2_sources(
-        &self,
-        org_id: &str,
-        env: Env,
-        ids: &[MandateId],
-    ) -> StoreFuture<'_, Vec<(MandateId, Ap2Source)>> {
-        let (org, ids) = (org_id.to_owned(), ids.to_vec());
-        Box::pin(
-            self.db().read(move |conn| -> Result<_, StorageError> {
-                Ok(sources(conn, &org, env, &ids)?)
-            }),
-        )
-    }
-
-    fn current_ap2_source(
-        &self,
-        org_id: &str,
-        env: Env,
-        agent: &AgentId,
-    ) -> StoreFuture<'_, Option<(MandateId, Option<Ap2Source>)>> {
-        let (org, agent) = (org_id.to_owned(), agent.clone());
-        Box::pin(
-            self.db()
-                .read(move |conn| current_source(conn, &org, env, agent.as_str())),
-        )
-    }
 }

@@ -25,7 +25,7 @@ use crate::model::decision::Decision;
 use crate::model::{Caller, Env, KeyClass};
 use crate::storage::admin::{AdminStore, NewOrg, SecretChange};
 use crate::storage::agents::{AgentRow, AgentStore};
-use crate::storage::ap2::Ap2Issuer;
+use crate::storage::ap2::{Ap2Issuer, Ap2Source, Ap2Store};
 use crate::storage::decisions::{DecisionStore, Filters as DecisionFilters};
 use crate::storage::deliveries::{Attempt, Backlog, DeliveryRow, DeliveryStore, Due};
 use crate::storage::escrows::{EscrowChange, EscrowRow, EscrowStore, MovementRow};
@@ -451,6 +451,56 @@ impl MandateStore for SqliteStore {
             events::append(tx, &org, env, "mandate.revoked", &data, ms(now))?;
             Ok(Revocation::Revoked(Box::new(mandate)))
         }))
+    }
+}
+
+impl Ap2Store for SqliteStore {
+    fn ap2_issuers(&self, org_id: &str) -> StoreFuture<'_, Vec<Ap2Issuer>> {
+        let org = org_id.to_owned();
+        Box::pin(
+            self.db
+                .read(move |conn| -> Result<_> { Ok(ap2::issuers(conn, &org)?) }),
+        )
+    }
+
+    fn insert_ap2_mandate(
+        &self,
+        org_id: &str,
+        env: Env,
+        mandate: &Mandate,
+        source: &Ap2Source,
+    ) -> StoreFuture<'_, ()> {
+        let (org, mandate, source) = (org_id.to_owned(), mandate.clone(), source.clone());
+        Box::pin(self.db.write(move |tx| -> Result<()> {
+            mandates::insert(tx, &org, env, &mandate)?;
+            Ok(ap2::set_source(tx, &mandate.id, &source)?)
+        }))
+    }
+
+    fn ap2_sources(
+        &self,
+        org_id: &str,
+        env: Env,
+        ids: &[MandateId],
+    ) -> StoreFuture<'_, Vec<(MandateId, Ap2Source)>> {
+        let (org, ids) = (org_id.to_owned(), ids.to_vec());
+        Box::pin(
+            self.db
+                .read(move |conn| -> Result<_> { Ok(ap2::sources(conn, &org, env, &ids)?) }),
+        )
+    }
+
+    fn current_ap2_source(
+        &self,
+        org_id: &str,
+        env: Env,
+        agent: &AgentId,
+    ) -> StoreFuture<'_, Option<(MandateId, Option<Ap2Source>)>> {
+        let (org, agent) = (org_id.to_owned(), agent.clone());
+        Box::pin(
+            self.db
+                .read(move |conn| ap2::current_source(conn, &org, env, agent.as_str())),
+        )
     }
 }
 
