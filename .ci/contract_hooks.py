@@ -109,7 +109,10 @@ REFUSALS = {
     ("POST", "/v1/escrows/{id}/release"): _ESCROW_STATE,
     ("POST", "/v1/escrows/{id}/refund"): _ESCROW_STATE,
     ("POST", "/v1/escrows/{id}/dispute"): _ESCROW_STATE,
-    ("POST", "/v1/mandates"): re.compile(r"^not_before must be on or before expires \(\d{4}-\d{2}-\d{2}\)$"),
+    ("POST", "/v1/mandates"): re.compile(
+        r"^(not_before must be on or before expires \(\d{4}-\d{2}-\d{2}\)"
+        r"|limits\.min_per_transaction must be <= limits\.per_transaction \(\S+\))$"
+    ),
     # An x402 payment whose payTo is not the recipient's name or whose fiat asset is not the
     # currency: a rule across fields (docs/protocols.md).
     ("POST", "/v1/authorizations"): re.compile(r"^x402(\.accepted)?\.(payTo|asset) does not match the request: "),
