@@ -105,7 +105,7 @@ impl PaymentRequirements {
             ));
         }
         if let Some(version) = object.get("x402Version")
-            && version.as_u64() != Some(2)
+            && version.as_f64() != Some(2.0)
         {
             return Err(invalid(
                 &format!("{path}.x402Version"),
@@ -133,7 +133,7 @@ impl PaymentRequirements {
                 .ok_or(FieldError::Missing(field.clone()))?
                 .as_str()
                 .ok_or_else(|| invalid(&field, "must be a string"))?;
-            if text.is_empty() || text.len() > MAX_MEMBER_LEN {
+            if text.is_empty() || text.chars().count() > MAX_MEMBER_LEN {
                 return Err(invalid(
                     &field,
                     format!("must be 1 to {MAX_MEMBER_LEN} characters"),

@@ -112,6 +112,7 @@ pub fn run(args: AuthorizeArgs, ctx: &Context) -> CmdResult {
         category: args.category,
         currency: args.currency,
         recipient: args.recipient,
+        x402: None,
     })?;
     let client = ctx.client()?;
     let response = client.post("/authorizations", Some(&body), &args.post.key()?)?;

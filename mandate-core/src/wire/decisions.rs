@@ -202,4 +202,8 @@ pub struct Authorize {
     pub currency: Currency,
     /// Who is to be paid, `vendor:<name>`.
     pub recipient: Recipient,
+    /// The x402 payment this is for (a v2 PaymentRequirements, or a PaymentPayload whose
+    /// `accepted` is read; [`crate::x402`]): the verdict then carries `x402_payment`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub x402: Option<serde_json::Value>,
 }

@@ -44,6 +44,7 @@ mod metrics;
 mod remaining;
 mod reviews;
 mod stored_tokens;
+mod third_party;
 mod webhooks;
 mod wire;
 mod x402_bindings;
