@@ -30,6 +30,14 @@ const MIGRATIONS: &[(i64, &str)] = &[
         5,
         include_str!("../../../migrations/postgres/0005_accepted_credentials.sql"),
     ),
+    (
+        6,
+        include_str!("../../../migrations/postgres/0006_decision_bindings.sql"),
+    ),
+    (
+        7,
+        include_str!("../../../migrations/postgres/0007_ap2_issuers_and_sources.sql"),
+    ),
 ];
 
 /// The highest migration this build knows.

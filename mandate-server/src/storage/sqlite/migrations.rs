@@ -48,6 +48,14 @@ const MIGRATIONS: &[(i64, &str)] = &[
         11,
         include_str!("../../../migrations/sqlite/0011_accepted_credentials.sql"),
     ),
+    (
+        12,
+        include_str!("../../../migrations/sqlite/0012_decision_bindings.sql"),
+    ),
+    (
+        13,
+        include_str!("../../../migrations/sqlite/0013_ap2_issuers_and_sources.sql"),
+    ),
 ];
 
 /// The highest migration this build knows.
