@@ -13,7 +13,7 @@
 //! members sorted by name (`amount`, `asset`, `network`, `payTo`, `scheme`), no
 //! whitespace, strings escaped as JSON requires and nothing more. For example
 //! `{"amount":"10000","asset":"0x036C…","network":"eip155:84532","payTo":"0x2096…","scheme":"exact"}`.
-//! Any JCS implementation computes the same bytes; [`canonical_json`] gives them.
+//! Any JCS implementation computes the same bytes; [`PaymentRequirements::canonical_json`] gives them.
 //!
 //! [`PaymentRequirements::consistency`] says what of a payment can be checked against a
 //! request (amount, currency, recipient) and what cannot: the recipient must be
