@@ -14,6 +14,7 @@ mod process;
 
 mod admin_host;
 mod agents;
+mod api_key_binding;
 mod auth;
 mod authorizations;
 mod backup;

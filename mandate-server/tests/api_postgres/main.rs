@@ -27,6 +27,8 @@ mod process;
 
 #[path = "../api/agents.rs"]
 mod agents;
+#[path = "../api/api_key_binding.rs"]
+mod api_key_binding;
 #[path = "../api/auth.rs"]
 mod auth;
 #[path = "../api/authorizations.rs"]

@@ -117,7 +117,7 @@ async fn onboard(store: &dyn Store) -> String {
             id: ORG.into(),
             name: "acme".into(),
             policy_prefix: "pol_2026-11-22.".into(),
-            keys: vec![(ORG_KEY, Env::Sandbox), (LIVE_KEY, Env::Live)],
+            keys: vec![(ORG_KEY, Env::Sandbox, None), (LIVE_KEY, Env::Live, None)],
             now_ms: ms(NOW),
         })
         .unwrap()
@@ -130,7 +130,7 @@ fn agent_id(name: &str) -> AgentId {
 
 async fn agent(store: &dyn Store, name: &str, key: u8) {
     store
-        .create_agent(ORG, Env::Sandbox, &agent_id(name), [key; 32], ms(NOW))
+        .create_agent(ORG, Env::Sandbox, &agent_id(name), [key; 32], None, ms(NOW))
         .await
         .unwrap()
         .expect("a fresh agent name");

@@ -30,6 +30,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         5,
         include_str!("../../../migrations/postgres/0005_accepted_credentials.sql"),
     ),
+    (
+        8,
+        include_str!("../../../migrations/postgres/0008_api_key_binding.sql"),
+    ),
 ];
 
 /// The highest migration this build knows.

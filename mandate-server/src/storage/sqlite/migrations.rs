@@ -48,6 +48,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         11,
         include_str!("../../../migrations/sqlite/0011_accepted_credentials.sql"),
     ),
+    (
+        14,
+        include_str!("../../../migrations/sqlite/0014_api_key_binding.sql"),
+    ),
 ];
 
 /// The highest migration this build knows.
