@@ -132,13 +132,20 @@ pub fn onboard(db: &str, env: &[(&str, String)]) -> String {
         .to_owned()
 }
 
-/// Registers `n` agents, each with the run's mandate; returns (name, key) each.
+/// Registers `n` agents, each with the run's mandate (with its review threshold if
+/// `reviews`); returns (name, key) each.
 pub async fn agents(
     client: &reqwest::Client,
     api: &str,
     org: &str,
     n: usize,
+    reviews: bool,
 ) -> Vec<(String, String)> {
+    let review_above = if reviews {
+        format!(r#", "review_above": {REVIEW_ABOVE}"#)
+    } else {
+        String::new()
+    };
     let mut agents = Vec::new();
     for i in 0..n {
         let name = format!("h{i}");
@@ -155,7 +162,7 @@ pub async fn agents(
             .unwrap()
             .to_owned();
         let mandate = format!(
-            r#"{{"agent": "agt_{name}", "limits": {{"per_transaction": 20, "per_day": {PER_DAY}, "per_week": {PER_WEEK}, "per_month": {PER_MONTH}, "currency": "USD"}}, "review_above": {REVIEW_ABOVE}, "categories": ["software"], "expires": "2099-12-31"}}"#
+            r#"{{"agent": "agt_{name}", "limits": {{"per_transaction": 20, "per_day": {PER_DAY}, "per_week": {PER_WEEK}, "per_month": {PER_MONTH}, "currency": "USD"}}{review_above}, "categories": ["software"], "expires": "2099-12-31"}}"#
         );
         let r = client
             .post(format!("{api}/v1/mandates"))

@@ -185,7 +185,9 @@ pub fn check(resolves: &[Resolve], log: &[Logged]) -> Vec<String> {
     }
     for (review, original) in &opened {
         let status = original.review_status.as_deref().unwrap_or("?");
-        let made = fresh.get(original.id.as_str()).map_or(&[][..], Vec::as_slice);
+        let made = fresh
+            .get(original.id.as_str())
+            .map_or(&[][..], Vec::as_slice);
         // At most one resolution; an approved review made exactly one decision, named
         // as its resolution; no other review made any.
         match status {
@@ -255,7 +257,11 @@ pub fn check(resolves: &[Resolve], log: &[Logged]) -> Vec<String> {
     // A decision made by approving what was no review of the log, or that no approval
     // asked for.
     for original in fresh.keys() {
-        match log.iter().find(|d| d.id == *original).and_then(|d| d.review.as_deref()) {
+        match log
+            .iter()
+            .find(|d| d.id == *original)
+            .and_then(|d| d.review.as_deref())
+        {
             None => anomalies.push(format!(
                 "decisions supersede {original}, which opened no review"
             )),
@@ -293,18 +299,19 @@ pub fn resolved(log: &[Logged]) -> usize {
 #[test]
 fn the_review_checker_finds_a_review_resolved_twice_and_none_in_a_sound_race() {
     let at = time::OffsetDateTime::from_unix_timestamp(1_795_348_800).unwrap();
-    let decision = |id: &str, review: Option<(&str, &str, Option<&str>)>, supersedes: Option<&str>| Logged {
-        id: id.into(),
-        agent: "agt_a".into(),
-        verdict: if review.is_some() { "review" } else { "allow" }.into(),
-        amount: 19,
-        recipient: "vendor:k1".into(),
-        created: at,
-        review: review.map(|r| r.0.to_owned()),
-        review_status: review.map(|r| r.1.to_owned()),
-        review_resolution: review.and_then(|r| r.2.map(str::to_owned)),
-        supersedes: supersedes.map(str::to_owned),
-    };
+    let decision =
+        |id: &str, review: Option<(&str, &str, Option<&str>)>, supersedes: Option<&str>| Logged {
+            id: id.into(),
+            agent: "agt_a".into(),
+            verdict: if review.is_some() { "review" } else { "allow" }.into(),
+            amount: 19,
+            recipient: "vendor:k1".into(),
+            created: at,
+            review: review.map(|r| r.0.to_owned()),
+            review_status: review.map(|r| r.1.to_owned()),
+            review_resolution: review.and_then(|r| r.2.map(str::to_owned)),
+            supersedes: supersedes.map(str::to_owned),
+        };
     let attempt = |action, status: u16, said: Option<&str>| Resolve {
         review: "rev_1".into(),
         action,
@@ -325,28 +332,47 @@ fn the_review_checker_finds_a_review_resolved_twice_and_none_in_a_sound_race() {
     ];
     assert_eq!(check(&sound, &log), Vec::<String>::new());
     // Two approvals answered 201, two decisions made.
-    let twice_log = [log[0].clone(), log[1].clone(), decision("dec_3", None, Some("dec_1"))];
+    let twice_log = [
+        log[0].clone(),
+        log[1].clone(),
+        decision("dec_3", None, Some("dec_1")),
+    ];
     let twice = [
         attempt(Action::Approve, 201, Some("dec_2")),
         attempt(Action::Approve, 201, Some("dec_3")),
     ];
     let found = check(&twice, &twice_log);
-    assert!(found.iter().any(|a| a.contains("resolved more than once")), "{found:?}");
-    assert!(found.iter().any(|a| a.contains("with 2 decisions")), "{found:?}");
+    assert!(
+        found.iter().any(|a| a.contains("resolved more than once")),
+        "{found:?}"
+    );
+    assert!(
+        found.iter().any(|a| a.contains("with 2 decisions")),
+        "{found:?}"
+    );
     // A denial answered 200 for a review that ended approved.
     let found = check(
         &[sound[0].clone(), attempt(Action::Deny, 200, Some("denied"))],
         &log,
     );
-    assert!(found.iter().any(|a| a.contains("denial answered 200")), "{found:?}");
+    assert!(
+        found.iter().any(|a| a.contains("denial answered 200")),
+        "{found:?}"
+    );
     // A decision made by approving a review that ended denied.
     let denied = [
         decision("dec_1", Some(("rev_1", "denied", None)), None),
         log[1].clone(),
     ];
     let found = check(&[attempt(Action::Deny, 200, Some("denied"))], &denied);
-    assert!(found.iter().any(|a| a.contains("yet 1 decisions")), "{found:?}");
+    assert!(
+        found.iter().any(|a| a.contains("yet 1 decisions")),
+        "{found:?}"
+    );
     // A loser answered something else than 400.
     let found = check(&[sound[0].clone(), attempt(Action::Deny, 409, None)], &log);
-    assert!(found.iter().any(|a| a.contains("answered 409")), "{found:?}");
+    assert!(
+        found.iter().any(|a| a.contains("answered 409")),
+        "{found:?}"
+    );
 }
