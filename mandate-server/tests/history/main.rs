@@ -4,7 +4,9 @@
 //! then the checker (`checker.rs`) reads the history and the final decision log: every
 //! `201` in the log exactly once with its answered claims, no day, week or month window
 //! and no minute over its limit in commit order, one outcome per Idempotency-Key (dropped
-//! and stalled attempts included), no decision that no request caused.
+//! and stalled attempts included), no decision that no request caused; and each review
+//! (requests over the mandate's review threshold) resolved once, though racers approve and
+//! deny it at once, on different processes (`reviews.rs`).
 //!
 //! - SQLite: one process, killed with SIGKILL and restarted, round after round.
 //! - PostgreSQL: three processes on one database; faults one after another: a process
@@ -13,6 +15,8 @@
 //!   request deadline. Then the same run without faults but with the planted bug (a
 //!   debug-build switch that drops the agent-version check): the checker must report an
 //!   overspend.
+//! - The planted review bug (a debug-build switch that writes a resolution whatever the
+//!   review's state), SQLite: the checker must report a review resolved more than once.
 //!
 //! Bounded (about a minute each), seeded (`MANDATE_HISTORY_SEED`, printed), in this
 //! target of its own so that its cluster's restarts and pauses touch no other test.
