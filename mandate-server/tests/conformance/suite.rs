@@ -93,6 +93,7 @@ macro_rules! conformance {
             the_store_is_ready_and_counts_its_processes,
             signing_keys_rotate_and_their_secrets_change_only_as_read,
             org_keys_and_policy_versions_change_what_callers_carry,
+            api_key_bindings_are_stored_as_given_and_replaced_only_as_read,
         );
     };
     (@tests $fresh:path; $($name:ident),* $(,)?) => {

@@ -662,3 +662,88 @@ pub async fn org_keys_and_policy_versions_change_what_callers_carry(fresh: &Fres
     }
     assert_eq!(store.list_keys(ORG).unwrap().len(), 3);
 }
+
+pub async fn api_key_bindings_are_stored_as_given_and_replaced_only_as_read(fresh: &Fresh) {
+    use mandate_server::model::KeyClass;
+    use mandate_server::storage::keys::BindingChange;
+    let store = fresh.store.as_ref();
+    store
+        .create_org(&NewOrg {
+            id: ORG.into(),
+            name: "acme".into(),
+            policy_prefix: "pol_2026-11-22.".into(),
+            keys: vec![(ORG_KEY, Env::Sandbox, Some(b"bound org".to_vec()))],
+            now_ms: ms(NOW),
+        })
+        .unwrap()
+        .unwrap();
+    store
+        .insert_org_key(ORG, Env::Live, &LIVE_KEY, None, ms(NOW))
+        .unwrap();
+    store
+        .create_agent(
+            ORG,
+            Env::Sandbox,
+            &agent_id("agt_bound"),
+            [30; 32],
+            Some(b"bound agent".to_vec()),
+            ms(NOW),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    // Each row's binding and class as stored, through the caller and the operators' read.
+    let row = store.caller(ORG_KEY).await.unwrap().unwrap();
+    assert_eq!(row.binding.as_deref(), Some(&b"bound org"[..]));
+    assert_eq!(row.class, KeyClass::Org);
+    let row = store.caller([30; 32]).await.unwrap().unwrap();
+    assert_eq!(row.binding.as_deref(), Some(&b"bound agent"[..]));
+    assert_eq!(row.class, KeyClass::Agent);
+    assert_eq!(store.caller(LIVE_KEY).await.unwrap().unwrap().binding, None);
+    let all = store.all_api_keys().unwrap();
+    assert_eq!(all.len(), 3);
+    let live = all.iter().find(|k| k.hash == LIVE_KEY).unwrap();
+    assert_eq!(
+        (live.env, live.class, live.binding.clone()),
+        (Env::Live, KeyClass::Org, None)
+    );
+    let agent = all.iter().find(|k| k.hash == [30; 32]).unwrap();
+    assert_eq!(agent.agent.as_deref(), Some("agt_bound"));
+    // Replaced only if every row holds what was read; otherwise nothing changes.
+    let generation = store.key_generation_now().unwrap();
+    let stale = [
+        BindingChange {
+            hash: LIVE_KEY,
+            from: None,
+            to: b"live".to_vec(),
+        },
+        BindingChange {
+            hash: ORG_KEY,
+            from: None,
+            to: b"org".to_vec(),
+        },
+    ];
+    assert!(!store.replace_api_key_bindings(&stale).unwrap());
+    assert_eq!(store.caller(LIVE_KEY).await.unwrap().unwrap().binding, None);
+    let fresh_changes = [BindingChange {
+        hash: LIVE_KEY,
+        from: None,
+        to: b"live".to_vec(),
+    }];
+    assert!(store.replace_api_key_bindings(&fresh_changes).unwrap());
+    assert_eq!(
+        store
+            .caller(LIVE_KEY)
+            .await
+            .unwrap()
+            .unwrap()
+            .binding
+            .as_deref(),
+        Some(&b"live"[..])
+    );
+    assert!(store.key_generation_now().unwrap() > generation);
+    // A revocation drops the binding, and revoked rows are not read for binding.
+    assert!(store.revoke_key(&LIVE_KEY, ms(NOW)).unwrap());
+    assert_eq!(store.all_api_keys().unwrap().len(), 2);
+    assert!(!store.replace_api_key_bindings(&fresh_changes).unwrap());
+}
