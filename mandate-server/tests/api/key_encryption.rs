@@ -429,6 +429,14 @@ async fn sqlite_without_a_kek_warns_and_seal_signing_keys_seals_them_in_place() 
         "{said}"
     );
     assert!(!said.contains("stored unencrypted"), "{said}");
+    // That start said it refused the keys stored without the KEK, and bound none.
+    assert!(
+        said.contains("3 API keys are not bound to the key-encryption key and are refused"),
+        "{said}"
+    );
+    // The refused request's warning names the key by its fingerprint, never the key.
+    assert!(said.contains("refused: its row is not bound"), "{said}");
+    assert!(!said.contains(&org), "{said}");
 
     // From now on the database needs its KEK.
     let said = refused_serve(&db, &[], &[]);
