@@ -107,7 +107,10 @@ REFUSALS = {
     ("POST", "/v1/escrows/{id}/release"): _ESCROW_STATE,
     ("POST", "/v1/escrows/{id}/refund"): _ESCROW_STATE,
     ("POST", "/v1/escrows/{id}/dispute"): _ESCROW_STATE,
-    ("POST", "/v1/mandates"): re.compile(r"^not_before must be on or before expires \(\d{4}-\d{2}-\d{2}\)$"),
+    ("POST", "/v1/mandates"): re.compile(
+        r"^(not_before must be on or before expires \(\d{4}-\d{2}-\d{2}\)"
+        r"|limits\.min_per_transaction must be <= limits\.per_transaction \(\S+\))$"
+    ),
     ("DELETE", "/v1/mandates/{id}"): re.compile(r"^DELETE is not supported on /v1/mandates/\{id\}; "),
 }
 

@@ -98,6 +98,7 @@ mod tests {
     fn limits(day: Option<&str>, week: Option<&str>, month: Option<&str>) -> Limits {
         Limits {
             per_transaction: amount("100"),
+            min_per_transaction: None,
             per_day: day.map(amount),
             per_week: week.map(amount),
             per_month: month.map(amount),

@@ -106,6 +106,8 @@
 //! # Modules
 //!
 //! - [`amount`]: exact, non-negative money amounts read from JSON number text.
+//! - [`ap2`]: AP2 open payment mandates (SD-JWT VCs) verified and mapped onto Mandate
+//!   terms, closed payment mandates verified against them.
 //! - [`budget`]: what a mandate still allows at a moment, limit by limit (`remaining`).
 //! - [`claims`]: the claims of signed verdicts and webhook events.
 //! - [`counterparty`]: the whole check a counterparty runs before it settles, in one call.
@@ -131,6 +133,7 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
 
 pub mod amount;
+pub mod ap2;
 pub mod budget;
 pub mod claims;
 pub mod counterparty;
@@ -155,6 +158,10 @@ pub mod wire;
 
 // What an embedder uses, at the root. The modules stay public for the rest.
 pub use amount::{Amount, AmountError};
+pub use ap2::{
+    Ap2Error, ClosedMandate, OpenMandate, read_stored_open_mandate, verify_closed_mandate,
+    verify_open_mandate,
+};
 pub use claims::{
     EVENT_LIFETIME_SECS, EventClaims, Issuance, RequestClaims, VERDICT_LIFETIME_SECS, VerdictClaims,
 };

@@ -22,6 +22,10 @@ use crate::names::{Category, Currency, Principal, Recipient};
 pub struct Limits {
     /// The hard cap on one transaction.
     pub per_transaction: Amount,
+    /// The least one transaction may be, if any (AP2's `payment.amount_range.min`): a
+    /// request below it is `deny_limit`. At most `per_transaction`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_per_transaction: Option<Amount>,
     /// The cap on this mandate's allowed spend in one UTC calendar day, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_day: Option<Amount>,
@@ -257,6 +261,7 @@ pub struct Mandate {
 const READ_ONLY_FIELDS: &[&str] = &["id", "status", "created_at", "agent_key", "revoked_at"];
 const LIMIT_FIELDS: &[&str] = &[
     "per_transaction",
+    "min_per_transaction",
     "per_day",
     "per_week",
     "per_month",
@@ -310,6 +315,17 @@ impl MandateDraft {
             required(limits_object, "per_transaction", "limits.per_transaction")?,
             "limits.per_transaction",
         )?;
+        let min_per_transaction = present(limits_object, "min_per_transaction")
+            .map(|v| amount(v, "limits.min_per_transaction"))
+            .transpose()?;
+        if let Some(minimum) = min_per_transaction
+            && minimum > per_transaction
+        {
+            return Err(invalid(
+                "limits.min_per_transaction",
+                format!("must be <= limits.per_transaction ({per_transaction})"),
+            ));
+        }
         let per_day = present(limits_object, "per_day")
             .map(|v| amount(v, "limits.per_day"))
             .transpose()?;
@@ -398,6 +414,7 @@ impl MandateDraft {
             principal,
             limits: Limits {
                 per_transaction,
+                min_per_transaction,
                 per_day,
                 per_week,
                 per_month,

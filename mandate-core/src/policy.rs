@@ -4,7 +4,7 @@
 //! The rules run in a fixed order and the first that holds is the verdict:
 //! `deny_no_mandate`, `deny_revoked`, `deny_expired`, `deny_replay` (a single-use
 //! credential presented again, see [`evaluate_presenting`]), `deny_velocity`, `deny_category`,
-//! `deny_recipient`, `deny_limit` (currency, per transaction, per day, per week, per
+//! `deny_recipient`, `deny_limit` (currency, minimum per transaction, per transaction, per day, per week, per
 //! month, total, then the count limits per day, week, month and in total), `review`,
 //! `allow`. A mandate before its `not_before` date is not in force: `deny_no_mandate`. Every denial
 //! carries a [`Reason`] naming the numbers involved: kept as data, so that deciding costs
@@ -409,6 +409,14 @@ pub enum Reason {
         /// The mandate's.
         allowed: Currency,
     },
+    /// `deny_limit`: under the mandate's minimum for one transaction
+    /// (`limits.min_per_transaction`).
+    MinPerTransaction {
+        /// The amount asked for.
+        amount: Amount,
+        /// The minimum.
+        minimum: Amount,
+    },
     /// `deny_limit`: over the per-transaction limit.
     PerTransaction {
         /// The amount asked for.
@@ -528,6 +536,10 @@ impl fmt::Display for Reason {
                 f,
                 "currency {requested} differs from the mandate's currency {allowed}"
             ),
+            Self::MinPerTransaction { amount, minimum } => write!(
+                f,
+                "amount {amount} is below the min_per_transaction minimum {minimum}"
+            ),
             Self::PerTransaction { amount, limit } => {
                 write!(f, "amount {amount} exceeds per_transaction limit {limit}")
             }
@@ -584,7 +596,8 @@ impl fmt::Display for Reason {
 impl Reason {
     /// The rule that decided, as the mandate names it: `no_mandate`, `revoked`,
     /// `superseded`, `expired`, `replay`, `velocity`, `categories`, `recipients.deny`,
-    /// `recipients.allow`, `limits.currency`, `limits.per_transaction`, `limits.per_day`,
+    /// `recipients.allow`, `limits.currency`, `limits.min_per_transaction`,
+    /// `limits.per_transaction`, `limits.per_day`,
     /// `limits.per_week`, `limits.per_month`, `limits.total`, `limits.count.per_day`,
     /// `limits.count.per_week`, `limits.count.per_month`, `limits.count.total`,
     /// `not_before` or `review_above`.
@@ -622,6 +635,7 @@ impl Reason {
                 ..
             } => "limits.per_week",
             Self::Currency { .. } => "limits.currency",
+            Self::MinPerTransaction { .. } => "limits.min_per_transaction",
             Self::PerTransaction { .. } => "limits.per_transaction",
             Self::PerMonth { .. } => "limits.per_month",
             Self::Review { .. } => "review_above",
@@ -747,6 +761,17 @@ fn judge(
             Some(Reason::Currency {
                 requested: request.currency.clone(),
                 allowed: limits.currency.clone(),
+            }),
+        );
+    }
+    if let Some(minimum) = limits.min_per_transaction
+        && request.amount < minimum
+    {
+        return (
+            Verdict::DenyLimit,
+            Some(Reason::MinPerTransaction {
+                amount: request.amount,
+                minimum,
             }),
         );
     }

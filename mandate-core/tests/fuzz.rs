@@ -1,6 +1,6 @@
 //! Fuzzing of every parser that takes outside bytes: signed tokens (verdicts and events),
 //! pagination cursors, request bodies (mandates, authorization requests, escrow funding),
-//! JWK Sets, amounts, ids and dates.
+//! JWK Sets, AP2 mandates (SD-JWTs), amounts, ids and dates.
 //!
 //! cargo-fuzz needs a nightly toolchain, which CI does not have, so this is byte-level
 //! fuzzing with proptest: arbitrary bytes, and structure-aware mutations of valid inputs
@@ -12,6 +12,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use mandate_core::amount::{Amount, amount_from_json};
+use mandate_core::ap2::{read_stored_open_mandate, verify_closed_mandate, verify_open_mandate};
 use mandate_core::claims::{EventClaims, RequestClaims, VERDICT_LIFETIME_SECS, VerdictClaims};
 use mandate_core::cursor::{CursorContext, CursorKey};
 use mandate_core::funding::FundingRequest;
@@ -25,6 +26,20 @@ use mandate_core::names::{Category, Currency, Recipient};
 use mandate_core::policy::{AuthorizationRequest, Verdict};
 use proptest::prelude::*;
 use serde_json::{Value, json};
+
+const AP2_VECTORS: &str = include_str!("../../testdata/ap2/vectors.json");
+
+fn ap2_vectors() -> Value {
+    serde_json::from_str(AP2_VECTORS).unwrap()
+}
+
+fn ap2_issuers(v: &Value) -> JwkSet {
+    JwkSet::from_json(v["issuer_jwks"].to_string().as_bytes()).unwrap()
+}
+
+fn ap2_now(v: &Value) -> time::OffsetDateTime {
+    time::OffsetDateTime::from_unix_timestamp(v["now"].as_i64().unwrap()).unwrap()
+}
 
 const ISS: &str = "https://verdicts.mandate.example";
 const IAT: i64 = 1_767_225_600;
@@ -322,6 +337,38 @@ proptest! {
                 .iter()
                 .any(|f| first.starts_with(f));
             prop_assert!(named, "{}", message);
+        }
+    }
+
+    #[test]
+    fn ap2_mandates_from_arbitrary_or_mutated_text_never_panic_nor_change_meaning(
+        text in ".{0,300}",
+        edits in edits(),
+    ) {
+        let v = ap2_vectors();
+        let (issuers, now) = (ap2_issuers(&v), ap2_now(&v));
+        let text_str = text.as_str();
+        prop_assert!(verify_open_mandate(text_str, &issuers, now).is_err());
+        prop_assert!(read_stored_open_mandate(text_str).is_err());
+        let open = verify_open_mandate(v["open_full"].as_str().unwrap(), &issuers, now).unwrap();
+        prop_assert!(verify_closed_mandate(text_str, &open, now).is_err());
+
+        // A mutated open mandate is refused, or reads as the same mandate (its signed JWT
+        // and limits; only an allowed list may narrow by a dropped disclosure).
+        let original = v["open_full"].as_str().unwrap();
+        let mutated = String::from_utf8_lossy(&mutate(original.as_bytes(), &edits)).into_owned();
+        if let Ok(read) = verify_open_mandate(&mutated, &issuers, now) {
+            prop_assert_eq!(read.digest(), open.digest());
+            prop_assert_eq!(&read.terms()["limits"], &open.terms()["limits"]);
+        }
+        let _ = read_stored_open_mandate(&mutated);
+        // A mutated presentation is refused, or is the same consent.
+        let presented = v["presentation"].as_str().unwrap();
+        let closed = verify_closed_mandate(presented, &open, now).unwrap();
+        let mutated = String::from_utf8_lossy(&mutate(presented.as_bytes(), &edits)).into_owned();
+        if let Ok(read) = verify_closed_mandate(&mutated, &open, now) {
+            prop_assert_eq!(read.credential_id(), closed.credential_id());
+            prop_assert_eq!((read.amount, read.payee), (closed.amount, closed.payee));
         }
     }
 

@@ -627,3 +627,58 @@ fn reasons_are_data_and_serialize_as_their_message() {
         "mandate mnd_m1 was superseded and the agent has no current mandate"
     );
 }
+
+/// `limits.min_per_transaction` (AP2's `payment.amount_range.min`): below it is
+/// `deny_limit` naming the minimum and the amount, after the currency and before the
+/// per-transaction cap; at it is allowed. A minimum above the cap is refused at parse.
+#[test]
+fn the_minimum_per_transaction_comes_after_the_currency_and_before_the_cap() {
+    let body = |min: &str| {
+        serde_json::from_str::<serde_json::Value>(&format!(
+            r#"{{"agent": "agt_buyer", "categories": ["software"], "expires": "2026-12-31",
+                "limits": {{"per_transaction": 100, "min_per_transaction": {min}, "currency": "USD"}}}}"#
+        ))
+        .unwrap()
+    };
+    let mandate = Mandate {
+        id: MandateId::parse("mnd_m1").unwrap(),
+        terms: MandateDraft::from_json(&body("5.00")).unwrap(),
+        status: MandateStatus::Active,
+        created_at: datetime!(2026-11-01 0:00 UTC),
+    };
+    let decide = |amount: &str, currency: &str| {
+        let e = evaluate(
+            Some(&mandate),
+            &request(amount, currency, "software"),
+            &AgentHistory::default(),
+            Mode::Enforce,
+            NOW,
+        );
+        let reason = e.reason.as_ref().map(|r| (r.rule(), r.to_string()));
+        (e.verdict, reason)
+    };
+    assert_eq!(
+        decide("4.99", "USD"),
+        (
+            Verdict::DenyLimit,
+            Some((
+                "limits.min_per_transaction",
+                "amount 4.99 is below the min_per_transaction minimum 5.00".to_owned()
+            ))
+        )
+    );
+    assert_eq!(decide("4.99", "EUR").1.unwrap().0, "limits.currency");
+    assert_eq!(decide("5.00", "USD"), (Verdict::Allow, None));
+    assert_eq!(decide("5", "USD").0, Verdict::Allow);
+    assert_eq!(
+        decide("100.01", "USD").1.unwrap().0,
+        "limits.per_transaction"
+    );
+    assert_eq!(
+        MandateDraft::from_json(&body("100.01"))
+            .unwrap_err()
+            .to_string(),
+        "limits.min_per_transaction must be <= limits.per_transaction (100)"
+    );
+    assert!(MandateDraft::from_json(&body("100")).is_ok());
+}

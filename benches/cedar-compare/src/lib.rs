@@ -76,10 +76,17 @@ pub fn mandate() -> Mandate {
 /// a lifetime `total` and count limits per day, week, month and in total, set so that the
 /// stream reaches each.
 pub fn mandate_lifetime() -> Mandate {
+    mandate_lifetime_with(120)
+}
+
+/// [`mandate_lifetime`] with `count_total` allows over the mandate's life. The stream's
+/// agents spend the lifetime `total` of 9000.00 in 101 to 119 allows: at 120 the amount
+/// total is reached first, at 100 the count.
+pub fn mandate_lifetime_with(count_total: u64) -> Mandate {
     let mut m = mandate();
-    let extra: serde_json::Value = serde_json::from_str(
-        r#"{"total": 9000.00, "count": {"per_day": 9, "per_week": 30, "per_month": 70, "total": 120}}"#,
-    )
+    let extra: serde_json::Value = serde_json::from_str(&format!(
+        r#"{{"total": 9000.00, "count": {{"per_day": 9, "per_week": 30, "per_month": 70, "total": {count_total}}}}}"#,
+    ))
     .expect("limits JSON");
     let limits = &mut m.terms.limits;
     limits.total = Some(Amount::parse("9000.00").expect("amount"));
@@ -401,7 +408,10 @@ pub fn cedar_policies(mandate: &Mandate) -> String {
         mandate.id
     );
     if let Some(start) = terms.not_before {
-        let start = start.with_time(Time::MIDNIGHT).assume_utc().unix_timestamp();
+        let start = start
+            .with_time(Time::MIDNIGHT)
+            .assume_utc()
+            .unix_timestamp();
         text += &format!(
             "@id(\"deny_not_before\")\nforbid ({scope}) when {{ context.now < {start} }};\n"
         );
@@ -545,9 +555,18 @@ impl CedarEngine {
                 "total_to_date".to_owned(),
                 RestrictedExpression::new_long(cents(spend.lifetime.total())),
             ),
-            ("count_per_day".to_owned(), count(spend.day_count_at(item.at))),
-            ("count_per_week".to_owned(), count(spend.week_count_at(item.at))),
-            ("count_per_month".to_owned(), count(spend.month_count_at(item.at))),
+            (
+                "count_per_day".to_owned(),
+                count(spend.day_count_at(item.at)),
+            ),
+            (
+                "count_per_week".to_owned(),
+                count(spend.week_count_at(item.at)),
+            ),
+            (
+                "count_per_month".to_owned(),
+                count(spend.month_count_at(item.at)),
+            ),
             ("count_total".to_owned(), count(spend.lifetime.count())),
             (
                 "amount".to_owned(),
@@ -744,7 +763,15 @@ mod tests {
     /// each new rule reached.
     #[test]
     fn the_lifetime_limits_give_identical_verdicts_too() {
-        let counts = identical_on_the_stream(&mandate_lifetime());
+        // Two count totals, one each side of where the amount total binds, so that both
+        // lifetime denials are reached (the amount is checked before the count).
+        let mut counts = identical_on_the_stream(&mandate_lifetime_with(120));
+        for (rule, n) in identical_on_the_stream(&mandate_lifetime_with(100)) {
+            match counts.iter_mut().find(|(r, _)| *r == rule) {
+                Some((_, total)) => *total += n,
+                None => counts.push((rule, n)),
+            }
+        }
         for rule in [
             Rule::DenyNotBefore,
             Rule::DenyLimitTotal,

@@ -222,3 +222,50 @@ async fn concurrent_requests_never_pass_the_total_or_a_count() {
     assert_eq!((count(days, "allow"), count(days, "deny_limit")), (4, 6));
     assert_eq!((count(lives, "allow"), count(lives, "deny_limit")), (2, 8));
 }
+
+/// `limits.min_per_transaction` (AP2's `payment.amount_range.min`): stored, read back,
+/// refused above `per_transaction`, and enforced as `deny_limit` naming the minimum and
+/// the amount; `remaining` does not list it.
+#[tokio::test]
+async fn the_minimum_per_transaction_is_stored_read_back_and_enforced() {
+    let app = spawn_app().await;
+    let org = app.org.sandbox.clone();
+    let key = app.agent(&org, "buyer").await;
+    let created = app
+        .mandate(&org, &body("buyer", r#", "min_per_transaction": 5.00"#, ""))
+        .await;
+    assert_eq!(created["limits"]["min_per_transaction"].to_string(), "5.00");
+    let id = created["id"].as_str().unwrap();
+    let shown = app.get(&org, &format!("/v1/mandates/{id}")).await;
+    assert_eq!(
+        shown.body["limits"]["min_per_transaction"].to_string(),
+        "5.00"
+    );
+    assert_eq!(shown.body["limits"], created["limits"]);
+    assert!(shown.body["remaining"].get("min_per_transaction").is_none());
+    assert_eq!(
+        shown.body["remaining"]["per_transaction"].to_string(),
+        "100"
+    );
+
+    let (verdict, reason) = pay(&app, &key, "4.99").await;
+    assert_eq!(verdict, "deny_limit");
+    assert_eq!(
+        reason,
+        "amount 4.99 is below the min_per_transaction minimum 5.00"
+    );
+    assert_eq!(pay(&app, &key, "5.00").await.0, "allow");
+    assert_eq!(pay(&app, &key, "100").await.0, "allow");
+
+    let r = app
+        .post_text(
+            &org,
+            "/v1/mandates",
+            &body("buyer", r#", "min_per_transaction": 100.01"#, ""),
+        )
+        .await;
+    assert_eq!(
+        r.assert_error(400, "invalid_request"),
+        "limits.min_per_transaction must be <= limits.per_transaction (100)"
+    );
+}

@@ -184,6 +184,7 @@ async fn agents_mandates_and_decisions_read_as_their_types_byte_for_byte() {
         expires: date!(2026 - 12 - 31),
         limits: Limits {
             per_transaction: Amount::parse("100.00").unwrap(),
+            min_per_transaction: Some(Amount::parse("1.50").unwrap()),
             per_day: Some(Amount::parse("300").unwrap()),
             per_week: Some(Amount::parse("400").unwrap()),
             per_month: Some(Amount::parse("450").unwrap()),
@@ -217,6 +218,7 @@ async fn agents_mandates_and_decisions_read_as_their_types_byte_for_byte() {
         recipients: None,
         review_above: None,
         limits: Limits {
+            min_per_transaction: None,
             per_day: None,
             per_week: None,
             per_month: None,
