@@ -252,7 +252,7 @@ enum Command {
     /// --key-encryption-key-file or MANDATE_KEY_ENCRYPTION_KEY), in one transaction: how
     /// the keys of a database made before binding, or without a key-encryption key, are
     /// accepted by a server given one (it refuses unbound keys as unknown). Each key bound
-    /// is logged with its organization, environment, class and agent: check them.
+    /// is printed with its organization, environment, class and agent: check them.
     BindApiKeys {
         #[command(flatten)]
         db: DbArg,
@@ -643,6 +643,9 @@ async fn run(cli: Cli) -> Result<(), String> {
         Command::BindApiKeys { db } => {
             let (store, keys) = open_with_keys(&db).await?;
             let bound = api_keys::bind_unbound(ops(&store), &keys).map_err(|e| e.to_string())?;
+            for line in &bound.described {
+                println!("{line}");
+            }
             println!(
                 "{} of {} API keys bound now to key-encryption key {} (the others were already){}",
                 bound.bound,

@@ -231,6 +231,9 @@ pub struct Bound {
     pub keys: usize,
     /// Keys bound now.
     pub bound: usize,
+    /// Each key bound now, for the operator to check: fingerprint, organization,
+    /// environment, class and agent.
+    pub described: Vec<String>,
     /// Fingerprints of the keys left refused: their binding is not one the KEKs given made
     /// for them (edited rows, or bound under a KEK not given).
     pub refused: Vec<String>,
@@ -239,7 +242,7 @@ pub struct Bound {
 /// Binds every unrevoked API key row that has no binding under the current KEK, in one
 /// transaction (`mandate-server bind-api-keys`): how the keys of a database made before
 /// binding, or without a KEK, become usable with one. Rows with a binding that does not
-/// verify are left as they are and named. Each row bound is logged by its fingerprint,
+/// verify are left as they are and named. Each row bound is described by its fingerprint,
 /// organization, environment, class and agent, for the operator to check.
 pub fn bind_unbound(store: &dyn AdminStore, keys: &KeyEncryption) -> Result<Bound, AtRestError> {
     let binder = KeyBinder::new(keys);
@@ -324,9 +327,11 @@ fn pass(
             }
         }
         if changes.is_empty() || store.replace_api_key_bindings(&changes)? {
-            for change in &changes {
-                if let Some(row) = rows.iter().find(|r| r.hash == change.hash) {
-                    tracing::info!(
+            let described = changes
+                .iter()
+                .filter_map(|change| rows.iter().find(|r| r.hash == change.hash))
+                .map(|row| {
+                    format!(
                         "API key {} bound: organization {}, {}, {} key{}",
                         fingerprint(&row.hash),
                         row.org_id,
@@ -336,12 +341,13 @@ fn pass(
                             .as_deref()
                             .map(|a| format!(" of {a}"))
                             .unwrap_or_default()
-                    );
-                }
-            }
+                    )
+                })
+                .collect();
             return Ok(Bound {
                 keys: rows.len(),
                 bound: changes.len(),
+                described,
                 refused,
             });
         }
