@@ -109,6 +109,9 @@ impl Service {
         let iat = now.unix_timestamp();
         let id = DecisionId::from_random(self.next_bytes());
         let claims = VerdictClaims {
+            ap2_mandate: None,
+            ap2_transaction: None,
+            x402_payment: None,
             iss: self.issuer.clone(),
             jti: id.clone(),
             iat,

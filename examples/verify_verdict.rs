@@ -58,6 +58,9 @@ fn check(
 /// The claims of a verdict as the service would sign them, issued at `iat`.
 fn claims(verdict: Verdict, amount: &str, iat: i64, seed: u8) -> Result<VerdictClaims, String> {
     Ok(VerdictClaims {
+        ap2_mandate: None,
+        ap2_transaction: None,
+        x402_payment: None,
         iss: ISSUER.to_owned(),
         // Ids and nonces are made from random bytes the service draws; fixed here.
         jti: DecisionId::from_random([seed; 16]),

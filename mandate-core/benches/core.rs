@@ -86,6 +86,9 @@ fn full_history() -> AgentHistory {
 
 fn verdict_claims() -> VerdictClaims {
     VerdictClaims {
+        ap2_mandate: None,
+        ap2_transaction: None,
+        x402_payment: None,
         iss: ISS.to_owned(),
         jti: DecisionId::from_random([7; 16]),
         iat: IAT,

@@ -63,6 +63,43 @@ pub struct VerdictClaims {
     pub nonce: Nonce,
     /// The request that was judged.
     pub request: RequestClaims,
+    /// The AP2 open payment mandate the request was judged under: its digest (base64url
+    /// SHA-256, as the import computed it); absent when there was none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ap2_mandate: Option<String>,
+    /// The AP2 closed payment mandate presented with the request: its `transaction_id`;
+    /// absent when there was none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ap2_transaction: Option<String>,
+    /// The x402 payment the request is for: [`crate::x402::payment_digest`] of its
+    /// `PaymentRequirements`; absent when the request named none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub x402_payment: Option<String>,
+}
+
+/// What a verdict is bound to besides the request: the payment protocols' own objects, by
+/// digest or id. Each is an optional claim of the token, omitted when absent (a verifier
+/// that does not know them ignores them). [`VerdictClaims::with_bindings`] puts them in,
+/// [`VerdictClaims::bindings`] reads them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Bindings {
+    /// The AP2 open payment mandate's digest: the `ap2_mandate` claim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ap2_mandate: Option<String>,
+    /// The AP2 closed payment mandate's transaction id: the `ap2_transaction` claim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ap2_transaction: Option<String>,
+    /// The x402 payment's digest ([`crate::x402::payment_digest`]): the `x402_payment`
+    /// claim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub x402_payment: Option<String>,
+}
+
+impl Bindings {
+    /// Whether it binds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.ap2_mandate.is_none() && self.ap2_transaction.is_none() && self.x402_payment.is_none()
+    }
 }
 
 /// What the issuer adds to a decision when it signs it: its own values and the fresh
@@ -122,6 +159,32 @@ impl VerdictClaims {
             policy_version: issuance.policy_version,
             nonce: issuance.nonce,
             request: request.into(),
+            ap2_mandate: None,
+            ap2_transaction: None,
+            x402_payment: None,
+        }
+    }
+
+    /// These claims bound to `bindings` (each binding replaces the claim's value; an
+    /// absent one removes it).
+    pub fn with_bindings(mut self, bindings: Bindings) -> Self {
+        let Bindings {
+            ap2_mandate,
+            ap2_transaction,
+            x402_payment,
+        } = bindings;
+        self.ap2_mandate = ap2_mandate;
+        self.ap2_transaction = ap2_transaction;
+        self.x402_payment = x402_payment;
+        self
+    }
+
+    /// What the verdict is bound to besides the request.
+    pub fn bindings(&self) -> Bindings {
+        Bindings {
+            ap2_mandate: self.ap2_mandate.clone(),
+            ap2_transaction: self.ap2_transaction.clone(),
+            x402_payment: self.x402_payment.clone(),
         }
     }
 

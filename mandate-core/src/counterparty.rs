@@ -34,13 +34,14 @@ use std::fmt;
 use time::OffsetDateTime;
 
 use crate::amount::Amount;
-use crate::claims::VerdictClaims;
+use crate::claims::{Bindings, VerdictClaims};
 use crate::environment::{Environment, token_kid};
 use crate::id::Nonce;
 use crate::jwk::JwkSet;
 use crate::jws::{TokenError, VerifyOptions, claim_text, verify_verdict};
 use crate::names::{Currency, Recipient};
 use crate::policy::Verdict;
+use crate::x402::{Inconsistency, PaymentRequirements};
 
 /// Which environments' keys a counterparty accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -66,9 +67,18 @@ impl EnvironmentPolicy {
 
 /// The transaction a counterparty is about to settle: what a verdict must be for.
 ///
-/// Built with [`ExpectedTransaction::new`]; bindings other features add (for example a
-/// payment mandate's hash) are optional fields set by their own methods, so a check
-/// written today keeps compiling.
+/// Built with [`ExpectedTransaction::new`]; what the verdict must be bound to besides
+/// (an x402 payment, an AP2 open mandate and transaction) is set by
+/// [`ExpectedTransaction::with_x402`], [`ExpectedTransaction::with_ap2_mandate`] and
+/// [`ExpectedTransaction::with_ap2_transaction`], so a check written before keeps
+/// compiling.
+///
+/// A binding expected must be in the token, equal ([`Objection::Binding`]). A binding the
+/// token carries that was not expected is no objection: the caller did not ask about that
+/// protocol (a verifier written before a binding existed must keep accepting what it
+/// accepted), and amount, currency and recipient, which it does check, are what is paid.
+/// It is reported in [`VerifiedVerdict::unchecked`], so a caller that settles through that
+/// protocol sees it should have checked it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ExpectedTransaction {
@@ -78,6 +88,26 @@ pub struct ExpectedTransaction {
     pub currency: Currency,
     /// Who is to be paid; compared exactly, as signed.
     pub recipient: Recipient,
+    /// The x402 payment to be settled, if it is one: the token's `x402_payment` must be its
+    /// digest, and it must be this transaction's payment.
+    pub x402: Option<ExpectedX402>,
+    /// The AP2 open payment mandate's digest the token's `ap2_mandate` must be.
+    pub ap2_mandate: Option<String>,
+    /// The AP2 closed payment mandate's transaction id the token's `ap2_transaction` must
+    /// be.
+    pub ap2_transaction: Option<String>,
+}
+
+/// An x402 payment a verdict must be bound to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ExpectedX402 {
+    /// The payment's requirements (from the `PaymentRequirements` or the `PaymentPayload`'s
+    /// `accepted`).
+    pub requirements: PaymentRequirements,
+    /// The asset's decimals (6 for USDC): with them the atomic `amount` is compared with
+    /// the transaction's amount; without, only through the digest.
+    pub decimals: Option<u32>,
 }
 
 impl ExpectedTransaction {
@@ -87,6 +117,90 @@ impl ExpectedTransaction {
             amount,
             currency,
             recipient,
+            x402: None,
+            ap2_mandate: None,
+            ap2_transaction: None,
+        }
+    }
+
+    /// Expects the verdict to be bound to the x402 payment of `requirements` (its
+    /// `x402_payment` claim their digest) and the payment to be this transaction's: payTo
+    /// the recipient's name (`vendor:<payTo>`), a fiat asset the currency, and with
+    /// `decimals` (the asset's) the atomic amount this amount.
+    #[must_use]
+    pub fn with_x402(mut self, requirements: PaymentRequirements, decimals: Option<u32>) -> Self {
+        self.x402 = Some(ExpectedX402 {
+            requirements,
+            decimals,
+        });
+        self
+    }
+
+    /// Expects the verdict's `ap2_mandate` to be `digest` (the AP2 open payment mandate
+    /// the payment is made under).
+    #[must_use]
+    pub fn with_ap2_mandate(mut self, digest: impl Into<String>) -> Self {
+        self.ap2_mandate = Some(digest.into());
+        self
+    }
+
+    /// Expects the verdict's `ap2_transaction` to be `id` (the AP2 closed payment
+    /// mandate's transaction id).
+    #[must_use]
+    pub fn with_ap2_transaction(mut self, id: impl Into<String>) -> Self {
+        self.ap2_transaction = Some(id.into());
+        self
+    }
+
+    /// The bindings the token carries that this transaction does not expect.
+    fn unchecked(&self, claims: &VerdictClaims) -> Bindings {
+        let mut out = claims.bindings();
+        if self.x402.is_some() {
+            out.x402_payment = None;
+        }
+        if self.ap2_mandate.is_some() {
+            out.ap2_mandate = None;
+        }
+        if self.ap2_transaction.is_some() {
+            out.ap2_transaction = None;
+        }
+        out
+    }
+
+    /// What in the claims' bindings differs from those expected, and what in the expected
+    /// x402 payment is not this transaction.
+    fn binding_objections(&self, claims: &VerdictClaims, out: &mut Vec<Objection>) {
+        let mut compare =
+            |claim: &'static str, signed: &Option<String>, expected: Option<String>| {
+                if let Some(expected) = expected
+                    && signed.as_deref() != Some(expected.as_str())
+                {
+                    out.push(Objection::Binding {
+                        claim,
+                        signed: signed.clone(),
+                        expected,
+                    });
+                }
+            };
+        compare("ap2_mandate", &claims.ap2_mandate, self.ap2_mandate.clone());
+        compare(
+            "ap2_transaction",
+            &claims.ap2_transaction,
+            self.ap2_transaction.clone(),
+        );
+        if let Some(x402) = &self.x402 {
+            compare(
+                "x402_payment",
+                &claims.x402_payment,
+                Some(x402.requirements.digest()),
+            );
+            let disagreements = x402.requirements.consistency(
+                self.amount,
+                &self.currency,
+                &self.recipient,
+                x402.decimals,
+            );
+            out.extend(disagreements.into_iter().map(Objection::X402));
         }
     }
 
@@ -112,6 +226,7 @@ impl ExpectedTransaction {
                 expected: self.recipient.clone(),
             });
         }
+        self.binding_objections(claims, &mut out);
         out
     }
 }
@@ -239,6 +354,19 @@ pub enum Objection {
         /// In the transaction.
         expected: Recipient,
     },
+    /// A binding expected is absent from the token (`signed` `None`) or another one: the
+    /// verdict was not made for this payment.
+    Binding {
+        /// The claim: `ap2_mandate`, `ap2_transaction` or `x402_payment`.
+        claim: &'static str,
+        /// In the token, if there.
+        signed: Option<String>,
+        /// Expected.
+        expected: String,
+    },
+    /// The x402 payment expected is not this transaction's (its payTo, fiat asset or
+    /// atomic amount).
+    X402(Inconsistency),
     /// The nonce was accepted before: this token was already used.
     Replay(Nonce),
 }
@@ -276,6 +404,23 @@ impl fmt::Display for Objection {
                 f,
                 "recipient {expected} does not match the signed recipient {signed}"
             ),
+            Self::Binding {
+                claim,
+                signed: None,
+                expected,
+            } => write!(
+                f,
+                "the token has no {claim} claim, expected {expected}: it was not made for this payment"
+            ),
+            Self::Binding {
+                claim,
+                signed: Some(signed),
+                expected,
+            } => write!(
+                f,
+                "{claim} {expected} does not match the signed {claim} {signed}: the token was made for another payment"
+            ),
+            Self::X402(problem) => write!(f, "the x402 payment is not this transaction: {problem}"),
             Self::Replay(nonce) => write!(f, "nonce {nonce} was accepted before: a replay"),
         }
     }
@@ -318,6 +463,9 @@ pub struct VerifiedVerdict {
     pub kid: String,
     /// The signing key's environment.
     pub environment: Environment,
+    /// The bindings the token carries that the check did not expect (and so did not
+    /// check); empty when it checked all it carries (see [`ExpectedTransaction`]).
+    pub unchecked: Bindings,
 }
 
 /// A counterparty's verifier: the expected issuer, the environments it accepts and the
@@ -381,6 +529,7 @@ impl Counterparty {
                 .unwrap_or(now);
         match guard.check_and_record(claims.nonce.as_str(), keep_until, now)? {
             Seen::New => Ok(VerifiedVerdict {
+                unchecked: expected.unchecked(&claims),
                 claims,
                 kid,
                 environment,
@@ -404,6 +553,7 @@ impl Counterparty {
         let (environment, objections) = self.judge(token, &claims, &kid);
         match environment.filter(|_| objections.is_empty()) {
             Some(environment) => Ok(VerifiedVerdict {
+                unchecked: claims.bindings(),
                 claims,
                 kid,
                 environment,

@@ -226,6 +226,9 @@ mod tests {
     fn claims(verdict: Verdict) -> VerdictClaims {
         let iat = NOW.unix_timestamp();
         VerdictClaims {
+            ap2_mandate: None,
+            ap2_transaction: None,
+            x402_payment: None,
             iss: "https://verdicts.example".into(),
             jti: DecisionId::parse("dec_one").unwrap(),
             iat,

@@ -130,6 +130,8 @@
 //! - [`review`]: the human-review state machine.
 //! - [`timefmt`]: the one timestamp format on the wire (RFC 3339 in UTC, whole seconds).
 //! - [`wire`]: the error and list envelopes shared by the server and its clients.
+//! - [`x402`]: x402 v2 payment requirements, their digest (the `x402_payment` claim) and
+//!   how they compare with a request.
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
 
 pub mod amount;
@@ -155,6 +157,7 @@ pub mod policy;
 pub mod review;
 pub mod timefmt;
 pub mod wire;
+pub mod x402;
 
 // What an embedder uses, at the root. The modules stay public for the rest.
 pub use amount::{Amount, AmountError};
@@ -163,11 +166,12 @@ pub use ap2::{
     verify_open_mandate,
 };
 pub use claims::{
-    EVENT_LIFETIME_SECS, EventClaims, Issuance, RequestClaims, VERDICT_LIFETIME_SECS, VerdictClaims,
+    Bindings, EVENT_LIFETIME_SECS, EventClaims, Issuance, RequestClaims, VERDICT_LIFETIME_SECS,
+    VerdictClaims,
 };
 pub use counterparty::{
-    CheckError, Counterparty, EnvironmentPolicy, ExpectedTransaction, MemoryReplayGuard, Objection,
-    ReplayGuard, ReplayGuardError, Seen, VerifiedVerdict,
+    CheckError, Counterparty, EnvironmentPolicy, ExpectedTransaction, ExpectedX402,
+    MemoryReplayGuard, Objection, ReplayGuard, ReplayGuardError, Seen, VerifiedVerdict,
 };
 pub use environment::Environment;
 pub use history::AgentHistory;

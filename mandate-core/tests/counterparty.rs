@@ -191,12 +191,13 @@ fn token(edits: &[Edit]) -> String {
             Edit::Verdict(code) => claims["verdict"] = json!(code),
             Edit::PolicyVerdict(code) => claims["policy_verdict"] = json!(code),
             Edit::ExtraClaim => claims["binding"] = json!({"ap2": "sha256:ab"}),
-            Edit::ExtraRequestClaim => claims["request"]["x402"] = json!("tx_1"),
+            // A request made an array by an earlier edit has no members to change.
+            Edit::ExtraRequestClaim => set_request(&mut claims, "x402", json!("tx_1")),
             Edit::Amount(text) => {
-                claims["request"]["amount"] = serde_json::from_str(text).unwrap();
+                set_request(&mut claims, "amount", serde_json::from_str(text).unwrap());
             }
-            Edit::Currency(code) => claims["request"]["currency"] = json!(code),
-            Edit::Recipient(to) => claims["request"]["recipient"] = json!(to),
+            Edit::Currency(code) => set_request(&mut claims, "currency", json!(code)),
+            Edit::Recipient(to) => set_request(&mut claims, "recipient", json!(to)),
             Edit::Issuer => claims["iss"] = json!("https://evil.example"),
             Edit::Expiry(delta) => claims["exp"] = json!(IAT + 300 + delta),
             Edit::IssuedAt(delta) => claims["iat"] = json!(IAT + delta),
@@ -214,6 +215,14 @@ fn token(edits: &[Edit]) -> String {
         }
     }
     sign(&key, &claims, corrupt)
+}
+
+/// Sets a member of the claims' `request` unless an edit made it something that holds none.
+fn set_request(claims: &mut Value, member: &str, value: Value) {
+    let request = &mut claims["request"];
+    if request.is_object() || request.is_null() {
+        request[member] = value;
+    }
 }
 
 fn jwks() -> JwkSet {

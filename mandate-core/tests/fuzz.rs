@@ -76,6 +76,9 @@ fn options() -> VerifyOptions {
 
 fn verdict_token() -> String {
     let claims = VerdictClaims {
+        ap2_mandate: None,
+        ap2_transaction: None,
+        x402_payment: None,
         iss: ISS.to_owned(),
         jti: DecisionId::from_random([1; 16]),
         iat: IAT,

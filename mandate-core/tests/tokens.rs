@@ -38,6 +38,9 @@ fn set(signers: &[&P256Signer]) -> JwkSet {
 
 fn verdict(iat: i64, seed: u8) -> VerdictClaims {
     VerdictClaims {
+        ap2_mandate: None,
+        ap2_transaction: None,
+        x402_payment: None,
         iss: ISS.to_owned(),
         jti: DecisionId::from_random([seed; 16]),
         iat,

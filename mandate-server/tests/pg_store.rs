@@ -127,6 +127,7 @@ impl Process {
                     request,
                     slot: None,
                     credential: credential.map(str::to_owned),
+                    bindings: Default::default(),
                 },
                 |_| Ok(None),
             )

@@ -108,9 +108,11 @@ pub fn exit_for(verdict: Verdict) -> Exit {
 pub fn run(args: AuthorizeArgs, ctx: &Context) -> CmdResult {
     let body = request_body(&Authorize {
         amount: args.amount,
+        ap2: None,
         category: args.category,
         currency: args.currency,
         recipient: args.recipient,
+        x402: None,
     })?;
     let client = ctx.client()?;
     let response = client.post("/authorizations", Some(&body), &args.post.key()?)?;

@@ -21,6 +21,7 @@ use mandate_core::environment::{Environment, token_kid};
 use mandate_core::jwk::JwkSet;
 use mandate_core::jws::{VerifyOptions, verify_event};
 use mandate_core::names::{Currency, Recipient};
+use mandate_core::x402::PaymentRequirements;
 use mandate_core::{
     CheckError, Counterparty, EnvironmentPolicy, ExpectedTransaction, MemoryReplayGuard, Objection,
 };
@@ -44,7 +45,13 @@ expiry (verdicts live five minutes); the environment of the signing key: a live 
 the issuer and the key set, and a sandbox verdict authorizes no real payment, so a sandbox \
 token is refused without --sandbox. For a verdict, then: that the verdict is allow; that \
 --amount (an exact decimal: 42.5 matches 42.50), --currency and --recipient equal the \
-signed request (all three are required, unless --signature-only); and with --replay-store \
+signed request (all three are required, unless --signature-only); with --x402 FILE \
+(and --decimals N) that the verdict is bound to that x402 payment (its x402_payment claim \
+the digest of the payment's scheme, network, asset, amount and payTo) and that the payment \
+is the transaction (payTo the recipient's name, a fiat asset the currency, the atomic \
+amount --amount at N decimals); with --ap2 FILE ({\"ap2_mandate\": DIGEST, \
+\"ap2_transaction\": ID}) that its ap2_mandate and ap2_transaction claims are those; a \
+binding the verdict carries that was not asked about is noted, not refused; and with --replay-store \
 FILE that its nonce was never accepted before (the nonce is recorded when the token is \
 accepted). For an event, the replay store records the event id. Once the signature holds, \
 the status, the environment and the claims are printed, also when the token is then \
@@ -61,6 +68,8 @@ Examples:
   mandate jwks fetch https://verdicts.example.com
   mandate verify \"$TOKEN\" --amount 42.50 --currency USD --recipient vendor:acme \\
       --replay-store ~/.local/state/settled-nonces
+  mandate verify \"$TOKEN\" --amount 0.01 --currency USD --recipient vendor:0x2096…287C \\
+      --x402 payment-payload.json --decimals 6
   mandate verify \"$TOKEN\" --signature-only --sandbox     # exit 7: a valid sandbox allow
   mandate verify --jwks jwks.json --issuer https://verdicts.example.com --event < event.jwt")]
 pub struct VerifyArgs {
@@ -113,6 +122,72 @@ pub struct VerifyArgs {
     /// Clock skew allowed on exp and iat, in seconds
     #[arg(long, value_name = "SECS", default_value_t = 0)]
     pub leeway: i64,
+    /// The x402 payment to be settled: a JSON file holding its v2 PaymentRequirements, or
+    /// the PaymentPayload (its `accepted` requirements are read). The verdict's
+    /// x402_payment must be their digest, payTo the recipient's name (vendor:<payTo>), a
+    /// fiat asset the currency, and the atomic amount --amount at --decimals
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "decimals",
+        conflicts_with_all = ["event", "signature_only"]
+    )]
+    pub x402: Option<PathBuf>,
+    /// With --x402: the asset's decimals (6 for USDC; the ISO 4217 exponent for fiat), to
+    /// compare its atomic amount with --amount
+    #[arg(long, value_name = "N", requires = "x402", value_parser = clap::value_parser!(u32).range(0..=28))]
+    pub decimals: Option<u32>,
+    /// The AP2 payment this settles: a JSON file {"ap2_mandate": DIGEST, "ap2_transaction":
+    /// ID} (either or both), the open payment mandate's digest and the closed mandate's
+    /// transaction id; the verdict's claims must equal them
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["event", "signature_only"])]
+    pub ap2: Option<PathBuf>,
+}
+
+/// What `--x402` and `--ap2` add to the transaction the verdict must match.
+fn with_bindings(
+    mut expected: ExpectedTransaction,
+    args: &VerifyArgs,
+) -> Result<ExpectedTransaction, CliError> {
+    let read = |path: &PathBuf, what: &str| -> Result<Value, CliError> {
+        let bytes = std::fs::read(path)
+            .map_err(|e| CliError::usage(format!("cannot read {}: {e}", path.display())))?;
+        serde_json::from_slice(&bytes)
+            .map_err(|e| CliError::usage(format!("{} is not {what} JSON: {e}", path.display())))
+    };
+    if let Some(path) = &args.x402 {
+        let value = read(path, "x402 PaymentRequirements or PaymentPayload")?;
+        let requirements = PaymentRequirements::from_json(&value, "x402")
+            .map_err(|e| CliError::usage(format!("--x402 {}: {e}", path.display())))?;
+        expected = expected.with_x402(requirements, args.decimals);
+    }
+    if let Some(path) = &args.ap2 {
+        let value = read(path, "{\"ap2_mandate\", \"ap2_transaction\"}")?;
+        let member = |key: &str| -> Result<Option<String>, CliError> {
+            match value.get(key) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(text)) if !text.is_empty() => Ok(Some(text.clone())),
+                Some(_) => Err(CliError::usage(format!(
+                    "--ap2 {}: {key} must be a non-empty string",
+                    path.display()
+                ))),
+            }
+        };
+        let (mandate, transaction) = (member("ap2_mandate")?, member("ap2_transaction")?);
+        if mandate.is_none() && transaction.is_none() {
+            return Err(CliError::usage(format!(
+                "--ap2 {}: give ap2_mandate (the open payment mandate's digest), ap2_transaction (the closed mandate's transaction id) or both",
+                path.display()
+            )));
+        }
+        if let Some(digest) = mandate {
+            expected = expected.with_ap2_mandate(digest);
+        }
+        if let Some(id) = transaction {
+            expected = expected.with_ap2_transaction(id);
+        }
+    }
+    Ok(expected)
 }
 
 /// The key set and the expected issuer.
@@ -356,6 +431,7 @@ pub fn run(args: VerifyArgs, ctx: &Context) -> CmdResult {
     let checked = match (&args.amount, &args.currency, &args.recipient) {
         (Some(amount), Some(currency), Some(recipient)) if !args.signature_only => {
             let expected = ExpectedTransaction::new(*amount, currency.clone(), recipient.clone());
+            let expected = with_bindings(expected, &args)?;
             match &args.replay_store {
                 Some(path) => {
                     let mut store = FileReplayStore::new(path);
@@ -371,7 +447,16 @@ pub fn run(args: VerifyArgs, ctx: &Context) -> CmdResult {
     };
     let signed_by = SignedBy::of(&token);
     let claims = match checked {
-        Ok(verified) => verified.claims,
+        Ok(verified) if args.signature_only => verified.claims,
+        Ok(verified) => {
+            let unchecked = serde_json::to_value(&verified.unchecked).unwrap_or(Value::Null);
+            if unchecked.as_object().is_some_and(|o| !o.is_empty()) {
+                output::note(&format!(
+                    "the verdict is also bound to {unchecked}, not checked: pass --x402 or --ap2 when settling through that protocol"
+                ));
+            }
+            verified.claims
+        }
         Err(CheckError::Token(e)) => return Err(CliError::Rejected(output::token_error(&e))),
         Err(CheckError::Refused { claims, objections }) => {
             let value = encode(serde_json::to_value(&*claims))?;

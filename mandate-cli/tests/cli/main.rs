@@ -14,6 +14,7 @@ mod resources;
 mod simulate;
 mod verdicts;
 mod verify;
+mod verify_bindings;
 mod webhooks;
 
 use support::run_in;

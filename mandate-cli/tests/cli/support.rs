@@ -336,6 +336,14 @@ impl Env {
         mandate_core::jws::sign_token(signer.as_ref(), &claims).unwrap()
     }
 
+    /// `claims` signed with the live environment's current key, as the server signs its
+    /// verdicts.
+    pub fn sign_live_verdict(&self, claims: &mandate_core::claims::VerdictClaims) -> String {
+        let state = &self.running.as_ref().unwrap().state;
+        let signer = state.signer(mandate_server::model::Env::Live).unwrap();
+        mandate_core::jws::sign_token(signer.as_ref(), claims).unwrap()
+    }
+
     /// A file under the temporary home.
     pub fn path(&self, name: &str) -> PathBuf {
         self.home.path().join(name)

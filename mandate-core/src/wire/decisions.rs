@@ -16,6 +16,14 @@ use crate::review::{Review, ReviewStatus};
 /// `created_at`. Also the `data` of `decision.*` events other than `decision.resolved`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Decision {
+    /// The AP2 open payment mandate's digest it is bound to (the `ap2_mandate` claim);
+    /// absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ap2_mandate: Option<String>,
+    /// The AP2 closed payment mandate's transaction id it is bound to (the
+    /// `ap2_transaction` claim); absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ap2_transaction: Option<String>,
     /// When it was made.
     #[serde(with = "crate::timefmt")]
     pub created_at: OffsetDateTime,
@@ -74,6 +82,10 @@ pub struct Decision {
         deserialize_with = "present"
     )]
     pub verdict_token: Option<Option<String>>,
+    /// The x402 payment's digest it is bound to (the `x402_payment` claim); absent when
+    /// none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub x402_payment: Option<String>,
 }
 
 /// A member that is present, even as `null`: `Some(None)` for `null` (absent is `None`,
@@ -112,6 +124,18 @@ pub struct DecisionAnswer {
     pub nonce: Nonce,
     /// The request that was judged.
     pub request: RequestClaims,
+    /// The AP2 open payment mandate's digest it is bound to (the `ap2_mandate` claim);
+    /// absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ap2_mandate: Option<String>,
+    /// The AP2 closed payment mandate's transaction id it is bound to (the
+    /// `ap2_transaction` claim); absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ap2_transaction: Option<String>,
+    /// The x402 payment's digest it is bound to (the `x402_payment` claim); absent when
+    /// none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub x402_payment: Option<String>,
     /// The mode in force.
     pub mode: Mode,
     /// Why; `null` for a plain allow.
@@ -156,15 +180,30 @@ impl OpenedReview {
     }
 }
 
+/// The `ap2` member of `POST /v1/authorizations`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ap2Presentation {
+    /// `<open-sd-jwt>~~<closed>` as AP2's SDK presents it, or the closed hop alone.
+    pub closed_mandate: String,
+}
+
 /// The body of `POST /v1/authorizations` (the agent is the key's).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Authorize {
     /// The amount, exact.
     pub amount: Amount,
+    /// The agent's AP2 closed payment mandate for exactly this payment, if it presents one
+    /// (docs/protocols.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ap2: Option<Ap2Presentation>,
     /// The spending category.
     pub category: Category,
     /// The currency of the amount.
     pub currency: Currency,
     /// Who is to be paid, `vendor:<name>`.
     pub recipient: Recipient,
+    /// The x402 payment this is for (a v2 PaymentRequirements, or a PaymentPayload whose
+    /// `accepted` is read; [`crate::x402`]): the verdict then carries `x402_payment`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub x402: Option<serde_json::Value>,
 }

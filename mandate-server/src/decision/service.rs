@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use mandate_core::claims::{Issuance, RequestClaims, VerdictClaims};
+use mandate_core::claims::{Bindings, Issuance, RequestClaims, VerdictClaims};
 use mandate_core::id::{DecisionId, Nonce, ReviewId};
 use mandate_core::jws::{Signer, sign_payload};
 use mandate_core::policy::{
@@ -77,6 +77,9 @@ pub enum Input {
         /// mandate's digest), if any: `deny_replay` if a decision accepted it before;
         /// accepted (stored with the decision) by an `allow` or `review`.
         credential: Option<String>,
+        /// What the verdict is bound to besides the request (an AP2 mandate's digest and
+        /// transaction id, an x402 payment's digest): signed as claims, stored with it.
+        bindings: Bindings,
     },
     /// The approval of a review: the review in its approved state (naming the fresh
     /// decision's id) and the decision that opened it.
@@ -180,12 +183,13 @@ impl<'a> Decider<'a> {
     /// Locks the input's agent, evaluates it against the agent's current mandate and
     /// history, signs the claims and encodes the answer.
     pub async fn decide(&self, input: Input) -> Result<Decided<'a>, DecisionError> {
-        let (request, slot, credential, approval) = match input {
+        let (request, slot, credential, bindings, approval) = match input {
             Input::Request {
                 request,
                 slot,
                 credential,
-            } => (request, slot, credential, None),
+                bindings,
+            } => (request, slot, credential, bindings, None),
             Input::Approval { approved, original } => {
                 let asked = original.claims.request.clone();
                 let request = AuthorizationRequest {
@@ -195,7 +199,9 @@ impl<'a> Decider<'a> {
                     recipient: asked.recipient,
                     category: asked.category,
                 };
-                (request, None, None, Some((approved, original)))
+                // The fresh decision is bound to what the original was.
+                let bindings = original.claims.bindings();
+                (request, None, None, bindings, Some((approved, original)))
             }
         };
         let agent = request.agent.clone();
@@ -255,7 +261,8 @@ impl<'a> Decider<'a> {
         };
         // The request itself is not needed after this: its fields move into the claims.
         let claims = RequestClaims::from(request);
-        let (claims, token, claims_json) = self.sign(jti, &evaluation, mandate, claims)?;
+        let (claims, token, claims_json) =
+            self.sign(jti, &evaluation, mandate, claims, bindings)?;
         let opens_review = approval.is_none() && evaluation.opens_review();
         let review = opens_review.then(|| {
             Review::open(
@@ -306,7 +313,8 @@ impl<'a> Decider<'a> {
     }
 
     /// Builds and signs the claims of a new decision: issuer, `exp = iat + 300`, a fresh
-    /// nonce, the policy version, and the mandate it was judged under. Returns the claims,
+    /// nonce, the policy version, the mandate it was judged under and what it is bound to
+    /// (`bindings`). Returns the claims,
     /// the token and the claims' JSON exactly as signed.
     fn sign(
         &self,
@@ -314,6 +322,7 @@ impl<'a> Decider<'a> {
         evaluation: &Evaluation,
         mandate: Option<&mandate_core::mandate::Mandate>,
         request: RequestClaims,
+        bindings: Bindings,
     ) -> Result<(VerdictClaims, String, Vec<u8>), DecisionError> {
         let issuance = Issuance {
             issuer: self.issuer.to_owned(),
@@ -323,7 +332,8 @@ impl<'a> Decider<'a> {
             issued_at: self.now,
         };
         let claims =
-            VerdictClaims::new(request, evaluation, mandate.map(|m| m.id.clone()), issuance);
+            VerdictClaims::new(request, evaluation, mandate.map(|m| m.id.clone()), issuance)
+                .with_bindings(bindings);
         let claims_json =
             serde_json::to_vec(&claims).map_err(|e| DecisionError::Encoding(e.to_string()))?;
         let token = sign_payload(self.signer.as_ref(), &claims_json)
@@ -392,6 +402,7 @@ impl Decided<'_> {
                     }
                     Recorded::Changed(new) => {
                         // The slot stays empty: the next decision reloads the agent.
+                        let bindings = new.decision.claims.bindings();
                         let asked = new.decision.claims.request;
                         return Ok(Stored::Changed(Input::Request {
                             request: AuthorizationRequest {
@@ -403,6 +414,7 @@ impl Decided<'_> {
                             },
                             slot: slot(),
                             credential: presented.map(|c| c.id),
+                            bindings,
                         }));
                     }
                 }

@@ -2,7 +2,7 @@
 //! supersedes, review, creation time), where its review stands when read, and its API
 //! shape.
 
-use mandate_core::claims::{RequestClaims, VerdictClaims};
+use mandate_core::claims::{Bindings, RequestClaims, VerdictClaims};
 use mandate_core::id::{DecisionId, MandateId, Nonce, ReviewId};
 use mandate_core::mandate::format_timestamp;
 use mandate_core::policy::{Mode, Verdict};
@@ -60,6 +60,29 @@ impl TokenSignature {
     }
 }
 
+/// A decision's bindings as both engines store them (the `bindings` column, migrations
+/// sqlite 0012 / postgres 0006): their JSON, `{"x402_payment":"…"}` with only the claims
+/// present, or `None` (NULL) when the verdict is bound to nothing.
+pub fn bindings_column(claims: &VerdictClaims) -> Option<String> {
+    let bindings = claims.bindings();
+    if bindings.is_empty() {
+        return None;
+    }
+    serde_json::to_string(&bindings).ok()
+}
+
+/// `claims` with the bindings of a stored `bindings` column (see [`bindings_column`]);
+/// `Err` for a column that does not read as bindings.
+pub fn with_bindings_column(
+    claims: VerdictClaims,
+    column: Option<&str>,
+) -> Result<VerdictClaims, serde_json::Error> {
+    match column {
+        Some(text) => Ok(claims.with_bindings(serde_json::from_str::<Bindings>(text)?)),
+        None => Ok(claims),
+    }
+}
+
 /// Where the review a stored decision opened stands, as read with the decision.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReviewState {
@@ -91,6 +114,12 @@ pub struct DecisionView<'a> {
     policy_version: &'a str,
     nonce: &'a Nonce,
     request: &'a RequestClaims,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ap2_mandate: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ap2_transaction: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    x402_payment: Option<&'a str>,
     mode: Mode,
     reason: Option<&'a str>,
     supersedes: Option<&'a DecisionId>,
@@ -249,6 +278,9 @@ impl Decision {
             policy_version: &c.policy_version,
             nonce: &c.nonce,
             request: &c.request,
+            ap2_mandate: c.ap2_mandate.as_deref(),
+            ap2_transaction: c.ap2_transaction.as_deref(),
+            x402_payment: c.x402_payment.as_deref(),
             mode: self.mode,
             reason: self.reason.as_deref(),
             supersedes: self.supersedes.as_ref(),
@@ -300,6 +332,9 @@ mod tests {
     fn decision() -> Decision {
         Decision {
             claims: VerdictClaims {
+                ap2_mandate: None,
+                ap2_transaction: None,
+                x402_payment: None,
                 iss: "https://verdicts.example".into(),
                 jti: DecisionId::parse("dec_one").unwrap(),
                 iat: 1_795_000_000,
@@ -328,6 +363,17 @@ mod tests {
         }
     }
 
+    /// A decision bound to an AP2 mandate, its closed mandate and an x402 payment.
+    fn bound() -> Decision {
+        let mut d = decision();
+        d.claims = d.claims.with_bindings(mandate_core::claims::Bindings {
+            ap2_mandate: Some("open-digest".into()),
+            ap2_transaction: Some("tx-1".into()),
+            x402_payment: Some("x402-digest".into()),
+        });
+        d
+    }
+
     /// The spliced answer is exactly serde's, for a real token, with or without the review
     /// object, with or without the signed claims' JSON, with or without a mandate, a
     /// reason or a supersedes, and for strings that do need escaping (which take serde's
@@ -349,7 +395,16 @@ mod tests {
             expires_ms: 1_795_086_400_123,
             resolution: None,
         });
-        let decisions = [decision(), no_mandate, escaped, read];
+        let mut bound_no_mandate = bound();
+        bound_no_mandate.claims.mandate = None;
+        let decisions = [
+            decision(),
+            no_mandate,
+            escaped,
+            read,
+            bound(),
+            bound_no_mandate,
+        ];
         let review = Review::open(
             ReviewId::parse("rev_one").unwrap(),
             d.claims.jti.clone(),
@@ -421,7 +476,10 @@ mod tests {
         assert_eq!(typed.review_status, Some(ReviewStatus::Denied));
         let again = serde_json::to_string(&wire::to_value(&typed).unwrap()).unwrap();
         assert_eq!(again, text);
-        for d in [decision(), no_mandate, approval] {
+        let text = serde_json::to_string(&bound().to_json()).unwrap();
+        let typed: wire::Decision = serde_json::from_str(&text).unwrap();
+        assert_eq!(typed.x402_payment.as_deref(), Some("x402-digest"));
+        for d in [decision(), no_mandate, approval, bound()] {
             let json = serde_json::to_vec(&d.claims).unwrap();
             for review in [None, Some(&review)] {
                 for signed in [None, Some(json.as_slice())] {

@@ -23,6 +23,9 @@ fn decision(agent: &str, verdict: Verdict, n: usize, iat: i64) -> Decision {
     nonce[8] = 0x70;
     Decision {
         claims: VerdictClaims {
+            ap2_mandate: None,
+            ap2_transaction: None,
+            x402_payment: None,
             iss: "http://127.0.0.1".into(),
             jti: DecisionId::from_random(bytes),
             iat,

@@ -6,6 +6,8 @@
 mod engine {
     pub const POSTGRES: bool = false;
 }
+#[path = "../support/ap2.rs"]
+mod ap2_tokens;
 #[path = "../support/postgres.rs"]
 mod postgres;
 
@@ -14,6 +16,8 @@ mod process;
 
 mod admin_host;
 mod agents;
+mod ap2;
+mod ap2_issuers;
 mod api_key_binding;
 mod auth;
 mod authorizations;
@@ -41,8 +45,10 @@ mod metrics;
 mod remaining;
 mod reviews;
 mod stored_tokens;
+mod third_party;
 mod webhooks;
 mod wire;
+mod x402_bindings;
 
 mod crash;
 mod disk;

@@ -130,9 +130,11 @@ fn body<T: Serialize>(request: &T) -> serde_json::Value {
 fn authorize(amount: &str) -> wire::Authorize {
     wire::Authorize {
         amount: Amount::parse(amount).unwrap(),
+        ap2: None,
         category: Category::parse("software").unwrap(),
         currency: Currency::parse("USD").unwrap(),
         recipient: Recipient::parse("vendor:acme").unwrap(),
+        x402: None,
     }
 }
 
@@ -235,7 +237,11 @@ async fn agents_mandates_and_decisions_read_as_their_types_byte_for_byte() {
     assert!(shown.spent.is_some());
     let _: ListPage<wire::Mandate> = read(&app.get(&org, "/v1/mandates").await, 200);
     declared("MandateRequest", &[body(&full), body(&minimal)]);
-    declared("Mandate", &[value(&mandate), value(&second), value(&shown)]);
+    let imported = crate::ap2::imported_mandate(&app, "wireap2").await;
+    declared(
+        "Mandate",
+        &[value(&mandate), value(&second), value(&shown), imported],
+    );
 
     // An allow, a review (the answer carries the whole review), a denial without mandate.
     let ask = |key: &str, amount: &str| {
@@ -258,10 +264,51 @@ async fn agents_mandates_and_decisions_read_as_their_types_byte_for_byte() {
     let none = ask(&bare.agent_key, "1").await;
     assert_eq!(none.verdict, Verdict::DenyNoMandate);
     assert!(none.mandate.is_none());
-    declared("AuthorizationRequest", &[body(&authorize("1"))]);
+    // Bound to an x402 payment: the request's member, the answer's claim.
+    let pay_to = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
+    let bound_request = wire::Authorize {
+        recipient: Recipient::parse(&format!("vendor:{pay_to}")).unwrap(),
+        x402: Some(
+            serde_json::json!({"scheme": "exact", "network": "eip155:84532",
+            "amount": "1000000", "asset": "0x036CbD53842c5426634e7929541eC2318f3dCF7e",
+            "payTo": pay_to}),
+        ),
+        ..authorize("1")
+    };
+    let bound = answer(
+        &app.post(&buyer.agent_key, "/v1/authorizations", body(&bound_request))
+            .await,
+    );
+    assert!(bound.x402_payment.is_some());
+    // The AP2 claims as the type writes them (a verdict made under an AP2 mandate).
+    let ap2 = wire::DecisionAnswer {
+        ap2_mandate: Some("open-digest".into()),
+        ap2_transaction: Some("txn_1".into()),
+        ..bound.clone()
+    };
+    let presenting = wire::Authorize {
+        ap2: Some(wire::Ap2Presentation {
+            closed_mandate: "<open>~~<closed>".into(),
+        }),
+        ..authorize("1")
+    };
+    declared(
+        "AuthorizationRequest",
+        &[
+            body(&authorize("1")),
+            body(&bound_request),
+            body(&presenting),
+        ],
+    );
     declared(
         "SignedDecision",
-        &[value(&allow), value(&review), value(&none)],
+        &[
+            value(&allow),
+            value(&review),
+            value(&none),
+            value(&bound),
+            value(&ap2),
+        ],
     );
 
     let mut stored = Vec::new();
@@ -296,6 +343,15 @@ async fn agents_mandates_and_decisions_read_as_their_types_byte_for_byte() {
     let original: wire::Decision = read(&app.get(&org, &path_original).await, 200);
     assert_eq!(original.review_resolution.as_ref(), Some(&approved.id));
     stored.push(value(&original));
+    let path_bound = format!("/v1/decisions/{}", bound.id);
+    let bound_read: wire::Decision = read(&app.get(&org, &path_bound).await, 200);
+    assert_eq!(bound_read.x402_payment, bound.x402_payment);
+    stored.push(value(&bound_read));
+    stored.push(value(&wire::Decision {
+        ap2_mandate: Some("open-digest".into()),
+        ap2_transaction: Some("txn_1".into()),
+        ..bound_read.clone()
+    }));
     declared("Decision", &stored);
 
     // Denying answers the review, with and without a reason.

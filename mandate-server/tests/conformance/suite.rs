@@ -237,6 +237,7 @@ impl Deciding {
                     request,
                     slot: None,
                     credential,
+                    bindings: Default::default(),
                 },
                 |_| Ok(record.take()),
             )

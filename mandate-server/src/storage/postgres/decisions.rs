@@ -12,7 +12,9 @@ use tokio_postgres::types::ToSql;
 
 use super::Result;
 use crate::model::Env;
-use crate::model::decision::{Decision, ReviewState, TokenSignature};
+use crate::model::decision::{
+    Decision, ReviewState, TokenSignature, bindings_column, with_bindings_column,
+};
 use crate::storage::StorageError;
 use crate::storage::decisions::Filters;
 
@@ -20,7 +22,8 @@ use crate::storage::decisions::Filters;
 /// each insert supplies it its own way).
 pub(crate) const INSERT_COLUMNS: &str = "id, org_id, env, agent_id, mandate_id, verdict,
     policy_verdict, reason, mode, amount, currency, recipient, category, nonce, policy_version,
-    iss, iat, exp, created_ms, supersedes, review_id, is_request, signing_kid, signature";
+    iss, iat, exp, created_ms, supersedes, review_id, is_request, signing_kid, signature,
+    bindings";
 
 /// A decision's values for an insert, owned, moved into a [`Batch`].
 pub(crate) struct Params {
@@ -48,6 +51,7 @@ pub(crate) struct Params {
     is_request: bool,
     signing_kid: Option<String>,
     signature: Option<Vec<u8>>,
+    bindings: Option<String>,
 }
 
 impl Params {
@@ -79,6 +83,7 @@ impl Params {
             is_request: d.is_request,
             signing_kid: d.signature.as_ref().map(|s| s.kid.clone()),
             signature: d.signature.as_ref().map(|s| s.bytes.clone()),
+            bindings: bindings_column(c),
         }
     }
 }
@@ -135,6 +140,7 @@ pub(crate) struct Batch {
     is_request: Vec<bool>,
     signing_kid: Vec<Option<String>>,
     signature: Vec<Option<Vec<u8>>>,
+    bindings: Vec<Option<String>>,
     agent_seq: Vec<i64>,
 }
 
@@ -165,6 +171,7 @@ impl Batch {
         self.is_request.push(p.is_request);
         self.signing_kid.push(p.signing_kid);
         self.signature.push(p.signature);
+        self.bindings.push(p.bindings);
         self.agent_seq.push(agent_seq);
     }
 
@@ -175,7 +182,7 @@ impl Batch {
 
     /// The statement's values: the count, then the columns in [`INSERT_COLUMNS`]' order
     /// and `agent_seq`.
-    pub(crate) fn values<'a>(&'a self, count: &'a i64) -> [&'a (dyn ToSql + Sync); 26] {
+    pub(crate) fn values<'a>(&'a self, count: &'a i64) -> [&'a (dyn ToSql + Sync); 27] {
         [
             count,
             &self.id,
@@ -202,6 +209,7 @@ impl Batch {
             &self.is_request,
             &self.signing_kid,
             &self.signature,
+            &self.bindings,
             &self.agent_seq,
         ]
     }
@@ -210,10 +218,10 @@ impl Batch {
 /// The statement that inserts a [`Batch`] ($1 decisions, then one array a column) with
 /// the next $1 seqs of the log, in the batch's order.
 pub(crate) static INSERT_BATCH: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-    let arrays: Vec<String> = (2..=26)
+    let arrays: Vec<String> = (2..=27)
         .map(|n| {
             let cast = match n {
-                18..=20 | 26 => "BIGINT[]",
+                18..=20 | 27 => "BIGINT[]",
                 23 => "BOOLEAN[]",
                 25 => "BYTEA[]",
                 _ => "TEXT[]",
@@ -227,12 +235,13 @@ pub(crate) static INSERT_BATCH: std::sync::LazyLock<String> = std::sync::LazyLoc
          SELECT taken.value - $1 + u.n, u.id, u.org_id, u.env, u.agent_id, u.mandate_id,
             u.verdict, u.policy_verdict, u.reason, u.mode, u.amount, u.currency, u.recipient,
             u.category, u.nonce, u.policy_version, u.iss, u.iat, u.exp, u.created_ms,
-            u.supersedes, u.review_id, u.is_request, u.signing_kid, u.signature, u.agent_seq
+            u.supersedes, u.review_id, u.is_request, u.signing_kid, u.signature, u.bindings,
+            u.agent_seq
          FROM taken, unnest({}) WITH ORDINALITY
             AS u(id, org_id, env, agent_id, mandate_id, verdict, policy_verdict, reason, mode,
                  amount, currency, recipient, category, nonce, policy_version, iss, iat, exp,
                  created_ms, supersedes, review_id, is_request, signing_kid, signature,
-                 agent_seq, n)",
+                 bindings, agent_seq, n)",
         arrays.join(", ")
     )
 });
@@ -256,7 +265,7 @@ const COLUMNS: &str = "seq, id, agent_id, mandate_id, verdict, policy_verdict, r
          ELSE (SELECT expires_ms FROM reviews WHERE reviews.id = decisions.review_id) END,
     CASE WHEN review_id IS NULL THEN NULL
          ELSE (SELECT resolution FROM reviews WHERE reviews.id = decisions.review_id) END,
-    signing_kid, signature";
+    signing_kid, signature, bindings";
 
 fn verdict_from(text: &str) -> Result<Verdict> {
     Verdict::parse(text).ok_or_else(|| StorageError::Corrupt(format!("verdict {text:?}")))
@@ -270,6 +279,9 @@ fn decode(r: &Row) -> Result<(i64, Decision)> {
     let optional = |i: usize| -> Option<&str> { r.get(i) };
     let id = DecisionId::parse(text(1)).map_err(|_| bad("id"))?;
     let claims = VerdictClaims {
+        ap2_mandate: None,
+        ap2_transaction: None,
+        x402_payment: None,
         iss: r.get(14),
         jti: id,
         iat: r.get(15),
@@ -290,6 +302,7 @@ fn decode(r: &Row) -> Result<(i64, Decision)> {
             category: Category::parse(text(11)).map_err(|_| bad("category"))?,
         },
     };
+    let claims = with_bindings_column(claims, optional(26)).map_err(|_| bad("bindings"))?;
     Ok((
         r.get(0),
         Decision {

@@ -31,6 +31,14 @@ const MIGRATIONS: &[(i64, &str)] = &[
         include_str!("../../../migrations/postgres/0005_accepted_credentials.sql"),
     ),
     (
+        6,
+        include_str!("../../../migrations/postgres/0006_decision_bindings.sql"),
+    ),
+    (
+        7,
+        include_str!("../../../migrations/postgres/0007_ap2_issuers_and_sources.sql"),
+    ),
+    (
         8,
         include_str!("../../../migrations/postgres/0008_api_key_binding.sql"),
     ),

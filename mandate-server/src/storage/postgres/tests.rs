@@ -585,6 +585,9 @@ fn decision(id: &str, agent: &str) -> crate::model::decision::Decision {
     use mandate_core::policy::{Mode, Verdict};
     crate::model::decision::Decision {
         claims: VerdictClaims {
+            ap2_mandate: None,
+            ap2_transaction: None,
+            x402_payment: None,
             iss: "https://verdicts.test".into(),
             jti: DecisionId::parse(id).unwrap(),
             iat: 0,

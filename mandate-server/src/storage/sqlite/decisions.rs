@@ -10,7 +10,9 @@ use rusqlite::{Connection, OptionalExtension, ToSql, params};
 
 use super::{StorageError, verdict_from};
 use crate::model::Env;
-use crate::model::decision::{Decision, ReviewState, TokenSignature};
+use crate::model::decision::{
+    Decision, ReviewState, TokenSignature, bindings_column, with_bindings_column,
+};
 use crate::storage::decisions::Filters;
 
 pub use crate::storage::deciding::AgentHint;
@@ -34,11 +36,11 @@ pub fn insert_with(
         "INSERT INTO decisions (id, org_id, env, agent_id, mandate_id, verdict, policy_verdict,
             reason, mode, amount, currency, recipient, category, nonce, policy_version, iss,
             iat, exp, created_ms, supersedes, review_id, is_request, agent_seq, signing_kid,
-            signature)
+            signature, bindings)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
             ?18, ?19, ?20, ?21, ?22,
             COALESCE(?23, (SELECT seq FROM agents WHERE org_id = ?2 AND env = ?3 AND id = ?4)),
-            ?24, ?25)",
+            ?24, ?25, ?26)",
     )?;
     stmt.execute(params![
         c.jti.as_str(),
@@ -66,6 +68,7 @@ pub fn insert_with(
         hint.seq,
         d.signature.as_ref().map(|s| s.kid.as_str()),
         d.signature.as_ref().map(|s| s.bytes.as_slice()),
+        bindings_column(c),
     ])?;
     let month = month_index(d.created_ms);
     if hint.month_marked != Some(month) {
@@ -109,7 +112,7 @@ const COLUMNS: &str = "seq, id, agent_id, mandate_id, verdict, policy_verdict, r
          ELSE (SELECT expires_ms FROM reviews WHERE reviews.id = decisions.review_id) END,
     CASE WHEN review_id IS NULL THEN NULL
          ELSE (SELECT resolution FROM reviews WHERE reviews.id = decisions.review_id) END,
-    signing_kid, signature";
+    signing_kid, signature, bindings";
 
 /// One row of `decisions` as read by [`COLUMNS`], each column under its own name; decoded
 /// into a [`Decision`] by [`DecisionRow::decode`].
@@ -140,6 +143,7 @@ struct DecisionRow {
     review_resolution: Option<String>,
     signing_kid: Option<String>,
     signature: Option<Vec<u8>>,
+    bindings: Option<String>,
 }
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<DecisionRow> {
@@ -170,6 +174,7 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<DecisionRow> {
         review_resolution: r.get(23)?,
         signing_kid: r.get(24)?,
         signature: r.get(25)?,
+        bindings: r.get(26)?,
     })
 }
 
@@ -180,6 +185,9 @@ impl DecisionRow {
         let bad = |what: &str| StorageError::Corrupt(format!("decision column {what}"));
         let id = DecisionId::parse(&self.id).map_err(|_| bad("id"))?;
         let claims = VerdictClaims {
+            ap2_mandate: None,
+            ap2_transaction: None,
+            x402_payment: None,
             iss: self.iss,
             jti: id,
             iat: self.iat,
@@ -202,6 +210,8 @@ impl DecisionRow {
                 category: Category::parse(&self.category).map_err(|_| bad("category"))?,
             },
         };
+        let claims =
+            with_bindings_column(claims, self.bindings.as_deref()).map_err(|_| bad("bindings"))?;
         Ok((
             self.seq,
             Decision {

@@ -9,6 +9,9 @@ fn stored(agent: &AgentId, n: u8, created_ms: i64) -> Decision {
     use mandate_core::claims::{RequestClaims, VerdictClaims};
     Decision {
         claims: VerdictClaims {
+            ap2_mandate: None,
+            ap2_transaction: None,
+            x402_payment: None,
             iss: "http://127.0.0.1".into(),
             jti: DecisionId::from_random([n; 16]),
             iat: created_ms / 1000,

@@ -49,6 +49,14 @@ const MIGRATIONS: &[(i64, &str)] = &[
         include_str!("../../../migrations/sqlite/0011_accepted_credentials.sql"),
     ),
     (
+        12,
+        include_str!("../../../migrations/sqlite/0012_decision_bindings.sql"),
+    ),
+    (
+        13,
+        include_str!("../../../migrations/sqlite/0013_ap2_issuers_and_sources.sql"),
+    ),
+    (
         14,
         include_str!("../../../migrations/sqlite/0014_api_key_binding.sql"),
     ),

@@ -1,0 +1,204 @@
+//! Verdicts bound to an x402 payment (issue #36): `POST /v1/authorizations` with an `x402`
+//! member signs its digest as the `x402_payment` claim; every read of the decision (one,
+//! list, export) gives back the same token with the claim; approving a review keeps the
+//! binding; an x402 member that is malformed or not the request's payment is a 400 naming
+//! the member. Runs on both engines (tests/api and tests/api_postgres).
+
+use mandate_core::jws::{VerifyOptions, verify_verdict};
+use mandate_core::x402::PaymentRequirements;
+use serde_json::{Value, json};
+
+use crate::helpers::{TestApp, spawn_app};
+
+const PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
+
+/// The spec's example requirements (x402-specification-v2.md 5.1.1), 20 USDC.
+fn requirements() -> Value {
+    json!({
+        "scheme": "exact",
+        "network": "eip155:84532",
+        "amount": "20000000",
+        "asset": "0x036CbD53842c5426634e7929541eC2318f3dCF7e",
+        "payTo": PAY_TO,
+        "maxTimeoutSeconds": 60,
+        "extra": {"name": "USDC", "version": "2"}
+    })
+}
+
+fn body(amount: &str, x402: &Value) -> String {
+    format!(
+        r#"{{"amount": {amount}, "currency": "USD", "recipient": "vendor:{PAY_TO}", "category": "software", "x402": {x402}}}"#
+    )
+}
+
+fn digest(x402: &Value) -> String {
+    PaymentRequirements::from_json(x402, "x402")
+        .unwrap()
+        .digest()
+}
+
+async fn reads(app: &TestApp, key: &str, id: &str) -> Vec<Value> {
+    let one = app.get(key, &format!("/v1/decisions/{id}")).await;
+    assert_eq!(one.status, 200, "{}", one.text);
+    let list = app.get(key, "/v1/decisions?limit=100").await;
+    let listed = list.body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["id"] == id)
+        .cloned()
+        .unwrap();
+    let export = app.get(key, "/v1/exports/decisions").await;
+    let exported = export
+        .text
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .find(|d| d["id"] == id)
+        .unwrap();
+    vec![one.body, listed, exported]
+}
+
+fn options(app: &TestApp) -> VerifyOptions {
+    VerifyOptions {
+        issuer: app.issuer(),
+        now: app.clock_now().unix_timestamp(),
+        leeway_secs: 0,
+    }
+}
+
+#[tokio::test]
+async fn a_bound_verdict_carries_the_payment_digest_and_reads_back_byte_for_byte() {
+    let app = spawn_app().await;
+    let org = app.org.sandbox.clone();
+    let agent = app.standard_agent(&org, "buyer").await;
+    let expected = digest(&requirements());
+    let answer = app
+        .post_text(
+            &agent,
+            "/v1/authorizations",
+            &body("20.00", &requirements()),
+        )
+        .await;
+    assert_eq!(answer.status, 201, "{}", answer.text);
+    assert_eq!(answer.body["verdict"], "allow", "{}", answer.text);
+    assert_eq!(answer.body["x402_payment"], expected.as_str());
+    assert!(answer.body.get("ap2_mandate").is_none(), "{}", answer.text);
+    let token = answer.body["verdict_token"].as_str().unwrap();
+    let claims = verify_verdict(token, &app.jwks().await, &options(&app)).unwrap();
+    assert_eq!(claims.x402_payment.as_deref(), Some(expected.as_str()));
+    assert_eq!(claims.ap2_mandate, None);
+    let id = answer.body["id"].as_str().unwrap();
+    for key in [&org, &agent] {
+        for read in reads(&app, key, id).await {
+            assert_eq!(read["verdict_token"], token, "{read}");
+            assert_eq!(read["x402_payment"], expected.as_str(), "{read}");
+        }
+    }
+    // The client's PaymentPayload names the same payment: the same digest.
+    let payload = json!({"x402Version": 2, "accepted": requirements(),
+                         "payload": {"signature": "0x2d6a"}, "extensions": {}});
+    let again = app
+        .post_text(&agent, "/v1/authorizations", &body("20", &payload))
+        .await;
+    assert_eq!(again.status, 201, "{}", again.text);
+    assert_eq!(again.body["x402_payment"], expected.as_str());
+    // A request without x402 is bound to nothing: no claim, on the answer or a read.
+    let plain = app.authorize(&agent, "10", "software").await;
+    assert!(plain.body.get("x402_payment").is_none(), "{}", plain.text);
+    let id = plain.body["id"].as_str().unwrap();
+    for read in reads(&app, &agent, id).await {
+        assert!(read.get("x402_payment").is_none(), "{read}");
+        assert_eq!(read["verdict_token"], plain.body["verdict_token"]);
+    }
+}
+
+#[tokio::test]
+async fn approving_a_review_keeps_the_payment_binding() {
+    let app = spawn_app().await;
+    let org = app.org.sandbox.clone();
+    let agent = app.standard_agent(&org, "buyer").await;
+    let mut x402 = requirements();
+    x402["amount"] = json!("75250000");
+    let asked = app
+        .post_text(&agent, "/v1/authorizations", &body("75.25", &x402))
+        .await;
+    assert_eq!(asked.body["verdict"], "review", "{}", asked.text);
+    let review = asked.body["review"]["id"].as_str().unwrap();
+    let approved = app
+        .post_empty(&org, &format!("/v1/reviews/{review}/approve"))
+        .await;
+    assert_eq!(approved.status, 201, "{}", approved.text);
+    assert_eq!(approved.body["verdict"], "allow");
+    assert_eq!(approved.body["x402_payment"], digest(&x402).as_str());
+    let token = approved.body["verdict_token"].as_str().unwrap();
+    let claims = verify_verdict(token, &app.jwks().await, &options(&app)).unwrap();
+    assert_eq!(claims.x402_payment, Some(digest(&x402)));
+    let fresh = approved.body["id"].as_str().unwrap();
+    for read in reads(&app, &agent, fresh).await {
+        assert_eq!(read["verdict_token"], token, "{read}");
+    }
+}
+
+#[tokio::test]
+async fn an_x402_member_that_is_malformed_or_another_payment_is_refused_naming_it() {
+    let app = spawn_app().await;
+    let org = app.org.sandbox.clone();
+    let agent = app.standard_agent(&org, "buyer").await;
+    let with = |key: &str, value: Value| {
+        let mut x402 = requirements();
+        x402[key] = value;
+        x402
+    };
+    let cases = [
+        (json!("exact"), "x402 must be"),
+        (
+            json!({"accepts": [requirements()]}),
+            "x402 is a PaymentRequired",
+        ),
+        (with("amount", json!("20.5")), "x402.amount must be"),
+        (
+            with("amount", json!(20000000)),
+            "x402.amount must be a string",
+        ),
+        (
+            with("payTo", json!("0x1111111111111111111111111111111111111111")),
+            "x402.payTo does not match the request",
+        ),
+        (
+            with("asset", json!("EUR")),
+            "x402.asset does not match the request",
+        ),
+        (
+            json!({"x402Version": 2, "accepted": with("payTo", json!("other"))}),
+            "x402.accepted.payTo does not match",
+        ),
+        (
+            json!({"x402Version": 1, "accepted": requirements()}),
+            "x402.x402Version must be 2",
+        ),
+    ];
+    for (x402, message) in cases {
+        let r = app
+            .post_text(&agent, "/v1/authorizations", &body("20", &x402))
+            .await;
+        r.assert_error(400, "invalid_request");
+        let got = r.body["error"]["message"].as_str().unwrap();
+        assert!(got.starts_with(message), "{got} for {x402}");
+    }
+    // The request's own fields are still checked first-hand with an x402 member.
+    let r = app
+        .post_text(
+            &agent,
+            "/v1/authorizations",
+            &format!(
+                r#"{{"amount": 20, "currency": "USD", "category": "software", "x402": {}}}"#,
+                requirements()
+            ),
+        )
+        .await;
+    r.assert_error(400, "invalid_request");
+    assert!(r.text.contains("recipient is required"), "{}", r.text);
+    // Nothing was decided.
+    let list = app.get(&agent, "/v1/decisions").await;
+    assert_eq!(list.body["data"], json!([]), "{}", list.text);
+}
