@@ -183,7 +183,7 @@ async fn onboard(process: &Process, agents: &[&str]) {
         id: ORG.into(),
         name: "acme".into(),
         policy_prefix: "pol_2026-11-22.".into(),
-        keys: vec![([1; 32], Env::Sandbox)],
+        keys: vec![([1; 32], Env::Sandbox, None)],
         now_ms: ms(NOW),
     };
     process.store.create_org(&org).unwrap().unwrap();
@@ -197,6 +197,7 @@ async fn onboard(process: &Process, agents: &[&str]) {
                 Env::Sandbox,
                 &AgentId::parse(agent).unwrap(),
                 key,
+                None,
                 ms(NOW),
             )
             .await

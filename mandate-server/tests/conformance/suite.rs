@@ -94,6 +94,7 @@ macro_rules! conformance {
             the_store_is_ready_and_counts_its_processes,
             signing_keys_rotate_and_their_secrets_change_only_as_read,
             org_keys_and_policy_versions_change_what_callers_carry,
+            api_key_bindings_are_stored_as_given_and_replaced_only_as_read,
         );
     };
     (@tests $fresh:path; $($name:ident),* $(,)?) => {
@@ -118,7 +119,7 @@ async fn onboard(store: &dyn Store) -> String {
             id: ORG.into(),
             name: "acme".into(),
             policy_prefix: "pol_2026-11-22.".into(),
-            keys: vec![(ORG_KEY, Env::Sandbox), (LIVE_KEY, Env::Live)],
+            keys: vec![(ORG_KEY, Env::Sandbox, None), (LIVE_KEY, Env::Live, None)],
             now_ms: ms(NOW),
         })
         .unwrap()
@@ -131,7 +132,7 @@ fn agent_id(name: &str) -> AgentId {
 
 async fn agent(store: &dyn Store, name: &str, key: u8) {
     store
-        .create_agent(ORG, Env::Sandbox, &agent_id(name), [key; 32], ms(NOW))
+        .create_agent(ORG, Env::Sandbox, &agent_id(name), [key; 32], None, ms(NOW))
         .await
         .unwrap()
         .expect("a fresh agent name");
