@@ -109,13 +109,19 @@ REFUSALS = {
     ("POST", "/v1/escrows/{id}/release"): _ESCROW_STATE,
     ("POST", "/v1/escrows/{id}/refund"): _ESCROW_STATE,
     ("POST", "/v1/escrows/{id}/dispute"): _ESCROW_STATE,
+    # Also an AP2 open mandate that is no signed SD-JWT of a trusted issuer
+    # (docs/protocols.md).
     ("POST", "/v1/mandates"): re.compile(
         r"^(not_before must be on or before expires \(\d{4}-\d{2}-\d{2}\)"
-        r"|limits\.min_per_transaction must be <= limits\.per_transaction \(\S+\))$"
+        r"|limits\.min_per_transaction must be <= limits\.per_transaction \(\S+\)"
+        r"|ap2\.open_mandate: .+)$"
     ),
-    # An x402 payment whose payTo is not the recipient's name or whose fiat asset is not the
-    # currency: a rule across fields (docs/protocols.md).
-    ("POST", "/v1/authorizations"): re.compile(r"^x402(\.accepted)?\.(payTo|asset) does not match the request: "),
+    # An AP2 closed mandate that does not verify or names another payment, or an x402
+    # payment whose payTo is not the recipient's name or whose fiat asset is not the
+    # currency: rules across fields (docs/protocols.md).
+    ("POST", "/v1/authorizations"): re.compile(
+        r"^(ap2\.closed_mandate[: ]|x402(\.accepted)?\.(payTo|asset) does not match the request: )"
+    ),
     ("DELETE", "/v1/mandates/{id}"): re.compile(r"^DELETE is not supported on /v1/mandates/\{id\}; "),
 }
 

@@ -222,6 +222,12 @@ enum Command {
         #[arg(long)]
         org: String,
     },
+    /// The AP2 issuer keys an organization trusts to sign the open payment mandates it
+    /// imports (POST /v1/mandates with `ap2`): add, list, remove.
+    Ap2Issuer {
+        #[command(subcommand)]
+        action: Ap2IssuerAction,
+    },
     /// Rotate an environment's signing key; the old key stays published until its tokens expire.
     RotateSigningKey {
         #[command(flatten)]
@@ -329,6 +335,73 @@ async fn open_with_keys(db: &DbArg) -> Result<(Arc<dyn Store>, KeyEncryption), S
 /// The store of an operator command that does not touch signing keys.
 async fn open(db: &DbArg) -> Result<Arc<dyn Store>, String> {
     open_with_keys(db).await.map(|(store, _)| store)
+}
+
+/// The `ap2-issuer` subcommands.
+#[derive(Subcommand)]
+enum Ap2IssuerAction {
+    /// Trust a key: a file holding its public JWK (EC P-256; its kid names it) or a PEM
+    /// PUBLIC KEY of P-256 (with --kid).
+    Add {
+        #[command(flatten)]
+        db: DbArg,
+        /// The organization's name.
+        #[arg(long)]
+        org: String,
+        /// The key file (JWK JSON or PEM).
+        #[arg(long, value_name = "PATH")]
+        key: PathBuf,
+        /// The key's id (the `kid` its SD-JWTs name); required for a PEM.
+        #[arg(long)]
+        kid: Option<String>,
+    },
+    /// List the keys an organization trusts.
+    List {
+        #[command(flatten)]
+        db: DbArg,
+        /// The organization's name.
+        #[arg(long)]
+        org: String,
+    },
+    /// Stop trusting a key (mandates imported under it stay as they are).
+    Remove {
+        #[command(flatten)]
+        db: DbArg,
+        /// The organization's name.
+        #[arg(long)]
+        org: String,
+        /// The key's id.
+        #[arg(long)]
+        kid: String,
+    },
+}
+
+async fn ap2_issuer(action: Ap2IssuerAction, now: time::OffsetDateTime) -> Result<(), String> {
+    match action {
+        Ap2IssuerAction::Add { db, org, key, kid } => {
+            let text = std::fs::read_to_string(&key)
+                .map_err(|e| format!("reading {}: {e}", key.display()))?;
+            let jwk =
+                operator::read_issuer_key(&text, kid.as_deref()).map_err(|e| e.to_string())?;
+            let store = open(&db).await?;
+            operator::add_ap2_issuer(ops(&store), &org, &jwk, now).map_err(|e| e.to_string())?;
+            println!("organization {org} trusts AP2 issuer key {}", jwk.kid());
+        }
+        Ap2IssuerAction::List { db, org } => {
+            let store = open(&db).await?;
+            for issuer in
+                operator::list_ap2_issuers(ops(&store), &org).map_err(|e| e.to_string())?
+            {
+                println!("{}  {}", issuer.kid, issuer.jwk);
+            }
+        }
+        Ap2IssuerAction::Remove { db, org, kid } => {
+            let store = open(&db).await?;
+            operator::remove_ap2_issuer(ops(&store), &org, &kid).map_err(|e| e.to_string())?;
+            println!("organization {org} no longer trusts AP2 issuer key {kid}");
+        }
+    }
+    Ok(())
 }
 
 /// The store as operator commands see it.
@@ -583,6 +656,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             }
             Ok(())
         }
+        Command::Ap2Issuer { action } => ap2_issuer(action, clock.now()).await,
         Command::RotateSigningKey { db, env } => {
             let (store, keys) = open_with_keys(&db).await?;
             let kid = operator::rotate_signing_key(ops(&store), &keys, env.into(), clock.now())

@@ -1,8 +1,11 @@
-//! Operator commands: onboarding, keys, rates, signing-key rotation, policy versions.
+//! Operator commands: onboarding, keys, rates, signing-key rotation, policy versions,
+//! the AP2 issuer keys an organization trusts.
 //! They act on the database file directly; a running server picks the changes up. Those
 //! that create or read signing keys take the operator's key-encryption keys.
 
+use base64::Engine as _;
 use mandate_core::id::base32;
+use mandate_core::jwk::Jwk;
 use time::OffsetDateTime;
 
 use crate::clock::{fill_random, ms};
@@ -10,6 +13,7 @@ use crate::model::{Env, KeyClass};
 use crate::signing;
 use crate::signing::at_rest::{self, AtRestError, KeyEncryption, Prepared};
 use crate::storage::admin::{AdminStore, NewOrg};
+use crate::storage::ap2::Ap2Issuer;
 use crate::storage::{StorageError, keys};
 
 /// An operator command failed.
@@ -33,6 +37,27 @@ pub enum OperatorError {
     /// A signing key could not be opened or sealed with the key-encryption keys given.
     #[error(transparent)]
     Keys(#[from] AtRestError),
+    /// An AP2 issuer key file that is not one EC P-256 public key (JWK or PEM).
+    #[error("{0}")]
+    BadIssuerKey(String),
+    /// The organization trusts an AP2 issuer key with this kid already.
+    #[error(
+        "organization {org} already trusts an AP2 issuer key with kid {kid}; remove it first to replace it"
+    )]
+    IssuerExists {
+        /// The organization's name.
+        org: String,
+        /// The kid.
+        kid: String,
+    },
+    /// The organization trusts no AP2 issuer key with this kid.
+    #[error("organization {org} trusts no AP2 issuer key with kid {kid}")]
+    NoIssuer {
+        /// The organization's name.
+        org: String,
+        /// The kid.
+        kid: String,
+    },
     /// Storage failed.
     #[error(transparent)]
     Storage(#[from] StorageError),
@@ -215,4 +240,105 @@ pub fn set_policy_version(
 pub fn list_keys(store: &dyn AdminStore, org: &str) -> Result<Vec<keys::KeyInfo>, OperatorError> {
     let org_id = org_id(store, org)?;
     Ok(store.list_keys(&org_id)?)
+}
+
+/// The DER prefix of a P-256 public key's SubjectPublicKeyInfo (id-ecPublicKey,
+/// prime256v1, a 66-byte bit string); the 65 bytes of the uncompressed point follow.
+const P256_SPKI_PREFIX: [u8; 26] = [
+    0x30, 0x59, 0x30, 0x13, 0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01, 0x06, 0x08, 0x2a,
+    0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07, 0x03, 0x42, 0x00,
+];
+
+/// Reads an AP2 issuer's public key from a file's text: a JWK (EC, P-256, ES256 if `alg`
+/// is given, no private `d`; its `kid`, or `kid` if given, which must then be the same),
+/// or a PEM `PUBLIC KEY` of P-256 (then `kid` is required). Returns the key as a JWK.
+pub fn read_issuer_key(text: &str, kid: Option<&str>) -> Result<Jwk, OperatorError> {
+    let bad = |what: String| OperatorError::BadIssuerKey(what);
+    let trimmed = text.trim();
+    if let Some(body) = trimmed.strip_prefix("-----BEGIN PUBLIC KEY-----") {
+        let body = body
+            .strip_suffix("-----END PUBLIC KEY-----")
+            .ok_or_else(|| bad("the PEM has no -----END PUBLIC KEY----- line".into()))?;
+        let b64: String = body.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+        let der = base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .map_err(|e| bad(format!("the PEM's base64 is invalid: {e}")))?;
+        let point = der
+            .strip_prefix(&P256_SPKI_PREFIX[..])
+            .filter(|p| p.len() == 65)
+            .ok_or_else(|| {
+                bad("the PEM is not an EC P-256 public key (ES256 is the only algorithm AP2 issuers are trusted with)".into())
+            })?;
+        let key = p256::ecdsa::VerifyingKey::from_sec1_bytes(point)
+            .map_err(|_| bad("the PEM's point is not on P-256".into()))?;
+        let kid = kid.ok_or_else(|| bad("a PEM key carries no kid: give --kid".into()))?;
+        if kid.is_empty() {
+            return Err(bad("--kid must not be empty".into()));
+        }
+        return Ok(Jwk::from_verifying_key(kid, &key));
+    }
+    let mut value: serde_json::Value = serde_json::from_str(trimmed).map_err(|e| {
+        bad(format!(
+            "the file is neither a PEM PUBLIC KEY nor a JSON JWK: {e}"
+        ))
+    })?;
+    if let (Some(given), Some(object)) = (kid, value.as_object_mut()) {
+        match object.get("kid").and_then(|k| k.as_str()) {
+            Some(own) if own != given => {
+                return Err(bad(format!(
+                    "the JWK's kid is {own:?} and --kid says {given:?}: leave out --kid or make them equal"
+                )));
+            }
+            _ => {
+                object.insert("kid".into(), given.into());
+            }
+        }
+    }
+    Jwk::from_value(&value).map_err(|e| bad(format!("the JWK is refused: {e}")))
+}
+
+/// Trusts `key` to sign the AP2 open payment mandates the organization imports.
+pub fn add_ap2_issuer(
+    store: &dyn AdminStore,
+    org: &str,
+    key: &Jwk,
+    now: OffsetDateTime,
+) -> Result<(), OperatorError> {
+    let org_id = org_id(store, org)?;
+    let jwk = serde_json::to_string(key)
+        .map_err(|e| OperatorError::BadIssuerKey(format!("the JWK cannot be written: {e}")))?;
+    if store.add_ap2_issuer(&org_id, key.kid(), &jwk, ms(now))? {
+        Ok(())
+    } else {
+        Err(OperatorError::IssuerExists {
+            org: org.to_owned(),
+            kid: key.kid().to_owned(),
+        })
+    }
+}
+
+/// The AP2 issuer keys the organization trusts, oldest first.
+pub fn list_ap2_issuers(
+    store: &dyn AdminStore,
+    org: &str,
+) -> Result<Vec<Ap2Issuer>, OperatorError> {
+    let org_id = org_id(store, org)?;
+    Ok(store.list_ap2_issuers(&org_id)?)
+}
+
+/// Stops trusting an AP2 issuer key. Mandates imported under it stay as they are.
+pub fn remove_ap2_issuer(
+    store: &dyn AdminStore,
+    org: &str,
+    kid: &str,
+) -> Result<(), OperatorError> {
+    let org_id = org_id(store, org)?;
+    if store.remove_ap2_issuer(&org_id, kid)? {
+        Ok(())
+    } else {
+        Err(OperatorError::NoIssuer {
+            org: org.to_owned(),
+            kid: kid.to_owned(),
+        })
+    }
 }

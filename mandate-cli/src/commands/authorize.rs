@@ -108,6 +108,7 @@ pub fn exit_for(verdict: Verdict) -> Exit {
 pub fn run(args: AuthorizeArgs, ctx: &Context) -> CmdResult {
     let body = request_body(&Authorize {
         amount: args.amount,
+        ap2: None,
         category: args.category,
         currency: args.currency,
         recipient: args.recipient,

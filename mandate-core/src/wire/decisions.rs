@@ -180,11 +180,22 @@ impl OpenedReview {
     }
 }
 
+/// The `ap2` member of `POST /v1/authorizations`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ap2Presentation {
+    /// `<open-sd-jwt>~~<closed>` as AP2's SDK presents it, or the closed hop alone.
+    pub closed_mandate: String,
+}
+
 /// The body of `POST /v1/authorizations` (the agent is the key's).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Authorize {
     /// The amount, exact.
     pub amount: Amount,
+    /// The agent's AP2 closed payment mandate for exactly this payment, if it presents one
+    /// (docs/protocols.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ap2: Option<Ap2Presentation>,
     /// The spending category.
     pub category: Category,
     /// The currency of the amount.

@@ -47,12 +47,37 @@ pub struct Mandate {
     /// Amounts above this get `review`, if given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub review_above: Option<Amount>,
+    /// Where its terms came from, on a mandate imported from an AP2 open payment mandate
+    /// (absent on one written as plain terms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<MandateSource>,
     /// What its allows add up to this UTC day, ISO week and calendar month, in
     /// `limits.currency`: on `GET /v1/mandates/{id}` only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spent: Option<Spent>,
     /// `active`, `revoked`, `superseded` or `expired`, as of the answer.
     pub status: MandateStatus,
+}
+
+/// The AP2 open payment mandate a mandate was imported from (docs/protocols.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MandateSource {
+    /// `payment.allowed_payment_instruments`'s list, as given, if the open mandate has it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_payment_instruments: Option<Vec<Value>>,
+    /// `payment.allowed_pisps`'s list, as given, if the open mandate has it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_pisps: Option<Vec<Value>>,
+    /// Its digest (base64url SHA-256 of its issuer JWT): the verdicts' `ap2_mandate`.
+    pub digest: String,
+    /// The SD-JWT as imported.
+    pub open_mandate: String,
+    /// `payment.reference`'s `conditional_transaction_id`, if the open mandate has it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payment_reference: Option<String>,
+    /// `ap2`.
+    #[serde(rename = "type")]
+    pub kind: String,
 }
 
 /// A mandate's spend to date, as the engine counts it against `per_day`, `per_week` and
@@ -136,6 +161,7 @@ impl crate::mandate::Mandate {
             principal: terms.principal.clone(),
             recipients: terms.recipients.clone(),
             review_above: terms.review_above,
+            source: None,
             spent: None,
             remaining: None,
             status: self.status_at(now),

@@ -10,6 +10,7 @@ use time::OffsetDateTime;
 
 use super::agents::AgentStates;
 use crate::model::Env;
+use crate::storage::ap2::Ap2Source;
 use crate::storage::mandates::Revocation;
 use crate::storage::{StorageError, Store};
 
@@ -23,12 +24,28 @@ pub async fn put(
     mandate: &Mandate,
     now: OffsetDateTime,
 ) -> Result<(), StorageError> {
+    put_from(store, agents, org, env, mandate, None, now).await
+}
+
+/// [`put`], with the AP2 open mandate it was imported from, stored with it.
+pub async fn put_from(
+    store: &dyn Store,
+    agents: &AgentStates,
+    org: &Arc<str>,
+    env: Env,
+    mandate: &Mandate,
+    source: Option<&Ap2Source>,
+    now: OffsetDateTime,
+) -> Result<(), StorageError> {
     let mut slot = agents
         .lock(store, org, env, &mandate.terms.agent, now)
         .await?;
     // Taken out while the write runs: if it fails, the next request rebuilds the state.
     let taken = slot.take();
-    store.insert_mandate(org, env, mandate).await?;
+    match source {
+        Some(source) => store.insert_ap2_mandate(org, env, mandate, source).await?,
+        None => store.insert_mandate(org, env, mandate).await?,
+    }
     if let Some(mut state) = taken {
         state.mandate = Some(mandate.clone());
         state.history.spend = SpendToDate::default();

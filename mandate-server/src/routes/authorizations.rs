@@ -12,6 +12,7 @@ use mandate_core::id::AgentId;
 use mandate_core::policy::AuthorizationRequest;
 use mandate_core::x402::{Inconsistency, PaymentRequirements};
 
+use super::ap2;
 use crate::decision::service::{DecisionError, Input};
 use crate::http::auth::AgentSlotHandle;
 use crate::http::body::JsonBytes;
@@ -35,8 +36,32 @@ async fn authorize(
     // The key class is checked before the body: a wrong key gets 403 whatever it sent.
     let agent = caller.require_agent()?.clone();
     let JsonBytes(body) = body?;
-    let (request, bindings) = read_body(agent, &body)?;
-    let (now, mode) = (state.now(), state.mode(&caller.org_id, caller.env).await?);
+    let now = state.now();
+    // With `ap2`: the agent's AP2 closed payment mandate for exactly this payment
+    // (routes/ap2.rs), a single-use credential; the rest of the body is read as without.
+    let (request, mut bindings, presentation) = match ap2::split_authorization(&body)? {
+        Some((plain, presentation)) => {
+            let plain = serde_json::to_vec(&plain)
+                .map_err(|e| ApiError::Server(format!("re-encoding the request: {e}")))?;
+            let (request, bindings) = read_body(agent.clone(), &plain)?;
+            (request, bindings, Some(presentation))
+        }
+        None => {
+            let (request, bindings) = read_body(agent.clone(), &body)?;
+            (request, bindings, None)
+        }
+    };
+    let credential = match presentation {
+        Some(presentation) => {
+            let presented =
+                ap2::closed_mandate(&state, &caller, &agent, &request, &presentation, now).await?;
+            bindings.ap2_mandate = Some(presented.open_digest);
+            bindings.ap2_transaction = Some(presented.transaction_id);
+            Some(presented.credential)
+        }
+        None => None,
+    };
+    let mode = state.mode(&caller.org_id, caller.env).await?;
     let slot = slot.map(|Extension(AgentSlotHandle(slot))| slot);
     // The answer is sealed for its idempotency record before it is stored (again if the
     // decision is made again on fresh state).
@@ -53,7 +78,7 @@ async fn authorize(
             Input::Request {
                 request,
                 slot,
-                credential: None,
+                credential,
                 bindings,
             },
             seal,

@@ -17,9 +17,10 @@ use mandate_core::mandate::{Mandate, MandateDraft, MandateStatus, format_date};
 use mandate_core::budget::remaining;
 use mandate_core::history::SpendToDate;
 use mandate_core::wire::Spent;
+use serde_json::Value;
 use time::OffsetDateTime;
 
-use super::{created, ok, wire_json};
+use super::{ap2, created, ok, wire_json};
 use crate::clock::{from_ms, ms, random16};
 use crate::decision::agents::spend_since;
 use crate::decision::mandates;
@@ -47,8 +48,13 @@ async fn create(
     // The key class is checked before the body: a wrong key gets 403 whatever it sent.
     caller.require_org()?;
     let JsonBody(body) = body?;
-    let terms = MandateDraft::from_json(&body)?;
     let now = state.now();
+    // An AP2 open mandate in place of the plain terms (routes/ap2.rs).
+    let (body, source) = match ap2::import(&state, &caller, &body, now).await? {
+        Some((terms, source)) => (terms, Some(source)),
+        None => (body, None),
+    };
+    let terms = MandateDraft::from_json(&body)?;
     terms.check_not_expired_at(now)?;
     let agent = terms.agent.clone();
     let mandate = Mandate {
@@ -70,16 +76,21 @@ async fn create(
             "no agent with id {agent}; register it with POST /v1/agents first"
         )));
     }
-    mandates::put(
+    mandates::put_from(
         state.store.as_ref(),
         &state.agents,
         &caller.org_id,
         caller.env,
         &mandate,
+        source.as_ref(),
         now,
     )
     .await?;
-    Ok(created(mandate.to_json(now)))
+    let mut shown = mandate.to_json(now);
+    if let (Some(source), Value::Object(object)) = (&source, &mut shown) {
+        object.insert("source".into(), ap2::source_json(source)?);
+    }
+    Ok(created(shown))
 }
 
 async fn index(
@@ -112,9 +123,18 @@ async fn index(
             params.limit + 1,
         )
         .await?;
+    let mut rows: Vec<(i64, MandateId, Value)> = rows
+        .into_iter()
+        .map(|(seq, m)| (seq, m.id.clone(), m.to_json(now)))
+        .collect();
+    let mut shown: Vec<(MandateId, &mut Value)> = rows
+        .iter_mut()
+        .map(|(_, id, value)| (id.clone(), value))
+        .collect();
+    ap2::add_sources(&state, &caller, &mut shown).await?;
     let rows = rows
         .into_iter()
-        .map(|(seq, m)| (seq, m.to_json(now)))
+        .map(|(seq, _, value)| (seq, value))
         .collect();
     Ok(ok(list::envelope(&state, &context, params.limit, rows)))
 }
@@ -151,7 +171,9 @@ async fn show(
         week: spend.week_total_at(now),
     });
     shown.remaining = Some(remaining(&mandate.terms.limits, &spend, now));
-    Ok(ok(wire_json(&shown)?))
+    let mut shown = wire_json(&shown)?;
+    ap2::add_sources(&state, &caller, &mut [(mandate.id.clone(), &mut shown)]).await?;
+    Ok(ok(shown))
 }
 
 /// The mandate's allows this day, week and month, summed as the engine sums them
@@ -213,7 +235,9 @@ async fn revoke(
             )));
         }
     };
-    Ok(ok(revoked.to_json(now)))
+    let mut shown = revoked.to_json(now);
+    ap2::add_sources(&state, &caller, &mut [(revoked.id.clone(), &mut shown)]).await?;
+    Ok(ok(shown))
 }
 
 /// The `status` filter of a mandates list, if given.

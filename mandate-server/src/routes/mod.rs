@@ -1,6 +1,7 @@
 //! One module per resource; each builds its own router and [`api`] merges them.
 
 pub mod agents;
+pub mod ap2;
 pub mod authorizations;
 pub mod console;
 pub mod decisions;

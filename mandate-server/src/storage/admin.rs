@@ -3,6 +3,7 @@
 //! blocks until it is durable.
 
 use super::StorageError;
+use super::ap2::Ap2Issuer;
 use super::keys::{KeyInfo, SealNew, StoredKey};
 use crate::model::Env;
 
@@ -120,4 +121,20 @@ pub trait AdminStore {
         older_than_ms: i64,
         fresh_cursor_secret: &[u8],
     ) -> Result<Vec<u8>, StorageError>;
+
+    /// Adds an AP2 issuer key the organization trusts (`jwk`: its public JWK, JSON);
+    /// `false` when the organization has a key with this kid already (nothing is written).
+    fn add_ap2_issuer(
+        &self,
+        org_id: &str,
+        kid: &str,
+        jwk: &str,
+        now_ms: i64,
+    ) -> Result<bool, StorageError>;
+
+    /// The AP2 issuer keys the organization trusts, oldest first.
+    fn list_ap2_issuers(&self, org_id: &str) -> Result<Vec<Ap2Issuer>, StorageError>;
+
+    /// Removes one; `false` when the organization has no key with this kid.
+    fn remove_ap2_issuer(&self, org_id: &str, kid: &str) -> Result<bool, StorageError>;
 }

@@ -8,6 +8,7 @@
 
 pub mod admin;
 pub mod agents;
+pub mod ap2;
 pub mod deciding;
 pub mod decisions;
 pub mod deliveries;
@@ -31,6 +32,7 @@ mod boundary_tests;
 
 pub use admin::AdminStore;
 pub use agents::AgentStore;
+pub use ap2::Ap2Store;
 pub use deciding::DecidingStore;
 pub use decisions::DecisionStore;
 pub use deliveries::DeliveryStore;
@@ -56,6 +58,7 @@ pub use webhooks::WebhookStore;
 pub trait Store:
     AdminStore
     + AgentStore
+    + Ap2Store
     + DecidingStore
     + DecisionStore
     + DeliveryStore
@@ -77,6 +80,7 @@ pub trait Store:
 impl<T> Store for T where
     T: AdminStore
         + AgentStore
+        + Ap2Store
         + DecidingStore
         + DecisionStore
         + DeliveryStore

@@ -6,6 +6,8 @@
 mod engine {
     pub const POSTGRES: bool = false;
 }
+#[path = "../support/ap2.rs"]
+mod ap2_tokens;
 #[path = "../support/postgres.rs"]
 mod postgres;
 
@@ -14,6 +16,8 @@ mod process;
 
 mod admin_host;
 mod agents;
+mod ap2;
+mod ap2_issuers;
 mod auth;
 mod authorizations;
 mod backup;

@@ -130,6 +130,7 @@ fn body<T: Serialize>(request: &T) -> serde_json::Value {
 fn authorize(amount: &str) -> wire::Authorize {
     wire::Authorize {
         amount: Amount::parse(amount).unwrap(),
+        ap2: None,
         category: Category::parse("software").unwrap(),
         currency: Currency::parse("USD").unwrap(),
         recipient: Recipient::parse("vendor:acme").unwrap(),
@@ -236,7 +237,11 @@ async fn agents_mandates_and_decisions_read_as_their_types_byte_for_byte() {
     assert!(shown.spent.is_some());
     let _: ListPage<wire::Mandate> = read(&app.get(&org, "/v1/mandates").await, 200);
     declared("MandateRequest", &[body(&full), body(&minimal)]);
-    declared("Mandate", &[value(&mandate), value(&second), value(&shown)]);
+    let imported = crate::ap2::imported_mandate(&app, "wireap2").await;
+    declared(
+        "Mandate",
+        &[value(&mandate), value(&second), value(&shown), imported],
+    );
 
     // An allow, a review (the answer carries the whole review), a denial without mandate.
     let ask = |key: &str, amount: &str| {
@@ -281,9 +286,19 @@ async fn agents_mandates_and_decisions_read_as_their_types_byte_for_byte() {
         ap2_transaction: Some("txn_1".into()),
         ..bound.clone()
     };
+    let presenting = wire::Authorize {
+        ap2: Some(wire::Ap2Presentation {
+            closed_mandate: "<open>~~<closed>".into(),
+        }),
+        ..authorize("1")
+    };
     declared(
         "AuthorizationRequest",
-        &[body(&authorize("1")), body(&bound_request)],
+        &[
+            body(&authorize("1")),
+            body(&bound_request),
+            body(&presenting),
+        ],
     );
     declared(
         "SignedDecision",

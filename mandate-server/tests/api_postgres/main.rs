@@ -17,6 +17,8 @@
 mod engine {
     pub const POSTGRES: bool = true;
 }
+#[path = "../support/ap2.rs"]
+mod ap2_tokens;
 #[path = "../support/postgres.rs"]
 mod postgres;
 
@@ -27,6 +29,10 @@ mod process;
 
 #[path = "../api/agents.rs"]
 mod agents;
+#[path = "../api/ap2.rs"]
+mod ap2;
+#[path = "../api/ap2_issuers.rs"]
+mod ap2_issuers;
 #[path = "../api/auth.rs"]
 mod auth;
 #[path = "../api/authorizations.rs"]

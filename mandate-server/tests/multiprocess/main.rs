@@ -7,6 +7,8 @@
 //! without PostgreSQL they say they were skipped and pass, unless MANDATE_REQUIRE_POSTGRES=1.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
+#[path = "../support/ap2.rs"]
+mod ap2_tokens;
 #[path = "../support/postgres.rs"]
 mod postgres;
 
@@ -14,6 +16,7 @@ mod deploy;
 mod harness;
 mod receiver;
 
+mod ap2;
 mod background;
 mod changes;
 mod crash;

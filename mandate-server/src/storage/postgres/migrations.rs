@@ -34,6 +34,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         6,
         include_str!("../../../migrations/postgres/0006_decision_bindings.sql"),
     ),
+    (
+        7,
+        include_str!("../../../migrations/postgres/0007_ap2_issuers_and_sources.sql"),
+    ),
 ];
 
 /// The highest migration this build knows.

@@ -23,6 +23,7 @@
 //! server has it (on by default): durable when answered.
 
 pub mod agents;
+pub mod ap2;
 pub mod connect;
 pub mod deciding;
 pub mod decisions;

@@ -24,7 +24,7 @@ use time::{Date, OffsetDateTime};
 
 use super::connect::Target;
 use super::{
-    Result, agents, decisions, deliveries, escrows, events, idempotency, keys, mandates,
+    Result, agents, ap2, decisions, deliveries, escrows, events, idempotency, keys, mandates,
     migrations, orgs, reviews, settlement, signing, timers, webhooks,
 };
 use crate::clock::ms;
@@ -32,6 +32,7 @@ use crate::model::decision::Decision;
 use crate::model::{Caller, Env, KeyClass};
 use crate::storage::admin::{AdminStore, NewOrg, SecretChange};
 use crate::storage::agents::{AgentRow, AgentStore};
+use crate::storage::ap2::{Ap2Issuer, Ap2Source, Ap2Store};
 use crate::storage::decisions::{DecisionStore, Filters as DecisionFilters};
 use crate::storage::deliveries::{Attempt, Backlog, DeliveryRow, DeliveryStore, Due};
 use crate::storage::escrows::{EscrowChange, EscrowRow, EscrowStore, MovementRow};
@@ -578,6 +579,91 @@ impl MandateStore for PostgresStore {
     }
 }
 
+impl Ap2Store for PostgresStore {
+    fn ap2_issuers(&self, org_id: &str) -> StoreFuture<'_, Vec<Ap2Issuer>> {
+        let org = org_id.to_owned();
+        Box::pin(async move { ap2::issuers(&self.client().await?, &org).await })
+    }
+
+    fn insert_ap2_mandate(
+        &self,
+        org_id: &str,
+        env: Env,
+        mandate: &Mandate,
+        source: &Ap2Source,
+    ) -> StoreFuture<'_, ()> {
+        let (org, mandate, source) = (org_id.to_owned(), mandate.clone(), source.clone());
+        Box::pin(async move {
+            let mut c = self.client().await?;
+            let tx = c.transaction().await?;
+            mandates::insert(&tx, &org, env, &mandate).await?;
+            tx.execute(
+                "UPDATE mandates SET ap2_open_mandate = $2, ap2_digest = $3 WHERE id = $1",
+                &[&mandate.id.as_str(), &source.open_mandate, &source.digest],
+            )
+            .await?;
+            Ok(tx.commit().await?)
+        })
+    }
+
+    fn ap2_sources(
+        &self,
+        org_id: &str,
+        env: Env,
+        ids: &[MandateId],
+    ) -> StoreFuture<'_, Vec<(MandateId, Ap2Source)>> {
+        let org = org_id.to_owned();
+        let ids: Vec<String> = ids.iter().map(|id| id.as_str().to_owned()).collect();
+        Box::pin(async move {
+            if ids.is_empty() {
+                return Ok(Vec::new());
+            }
+            let c = self.client().await?;
+            let stmt = c
+                .prepare_cached(
+                    "SELECT id, ap2_open_mandate, ap2_digest FROM mandates
+                     WHERE org_id = $1 AND env = $2 AND id = ANY($3) AND ap2_digest IS NOT NULL",
+                )
+                .await?;
+            let mut out = Vec::new();
+            for r in c.query(&stmt, &[&org, &env.as_str(), &ids]).await? {
+                if let Some(source) = ap2::source_of(r.get(1), r.get(2)) {
+                    out.push((ap2::mandate_id(r.get(0))?, source));
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    fn current_ap2_source(
+        &self,
+        org_id: &str,
+        env: Env,
+        agent: &AgentId,
+    ) -> StoreFuture<'_, Option<(MandateId, Option<Ap2Source>)>> {
+        let (org, agent) = (org_id.to_owned(), agent.clone());
+        Box::pin(async move {
+            let c = self.client().await?;
+            let stmt = c
+                .prepare_cached(
+                    "SELECT id, ap2_open_mandate, ap2_digest FROM mandates
+                     WHERE org_id = $1 AND env = $2 AND agent_id = $3 ORDER BY seq DESC LIMIT 1",
+                )
+                .await?;
+            let row = c
+                .query_opt(&stmt, &[&org, &env.as_str(), &agent.as_str()])
+                .await?;
+            row.map(|r| {
+                Ok((
+                    ap2::mandate_id(r.get(0))?,
+                    ap2::source_of(r.get(1), r.get(2)),
+                ))
+            })
+            .transpose()
+        })
+    }
+}
+
 impl OrgStore for PostgresStore {
     fn org_name(&self, org_id: &str) -> StoreFuture<'_, String> {
         let org = org_id.to_owned();
@@ -947,6 +1033,25 @@ impl AdminStore for PostgresStore {
     fn list_keys(&self, org_id: &str) -> Result<Vec<KeyInfo>> {
         let org = org_id.to_owned();
         self.blocking(job(move |c| async move { keys::list(&c, &org).await }))
+    }
+
+    fn add_ap2_issuer(&self, org_id: &str, kid: &str, jwk: &str, now_ms: i64) -> Result<bool> {
+        let (org, kid, jwk) = (org_id.to_owned(), kid.to_owned(), jwk.to_owned());
+        self.blocking(job(move |c| async move {
+            ap2::add_issuer(&c, &org, &kid, &jwk, now_ms).await
+        }))
+    }
+
+    fn list_ap2_issuers(&self, org_id: &str) -> Result<Vec<Ap2Issuer>> {
+        let org = org_id.to_owned();
+        self.blocking(job(move |c| async move { ap2::issuers(&c, &org).await }))
+    }
+
+    fn remove_ap2_issuer(&self, org_id: &str, kid: &str) -> Result<bool> {
+        let (org, kid) = (org_id.to_owned(), kid.to_owned());
+        self.blocking(job(move |c| async move {
+            ap2::remove_issuer(&c, &org, &kid).await
+        }))
     }
 
     fn rotate_signing_key(&self, env: Env, seal: &SealNew<'_>, now_ms: i64) -> Result<String> {

@@ -52,6 +52,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         12,
         include_str!("../../../migrations/sqlite/0012_decision_bindings.sql"),
     ),
+    (
+        13,
+        include_str!("../../../migrations/sqlite/0013_ap2_issuers_and_sources.sql"),
+    ),
 ];
 
 /// The highest migration this build knows.

@@ -11,6 +11,7 @@
 //! checkpoint) and `migrations` the numbered schema changes (`migrations/sqlite/`).
 
 pub mod agents;
+pub mod ap2;
 pub mod backup;
 mod deciding;
 pub mod decisions;

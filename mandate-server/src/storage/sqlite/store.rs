@@ -17,14 +17,15 @@ use serde_json::Value;
 use time::{Date, OffsetDateTime};
 
 use super::{
-    Db, agents, decisions, deliveries, escrows, events, idempotency, keys, mandates, orgs, reviews,
-    settlement, signing, timers, webhooks,
+    Db, agents, ap2, decisions, deliveries, escrows, events, idempotency, keys, mandates, orgs,
+    reviews, settlement, signing, timers, webhooks,
 };
 use crate::clock::ms;
 use crate::model::decision::Decision;
 use crate::model::{Caller, Env, KeyClass};
 use crate::storage::admin::{AdminStore, NewOrg, SecretChange};
 use crate::storage::agents::{AgentRow, AgentStore};
+use crate::storage::ap2::{Ap2Issuer, Ap2Source, Ap2Store};
 use crate::storage::decisions::{DecisionStore, Filters as DecisionFilters};
 use crate::storage::deliveries::{Attempt, Backlog, DeliveryRow, DeliveryStore, Due};
 use crate::storage::escrows::{EscrowChange, EscrowRow, EscrowStore, MovementRow};
@@ -453,6 +454,56 @@ impl MandateStore for SqliteStore {
     }
 }
 
+impl Ap2Store for SqliteStore {
+    fn ap2_issuers(&self, org_id: &str) -> StoreFuture<'_, Vec<Ap2Issuer>> {
+        let org = org_id.to_owned();
+        Box::pin(
+            self.db
+                .read(move |conn| -> Result<_> { Ok(ap2::issuers(conn, &org)?) }),
+        )
+    }
+
+    fn insert_ap2_mandate(
+        &self,
+        org_id: &str,
+        env: Env,
+        mandate: &Mandate,
+        source: &Ap2Source,
+    ) -> StoreFuture<'_, ()> {
+        let (org, mandate, source) = (org_id.to_owned(), mandate.clone(), source.clone());
+        Box::pin(self.db.write(move |tx| -> Result<()> {
+            mandates::insert(tx, &org, env, &mandate)?;
+            Ok(ap2::set_source(tx, &mandate.id, &source)?)
+        }))
+    }
+
+    fn ap2_sources(
+        &self,
+        org_id: &str,
+        env: Env,
+        ids: &[MandateId],
+    ) -> StoreFuture<'_, Vec<(MandateId, Ap2Source)>> {
+        let (org, ids) = (org_id.to_owned(), ids.to_vec());
+        Box::pin(
+            self.db
+                .read(move |conn| -> Result<_> { Ok(ap2::sources(conn, &org, env, &ids)?) }),
+        )
+    }
+
+    fn current_ap2_source(
+        &self,
+        org_id: &str,
+        env: Env,
+        agent: &AgentId,
+    ) -> StoreFuture<'_, Option<(MandateId, Option<Ap2Source>)>> {
+        let (org, agent) = (org_id.to_owned(), agent.clone());
+        Box::pin(
+            self.db
+                .read(move |conn| ap2::current_source(conn, &org, env, agent.as_str())),
+        )
+    }
+}
+
 impl OrgStore for SqliteStore {
     fn org_name(&self, org_id: &str) -> StoreFuture<'_, String> {
         let org = org_id.to_owned();
@@ -753,6 +804,22 @@ impl AdminStore for SqliteStore {
     fn list_keys(&self, org_id: &str) -> Result<Vec<KeyInfo>> {
         self.db
             .write_blocking(|tx| -> Result<_> { Ok(keys::list(tx, org_id)?) })
+    }
+
+    fn add_ap2_issuer(&self, org_id: &str, kid: &str, jwk: &str, now_ms: i64) -> Result<bool> {
+        self.db.write_blocking(|tx| -> Result<_> {
+            Ok(ap2::add_issuer(tx, org_id, kid, jwk, now_ms)?)
+        })
+    }
+
+    fn list_ap2_issuers(&self, org_id: &str) -> Result<Vec<Ap2Issuer>> {
+        self.db
+            .write_blocking(|tx| -> Result<_> { Ok(ap2::issuers(tx, org_id)?) })
+    }
+
+    fn remove_ap2_issuer(&self, org_id: &str, kid: &str) -> Result<bool> {
+        self.db
+            .write_blocking(|tx| -> Result<_> { Ok(ap2::remove_issuer(tx, org_id, kid)?) })
     }
 
     fn rotate_signing_key(&self, env: Env, seal: &SealNew<'_>, now_ms: i64) -> Result<String> {
