@@ -135,8 +135,13 @@ pub async fn run(running: &Running, db: &DbLocation) -> Result<(), String> {
     let existing = store.org_id_by_name(DEMO_ORG).map_err(|e| e.to_string())?;
     let (keys, reused) = match existing {
         None => {
-            let onboarded = operator::onboard(store, DEMO_ORG, running.state.now())
-                .map_err(|e| e.to_string())?;
+            let onboarded = operator::onboard(
+                store,
+                &running.state.api_keys,
+                DEMO_ORG,
+                running.state.now(),
+            )
+            .map_err(|e| e.to_string())?;
             let agent = call(
                 running,
                 &onboarded.sandbox_key,

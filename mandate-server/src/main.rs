@@ -9,6 +9,7 @@ use mandate_server::clock::{Clock, SystemClock};
 use mandate_server::http::limits;
 use mandate_server::model::Env;
 use mandate_server::serve::{self, Config};
+use mandate_server::signing::api_keys::{self, KeyBinder};
 use mandate_server::signing::at_rest::{self, KekSources, KeyEncryption};
 use mandate_server::storage::sqlite::backup::{self, BackupInfo};
 use mandate_server::storage::{AdminStore, DbLocation, Store};
@@ -253,6 +254,15 @@ enum Command {
         #[command(flatten)]
         db: DbArg,
     },
+    /// Bind every unrevoked API key that has no binding to the key-encryption key (from
+    /// --key-encryption-key-file or MANDATE_KEY_ENCRYPTION_KEY), in one transaction: how
+    /// the keys of a database made before binding, or without a key-encryption key, are
+    /// accepted by a server given one (it refuses unbound keys as unknown). Each key bound
+    /// is printed with its organization, environment, class and agent: check them.
+    BindApiKeys {
+        #[command(flatten)]
+        db: DbArg,
+    },
     /// Copy the database to FILE while the server keeps serving: a consistent snapshot,
     /// checked once written.
     Backup {
@@ -308,6 +318,20 @@ fn describe(info: &BackupInfo) -> String {
         "{} bytes, schema migration {}, {} decisions",
         info.bytes, info.migration, info.decisions
     )
+}
+
+/// What a binding pass says of the keys it left refused (edited rows, or bound under a KEK
+/// not given), by fingerprint.
+fn refused_note(refused: &[String]) -> String {
+    if refused.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; {} API keys left refused, their binding not made for them by the key-encryption keys given (edited in the database, or bound under another key-encryption key): {}",
+            refused.len(),
+            refused.join(", ")
+        )
+    }
 }
 
 /// The key-encryption keys given by flag or variable.
@@ -600,8 +624,9 @@ async fn run(cli: Cli) -> Result<(), String> {
             let (store, keys) = open_with_keys(&db).await?;
             operator::prepare_signing_keys(ops(&store), &keys, clock.now())
                 .map_err(|e| e.to_string())?;
-            let onboarded =
-                operator::onboard(ops(&store), &org, clock.now()).map_err(|e| e.to_string())?;
+            let binder = KeyBinder::new(&keys);
+            let onboarded = operator::onboard(ops(&store), &binder, &org, clock.now())
+                .map_err(|e| e.to_string())?;
             println!(
                 "organization {org} ({}) onboarded, policy version {}",
                 onboarded.org_id, onboarded.policy_version
@@ -612,9 +637,11 @@ async fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Command::IssueKey { db, org, env } => {
-            let store = open(&db).await?;
-            let (key, fp) = operator::issue_key(ops(&store), &org, env.into(), clock.now())
-                .map_err(|e| e.to_string())?;
+            let (store, keys) = open_with_keys(&db).await?;
+            let binder = KeyBinder::new(&keys);
+            let (key, fp) =
+                operator::issue_key(ops(&store), &binder, &org, env.into(), clock.now())
+                    .map_err(|e| e.to_string())?;
             println!("{key}\nfingerprint {fp}; the key is shown once");
             Ok(())
         }
@@ -671,14 +698,36 @@ async fn run(cli: Cli) -> Result<(), String> {
                 .map_err(|e| e.to_string())?;
             let (store, keys) = open_with_keys(&db).await?;
             let rotated = at_rest::rotate(ops(&store), &keys, &new).map_err(|e| e.to_string())?;
+            let rebound = api_keys::rebind(ops(&store), &keys, &new).map_err(|e| e.to_string())?;
             println!(
                 "{} of {} signing keys sealed again under key-encryption key {} (the others were already); \
+                 {} of {} API keys bound again under it{}; \
                  give every process the new key ({} or {}) before the old one is withdrawn",
                 rotated.resealed,
                 rotated.keys,
                 rotated.new_id,
+                rebound.bound,
+                rebound.keys,
+                refused_note(&rebound.refused),
                 at_rest::KEK_VAR,
                 at_rest::KEK_FILE_FLAG
+            );
+            Ok(())
+        }
+        Command::BindApiKeys { db } => {
+            let (store, keys) = open_with_keys(&db).await?;
+            let bound = api_keys::bind_unbound(ops(&store), &keys).map_err(|e| e.to_string())?;
+            for line in &bound.described {
+                println!("{line}");
+            }
+            println!(
+                "{} of {} API keys bound now to key-encryption key {} (the others were already){}",
+                bound.bound,
+                bound.keys,
+                keys.current_id()
+                    .map(|id| id.to_string())
+                    .unwrap_or_default(),
+                refused_note(&bound.refused)
             );
             Ok(())
         }

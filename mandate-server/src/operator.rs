@@ -11,6 +11,7 @@ use time::OffsetDateTime;
 use crate::clock::{fill_random, ms};
 use crate::model::{Env, KeyClass};
 use crate::signing;
+use crate::signing::api_keys::{KeyAuthority, KeyBinder};
 use crate::signing::at_rest::{self, AtRestError, KeyEncryption, Prepared};
 use crate::storage::admin::{AdminStore, NewOrg};
 use crate::storage::ap2::Ap2Issuer;
@@ -91,9 +92,25 @@ fn valid_org_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b" ._-".contains(&b))
 }
 
-/// Creates an organization with both environments and one key for each.
+/// The row of a new organization key, with its binding under `binder`'s KEK (none without
+/// one).
+fn org_key(binder: &KeyBinder, key: &str, org_id: &str, env: Env) -> ([u8; 32], Option<Vec<u8>>) {
+    let hash = keys::hash(key);
+    let binding = binder.bind(&KeyAuthority {
+        hash: &hash,
+        org_id,
+        env,
+        class: KeyClass::Org,
+        agent: None,
+    });
+    (hash, binding)
+}
+
+/// Creates an organization with both environments and one key for each, bound to the
+/// key-encryption key of `binder` if it has one.
 pub fn onboard(
     store: &dyn AdminStore,
+    binder: &KeyBinder,
     name: &str,
     now: OffsetDateTime,
 ) -> Result<Onboarded, OperatorError> {
@@ -110,10 +127,13 @@ pub fn onboard(
         id: org_id.clone(),
         name: name.to_owned(),
         policy_prefix: format!("pol_{date}."),
-        keys: vec![
-            (keys::hash(&sandbox_key), Env::Sandbox),
-            (keys::hash(&live_key), Env::Live),
-        ],
+        keys: [(&sandbox_key, Env::Sandbox), (&live_key, Env::Live)]
+            .into_iter()
+            .map(|(key, env)| {
+                let (hash, binding) = org_key(binder, key, &org_id, env);
+                (hash, env, binding)
+            })
+            .collect(),
         now_ms: ms(now),
     };
     let policy_version = store
@@ -133,16 +153,19 @@ fn org_id(store: &dyn AdminStore, name: &str) -> Result<String, OperatorError> {
         .ok_or_else(|| OperatorError::NoOrg(name.to_owned()))
 }
 
-/// Issues another organization key for `env`.
+/// Issues another organization key for `env`, bound to the key-encryption key of `binder`
+/// if it has one.
 pub fn issue_key(
     store: &dyn AdminStore,
+    binder: &KeyBinder,
     org: &str,
     env: Env,
     now: OffsetDateTime,
 ) -> Result<(String, String), OperatorError> {
     let org_id = org_id(store, org)?;
     let key = new_key(KeyClass::Org, env);
-    let fp = store.insert_org_key(&org_id, env, &keys::hash(&key), ms(now))?;
+    let (hash, binding) = org_key(binder, &key, &org_id, env);
+    let fp = store.insert_org_key(&org_id, env, &hash, binding, ms(now))?;
     Ok((key, fp))
 }
 

@@ -30,6 +30,7 @@ use crate::http::cors::{Cors, parse_origin};
 use crate::http::limits::{self, Limits};
 use crate::settlement;
 use crate::signing;
+use crate::signing::api_keys::{self, KeyBinder};
 use crate::signing::at_rest::{self, AtRestError, KeyEncryption};
 use crate::state::{AppState, Shared};
 use crate::storage::sqlite::Db;
@@ -280,6 +281,13 @@ pub async fn start_with(
             )
         }
     }
+    // Rows a KEK refuses are said, never bound here: binding is the operator's command.
+    let refused = api_keys::refused_rows(&*store, &keys)?;
+    if refused > 0 {
+        tracing::warn!(
+            "{refused} API keys are not bound to the key-encryption key and are refused: if an operator stored them without it (or before binding existed), bind them with `mandate-server bind-api-keys --db …` (with the key-encryption key); otherwise someone with write access to the database put them there"
+        );
+    }
     signing::ensure_keys(&*store, &keys, ms(now)).map_err(db_error)?;
     let ring = signing::load(&*store, &keys, ms(now))?;
     // Seeded here, before listening, so that the first authorization does not wait for it.
@@ -315,6 +323,7 @@ pub async fn start_with(
         cors: Cors::new(&console_origins),
         agents: AgentStates::default(),
         callers: Default::default(),
+        api_keys: KeyBinder::new(&keys),
         modes: Default::default(),
         readiness: Default::default(),
         settlement: adapter.provider(),

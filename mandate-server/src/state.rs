@@ -61,6 +61,8 @@ pub struct Shared {
     pub agents: AgentStates,
     /// Callers by key hash, each with its key's request-rate window.
     pub callers: KeyCache,
+    /// Binds API key rows to the key-encryption key, and checks them (none without one).
+    pub api_keys: crate::signing::api_keys::KeyBinder,
     /// Enforcement modes.
     pub modes: ModeCache,
     /// `/readyz`'s probes, shared by concurrent requests.

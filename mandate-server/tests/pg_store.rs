@@ -19,10 +19,11 @@ use mandate_server::clock::{ms, random16};
 use mandate_server::decision::agents::AgentStates;
 use mandate_server::decision::mandates;
 use mandate_server::decision::modes::ModeCache;
-use mandate_server::decision::service::{Decider, DecisionError, Input};
+use mandate_server::decision::service::{Credential, Decider, DecisionError, Input};
 use mandate_server::model::Env;
 use mandate_server::signing::fast::AwsLcSigner;
 use mandate_server::storage::admin::NewOrg;
+use mandate_server::storage::ap2::Ap2Store;
 use mandate_server::storage::mandates::Revocation;
 use mandate_server::storage::postgres::PostgresStore;
 use mandate_server::storage::{
@@ -71,6 +72,17 @@ impl Process {
 
     fn org() -> Arc<str> {
         Arc::from(ORG)
+    }
+
+    /// The id of `agent`'s mandate in force, as a route checking a credential reads it.
+    async fn current_mandate(&self, agent: &str) -> MandateId {
+        let (mandate, _) = self
+            .store
+            .current_ap2_source(ORG, Env::Sandbox, &AgentId::parse(agent).unwrap())
+            .await
+            .unwrap()
+            .expect("the agent has a mandate");
+        mandate
     }
 
     /// The mode as a request finds it: cached, or read and cached.
@@ -126,7 +138,13 @@ impl Process {
                 Input::Request {
                     request,
                     slot: None,
-                    credential: credential.map(str::to_owned),
+                    credential: match credential {
+                        Some(id) => Some(Credential {
+                            id: id.to_owned(),
+                            mandate: self.current_mandate(agent).await,
+                        }),
+                        None => None,
+                    },
                     bindings: Default::default(),
                 },
                 |_| Ok(None),
@@ -165,7 +183,7 @@ async fn onboard(process: &Process, agents: &[&str]) {
         id: ORG.into(),
         name: "acme".into(),
         policy_prefix: "pol_2026-11-22.".into(),
-        keys: vec![([1; 32], Env::Sandbox)],
+        keys: vec![([1; 32], Env::Sandbox, None)],
         now_ms: ms(NOW),
     };
     process.store.create_org(&org).unwrap().unwrap();
@@ -179,6 +197,7 @@ async fn onboard(process: &Process, agents: &[&str]) {
                 Env::Sandbox,
                 &AgentId::parse(agent).unwrap(),
                 key,
+                None,
                 ms(NOW),
             )
             .await

@@ -137,6 +137,7 @@ pub fn start() -> Env {
         .unwrap();
     let onboarded = operator::onboard(
         &*running.state.store,
+        &running.state.api_keys,
         "acme",
         time::OffsetDateTime::now_utc(),
     )

@@ -93,7 +93,8 @@ impl Server {
                 clock.clone(),
             ))
             .unwrap();
-        let org = operator::onboard(&*running.state.store, "acme", now).unwrap();
+        let org =
+            operator::onboard(&*running.state.store, &running.state.api_keys, "acme", now).unwrap();
         let mut server = Server {
             api: format!("http://{}", running.api_addr),
             public: format!("http://{}", running.public_addr),

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use mandate_core::claims::{Bindings, Issuance, RequestClaims, VerdictClaims};
-use mandate_core::id::{DecisionId, Nonce, ReviewId};
+use mandate_core::id::{DecisionId, MandateId, Nonce, ReviewId};
 use mandate_core::jws::{Signer, sign_payload};
 use mandate_core::policy::{
     AuthorizationRequest, Evaluation, Mode, SingleUse, evaluate_approval, evaluate_presenting,
@@ -57,6 +57,30 @@ pub enum DecisionError {
         "this request took longer than its claim on its Idempotency-Key lasts, and another request with the key took over; nothing was stored for this one: retry with the same Idempotency-Key to get that request's answer"
     )]
     ClaimLost,
+    /// The single-use credential was checked against one mandate of the agent, and by the
+    /// time the decision held the agent's lock another mandate was in force: nothing was
+    /// stored and the credential was not accepted.
+    #[error(
+        "agent {agent}'s mandate was replaced while its credential was being checked against {checked}; nothing was stored and the credential is unused: send the request again (with the same Idempotency-Key)"
+    )]
+    MandateReplaced {
+        /// The agent.
+        agent: mandate_core::id::AgentId,
+        /// The mandate the credential was checked against.
+        checked: MandateId,
+    },
+}
+
+/// A single-use credential presented with a request (an AP2 closed payment mandate), as
+/// the route checked it: its id, and the mandate it was checked against. The decision is
+/// made only if that mandate is still the agent's under the agent's lock, so that a
+/// credential is never accepted, nor its bindings signed, under a mandate that replaced it.
+#[derive(Debug, Clone)]
+pub struct Credential {
+    /// The credential's single-use id.
+    pub id: String,
+    /// The mandate it was checked against.
+    pub mandate: MandateId,
 }
 
 /// How many times a decision is made when the store keeps refusing it because the agent
@@ -73,10 +97,10 @@ pub enum Input {
         request: AuthorizationRequest,
         /// The agent's slot, if at hand.
         slot: Option<AgentSlot>,
-        /// The id of the single-use credential presented with it (an AP2 closed payment
-        /// mandate's digest), if any: `deny_replay` if a decision accepted it before;
+        /// The single-use credential presented with it (an AP2 closed payment mandate), if
+        /// any, with the mandate it was checked against: `deny_replay` if a decision accepted it before;
         /// accepted (stored with the decision) by an `allow` or `review`.
-        credential: Option<String>,
+        credential: Option<Credential>,
         /// What the verdict is bound to besides the request (an AP2 mandate's digest and
         /// transaction id, an x402 payment's digest): signed as claims, stored with it.
         bindings: Bindings,
@@ -132,8 +156,9 @@ pub struct Decided<'a> {
     opened: Option<(Review, String)>,
     /// On an approval, the review approved and the decision that opened it.
     approved: Option<(Review, Box<Decision>)>,
-    /// The single-use credential presented with the request, if any.
-    presented: Option<SingleUse>,
+    /// The single-use credential presented with the request, if any, and the mandate it
+    /// was checked against.
+    presented: Option<(SingleUse, MandateId)>,
     body: Vec<u8>,
 }
 
@@ -144,7 +169,7 @@ enum Stored {
     /// Refused: the request's Idempotency-Key claim is no longer its own.
     ClaimLost,
     /// Refused because the agent changed meanwhile: the input, to decide again.
-    Changed(Input),
+    Changed(Box<Input>),
 }
 
 impl<'a> Decider<'a> {
@@ -167,10 +192,10 @@ impl<'a> Decider<'a> {
                 Stored::Changed(again) if attempt < MAX_ATTEMPTS => {
                     backoff(attempt).await;
                     attempt += 1;
-                    input = again;
+                    input = *again;
                 }
                 Stored::Changed(again) => {
-                    let agent = match again {
+                    let agent = match *again {
                         Input::Request { request, .. } => request.agent,
                         Input::Approval { original, .. } => original.claims.request.agent,
                     };
@@ -224,16 +249,27 @@ impl<'a> Decider<'a> {
         };
         // Read under the agent's lock: an earlier acceptance by this agent is committed.
         let presented = match credential {
-            Some(id) => {
+            Some(Credential { id, mandate }) => {
+                if state.mandate.as_ref().map(|m| &m.id) != Some(&mandate) {
+                    // The state is still the agent's: it goes back into the slot.
+                    *guard = Some(state);
+                    return Err(DecisionError::MandateReplaced {
+                        agent: agent.clone(),
+                        checked: mandate,
+                    });
+                }
                 // Failing here leaves the slot empty: the next decision rebuilds the state.
                 let already_accepted = self
                     .store
                     .credential_accepted(Arc::clone(self.org), self.env, id.clone())
                     .await?;
-                Some(SingleUse {
-                    id,
-                    already_accepted,
-                })
+                Some((
+                    SingleUse {
+                        id,
+                        already_accepted,
+                    },
+                    mandate,
+                ))
             }
             None => None,
         };
@@ -243,7 +279,7 @@ impl<'a> Decider<'a> {
                 mandate,
                 &request,
                 &state.history,
-                presented.as_ref(),
+                presented.as_ref().map(|(single_use, _)| single_use),
                 mode,
                 self.now,
             ),
@@ -387,10 +423,10 @@ impl Decided<'_> {
                         review: opened,
                         idempotency,
                         hint: state.stored,
-                        accepts: evaluation
-                            .accepts(presented.as_ref())
-                            .then(|| presented.as_ref().map(|c| c.id.clone()))
-                            .flatten(),
+                        accepts: presented
+                            .as_ref()
+                            .filter(|(single_use, _)| evaluation.accepts(Some(single_use)))
+                            .map(|(single_use, _)| single_use.id.clone()),
                     })
                     .await?;
                 match recorded {
@@ -404,7 +440,7 @@ impl Decided<'_> {
                         // The slot stays empty: the next decision reloads the agent.
                         let bindings = new.decision.claims.bindings();
                         let asked = new.decision.claims.request;
-                        return Ok(Stored::Changed(Input::Request {
+                        return Ok(Stored::Changed(Box::new(Input::Request {
                             request: AuthorizationRequest {
                                 agent: asked.agent,
                                 amount: asked.amount,
@@ -413,9 +449,12 @@ impl Decided<'_> {
                                 category: asked.category,
                             },
                             slot: slot(),
-                            credential: presented.map(|c| c.id),
+                            credential: presented.map(|(single_use, mandate)| Credential {
+                                id: single_use.id,
+                                mandate,
+                            }),
                             bindings,
-                        }));
+                        })));
                     }
                 }
                 state.history.record(&evaluation, amount, now);
@@ -438,10 +477,10 @@ impl Decided<'_> {
                         return Err(DecisionError::AlreadyResolved(id));
                     }
                     Err(StorageError::Conflict) => {
-                        return Ok(Stored::Changed(Input::Approval {
+                        return Ok(Stored::Changed(Box::new(Input::Approval {
                             approved: review,
                             original,
-                        }));
+                        })));
                     }
                     Err(e) => return Err(e.into()),
                 }

@@ -14,8 +14,9 @@ use crate::decision::agents::AgentSlot;
 use crate::http::error::ApiError;
 use crate::http::request_log::{self, CallerOrg};
 use crate::model::Caller;
+use crate::signing::api_keys::{Binding, KeyAuthority};
 use crate::state::AppState;
-use crate::storage::keys;
+use crate::storage::keys::{self, CallerRow};
 
 /// The earlier location of the key set on the API host, answered with a 308.
 pub const JWKS_PATH: &str = "/.well-known/jwks.json";
@@ -65,6 +66,27 @@ fn unauthorized(state: &AppState) -> Response {
     .into_response()
 }
 
+/// Whether the row `row` may authenticate: with a key-encryption key, only if its binding
+/// is one the KEK made for exactly this row (`signing::api_keys`); otherwise it is refused
+/// as an unknown key, and a warning names its fingerprint (never the key).
+fn bound(state: &AppState, row: &CallerRow) -> bool {
+    let binding = state
+        .api_keys
+        .check(&KeyAuthority::of_caller(row), row.binding.as_deref());
+    if !binding.admits() {
+        tracing::warn!(
+            "API key {} refused: its row is not bound to the key-encryption key ({}); bind rows an operator stored with `mandate-server bind-api-keys`, otherwise someone with write access to the database wrote it",
+            keys::fingerprint(&row.caller.key_hash),
+            if binding == Binding::Missing {
+                "no binding"
+            } else {
+                "a binding made for another row or by another key-encryption key"
+            }
+        );
+    }
+    binding.admits()
+}
+
 /// An agent key's agent slot, put beside the [`Caller`] in the request's extensions.
 #[derive(Clone)]
 pub struct AgentSlotHandle(pub AgentSlot);
@@ -93,7 +115,9 @@ pub async fn authenticate(state: &AppState, request: Request, next: Next) -> Res
     let admitted = match state.callers.admit(&hash, now_ms) {
         Ok(admitted) => admitted,
         Err(epoch) => match state.store.caller(hash).await {
-            Ok(Some(caller)) => {
+            Ok(Some(row)) if !bound(state, &row) => return unauthorized(state),
+            Ok(Some(row)) => {
+                let caller = row.caller;
                 // An agent key's agent slot is cached with it (see `KeyCache`).
                 let slot = caller
                     .agent

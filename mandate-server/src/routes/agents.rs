@@ -17,6 +17,7 @@ use crate::http::extract::Path;
 use crate::http::list;
 use crate::model::{Caller, KeyClass};
 use crate::operator::new_key;
+use crate::signing::api_keys::KeyAuthority;
 use crate::state::AppState;
 use crate::storage::agents::AgentRow;
 use crate::storage::keys;
@@ -55,9 +56,16 @@ async fn create(
     let key = new_key(KeyClass::Agent, caller.env);
     let now = ms(state.now());
     let key_hash = keys::hash(&key);
+    let binding = state.api_keys.bind(&KeyAuthority {
+        hash: &key_hash,
+        org_id: &caller.org_id,
+        env: caller.env,
+        class: KeyClass::Agent,
+        agent: Some(id.as_str()),
+    });
     let row = state
         .store
-        .create_agent(&caller.org_id, caller.env, &id, key_hash, now)
+        .create_agent(&caller.org_id, caller.env, &id, key_hash, binding, now)
         .await?
         .ok_or_else(|| {
             ApiError::NameTaken(format!(

@@ -15,6 +15,7 @@ use mandate_core::wire::MandateSource;
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
+use crate::decision::service::Credential;
 use crate::http::error::ApiError;
 use crate::model::Caller;
 use crate::state::AppState;
@@ -171,8 +172,9 @@ pub async fn add_sources(
 /// A closed mandate verified for a request: what the decision carries.
 #[derive(Debug)]
 pub struct Presented {
-    /// The single-use credential id ([`ClosedMandate::credential_id`]).
-    pub credential: String,
+    /// The single-use credential ([`ClosedMandate::credential_id`]) and the mandate it
+    /// was checked against (the decision is made only under that one).
+    pub credential: Credential,
     /// The open mandate's digest: the verdict's `ap2_mandate`.
     pub open_digest: String,
     /// The closed mandate's transaction id: the verdict's `ap2_transaction`.
@@ -217,8 +219,8 @@ pub async fn closed_mandate(
         .store
         .current_ap2_source(&caller.org_id, caller.env, agent)
         .await?;
-    let source = match current {
-        Some((_, Some(source))) => source,
+    let (mandate_id, source) = match current {
+        Some((id, Some(source))) => (id, source),
         Some((id, None)) => {
             return Err(ApiError::InvalidRequest(format!(
                 "ap2.closed_mandate: agent {agent}'s mandate {id} was not imported from an AP2 open mandate; a closed mandate is presented only under one (POST /v1/mandates with ap2.open_mandate), otherwise leave out ap2"
@@ -259,7 +261,10 @@ pub async fn closed_mandate(
         )));
     }
     Ok(Presented {
-        credential: closed.credential_id(),
+        credential: Credential {
+            id: closed.credential_id(),
+            mandate: mandate_id,
+        },
         open_digest: open.digest().to_owned(),
         transaction_id: closed.transaction_id,
     })

@@ -106,24 +106,38 @@ fn read_body(agent: AgentId, body: &[u8]) -> Result<(AuthorizationRequest, Bindi
     let Ok(mut value) = parse_body(body) else {
         return Err(first.into());
     };
-    let x402 = match value.as_object_mut().and_then(|o| o.remove("x402")) {
-        Some(x402) => x402,
-        None => return Err(first.into()),
+    let Some(x402) = take_x402(&mut value) else {
+        return Err(first.into());
     };
     let request = AuthorizationRequest::from_json(agent, &value)?;
-    if x402.is_null() {
-        return Ok((request, Bindings::default()));
-    }
-    let payment = PaymentRequirements::from_json(&x402, "x402")?;
-    let refused = payment.consistency(request.amount, &request.currency, &request.recipient, None);
-    if let Some(first) = refused.first() {
-        return Err(inconsistent(&x402, first).into());
-    }
     let bindings = Bindings {
-        x402_payment: Some(payment.digest()),
+        x402_payment: x402_payment(&x402, &request)?,
         ..Bindings::default()
     };
     Ok((request, bindings))
+}
+
+/// Takes the `x402` member out of a body read as a tree (what is left is the request
+/// `AuthorizationRequest::from_json` reads); `None` when it has none.
+pub fn take_x402(body: &mut serde_json::Value) -> Option<serde_json::Value> {
+    body.as_object_mut().and_then(|o| o.remove("x402"))
+}
+
+/// The `x402_payment` claim for the `x402` member taken from a request's body (`None` for
+/// a null one), or the 400 naming what in it is malformed or not the request's payment.
+pub fn x402_payment(
+    x402: &serde_json::Value,
+    request: &AuthorizationRequest,
+) -> Result<Option<String>, ApiError> {
+    if x402.is_null() {
+        return Ok(None);
+    }
+    let payment = PaymentRequirements::from_json(x402, "x402")?;
+    let refused = payment.consistency(request.amount, &request.currency, &request.recipient, None);
+    if let Some(first) = refused.first() {
+        return Err(inconsistent(x402, first).into());
+    }
+    Ok(Some(payment.digest()))
 }
 
 /// The 400 for an x402 payment that is not the request's, naming the x402 member.

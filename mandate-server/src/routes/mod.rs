@@ -114,7 +114,9 @@ impl From<DecisionError> for ApiError {
     fn from(e: DecisionError) -> Self {
         match e {
             DecisionError::Storage(e) => e.into(),
-            DecisionError::Contended(_) => Self::Unavailable(e.to_string()),
+            DecisionError::Contended(_) | DecisionError::MandateReplaced { .. } => {
+                Self::Unavailable(e.to_string())
+            }
             DecisionError::ClaimLost => Self::IdempotencyConflict(e.to_string()),
             DecisionError::AlreadyResolved(_) => Self::InvalidRequest(e.to_string()),
             DecisionError::Encoding(_) | DecisionError::Signing(_) => Self::Server(e.to_string()),

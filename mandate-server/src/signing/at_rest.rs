@@ -80,6 +80,18 @@ impl std::fmt::Display for KekId {
     }
 }
 
+impl KekId {
+    /// Its 4 bytes, as stored in front of what a KEK made.
+    pub(crate) fn to_bytes(self) -> [u8; KEK_ID_LEN] {
+        self.0
+    }
+
+    /// The id of these 4 bytes.
+    pub(crate) fn from_bytes(bytes: [u8; KEK_ID_LEN]) -> Self {
+        Self(bytes)
+    }
+}
+
 impl std::fmt::Debug for KekId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "KekId({self})")
@@ -210,6 +222,15 @@ impl Kek {
     /// This KEK's id.
     pub fn id(&self) -> KekId {
         self.id
+    }
+
+    /// A key derived from this KEK for `context` (HMAC-SHA256 of the context under the
+    /// sealing key): one per use, so that no use's key is another's.
+    pub(crate) fn derive(&self, context: &[u8]) -> [u8; 32] {
+        let key = hmac::Key::new(hmac::HMAC_SHA256, &self.seal_key);
+        let mut out = [0u8; 32];
+        out.copy_from_slice(hmac::sign(&key, context).as_ref());
+        out
     }
 
     fn aead(&self) -> LessSafeKey {
@@ -391,13 +412,14 @@ impl KeyEncryption {
     /// The keys that authenticate backups: derived from the current KEK (which makes new
     /// ones) and the previous one (whose backups still verify). None without a KEK.
     pub fn backup_keys(&self) -> Vec<[u8; 32]> {
+        self.keks().map(|kek| kek.derive(BACKUP_CONTEXT)).collect()
+    }
+
+    /// The keys derived for `context` from the current KEK and the previous one (in that
+    /// order), each with its KEK's id. None without a KEK.
+    pub(crate) fn derived_keys(&self, context: &[u8]) -> Vec<(KekId, [u8; 32])> {
         self.keks()
-            .map(|kek| {
-                let key = hmac::Key::new(hmac::HMAC_SHA256, &kek.seal_key);
-                let mut out = [0u8; 32];
-                out.copy_from_slice(hmac::sign(&key, BACKUP_CONTEXT).as_ref());
-                out
-            })
+            .map(|kek| (kek.id, kek.derive(context)))
             .collect()
     }
 

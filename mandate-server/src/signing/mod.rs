@@ -11,6 +11,7 @@
 //! [`fast`] signs through aws-lc-rs behind the core's `Signer` trait, finishing
 //! presignatures prepared ahead in idle time ([`presign`]).
 
+pub mod api_keys;
 pub mod at_rest;
 pub mod fast;
 pub mod presign;

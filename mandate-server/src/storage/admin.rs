@@ -4,7 +4,7 @@
 
 use super::StorageError;
 use super::ap2::Ap2Issuer;
-use super::keys::{KeyInfo, SealNew, StoredKey};
+use super::keys::{BindingChange, KeyInfo, SealNew, StoredApiKey, StoredKey};
 use crate::model::Env;
 
 /// One signing key's stored secret, replaced by [`AdminStore::replace_signing_key_secrets`].
@@ -36,8 +36,9 @@ pub struct NewOrg {
     /// Policy versions of its creation date start with this (`pol_YYYY-MM-DD.`); the store
     /// numbers them.
     pub policy_prefix: String,
-    /// SHA-256 of each organization key, with its environment.
-    pub keys: Vec<([u8; 32], Env)>,
+    /// SHA-256 of each organization key, with its environment and its binding to the
+    /// key-encryption key (`signing::api_keys`; `None` without one).
+    pub keys: Vec<([u8; 32], Env, Option<Vec<u8>>)>,
     /// Creation time, unix ms.
     pub now_ms: i64,
 }
@@ -51,14 +52,24 @@ pub trait AdminStore {
     /// The id of the organization named `name`.
     fn org_id_by_name(&self, name: &str) -> Result<Option<String>, StorageError>;
 
-    /// Stores another organization key (by hash); returns its fingerprint.
+    /// Stores another organization key (by hash, with its binding); returns its
+    /// fingerprint.
     fn insert_org_key(
         &self,
         org_id: &str,
         env: Env,
         hash: &[u8; 32],
+        binding: Option<Vec<u8>>,
         now_ms: i64,
     ) -> Result<String, StorageError>;
+
+    /// Every unrevoked API key, with its binding.
+    fn all_api_keys(&self) -> Result<Vec<StoredApiKey>, StorageError>;
+
+    /// In one transaction: if every key of `changes` is unrevoked and holds its `from`,
+    /// stores each one's `to`, moves the keys generation and returns `true`; otherwise
+    /// changes nothing and returns `false` (read them again).
+    fn replace_api_key_bindings(&self, changes: &[BindingChange]) -> Result<bool, StorageError>;
 
     /// The hash of the key with this fingerprint.
     fn key_hash_by_fingerprint(&self, fingerprint: &str) -> Result<Option<Vec<u8>>, StorageError>;

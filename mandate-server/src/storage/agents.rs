@@ -18,7 +18,8 @@ pub struct AgentRow {
 
 /// Agents and their keys.
 pub trait AgentStore {
-    /// Registers agent `id` with its key (by hash), in one transaction. `None` when the
+    /// Registers agent `id` with its key (by hash, with its binding to the key-encryption
+    /// key), in one transaction. `None` when the
     /// name is taken in this organization and environment (nothing is written then).
     fn create_agent(
         &self,
@@ -26,6 +27,7 @@ pub trait AgentStore {
         env: Env,
         id: &AgentId,
         key_hash: [u8; 32],
+        key_binding: Option<Vec<u8>>,
         now_ms: i64,
     ) -> StoreFuture<'_, Option<AgentRow>>;
 

@@ -120,6 +120,24 @@ pub struct Resolution {
     pub hint: AgentHint,
 }
 
+/// The planted bug of the history checker's reviews (tests/history), in debug builds only:
+/// with `MANDATE_TEST_PLANT_UNCHECKED_RESOLUTION` set, a resolution is written whether or
+/// not its review is still pending, so that approvers and deniers racing for one review
+/// all resolve it, and the checker must say so.
+pub fn planted_unchecked_resolution() -> bool {
+    cfg!(debug_assertions) && std::env::var_os("MANDATE_TEST_PLANT_UNCHECKED_RESOLUTION").is_some()
+}
+
+/// The condition a resolution's write puts on the review's row: still pending (none under
+/// the planted bug of [`planted_unchecked_resolution`]).
+pub fn resolution_guard() -> &'static str {
+    if planted_unchecked_resolution() {
+        ""
+    } else {
+        " AND status = 'pending'"
+    }
+}
+
 /// What the decision service needs from storage.
 pub trait DecidingStore: Send + Sync {
     /// What `agent`'s next decision depends on: its current mandate, its `limit` latest

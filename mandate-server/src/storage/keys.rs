@@ -3,7 +3,7 @@
 use sha2::{Digest, Sha256};
 
 use super::{StorageError, StoreFuture};
-use crate::model::{Caller, Env};
+use crate::model::{Caller, Env, KeyClass};
 
 /// SHA-256 of an API key. Keys carry 160 random bits, so a plain hash cannot be reversed.
 pub fn hash(key: &str) -> [u8; 32] {
@@ -31,6 +31,57 @@ pub struct KeyInfo {
     pub rate_per_sec: i64,
     /// Whether revoked.
     pub revoked: bool,
+}
+
+/// An API key's row as authentication reads it: the caller it makes, and what binds the row
+/// to the operator's key-encryption key (`signing::api_keys` checks it; the engines store
+/// opaque bytes).
+#[derive(Debug, Clone)]
+pub struct CallerRow {
+    /// Who calls with it.
+    pub caller: Caller,
+    /// Its class as stored.
+    pub class: KeyClass,
+    /// Its binding, if any.
+    pub binding: Option<Vec<u8>>,
+}
+
+/// An unrevoked API key's row as operator commands read it, to bind it to the
+/// key-encryption key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredApiKey {
+    /// SHA-256 of the key.
+    pub hash: [u8; 32],
+    /// Its organization.
+    pub org_id: String,
+    /// Its environment.
+    pub env: Env,
+    /// Its class.
+    pub class: KeyClass,
+    /// Its agent, for an agent key.
+    pub agent: Option<String>,
+    /// Its binding, if any.
+    pub binding: Option<Vec<u8>>,
+}
+
+/// One API key's binding, replaced by `AdminStore::replace_api_key_bindings`.
+#[derive(Debug, Clone)]
+pub struct BindingChange {
+    /// SHA-256 of the key.
+    pub hash: [u8; 32],
+    /// What it must hold now.
+    pub from: Option<Vec<u8>>,
+    /// What it is to hold.
+    pub to: Vec<u8>,
+}
+
+/// A stored key class.
+pub fn class_from(text: &str) -> Result<KeyClass, StorageError> {
+    match text {
+        "org" => Ok(KeyClass::Org),
+        "agent" => Ok(KeyClass::Agent),
+        other => Err(StorageError::Corrupt(format!("key class {other:?}"))),
+    }
 }
 
 /// One stored signing key.
@@ -69,6 +120,7 @@ pub trait KeyStore {
     /// Every signing key that is current or retired after `published_after_ms`.
     fn signing_keys(&self, published_after_ms: i64) -> StoreFuture<'_, Vec<StoredKey>>;
 
-    /// Who calls with the API key of SHA-256 `hash`: `None` for an unknown or revoked key.
-    fn caller(&self, hash: [u8; 32]) -> StoreFuture<'_, Option<Caller>>;
+    /// Who calls with the API key of SHA-256 `hash`, with the row's class and binding:
+    /// `None` for an unknown or revoked key.
+    fn caller(&self, hash: [u8; 32]) -> StoreFuture<'_, Option<CallerRow>>;
 }

@@ -67,7 +67,7 @@ async fn insert(app: &TestApp, key: &str, decisions: Vec<Decision>) {
         .as_ref()
         .expect("the SQLite engine")
         .write(move |tx| -> Result<(), StorageError> {
-            let caller = keys::caller(tx, &hash)?.unwrap();
+            let caller = keys::caller(tx, &hash)?.unwrap().caller;
             for d in &decisions {
                 decisions::insert(tx, &caller.org_id, caller.env, d)?;
             }
@@ -91,7 +91,11 @@ async fn insert_postgres(url: &str, hash: [u8; 32], decisions: Vec<Decision>) {
     .unwrap();
     let mut client = pool.get().await.unwrap();
     let tx = client.transaction().await.unwrap();
-    let caller = postgres::keys::caller(&tx, &hash).await.unwrap().unwrap();
+    let caller = postgres::keys::caller(&tx, &hash)
+        .await
+        .unwrap()
+        .unwrap()
+        .caller;
     let mut agents = std::collections::HashMap::new();
     for d in &decisions {
         let agent = d.claims.request.agent.as_str().to_owned();

@@ -373,7 +373,13 @@ impl TestApp {
     /// Onboards another organization through the operator command.
     pub async fn onboard(&self, name: &str) -> Org {
         let running = self.running.as_ref().unwrap();
-        let o = operator::onboard(&*running.state.store, name, self.clock_now()).unwrap();
+        let o = operator::onboard(
+            &*running.state.store,
+            &running.state.api_keys,
+            name,
+            self.clock_now(),
+        )
+        .unwrap();
         Org {
             name: name.into(),
             sandbox: o.sandbox_key,

@@ -392,6 +392,30 @@ async fn sqlite_without_a_kek_warns_and_seal_signing_keys_seals_them_in_place() 
         &[("RUST_LOG", "info")],
     );
     assert_eq!(jwks(&server).await, published);
+    // The organization's keys and its agent's, stored without the KEK, are refused until
+    // the operator binds them (`bind-api-keys`), which names what it binds.
+    let refused = Client::new(&server.api).get(&org, "/v1/agents").await;
+    assert_eq!(refused.status, 401, "{}", refused.text);
+    let out = run(
+        &["bind-api-keys", "--db", db_arg, kek_arg[0], kek_arg[1]],
+        &[],
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("3 of 3 API keys bound now"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert_eq!(
+        text(&out.stdout)
+            .matches("bound: organization org_")
+            .count(),
+        3,
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(!text(&out.stdout).contains(&org), "no key is shown");
     authorize(&server, &org, "sealed").await;
     let scalars = check_sealed(&db, &keys_of(&kek), &published);
     let mut sorted_plain = plain.clone();
@@ -408,6 +432,14 @@ async fn sqlite_without_a_kek_warns_and_seal_signing_keys_seals_them_in_place() 
         "{said}"
     );
     assert!(!said.contains("stored unencrypted"), "{said}");
+    // That start said it refused the keys stored without the KEK, and bound none.
+    assert!(
+        said.contains("3 API keys are not bound to the key-encryption key and are refused"),
+        "{said}"
+    );
+    // The refused request's warning names the key by its fingerprint, never the key.
+    assert!(said.contains("refused: its row is not bound"), "{said}");
+    assert!(!said.contains(&org), "{said}");
 
     // From now on the database needs its KEK.
     let said = refused_serve(&db, &[], &[]);
@@ -488,6 +520,11 @@ async fn a_kek_rotation_keeps_the_jwk_set_and_retires_the_old_kek() {
         )),
         "{said}"
     );
+    // The organization's two keys and the agent's, bound again under the new KEK.
+    assert!(
+        said.contains("3 of 3 API keys bound again under it;"),
+        "{said}"
+    );
     assert!(
         stored_keys(&db)
             .iter()
@@ -510,12 +547,30 @@ async fn a_kek_rotation_keeps_the_jwk_set_and_retires_the_old_kek() {
         text(&out.stderr)
     );
 
-    // The running server (old KEK) keeps serving with the keys it holds, past its next
-    // reload (every 2 s), which cannot open them any more.
+    // The running server (old KEK) keeps the signing keys it holds, past its next reload
+    // (every 2 s), which cannot open them any more; the API key rows, bound again under
+    // the new KEK, it refuses: hence the rollout's order, every process given the new KEK
+    // (and the old one as previous) before the rotation. Such a process serves throughout.
     tokio::time::sleep(Duration::from_millis(2500)).await;
-    authorize(&server, &org, "during").await;
     assert_eq!(jwks(&server).await, before);
+    let refused = Client::new(&server.api).get(&org, "/v1/agents").await;
+    assert_eq!(refused.status, 401, "{}", refused.text);
     stop(server);
+    let rolling = Server::start_with_env(
+        &db,
+        free_port(),
+        &[
+            "--key-encryption-key-file",
+            new_file.to_str().unwrap(),
+            "--previous-key-encryption-key-file",
+            old_file.to_str().unwrap(),
+        ],
+        Stdio::null(),
+        &[],
+    );
+    authorize(&rolling, &org, "during").await;
+    assert_eq!(jwks(&rolling).await, before);
+    stop(rolling);
 
     // The old KEK no longer opens anything; the new one does, with the same JWK Set.
     let said = refused_serve(&db, &[], &old_env);

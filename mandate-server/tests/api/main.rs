@@ -18,6 +18,7 @@ mod admin_host;
 mod agents;
 mod ap2;
 mod ap2_issuers;
+mod api_key_binding;
 mod auth;
 mod authorizations;
 mod backup;

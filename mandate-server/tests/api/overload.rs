@@ -193,9 +193,14 @@ async fn strict_server(timeout: Duration) -> (Running, String, (tempfile::TempDi
     )
     .await
     .unwrap();
-    let key = operator::onboard(&*running.state.store, "slowpokes", START)
-        .unwrap()
-        .sandbox_key;
+    let key = operator::onboard(
+        &*running.state.store,
+        &running.state.api_keys,
+        "slowpokes",
+        START,
+    )
+    .unwrap()
+    .sandbox_key;
     (running, key, (dir, db))
 }
 

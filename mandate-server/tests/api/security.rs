@@ -110,6 +110,7 @@ async fn victim() -> (TestApp, Keys, Vec<Op>) {
     let revoked_agent = app.agent(&org, "gone").await;
     let (revoked_org, _) = operator::issue_key(
         &*store,
+        &app.running.as_ref().unwrap().state.api_keys,
         "acme",
         mandate_server::model::Env::Sandbox,
         app.clock_now(),

@@ -33,6 +33,8 @@ mod agents;
 mod ap2;
 #[path = "../api/ap2_issuers.rs"]
 mod ap2_issuers;
+#[path = "../api/api_key_binding.rs"]
+mod api_key_binding;
 #[path = "../api/auth.rs"]
 mod auth;
 #[path = "../api/authorizations.rs"]

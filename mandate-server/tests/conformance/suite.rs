@@ -30,7 +30,7 @@ use mandate_core::review::ReviewStatus;
 use mandate_server::clock::{ms, random16};
 use mandate_server::decision::agents::AgentStates;
 use mandate_server::decision::modes::ModeCache;
-use mandate_server::decision::service::{Decider, Input};
+use mandate_server::decision::service::{Credential, Decider, DecisionError, Input};
 use mandate_server::model::Env;
 use mandate_server::model::decision::Decision;
 use mandate_server::signing::fast::AwsLcSigner;
@@ -87,12 +87,14 @@ macro_rules! conformance {
             a_failing_decision_writes_nothing,
             a_decision_on_a_stale_agent_is_given_back_unstored,
             a_single_use_credential_is_accepted_once_even_at_once,
+            a_credential_checked_under_a_replaced_mandate_is_not_accepted,
             a_review_is_resolved_once_and_expires_once,
             a_mandates_expiring_event_fires_once,
             an_escrow_is_funded_once_and_moves_only_from_where_it_stands,
             the_store_is_ready_and_counts_its_processes,
             signing_keys_rotate_and_their_secrets_change_only_as_read,
             org_keys_and_policy_versions_change_what_callers_carry,
+            api_key_bindings_are_stored_as_given_and_replaced_only_as_read,
         );
     };
     (@tests $fresh:path; $($name:ident),* $(,)?) => {
@@ -117,7 +119,7 @@ async fn onboard(store: &dyn Store) -> String {
             id: ORG.into(),
             name: "acme".into(),
             policy_prefix: "pol_2026-11-22.".into(),
-            keys: vec![(ORG_KEY, Env::Sandbox), (LIVE_KEY, Env::Live)],
+            keys: vec![(ORG_KEY, Env::Sandbox, None), (LIVE_KEY, Env::Live, None)],
             now_ms: ms(NOW),
         })
         .unwrap()
@@ -130,7 +132,7 @@ fn agent_id(name: &str) -> AgentId {
 
 async fn agent(store: &dyn Store, name: &str, key: u8) {
     store
-        .create_agent(ORG, Env::Sandbox, &agent_id(name), [key; 32], ms(NOW))
+        .create_agent(ORG, Env::Sandbox, &agent_id(name), [key; 32], None, ms(NOW))
         .await
         .unwrap()
         .expect("a fresh agent name");
@@ -209,6 +211,31 @@ impl Deciding {
         record: Option<IdempotencyRecord>,
         credential: Option<String>,
     ) -> Value {
+        // A credential is checked against the agent's mandate in force, as the route does.
+        let credential = match credential {
+            Some(id) => {
+                let (mandate, _) = store
+                    .current_ap2_source(ORG, Env::Sandbox, &agent_id(agent))
+                    .await
+                    .unwrap()
+                    .expect("the agent has a mandate");
+                Some(Credential { id, mandate })
+            }
+            None => None,
+        };
+        self.try_decide(store, agent, amount, record, credential)
+            .await
+            .unwrap()
+    }
+
+    async fn try_decide(
+        &self,
+        store: &dyn Store,
+        agent: &str,
+        amount: &str,
+        record: Option<IdempotencyRecord>,
+        credential: Option<Credential>,
+    ) -> Result<Value, DecisionError> {
         let (mode, _) = store.mode(ORG, Env::Sandbox).await.unwrap();
         let decider = Decider {
             store,
@@ -240,9 +267,8 @@ impl Deciding {
                 },
                 |_| Ok(record.take()),
             )
-            .await
-            .unwrap();
-        serde_json::from_slice(&body).unwrap()
+            .await?;
+        Ok(serde_json::from_slice(&body).unwrap())
     }
 }
 

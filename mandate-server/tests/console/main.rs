@@ -51,7 +51,13 @@ impl Console {
             key_encryption: Default::default(),
         };
         let running = serve::start(config, Arc::new(SystemClock)).await.unwrap();
-        let keys = operator::onboard(&*running.state.store, "acme", SystemClock.now()).unwrap();
+        let keys = operator::onboard(
+            &*running.state.store,
+            &running.state.api_keys,
+            "acme",
+            SystemClock.now(),
+        )
+        .unwrap();
         let mut console = Console {
             api: format!("http://{}", running.api_addr),
             public: format!("http://{}", running.public_addr),

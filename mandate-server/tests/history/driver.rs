@@ -19,7 +19,9 @@ pub fn binary() -> &'static str {
     env!("CARGO_BIN_EXE_mandate-server")
 }
 
-/// The limits of every agent's mandate in a run.
+/// The limits of every agent's mandate in a run; amounts above `REVIEW_ABOVE` (11 to 20
+/// of 1 to 20) open a review while the windows allow them.
+pub const REVIEW_ABOVE: i64 = 10;
 pub const PER_DAY: i64 = 180;
 pub const PER_WEEK: i64 = 190;
 pub const PER_MONTH: i64 = 200;
@@ -105,6 +107,8 @@ pub struct Run {
     pub agents: Vec<(String, String)>,
     pub urls: Urls,
     pub started: Instant,
+    /// Where the reviews the clients are answered go, for the racers (reviews.rs).
+    pub opened: crate::reviews::Opened,
 }
 
 /// Onboards through the operator command; returns the sandbox key.
@@ -128,13 +132,20 @@ pub fn onboard(db: &str, env: &[(&str, String)]) -> String {
         .to_owned()
 }
 
-/// Registers `n` agents, each with the run's mandate; returns (name, key) each.
+/// Registers `n` agents, each with the run's mandate (with its review threshold if
+/// `reviews`); returns (name, key) each.
 pub async fn agents(
     client: &reqwest::Client,
     api: &str,
     org: &str,
     n: usize,
+    reviews: bool,
 ) -> Vec<(String, String)> {
+    let review_above = if reviews {
+        format!(r#", "review_above": {REVIEW_ABOVE}"#)
+    } else {
+        String::new()
+    };
     let mut agents = Vec::new();
     for i in 0..n {
         let name = format!("h{i}");
@@ -151,7 +162,7 @@ pub async fn agents(
             .unwrap()
             .to_owned();
         let mandate = format!(
-            r#"{{"agent": "agt_{name}", "limits": {{"per_transaction": 20, "per_day": {PER_DAY}, "per_week": {PER_WEEK}, "per_month": {PER_MONTH}, "currency": "USD"}}, "categories": ["software"], "expires": "2099-12-31"}}"#
+            r#"{{"agent": "agt_{name}", "limits": {{"per_transaction": 20, "per_day": {PER_DAY}, "per_week": {PER_WEEK}, "per_month": {PER_MONTH}, "currency": "USD"}}{review_above}, "categories": ["software"], "expires": "2099-12-31"}}"#
         );
         let r = client
             .post(format!("{api}/v1/mandates"))
@@ -172,11 +183,12 @@ pub async fn drive(run: &Run, stop: Arc<AtomicBool>) -> Vec<Attempt> {
     let history = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
     for w in 0..run.workers {
-        let (history, stop, urls, agents) = (
+        let (history, stop, urls, agents, opened) = (
             history.clone(),
             stop.clone(),
             run.urls.clone(),
             run.agents.clone(),
+            run.opened.clone(),
         );
         let (seed, started) = (run.seed, run.started);
         tasks.push(tokio::spawn(async move {
@@ -226,6 +238,12 @@ pub async fn drive(run: &Run, stop: Arc<AtomicBool>) -> Vec<Attempt> {
                                 Ok(bytes) => {
                                     let body: Value =
                                         serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+                                    if let Some(review) = body["review"]["id"].as_str()
+                                        && status == 201
+                                        && !replayed
+                                    {
+                                        opened.lock().unwrap().push_back(review.to_owned());
+                                    }
                                     let decision = (status == 201).then(|| {
                                         (
                                             body["id"].as_str().unwrap_or_default().to_owned(),

@@ -4,7 +4,9 @@
 //! then the checker (`checker.rs`) reads the history and the final decision log: every
 //! `201` in the log exactly once with its answered claims, no day, week or month window
 //! and no minute over its limit in commit order, one outcome per Idempotency-Key (dropped
-//! and stalled attempts included), no decision that no request caused.
+//! and stalled attempts included), no decision that no request caused; and each review
+//! (requests over the mandate's review threshold) resolved once, though racers approve and
+//! deny it at once, on different processes (`reviews.rs`).
 //!
 //! - SQLite: one process, killed with SIGKILL and restarted, round after round.
 //! - PostgreSQL: three processes on one database; faults one after another: a process
@@ -13,6 +15,8 @@
 //!   request deadline. Then the same run without faults but with the planted bug (a
 //!   debug-build switch that drops the agent-version check): the checker must report an
 //!   overspend.
+//! - The planted review bug (a debug-build switch that writes a resolution whatever the
+//!   review's state), SQLite: the checker must report a review resolved more than once.
 //!
 //! Bounded (about a minute each), seeded (`MANDATE_HISTORY_SEED`, printed), in this
 //! target of its own so that its cluster's restarts and pauses touch no other test.
@@ -23,6 +27,7 @@ mod postgres;
 
 mod checker;
 mod driver;
+mod reviews;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -50,6 +55,46 @@ fn limits() -> Limits {
         per_month: driver::PER_MONTH,
         per_minute: mandate_core::history::VELOCITY_LIMIT,
     }
+}
+
+/// Every anomaly of a run: the requests' and the reviews'.
+fn check_all(
+    history: &[Attempt],
+    resolves: &[reviews::Resolve],
+    log: &[checker::Logged],
+) -> Vec<String> {
+    let mut anomalies = check(history, log, limits());
+    anomalies.extend(reviews::check(resolves, log));
+    anomalies
+}
+
+/// The review figures of a run, printed for docs/security.md.
+fn report_reviews(engine: &str, resolves: &[reviews::Resolve], log: &[checker::Logged]) {
+    let opened = log.iter().filter(|d| d.review.is_some()).count();
+    let approvals = log.iter().filter(|d| d.supersedes.is_some()).count();
+    let answered = |wanted: fn(u16) -> bool| {
+        resolves
+            .iter()
+            .filter(|r| matches!(r.answered, reviews::Answered::Status { status, .. } if wanted(status)))
+            .count()
+    };
+    let mut per_process = std::collections::BTreeMap::new();
+    for r in resolves {
+        *per_process.entry(r.process).or_insert(0usize) += 1;
+    }
+    eprintln!("  resolution attempts by process {per_process:?}");
+    eprintln!(
+        "history {engine} reviews: {opened} opened, {} resolved, {approvals} decisions made by approving, {} resolution attempts: {} answered 2xx, {} 400 (no longer pending), {} 5xx, {} dropped or unanswered",
+        reviews::resolved(log),
+        resolves.len(),
+        answered(|s| (200..300).contains(&s)),
+        answered(|s| s == 400),
+        answered(|s| s >= 500),
+        resolves
+            .iter()
+            .filter(|r| !matches!(r.answered, reviews::Answered::Status { .. }))
+            .count()
+    );
 }
 
 /// The figures of a run, printed for docs/security.md.
@@ -107,16 +152,26 @@ async fn sqlite_history_under_kill_rounds_has_no_anomaly() {
     let org = driver::onboard(&db, &[]);
     let server = Server::start(&db, &[], &log);
     let client = reqwest::Client::new();
-    let agents = driver::agents(&client, &server.api, &org, 3).await;
+    let agents = driver::agents(&client, &server.api, &org, 6, true).await;
     let urls: driver::Urls = Arc::new(vec![Mutex::new(server.api.clone())]);
+    let opened = reviews::Opened::default();
     let run = Run {
         seed,
         workers: 6,
         agents: agents.clone(),
         urls: urls.clone(),
         started: Instant::now(),
+        opened: opened.clone(),
     };
     let stop = Arc::new(AtomicBool::new(false));
+    let racing = tokio::spawn(reviews::race(
+        seed,
+        org.clone(),
+        urls.clone(),
+        opened,
+        3,
+        stop.clone(),
+    ));
     let driving = {
         let stop = stop.clone();
         async move { driver::drive(&run, stop).await }
@@ -144,11 +199,73 @@ async fn sqlite_history_under_kill_rounds_has_no_anomaly() {
     };
     let (history, faults) = tokio::join!(driving, faults);
     let (faults, server) = faults.unwrap();
+    let resolves = racing.await.unwrap();
     let log = driver::final_log(&server.api, &org, &agents).await;
-    let anomalies = check(&history, &log, limits());
+    let anomalies = check_all(&history, &resolves, &log);
     report("sqlite", &history, &faults, &anomalies);
+    report_reviews("sqlite", &resolves, &log);
     assert!(anomalies.is_empty(), "{anomalies:#?}");
     assert!(history.len() > 100, "too few requests to mean anything");
+    assert!(
+        reviews::resolved(&log) > 10,
+        "too few reviews resolved to mean anything"
+    );
+}
+
+/// The planted bug of the reviews: a resolution written whether or not its review is still
+/// pending (a debug-build switch). One process, no faults: racers approving and denying
+/// the same reviews all succeed, and the checker must say so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_history_catches_a_review_resolved_twice_when_the_check_is_planted_away() {
+    let seed = seed();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("planted.db");
+    let db = db.to_str().unwrap().to_owned();
+    let log = dir.path().join("serve.log");
+    let org = driver::onboard(&db, &[]);
+    let env = [("MANDATE_TEST_PLANT_UNCHECKED_RESOLUTION", "1".to_owned())];
+    let server = Server::start(&db, &env, &log);
+    let client = reqwest::Client::new();
+    let agents = driver::agents(&client, &server.api, &org, 3, true).await;
+    let urls: driver::Urls = Arc::new(vec![Mutex::new(server.api.clone())]);
+    let opened = reviews::Opened::default();
+    let run = Run {
+        seed,
+        workers: 6,
+        agents: agents.clone(),
+        urls: urls.clone(),
+        started: Instant::now(),
+        opened: opened.clone(),
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let racing = tokio::spawn(reviews::race(
+        seed,
+        org.clone(),
+        urls,
+        opened,
+        3,
+        stop.clone(),
+    ));
+    let stopper = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(6)).await;
+            stop.store(true, Ordering::Relaxed);
+        })
+    };
+    let history = driver::drive(&run, stop).await;
+    stopper.await.unwrap();
+    let resolves = racing.await.unwrap();
+    let log = driver::final_log(&server.api, &org, &agents).await;
+    let anomalies = check_all(&history, &resolves, &log);
+    report("sqlite, planted review bug", &history, &[], &anomalies);
+    report_reviews("sqlite, planted review bug", &resolves, &log);
+    assert!(
+        anomalies
+            .iter()
+            .any(|a| a.contains("resolved more than once")),
+        "the checker missed the planted bug: {anomalies:#?}"
+    );
 }
 
 /// A PostgreSQL deployment of three processes; returns (db, env, org, servers, agents).
@@ -176,7 +293,10 @@ async fn postgres_deployment(
     let servers: Vec<Server> = (0..3)
         .map(|i| Server::start(&db.url, &env, &dir.join(format!("serve-{i}.log"))))
         .collect();
-    let agents = driver::agents(&reqwest::Client::new(), &servers[0].api, &org, 2).await;
+    // The planted version bug on the workload it was made for (two agents, no reviews):
+    // the windows fill fast and overspend.
+    let (n, reviews) = if plant { (2, false) } else { (4, true) };
+    let agents = driver::agents(&reqwest::Client::new(), &servers[0].api, &org, n, reviews).await;
     Some((db, env, org, servers, agents))
 }
 
@@ -188,14 +308,25 @@ async fn postgres_history_under_faults_has_no_anomaly_and_the_planted_bug_is_cau
         return;
     };
     let urls: driver::Urls = Arc::new(servers.iter().map(|s| Mutex::new(s.api.clone())).collect());
+    let opened = reviews::Opened::default();
     let run = Run {
         seed,
         workers: 8,
         agents: agents.clone(),
         urls: urls.clone(),
         started: Instant::now(),
+        opened: opened.clone(),
     };
     let stop = Arc::new(AtomicBool::new(false));
+    // Each review raced by three on the three processes.
+    let racing = tokio::spawn(reviews::race(
+        seed,
+        org.clone(),
+        urls.clone(),
+        opened,
+        3,
+        stop.clone(),
+    ));
     let driving = {
         let stop = stop.clone();
         async move { driver::drive(&run, stop).await }
@@ -254,10 +385,16 @@ async fn postgres_history_under_faults_has_no_anomaly_and_the_planted_bug_is_cau
     };
     let (history, faults) = tokio::join!(driving, faults);
     let (faults, servers) = faults.unwrap();
+    let resolves = racing.await.unwrap();
     let log = driver::final_log(&servers[0].api, &org, &agents).await;
-    let anomalies = check(&history, &log, limits());
+    let anomalies = check_all(&history, &resolves, &log);
     report("postgres", &history, &faults, &anomalies);
+    report_reviews("postgres", &resolves, &log);
     assert!(anomalies.is_empty(), "{anomalies:#?}");
+    assert!(
+        reviews::resolved(&log) > 10,
+        "too few reviews resolved to mean anything"
+    );
     assert!(history.len() > 100, "too few requests to mean anything");
     drop(servers);
     drop(db);
@@ -273,6 +410,7 @@ async fn postgres_history_under_faults_has_no_anomaly_and_the_planted_bug_is_cau
         agents: agents.clone(),
         urls,
         started: Instant::now(),
+        opened: reviews::Opened::default(),
     };
     let stop = Arc::new(AtomicBool::new(false));
     let stopper = {

@@ -5,12 +5,15 @@ use deadpool_postgres::GenericClient;
 use super::{Result, env_from};
 use crate::model::{Caller, Env, KeyClass};
 use crate::storage::StorageError;
-use crate::storage::keys::{KeyInfo, fingerprint};
+use crate::storage::keys::{
+    BindingChange, CallerRow, KeyInfo, StoredApiKey, class_from, fingerprint,
+};
 
-/// Stores a new key's hash; returns its fingerprint.
+/// Stores a new key's hash with its binding (opaque bytes, `None` without a key-encryption
+/// key); returns its fingerprint.
 pub async fn insert(
     c: &impl GenericClient,
-    hash: &[u8; 32],
+    (hash, binding): (&[u8; 32], Option<&[u8]>),
     org_id: &str,
     env: Env,
     class: KeyClass,
@@ -20,8 +23,8 @@ pub async fn insert(
     let fp = fingerprint(hash);
     let stmt = c
         .prepare_cached(
-            "INSERT INTO api_keys (hash, fingerprint, org_id, env, class, agent_id, created_ms)
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            "INSERT INTO api_keys (hash, fingerprint, org_id, env, class, agent_id, created_ms, binding)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
         )
         .await?;
     c.execute(
@@ -34,17 +37,19 @@ pub async fn insert(
             &class.as_str(),
             &agent_id,
             &now_ms,
+            &binding,
         ],
     )
     .await?;
     Ok(fp)
 }
 
-/// The caller behind a key hash, unless the key is unknown or revoked.
-pub async fn caller(c: &impl GenericClient, hash: &[u8; 32]) -> Result<Option<Caller>> {
+/// The caller behind a key hash, with its row's class and binding, unless the key is
+/// unknown or revoked.
+pub async fn caller(c: &impl GenericClient, hash: &[u8; 32]) -> Result<Option<CallerRow>> {
     let stmt = c
         .prepare_cached(
-            "SELECT k.org_id, k.env, k.agent_id, k.rate_per_sec, o.policy_version
+            "SELECT k.org_id, k.env, k.agent_id, k.rate_per_sec, o.policy_version, k.class, k.binding
              FROM api_keys k JOIN orgs o ON o.id = k.org_id
              WHERE k.hash = $1 AND k.revoked_ms IS NULL",
         )
@@ -61,14 +66,72 @@ pub async fn caller(c: &impl GenericClient, hash: &[u8; 32]) -> Result<Option<Ca
         .map(|a| mandate_core::id::AgentId::parse(&a))
         .transpose()
         .map_err(|e| StorageError::Corrupt(e.to_string()))?;
-    Ok(Some(Caller {
-        key_hash: *hash,
-        org_id: org_id.into(),
-        env,
-        agent,
-        rate_per_sec: u32::try_from(rate.max(1)).unwrap_or(u32::MAX),
-        policy_version: policy_version.into(),
+    let class: String = row.get(5);
+    Ok(Some(CallerRow {
+        caller: Caller {
+            key_hash: *hash,
+            org_id: org_id.into(),
+            env,
+            agent,
+            rate_per_sec: u32::try_from(rate.max(1)).unwrap_or(u32::MAX),
+            policy_version: policy_version.into(),
+        },
+        class: class_from(&class)?,
+        binding: row.get(6),
     }))
+}
+
+/// Every unrevoked key, with its binding.
+pub async fn all_unrevoked(c: &impl GenericClient) -> Result<Vec<StoredApiKey>> {
+    let rows = c
+        .query(
+            "SELECT hash, org_id, env, class, agent_id, binding FROM api_keys
+             WHERE revoked_ms IS NULL ORDER BY created_ms, hash",
+            &[],
+        )
+        .await?;
+    rows.iter()
+        .map(|r| {
+            let hash: Vec<u8> = r.get(0);
+            let class: String = r.get(3);
+            Ok(StoredApiKey {
+                hash: hash.try_into().map_err(|_| {
+                    StorageError::Corrupt("an API key hash of another length".into())
+                })?,
+                org_id: r.get(1),
+                env: env_from(r.get(2))?,
+                class: class_from(&class)?,
+                agent: r.get(4),
+                binding: r.get(5),
+            })
+        })
+        .collect()
+}
+
+/// Stores each change's binding if every key still holds its `from` and is unrevoked;
+/// returns whether it did (the caller rolls back otherwise). Rows are locked as read.
+pub async fn replace_bindings(c: &impl GenericClient, changes: &[BindingChange]) -> Result<bool> {
+    for change in changes {
+        let stored = c
+            .query_opt(
+                "SELECT binding FROM api_keys WHERE hash = $1 AND revoked_ms IS NULL FOR UPDATE",
+                &[&&change.hash[..]],
+            )
+            .await?
+            .map(|r| r.get::<_, Option<Vec<u8>>>(0));
+        if stored.as_ref() != Some(&change.from) {
+            return Ok(false);
+        }
+    }
+    for change in changes {
+        c.execute(
+            "UPDATE api_keys SET binding = $2 WHERE hash = $1",
+            &[&&change.hash[..], &change.to],
+        )
+        .await?;
+    }
+    bump_generation(c).await?;
+    Ok(true)
 }
 
 /// The hash of the key with this fingerprint.
@@ -80,10 +143,11 @@ pub async fn hash_by_fingerprint(c: &impl GenericClient, fp: &str) -> Result<Opt
     )
 }
 
-/// Revokes a key; returns whether a live key was revoked.
+/// Revokes a key; returns whether a live key was revoked. Its binding goes with it, so a
+/// row set back to unrevoked in the database is refused as unbound.
 pub async fn revoke(c: &impl GenericClient, hash: &[u8], now_ms: i64) -> Result<bool> {
     Ok(c.execute(
-        "UPDATE api_keys SET revoked_ms = $2 WHERE hash = $1 AND revoked_ms IS NULL",
+        "UPDATE api_keys SET revoked_ms = $2, binding = NULL WHERE hash = $1 AND revoked_ms IS NULL",
         &[&hash, &now_ms],
     )
     .await?

@@ -38,6 +38,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         7,
         include_str!("../../../migrations/postgres/0007_ap2_issuers_and_sources.sql"),
     ),
+    (
+        8,
+        include_str!("../../../migrations/postgres/0008_api_key_binding.sql"),
+    ),
 ];
 
 /// The highest migration this build knows.

@@ -72,10 +72,11 @@ pub async fn get(
 /// resolved.
 pub async fn resolve(c: &impl GenericClient, review: &Review) -> Result<bool> {
     let stmt = c
-        .prepare_cached(
+        .prepare_cached(&format!(
             "UPDATE reviews SET status = $2, resolved_ms = $3, resolution = $4, reason = $5
-             WHERE id = $1 AND status = 'pending'",
-        )
+             WHERE id = $1{}",
+            crate::storage::deciding::resolution_guard()
+        ))
         .await?;
     Ok(c.execute(
         &stmt,

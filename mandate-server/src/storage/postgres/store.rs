@@ -29,7 +29,7 @@ use super::{
 };
 use crate::clock::ms;
 use crate::model::decision::Decision;
-use crate::model::{Caller, Env, KeyClass};
+use crate::model::{Env, KeyClass};
 use crate::storage::admin::{AdminStore, NewOrg, SecretChange};
 use crate::storage::agents::{AgentRow, AgentStore};
 use crate::storage::ap2::{Ap2Issuer, Ap2Source, Ap2Store};
@@ -39,7 +39,9 @@ use crate::storage::escrows::{EscrowChange, EscrowRow, EscrowStore, MovementRow}
 use crate::storage::events::{EventRow, EventStore, NewEvent};
 use crate::storage::health::{HealthStore, Schema};
 use crate::storage::idempotency::{ClaimToken, IdempotencyRecord, IdempotencyStore};
-use crate::storage::keys::{KeyInfo, KeyStore, SealNew, StoredKey};
+use crate::storage::keys::{
+    BindingChange, CallerRow, KeyInfo, KeyStore, SealNew, StoredApiKey, StoredKey,
+};
 use crate::storage::location::PostgresUrl;
 use crate::storage::mandates::{Filters as MandateFilters, MandateStore, Revocation};
 use crate::storage::orgs::OrgStore;
@@ -169,6 +171,7 @@ impl AgentStore for PostgresStore {
         env: Env,
         id: &AgentId,
         key_hash: [u8; 32],
+        key_binding: Option<Vec<u8>>,
         now_ms: i64,
     ) -> StoreFuture<'_, Option<AgentRow>> {
         let (org, id) = (org_id.to_owned(), id.clone());
@@ -181,7 +184,7 @@ impl AgentStore for PostgresStore {
             }
             keys::insert(
                 &tx,
-                &key_hash,
+                (&key_hash, key_binding.as_deref()),
                 &org,
                 env,
                 KeyClass::Agent,
@@ -939,7 +942,7 @@ impl KeyStore for PostgresStore {
         Box::pin(async move { signing::published(&self.client().await?, published_after_ms).await })
     }
 
-    fn caller(&self, hash: [u8; 32]) -> StoreFuture<'_, Option<Caller>> {
+    fn caller(&self, hash: [u8; 32]) -> StoreFuture<'_, Option<CallerRow>> {
         Box::pin(async move { keys::caller(&self.client().await?, &hash).await })
     }
 }
@@ -956,8 +959,9 @@ impl AdminStore for PostgresStore {
             let n = orgs::count_policy_versions_on(&tx, &org.policy_prefix).await? + 1;
             let version = format!("{}{n}", org.policy_prefix);
             orgs::create(&tx, &org.id, &org.name, &version, org.now_ms).await?;
-            for (hash, env) in &org.keys {
-                keys::insert(&tx, hash, &org.id, *env, KeyClass::Org, None, org.now_ms).await?;
+            for (hash, env, binding) in &org.keys {
+                let key = (hash, binding.as_deref());
+                keys::insert(&tx, key, &org.id, *env, KeyClass::Org, None, org.now_ms).await?;
             }
             tx.commit().await?;
             Ok(Some(version))
@@ -976,14 +980,33 @@ impl AdminStore for PostgresStore {
         org_id: &str,
         env: Env,
         hash: &[u8; 32],
+        binding: Option<Vec<u8>>,
         now_ms: i64,
     ) -> Result<String> {
         let (org, hash) = (org_id.to_owned(), *hash);
         self.blocking(job(move |mut c| async move {
             let tx = c.transaction().await?;
-            let fp = keys::insert(&tx, &hash, &org, env, KeyClass::Org, None, now_ms).await?;
+            let key = (&hash, binding.as_deref());
+            let fp = keys::insert(&tx, key, &org, env, KeyClass::Org, None, now_ms).await?;
             tx.commit().await?;
             Ok(fp)
+        }))
+    }
+
+    fn all_api_keys(&self) -> Result<Vec<StoredApiKey>> {
+        self.blocking(job(move |c| async move { keys::all_unrevoked(&c).await }))
+    }
+
+    fn replace_api_key_bindings(&self, changes: &[BindingChange]) -> Result<bool> {
+        let changes = changes.to_vec();
+        self.blocking(job(move |mut c| async move {
+            let tx = c.transaction().await?;
+            if !keys::replace_bindings(&tx, &changes).await? {
+                tx.rollback().await?;
+                return Ok(false);
+            }
+            tx.commit().await?;
+            Ok(true)
         }))
     }
 

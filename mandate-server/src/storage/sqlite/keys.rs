@@ -4,34 +4,46 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::StorageError;
 use crate::model::{Caller, Env, KeyClass};
-use crate::storage::keys::{KeyInfo, fingerprint};
+use crate::storage::keys::{
+    BindingChange, CallerRow, KeyInfo, StoredApiKey, class_from, fingerprint,
+};
+
+/// A new key as stored: its hash and its binding (opaque bytes, `None` without a
+/// key-encryption key).
+pub struct NewKey<'a> {
+    /// SHA-256 of the key.
+    pub hash: &'a [u8; 32],
+    /// Its binding.
+    pub binding: Option<&'a [u8]>,
+}
 
 /// Stores a new key's hash.
 pub fn insert(
     tx: &Connection,
-    hash: &[u8; 32],
+    key: NewKey<'_>,
     org_id: &str,
     env: Env,
     class: KeyClass,
     agent_id: Option<&str>,
     now_ms: i64,
 ) -> rusqlite::Result<String> {
-    let fp = fingerprint(hash);
+    let fp = fingerprint(key.hash);
     tx.execute(
-        "INSERT INTO api_keys (hash, fingerprint, org_id, env, class, agent_id, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        params![&hash[..], fp, org_id, env.as_str(), class.as_str(), agent_id, now_ms],
+        "INSERT INTO api_keys (hash, fingerprint, org_id, env, class, agent_id, created_ms, binding) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![&key.hash[..], fp, org_id, env.as_str(), class.as_str(), agent_id, now_ms, key.binding],
     )?;
     Ok(fp)
 }
 
 /// The statement behind [`caller`], kept prepared on each connection.
 pub(crate) const CALLER_SQL: &str =
-    "SELECT k.org_id, k.env, k.agent_id, k.rate_per_sec, o.policy_version
+    "SELECT k.org_id, k.env, k.agent_id, k.rate_per_sec, o.policy_version, k.class, k.binding
      FROM api_keys k JOIN orgs o ON o.id = k.org_id
      WHERE k.hash = ?1 AND k.revoked_ms IS NULL";
 
-/// The caller behind a key hash, unless the key is unknown or revoked.
-pub fn caller(conn: &Connection, hash: &[u8; 32]) -> Result<Option<Caller>, StorageError> {
+/// The caller behind a key hash, with its row's class and binding, unless the key is
+/// unknown or revoked.
+pub fn caller(conn: &Connection, hash: &[u8; 32]) -> Result<Option<CallerRow>, StorageError> {
     // Cached: every key's first request runs this (a prepare costs more than the query).
     let row = conn
         .prepare_cached(CALLER_SQL)?
@@ -42,10 +54,12 @@ pub fn caller(conn: &Connection, hash: &[u8; 32]) -> Result<Option<Caller>, Stor
                 r.get::<_, Option<String>>(2)?,
                 r.get::<_, i64>(3)?,
                 r.get::<_, String>(4)?,
+                r.get::<_, String>(5)?,
+                r.get::<_, Option<Vec<u8>>>(6)?,
             ))
         })
         .optional()?;
-    let Some((org_id, env, agent, rate, policy_version)) = row else {
+    let Some((org_id, env, agent, rate, policy_version, class, binding)) = row else {
         return Ok(None);
     };
     let env = Env::parse(&env).ok_or_else(|| StorageError::Corrupt(format!("env {env:?}")))?;
@@ -53,14 +67,76 @@ pub fn caller(conn: &Connection, hash: &[u8; 32]) -> Result<Option<Caller>, Stor
         .map(|a| mandate_core::id::AgentId::parse(&a))
         .transpose()
         .map_err(|e| StorageError::Corrupt(e.to_string()))?;
-    Ok(Some(Caller {
-        key_hash: *hash,
-        org_id: org_id.into(),
-        env,
-        agent,
-        rate_per_sec: u32::try_from(rate.max(1)).unwrap_or(u32::MAX),
-        policy_version: policy_version.into(),
+    Ok(Some(CallerRow {
+        caller: Caller {
+            key_hash: *hash,
+            org_id: org_id.into(),
+            env,
+            agent,
+            rate_per_sec: u32::try_from(rate.max(1)).unwrap_or(u32::MAX),
+            policy_version: policy_version.into(),
+        },
+        class: class_from(&class)?,
+        binding,
     }))
+}
+
+/// Every unrevoked key, with its binding.
+pub fn all_unrevoked(conn: &Connection) -> Result<Vec<StoredApiKey>, StorageError> {
+    let mut stmt = conn.prepare(
+        "SELECT hash, org_id, env, class, agent_id, binding FROM api_keys
+         WHERE revoked_ms IS NULL ORDER BY created_ms, hash",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        Ok((
+            r.get::<_, Vec<u8>>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, String>(2)?,
+            r.get::<_, String>(3)?,
+            r.get::<_, Option<String>>(4)?,
+            r.get::<_, Option<Vec<u8>>>(5)?,
+        ))
+    })?;
+    let mut keys = Vec::new();
+    for row in rows {
+        let (hash, org_id, env, class, agent, binding) = row?;
+        keys.push(StoredApiKey {
+            hash: hash
+                .try_into()
+                .map_err(|_| StorageError::Corrupt("an API key hash of another length".into()))?,
+            org_id,
+            env: Env::parse(&env).ok_or_else(|| StorageError::Corrupt(format!("env {env:?}")))?,
+            class: class_from(&class)?,
+            agent,
+            binding,
+        });
+    }
+    Ok(keys)
+}
+
+/// Stores each change's binding if every key still holds its `from` and is unrevoked;
+/// returns whether it did (nothing is changed otherwise).
+pub fn replace_bindings(tx: &Connection, changes: &[BindingChange]) -> rusqlite::Result<bool> {
+    for change in changes {
+        let stored: Option<Option<Vec<u8>>> = tx
+            .query_row(
+                "SELECT binding FROM api_keys WHERE hash = ?1 AND revoked_ms IS NULL",
+                [&change.hash[..]],
+                |r| r.get(0),
+            )
+            .optional()?;
+        if stored.as_ref() != Some(&change.from) {
+            return Ok(false);
+        }
+    }
+    for change in changes {
+        tx.execute(
+            "UPDATE api_keys SET binding = ?2 WHERE hash = ?1",
+            params![&change.hash[..], change.to],
+        )?;
+    }
+    bump_generation(tx)?;
+    Ok(true)
 }
 
 /// The hash of the key with this fingerprint.
@@ -73,10 +149,11 @@ pub fn hash_by_fingerprint(conn: &Connection, fp: &str) -> rusqlite::Result<Opti
     .optional()
 }
 
-/// Revokes a key; returns whether a live key was revoked.
+/// Revokes a key; returns whether a live key was revoked. Its binding goes with it, so a
+/// row set back to unrevoked in the database is refused as unbound.
 pub fn revoke(tx: &Connection, hash: &[u8], now_ms: i64) -> rusqlite::Result<bool> {
     Ok(tx.execute(
-        "UPDATE api_keys SET revoked_ms = ?2 WHERE hash = ?1 AND revoked_ms IS NULL",
+        "UPDATE api_keys SET revoked_ms = ?2, binding = NULL WHERE hash = ?1 AND revoked_ms IS NULL",
         params![hash, now_ms],
     )? == 1)
 }

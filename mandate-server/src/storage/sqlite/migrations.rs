@@ -56,6 +56,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         13,
         include_str!("../../../migrations/sqlite/0013_ap2_issuers_and_sources.sql"),
     ),
+    (
+        14,
+        include_str!("../../../migrations/sqlite/0014_api_key_binding.sql"),
+    ),
 ];
 
 /// The highest migration this build knows.

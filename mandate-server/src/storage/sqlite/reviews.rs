@@ -101,10 +101,11 @@ pub fn get(
 /// Writes a resolution, only if the review is still pending. Returns whether it was.
 pub fn resolve(tx: &Connection, review: &Review) -> rusqlite::Result<bool> {
     Ok(tx
-        .prepare_cached(
+        .prepare_cached(&format!(
             "UPDATE reviews SET status = ?2, resolved_ms = ?3, resolution = ?4, reason = ?5
-             WHERE id = ?1 AND status = 'pending'",
-        )?
+             WHERE id = ?1{}",
+            crate::storage::deciding::resolution_guard()
+        ))?
         .execute(params![
             review.id.as_str(),
             review.status.as_str(),

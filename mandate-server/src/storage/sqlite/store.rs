@@ -22,7 +22,7 @@ use super::{
 };
 use crate::clock::ms;
 use crate::model::decision::Decision;
-use crate::model::{Caller, Env, KeyClass};
+use crate::model::{Env, KeyClass};
 use crate::storage::admin::{AdminStore, NewOrg, SecretChange};
 use crate::storage::agents::{AgentRow, AgentStore};
 use crate::storage::ap2::{Ap2Issuer, Ap2Source, Ap2Store};
@@ -31,7 +31,9 @@ use crate::storage::deliveries::{Attempt, Backlog, DeliveryRow, DeliveryStore, D
 use crate::storage::escrows::{EscrowChange, EscrowRow, EscrowStore, MovementRow};
 use crate::storage::events::{EventRow, EventStore, NewEvent};
 use crate::storage::idempotency::{ClaimToken, IdempotencyRecord, IdempotencyStore};
-use crate::storage::keys::{KeyInfo, KeyStore, SealNew, StoredKey};
+use crate::storage::keys::{
+    BindingChange, CallerRow, KeyInfo, KeyStore, SealNew, StoredApiKey, StoredKey,
+};
 use crate::storage::mandates::{Filters as MandateFilters, MandateStore, Revocation};
 use crate::storage::orgs::OrgStore;
 use crate::storage::peers::PeerStore;
@@ -66,6 +68,7 @@ impl AgentStore for SqliteStore {
         env: Env,
         id: &AgentId,
         key_hash: [u8; 32],
+        key_binding: Option<Vec<u8>>,
         now_ms: i64,
     ) -> StoreFuture<'_, Option<AgentRow>> {
         let (org, id) = (org_id.to_owned(), id.clone());
@@ -75,7 +78,10 @@ impl AgentStore for SqliteStore {
             }
             keys::insert(
                 tx,
-                &key_hash,
+                keys::NewKey {
+                    hash: &key_hash,
+                    binding: key_binding.as_deref(),
+                },
                 &org,
                 env,
                 KeyClass::Agent,
@@ -719,7 +725,7 @@ impl KeyStore for SqliteStore {
         )
     }
 
-    fn caller(&self, hash: [u8; 32]) -> StoreFuture<'_, Option<Caller>> {
+    fn caller(&self, hash: [u8; 32]) -> StoreFuture<'_, Option<CallerRow>> {
         Box::pin(
             self.db
                 .read(move |conn| -> Result<_> { keys::caller(conn, &hash) }),
@@ -736,8 +742,12 @@ impl AdminStore for SqliteStore {
             let n = orgs::count_policy_versions_on(tx, &org.policy_prefix)? + 1;
             let version = format!("{}{n}", org.policy_prefix);
             orgs::create(tx, &org.id, &org.name, &version, org.now_ms)?;
-            for (hash, env) in &org.keys {
-                keys::insert(tx, hash, &org.id, *env, KeyClass::Org, None, org.now_ms)?;
+            for (hash, env, binding) in &org.keys {
+                let key = keys::NewKey {
+                    hash,
+                    binding: binding.as_deref(),
+                };
+                keys::insert(tx, key, &org.id, *env, KeyClass::Org, None, org.now_ms)?;
             }
             Ok(Some(version))
         })
@@ -753,12 +763,16 @@ impl AdminStore for SqliteStore {
         org_id: &str,
         env: Env,
         hash: &[u8; 32],
+        binding: Option<Vec<u8>>,
         now_ms: i64,
     ) -> Result<String> {
         self.db.write_blocking(|tx| -> Result<_> {
             Ok(keys::insert(
                 tx,
-                hash,
+                keys::NewKey {
+                    hash,
+                    binding: binding.as_deref(),
+                },
                 org_id,
                 env,
                 KeyClass::Org,
@@ -766,6 +780,16 @@ impl AdminStore for SqliteStore {
                 now_ms,
             )?)
         })
+    }
+
+    fn all_api_keys(&self) -> Result<Vec<StoredApiKey>> {
+        self.db
+            .write_blocking(|tx| -> Result<_> { keys::all_unrevoked(tx) })
+    }
+
+    fn replace_api_key_bindings(&self, changes: &[BindingChange]) -> Result<bool> {
+        self.db
+            .write_blocking(|tx| -> Result<_> { Ok(keys::replace_bindings(tx, changes)?) })
     }
 
     fn key_hash_by_fingerprint(&self, fingerprint: &str) -> Result<Option<Vec<u8>>> {

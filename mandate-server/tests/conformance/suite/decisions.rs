@@ -261,6 +261,43 @@ pub async fn a_single_use_credential_is_accepted_once_even_at_once(fresh: &Fresh
     assert_eq!(again["verdict"], "deny_replay");
 }
 
+/// A credential checked against a mandate that another replaced before the decision held
+/// the agent's lock is refused (`MandateReplaced`): nothing is stored and the credential
+/// stays unused, so the same credential is accepted under the mandate now in force.
+pub async fn a_credential_checked_under_a_replaced_mandate_is_not_accepted(fresh: &Fresh) {
+    let store = fresh.store.as_ref();
+    onboard(store).await;
+    agent(store, "agt_m", 10).await;
+    let first = mandate(store, "agt_m").await;
+    // The route checked the credential under `first`; `second` replaced it meanwhile.
+    let second = mandate(store, "agt_m").await;
+    let deciding = Deciding::new();
+    assert_ne!(first.id, second.id);
+    let credential = |mandate: &Mandate| Credential {
+        id: "cred_m".to_owned(),
+        mandate: mandate.id.clone(),
+    };
+    let stale = deciding
+        .try_decide(store, "agt_m", "10", None, Some(credential(&first)))
+        .await;
+    match stale {
+        Err(DecisionError::MandateReplaced { checked, .. }) => assert_eq!(checked, first.id),
+        other => panic!("expected MandateReplaced, got {other:?}"),
+    }
+    assert!(
+        !store
+            .credential_accepted(Arc::from(ORG), Env::Sandbox, "cred_m".to_owned())
+            .await
+            .unwrap()
+    );
+    let fresh_answer = deciding
+        .try_decide(store, "agt_m", "10", None, Some(credential(&second)))
+        .await
+        .unwrap();
+    assert_eq!(fresh_answer["verdict"], "allow");
+    assert_eq!(fresh_answer["mandate"], second.id.as_str());
+}
+
 pub async fn a_review_is_resolved_once_and_expires_once(fresh: &Fresh) {
     let store = fresh.store.as_ref();
     onboard(store).await;

@@ -16,7 +16,7 @@ pub async fn orgs_are_unique_by_name_and_a_refused_org_writes_nothing(fresh: &Fr
             id: "org_other".into(),
             name: "acme".into(),
             policy_prefix: "pol_2026-11-22.".into(),
-            keys: vec![([9; 32], Env::Sandbox)],
+            keys: vec![([9; 32], Env::Sandbox, None)],
             now_ms: ms(NOW),
         })
         .unwrap();
@@ -28,26 +28,37 @@ pub async fn orgs_are_unique_by_name_and_a_refused_org_writes_nothing(fresh: &Fr
 pub async fn keys_are_callers_until_revoked_and_each_change_moves_the_generation(fresh: &Fresh) {
     let store = fresh.store.as_ref();
     let version = onboard(store).await;
-    let caller = store.caller(ORG_KEY).await.unwrap().expect("an org key");
+    let caller = store
+        .caller(ORG_KEY)
+        .await
+        .unwrap()
+        .expect("an org key")
+        .caller;
     assert_eq!(&*caller.org_id, ORG);
     assert_eq!(caller.env, Env::Sandbox);
     assert_eq!(caller.agent, None);
     assert_eq!(&*caller.policy_version, version.as_str());
     assert_eq!(
-        store.caller(LIVE_KEY).await.unwrap().unwrap().env,
+        store.caller(LIVE_KEY).await.unwrap().unwrap().caller.env,
         Env::Live
     );
     assert!(store.caller([7; 32]).await.unwrap().is_none());
     // An agent key is its agent's caller.
     agent(store, "agt_keyed", 30).await;
-    let agent_caller = store.caller([30; 32]).await.unwrap().unwrap();
+    let agent_caller = store.caller([30; 32]).await.unwrap().unwrap().caller;
     assert_eq!(agent_caller.agent, Some(agent_id("agt_keyed")));
     // Each operator change moves the generation that running servers reload on.
     let generation = store.key_generation().await.unwrap();
     assert!(store.set_key_rate(&ORG_KEY, 7).unwrap());
     assert!(!store.set_key_rate(&[7; 32], 7).unwrap(), "an unknown key");
     assert_eq!(
-        store.caller(ORG_KEY).await.unwrap().unwrap().rate_per_sec,
+        store
+            .caller(ORG_KEY)
+            .await
+            .unwrap()
+            .unwrap()
+            .caller
+            .rate_per_sec,
         7
     );
     let after_rate = store.key_generation().await.unwrap();
@@ -81,7 +92,14 @@ pub async fn agents_are_unique_in_their_environment_and_listed_newest_first(fres
     }
     // The name again with another key: refused, and the key is not stored.
     let again = store
-        .create_agent(ORG, Env::Sandbox, &agent_id("agt_a"), [20; 32], ms(NOW))
+        .create_agent(
+            ORG,
+            Env::Sandbox,
+            &agent_id("agt_a"),
+            [20; 32],
+            None,
+            ms(NOW),
+        )
         .await
         .unwrap();
     assert!(again.is_none());
@@ -89,7 +107,7 @@ pub async fn agents_are_unique_in_their_environment_and_listed_newest_first(fres
     // The same name in the other environment is another agent.
     assert!(
         store
-            .create_agent(ORG, Env::Live, &agent_id("agt_a"), [21; 32], ms(NOW))
+            .create_agent(ORG, Env::Live, &agent_id("agt_a"), [21; 32], None, ms(NOW))
             .await
             .unwrap()
             .is_some()
@@ -631,21 +649,106 @@ pub async fn org_keys_and_policy_versions_change_what_callers_carry(fresh: &Fres
     onboard(store).await;
     let generation = store.key_generation_now().unwrap();
     let fingerprint = store
-        .insert_org_key(ORG, Env::Live, &[40; 32], ms(NOW))
+        .insert_org_key(ORG, Env::Live, &[40; 32], None, ms(NOW))
         .unwrap();
     assert_eq!(
         fingerprint,
         mandate_server::storage::keys::fingerprint(&[40; 32])
     );
     assert_eq!(
-        store.caller([40; 32]).await.unwrap().unwrap().env,
+        store.caller([40; 32]).await.unwrap().unwrap().caller.env,
         Env::Live
     );
     store.set_policy_version(ORG, "pol_2026-11-23.2").unwrap();
     assert!(store.key_generation_now().unwrap() > generation);
     for key in [ORG_KEY, [40; 32]] {
-        let caller = store.caller(key).await.unwrap().unwrap();
+        let caller = store.caller(key).await.unwrap().unwrap().caller;
         assert_eq!(&*caller.policy_version, "pol_2026-11-23.2");
     }
     assert_eq!(store.list_keys(ORG).unwrap().len(), 3);
+}
+
+pub async fn api_key_bindings_are_stored_as_given_and_replaced_only_as_read(fresh: &Fresh) {
+    use mandate_server::model::KeyClass;
+    use mandate_server::storage::keys::BindingChange;
+    let store = fresh.store.as_ref();
+    store
+        .create_org(&NewOrg {
+            id: ORG.into(),
+            name: "acme".into(),
+            policy_prefix: "pol_2026-11-22.".into(),
+            keys: vec![(ORG_KEY, Env::Sandbox, Some(b"bound org".to_vec()))],
+            now_ms: ms(NOW),
+        })
+        .unwrap()
+        .unwrap();
+    store
+        .insert_org_key(ORG, Env::Live, &LIVE_KEY, None, ms(NOW))
+        .unwrap();
+    store
+        .create_agent(
+            ORG,
+            Env::Sandbox,
+            &agent_id("agt_bound"),
+            [30; 32],
+            Some(b"bound agent".to_vec()),
+            ms(NOW),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    // Each row's binding and class as stored, through the caller and the operators' read.
+    let row = store.caller(ORG_KEY).await.unwrap().unwrap();
+    assert_eq!(row.binding.as_deref(), Some(&b"bound org"[..]));
+    assert_eq!(row.class, KeyClass::Org);
+    let row = store.caller([30; 32]).await.unwrap().unwrap();
+    assert_eq!(row.binding.as_deref(), Some(&b"bound agent"[..]));
+    assert_eq!(row.class, KeyClass::Agent);
+    assert_eq!(store.caller(LIVE_KEY).await.unwrap().unwrap().binding, None);
+    let all = store.all_api_keys().unwrap();
+    assert_eq!(all.len(), 3);
+    let live = all.iter().find(|k| k.hash == LIVE_KEY).unwrap();
+    assert_eq!(
+        (live.env, live.class, live.binding.clone()),
+        (Env::Live, KeyClass::Org, None)
+    );
+    let agent = all.iter().find(|k| k.hash == [30; 32]).unwrap();
+    assert_eq!(agent.agent.as_deref(), Some("agt_bound"));
+    // Replaced only if every row holds what was read; otherwise nothing changes.
+    let generation = store.key_generation_now().unwrap();
+    let stale = [
+        BindingChange {
+            hash: LIVE_KEY,
+            from: None,
+            to: b"live".to_vec(),
+        },
+        BindingChange {
+            hash: ORG_KEY,
+            from: None,
+            to: b"org".to_vec(),
+        },
+    ];
+    assert!(!store.replace_api_key_bindings(&stale).unwrap());
+    assert_eq!(store.caller(LIVE_KEY).await.unwrap().unwrap().binding, None);
+    let fresh_changes = [BindingChange {
+        hash: LIVE_KEY,
+        from: None,
+        to: b"live".to_vec(),
+    }];
+    assert!(store.replace_api_key_bindings(&fresh_changes).unwrap());
+    assert_eq!(
+        store
+            .caller(LIVE_KEY)
+            .await
+            .unwrap()
+            .unwrap()
+            .binding
+            .as_deref(),
+        Some(&b"live"[..])
+    );
+    assert!(store.key_generation_now().unwrap() > generation);
+    // A revocation drops the binding, and revoked rows are not read for binding.
+    assert!(store.revoke_key(&LIVE_KEY, ms(NOW)).unwrap());
+    assert_eq!(store.all_api_keys().unwrap().len(), 2);
+    assert!(!store.replace_api_key_bindings(&fresh_changes).unwrap());
 }
