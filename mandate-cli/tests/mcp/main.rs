@@ -166,7 +166,7 @@ impl Server {
                 let store = &*self.running.as_ref().unwrap().state.store;
                 let per_sec = u32::try_from(need["per_sec"].as_u64().unwrap()).unwrap();
                 operator::set_rate(store, &self.agent_key, per_sec).unwrap();
-                // Running servers pick up a key's new rate within 250 ms.
+                // Running servers pick up a key's new rate at their key cache's next refresh.
                 std::thread::sleep(Duration::from_millis(600));
             }
             "revoke" => {

@@ -556,7 +556,7 @@ pub fn standard_mandate(name: &str) -> String {
 
 impl TestApp {
     /// Waits (bounded, 5 s) until the server has noticed an operator change to `key` and
-    /// refuses it: running servers pick up operator key changes within 250 ms.
+    /// refuses it: running servers pick up operator key changes at their key cache's refresh.
     pub async fn until_refused(&self, key: &str) {
         for _ in 0..200 {
             if self.get(key, "/v1/decisions").await.status == 401 {

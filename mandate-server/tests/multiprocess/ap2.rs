@@ -1,7 +1,7 @@
 //! AP2 across processes (issue #36): an imported open mandate's budget and its closed
 //! mandates' single use hold exactly when the agent's closed mandates are presented at
-//! once to two `serve` processes on one PostgreSQL database (the "ten replicas spend
-//! $1,600 under a $150 cap" report).
+//! once to two `serve` processes on one PostgreSQL database (the replicas overspending a
+//! cap that issue #36 cites).
 
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
