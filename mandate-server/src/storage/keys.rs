@@ -23,9 +23,9 @@ pub struct KeyInfo {
     /// Public handle.
     pub fingerprint: String,
     /// Environment.
-    pub env: String,
+    pub env: Env,
     /// Class.
-    pub class: String,
+    pub class: KeyClass,
     /// Agent for agent keys.
     pub agent: Option<String>,
     /// Rate per second.

@@ -167,17 +167,18 @@ pub async fn list(c: &impl GenericClient, org_id: &str) -> Result<Vec<KeyInfo>> 
             &[&org_id],
         )
         .await?;
-    Ok(rows
-        .iter()
-        .map(|r| KeyInfo {
-            fingerprint: r.get(0),
-            env: r.get(1),
-            class: r.get(2),
-            agent: r.get(3),
-            rate_per_sec: r.get(4),
-            revoked: r.get(5),
+    rows.iter()
+        .map(|r| {
+            Ok(KeyInfo {
+                fingerprint: r.get(0),
+                env: env_from(r.get(1))?,
+                class: class_from(r.get(2))?,
+                agent: r.get(3),
+                rate_per_sec: r.get(4),
+                revoked: r.get(5),
+            })
         })
-        .collect())
+        .collect()
 }
 
 /// Marks a change to keys made outside the running servers (operator commands): servers

@@ -166,10 +166,11 @@ pub fn set_rate(tx: &Connection, hash: &[u8], per_sec: u32) -> rusqlite::Result<
     )? == 1)
 }
 
-/// The keys of an organization.
+/// The keys of an organization, oldest first.
 pub fn list(conn: &Connection, org_id: &str) -> rusqlite::Result<Vec<KeyInfo>> {
     let mut stmt = conn.prepare(
-        "SELECT fingerprint, env, class, agent_id, rate_per_sec, revoked_ms IS NOT NULL FROM api_keys WHERE org_id = ?1 ORDER BY created_ms",
+        "SELECT fingerprint, env, class, agent_id, rate_per_sec, revoked_ms IS NOT NULL
+         FROM api_keys WHERE org_id = ?1 ORDER BY created_ms, fingerprint",
     )?;
     let rows = stmt.query_map([org_id], |r| {
         Ok(KeyInfo {

@@ -39,7 +39,7 @@ pub use store::SqliteStore;
 pub use writer::MAX_GROUP;
 
 use super::StorageError;
-use crate::model::Env;
+use crate::model::{Env, KeyClass};
 use crate::storage::deliveries::DeliveryState;
 
 /// SQLite's errors as the boundary's: busy or locked past the timeout is
@@ -79,6 +79,15 @@ impl rusqlite::types::FromSql for Env {
         Env::parse(text).ok_or_else(|| {
             rusqlite::types::FromSqlError::Other(format!("environment {text:?}").into())
         })
+    }
+}
+
+/// A key class is stored as its name (`org`, `agent`).
+impl rusqlite::types::FromSql for KeyClass {
+    fn column_result(value: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+        let text = value.as_str()?;
+        crate::storage::keys::class_from(text)
+            .map_err(|e| rusqlite::types::FromSqlError::Other(e.to_string().into()))
     }
 }
 

@@ -61,6 +61,19 @@ pub async fn keys_are_callers_until_revoked_and_each_change_moves_the_generation
             .rate_per_sec,
         7
     );
+    // A rate stored as 0 still lets its caller make one request a second.
+    assert!(store.set_key_rate(&LIVE_KEY, 0).unwrap());
+    assert_eq!(store.api_key(LIVE_KEY).await.unwrap().unwrap().rate_per_sec, 0);
+    assert_eq!(
+        store
+            .caller(LIVE_KEY)
+            .await
+            .unwrap()
+            .unwrap()
+            .caller
+            .rate_per_sec,
+        1
+    );
     let after_rate = store.key_generation().await.unwrap();
     assert!(after_rate > generation);
     assert!(store.revoke_key(&ORG_KEY, ms(NOW)).unwrap());
@@ -97,6 +110,21 @@ pub async fn keys_are_callers_until_revoked_and_each_change_moves_the_generation
     // Operators see keys by fingerprint, never the key.
     let keys = store.list_keys(ORG).unwrap();
     assert_eq!(keys.iter().filter(|k| k.revoked).count(), 1, "{keys:?}");
+    let org_key = keys
+        .iter()
+        .find(|k| k.fingerprint == mandate_server::storage::keys::fingerprint(&ORG_KEY))
+        .unwrap();
+    assert_eq!(
+        (
+            org_key.env,
+            org_key.class,
+            org_key.revoked,
+            org_key.rate_per_sec
+        ),
+        (Env::Sandbox, KeyClass::Org, true, 7)
+    );
+    let agent_key = keys.iter().find(|k| k.class == KeyClass::Agent).unwrap();
+    assert_eq!(agent_key.agent.as_deref(), Some("agt_keyed"));
     let fingerprint = mandate_server::storage::keys::fingerprint(&LIVE_KEY);
     assert_eq!(
         store.key_hash_by_fingerprint(&fingerprint).unwrap(),
