@@ -33,8 +33,8 @@ use crate::storage::agents::{AgentRow, AgentStore};
 use crate::storage::ap2::{Ap2Issuer, Ap2Source, Ap2Store};
 use crate::storage::decisions::{DecisionStore, Filters as DecisionFilters};
 use crate::storage::deliveries::{Backlog, DeliveryChange, DeliveryRow, DeliveryStore, Due};
-use crate::storage::escrows::{EscrowChange, EscrowRow, EscrowStore, MovementRow};
-use crate::storage::events::{EventRow, EventStore, NewEvent};
+use crate::storage::escrows::{EscrowChange, EscrowFunding, EscrowRow, EscrowStore, MovementRow};
+use crate::storage::events::{EventRow, EventStore};
 use crate::storage::health::{HealthStore, Schema};
 use crate::storage::idempotency::{ClaimToken, IdempotencyRecord, IdempotencyStore};
 use crate::storage::keys::{
@@ -47,7 +47,7 @@ use crate::storage::mandates::{
 use crate::storage::orgs::OrgStore;
 use crate::storage::peers::{PEER_LEASE_MS, PeerStore};
 use crate::storage::timers::{DecideExpiring, DecideExpiry, DueItem, ExpiringEvent, TimerStore};
-use crate::storage::webhooks::{WebhookRow, WebhookStore};
+use crate::storage::webhooks::{PING_EVENT, WebhookRow, WebhookStore};
 use crate::storage::{StorageError, StoreFuture};
 
 /// The PostgreSQL engine: a pool of connections to one database that any number of
@@ -333,27 +333,25 @@ impl DeliveryStore for PostgresStore {
 }
 
 impl EscrowStore for PostgresStore {
-    fn fund_escrow(
-        &self,
-        escrow: EscrowRow,
-        nonce: &str,
-        movement: MovementRow,
-        event: NewEvent,
-    ) -> StoreFuture<'_, bool> {
-        let nonce = nonce.to_owned();
+    fn fund_escrow(&self, funding: EscrowFunding) -> StoreFuture<'_, bool> {
         Box::pin(async move {
-            let env = Env::parse(&escrow.env)
-                .ok_or_else(|| StorageError::Corrupt(format!("escrow {} env", escrow.id)))?;
+            let EscrowFunding {
+                escrow,
+                nonce,
+                movement,
+                event,
+            } = &funding;
             let mut c = self.client().await?;
             let tx = c.transaction().await?;
-            if !escrows::insert(&tx, &escrow, &nonce).await? {
+            if !escrows::insert(&tx, escrow, nonce).await? {
                 tx.rollback().await?;
                 return Ok(false);
             }
-            settlement::record(&tx, &movement).await?;
+            settlement::record(&tx, movement).await?;
+            let (org, env) = (&escrow.org_id, escrow.env);
             events::append(
                 &tx,
-                &escrow.org_id,
+                org,
                 env,
                 event.event_type,
                 &event.data,
@@ -917,7 +915,7 @@ impl WebhookStore for PostgresStore {
                 return Ok(None);
             }
             let event =
-                events::append_for_webhook(&tx, &org, env, "ping", &data, now_ms, &id).await?;
+                events::append_for_webhook(&tx, &org, env, PING_EVENT, &data, now_ms, &id).await?;
             tx.commit().await?;
             Ok(Some(event))
         })

@@ -26,8 +26,8 @@ use crate::storage::agents::{AgentRow, AgentStore};
 use crate::storage::ap2::{Ap2Issuer, Ap2Source, Ap2Store};
 use crate::storage::decisions::{DecisionStore, Filters as DecisionFilters};
 use crate::storage::deliveries::{Backlog, DeliveryChange, DeliveryRow, DeliveryStore, Due};
-use crate::storage::escrows::{EscrowChange, EscrowRow, EscrowStore, MovementRow};
-use crate::storage::events::{EventRow, EventStore, NewEvent};
+use crate::storage::escrows::{EscrowChange, EscrowFunding, EscrowRow, EscrowStore, MovementRow};
+use crate::storage::events::{EventRow, EventStore};
 use crate::storage::idempotency::{ClaimToken, IdempotencyRecord, IdempotencyStore};
 use crate::storage::keys::{
     ApiKeyRow, BindingChange, KeyInfo, KeyStore, SealNew, StoredApiKey, StoredKey,
@@ -38,7 +38,7 @@ use crate::storage::mandates::{
 use crate::storage::orgs::OrgStore;
 use crate::storage::peers::PeerStore;
 use crate::storage::timers::{DecideExpiring, DecideExpiry, DueItem, ExpiringEvent, TimerStore};
-use crate::storage::webhooks::{WebhookRow, WebhookStore};
+use crate::storage::webhooks::{PING_EVENT, WebhookRow, WebhookStore};
 use crate::storage::{StorageError, StoreFuture};
 
 /// The SQLite engine: the embedded default, one file with group commit.
@@ -230,24 +230,22 @@ impl DeliveryStore for SqliteStore {
 }
 
 impl EscrowStore for SqliteStore {
-    fn fund_escrow(
-        &self,
-        escrow: EscrowRow,
-        nonce: &str,
-        movement: MovementRow,
-        event: NewEvent,
-    ) -> StoreFuture<'_, bool> {
-        let nonce = nonce.to_owned();
+    fn fund_escrow(&self, funding: EscrowFunding) -> StoreFuture<'_, bool> {
         Box::pin(self.db.write(move |tx| -> Result<bool> {
-            if !escrows::insert(tx, &escrow, &nonce)? {
+            let EscrowFunding {
+                escrow,
+                nonce,
+                movement,
+                event,
+            } = &funding;
+            if !escrows::insert(tx, escrow, nonce)? {
                 return Ok(false);
             }
-            settlement::record(tx, &movement)?;
-            let env = Env::parse(&escrow.env)
-                .ok_or_else(|| StorageError::Corrupt(format!("escrow {} env", escrow.id)))?;
+            settlement::record(tx, movement)?;
+            let (org, env) = (&escrow.org_id, escrow.env);
             events::append(
                 tx,
-                &escrow.org_id,
+                org,
                 env,
                 event.event_type,
                 &event.data,
@@ -301,7 +299,7 @@ impl EscrowStore for SqliteStore {
         let id = id.clone();
         Box::pin(
             self.db
-                .read(move |conn| -> Result<_> { Ok(settlement::of_escrow(conn, id.as_str())?) }),
+                .read(move |conn| settlement::of_escrow(conn, id.as_str())),
         )
     }
 }
@@ -691,7 +689,7 @@ impl WebhookStore for SqliteStore {
             if webhooks::get(tx, &org, env, &id)?.is_none() {
                 return Ok(None);
             }
-            let event = events::append_for_webhook(tx, &org, env, "ping", &data, now_ms, &id)?;
+            let event = events::append_for_webhook(tx, &org, env, PING_EVENT, &data, now_ms, &id)?;
             Ok(Some(event))
         }))
     }

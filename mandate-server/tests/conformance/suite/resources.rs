@@ -4,6 +4,8 @@
 
 use super::*;
 
+use mandate_server::storage::webhooks::{DELETED_ERROR, PING_EVENT, WebhookStatus};
+
 pub async fn orgs_are_unique_by_name_and_a_refused_org_writes_nothing(fresh: &Fresh) {
     let store = fresh.store.as_ref();
     let version = onboard(store).await;
@@ -383,7 +385,10 @@ pub async fn webhooks_ping_into_deliveries_and_deleting_ends_them(fresh: &Fresh)
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(event.data, json!({"hello": 1}));
+    assert_eq!(
+        (event.event_type.as_str(), &event.data),
+        (PING_EVENT, &json!({"hello": 1}))
+    );
     let deliveries = store.deliveries_of(ping.as_str()).await.unwrap();
     assert_eq!(deliveries.len(), 1, "{deliveries:?}");
     assert_eq!(deliveries[0].webhook_id, first.as_str());
@@ -405,7 +410,7 @@ pub async fn webhooks_ping_into_deliveries_and_deleting_ends_them(fresh: &Fresh)
         .await
         .unwrap()
         .expect("an active endpoint");
-    assert_eq!(deleted.status, "deleted");
+    assert_eq!(deleted.status, WebhookStatus::Deleted);
     assert!(
         store
             .webhook(ORG, Env::Sandbox, &first)
@@ -429,6 +434,7 @@ pub async fn webhooks_ping_into_deliveries_and_deleting_ends_them(fresh: &Fresh)
     );
     for delivery in store.deliveries_of(ping.as_str()).await.unwrap() {
         assert_ne!(delivery.state, DeliveryState::Pending, "{delivery:?}");
+        assert_eq!(delivery.last_error.as_deref(), Some(DELETED_ERROR));
     }
     assert!(
         store
