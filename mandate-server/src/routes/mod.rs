@@ -20,6 +20,8 @@ use serde_json::Value;
 
 use crate::decision::service::DecisionError;
 use crate::http::error::ApiError;
+use crate::services::escrows::EscrowError;
+use crate::services::webhooks::WebhookError;
 use crate::state::AppState;
 
 /// Every `/v1` route.
@@ -113,6 +115,33 @@ impl From<DecisionError> for ApiError {
             DecisionError::ClaimLost => Self::IdempotencyConflict(e.to_string()),
             DecisionError::AlreadyResolved(_) => Self::InvalidRequest(e.to_string()),
             DecisionError::Encoding(_) | DecisionError::Signing(_) => Self::Server(e.to_string()),
+        }
+    }
+}
+
+/// An escrow request refused or failed, as the envelope answers it.
+impl From<EscrowError> for ApiError {
+    fn from(e: EscrowError) -> Self {
+        match e {
+            EscrowError::NoEscrow(id) => Self::not_found("escrow", &id),
+            EscrowError::NoDecision(id) => Self::not_found("decision", &id),
+            EscrowError::Funding(_) | EscrowError::Transition(_) => {
+                Self::InvalidRequest(e.to_string())
+            }
+            EscrowError::Storage(e) => e.into(),
+            EscrowError::Settlement(_) | EscrowError::Encoding(_) => Self::Server(e.to_string()),
+        }
+    }
+}
+
+/// A webhook request refused or failed, as the envelope answers it.
+impl From<WebhookError> for ApiError {
+    fn from(e: WebhookError) -> Self {
+        match e {
+            WebhookError::NoWebhook(id) => Self::not_found("webhook", &id),
+            WebhookError::Url(_) => Self::InvalidRequest(e.to_string()),
+            WebhookError::Storage(e) => e.into(),
+            WebhookError::Encoding(_) => Self::Server(e.to_string()),
         }
     }
 }

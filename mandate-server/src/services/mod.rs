@@ -1,14 +1,17 @@
-//! What the resource routes do below their handlers: the orchestration of a request that
-//! is more than one call (read, check, write, shape the answer), so that each route module
-//! holds short handlers (extract, call a service, answer). The decision path has its own
-//! service (`decision/`); these are the others.
+//! The services of the resources beside decisions: what a request to them does, below the
+//! routes (which extract, call a service, answer) and above storage (which writes what a
+//! service decided).
 //!
-//! A service answers the API's one error type, [`ApiError`]: its messages say what the
-//! caller must fix, and `http/error.rs` alone turns it into a status and the envelope.
+//! `escrows` and `webhooks` know no HTTP: each has its own error type, mapped to the spec's
+//! envelope in `routes/mod.rs`, where the two meet. `mandates`, `exports` and `ap2` answer
+//! the API's error type, [`ApiError`], whose messages say what the caller must fix; only
+//! `http/error.rs` turns it into a status and the envelope.
 
 pub mod ap2;
+pub mod escrows;
 pub mod exports;
 pub mod mandates;
+pub mod webhooks;
 
 use serde::Serialize;
 use serde_json::Value;

@@ -226,7 +226,9 @@ async fn an_idempotency_key_is_claimed_once_across_processes_and_a_dead_processs
 
 #[tokio::test]
 async fn one_decision_funds_one_escrow_whichever_process_is_asked() {
-    use crate::storage::escrows::{EscrowRow, EscrowStore, MovementRow};
+    use crate::storage::escrows::{
+        EscrowFunding, EscrowRow, EscrowStore, MovementKind, MovementRow, Party,
+    };
     use crate::storage::events::NewEvent;
     use mandate_core::escrow::{EscrowState, EscrowStatus, HistoryEntry};
     use mandate_core::id::{AgentId, DecisionId, EscrowId};
@@ -237,7 +239,7 @@ async fn one_decision_funds_one_escrow_whichever_process_is_asked() {
     let escrow = |n: u8| EscrowRow {
         id: EscrowId::from_random([n; 16]),
         org_id: "org_1".into(),
-        env: "sandbox".into(),
+        env: Env::Sandbox,
         amount: mandate_core::amount::Amount::parse("10.50").unwrap(),
         currency: mandate_core::names::Currency::parse("USD").unwrap(),
         buyer: AgentId::parse("agt_buyer").unwrap(),
@@ -257,25 +259,25 @@ async fn one_decision_funds_one_escrow_whichever_process_is_asked() {
         created_ms: ms(NOW),
     };
     let movement = |n: u8| MovementRow {
-        escrow_id: EscrowId::from_random([n; 16]).to_string(),
-        kind: "lock".into(),
-        amount: "10.50".into(),
-        currency: "USD".into(),
-        from_party: "agt_buyer".into(),
-        to_party: "escrow".into(),
+        escrow_id: EscrowId::from_random([n; 16]),
+        kind: MovementKind::Lock,
+        amount: mandate_core::amount::Amount::parse("10.50").unwrap(),
+        currency: mandate_core::names::Currency::parse("USD").unwrap(),
+        from_party: Party::Agent(AgentId::parse("agt_buyer").unwrap()),
+        to_party: Party::Escrow(EscrowId::from_random([n; 16])),
         created_ms: ms(NOW),
     };
     let funded = futures_util::future::join_all((1..=10u8).map(|n| {
         let store = if n % 2 == 0 { &a } else { &b };
-        store.fund_escrow(
-            escrow(n),
-            "n_1",
-            movement(n),
-            NewEvent {
+        store.fund_escrow(EscrowFunding {
+            escrow: escrow(n),
+            nonce: "n_1".into(),
+            movement: movement(n),
+            event: NewEvent {
                 event_type: "escrow.funded",
                 data: serde_json::json!({"n": n}),
             },
-        )
+        })
     }))
     .await;
     let yes = funded.iter().filter(|f| *f.as_ref().unwrap()).count();
@@ -354,20 +356,22 @@ async fn a_delivery_is_attempted_by_one_process_at_a_time_and_taken_over_when_it
     // An attempt recorded ends the claim; one never recorded (its process died) is picked
     // up once the claim has run out.
     let recorded = again[0].id;
-    b.record_attempt(
-        recorded,
-        Attempt {
-            attempt: 1,
-            at_ms: now,
-            status: Some(200),
-            latency_ms: 3,
-            error: None,
-        },
-        mandate_core::delivery::NextStep::Delivered,
-        now + 3,
-    )
-    .await
-    .unwrap();
+    let attempt = Attempt {
+        attempt: 1,
+        at_ms: now,
+        status: Some(200),
+        latency_ms: 3,
+        error: None,
+    };
+    let delivered = crate::storage::deliveries::DeliveryChange {
+        attempt: Some(attempt),
+        attempts: 1,
+        state: crate::storage::deliveries::DeliveryState::Delivered,
+        next_attempt_ms: None,
+        last_error: None,
+        finished_ms: Some(now + 3),
+    };
+    b.record_delivery(recorded, delivered).await.unwrap();
     let after = now + super::deliveries::CLAIM_MS + 10;
     let taken_over = a.due_deliveries(after, 100, 100).await.unwrap();
     assert_eq!(taken_over.len(), 11, "{taken_over:?}");
@@ -447,7 +451,7 @@ async fn a_review_resolves_once_across_processes_and_expires_once() {
     assert_eq!(due, vec![item.clone()]);
     let expired = futures_util::future::join_all((0..6).map(|i| {
         let store = if i % 2 == 0 { &a } else { &b };
-        store.expire_review(&item, NOW)
+        store.expire_review(&item, NOW, expire)
     }))
     .await;
     assert!(expired.iter().all(Result::is_ok), "{expired:?}");
@@ -484,7 +488,7 @@ async fn mandate_expiring_fires_once_across_processes() {
     assert_eq!(due, vec![item.clone()]);
     let fired = futures_util::future::join_all((0..6).map(|i| {
         let store = if i % 2 == 0 { &a } else { &b };
-        store.fire_expiring(&item, NOW, expiring_at)
+        store.fire_expiring(&item, NOW, fire)
     }))
     .await;
     assert!(fired.iter().all(Result::is_ok), "{fired:?}");
@@ -575,6 +579,41 @@ async fn signing_key_secrets_are_replaced_all_at_once_or_not_at_all() {
 /// `workers::timers::expiring_at`, which storage may not import): 00:00 UTC seven days before.
 fn expiring_at(expires: time::Date) -> time::OffsetDateTime {
     (expires - time::Duration::days(7)).midnight().assume_utc()
+}
+
+/// The timers' decisions as the worker makes them (`workers::timers`, above storage): an
+/// expired pending review with its event; `mandate.expiring` once, when due.
+fn expire(
+    review: &mandate_core::review::Review,
+    now: time::OffsetDateTime,
+) -> Result<Option<crate::storage::timers::ReviewExpiry>, crate::storage::StorageError> {
+    Ok(review
+        .expire(now)
+        .ok()
+        .map(|review| crate::storage::timers::ReviewExpiry {
+            event: crate::storage::events::NewEvent {
+                event_type: "decision.resolved",
+                data: serde_json::to_value(&review).unwrap(),
+            },
+            review,
+            at_ms: ms(now),
+        }))
+}
+
+fn fire(
+    mandate: &mandate_core::mandate::Mandate,
+    fired: bool,
+    now: time::OffsetDateTime,
+) -> Option<crate::storage::timers::ExpiringEvent> {
+    (!fired && now >= expiring_at(mandate.terms.expires)).then(|| {
+        crate::storage::timers::ExpiringEvent {
+            event: crate::storage::events::NewEvent {
+                event_type: "mandate.expiring",
+                data: mandate.to_json(now),
+            },
+            at_ms: ms(now),
+        }
+    })
 }
 
 /// A decision of `agent` with id `id`, as the decision service makes one.

@@ -44,7 +44,7 @@ async fn a_ping_is_delivered_as_a_verifiable_signed_event() {
 
     let row = eventually("the delivery to be recorded", || {
         let row = delivery(&app, &event);
-        (row.state == "delivered").then_some(row)
+        (row.state == DeliveryState::Delivered).then_some(row)
     })
     .await;
     assert_eq!(row.attempts, 1);
@@ -89,7 +89,7 @@ async fn a_receiver_that_fails_three_times_gets_the_event_with_the_same_jti() {
         (row.attempts == 1).then_some(row)
     })
     .await;
-    assert_eq!(first.state, "pending");
+    assert_eq!(first.state, DeliveryState::Pending);
     let wait = first.next_attempt_ms.unwrap() - START.unix_timestamp() * 1000;
     assert!((800..=1200).contains(&wait), "first backoff {wait} ms");
     // The event's read shows the delivery as stored: the webhook, its state, the attempts,
@@ -126,7 +126,7 @@ async fn a_receiver_that_fails_three_times_gets_the_event_with_the_same_jti() {
     }
     let row = eventually("the delivery to be acknowledged", || {
         let row = delivery(&app, event);
-        (row.state == "delivered").then_some(row)
+        (row.state == DeliveryState::Delivered).then_some(row)
     })
     .await;
     assert_eq!(row.attempts, 4);
@@ -187,11 +187,11 @@ async fn a_receiver_that_never_accepts_stops_receiving_after_24_hours() {
     let row = loop {
         let row = eventually("the next attempt", || {
             let row = delivery(&app, &event);
-            (row.attempts > attempts || row.state != "pending").then_some(row)
+            (row.attempts > attempts || row.state != DeliveryState::Pending).then_some(row)
         })
         .await;
         attempts = row.attempts;
-        if row.state != "pending" {
+        if row.state != DeliveryState::Pending {
             break row;
         }
         // Past the longest backoff (1 hour + 20 %), one attempt per step.
@@ -201,7 +201,7 @@ async fn a_receiver_that_never_accepts_stops_receiving_after_24_hours() {
             "still pending after 48 hours: {row:?}"
         );
     };
-    assert_eq!(row.state, "failed");
+    assert_eq!(row.state, DeliveryState::Failed);
     assert_eq!(row.next_attempt_ms, None);
     assert!(row.attempts >= 15, "{} attempts", row.attempts);
     assert_eq!(receiver.count(), row.tried.len());
@@ -233,7 +233,7 @@ async fn a_delivery_window_that_closed_while_waiting_is_failed_without_an_attemp
     app.advance(25 * 3600);
     let row = eventually("the delivery to fail", || {
         let row = delivery(&app, &event);
-        (row.state == "failed").then_some(row)
+        (row.state == DeliveryState::Failed).then_some(row)
     })
     .await;
     assert_eq!(row.attempts, 1);
@@ -264,7 +264,7 @@ async fn deliveries_resume_after_a_restart() {
     let seen = receiver.wait_for(2).await;
     let row = eventually("the delivery to be acknowledged", || {
         let row = delivery(&app, &event);
-        (row.state == "delivered").then_some(row)
+        (row.state == DeliveryState::Delivered).then_some(row)
     })
     .await;
     assert_eq!(row.attempts, 2);
@@ -337,7 +337,7 @@ async fn deleting_a_webhook_ends_its_pending_deliveries() {
         .await;
     assert_eq!(r.status, 200);
     let row = delivery(&app, &event);
-    assert_eq!(row.state, "failed");
+    assert_eq!(row.state, DeliveryState::Failed);
     assert_eq!(row.last_error.as_deref(), Some("webhook deleted"));
     app.advance(3600);
     settle().await;

@@ -13,7 +13,7 @@ use mandate_core::claims::EventClaims;
 use mandate_core::delivery::RETRY_WINDOW_MS;
 use mandate_core::jwk::JwkSet;
 use mandate_core::jws::{TokenError, VerifyOptions, verify_event};
-use mandate_server::storage::deliveries::{Attempt, DeliveryRow};
+use mandate_server::storage::deliveries::{Attempt, DeliveryRow, DeliveryState};
 use reqwest::Method;
 use serde_json::{Value, json};
 use time::macros::datetime;
@@ -171,7 +171,7 @@ fn stored_deliveries(db: &TestDatabase, event: &str) -> Vec<DeliveryRow> {
             id,
             webhook_id: row[1].clone().unwrap(),
             attempts: u32::try_from(number(&row[2]).unwrap()).unwrap(),
-            state: row[3].clone().unwrap(),
+            state: DeliveryState::parse(row[3].as_deref().unwrap()).unwrap(),
             next_attempt_ms: number(&row[4]),
             last_error: row[5].clone(),
             tried,

@@ -118,13 +118,13 @@ async fn a_server_killed_between_attempts_delivers_after_it_starts_again() {
     .await;
     let first_issuer = first.public.clone();
     drop(first);
-    assert_eq!(read(&db).state, "pending");
+    assert_eq!(read(&db).state, DeliveryState::Pending);
 
     let second = serve(&db);
     let seen = receiver.wait_for(2).await;
     let row = eventually("the delivery to be acknowledged", || {
         let row = read(&db);
-        (row.state == "delivered").then_some(row)
+        (row.state == DeliveryState::Delivered).then_some(row)
     })
     .await;
     assert_eq!(row.attempts, 2);

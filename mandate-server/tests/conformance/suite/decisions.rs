@@ -372,11 +372,53 @@ pub async fn a_review_is_resolved_once_and_expires_once(fresh: &Fresh) {
             env: Env::Sandbox
         }]
     );
-    store.expire_review(&reviews[0], late).await.unwrap();
-    store.expire_review(&reviews[0], late).await.unwrap();
+    store
+        .expire_review(&reviews[0], late, review_expiry)
+        .await
+        .unwrap();
+    store
+        .expire_review(&reviews[0], late, review_expiry)
+        .await
+        .unwrap();
     let resolved = all_events(store, Some("decision.resolved")).await;
     assert_eq!(resolved.len(), 2, "{resolved:?}");
     assert_eq!(resolved[0].created_ms, ms(late));
+    assert_eq!(resolved[0].data["id"], other_review);
+    assert_eq!(resolved[0].data["status"], "expired");
+    // A resolved review is not expired: the rule says nothing for it, and an engine told
+    // to expire it anyway stores nothing (its row is no longer pending), event included.
+    let denied_item = DueItem {
+        id: review_id.as_str().to_owned(),
+        org_id: ORG.to_owned(),
+        env: Env::Sandbox,
+    };
+    store
+        .expire_review(&denied_item, late, review_expiry)
+        .await
+        .unwrap();
+    let regardless = |review: &Review, now: OffsetDateTime| {
+        let mut expired = review.clone();
+        expired.status = ReviewStatus::Expired;
+        expired.resolved_at = Some(now);
+        Ok(Some(ReviewExpiry {
+            event: NewEvent {
+                event_type: "decision.resolved",
+                data: serde_json::to_value(&expired).unwrap(),
+            },
+            review: expired,
+            at_ms: ms(now),
+        }))
+    };
+    store
+        .expire_review(&denied_item, late, regardless)
+        .await
+        .unwrap();
+    assert_eq!(all_events(store, Some("decision.resolved")).await.len(), 2);
+    let stored = decision(store, &reviewed).await;
+    assert_eq!(
+        stored.review_state.map(|s| s.status),
+        Some(ReviewStatus::Denied)
+    );
     assert_eq!(store.backlog().await.unwrap().reviews, 0);
     let (expired, _) = store
         .review(
@@ -407,7 +449,6 @@ pub async fn a_mandates_expiring_event_fires_once(fresh: &Fresh) {
         .insert_mandate(ORG, Env::Sandbox, &soon)
         .await
         .unwrap();
-    let fires_at = |date: time::Date| date.midnight().assume_utc() - Duration::days(7);
     let (_, mandates) = store
         .due_timers(ms(NOW), "2026-11-22", "2026-11-29", 10)
         .await
@@ -415,16 +456,28 @@ pub async fn a_mandates_expiring_event_fires_once(fresh: &Fresh) {
     assert_eq!(mandates.len(), 1);
     assert_eq!(mandates[0].id, soon.id.as_str());
     store
-        .fire_expiring(&mandates[0], NOW, fires_at)
+        .fire_expiring(&mandates[0], NOW, expiring_event)
         .await
         .unwrap();
     store
-        .fire_expiring(&mandates[0], NOW, fires_at)
+        .fire_expiring(&mandates[0], NOW, expiring_event)
         .await
         .unwrap();
     let fired = all_events(store, Some("mandate.expiring")).await;
     assert_eq!(fired.len(), 1, "{fired:?}");
     assert_eq!(fired[0].data["id"], soon.id.as_str());
+    assert_eq!(fired[0].created_ms, ms(NOW));
+    // Told to fire again regardless, the engine's second mark fails, and the event
+    // appended before it in the same transaction is not stored either.
+    let regardless =
+        |mandate: &Mandate, _fired: bool, now: OffsetDateTime| expiring_event(mandate, false, now);
+    assert!(
+        store
+            .fire_expiring(&mandates[0], NOW, regardless)
+            .await
+            .is_err()
+    );
+    assert_eq!(all_events(store, Some("mandate.expiring")).await.len(), 1);
     assert!(
         store
             .due_timers(ms(NOW), "2026-11-22", "2026-11-29", 10)
@@ -445,159 +498,9 @@ pub async fn a_mandates_expiring_event_fires_once(fresh: &Fresh) {
         org_id: ORG.to_owned(),
         env: Env::Sandbox,
     };
-    store.fire_expiring(&item, NOW, fires_at).await.unwrap();
-    assert_eq!(all_events(store, Some("mandate.expiring")).await.len(), 1);
-}
-
-fn movement(escrow: &EscrowRow, kind: &str, from: &str, to: &str, at: i64) -> MovementRow {
-    MovementRow {
-        escrow_id: escrow.id.as_str().to_owned(),
-        kind: kind.into(),
-        amount: escrow.amount.to_string(),
-        currency: escrow.currency.as_str().to_owned(),
-        from_party: from.into(),
-        to_party: to.into(),
-        created_ms: at,
-    }
-}
-
-fn change(escrow: &EscrowRow, action: EscrowAction, movement: Option<MovementRow>) -> EscrowChange {
-    let to = escrow.status.apply(action).unwrap();
-    EscrowChange {
-        from: escrow.status,
-        entry: HistoryEntry::new(to, NOW, "funder"),
-        step: escrow.history.len(),
-        movement,
-        event: NewEvent {
-            event_type: "escrow.changed",
-            data: json!({"to": format!("{to:?}")}),
-        },
-    }
-}
-
-pub async fn an_escrow_is_funded_once_and_moves_only_from_where_it_stands(fresh: &Fresh) {
-    let store = fresh.store.as_ref();
-    onboard(store).await;
-    agent(store, "agt_buyer", 10).await;
-    mandate(store, "agt_buyer").await;
-    let answer = Deciding::new()
-        .authorize(store, "agt_buyer", "42", None)
-        .await;
-    let funding = decision(store, &answer).await;
-    let escrow_for = |id: EscrowId| EscrowRow {
-        id,
-        org_id: ORG.into(),
-        env: "sandbox".into(),
-        amount: funding.claims.request.amount,
-        currency: funding.claims.request.currency.clone(),
-        buyer: funding.claims.request.agent.clone(),
-        seller: funding.claims.request.recipient.clone(),
-        decision: funding.claims.jti.clone(),
-        arbiter: None,
-        status: EscrowStatus::FUNDED,
-        history: vec![HistoryEntry::new(EscrowStatus::FUNDED, NOW, "funder")],
-        created_ms: ms(NOW),
-    };
-    // Two fundings of one decision at once: exactly one is stored, with one lock and one
-    // event; the other writes nothing.
-    let (a, b) = (
-        escrow_for(EscrowId::from_random(random16())),
-        escrow_for(EscrowId::from_random(random16())),
-    );
-    let fund = |escrow: EscrowRow| {
-        let lock = movement(&escrow, "lock", "agt_buyer", escrow.id.as_str(), ms(NOW));
-        let event = NewEvent {
-            event_type: "escrow.funded",
-            data: json!({"id": escrow.id.as_str()}),
-        };
-        store.fund_escrow(escrow, funding.claims.nonce.as_str(), lock, event)
-    };
-    let (fa, fb) = tokio::join!(fund(a.clone()), fund(b.clone()));
-    let (fa, fb) = (fa.unwrap(), fb.unwrap());
-    assert!(fa ^ fb, "one of two fundings of a decision: {fa} {fb}");
-    let (funded, refused) = if fa { (a, b) } else { (b, a) };
-    assert!(store.escrow(&refused.id, None).await.unwrap().is_none());
-    assert!(
-        store
-            .escrow_movements(&refused.id)
-            .await
-            .unwrap()
-            .is_empty()
-    );
-    assert_eq!(all_events(store, Some("escrow.funded")).await.len(), 1);
-    assert_eq!(
-        store.escrow(&funded.id, None).await.unwrap(),
-        Some(funded.clone())
-    );
-    // Public by id; with an owner, only the funding organization's.
-    assert!(
-        store
-            .escrow(&funded.id, Some((ORG, Env::Live)))
-            .await
-            .unwrap()
-            .is_none()
-    );
-    // Deliver, then release with its movement; a change from where it no longer stands
-    // writes nothing.
-    let deliver = change(&funded, EscrowAction::Deliver, None);
-    assert!(
-        store
-            .advance_escrow(ORG, Env::Sandbox, &funded.id, deliver.clone())
-            .await
-            .unwrap()
-    );
-    let events = event_types(store).await;
-    assert!(
-        !store
-            .advance_escrow(ORG, Env::Sandbox, &funded.id, deliver)
-            .await
-            .unwrap(),
-        "it no longer stands where the change was made from"
-    );
-    assert_eq!(event_types(store).await, events);
-    let delivered = store.escrow(&funded.id, None).await.unwrap().unwrap();
-    assert_eq!(delivered.history.len(), 2);
-    let release = change(
-        &delivered,
-        EscrowAction::Release,
-        Some(movement(
-            &delivered,
-            "release",
-            delivered.id.as_str(),
-            delivered.seller.as_str(),
-            ms(NOW) + 1,
-        )),
-    );
-    assert!(
-        !store
-            .advance_escrow("org_other", Env::Sandbox, &funded.id, release.clone())
-            .await
-            .unwrap(),
-        "only the funding organization moves it"
-    );
-    assert!(
-        store
-            .advance_escrow(ORG, Env::Sandbox, &funded.id, release)
-            .await
-            .unwrap()
-    );
-    let released = store.escrow(&funded.id, None).await.unwrap().unwrap();
-    assert_eq!(
-        released.status,
-        EscrowStatus::FUNDED
-            .apply(EscrowAction::Deliver)
-            .unwrap()
-            .apply(EscrowAction::Release)
-            .unwrap()
-    );
-    assert_eq!(released.history.len(), 3);
-    let kinds: Vec<String> = store
-        .escrow_movements(&funded.id)
+    store
+        .fire_expiring(&item, NOW, expiring_event)
         .await
-        .unwrap()
-        .into_iter()
-        .map(|m| m.kind)
-        .collect();
-    assert_eq!(kinds, ["lock", "release"], "in the order recorded");
-    assert_eq!(all_events(store, Some("escrow.changed")).await.len(), 2);
+        .unwrap();
+    assert_eq!(all_events(store, Some("mandate.expiring")).await.len(), 1);
 }
