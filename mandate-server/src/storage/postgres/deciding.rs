@@ -2,7 +2,7 @@
 //! decision stored by one statement that is refused if the agent changed meanwhile.
 //!
 //! Several processes may decide for one agent. Each caches the agent's state with the
-//! version of the `agents` row it was read at ([`AgentHint::version`]). Storing a decision
+//! version of the `agents` row it was read at (`AgentHint::version`). Storing a decision
 //! first moves that version on, only if it is still the one read and the environment's
 //! enforcement mode is still the one the decision was made in; the decision, the review it
 //! opens with its event and deliveries, and its idempotency record are inserted only if

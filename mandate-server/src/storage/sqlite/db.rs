@@ -18,11 +18,11 @@ use super::writer::{
 /// on one WAL file.
 ///
 /// [`Db::write`] hands its closure to the writer thread. The thread runs the jobs waiting
-/// for it in one transaction and commits when the sync thread is free (or [`MAX_GROUP`]
-/// jobs are in): one fsync makes the whole group durable. A job that fails leaves no
-/// trace ([`Group`]); each caller gets its own result, and only after the group's commit
-/// and sync, so nothing is answered before it is on disk. If the commit fails, every job
-/// of the group gets the error.
+/// for it in one transaction and commits when the sync thread is free (or
+/// [`MAX_GROUP`](super::MAX_GROUP) jobs are in): one fsync makes the whole group durable. A
+/// job that fails leaves no trace (`writer::Group`); each caller gets its own result, and
+/// only after the group's commit and sync, so nothing is answered before it is on disk.
+/// If the commit fails, every job of the group gets the error.
 #[derive(Clone)]
 pub struct Db {
     pub(super) writer: Arc<Mutex<Connection>>,
@@ -148,7 +148,7 @@ impl Db {
     /// once the group is committed (durable). `f`'s changes are rolled back if it fails.
     ///
     /// `f` may run more than once: when another job of its group fails, the group's
-    /// transaction is rolled back and `f` runs again in a new one (see [`Group`]), and its
+    /// transaction is rolled back and `f` runs again in a new one (see `writer::Group`), and its
     /// last result is the one returned. So it should only read and write through the
     /// connection it is given.
     pub async fn write<T, E, F>(&self, f: F) -> Result<T, E>
