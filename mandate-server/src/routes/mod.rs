@@ -1,7 +1,6 @@
 //! One module per resource; each builds its own router and [`api`] merges them.
 
 pub mod agents;
-pub mod ap2;
 pub mod authorizations;
 pub mod console;
 pub mod decisions;
@@ -17,7 +16,6 @@ pub mod webhooks;
 use axum::Router;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
 use serde_json::Value;
 
 use crate::decision::service::DecisionError;
@@ -96,12 +94,7 @@ pub fn ok(body: Value) -> Response {
     (StatusCode::OK, axum::Json(body)).into_response()
 }
 
-/// An object of [`mandate_core::wire`] as the JSON value the server answers with (members
-/// sorted by name, as the wire module documents).
-pub fn wire_json<T: Serialize>(object: &T) -> Result<Value, ApiError> {
-    mandate_core::wire::to_value(object)
-        .map_err(|e| ApiError::Server(format!("encoding the answer: {e}")))
-}
+pub use crate::services::wire_json;
 
 /// The error for a stored value (an id, a name) that no longer parses: the server's fault,
 /// never the caller's.

@@ -32,6 +32,7 @@ use mandate_core::policy::{AuthorizationRequest, Mode, Verdict};
 use mandate_core::review::{Review, ReviewStatus};
 use mandate_server::clock::{ms, random16};
 use mandate_server::decision::agents::AgentStates;
+use mandate_server::decision::mandates::revocation;
 use mandate_server::decision::modes::ModeCache;
 use mandate_server::decision::service::{Credential, Decider, DecisionError, Input};
 use mandate_server::model::decision::Decision;

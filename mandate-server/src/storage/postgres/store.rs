@@ -15,7 +15,7 @@ use deadpool_postgres::{Object, Pool};
 use mandate_core::amount::Amount;
 use mandate_core::id::{AgentId, DecisionId, EscrowId, EventId, MandateId, ReviewId, WebhookId};
 use mandate_core::idempotency::NextAction;
-use mandate_core::mandate::{Mandate, MandateStatus};
+use mandate_core::mandate::Mandate;
 use mandate_core::policy::Mode;
 use serde_json::Value;
 use time::OffsetDateTime;
@@ -41,7 +41,9 @@ use crate::storage::keys::{
     ApiKeyRow, BindingChange, KeyInfo, KeyStore, SealNew, StoredApiKey, StoredKey,
 };
 use crate::storage::location::PostgresUrl;
-use crate::storage::mandates::{Filters as MandateFilters, MandateStore, Revocation};
+use crate::storage::mandates::{
+    DecideRevocation, Filters as MandateFilters, MandateStore, Revocation,
+};
 use crate::storage::orgs::OrgStore;
 use crate::storage::peers::{PEER_LEASE_MS, PeerStore};
 use crate::storage::timers::{DecideExpiring, DecideExpiry, DueItem, ExpiringEvent, TimerStore};
@@ -524,27 +526,32 @@ impl MandateStore for PostgresStore {
         env: Env,
         id: &MandateId,
         now: OffsetDateTime,
+        decide: DecideRevocation,
     ) -> StoreFuture<'_, Revocation> {
         let (org, id) = (org_id.to_owned(), id.clone());
         Box::pin(async move {
             let mut c = self.client().await?;
             let tx = c.transaction().await?;
-            let Some(mut mandate) = mandates::get_locked(&tx, &org, env, &id, false).await? else {
+            let Some(mandate) = mandates::get_locked(&tx, &org, env, &id, false).await? else {
                 tx.rollback().await?;
                 return Ok(Revocation::Missing);
             };
-            // Only an active mandate can be revoked; an expired one stays expired.
-            let status = mandate.status_at(now);
-            if status != MandateStatus::Active || !mandates::revoke(&tx, &id, ms(now)).await? {
+            let change = match decide(&mandate, now) {
+                Ok(change) => change,
+                Err(status) => {
+                    tx.rollback().await?;
+                    return Ok(Revocation::NotActive(status));
+                }
+            };
+            if !mandates::revoke(&tx, &id, change.at_ms).await? {
                 tx.rollback().await?;
-                return Ok(Revocation::NotActive(status));
+                return Ok(Revocation::NotActive(mandate.status));
             }
             agents::bump_version(&tx, &org, env, mandate.terms.agent.as_str()).await?;
-            mandate.status = MandateStatus::Revoked;
-            let data = mandate.to_json(now);
-            events::append(&tx, &org, env, "mandate.revoked", &data, ms(now)).await?;
+            let event = &change.event;
+            events::append(&tx, &org, env, event.event_type, &event.data, change.at_ms).await?;
             tx.commit().await?;
-            Ok(Revocation::Revoked(Box::new(mandate)))
+            Ok(Revocation::Revoked(Box::new(change.mandate)))
         })
     }
 

@@ -9,7 +9,7 @@
 use mandate_core::amount::Amount;
 use mandate_core::id::{AgentId, DecisionId, EscrowId, EventId, MandateId, ReviewId, WebhookId};
 use mandate_core::idempotency::{NextAction, next_action};
-use mandate_core::mandate::{Mandate, MandateStatus};
+use mandate_core::mandate::Mandate;
 use mandate_core::policy::Mode;
 use serde_json::Value;
 use time::OffsetDateTime;
@@ -32,7 +32,9 @@ use crate::storage::idempotency::{ClaimToken, IdempotencyRecord, IdempotencyStor
 use crate::storage::keys::{
     ApiKeyRow, BindingChange, KeyInfo, KeyStore, SealNew, StoredApiKey, StoredKey,
 };
-use crate::storage::mandates::{Filters as MandateFilters, MandateStore, Revocation};
+use crate::storage::mandates::{
+    DecideRevocation, Filters as MandateFilters, MandateStore, Revocation,
+};
 use crate::storage::orgs::OrgStore;
 use crate::storage::peers::PeerStore;
 use crate::storage::timers::{DecideExpiring, DecideExpiry, DueItem, ExpiringEvent, TimerStore};
@@ -423,21 +425,23 @@ impl MandateStore for SqliteStore {
         env: Env,
         id: &MandateId,
         now: OffsetDateTime,
+        decide: DecideRevocation,
     ) -> StoreFuture<'_, Revocation> {
         let (org, id) = (org_id.to_owned(), id.clone());
         Box::pin(self.db.write(move |tx| -> Result<Revocation> {
-            let Some(mut mandate) = mandates::get(tx, &org, env, &id)? else {
+            let Some(mandate) = mandates::get(tx, &org, env, &id)? else {
                 return Ok(Revocation::Missing);
             };
-            // Only an active mandate can be revoked; an expired one stays expired.
-            let status = mandate.status_at(now);
-            if status != MandateStatus::Active || !mandates::revoke(tx, &id, ms(now))? {
-                return Ok(Revocation::NotActive(status));
+            let change = match decide(&mandate, now) {
+                Ok(change) => change,
+                Err(status) => return Ok(Revocation::NotActive(status)),
+            };
+            if !mandates::revoke(tx, &id, change.at_ms)? {
+                return Ok(Revocation::NotActive(mandate.status));
             }
-            mandate.status = MandateStatus::Revoked;
-            let data = mandate.to_json(now);
-            events::append(tx, &org, env, "mandate.revoked", &data, ms(now))?;
-            Ok(Revocation::Revoked(Box::new(mandate)))
+            let event = &change.event;
+            events::append(tx, &org, env, event.event_type, &event.data, change.at_ms)?;
+            Ok(Revocation::Revoked(Box::new(change.mandate)))
         }))
     }
 }

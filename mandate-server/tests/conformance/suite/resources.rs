@@ -279,7 +279,7 @@ pub async fn a_new_mandate_supersedes_the_active_one_and_revoking_fires_once(fre
     // Revoking: once, with its event; again, nothing.
     let at = NOW + Duration::minutes(5);
     let Revocation::Revoked(revoked) = store
-        .revoke_mandate(ORG, Env::Sandbox, &second.id, at)
+        .revoke_mandate(ORG, Env::Sandbox, &second.id, at, revocation)
         .await
         .unwrap()
     else {
@@ -288,22 +288,57 @@ pub async fn a_new_mandate_supersedes_the_active_one_and_revoking_fires_once(fre
     assert_eq!(revoked.status, MandateStatus::Revoked);
     assert_eq!(
         store
-            .revoke_mandate(ORG, Env::Sandbox, &second.id, at)
+            .revoke_mandate(ORG, Env::Sandbox, &second.id, at, revocation)
             .await
             .unwrap(),
         Revocation::NotActive(MandateStatus::Revoked)
     );
     assert_eq!(
         store
-            .revoke_mandate(ORG, Env::Sandbox, &MandateId::from_random([3; 16]), at)
+            .revoke_mandate(
+                ORG,
+                Env::Sandbox,
+                &MandateId::from_random([3; 16]),
+                at,
+                revocation
+            )
             .await
             .unwrap(),
         Revocation::Missing
     );
+    // Told to revoke it again regardless, the engine finds its row no longer active and
+    // writes nothing, event included.
+    let regardless = |mandate: &Mandate, now: OffsetDateTime| {
+        let mut active = mandate.clone();
+        active.status = MandateStatus::Active;
+        revocation(&active, now)
+    };
+    assert_eq!(
+        store
+            .revoke_mandate(ORG, Env::Sandbox, &second.id, at, regardless)
+            .await
+            .unwrap(),
+        Revocation::NotActive(MandateStatus::Revoked)
+    );
     let revocations = all_events(store, Some("mandate.revoked")).await;
     assert_eq!(revocations.len(), 1, "{revocations:?}");
     assert_eq!(revocations[0].data["id"], second.id.as_str());
+    assert_eq!(revocations[0].data["status"], "revoked");
     assert_eq!(revocations[0].created_ms, ms(at));
+    // An expired mandate stays expired: not revoked, nothing written.
+    let lapsed = mandate_of("agt_m", &TERMS.replace("2026-12-31", "2026-11-21"), NOW);
+    store
+        .insert_mandate(ORG, Env::Sandbox, &lapsed)
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .revoke_mandate(ORG, Env::Sandbox, &lapsed.id, at, revocation)
+            .await
+            .unwrap(),
+        Revocation::NotActive(MandateStatus::Expired)
+    );
+    assert_eq!(all_events(store, Some("mandate.revoked")).await.len(), 1);
 }
 
 async fn webhook(store: &dyn Store, events: &[&str]) -> WebhookId {
@@ -362,7 +397,7 @@ pub async fn webhooks_ping_into_deliveries_and_deleting_ends_them(fresh: &Fresh)
     agent(store, "agt_w", 10).await;
     let mandate = mandate(store, "agt_w").await;
     store
-        .revoke_mandate(ORG, Env::Sandbox, &mandate.id, NOW)
+        .revoke_mandate(ORG, Env::Sandbox, &mandate.id, NOW, revocation)
         .await
         .unwrap();
     let revoked = &all_events(store, Some("mandate.revoked")).await[0];
@@ -427,8 +462,8 @@ pub async fn a_delivery_is_retried_delivered_or_given_up_as_recorded(fresh: &Fre
     // Due now: oldest first, at most `per_webhook` of one endpoint.
     let due = store.due_deliveries(ms(NOW) + 10, 2, 10).await.unwrap();
     assert_eq!(due.len(), 2, "{due:?}");
-    assert_eq!(due[0].event_id, pings[0].as_str());
-    assert_eq!(due[1].event_id, pings[1].as_str());
+    assert_eq!(due[0].event_id, pings[0]);
+    assert_eq!(due[1].event_id, pings[1]);
     assert_eq!(
         (due[0].webhook_id.as_str(), due[0].env, due[0].attempts),
         (hook.as_str(), Env::Sandbox, 0)
@@ -543,7 +578,7 @@ pub async fn the_event_log_pages_newest_first_without_gaps_or_repeats(fresh: &Fr
     agent(store, "agt_e", 10).await;
     let mandate = mandate(store, "agt_e").await;
     store
-        .revoke_mandate(ORG, Env::Sandbox, &mandate.id, NOW)
+        .revoke_mandate(ORG, Env::Sandbox, &mandate.id, NOW, revocation)
         .await
         .unwrap();
     let events = all_events(store, None).await;
