@@ -2,13 +2,12 @@
 //! extract, call [`crate::services::webhooks`], answer. Organization keys only. A deleted
 //! endpoint reads as 404.
 
-use crate::http::fields::{check_fields, invalid, object, required, string};
+use crate::http::fields::{check_fields, object, required, string};
 use axum::Router;
 use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use mandate_core::delivery::{EVENT_TYPES, is_event_type};
 use mandate_core::wire;
 use serde_json::Value;
 
@@ -35,36 +34,6 @@ fn webhook_json(row: &WebhookRow) -> Result<Value, ApiError> {
     wire_json(&webhook_wire(row))
 }
 
-/// Parses `events`: a non-empty array of known event types; repeats are dropped.
-fn parse_events(value: &Value) -> Result<Vec<String>, ApiError> {
-    let items = value
-        .as_array()
-        .ok_or_else(|| invalid("events", "must be an array of event types"))?;
-    if items.is_empty() {
-        return Err(invalid("events", "must name at least one event type").into());
-    }
-    let mut events: Vec<String> = Vec::new();
-    for (i, item) in items.iter().enumerate() {
-        let path = format!("events[{i}]");
-        let name = string(item, &path)?;
-        if !is_event_type(name) {
-            let shown: String = name.chars().take(64).collect();
-            return Err(invalid(
-                &path,
-                format!(
-                    "{shown:?} is not an event type; the types are {}",
-                    EVENT_TYPES.join(", ")
-                ),
-            )
-            .into());
-        }
-        if !events.iter().any(|e| e == name) {
-            events.push(name.to_owned());
-        }
-    }
-    Ok(events)
-}
-
 async fn create(
     State(state): State<AppState>,
     caller: Caller,
@@ -81,7 +50,7 @@ async fn create(
         &["webhook", "id", "status", "created_at"],
     )?;
     let url = string(required(fields, "url", "url")?, "url")?;
-    let events = parse_events(required(fields, "events", "events")?)?;
+    let events = webhooks::subscribed(required(fields, "events", "events")?)?;
     let owner = (&*caller.org_id, caller.env);
     let now = ms(state.now());
     let row = webhooks::create(state.store.as_ref(), owner, url, &events, now).await?;

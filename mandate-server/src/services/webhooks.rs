@@ -2,6 +2,8 @@
 //! is stored, and again before every delivery), reading, deleting (its pending deliveries
 //! end) and pinging one (an event like any other, delivered to that one endpoint).
 
+use mandate_core::FieldError;
+use mandate_core::delivery::{EVENT_TYPES, is_event_type};
 use mandate_core::id::{EventId, WebhookId};
 use mandate_core::wire;
 use serde_json::Value;
@@ -38,6 +40,41 @@ pub fn webhook_wire(row: &WebhookRow) -> wire::Webhook {
         url: row.url.clone(),
         webhook: row.id.clone(),
     }
+}
+
+/// The event types a registration subscribes to, from its `events`: a non-empty array of
+/// known event types; repeats are dropped.
+pub fn subscribed(value: &Value) -> Result<Vec<String>, FieldError> {
+    let invalid = |field: &str, problem: String| FieldError::Invalid {
+        field: field.to_owned(),
+        problem,
+    };
+    let items = value
+        .as_array()
+        .ok_or_else(|| invalid("events", "must be an array of event types".into()))?;
+    if items.is_empty() {
+        return Err(invalid(
+            "events",
+            "must name at least one event type".into(),
+        ));
+    }
+    let mut events: Vec<String> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let path = format!("events[{i}]");
+        let name = item
+            .as_str()
+            .ok_or_else(|| invalid(&path, "must be a string".into()))?;
+        if !is_event_type(name) {
+            let shown: String = name.chars().take(64).collect();
+            let types = EVENT_TYPES.join(", ");
+            let problem = format!("{shown:?} is not an event type; the types are {types}");
+            return Err(invalid(&path, problem));
+        }
+        if !events.iter().any(|e| e == name) {
+            events.push(name.to_owned());
+        }
+    }
+    Ok(events)
 }
 
 /// Registers an endpoint of `owner` (organization, environment) at `url` for `events`
@@ -113,4 +150,31 @@ pub async fn ping(
         .ping_webhook(owner.0, owner.1, &webhook.id, data, now_ms)
         .await?
         .ok_or_else(missing)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn subscriptions_are_known_types_named_by_field_without_repeats() {
+        let events = subscribed(&json!(["ping", "escrow.funded", "ping"])).unwrap();
+        assert_eq!(events, ["ping", "escrow.funded"]);
+        let refused = |value: Value| subscribed(&value).unwrap_err().to_string();
+        assert!(
+            refused(json!("ping")).contains("events"),
+            "{}",
+            refused(json!("ping"))
+        );
+        assert!(refused(json!([])).contains("at least one event type"));
+        assert!(refused(json!(["ping", 7])).contains("events[1]"));
+        let unknown = refused(json!(["ping", "escrow.stolen"]));
+        assert!(
+            unknown.contains("events[1]") && unknown.contains("escrow.stolen"),
+            "{unknown}"
+        );
+    }
 }
