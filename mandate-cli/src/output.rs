@@ -4,13 +4,15 @@
 
 use std::io::Write as _;
 
-// Any JSON: answers are printed as the server sent them, and the CLI's own reports.
+use serde::Serialize;
+// Answers shown as the server sent them: tables and field lists read any JSON.
 use serde_json::Value;
 
 use crate::error::CliError;
 
-/// Prints a JSON value, pretty, on stdout. Numbers keep their exact text.
-pub fn json(value: &Value) -> Result<(), CliError> {
+/// Prints a JSON value (an answer as the server sent it, or one of the CLI's own typed
+/// reports), pretty, on stdout. Numbers keep their exact text.
+pub fn json<T: Serialize + ?Sized>(value: &T) -> Result<(), CliError> {
     let text = serde_json::to_string_pretty(value)
         .map_err(|e| CliError::usage(format!("cannot encode JSON: {e}")))?;
     line(&text)

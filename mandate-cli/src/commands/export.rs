@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use clap::{Args, Subcommand};
 use mandate_core::id::{AgentId, DecisionId};
 use mandate_core::policy::Verdict;
-use serde_json::json;
+use serde::Serialize;
 
 use super::{Context, parse_verdict};
 use crate::error::{CliError, CmdResult, Exit};
@@ -81,6 +81,14 @@ pub struct DecisionsArgs {
     /// incremental export
     #[arg(long, value_name = "DECISION")]
     pub after: Option<DecisionId>,
+}
+
+/// The `--json` report of an export to a file.
+#[derive(Serialize)]
+struct Exported<'a> {
+    output: &'a str,
+    decisions: u64,
+    bytes: u64,
 }
 
 /// How much of the export has been copied.
@@ -337,11 +345,11 @@ fn decisions(args: &DecisionsArgs, ctx: &Context) -> CmdResult {
         Sink::File(file) => {
             file.commit()?;
             if ctx.json {
-                output::json(&json!({
-                    "output": shown,
-                    "decisions": tally.decisions,
-                    "bytes": tally.bytes,
-                }))?;
+                output::json(&Exported {
+                    output: &shown,
+                    decisions: tally.decisions,
+                    bytes: tally.bytes,
+                })?;
             } else {
                 output::line(&summary)?;
             }

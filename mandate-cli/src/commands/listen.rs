@@ -28,7 +28,7 @@ use mandate_core::jwks_cache::{CachePolicy, KeySetCache, NextFetch};
 use mandate_core::jws::{TokenError, VerifyOptions, verify_event};
 use reqwest::Url;
 use reqwest::header::CONTENT_TYPE;
-use serde_json::{Value, json};
+use serde::Serialize;
 use time::OffsetDateTime;
 
 use super::Context;
@@ -311,6 +311,36 @@ enum Check {
     Rejected(String),
 }
 
+/// The first line `--json` prints: where the listener listens.
+#[derive(Serialize)]
+struct Listening<'a> {
+    listening: &'a str,
+}
+
+/// Where an event was forwarded, as `--json` prints it: the status, or why it failed.
+#[derive(Serialize)]
+struct Forwarded<'a> {
+    url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a String>,
+}
+
+/// One handled POST as `--json` prints it (one line).
+#[derive(Serialize)]
+struct OutcomeJson<'a> {
+    received_at: String,
+    result: &'static str,
+    status: u16,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    claims: Option<&'a EventClaims>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'a String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    forwarded: Option<Forwarded<'a>>,
+}
+
 /// One handled POST, to print.
 struct Outcome {
     received_at: OffsetDateTime,
@@ -337,29 +367,36 @@ impl Outcome {
     fn render(&self, as_json: bool, forward_url: Option<&Url>) -> String {
         let time = mandate_core::timefmt::format(self.received_at);
         if as_json {
-            let mut value = json!({
-                "received_at": time,
-                "result": match &self.result {
+            let line = OutcomeJson {
+                received_at: time,
+                result: match &self.result {
                     Check::Verified => "verified",
                     Check::Duplicate => "duplicate",
                     Check::Rejected(_) => "rejected",
                 },
-                "status": self.status,
-            });
-            if let Some(claims) = &self.claims {
-                value["claims"] = serde_json::to_value(claims).unwrap_or(Value::Null);
-            }
-            if let Check::Rejected(reason) = &self.result {
-                value["reason"] = json!(reason);
-            }
-            if let Some(forwarded) = &self.forwarded {
-                let url = forward_url.map(Url::to_string);
-                value["forwarded"] = match forwarded {
-                    Ok(status) => json!({ "url": url, "status": status }),
-                    Err(error) => json!({ "url": url, "error": error }),
-                };
-            }
-            return value.to_string();
+                status: self.status,
+                claims: self.claims.as_ref(),
+                reason: match &self.result {
+                    Check::Rejected(reason) => Some(reason),
+                    _ => None,
+                },
+                forwarded: self.forwarded.as_ref().map(|forwarded| {
+                    let url = forward_url.map(Url::to_string);
+                    match forwarded {
+                        Ok(status) => Forwarded {
+                            url,
+                            status: Some(*status),
+                            error: None,
+                        },
+                        Err(error) => Forwarded {
+                            url,
+                            status: None,
+                            error: Some(error),
+                        },
+                    }
+                }),
+            };
+            return serde_json::to_string(&line).unwrap_or_default();
         }
         let (jti, event_type) = match &self.claims {
             Some(c) => (c.jti.to_string(), printable(&c.event_type, 64)),
@@ -602,7 +639,8 @@ pub fn run(args: ListenArgs, ctx: &Context) -> CmdResult {
 
     let url = format!("http://{address}/");
     if ctx.json {
-        output::line(&json!({ "listening": url }).to_string())?;
+        let line = Listening { listening: &url };
+        output::line(&serde_json::to_string(&line).unwrap_or_default())?;
     } else {
         output::line(&format!("listening on {url}"))?;
     }

@@ -4,6 +4,7 @@
 use super::*;
 use mandate_core::id::EventId;
 use mandate_core::jws::{P256Signer, Signer as _, sign_token};
+use serde_json::{Value, json};
 use std::sync::atomic::AtomicUsize;
 
 const ISSUER: &str = "https://verdicts.example";

@@ -7,7 +7,7 @@
 use std::io::{BufRead as _, IsTerminal as _};
 
 use clap::Args;
-use serde_json::json;
+use serde::Serialize;
 
 use super::Context;
 use crate::config::{self, ConfigFile, DEFAULT_PROFILE};
@@ -43,6 +43,15 @@ fn read_key_from_stdin() -> Result<String, CliError> {
         .read_line(&mut line)
         .map_err(|e| CliError::usage(format!("cannot read the key from stdin: {e}")))?;
     Ok(line.trim().to_owned())
+}
+
+/// The `--json` report of a stored profile, its key masked.
+#[derive(Serialize)]
+struct Stored<'a> {
+    profile: &'a str,
+    api_key: String,
+    base_url: &'a str,
+    file: String,
 }
 
 /// Runs `mandate login`.
@@ -94,12 +103,12 @@ pub fn run(_args: LoginArgs, ctx: &Context) -> CmdResult {
     file.save(&path)?;
 
     if ctx.json {
-        output::json(&json!({
-            "profile": name,
-            "api_key": config::mask_key(&key),
-            "base_url": shown_url,
-            "file": path.display().to_string(),
-        }))?;
+        output::json(&Stored {
+            profile: &name,
+            api_key: config::mask_key(&key),
+            base_url: &shown_url,
+            file: path.display().to_string(),
+        })?;
     } else {
         output::line(&format!(
             "stored {} as profile {name} ({shown_url}) in {}",

@@ -1,7 +1,7 @@
 //! `mandate profiles`: the stored profiles, keys masked (never printed whole).
 
 use clap::Args;
-use serde_json::{Value, json};
+use serde::Serialize;
 
 use super::Context;
 use crate::config::{self, ConfigFile, DEFAULT_BASE_URL, DEFAULT_PROFILE};
@@ -18,6 +18,22 @@ used when neither --profile nor MANDATE_PROFILE selects one.";
 #[derive(Debug, Args)]
 pub struct ProfilesArgs {}
 
+/// A stored profile as listed, its key masked.
+#[derive(Serialize)]
+struct ProfileRow<'a> {
+    name: &'a str,
+    selected: bool,
+    base_url: String,
+    api_key: Option<String>,
+}
+
+/// The `--json` listing.
+#[derive(Serialize)]
+struct Listing<'a> {
+    file: String,
+    profiles: Vec<ProfileRow<'a>>,
+}
+
 /// Runs `mandate profiles`.
 pub fn run(_args: ProfilesArgs, ctx: &Context) -> CmdResult {
     let path = config::config_path()?;
@@ -27,30 +43,34 @@ pub fn run(_args: ProfilesArgs, ctx: &Context) -> CmdResult {
         .profile
         .clone()
         .unwrap_or_else(|| DEFAULT_PROFILE.to_owned());
-    let rows: Vec<Value> = file
+    let rows: Vec<ProfileRow<'_>> = file
         .profiles
         .iter()
-        .map(|(name, p)| {
-            json!({
-                "name": name,
-                "selected": *name == selected,
-                "base_url": p.base_url.clone().unwrap_or_else(|| DEFAULT_BASE_URL.to_owned()),
-                "api_key": p.api_key.as_deref().map(config::mask_key),
-            })
+        .map(|(name, p)| ProfileRow {
+            name,
+            selected: *name == selected,
+            base_url: p
+                .base_url
+                .clone()
+                .unwrap_or_else(|| DEFAULT_BASE_URL.to_owned()),
+            api_key: p.api_key.as_deref().map(config::mask_key),
         })
         .collect();
     if ctx.json {
-        output::json(&json!({ "file": path.display().to_string(), "profiles": rows }))?;
+        output::json(&Listing {
+            file: path.display().to_string(),
+            profiles: rows,
+        })?;
         return Ok(Exit::Success);
     }
     let table: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
             vec![
-                if r["selected"] == true { "*" } else { "" }.to_owned(),
-                output::cell(r, "name"),
-                output::cell(r, "base_url"),
-                output::cell(r, "api_key"),
+                if r.selected { "*" } else { "" }.to_owned(),
+                r.name.to_owned(),
+                r.base_url.clone(),
+                r.api_key.clone().unwrap_or_else(|| "-".to_owned()),
             ]
         })
         .collect();

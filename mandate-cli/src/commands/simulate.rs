@@ -4,8 +4,10 @@
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
-use mandate_core::policy::{Mode, Verdict};
-use serde_json::{Value, json};
+use mandate_core::amount::Amount;
+use mandate_core::id::DecisionId;
+use mandate_core::policy::{Mode, Reason, Verdict};
+use serde::Serialize;
 
 use super::mandates::read_draft;
 use super::{Context, read_input};
@@ -82,28 +84,89 @@ fn after_text(row: &Row) -> String {
     }
 }
 
-fn row_json(row: &Row) -> Value {
-    let d = &row.before;
-    json!({
-        "id": d.id,
-        "at": mandate_core::timefmt::format(d.at),
-        "agent": d.request.agent.as_str(),
-        "amount": d.request.amount,
-        "currency": d.request.currency.as_str(),
-        "recipient": d.request.recipient.as_str(),
-        "category": d.request.category.as_str(),
-        "approval_of": d.supersedes,
-        "mode": row.mode.as_str(),
-        "changed": row.changed(),
-        "before": {"verdict": d.verdict, "policy_verdict": d.policy_verdict},
-        "after": match &row.after {
-            After::Judged(e) => json!({
-                "verdict": e.verdict, "policy_verdict": e.policy_verdict, "reason": e.reason,
-                "rule": e.reason.as_ref().map(|r| r.rule()),
-            }),
-            After::NoReview => Value::Null,
-        },
-    })
+/// A verdict pair as `--json` prints it.
+#[derive(Serialize)]
+struct Verdicts {
+    verdict: Verdict,
+    policy_verdict: Verdict,
+}
+
+/// What a decision becomes, as `--json` prints it.
+#[derive(Serialize)]
+struct AfterJson<'a> {
+    verdict: Verdict,
+    policy_verdict: Verdict,
+    reason: Option<&'a Reason>,
+    rule: Option<&'static str>,
+}
+
+/// One replayed decision, as `--json` prints it.
+#[derive(Serialize)]
+struct RowJson<'a> {
+    id: &'a DecisionId,
+    at: String,
+    agent: &'a str,
+    amount: &'a Amount,
+    currency: &'a str,
+    recipient: &'a str,
+    category: &'a str,
+    approval_of: Option<&'a DecisionId>,
+    mode: &'static str,
+    changed: bool,
+    before: Verdicts,
+    /// `null` for an approval whose review the draft would not have opened.
+    after: Option<AfterJson<'a>>,
+}
+
+impl<'a> RowJson<'a> {
+    fn of(row: &'a Row) -> Self {
+        let d = &row.before;
+        Self {
+            id: &d.id,
+            at: mandate_core::timefmt::format(d.at),
+            agent: d.request.agent.as_str(),
+            amount: &d.request.amount,
+            currency: d.request.currency.as_str(),
+            recipient: d.request.recipient.as_str(),
+            category: d.request.category.as_str(),
+            approval_of: d.supersedes.as_ref(),
+            mode: row.mode.as_str(),
+            changed: row.changed(),
+            before: Verdicts {
+                verdict: d.verdict,
+                policy_verdict: d.policy_verdict,
+            },
+            after: match &row.after {
+                After::Judged(e) => Some(AfterJson {
+                    verdict: e.verdict,
+                    policy_verdict: e.policy_verdict,
+                    reason: e.reason.as_ref(),
+                    rule: e.reason.as_ref().map(|r| r.rule()),
+                }),
+                After::NoReview => None,
+            },
+        }
+    }
+}
+
+/// A summary line, as `--json` prints it.
+#[derive(Serialize)]
+struct CountJson<'a> {
+    verdict: &'a str,
+    before: usize,
+    after: usize,
+    policy_before: usize,
+    policy_after: usize,
+}
+
+/// The whole `--json` report.
+#[derive(Serialize)]
+struct Report<'a> {
+    replayed: usize,
+    changed: usize,
+    skipped_other_agents: usize,
+    decisions: Vec<RowJson<'a>>,
+    summary: Vec<CountJson<'a>>,
 }
 
 /// Runs `mandate simulate`.
@@ -129,19 +192,22 @@ pub fn run(args: SimulateArgs, ctx: &Context) -> CmdResult {
         .collect();
 
     if ctx.json {
-        output::json(&json!({
-            "replayed": result.rows.len(),
-            "changed": changed,
-            "skipped_other_agents": result.skipped,
-            "decisions": listed.iter().map(|r| row_json(r)).collect::<Vec<_>>(),
-            "summary": counts.iter().map(|c| json!({
-                "verdict": c.label,
-                "before": c.before,
-                "after": c.after,
-                "policy_before": c.policy_before,
-                "policy_after": c.policy_after,
-            })).collect::<Vec<_>>(),
-        }))?;
+        output::json(&Report {
+            replayed: result.rows.len(),
+            changed,
+            skipped_other_agents: result.skipped,
+            decisions: listed.iter().map(|r| RowJson::of(r)).collect(),
+            summary: counts
+                .iter()
+                .map(|c| CountJson {
+                    verdict: &c.label,
+                    before: c.before,
+                    after: c.after,
+                    policy_before: c.policy_before,
+                    policy_after: c.policy_after,
+                })
+                .collect(),
+        })?;
         return Ok(Exit::Success);
     }
 
