@@ -11,10 +11,12 @@
 mod decisions;
 mod escrows;
 mod resources;
+mod webhooks;
 
 pub use decisions::*;
 pub use escrows::*;
 pub use resources::*;
+pub use webhooks::*;
 
 use std::any::Any;
 use std::sync::Arc;

@@ -440,7 +440,7 @@ async fn another_writer_gets_in_while_the_server_writes_without_pause() {
     }
     let (result, waited) = other;
     assert!(result.is_ok(), "the other writer failed: {result:?}");
-    // Five turns: SQLite's default handler (naps of up to 100 ms) took seconds here.
+    // Five turns: SQLite's default busy handler naps (up to 100 ms each) would take far longer.
     assert!(
         waited < std::time::Duration::from_secs(1),
         "the other writer waited {waited:?} for five turns"
