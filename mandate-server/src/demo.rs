@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use tower::ServiceExt;
 
 use crate::app;
+use crate::model::Env;
 use crate::operator;
 use crate::serve::Running;
 use crate::storage::{AdminStore, DbLocation, keys};
@@ -83,7 +84,7 @@ fn keys_from_file(store: &dyn AdminStore, path: &Path) -> Option<DemoKeys> {
         let fingerprint = keys::fingerprint(&keys::hash(key));
         active
             .iter()
-            .any(|k| k.fingerprint == fingerprint && !k.revoked && k.env == "sandbox")
+            .any(|k| k.fingerprint == fingerprint && !k.revoked && k.env == Env::Sandbox)
     };
     (usable(&found.org) && usable(&found.agent)).then_some(found)
 }

@@ -674,8 +674,8 @@ async fn run(cli: Cli) -> Result<(), String> {
                 println!(
                     "{}  {:7}  {:5}  {:20}  {:>5}/s  {}",
                     k.fingerprint,
-                    k.env,
-                    k.class,
+                    k.env.as_str(),
+                    k.class.as_str(),
                     k.agent.unwrap_or_default(),
                     k.rate_per_sec,
                     if k.revoked { "revoked" } else { "active" }

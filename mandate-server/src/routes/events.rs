@@ -17,7 +17,7 @@ use crate::http::extract::Path;
 use crate::http::list;
 use crate::model::Caller;
 use crate::state::AppState;
-use crate::storage::deliveries::DeliveryRow;
+use crate::storage::deliveries::{DeliveryRow, DeliveryState};
 use crate::storage::events::EventRow;
 
 /// The routes.
@@ -48,9 +48,9 @@ fn delivery_wire(row: &DeliveryRow) -> Result<wire::EventDelivery, ApiError> {
         last_status: last.and_then(|a| a.status),
         next_attempt_at: row
             .next_attempt_ms
-            .filter(|_| row.state == "pending")
+            .filter(|_| row.state == DeliveryState::Pending)
             .map(from_ms),
-        state: row.state.clone(),
+        state: row.state.as_str().to_owned(),
         webhook: WebhookId::parse(&row.webhook_id).map_err(unreadable("webhook id"))?,
     })
 }

@@ -157,3 +157,29 @@ fn storage_imports_nothing_above_it() {
         "storage must not import the layers above it: {offenders:?}"
     );
 }
+
+/// The boundary's own files (`storage/*.rs`, beside the engines' folders) are
+/// engine-neutral: no driver's types, errors or names; each engine maps its driver's
+/// errors into `StorageError` in its own module.
+#[test]
+fn the_boundary_names_no_driver() {
+    const DRIVERS: &[&str] = &["rusqlite", "tokio_postgres", "deadpool"];
+    let mut offenders = Vec::new();
+    for (name, text) in sources() {
+        let neutral = name.starts_with("storage/")
+            && name.matches('/').count() == 1
+            && name != "storage/boundary_tests.rs";
+        if !neutral {
+            continue;
+        }
+        for driver in DRIVERS {
+            if text.contains(driver) {
+                offenders.push(format!("{name}: {driver}"));
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "the boundary names a driver (map it in the engine's module): {offenders:?}"
+    );
+}

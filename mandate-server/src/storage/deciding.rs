@@ -21,16 +21,18 @@ use crate::model::decision::Decision;
 /// integer key, and that its row of the months it decided in for a month is already stored.
 /// An engine shared by several processes also puts the agent's version here: the decision
 /// is stored only if it is still the agent's (see [`crate::storage::StorageError::Conflict`]).
+/// Opaque above storage: the rest of the server keeps it and hands it back, and only the
+/// engine that made it reads its fields.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct AgentHint {
     /// The engine's key of the agent (SQLite and PostgreSQL: `agents.seq`).
-    pub seq: Option<i64>,
+    pub(in crate::storage) seq: Option<i64>,
     /// A month (a UTC month counted from year 0) for which the agent's `decision_months` row is known
     /// to be committed.
-    pub month_marked: Option<i64>,
+    pub(in crate::storage) month_marked: Option<i64>,
     /// The version of the agent the state was read at (PostgreSQL; always 0 on SQLite,
     /// whose one process serializes an agent's changes itself).
-    pub version: i64,
+    pub(in crate::storage) version: i64,
 }
 
 /// What is stored about one agent that its next decision depends on.

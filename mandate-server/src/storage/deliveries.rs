@@ -1,9 +1,11 @@
-//! Webhook deliveries at the boundary: what the delivery worker picks and records.
+//! Webhook deliveries at the boundary: what the delivery worker picks and records. What a
+//! delivery's row becomes after an attempt (or without one) is decided by the worker
+//! (`workers::delivery`) as a [`DeliveryChange`]; the engine stores it as told.
 
-use mandate_core::delivery::NextStep;
 use serde_json::Value;
 
-use super::StoreFuture;
+use super::{StorageError, StoreFuture};
+use crate::model::Env;
 
 /// A delivery that is due, with what the worker needs to make the attempt.
 #[derive(Debug, Clone)]
@@ -16,8 +18,8 @@ pub struct Due {
     pub webhook_id: String,
     /// Where to POST.
     pub url: String,
-    /// The endpoint's environment (`sandbox`, `live`): picks the signer and the URL rules.
-    pub env: String,
+    /// The endpoint's environment: picks the signer and the URL rules.
+    pub env: Env,
     /// The event, `evt_…`: the token's `jti`.
     pub event_id: String,
     /// The event's type.
@@ -44,6 +46,62 @@ pub struct Attempt {
     pub error: Option<String>,
 }
 
+/// Where a delivery stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeliveryState {
+    /// Waiting for its next attempt.
+    Pending,
+    /// An attempt was answered with a 2xx.
+    Delivered,
+    /// Given up: no attempt will be made.
+    Failed,
+}
+
+impl DeliveryState {
+    /// As stored and shown by the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Delivered => "delivered",
+            Self::Failed => "failed",
+        }
+    }
+
+    /// A stored state.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "pending" => Some(Self::Pending),
+            "delivered" => Some(Self::Delivered),
+            "failed" => Some(Self::Failed),
+            _ => None,
+        }
+    }
+
+    /// A state as read from the database.
+    pub fn stored(text: &str) -> Result<Self, StorageError> {
+        Self::parse(text).ok_or_else(|| StorageError::Corrupt(format!("delivery state {text:?}")))
+    }
+}
+
+/// What is written of a delivery after an attempt (or when it is given up without one),
+/// in one transaction, only while it is still pending (a delivery whose endpoint was
+/// deleted meanwhile keeps its state; its attempt is recorded all the same).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveryChange {
+    /// The attempt made, if one was.
+    pub attempt: Option<Attempt>,
+    /// Attempts made, this one included.
+    pub attempts: u32,
+    /// Where the delivery stands after it.
+    pub state: DeliveryState,
+    /// When the next attempt is due, while pending.
+    pub next_attempt_ms: Option<i64>,
+    /// The last failure, if any.
+    pub last_error: Option<String>,
+    /// When it ended (delivered or given up), unix ms.
+    pub finished_ms: Option<i64>,
+}
+
 /// A delivery as stored (diagnostics and tests).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeliveryRow {
@@ -53,8 +111,8 @@ pub struct DeliveryRow {
     pub webhook_id: String,
     /// Attempts made.
     pub attempts: u32,
-    /// `pending`, `delivered` or `failed`.
-    pub state: String,
+    /// Where it stands.
+    pub state: DeliveryState,
     /// When the next attempt is due, while pending.
     pub next_attempt_ms: Option<i64>,
     /// The last failure.
@@ -93,17 +151,9 @@ pub trait DeliveryStore {
         Box::pin(async { Ok(()) })
     }
 
-    /// Records an attempt of delivery `id` and what follows it.
-    fn record_attempt(
-        &self,
-        id: i64,
-        attempt: Attempt,
-        next: NextStep,
-        now_ms: i64,
-    ) -> StoreFuture<'_, ()>;
-
-    /// Ends delivery `id` without another attempt, for `reason`.
-    fn give_up_delivery(&self, id: i64, reason: &str, at_ms: i64) -> StoreFuture<'_, ()>;
+    /// Writes `change` to delivery `id` (its attempt, if any, and its new state), in one
+    /// transaction; an engine that claimed the delivery ends the claim with it.
+    fn record_delivery(&self, id: i64, change: DeliveryChange) -> StoreFuture<'_, ()>;
 
     /// How many deliveries and reviews are pending, in every organization (for the
     /// metrics: two counts on their indexes).

@@ -1,5 +1,6 @@
 //! API keys and signing keys at the boundary. API keys are stored only as SHA-256 hashes.
 
+use mandate_core::id::AgentId;
 use sha2::{Digest, Sha256};
 
 use super::{StorageError, StoreFuture};
@@ -22,9 +23,9 @@ pub struct KeyInfo {
     /// Public handle.
     pub fingerprint: String,
     /// Environment.
-    pub env: String,
+    pub env: Env,
     /// Class.
-    pub class: String,
+    pub class: KeyClass,
     /// Agent for agent keys.
     pub agent: Option<String>,
     /// Rate per second.
@@ -44,6 +45,50 @@ pub struct CallerRow {
     pub class: KeyClass,
     /// Its binding, if any.
     pub binding: Option<Vec<u8>>,
+}
+
+/// An API key's row as an engine reads it for authentication, revoked or not, with its
+/// organization's policy version; [`CallerRow::of_key`] decides what caller it makes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiKeyRow {
+    /// Its organization.
+    pub org_id: String,
+    /// Its environment.
+    pub env: Env,
+    /// Its agent, for an agent key.
+    pub agent: Option<AgentId>,
+    /// Its request rate per second as stored.
+    pub rate_per_sec: i64,
+    /// Its organization's policy version.
+    pub policy_version: String,
+    /// Its class.
+    pub class: KeyClass,
+    /// Its binding, if any.
+    pub binding: Option<Vec<u8>>,
+    /// Whether it is revoked.
+    pub revoked: bool,
+}
+
+impl CallerRow {
+    /// The caller that the key of SHA-256 `hash` makes, from its row: none for a revoked
+    /// key; a rate of at least 1 a second.
+    pub fn of_key(hash: [u8; 32], row: ApiKeyRow) -> Option<CallerRow> {
+        if row.revoked {
+            return None;
+        }
+        Some(CallerRow {
+            caller: Caller {
+                key_hash: hash,
+                org_id: row.org_id.into(),
+                env: row.env,
+                agent: row.agent,
+                rate_per_sec: u32::try_from(row.rate_per_sec.max(1)).unwrap_or(u32::MAX),
+                policy_version: row.policy_version.into(),
+            },
+            class: row.class,
+            binding: row.binding,
+        })
+    }
 }
 
 /// An unrevoked API key's row as operator commands read it, to bind it to the
@@ -112,7 +157,7 @@ impl std::fmt::Debug for StoredKey {
 pub type SealNew<'a> = dyn Fn(&str) -> Result<Vec<u8>, StorageError> + Send + Sync + 'a;
 
 /// What a running server reads of the keys that operator commands change.
-pub trait KeyStore {
+pub trait KeyStore: Send + Sync {
     /// The keys generation: it moves whenever an operator command changes a key or a
     /// policy version (0 before any change).
     fn key_generation(&self) -> StoreFuture<'_, i64>;
@@ -120,7 +165,15 @@ pub trait KeyStore {
     /// Every signing key that is current or retired after `published_after_ms`.
     fn signing_keys(&self, published_after_ms: i64) -> StoreFuture<'_, Vec<StoredKey>>;
 
+    /// The row of the API key of SHA-256 `hash`, revoked or not; `None` for an unknown key.
+    fn api_key(&self, hash: [u8; 32]) -> StoreFuture<'_, Option<ApiKeyRow>>;
+
     /// Who calls with the API key of SHA-256 `hash`, with the row's class and binding:
-    /// `None` for an unknown or revoked key.
-    fn caller(&self, hash: [u8; 32]) -> StoreFuture<'_, Option<CallerRow>>;
+    /// `None` for an unknown or revoked key ([`CallerRow::of_key`], whatever the engine).
+    fn caller(&self, hash: [u8; 32]) -> StoreFuture<'_, Option<CallerRow>> {
+        Box::pin(async move {
+            let row = self.api_key(hash).await?;
+            Ok(row.and_then(|row| CallerRow::of_key(hash, row)))
+        })
+    }
 }

@@ -2,11 +2,68 @@
 
 use mandate_core::amount::Amount;
 use mandate_core::id::{AgentId, MandateId};
-use mandate_core::mandate::{Mandate, MandateStatus};
+use mandate_core::mandate::{Mandate, MandateDraft, MandateStatus};
+use serde_json::Value;
 use time::OffsetDateTime;
 
-use super::StoreFuture;
+use super::{StorageError, StoreFuture};
+use crate::clock::from_ms;
 use crate::model::Env;
+
+/// The terms as every engine stores them: the API shape without the server-set fields
+/// (`id`, `status`, `created_at`), as JSON text with exact numbers, read back through the
+/// same `MandateDraft::from_json` that validated them ([`MandateColumns::decode`]).
+pub fn terms_json(mandate: &Mandate) -> String {
+    let mut value = mandate.to_json(mandate.created_at);
+    if let Value::Object(map) = &mut value {
+        for key in ["id", "status", "created_at"] {
+            map.remove(key);
+        }
+    }
+    value.to_string()
+}
+
+/// A mandate's stored columns, as an engine reads them.
+#[derive(Debug, Clone)]
+pub struct MandateColumns {
+    /// List position.
+    pub seq: i64,
+    /// `mnd_…`.
+    pub id: String,
+    /// [`terms_json`].
+    pub terms: String,
+    /// The stored status.
+    pub status: String,
+    /// Creation time, unix ms.
+    pub created_ms: i64,
+}
+
+impl MandateColumns {
+    /// The mandate, with its seq; a column that does not read back is a corrupt row.
+    pub fn decode(self) -> Result<(i64, Mandate), StorageError> {
+        let Self {
+            seq,
+            id,
+            terms,
+            status,
+            created_ms,
+        } = self;
+        let corrupt = |what: String| StorageError::Corrupt(format!("mandate {id}: {what}"));
+        let value: Value = serde_json::from_str(&terms).map_err(|e| corrupt(e.to_string()))?;
+        let terms = MandateDraft::from_json(&value).map_err(|e| corrupt(e.to_string()))?;
+        let status = MandateStatus::parse(&status).ok_or_else(|| corrupt(status.clone()))?;
+        let parsed = MandateId::parse(&id).map_err(|e| corrupt(e.to_string()))?;
+        Ok((
+            seq,
+            Mandate {
+                id: parsed,
+                terms,
+                status,
+                created_at: from_ms(created_ms),
+            },
+        ))
+    }
+}
 
 /// Filters of `GET /v1/mandates`.
 #[derive(Debug, Default, Clone)]

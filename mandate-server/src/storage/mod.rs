@@ -99,23 +99,22 @@ impl<T> Store for T where
 {
 }
 
-/// Log directives that hold whatever the operator's filter says: at debug, tokio-postgres
-/// logs every statement with its parameters (request fields, sealed answers, key hashes),
-/// which never go to the log. Named here so that the logging setup names no engine.
-pub const DRIVER_LOG_CAPS: [&str; 2] = ["tokio_postgres=info", "deadpool_postgres=info"];
+/// Log directives that hold whatever the operator's filter says (the engine's own), named
+/// here so that the logging setup names no engine.
+pub use postgres::DRIVER_LOG_CAPS;
 
 /// A storage failure: the database could not be opened, read or written, or a change was
 /// refused because what it was decided on changed meanwhile. Messages never hold a
 /// database password.
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
-    /// An error from SQLite.
-    #[error("sqlite: {0}")]
-    Sqlite(#[from] rusqlite::Error),
-    /// An error the database engine reported (PostgreSQL: with its SQLSTATE).
+    /// An error the database engine reported (PostgreSQL: with its SQLSTATE; SQLite: with
+    /// its result code). Each engine maps its driver's errors into these variants in its
+    /// own module.
     #[error("database: {0}")]
     Backend(String),
-    /// The database cannot be reached (refused, closed, timed out, no connection free).
+    /// The database cannot be reached (refused, closed, timed out, no connection free,
+    /// busy past its timeout).
     #[error("database unavailable: {0}")]
     Unavailable(String),
     /// The agent (or its environment's enforcement mode) changed after its state was read:

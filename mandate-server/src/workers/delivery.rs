@@ -27,7 +27,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use crate::clock::{fill_random, from_ms, ms};
 use crate::model::Env;
 use crate::storage::StorageError;
-use crate::storage::deliveries::{Attempt, Due};
+use crate::storage::deliveries::{Attempt, DeliveryChange, DeliveryState, Due};
 use crate::workers::ssrf::{self, GuardedResolver};
 use crate::workers::{Context, timers};
 
@@ -244,6 +244,43 @@ async fn pick(context: &Context) -> Result<Vec<Due>, StorageError> {
     context.store.due_deliveries(now_ms, per_webhook, 256).await
 }
 
+/// What an attempt writes, followed by `next`: delivered, due again at the retry's time,
+/// or given up; the failure is the attempt's error, or its non-2xx status as `HTTP <n>`.
+pub fn attempted(attempt: Attempt, next: NextStep, now_ms: i64) -> DeliveryChange {
+    let last_error = attempt.error.clone().or_else(|| {
+        attempt
+            .status
+            .filter(|s| !(200..300).contains(s))
+            .map(|s| format!("HTTP {s}"))
+    });
+    let (state, next_attempt_ms, finished_ms) = match next {
+        NextStep::Delivered => (DeliveryState::Delivered, None, Some(now_ms)),
+        NextStep::RetryAt(at) => (DeliveryState::Pending, Some(ms(at)), None),
+        NextStep::GiveUp => (DeliveryState::Failed, None, Some(now_ms)),
+    };
+    DeliveryChange {
+        attempts: attempt.attempt,
+        attempt: Some(attempt),
+        state,
+        next_attempt_ms,
+        last_error,
+        finished_ms,
+    }
+}
+
+/// What giving a delivery up without another attempt writes, after `attempts` made, for
+/// `reason`, at `at_ms`.
+pub fn given_up(attempts: u32, reason: &str, at_ms: i64) -> DeliveryChange {
+    DeliveryChange {
+        attempt: None,
+        attempts,
+        state: DeliveryState::Failed,
+        next_attempt_ms: None,
+        last_error: Some(reason.to_owned()),
+        finished_ms: Some(at_ms),
+    }
+}
+
 fn jitter_byte() -> u8 {
     let mut byte = [0u8; 1];
     fill_random(&mut byte);
@@ -264,7 +301,8 @@ async fn attempt(
     let result = if window_closed(event_created, at) {
         let reason = "the 24-hour delivery window ended before another attempt";
         metrics::counter!(crate::telemetry::DELIVERIES, "outcome" => "gave_up").increment(1);
-        context.store.give_up_delivery(id, reason, at_ms).await
+        let change = given_up(due.attempts, reason, at_ms);
+        context.store.record_delivery(id, change).await
     } else {
         let started = Instant::now();
         let (status, error) = match send(&context, &clients, &due, at_ms).await {
@@ -302,10 +340,8 @@ async fn attempt(
                 );
             }
         }
-        context
-            .store
-            .record_attempt(id, attempt, next, now_ms)
-            .await
+        let change = attempted(attempt, next, now_ms);
+        context.store.record_delivery(id, change).await
     };
     if let Err(e) = result {
         tracing::error!(delivery = id, "recording a delivery attempt: {e}");
@@ -315,7 +351,7 @@ async fn attempt(
 /// Makes one attempt, signed as of `at_ms` (the attempt's time): the HTTP status, or why
 /// no answer came.
 async fn send(context: &Context, clients: &Clients, due: &Due, at_ms: i64) -> Result<u16, String> {
-    let env = Env::parse(&due.env).ok_or_else(|| format!("unknown environment {}", due.env))?;
+    let env = due.env;
     // The stored URL is judged again: rules apply at every delivery, not only at registration.
     let url = ssrf::check_url(&due.url, env).map_err(|e| e.to_string())?;
     // Each attempt is signed when it is sent and lives five minutes, so a captured event

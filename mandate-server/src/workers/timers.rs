@@ -7,14 +7,18 @@
 //!   once-only mark and the event are written in one transaction.
 //!
 //! Each item is its own transaction, re-checked inside it, so a review resolved or a mandate
-//! revoked meanwhile is left alone and one bad row never blocks the others.
+//! revoked meanwhile is left alone and one bad row never blocks the others. What each
+//! writes is decided here ([`review_expiry`], [`expiring_event`]), on the row the engine
+//! read in its transaction; the engine only reads, guards and writes.
 
-use mandate_core::mandate::format_date;
+use mandate_core::mandate::{Mandate, MandateStatus, format_date};
+use mandate_core::review::Review;
 use time::{Date, Duration, OffsetDateTime, Time, UtcOffset};
 
 use crate::clock::ms;
 use crate::storage::StorageError;
-use crate::storage::timers::DueItem;
+use crate::storage::events::NewEvent;
+use crate::storage::timers::{DueItem, ExpiringEvent, ReviewExpiry};
 use crate::workers::Context;
 
 /// How long before a mandate's `expires` date `mandate.expiring` fires.
@@ -39,6 +43,52 @@ pub fn expiring_dates(now: OffsetDateTime) -> (String, String) {
     let today = now.to_offset(UtcOffset::UTC).date();
     let horizon = today.checked_add(EXPIRING_LEAD).unwrap_or(Date::MAX);
     (format_date(today), format_date(horizon))
+}
+
+/// What expiring `review` at `now` writes: the review expired (by
+/// [`Review::expire`]: a pending review past its deadline) with its `decision.resolved`
+/// event, whose data is the resolved review; `None` for a review already resolved or not
+/// yet due.
+pub fn review_expiry(
+    review: &Review,
+    now: OffsetDateTime,
+) -> Result<Option<ReviewExpiry>, StorageError> {
+    let Ok(expired) = Review::expire(review, now) else {
+        return Ok(None);
+    };
+    let data = serde_json::to_value(&expired)
+        .map_err(|e| StorageError::Corrupt(format!("review {}: {e}", expired.id)))?;
+    Ok(Some(ReviewExpiry {
+        review: expired,
+        event: NewEvent {
+            event_type: "decision.resolved",
+            data,
+        },
+        at_ms: ms(now),
+    }))
+}
+
+/// What firing `mandate.expiring` for `mandate` at `now` writes: the event, whose data is
+/// the mandate as the API shows it at `now`, if the mandate is active, `now` has reached
+/// [`expiring_at`] of its `expires` date, and it has not `fired` before; `None` otherwise.
+pub fn expiring_event(
+    mandate: &Mandate,
+    fired: bool,
+    now: OffsetDateTime,
+) -> Option<ExpiringEvent> {
+    if fired
+        || mandate.status_at(now) != MandateStatus::Active
+        || now < expiring_at(mandate.terms.expires)
+    {
+        return None;
+    }
+    Some(ExpiringEvent {
+        event: NewEvent {
+            event_type: "mandate.expiring",
+            data: mandate.to_json(now),
+        },
+        at_ms: ms(now),
+    })
 }
 
 /// Expires due reviews and fires due `mandate.expiring` events.
@@ -68,7 +118,7 @@ async fn expire_review(
     item: DueItem,
     now: OffsetDateTime,
 ) -> Result<(), StorageError> {
-    context.store.expire_review(&item, now).await
+    context.store.expire_review(&item, now, review_expiry).await
 }
 
 async fn fire_expiring(
@@ -76,15 +126,76 @@ async fn fire_expiring(
     item: DueItem,
     now: OffsetDateTime,
 ) -> Result<(), StorageError> {
-    context.store.fire_expiring(&item, now, expiring_at).await
+    context
+        .store
+        .fire_expiring(&item, now, expiring_event)
+        .await
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
+    use mandate_core::id::{DecisionId, MandateId, ReviewId};
+    use mandate_core::mandate::MandateDraft;
+    use mandate_core::review::{REVIEW_LIFETIME, ReviewStatus};
     use time::macros::{date, datetime};
 
     use super::*;
+
+    const OPENED: OffsetDateTime = datetime!(2026-11-22 12:00 UTC);
+
+    fn review() -> Review {
+        Review::open(
+            ReviewId::from_random([1; 16]),
+            DecisionId::from_random([2; 16]),
+            OPENED,
+        )
+    }
+
+    #[test]
+    fn a_pending_review_expires_at_its_deadline_with_its_event_and_a_resolved_one_never() {
+        let late = OPENED + REVIEW_LIFETIME;
+        assert_eq!(
+            review_expiry(&review(), late - Duration::seconds(1)).unwrap(),
+            None
+        );
+        let change = review_expiry(&review(), late).unwrap().unwrap();
+        assert_eq!(change.review.status, ReviewStatus::Expired);
+        assert_eq!(change.review.resolved_at, Some(late));
+        assert_eq!(change.event.event_type, "decision.resolved");
+        assert_eq!(
+            change.event.data,
+            serde_json::to_value(&change.review).unwrap()
+        );
+        assert_eq!(change.at_ms, ms(late));
+        let denied = review().deny(None, OPENED).unwrap();
+        assert_eq!(review_expiry(&denied, late).unwrap(), None);
+        assert_eq!(review_expiry(&change.review, late).unwrap(), None);
+    }
+
+    #[test]
+    fn expiring_fires_for_an_active_mandate_once_due_and_never_twice() {
+        let terms = serde_json::json!({"agent": "agt_x", "limits": {"per_transaction": 5,
+            "currency": "USD"}, "categories": ["software"], "expires": "2026-12-31"});
+        let mut mandate = Mandate {
+            id: MandateId::from_random([3; 16]),
+            terms: MandateDraft::from_json(&terms).unwrap(),
+            status: MandateStatus::Active,
+            created_at: OPENED,
+        };
+        let due = datetime!(2026-12-24 00:00 UTC);
+        assert_eq!(
+            expiring_event(&mandate, false, due - Duration::seconds(1)),
+            None
+        );
+        let fired = expiring_event(&mandate, false, due).unwrap();
+        assert_eq!(fired.event.event_type, "mandate.expiring");
+        assert_eq!(fired.event.data, mandate.to_json(due));
+        assert_eq!(fired.at_ms, ms(due));
+        assert_eq!(expiring_event(&mandate, true, due), None);
+        mandate.status = MandateStatus::Revoked;
+        assert_eq!(expiring_event(&mandate, false, due), None);
+    }
 
     #[test]
     fn expiring_is_due_at_midnight_utc_seven_days_before_the_date() {

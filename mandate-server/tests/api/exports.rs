@@ -67,9 +67,9 @@ async fn insert(app: &TestApp, key: &str, decisions: Vec<Decision>) {
         .as_ref()
         .expect("the SQLite engine")
         .write(move |tx| -> Result<(), StorageError> {
-            let caller = keys::caller(tx, &hash)?.unwrap().caller;
+            let key = keys::api_key(tx, &hash)?.unwrap();
             for d in &decisions {
-                decisions::insert(tx, &caller.org_id, caller.env, d)?;
+                decisions::insert(tx, &key.org_id, key.env, d)?;
             }
             Ok(())
         })
@@ -91,11 +91,7 @@ async fn insert_postgres(url: &str, hash: [u8; 32], decisions: Vec<Decision>) {
     .unwrap();
     let mut client = pool.get().await.unwrap();
     let tx = client.transaction().await.unwrap();
-    let caller = postgres::keys::caller(&tx, &hash)
-        .await
-        .unwrap()
-        .unwrap()
-        .caller;
+    let caller = postgres::keys::api_key(&tx, &hash).await.unwrap().unwrap();
     let mut agents = std::collections::HashMap::new();
     for d in &decisions {
         let agent = d.claims.request.agent.as_str().to_owned();
@@ -105,7 +101,7 @@ async fn insert_postgres(url: &str, hash: [u8; 32], decisions: Vec<Decision>) {
             let row = tx
                 .query_opt(
                     "SELECT seq FROM agents WHERE org_id = $1 AND env = $2 AND id = $3",
-                    &[&caller.org_id.as_ref(), &caller.env.as_str(), &agent],
+                    &[&caller.org_id.as_str(), &caller.env.as_str(), &agent],
                 )
                 .await
                 .unwrap();

@@ -13,7 +13,7 @@ use mandate_core::claims::EventClaims;
 use mandate_core::delivery::RETRY_WINDOW_MS;
 use mandate_core::jwk::JwkSet;
 use mandate_core::jws::{TokenError, VerifyOptions, verify_event};
-use mandate_server::storage::deliveries::{Attempt, DeliveryRow};
+use mandate_server::storage::deliveries::{Attempt, DeliveryRow, DeliveryState};
 use reqwest::Method;
 use serde_json::{Value, json};
 use time::macros::datetime;
@@ -166,7 +166,7 @@ fn stored_deliveries(db: &TestDatabase, event: &str) -> Vec<DeliveryRow> {
             id,
             webhook_id: row[1].clone().unwrap(),
             attempts: u32::try_from(number(&row[2]).unwrap()).unwrap(),
-            state: row[3].clone().unwrap(),
+            state: DeliveryState::parse(row[3].as_deref().unwrap()).unwrap(),
             next_attempt_ms: number(&row[4]),
             last_error: row[5].clone(),
             tried,
@@ -561,7 +561,7 @@ async fn a_ping_is_delivered_as_a_verifiable_signed_event() {
 
     let row = eventually("the delivery to be recorded", || {
         let row = delivery(&app, &event);
-        (row.state == "delivered").then_some(row)
+        (row.state == DeliveryState::Delivered).then_some(row)
     })
     .await;
     assert_eq!(row.attempts, 1);
@@ -606,7 +606,7 @@ async fn a_receiver_that_fails_three_times_gets_the_event_with_the_same_jti() {
         (row.attempts == 1).then_some(row)
     })
     .await;
-    assert_eq!(first.state, "pending");
+    assert_eq!(first.state, DeliveryState::Pending);
     let wait = first.next_attempt_ms.unwrap() - START.unix_timestamp() * 1000;
     assert!((800..=1200).contains(&wait), "first backoff {wait} ms");
     // The event's read shows the delivery as stored: the webhook, its state, the attempts,
@@ -643,7 +643,7 @@ async fn a_receiver_that_fails_three_times_gets_the_event_with_the_same_jti() {
     }
     let row = eventually("the delivery to be acknowledged", || {
         let row = delivery(&app, event);
-        (row.state == "delivered").then_some(row)
+        (row.state == DeliveryState::Delivered).then_some(row)
     })
     .await;
     assert_eq!(row.attempts, 4);
@@ -704,11 +704,11 @@ async fn a_receiver_that_never_accepts_stops_receiving_after_24_hours() {
     let row = loop {
         let row = eventually("the next attempt", || {
             let row = delivery(&app, &event);
-            (row.attempts > attempts || row.state != "pending").then_some(row)
+            (row.attempts > attempts || row.state != DeliveryState::Pending).then_some(row)
         })
         .await;
         attempts = row.attempts;
-        if row.state != "pending" {
+        if row.state != DeliveryState::Pending {
             break row;
         }
         // Past the longest backoff (1 hour + 20 %), one attempt per step.
@@ -718,7 +718,7 @@ async fn a_receiver_that_never_accepts_stops_receiving_after_24_hours() {
             "still pending after 48 hours: {row:?}"
         );
     };
-    assert_eq!(row.state, "failed");
+    assert_eq!(row.state, DeliveryState::Failed);
     assert_eq!(row.next_attempt_ms, None);
     assert!(row.attempts >= 15, "{} attempts", row.attempts);
     assert_eq!(receiver.count(), row.tried.len());
@@ -750,7 +750,7 @@ async fn a_delivery_window_that_closed_while_waiting_is_failed_without_an_attemp
     app.advance(25 * 3600);
     let row = eventually("the delivery to fail", || {
         let row = delivery(&app, &event);
-        (row.state == "failed").then_some(row)
+        (row.state == DeliveryState::Failed).then_some(row)
     })
     .await;
     assert_eq!(row.attempts, 1);
@@ -781,7 +781,7 @@ async fn deliveries_resume_after_a_restart() {
     let seen = receiver.wait_for(2).await;
     let row = eventually("the delivery to be acknowledged", || {
         let row = delivery(&app, &event);
-        (row.state == "delivered").then_some(row)
+        (row.state == DeliveryState::Delivered).then_some(row)
     })
     .await;
     assert_eq!(row.attempts, 2);
@@ -854,7 +854,7 @@ async fn deleting_a_webhook_ends_its_pending_deliveries() {
         .await;
     assert_eq!(r.status, 200);
     let row = delivery(&app, &event);
-    assert_eq!(row.state, "failed");
+    assert_eq!(row.state, DeliveryState::Failed);
     assert_eq!(row.last_error.as_deref(), Some("webhook deleted"));
     app.advance(3600);
     settle().await;
@@ -1280,13 +1280,13 @@ async fn a_server_killed_between_attempts_delivers_after_it_starts_again() {
     .await;
     let first_issuer = first.public.clone();
     drop(first);
-    assert_eq!(read(&db).state, "pending");
+    assert_eq!(read(&db).state, DeliveryState::Pending);
 
     let second = serve(&db);
     let seen = receiver.wait_for(2).await;
     let row = eventually("the delivery to be acknowledged", || {
         let row = read(&db);
-        (row.state == "delivered").then_some(row)
+        (row.state == DeliveryState::Delivered).then_some(row)
     })
     .await;
     assert_eq!(row.attempts, 2);

@@ -6,11 +6,10 @@
 //! process that held it died, and another process takes the delivery over.
 
 use deadpool_postgres::GenericClient;
-use mandate_core::delivery::NextStep;
 
-use super::{Result, non_negative};
+use super::{Result, env_from, non_negative};
 use crate::storage::StorageError;
-use crate::storage::deliveries::{Attempt, DeliveryRow, Due};
+use crate::storage::deliveries::{Attempt, DeliveryChange, DeliveryRow, DeliveryState, Due};
 
 /// How long a claim on a delivery lasts, in ms: longer than an attempt may take (its
 /// timeout is 5 s), short enough that a dead process's deliveries are soon taken over.
@@ -66,7 +65,7 @@ pub async fn claim_due(
                 attempts: non_negative(i64::from(r.get::<_, i32>(1)), "delivery attempts")?,
                 webhook_id: r.get(2),
                 url: r.get(3),
-                env: r.get(4),
+                env: env_from(r.get(4))?,
                 event_id,
                 event_type: r.get(6),
                 data,
@@ -87,63 +86,40 @@ pub async fn release(c: &impl GenericClient, ids: &[i64]) -> Result<()> {
     Ok(())
 }
 
-/// Records an attempt and what follows it, and ends the claim (in the caller's
-/// transaction). A delivery no longer pending keeps its state.
+/// Writes what the worker decided of a delivery (its attempt, if one was made, and its
+/// new state, only while it is pending) and ends the claim, in the caller's transaction.
 pub async fn record(
     c: &impl GenericClient,
     delivery_id: i64,
-    attempt: &Attempt,
-    next: NextStep,
-    now_ms: i64,
+    change: &DeliveryChange,
 ) -> Result<()> {
-    let number = i32::try_from(attempt.attempt).unwrap_or(i32::MAX);
-    let status = attempt.status.map(i32::from);
-    c.execute(
-        "INSERT INTO delivery_attempts (delivery_id, attempt, at_ms, status, latency_ms, error)
-         VALUES ($1, $2, $3, $4, $5, $6)",
-        &[
-            &delivery_id,
-            &number,
-            &attempt.at_ms,
-            &status,
-            &attempt.latency_ms,
-            &attempt.error,
-        ],
-    )
-    .await?;
-    let error = attempt.error.clone().or_else(|| {
-        attempt
-            .status
-            .filter(|s| !(200..300).contains(s))
-            .map(|s| format!("HTTP {s}"))
-    });
-    let (state, next_ms, finished) = match next {
-        NextStep::Delivered => ("delivered", None, Some(now_ms)),
-        NextStep::RetryAt(at) => ("pending", Some(crate::clock::ms(at)), None),
-        NextStep::GiveUp => ("failed", None, Some(now_ms)),
-    };
+    if let Some(attempt) = &change.attempt {
+        c.execute(
+            "INSERT INTO delivery_attempts (delivery_id, attempt, at_ms, status, latency_ms, error)
+             VALUES ($1, $2, $3, $4, $5, $6)",
+            &[
+                &delivery_id,
+                &i32::try_from(attempt.attempt).unwrap_or(i32::MAX),
+                &attempt.at_ms,
+                &attempt.status.map(i32::from),
+                &attempt.latency_ms,
+                &attempt.error,
+            ],
+        )
+        .await?;
+    }
     c.execute(
         "UPDATE deliveries SET attempts = $2, state = $3, next_attempt_ms = $4,
             last_error = $5, finished_ms = $6, claimed_until = NULL
          WHERE id = $1 AND state = 'pending'",
-        &[&delivery_id, &number, &state, &next_ms, &error, &finished],
-    )
-    .await?;
-    Ok(())
-}
-
-/// Ends a pending delivery without an attempt.
-pub async fn give_up(
-    c: &impl GenericClient,
-    delivery_id: i64,
-    reason: &str,
-    now_ms: i64,
-) -> Result<()> {
-    c.execute(
-        "UPDATE deliveries SET state = 'failed', next_attempt_ms = NULL, last_error = $2,
-            finished_ms = $3, claimed_until = NULL
-         WHERE id = $1 AND state = 'pending'",
-        &[&delivery_id, &reason, &now_ms],
+        &[
+            &delivery_id,
+            &i32::try_from(change.attempts).unwrap_or(i32::MAX),
+            &change.state.as_str(),
+            &change.next_attempt_ms,
+            &change.last_error,
+            &change.finished_ms,
+        ],
     )
     .await?;
     Ok(())
@@ -199,7 +175,7 @@ pub async fn for_event(c: &impl GenericClient, event_id: &str) -> Result<Vec<Del
             id,
             webhook_id: r.get(1),
             attempts: non_negative(i64::from(r.get::<_, i32>(2)), "delivery attempts")?,
-            state: r.get(3),
+            state: DeliveryState::stored(r.get(3))?,
             next_attempt_ms: r.get(4),
             last_error: r.get(5),
             tried,

@@ -2,11 +2,13 @@
 
 use deadpool_postgres::GenericClient;
 
+use mandate_core::id::AgentId;
+
 use super::{Result, env_from};
-use crate::model::{Caller, Env, KeyClass};
+use crate::model::{Env, KeyClass};
 use crate::storage::StorageError;
 use crate::storage::keys::{
-    BindingChange, CallerRow, KeyInfo, StoredApiKey, class_from, fingerprint,
+    ApiKeyRow, BindingChange, KeyInfo, StoredApiKey, class_from, fingerprint,
 };
 
 /// Stores a new key's hash with its binding (opaque bytes, `None` without a key-encryption
@@ -44,40 +46,32 @@ pub async fn insert(
     Ok(fp)
 }
 
-/// The caller behind a key hash, with its row's class and binding, unless the key is
-/// unknown or revoked.
-pub async fn caller(c: &impl GenericClient, hash: &[u8; 32]) -> Result<Option<CallerRow>> {
+/// The row of a key hash, revoked or not.
+pub async fn api_key(c: &impl GenericClient, hash: &[u8; 32]) -> Result<Option<ApiKeyRow>> {
     let stmt = c
         .prepare_cached(
-            "SELECT k.org_id, k.env, k.agent_id, k.rate_per_sec, o.policy_version, k.class, k.binding
-             FROM api_keys k JOIN orgs o ON o.id = k.org_id
-             WHERE k.hash = $1 AND k.revoked_ms IS NULL",
+            "SELECT k.org_id, k.env, k.agent_id, k.rate_per_sec, o.policy_version, k.class,
+                    k.binding, k.revoked_ms IS NOT NULL
+             FROM api_keys k JOIN orgs o ON o.id = k.org_id WHERE k.hash = $1",
         )
         .await?;
     let Some(row) = c.query_opt(&stmt, &[&&hash[..]]).await? else {
         return Ok(None);
     };
-    let org_id: String = row.get(0);
-    let env = env_from(row.get(1))?;
-    let agent: Option<String> = row.get(2);
-    let rate: i64 = row.get(3);
-    let policy_version: String = row.get(4);
-    let agent = agent
-        .map(|a| mandate_core::id::AgentId::parse(&a))
+    let agent = row
+        .get::<_, Option<String>>(2)
+        .map(|a| AgentId::parse(&a))
         .transpose()
         .map_err(|e| StorageError::Corrupt(e.to_string()))?;
-    let class: String = row.get(5);
-    Ok(Some(CallerRow {
-        caller: Caller {
-            key_hash: *hash,
-            org_id: org_id.into(),
-            env,
-            agent,
-            rate_per_sec: u32::try_from(rate.max(1)).unwrap_or(u32::MAX),
-            policy_version: policy_version.into(),
-        },
-        class: class_from(&class)?,
+    Ok(Some(ApiKeyRow {
+        org_id: row.get(0),
+        env: env_from(row.get(1))?,
+        agent,
+        rate_per_sec: row.get(3),
+        policy_version: row.get(4),
+        class: class_from(row.get(5))?,
         binding: row.get(6),
+        revoked: row.get(7),
     }))
 }
 
@@ -173,17 +167,18 @@ pub async fn list(c: &impl GenericClient, org_id: &str) -> Result<Vec<KeyInfo>> 
             &[&org_id],
         )
         .await?;
-    Ok(rows
-        .iter()
-        .map(|r| KeyInfo {
-            fingerprint: r.get(0),
-            env: r.get(1),
-            class: r.get(2),
-            agent: r.get(3),
-            rate_per_sec: r.get(4),
-            revoked: r.get(5),
+    rows.iter()
+        .map(|r| {
+            Ok(KeyInfo {
+                fingerprint: r.get(0),
+                env: env_from(r.get(1))?,
+                class: class_from(r.get(2))?,
+                agent: r.get(3),
+                rate_per_sec: r.get(4),
+                revoked: r.get(5),
+            })
         })
-        .collect())
+        .collect()
 }
 
 /// Marks a change to keys made outside the running servers (operator commands): servers

@@ -3,26 +3,13 @@
 
 use deadpool_postgres::GenericClient;
 use mandate_core::id::MandateId;
-use mandate_core::mandate::{Mandate, MandateDraft, MandateStatus, format_date};
-use serde_json::Value;
+use mandate_core::mandate::{Mandate, MandateStatus, format_date};
 use tokio_postgres::Row;
 
 use super::{Result, agents};
-use crate::clock::{from_ms, ms};
+use crate::clock::ms;
 use crate::model::Env;
-use crate::storage::StorageError;
-use crate::storage::mandates::Filters;
-
-/// The terms as stored: the API shape without the server-set fields.
-fn terms_json(mandate: &Mandate) -> String {
-    let mut value = mandate.to_json(mandate.created_at);
-    if let Value::Object(map) = &mut value {
-        for key in ["id", "status", "created_at"] {
-            map.remove(key);
-        }
-    }
-    value.to_string()
-}
+use crate::storage::mandates::{Filters, MandateColumns, terms_json};
 
 /// Inserts a mandate, supersedes the agent's previous active one and moves the agent's
 /// version (in the caller's transaction).
@@ -69,25 +56,14 @@ pub(crate) const COLUMNS: &str = "seq, id, terms, status, created_ms";
 
 /// A row read by [`COLUMNS`] as a mandate with its seq.
 pub(crate) fn decode(r: &Row) -> Result<(i64, Mandate)> {
-    let seq: i64 = r.get(0);
-    let id: String = r.get(1);
-    let terms: String = r.get(2);
-    let status: String = r.get(3);
-    let created_ms: i64 = r.get(4);
-    let corrupt = |what: String| StorageError::Corrupt(format!("mandate {id}: {what}"));
-    let value: Value = serde_json::from_str(&terms).map_err(|e| corrupt(e.to_string()))?;
-    let terms = MandateDraft::from_json(&value).map_err(|e| corrupt(e.to_string()))?;
-    let status = MandateStatus::parse(&status).ok_or_else(|| corrupt(status.clone()))?;
-    let parsed = MandateId::parse(&id).map_err(|e| corrupt(e.to_string()))?;
-    Ok((
-        seq,
-        Mandate {
-            id: parsed,
-            terms,
-            status,
-            created_at: from_ms(created_ms),
-        },
-    ))
+    MandateColumns {
+        seq: r.get(0),
+        id: r.get(1),
+        terms: r.get(2),
+        status: r.get(3),
+        created_ms: r.get(4),
+    }
+    .decode()
 }
 
 /// One mandate of this organization and environment.

@@ -58,6 +58,11 @@ use tokio_postgres::error::SqlState;
 
 use super::StorageError;
 
+/// Log directives that hold whatever the operator's filter says: at debug, tokio-postgres
+/// logs every statement with its parameters (request fields, sealed answers, key hashes),
+/// which never go to the log.
+pub const DRIVER_LOG_CAPS: [&str; 2] = ["tokio_postgres=info", "deadpool_postgres=info"];
+
 /// What the engine's functions return.
 pub type Result<T> = std::result::Result<T, StorageError>;
 

@@ -13,14 +13,12 @@ use std::sync::Arc;
 
 use deadpool_postgres::{Object, Pool};
 use mandate_core::amount::Amount;
-use mandate_core::delivery::NextStep;
 use mandate_core::id::{AgentId, DecisionId, EscrowId, EventId, MandateId, ReviewId, WebhookId};
 use mandate_core::idempotency::NextAction;
 use mandate_core::mandate::{Mandate, MandateStatus};
 use mandate_core::policy::Mode;
-use mandate_core::review::Review;
 use serde_json::Value;
-use time::{Date, OffsetDateTime};
+use time::OffsetDateTime;
 
 use super::connect::Target;
 use super::{
@@ -34,19 +32,19 @@ use crate::storage::admin::{AdminStore, NewOrg, SecretChange};
 use crate::storage::agents::{AgentRow, AgentStore};
 use crate::storage::ap2::{Ap2Issuer, Ap2Source, Ap2Store};
 use crate::storage::decisions::{DecisionStore, Filters as DecisionFilters};
-use crate::storage::deliveries::{Attempt, Backlog, DeliveryRow, DeliveryStore, Due};
+use crate::storage::deliveries::{Backlog, DeliveryChange, DeliveryRow, DeliveryStore, Due};
 use crate::storage::escrows::{EscrowChange, EscrowRow, EscrowStore, MovementRow};
 use crate::storage::events::{EventRow, EventStore, NewEvent};
 use crate::storage::health::{HealthStore, Schema};
 use crate::storage::idempotency::{ClaimToken, IdempotencyRecord, IdempotencyStore};
 use crate::storage::keys::{
-    BindingChange, CallerRow, KeyInfo, KeyStore, SealNew, StoredApiKey, StoredKey,
+    ApiKeyRow, BindingChange, KeyInfo, KeyStore, SealNew, StoredApiKey, StoredKey,
 };
 use crate::storage::location::PostgresUrl;
 use crate::storage::mandates::{Filters as MandateFilters, MandateStore, Revocation};
 use crate::storage::orgs::OrgStore;
 use crate::storage::peers::{PEER_LEASE_MS, PeerStore};
-use crate::storage::timers::{DueItem, TimerStore};
+use crate::storage::timers::{DecideExpiring, DecideExpiry, DueItem, ExpiringEvent, TimerStore};
 use crate::storage::webhooks::{WebhookRow, WebhookStore};
 use crate::storage::{StorageError, StoreFuture};
 
@@ -307,26 +305,12 @@ impl DeliveryStore for PostgresStore {
         })
     }
 
-    fn record_attempt(
-        &self,
-        id: i64,
-        attempt: Attempt,
-        next: NextStep,
-        now_ms: i64,
-    ) -> StoreFuture<'_, ()> {
+    fn record_delivery(&self, id: i64, change: DeliveryChange) -> StoreFuture<'_, ()> {
         Box::pin(async move {
             let mut c = self.client().await?;
             let tx = c.transaction().await?;
-            deliveries::record(&tx, id, &attempt, next, now_ms).await?;
+            deliveries::record(&tx, id, &change).await?;
             Ok(tx.commit().await?)
-        })
-    }
-
-    fn give_up_delivery(&self, id: i64, reason: &str, at_ms: i64) -> StoreFuture<'_, ()> {
-        let reason = reason.to_owned();
-        Box::pin(async move {
-            let c = self.client().await?;
-            deliveries::give_up(&c, id, &reason, at_ms).await
         })
     }
 
@@ -768,12 +752,16 @@ impl TimerStore for PostgresStore {
         })
     }
 
-    fn expire_review(&self, item: &DueItem, now: OffsetDateTime) -> StoreFuture<'_, ()> {
+    fn expire_review(
+        &self,
+        item: &DueItem,
+        now: OffsetDateTime,
+        decide: DecideExpiry,
+    ) -> StoreFuture<'_, ()> {
         let item = item.clone();
         Box::pin(async move {
-            let Ok(id) = ReviewId::parse(&item.id) else {
-                return Err(StorageError::Corrupt(format!("review id {:?}", item.id)));
-            };
+            let id = ReviewId::parse(&item.id)
+                .map_err(|_| StorageError::Corrupt(format!("review id {:?}", item.id)))?;
             let mut c = self.client().await?;
             let tx = c.transaction().await?;
             // Locked, or left to the process that holds it.
@@ -782,19 +770,18 @@ impl TimerStore for PostgresStore {
             else {
                 return Ok(tx.rollback().await?);
             };
-            let Ok(expired) = Review::expire(&review, now) else {
+            let Some(change) = decide(&review, now)? else {
                 return Ok(tx.rollback().await?);
             };
-            if reviews::resolve(&tx, &expired).await? {
-                let data = serde_json::to_value(&expired)
-                    .map_err(|e| StorageError::Corrupt(format!("review {}: {e}", item.id)))?;
+            if reviews::resolve(&tx, &change.review).await? {
+                let event = &change.event;
                 events::append(
                     &tx,
                     &item.org_id,
                     item.env,
-                    "decision.resolved",
-                    &data,
-                    ms(now),
+                    event.event_type,
+                    &event.data,
+                    change.at_ms,
                 )
                 .await?;
             }
@@ -806,7 +793,7 @@ impl TimerStore for PostgresStore {
         &self,
         item: &DueItem,
         now: OffsetDateTime,
-        fires_at: fn(Date) -> OffsetDateTime,
+        decide: DecideExpiring,
     ) -> StoreFuture<'_, ()> {
         let item = item.clone();
         Box::pin(async move {
@@ -821,23 +808,20 @@ impl TimerStore for PostgresStore {
             else {
                 return Ok(tx.rollback().await?);
             };
-            if mandate.status_at(now) != MandateStatus::Active
-                || now < fires_at(mandate.terms.expires)
-                || timers::expiring_fired(&tx, &item.id).await?
-            {
+            let fired = timers::expiring_fired(&tx, &item.id).await?;
+            let Some(ExpiringEvent { event, at_ms }) = decide(&mandate, fired, now) else {
                 return Ok(tx.rollback().await?);
-            }
-            let data = mandate.to_json(now);
-            let event = events::append(
+            };
+            let event_id = events::append(
                 &tx,
                 &item.org_id,
                 item.env,
-                "mandate.expiring",
-                &data,
-                ms(now),
+                event.event_type,
+                &event.data,
+                at_ms,
             )
             .await?;
-            timers::mark_expiring_fired(&tx, &item.id, event.as_str(), ms(now)).await?;
+            timers::mark_expiring_fired(&tx, &item.id, event_id.as_str(), at_ms).await?;
             Ok(tx.commit().await?)
         })
     }
@@ -942,8 +926,8 @@ impl KeyStore for PostgresStore {
         Box::pin(async move { signing::published(&self.client().await?, published_after_ms).await })
     }
 
-    fn caller(&self, hash: [u8; 32]) -> StoreFuture<'_, Option<CallerRow>> {
-        Box::pin(async move { keys::caller(&self.client().await?, &hash).await })
+    fn api_key(&self, hash: [u8; 32]) -> StoreFuture<'_, Option<ApiKeyRow>> {
+        Box::pin(async move { keys::api_key(&self.client().await?, &hash).await })
     }
 }
 

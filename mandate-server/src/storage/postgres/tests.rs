@@ -354,20 +354,22 @@ async fn a_delivery_is_attempted_by_one_process_at_a_time_and_taken_over_when_it
     // An attempt recorded ends the claim; one never recorded (its process died) is picked
     // up once the claim has run out.
     let recorded = again[0].id;
-    b.record_attempt(
-        recorded,
-        Attempt {
-            attempt: 1,
-            at_ms: now,
-            status: Some(200),
-            latency_ms: 3,
-            error: None,
-        },
-        mandate_core::delivery::NextStep::Delivered,
-        now + 3,
-    )
-    .await
-    .unwrap();
+    let attempt = Attempt {
+        attempt: 1,
+        at_ms: now,
+        status: Some(200),
+        latency_ms: 3,
+        error: None,
+    };
+    let delivered = crate::storage::deliveries::DeliveryChange {
+        attempt: Some(attempt),
+        attempts: 1,
+        state: crate::storage::deliveries::DeliveryState::Delivered,
+        next_attempt_ms: None,
+        last_error: None,
+        finished_ms: Some(now + 3),
+    };
+    b.record_delivery(recorded, delivered).await.unwrap();
     let after = now + super::deliveries::CLAIM_MS + 10;
     let taken_over = a.due_deliveries(after, 100, 100).await.unwrap();
     assert_eq!(taken_over.len(), 11, "{taken_over:?}");
@@ -447,7 +449,7 @@ async fn a_review_resolves_once_across_processes_and_expires_once() {
     assert_eq!(due, vec![item.clone()]);
     let expired = futures_util::future::join_all((0..6).map(|i| {
         let store = if i % 2 == 0 { &a } else { &b };
-        store.expire_review(&item, NOW)
+        store.expire_review(&item, NOW, expire)
     }))
     .await;
     assert!(expired.iter().all(Result::is_ok), "{expired:?}");
@@ -484,7 +486,7 @@ async fn mandate_expiring_fires_once_across_processes() {
     assert_eq!(due, vec![item.clone()]);
     let fired = futures_util::future::join_all((0..6).map(|i| {
         let store = if i % 2 == 0 { &a } else { &b };
-        store.fire_expiring(&item, NOW, expiring_at)
+        store.fire_expiring(&item, NOW, fire)
     }))
     .await;
     assert!(fired.iter().all(Result::is_ok), "{fired:?}");
@@ -575,6 +577,41 @@ async fn signing_key_secrets_are_replaced_all_at_once_or_not_at_all() {
 /// `workers::timers::expiring_at`, which storage may not import): 00:00 UTC seven days before.
 fn expiring_at(expires: time::Date) -> time::OffsetDateTime {
     (expires - time::Duration::days(7)).midnight().assume_utc()
+}
+
+/// The timers' decisions as the worker makes them (`workers::timers`, above storage): an
+/// expired pending review with its event; `mandate.expiring` once, when due.
+fn expire(
+    review: &mandate_core::review::Review,
+    now: time::OffsetDateTime,
+) -> Result<Option<crate::storage::timers::ReviewExpiry>, crate::storage::StorageError> {
+    Ok(review
+        .expire(now)
+        .ok()
+        .map(|review| crate::storage::timers::ReviewExpiry {
+            event: crate::storage::events::NewEvent {
+                event_type: "decision.resolved",
+                data: serde_json::to_value(&review).unwrap(),
+            },
+            review,
+            at_ms: ms(now),
+        }))
+}
+
+fn fire(
+    mandate: &mandate_core::mandate::Mandate,
+    fired: bool,
+    now: time::OffsetDateTime,
+) -> Option<crate::storage::timers::ExpiringEvent> {
+    (!fired && now >= expiring_at(mandate.terms.expires)).then(|| {
+        crate::storage::timers::ExpiringEvent {
+            event: crate::storage::events::NewEvent {
+                event_type: "mandate.expiring",
+                data: mandate.to_json(now),
+            },
+            at_ms: ms(now),
+        }
+    })
 }
 
 /// A decision of `agent` with id `id`, as the decision service makes one.

@@ -5,12 +5,11 @@
 //! transaction open, then records the attempt and the next step in one transaction. All
 //! state is here, so a restarted server resumes where the last one stopped.
 
-use mandate_core::delivery::NextStep;
 use rusqlite::{Connection, params};
 
 use super::StorageError;
 use crate::model::Env;
-use crate::storage::deliveries::{Attempt, DeliveryRow, Due};
+use crate::storage::deliveries::{Attempt, DeliveryChange, DeliveryRow, DeliveryState, Due};
 
 /// Creates a pending delivery, due at once, for every active endpoint of the organization
 /// and environment subscribed to `event_type`. Returns how many.
@@ -71,7 +70,7 @@ pub fn due(
             r.get::<_, u32>(1)?,
             r.get::<_, String>(2)?,
             r.get::<_, String>(3)?,
-            r.get::<_, String>(4)?,
+            r.get::<_, Env>(4)?,
             r.get::<_, String>(5)?,
             r.get::<_, String>(6)?,
             r.get::<_, String>(7)?,
@@ -98,67 +97,35 @@ pub fn due(
     Ok(out)
 }
 
-/// Records an attempt and what follows it. A delivery no longer pending (its endpoint was
-/// deleted meanwhile) keeps its state; the attempt is recorded all the same.
-pub fn record(
-    tx: &Connection,
-    delivery_id: i64,
-    attempt: &Attempt,
-    next: NextStep,
-    now_ms: i64,
-) -> rusqlite::Result<()> {
-    tx.execute(
-        "INSERT INTO delivery_attempts (delivery_id, attempt, at_ms, status, latency_ms, error)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        params![
-            delivery_id,
-            attempt.attempt,
-            attempt.at_ms,
-            attempt.status,
-            attempt.latency_ms,
-            attempt.error
-        ],
-    )?;
-    let error = attempt.error.clone().or_else(|| {
-        attempt
-            .status
-            .filter(|s| !(200..300).contains(s))
-            .map(|s| format!("HTTP {s}"))
-    });
-    let (state, next_ms, finished) = match next {
-        NextStep::Delivered => ("delivered", None, Some(now_ms)),
-        NextStep::RetryAt(at) => ("pending", Some(crate::clock::ms(at)), None),
-        NextStep::GiveUp => ("failed", None, Some(now_ms)),
-    };
+/// Writes what the worker decided of a delivery: its attempt, if one was made, and its
+/// new state, only while it is pending.
+pub fn record(tx: &Connection, delivery_id: i64, change: &DeliveryChange) -> rusqlite::Result<()> {
+    if let Some(attempt) = &change.attempt {
+        tx.execute(
+            "INSERT INTO delivery_attempts (delivery_id, attempt, at_ms, status, latency_ms, error)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                delivery_id,
+                attempt.attempt,
+                attempt.at_ms,
+                attempt.status,
+                attempt.latency_ms,
+                attempt.error
+            ],
+        )?;
+    }
     tx.execute(
         "UPDATE deliveries SET attempts = ?2, state = ?3, next_attempt_ms = ?4,
             last_error = ?5, finished_ms = ?6
          WHERE id = ?1 AND state = 'pending'",
         params![
             delivery_id,
-            attempt.attempt,
-            state,
-            next_ms,
-            error,
-            finished
+            change.attempts,
+            change.state,
+            change.next_attempt_ms,
+            change.last_error,
+            change.finished_ms
         ],
-    )?;
-    Ok(())
-}
-
-/// Ends a pending delivery without an attempt: its window closed while it waited (for
-/// example while the server was down).
-pub fn give_up(
-    tx: &Connection,
-    delivery_id: i64,
-    reason: &str,
-    now_ms: i64,
-) -> rusqlite::Result<()> {
-    tx.execute(
-        "UPDATE deliveries SET state = 'failed', next_attempt_ms = NULL, last_error = ?2,
-            finished_ms = ?3
-         WHERE id = ?1 AND state = 'pending'",
-        params![delivery_id, reason, now_ms],
     )?;
     Ok(())
 }
@@ -175,7 +142,7 @@ pub fn for_event(conn: &Connection, event_id: &str) -> rusqlite::Result<Vec<Deli
                 id: r.get(0)?,
                 webhook_id: r.get(1)?,
                 attempts: r.get(2)?,
-                state: r.get(3)?,
+                state: r.get::<_, DeliveryState>(3)?,
                 next_attempt_ms: r.get(4)?,
                 last_error: r.get(5)?,
                 tried: Vec::new(),

@@ -2,10 +2,12 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
+use mandate_core::id::AgentId;
+
 use super::StorageError;
-use crate::model::{Caller, Env, KeyClass};
+use crate::model::{Env, KeyClass};
 use crate::storage::keys::{
-    BindingChange, CallerRow, KeyInfo, StoredApiKey, class_from, fingerprint,
+    ApiKeyRow, BindingChange, KeyInfo, StoredApiKey, class_from, fingerprint,
 };
 
 /// A new key as stored: its hash and its binding (opaque bytes, `None` without a
@@ -35,49 +37,47 @@ pub fn insert(
     Ok(fp)
 }
 
-/// The statement behind [`caller`], kept prepared on each connection.
+/// The statement behind [`api_key`], kept prepared on each connection.
 pub(crate) const CALLER_SQL: &str =
-    "SELECT k.org_id, k.env, k.agent_id, k.rate_per_sec, o.policy_version, k.class, k.binding
-     FROM api_keys k JOIN orgs o ON o.id = k.org_id
-     WHERE k.hash = ?1 AND k.revoked_ms IS NULL";
+    "SELECT k.org_id, k.env, k.agent_id, k.rate_per_sec, o.policy_version,
+            k.class, k.binding, k.revoked_ms IS NOT NULL
+     FROM api_keys k JOIN orgs o ON o.id = k.org_id WHERE k.hash = ?1";
 
-/// The caller behind a key hash, with its row's class and binding, unless the key is
-/// unknown or revoked.
-pub fn caller(conn: &Connection, hash: &[u8; 32]) -> Result<Option<CallerRow>, StorageError> {
+/// The row of a key hash, revoked or not.
+pub fn api_key(conn: &Connection, hash: &[u8; 32]) -> Result<Option<ApiKeyRow>, StorageError> {
     // Cached: every key's first request runs this (a prepare costs more than the query).
     let row = conn
         .prepare_cached(CALLER_SQL)?
         .query_row([&hash[..]], |r| {
             Ok((
                 r.get::<_, String>(0)?,
-                r.get::<_, String>(1)?,
+                r.get::<_, Env>(1)?,
                 r.get::<_, Option<String>>(2)?,
                 r.get::<_, i64>(3)?,
                 r.get::<_, String>(4)?,
                 r.get::<_, String>(5)?,
                 r.get::<_, Option<Vec<u8>>>(6)?,
+                r.get::<_, bool>(7)?,
             ))
         })
         .optional()?;
-    let Some((org_id, env, agent, rate, policy_version, class, binding)) = row else {
+    let Some((org_id, env, agent, rate_per_sec, policy_version, class, binding, revoked)) = row
+    else {
         return Ok(None);
     };
-    let env = Env::parse(&env).ok_or_else(|| StorageError::Corrupt(format!("env {env:?}")))?;
     let agent = agent
-        .map(|a| mandate_core::id::AgentId::parse(&a))
+        .map(|a| AgentId::parse(&a))
         .transpose()
         .map_err(|e| StorageError::Corrupt(e.to_string()))?;
-    Ok(Some(CallerRow {
-        caller: Caller {
-            key_hash: *hash,
-            org_id: org_id.into(),
-            env,
-            agent,
-            rate_per_sec: u32::try_from(rate.max(1)).unwrap_or(u32::MAX),
-            policy_version: policy_version.into(),
-        },
+    Ok(Some(ApiKeyRow {
+        org_id,
+        env,
+        agent,
+        rate_per_sec,
+        policy_version,
         class: class_from(&class)?,
         binding,
+        revoked,
     }))
 }
 
@@ -166,10 +166,11 @@ pub fn set_rate(tx: &Connection, hash: &[u8], per_sec: u32) -> rusqlite::Result<
     )? == 1)
 }
 
-/// The keys of an organization.
+/// The keys of an organization, oldest first.
 pub fn list(conn: &Connection, org_id: &str) -> rusqlite::Result<Vec<KeyInfo>> {
     let mut stmt = conn.prepare(
-        "SELECT fingerprint, env, class, agent_id, rate_per_sec, revoked_ms IS NOT NULL FROM api_keys WHERE org_id = ?1 ORDER BY created_ms",
+        "SELECT fingerprint, env, class, agent_id, rate_per_sec, revoked_ms IS NOT NULL
+         FROM api_keys WHERE org_id = ?1 ORDER BY created_ms, fingerprint",
     )?;
     let rows = stmt.query_map([org_id], |r| {
         Ok(KeyInfo {

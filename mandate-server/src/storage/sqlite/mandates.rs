@@ -3,24 +3,12 @@
 
 use crate::model::Env;
 use mandate_core::id::MandateId;
-use mandate_core::mandate::{Mandate, MandateDraft, MandateStatus, format_date};
+use mandate_core::mandate::{Mandate, MandateStatus, format_date};
 use rusqlite::{Connection, OptionalExtension, params};
-use serde_json::Value;
 
 use super::StorageError;
-use crate::clock::{from_ms, ms};
-use crate::storage::mandates::Filters;
-
-/// The terms as stored: the API shape without the server-set fields.
-fn terms_json(mandate: &Mandate) -> String {
-    let mut value = mandate.to_json(mandate.created_at);
-    if let Value::Object(map) = &mut value {
-        for key in ["id", "status", "created_at"] {
-            map.remove(key);
-        }
-    }
-    value.to_string()
-}
+use crate::clock::ms;
+use crate::storage::mandates::{Filters, MandateColumns, terms_json};
 
 /// Inserts a mandate and supersedes the agent's previous active one.
 pub fn insert(tx: &Connection, org_id: &str, env: Env, mandate: &Mandate) -> rusqlite::Result<()> {
@@ -48,47 +36,14 @@ pub fn insert(tx: &Connection, org_id: &str, env: Env, mandate: &Mandate) -> rus
 
 const COLUMNS: &str = "seq, id, terms, status, created_ms";
 
-/// One row as read by `COLUMNS`, each column under its own name.
-struct Raw {
-    seq: i64,
-    id: String,
-    terms: String,
-    status: String,
-    created_ms: i64,
-}
-
-fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Raw> {
-    Ok(Raw {
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<MandateColumns> {
+    Ok(MandateColumns {
         seq: r.get(0)?,
         id: r.get(1)?,
         terms: r.get(2)?,
         status: r.get(3)?,
         created_ms: r.get(4)?,
     })
-}
-
-fn decode(raw: Raw) -> Result<(i64, Mandate), StorageError> {
-    let Raw {
-        seq,
-        id,
-        terms,
-        status,
-        created_ms,
-    } = raw;
-    let corrupt = |what: String| StorageError::Corrupt(format!("mandate {id}: {what}"));
-    let value: Value = serde_json::from_str(&terms).map_err(|e| corrupt(e.to_string()))?;
-    let terms = MandateDraft::from_json(&value).map_err(|e| corrupt(e.to_string()))?;
-    let status = MandateStatus::parse(&status).ok_or_else(|| corrupt(status.clone()))?;
-    let id = MandateId::parse(&id).map_err(|e| corrupt(e.to_string()))?;
-    Ok((
-        seq,
-        Mandate {
-            id,
-            terms,
-            status,
-            created_at: from_ms(created_ms),
-        },
-    ))
 }
 
 /// One mandate of this organization and environment.
@@ -106,7 +61,9 @@ pub fn get(
             row,
         )
         .optional()?;
-    raw.map(decode).transpose().map(|m| m.map(|(_, m)| m))
+    raw.map(MandateColumns::decode)
+        .transpose()
+        .map(|m| m.map(|(_, m)| m))
 }
 
 /// The statement behind [`current`], kept prepared on each connection.
@@ -129,7 +86,9 @@ pub fn current(
         .prepare_cached(&current_sql())?
         .query_row(params![org_id, env, agent], row)
         .optional()?;
-    raw.map(decode).transpose().map(|m| m.map(|(_, m)| m))
+    raw.map(MandateColumns::decode)
+        .transpose()
+        .map(|m| m.map(|(_, m)| m))
 }
 
 /// A page of mandates, newest first, strictly before seq `before`. `today` is the UTC
@@ -169,7 +128,7 @@ pub fn page(
     )?;
     let mut out = Vec::new();
     for raw in rows {
-        out.push(decode(raw?)?);
+        out.push(raw?.decode()?);
     }
     Ok(out)
 }

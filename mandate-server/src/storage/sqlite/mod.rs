@@ -39,12 +39,71 @@ pub use store::SqliteStore;
 pub use writer::MAX_GROUP;
 
 use super::StorageError;
-use crate::model::Env;
+use crate::model::{Env, KeyClass};
+use crate::storage::deliveries::DeliveryState;
+
+/// SQLite's errors as the boundary's: busy or locked past the timeout is
+/// [`StorageError::Unavailable`], a damaged file or a value that does not read back
+/// [`StorageError::Corrupt`], anything else [`StorageError::Backend`] (with the result
+/// code in the text).
+impl From<rusqlite::Error> for StorageError {
+    fn from(e: rusqlite::Error) -> Self {
+        use rusqlite::ErrorCode;
+        let text = format!("sqlite: {e}");
+        match &e {
+            rusqlite::Error::SqliteFailure(failure, _) => match failure.code {
+                ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked => {
+                    StorageError::Unavailable(text)
+                }
+                ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase => StorageError::Corrupt(text),
+                _ => StorageError::Backend(text),
+            },
+            rusqlite::Error::FromSqlConversionFailure(..)
+            | rusqlite::Error::InvalidColumnType(..)
+            | rusqlite::Error::IntegralValueOutOfRange(..) => StorageError::Corrupt(text),
+            _ => StorageError::Backend(text),
+        }
+    }
+}
 
 /// An environment is stored as its name (`sandbox`, `live`).
 impl rusqlite::ToSql for Env {
     fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
         Ok(self.as_str().into())
+    }
+}
+
+impl rusqlite::types::FromSql for Env {
+    fn column_result(value: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+        let text = value.as_str()?;
+        Env::parse(text).ok_or_else(|| {
+            rusqlite::types::FromSqlError::Other(format!("environment {text:?}").into())
+        })
+    }
+}
+
+/// A key class is stored as its name (`org`, `agent`).
+impl rusqlite::types::FromSql for KeyClass {
+    fn column_result(value: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+        let text = value.as_str()?;
+        crate::storage::keys::class_from(text)
+            .map_err(|e| rusqlite::types::FromSqlError::Other(e.to_string().into()))
+    }
+}
+
+/// A delivery's state is stored as its name.
+impl rusqlite::ToSql for DeliveryState {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        Ok(self.as_str().into())
+    }
+}
+
+impl rusqlite::types::FromSql for DeliveryState {
+    fn column_result(value: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+        let text = value.as_str()?;
+        DeliveryState::parse(text).ok_or_else(|| {
+            rusqlite::types::FromSqlError::Other(format!("delivery state {text:?}").into())
+        })
     }
 }
 

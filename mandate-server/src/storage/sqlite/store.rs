@@ -7,14 +7,12 @@
 //! per-resource files beside it.
 
 use mandate_core::amount::Amount;
-use mandate_core::delivery::NextStep;
 use mandate_core::id::{AgentId, DecisionId, EscrowId, EventId, MandateId, ReviewId, WebhookId};
 use mandate_core::idempotency::{NextAction, next_action};
 use mandate_core::mandate::{Mandate, MandateStatus};
 use mandate_core::policy::Mode;
-use mandate_core::review::Review;
 use serde_json::Value;
-use time::{Date, OffsetDateTime};
+use time::OffsetDateTime;
 
 use super::{
     Db, agents, ap2, decisions, deliveries, escrows, events, idempotency, keys, mandates, orgs,
@@ -27,17 +25,17 @@ use crate::storage::admin::{AdminStore, NewOrg, SecretChange};
 use crate::storage::agents::{AgentRow, AgentStore};
 use crate::storage::ap2::{Ap2Issuer, Ap2Source, Ap2Store};
 use crate::storage::decisions::{DecisionStore, Filters as DecisionFilters};
-use crate::storage::deliveries::{Attempt, Backlog, DeliveryRow, DeliveryStore, Due};
+use crate::storage::deliveries::{Backlog, DeliveryChange, DeliveryRow, DeliveryStore, Due};
 use crate::storage::escrows::{EscrowChange, EscrowRow, EscrowStore, MovementRow};
 use crate::storage::events::{EventRow, EventStore, NewEvent};
 use crate::storage::idempotency::{ClaimToken, IdempotencyRecord, IdempotencyStore};
 use crate::storage::keys::{
-    BindingChange, CallerRow, KeyInfo, KeyStore, SealNew, StoredApiKey, StoredKey,
+    ApiKeyRow, BindingChange, KeyInfo, KeyStore, SealNew, StoredApiKey, StoredKey,
 };
 use crate::storage::mandates::{Filters as MandateFilters, MandateStore, Revocation};
 use crate::storage::orgs::OrgStore;
 use crate::storage::peers::PeerStore;
-use crate::storage::timers::{DueItem, TimerStore};
+use crate::storage::timers::{DecideExpiring, DecideExpiry, DueItem, ExpiringEvent, TimerStore};
 use crate::storage::webhooks::{WebhookRow, WebhookStore};
 use crate::storage::{StorageError, StoreFuture};
 
@@ -197,24 +195,10 @@ impl DeliveryStore for SqliteStore {
         )
     }
 
-    fn record_attempt(
-        &self,
-        id: i64,
-        attempt: Attempt,
-        next: NextStep,
-        now_ms: i64,
-    ) -> StoreFuture<'_, ()> {
-        Box::pin(self.db.write(move |tx| -> Result<()> {
-            Ok(deliveries::record(tx, id, &attempt, next, now_ms)?)
-        }))
-    }
-
-    fn give_up_delivery(&self, id: i64, reason: &str, at_ms: i64) -> StoreFuture<'_, ()> {
-        let reason = reason.to_owned();
+    fn record_delivery(&self, id: i64, change: DeliveryChange) -> StoreFuture<'_, ()> {
         Box::pin(
-            self.db.write(move |tx| -> Result<()> {
-                Ok(deliveries::give_up(tx, id, &reason, at_ms)?)
-            }),
+            self.db
+                .write(move |tx| -> Result<()> { Ok(deliveries::record(tx, id, &change)?) }),
         )
     }
 
@@ -564,28 +548,31 @@ impl TimerStore for SqliteStore {
         }))
     }
 
-    fn expire_review(&self, item: &DueItem, now: OffsetDateTime) -> StoreFuture<'_, ()> {
+    fn expire_review(
+        &self,
+        item: &DueItem,
+        now: OffsetDateTime,
+        decide: DecideExpiry,
+    ) -> StoreFuture<'_, ()> {
         let item = item.clone();
         Box::pin(self.db.write(move |tx| -> Result<()> {
-            let Ok(id) = ReviewId::parse(&item.id) else {
-                return Err(StorageError::Corrupt(format!("review id {:?}", item.id)));
-            };
+            let id = ReviewId::parse(&item.id)
+                .map_err(|_| StorageError::Corrupt(format!("review id {:?}", item.id)))?;
             let Some((review, _agent)) = reviews::get(tx, &item.org_id, item.env, &id)? else {
                 return Ok(());
             };
-            let Ok(expired) = Review::expire(&review, now) else {
+            let Some(change) = decide(&review, now)? else {
                 return Ok(());
             };
-            if reviews::resolve(tx, &expired)? {
-                let data = serde_json::to_value(&expired)
-                    .map_err(|e| StorageError::Corrupt(format!("review {}: {e}", item.id)))?;
+            if reviews::resolve(tx, &change.review)? {
+                let event = &change.event;
                 events::append(
                     tx,
                     &item.org_id,
                     item.env,
-                    "decision.resolved",
-                    &data,
-                    ms(now),
+                    event.event_type,
+                    &event.data,
+                    change.at_ms,
                 )?;
             }
             Ok(())
@@ -596,7 +583,7 @@ impl TimerStore for SqliteStore {
         &self,
         item: &DueItem,
         now: OffsetDateTime,
-        fires_at: fn(Date) -> OffsetDateTime,
+        decide: DecideExpiring,
     ) -> StoreFuture<'_, ()> {
         let item = item.clone();
         Box::pin(self.db.write(move |tx| -> Result<()> {
@@ -605,22 +592,19 @@ impl TimerStore for SqliteStore {
             let Some(mandate) = mandates::get(tx, &item.org_id, item.env, &id)? else {
                 return Ok(());
             };
-            if mandate.status_at(now) != MandateStatus::Active
-                || now < fires_at(mandate.terms.expires)
-                || timers::expiring_fired(tx, &item.id)?
-            {
+            let fired = timers::expiring_fired(tx, &item.id)?;
+            let Some(ExpiringEvent { event, at_ms }) = decide(&mandate, fired, now) else {
                 return Ok(());
-            }
-            let data = mandate.to_json(now);
-            let event = events::append(
+            };
+            let event_id = events::append(
                 tx,
                 &item.org_id,
                 item.env,
-                "mandate.expiring",
-                &data,
-                ms(now),
+                event.event_type,
+                &event.data,
+                at_ms,
             )?;
-            timers::mark_expiring_fired(tx, &item.id, event.as_str(), ms(now))?;
+            timers::mark_expiring_fired(tx, &item.id, event_id.as_str(), at_ms)?;
             Ok(())
         }))
     }
@@ -725,10 +709,10 @@ impl KeyStore for SqliteStore {
         )
     }
 
-    fn caller(&self, hash: [u8; 32]) -> StoreFuture<'_, Option<CallerRow>> {
+    fn api_key(&self, hash: [u8; 32]) -> StoreFuture<'_, Option<ApiKeyRow>> {
         Box::pin(
             self.db
-                .read(move |conn| -> Result<_> { keys::caller(conn, &hash) }),
+                .read(move |conn| -> Result<_> { keys::api_key(conn, &hash) }),
         )
     }
 }

@@ -447,8 +447,8 @@ where
 {
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(|e| E::from(StorageError::Sqlite(e)))?;
+        .map_err(|e| E::from(StorageError::from(e)))?;
     let value = f(&tx)?;
-    tx.commit().map_err(|e| E::from(StorageError::Sqlite(e)))?;
+    tx.commit().map_err(|e| E::from(StorageError::from(e)))?;
     Ok(value)
 }

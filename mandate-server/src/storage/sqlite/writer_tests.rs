@@ -40,7 +40,7 @@ async fn first_use_lookups_keep_their_statements_prepared() {
     let runs = db
         .read(|conn| -> Result<Vec<i32>, StorageError> {
             for _ in 0..3 {
-                assert!(keys::caller(conn, &[7; 32])?.is_none());
+                assert!(keys::api_key(conn, &[7; 32])?.is_none());
                 assert!(mandates::current(conn, "org_1", Env::Sandbox, "agt_1")?.is_none());
             }
             // The cache hands back the statement the calls ran, with their run count.

@@ -372,11 +372,53 @@ pub async fn a_review_is_resolved_once_and_expires_once(fresh: &Fresh) {
             env: Env::Sandbox
         }]
     );
-    store.expire_review(&reviews[0], late).await.unwrap();
-    store.expire_review(&reviews[0], late).await.unwrap();
+    store
+        .expire_review(&reviews[0], late, review_expiry)
+        .await
+        .unwrap();
+    store
+        .expire_review(&reviews[0], late, review_expiry)
+        .await
+        .unwrap();
     let resolved = all_events(store, Some("decision.resolved")).await;
     assert_eq!(resolved.len(), 2, "{resolved:?}");
     assert_eq!(resolved[0].created_ms, ms(late));
+    assert_eq!(resolved[0].data["id"], other_review);
+    assert_eq!(resolved[0].data["status"], "expired");
+    // A resolved review is not expired: the rule says nothing for it, and an engine told
+    // to expire it anyway stores nothing (its row is no longer pending), event included.
+    let denied_item = DueItem {
+        id: review_id.as_str().to_owned(),
+        org_id: ORG.to_owned(),
+        env: Env::Sandbox,
+    };
+    store
+        .expire_review(&denied_item, late, review_expiry)
+        .await
+        .unwrap();
+    let regardless = |review: &Review, now: OffsetDateTime| {
+        let mut expired = review.clone();
+        expired.status = ReviewStatus::Expired;
+        expired.resolved_at = Some(now);
+        Ok(Some(ReviewExpiry {
+            event: NewEvent {
+                event_type: "decision.resolved",
+                data: serde_json::to_value(&expired).unwrap(),
+            },
+            review: expired,
+            at_ms: ms(now),
+        }))
+    };
+    store
+        .expire_review(&denied_item, late, regardless)
+        .await
+        .unwrap();
+    assert_eq!(all_events(store, Some("decision.resolved")).await.len(), 2);
+    let stored = decision(store, &reviewed).await;
+    assert_eq!(
+        stored.review_state.map(|s| s.status),
+        Some(ReviewStatus::Denied)
+    );
     assert_eq!(store.backlog().await.unwrap().reviews, 0);
     let (expired, _) = store
         .review(
@@ -407,7 +449,6 @@ pub async fn a_mandates_expiring_event_fires_once(fresh: &Fresh) {
         .insert_mandate(ORG, Env::Sandbox, &soon)
         .await
         .unwrap();
-    let fires_at = |date: time::Date| date.midnight().assume_utc() - Duration::days(7);
     let (_, mandates) = store
         .due_timers(ms(NOW), "2026-11-22", "2026-11-29", 10)
         .await
@@ -415,16 +456,28 @@ pub async fn a_mandates_expiring_event_fires_once(fresh: &Fresh) {
     assert_eq!(mandates.len(), 1);
     assert_eq!(mandates[0].id, soon.id.as_str());
     store
-        .fire_expiring(&mandates[0], NOW, fires_at)
+        .fire_expiring(&mandates[0], NOW, expiring_event)
         .await
         .unwrap();
     store
-        .fire_expiring(&mandates[0], NOW, fires_at)
+        .fire_expiring(&mandates[0], NOW, expiring_event)
         .await
         .unwrap();
     let fired = all_events(store, Some("mandate.expiring")).await;
     assert_eq!(fired.len(), 1, "{fired:?}");
     assert_eq!(fired[0].data["id"], soon.id.as_str());
+    assert_eq!(fired[0].created_ms, ms(NOW));
+    // Told to fire again regardless, the engine's second mark fails, and the event
+    // appended before it in the same transaction is not stored either.
+    let regardless =
+        |mandate: &Mandate, _fired: bool, now: OffsetDateTime| expiring_event(mandate, false, now);
+    assert!(
+        store
+            .fire_expiring(&mandates[0], NOW, regardless)
+            .await
+            .is_err()
+    );
+    assert_eq!(all_events(store, Some("mandate.expiring")).await.len(), 1);
     assert!(
         store
             .due_timers(ms(NOW), "2026-11-22", "2026-11-29", 10)
@@ -445,7 +498,10 @@ pub async fn a_mandates_expiring_event_fires_once(fresh: &Fresh) {
         org_id: ORG.to_owned(),
         env: Env::Sandbox,
     };
-    store.fire_expiring(&item, NOW, fires_at).await.unwrap();
+    store
+        .fire_expiring(&item, NOW, expiring_event)
+        .await
+        .unwrap();
     assert_eq!(all_events(store, Some("mandate.expiring")).await.len(), 1);
 }
 

@@ -61,6 +61,19 @@ pub async fn keys_are_callers_until_revoked_and_each_change_moves_the_generation
             .rate_per_sec,
         7
     );
+    // A rate stored as 0 still lets its caller make one request a second.
+    assert!(store.set_key_rate(&LIVE_KEY, 0).unwrap());
+    assert_eq!(store.api_key(LIVE_KEY).await.unwrap().unwrap().rate_per_sec, 0);
+    assert_eq!(
+        store
+            .caller(LIVE_KEY)
+            .await
+            .unwrap()
+            .unwrap()
+            .caller
+            .rate_per_sec,
+        1
+    );
     let after_rate = store.key_generation().await.unwrap();
     assert!(after_rate > generation);
     assert!(store.revoke_key(&ORG_KEY, ms(NOW)).unwrap());
@@ -69,6 +82,26 @@ pub async fn keys_are_callers_until_revoked_and_each_change_moves_the_generation
         "revoked already"
     );
     assert!(store.caller(ORG_KEY).await.unwrap().is_none());
+    // The engine still reads the revoked row, typed and marked; the rule that it makes
+    // no caller is the boundary's, not the engine's.
+    let revoked = store
+        .api_key(ORG_KEY)
+        .await
+        .unwrap()
+        .expect("a revoked key's row");
+    assert!(revoked.revoked);
+    assert_eq!(
+        (
+            revoked.org_id.as_str(),
+            revoked.env,
+            revoked.class,
+            revoked.binding.clone()
+        ),
+        (ORG, Env::Sandbox, KeyClass::Org, None)
+    );
+    assert_eq!(revoked.rate_per_sec, 7);
+    assert!(CallerRow::of_key(ORG_KEY, revoked).is_none());
+    assert!(store.api_key([7; 32]).await.unwrap().is_none());
     assert!(store.key_generation().await.unwrap() > after_rate);
     assert_eq!(
         store.key_generation_now().unwrap(),
@@ -77,6 +110,21 @@ pub async fn keys_are_callers_until_revoked_and_each_change_moves_the_generation
     // Operators see keys by fingerprint, never the key.
     let keys = store.list_keys(ORG).unwrap();
     assert_eq!(keys.iter().filter(|k| k.revoked).count(), 1, "{keys:?}");
+    let org_key = keys
+        .iter()
+        .find(|k| k.fingerprint == mandate_server::storage::keys::fingerprint(&ORG_KEY))
+        .unwrap();
+    assert_eq!(
+        (
+            org_key.env,
+            org_key.class,
+            org_key.revoked,
+            org_key.rate_per_sec
+        ),
+        (Env::Sandbox, KeyClass::Org, true, 7)
+    );
+    let agent_key = keys.iter().find(|k| k.class == KeyClass::Agent).unwrap();
+    assert_eq!(agent_key.agent.as_deref(), Some("agt_keyed"));
     let fingerprint = mandate_server::storage::keys::fingerprint(&LIVE_KEY);
     assert_eq!(
         store.key_hash_by_fingerprint(&fingerprint).unwrap(),
@@ -301,7 +349,7 @@ pub async fn webhooks_ping_into_deliveries_and_deleting_ends_them(fresh: &Fresh)
     let deliveries = store.deliveries_of(ping.as_str()).await.unwrap();
     assert_eq!(deliveries.len(), 1, "{deliveries:?}");
     assert_eq!(deliveries[0].webhook_id, first.as_str());
-    assert_eq!(deliveries[0].state, "pending");
+    assert_eq!(deliveries[0].state, DeliveryState::Pending);
     // An event is delivered to every endpoint subscribed to its type, in its transaction.
     agent(store, "agt_w", 10).await;
     let mandate = mandate(store, "agt_w").await;
@@ -342,7 +390,7 @@ pub async fn webhooks_ping_into_deliveries_and_deleting_ends_them(fresh: &Fresh)
             .is_none()
     );
     for delivery in store.deliveries_of(ping.as_str()).await.unwrap() {
-        assert_ne!(delivery.state, "pending", "{delivery:?}");
+        assert_ne!(delivery.state, DeliveryState::Pending, "{delivery:?}");
     }
     assert!(
         store
@@ -373,12 +421,8 @@ pub async fn a_delivery_is_retried_delivered_or_given_up_as_recorded(fresh: &Fre
     assert_eq!(due[0].event_id, pings[0].as_str());
     assert_eq!(due[1].event_id, pings[1].as_str());
     assert_eq!(
-        (
-            due[0].webhook_id.as_str(),
-            due[0].env.as_str(),
-            due[0].attempts
-        ),
-        (hook.as_str(), "sandbox", 0)
+        (due[0].webhook_id.as_str(), due[0].env, due[0].attempts),
+        (hook.as_str(), Env::Sandbox, 0)
     );
     assert_eq!(due[0].data, json!({"n": 0}));
     store
@@ -393,46 +437,72 @@ pub async fn a_delivery_is_retried_delivered_or_given_up_as_recorded(fresh: &Fre
         latency_ms: 5,
         error: error.map(str::to_owned),
     };
-    // Delivered, retried later, given up: each as recorded.
+    // Delivered, retried later, given up: each as the worker's rules decide.
     store
-        .record_attempt(due[0].id, attempt(Some(200), None), NextStep::Delivered, at)
+        .record_delivery(
+            due[0].id,
+            attempted(attempt(Some(200), None), NextStep::Delivered, at),
+        )
         .await
         .unwrap();
     store
-        .record_attempt(
+        .record_delivery(
             due[1].id,
-            attempt(Some(500), Some("HTTP 500")),
-            NextStep::RetryAt(
-                time::OffsetDateTime::from_unix_timestamp_nanos(
-                    i128::from(at + 60_000) * 1_000_000,
-                )
-                .unwrap(),
+            attempted(
+                attempt(Some(500), None),
+                NextStep::RetryAt(
+                    time::OffsetDateTime::from_unix_timestamp_nanos(
+                        i128::from(at + 60_000) * 1_000_000,
+                    )
+                    .unwrap(),
+                ),
+                at,
             ),
-            at,
         )
         .await
         .unwrap();
     let third = store.deliveries_of(pings[2].as_str()).await.unwrap()[0].id;
     store
-        .give_up_delivery(third, "the endpoint's URL is refused", at)
+        .record_delivery(third, given_up(0, "the endpoint's URL is refused", at))
         .await
         .unwrap();
     let delivered = &store.deliveries_of(pings[0].as_str()).await.unwrap()[0];
     assert_eq!(
-        (delivered.state.as_str(), delivered.attempts),
-        ("delivered", 1)
+        (
+            delivered.state,
+            delivered.attempts,
+            delivered.next_attempt_ms
+        ),
+        (DeliveryState::Delivered, 1, None)
     );
+    assert_eq!(delivered.last_error, None);
     assert_eq!(delivered.tried, vec![attempt(Some(200), None)]);
     let retried = &store.deliveries_of(pings[1].as_str()).await.unwrap()[0];
-    assert_eq!(retried.state, "pending");
+    assert_eq!(retried.state, DeliveryState::Pending);
     assert_eq!(retried.next_attempt_ms, Some(at + 60_000));
     assert_eq!(retried.last_error.as_deref(), Some("HTTP 500"));
+    assert_eq!(retried.tried, vec![attempt(Some(500), None)]);
     let failed = &store.deliveries_of(pings[2].as_str()).await.unwrap()[0];
-    assert_eq!(failed.state, "failed");
+    assert_eq!(
+        (failed.state, failed.attempts, failed.next_attempt_ms),
+        (DeliveryState::Failed, 0, None)
+    );
     assert_eq!(
         failed.last_error.as_deref(),
         Some("the endpoint's URL is refused")
     );
+    assert!(failed.tried.is_empty(), "given up without an attempt");
+    // A delivery no longer pending keeps its state; a late attempt is recorded all the same.
+    store
+        .record_delivery(
+            third,
+            attempted(attempt(Some(200), None), NextStep::Delivered, at),
+        )
+        .await
+        .unwrap();
+    let failed = &store.deliveries_of(pings[2].as_str()).await.unwrap()[0];
+    assert_eq!(failed.state, DeliveryState::Failed);
+    assert_eq!(failed.tried, vec![attempt(Some(200), None)]);
     assert_eq!(store.backlog().await.unwrap().deliveries, 1);
     // The retry is not due before its time, and is at it.
     assert!(
