@@ -45,7 +45,7 @@ PG="runuser -u postgres -- $PGBIN"
 
 cleanup() {
     $PG/pg_ctl -D "$dir/data" -m fast stop >/dev/null 2>&1 || true
-    if [ -n "$KEEP_OUT" ]; then rm -rf "$dir/data"; rmdir "$dir" 2>/dev/null || true; else rm -rf "$dir"; fi
+    rm -rf "$dir"   # OUT, when given, is outside it
 }
 trap cleanup EXIT
 
