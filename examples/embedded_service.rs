@@ -121,13 +121,7 @@ impl Service {
             mandate: mandate_id,
             policy_version: "pol_2026-11-01.1".to_owned(),
             nonce: Nonce::from_random(self.next_bytes()),
-            request: RequestClaims {
-                agent: request.agent.clone(),
-                amount: request.amount,
-                currency: request.currency.clone(),
-                recipient: request.recipient.clone(),
-                category: request.category.clone(),
-            },
+            request: RequestClaims::from(request.clone()),
         };
         let token = sign_token(&self.signer, &claims).map_err(|e| e.to_string())?;
         let verdict = evaluation.verdict;

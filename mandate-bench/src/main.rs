@@ -4,22 +4,22 @@
 //! database's growth per decision, and the ratio to a bare axum JSON echo measured by the
 //! same load generator in the same run. See README.md.
 //!
-//! Longer than most files: it holds the options and the run's sequence (setup, prime,
-//! warmup, measure, report) in order, so that one read shows what a figure measured; the
-//! parts are in the modules below.
+//! This file holds the run's sequence (setup, prime, warmup, measure, report) in order, so
+//! that one read shows what a figure measured; the options are in `opts.rs`, the parts in
+//! the other modules below.
 
 mod cpu;
 mod echo;
 mod error;
 mod http;
 mod load;
+mod opts;
 mod pg;
 mod prefill;
 mod report;
 mod server;
 mod setup;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,165 +29,13 @@ use clap::Parser;
 use serde_json::{Value, json};
 
 use crate::error::{Context, Result};
-use crate::load::{Mix, Outcome, Plan, Requests, Spread};
+use crate::load::{Outcome, Plan, Requests, Spread};
+use crate::opts::{Opts, Settings, settings};
 use crate::report::{
     Percentiles, filesystem, machine, mib, p99_by_second, percentiles, shares, spread_line,
     thousands, verdict_mix,
 };
 use crate::server::Server;
-
-/// Benchmark of mandate-server's authorization path, side by side with a bare axum echo.
-#[derive(Parser, Debug)]
-#[command(name = "mandate-bench", version, about)]
-struct Opts {
-    /// The server binary [default: mandate-server next to this executable].
-    #[arg(long)]
-    server: Option<PathBuf>,
-    /// Agents (each with a mandate) the load is spread over, round robin [default: 100000,
-    /// enough that the velocity rule (10 a minute) stays out of the mix up to ~39,000/s
-    /// over the default 23 s run (~69,000/s with `--duration 10`); smoke: 200].
-    #[arg(long)]
-    agents: Option<usize>,
-    /// Concurrent keep-alive connections [default: 64; smoke: 8].
-    #[arg(long)]
-    connections: Option<usize>,
-    /// Seconds measured [default: 20; smoke: 2].
-    #[arg(long)]
-    duration: Option<f64>,
-    /// Seconds of load before measuring [default: 3; smoke: 1].
-    #[arg(long)]
-    warmup: Option<f64>,
-    /// Open loop: send this many requests per second, latency from each scheduled time.
-    #[arg(long)]
-    rate: Option<f64>,
-    /// Request mix weights allow,review,deny.
-    #[arg(long, default_value = "80,10,10")]
-    mix: String,
-    /// Synthetic decisions written into the database before the run [default: 0; smoke:
-    /// 1000].
-    #[arg(long)]
-    prefill: Option<u64>,
-    /// A short run with small numbers for CI: exits 0 if the server answered 201s, no 5xx,
-    /// and nothing crashed.
-    #[arg(long)]
-    smoke: bool,
-    /// Also print the results as one JSON object (the last line of stdout).
-    #[arg(long)]
-    json: bool,
-    /// Skip the echo ceiling.
-    #[arg(long)]
-    no_echo: bool,
-    /// Threads of the load generator's runtime (1: a current-thread runtime).
-    #[arg(long, default_value_t = 1)]
-    client_threads: usize,
-    /// Worker threads of the echo server's runtime [default: the number of cores, like
-    /// the server's].
-    #[arg(long)]
-    echo_threads: Option<usize>,
-    /// Connections used to create agents and mandates.
-    #[arg(long, default_value_t = 32)]
-    setup_connections: usize,
-    /// Directory for the temporary database [default: the system's temporary directory].
-    #[arg(long)]
-    dir: Option<PathBuf>,
-    /// Keep the temporary directory (database and server logs) and print where it is.
-    #[arg(long)]
-    keep: bool,
-    /// Skip the first pass (one request per agent, before the warmup) that loads every
-    /// agent's state into the server, so that the measured run is the steady state.
-    #[arg(long)]
-    no_prime: bool,
-    /// Only measure the echo ceiling (no server): for tuning the load generator.
-    #[arg(long)]
-    echo_only: bool,
-    /// Run the servers on PostgreSQL: a postgres:// URL of a cluster whose user may
-    /// CREATE DATABASE (the bench makes a fresh database there for the run and drops it
-    /// after, unless --keep) [default: a fresh SQLite file in --dir].
-    #[arg(long)]
-    db: Option<String>,
-    /// Server processes on the one database (more than 1 needs --db).
-    #[arg(long, default_value_t = 1)]
-    servers: usize,
-    /// With several servers, which one a request goes to: `agent` (each agent's requests
-    /// to one server, as a load balancer routing by API key) or `request` (each agent's
-    /// consecutive requests to different servers: every decision finds its agent changed
-    /// by another process and is made again on fresh state).
-    #[arg(long, value_enum, default_value = "agent")]
-    spread: SpreadArg,
-}
-
-/// `--spread`.
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-enum SpreadArg {
-    Agent,
-    Request,
-}
-
-impl From<SpreadArg> for Spread {
-    fn from(s: SpreadArg) -> Self {
-        match s {
-            SpreadArg::Agent => Spread::Agent,
-            SpreadArg::Request => Spread::Request,
-        }
-    }
-}
-
-/// The options with the defaults (or smoke values) filled in.
-struct Settings {
-    server: PathBuf,
-    agents: usize,
-    connections: usize,
-    duration: f64,
-    warmup: f64,
-    rate: Option<f64>,
-    mix: Mix,
-    prefill: u64,
-}
-
-fn settings(opts: &Opts) -> Result<Settings> {
-    let smoke = opts.smoke;
-    let server = match &opts.server {
-        Some(p) => p.clone(),
-        None => std::env::current_exe()
-            .ctx("locating this executable")?
-            .parent()
-            .ctx("this executable has no directory")?
-            .join("mandate-server"),
-    };
-    if !server.is_file() && !opts.echo_only {
-        crate::bail!(
-            "no server binary at {}: build it (cargo build --release -p mandate-server) or pass --server PATH",
-            server.display()
-        );
-    }
-    let s = Settings {
-        server,
-        agents: opts.agents.unwrap_or(if smoke { 200 } else { 100_000 }),
-        connections: opts.connections.unwrap_or(if smoke { 8 } else { 64 }),
-        duration: opts.duration.unwrap_or(if smoke { 2.0 } else { 20.0 }),
-        warmup: opts.warmup.unwrap_or(if smoke { 1.0 } else { 3.0 }),
-        rate: opts.rate,
-        mix: Mix::parse(&opts.mix)?,
-        prefill: opts
-            .prefill
-            .unwrap_or(if smoke && opts.db.is_none() { 1000 } else { 0 }),
-    };
-    if s.agents == 0 || s.connections == 0 {
-        crate::bail!("--agents and --connections must be at least 1");
-    }
-    if opts.servers == 0 || (opts.servers > 1 && opts.db.is_none()) {
-        crate::bail!(
-            "--servers must be at least 1, and more than 1 only with --db postgres://… (an SQLite file has one server)"
-        );
-    }
-    if opts.db.is_some() && opts.prefill.is_some_and(|n| n > 0) {
-        crate::bail!("--prefill writes into an SQLite file: run PostgreSQL without it");
-    }
-    if !(s.duration > 0.0 && s.warmup >= 0.0) || s.rate.is_some_and(|r| r.is_nan() || r <= 0.0) {
-        crate::bail!("--duration must be > 0, --warmup >= 0, --rate > 0");
-    }
-    Ok(s)
-}
 
 /// Samples the server's resident set every 100 ms until stopped; returns the largest.
 struct Sampler {
@@ -536,19 +384,6 @@ fn bench_echo(
     let ok = m.outcome.statuses.get(&200).copied().unwrap_or(0);
     m.throughput = ok as f64 / m.outcome.window.as_secs_f64();
     Ok(m)
-}
-
-impl Settings {
-    fn plan(&self, first_seq: u64) -> Plan {
-        Plan {
-            connections: self.connections,
-            warmup: secs(self.warmup),
-            duration: secs(self.duration),
-            rate: self.rate,
-            limit: None,
-            first_seq,
-        }
-    }
 }
 
 fn measured_json(m: &Measured) -> Value {

@@ -17,14 +17,14 @@
 
 use std::collections::HashMap;
 
-use mandate_core::amount::amount_from_json;
-use mandate_core::id::{AgentId, MandateId};
+use mandate_core::id::{AgentId, DecisionId, MandateId};
 use mandate_core::mandate::{Mandate, MandateDraft, MandateStatus};
-use mandate_core::names::{Category, Currency, Recipient};
 use mandate_core::policy::{
     AuthorizationRequest, Evaluation, Mode, Verdict, evaluate, evaluate_approval,
 };
-use serde_json::Value;
+use mandate_core::wire::Decision;
+use serde::Deserialize;
+use serde::de::IgnoredAny;
 use time::OffsetDateTime;
 
 use mandate_core::history::AgentHistory;
@@ -33,122 +33,77 @@ use mandate_core::history::AgentHistory;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PastDecision {
     /// The decision id.
-    pub id: String,
+    pub id: DecisionId,
     /// When it was made (`iat`, else `created_at`).
     pub at: OffsetDateTime,
     /// The verdict that was returned.
     pub verdict: Verdict,
-    /// What the engine concluded (equals `verdict` when absent).
+    /// What the engine concluded.
     pub policy_verdict: Verdict,
-    /// The mode in force, when recorded.
-    pub mode: Option<Mode>,
+    /// The mode in force.
+    pub mode: Mode,
     /// On an approval: the decision it resolved.
-    pub supersedes: Option<String>,
+    pub supersedes: Option<DecisionId>,
     /// The request that was judged.
     pub request: AuthorizationRequest,
 }
 
-fn field<'a>(value: &'a Value, path: &str) -> Result<&'a Value, String> {
-    let found = path.split('.').try_fold(value, |v, key| v.get(key));
-    found
-        .filter(|v| !v.is_null())
-        .ok_or_else(|| format!("{path} is missing"))
-}
-
-fn text<'a>(value: &'a Value, path: &str) -> Result<&'a str, String> {
-    field(value, path)?
-        .as_str()
-        .ok_or_else(|| format!("{path} must be a string"))
-}
-
-fn verdict(value: &Value, path: &str) -> Result<Verdict, String> {
-    let t = text(value, path)?;
-    Verdict::parse(t).ok_or_else(|| format!("{path} {t:?} is not a verdict"))
-}
-
-/// Reads one decision object (the API's shape, or an export line).
-pub fn parse_decision(value: &Value) -> Result<PastDecision, String> {
-    let id = text(value, "id")
-        .or_else(|_| text(value, "jti"))
-        .map_err(|_| "id is missing".to_owned())?
-        .to_owned();
-    let within = |e: String| format!("decision {id}: {e}");
-    let at = match value.get("iat").and_then(Value::as_i64) {
-        Some(iat) => OffsetDateTime::from_unix_timestamp(iat)
-            .map_err(|_| within(format!("iat {iat} is out of range")))?,
-        None => {
-            let created = text(value, "created_at").map_err(|_| within("iat is missing".into()))?;
-            mandate_core::timefmt::parse(created)
-                .ok_or_else(|| within(format!("created_at {created:?} is not a timestamp")))?
+impl From<Decision> for PastDecision {
+    fn from(decision: Decision) -> Self {
+        Self {
+            at: OffsetDateTime::from_unix_timestamp(decision.iat).unwrap_or(decision.created_at),
+            id: decision.id,
+            verdict: decision.verdict,
+            policy_verdict: decision.policy_verdict,
+            mode: decision.mode,
+            supersedes: decision.supersedes,
+            request: decision.request.into(),
         }
-    };
-    let returned = verdict(value, "verdict").map_err(within)?;
-    let policy_verdict = match value.get("policy_verdict") {
-        None | Some(Value::Null) => returned,
-        Some(_) => verdict(value, "policy_verdict").map_err(within)?,
-    };
-    let mode = match value.get("mode").and_then(Value::as_str) {
-        None => None,
-        Some(m) => Some(Mode::parse(m).ok_or_else(|| within(format!("mode {m:?} is unknown")))?),
-    };
-    let supersedes = value
-        .get("supersedes")
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    let agent = AgentId::parse(text(value, "request.agent").map_err(within)?)
-        .map_err(|e| within(format!("request.agent: {e}")))?;
-    let amount = amount_from_json(field(value, "request.amount").map_err(within)?)
-        .map_err(|e| within(format!("request.amount {e}")))?;
-    let currency = Currency::parse(text(value, "request.currency").map_err(within)?)
-        .map_err(|e| within(format!("request.currency {e}")))?;
-    let recipient = Recipient::parse(text(value, "request.recipient").map_err(within)?)
-        .map_err(|e| within(format!("request.recipient {e}")))?;
-    let category = Category::parse(text(value, "request.category").map_err(within)?)
-        .map_err(|e| within(format!("request.category {e}")))?;
-    Ok(PastDecision {
-        id,
-        at,
-        verdict: returned,
-        policy_verdict,
-        mode,
-        supersedes,
-        request: AuthorizationRequest {
-            agent,
-            amount,
-            currency,
-            recipient,
-            category,
-        },
-    })
+    }
+}
+
+/// A list dump: `{"data": [...]}` (`has_more` and `next_cursor` are not needed).
+#[derive(Deserialize)]
+struct Dump {
+    data: Vec<Decision>,
+}
+
+/// Whether a document has a `data` member, read without keeping anything.
+#[derive(Deserialize)]
+struct Probe {
+    #[serde(default)]
+    data: Option<IgnoredAny>,
 }
 
 /// Reads decisions from an export (NDJSON, oldest first) or a list dump (a JSON array or
-/// a `{"data": [...]}` envelope, newest first as lists are), and puts them in time order.
-/// Within one second the order of the input is kept (reversed for a dump).
+/// a `{"data": [...]}` envelope, newest first as lists are), each as the API's
+/// [`Decision`], and puts them in time order. Within one second the order of the input is
+/// kept (reversed for a dump).
 pub fn read_decisions(text: &str) -> Result<Vec<PastDecision>, String> {
-    let values: Vec<Value> = match serde_json::from_str::<Value>(text) {
-        Ok(Value::Array(items)) => items.into_iter().rev().collect(),
-        Ok(Value::Object(mut map)) if map.contains_key("data") => match map.remove("data") {
-            Some(Value::Array(items)) => items.into_iter().rev().collect(),
-            _ => return Err("data must be an array of decisions".into()),
-        },
-        Ok(single @ Value::Object(_)) => vec![single],
-        Ok(_) => {
-            return Err("expected decisions as NDJSON, a JSON array or {\"data\": [...]}".into());
-        }
-        Err(_) => text
-            .lines()
-            .enumerate()
-            .filter(|(_, line)| !line.trim().is_empty())
-            .map(|(n, line)| {
-                serde_json::from_str(line).map_err(|e| format!("line {}: not JSON: {e}", n + 1))
-            })
-            .collect::<Result<_, _>>()?,
+    let is_page = || {
+        let mut documents = serde_json::Deserializer::from_str(text).into_iter::<Probe>();
+        matches!(documents.next(), Some(Ok(Probe { data: Some(_) })))
     };
-    let mut decisions = values
-        .iter()
-        .map(parse_decision)
-        .collect::<Result<Vec<_>, _>>()?;
+    let (mut decisions, newest_first) = if text.trim_start().starts_with('[') {
+        let decisions: Vec<Decision> =
+            serde_json::from_str(text).map_err(|e| format!("not an array of decisions: {e}"))?;
+        (decisions, true)
+    } else if is_page() {
+        let dump: Dump = serde_json::from_str(text)
+            .map_err(|e| format!("data must be an array of decisions: {e}"))?;
+        (dump.data, true)
+    } else {
+        // NDJSON (or one decision): each error names its line.
+        let decisions = serde_json::Deserializer::from_str(text)
+            .into_iter::<Decision>()
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("not a decision: {e}"))?;
+        (decisions, false)
+    };
+    if newest_first {
+        decisions.reverse();
+    }
+    let mut decisions: Vec<PastDecision> = decisions.into_iter().map(PastDecision::from).collect();
     decisions.sort_by_key(|d| d.at);
     Ok(decisions)
 }
@@ -206,7 +161,7 @@ pub struct Backtest {
 /// Replays `decisions` (in time order) against `draft`.
 pub fn replay(draft: &MandateDraft, decisions: &[PastDecision], options: Options) -> Backtest {
     let mut histories: HashMap<AgentId, AgentHistory> = HashMap::new();
-    let mut judged: HashMap<&str, Verdict> = HashMap::new();
+    let mut judged: HashMap<&DecisionId, Verdict> = HashMap::new();
     let mut out = Backtest::default();
     let id = MandateId::parse("mnd_draft").ok();
     for past in decisions {
@@ -228,12 +183,10 @@ pub fn replay(draft: &MandateDraft, decisions: &[PastDecision], options: Options
             created_at: OffsetDateTime::UNIX_EPOCH,
         };
         let history = histories.entry(agent.clone()).or_default();
-        let mode = options.mode.or(past.mode).unwrap_or(Mode::Enforce);
+        let mode = options.mode.unwrap_or(past.mode);
         let after = match &past.supersedes {
             Some(original) => {
-                let opened = judged
-                    .get(original.as_str())
-                    .is_none_or(|v| *v == Verdict::Review);
+                let opened = judged.get(original).is_none_or(|v| *v == Verdict::Review);
                 if opened {
                     let evaluation =
                         evaluate_approval(Some(&mandate), &past.request, history, mode, past.at);
@@ -248,7 +201,7 @@ pub fn replay(draft: &MandateDraft, decisions: &[PastDecision], options: Options
             None => {
                 let evaluation = evaluate(Some(&mandate), &past.request, history, mode, past.at);
                 history.record(&evaluation, past.request.amount, past.at);
-                judged.insert(past.id.as_str(), evaluation.verdict);
+                judged.insert(&past.id, evaluation.verdict);
                 After::Judged(evaluation)
             }
         };
@@ -311,6 +264,11 @@ pub const NO_REVIEW: &str = "(no review)";
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
     use super::*;
+    use mandate_core::amount::Amount;
+    use mandate_core::claims::RequestClaims;
+    use mandate_core::id::Nonce;
+    use mandate_core::names::{Category, Currency, Recipient};
+    use mandate_core::wire::ListPage;
 
     fn draft(body: &str) -> MandateDraft {
         MandateDraft::from_json(&serde_json::from_str(body).unwrap()).unwrap()
@@ -325,15 +283,44 @@ mod tests {
         verdict: &str,
         amount: &str,
         supersedes: Option<&str>,
-    ) -> Value {
-        serde_json::from_str(&format!(
-            r#"{{"id": "{id}", "iat": {iat}, "verdict": "{verdict}", "policy_verdict": "{verdict}",
-                "mode": "enforce", "supersedes": {},
-                "request": {{"agent": "agt_a", "amount": {amount}, "currency": "USD",
-                             "recipient": "vendor:x", "category": "software"}}}}"#,
-            supersedes.map_or("null".to_owned(), |s| format!("\"{s}\""))
-        ))
-        .unwrap()
+    ) -> Decision {
+        let id = DecisionId::parse(id).unwrap();
+        let verdict = Verdict::parse(verdict).unwrap();
+        Decision {
+            ap2_mandate: None,
+            ap2_transaction: None,
+            created_at: OffsetDateTime::from_unix_timestamp(iat).unwrap(),
+            exp: iat + 300,
+            iat,
+            id: id.clone(),
+            iss: "https://verdicts.example".into(),
+            jti: id,
+            mandate: Some(MandateId::parse("mnd_a").unwrap()),
+            mode: Mode::Enforce,
+            nonce: Nonce::parse("n_a").unwrap(),
+            policy_verdict: verdict,
+            policy_version: "pol_2026-11-01.1".into(),
+            reason: None,
+            request: RequestClaims {
+                agent: AgentId::parse("agt_a").unwrap(),
+                amount: Amount::parse(amount).unwrap(),
+                currency: Currency::parse("USD").unwrap(),
+                recipient: Recipient::parse("vendor:x").unwrap(),
+                category: Category::parse("software").unwrap(),
+            },
+            review: None,
+            review_expires_at: None,
+            review_status: None,
+            review_resolution: None,
+            supersedes: supersedes.map(|s| DecisionId::parse(s).unwrap()),
+            verdict,
+            verdict_token: Some(None),
+            x402_payment: None,
+        }
+    }
+
+    fn line(decision: &Decision) -> String {
+        serde_json::to_string(decision).unwrap()
     }
 
     #[test]
@@ -351,7 +338,7 @@ mod tests {
         }
         // The 11th request within 60 s (the approval does not count).
         values.push(decision("dec_11", t + 3, "deny_velocity", "1", None));
-        let ndjson: String = values.iter().map(|v| format!("{v}\n")).collect();
+        let ndjson: String = values.iter().map(|v| line(v) + "\n").collect();
         let decisions = read_decisions(&ndjson).unwrap();
         let result = replay(&draft(DRAFT), &decisions, Options::default());
         let changed: Vec<_> = result.rows.iter().filter(|r| r.changed()).collect();
@@ -359,9 +346,16 @@ mod tests {
         assert_eq!(result.rows.len(), 12);
 
         // A dump is newest first; it reads the same.
-        let reversed: Vec<Value> = values.into_iter().rev().collect();
-        let dump = serde_json::json!({ "data": reversed, "has_more": false }).to_string();
+        let reversed: Vec<Decision> = values.into_iter().rev().collect();
+        let page = ListPage {
+            data: reversed.clone(),
+            has_more: false,
+            next_cursor: None,
+        };
+        let dump = serde_json::to_string(&page).unwrap();
         assert_eq!(read_decisions(&dump).unwrap(), decisions);
+        let array = serde_json::to_string(&reversed).unwrap();
+        assert_eq!(read_decisions(&array).unwrap(), decisions);
 
         // A draft without review: the review becomes allow and its approval never happens.
         let tighter = draft(&DRAFT.replace(r#", "review_above": 50"#, ""));
@@ -383,8 +377,8 @@ mod tests {
     #[test]
     fn other_agents_are_skipped_unless_asked_and_observe_keeps_the_policy_verdict() {
         let mut other = decision("dec_b", 1_800_000_000, "allow", "500", None);
-        other["request"]["agent"] = "agt_b".into();
-        let decisions = vec![parse_decision(&other).unwrap()];
+        other.request.agent = AgentId::parse("agt_b").unwrap();
+        let decisions = vec![PastDecision::from(other)];
         let result = replay(&draft(DRAFT), &decisions, Options::default());
         assert_eq!((result.rows.len(), result.skipped), (0, 1));
         let observe = Options {
@@ -406,15 +400,15 @@ mod tests {
     fn an_approval_made_in_observe_is_an_allow_whatever_the_recheck_found() {
         let t = 1_800_000_000;
         let mut approval = decision("dec_3", t + 1, "allow", "80", Some("dec_2"));
-        approval["mode"] = "observe".into();
-        approval["policy_verdict"] = "deny_limit".into();
+        approval.mode = Mode::Observe;
+        approval.policy_verdict = Verdict::DenyLimit;
         let values = [
             decision("dec_1", t, "allow", "40", None),
             decision("dec_2", t, "review", "80", None),
             decision("dec_1b", t, "allow", "45", None),
             approval,
         ];
-        let decisions: Vec<_> = values.iter().map(|v| parse_decision(v).unwrap()).collect();
+        let decisions: Vec<_> = values.into_iter().map(PastDecision::from).collect();
         let result = replay(&draft(DRAFT), &decisions, Options::default());
         // 40 + 45 + 80 is over 150 a month: the re-check finds deny_limit, observe allows it.
         let After::Judged(e) = &result.rows[3].after else {
@@ -437,7 +431,7 @@ mod tests {
             decision("dec_3", mar, "allow", "60", None),
             decision("dec_4", mar + 120, "allow", "1", None),
         ];
-        let decisions: Vec<_> = values.iter().map(|v| parse_decision(v).unwrap()).collect();
+        let decisions: Vec<_> = values.into_iter().map(PastDecision::from).collect();
         let rules = |body: &str| -> Vec<(Verdict, Option<&'static str>)> {
             let result = replay(&draft(body), &decisions, Options::default());
             result
@@ -474,18 +468,23 @@ mod tests {
     }
 
     #[test]
-    fn bad_input_names_the_decision_and_field() {
-        let mut bad = decision("dec_x", 1, "allow", "1", None);
-        bad["request"]["amount"] = "1".into();
-        assert_eq!(
-            parse_decision(&bad).unwrap_err(),
-            "decision dec_x: request.amount must be a plain decimal number such as 12.50"
-        );
-        assert!(read_decisions("{\"data\": 1}").is_err());
+    fn bad_input_names_the_line_and_field() {
+        let good = line(&decision("dec_1", 1, "allow", "1", None));
+        let bad = good.replace(r#""amount":1"#, r#""amount":"1""#);
+        assert_ne!(bad, good);
+        let error = read_decisions(&format!("{good}\n{bad}\n")).unwrap_err();
         assert!(
-            read_decisions("not json\n")
-                .unwrap_err()
-                .starts_with("line 1")
+            error.contains("plain decimal number") && error.contains("line 2"),
+            "{error}"
         );
+        let missing = good.replace(r#""iss":"https://verdicts.example","#, "");
+        let error = read_decisions(&missing).unwrap_err();
+        assert!(error.contains("missing field `iss`"), "{error}");
+        assert!(
+            read_decisions("{\"data\": 1}")
+                .unwrap_err()
+                .starts_with("data must be an array")
+        );
+        assert!(read_decisions("not json\n").is_err());
     }
 }

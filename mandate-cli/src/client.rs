@@ -140,7 +140,9 @@ pub fn http_client(
 pub struct Response {
     /// The HTTP status (2xx).
     pub status: u16,
-    /// The JSON body, numbers kept exact.
+    /// The JSON body, numbers kept exact: a `Value` so that `--json` prints it as the
+    /// server sent it (members this CLI does not know pass through); read through the wire
+    /// types with [`Response::read`].
     pub body: Value,
     /// The `Cache-Control` header, as sent (how long a JWK Set may be kept).
     pub cache_control: Option<String>,

@@ -33,7 +33,8 @@ pub struct CacheEntry {
     pub issuer: Option<String>,
     /// When it was fetched, seconds since the Unix epoch.
     pub fetched_at: i64,
-    /// The JWK Set, as it came.
+    /// The JWK Set, as it came (a `Value`: kept byte for byte, members a `JwkSet`
+    /// would skip included).
     pub jwks: Value,
     /// The response's `Cache-Control` header (absent in entries written before it was kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]

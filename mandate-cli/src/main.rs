@@ -6,6 +6,13 @@
 //! trying the service (`authorize`, `simulate`). `main` only parses and dispatches; each
 //! subcommand lives in its own file under `commands/`, and the exit codes are defined once
 //! in [`error::Exit`].
+// The doc comments of clap's arguments are the `--help` text, written for a terminal
+// (`agt_<name>`, bare URLs), not as rustdoc markup.
+#![allow(
+    rustdoc::invalid_html_tags,
+    rustdoc::bare_urls,
+    rustdoc::broken_intra_doc_links
+)]
 
 mod backtest;
 mod cli;

@@ -4,6 +4,7 @@
 
 use std::io::Write as _;
 
+// Any JSON: answers are printed as the server sent them, and the CLI's own reports.
 use serde_json::Value;
 
 use crate::error::CliError;

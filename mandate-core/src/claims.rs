@@ -137,6 +137,27 @@ impl From<AuthorizationRequest> for RequestClaims {
     }
 }
 
+/// The request a verdict was made on, to judge it again (an approval, a replay): the
+/// signed fields are the request's fields, one for one.
+impl From<RequestClaims> for AuthorizationRequest {
+    fn from(claims: RequestClaims) -> Self {
+        let RequestClaims {
+            agent,
+            amount,
+            currency,
+            recipient,
+            category,
+        } = claims;
+        Self {
+            agent,
+            amount,
+            currency,
+            recipient,
+            category,
+        }
+    }
+}
+
 impl VerdictClaims {
     /// The claims of a decision: the request that was judged, the engine's evaluation,
     /// the mandate it was judged under (`None` when the agent had none) and the issuer's

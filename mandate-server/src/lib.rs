@@ -18,6 +18,7 @@ pub mod model;
 pub mod operator;
 pub mod routes;
 pub mod serve;
+pub mod services;
 pub mod settlement;
 pub mod signing;
 pub mod state;

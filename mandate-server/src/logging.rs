@@ -180,9 +180,9 @@ fn filter() -> EnvFilter {
         .fold(chosen, EnvFilter::add_directive)
 }
 
-/// The filter when neither variable is set: `info`, without the per-request lines, which
-/// cost a fifth of the hot path's throughput (docs/performance.md); `MANDATE_LOG=info`
-/// turns them on.
+/// The filter when neither variable is set: `info`, without the per-request lines, whose
+/// formatting and writes cost the hot path throughput (docs/performance.md, "Request lines
+/// and metrics on the hot path"); `MANDATE_LOG=info` turns them on.
 pub const DEFAULT_FILTER: &str = "info,mandate::request=off";
 
 /// Sends tracing's lines to stderr through the queue in `format`, at the level of

@@ -17,31 +17,14 @@ use std::sync::Arc;
 
 use mandate_core::amount::Amount;
 use mandate_core::escrow::EscrowAction;
+use mandate_core::id::EscrowId;
 use mandate_core::names::Currency;
 
 use crate::storage::escrows::MovementRow;
 
-/// The kinds of money movement, at most one of each per escrow.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum MovementKind {
-    /// Funding: the buyer's funds are locked.
-    Lock,
-    /// The locked funds go to the seller.
-    Release,
-    /// The locked funds go back to the buyer.
-    Refund,
-}
+pub use crate::storage::escrows::{MovementKind, Party};
 
 impl MovementKind {
-    /// The stored form.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Lock => "lock",
-            Self::Release => "release",
-            Self::Refund => "refund",
-        }
-    }
-
     /// The movement an escrow action causes: release and refund move money; deliver and
     /// dispute only change the state.
     pub fn for_action(action: EscrowAction) -> Option<Self> {
@@ -56,18 +39,18 @@ impl MovementKind {
 /// One movement of an escrow's money.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Movement<'a> {
-    /// The escrow, `esc_…`; with `kind`, the idempotency key.
-    pub escrow: &'a str,
+    /// The escrow; with `kind`, the idempotency key.
+    pub escrow: &'a EscrowId,
     /// What kind of movement.
     pub kind: MovementKind,
     /// The exact amount.
     pub amount: Amount,
     /// Its currency.
     pub currency: &'a Currency,
-    /// Whose money it was (an agent id, or the escrow id for locked funds).
-    pub from: &'a str,
+    /// Whose money it was (the buyer, or the escrow for locked funds).
+    pub from: Party,
     /// Whose money it becomes.
-    pub to: &'a str,
+    pub to: Party,
 }
 
 /// Settlement failed; the state change it belonged to is rolled back with it.
@@ -94,12 +77,12 @@ pub struct Ledger;
 impl SettlementProvider for Ledger {
     fn settle(&self, movement: &Movement<'_>, now_ms: i64) -> Result<MovementRow, SettlementError> {
         Ok(MovementRow {
-            escrow_id: movement.escrow.to_owned(),
-            kind: movement.kind.as_str().to_owned(),
-            amount: movement.amount.to_string(),
-            currency: movement.currency.as_str().to_owned(),
-            from_party: movement.from.to_owned(),
-            to_party: movement.to.to_owned(),
+            escrow_id: movement.escrow.clone(),
+            kind: movement.kind,
+            amount: movement.amount,
+            currency: movement.currency.clone(),
+            from_party: movement.from.clone(),
+            to_party: movement.to.clone(),
             created_ms: now_ms,
         })
     }

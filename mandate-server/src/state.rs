@@ -7,7 +7,7 @@ use mandate_core::jws::Signer;
 use mandate_core::policy::Mode;
 
 use crate::clock::Clock;
-use crate::decision::agents::AgentStates;
+use crate::decision::agents::{AgentSlotHandle, AgentStates};
 use crate::decision::modes::ModeCache;
 use crate::decision::service::Decider;
 use crate::http::cache::KeyCache;
@@ -60,7 +60,7 @@ pub struct Shared {
     /// Per-agent locks and state.
     pub agents: AgentStates,
     /// Callers by key hash, each with its key's request-rate window.
-    pub callers: KeyCache,
+    pub callers: KeyCache<AgentSlotHandle>,
     /// Binds API key rows to the key-encryption key, and checks them (none without one).
     pub api_keys: crate::signing::api_keys::KeyBinder,
     /// Enforcement modes.

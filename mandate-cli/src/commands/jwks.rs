@@ -68,6 +68,7 @@ pub fn run(command: JwksCommand, ctx: &Context) -> CmdResult {
         output::json(&response.body)?;
         return Ok(Exit::Success);
     }
+    // Every key as served, those a `JwkSet` skips (other key types) included.
     let kids: Vec<Vec<String>> = response
         .body
         .get("keys")

@@ -167,7 +167,8 @@ pub struct RevokeArgs {
     pub post: PostArgs,
 }
 
-/// The draft body from the flags.
+/// The draft body from the flags, as a `Value` for the core's draft parser to read, so that
+/// a flag's error names the field as a file's would.
 fn body_from_flags(args: &CreateArgs) -> Value {
     let mut limits = json!({
         "per_transaction": args.per_transaction,
@@ -203,7 +204,9 @@ fn body_from_flags(args: &CreateArgs) -> Value {
     body
 }
 
-/// Reads and checks a draft file: JSON whose numbers keep their text, valid per the core.
+/// Reads and checks a draft file: JSON whose numbers keep their text, valid per the core;
+/// the `Value` is sent as written (it may hold members the draft leaves to the server,
+/// such as `ap2`).
 pub fn read_draft(path: &std::path::Path) -> Result<(Value, MandateDraft), CliError> {
     let text = read_input(path)?;
     let body: Value = serde_json::from_str(&text)

@@ -145,7 +145,8 @@ impl ListArgs {
     }
 }
 
-/// A request body of `mandate_core::wire` as the JSON the client sends.
+/// A request body of `mandate_core::wire` as the JSON the client sends (a `Value`, as a
+/// draft file sent as written is).
 pub fn request_body<T: Serialize>(request: &T) -> Result<Value, CliError> {
     mandate_core::wire::to_value(request)
         .map_err(|e| CliError::usage(format!("cannot encode JSON: {e}")))

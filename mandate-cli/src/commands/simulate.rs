@@ -159,7 +159,7 @@ pub fn run(args: SimulateArgs, ctx: &Context) -> CmdResult {
             vec![
                 match &d.supersedes {
                     Some(original) => format!("{} (approves {original})", d.id),
-                    None => d.id.clone(),
+                    None => d.id.to_string(),
                 },
                 mandate_core::timefmt::format(d.at),
                 d.request.agent.to_string(),

@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use mandate_core::wire::ErrorBody;
 use reqwest::{Method, StatusCode, Url};
 use serde_json::Value;
 
@@ -164,11 +165,12 @@ fn judge(status: StatusCode, retry_after: Option<u64>, text: &str) -> Result<Val
             ))
         });
     }
-    let envelope: Value = serde_json::from_str(text).unwrap_or(Value::Null);
-    let code = envelope["error"]["code"].as_str().unwrap_or("error");
-    let message = envelope["error"]["message"]
-        .as_str()
-        .map_or_else(|| text.chars().take(200).collect(), str::to_owned);
+    let envelope = serde_json::from_str::<ErrorBody>(text).ok();
+    let code = envelope.as_ref().map_or("error", |e| e.error.code.as_str());
+    let message = envelope.as_ref().map_or_else(
+        || text.chars().take(200).collect(),
+        |e| e.error.message.clone(),
+    );
     let mut sentence = format!(
         "the Mandate API refused the request ({} {code}): {message}",
         status.as_u16()

@@ -14,11 +14,14 @@ use mandate_core::environment::Environment;
 use mandate_core::jwk::JwkSet;
 use mandate_core::jwks_cache::{KeySetCache, NextFetch};
 use mandate_core::names::{Currency, Recipient};
+use mandate_core::policy::Verdict;
+use mandate_core::wire::{Decision, DecisionAnswer, ListPage, Mandate};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::{Json, Parameters};
 use rmcp::model::{ProgressNotificationParam, RequestMetaObject, ServerCapabilities, ServerConfig};
 use rmcp::{Peer, RoleServer, ServerHandler, tool, tool_handler, tool_router};
 use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::Mutex;
@@ -53,6 +56,7 @@ pub struct MandateTools {
 pub struct AuthorizeArgs {
     /// The amount, exact: a JSON number or a decimal string such as "12.50" (no exponent).
     #[schemars(schema_with = "amount_schema")]
+    // A `Value`: a JSON number or a string, read to its exact text by `amount_text`.
     pub amount: Value,
     /// ISO 4217 currency code, such as "USD".
     pub currency: String,
@@ -89,6 +93,7 @@ pub struct AuthorizeOutput {
     /// The Idempotency-Key the request was sent with: pass it again to retry safely.
     pub idempotency_key: String,
     /// What the mandate still allows after this decision, per limit; null without one.
+    // A `Value`: tool outputs carry a JSON Schema, which the core's wire types do not.
     pub remaining: Option<Value>,
     /// What to do next, in a sentence.
     pub next_step: String,
@@ -175,6 +180,7 @@ pub struct MandateOutput {
     pub active: bool,
     /// The mandate (`id`, `limits`, `remaining`, `spent`, `categories`, `recipients`,
     /// `review_above`, `expires`, `status`); null without one.
+    // A `Value`: tool outputs carry a JSON Schema, which the core's wire types do not.
     pub mandate: Option<Value>,
 }
 
@@ -185,6 +191,7 @@ pub struct VerifyArgs {
     pub token: String,
     /// The amount being paid, exact.
     #[schemars(schema_with = "amount_schema")]
+    // A `Value`: a JSON number or a string, read to its exact text by `amount_text`.
     pub amount: Value,
     /// Its currency.
     pub currency: String,
@@ -225,8 +232,9 @@ fn amount_text(value: &Value) -> Result<String, String> {
     }
 }
 
-fn text(v: &Value) -> Option<String> {
-    v.as_str().map(str::to_owned)
+/// An answer of the API read as its wire type (`what` names it for the error).
+fn read<T: DeserializeOwned>(answer: Value, what: &str) -> Result<T, String> {
+    serde_json::from_value(answer).map_err(|e| format!("the server's {what} did not read: {e}"))
 }
 
 #[tool_router]
@@ -263,6 +271,7 @@ impl MandateTools {
             Some(key) if !key.trim().is_empty() => key,
             _ => new_idempotency_key().map_err(|e| e.to_string())?,
         };
+        // Built as text: the fields go to the server as given, which names what is wrong.
         let body = format!(
             r#"{{"amount":{amount},"currency":{},"recipient":{},"category":{}}}"#,
             Value::String(args.currency),
@@ -274,28 +283,28 @@ impl MandateTools {
             .post("/authorizations", body, &key)
             .await
             .map_err(|e| e.0)?;
-        let verdict = text(&answer["verdict"]).unwrap_or_default();
-        let decision = text(&answer["id"]).unwrap_or_default();
+        let answer: DecisionAnswer = read(answer, "decision")?;
+        let decision = answer.id.to_string();
         let remaining = self
             .mandate()
             .await
             .ok()
             .flatten()
-            .map(|m| m["remaining"].clone());
-        let next_step = match verdict.as_str() {
-            "allow" => "Pay now and hand the payee verdict_token; it expires in 5 minutes.".into(),
-            "review" => format!(
+            .and_then(|m| m.get("remaining").cloned());
+        let next_step = match answer.verdict {
+            Verdict::Allow => {
+                "Pay now and hand the payee verdict_token; it expires in 5 minutes.".into()
+            }
+            Verdict::Review => format!(
                 "Do not pay yet: a person reviews it. Call wait_for_review with decision {decision}."
             ),
             _ => "Do not pay: the payment was refused. Tell the user the reason.".into(),
         };
         Ok(Json(AuthorizeOutput {
-            verdict_token: (verdict == "allow")
-                .then(|| text(&answer["verdict_token"]))
-                .flatten(),
-            review: text(&answer["review"]["id"]),
-            reason: text(&answer["reason"]),
-            verdict,
+            verdict_token: answer.verdict.is_allow().then_some(answer.verdict_token),
+            review: answer.review.as_ref().map(|r| r.id().to_string()),
+            reason: answer.reason,
+            verdict: answer.verdict.as_str().to_owned(),
             decision,
             idempotency_key: key,
             remaining,
@@ -330,14 +339,15 @@ impl MandateTools {
         let mut step = 0u32;
         loop {
             let decision = self.api.get(&path, &[]).await.map_err(|e| e.0)?;
-            if decision["review"].is_null() {
+            let decision: Decision = read(decision, "decision")?;
+            if decision.review.is_none() {
                 return Err(format!(
                     "decision {} opened no review (its verdict is {}): there is nothing to wait for",
-                    args.decision, decision["verdict"]
+                    args.decision, decision.verdict
                 ));
             }
             let waited = start.elapsed().as_secs();
-            let status = text(&decision["review_status"]).unwrap_or_default();
+            let status = decision.review_status.map_or("", |s| s.as_str());
             let done = |status: &str, reason: Option<String>| WaitOutput {
                 status: status.into(),
                 decision: None,
@@ -346,23 +356,26 @@ impl MandateTools {
                 reason,
                 waited_seconds: waited,
             };
-            match status.as_str() {
+            match status {
                 "approved" => {
-                    let fresh = text(&decision["review_resolution"]).ok_or_else(|| {
+                    let fresh = decision.review_resolution.ok_or_else(|| {
                         "the review was approved but names no decision".to_owned()
                     })?;
                     let made = self
                         .api
-                        .get(&format!("/decisions/{}", urlencode(&fresh)), &[])
+                        .get(&format!("/decisions/{}", urlencode(fresh.as_str())), &[])
                         .await
                         .map_err(|e| e.0)?;
-                    let verdict = text(&made["verdict"]);
-                    let allowed = verdict.as_deref() == Some("allow");
+                    let made: Decision = read(made, "decision")?;
                     return Ok(Json(WaitOutput {
-                        verdict_token: allowed.then(|| text(&made["verdict_token"])).flatten(),
-                        reason: text(&made["reason"]),
-                        decision: Some(fresh),
-                        verdict,
+                        verdict_token: made
+                            .verdict
+                            .is_allow()
+                            .then(|| made.verdict_token.flatten())
+                            .flatten(),
+                        reason: made.reason,
+                        decision: Some(fresh.to_string()),
+                        verdict: Some(made.verdict.as_str().to_owned()),
                         ..done("approved", None)
                     }));
                 }
@@ -443,28 +456,27 @@ impl MandateTools {
             query.push(("verdict", verdict));
         }
         let page = self.api.get("/decisions", &query).await.map_err(|e| e.0)?;
-        let decisions = page["data"]
-            .as_array()
-            .map(Vec::as_slice)
-            .unwrap_or_default()
-            .iter()
+        let page: ListPage<Decision> = read(page, "list of decisions")?;
+        let decisions = page
+            .data
+            .into_iter()
             .map(|d| DecisionSummary {
-                id: text(&d["id"]).unwrap_or_default(),
-                verdict: text(&d["verdict"]).unwrap_or_default(),
-                reason: text(&d["reason"]),
-                amount: d["request"]["amount"].to_string(),
-                currency: text(&d["request"]["currency"]).unwrap_or_default(),
-                recipient: text(&d["request"]["recipient"]).unwrap_or_default(),
-                category: text(&d["request"]["category"]).unwrap_or_default(),
-                created_at: text(&d["created_at"]).unwrap_or_default(),
-                review_status: text(&d["review_status"]),
-                review_resolution: text(&d["review_resolution"]),
-                verdict_token: text(&d["verdict_token"]),
+                id: d.id.to_string(),
+                verdict: d.verdict.as_str().to_owned(),
+                reason: d.reason,
+                amount: d.request.amount.to_string(),
+                currency: d.request.currency.to_string(),
+                recipient: d.request.recipient.to_string(),
+                category: d.request.category.to_string(),
+                created_at: mandate_core::timefmt::format(d.created_at),
+                review_status: d.review_status.map(|s| s.as_str().to_owned()),
+                review_resolution: d.review_resolution.map(|r| r.to_string()),
+                verdict_token: d.verdict_token.flatten(),
             })
             .collect();
         Ok(Json(ListOutput {
             decisions,
-            has_more: page["has_more"].as_bool().unwrap_or(false),
+            has_more: page.has_more,
         }))
     }
 
@@ -554,13 +566,14 @@ impl MandateTools {
                 &[("status", "active".into()), ("limit", "1".into())],
             )
             .await?;
-        let Some(id) = page["data"][0]["id"].as_str() else {
+        let page: ListPage<Mandate> = read(page, "list of mandates").map_err(Failure)?;
+        let Some(found) = page.data.first() else {
             return Ok(None);
         };
-        let mandate = self
-            .api
-            .get(&format!("/mandates/{}", urlencode(id)), &[])
-            .await?;
+        let path = format!("/mandates/{}", urlencode(found.id.as_str()));
+        let mandate = self.api.get(&path, &[]).await?;
+        // Checked to read as a mandate, and handed on as the server wrote it.
+        read::<Mandate>(mandate.clone(), "mandate").map_err(Failure)?;
         Ok(Some(mandate))
     }
 

@@ -120,7 +120,7 @@ fn simulate_reproduces_the_servers_verdicts_and_shows_a_tighter_drafts_changes()
     env.offline(&["simulate", "--mandate", &bad, "--decisions", &dump_path])
         .code(2)
         .stderr_has("limits is required");
-    let junk = env.write("junk.ndjson", "{\"id\": \"dec_1\"}\nnot json\n");
+    let junk = env.write("junk.ndjson", &format!("{}\nnot json\n", lines[0]));
     env.offline(&["simulate", "--mandate", &draft, "--decisions", &junk])
         .code(2)
         .stderr_has("line 2");

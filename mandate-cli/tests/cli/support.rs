@@ -2,6 +2,7 @@
 //! clock, an onboarded organization, and the real `mandate` binary run against it with
 //! HOME and the XDG directories pointed at a temporary directory.
 #![allow(dead_code)]
+// Each test module uses a part of the harness; the rest is unused in any one build.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};

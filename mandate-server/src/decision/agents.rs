@@ -50,6 +50,12 @@ type Key = (Arc<str>, Env, AgentId);
 /// One agent's lock and state.
 pub type AgentSlot = Arc<tokio::sync::Mutex<Slot>>;
 
+/// An agent key's agent slot, cached with its key (`http::cache`) and put beside the
+/// `Caller` in the request's extensions, so that an authorization locks it without a
+/// lookup.
+#[derive(Clone, Debug)]
+pub struct AgentSlotHandle(pub AgentSlot);
+
 /// How many slots the map holds before it drops the idle ones.
 pub const MAX_IDLE_SLOTS: usize = 65_536;
 
@@ -125,6 +131,11 @@ impl AgentStates {
                 bound,
             })),
         }
+    }
+
+    /// [`AgentStates::slot`] as the handle an agent key caches.
+    pub fn handle(&self, org_id: &Arc<str>, env: Env, agent: &AgentId) -> AgentSlotHandle {
+        AgentSlotHandle(self.slot(org_id, env, agent))
     }
 
     /// The slot of an agent that exists (the caller has checked), created empty on its

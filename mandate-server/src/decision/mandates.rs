@@ -5,13 +5,15 @@
 use std::sync::Arc;
 
 use mandate_core::history::SpendToDate;
-use mandate_core::mandate::Mandate;
+use mandate_core::mandate::{Mandate, MandateStatus};
 use time::OffsetDateTime;
 
 use super::agents::AgentStates;
+use crate::clock::ms;
 use crate::model::Env;
 use crate::storage::ap2::Ap2Source;
-use crate::storage::mandates::Revocation;
+use crate::storage::events::NewEvent;
+use crate::storage::mandates::{MandateRevoked, Revocation};
 use crate::storage::{StorageError, Store};
 
 /// Stores `mandate` as its agent's current one. The agent's month-to-date starts from zero
@@ -54,6 +56,26 @@ pub async fn put_from(
     Ok(())
 }
 
+/// What revoking `mandate` at `now` writes: only an active mandate is revoked (an expired
+/// one stays expired; otherwise its status refuses it), with its `mandate.revoked` event,
+/// whose data is the revoked mandate as the API shows it at `now`.
+pub fn revocation(mandate: &Mandate, now: OffsetDateTime) -> Result<MandateRevoked, MandateStatus> {
+    let status = mandate.status_at(now);
+    if status != MandateStatus::Active {
+        return Err(status);
+    }
+    let mut revoked = mandate.clone();
+    revoked.status = MandateStatus::Revoked;
+    Ok(MandateRevoked {
+        event: NewEvent {
+            event_type: "mandate.revoked",
+            data: revoked.to_json(now),
+        },
+        mandate: revoked,
+        at_ms: ms(now),
+    })
+}
+
 /// Revokes `mandate` (as read by the caller); what the store found decides the answer.
 pub async fn revoke(
     store: &dyn Store,
@@ -67,7 +89,9 @@ pub async fn revoke(
         .lock(store, org, env, &mandate.terms.agent, now)
         .await?;
     let taken = slot.take();
-    let revocation = store.revoke_mandate(org, env, &mandate.id, now).await;
+    let revocation = store
+        .revoke_mandate(org, env, &mandate.id, now, revocation)
+        .await;
     match (&revocation, taken) {
         (Ok(Revocation::Revoked(revoked)), Some(mut state)) => {
             if state.mandate.as_ref().is_some_and(|m| m.id == revoked.id) {

@@ -216,14 +216,7 @@ impl<'a> Decider<'a> {
                 bindings,
             } => (request, slot, credential, bindings, None),
             Input::Approval { approved, original } => {
-                let asked = original.claims.request.clone();
-                let request = AuthorizationRequest {
-                    agent: asked.agent,
-                    amount: asked.amount,
-                    currency: asked.currency,
-                    recipient: asked.recipient,
-                    category: asked.category,
-                };
+                let request = AuthorizationRequest::from(original.claims.request.clone());
                 // The fresh decision is bound to what the original was.
                 let bindings = original.claims.bindings();
                 (request, None, None, bindings, Some((approved, original)))
@@ -439,15 +432,8 @@ impl Decided<'_> {
                     Recorded::Changed(new) => {
                         // The slot stays empty: the next decision reloads the agent.
                         let bindings = new.decision.claims.bindings();
-                        let asked = new.decision.claims.request;
                         return Ok(Stored::Changed(Box::new(Input::Request {
-                            request: AuthorizationRequest {
-                                agent: asked.agent,
-                                amount: asked.amount,
-                                currency: asked.currency,
-                                recipient: asked.recipient,
-                                category: asked.category,
-                            },
+                            request: new.decision.claims.request.into(),
                             slot: slot(),
                             credential: presented.map(|(single_use, mandate)| Credential {
                                 id: single_use.id,

@@ -10,7 +10,6 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::clock::ms;
-use crate::decision::agents::AgentSlot;
 use crate::http::error::ApiError;
 use crate::http::request_log::{self, CallerOrg};
 use crate::model::Caller;
@@ -87,10 +86,6 @@ fn bound(state: &AppState, row: &CallerRow) -> bool {
     binding.admits()
 }
 
-/// An agent key's agent slot, put beside the [`Caller`] in the request's extensions.
-#[derive(Clone)]
-pub struct AgentSlotHandle(pub AgentSlot);
-
 /// Resolves the key, enforces its rate, or answers 401/429; then runs `next` with the
 /// [`Caller`] in the request's extensions. Part of the API host's front layer
 /// ([`crate::app::front`]).
@@ -122,7 +117,7 @@ pub async fn authenticate(state: &AppState, request: Request, next: Next) -> Res
                 let slot = caller
                     .agent
                     .as_ref()
-                    .map(|agent| state.agents.slot(&caller.org_id, caller.env, agent));
+                    .map(|agent| state.agents.handle(&caller.org_id, caller.env, agent));
                 state.callers.insert(epoch, caller, slot, now_ms)
             }
             Ok(None) => return unauthorized(state),
@@ -147,7 +142,7 @@ pub async fn authenticate(state: &AppState, request: Request, next: Next) -> Res
     let org = request_log::enabled().then(|| CallerOrg(caller.org_id.clone()));
     parts.extensions.insert(caller);
     if let Some(slot) = agent_slot {
-        parts.extensions.insert(AgentSlotHandle(slot));
+        parts.extensions.insert(slot);
     }
     let mut response = next.run(Request::from_parts(parts, body)).await;
     if let Some(org) = org {

@@ -1,5 +1,5 @@
 //! The in-memory cache on the hot path: callers by key hash, with each key's request-rate
-//! window. (Enforcement modes are cached beside the decisions: `decision::modes`.)
+//! window. (Enforcement modes are cached beside the decisions, in the decision service.)
 //!
 //! An authorization should read nothing from the database. The caller behind a key is
 //! cached until an operator command changes keys (it bumps `keys_generation` in the
@@ -12,7 +12,6 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-use crate::decision::agents::AgentSlot;
 use crate::http::rate_limit::Window;
 use crate::model::Caller;
 
@@ -21,19 +20,18 @@ const MAX_CALLERS: usize = 1_000_000;
 
 /// A cached caller and its key's rate window (locked on its own, under the map's read
 /// lock: requests of different keys never wait for each other).
-struct Cached {
+struct Cached<S> {
     caller: Caller,
     /// For an agent key: its agent's slot, so that an authorization locks it without a
     /// lookup in the map of every agent.
-    agent_slot: Option<AgentSlot>,
+    agent_slot: Option<S>,
     window: Mutex<Window>,
 }
 
-#[derive(Default)]
-struct Callers {
+struct Callers<S> {
     /// Bumped at every clear: a load that began before a clear must not fill the cache.
     epoch: u64,
-    map: HashMap<[u8; 32], Cached>,
+    map: HashMap<[u8; 32], Cached<S>>,
     /// The windows of the callers that clears forgot, each given back when its key is
     /// cached again; a clear drops those that no longer count (see [`KeyCache::clear`]).
     set_aside: HashMap<[u8; 32], Window>,
@@ -42,7 +40,18 @@ struct Callers {
     shared: HashSet<Arc<str>>,
 }
 
-impl Callers {
+impl<S> Default for Callers<S> {
+    fn default() -> Self {
+        Self {
+            epoch: 0,
+            map: HashMap::new(),
+            set_aside: HashMap::new(),
+            shared: HashSet::new(),
+        }
+    }
+}
+
+impl<S> Callers<S> {
     /// The shared copy of `text`.
     fn share(&mut self, text: &Arc<str>) -> Arc<str> {
         if let Some(known) = self.shared.get(text) {
@@ -53,10 +62,11 @@ impl Callers {
     }
 }
 
-/// Callers by key hash. Unknown keys are never cached.
-#[derive(Default, Clone)]
-pub struct KeyCache {
-    inner: Arc<RwLock<Callers>>,
+/// Callers by key hash, each with what the server keeps beside it (`S`: for an agent
+/// key, its agent's slot of the decision service, which this layer holds without knowing).
+/// Unknown keys are never cached.
+pub struct KeyCache<S = ()> {
+    inner: Arc<RwLock<Callers<S>>>,
     /// How many server processes share the database (0 or 1: this one alone). Each admits
     /// its share of a key's rate, so that the key's rate holds across all of them.
     peers: Arc<AtomicU32>,
@@ -68,7 +78,25 @@ pub fn share(per_sec: u32, peers: u32) -> u32 {
     per_sec.div_ceil(peers.max(1))
 }
 
-impl KeyCache {
+impl<S> Default for KeyCache<S> {
+    fn default() -> Self {
+        Self {
+            inner: Arc::default(),
+            peers: Arc::default(),
+        }
+    }
+}
+
+impl<S> Clone for KeyCache<S> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+            peers: Arc::clone(&self.peers),
+        }
+    }
+}
+
+impl<S: Clone> KeyCache<S> {
     /// Records how many server processes share the database (from their heartbeats).
     pub fn set_peers(&self, peers: u32) {
         self.peers.store(peers, Ordering::Relaxed);
@@ -82,7 +110,7 @@ impl KeyCache {
     /// The cached caller of `hash`, with this request counted against its key's rate at
     /// `now_ms` (`Err(retry_after_secs)` if over: see [`Window::admit`]); on a miss, the
     /// cache's epoch, to pass to [`KeyCache::insert`] with the caller once loaded.
-    pub fn admit(&self, hash: &[u8; 32], now_ms: i64) -> Result<Admitted, u64> {
+    pub fn admit(&self, hash: &[u8; 32], now_ms: i64) -> Result<Admitted<S>, u64> {
         let inner = self.inner.read().unwrap_or_else(|p| p.into_inner());
         let Some(cached) = inner.map.get(hash) else {
             return Err(inner.epoch);
@@ -107,9 +135,9 @@ impl KeyCache {
         &self,
         epoch: u64,
         mut caller: Caller,
-        agent_slot: Option<AgentSlot>,
+        agent_slot: Option<S>,
         now_ms: i64,
-    ) -> Admitted {
+    ) -> Admitted<S> {
         let mut inner = self.inner.write().unwrap_or_else(|p| p.into_inner());
         let hash = caller.key_hash;
         if inner.epoch != epoch {
@@ -180,11 +208,11 @@ impl KeyCache {
 
 /// A caller found or loaded, and whether its request is within its key's rate.
 #[derive(Debug)]
-pub struct Admitted {
+pub struct Admitted<S> {
     /// The caller.
     pub caller: Caller,
     /// For an agent key, its agent's slot.
-    pub agent_slot: Option<AgentSlot>,
+    pub agent_slot: Option<S>,
     /// `Err(retry_after_secs)` when the request is over the key's rate.
     pub rate: Result<(), u64>,
 }
@@ -207,7 +235,7 @@ mod tests {
     }
 
     /// Caches `caller` as a request that missed at `now_ms` would.
-    fn load(cache: &KeyCache, caller: Caller, now_ms: i64) -> Admitted {
+    fn load(cache: &KeyCache, caller: Caller, now_ms: i64) -> Admitted<()> {
         let epoch = cache.admit(&caller.key_hash, now_ms).unwrap_err();
         cache.insert(epoch, caller, None, now_ms)
     }

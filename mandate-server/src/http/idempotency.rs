@@ -35,8 +35,9 @@ pub const HEADER: &str = "idempotency-key";
 /// The header on a replayed response.
 pub const REPLAYED: &str = "idempotency-replayed";
 
-/// Put into the request's extensions when a key was claimed: a handler may complete it in
-/// its own transaction with [`IdempotencySlot::complete`].
+/// Put into the request's extensions when a key was claimed: a handler may store its answer
+/// in the transaction of the change it answers, with [`IdempotencySlot::seal`] and
+/// [`IdempotencySlot::record`].
 #[derive(Debug, Clone)]
 pub struct IdempotencySlot {
     key_hash: [u8; 32],
@@ -54,7 +55,7 @@ pub struct IdempotencySlot {
 pub struct AlreadyStored;
 
 impl IdempotencySlot {
-    /// Seals the response `body` answered with `status`, for [`IdempotencySlot::complete`].
+    /// Seals the response `body` answered with `status`, for [`IdempotencySlot::record`].
     /// Done before the transaction, so the writer thread does no cryptography.
     pub fn seal(&self, status: u16, body: &[u8]) -> Result<Sealed, ApiError> {
         self.seal

@@ -127,7 +127,7 @@ fn open_files_limit() -> Option<usize> {
 }
 
 /// When the body of the request being served must have arrived; put into the request's
-/// extensions by [`shed`] and honoured by every body reader.
+/// extensions by [`Gate::admit`] and honoured by every body reader.
 #[derive(Debug, Clone, Copy)]
 pub struct BodyDeadline(pub Instant);
 

@@ -20,3 +20,29 @@ pub mod rate_limit;
 pub mod request_id;
 pub mod request_log;
 pub mod seal;
+
+/// The layers know no decision service: what they keep for it (an agent key's slot) they
+/// hold as a type parameter. Read off the source files.
+#[cfg(test)]
+mod layering {
+    #[test]
+    fn http_imports_nothing_from_the_decision_service() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/http");
+        let mut checked = 0;
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            checked += 1;
+            // Split so that this file does not name what it looks for.
+            let needle = ["crate::", "decision"].concat();
+            assert!(
+                !text.contains(&needle),
+                "{} imports the decision service",
+                path.display()
+            );
+        }
+        assert!(checked > 10, "read {checked} files of {}", dir.display());
+    }
+}

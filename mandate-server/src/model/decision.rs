@@ -194,7 +194,7 @@ fn needs_no_escaping(text: &str) -> bool {
 impl Decision {
     /// The answer's JSON, byte for byte what serializing [`DecisionView::answer`] gives.
     ///
-    /// `signed_claims`, the claims' JSON exactly as signed (from [`sign_new`]), holds
+    /// `signed_claims`, the claims' JSON exactly as signed (from the decision service's signing), holds
     /// every field from `iss` to `request` in the answer's order and form whenever the
     /// decision names its mandate (the token omits an absent one where the answer writes
     /// null), so it is copied in rather than serialized again; the fields after it

@@ -12,14 +12,14 @@ use mandate_core::policy::AuthorizationRequest;
 use mandate_core::x402::{Inconsistency, PaymentRequirements};
 use mandate_core::{FieldError, parse_body};
 
-use super::ap2;
+use crate::decision::agents::AgentSlotHandle;
 use crate::decision::service::{DecisionError, Input};
-use crate::http::auth::AgentSlotHandle;
 use crate::http::body::JsonBytes;
 use crate::http::error::ApiError;
 use crate::http::fields::invalid;
 use crate::http::idempotency::{AlreadyStored, IdempotencySlot};
 use crate::model::Caller;
+use crate::services::ap2;
 use crate::state::AppState;
 
 /// The routes.
@@ -39,7 +39,7 @@ async fn authorize(
     let JsonBytes(body) = body?;
     let now = state.now();
     // With `ap2`: the agent's AP2 closed payment mandate for exactly this payment
-    // (routes/ap2.rs), a single-use credential; the rest of the body is read as without.
+    // (services/ap2.rs), a single-use credential; the rest of the body is read as without.
     let (request, mut bindings, presentation) = match ap2::split_authorization(&body)? {
         Some((plain, presentation)) => {
             let plain = serde_json::to_vec(&plain)

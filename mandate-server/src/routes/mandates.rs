@@ -1,36 +1,20 @@
-//! `POST/GET /v1/mandates`, `GET/DELETE /v1/mandates/{id}`, `POST /v1/mandates/{id}/revoke`.
-//!
-//! `GET /v1/mandates/{id}` also answers what the mandate's allows add up to this day, week
-//! and month (`spent`), read from the decision log, and what each limit still allows
-//! (`remaining`, `mandate_core::budget`).
-//!
-//! Every change to an agent's mandate is made under that agent's lock, so that no
-//! authorization is judged against a mandate that has already been replaced or revoked.
+//! `POST/GET /v1/mandates`, `GET/DELETE /v1/mandates/{id}`, `POST /v1/mandates/{id}/revoke`:
+//! handlers that extract, call [`crate::services::mandates`] and answer.
 
 use axum::Router;
 use axum::extract::{RawQuery, State};
 use axum::response::Response;
 use axum::routing::{get, post};
-use mandate_core::id::MandateId;
-use mandate_core::mandate::{Mandate, MandateDraft, MandateStatus, format_date};
 
-use mandate_core::budget::remaining;
-use mandate_core::history::SpendToDate;
-use mandate_core::wire::Spent;
-use serde_json::Value;
-use time::OffsetDateTime;
-
-use super::{ap2, created, ok, wire_json};
-use crate::clock::{from_ms, ms, random16};
-use crate::decision::agents::spend_since;
-use crate::decision::mandates;
+use super::{created, ok};
 use crate::http::body::JsonBody;
 use crate::http::error::ApiError;
 use crate::http::extract::Path;
 use crate::http::list;
 use crate::model::Caller;
+use crate::services::mandates;
 use crate::state::AppState;
-use crate::storage::mandates::{Filters, Revocation};
+use crate::storage::mandates::Filters;
 
 /// The routes.
 pub fn router() -> Router<AppState> {
@@ -48,48 +32,7 @@ async fn create(
     // The key class is checked before the body: a wrong key gets 403 whatever it sent.
     caller.require_org()?;
     let JsonBody(body) = body?;
-    let now = state.now();
-    // An AP2 open mandate in place of the plain terms (routes/ap2.rs).
-    let (body, source) = match ap2::import(&state, &caller, &body, now).await? {
-        Some((terms, source)) => (terms, Some(source)),
-        None => (body, None),
-    };
-    let terms = MandateDraft::from_json(&body)?;
-    terms.check_not_expired_at(now)?;
-    let agent = terms.agent.clone();
-    let mandate = Mandate {
-        id: MandateId::from_random(random16()),
-        terms,
-        status: MandateStatus::Active,
-        created_at: now,
-    };
-    // The agent must exist before its slot is taken: a slot (and its rebuild) for every
-    // name an org key can invent would grow the server without bound. Agents are never
-    // deleted, so the check stays true under the lock.
-    let exists = state
-        .store
-        .agent(&caller.org_id, caller.env, &agent)
-        .await?
-        .is_some();
-    if !exists {
-        return Err(ApiError::NotFound(format!(
-            "no agent with id {agent}; register it with POST /v1/agents first"
-        )));
-    }
-    mandates::put_from(
-        state.store.as_ref(),
-        &state.agents,
-        &caller.org_id,
-        caller.env,
-        &mandate,
-        source.as_ref(),
-        now,
-    )
-    .await?;
-    let mut shown = mandate.to_json(now);
-    if let (Some(source), Value::Object(object)) = (&source, &mut shown) {
-        object.insert("source".into(), ap2::source_json(source)?);
-    }
+    let shown = mandates::create(&state, &caller, body, state.now()).await?;
     Ok(created(shown))
 }
 
@@ -99,7 +42,7 @@ async fn index(
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     let params = list::parse(query.as_deref(), &["agent", "status"])?;
-    let status = status_filter(params.filters.get("status"))?;
+    let status = mandates::status_filter(params.filters.get("status"))?;
     let mut agent = params.filters.get("agent").cloned();
     if let Some(own) = &caller.agent {
         if agent.as_ref().is_some_and(|a| a != own.as_str()) {
@@ -109,51 +52,10 @@ async fn index(
     }
     let context = list::context("mandates", &caller, &params);
     let before = list::start(&state, &params, &context)?;
-    let now = state.now();
-    let today = format_date(now.date());
     let filters = Filters { agent, status };
-    let rows = state
-        .store
-        .mandates_page(
-            &caller.org_id,
-            caller.env,
-            &filters,
-            &today,
-            before,
-            params.limit + 1,
-        )
-        .await?;
-    let mut rows: Vec<(i64, MandateId, Value)> = rows
-        .into_iter()
-        .map(|(seq, m)| (seq, m.id.clone(), m.to_json(now)))
-        .collect();
-    let mut shown: Vec<(MandateId, &mut Value)> = rows
-        .iter_mut()
-        .map(|(_, id, value)| (id.clone(), value))
-        .collect();
-    ap2::add_sources(&state, &caller, &mut shown).await?;
-    let rows = rows
-        .into_iter()
-        .map(|(seq, _, value)| (seq, value))
-        .collect();
+    let limit = params.limit + 1;
+    let rows = mandates::page(&state, &caller, &filters, before, limit, state.now()).await?;
     Ok(ok(list::envelope(&state, &context, params.limit, rows)))
-}
-
-async fn find(state: &AppState, caller: &Caller, id: &str) -> Result<Mandate, ApiError> {
-    let mandate = match MandateId::parse(id) {
-        Ok(wanted) => {
-            state
-                .store
-                .mandate(&caller.org_id, caller.env, &wanted)
-                .await?
-        }
-        Err(_) => None,
-    };
-    match (mandate, &caller.agent) {
-        (Some(m), Some(own)) if &m.terms.agent != own => Err(ApiError::not_found("mandate", id)),
-        (Some(m), _) => Ok(m),
-        (None, _) => Err(ApiError::not_found("mandate", id)),
-    }
 }
 
 async fn show(
@@ -161,45 +63,7 @@ async fn show(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let mandate = find(&state, &caller, &id).await?;
-    let now = state.now();
-    let mut shown = mandate.to_wire(now);
-    let spend = spend_to_date(&state, &caller, &mandate, now).await?;
-    shown.spent = Some(Spent {
-        day: spend.day_total_at(now),
-        month: spend.total_at(now),
-        week: spend.week_total_at(now),
-    });
-    shown.remaining = Some(remaining(&mandate.terms.limits, &spend, now));
-    let mut shown = wire_json(&shown)?;
-    ap2::add_sources(&state, &caller, &mut [(mandate.id.clone(), &mut shown)]).await?;
-    Ok(ok(shown))
-}
-
-/// The mandate's allows this day, week and month, summed as the engine sums them
-/// (`mandate_core::history::SpendToDate`), from the committed decision log: a decision
-/// answered before this read is in it.
-async fn spend_to_date(
-    state: &AppState,
-    caller: &Caller,
-    mandate: &Mandate,
-    now: OffsetDateTime,
-) -> Result<SpendToDate, ApiError> {
-    let allows = state
-        .store
-        .mandate_allows_since(
-            &caller.org_id,
-            caller.env,
-            &mandate.terms.agent,
-            &mandate.id,
-            ms(spend_since(now)),
-        )
-        .await?;
-    let mut spend = SpendToDate::default();
-    for (amount, at) in allows {
-        spend.add(amount, from_ms(at));
-    }
-    Ok(spend)
+    Ok(ok(mandates::show(&state, &caller, &id, state.now()).await?))
 }
 
 async fn delete() -> ApiError {
@@ -214,41 +78,7 @@ async fn revoke(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     caller.require_org()?;
-    let now = state.now();
-    let found = find(&state, &caller, &id).await?;
-    let revocation = mandates::revoke(
-        state.store.as_ref(),
-        &state.agents,
-        &caller.org_id,
-        caller.env,
-        &found,
-        now,
-    )
-    .await?;
-    let revoked = match revocation {
-        Revocation::Revoked(mandate) => *mandate,
-        Revocation::Missing => return Err(ApiError::not_found("mandate", &id)),
-        Revocation::NotActive(status) => {
-            return Err(ApiError::InvalidRequest(format!(
-                "mandate {id} is {}; only an active mandate can be revoked",
-                status.as_str()
-            )));
-        }
-    };
-    let mut shown = revoked.to_json(now);
-    ap2::add_sources(&state, &caller, &mut [(revoked.id.clone(), &mut shown)]).await?;
-    Ok(ok(shown))
-}
-
-/// The `status` filter of a mandates list, if given.
-fn status_filter(given: Option<&String>) -> Result<Option<MandateStatus>, ApiError> {
-    given
-        .map(|s| {
-            MandateStatus::parse(s).ok_or_else(|| {
-                ApiError::InvalidRequest(
-                    "status must be one of active, revoked, superseded, expired".into(),
-                )
-            })
-        })
-        .transpose()
+    Ok(ok(
+        mandates::revoke(&state, &caller, &id, state.now()).await?
+    ))
 }

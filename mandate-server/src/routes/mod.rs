@@ -1,7 +1,6 @@
 //! One module per resource; each builds its own router and [`api`] merges them.
 
 pub mod agents;
-pub mod ap2;
 pub mod authorizations;
 pub mod console;
 pub mod decisions;
@@ -17,11 +16,12 @@ pub mod webhooks;
 use axum::Router;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
 use serde_json::Value;
 
 use crate::decision::service::DecisionError;
 use crate::http::error::ApiError;
+use crate::services::escrows::EscrowError;
+use crate::services::webhooks::WebhookError;
 use crate::state::AppState;
 
 /// Every `/v1` route.
@@ -94,12 +94,7 @@ pub fn ok(body: Value) -> Response {
     (StatusCode::OK, axum::Json(body)).into_response()
 }
 
-/// An object of [`mandate_core::wire`] as the JSON value the server answers with (members
-/// sorted by name, as the wire module documents).
-pub fn wire_json<T: Serialize>(object: &T) -> Result<Value, ApiError> {
-    mandate_core::wire::to_value(object)
-        .map_err(|e| ApiError::Server(format!("encoding the answer: {e}")))
-}
+pub use crate::services::wire_json;
 
 /// The error for a stored value (an id, a name) that no longer parses: the server's fault,
 /// never the caller's.
@@ -120,6 +115,33 @@ impl From<DecisionError> for ApiError {
             DecisionError::ClaimLost => Self::IdempotencyConflict(e.to_string()),
             DecisionError::AlreadyResolved(_) => Self::InvalidRequest(e.to_string()),
             DecisionError::Encoding(_) | DecisionError::Signing(_) => Self::Server(e.to_string()),
+        }
+    }
+}
+
+/// An escrow request refused or failed, as the envelope answers it.
+impl From<EscrowError> for ApiError {
+    fn from(e: EscrowError) -> Self {
+        match e {
+            EscrowError::NoEscrow(id) => Self::not_found("escrow", &id),
+            EscrowError::NoDecision(id) => Self::not_found("decision", &id),
+            EscrowError::Funding(_) | EscrowError::Transition(_) => {
+                Self::InvalidRequest(e.to_string())
+            }
+            EscrowError::Storage(e) => e.into(),
+            EscrowError::Settlement(_) | EscrowError::Encoding(_) => Self::Server(e.to_string()),
+        }
+    }
+}
+
+/// A webhook request refused or failed, as the envelope answers it.
+impl From<WebhookError> for ApiError {
+    fn from(e: WebhookError) -> Self {
+        match e {
+            WebhookError::NoWebhook(id) => Self::not_found("webhook", &id),
+            WebhookError::Url(_) => Self::InvalidRequest(e.to_string()),
+            WebhookError::Storage(e) => e.into(),
+            WebhookError::Encoding(_) => Self::Server(e.to_string()),
         }
     }
 }

@@ -1,30 +1,26 @@
-//! `POST/GET /v1/webhooks`, `GET/DELETE /v1/webhooks/{id}`, `POST /v1/webhooks/{id}/ping`.
-//!
-//! Organization keys only. A URL is judged by [`crate::workers::ssrf`] before it is stored (and
-//! again before every delivery). A deleted endpoint reads as 404 and its pending deliveries
-//! end; a ping is an event like any other, delivered to that one endpoint.
+//! `POST/GET /v1/webhooks`, `GET/DELETE /v1/webhooks/{id}`, `POST /v1/webhooks/{id}/ping`:
+//! extract, call [`crate::services::webhooks`], answer. Organization keys only. A deleted
+//! endpoint reads as 404.
 
-use crate::http::fields::{check_fields, invalid, object, required, string};
+use crate::http::fields::{check_fields, object, required, string};
 use axum::Router;
 use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use mandate_core::delivery::{EVENT_TYPES, is_event_type};
-use mandate_core::id::WebhookId;
 use mandate_core::wire;
 use serde_json::Value;
 
-use super::{created, ok, unreadable, wire_json};
-use crate::clock::{from_ms, ms, random16};
+use super::{created, ok, wire_json};
+use crate::clock::ms;
 use crate::http::body::JsonBody;
 use crate::http::error::ApiError;
 use crate::http::extract::Path;
 use crate::http::list;
 use crate::model::Caller;
+use crate::services::webhooks::{self, webhook_wire};
 use crate::state::AppState;
 use crate::storage::webhooks::WebhookRow;
-use crate::workers::ssrf::{self, Host};
 
 /// The routes.
 pub fn router() -> Router<AppState> {
@@ -34,50 +30,8 @@ pub fn router() -> Router<AppState> {
         .route("/v1/webhooks/{id}/ping", post(ping))
 }
 
-/// A webhook in its API shape.
-pub fn webhook_wire(row: &WebhookRow) -> Result<wire::Webhook, ApiError> {
-    Ok(wire::Webhook {
-        created_at: from_ms(row.created_ms),
-        events: row.events.clone(),
-        status: row.status.clone(),
-        url: row.url.clone(),
-        webhook: WebhookId::parse(&row.id).map_err(unreadable("webhook id"))?,
-    })
-}
-
-/// A webhook as the JSON value of an answer or an event's data.
-pub fn webhook_json(row: &WebhookRow) -> Result<Value, ApiError> {
-    wire_json(&webhook_wire(row)?)
-}
-
-/// Parses `events`: a non-empty array of known event types; repeats are dropped.
-fn parse_events(value: &Value) -> Result<Vec<String>, ApiError> {
-    let items = value
-        .as_array()
-        .ok_or_else(|| invalid("events", "must be an array of event types"))?;
-    if items.is_empty() {
-        return Err(invalid("events", "must name at least one event type").into());
-    }
-    let mut events: Vec<String> = Vec::new();
-    for (i, item) in items.iter().enumerate() {
-        let path = format!("events[{i}]");
-        let name = string(item, &path)?;
-        if !is_event_type(name) {
-            let shown: String = name.chars().take(64).collect();
-            return Err(invalid(
-                &path,
-                format!(
-                    "{shown:?} is not an event type; the types are {}",
-                    EVENT_TYPES.join(", ")
-                ),
-            )
-            .into());
-        }
-        if !events.iter().any(|e| e == name) {
-            events.push(name.to_owned());
-        }
-    }
-    Ok(events)
+fn webhook_json(row: &WebhookRow) -> Result<Value, ApiError> {
+    wire_json(&webhook_wire(row))
 }
 
 async fn create(
@@ -95,28 +49,11 @@ async fn create(
         &["url", "events"],
         &["webhook", "id", "status", "created_at"],
     )?;
-    let text = string(required(fields, "url", "url")?, "url")?;
-    let events = parse_events(required(fields, "events", "events")?)?;
-    let refused = |e: ssrf::UrlError| ApiError::InvalidRequest(e.to_string());
-    let url = ssrf::check_url(text, caller.env).map_err(refused)?;
-    if let Host::Name(name) = &url.host
-        && let Some(ips) = ssrf::resolve(name, url.port).await
-    {
-        ssrf::check_resolved(name, &ips, caller.env).map_err(refused)?;
-    }
-    let id = WebhookId::from_random(random16());
+    let url = string(required(fields, "url", "url")?, "url")?;
+    let events = webhooks::subscribed(required(fields, "events", "events")?)?;
+    let owner = (&*caller.org_id, caller.env);
     let now = ms(state.now());
-    let row = state
-        .store
-        .create_webhook(
-            &caller.org_id,
-            caller.env,
-            &id,
-            url.url.as_str(),
-            &events,
-            now,
-        )
-        .await?;
+    let row = webhooks::create(state.store.as_ref(), owner, url, &events, now).await?;
     Ok(created(webhook_json(&row)?))
 }
 
@@ -146,16 +83,8 @@ async fn show(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     caller.require_org()?;
-    let row = match WebhookId::parse(&id) {
-        Ok(wanted) => {
-            state
-                .store
-                .webhook(&caller.org_id, caller.env, &wanted)
-                .await?
-        }
-        Err(_) => None,
-    };
-    let row = row.ok_or_else(|| ApiError::not_found("webhook", &id))?;
+    let owner = (&*caller.org_id, caller.env);
+    let row = webhooks::show(state.store.as_ref(), owner, &id).await?;
     Ok(ok(webhook_json(&row)?))
 }
 
@@ -165,17 +94,9 @@ async fn delete(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     caller.require_org()?;
+    let owner = (&*caller.org_id, caller.env);
     let now = ms(state.now());
-    let row = match WebhookId::parse(&id) {
-        Ok(wanted) => {
-            state
-                .store
-                .delete_webhook(&caller.org_id, caller.env, &wanted, now)
-                .await?
-        }
-        Err(_) => None,
-    };
-    let row = row.ok_or_else(|| ApiError::not_found("webhook", &id))?;
+    let row = webhooks::delete(state.store.as_ref(), owner, &id, now).await?;
     Ok(ok(webhook_json(&row)?))
 }
 
@@ -185,26 +106,9 @@ async fn ping(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     caller.require_org()?;
+    let owner = (&*caller.org_id, caller.env);
     let now = ms(state.now());
-    let missing = || ApiError::not_found("webhook", &id);
-    let wanted = WebhookId::parse(&id).map_err(|_| missing())?;
-    let webhook = state
-        .store
-        .webhook(&caller.org_id, caller.env, &wanted)
-        .await?
-        .ok_or_else(missing)?;
-    // Deleted between the read and the write: the ping finds no endpoint.
-    let event = state
-        .store
-        .ping_webhook(
-            &caller.org_id,
-            caller.env,
-            &wanted,
-            webhook_json(&webhook)?,
-            now,
-        )
-        .await?
-        .ok_or_else(missing)?;
+    let event = webhooks::ping(state.store.as_ref(), owner, &id, now).await?;
     let answer = wire_json(&wire::PingAnswer { event })?;
     Ok((StatusCode::ACCEPTED, axum::Json(answer)).into_response())
 }

@@ -65,6 +65,7 @@ const ABOVE: &[&str] = &[
     "crate::serve",
     "crate::operator",
     "crate::settlement",
+    "crate::services",
 ];
 
 /// Imports of a layer above allowed in storage: none (the stored decision lives in

@@ -2,6 +2,7 @@
 //! delivery's row becomes after an attempt (or without one) is decided by the worker
 //! (`workers::delivery`) as a [`DeliveryChange`]; the engine stores it as told.
 
+use mandate_core::id::{EventId, WebhookId};
 use serde_json::Value;
 
 use super::{StorageError, StoreFuture};
@@ -14,14 +15,14 @@ pub struct Due {
     pub id: i64,
     /// Attempts made so far.
     pub attempts: u32,
-    /// The endpoint, `whk_…`.
-    pub webhook_id: String,
+    /// The endpoint.
+    pub webhook_id: WebhookId,
     /// Where to POST.
     pub url: String,
     /// The endpoint's environment: picks the signer and the URL rules.
     pub env: Env,
-    /// The event, `evt_…`: the token's `jti`.
-    pub event_id: String,
+    /// The event: the token's `jti`.
+    pub event_id: EventId,
     /// The event's type.
     pub event_type: String,
     /// The event's data as stored.

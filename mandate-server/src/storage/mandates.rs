@@ -6,6 +6,7 @@ use mandate_core::mandate::{Mandate, MandateDraft, MandateStatus};
 use serde_json::Value;
 use time::OffsetDateTime;
 
+use super::events::NewEvent;
 use super::{StorageError, StoreFuture};
 use crate::clock::from_ms;
 use crate::model::Env;
@@ -85,6 +86,22 @@ pub enum Revocation {
     NotActive(MandateStatus),
 }
 
+/// What revoking a mandate writes: the mandate revoked (stored only while its row is still
+/// active), and its event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MandateRevoked {
+    /// The mandate as revoked.
+    pub mandate: Mandate,
+    /// Its `mandate.revoked` event.
+    pub event: NewEvent,
+    /// When, unix ms.
+    pub at_ms: i64,
+}
+
+/// Decides, on a mandate as read in the engine's transaction, what revoking it at `now`
+/// writes, or the status that refuses it.
+pub type DecideRevocation = fn(&Mandate, OffsetDateTime) -> Result<MandateRevoked, MandateStatus>;
+
 /// Mandates.
 pub trait MandateStore {
     /// Stores a mandate; the agent's previous active one is superseded.
@@ -117,13 +134,15 @@ pub trait MandateStore {
         since_ms: i64,
     ) -> StoreFuture<'_, Vec<(Amount, i64)>>;
 
-    /// Revokes an active mandate at `now` and appends its `mandate.revoked` event, in one
-    /// transaction.
+    /// Reads the mandate in a transaction, asks `decide` what revoking it at `now` writes,
+    /// and writes that: the mandate revoked, only while its row is still active, and its
+    /// event, all or nothing.
     fn revoke_mandate(
         &self,
         org_id: &str,
         env: Env,
         id: &MandateId,
         now: OffsetDateTime,
+        decide: DecideRevocation,
     ) -> StoreFuture<'_, Revocation>;
 }

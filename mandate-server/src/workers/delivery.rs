@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use mandate_core::claims::{EVENT_LIFETIME_SECS, EventClaims};
 use mandate_core::delivery::{NextStep, after_attempt, window_closed};
-use mandate_core::id::EventId;
+use mandate_core::id::WebhookId;
 use mandate_core::jws::sign_token;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::{JoinHandle, JoinSet};
@@ -96,7 +96,7 @@ impl Worker {
 #[derive(Default)]
 struct InFlight {
     deliveries: HashSet<i64>,
-    per_webhook: HashMap<String, usize>,
+    per_webhook: HashMap<WebhookId, usize>,
     /// When each recent attempt ended. A pick whose read began before that saw the
     /// delivery as it was before the attempt was recorded, so it must not start another.
     finished: HashMap<i64, std::time::Instant>,
@@ -106,7 +106,7 @@ struct InFlight {
 struct Claim {
     in_flight: Arc<Mutex<InFlight>>,
     delivery: i64,
-    webhook: String,
+    webhook: WebhookId,
 }
 
 /// Why a picked delivery is not attempted now.
@@ -359,7 +359,7 @@ async fn send(context: &Context, clients: &Clients, due: &Due, at_ms: i64) -> Re
     let iat = at_ms.div_euclid(1000);
     let claims = EventClaims {
         iss: context.issuer.clone(),
-        jti: EventId::parse(&due.event_id).map_err(|e| format!("event id: {e}"))?,
+        jti: due.event_id.clone(),
         iat,
         exp: iat + EVENT_LIFETIME_SECS,
         event_type: due.event_type.clone(),

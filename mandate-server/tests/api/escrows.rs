@@ -134,8 +134,8 @@ async fn funding_locks_the_money_and_answers_the_public_contract() {
     let moved = movements(&app, id).await;
     assert_eq!(moved.len(), 1);
     assert_eq!(
-        (moved[0].kind.as_str(), moved[0].amount.as_str()),
-        ("lock", "42.5")
+        (moved[0].kind.as_str(), moved[0].amount.to_string()),
+        ("lock", "42.5".to_owned())
     );
     assert_eq!(
         (moved[0].from_party.as_str(), moved[0].to_party.as_str()),
@@ -291,7 +291,7 @@ async fn actions_racing_on_one_escrow_apply_one_after_the_other() {
     let kinds: Vec<_> = movements(&app, &id)
         .await
         .iter()
-        .map(|m| m.kind.clone())
+        .map(|m| m.kind.as_str())
         .collect();
     assert_eq!(kinds.len(), 2, "{kinds:?}");
     assert_eq!(kinds[0], "lock");
@@ -588,7 +588,7 @@ async fn an_escrow_and_its_history_survive_a_restart() {
     let kinds: Vec<_> = movements(&app, &id)
         .await
         .iter()
-        .map(|m| m.kind.clone())
+        .map(|m| m.kind.as_str())
         .collect();
     assert_eq!(kinds, ["lock", "release"]);
 }

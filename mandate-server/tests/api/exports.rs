@@ -7,7 +7,7 @@ use mandate_core::id::{AgentId, DecisionId, Nonce};
 use mandate_core::names::{Category, Currency, Recipient};
 use mandate_core::policy::{Mode, Verdict};
 use mandate_server::model::decision::Decision;
-use mandate_server::routes::exports::PAGE;
+use mandate_server::services::exports::PAGE;
 use mandate_server::storage::StorageError;
 use mandate_server::storage::sqlite::{decisions, keys};
 use serde_json::Value;

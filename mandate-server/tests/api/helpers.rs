@@ -2,6 +2,7 @@
 //! test (`crate::engine`: an SQLite file, or a PostgreSQL database of the test's own), a
 //! manual clock.
 #![allow(dead_code)]
+// Compiled into tests/api and tests/api_postgres, which each use a part of it.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};

@@ -83,7 +83,7 @@ mod remaining;
 mod reviews;
 #[path = "../api/stored_tokens.rs"]
 mod stored_tokens;
-#[path = "../api/webhooks.rs"]
+#[path = "../api/webhooks/mod.rs"]
 mod webhooks;
 #[path = "../api/wire.rs"]
 mod wire;

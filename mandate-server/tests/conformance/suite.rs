@@ -9,9 +9,11 @@
 //! claims under concurrency run through all of them.
 
 mod decisions;
+mod escrows;
 mod resources;
 
 pub use decisions::*;
+pub use escrows::*;
 pub use resources::*;
 
 use std::any::Any;
@@ -20,7 +22,8 @@ use std::sync::Arc;
 use futures_util::future::join_all;
 use mandate_core::amount::Amount;
 use mandate_core::delivery::NextStep;
-use mandate_core::escrow::{EscrowAction, EscrowStatus, HistoryEntry};
+use mandate_core::escrow::{EscrowAction, HistoryEntry};
+use mandate_core::funding::FundingRequest;
 use mandate_core::id::{AgentId, DecisionId, EscrowId, MandateId, Nonce, WebhookId};
 use mandate_core::idempotency::NextAction;
 use mandate_core::mandate::{Mandate, MandateDraft, MandateStatus};
@@ -29,6 +32,7 @@ use mandate_core::policy::{AuthorizationRequest, Mode, Verdict};
 use mandate_core::review::{Review, ReviewStatus};
 use mandate_server::clock::{ms, random16};
 use mandate_server::decision::agents::AgentStates;
+use mandate_server::decision::mandates::revocation;
 use mandate_server::decision::modes::ModeCache;
 use mandate_server::decision::service::{Credential, Decider, DecisionError, Input};
 use mandate_server::model::decision::Decision;
@@ -39,7 +43,6 @@ use mandate_server::storage::admin::{NewOrg, SecretChange};
 use mandate_server::storage::deciding::{NewDecision, Recorded, Resolution};
 use mandate_server::storage::decisions::Filters as DecisionFilters;
 use mandate_server::storage::deliveries::{Attempt, DeliveryState};
-use mandate_server::storage::escrows::{EscrowChange, EscrowRow, MovementRow};
 use mandate_server::storage::events::{EventRow, NewEvent};
 use mandate_server::storage::idempotency::{IdempotencyRecord, Sealed};
 use mandate_server::storage::keys::CallerRow;
@@ -94,6 +97,8 @@ macro_rules! conformance {
             a_review_is_resolved_once_and_expires_once,
             a_mandates_expiring_event_fires_once,
             an_escrow_is_funded_once_and_moves_only_from_where_it_stands,
+            every_escrow_step_writes_its_movement_and_a_refused_step_nothing,
+            of_two_escrow_steps_at_once_exactly_one_applies,
             the_store_is_ready_and_counts_its_processes,
             signing_keys_rotate_and_their_secrets_change_only_as_read,
             org_keys_and_policy_versions_change_what_callers_carry,

@@ -1,6 +1,7 @@
 //! A deployment under test: one PostgreSQL database, the operator commands and any number of
 //! `mandate-server serve` processes on it (the real binary), and an HTTP client for them.
 #![allow(dead_code)]
+// Shared harness: each test uses a part of it.
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;

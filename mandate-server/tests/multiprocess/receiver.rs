@@ -1,6 +1,7 @@
 //! A webhook receiver: a real HTTP server on 127.0.0.1 that counts, per event id (`jti`),
 //! the deliveries it received, acknowledged, and had in flight at once.
 #![allow(dead_code)]
+// Shared harness: each test uses a part of it.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

@@ -15,6 +15,7 @@
 //! Without PostgreSQL, [`database`] says so once on stderr and returns `None` (the test
 //! passes without running), unless `MANDATE_REQUIRE_POSTGRES=1`, where it panics (CI).
 #![allow(dead_code)]
+// Compiled into several test targets, which each use a part of it.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -6,6 +6,7 @@
 //! process that held it died, and another process takes the delivery over.
 
 use deadpool_postgres::GenericClient;
+use mandate_core::id::{EventId, WebhookId};
 
 use super::{Result, env_from, non_negative};
 use crate::storage::StorageError;
@@ -63,10 +64,12 @@ pub async fn claim_due(
             Ok(Due {
                 id: r.get(0),
                 attempts: non_negative(i64::from(r.get::<_, i32>(1)), "delivery attempts")?,
-                webhook_id: r.get(2),
+                webhook_id: WebhookId::parse(r.get(2))
+                    .map_err(|e| StorageError::Corrupt(format!("webhook id: {e}")))?,
                 url: r.get(3),
                 env: env_from(r.get(4))?,
-                event_id,
+                event_id: EventId::parse(&event_id)
+                    .map_err(|e| StorageError::Corrupt(format!("event id: {e}")))?,
                 event_type: r.get(6),
                 data,
                 event_created_ms: r.get(8),

@@ -2,17 +2,14 @@
 //! rows, one per state change, are never updated.
 
 use deadpool_postgres::GenericClient;
-use mandate_core::amount::Amount;
-use mandate_core::escrow::{EscrowState, EscrowStatus, HistoryEntry};
-use mandate_core::id::{AgentId, DecisionId, EscrowId};
-use mandate_core::names::{Currency, Recipient};
+use mandate_core::escrow::{EscrowStatus, HistoryEntry};
+use mandate_core::id::EscrowId;
 use tokio_postgres::Row;
 
 use super::Result;
-use crate::clock::{from_ms, ms};
+use crate::clock::ms;
 use crate::model::Env;
-use crate::storage::StorageError;
-use crate::storage::escrows::EscrowRow;
+use crate::storage::escrows::{EscrowRow, StoredEscrow, StoredStep};
 
 /// Stores a freshly funded escrow and its first history step. `false` when its decision
 /// (or that decision's nonce) has already funded an escrow: the unique keys decide, so of
@@ -27,7 +24,7 @@ pub async fn insert(c: &impl GenericClient, escrow: &EscrowRow, nonce: &str) -> 
             &[
                 &escrow.id.as_str(),
                 &escrow.org_id,
-                &escrow.env,
+                &escrow.env.as_str(),
                 &escrow.amount.to_string(),
                 &escrow.currency.as_str(),
                 &escrow.buyer.as_str(),
@@ -109,17 +106,7 @@ pub async fn advance(
 const COLUMNS: &str = "id, org_id, env, amount, currency, buyer, seller, decision_id, arbiter,
     state, disputed, created_ms";
 
-fn state_from(text: &str) -> Result<EscrowState> {
-    match text {
-        "funded" => Ok(EscrowState::Funded),
-        "delivered" => Ok(EscrowState::Delivered),
-        "released" => Ok(EscrowState::Released),
-        "refunded" => Ok(EscrowState::Refunded),
-        other => Err(StorageError::Corrupt(format!("escrow state {other:?}"))),
-    }
-}
-
-async fn history(c: &impl GenericClient, id: &str) -> Result<Vec<HistoryEntry>> {
+async fn history(c: &impl GenericClient, id: &str) -> Result<Vec<StoredStep>> {
     let rows = c
         .query(
             "SELECT state, disputed, at_ms, actor FROM escrow_history
@@ -127,40 +114,32 @@ async fn history(c: &impl GenericClient, id: &str) -> Result<Vec<HistoryEntry>> 
             &[&id],
         )
         .await?;
-    rows.iter()
-        .map(|r| {
-            Ok(HistoryEntry {
-                state: state_from(r.get(0))?,
-                disputed: r.get(1),
-                at: from_ms(r.get(2)),
-                actor: r.get(3),
-            })
+    Ok(rows
+        .iter()
+        .map(|r| StoredStep {
+            state: r.get(0),
+            disputed: r.get(1),
+            at_ms: r.get(2),
+            actor: r.get(3),
         })
-        .collect()
+        .collect())
 }
 
-async fn decode(c: &impl GenericClient, r: &Row) -> Result<EscrowRow> {
-    let raw_id: String = r.get(0);
-    let bad = |what: &str| StorageError::Corrupt(format!("escrow {raw_id} column {what}"));
-    let id = EscrowId::parse(&raw_id).map_err(|_| bad("id"))?;
-    let history = history(c, id.as_str()).await?;
-    Ok(EscrowRow {
-        amount: Amount::parse(r.get(3)).map_err(|_| bad("amount"))?,
-        currency: Currency::parse(r.get(4)).map_err(|_| bad("currency"))?,
-        buyer: AgentId::parse(r.get(5)).map_err(|_| bad("buyer"))?,
-        seller: Recipient::parse(r.get(6)).map_err(|_| bad("seller"))?,
-        decision: DecisionId::parse(r.get(7)).map_err(|_| bad("decision_id"))?,
-        status: EscrowStatus {
-            state: state_from(r.get(9))?,
-            disputed: r.get(10),
-        },
-        history,
-        id,
+fn stored(r: &Row) -> StoredEscrow {
+    StoredEscrow {
+        id: r.get(0),
         org_id: r.get(1),
         env: r.get(2),
+        amount: r.get(3),
+        currency: r.get(4),
+        buyer: r.get(5),
+        seller: r.get(6),
+        decision_id: r.get(7),
         arbiter: r.get(8),
+        state: r.get(9),
+        disputed: r.get(10),
         created_ms: r.get(11),
-    })
+    }
 }
 
 /// An escrow by id, whoever funded it; with `owner`, only if it belongs to that
@@ -182,6 +161,6 @@ pub async fn get(
         .await?;
     match row {
         None => Ok(None),
-        Some(r) => Ok(Some(decode(c, &r).await?)),
+        Some(r) => Ok(Some(stored(&r).decode(history(c, id.as_str()).await?)?)),
     }
 }

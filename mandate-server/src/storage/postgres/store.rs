@@ -15,7 +15,7 @@ use deadpool_postgres::{Object, Pool};
 use mandate_core::amount::Amount;
 use mandate_core::id::{AgentId, DecisionId, EscrowId, EventId, MandateId, ReviewId, WebhookId};
 use mandate_core::idempotency::NextAction;
-use mandate_core::mandate::{Mandate, MandateStatus};
+use mandate_core::mandate::Mandate;
 use mandate_core::policy::Mode;
 use serde_json::Value;
 use time::OffsetDateTime;
@@ -33,19 +33,21 @@ use crate::storage::agents::{AgentRow, AgentStore};
 use crate::storage::ap2::{Ap2Issuer, Ap2Source, Ap2Store};
 use crate::storage::decisions::{DecisionStore, Filters as DecisionFilters};
 use crate::storage::deliveries::{Backlog, DeliveryChange, DeliveryRow, DeliveryStore, Due};
-use crate::storage::escrows::{EscrowChange, EscrowRow, EscrowStore, MovementRow};
-use crate::storage::events::{EventRow, EventStore, NewEvent};
+use crate::storage::escrows::{EscrowChange, EscrowFunding, EscrowRow, EscrowStore, MovementRow};
+use crate::storage::events::{EventRow, EventStore};
 use crate::storage::health::{HealthStore, Schema};
 use crate::storage::idempotency::{ClaimToken, IdempotencyRecord, IdempotencyStore};
 use crate::storage::keys::{
     ApiKeyRow, BindingChange, KeyInfo, KeyStore, SealNew, StoredApiKey, StoredKey,
 };
 use crate::storage::location::PostgresUrl;
-use crate::storage::mandates::{Filters as MandateFilters, MandateStore, Revocation};
+use crate::storage::mandates::{
+    DecideRevocation, Filters as MandateFilters, MandateStore, Revocation,
+};
 use crate::storage::orgs::OrgStore;
 use crate::storage::peers::{PEER_LEASE_MS, PeerStore};
 use crate::storage::timers::{DecideExpiring, DecideExpiry, DueItem, ExpiringEvent, TimerStore};
-use crate::storage::webhooks::{WebhookRow, WebhookStore};
+use crate::storage::webhooks::{PING_EVENT, WebhookRow, WebhookStore};
 use crate::storage::{StorageError, StoreFuture};
 
 /// The PostgreSQL engine: a pool of connections to one database that any number of
@@ -331,27 +333,25 @@ impl DeliveryStore for PostgresStore {
 }
 
 impl EscrowStore for PostgresStore {
-    fn fund_escrow(
-        &self,
-        escrow: EscrowRow,
-        nonce: &str,
-        movement: MovementRow,
-        event: NewEvent,
-    ) -> StoreFuture<'_, bool> {
-        let nonce = nonce.to_owned();
+    fn fund_escrow(&self, funding: EscrowFunding) -> StoreFuture<'_, bool> {
         Box::pin(async move {
-            let env = Env::parse(&escrow.env)
-                .ok_or_else(|| StorageError::Corrupt(format!("escrow {} env", escrow.id)))?;
+            let EscrowFunding {
+                escrow,
+                nonce,
+                movement,
+                event,
+            } = &funding;
             let mut c = self.client().await?;
             let tx = c.transaction().await?;
-            if !escrows::insert(&tx, &escrow, &nonce).await? {
+            if !escrows::insert(&tx, escrow, nonce).await? {
                 tx.rollback().await?;
                 return Ok(false);
             }
-            settlement::record(&tx, &movement).await?;
+            settlement::record(&tx, movement).await?;
+            let (org, env) = (&escrow.org_id, escrow.env);
             events::append(
                 &tx,
-                &escrow.org_id,
+                org,
                 env,
                 event.event_type,
                 &event.data,
@@ -526,27 +526,32 @@ impl MandateStore for PostgresStore {
         env: Env,
         id: &MandateId,
         now: OffsetDateTime,
+        decide: DecideRevocation,
     ) -> StoreFuture<'_, Revocation> {
         let (org, id) = (org_id.to_owned(), id.clone());
         Box::pin(async move {
             let mut c = self.client().await?;
             let tx = c.transaction().await?;
-            let Some(mut mandate) = mandates::get_locked(&tx, &org, env, &id, false).await? else {
+            let Some(mandate) = mandates::get_locked(&tx, &org, env, &id, false).await? else {
                 tx.rollback().await?;
                 return Ok(Revocation::Missing);
             };
-            // Only an active mandate can be revoked; an expired one stays expired.
-            let status = mandate.status_at(now);
-            if status != MandateStatus::Active || !mandates::revoke(&tx, &id, ms(now)).await? {
+            let change = match decide(&mandate, now) {
+                Ok(change) => change,
+                Err(status) => {
+                    tx.rollback().await?;
+                    return Ok(Revocation::NotActive(status));
+                }
+            };
+            if !mandates::revoke(&tx, &id, change.at_ms).await? {
                 tx.rollback().await?;
-                return Ok(Revocation::NotActive(status));
+                return Ok(Revocation::NotActive(mandate.status));
             }
             agents::bump_version(&tx, &org, env, mandate.terms.agent.as_str()).await?;
-            mandate.status = MandateStatus::Revoked;
-            let data = mandate.to_json(now);
-            events::append(&tx, &org, env, "mandate.revoked", &data, ms(now)).await?;
+            let event = &change.event;
+            events::append(&tx, &org, env, event.event_type, &event.data, change.at_ms).await?;
             tx.commit().await?;
-            Ok(Revocation::Revoked(Box::new(mandate)))
+            Ok(Revocation::Revoked(Box::new(change.mandate)))
         })
     }
 
@@ -910,7 +915,7 @@ impl WebhookStore for PostgresStore {
                 return Ok(None);
             }
             let event =
-                events::append_for_webhook(&tx, &org, env, "ping", &data, now_ms, &id).await?;
+                events::append_for_webhook(&tx, &org, env, PING_EVENT, &data, now_ms, &id).await?;
             tx.commit().await?;
             Ok(Some(event))
         })

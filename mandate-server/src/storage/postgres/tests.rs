@@ -226,7 +226,9 @@ async fn an_idempotency_key_is_claimed_once_across_processes_and_a_dead_processs
 
 #[tokio::test]
 async fn one_decision_funds_one_escrow_whichever_process_is_asked() {
-    use crate::storage::escrows::{EscrowRow, EscrowStore, MovementRow};
+    use crate::storage::escrows::{
+        EscrowFunding, EscrowRow, EscrowStore, MovementKind, MovementRow, Party,
+    };
     use crate::storage::events::NewEvent;
     use mandate_core::escrow::{EscrowState, EscrowStatus, HistoryEntry};
     use mandate_core::id::{AgentId, DecisionId, EscrowId};
@@ -237,7 +239,7 @@ async fn one_decision_funds_one_escrow_whichever_process_is_asked() {
     let escrow = |n: u8| EscrowRow {
         id: EscrowId::from_random([n; 16]),
         org_id: "org_1".into(),
-        env: "sandbox".into(),
+        env: Env::Sandbox,
         amount: mandate_core::amount::Amount::parse("10.50").unwrap(),
         currency: mandate_core::names::Currency::parse("USD").unwrap(),
         buyer: AgentId::parse("agt_buyer").unwrap(),
@@ -257,25 +259,25 @@ async fn one_decision_funds_one_escrow_whichever_process_is_asked() {
         created_ms: ms(NOW),
     };
     let movement = |n: u8| MovementRow {
-        escrow_id: EscrowId::from_random([n; 16]).to_string(),
-        kind: "lock".into(),
-        amount: "10.50".into(),
-        currency: "USD".into(),
-        from_party: "agt_buyer".into(),
-        to_party: "escrow".into(),
+        escrow_id: EscrowId::from_random([n; 16]),
+        kind: MovementKind::Lock,
+        amount: mandate_core::amount::Amount::parse("10.50").unwrap(),
+        currency: mandate_core::names::Currency::parse("USD").unwrap(),
+        from_party: Party::Agent(AgentId::parse("agt_buyer").unwrap()),
+        to_party: Party::Escrow(EscrowId::from_random([n; 16])),
         created_ms: ms(NOW),
     };
     let funded = futures_util::future::join_all((1..=10u8).map(|n| {
         let store = if n % 2 == 0 { &a } else { &b };
-        store.fund_escrow(
-            escrow(n),
-            "n_1",
-            movement(n),
-            NewEvent {
+        store.fund_escrow(EscrowFunding {
+            escrow: escrow(n),
+            nonce: "n_1".into(),
+            movement: movement(n),
+            event: NewEvent {
                 event_type: "escrow.funded",
                 data: serde_json::json!({"n": n}),
             },
-        )
+        })
     }))
     .await;
     let yes = funded.iter().filter(|f| *f.as_ref().unwrap()).count();

@@ -7,8 +7,7 @@ use tokio_postgres::Row;
 
 use super::Result;
 use crate::model::Env;
-use crate::storage::StorageError;
-use crate::storage::webhooks::WebhookRow;
+use crate::storage::webhooks::{DELETED_ERROR, StoredWebhook, WebhookRow, stored_events};
 
 /// Stores a new active endpoint.
 pub async fn insert(
@@ -20,8 +19,7 @@ pub async fn insert(
     events: &[String],
     now_ms: i64,
 ) -> Result<()> {
-    let events = serde_json::to_string(events)
-        .map_err(|e| StorageError::Corrupt(format!("webhook events: {e}")))?;
+    let events = stored_events(events);
     c.execute(
         "INSERT INTO webhooks (id, org_id, env, url, events, status, created_ms)
          VALUES ($1, $2, $3, $4, $5::TEXT::JSONB, 'active', $6)",
@@ -34,18 +32,15 @@ pub async fn insert(
 const COLUMNS: &str = "seq, id, url, events::TEXT, status, created_ms";
 
 fn decode(r: &Row) -> Result<WebhookRow> {
-    let id: String = r.get(1);
-    let events: String = r.get(3);
-    let events = serde_json::from_str(&events)
-        .map_err(|e| StorageError::Corrupt(format!("webhook {id} events: {e}")))?;
-    Ok(WebhookRow {
+    StoredWebhook {
         seq: r.get(0),
-        id,
+        id: r.get(1),
         url: r.get(2),
-        events,
+        events: r.get(3),
         status: r.get(4),
         created_ms: r.get(5),
-    })
+    }
+    .decode()
 }
 
 /// An active endpoint of this organization and environment.
@@ -89,8 +84,8 @@ pub async fn page(
     rows.iter().map(decode).collect()
 }
 
-/// Marks an active endpoint deleted and ends its pending deliveries (failed, error
-/// `webhook deleted`), in the caller's transaction. Returns the endpoint as it is now, or
+/// Marks an active endpoint deleted and ends its pending deliveries (failed, with
+/// [`DELETED_ERROR`]), in the caller's transaction. Returns the endpoint as it is now, or
 /// `None` if there was none.
 pub async fn delete(
     c: &impl GenericClient,
@@ -114,9 +109,9 @@ pub async fn delete(
     };
     c.execute(
         "UPDATE deliveries SET state = 'failed', next_attempt_ms = NULL,
-            last_error = 'webhook deleted', finished_ms = $2, claimed_until = NULL
+            last_error = $3, finished_ms = $2, claimed_until = NULL
          WHERE webhook_id = $1 AND state = 'pending'",
-        &[&id.as_str(), &now_ms],
+        &[&id.as_str(), &now_ms, &DELETED_ERROR],
     )
     .await?;
     decode(&row).map(Some)

@@ -5,6 +5,7 @@
 //! transaction open, then records the attempt and the next step in one transaction. All
 //! state is here, so a restarted server resumes where the last one stopped.
 
+use mandate_core::id::{EventId, WebhookId};
 use rusqlite::{Connection, params};
 
 use super::StorageError;
@@ -85,10 +86,12 @@ pub fn due(
         out.push(Due {
             id,
             attempts,
-            webhook_id,
+            webhook_id: WebhookId::parse(&webhook_id)
+                .map_err(|e| StorageError::Corrupt(format!("webhook id: {e}")))?,
             url,
             env,
-            event_id,
+            event_id: EventId::parse(&event_id)
+                .map_err(|e| StorageError::Corrupt(format!("event id: {e}")))?,
             event_type,
             data,
             event_created_ms: created,

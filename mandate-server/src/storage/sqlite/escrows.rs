@@ -1,16 +1,14 @@
 //! Escrows and their public history. An escrow row holds where it stands now; its history
 //! rows, one per state change, are never updated.
 
-use crate::model::Env;
-use mandate_core::amount::Amount;
-use mandate_core::escrow::{EscrowState, EscrowStatus, HistoryEntry};
-use mandate_core::id::{AgentId, DecisionId, EscrowId};
-use mandate_core::names::{Currency, Recipient};
+use mandate_core::escrow::{EscrowStatus, HistoryEntry};
+use mandate_core::id::EscrowId;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
 
 use super::StorageError;
-use crate::clock::{from_ms, ms};
-use crate::storage::escrows::EscrowRow;
+use crate::clock::ms;
+use crate::model::Env;
+use crate::storage::escrows::{EscrowRow, StoredEscrow, StoredStep};
 
 /// Stores a freshly funded escrow and its first history step. `Ok(false)` when its decision
 /// (or that decision's nonce) has already funded an escrow: the unique keys decide, so of
@@ -23,7 +21,7 @@ pub fn insert(tx: &Connection, escrow: &EscrowRow, nonce: &str) -> Result<bool, 
         params![
             escrow.id.as_str(),
             escrow.org_id,
-            escrow.env,
+            escrow.env.as_str(),
             escrow.amount.to_string(),
             escrow.currency.as_str(),
             escrow.buyer.as_str(),
@@ -108,24 +106,8 @@ pub fn advance(
 const COLUMNS: &str = "id, org_id, env, amount, currency, buyer, seller, decision_id, arbiter,
     state, disputed, created_ms";
 
-/// One row as read by `COLUMNS`, each column under its own name.
-struct Raw {
-    id: String,
-    org_id: String,
-    env: String,
-    amount: String,
-    currency: String,
-    buyer: String,
-    seller: String,
-    decision_id: String,
-    arbiter: Option<String>,
-    state: String,
-    disputed: bool,
-    created_ms: i64,
-}
-
-fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Raw> {
-    Ok(Raw {
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<StoredEscrow> {
+    Ok(StoredEscrow {
         id: r.get(0)?,
         org_id: r.get(1)?,
         env: r.get(2)?,
@@ -141,63 +123,20 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Raw> {
     })
 }
 
-fn state_from(text: &str) -> Result<EscrowState, StorageError> {
-    match text {
-        "funded" => Ok(EscrowState::Funded),
-        "delivered" => Ok(EscrowState::Delivered),
-        "released" => Ok(EscrowState::Released),
-        "refunded" => Ok(EscrowState::Refunded),
-        other => Err(StorageError::Corrupt(format!("escrow state {other:?}"))),
-    }
-}
-
-fn history(conn: &Connection, id: &str) -> Result<Vec<HistoryEntry>, StorageError> {
+fn history(conn: &Connection, id: &str) -> Result<Vec<StoredStep>, StorageError> {
     let mut stmt = conn.prepare_cached(
         "SELECT state, disputed, at_ms, actor FROM escrow_history
          WHERE escrow_id = ?1 ORDER BY step",
     )?;
     let rows = stmt.query_map([id], |r| {
-        Ok((
-            r.get::<_, String>(0)?,
-            r.get::<_, bool>(1)?,
-            r.get::<_, i64>(2)?,
-            r.get::<_, String>(3)?,
-        ))
+        Ok(StoredStep {
+            state: r.get(0)?,
+            disputed: r.get(1)?,
+            at_ms: r.get(2)?,
+            actor: r.get(3)?,
+        })
     })?;
-    let mut out = Vec::new();
-    for row in rows {
-        let (state, disputed, at_ms, actor) = row?;
-        out.push(HistoryEntry {
-            state: state_from(&state)?,
-            disputed,
-            at: from_ms(at_ms),
-            actor,
-        });
-    }
-    Ok(out)
-}
-
-fn decode(conn: &Connection, raw: Raw) -> Result<EscrowRow, StorageError> {
-    let bad = |what: &str| StorageError::Corrupt(format!("escrow {} column {what}", raw.id));
-    let id = EscrowId::parse(&raw.id).map_err(|_| bad("id"))?;
-    let history = history(conn, id.as_str())?;
-    Ok(EscrowRow {
-        amount: Amount::parse(&raw.amount).map_err(|_| bad("amount"))?,
-        currency: Currency::parse(&raw.currency).map_err(|_| bad("currency"))?,
-        buyer: AgentId::parse(&raw.buyer).map_err(|_| bad("buyer"))?,
-        seller: Recipient::parse(&raw.seller).map_err(|_| bad("seller"))?,
-        decision: DecisionId::parse(&raw.decision_id).map_err(|_| bad("decision_id"))?,
-        status: EscrowStatus {
-            state: state_from(&raw.state)?,
-            disputed: raw.disputed,
-        },
-        history,
-        id,
-        org_id: raw.org_id,
-        env: raw.env,
-        arbiter: raw.arbiter,
-        created_ms: raw.created_ms,
-    })
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
 /// An escrow by id, whoever funded it: escrows are public contracts. With `owner`, only
@@ -220,5 +159,5 @@ pub fn get(
             row,
         )
         .optional()?;
-    raw.map(|raw| decode(conn, raw)).transpose()
+    raw.map(|raw| raw.decode(history(conn, id)?)).transpose()
 }

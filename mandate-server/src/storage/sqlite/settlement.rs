@@ -3,7 +3,8 @@
 
 use rusqlite::{Connection, params};
 
-use crate::storage::escrows::MovementRow;
+use super::StorageError;
+use crate::storage::escrows::{MovementRow, StoredMovement};
 
 /// Records a movement unless one of the same kind exists for the escrow; `Ok(true)` if this
 /// call recorded it.
@@ -13,12 +14,12 @@ pub fn record(tx: &Connection, movement: &MovementRow) -> rusqlite::Result<bool>
             (escrow_id, kind, amount, currency, from_party, to_party, created_ms)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         params![
-            movement.escrow_id,
-            movement.kind,
-            movement.amount,
-            movement.currency,
-            movement.from_party,
-            movement.to_party,
+            movement.escrow_id.as_str(),
+            movement.kind.as_str(),
+            movement.amount.to_string(),
+            movement.currency.as_str(),
+            movement.from_party.as_str(),
+            movement.to_party.as_str(),
             movement.created_ms,
         ],
     )?;
@@ -26,13 +27,13 @@ pub fn record(tx: &Connection, movement: &MovementRow) -> rusqlite::Result<bool>
 }
 
 /// The movements of an escrow, in the order they were recorded.
-pub fn of_escrow(conn: &Connection, escrow_id: &str) -> rusqlite::Result<Vec<MovementRow>> {
+pub fn of_escrow(conn: &Connection, escrow_id: &str) -> Result<Vec<MovementRow>, StorageError> {
     let mut stmt = conn.prepare_cached(
         "SELECT escrow_id, kind, amount, currency, from_party, to_party, created_ms
          FROM settlement_movements WHERE escrow_id = ?1 ORDER BY id",
     )?;
     let rows = stmt.query_map([escrow_id], |r| {
-        Ok(MovementRow {
+        Ok(StoredMovement {
             escrow_id: r.get(0)?,
             kind: r.get(1)?,
             amount: r.get(2)?,
@@ -42,5 +43,5 @@ pub fn of_escrow(conn: &Connection, escrow_id: &str) -> rusqlite::Result<Vec<Mov
             created_ms: r.get(6)?,
         })
     })?;
-    rows.collect()
+    rows.map(|r| r?.decode()).collect()
 }

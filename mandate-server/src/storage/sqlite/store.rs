@@ -9,7 +9,7 @@
 use mandate_core::amount::Amount;
 use mandate_core::id::{AgentId, DecisionId, EscrowId, EventId, MandateId, ReviewId, WebhookId};
 use mandate_core::idempotency::{NextAction, next_action};
-use mandate_core::mandate::{Mandate, MandateStatus};
+use mandate_core::mandate::Mandate;
 use mandate_core::policy::Mode;
 use serde_json::Value;
 use time::OffsetDateTime;
@@ -26,17 +26,19 @@ use crate::storage::agents::{AgentRow, AgentStore};
 use crate::storage::ap2::{Ap2Issuer, Ap2Source, Ap2Store};
 use crate::storage::decisions::{DecisionStore, Filters as DecisionFilters};
 use crate::storage::deliveries::{Backlog, DeliveryChange, DeliveryRow, DeliveryStore, Due};
-use crate::storage::escrows::{EscrowChange, EscrowRow, EscrowStore, MovementRow};
-use crate::storage::events::{EventRow, EventStore, NewEvent};
+use crate::storage::escrows::{EscrowChange, EscrowFunding, EscrowRow, EscrowStore, MovementRow};
+use crate::storage::events::{EventRow, EventStore};
 use crate::storage::idempotency::{ClaimToken, IdempotencyRecord, IdempotencyStore};
 use crate::storage::keys::{
     ApiKeyRow, BindingChange, KeyInfo, KeyStore, SealNew, StoredApiKey, StoredKey,
 };
-use crate::storage::mandates::{Filters as MandateFilters, MandateStore, Revocation};
+use crate::storage::mandates::{
+    DecideRevocation, Filters as MandateFilters, MandateStore, Revocation,
+};
 use crate::storage::orgs::OrgStore;
 use crate::storage::peers::PeerStore;
 use crate::storage::timers::{DecideExpiring, DecideExpiry, DueItem, ExpiringEvent, TimerStore};
-use crate::storage::webhooks::{WebhookRow, WebhookStore};
+use crate::storage::webhooks::{PING_EVENT, WebhookRow, WebhookStore};
 use crate::storage::{StorageError, StoreFuture};
 
 /// The SQLite engine: the embedded default, one file with group commit.
@@ -228,24 +230,22 @@ impl DeliveryStore for SqliteStore {
 }
 
 impl EscrowStore for SqliteStore {
-    fn fund_escrow(
-        &self,
-        escrow: EscrowRow,
-        nonce: &str,
-        movement: MovementRow,
-        event: NewEvent,
-    ) -> StoreFuture<'_, bool> {
-        let nonce = nonce.to_owned();
+    fn fund_escrow(&self, funding: EscrowFunding) -> StoreFuture<'_, bool> {
         Box::pin(self.db.write(move |tx| -> Result<bool> {
-            if !escrows::insert(tx, &escrow, &nonce)? {
+            let EscrowFunding {
+                escrow,
+                nonce,
+                movement,
+                event,
+            } = &funding;
+            if !escrows::insert(tx, escrow, nonce)? {
                 return Ok(false);
             }
-            settlement::record(tx, &movement)?;
-            let env = Env::parse(&escrow.env)
-                .ok_or_else(|| StorageError::Corrupt(format!("escrow {} env", escrow.id)))?;
+            settlement::record(tx, movement)?;
+            let (org, env) = (&escrow.org_id, escrow.env);
             events::append(
                 tx,
-                &escrow.org_id,
+                org,
                 env,
                 event.event_type,
                 &event.data,
@@ -299,7 +299,7 @@ impl EscrowStore for SqliteStore {
         let id = id.clone();
         Box::pin(
             self.db
-                .read(move |conn| -> Result<_> { Ok(settlement::of_escrow(conn, id.as_str())?) }),
+                .read(move |conn| settlement::of_escrow(conn, id.as_str())),
         )
     }
 }
@@ -425,21 +425,23 @@ impl MandateStore for SqliteStore {
         env: Env,
         id: &MandateId,
         now: OffsetDateTime,
+        decide: DecideRevocation,
     ) -> StoreFuture<'_, Revocation> {
         let (org, id) = (org_id.to_owned(), id.clone());
         Box::pin(self.db.write(move |tx| -> Result<Revocation> {
-            let Some(mut mandate) = mandates::get(tx, &org, env, &id)? else {
+            let Some(mandate) = mandates::get(tx, &org, env, &id)? else {
                 return Ok(Revocation::Missing);
             };
-            // Only an active mandate can be revoked; an expired one stays expired.
-            let status = mandate.status_at(now);
-            if status != MandateStatus::Active || !mandates::revoke(tx, &id, ms(now))? {
-                return Ok(Revocation::NotActive(status));
+            let change = match decide(&mandate, now) {
+                Ok(change) => change,
+                Err(status) => return Ok(Revocation::NotActive(status)),
+            };
+            if !mandates::revoke(tx, &id, change.at_ms)? {
+                return Ok(Revocation::NotActive(mandate.status));
             }
-            mandate.status = MandateStatus::Revoked;
-            let data = mandate.to_json(now);
-            events::append(tx, &org, env, "mandate.revoked", &data, ms(now))?;
-            Ok(Revocation::Revoked(Box::new(mandate)))
+            let event = &change.event;
+            events::append(tx, &org, env, event.event_type, &event.data, change.at_ms)?;
+            Ok(Revocation::Revoked(Box::new(change.mandate)))
         }))
     }
 }
@@ -687,7 +689,7 @@ impl WebhookStore for SqliteStore {
             if webhooks::get(tx, &org, env, &id)?.is_none() {
                 return Ok(None);
             }
-            let event = events::append_for_webhook(tx, &org, env, "ping", &data, now_ms, &id)?;
+            let event = events::append_for_webhook(tx, &org, env, PING_EVENT, &data, now_ms, &id)?;
             Ok(Some(event))
         }))
     }

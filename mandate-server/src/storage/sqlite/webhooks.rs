@@ -6,7 +6,9 @@ use mandate_core::id::WebhookId;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::StorageError;
-use crate::storage::webhooks::WebhookRow;
+use crate::storage::webhooks::{
+    DELETED_ERROR, StoredWebhook, WebhookRow, WebhookStatus, stored_events,
+};
 
 /// Stores a new active endpoint; returns its list position.
 pub fn insert(
@@ -19,8 +21,7 @@ pub fn insert(
     now_ms: i64,
 ) -> Result<i64, StorageError> {
     let (id, env) = (id.as_str(), env.as_str());
-    let events = serde_json::to_string(events)
-        .map_err(|e| StorageError::Corrupt(format!("webhook events: {e}")))?;
+    let events = stored_events(events);
     tx.execute(
         "INSERT INTO webhooks (id, org_id, env, url, events, status, created_ms)
          VALUES (?1, ?2, ?3, ?4, ?5, 'active', ?6)",
@@ -31,45 +32,14 @@ pub fn insert(
 
 const COLUMNS: &str = "seq, id, url, events, status, created_ms";
 
-/// One row as read by `COLUMNS`, each column under its own name.
-struct Raw {
-    seq: i64,
-    id: String,
-    url: String,
-    events: String,
-    status: String,
-    created_ms: i64,
-}
-
-fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Raw> {
-    Ok(Raw {
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<StoredWebhook> {
+    Ok(StoredWebhook {
         seq: r.get(0)?,
         id: r.get(1)?,
         url: r.get(2)?,
         events: r.get(3)?,
         status: r.get(4)?,
         created_ms: r.get(5)?,
-    })
-}
-
-fn decode(raw: Raw) -> Result<WebhookRow, StorageError> {
-    let Raw {
-        seq,
-        id,
-        url,
-        events,
-        status,
-        created_ms,
-    } = raw;
-    let events = serde_json::from_str(&events)
-        .map_err(|e| StorageError::Corrupt(format!("webhook {id} events: {e}")))?;
-    Ok(WebhookRow {
-        seq,
-        id,
-        url,
-        events,
-        status,
-        created_ms,
     })
 }
 
@@ -90,7 +60,7 @@ pub fn get(
         row,
     )
     .optional()?
-    .map(decode)
+    .map(StoredWebhook::decode)
     .transpose()
 }
 
@@ -111,13 +81,13 @@ pub fn page(
     let rows = stmt.query_map(params![org_id, env, before, limit], row)?;
     let mut out = Vec::new();
     for raw in rows {
-        out.push(decode(raw?)?);
+        out.push(raw?.decode()?);
     }
     Ok(out)
 }
 
-/// Marks an active endpoint deleted and ends its pending deliveries (failed, error
-/// `webhook deleted`). Returns the endpoint as it is now, or `None` if there was none.
+/// Marks an active endpoint deleted and ends its pending deliveries (failed, with
+/// [`DELETED_ERROR`]). Returns the endpoint as it is now, or `None` if there was none.
 pub fn delete(
     tx: &Connection,
     org_id: &str,
@@ -135,10 +105,10 @@ pub fn delete(
     )?;
     tx.execute(
         "UPDATE deliveries SET state = 'failed', next_attempt_ms = NULL,
-            last_error = 'webhook deleted', finished_ms = ?2
+            last_error = ?3, finished_ms = ?2
          WHERE webhook_id = ?1 AND state = 'pending'",
-        params![id, now_ms],
+        params![id, now_ms, DELETED_ERROR],
     )?;
-    webhook.status = "deleted".to_owned();
+    webhook.status = WebhookStatus::Deleted;
     Ok(Some(webhook))
 }

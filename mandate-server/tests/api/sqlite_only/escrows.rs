@@ -1,7 +1,8 @@
 //! Escrows stored by SQLite: steps written before its migration 7 read as `funder`, and
 //! settlement recorded through its writer moves money once per escrow and kind.
 
-use mandate_server::settlement::{Movement, MovementKind};
+use mandate_core::id::{AgentId, EscrowId};
+use mandate_server::settlement::{Movement, MovementKind, Party};
 use mandate_server::storage::sqlite::settlement;
 
 use crate::escrows::{act, funded, movements};
@@ -70,7 +71,7 @@ async fn settlement_moves_money_once_per_escrow_and_kind() {
     // moves nothing.
     let running = app.running.as_ref().unwrap();
     let provider = running.state.settlement.clone();
-    let escrow = id.clone();
+    let escrow = EscrowId::parse(&id).unwrap();
     let results = running
         .db
         .as_ref()
@@ -83,8 +84,8 @@ async fn settlement_moves_money_once_per_escrow_and_kind() {
                     kind: MovementKind::Refund,
                     amount: mandate_core::amount::Amount::parse("42.50").unwrap(),
                     currency: &currency,
-                    from: &escrow,
-                    to: "agt_buyer",
+                    from: Party::Escrow(escrow.clone()),
+                    to: Party::Agent(AgentId::parse("agt_buyer").unwrap()),
                 };
                 let first = settlement::record(tx, &provider.settle(&movement, 1).unwrap())?;
                 let second = settlement::record(tx, &provider.settle(&movement, 2).unwrap())?;
@@ -102,7 +103,7 @@ async fn settlement_moves_money_once_per_escrow_and_kind() {
     let kinds: Vec<_> = movements(&app, &id)
         .await
         .iter()
-        .map(|m| m.kind.clone())
+        .map(|m| m.kind.as_str())
         .collect();
     assert_eq!(kinds, ["lock", "release", "refund"]);
 }

@@ -4,6 +4,8 @@
 
 use super::*;
 
+use mandate_server::storage::webhooks::{DELETED_ERROR, PING_EVENT, WebhookStatus};
+
 pub async fn orgs_are_unique_by_name_and_a_refused_org_writes_nothing(fresh: &Fresh) {
     let store = fresh.store.as_ref();
     let version = onboard(store).await;
@@ -63,7 +65,10 @@ pub async fn keys_are_callers_until_revoked_and_each_change_moves_the_generation
     );
     // A rate stored as 0 still lets its caller make one request a second.
     assert!(store.set_key_rate(&LIVE_KEY, 0).unwrap());
-    assert_eq!(store.api_key(LIVE_KEY).await.unwrap().unwrap().rate_per_sec, 0);
+    assert_eq!(
+        store.api_key(LIVE_KEY).await.unwrap().unwrap().rate_per_sec,
+        0
+    );
     assert_eq!(
         store
             .caller(LIVE_KEY)
@@ -274,7 +279,7 @@ pub async fn a_new_mandate_supersedes_the_active_one_and_revoking_fires_once(fre
     // Revoking: once, with its event; again, nothing.
     let at = NOW + Duration::minutes(5);
     let Revocation::Revoked(revoked) = store
-        .revoke_mandate(ORG, Env::Sandbox, &second.id, at)
+        .revoke_mandate(ORG, Env::Sandbox, &second.id, at, revocation)
         .await
         .unwrap()
     else {
@@ -283,22 +288,57 @@ pub async fn a_new_mandate_supersedes_the_active_one_and_revoking_fires_once(fre
     assert_eq!(revoked.status, MandateStatus::Revoked);
     assert_eq!(
         store
-            .revoke_mandate(ORG, Env::Sandbox, &second.id, at)
+            .revoke_mandate(ORG, Env::Sandbox, &second.id, at, revocation)
             .await
             .unwrap(),
         Revocation::NotActive(MandateStatus::Revoked)
     );
     assert_eq!(
         store
-            .revoke_mandate(ORG, Env::Sandbox, &MandateId::from_random([3; 16]), at)
+            .revoke_mandate(
+                ORG,
+                Env::Sandbox,
+                &MandateId::from_random([3; 16]),
+                at,
+                revocation
+            )
             .await
             .unwrap(),
         Revocation::Missing
     );
+    // Told to revoke it again regardless, the engine finds its row no longer active and
+    // writes nothing, event included.
+    let regardless = |mandate: &Mandate, now: OffsetDateTime| {
+        let mut active = mandate.clone();
+        active.status = MandateStatus::Active;
+        revocation(&active, now)
+    };
+    assert_eq!(
+        store
+            .revoke_mandate(ORG, Env::Sandbox, &second.id, at, regardless)
+            .await
+            .unwrap(),
+        Revocation::NotActive(MandateStatus::Revoked)
+    );
     let revocations = all_events(store, Some("mandate.revoked")).await;
     assert_eq!(revocations.len(), 1, "{revocations:?}");
     assert_eq!(revocations[0].data["id"], second.id.as_str());
+    assert_eq!(revocations[0].data["status"], "revoked");
     assert_eq!(revocations[0].created_ms, ms(at));
+    // An expired mandate stays expired: not revoked, nothing written.
+    let lapsed = mandate_of("agt_m", &TERMS.replace("2026-12-31", "2026-11-21"), NOW);
+    store
+        .insert_mandate(ORG, Env::Sandbox, &lapsed)
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .revoke_mandate(ORG, Env::Sandbox, &lapsed.id, at, revocation)
+            .await
+            .unwrap(),
+        Revocation::NotActive(MandateStatus::Expired)
+    );
+    assert_eq!(all_events(store, Some("mandate.revoked")).await.len(), 1);
 }
 
 async fn webhook(store: &dyn Store, events: &[&str]) -> WebhookId {
@@ -345,7 +385,10 @@ pub async fn webhooks_ping_into_deliveries_and_deleting_ends_them(fresh: &Fresh)
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(event.data, json!({"hello": 1}));
+    assert_eq!(
+        (event.event_type.as_str(), &event.data),
+        (PING_EVENT, &json!({"hello": 1}))
+    );
     let deliveries = store.deliveries_of(ping.as_str()).await.unwrap();
     assert_eq!(deliveries.len(), 1, "{deliveries:?}");
     assert_eq!(deliveries[0].webhook_id, first.as_str());
@@ -354,7 +397,7 @@ pub async fn webhooks_ping_into_deliveries_and_deleting_ends_them(fresh: &Fresh)
     agent(store, "agt_w", 10).await;
     let mandate = mandate(store, "agt_w").await;
     store
-        .revoke_mandate(ORG, Env::Sandbox, &mandate.id, NOW)
+        .revoke_mandate(ORG, Env::Sandbox, &mandate.id, NOW, revocation)
         .await
         .unwrap();
     let revoked = &all_events(store, Some("mandate.revoked")).await[0];
@@ -367,7 +410,7 @@ pub async fn webhooks_ping_into_deliveries_and_deleting_ends_them(fresh: &Fresh)
         .await
         .unwrap()
         .expect("an active endpoint");
-    assert_eq!(deleted.status, "deleted");
+    assert_eq!(deleted.status, WebhookStatus::Deleted);
     assert!(
         store
             .webhook(ORG, Env::Sandbox, &first)
@@ -391,6 +434,7 @@ pub async fn webhooks_ping_into_deliveries_and_deleting_ends_them(fresh: &Fresh)
     );
     for delivery in store.deliveries_of(ping.as_str()).await.unwrap() {
         assert_ne!(delivery.state, DeliveryState::Pending, "{delivery:?}");
+        assert_eq!(delivery.last_error.as_deref(), Some(DELETED_ERROR));
     }
     assert!(
         store
@@ -418,8 +462,8 @@ pub async fn a_delivery_is_retried_delivered_or_given_up_as_recorded(fresh: &Fre
     // Due now: oldest first, at most `per_webhook` of one endpoint.
     let due = store.due_deliveries(ms(NOW) + 10, 2, 10).await.unwrap();
     assert_eq!(due.len(), 2, "{due:?}");
-    assert_eq!(due[0].event_id, pings[0].as_str());
-    assert_eq!(due[1].event_id, pings[1].as_str());
+    assert_eq!(due[0].event_id, pings[0]);
+    assert_eq!(due[1].event_id, pings[1]);
     assert_eq!(
         (due[0].webhook_id.as_str(), due[0].env, due[0].attempts),
         (hook.as_str(), Env::Sandbox, 0)
@@ -534,7 +578,7 @@ pub async fn the_event_log_pages_newest_first_without_gaps_or_repeats(fresh: &Fr
     agent(store, "agt_e", 10).await;
     let mandate = mandate(store, "agt_e").await;
     store
-        .revoke_mandate(ORG, Env::Sandbox, &mandate.id, NOW)
+        .revoke_mandate(ORG, Env::Sandbox, &mandate.id, NOW, revocation)
         .await
         .unwrap();
     let events = all_events(store, None).await;
