@@ -180,16 +180,11 @@ impl Batch {
         self.id.len()
     }
 
-    /// The statement's values: the count, then [`Batch::columns`].
+    /// The statement's values: the count, then the columns in [`INSERT_COLUMNS`]' order
+    /// and `agent_seq`.
     pub(crate) fn values<'a>(&'a self, count: &'a i64) -> [&'a (dyn ToSql + Sync); 27] {
-        let mut values: [&'a (dyn ToSql + Sync); 27] = [count; 27];
-        values[1..].copy_from_slice(&self.columns());
-        values
-    }
-
-    /// One array a column, in [`INSERT_COLUMNS`]' order, then `agent_seq`.
-    pub(crate) fn columns(&self) -> [&(dyn ToSql + Sync); 26] {
         [
+            count,
             &self.id,
             &self.org_id,
             &self.env,
@@ -220,20 +215,19 @@ impl Batch {
     }
 }
 
-/// The SQL types of [`Batch::columns`], in order.
-pub(crate) const COLUMN_TYPES: [&str; 26] = [
-    "TEXT", "TEXT", "TEXT", "TEXT", "TEXT", "TEXT", "TEXT", "TEXT", "TEXT", "TEXT", "TEXT", "TEXT",
-    "TEXT", "TEXT", "TEXT", "TEXT", "BIGINT", "BIGINT", "BIGINT", "TEXT", "TEXT", "BOOLEAN",
-    "TEXT", "BYTEA", "TEXT", "BIGINT",
-];
-
 /// The statement that inserts a [`Batch`] ($1 decisions, then one array a column) with
 /// the next $1 seqs of the log, in the batch's order.
 pub(crate) static INSERT_BATCH: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-    let arrays: Vec<String> = COLUMN_TYPES
-        .iter()
-        .enumerate()
-        .map(|(i, cast)| format!("${}::{cast}[]", i + 2))
+    let arrays: Vec<String> = (2..=27)
+        .map(|n| {
+            let cast = match n {
+                18..=20 | 27 => "BIGINT[]",
+                23 => "BOOLEAN[]",
+                25 => "BYTEA[]",
+                _ => "TEXT[]",
+            };
+            format!("${n}::{cast}")
+        })
         .collect();
     format!(
         "WITH taken AS ({TAKE_SEQS})

@@ -1,22 +1,15 @@
-//! A group's statements on PostgreSQL. Each decision's agent version is moved only if it is
-//! still the one its state was read at and its environment's mode still the one it was made
-//! in (and, with an Idempotency-Key, the request's claim still its own); the review it opens
-//! (its event and deliveries), its idempotency record and the decision's row are written
-//! only if it moved.
-//!
-//! A decision with neither an Idempotency-Key nor a single-use credential (the common case)
-//! is stored by the group's one statement ([`group_sql`]): the versions of all such
-//! decisions of the group moved at once (arrays unnested), their reviews, events and
-//! deliveries, and the rows of every decision of the group stored, with their seqs in commit
-//! order. A decision with an Idempotency-Key or a credential has a statement of its own
-//! first ([`RecordStatement::sql`]), whose answer says whether its row goes into the
-//! group's statement. All in one transaction (`writer`), the agents' rows locked first, in
-//! the order of their keys ([`LOCK_SQL`]).
+//! A decision's statement on PostgreSQL: the agent's version moved only if it is still the
+//! one its state was read at and its environment's mode still the one it was made in (and,
+//! with an Idempotency-Key, the request's claim still its own), with the review it opens
+//! (its event and deliveries) and its idempotency record, all in one statement of
+//! data-modifying CTEs. The decision's own row is inserted after, with the other decisions
+//! of its group, by one statement that gives them their seqs in commit order
+//! (`decisions::insert_batch`), in the same transaction (`writer`).
 
 use mandate_core::id::EventId;
 use tokio_postgres::types::ToSql;
 
-use super::decisions::{self, Batch, Params};
+use super::decisions::Params;
 use super::reviews;
 use crate::clock::{from_ms, ms, ordered16};
 use crate::storage::deciding::{AgentHint, NewDecision, Recorded};
@@ -262,17 +255,6 @@ impl RecordStatement {
         })
     }
 
-    /// Whether it needs a statement of its own before the group's: with an Idempotency-Key
-    /// or a single-use credential. Otherwise the group's statement stores it all.
-    pub(crate) fn own_statement(&self) -> bool {
-        self.idempotency.is_some() || self.accepts.is_some()
-    }
-
-    /// The agent's key.
-    pub(crate) fn agent_seq(&self) -> i64 {
-        self.seq
-    }
-
     /// Its SQL.
     pub(crate) fn sql(&self) -> &'static str {
         let index = usize::from(self.review.is_some())
@@ -318,6 +300,12 @@ impl RecordStatement {
         values
     }
 
+    /// The decision itself, to be inserted when the statement moved the version: the
+    /// agent's key and the decision's values.
+    pub(crate) fn into_decision(self) -> (i64, Params) {
+        (self.seq, self.params)
+    }
+
     /// What the statement's answer (how many decisions it stored, -1 for a claim lost)
     /// means.
     pub(crate) fn outcome(&self, stored: i64) -> Outcome {
@@ -330,175 +318,6 @@ impl RecordStatement {
             -1 => Outcome::ClaimLost,
             _ => Outcome::Changed,
         }
-    }
-}
-
-/// Locks the agents' rows of a group (`$1` their keys, sorted) in the order of their keys, in
-/// every group of every process: two groups waiting on each other's agents (a deadlock,
-/// broken by the database only after a second) cannot happen, whatever order the statements
-/// after it reach the rows in.
-pub(crate) const LOCK_SQL: &str =
-    "SELECT seq FROM agents WHERE seq = ANY($1::BIGINT[]) ORDER BY seq FOR UPDATE";
-
-/// The group's statement: `$1..$26` the decisions' columns ([`Batch::columns`]), `$27`
-/// whether each is stored already (its own statement moved its agent's version and wrote
-/// its review and idempotency record), `$28` the version each was made on, then the review
-/// each opens and its event (`$29..$35`, NULL for none). Moves the version of each decision
-/// not stored already if it is still the one it was made on and its environment's mode
-/// still its mode, writes the reviews, events and deliveries of those whose version moved,
-/// and inserts the rows of those and of the decisions stored already, with the next seqs of
-/// the log in the group's order (from the counter `decision_seq`, locked until the commit:
-/// `decisions::INSERT_BATCH`). Answers the ordinals (from 1) of the decisions whose version
-/// it moved.
-pub(crate) fn group_sql() -> &'static str {
-    static CHECKED: std::sync::LazyLock<String> =
-        std::sync::LazyLock::new(|| make_group_sql(false));
-    static PLANTED: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| make_group_sql(true));
-    if planted_unchecked_version() {
-        &PLANTED
-    } else {
-        &CHECKED
-    }
-}
-
-/// [`group_sql`], with the version checked or (the planted bug) not.
-fn make_group_sql(planted: bool) -> String {
-    let version = if planted {
-        "u.version IS NOT NULL"
-    } else {
-        "a.version = u.version"
-    };
-    let mut arrays: Vec<String> = decisions::COLUMN_TYPES
-        .iter()
-        .enumerate()
-        .map(|(i, cast)| format!("${}::{cast}[]", i + 1))
-        .collect();
-    for (i, cast) in [
-        "BOOLEAN", "BIGINT", "TEXT", "TEXT", "TEXT", "BIGINT", "BIGINT", "TEXT", "TEXT",
-    ]
-    .iter()
-    .enumerate()
-    {
-        arrays.push(format!("${}::{cast}[]", i + 27));
-    }
-    let columns = decisions::INSERT_COLUMNS;
-    let u_columns = format!(
-        "{}, agent_seq",
-        columns
-            .split(',')
-            .map(|c| format!("u.{}", c.trim()))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    format!(
-        "WITH u AS MATERIALIZED (
-            SELECT * FROM unnest({arrays}) WITH ORDINALITY
-            AS u({plain}, agent_seq, stored, version, r_id, r_decision, r_status, r_created_ms,
-                 r_expires_ms, e_id, e_data, n)),
-         bump AS (
-            UPDATE agents a SET version = a.version + 1 FROM u
-            WHERE a.seq = u.agent_seq AND NOT u.stored AND {version}
-              AND EXISTS (SELECT 1 FROM environments e
-                          WHERE e.org_id = u.org_id AND e.env = u.env AND e.mode = u.mode)
-            RETURNING u.n),
-         kept AS MATERIALIZED (SELECT n FROM bump UNION ALL SELECT n FROM u WHERE u.stored),
-         taken AS (
-            UPDATE counters SET value = value + (SELECT COUNT(*) FROM kept)
-            WHERE name = 'decision_seq' AND EXISTS (SELECT 1 FROM kept)
-            RETURNING value),
-         d AS (
-            INSERT INTO decisions (seq, {columns}, agent_seq)
-            SELECT taken.value - (SELECT COUNT(*) FROM kept) + row_number() OVER (ORDER BY u.n),
-                {u_columns}
-            FROM taken, u WHERE u.n IN (SELECT n FROM kept)),
-         r AS (
-            INSERT INTO reviews ({review_columns})
-            SELECT u.r_id, u.org_id, u.env, u.r_decision, u.agent_id, u.r_status, u.r_created_ms,
-                u.r_expires_ms
-            FROM u WHERE u.r_id IS NOT NULL AND u.n IN (SELECT n FROM bump)),
-         e AS (
-            INSERT INTO events (id, org_id, env, type, data, created_ms)
-            SELECT u.e_id, u.org_id, u.env, 'decision.review_pending', u.e_data, u.created_ms
-            FROM u WHERE u.r_id IS NOT NULL AND u.n IN (SELECT n FROM bump)
-            RETURNING id, org_id, env, created_ms),
-         w AS (
-            INSERT INTO deliveries (event_id, webhook_id, attempts, next_attempt_ms, state, created_ms)
-            SELECT e.id, wh.id, 0, e.created_ms, 'pending', e.created_ms FROM e JOIN webhooks wh
-              ON wh.org_id = e.org_id AND wh.env = e.env AND wh.status = 'active'
-             AND wh.events ? 'decision.review_pending')
-         SELECT n FROM bump",
-        arrays = arrays.join(", "),
-        plain = columns.split_whitespace().collect::<Vec<_>>().join(" "),
-        review_columns = reviews::INSERT_COLUMNS,
-    )
-}
-
-/// A group's decisions for [`group_sql`], column by column.
-#[derive(Default)]
-pub(crate) struct Group {
-    batch: Batch,
-    stored: Vec<bool>,
-    version: Vec<i64>,
-    r_id: Vec<Option<String>>,
-    r_decision: Vec<Option<String>>,
-    r_status: Vec<Option<&'static str>>,
-    r_created_ms: Vec<Option<i64>>,
-    r_expires_ms: Vec<Option<i64>>,
-    e_id: Vec<Option<String>>,
-    e_data: Vec<Option<String>>,
-}
-
-impl Group {
-    /// Adds a decision: `stored` when its own statement stored it already (it then needs
-    /// only its row), otherwise the group's statement moves its agent's version and writes
-    /// its review.
-    pub(crate) fn push(&mut self, statement: RecordStatement, stored: bool) {
-        let review = if stored { None } else { statement.review };
-        self.batch.push(statement.seq, statement.params);
-        self.stored.push(stored);
-        self.version.push(statement.version);
-        match review {
-            Some(r) => {
-                self.r_id.push(Some(r.id));
-                self.r_decision.push(Some(r.decision));
-                self.r_status.push(Some(r.status));
-                self.r_created_ms.push(Some(r.created_ms));
-                self.r_expires_ms.push(Some(r.expires_ms));
-                self.e_id.push(Some(r.event));
-                self.e_data.push(Some(r.data));
-            }
-            None => {
-                self.r_id.push(None);
-                self.r_decision.push(None);
-                self.r_status.push(None);
-                self.r_created_ms.push(None);
-                self.r_expires_ms.push(None);
-                self.e_id.push(None);
-                self.e_data.push(None);
-            }
-        }
-    }
-
-    /// How many decisions it holds.
-    pub(crate) fn len(&self) -> usize {
-        self.stored.len()
-    }
-
-    /// The statement's values, in [`group_sql`]'s order.
-    pub(crate) fn values(&self) -> Vec<&(dyn ToSql + Sync)> {
-        let mut values: Vec<&(dyn ToSql + Sync)> = self.batch.columns().to_vec();
-        values.extend([
-            &self.stored as &(dyn ToSql + Sync),
-            &self.version,
-            &self.r_id,
-            &self.r_decision,
-            &self.r_status,
-            &self.r_created_ms,
-            &self.r_expires_ms,
-            &self.e_id,
-            &self.e_data,
-        ]);
-        values
     }
 }
 
@@ -523,19 +342,6 @@ mod sql_tests {
                 }
                 assert!(!sql.contains(&format!("${}", count + 1)), "{sql}");
             }
-        }
-    }
-
-    /// The group's statement numbers its 35 parameters without a gap, in both variants.
-    #[test]
-    fn the_group_statement_numbers_its_parameters_from_one_without_gaps() {
-        for planted in [false, true] {
-            let sql = super::make_group_sql(planted);
-            for n in 1..=35 {
-                assert!(sql.contains(&format!("${n}::")), "${n} missing: {sql}");
-            }
-            assert!(!sql.contains("$36"), "{sql}");
-            assert_eq!(sql.contains("a.version = u.version"), !planted);
         }
     }
 }

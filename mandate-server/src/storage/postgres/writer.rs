@@ -3,14 +3,12 @@
 //! statements pipelined (one round trip, one commit and one WAL flush for the whole group).
 //!
 //! A few writers run side by side, each with a queue of its own; a decision goes to the
-//! next in turn. A group holds its agents' rows locked until it commits; every group locks
-//! them first, in the order of the agents' keys, so groups of different processes never
-//! wait on each other in a circle. A decision with an Idempotency-Key or a single-use
-//! credential runs the statement it would run alone first ([`RecordStatement`]); every
-//! other decision is stored by the group's one statement ([`group_sql`]: versions moved,
-//! reviews, events and deliveries written, and all the group's decisions inserted with
-//! their seqs in commit order). A decision refused because its agent changed meanwhile
-//! refuses only itself (nothing of it is stored and the transaction goes on). If a
+//! next in turn. A group holds its agents' rows locked until it commits; every group takes
+//! them in the order of the agents' keys, so groups of different processes never wait on
+//! each other in a circle. Each decision's statement is the one it would run alone
+//! ([`RecordStatement`]), then the group's decisions are inserted by one statement that
+//! gives them their seqs in commit order: a decision refused because its agent changed meanwhile
+//! refuses only itself (its statement stores nothing and the transaction goes on). If a
 //! statement fails, the whole group is rolled back and each of its decisions is stored
 //! again alone, so one bad decision never costs the others theirs. Each decision is answered
 //! after its group's commit (or its own).
@@ -24,7 +22,8 @@ use deadpool_postgres::Pool;
 use tokio::sync::{mpsc, oneshot};
 
 use super::Result;
-use super::record::{Group, LOCK_SQL, Outcome, RecordStatement, group_sql};
+use super::decisions;
+use super::record::{Outcome, RecordStatement};
 use crate::storage::StorageError;
 use crate::storage::deciding::{NewDecision, Recorded};
 
@@ -163,79 +162,46 @@ async fn alone(pool: &Pool, new: &NewDecision) -> Result<Outcome> {
     }
 }
 
-/// Stores a group in one transaction on one connection: `BEGIN`, the agents' rows locked in
-/// the order of their keys ([`LOCK_SQL`]), the statements of the decisions that need one of
-/// their own (with an Idempotency-Key or a credential: [`RecordStatement`]), then the
-/// group's statement ([`group_sql`]: every other decision's version, review and event, and
-/// the rows of all stored decisions with their seqs in commit order) and `COMMIT`. One
-/// pipeline (one round trip) when no decision needs its own statement; otherwise two, the
-/// second sent once the first's answers say which of those decisions are stored. The counter
-/// of seqs is locked only from the group's statement to the commit.
+/// Stores a group in one transaction on one connection, in two pipelines: `BEGIN` and each
+/// decision's statement ([`RecordStatement`]: the agent's version, review, event,
+/// idempotency record); then, once their answers say which decisions are to be stored,
+/// the statement that inserts those decisions with their seqs in commit order, and
+/// `COMMIT`. The counter of seqs is locked only from that statement to the commit.
 async fn try_group(pool: &Pool, news: &[&NewDecision]) -> std::result::Result<Vec<Outcome>, Retry> {
     let c = pool.get().await.map_err(|e| Retry::Fail(e.into()))?;
-    let mut statements: Vec<Option<RecordStatement>> =
+    let statements: Vec<Option<RecordStatement>> =
         news.iter().map(|new| RecordStatement::of(new)).collect();
-    // A decision without a statement of its own, whose agent an earlier decision of the
-    // group has: both were made on the same version, so only the earlier can be stored.
-    // It is made again, as it would be after the earlier's commit.
-    let mut agents = std::collections::BTreeSet::new();
-    for statement in &mut statements {
-        if statement
-            .as_ref()
-            .is_some_and(|s| !agents.insert(s.agent_seq()) && !s.own_statement())
-        {
-            *statement = None;
-        }
-    }
-    let agents: Vec<i64> = agents.into_iter().collect();
-    // Prepared (on a connection's first use of each) before the pipeline.
-    let mut prepared = Vec::new();
-    for statement in statements.iter().flatten().filter(|s| s.own_statement()) {
+    // Prepared (on a connection's first use of each variant) before the pipeline.
+    let mut prepared = Vec::with_capacity(statements.len());
+    for statement in statements.iter().flatten() {
         let stmt = c
             .prepare_cached(statement.sql())
             .await
             .map_err(|e| Retry::Fail(e.into()))?;
         prepared.push(stmt);
     }
-    let lock = c
-        .prepare_cached(LOCK_SQL)
-        .await
-        .map_err(|e| Retry::Fail(e.into()))?;
-    let group_stmt = c
-        .prepare_cached(group_sql())
+    let insert = c
+        .prepare_cached(&decisions::INSERT_BATCH)
         .await
         .map_err(|e| Retry::Fail(e.into()))?;
     // Metrics (docs/operations.md): the group's size, and the time from sending it to its
     // commit's answer (the database's flush of its WAL included).
-    metrics::histogram!(crate::telemetry::WRITER_GROUP)
-        .record(statements.iter().flatten().count() as f64);
+    metrics::histogram!(crate::telemetry::WRITER_GROUP).record(prepared.len() as f64);
     let committing = std::time::Instant::now();
-    // Without statements of their own, `BEGIN`, the lock, the group's statement and the
-    // commit go in one pipeline: the group's values do not depend on any answer.
-    let one_pipeline = !statements
-        .iter()
-        .flatten()
-        .any(RecordStatement::own_statement);
-    let begin = || -> Pin<Box<dyn Future<Output = Step> + Send + '_>> {
-        Box::pin(async { Step::Control(c.simple_query("BEGIN").await.map(|_| ())) })
-    };
-    let lock_agents = || -> Pin<Box<dyn Future<Output = Step> + Send + '_>> {
-        Box::pin(async { Step::Control(c.query(&lock, &[&agents]).await.map(|_| ())) })
-    };
-    let counts = if one_pipeline {
-        Vec::new()
-    } else {
-        let own: Vec<Vec<&(dyn tokio_postgres::types::ToSql + Sync)>> = statements
+    let counts = {
+        let values: Vec<_> = statements
             .iter()
             .flatten()
-            .filter(|s| s.own_statement())
             .map(RecordStatement::values)
             .collect();
-        let mut first: Vec<Pin<Box<dyn Future<Output = Step> + Send + '_>>> =
-            vec![begin(), lock_agents()];
-        for (stmt, values) in prepared.iter().zip(&own) {
+        let mut steps: Vec<Pin<Box<dyn Future<Output = Step> + Send + '_>>> =
+            Vec::with_capacity(prepared.len() + 1);
+        steps.push(Box::pin(async {
+            Step::Control(c.simple_query("BEGIN").await.map(|_| ()))
+        }));
+        for (stmt, values) in prepared.iter().zip(&values) {
             let c = &c;
-            first.push(Box::pin(async move {
+            steps.push(Box::pin(async move {
                 Step::Stored(
                     c.query_one(stmt, values)
                         .await
@@ -243,7 +209,7 @@ async fn try_group(pool: &Pool, news: &[&NewDecision]) -> std::result::Result<Ve
                 )
             }));
         }
-        match outcomes(InOrder::new(first).await) {
+        match outcomes(InOrder::new(steps).await) {
             Ok(counts) => counts,
             Err(e) => {
                 // The transaction is aborted: end it before the connection goes back.
@@ -252,69 +218,38 @@ async fn try_group(pool: &Pool, news: &[&NewDecision]) -> std::result::Result<Ve
             }
         }
     };
-    // Which decisions go into the group's statement, and which answer each gets: its
-    // outcome now, or (`Err`) its ordinal in the group's statement with the outcome it has
-    // if that statement moves its version.
     let mut counts = counts.into_iter();
-    let mut group = Group::default();
-    let mut places: Vec<std::result::Result<Outcome, (i64, Outcome)>> =
-        Vec::with_capacity(statements.len());
+    let mut batch = decisions::Batch::default();
+    let mut answers = Vec::with_capacity(statements.len());
     for statement in statements {
-        places.push(match statement {
-            Some(statement) if statement.own_statement() => {
+        let outcome = match statement {
+            Some(statement) => {
                 let outcome = statement.outcome(counts.next().unwrap_or(0));
                 if matches!(outcome, Outcome::Stored(_)) {
-                    group.push(statement, true);
+                    let (agent_seq, params) = statement.into_decision();
+                    batch.push(agent_seq, params);
                 }
-                Ok(outcome)
+                outcome
             }
-            Some(statement) => {
-                let stored = statement.outcome(1);
-                group.push(statement, false);
-                Err((i64::try_from(group.len()).unwrap_or(i64::MAX), stored))
-            }
-            // The agent was not found when its state was read, or the decision doubles an
-            // earlier one of its agent: made again.
-            None => Ok(Outcome::Changed),
-        });
+            // The agent was not found when its state was read: read it again.
+            None => Outcome::Changed,
+        };
+        answers.push(outcome);
     }
-    let values = group.values();
-    let mut steps: Vec<Pin<Box<dyn Future<Output = Step> + Send + '_>>> = Vec::with_capacity(4);
-    if one_pipeline {
-        steps.push(begin());
-        steps.push(lock_agents());
-    }
-    if group.len() > 0 {
+    let count = i64::try_from(batch.len()).unwrap_or(i64::MAX);
+    let values = batch.values(&count);
+    let mut steps: Vec<Pin<Box<dyn Future<Output = Step> + Send + '_>>> = Vec::with_capacity(2);
+    if count > 0 {
         steps.push(Box::pin(async {
-            Step::Moved(
-                c.query(&group_stmt, &values)
-                    .await
-                    .map(|rows| rows.iter().map(|row| row.get::<_, i64>(0)).collect()),
-            )
+            Step::Control(c.execute(&insert, &values).await.map(|_| ()))
         }));
     }
     steps.push(Box::pin(async {
         Step::Control(c.simple_query("COMMIT").await.map(|_| ()))
     }));
-    let done = InOrder::new(steps).await;
-    let moved: std::collections::BTreeSet<i64> = done
-        .iter()
-        .filter_map(|step| match step {
-            Step::Moved(Ok(moved)) => Some(moved.iter().copied()),
-            _ => None,
-        })
-        .flatten()
-        .collect();
-    outcomes(done).map_err(retry)?;
+    outcomes(InOrder::new(steps).await).map_err(retry)?;
     metrics::histogram!("mandate_writer_commit_seconds").record(committing.elapsed().as_secs_f64());
-    Ok(places
-        .into_iter()
-        .map(|place| match place {
-            Ok(outcome) => outcome,
-            Err((n, stored)) if moved.contains(&n) => stored,
-            Err(_) => Outcome::Changed,
-        })
-        .collect())
+    Ok(answers)
 }
 
 /// The counts of a pipeline's statements, or its first error.
@@ -324,10 +259,10 @@ fn outcomes(done: Vec<Step>) -> std::result::Result<Vec<i64>, tokio_postgres::Er
     for step in done {
         match step {
             Step::Stored(Ok(n)) => counts.push(n),
-            Step::Stored(Err(e)) | Step::Control(Err(e)) | Step::Moved(Err(e)) => {
+            Step::Stored(Err(e)) | Step::Control(Err(e)) => {
                 failed.get_or_insert(e);
             }
-            Step::Control(Ok(())) | Step::Moved(Ok(_)) => {}
+            Step::Control(Ok(())) => {}
         }
     }
     failed.map_or(Ok(counts), Err)
@@ -339,8 +274,6 @@ enum Step {
     Control(std::result::Result<(), tokio_postgres::Error>),
     /// A decision's statement: how many decisions it stored.
     Stored(std::result::Result<i64, tokio_postgres::Error>),
-    /// The group's statement: the ordinals of the decisions whose version it moved.
-    Moved(std::result::Result<Vec<i64>, tokio_postgres::Error>),
 }
 
 /// Runs futures together, each first polled in order, so that their requests go to the
