@@ -17,8 +17,8 @@ pub(crate) struct Opts {
     #[arg(long)]
     pub(crate) server: Option<PathBuf>,
     /// Agents (each with a mandate) the load is spread over, round robin [default: 100000,
-    /// enough that the velocity rule (10 a minute) stays out of the mix up to ~39,000/s
-    /// over the default 23 s run (~69,000/s with `--duration 10`); smoke: 200].
+    /// enough that the velocity rule (10 a minute) stays out of the mix at the rates one
+    /// machine reaches (docs/performance.md); smoke: 200].
     #[arg(long)]
     pub(crate) agents: Option<usize>,
     /// Concurrent keep-alive connections [default: 64; smoke: 8].

@@ -440,7 +440,8 @@ async fn another_writer_gets_in_while_the_server_writes_without_pause() {
     }
     let (result, waited) = other;
     assert!(result.is_ok(), "the other writer failed: {result:?}");
-    // Five turns: SQLite's default busy handler naps (up to 100 ms each) would take far longer.
+    // Five turns: SQLite's default busy handler, which sleeps between retries, would not
+    // hand them over this fast.
     assert!(
         waited < std::time::Duration::from_secs(1),
         "the other writer waited {waited:?} for five turns"
