@@ -18,7 +18,7 @@ pub(crate) struct Opts {
     pub(crate) server: Option<PathBuf>,
     /// Agents (each with a mandate) the load is spread over, round robin [default: 100000,
     /// enough that the velocity rule (10 a minute) stays out of the mix at the rates one
-    /// machine reaches (docs/performance.md); smoke: 200].
+    /// machine reaches (mandate-bench/README.md); smoke: 200].
     #[arg(long)]
     pub(crate) agents: Option<usize>,
     /// Concurrent keep-alive connections [default: 64; smoke: 8].
