@@ -83,10 +83,16 @@ async fn index(
 ) -> Result<Response, ApiError> {
     let params = list::parse(query.as_deref(), FILTERS)?;
     let context = list::context("decisions", &caller, &params);
-    let before = list::start(&state, &params, &context)?;
+    let mut before = list::start(&state, &params, &context)?;
     let Some(filters) = filters(&caller, &params)? else {
         return Ok(ok(list::empty()));
     };
+    if params.cursor.is_none() {
+        // The first page starts at the log's watermark, so that nothing committed later can
+        // land below it (docs/exports.md, "A log that never skips"); the next pages follow
+        // its cursor down.
+        before = state.store.settled_decision_seq().await?.saturating_add(1);
+    }
     let rows = state
         .store
         .decisions_page(

@@ -53,7 +53,7 @@ pub async fn start(
                 ))
             })?,
     };
-    let upto = state.store.last_decision_seq().await?;
+    let upto = state.store.settled_decision_seq().await?;
     let first = read_page(&*state.store, &org, env, &filters, after, upto).await?;
     let walk = Walk {
         store: state.store.clone(),

@@ -52,8 +52,14 @@ pub trait DecisionStore {
         limit: i64,
     ) -> StoreFuture<'_, Vec<(i64, Decision)>>;
 
-    /// The highest seq of any decision so far (0 if none).
-    fn last_decision_seq(&self) -> StoreFuture<'_, i64>;
+    /// The log's watermark (0 for an empty log): every decision that will ever be committed
+    /// with a seq at or below it is visible now, and the watermark never goes down. Readers
+    /// of the log (the list's first page, exports) read only up to it, so a decision
+    /// committed later never lands behind what they have read (docs/exports.md, "A log that
+    /// never skips"). Where commits are in seq order (SQLite) it is the highest seq; it may
+    /// lie below decisions already visible, or above the highest (seqs of groups that
+    /// stored nothing), never below a decision that is still to come.
+    fn settled_decision_seq(&self) -> StoreFuture<'_, i64>;
 
     /// Up to `limit` decisions matching `filters`, oldest first, with seq in
     /// (`after`, `upto`]: one page of an export.

@@ -215,9 +215,10 @@ impl Batch {
     }
 }
 
-/// The statement that inserts a [`Batch`] ($1 decisions, then one array a column) with
-/// the next $1 seqs of the log, in the batch's order.
-pub(crate) static INSERT_BATCH: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+/// `INSERT INTO decisions ... SELECT <seq>, ... FROM <from>unnest(<the batch's columns>)`:
+/// the batch's decisions (arrays $2 to $27), each with the seq `seq` gives it from `u.n`,
+/// its place in the batch counted from 1.
+fn insert_unnested(with: &str, seq: &str, from: &str) -> String {
     let arrays: Vec<String> = (2..=27)
         .map(|n| {
             let cast = match n {
@@ -230,19 +231,44 @@ pub(crate) static INSERT_BATCH: std::sync::LazyLock<String> = std::sync::LazyLoc
         })
         .collect();
     format!(
-        "WITH taken AS ({TAKE_SEQS})
+        "WITH {with}
          INSERT INTO decisions (seq, {INSERT_COLUMNS}, agent_seq)
-         SELECT taken.value - $1 + u.n, u.id, u.org_id, u.env, u.agent_id, u.mandate_id,
+         SELECT {seq}, u.id, u.org_id, u.env, u.agent_id, u.mandate_id,
             u.verdict, u.policy_verdict, u.reason, u.mode, u.amount, u.currency, u.recipient,
             u.category, u.nonce, u.policy_version, u.iss, u.iat, u.exp, u.created_ms,
             u.supersedes, u.review_id, u.is_request, u.signing_kid, u.signature, u.bindings,
             u.agent_seq
-         FROM taken, unnest({}) WITH ORDINALITY
+         FROM {from}unnest({}) WITH ORDINALITY
             AS u(id, org_id, env, agent_id, mandate_id, verdict, policy_verdict, reason, mode,
                  amount, currency, recipient, category, nonce, policy_version, iss, iat, exp,
                  created_ms, supersedes, review_id, is_request, signing_kid, signature,
                  bindings, agent_seq, n)",
         arrays.join(", ")
+    )
+}
+
+/// The statement that inserts a [`Batch`] ($1 decisions, then one array a column) with
+/// the next $1 seqs of the log, in the batch's order, taken from the counter row in the
+/// caller's transaction.
+pub(crate) static INSERT_BATCH: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    insert_unnested(
+        &format!("taken AS ({TAKE_SEQS})"),
+        "taken.value - $1 + u.n",
+        "taken, ",
+    )
+});
+
+/// The statement that inserts a [`Batch`] with seqs its writer claimed before the
+/// transaction ([`super::claims`]): $1 the claim's first seq, $2 to $27 the columns, $28 the
+/// writer. It clears the claim in the same statement; if the claim is no longer open (swept
+/// as stale), no seq is found, the insert fails on `seq`'s NOT NULL and the transaction is
+/// rolled back.
+pub(crate) static INSERT_CLAIMED: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    insert_unnested(
+        "settled AS (UPDATE decision_claims SET first_seq = NULL
+                         WHERE writer = $28 AND first_seq = $1 RETURNING $1::BIGINT AS first)",
+        "(SELECT first FROM settled) + u.n - 1",
+        "",
     )
 });
 
@@ -455,15 +481,6 @@ pub async fn page(
     limit: i64,
 ) -> Result<Vec<(i64, Decision)>> {
     filtered(c, org_id, env, filters, i64::MIN, before, true, limit).await
-}
-
-/// The highest seq of any decision so far (0 if none).
-pub async fn last_seq(c: &impl GenericClient) -> Result<i64> {
-    Ok(
-        c.query_one("SELECT COALESCE(MAX(seq), 0)::BIGINT FROM decisions", &[])
-            .await?
-            .get(0),
-    )
 }
 
 /// Up to `limit` decisions matching `filters`, oldest first, with seq in (`after`, `upto`].

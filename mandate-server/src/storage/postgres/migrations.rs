@@ -42,6 +42,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         8,
         include_str!("../../../migrations/postgres/0008_api_key_binding.sql"),
     ),
+    (
+        9,
+        include_str!("../../../migrations/postgres/0009_decision_claims.sql"),
+    ),
 ];
 
 /// The highest migration this build knows.

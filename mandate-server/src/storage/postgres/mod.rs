@@ -24,6 +24,7 @@
 
 pub mod agents;
 pub mod ap2;
+mod claims;
 pub mod connect;
 pub mod deciding;
 pub mod decisions;

@@ -264,8 +264,8 @@ impl DecisionStore for PostgresStore {
         })
     }
 
-    fn last_decision_seq(&self) -> StoreFuture<'_, i64> {
-        Box::pin(async move { decisions::last_seq(&self.client().await?).await })
+    fn settled_decision_seq(&self) -> StoreFuture<'_, i64> {
+        Box::pin(async move { super::claims::watermark(&self.client().await?).await })
     }
 
     fn decisions_export_page(

@@ -708,3 +708,85 @@ async fn a_failing_decision_costs_the_others_of_its_group_nothing() {
         2
     );
 }
+
+/// The watermark readers stop at stays below a claim still open, even with decisions above
+/// it committed; a claim left open by a process that died is swept after a while and the
+/// watermark goes on; a group whose claim was swept cannot insert its decisions.
+#[tokio::test]
+async fn readers_stop_below_an_open_claim_and_a_dead_processs_claim_is_swept() {
+    use crate::storage::deciding::{AgentHint, NewDecision, Recorded};
+    use crate::storage::decisions::DecisionStore;
+
+    let db = database!("readers_stop_below_an_open_claim_and_a_dead_processs_claim_is_swept");
+    let store = open(&db).await;
+    seed(&db);
+    assert_eq!(store.settled_decision_seq().await.unwrap(), 1);
+    // A writer of a process that then died claimed five seqs (2 to 6) and never committed.
+    let claimed = {
+        let c = store.pool().get().await.unwrap();
+        let row = c
+            .query_one(super::claims::CLAIM, &[&"dead-0", &5i64])
+            .await
+            .unwrap();
+        row.get::<_, i64>(0)
+    };
+    assert_eq!(claimed, 2);
+    // A live writer's decision is committed above the claim.
+    let writers = super::writer::Writers::start(store.pool(), 1);
+    let agent_seq = db.number("SELECT seq FROM agents WHERE id = 'agt_buyer'");
+    let stored = writers
+        .record(NewDecision {
+            org: Arc::from("org_1"),
+            env: Env::Sandbox,
+            decision: decision("dec_live", "agt_buyer"),
+            review: None,
+            idempotency: None,
+            hint: AgentHint {
+                seq: Some(agent_seq),
+                month_marked: None,
+                version: 0,
+            },
+            accepts: None,
+        })
+        .await;
+    assert!(matches!(stored, Ok(Recorded::Stored(_))), "{stored:?}");
+    let live_seq = db.number("SELECT seq FROM decisions WHERE id = 'dec_live'");
+    assert_eq!(live_seq, 7);
+    // Readers stop below the open claim: seqs 2 to 6 might still be committed.
+    assert_eq!(store.settled_decision_seq().await.unwrap(), 1);
+    // Once the claim is older than a live group can be, it is swept and readers go on.
+    db.execute(
+        "UPDATE decision_claims SET claimed_at = now() - INTERVAL '1 minute' WHERE writer = 'dead-0'",
+    );
+    assert_eq!(store.settled_decision_seq().await.unwrap(), 7);
+    assert_eq!(
+        db.number("SELECT COUNT(*) FROM decision_claims WHERE writer = 'dead-0'"),
+        0
+    );
+    // Had that process been alive, its group's insert would find no claim and fail (the
+    // transaction rolled back, its decisions stored again alone): nothing lands at or below
+    // the watermark after readers passed it.
+    let c = store.pool().get().await.unwrap();
+    let mut batch = super::decisions::Batch::default();
+    let late = decision("dec_late", "agt_buyer");
+    batch.push(
+        agent_seq,
+        super::decisions::Params::of("org_1", Env::Sandbox, &late),
+    );
+    let first = claimed;
+    let mut values = batch.values(&first).to_vec();
+    let writer = "dead-0".to_string();
+    values.push(&writer);
+    let refused = c
+        .execute(super::decisions::INSERT_CLAIMED.as_str(), &values)
+        .await
+        .expect_err("a group whose claim was swept inserts nothing");
+    assert_eq!(
+        refused.code(),
+        Some(&tokio_postgres::error::SqlState::NOT_NULL_VIOLATION)
+    );
+    assert_eq!(
+        db.number("SELECT COUNT(*) FROM decisions WHERE id = 'dec_late'"),
+        0
+    );
+}

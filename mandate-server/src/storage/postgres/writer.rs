@@ -5,10 +5,11 @@
 //! A few writers run side by side, each with a queue of its own; a decision goes to the
 //! next in turn. A group holds its agents' rows locked until it commits; every group takes
 //! them in the order of the agents' keys, so groups of different processes never wait on
-//! each other in a circle. Each decision's statement is the one it would run alone
-//! ([`RecordStatement`]), then the group's decisions are inserted by one statement that
-//! gives them their seqs in commit order: a decision refused because its agent changed meanwhile
-//! refuses only itself (its statement stores nothing and the transaction goes on). If a
+//! each other in a circle. Before its transaction a group claims a block of seqs
+//! ([`claims`]); each decision's statement is the one it would run alone
+//! ([`RecordStatement`]), then the group's decisions are inserted with the claimed seqs by
+//! one statement that also clears the claim: a decision refused because its agent changed
+//! meanwhile refuses only itself (its statement stores nothing and the transaction goes on). If a
 //! statement fails, the whole group is rolled back and each of its decisions is stored
 //! again alone, so one bad decision never costs the others theirs. Each decision is answered
 //! after its group's commit (or its own).
@@ -22,6 +23,7 @@ use deadpool_postgres::Pool;
 use tokio::sync::{mpsc, oneshot};
 
 use super::Result;
+use super::claims;
 use super::decisions;
 use super::record::{Outcome, RecordStatement};
 use crate::storage::StorageError;
@@ -49,10 +51,19 @@ impl Writers {
     /// Starts `count` writers ([`WRITERS`] in a server) on the current runtime, taking
     /// connections from `pool`; they end when this is dropped.
     pub(crate) fn start(pool: &Pool, count: usize) -> Self {
+        // Each writer's name in `decision_claims`: random for this process, so that no two
+        // processes share a claim row, then the writer's number.
+        let mut process = [0u8; 8];
+        crate::clock::fill_id_random(&mut process);
+        let process: String = process.iter().map(|b| format!("{b:02x}")).collect();
         let queues = (0..count.max(1))
-            .map(|_| {
+            .map(|n| {
                 let (send, receive) = mpsc::unbounded_channel();
-                tokio::spawn(run(pool.clone(), receive));
+                let writer = Writer {
+                    pool: pool.clone(),
+                    name: format!("{process}-{n}"),
+                };
+                tokio::spawn(run(writer, receive));
                 send
             })
             .collect();
@@ -76,9 +87,15 @@ impl Writers {
     }
 }
 
+/// One writer's connections and its name in `decision_claims`.
+struct Writer {
+    pool: Pool,
+    name: String,
+}
+
 /// One writer: takes what waits in its queue (at most [`MAX_GROUP`]) as a group, commits it,
 /// answers, and again.
-async fn run(pool: Pool, mut queue: mpsc::UnboundedReceiver<Job>) {
+async fn run(writer: Writer, mut queue: mpsc::UnboundedReceiver<Job>) {
     while let Some(first) = queue.recv().await {
         let mut jobs = vec![first];
         while jobs.len() < MAX_GROUP {
@@ -91,7 +108,7 @@ async fn run(pool: Pool, mut queue: mpsc::UnboundedReceiver<Job>) {
         // process: two groups waiting on each other's agents (a deadlock, broken by the
         // database only after a second) cannot happen.
         jobs.sort_by_key(|job| job.new.hint.seq);
-        let answers = commit_group(&pool, &jobs).await;
+        let answers = commit_group(&writer, &jobs).await;
         for (job, answer) in jobs.into_iter().zip(answers) {
             let answer = answer.map(|outcome| outcome.recorded(job.new));
             // A caller that went away (cancelled) needs no answer.
@@ -101,14 +118,14 @@ async fn run(pool: Pool, mut queue: mpsc::UnboundedReceiver<Job>) {
 }
 
 /// What a group came to for each of its decisions: its outcome, or its error.
-async fn commit_group(pool: &Pool, jobs: &[Job]) -> Vec<Result<Outcome>> {
+async fn commit_group(writer: &Writer, jobs: &[Job]) -> Vec<Result<Outcome>> {
     let news: Vec<&NewDecision> = jobs.iter().map(|job| &job.new).collect();
-    match try_group(pool, &news).await {
+    match try_group(writer, &news).await {
         Ok(outcomes) => outcomes.into_iter().map(Ok).collect(),
         Err(Retry::Alone(_)) => {
             let mut answers = Vec::with_capacity(jobs.len());
             for new in news {
-                answers.push(alone(pool, new).await);
+                answers.push(alone(writer, new).await);
             }
             answers
         }
@@ -152,8 +169,8 @@ fn retry(e: tokio_postgres::Error) -> Retry {
 }
 
 /// One decision stored alone (after its group was rolled back), in a group of its own.
-async fn alone(pool: &Pool, new: &NewDecision) -> Result<Outcome> {
-    match try_group(pool, &[new]).await {
+async fn alone(writer: &Writer, new: &NewDecision) -> Result<Outcome> {
+    match try_group(writer, &[new]).await {
         Ok(mut outcome) => Ok(outcome.pop().unwrap_or(Outcome::Changed)),
         // The transaction lost a race (a distributed engine): nothing was stored, and the
         // decision is made again like one whose agent changed.
@@ -162,13 +179,19 @@ async fn alone(pool: &Pool, new: &NewDecision) -> Result<Outcome> {
     }
 }
 
-/// Stores a group in one transaction on one connection, in two pipelines: `BEGIN` and each
-/// decision's statement ([`RecordStatement`]: the agent's version, review, event,
-/// idempotency record); then, once their answers say which decisions are to be stored,
-/// the statement that inserts those decisions with their seqs in commit order, and
-/// `COMMIT`. The counter of seqs is locked only from that statement to the commit.
-async fn try_group(pool: &Pool, news: &[&NewDecision]) -> std::result::Result<Vec<Outcome>, Retry> {
-    let c = pool.get().await.map_err(|e| Retry::Fail(e.into()))?;
+/// Stores a group on one connection, in two pipelines. The first claims the group's seqs
+/// in a transaction of its own ([`claims`]), then opens the group's transaction with
+/// `BEGIN` and each decision's statement ([`RecordStatement`]: the agent's version, review,
+/// event, idempotency record). The second, once their answers say which decisions are to
+/// be stored, inserts those decisions with the claimed seqs and clears the claim
+/// ([`decisions::INSERT_CLAIMED`]), then `COMMIT`. No lock is held across the group's
+/// commit that another group needs, so groups commit side by side and their WAL flushes
+/// are shared.
+async fn try_group(
+    writer: &Writer,
+    news: &[&NewDecision],
+) -> std::result::Result<Vec<Outcome>, Retry> {
+    let c = writer.pool.get().await.map_err(|e| Retry::Fail(e.into()))?;
     let statements: Vec<Option<RecordStatement>> =
         news.iter().map(|new| RecordStatement::of(new)).collect();
     // Prepared (on a connection's first use of each variant) before the pipeline.
@@ -180,22 +203,44 @@ async fn try_group(pool: &Pool, news: &[&NewDecision]) -> std::result::Result<Ve
             .map_err(|e| Retry::Fail(e.into()))?;
         prepared.push(stmt);
     }
+    let prepare = |sql: &'static str| c.prepare_cached(sql);
+    let claim = prepare(claims::CLAIM)
+        .await
+        .map_err(|e| Retry::Fail(e.into()))?;
+    let settle = prepare(claims::SETTLE)
+        .await
+        .map_err(|e| Retry::Fail(e.into()))?;
     let insert = c
-        .prepare_cached(&decisions::INSERT_BATCH)
+        .prepare_cached(&decisions::INSERT_CLAIMED)
         .await
         .map_err(|e| Retry::Fail(e.into()))?;
     // Metrics (docs/operations.md): the group's size, and the time from sending it to its
     // commit's answer (the database's flush of its WAL included).
     metrics::histogram!(crate::telemetry::WRITER_GROUP).record(prepared.len() as f64);
     let committing = std::time::Instant::now();
-    let counts = {
+    // A seq for each decision that has a statement; those it does not store leave gaps.
+    let claimed = i64::try_from(prepared.len().max(1)).unwrap_or(i64::MAX);
+    let (first, counts) = {
         let values: Vec<_> = statements
             .iter()
             .flatten()
             .map(RecordStatement::values)
             .collect();
         let mut steps: Vec<Pin<Box<dyn Future<Output = Step> + Send + '_>>> =
-            Vec::with_capacity(prepared.len() + 1);
+            Vec::with_capacity(prepared.len() + 4);
+        steps.push(Box::pin(async {
+            Step::Control(c.simple_query(claims::BEGIN_CLAIM).await.map(|_| ()))
+        }));
+        steps.push(Box::pin(async {
+            Step::Claimed(
+                c.query_one(&claim, &[&writer.name, &claimed])
+                    .await
+                    .map(|row| row.get::<_, i64>(0)),
+            )
+        }));
+        steps.push(Box::pin(async {
+            Step::Control(c.simple_query("COMMIT").await.map(|_| ()))
+        }));
         steps.push(Box::pin(async {
             Step::Control(c.simple_query("BEGIN").await.map(|_| ()))
         }));
@@ -209,11 +254,20 @@ async fn try_group(pool: &Pool, news: &[&NewDecision]) -> std::result::Result<Ve
                 )
             }));
         }
-        match outcomes(InOrder::new(steps).await) {
-            Ok(counts) => counts,
+        let done = InOrder::new(steps).await;
+        let first = done.iter().find_map(|step| match step {
+            Step::Claimed(Ok(first)) => Some(*first),
+            _ => None,
+        });
+        match outcomes(done) {
+            Ok(counts) => (first.unwrap_or(0), counts),
             Err(e) => {
-                // The transaction is aborted: end it before the connection goes back.
+                // The transaction is aborted: end it before the connection goes back, and
+                // clear the claim if it was made, so that readers need not wait for it.
                 let _ = c.simple_query("ROLLBACK").await;
+                if let Some(first) = first {
+                    let _ = c.execute(&settle, &[&writer.name, &first]).await;
+                }
                 return Err(retry(e));
             }
         }
@@ -236,18 +290,29 @@ async fn try_group(pool: &Pool, news: &[&NewDecision]) -> std::result::Result<Ve
         };
         answers.push(outcome);
     }
-    let count = i64::try_from(batch.len()).unwrap_or(i64::MAX);
-    let values = batch.values(&count);
+    let mut values = batch.values(&first).to_vec();
+    values.push(&writer.name);
     let mut steps: Vec<Pin<Box<dyn Future<Output = Step> + Send + '_>>> = Vec::with_capacity(2);
-    if count > 0 {
+    if batch.len() > 0 {
         steps.push(Box::pin(async {
             Step::Control(c.execute(&insert, &values).await.map(|_| ()))
+        }));
+    } else {
+        steps.push(Box::pin(async {
+            Step::Control(
+                c.execute(&settle, &[&writer.name, &first])
+                    .await
+                    .map(|_| ()),
+            )
         }));
     }
     steps.push(Box::pin(async {
         Step::Control(c.simple_query("COMMIT").await.map(|_| ()))
     }));
-    outcomes(InOrder::new(steps).await).map_err(retry)?;
+    if let Err(e) = outcomes(InOrder::new(steps).await) {
+        let _ = c.execute(&settle, &[&writer.name, &first]).await;
+        return Err(retry(e));
+    }
     metrics::histogram!("mandate_writer_commit_seconds").record(committing.elapsed().as_secs_f64());
     Ok(answers)
 }
@@ -259,10 +324,10 @@ fn outcomes(done: Vec<Step>) -> std::result::Result<Vec<i64>, tokio_postgres::Er
     for step in done {
         match step {
             Step::Stored(Ok(n)) => counts.push(n),
-            Step::Stored(Err(e)) | Step::Control(Err(e)) => {
+            Step::Stored(Err(e)) | Step::Control(Err(e)) | Step::Claimed(Err(e)) => {
                 failed.get_or_insert(e);
             }
-            Step::Control(Ok(())) => {}
+            Step::Control(Ok(())) | Step::Claimed(Ok(_)) => {}
         }
     }
     failed.map_or(Ok(counts), Err)
@@ -270,8 +335,10 @@ fn outcomes(done: Vec<Step>) -> std::result::Result<Vec<i64>, tokio_postgres::Er
 
 /// A step of the pipeline.
 enum Step {
-    /// `BEGIN` or `COMMIT`.
+    /// `BEGIN`, `COMMIT`, or a statement whose answer is only whether it failed.
     Control(std::result::Result<(), tokio_postgres::Error>),
+    /// The group's claim: the first seq of its block.
+    Claimed(std::result::Result<i64, tokio_postgres::Error>),
     /// A decision's statement: how many decisions it stored.
     Stored(std::result::Result<i64, tokio_postgres::Error>),
 }

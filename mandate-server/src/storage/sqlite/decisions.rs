@@ -541,8 +541,9 @@ pub fn page(
     )
 }
 
-/// The highest seq of any decision so far (0 if none). An export reads up to it, so the set
-/// it covers is fixed when it starts.
+/// The highest seq of any decision so far (0 if none): the log's watermark, since the one
+/// writer commits decisions in seq order. An export reads up to it, so the set it covers is
+/// fixed when it starts.
 pub fn last_seq(conn: &Connection) -> rusqlite::Result<i64> {
     conn.prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM decisions")?
         .query_row([], |r| r.get(0))

@@ -161,7 +161,7 @@ impl DecisionStore for SqliteStore {
         )
     }
 
-    fn last_decision_seq(&self) -> StoreFuture<'_, i64> {
+    fn settled_decision_seq(&self) -> StoreFuture<'_, i64> {
         Box::pin(
             self.db
                 .read(|conn| -> Result<_> { Ok(decisions::last_seq(conn)?) }),

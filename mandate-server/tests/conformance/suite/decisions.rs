@@ -10,7 +10,7 @@ pub async fn decisions_are_logged_with_their_idempotency_record_in_order(fresh: 
     agent(store, "agt_other", 11).await;
     let mandate = mandate(store, "agt_d").await;
     let deciding = Deciding::new();
-    let before = store.last_decision_seq().await.unwrap();
+    let before = store.settled_decision_seq().await.unwrap();
     let (claimed, _) = store
         .claim_idempotency_key(ORG_KEY, "k-decide", [5; 32], CLAIM, NOW)
         .await
@@ -48,7 +48,9 @@ pub async fn decisions_are_logged_with_their_idempotency_record_in_order(fresh: 
         [answered(&unmandated), answered(&third), answered(&second)]
     );
     assert!(page.windows(2).all(|w| w[0].0 > w[1].0));
-    assert_eq!(store.last_decision_seq().await.unwrap(), page[0].0);
+    // Every decision answered is settled: the watermark is at or above it (above where a
+    // seq was claimed and left as a gap).
+    assert!(store.settled_decision_seq().await.unwrap() >= page[0].0);
     assert!(page[0].0 > before);
     let allows = store
         .decisions_page(
@@ -139,7 +141,7 @@ pub async fn a_failing_decision_writes_nothing(fresh: &Fresh) {
     let deciding = Deciding::new();
     let answer = deciding.authorize(store, "agt_f", "10", None).await;
     let stored = decision(store, &answer).await;
-    let last = store.last_decision_seq().await.unwrap();
+    let last = store.settled_decision_seq().await.unwrap();
     let events = event_types(store).await;
     // The same decision again (its id taken) with an idempotency record: the decision's
     // insert fails, so the record is not stored either.
@@ -167,7 +169,20 @@ pub async fn a_failing_decision_writes_nothing(fresh: &Fresh) {
         !matches!(outcome, Ok(Recorded::Stored(_))),
         "a decision whose id is taken is not stored: {outcome:?}"
     );
-    assert_eq!(store.last_decision_seq().await.unwrap(), last);
+    // Nothing was added to the log after the last decision.
+    let settled = store.settled_decision_seq().await.unwrap();
+    let added = store
+        .decisions_export_page(
+            ORG,
+            Env::Sandbox,
+            &DecisionFilters::default(),
+            last,
+            settled,
+            10,
+        )
+        .await
+        .unwrap();
+    assert!(added.is_empty(), "{added:?}");
     assert_eq!(event_types(store).await, events);
     let (action, _) = store
         .claim_idempotency_key(ORG_KEY, "k-fail", [6; 32], CLAIM, NOW)
@@ -197,7 +212,7 @@ pub async fn a_decision_on_a_stale_agent_is_given_back_unstored(fresh: &Fresh) {
     let mut again = decision(store, &answer).await;
     again.claims.jti = DecisionId::from_random(random16());
     again.claims.nonce = Nonce::from_random(random16());
-    let last = store.last_decision_seq().await.unwrap();
+    let last = store.settled_decision_seq().await.unwrap();
     let outcome = store
         .record_decision(NewDecision {
             org: Arc::from(ORG),
@@ -211,7 +226,20 @@ pub async fn a_decision_on_a_stale_agent_is_given_back_unstored(fresh: &Fresh) {
         .await
         .unwrap();
     assert!(matches!(outcome, Recorded::Changed(_)), "{outcome:?}");
-    assert_eq!(store.last_decision_seq().await.unwrap(), last);
+    // Nothing was added to the log after the last decision.
+    let settled = store.settled_decision_seq().await.unwrap();
+    let added = store
+        .decisions_export_page(
+            ORG,
+            Env::Sandbox,
+            &DecisionFilters::default(),
+            last,
+            settled,
+            10,
+        )
+        .await
+        .unwrap();
+    assert!(added.is_empty(), "{added:?}");
 }
 
 /// A single-use credential presented five times at once is accepted by exactly one
