@@ -6,15 +6,16 @@
 # exited backends included through the postmaster's children times), WAL bytes, records and
 # full-page images a decision (pg_stat_wal), commits a decision (pg_stat_database), and the
 # decision statements a decision (pg_stat_statements). The database figures are taken over
-# the measured window only, 1 s after its start to 2.5 s before its end; decisions are counted by the log's
-# seq counter over the same window.
+# the measured window only, 1 s after its start to 2.5 s before its end; decisions are counted
+# in the decisions table over the same window (not by seqs, which may leave gaps).
 #
 # Run as root from the repository root, after
 #   cargo build --release -p mandate-server -p mandate-bench
 # e.g. `mandate-bench/pg-sitting.sh` or `AGENTS=100000 mandate-bench/pg-sitting.sh 1 2 4`.
 # Settings (environment): AGENTS (20000), DURATION (10), WARMUP (3), CONNECTIONS (64),
 # SPREAD (agent), RATE (unset: closed loop), PGBIN (/usr/lib/postgresql/15/bin), PORT (55739),
-# SHARED_BUFFERS (1GB), STATEMENTS (1: print the per-statement table), OUT (a directory to keep
+# SHARED_BUFFERS (1GB), STATEMENTS (1: print the per-statement table), PARAMS (the servers' URL
+# parameters, e.g. `decision_writers=1`: docs/scale.md, "Writers"), OUT (a directory to keep
 # the bench's output and each setting's pg_stat_statements in; default a temporary one,
 # removed at the end).
 set -euo pipefail
@@ -84,9 +85,9 @@ pg_ticks() {
     echo "$total"
 }
 
-# decisions (the log's counter), WAL records, full-page images, WAL bytes, commits: one
+# decisions (rows of the log), WAL records, full-page images, WAL bytes, commits: one
 # psql call on the bench's database (the figures are read as close together as can be).
-FIGURES="SELECT (SELECT value FROM counters WHERE name = 'decision_seq'), w.wal_records, w.wal_fpi,
+FIGURES="SELECT (SELECT count(*) FROM decisions), w.wal_records, w.wal_fpi,
     w.wal_bytes, (SELECT sum(xact_commit) FROM pg_stat_database) FROM pg_stat_wal w"
 TABLES="SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables"
 STATS="SELECT s.calls, s.rows, s.total_exec_time, s.shared_blks_hit, s.shared_blks_read,
@@ -100,7 +101,7 @@ printf '%-8s %10s %8s %12s %10s %9s %7s %9s %8s\n' servers "decisions/s" "p99 ms
 for n in "${SETTINGS[@]}"; do
     log="$OUT/bench-$n.log"
     json="$OUT/bench-$n.json"
-    args=(--db "$ADMIN" --servers "$n" --agents "$AGENTS" --duration "$DURATION" --warmup "$WARMUP"
+    args=(--db "$ADMIN${PARAMS:+?$PARAMS}" --servers "$n" --agents "$AGENTS" --duration "$DURATION" --warmup "$WARMUP"
           --connections "$CONNECTIONS" --no-echo --json)
     [ "$n" -gt 1 ] && args+=(--spread "$SPREAD")
     [ -n "${RATE:-}" ] && args+=(--rate "$RATE")

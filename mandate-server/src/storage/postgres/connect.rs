@@ -6,7 +6,9 @@
 //! - `sslmode`: `disable` (the default), `prefer`, `require`, `verify-ca`, `verify-full`
 //!   (see [`super::tls`] for what each checks);
 //! - `sslrootcert`: a PEM file of the roots to trust, or `system` (the Mozilla roots);
-//! - `pool_max_size`: connections per server process (default [`DEFAULT_POOL`]).
+//! - `pool_max_size`: connections per server process (default [`DEFAULT_POOL`]);
+//! - `decision_writers`: decision writers per server process, each committing one group of
+//!   decisions at a time (default [`DEFAULT_WRITERS`]; docs/scale.md says how many).
 //!
 //! Every other parameter goes to tokio-postgres as it is (`connect_timeout`,
 //! `application_name`, `target_session_attrs`, ...). No message of this module holds the
@@ -25,6 +27,11 @@ use crate::storage::location::PostgresUrl;
 /// Connections a server process keeps to the database unless `pool_max_size` says.
 pub const DEFAULT_POOL: usize = 16;
 
+/// Decision writers a server process runs unless `decision_writers` says. Fewer writers
+/// make bigger groups (fewer commits, less database CPU a decision); more keep more groups
+/// in flight (docs/scale.md, "Writers").
+pub const DEFAULT_WRITERS: usize = 2;
+
 /// How long a connection attempt may take unless `connect_timeout` says.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -40,6 +47,8 @@ pub struct Target {
     pub tls: RustlsConnect,
     /// Connections per process.
     pub pool_size: usize,
+    /// Decision writers per process.
+    pub writers: usize,
     /// The URL, for messages (shown redacted) and scrubbing.
     pub url: PostgresUrl,
 }
@@ -59,6 +68,7 @@ impl Target {
         let mut sslmode = None;
         let mut root_cert = None;
         let mut pool_size = DEFAULT_POOL;
+        let mut writers = DEFAULT_WRITERS;
         let mut kept = Vec::new();
         for (name, value) in parsed.query_pairs() {
             match &*name {
@@ -70,6 +80,13 @@ impl Target {
                         .ok()
                         .filter(|n| (1..=1000).contains(n))
                         .ok_or_else(|| bad(url, "pool_max_size must be 1 to 1000"))?;
+                }
+                "decision_writers" => {
+                    writers = value
+                        .parse::<usize>()
+                        .ok()
+                        .filter(|n| (1..=64).contains(n))
+                        .ok_or_else(|| bad(url, "decision_writers must be 1 to 64"))?;
                 }
                 _ => kept.push((name.into_owned(), value.into_owned())),
             }
@@ -109,6 +126,7 @@ impl Target {
             config,
             tls,
             pool_size,
+            writers,
             url: url.clone(),
         })
     }
@@ -146,6 +164,44 @@ impl Target {
                 StorageError::Backend(format!("connecting to {}: {scrubbed}", self.url))
             }
             _ => StorageError::Unavailable(format!("connecting to {}: {scrubbed}", self.url)),
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use crate::storage::location::DbLocation;
+
+    fn target(text: &str) -> Result<Target, StorageError> {
+        match text.parse::<DbLocation>() {
+            Ok(DbLocation::Postgres(url)) => Target::parse(&url),
+            other => panic!("{text} is not a PostgreSQL URL: {other:?}"),
+        }
+    }
+
+    /// `decision_writers` sets the writers a process runs, 1 to 64, and the driver never
+    /// sees it; without it a process runs the default.
+    #[test]
+    fn decision_writers_is_read_from_the_url_and_checked() {
+        let plain = target("postgres://m@127.0.0.1:5432/mandate").unwrap();
+        assert_eq!(plain.writers, DEFAULT_WRITERS);
+        let one = target("postgres://m@127.0.0.1:5432/mandate?decision_writers=1&pool_max_size=8")
+            .unwrap();
+        assert_eq!((one.writers, one.pool_size), (1, 8));
+        for wrong in ["0", "65", "two", ""] {
+            let refused = target(&format!(
+                "postgres://m@127.0.0.1:5432/mandate?decision_writers={wrong}"
+            ))
+            .err()
+            .expect("refused");
+            assert!(
+                refused
+                    .to_string()
+                    .contains("decision_writers must be 1 to 64"),
+                "{refused}"
+            );
         }
     }
 }

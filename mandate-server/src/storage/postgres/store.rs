@@ -77,7 +77,7 @@ impl PostgresStore {
     pub async fn open(url: &PostgresUrl, migrate: bool) -> Result<Self> {
         let target = Target::parse(url)?;
         let pool = target.pool()?;
-        let writers = super::writer::Writers::start(&pool, super::writer::WRITERS);
+        let writers = super::writer::Writers::start(&pool, target.writers);
         let store = Self {
             inner: Arc::new(Inner {
                 pool,

@@ -29,9 +29,6 @@ use super::record::{Outcome, RecordStatement};
 use crate::storage::StorageError;
 use crate::storage::deciding::{NewDecision, Recorded};
 
-/// Writers of one process.
-pub const WRITERS: usize = 4;
-
 /// The most decisions in one group.
 pub const MAX_GROUP: usize = 128;
 
@@ -48,7 +45,7 @@ pub(crate) struct Writers {
 }
 
 impl Writers {
-    /// Starts `count` writers ([`WRITERS`] in a server) on the current runtime, taking
+    /// Starts `count` writers (`decision_writers` of the URL in a server) on the current runtime, taking
     /// connections from `pool`; they end when this is dropped.
     pub(crate) fn start(pool: &Pool, count: usize) -> Self {
         // Each writer's name in `decision_claims`: random for this process, so that no two
