@@ -170,19 +170,7 @@ pub async fn a_failing_decision_writes_nothing(fresh: &Fresh) {
         "a decision whose id is taken is not stored: {outcome:?}"
     );
     // Nothing was added to the log after the last decision.
-    let settled = store.settled_decision_seq().await.unwrap();
-    let added = store
-        .decisions_export_page(
-            ORG,
-            Env::Sandbox,
-            &DecisionFilters::default(),
-            last,
-            settled,
-            10,
-        )
-        .await
-        .unwrap();
-    assert!(added.is_empty(), "{added:?}");
+    assert_nothing_after(store, last).await;
     assert_eq!(event_types(store).await, events);
     let (action, _) = store
         .claim_idempotency_key(ORG_KEY, "k-fail", [6; 32], CLAIM, NOW)
@@ -227,19 +215,7 @@ pub async fn a_decision_on_a_stale_agent_is_given_back_unstored(fresh: &Fresh) {
         .unwrap();
     assert!(matches!(outcome, Recorded::Changed(_)), "{outcome:?}");
     // Nothing was added to the log after the last decision.
-    let settled = store.settled_decision_seq().await.unwrap();
-    let added = store
-        .decisions_export_page(
-            ORG,
-            Env::Sandbox,
-            &DecisionFilters::default(),
-            last,
-            settled,
-            10,
-        )
-        .await
-        .unwrap();
-    assert!(added.is_empty(), "{added:?}");
+    assert_nothing_after(store, last).await;
 }
 
 /// A single-use credential presented five times at once is accepted by exactly one
@@ -531,4 +507,21 @@ pub async fn a_mandates_expiring_event_fires_once(fresh: &Fresh) {
         .await
         .unwrap();
     assert_eq!(all_events(store, Some("mandate.expiring")).await.len(), 1);
+}
+
+/// Nothing in the log after seq `last`, up to the watermark.
+async fn assert_nothing_after(store: &dyn Store, last: i64) {
+    let settled = store.settled_decision_seq().await.unwrap();
+    let added = store
+        .decisions_export_page(
+            ORG,
+            Env::Sandbox,
+            &DecisionFilters::default(),
+            last,
+            settled,
+            10,
+        )
+        .await
+        .unwrap();
+    assert!(added.is_empty(), "{added:?}");
 }
