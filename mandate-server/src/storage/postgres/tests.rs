@@ -661,6 +661,7 @@ fn decision(id: &str, agent: &str) -> crate::model::decision::Decision {
 #[tokio::test]
 async fn a_failing_decision_costs_the_others_of_its_group_nothing() {
     use crate::storage::deciding::{AgentHint, NewDecision, Recorded};
+    use crate::storage::decisions::DecisionStore;
 
     let db = database!("a_failing_decision_costs_the_others_of_its_group_nothing");
     let store = open(&db).await;
@@ -707,6 +708,16 @@ async fn a_failing_decision_costs_the_others_of_its_group_nothing() {
         db.number("SELECT COALESCE(SUM(version), 0)::BIGINT FROM agents"),
         2
     );
+    // A decision that fails alone, with nothing after it, leaves no claim open either:
+    // every claim of a rolled-back group is cleared, so readers are not held below it.
+    let again = writers.record(new("dec_1", "agt_two", 0)).await;
+    assert!(matches!(again, Err(StorageError::Backend(_))), "{again:?}");
+    assert_eq!(
+        db.number("SELECT COUNT(*) FROM decision_claims WHERE first_seq IS NOT NULL"),
+        0
+    );
+    let stored = db.number("SELECT MAX(seq) FROM decisions");
+    assert!(store.settled_decision_seq().await.unwrap() >= stored);
 }
 
 /// The watermark readers stop at stays below a claim still open, even with decisions above
