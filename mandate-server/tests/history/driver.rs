@@ -305,15 +305,7 @@ pub async fn final_log(api: &str, org: &str, agents: &[(String, String)]) -> Vec
             if let Some(c) = &cursor {
                 url.push_str(&format!("&cursor={c}"));
             }
-            let page: Value = client
-                .get(url)
-                .bearer_auth(org)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let page = read_page(&client, &url, org).await;
             all.extend(
                 page["data"]
                     .as_array()
@@ -330,6 +322,28 @@ pub async fn final_log(api: &str, org: &str, agents: &[(String, String)]) -> Vec
         log.extend(all);
     }
     log
+}
+
+/// One page of a list, read with `org`; over the org key's rate (a long log, read page after
+/// page, can reach it) it waits as the 429's Retry-After says and reads again.
+async fn read_page(client: &reqwest::Client, url: &str, org: &str) -> Value {
+    for _ in 0..60 {
+        let r = client.get(url).bearer_auth(org).send().await.unwrap();
+        if r.status() == 429 {
+            let wait = r
+                .headers()
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+                .unwrap_or(1);
+            tokio::time::sleep(Duration::from_secs(wait)).await;
+            continue;
+        }
+        let status = r.status();
+        let page: Value = r.json().await.unwrap();
+        assert_eq!(status, 200, "{url}: {page}");
+        return page;
+    }
+    panic!("{url}: still over the org key's rate after 60 tries");
 }
 
 /// The guardians of the postmasters started here: kept (with the pipes to their input)

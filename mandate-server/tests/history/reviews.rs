@@ -152,7 +152,10 @@ async fn attempts(
             Err(e) if e.is_timeout() && dropping => Answered::Dropped,
             Err(_) => Answered::NoAnswer,
         };
-        let done = matches!(answered, Answered::Status { status, .. } if status < 500);
+        // A 429 (the org key's rate, which racers draining a burst of reviews can reach)
+        // did nothing: sent again, as a 5xx is.
+        let limited = matches!(answered, Answered::Status { status: 429, .. });
+        let done = !limited && matches!(answered, Answered::Status { status, .. } if status < 500);
         out.push(Resolve {
             review: review.to_owned(),
             action,
@@ -162,7 +165,9 @@ async fn attempts(
         if done || Instant::now() > give_up {
             return out;
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        // Over the rate the key's window clears within a second (the 429's Retry-After).
+        let pause = if limited { 1000 } else { 100 };
+        tokio::time::sleep(Duration::from_millis(pause)).await;
     }
 }
 
@@ -241,7 +246,8 @@ pub fn check(resolves: &[Resolve], log: &[Logged]) -> Vec<String> {
                 }
                 // The loser's answer: the review is no longer pending.
                 (_, 400) => {}
-                (_, code) if code >= 500 => {}
+                // Refused before anything was done: over the org key's rate, or a failure.
+                (_, code) if code == 429 || code >= 500 => {}
                 (action, code) => anomalies.push(format!(
                     "review {review}: {action:?} answered {code}, neither a resolution nor the answer to a review no longer pending (400)"
                 )),
