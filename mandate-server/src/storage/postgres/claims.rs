@@ -40,11 +40,13 @@ pub const BEGIN_CLAIM: &str = "BEGIN; SET LOCAL synchronous_commit TO OFF";
 pub const SETTLE: &str =
     "UPDATE decision_claims SET first_seq = NULL WHERE writer = $1 AND first_seq = $2";
 
-/// A claim open this long is taken to be left by a process that died, and is swept, so that
-/// readers go on. A group still running with it then fails to store its decisions (its
-/// insert finds no claim) and they are stored again alone: sweeping costs time, never a
-/// decision.
-const STALE: &str = "30 seconds";
+/// A claim open this long is taken to be left by a process that died (or by a group whose
+/// connection broke before it could settle), and is swept, so that readers go on. A live
+/// group's claim is open for the length of its transaction, milliseconds; one still running
+/// after this long fails to store its decisions (its insert finds no claim) and they are
+/// stored again alone: sweeping early costs time, never a decision. Short, because readers
+/// see no new decision while a dead claim stands.
+const STALE: &str = "5 seconds";
 
 /// The log's watermark: the highest seq at or below which every decision that will ever be
 /// committed is visible (0 for an empty log). Sweeps stale claims first.

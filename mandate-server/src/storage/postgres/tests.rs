@@ -765,9 +765,14 @@ async fn readers_stop_below_an_open_claim_and_a_dead_processs_claim_is_swept() {
     assert_eq!(live_seq, 7);
     // Readers stop below the open claim: seqs 2 to 6 might still be committed.
     assert_eq!(store.settled_decision_seq().await.unwrap(), 1);
-    // Once the claim is older than a live group can be, it is swept and readers go on.
+    // Four seconds on it still stands (a group of a stalled database may still commit)...
     db.execute(
-        "UPDATE decision_claims SET claimed_at = now() - INTERVAL '1 minute' WHERE writer = 'dead-0'",
+        "UPDATE decision_claims SET claimed_at = now() - INTERVAL '4 seconds' WHERE writer = 'dead-0'",
+    );
+    assert_eq!(store.settled_decision_seq().await.unwrap(), 1);
+    // ...and past five seconds, longer than a live group runs, it is swept and readers go on.
+    db.execute(
+        "UPDATE decision_claims SET claimed_at = now() - INTERVAL '6 seconds' WHERE writer = 'dead-0'",
     );
     assert_eq!(store.settled_decision_seq().await.unwrap(), 7);
     assert_eq!(
