@@ -2,6 +2,11 @@
 //! ([`TestDb`], on `MANDATE_TEST_POSTGRES_URL`; skipped with a note without it). Two
 //! [`PostgresStore`]s on one database are two server processes: two pools, nothing shared
 //! but the database. The decision path across processes is tested in `tests/pg_store.rs`.
+//!
+//! Longer than 800 lines: each test seeds its rows by hand in SQL and checks them the same
+//! way, so a test is long; and what only this engine has (its migrations run by several
+//! processes at once, writer groups, seq claims and the watermark, claims that run out when
+//! a process dies) is tested here rather than in the conformance suite.
 
 use std::sync::Arc;
 
