@@ -43,7 +43,8 @@ impl Answer for Box<dyn WriteJob> {
     }
 }
 
-/// A job of [`Db::write`]: the caller's closure, its latest result, and where to send it.
+/// A job of [`Db::write`](super::Db::write): the caller's closure, its latest result, and
+/// where to send it.
 pub(super) struct Pending<F, T, E> {
     pub(super) f: F,
     pub(super) result: Option<Result<T, E>>,
@@ -249,7 +250,7 @@ pub(super) enum WriterMsg {
     Shutdown,
 }
 
-/// The writer's side of the job channel, shared by every clone of [`Db`]: when the last
+/// The writer's side of the job channel, shared by every clone of [`Db`](super::Db): when the last
 /// clone goes, the writer is told to finish.
 pub(super) struct Inbox(pub(super) mpsc::Sender<WriterMsg>);
 
