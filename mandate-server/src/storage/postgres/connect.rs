@@ -53,6 +53,15 @@ pub struct Target {
     pub url: PostgresUrl,
 }
 
+/// The URL parameter `name`'s `value`: a whole number from 1 to `max`.
+fn count(url: &PostgresUrl, name: &str, value: &str, max: usize) -> Result<usize, StorageError> {
+    value
+        .parse::<usize>()
+        .ok()
+        .filter(|n| (1..=max).contains(n))
+        .ok_or_else(|| bad(url, format!("{name} must be 1 to {max}")))
+}
+
 fn bad(url: &PostgresUrl, reason: impl std::fmt::Display) -> StorageError {
     StorageError::Backend(format!(
         "{}: {}",
@@ -74,20 +83,8 @@ impl Target {
             match &*name {
                 "sslmode" => sslmode = Some(value.into_owned()),
                 "sslrootcert" => root_cert = Some(value.into_owned()),
-                "pool_max_size" => {
-                    pool_size = value
-                        .parse::<usize>()
-                        .ok()
-                        .filter(|n| (1..=1000).contains(n))
-                        .ok_or_else(|| bad(url, "pool_max_size must be 1 to 1000"))?;
-                }
-                "decision_writers" => {
-                    writers = value
-                        .parse::<usize>()
-                        .ok()
-                        .filter(|n| (1..=64).contains(n))
-                        .ok_or_else(|| bad(url, "decision_writers must be 1 to 64"))?;
-                }
+                "pool_max_size" => pool_size = count(url, &name, &value, 1000)?,
+                "decision_writers" => writers = count(url, &name, &value, 64)?,
                 _ => kept.push((name.into_owned(), value.into_owned())),
             }
         }
