@@ -88,13 +88,14 @@ impl Params {
     }
 }
 
-/// Where a decision's `seq` comes from: the counter row `decision_seq` (migration 0004),
-/// moved by the statement that inserts the decisions. The row stays locked until the
-/// transaction ends, so transactions that insert decisions take their seqs one after the
-/// other and commit in that order: a reader never sees a decision without every decision
-/// of a lower seq that will ever be committed (docs/exports.md, "A log that never skips").
-/// Every insert into `decisions` goes through here, as the last statement before the
-/// commit where it can be, so that the row is held only for the commit's flush.
+/// Seqs taken from the counter row `decision_seq` (migration 0004) inside the transaction
+/// that inserts the decisions: the way of the decisions made outside the writers' groups
+/// (an approved review's, `deciding.rs`). The row stays locked until that transaction
+/// ends, so no claim ([`super::claims`]) can move the counter past these seqs before they
+/// are committed, and the watermark, read as the counter or below the lowest open claim,
+/// stays below them until then (docs/exports.md, "A log that never skips"). The statement
+/// is the last before the commit, so the row is held only for the commit's flush. The
+/// writers' groups take their seqs by claim instead ([`INSERT_CLAIMED`]).
 const TAKE_SEQS: &str = "UPDATE counters SET value = value + $1 WHERE name = 'decision_seq'
     RETURNING value";
 

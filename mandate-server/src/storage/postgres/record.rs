@@ -3,8 +3,8 @@
 //! with an Idempotency-Key, the request's claim still its own), with the review it opens
 //! (its event and deliveries) and its idempotency record, all in one statement of
 //! data-modifying CTEs. The decision's own row is inserted after, with the other decisions
-//! of its group, by one statement that gives them their seqs in commit order
-//! (`decisions::insert_batch`), in the same transaction (`writer`).
+//! of its group, by one statement that gives them the seqs their writer claimed and clears
+//! the claim (`decisions::INSERT_CLAIMED`), in the same transaction (`writer`).
 
 use mandate_core::id::EventId;
 use tokio_postgres::types::ToSql;

@@ -811,3 +811,64 @@ async fn readers_stop_below_an_open_claim_and_a_dead_processs_claim_is_swept() {
         0
     );
 }
+
+/// A decision inserted outside the writers' groups (an approved review's) takes its seq from
+/// the counter row in its own transaction: until that commits, the watermark stays below it
+/// and a writer's claim waits, so the decision can never land behind what readers have read.
+#[tokio::test]
+async fn a_decision_inserted_in_its_own_transaction_holds_the_watermark_until_it_commits() {
+    use crate::storage::deciding::{AgentHint, NewDecision, Recorded};
+    use crate::storage::decisions::DecisionStore;
+
+    let db = database!("a_decision_inserted_in_its_own_transaction_holds_the_watermark");
+    let store = open(&db).await;
+    seed(&db);
+    let agent_seq = db.number("SELECT seq FROM agents WHERE id = 'agt_buyer'");
+    // The approval's transaction, open: its decision has seq 2, not yet committed.
+    let mut approving = store.pool().get().await.unwrap();
+    let tx = approving.transaction().await.unwrap();
+    super::decisions::insert(
+        &tx,
+        "org_1",
+        Env::Sandbox,
+        agent_seq,
+        &decision("dec_approved", "agt_buyer"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(store.settled_decision_seq().await.unwrap(), 1);
+    // A writer's group meanwhile: its claim waits for the counter row, so it cannot commit
+    // a seq above the approval's before the approval commits.
+    let writers = super::writer::Writers::start(store.pool(), 1);
+    let mut group = Box::pin(writers.record(NewDecision {
+        org: Arc::from("org_1"),
+        env: Env::Sandbox,
+        decision: decision("dec_grouped", "agt_buyer"),
+        review: None,
+        idempotency: None,
+        hint: AgentHint {
+            seq: Some(agent_seq),
+            month_marked: None,
+            version: 0,
+        },
+        accepts: None,
+    }));
+    let waited = tokio::time::timeout(std::time::Duration::from_millis(300), &mut group).await;
+    assert!(
+        waited.is_err(),
+        "the group committed past an open seq: {waited:?}"
+    );
+    assert_eq!(store.settled_decision_seq().await.unwrap(), 1);
+    tx.commit().await.unwrap();
+    let stored = group.await;
+    assert!(matches!(stored, Ok(Recorded::Stored(_))), "{stored:?}");
+    assert_eq!(
+        db.number("SELECT seq FROM decisions WHERE id = 'dec_approved'"),
+        2
+    );
+    assert_eq!(
+        db.number("SELECT seq FROM decisions WHERE id = 'dec_grouped'"),
+        3
+    );
+    assert_eq!(store.settled_decision_seq().await.unwrap(), 3);
+}
