@@ -217,12 +217,40 @@ async fn names_db_with_slow_sync(path: &Path) -> (Db, Arc<AtomicBool>) {
 }
 
 /// `write` polled once: by then its job is in the writer's inbox, so jobs sent one
-/// after the other reach the writer in that order.
-fn sent<F: Future>(write: F) -> std::pin::Pin<Box<F>> {
+/// after the other reach the writer in that order. When nothing slows the writer it
+/// may already have answered by the end of that first poll; the answer is kept.
+fn sent<F: Future>(write: F) -> Sent<F> {
     let mut write = Box::pin(write);
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    assert!(write.as_mut().poll(&mut cx).is_pending());
-    write
+    match write.as_mut().poll(&mut cx) {
+        std::task::Poll::Pending => Sent::Waiting(write),
+        std::task::Poll::Ready(answer) => Sent::Answered(Some(answer)),
+    }
+}
+
+/// A write sent by [`sent`]: still waiting for its answer, or answered already.
+enum Sent<F: Future> {
+    Waiting(std::pin::Pin<Box<F>>),
+    Answered(Option<F::Output>),
+}
+
+impl<F: Future> Future for Sent<F>
+where
+    F::Output: Unpin,
+{
+    type Output = F::Output;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<F::Output> {
+        match self.get_mut() {
+            Sent::Waiting(write) => write.as_mut().poll(cx),
+            Sent::Answered(answer) => {
+                std::task::Poll::Ready(answer.take().expect("a write is awaited once"))
+            }
+        }
+    }
 }
 
 /// The names in `t`, in the order they were inserted.
