@@ -660,12 +660,35 @@ fn decision(id: &str, agent: &str) -> crate::model::decision::Decision {
     }
 }
 
+/// `decision(id, agent)` as the writers take it: org_1's sandbox, no review or
+/// idempotency record, the agent's state read at `version` with its `seq` row `agent_seq`.
+fn new_decision(
+    id: &str,
+    agent: &str,
+    agent_seq: i64,
+    version: i64,
+) -> crate::storage::deciding::NewDecision {
+    crate::storage::deciding::NewDecision {
+        org: Arc::from("org_1"),
+        env: Env::Sandbox,
+        decision: decision(id, agent),
+        review: None,
+        idempotency: None,
+        hint: crate::storage::deciding::AgentHint {
+            seq: Some(agent_seq),
+            month_marked: None,
+            version,
+        },
+        accepts: None,
+    }
+}
+
 /// A group in which one decision fails is rolled back and each decision stored again
 /// alone: the others are stored, the failing one gets its error, and a decision whose agent
 /// changed is refused without spoiling the group.
 #[tokio::test]
 async fn a_failing_decision_costs_the_others_of_its_group_nothing() {
-    use crate::storage::deciding::{AgentHint, NewDecision, Recorded};
+    use crate::storage::deciding::Recorded;
     use crate::storage::decisions::DecisionStore;
 
     let db = database!("a_failing_decision_costs_the_others_of_its_group_nothing");
@@ -675,19 +698,7 @@ async fn a_failing_decision_costs_the_others_of_its_group_nothing() {
         "INSERT INTO agents (id, org_id, env, created_ms) VALUES ('agt_two', 'org_1', 'sandbox', 0), ('agt_three', 'org_1', 'sandbox', 0), ('agt_four', 'org_1', 'sandbox', 0);",
     );
     let seq = |agent: &str| db.number(&format!("SELECT seq FROM agents WHERE id = '{agent}'"));
-    let new = |id: &str, agent: &str, version: i64| NewDecision {
-        org: Arc::from("org_1"),
-        env: Env::Sandbox,
-        decision: decision(id, agent),
-        review: None,
-        idempotency: None,
-        hint: AgentHint {
-            seq: Some(seq(agent)),
-            month_marked: None,
-            version,
-        },
-        accepts: None,
-    };
+    let new = |id: &str, agent: &str, version: i64| new_decision(id, agent, seq(agent), version);
     // One writer: the four go out as one group.
     let writers = super::writer::Writers::start(store.pool(), 1);
     let (one, two, three, four) = tokio::join!(
@@ -730,7 +741,7 @@ async fn a_failing_decision_costs_the_others_of_its_group_nothing() {
 /// watermark goes on; a group whose claim was swept cannot insert its decisions.
 #[tokio::test]
 async fn readers_stop_below_an_open_claim_and_a_dead_processs_claim_is_swept() {
-    use crate::storage::deciding::{AgentHint, NewDecision, Recorded};
+    use crate::storage::deciding::Recorded;
     use crate::storage::decisions::DecisionStore;
 
     let db = database!("readers_stop_below_an_open_claim_and_a_dead_processs_claim_is_swept");
@@ -751,19 +762,7 @@ async fn readers_stop_below_an_open_claim_and_a_dead_processs_claim_is_swept() {
     let writers = super::writer::Writers::start(store.pool(), 1);
     let agent_seq = db.number("SELECT seq FROM agents WHERE id = 'agt_buyer'");
     let stored = writers
-        .record(NewDecision {
-            org: Arc::from("org_1"),
-            env: Env::Sandbox,
-            decision: decision("dec_live", "agt_buyer"),
-            review: None,
-            idempotency: None,
-            hint: AgentHint {
-                seq: Some(agent_seq),
-                month_marked: None,
-                version: 0,
-            },
-            accepts: None,
-        })
+        .record(new_decision("dec_live", "agt_buyer", agent_seq, 0))
         .await;
     assert!(matches!(stored, Ok(Recorded::Stored(_))), "{stored:?}");
     let live_seq = db.number("SELECT seq FROM decisions WHERE id = 'dec_live'");
@@ -817,7 +816,7 @@ async fn readers_stop_below_an_open_claim_and_a_dead_processs_claim_is_swept() {
 /// and a writer's claim waits, so the decision can never land behind what readers have read.
 #[tokio::test]
 async fn a_decision_inserted_in_its_own_transaction_holds_the_watermark_until_it_commits() {
-    use crate::storage::deciding::{AgentHint, NewDecision, Recorded};
+    use crate::storage::deciding::Recorded;
     use crate::storage::decisions::DecisionStore;
 
     let db = database!("a_decision_inserted_in_its_own_transaction_holds_the_watermark");
@@ -840,19 +839,8 @@ async fn a_decision_inserted_in_its_own_transaction_holds_the_watermark_until_it
     // A writer's group meanwhile: its claim waits for the counter row, so it cannot commit
     // a seq above the approval's before the approval commits.
     let writers = super::writer::Writers::start(store.pool(), 1);
-    let mut group = Box::pin(writers.record(NewDecision {
-        org: Arc::from("org_1"),
-        env: Env::Sandbox,
-        decision: decision("dec_grouped", "agt_buyer"),
-        review: None,
-        idempotency: None,
-        hint: AgentHint {
-            seq: Some(agent_seq),
-            month_marked: None,
-            version: 0,
-        },
-        accepts: None,
-    }));
+    let mut group =
+        Box::pin(writers.record(new_decision("dec_grouped", "agt_buyer", agent_seq, 0)));
     let waited = tokio::time::timeout(std::time::Duration::from_millis(300), &mut group).await;
     assert!(
         waited.is_err(),
