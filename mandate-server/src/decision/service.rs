@@ -10,6 +10,7 @@
 //! the next one rebuilds the state from what was actually committed.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use mandate_core::claims::{Bindings, Issuance, RequestClaims, VerdictClaims};
 use mandate_core::id::{DecisionId, MandateId, Nonce, ReviewId};
@@ -46,7 +47,7 @@ pub enum DecisionError {
     #[error("review {0} cannot be resolved: it was resolved by another request")]
     AlreadyResolved(ReviewId),
     /// Other server processes kept changing the agent while this decision was made, every
-    /// one of [`MAX_ATTEMPTS`] times: nothing was stored.
+    /// time it was made for [`RETRY_BUDGET`]: nothing was stored.
     #[error(
         "agent {0} is being decided by other server processes right now; nothing was stored: retry after 1 s (a POST with the same Idempotency-Key)"
     )]
@@ -83,9 +84,12 @@ pub struct Credential {
     pub mandate: MandateId,
 }
 
-/// How many times a decision is made when the store keeps refusing it because the agent
-/// changed meanwhile (on a database shared by several processes).
-pub const MAX_ATTEMPTS: u32 = 8;
+/// How long a decision is made again when the store keeps refusing it because the agent
+/// changed meanwhile (on a database shared by several processes). A budget of time, not a
+/// number of attempts: on a loaded machine each attempt waits longer for its commit while
+/// the odds of losing one stay the same, so a fixed count gave up on ordinary contention
+/// (three processes deciding for one agent at once) after well under a second.
+pub const RETRY_BUDGET: Duration = Duration::from_secs(5);
 
 /// What a decision is about.
 #[derive(Debug)]
@@ -182,24 +186,31 @@ impl<'a> Decider<'a> {
         F: FnMut(&[u8]) -> Result<Option<IdempotencyRecord>, DecisionError>,
     {
         let mut input = input;
-        let mut attempt = 1;
+        let mut retries = Retries::new(Instant::now());
         loop {
             let decided = self.decide(input).await?;
             let record = seal(decided.body())?;
             match decided.store(record).await? {
                 Stored::Answer(body) => return Ok(body),
                 Stored::ClaimLost => return Err(DecisionError::ClaimLost),
-                Stored::Changed(again) if attempt < MAX_ATTEMPTS => {
-                    backoff(attempt).await;
-                    attempt += 1;
-                    input = *again;
-                }
                 Stored::Changed(again) => {
-                    let agent = match *again {
-                        Input::Request { request, .. } => request.agent,
-                        Input::Approval { original, .. } => original.claims.request.agent,
-                    };
-                    return Err(DecisionError::Contended(agent));
+                    let mut random = [0u8; 2];
+                    fill_random(&mut random);
+                    match retries.next(Instant::now(), u16::from_le_bytes(random)) {
+                        Some(wait) => {
+                            if !wait.is_zero() {
+                                tokio::time::sleep(wait).await;
+                            }
+                            input = *again;
+                        }
+                        None => {
+                            let agent = match *again {
+                                Input::Request { request, .. } => request.agent,
+                                Input::Approval { original, .. } => original.claims.request.agent,
+                            };
+                            return Err(DecisionError::Contended(agent));
+                        }
+                    }
                 }
             }
         }
@@ -482,17 +493,95 @@ impl Decided<'_> {
     }
 }
 
-/// Waits a little before deciding again after the store refused a decision: not at all
-/// the first time (the usual cause is a state cached before another process decided),
-/// then up to 1, 2, 4, ... 32 ms at random, so that processes deciding for one agent at
-/// once stop colliding.
-async fn backoff(attempt: u32) {
-    if attempt < 2 {
-        return;
+/// The retries of one decision that the store refused because its agent changed meanwhile.
+#[derive(Debug)]
+struct Retries {
+    /// When the decision was first made.
+    started: Instant,
+    /// How many times it was refused.
+    refused: u32,
+}
+
+impl Retries {
+    fn new(started: Instant) -> Self {
+        Retries {
+            started,
+            refused: 0,
+        }
     }
-    let ceiling_us = 1000u64 << (attempt - 2).min(5);
-    let mut byte = [0u8; 2];
-    fill_random(&mut byte);
-    let wait = ceiling_us * u64::from(u16::from_le_bytes(byte)) / u64::from(u16::MAX);
-    tokio::time::sleep(std::time::Duration::from_micros(wait)).await;
+
+    /// After a refusal at `now`: the wait before deciding again, or `None` once
+    /// [`RETRY_BUDGET`] is spent. No wait the first time (the usual cause is a state cached
+    /// before another process decided), then up to 1, 2, 4, ... 32 ms, the fraction
+    /// `random / u16::MAX` of it, so that processes deciding for one agent at once stop
+    /// colliding.
+    fn next(&mut self, now: Instant, random: u16) -> Option<Duration> {
+        self.refused += 1;
+        if now.saturating_duration_since(self.started) >= RETRY_BUDGET {
+            return None;
+        }
+        if self.refused < 2 {
+            return Some(Duration::ZERO);
+        }
+        let ceiling_us = 1000u64 << (self.refused - 2).min(5);
+        let wait_us = ceiling_us * u64::from(random) / u64::from(u16::MAX);
+        Some(Duration::from_micros(wait_us))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    /// A decision refused again and again is made again for the whole budget, however long
+    /// each attempt takes: 50 ms an attempt (a loaded machine) still gets about 100 of them,
+    /// not a fixed few; then it gives up.
+    #[test]
+    fn a_refused_decision_is_retried_for_the_budget_not_a_number_of_times() {
+        let started = Instant::now();
+        let mut retries = Retries::new(started);
+        let mut now = started;
+        let mut attempts = 1;
+        while let Some(wait) = retries.next(now, u16::MAX) {
+            assert!(wait <= Duration::from_millis(32), "{wait:?}");
+            now += wait + Duration::from_millis(50);
+            attempts += 1;
+            assert!(attempts < 1000, "never gives up");
+        }
+        assert!(now.duration_since(started) >= RETRY_BUDGET);
+        assert!((60..=100).contains(&attempts), "{attempts} attempts");
+    }
+
+    /// The first retry is at once; later waits are the random fraction of a ceiling that
+    /// doubles from 1 ms up to 32 ms.
+    #[test]
+    fn waits_grow_to_a_ceiling_and_scale_with_the_random_draw() {
+        let started = Instant::now();
+        let mut retries = Retries::new(started);
+        let ceilings: Vec<Duration> = (0..9)
+            .map(|_| retries.next(started, u16::MAX).unwrap())
+            .collect();
+        let ms = Duration::from_millis;
+        assert_eq!(
+            ceilings,
+            [
+                ms(0),
+                ms(1),
+                ms(2),
+                ms(4),
+                ms(8),
+                ms(16),
+                ms(32),
+                ms(32),
+                ms(32)
+            ]
+        );
+        assert_eq!(retries.next(started, 0), Some(Duration::ZERO));
+        assert_eq!(
+            retries.next(started, u16::MAX / 2),
+            Some(Duration::from_micros(15_999))
+        );
+        assert_eq!(retries.next(started + RETRY_BUDGET, u16::MAX), None);
+    }
 }
