@@ -84,11 +84,11 @@ pub struct Credential {
     pub mandate: MandateId,
 }
 
-/// How long a decision is made again when the store keeps refusing it because the agent
-/// changed meanwhile (on a database shared by several processes). A budget of time, not a
-/// number of attempts: on a loaded machine each attempt waits longer for its commit while
-/// the odds of losing one stay the same, so a fixed count gave up on ordinary contention
-/// (three processes deciding for one agent at once) after well under a second.
+/// How long, from its first refusal, a decision is made again when the store keeps
+/// refusing it because the agent changed meanwhile (on a database shared by several
+/// processes). A budget of time, not a number of attempts: on a loaded machine each attempt
+/// waits longer for its commit while the odds of losing one stay the same, so a fixed count
+/// gave up on ordinary contention (three processes deciding for one agent at once).
 pub const RETRY_BUDGET: Duration = Duration::from_secs(5);
 
 /// What a decision is about.
@@ -186,7 +186,8 @@ impl<'a> Decider<'a> {
         F: FnMut(&[u8]) -> Result<Option<IdempotencyRecord>, DecisionError>,
     {
         let mut input = input;
-        let mut retries = Retries::new(Instant::now());
+        // Started at the first refusal: a decision stored at once never reads the clock.
+        let mut retries: Option<Retries> = None;
         loop {
             let decided = self.decide(input).await?;
             let record = seal(decided.body())?;
@@ -196,7 +197,9 @@ impl<'a> Decider<'a> {
                 Stored::Changed(again) => {
                     let mut random = [0u8; 2];
                     fill_random(&mut random);
-                    match retries.next(Instant::now(), u16::from_le_bytes(random)) {
+                    let now = Instant::now();
+                    let retries = retries.get_or_insert_with(|| Retries::new(now));
+                    match retries.next(now, u16::from_le_bytes(random)) {
                         Some(wait) => {
                             if !wait.is_zero() {
                                 tokio::time::sleep(wait).await;
@@ -496,7 +499,7 @@ impl Decided<'_> {
 /// The retries of one decision that the store refused because its agent changed meanwhile.
 #[derive(Debug)]
 struct Retries {
-    /// When the decision was first made.
+    /// When the decision was first refused.
     started: Instant,
     /// How many times it was refused.
     refused: u32,
