@@ -538,8 +538,8 @@ mod tests {
     use super::*;
 
     /// A decision refused again and again is made again for the whole budget, however long
-    /// each attempt takes: 50 ms an attempt (a loaded machine) still gets about 100 of them,
-    /// not a fixed few; then it gives up.
+    /// each attempt takes: slow attempts (a loaded machine) still get many more retries
+    /// than a fixed count would allow; then it gives up.
     #[test]
     fn a_refused_decision_is_retried_for_the_budget_not_a_number_of_times() {
         let started = Instant::now();
