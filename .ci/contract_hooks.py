@@ -25,7 +25,8 @@ each rule narrowly, so that the check judges everything else:
 DELETE /v1/mandates/{id} is 400 whatever is sent (the interface says so); its refusal is
 dropped the same way, so the positive-data check covers every other operation. On
 POST /v1/authorizations the refusal of an `x402` payment that is not the request's (payTo,
-asset) is dropped too. Every other
+asset), and of an `acp` allowance that is not the request's or names a currency Mandate does
+not know, are dropped too. Every other
 status a positive case gets is judged by the check as it is.
 """
 
@@ -119,8 +120,14 @@ REFUSALS = {
     # An AP2 closed mandate that does not verify or names another payment, or an x402
     # payment whose payTo is not the recipient's name or whose fiat asset is not the
     # currency: rules across fields (docs/protocols.md).
+    # An ACP allowance the request is not (its max_amount, currency, merchant, expiry), or
+    # whose currency is no ISO 4217 code Mandate knows.
     ("POST", "/v1/authorizations"): re.compile(
-        r"^(ap2\.closed_mandate[: ]|x402(\.accepted)?\.(payTo|asset) does not match the request: )"
+        r"^(ap2\.closed_mandate[: ]|x402(\.accepted)?\.(payTo|asset) does not match the request: "
+        r"|acp\.allowance\.(max_amount|currency|merchant_id|expires_at) does not match the request: "
+        r"|acp\.allowance\.currency \"[A-Za-z]{3}\" is not an ISO 4217 currency Mandate knows"
+        r"|acp\.allowance\.expires_at must be an RFC 3339 date-time"
+        r"|acp and ap2 cannot be sent together)"
     ),
     ("DELETE", "/v1/mandates/{id}"): re.compile(r"^DELETE is not supported on /v1/mandates/\{id\}; "),
 }

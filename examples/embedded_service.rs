@@ -20,13 +20,11 @@
 use std::collections::HashMap;
 use std::process::ExitCode;
 
-use mandate_core::claims::{RequestClaims, VERDICT_LIFETIME_SECS, VerdictClaims};
-use mandate_core::history::AgentHistory;
-use mandate_core::id::{AgentId, DecisionId, MandateId, Nonce};
-use mandate_core::jwk::JwkSet;
-use mandate_core::jws::{P256Signer, Signer, VerifyOptions, sign_token, verify_verdict};
-use mandate_core::mandate::{Mandate, MandateDraft, MandateStatus};
-use mandate_core::policy::{AuthorizationRequest, Evaluation, Mode, Verdict, evaluate};
+use mandate_core::{
+    AgentHistory, AgentId, AuthorizationRequest, DecisionId, Evaluation, JwkSet, Mandate,
+    MandateDraft, MandateId, MandateStatus, Mode, Nonce, P256Signer, Signer, VERDICT_LIFETIME_SECS,
+    Verdict, VerdictClaims, VerifyOptions, evaluate, sign_token, verify_verdict,
+};
 use time::OffsetDateTime;
 
 /// One stored decision: what was asked, what was decided, and the token handed out.
@@ -83,7 +81,7 @@ impl Service {
         let id = mandate.id.clone();
         let agent = mandate.terms.agent.clone();
         let history = self.store.histories.entry(agent.clone()).or_default();
-        history.spend = Default::default();
+        history.start_mandate();
         self.store.mandates.insert(agent, mandate);
         Ok(id)
     }
@@ -109,9 +107,7 @@ impl Service {
         let iat = now.unix_timestamp();
         let id = DecisionId::from_random(self.next_bytes());
         let claims = VerdictClaims {
-            ap2_mandate: None,
-            ap2_transaction: None,
-            x402_payment: None,
+            bindings: mandate_core::Bindings::default(),
             iss: self.issuer.clone(),
             jti: id.clone(),
             iat,
@@ -121,7 +117,7 @@ impl Service {
             mandate: mandate_id,
             policy_version: "pol_2026-11-01.1".to_owned(),
             nonce: Nonce::from_random(self.next_bytes()),
-            request: RequestClaims::from(request.clone()),
+            request: request.clone(),
         };
         let token = sign_token(&self.signer, &claims).map_err(|e| e.to_string())?;
         let verdict = evaluation.verdict;
@@ -202,7 +198,7 @@ fn run() -> Result<(), String> {
         .histories
         .get(&AgentId::parse("agt_buyer").map_err(|e| e.to_string())?)
         .ok_or("no history for agt_buyer")?;
-    let spent = history.spend.total_at(at(10));
+    let spent = history.spent_at(at(10));
     println!("agt_buyer spent {spent} USD this month");
     if spent.to_string() != "142.48" {
         wrong += 1;

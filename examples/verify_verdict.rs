@@ -19,14 +19,11 @@
 
 use std::process::ExitCode;
 
-use mandate_core::claims::{RequestClaims, VERDICT_LIFETIME_SECS};
-use mandate_core::id::{AgentId, DecisionId, MandateId, Nonce};
-use mandate_core::jws::{P256Signer, Signer, sign_token};
-use mandate_core::names::Category;
-use mandate_core::policy::Verdict;
 use mandate_core::{
-    Amount, CheckError, Counterparty, Currency, EnvironmentPolicy, ExpectedTransaction, JwkSet,
-    MemoryReplayGuard, Recipient, VerdictClaims, VerifiedVerdict,
+    AgentId, Amount, AuthorizationRequest, Category, CheckError, Counterparty, Currency,
+    DecisionId, EnvironmentPolicy, ExpectedTransaction, JwkSet, MandateId, MemoryReplayGuard,
+    Nonce, P256Signer, Recipient, Signer, VERDICT_LIFETIME_SECS, Verdict, VerdictClaims,
+    VerifiedVerdict, sign_token,
 };
 use time::OffsetDateTime;
 
@@ -58,9 +55,7 @@ fn check(
 /// The claims of a verdict as the service would sign them, issued at `iat`.
 fn claims(verdict: Verdict, amount: &str, iat: i64, seed: u8) -> Result<VerdictClaims, String> {
     Ok(VerdictClaims {
-        ap2_mandate: None,
-        ap2_transaction: None,
-        x402_payment: None,
+        bindings: mandate_core::Bindings::default(),
         iss: ISSUER.to_owned(),
         // Ids and nonces are made from random bytes the service draws; fixed here.
         jti: DecisionId::from_random([seed; 16]),
@@ -71,7 +66,7 @@ fn claims(verdict: Verdict, amount: &str, iat: i64, seed: u8) -> Result<VerdictC
         mandate: Some(MandateId::from_random([1; 16])),
         policy_version: "pol_2026-11-01.1".to_owned(),
         nonce: Nonce::from_random([seed.wrapping_add(100); 16]),
-        request: RequestClaims {
+        request: AuthorizationRequest {
             agent: AgentId::parse("agt_buyer").map_err(|e| e.to_string())?,
             amount: Amount::parse(amount).map_err(|e| e.to_string())?,
             currency: Currency::parse("USD").map_err(|e| e.to_string())?,

@@ -29,9 +29,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::routing::post;
 use clap::Parser;
-use mandate_core::claims::EventClaims;
-use mandate_core::jwk::JwkSet;
-use mandate_core::jws::{TokenError, VerifyOptions, verify_event};
+use mandate_core::{EventClaims, JwkSet, TokenError, VerifyOptions, verify_event};
 use time::OffsetDateTime;
 
 /// Receive, verify and print Mandate webhook events.

@@ -17,7 +17,10 @@
 # SHARED_BUFFERS (1GB), STATEMENTS (1: print the per-statement table), PARAMS (the servers' URL
 # parameters, e.g. `decision_writers=1`: docs/scale.md, "Writers"), OUT (a directory to keep
 # the bench's output and each setting's pg_stat_statements in; default a temporary one,
-# removed at the end).
+# removed at the end), SERVER (the mandate-server binary the bench starts; default the one
+# beside BENCH: another build's copy, for a pair against it), SQLITE (1: also one SQLite run
+# of the same load after the PostgreSQL ones, its decisions/s and p99, and PostgreSQL's rate
+# as a share of it).
 set -euo pipefail
 
 AGENTS=${AGENTS:-20000}
@@ -105,6 +108,7 @@ for n in "${SETTINGS[@]}"; do
           --connections "$CONNECTIONS" --no-echo --json)
     [ "$n" -gt 1 ] && args+=(--spread "$SPREAD")
     [ -n "${RATE:-}" ] && args+=(--rate "$RATE")
+    [ -n "${SERVER:-}" ] && args+=(--server "$SERVER")
     "$BENCH" "${args[@]}" >"$json" 2>"$log" &
     bench=$!
     until grep -q "^mandate-bench: load:" "$log"; do
@@ -151,4 +155,18 @@ print(round(m["throughput_per_s"]), round(m["latency_us"]["p99"] / 1000, 1))' 2>
             "$OUT/tables-$n.before" "$OUT/tables-$n.after"
     fi
 done
+if [ "${SQLITE:-0}" = 1 ]; then
+    args=(--servers 1 --agents "$AGENTS" --duration "$DURATION" --warmup "$WARMUP"
+          --connections "$CONNECTIONS" --no-echo --json)
+    [ -n "${RATE:-}" ] && args+=(--rate "$RATE")
+    [ -n "${SERVER:-}" ] && args+=(--server "$SERVER")
+    "$BENCH" "${args[@]}" >"$OUT/bench-sqlite.json" 2>"$OUT/bench-sqlite.log" ||
+        { echo "mandate-bench failed (SQLite):" >&2; tail -20 "$OUT/bench-sqlite.log" >&2; exit 1; }
+    read -r rate p99 < <(tail -1 "$OUT/bench-sqlite.json" | python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+m = r["authorizations"]
+print(round(m["throughput_per_s"]), round(m["latency_us"]["p99"] / 1000, 1))' 2>/dev/null || echo "? ?")
+    printf '%-8s %10s %8s\n' sqlite "$rate" "$p99"
+fi
 [ -n "$KEEP_OUT" ] && echo "bench output and statements kept in $OUT"

@@ -4,9 +4,9 @@
 //! database's growth per decision, and the ratio to a bare axum JSON echo measured by the
 //! same load generator in the same run. See README.md.
 //!
-//! This file holds the run's sequence (setup, prime, warmup, measure, report) in order, so
-//! that one read shows what a figure measured; the options are in `opts.rs`, the parts in
-//! the other modules below.
+//! This file holds the run's sequence (setup, prime, warmup, measure, report) in order, one
+//! function a step, so that one read shows what a figure measured; the options are in
+//! `opts.rs`, the report's lines in `report.rs`, the parts in the other modules below.
 
 mod cpu;
 mod echo;
@@ -26,15 +26,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::error::{Context, Result};
 use crate::load::{Outcome, Plan, Requests, Spread};
-use crate::opts::{Opts, Settings, settings};
-use crate::report::{
-    Percentiles, filesystem, machine, mib, p99_by_second, percentiles, shares, spread_line,
-    thousands, verdict_mix,
-};
+use crate::opts::{CitusConnect, Opts, Settings, settings};
+use crate::report::{Percentiles, filesystem, machine, p99_by_second, percentiles, thousands};
 use crate::server::Server;
 
 /// Samples the server's resident set every 100 ms until stopped; returns the largest.
@@ -111,30 +108,6 @@ fn measured(mut outcome: Outcome) -> Measured {
     }
 }
 
-fn non_201(outcome: &Outcome) -> String {
-    let parts: Vec<String> = outcome
-        .statuses
-        .iter()
-        .filter(|(s, _)| **s != 201)
-        .map(|(s, n)| format!("{s} × {}", thousands(*n)))
-        .collect();
-    if parts.is_empty() {
-        "none".into()
-    } else {
-        parts.join(", ")
-    }
-}
-
-fn status_json(outcome: &Outcome) -> Value {
-    Value::Object(
-        outcome
-            .statuses
-            .iter()
-            .map(|(s, n)| (s.to_string(), json!(n)))
-            .collect(),
-    )
-}
-
 fn secs(d: f64) -> Duration {
     Duration::from_secs_f64(d)
 }
@@ -147,6 +120,8 @@ fn log(msg: impl AsRef<str>) {
 struct ServerRun {
     db: String,
     servers: usize,
+    /// Organizations the agents are spread over.
+    orgs: usize,
     fs: String,
     setup_secs: f64,
     prefill_secs: f64,
@@ -168,6 +143,86 @@ fn bench_server(
     dir: &std::path::Path,
 ) -> Result<ServerRun> {
     let sqlite = dir.join("bench.db");
+    let (pg, db, fs) = database(opts, rt, dir, &sqlite)?;
+    // 1. Organization, keys, agents and mandates.
+    let setup = set_up(s, opts, rt, dir, &db, pg.as_ref())?;
+    // 2. History.
+    let mut prefill_secs = 0.0;
+    if s.prefill > 0 {
+        log(format!("prefilling {} decisions", thousands(s.prefill)));
+        let spec = prefill::Spec {
+            org_id: &setup.orgs[0].org_id,
+            policy_version: &setup.orgs[0].policy_version,
+            issuer: &setup.issuer,
+            agents: &setup.agents,
+        };
+        prefill_secs = prefill::prefill(&sqlite, &spec, s.prefill)?.as_secs_f64();
+    }
+    let size = |pg: &Option<pg::PgDb>| match pg {
+        Some(pg) => rt.block_on(pg.size()),
+        None => prefill::settled_size(&sqlite),
+    };
+    let size_before = size(&pg)?;
+    // 3. The measured run, on freshly started servers: each agent's state is rebuilt
+    //    from the database on its first request, as after any restart.
+    let (targets, no_migrate) = targets(opts, &db, pg.as_ref());
+    let run = measure(
+        s,
+        opts,
+        rt,
+        dir,
+        &targets,
+        no_migrate,
+        pg.is_some(),
+        &setup.agents,
+    )?;
+    let size_after = size(&pg)?;
+    let pg_name = pg.as_ref().map(|pg| pg.name.clone());
+    let citus = match pg.as_ref().and_then(|pg| pg.citus.as_ref()) {
+        Some(c) => format!(
+            ", Citus: a coordinator and {} workers, the servers on {}",
+            c.workers.len(),
+            match opts.citus_connect {
+                CitusConnect::Coordinator => "the coordinator",
+                CitusConnect::Workers => "the workers",
+            }
+        ),
+        None => String::new(),
+    };
+    if let Some(pg) = pg {
+        rt.block_on(pg.finish())?;
+    }
+    Ok(ServerRun {
+        db: match &pg_name {
+            Some(name) => format!("{name} on the --db cluster{citus}"),
+            None => db,
+        },
+        servers: opts.servers,
+        orgs: opts.orgs,
+        fs,
+        setup_secs: setup.secs,
+        prefill_secs,
+        prime: run.prime,
+        main: run.main,
+        idle: run.idle,
+        end: run.end,
+        peak_sampled_kib: run.peak_sampled_kib,
+        size_before,
+        size_after,
+        crashed: run.crashed,
+        stop_problem: run.stop_problem,
+    })
+}
+
+/// The database of the run: a fresh PostgreSQL database on `--db`'s cluster (its servers
+/// given a key-encryption key of this run), or the SQLite file `sqlite` in `dir`; with
+/// what `--db` the servers get, and the file system it is on.
+fn database(
+    opts: &Opts,
+    rt: &tokio::runtime::Runtime,
+    dir: &std::path::Path,
+    sqlite: &std::path::Path,
+) -> Result<(Option<pg::PgDb>, String, String)> {
     let pg = match &opts.db {
         Some(url) => Some(rt.block_on(pg::PgDb::create(url, opts.keep))?),
         None => None,
@@ -193,59 +248,121 @@ fn bench_server(
             dir.display()
         ));
     }
+    Ok((pg, db, fs))
+}
 
-    // 1. Organization, keys, agents and mandates.
+/// The `--db` each measured server gets, and whether they start with `--no-migrate`: the
+/// run's database, or on Citus with `--citus-connect workers` the workers' in turn (a
+/// worker refuses the migrations' Citus step; setup ran them on the coordinator).
+fn targets(opts: &Opts, db: &str, pg: Option<&pg::PgDb>) -> (Vec<String>, bool) {
+    match pg {
+        Some(pg) if pg.citus.is_some() && opts.citus_connect == CitusConnect::Workers => {
+            ((0..opts.servers).map(|k| pg.worker_url(k)).collect(), true)
+        }
+        _ => (vec![db.to_owned(); opts.servers], false),
+    }
+}
+
+/// What the setup made.
+struct SetUp {
+    /// The organizations, the first named `bench` (`bench-0000`, … with `--orgs`).
+    orgs: Vec<server::Onboarded>,
+    agents: Vec<setup::Agent>,
+    /// The server's issuer.
+    issuer: String,
+    /// How long creating the agents took, s.
+    secs: f64,
+}
+
+/// The organizations onboarded (their keys' rates lifted), then the agents and their
+/// mandates created through the API of a server started for it and stopped after, agent
+/// `i` in organization `i mod --orgs`.
+fn set_up(
+    s: &Settings,
+    opts: &Opts,
+    rt: &tokio::runtime::Runtime,
+    dir: &std::path::Path,
+    db: &str,
+    pg: Option<&pg::PgDb>,
+) -> Result<SetUp> {
     log(format!(
         "onboarding on {}",
-        match &pg {
+        match pg {
             Some(pg) => format!("PostgreSQL database {}", pg.name),
-            None => db.clone(),
+            None => db.to_owned(),
         }
     ));
-    let org = server::onboard(&s.server, &db, "bench")?;
-    server::set_rate(&s.server, &db, &org.sandbox_key, 1_000_000)?;
+    let mut orgs = Vec::with_capacity(opts.orgs);
+    for k in 0..opts.orgs {
+        let name = if opts.orgs == 1 {
+            "bench".to_owned()
+        } else {
+            format!("bench-{k:04}")
+        };
+        let org = server::onboard(&s.server, db, &name)?;
+        server::set_rate(&s.server, db, &org.sandbox_key, 1_000_000)?;
+        orgs.push(org);
+    }
+    let keys: Vec<String> = orgs.iter().map(|o| o.sandbox_key.clone()).collect();
     let setup_started = Instant::now();
-    let srv = Server::start(&s.server, &db, &dir.join("setup.log"))?;
+    let srv = Server::start(&s.server, db, &[], &dir.join("setup.log"))?;
     log(format!(
-        "creating {} agents and mandates on {}",
-        s.agents, srv.api
+        "creating {} agents and mandates in {} organizations on {}",
+        s.agents,
+        keys.len(),
+        srv.api
     ));
     let agents = rt.block_on(async {
-        setup::enforce(srv.api, &org.sandbox_key).await?;
-        setup::create_agents(srv.api, &org.sandbox_key, s.agents, opts.setup_connections).await
+        for key in &keys {
+            setup::enforce(srv.api, key).await?;
+        }
+        setup::create_agents(srv.api, &keys, s.agents, opts.setup_connections).await
     });
     let issuer = srv.issuer.clone();
     let setup_log_tail = srv.log_tail(20);
     let stopped = srv.stop();
     let agents = agents.map_err(|e| error::Error(format!("{e}\nserver log:\n{setup_log_tail}")))?;
     stopped?;
-    let setup_secs = setup_started.elapsed().as_secs_f64();
+    Ok(SetUp {
+        orgs,
+        agents,
+        issuer,
+        secs: setup_started.elapsed().as_secs_f64(),
+    })
+}
 
-    // 2. History.
-    let mut prefill_secs = 0.0;
-    if s.prefill > 0 {
-        log(format!("prefilling {} decisions", thousands(s.prefill)));
-        let spec = prefill::Spec {
-            org_id: &org.org_id,
-            policy_version: &org.policy_version,
-            issuer: &issuer,
-            agents: &agents,
-        };
-        prefill_secs = prefill::prefill(&sqlite, &spec, s.prefill)?.as_secs_f64();
-    }
-    let size = |pg: &Option<pg::PgDb>| match pg {
-        Some(pg) => rt.block_on(pg.size()),
-        None => prefill::settled_size(&sqlite),
-    };
-    let size_before = size(&pg)?;
+/// What the measured run gave.
+struct Run {
+    prime: Option<Measured>,
+    main: Measured,
+    idle: server::Memory,
+    end: server::Memory,
+    peak_sampled_kib: u64,
+    crashed: Option<String>,
+    stop_problem: Option<String>,
+}
 
-    // 3. The measured run, on freshly started servers: each agent's state is rebuilt
-    //    from the database on its first request, as after any restart.
+/// The measured run: a server started on each of `dbs` (with `--no-migrate` if
+/// `no_migrate`), the first pass (one request per agent) unless `--no-prime`, then the load
+/// measured with the CPU and memory of the servers, then the servers stopped.
+#[allow(clippy::too_many_arguments)]
+fn measure(
+    s: &Settings,
+    opts: &Opts,
+    rt: &tokio::runtime::Runtime,
+    dir: &std::path::Path,
+    dbs: &[String],
+    no_migrate: bool,
+    postgres: bool,
+    agents: &[setup::Agent],
+) -> Result<Run> {
+    let extra: &[&str] = if no_migrate { &["--no-migrate"] } else { &[] };
     let mut servers = Vec::new();
-    for k in 0..opts.servers {
+    for (k, db) in dbs.iter().enumerate() {
         servers.push(Server::start(
             &s.server,
-            &db,
+            db,
+            extra,
             &dir.join(format!("serve{k}.log")),
         )?);
     }
@@ -286,6 +403,27 @@ fn bench_server(
         ))))
     };
     let plan = s.plan(if prime.is_some() { agents_n } else { 0 });
+    say_load(s);
+    let usage = cpu::measure_all(pids.clone(), postgres, plan.warmup, plan.duration);
+    let mut main = measured(rt.block_on(load::run_on(addrs, spread, requests, plan)));
+    main.cpu = usage.join().unwrap_or_default();
+    let peak_sampled_kib = sampler.finish();
+    let end = server::memory(pid).unwrap_or_default();
+    let (crashed, stop_problem) = stop(servers);
+    Ok(Run {
+        prime,
+        main,
+        idle,
+        end,
+        peak_sampled_kib,
+        crashed,
+        stop_problem,
+    })
+}
+
+/// The load about to be measured, on stderr, with a warning when its rate puts agents
+/// over the velocity limit.
+fn say_load(s: &Settings) {
     if let Some(rate) = s.rate {
         let within = rate * (s.warmup + s.duration).min(60.0) / s.agents as f64;
         if within > 9.0 {
@@ -305,11 +443,11 @@ fn bench_server(
         s.warmup,
         s.duration
     ));
-    let usage = cpu::measure_all(pids.clone(), pg.is_some(), plan.warmup, plan.duration);
-    let mut main = measured(rt.block_on(load::run_on(addrs, spread, requests, plan)));
-    main.cpu = usage.join().unwrap_or_default();
-    let peak_sampled_kib = sampler.finish();
-    let end = server::memory(pid).unwrap_or_default();
+}
+
+/// The servers stopped: the first that had exited during the run (with its log's tail),
+/// and the last that did not stop cleanly.
+fn stop(mut servers: Vec<Server>) -> (Option<String>, Option<String>) {
     let crashed = servers.iter_mut().find_map(|srv| {
         srv.exited()
             .map(|status| format!("{status}\n{}", srv.log_tail(20)))
@@ -322,30 +460,7 @@ fn bench_server(
             Err(e) => stop_problem = Some(e.to_string()),
         }
     }
-    let size_after = size(&pg)?;
-    let pg_name = pg.as_ref().map(|pg| pg.name.clone());
-    if let Some(pg) = pg {
-        rt.block_on(pg.finish())?;
-    }
-    Ok(ServerRun {
-        db: match &pg_name {
-            Some(name) => format!("{name} on the --db cluster"),
-            None => db,
-        },
-        servers: opts.servers,
-        fs,
-        setup_secs,
-        prefill_secs,
-        prime,
-        main,
-        idle,
-        end,
-        peak_sampled_kib,
-        size_before,
-        size_after,
-        crashed,
-        stop_problem,
-    })
+    (crashed, stop_problem)
 }
 
 /// The ceiling: the same load generator, closed loop, on a bare axum JSON echo.
@@ -386,32 +501,6 @@ fn bench_echo(
     Ok(m)
 }
 
-fn measured_json(m: &Measured) -> Value {
-    let (server_us, bench_us) = m.cpu.per_request_us(m.throughput);
-    json!({
-        "throughput_per_s": m.throughput,
-        "seconds": m.outcome.window.as_secs_f64(),
-        "latency_us": m.latency.json(),
-        "latency_from_send_us": m.service.map(|p| p.json()),
-        "p99_by_second_us": m.p99_by_second,
-        "statuses": status_json(&m.outcome),
-        "io_errors": m.outcome.io_errors,
-        "first_error": m.outcome.first_error,
-        "requests_sent": m.outcome.total_sent,
-        "cpu_cores": {"server": m.cpu.server, "database": m.cpu.database, "bench": m.cpu.bench, "other": m.cpu.other},
-        "cpu_us_per_request": {"server": server_us, "bench": bench_us},
-        "server_threads_us_per_request": Value::Object(m.cpu.server_threads.iter()
-            .map(|t| (t.name.clone(), json!({
-                "total": t.cores * 1e6 / m.throughput.max(1.0),
-                "kernel": t.kernel_cores * 1e6 / m.throughput.max(1.0),
-            })))
-            .collect()),
-        "server_write_bytes_per_s": {"write_calls": m.cpu.server_write_calls_per_s,
-            "to_disk": m.cpu.server_disk_writes_per_s},
-    })
-}
-
-#[allow(clippy::too_many_lines)]
 fn run(opts: &Opts) -> Result<bool> {
     let s = settings(opts)?;
     let (cores, model) = machine();
@@ -436,268 +525,18 @@ fn run(opts: &Opts) -> Result<bool> {
         Some(bench_echo(&s, opts, &rt, cores)?)
     };
 
-    let mut text = String::new();
-    let mut line = |l: String| {
-        text.push_str(&l);
-        text.push('\n');
+    let mut out = report::Out::default();
+    report::report_load(&mut out, &s, opts, cores, &model);
+    let (healthy, smoke_ok) = match &ours {
+        Some(r) => report::report_server(&mut out, &s, opts, r),
+        None => (true, true),
     };
-    let mut result = serde_json::Map::new();
-    line("mandate-bench: POST /v1/authorizations".into());
-    line(format!("machine       {cores} cores (nproc), {model}"));
-    line(format!(
-        "load          {}, {} connections, {} s warmup + {} s measured, mix allow/review/deny {}/{}/{}, client threads {}",
-        match s.rate {
-            Some(r) => format!("open loop at {r}/s (latency from scheduled time)"),
-            None => "closed loop".into(),
-        },
-        s.connections,
-        s.warmup,
-        s.duration,
-        s.mix.allow,
-        s.mix.review,
-        s.mix.deny,
-        opts.client_threads
-    ));
-    result.insert("machine".into(), json!({"cores": cores, "cpu": model}));
-    result.insert(
-        "load".into(),
-        json!({"mode": if s.rate.is_some() { "open" } else { "closed" }, "rate": s.rate,
-            "connections": s.connections, "warmup_s": s.warmup, "duration_s": s.duration,
-            "mix": {"allow": s.mix.allow, "review": s.mix.review, "deny": s.mix.deny},
-            "client_threads": opts.client_threads, "agents": s.agents}),
-    );
-
-    let mut healthy = true;
-    let mut smoke_ok = true;
-    if let Some(r) = &ours {
-        let o = &r.main.outcome;
-        let run_secs = s.warmup + s.duration;
-        let decisions = o.total_201 + r.prime.as_ref().map_or(0, |p| p.outcome.total_201);
-        let growth = r.size_after.saturating_sub(r.size_before);
-        let per_decision = growth as f64 / decisions.max(1) as f64;
-        let (mix_overall, mix_by_kind) = verdict_mix(o);
-        let per_agent_rate = r.main.throughput / s.agents as f64;
-        let per_agent_minute =
-            per_agent_rate * run_secs.min(60.0) + if r.prime.is_some() { 1.0 } else { 0.0 };
-        let server_errors: u64 = o
-            .statuses
-            .iter()
-            .chain(r.prime.iter().flat_map(|p| p.outcome.statuses.iter()))
-            .filter(|(s, _)| **s >= 500)
-            .map(|(_, n)| n)
-            .sum();
-
-        line(format!(
-            "server        {}{}",
-            s.server.display(),
-            if r.servers > 1 {
-                format!(
-                    " × {} processes on one database, requests spread by {}",
-                    r.servers,
-                    match Spread::from(opts.spread) {
-                        Spread::Agent => "agent",
-                        Spread::Request => "request",
-                    }
-                )
-            } else {
-                String::new()
-            }
-        ));
-        line(format!("database      {} ({})", r.db, r.fs));
-        line(format!(
-            "setup         {} agents with mandates in {:.1} s; prefill {} decisions{}",
-            thousands(s.agents as u64),
-            r.setup_secs,
-            thousands(s.prefill),
-            if s.prefill > 0 {
-                format!(" in {:.1} s", r.prefill_secs)
-            } else {
-                String::new()
-            }
-        ));
-        line(String::new());
-        if let Some(p) = &r.prime {
-            line(format!(
-                "first pass    {} 201/s: one request per agent, each loading its state from the database ({} in {:.1} s), latency {}",
-                thousands(p.throughput.round() as u64),
-                thousands(p.outcome.created()),
-                p.outcome.window.as_secs_f64(),
-                p.latency.line()
-            ));
-        }
-        line(format!(
-            "throughput    {} 201/s  ({} in {} s)",
-            thousands(r.main.throughput.round() as u64),
-            thousands(o.created()),
-            s.duration
-        ));
-        line(format!("latency       {}", r.main.latency.line()));
-        if let Some(service) = &r.main.service {
-            line(format!("  from send   {}", service.line()));
-        }
-        line(format!(
-            "  p99/second  {}",
-            spread_line(&r.main.p99_by_second)
-        ));
-        line(format!("verdicts      {}", shares(&mix_overall)));
-        for kind in ["allow", "review", "deny"] {
-            if let Some(Value::Object(m)) = mix_by_kind.get(kind) {
-                let mut counts: Vec<(String, u64)> = m
-                    .iter()
-                    .map(|(v, n)| (v.clone(), n.as_u64().unwrap_or(0)))
-                    .collect();
-                counts.sort_by_key(|b| std::cmp::Reverse(b.1));
-                line(format!("  {kind:<11} {}", shares(&counts)));
-            }
-        }
-        line(format!("cpu           {}", r.main.cpu.line()));
-        let (server_us, bench_us) = r.main.cpu.per_request_us(r.main.throughput);
-        let database_us = r.main.cpu.database * 1e6 / r.main.throughput.max(1.0);
-        line(format!(
-            "cpu/request   server {server_us:.1} µs{}, load generator {bench_us:.1} µs (CPU time per 201; steadier between runs than throughput)",
-            if r.main.cpu.database > 0.0 {
-                format!(", database {database_us:.1} µs")
-            } else {
-                String::new()
-            }
-        ));
-        line(format!(
-            "  by thread   {} (µs per 201, kernel's part in parentheses; presign runs only in idle time)",
-            r.main.cpu.threads_line(r.main.throughput)
-        ));
-        if r.main.cpu.other > 0.2 {
-            line(format!(
-                "  warning     other processes used {:.2} cores while measuring: the machine was not quiet",
-                r.main.cpu.other
-            ));
-        }
-        let per = |bytes_per_s: f64| bytes_per_s / r.main.throughput.max(1.0);
-        line(format!(
-            "server writes {} /s in write calls ({:.0} bytes per decision), {} /s to disk ({:.0} bytes per decision)",
-            mib(r.main.cpu.server_write_calls_per_s as u64),
-            per(r.main.cpu.server_write_calls_per_s),
-            mib(r.main.cpu.server_disk_writes_per_s as u64),
-            per(r.main.cpu.server_disk_writes_per_s)
-        ));
-        line(format!("non-201       {}", non_201(o)));
-        line(format!(
-            "errors        {}{}",
-            thousands(o.io_errors),
-            o.first_error
-                .as_ref()
-                .map(|e| format!(" (first: {e})"))
-                .unwrap_or_default()
-        ));
-        line(format!(
-            "per agent     {per_agent_rate:.2} requests/s; {per_agent_minute:.1} within 60 s (velocity limit 10)"
-        ));
-        if per_agent_minute > 9.0 {
-            line(format!(
-                "  warning     close to or above 10 requests per agent within 60 s: deny_velocity is expected; about {} agents would avoid it at this rate and run length",
-                thousands((r.main.throughput * run_secs.min(60.0) / 9.0).ceil() as u64)
-            ));
-        }
-        if r.prime.is_none() {
-            let first_pass = s.agents as f64 / r.main.throughput.max(1.0);
-            if first_pass > s.warmup {
-                line(format!(
-                    "  note        without the first pass, loading each agent's state (~{first_pass:.1} s at this rate) ran past the {} s warmup",
-                    s.warmup
-                ));
-            }
-        }
-        line(format!(
-            "server memory RSS {} idle before load, {} at end, {} peak sampled, VmHWM {}",
-            mib(r.idle.rss_kib * 1024),
-            mib(r.end.rss_kib * 1024),
-            mib(r.peak_sampled_kib * 1024),
-            mib(r.end.hwm_kib * 1024)
-        ));
-        line(format!(
-            "database      {} before, {} after (SQLite checkpointed; PostgreSQL pg_database_size); {:.0} bytes per decision over {} decisions",
-            mib(r.size_before),
-            mib(r.size_after),
-            per_decision,
-            thousands(decisions)
-        ));
-        if let Some(crash) = &r.crashed {
-            line(format!("SERVER EXITED DURING THE RUN: {crash}"));
-        } else if let Some(problem) = &r.stop_problem {
-            line(format!("server stop   not clean: {problem}"));
-        }
-        healthy = r.crashed.is_none() && r.stop_problem.is_none();
-        smoke_ok = healthy && o.created() > 0 && server_errors == 0 && o.io_errors == 0;
-
-        result.insert("server".into(), json!(s.server.display().to_string()));
-        result.insert(
-            "database".into(),
-            json!({"path": r.db, "filesystem": r.fs, "servers": r.servers,
-                "bytes_before": r.size_before, "bytes_after": r.size_after,
-                "bytes_per_decision": per_decision, "decisions": decisions}),
-        );
-        result.insert(
-            "setup".into(),
-            json!({"agents": s.agents, "seconds": r.setup_secs, "prefill": s.prefill,
-                "prefill_seconds": r.prefill_secs}),
-        );
-        result.insert(
-            "first_pass".into(),
-            json!(r.prime.as_ref().map(measured_json)),
-        );
-        let mut main = measured_json(&r.main);
-        if let Value::Object(m) = &mut main {
-            m.insert(
-                "verdicts".into(),
-                Value::Object(
-                    mix_overall
-                        .iter()
-                        .map(|(v, n)| (v.clone(), json!(n)))
-                        .collect(),
-                ),
-            );
-            m.insert("verdicts_by_request_kind".into(), mix_by_kind);
-        }
-        result.insert("authorizations".into(), main);
-        result.insert(
-            "per_agent".into(),
-            json!({"rate_per_s": per_agent_rate, "within_60_s": per_agent_minute}),
-        );
-        result.insert(
-            "server_memory_kib".into(),
-            json!({"idle": r.idle.rss_kib, "end": r.end.rss_kib,
-                "peak_sampled": r.peak_sampled_kib, "vm_hwm": r.end.hwm_kib}),
-        );
-        result.insert("server_crashed".into(), json!(r.crashed.is_some()));
-        result.insert("server_clean_exit".into(), json!(r.stop_problem.is_none()));
-    }
     if let Some(e) = &echo {
-        line(format!(
-            "echo ceiling  {} 200/s, latency {}",
-            thousands(e.throughput.round() as u64),
-            e.latency.line()
-        ));
-        line(format!(
-            "  echo cpu    echo server and load generator {:.2}, other processes {:.2} (cores)",
-            e.cpu.bench, e.cpu.other
-        ));
-        result.insert("echo".into(), measured_json(e));
-        // In open loop our throughput is the chosen rate: no ratio.
-        if let (Some(r), None) = (&ours, s.rate) {
-            let ratio = r.main.throughput / e.throughput.max(1.0);
-            line(format!("ratio         {ratio:.3} of the echo ceiling"));
-            result.insert("echo_ratio".into(), json!(ratio));
-        }
-        if e.outcome.io_errors > 0 {
-            line(format!(
-                "echo errors   {} (first: {})",
-                e.outcome.io_errors,
-                e.outcome.first_error.as_deref().unwrap_or("")
-            ));
-        }
+        report::report_echo(&mut out, e, ours.as_ref(), s.rate);
     }
-    print!("{text}");
+    print!("{}", out.text);
     if opts.json {
-        println!("{}", Value::Object(result));
+        println!("{}", Value::Object(out.json));
     }
 
     if opts.keep {

@@ -87,6 +87,24 @@ pub(crate) struct Opts {
     /// by another process and is made again on fresh state).
     #[arg(long, value_enum, default_value = "agent")]
     pub(crate) spread: SpreadArg,
+    /// Organizations the agents are spread over (agent i in organization i mod N), each
+    /// onboarded with its own key: on Citus, where each organization is on one worker,
+    /// enough of them for the load to reach every worker.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) orgs: usize,
+    /// On a Citus cluster (`--db` names a coordinator's database with `citus` and its
+    /// workers added): which node the measured servers connect to, `coordinator`, or
+    /// `workers` (server k to worker k mod the workers, with `serve --no-migrate`: Citus
+    /// routes from any node, docs/scale.md). Setup always runs on the coordinator.
+    #[arg(long, value_enum, default_value = "coordinator")]
+    pub(crate) citus_connect: CitusConnect,
+}
+
+/// `--citus-connect`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum CitusConnect {
+    Coordinator,
+    Workers,
 }
 
 /// `--spread`.
@@ -152,6 +170,12 @@ pub(crate) fn settings(opts: &Opts) -> Result<Settings> {
         crate::bail!(
             "--servers must be at least 1, and more than 1 only with --db postgres://… (an SQLite file has one server)"
         );
+    }
+    if opts.orgs == 0 || opts.orgs > s.agents {
+        crate::bail!("--orgs must be at least 1 and at most --agents (each needs an agent)");
+    }
+    if opts.orgs > 1 && s.prefill > 0 {
+        crate::bail!("--prefill writes one organization's history: run --orgs N without it");
     }
     if opts.db.is_some() && opts.prefill.is_some_and(|n| n > 0) {
         crate::bail!("--prefill writes into an SQLite file: run PostgreSQL without it");

@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use mandate_core::id::{DecisionId, Nonce, ReviewId};
+use mandate_core::{DecisionId, Nonce, unstable::id::ReviewId};
 use rusqlite::{Connection, params};
 
 use crate::bail;
@@ -30,11 +30,9 @@ pub struct Spec<'a> {
     pub agents: &'a [Agent],
 }
 
-const COLUMNS: [&str; 23] = [
+const COLUMNS: [&str; 21] = [
     "id",
-    "org_id",
-    "env",
-    "agent_id",
+    "scope",
     "mandate_id",
     "verdict",
     "policy_verdict",
@@ -106,15 +104,7 @@ pub fn prefill(db: &Path, spec: &Spec<'_>, n: u64) -> Result<Duration> {
         bail!("--prefill needs at least one agent");
     }
     let started = Instant::now();
-    let mut conn = Connection::open(db).ctx(format!("opening {}", db.display()))?;
-    // Bulk load into a scratch database: no journal and no fsync per batch (a crash here
-    // only fails the benchmark; the file is switched back to WAL and synced at the end),
-    // and a large page cache for the indexes that rows reach in random order (the ids
-    // drawn here are random, unlike the server's time-ordered ones).
-    conn.execute_batch(
-        "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA cache_size = -2000000;",
-    )?;
-    check_schema(&conn)?;
+    let mut conn = open_for_bulk(db)?;
     let now_ms = i64::try_from(
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -122,20 +112,59 @@ pub fn prefill(db: &Path, spec: &Spec<'_>, n: u64) -> Result<Duration> {
             .unwrap_or(0),
     )
     .unwrap_or(0);
-    let newest = now_ms - 120_000;
-    let span: i64 = 90 * 24 * 3600 * 1000;
-    let seed = mix64(u64::try_from(now_ms).unwrap_or(0));
-    let sql = format!(
-        "INSERT INTO decisions ({}) VALUES ({})",
-        COLUMNS.join(", "),
-        (1..=COLUMNS.len())
-            .map(|i| format!("?{i}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    // Each agent's integer key (decisions.agent_seq, the by-agent index's key).
-    let agent_seqs: Vec<i64> = spec
-        .agents
+    let spread = Spread {
+        newest: now_ms - 120_000,
+        span: 90 * 24 * 3600 * 1000,
+        seed: mix64(u64::try_from(now_ms).unwrap_or(0)),
+        n,
+    };
+    let agent_seqs = agent_seqs(&conn, spec)?;
+    let scope = scope(&conn, spec)?;
+    let mut done = 0u64;
+    while done < n {
+        let upto = (done + BATCH).min(n);
+        let tx = conn.transaction()?;
+        insert(&tx, spec, (scope, &agent_seqs), &spread, done..upto)?;
+        tx.commit()?;
+        done = upto;
+        if n >= 1_000_000 && done.is_multiple_of(1_000_000) {
+            eprintln!(
+                "  prefill: {done} of {n} decisions ({:.0} s)",
+                started.elapsed().as_secs_f64()
+            );
+        }
+    }
+    settle(conn, db)?;
+    Ok(started.elapsed())
+}
+
+/// The database opened for a bulk load into a scratch database: no journal and no fsync
+/// per batch (a crash here only fails the benchmark; the file is switched back to WAL and
+/// synced at the end), and a large page cache for the indexes that rows reach in random
+/// order (the ids drawn here are random, unlike the server's time-ordered ones); its schema
+/// checked.
+fn open_for_bulk(db: &Path) -> Result<Connection> {
+    let conn = Connection::open(db).ctx(format!("opening {}", db.display()))?;
+    conn.execute_batch(
+        "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA cache_size = -2000000;",
+    )?;
+    check_schema(&conn)?;
+    Ok(conn)
+}
+
+/// The key of the organization's sandbox in `decision_scopes` (decisions.scope).
+fn scope(conn: &Connection, spec: &Spec<'_>) -> Result<i64> {
+    conn.query_row(
+        "SELECT key FROM decision_scopes WHERE org_id = ?1 AND env = 'sandbox'",
+        params![spec.org_id],
+        |r| r.get(0),
+    )
+    .ctx(format!("looking up the scope of {}", spec.org_id))
+}
+
+/// Each agent's integer key (decisions.agent_seq, the by-agent index's key).
+fn agent_seqs(conn: &Connection, spec: &Spec<'_>) -> Result<Vec<i64>> {
+    spec.agents
         .iter()
         .map(|a| {
             conn.query_row(
@@ -145,106 +174,142 @@ pub fn prefill(db: &Path, spec: &Spec<'_>, n: u64) -> Result<Duration> {
             )
             .ctx(format!("looking up agent {}", a.id))
         })
-        .collect::<Result<_>>()?;
-    let agents = spec.agents.len() as u64;
-    let mut done = 0u64;
-    while done < n {
-        let tx = conn.transaction()?;
-        {
-            let mut stmt = tx.prepare_cached(&sql)?;
-            let upto = (done + BATCH).min(n);
-            for i in done..upto {
-                let index = usize::try_from(i % agents).unwrap_or(0);
-                let agent = &spec.agents[index];
-                let h = mix64(i ^ seed);
-                let created_ms = newest - span
-                    + i64::try_from(
-                        u128::from(i) * u128::try_from(span).unwrap_or(0) / u128::from(n.max(1)),
-                    )
-                    .unwrap_or(0);
-                let cents = (h >> 20) % 100;
-                let recipient = format!("vendor:v{}", (h >> 30) % 50);
-                let (verdict, category, amount, reason, review) = match h % 10 {
-                    0 => {
-                        let amount = format!(
-                            "{}.{cents:02}",
-                            u64::from(REVIEW_ABOVE) + 1 + (h >> 8) % 800
-                        );
-                        let reason = format!(
-                            "amount {amount} is above review_above {REVIEW_ABOVE} and needs a human review"
-                        );
-                        let review = ReviewId::from_random(id_bytes(i, seed, 2));
-                        ("review", "software", amount, Some(reason), Some(review))
-                    }
-                    1 => (
-                        "deny_category",
-                        "gambling",
-                        format!("{}.{cents:02}", 1 + (h >> 8) % 50),
-                        Some(format!(
-                            "category gambling is not allowed by mandate {}",
-                            agent.mandate
-                        )),
-                        None,
-                    ),
-                    _ => (
-                        "allow",
-                        if (h >> 40) & 1 == 0 {
-                            "software"
-                        } else {
-                            "travel"
-                        },
-                        format!("{}.{cents:02}", 1 + (h >> 8) % u64::from(REVIEW_ABOVE - 1)),
-                        None,
-                        None,
-                    ),
-                };
-                let iat = created_ms / 1000;
-                stmt.execute(params![
-                    DecisionId::from_random(id_bytes(i, seed, 0)).as_str(),
-                    spec.org_id,
-                    "sandbox",
-                    agent.id,
-                    agent.mandate,
-                    verdict,
-                    verdict,
-                    reason,
-                    "enforce",
-                    amount,
-                    "USD",
-                    recipient,
-                    category,
-                    Nonce::from_random(id_bytes(i, seed, 1)).as_str(),
-                    spec.policy_version,
-                    spec.issuer,
-                    iat,
-                    iat + 300,
-                    created_ms,
-                    Option::<String>::None,
-                    review.as_ref().map(ReviewId::as_str),
-                    1,
-                    agent_seqs[index],
-                ])
-                .ctx(format!("inserting decision {i}"))?;
-            }
-            done = upto;
-        }
-        tx.commit()?;
-        if n >= 1_000_000 && done.is_multiple_of(1_000_000) {
-            eprintln!(
-                "  prefill: {done} of {n} decisions ({:.0} s)",
-                started.elapsed().as_secs_f64()
+        .collect()
+}
+
+/// How the decisions are spread: `n` of them over `span` ms ending at `newest`, drawn from
+/// `seed`.
+struct Spread {
+    newest: i64,
+    span: i64,
+    seed: u64,
+    n: u64,
+}
+
+/// What the decision `i` says, drawn from `h`: verdict, category, amount, reason, and the
+/// review a `review` opens.
+fn outcome(
+    i: u64,
+    h: u64,
+    seed: u64,
+    agent: &Agent,
+) -> (
+    &'static str,
+    &'static str,
+    String,
+    Option<String>,
+    Option<ReviewId>,
+) {
+    let cents = (h >> 20) % 100;
+    match h % 10 {
+        0 => {
+            let amount = format!(
+                "{}.{cents:02}",
+                u64::from(REVIEW_ABOVE) + 1 + (h >> 8) % 800
             );
+            let reason = format!(
+                "amount {amount} is above review_above {REVIEW_ABOVE} and needs a human review"
+            );
+            let review = ReviewId::from_random(id_bytes(i, seed, 2));
+            ("review", "software", amount, Some(reason), Some(review))
         }
+        1 => (
+            "deny_category",
+            "gambling",
+            format!("{}.{cents:02}", 1 + (h >> 8) % 50),
+            Some(format!(
+                "category gambling is not allowed by mandate {}",
+                agent.mandate
+            )),
+            None,
+        ),
+        _ => (
+            "allow",
+            if (h >> 40) & 1 == 0 {
+                "software"
+            } else {
+                "travel"
+            },
+            format!("{}.{cents:02}", 1 + (h >> 8) % u64::from(REVIEW_ABOVE - 1)),
+            None,
+            None,
+        ),
     }
+}
+
+/// Inserts the decisions `range` (round-robin over the agents) in `tx`, in the scope and
+/// with the agents' keys of `keys`.
+fn insert(
+    tx: &Connection,
+    spec: &Spec<'_>,
+    keys: (i64, &[i64]),
+    spread: &Spread,
+    range: std::ops::Range<u64>,
+) -> Result<()> {
+    let sql = format!(
+        "INSERT INTO decisions ({}) VALUES ({})",
+        COLUMNS.join(", "),
+        (1..=COLUMNS.len())
+            .map(|i| format!("?{i}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let mut stmt = tx.prepare_cached(&sql)?;
+    let (scope, agent_seqs) = keys;
+    let (seed, agents) = (spread.seed, spec.agents.len() as u64);
+    for i in range {
+        let index = usize::try_from(i % agents).unwrap_or(0);
+        let agent = &spec.agents[index];
+        let h = mix64(i ^ seed);
+        let created_ms = spread.newest - spread.span
+            + i64::try_from(
+                u128::from(i) * u128::try_from(spread.span).unwrap_or(0)
+                    / u128::from(spread.n.max(1)),
+            )
+            .unwrap_or(0);
+        let recipient = format!("vendor:v{}", (h >> 30) % 50);
+        let (verdict, category, amount, reason, review) = outcome(i, h, seed, agent);
+        let iat = created_ms / 1000;
+        stmt.execute(params![
+            DecisionId::from_random(id_bytes(i, seed, 0)).as_str(),
+            scope,
+            agent.mandate,
+            verdict,
+            verdict,
+            reason,
+            "enforce",
+            amount,
+            "USD",
+            recipient,
+            category,
+            Nonce::from_random(id_bytes(i, seed, 1)).as_str(),
+            spec.policy_version,
+            spec.issuer,
+            iat,
+            iat + 300,
+            created_ms,
+            Option::<String>::None,
+            review.as_ref().map(ReviewId::as_str),
+            1,
+            agent_seqs[index],
+        ])
+        .ctx(format!("inserting decision {i}"))?;
+    }
+    Ok(())
+}
+
+/// After the bulk load: each agent's month marks filled, the file back in WAL mode,
+/// checkpointed and synced.
+fn settle(conn: Connection, db: &Path) -> Result<()> {
     // Where each agent's decisions of a month begin, as the server records them (its
     // migration 0004 computes them the same way).
     conn.execute_batch(
         "INSERT OR IGNORE INTO decision_months (org_id, env, agent_id, month, first_seq)
-         SELECT org_id, env, agent_id,
-                CAST(strftime('%Y', created_ms / 1000, 'unixepoch') AS INTEGER) * 12
-                    + CAST(strftime('%m', created_ms / 1000, 'unixepoch') AS INTEGER) - 1,
-                MIN(seq)
-         FROM decisions
+         SELECT a.org_id, a.env, a.id,
+                CAST(strftime('%Y', d.created_ms / 1000, 'unixepoch') AS INTEGER) * 12
+                    + CAST(strftime('%m', d.created_ms / 1000, 'unixepoch') AS INTEGER) - 1,
+                MIN(d.seq)
+         FROM decisions d JOIN agents a ON a.seq = d.agent_seq
          GROUP BY 1, 2, 3, 4;",
     )
     .ctx("filling decision_months")?;
@@ -263,7 +328,7 @@ pub fn prefill(db: &Path, spec: &Spec<'_>, n: u64) -> Result<Duration> {
     std::fs::File::open(db)
         .and_then(|file| file.sync_all())
         .ctx(format!("syncing {}", db.display()))?;
-    Ok(started.elapsed())
+    Ok(())
 }
 
 /// `PRAGMA wal_checkpoint(TRUNCATE)`: moves the WAL into the main file and empties it.

@@ -131,14 +131,16 @@ fn tail(path: &Path, lines: usize) -> String {
 }
 
 impl Server {
-    /// Starts `serve` on `db` with both hosts on ephemeral ports; its stderr goes to `log`.
-    pub fn start(bin: &Path, db: &str, log: &Path) -> Result<Self> {
+    /// Starts `serve` on `db` with both hosts on ephemeral ports, and `extra` arguments
+    /// (`--no-migrate`); its stderr goes to `log`.
+    pub fn start(bin: &Path, db: &str, extra: &[&str], log: &Path) -> Result<Self> {
         let log_file = File::create(log).ctx(format!("creating {}", log.display()))?;
         let mut child = Command::new(bin)
             .envs(env().iter().map(|(k, v)| (k, v)))
             .args(["serve", "--db"])
             .arg(db)
             .args(["--api-addr", "127.0.0.1:0", "--public-addr", "127.0.0.1:0"])
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log_file))

@@ -123,17 +123,22 @@ async fn create_one(
     Ok(Agent { id, key, mandate })
 }
 
-/// Creates `n` agents, each with a mandate, over `connections` connections.
+/// Creates `n` agents, each with a mandate, over `connections` connections: agent `i` in
+/// the organization of `org_keys[i % org_keys.len()]`.
 pub async fn create_agents(
     addr: SocketAddr,
-    org_key: &str,
+    org_keys: &[String],
     n: usize,
     connections: usize,
 ) -> Result<Vec<Agent>> {
+    if org_keys.is_empty() {
+        bail!("no organization to create agents in");
+    }
     let next = Arc::new(AtomicUsize::new(0));
+    let org_keys: Arc<[String]> = org_keys.into();
     let mut tasks = Vec::new();
     for _ in 0..connections.max(1) {
-        let (next, key) = (next.clone(), org_key.to_owned());
+        let (next, keys) = (next.clone(), org_keys.clone());
         tasks.push(tokio::spawn(async move {
             let mut conn = None;
             let mut made = Vec::new();
@@ -142,7 +147,8 @@ pub async fn create_agents(
                 if i >= n {
                     return Ok::<_, Error>(made);
                 }
-                made.push((i, create_one(&mut conn, addr, &key, i).await?));
+                let key = &keys[i % keys.len()];
+                made.push((i, create_one(&mut conn, addr, key, i).await?));
             }
         }));
     }

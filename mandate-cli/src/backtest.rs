@@ -4,7 +4,7 @@
 //!
 //! Pure: the decisions come in as values, the result goes out as rows; no clock, no file.
 //!
-//! - Requests are replayed with `mandate_core::policy::evaluate` and recorded with
+//! - Requests are replayed with `mandate_core::evaluate` and recorded with
 //!   `AgentHistory::record` (every request counts for velocity; an `allow` adds to the
 //!   month-to-date spend).
 //! - An approval (a decision with `supersedes`) is not a request: it does not count for
@@ -17,17 +17,16 @@
 
 use std::collections::HashMap;
 
-use mandate_core::id::{AgentId, DecisionId, MandateId};
-use mandate_core::mandate::{Mandate, MandateDraft, MandateStatus};
-use mandate_core::policy::{
-    AuthorizationRequest, Evaluation, Mode, Verdict, evaluate, evaluate_approval,
+use mandate_core::{
+    AgentId, AuthorizationRequest, DecisionId, Evaluation, Mandate, MandateDraft, MandateId,
+    MandateStatus, Mode, Verdict, evaluate, unstable::policy::evaluate_approval,
+    unstable::wire::Decision,
 };
-use mandate_core::wire::Decision;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use time::OffsetDateTime;
 
-use mandate_core::history::AgentHistory;
+use mandate_core::AgentHistory;
 
 /// A past decision, as much of it as a replay needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,7 +56,7 @@ impl From<Decision> for PastDecision {
             policy_verdict: decision.policy_verdict,
             mode: decision.mode,
             supersedes: decision.supersedes,
-            request: decision.request.into(),
+            request: decision.request,
         }
     }
 }
@@ -191,7 +190,8 @@ pub fn replay(draft: &MandateDraft, decisions: &[PastDecision], options: Options
                     let evaluation =
                         evaluate_approval(Some(&mandate), &past.request, history, mode, past.at);
                     if evaluation.verdict == Verdict::Allow {
-                        history.spend.add(past.request.amount, past.at);
+                        mandate_core::unstable::history::spend_mut(history)
+                            .add(past.request.amount, past.at);
                     }
                     After::Judged(evaluation)
                 } else {
@@ -264,11 +264,10 @@ pub const NO_REVIEW: &str = "(no review)";
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
     use super::*;
-    use mandate_core::amount::Amount;
-    use mandate_core::claims::RequestClaims;
-    use mandate_core::id::Nonce;
-    use mandate_core::names::{Category, Currency, Recipient};
-    use mandate_core::wire::ListPage;
+    use mandate_core::{
+        Amount, AuthorizationRequest, Category, Currency, Nonce, Recipient,
+        unstable::wire::ListPage,
+    };
 
     fn draft(body: &str) -> MandateDraft {
         MandateDraft::from_json(&serde_json::from_str(body).unwrap()).unwrap()
@@ -287,6 +286,8 @@ mod tests {
         let id = DecisionId::parse(id).unwrap();
         let verdict = Verdict::parse(verdict).unwrap();
         Decision {
+            acp_allowance: None,
+            acp_checkout_session: None,
             ap2_mandate: None,
             ap2_transaction: None,
             created_at: OffsetDateTime::from_unix_timestamp(iat).unwrap(),
@@ -295,13 +296,14 @@ mod tests {
             id: id.clone(),
             iss: "https://verdicts.example".into(),
             jti: id,
+            log: None,
             mandate: Some(MandateId::parse("mnd_a").unwrap()),
             mode: Mode::Enforce,
             nonce: Nonce::parse("n_a").unwrap(),
             policy_verdict: verdict,
             policy_version: "pol_2026-11-01.1".into(),
             reason: None,
-            request: RequestClaims {
+            request: AuthorizationRequest {
                 agent: AgentId::parse("agt_a").unwrap(),
                 amount: Amount::parse(amount).unwrap(),
                 currency: Currency::parse("USD").unwrap(),
@@ -310,6 +312,8 @@ mod tests {
             },
             review: None,
             review_expires_at: None,
+            review_reason: None,
+            review_resolved_at: None,
             review_status: None,
             review_resolution: None,
             supersedes: supersedes.map(|s| DecisionId::parse(s).unwrap()),

@@ -4,7 +4,7 @@
 use clap::{Args, Parser, Subcommand};
 
 use crate::commands::{
-    agents, authorize, decisions, enforcement, escrows, events, export, jwks, listen, login,
+    agents, audit, authorize, decisions, enforcement, escrows, events, export, jwks, listen, login,
     mandates, profiles, reviews, simulate, verify, webhooks,
 };
 use std::time::Duration;
@@ -179,6 +179,9 @@ pub enum Command {
     /// Stream the audit export of decisions (NDJSON) to a file, which `simulate` reads
     #[command(subcommand)]
     Export(export::ExportCommand),
+    /// Audit the organization's decision log: accept a checkpoint only if it extends the
+    /// one accepted before (exit 8 if not)
+    Audit(audit::AuditArgs),
     /// Receive, verify and print webhook events locally, optionally forwarding them
     #[command(long_about = listen::LONG_ABOUT)]
     Listen(listen::ListenArgs),
@@ -233,6 +236,7 @@ impl Command {
             Command::Events(cmd) => events::run(cmd, ctx),
             Command::Escrows(cmd) => escrows::run(cmd, ctx),
             Command::Export(cmd) => export::run(cmd, ctx),
+            Command::Audit(args) => audit::run(args, ctx),
             Command::Listen(args) => listen::run(args, ctx),
             Command::Mcp(args) => crate::mcp::run(args, ctx),
         }

@@ -8,10 +8,12 @@
 use std::io::IsTerminal as _;
 use std::time::Duration;
 
-use mandate_core::wire::{ErrorBody, ListPage};
+use mandate_core::{unstable::wire::ErrorBody, unstable::wire::ListPage};
 use reqwest::Url;
 use reqwest::blocking::RequestBuilder;
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::config::Resolved;
@@ -86,7 +88,10 @@ pub fn new_idempotency_key() -> Result<String, CliError> {
             "cannot draw random bytes for an Idempotency-Key ({e}); pass --idempotency-key"
         ))
     })?;
-    Ok(format!("idem_{}", mandate_core::id::base32(&bytes)))
+    Ok(format!(
+        "idem_{}",
+        mandate_core::unstable::id::base32(&bytes)
+    ))
 }
 
 /// Refuses to send credentials or fetch keys over plain HTTP except to this machine.
@@ -140,9 +145,9 @@ pub fn http_client(
 pub struct Response {
     /// The HTTP status (2xx).
     pub status: u16,
-    /// The JSON body, numbers kept exact: a `Value` so that `--json` prints it as the
-    /// server sent it (members this CLI does not know pass through); read through the wire
-    /// types with [`Response::read`].
+    /// The JSON body as the server sent it, numbers kept exact: untyped because `--json`
+    /// prints it as it came and the field lists show every member (members this CLI does
+    /// not know included); read through the wire types with [`Response::read`].
     pub body: Value,
     /// The `Cache-Control` header, as sent (how long a JWK Set may be kept).
     pub cache_control: Option<String>,
@@ -150,23 +155,35 @@ pub struct Response {
 
 impl Response {
     /// The body read as its wire type (`what` names it in the error).
-    pub fn read<T: serde::de::DeserializeOwned>(&self, what: &str) -> Result<T, CliError> {
-        read_as(&self.body, self.status, what)
+    pub fn read<T: DeserializeOwned>(&self, what: &str) -> Result<T, CliError> {
+        T::deserialize(&self.body).map_err(|e| not_the_type(self.status, what, &e))
     }
 }
 
-/// A JSON object of an answer with status `status` read as its wire type; a body that does
-/// not fit it is an unexpected response, never a panic.
-pub fn read_as<T: serde::de::DeserializeOwned>(
-    body: &Value,
-    status: u16,
-    what: &str,
-) -> Result<T, CliError> {
-    T::deserialize(body).map_err(|e| CliError::UnexpectedResponse {
+/// One object of an answer (an item of a list): read as its wire type, and kept as the
+/// server sent it, which is what it serializes as (`--json` prints the list as it came).
+#[derive(Debug, Clone)]
+pub struct Sent<T> {
+    /// The object, read as its wire type.
+    pub object: T,
+    /// The object as the server sent it.
+    sent: Value,
+}
+
+impl<T> Serialize for Sent<T> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.sent.serialize(serializer)
+    }
+}
+
+/// An answer with status `status` that does not read as its wire type (`what`): an
+/// unexpected response, never a panic.
+fn not_the_type(status: u16, what: &str, error: &serde_json::Error) -> CliError {
+    CliError::UnexpectedResponse {
         status,
-        detail: format!("the answer is not {what}: {e}"),
+        detail: format!("the answer is not {what}: {error}"),
         request_id: None,
-    })
+    }
 }
 
 /// An HTTP answer of any status, read whole.
@@ -204,6 +221,11 @@ impl Client {
             api_key,
             retries: options.retries,
         })
+    }
+
+    /// Whether the key is an agent's (`ak_…`), not the organization's.
+    pub fn is_agent_key(&self) -> bool {
+        self.api_key.starts_with("ak_")
     }
 
     fn url(&self, path: &str) -> Result<Url, CliError> {
@@ -280,15 +302,34 @@ impl Client {
         })
     }
 
-    /// `POST base_url + path` with a JSON body (or none) under `idempotency_key`.
+    /// `POST base_url + path` with a JSON body under `idempotency_key`: a request type of
+    /// `mandate_core::unstable::wire` (or a mandate draft as it was read and checked).
     pub fn post(
         &self,
         path: &str,
-        body: Option<&Value>,
+        body: &impl Serialize,
+        idempotency_key: &str,
+    ) -> Result<Response, CliError> {
+        // Members sorted by name, as `wire::to_value` writes them: the Idempotency-Key's
+        // digest is over the bytes, so the same request always sends the same ones.
+        let text = mandate_core::unstable::wire::to_value(body)
+            .map_err(|e| CliError::usage(format!("cannot encode JSON: {e}")))?
+            .to_string();
+        self.post_text(path, Some(text), idempotency_key)
+    }
+
+    /// `POST base_url + path` without a body under `idempotency_key`.
+    pub fn post_empty(&self, path: &str, idempotency_key: &str) -> Result<Response, CliError> {
+        self.post_text(path, None, idempotency_key)
+    }
+
+    fn post_text(
+        &self,
+        path: &str,
+        text: Option<String>,
         idempotency_key: &str,
     ) -> Result<Response, CliError> {
         let url = self.url(path)?;
-        let text = body.map(Value::to_string);
         self.send(&url, Some(idempotency_key), || {
             let request = self
                 .http
@@ -323,30 +364,33 @@ impl Client {
     }
 
     /// Lists `path`: one page (from `cursor`), or with `all` every page until `has_more`
-    /// is false, merged into one envelope. Progress goes to stderr when it is a terminal.
-    pub fn list(
+    /// is false, merged into one envelope, each object read as its wire type `T` (`what`
+    /// names it in the error). Progress goes to stderr when it is a terminal.
+    pub fn list<T: DeserializeOwned>(
         &self,
         path: &str,
         filters: &[(&str, String)],
         paging: &Paging,
-    ) -> Result<ListPage<Value>, CliError> {
+        what: &str,
+    ) -> Result<ListPage<Sent<T>>, CliError> {
         let progress = paging.all && std::io::stderr().is_terminal();
-        let result = self.walk(path, filters, paging, progress);
+        let result = self.walk(path, filters, paging, progress, what);
         if progress {
             output::progress_done();
         }
         result
     }
 
-    fn walk(
+    fn walk<T: DeserializeOwned>(
         &self,
         path: &str,
         filters: &[(&str, String)],
         paging: &Paging,
         progress: bool,
-    ) -> Result<ListPage<Value>, CliError> {
+        what: &str,
+    ) -> Result<ListPage<Sent<T>>, CliError> {
         let mut cursor = paging.cursor.clone();
-        let mut merged: Vec<Value> = Vec::new();
+        let mut merged: Vec<Sent<T>> = Vec::new();
         let mut pages = 0u32;
         loop {
             let mut query: Vec<(&str, String)> = filters.to_vec();
@@ -357,6 +401,8 @@ impl Client {
                 query.push(("cursor", cursor.clone()));
             }
             let response = self.get(path, &query)?;
+            // The envelope first, then each object: a page that is not a list and an
+            // object that is not a `T` are told apart.
             let page: ListPage<Value> = serde_json::from_value(response.body).map_err(|e| {
                 CliError::UnexpectedResponse {
                     status: response.status,
@@ -365,7 +411,11 @@ impl Client {
                 }
             })?;
             pages += 1;
-            merged.extend(page.data);
+            for sent in page.data {
+                let object =
+                    T::deserialize(&sent).map_err(|e| not_the_type(response.status, what, &e))?;
+                merged.push(Sent { object, sent });
+            }
             if progress {
                 output::progress(&format!(
                     "{} fetched ({})…",

@@ -5,7 +5,7 @@
 
 use std::process::ExitCode;
 
-use mandate_core::wire::ErrorDetail;
+use mandate_core::unstable::wire::ErrorDetail;
 
 /// The meaning of each exit code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,6 +29,9 @@ pub enum Exit {
     /// 7: `verify --signature-only`: a valid `allow` whose transaction was not compared.
     /// Not 0, so that no script settles on it by mistake.
     SignatureOnly,
+    /// 8: `audit` refused the log: a decision deleted, changed or reordered since the
+    /// checkpoint accepted before, or the log shrank or forked.
+    LogRefused,
 }
 
 impl Exit {
@@ -43,6 +46,7 @@ impl Exit {
             Self::Review => 5,
             Self::Rejected => 6,
             Self::SignatureOnly => 7,
+            Self::LogRefused => 8,
         }
     }
 }
@@ -65,7 +69,9 @@ Exit codes:
   5  authorize: the verdict is review
   6  verify: the token is invalid, expired, replayed, not allow, does not match, or is
      signed by a sandbox key (kid sandbox-…) without --sandbox
-  7  verify --signature-only: a valid allow verdict; the transaction was not compared";
+  7  verify --signature-only: a valid allow verdict; the transaction was not compared
+  8  audit: the log is not what was accepted (a decision deleted, changed or reordered,
+     the log shrank or forked); the decision or the sizes are named";
 
 /// A command failed.
 #[derive(Debug, thiserror::Error)]
@@ -110,6 +116,9 @@ pub enum CliError {
     /// `verify` refused the token.
     #[error("token rejected: {0}")]
     Rejected(String),
+    /// `audit` refused the log's new checkpoint.
+    #[error("log refused: {0}")]
+    LogRefused(String),
     /// Writing the output failed (a closed pipe).
     #[error("cannot write output: {0}")]
     Output(#[from] std::io::Error),
@@ -123,6 +132,7 @@ impl CliError {
             Self::Usage(_) => Exit::Usage,
             Self::Network { .. } | Self::Incomplete(_) => Exit::Network,
             Self::Rejected(_) => Exit::Rejected,
+            Self::LogRefused(_) => Exit::LogRefused,
             Self::Output(_) => Exit::Usage,
         }
     }

@@ -1,16 +1,17 @@
 //! The cached JWK Set that `mandate jwks fetch` writes and `mandate verify` reads.
 //!
-//! One entry, the last set fetched: `$XDG_CACHE_HOME/mandate/jwks.json` (or
-//! `~/.cache/mandate/jwks.json`; `%LOCALAPPDATA%\mandate\jwks.json` on Windows) holding
-//! the set as it came, the URL it came from (after redirects), the issuer derived from
-//! that URL, the fetch time and the response's `Cache-Control`. The entry may be used as
+//! One entry per issuer, `$XDG_CACHE_HOME/mandate/jwks/<issuer>.json` (or under
+//! `~/.cache/mandate/`; `%LOCALAPPDATA%\mandate\` on Windows), so that fetching a second
+//! issuer's set leaves the first one's; and the last set fetched, whatever its issuer, in
+//! `jwks.json` beside it (what `verify` reads without `--issuer`). Each holds the set as it
+//! came, the URL it came from (after redirects), the issuer derived from that URL, the
+//! fetch time and the response's `Cache-Control`. The entry may be used as
 //! long as the core's JWK Set cache policy says (`max-age`, five minutes when the header
 //! names none, a day at most); an older entry is refused, not used.
 
 use std::path::{Path, PathBuf};
 
-use mandate_core::jwk::JwkSet;
-use mandate_core::jwks_cache::{CachePolicy, KeySetCache};
+use mandate_core::{CachePolicy, JwkSet, KeySetCache};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use time::OffsetDateTime;
@@ -53,6 +54,41 @@ pub fn cache_policy() -> CachePolicy {
 /// The cache file's path.
 pub fn cache_path() -> Result<PathBuf, CliError> {
     Ok(config::cache_dir()?.join("jwks.json"))
+}
+
+/// The cache file of the set published for `issuer`: in `jwks/`, named after the issuer
+/// with every byte outside `[A-Za-z0-9.-]` written as `_` and its two hex digits (one name
+/// per issuer, none shared).
+pub fn issuer_cache_path(issuer: &str) -> Result<PathBuf, CliError> {
+    let mut name = String::with_capacity(issuer.len() + 5);
+    for byte in issuer.bytes() {
+        if byte.is_ascii_alphanumeric() || byte == b'.' || byte == b'-' {
+            name.push(char::from(byte));
+        } else {
+            name.push_str(&format!("_{byte:02X}"));
+        }
+    }
+    name.push_str(".json");
+    Ok(config::cache_dir()?.join("jwks").join(name))
+}
+
+/// The cached set `verify` uses and where it was read: `issuer`'s own (or the last set
+/// fetched, if that one is `issuer`'s: a cache written before sets were kept per issuer),
+/// or without an issuer the last set fetched. `None` when there is none.
+pub fn load_for(issuer: Option<&str>) -> Result<(PathBuf, Option<CacheEntry>), CliError> {
+    let last = cache_path()?;
+    let Some(issuer) = issuer else {
+        let entry = load(&last)?;
+        return Ok((last, entry));
+    };
+    let own = issuer_cache_path(issuer)?;
+    if let Some(entry) = load(&own)? {
+        return Ok((own, Some(entry)));
+    }
+    match load(&last)? {
+        Some(entry) if entry.issuer.as_deref() == Some(issuer) => Ok((last, Some(entry))),
+        _ => Ok((own, None)),
+    }
 }
 
 /// The JWK Set URL for what the user typed: a URL ending in `/.well-known/jwks.json` is
@@ -159,6 +195,25 @@ mod tests {
         assert_eq!(issuer_of(&url).as_deref(), Some("https://v.example:8443"));
         let odd = reqwest::Url::parse("https://v.example/keys.json").unwrap();
         assert_eq!(issuer_of(&odd), None);
+    }
+
+    #[test]
+    fn each_issuer_has_a_cache_file_of_its_own() {
+        let name = |issuer: &str| {
+            issuer_cache_path(issuer)
+                .unwrap()
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        };
+        assert_eq!(
+            name("https://v.example:8443"),
+            "https_3A_2F_2Fv.example_3A8443.json"
+        );
+        // No two issuers share a file, however their names are written.
+        assert_ne!(name("https://a_b"), name("https://a/b"));
+        assert_ne!(name("http://a:1"), name("http_3A//a:1"));
     }
 
     #[test]

@@ -74,10 +74,11 @@ mod tests {
             Exit::Review,
             Exit::Rejected,
             Exit::SignatureOnly,
+            Exit::LogRefused,
         ]
         .iter()
         .map(|e| e.code())
         .collect();
-        assert_eq!(codes, [0, 1, 2, 3, 4, 5, 6, 7]);
+        assert_eq!(codes, [0, 1, 2, 3, 4, 5, 6, 7, 8]);
     }
 }

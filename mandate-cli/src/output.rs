@@ -5,7 +5,8 @@
 use std::io::Write as _;
 
 use serde::Serialize;
-// Answers shown as the server sent them: tables and field lists read any JSON.
+// Answers shown as the server sent them: the field lists read any JSON, so that a member
+// this CLI does not know is shown too.
 use serde_json::Value;
 
 use crate::error::CliError;
@@ -56,16 +57,6 @@ pub fn text(value: Option<&Value>) -> String {
     }
 }
 
-/// The value at a dotted path (`kid`), for JSON that has no wire type (a JWK, a profile).
-pub fn at<'a>(value: &'a Value, path: &str) -> Option<&'a Value> {
-    path.split('.').try_fold(value, |v, key| v.get(key))
-}
-
-/// The cell at a dotted path.
-pub fn cell(value: &Value, path: &str) -> String {
-    text(at(value, path))
-}
-
 /// An optional field as a cell: its text, or `-` when absent or null (as [`text`]).
 pub fn opt<T: ToString>(value: Option<T>) -> String {
     value.map_or_else(|| "-".to_owned(), |v| v.to_string())
@@ -92,15 +83,17 @@ pub fn count(n: impl Into<u64>, singular: &str, plural: &str) -> String {
 /// A time given in seconds since the epoch, as the wire writes times (UTC); the raw number
 /// when it is out of range.
 pub fn unix_time(secs: i64) -> String {
-    time::OffsetDateTime::from_unix_timestamp(secs)
-        .map_or_else(|_| secs.to_string(), mandate_core::timefmt::format)
+    time::OffsetDateTime::from_unix_timestamp(secs).map_or_else(
+        |_| secs.to_string(),
+        mandate_core::unstable::timefmt::format,
+    )
 }
 
 /// Why a token was refused, in words: the core's message, with an expiry given as a UTC
 /// time rather than seconds since the epoch.
-pub fn token_error(error: &mandate_core::jws::TokenError) -> String {
+pub fn token_error(error: &mandate_core::TokenError) -> String {
     match error {
-        mandate_core::jws::TokenError::Expired { exp } => {
+        mandate_core::TokenError::Expired { exp } => {
             format!("token expired at {}", unix_time(*exp))
         }
         other => other.to_string(),
@@ -109,7 +102,7 @@ pub fn token_error(error: &mandate_core::jws::TokenError) -> String {
 
 /// A timestamp as a cell, in the wire's format.
 pub fn time(at: time::OffsetDateTime) -> String {
-    mandate_core::timefmt::format(at)
+    mandate_core::unstable::timefmt::format(at)
 }
 
 /// A table column: its header and how a cell is read from a typed object.
@@ -155,19 +148,32 @@ pub fn table(headers: &[&str], rows: &[Vec<String>]) -> Result<(), CliError> {
 }
 
 /// Rows of a list: one row per object, one column per (header, cell reader).
-pub fn list_table<T>(columns: &[Column<T>], objects: &[T]) -> Result<(), CliError> {
+pub fn list_table<'a, T: 'a>(
+    columns: &[Column<T>],
+    objects: impl IntoIterator<Item = &'a T>,
+) -> Result<(), CliError> {
     let headers: Vec<&str> = columns.iter().map(|(h, _)| *h).collect();
     let rows: Vec<Vec<String>> = objects
-        .iter()
+        .into_iter()
         .map(|o| columns.iter().map(|(_, read)| read(o)).collect())
         .collect();
     table(&headers, &rows)
 }
 
-/// Flattens an object into (dotted name, cell) pairs, in the object's key order.
-pub fn flatten(value: &Value) -> Vec<(String, String)> {
+/// Flattens an object into (dotted name, cell) pairs, in the object's key order, without
+/// the members named in `except` (shown otherwise, or not at all).
+pub fn flatten(value: &Value, except: &[&str]) -> Vec<(String, String)> {
     let mut out = Vec::new();
-    flatten_into(value, "", &mut out);
+    match value.as_object() {
+        Some(members) if !members.is_empty() => {
+            for (key, inner) in members {
+                if !except.contains(&key.as_str()) {
+                    flatten_into(inner, key, &mut out);
+                }
+            }
+        }
+        _ => flatten_into(value, "", &mut out),
+    }
     out
 }
 
@@ -201,15 +207,6 @@ pub fn fields(pairs: &[(String, String)]) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Prints one object: as JSON with `--json`, else as aligned fields.
-pub fn object(value: &Value, as_json: bool) -> Result<(), CliError> {
-    if as_json {
-        json(value)
-    } else {
-        fields(&flatten(value))
-    }
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
@@ -221,22 +218,34 @@ mod tests {
             r#"{"id": "dec_1", "request": {"amount": 100.10, "category": "x"}, "tags": ["a", "b"], "reason": null}"#,
         )
         .unwrap();
-        assert_eq!(cell(&value, "request.amount"), "100.10");
-        assert_eq!(cell(&value, "tags"), "a,b");
-        assert_eq!(cell(&value, "reason"), "-");
-        assert_eq!(cell(&value, "missing.path"), "-");
+        let cells = flatten(&value, &[]);
+        let cell = |name: &str| {
+            cells
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.as_str())
+        };
+        assert_eq!(cell("request.amount"), Some("100.10"));
+        assert_eq!(cell("tags"), Some("a,b"));
+        assert_eq!(cell("reason"), Some("-"));
+        assert_eq!(text(value.get("missing")), "-");
         assert_eq!(count(1u64, "page", "pages"), "1 page");
         assert_eq!(count(3u64, "page", "pages"), "3 pages");
         assert_eq!(unix_time(1_795_534_997), "2026-11-24T15:43:17Z");
-        let expired = mandate_core::jws::TokenError::Expired { exp: 1_795_534_997 };
+        let expired = mandate_core::TokenError::Expired { exp: 1_795_534_997 };
         assert_eq!(
             token_error(&expired),
             "token expired at 2026-11-24T15:43:17Z"
         );
-        let names: Vec<String> = flatten(&value).into_iter().map(|(n, _)| n).collect();
+        let names: Vec<String> = flatten(&value, &[]).into_iter().map(|(n, _)| n).collect();
         assert_eq!(
             names,
             ["id", "reason", "request.amount", "request.category", "tags"]
         );
+        let without: Vec<String> = flatten(&value, &["request", "tags"])
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(without, ["id", "reason"]);
     }
 }

@@ -1,5 +1,5 @@
-//! Benchmarks of the hot paths of `mandate-core`: the policy engine, signing and verifying
-//! ES256 verdicts, and pagination cursors.
+//! Benchmarks of the hot paths of `mandate-core`: reading a request's body, the policy
+//! engine, signing and verifying ES256 verdicts, and pagination cursors.
 //!
 //! Run with `cargo bench -p mandate-core --bench core`; add
 //! `-- --warm-up-time 1 --measurement-time 3` for a quick pass.
@@ -8,16 +8,13 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use mandate_core::amount::Amount;
-use mandate_core::claims::{RequestClaims, VERDICT_LIFETIME_SECS, VerdictClaims};
-use mandate_core::cursor::{CursorContext, CursorKey};
-use mandate_core::history::{AgentHistory, VELOCITY_LIMIT};
-use mandate_core::id::{AgentId, DecisionId, MandateId, Nonce};
-use mandate_core::jwk::JwkSet;
-use mandate_core::jws::{P256Signer, Signer, VerifyOptions, sign_token, verify_verdict};
-use mandate_core::mandate::{Mandate, MandateDraft, MandateStatus};
-use mandate_core::names::{Category, Currency, Recipient};
-use mandate_core::policy::{AuthorizationRequest, Evaluation, Mode, Verdict, evaluate};
+use mandate_core::{
+    AgentHistory, AgentId, Amount, AuthorizationRequest, Category, Currency, CursorContext,
+    CursorKey, DecisionId, Evaluation, JwkSet, Mandate, MandateDraft, MandateId, MandateStatus,
+    Mode, Nonce, P256Signer, Recipient, Signer, VERDICT_LIFETIME_SECS, Verdict, VerdictClaims,
+    VerifyOptions, evaluate, sign_token, unstable::history::VELOCITY_LIMIT,
+    unstable::policy::AuthorizationBody, verify_verdict,
+};
 use time::macros::datetime;
 use time::{Duration, OffsetDateTime};
 
@@ -79,16 +76,17 @@ fn full_history() -> AgentHistory {
     for i in 0..VELOCITY_LIMIT as i64 {
         history.record(&allowed, amount, NOW - Duration::seconds(61 - 5 * i));
     }
-    assert!(!history.velocity.is_exceeded_at(NOW));
-    assert_eq!(history.velocity.count_at(NOW), VELOCITY_LIMIT - 1);
+    assert!(!mandate_core::unstable::history::velocity(&history).is_exceeded_at(NOW));
+    assert_eq!(
+        mandate_core::unstable::history::velocity(&history).count_at(NOW),
+        VELOCITY_LIMIT - 1
+    );
     history
 }
 
 fn verdict_claims() -> VerdictClaims {
     VerdictClaims {
-        ap2_mandate: None,
-        ap2_transaction: None,
-        x402_payment: None,
+        bindings: mandate_core::Bindings::default(),
         iss: ISS.to_owned(),
         jti: DecisionId::from_random([7; 16]),
         iat: IAT,
@@ -98,7 +96,7 @@ fn verdict_claims() -> VerdictClaims {
         mandate: Some(MandateId::from_random([3; 16])),
         policy_version: "pol_2026-11-01.1".to_owned(),
         nonce: Nonce::from_random([9; 16]),
-        request: RequestClaims {
+        request: AuthorizationRequest {
             agent: AgentId::parse("agt_buyer").unwrap(),
             amount: Amount::parse("49.99").unwrap(),
             currency: Currency::parse("USD").unwrap(),
@@ -199,6 +197,38 @@ fn bench_evaluate_mixed(c: &mut Criterion) {
     group.finish();
 }
 
+/// A plain body of `POST /v1/authorizations`, as `mandate-bench` sends it.
+const PLAIN_BODY: &[u8] =
+    br#"{"amount":49.99,"currency":"USD","recipient":"vendor:acme","category":"data"}"#;
+
+fn bench_read_body(c: &mut Criterion) {
+    let agent = AgentId::parse("agt_buyer").unwrap();
+    assert_eq!(
+        AuthorizationRequest::from_json_bytes(agent.clone(), PLAIN_BODY).unwrap(),
+        request()
+    );
+
+    // The request alone, as the core reads it.
+    c.bench_function("request_from_json_bytes", |b| {
+        b.iter(|| {
+            AuthorizationRequest::from_json_bytes(black_box(agent.clone()), black_box(PLAIN_BODY))
+                .unwrap()
+        })
+    });
+
+    // What the server's route does with a plain body: the request and the protocol
+    // members (none here) in one read.
+    c.bench_function("authorization_body_plain", |b| {
+        b.iter(|| {
+            let body =
+                AuthorizationBody::from_json_bytes(black_box(agent.clone()), black_box(PLAIN_BODY))
+                    .unwrap();
+            assert!(body.acp.is_none() && body.ap2.is_none() && body.x402.is_none());
+            body.request.unwrap()
+        })
+    });
+}
+
 fn bench_tokens(c: &mut Criterion) {
     let old = P256Signer::from_secret_bytes("live-1", &[1; 32]).unwrap();
     let signer = P256Signer::from_secret_bytes("live-2", &[2; 32]).unwrap();
@@ -257,6 +287,7 @@ fn bench_cursor(c: &mut Criterion) {
 
 criterion_group!(
     benches,
+    bench_read_body,
     bench_evaluate,
     bench_evaluate_mixed,
     bench_tokens,

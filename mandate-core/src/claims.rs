@@ -11,9 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::amount::Amount;
-use crate::id::{AgentId, DecisionId, EventId, MandateId, Nonce};
-use crate::names::{Category, Currency, Recipient};
+use crate::id::{DecisionId, EventId, MandateId, Nonce};
 use crate::policy::{AuthorizationRequest, Evaluation, Verdict};
 use time::OffsetDateTime;
 
@@ -23,21 +21,6 @@ pub const VERDICT_LIFETIME_SECS: i64 = 300;
 /// Lifetime of a signed event delivery attempt: `exp = iat + 300`, `iat` being when the
 /// attempt was signed, so that a captured event can't be replayed to a receiver later.
 pub const EVENT_LIFETIME_SECS: i64 = 300;
-
-/// The request as signed into a verdict.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RequestClaims {
-    /// The agent that asked.
-    pub agent: AgentId,
-    /// The amount asked for, exact.
-    pub amount: Amount,
-    /// The currency of the amount.
-    pub currency: Currency,
-    /// Who is to be paid.
-    pub recipient: Recipient,
-    /// The spending category.
-    pub category: Category,
-}
 
 /// The claims of a signed verdict (and the names of a stored decision).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,25 +45,17 @@ pub struct VerdictClaims {
     /// Single-use value: a verifier treats a nonce seen before as a replay.
     pub nonce: Nonce,
     /// The request that was judged.
-    pub request: RequestClaims,
-    /// The AP2 open payment mandate the request was judged under: its digest (base64url
-    /// SHA-256, as the import computed it); absent when there was none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ap2_mandate: Option<String>,
-    /// The AP2 closed payment mandate presented with the request: its `transaction_id`;
-    /// absent when there was none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ap2_transaction: Option<String>,
-    /// The x402 payment the request is for: [`crate::x402::payment_digest`] of its
-    /// `PaymentRequirements`; absent when the request named none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub x402_payment: Option<String>,
+    pub request: AuthorizationRequest,
+    /// What the verdict is bound to besides the request: the payment protocols' objects,
+    /// each its own optional claim at the top level (`ap2_mandate`, `ap2_transaction`,
+    /// `x402_payment`, `acp_allowance`, `acp_checkout_session`), omitted when absent.
+    #[serde(flatten)]
+    pub bindings: Bindings,
 }
 
 /// What a verdict is bound to besides the request: the payment protocols' own objects, by
 /// digest or id. Each is an optional claim of the token, omitted when absent (a verifier
-/// that does not know them ignores them). [`VerdictClaims::with_bindings`] puts them in,
-/// [`VerdictClaims::bindings`] reads them.
+/// that does not know them ignores them): [`VerdictClaims::bindings`].
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Bindings {
     /// The AP2 open payment mandate's digest: the `ap2_mandate` claim.
@@ -89,16 +64,23 @@ pub struct Bindings {
     /// The AP2 closed payment mandate's transaction id: the `ap2_transaction` claim.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ap2_transaction: Option<String>,
-    /// The x402 payment's digest ([`crate::x402::payment_digest`]): the `x402_payment`
+    /// The x402 payment's digest ([`unstable::x402::digest`](crate::unstable::x402::digest)): the `x402_payment`
     /// claim.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub x402_payment: Option<String>,
+    /// The ACP allowance's digest ([`unstable::acp::digest`](crate::unstable::acp::digest)): the
+    /// `acp_allowance` claim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acp_allowance: Option<String>,
+    /// The ACP allowance's `checkout_session_id`: the `acp_checkout_session` claim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acp_checkout_session: Option<String>,
 }
 
 impl Bindings {
     /// Whether it binds nothing.
     pub fn is_empty(&self) -> bool {
-        self.ap2_mandate.is_none() && self.ap2_transaction.is_none() && self.x402_payment.is_none()
+        *self == Self::default()
     }
 }
 
@@ -118,52 +100,12 @@ pub struct Issuance {
     pub issued_at: OffsetDateTime,
 }
 
-impl RequestClaims {
-    /// The request as signed: its fields, as the agent sent them.
-    pub fn from_request(request: AuthorizationRequest) -> Self {
-        Self {
-            agent: request.agent,
-            amount: request.amount,
-            currency: request.currency,
-            recipient: request.recipient,
-            category: request.category,
-        }
-    }
-}
-
-impl From<AuthorizationRequest> for RequestClaims {
-    fn from(request: AuthorizationRequest) -> Self {
-        Self::from_request(request)
-    }
-}
-
-/// The request a verdict was made on, to judge it again (an approval, a replay): the
-/// signed fields are the request's fields, one for one.
-impl From<RequestClaims> for AuthorizationRequest {
-    fn from(claims: RequestClaims) -> Self {
-        let RequestClaims {
-            agent,
-            amount,
-            currency,
-            recipient,
-            category,
-        } = claims;
-        Self {
-            agent,
-            amount,
-            currency,
-            recipient,
-            category,
-        }
-    }
-}
-
 impl VerdictClaims {
     /// The claims of a decision: the request that was judged, the engine's evaluation,
     /// the mandate it was judged under (`None` when the agent had none) and the issuer's
     /// values. `exp` is `iat +` [`VERDICT_LIFETIME_SECS`].
     pub fn new(
-        request: impl Into<RequestClaims>,
+        request: AuthorizationRequest,
         evaluation: &Evaluation,
         mandate: Option<MandateId>,
         issuance: Issuance,
@@ -179,34 +121,16 @@ impl VerdictClaims {
             mandate,
             policy_version: issuance.policy_version,
             nonce: issuance.nonce,
-            request: request.into(),
-            ap2_mandate: None,
-            ap2_transaction: None,
-            x402_payment: None,
+            request,
+            bindings: Bindings::default(),
         }
     }
 
     /// These claims bound to `bindings` (each binding replaces the claim's value; an
     /// absent one removes it).
     pub fn with_bindings(mut self, bindings: Bindings) -> Self {
-        let Bindings {
-            ap2_mandate,
-            ap2_transaction,
-            x402_payment,
-        } = bindings;
-        self.ap2_mandate = ap2_mandate;
-        self.ap2_transaction = ap2_transaction;
-        self.x402_payment = x402_payment;
+        self.bindings = bindings;
         self
-    }
-
-    /// What the verdict is bound to besides the request.
-    pub fn bindings(&self) -> Bindings {
-        Bindings {
-            ap2_mandate: self.ap2_mandate.clone(),
-            ap2_transaction: self.ap2_transaction.clone(),
-            x402_payment: self.x402_payment.clone(),
-        }
     }
 
     /// `iat` as a time (`None` only for a value no calendar holds).

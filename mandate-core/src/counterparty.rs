@@ -15,6 +15,10 @@
 //! them in memory for one process. The nonce is recorded only when everything else holds,
 //! so a refused token burns nothing. `now` is an argument: this module reads no clock.
 //!
+//! A counterparty that wants proof that the verdict is in the issuer's transparency log
+//! ([`crate::tlog`]) sets [`Counterparty::require_log`] and checks the token with its
+//! decision's `log` entry through [`Counterparty::check_logged`].
+//!
 //! ```
 //! use mandate_core::{Counterparty, ExpectedTransaction, JwkSet, MemoryReplayGuard};
 //! # fn demo(token: &str, jwks: &JwkSet, now: time::OffsetDateTime)
@@ -33,6 +37,7 @@ use std::fmt;
 
 use time::OffsetDateTime;
 
+use crate::acp::{Allowance, AllowanceMismatch};
 use crate::amount::Amount;
 use crate::claims::{Bindings, VerdictClaims};
 use crate::environment::{Environment, token_kid};
@@ -41,6 +46,7 @@ use crate::jwk::JwkSet;
 use crate::jws::{TokenError, VerifyOptions, claim_text, verify_verdict};
 use crate::names::{Currency, Recipient};
 use crate::policy::Verdict;
+use crate::tlog::{Checkpoint, LogEntry, LogError, LogKeys};
 use crate::x402::{Inconsistency, PaymentRequirements};
 
 /// Which environments' keys a counterparty accepts.
@@ -57,7 +63,7 @@ pub enum EnvironmentPolicy {
 
 impl EnvironmentPolicy {
     /// Whether a token signed in `environment` is accepted.
-    pub fn accepts(self, environment: Option<Environment>) -> bool {
+    pub(crate) fn accepts(self, environment: Option<Environment>) -> bool {
         matches!(
             (self, environment),
             (_, Some(Environment::Live)) | (Self::LiveOrSandbox, Some(Environment::Sandbox))
@@ -68,10 +74,14 @@ impl EnvironmentPolicy {
 /// The transaction a counterparty is about to settle: what a verdict must be for.
 ///
 /// Built with [`ExpectedTransaction::new`]; what the verdict must be bound to besides
-/// (an x402 payment, an AP2 open mandate and transaction) is set by
-/// [`ExpectedTransaction::with_x402`], [`ExpectedTransaction::with_ap2_mandate`] and
-/// [`ExpectedTransaction::with_ap2_transaction`], so a check written before keeps
-/// compiling.
+/// (an x402 payment, an AP2 open mandate and transaction, an ACP allowance) is set by
+/// [`ExpectedTransaction::with_x402`], [`ExpectedTransaction::with_ap2_mandate`],
+/// [`ExpectedTransaction::with_ap2_transaction`] and [`ExpectedTransaction::with_acp`], so
+/// a check written before keeps compiling.
+///
+/// The amount is compared exactly with the signed one, except where the verdict was
+/// decided on a maximum: an x402 `upto` payment and an ACP allowance. There the amount
+/// is what is settled, and must be at most the signed amount ([`Objection::AboveMaximum`]).
 ///
 /// A binding expected must be in the token, equal ([`Objection::Binding`]). A binding the
 /// token carries that was not expected is no objection: the caller did not ask about that
@@ -82,32 +92,36 @@ impl EnvironmentPolicy {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ExpectedTransaction {
-    /// The amount to be settled; compared as an exact decimal (42.5 equals 42.50).
-    pub amount: Amount,
+    /// The amount to be settled; compared as an exact decimal (42.5 equals 42.50), or
+    /// with an x402 `upto` payment or an ACP allowance, at most the signed maximum.
+    pub(crate) amount: Amount,
     /// Its currency.
-    pub currency: Currency,
+    pub(crate) currency: Currency,
     /// Who is to be paid; compared exactly, as signed.
-    pub recipient: Recipient,
+    pub(crate) recipient: Recipient,
     /// The x402 payment to be settled, if it is one: the token's `x402_payment` must be its
     /// digest, and it must be this transaction's payment.
-    pub x402: Option<ExpectedX402>,
+    pub(crate) x402: Option<ExpectedX402>,
     /// The AP2 open payment mandate's digest the token's `ap2_mandate` must be.
-    pub ap2_mandate: Option<String>,
+    pub(crate) ap2_mandate: Option<String>,
     /// The AP2 closed payment mandate's transaction id the token's `ap2_transaction` must
     /// be.
-    pub ap2_transaction: Option<String>,
+    pub(crate) ap2_transaction: Option<String>,
+    /// The ACP delegated payment allowance the payment is made under: the token's
+    /// `acp_allowance` must be its digest and `acp_checkout_session` its checkout
+    /// session, and the payment must be within it.
+    pub(crate) acp: Option<Allowance>,
 }
 
 /// An x402 payment a verdict must be bound to.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ExpectedX402 {
+pub(crate) struct ExpectedX402 {
     /// The payment's requirements (from the `PaymentRequirements` or the `PaymentPayload`'s
     /// `accepted`).
-    pub requirements: PaymentRequirements,
+    pub(crate) requirements: PaymentRequirements,
     /// The asset's decimals (6 for USDC): with them the atomic `amount` is compared with
     /// the transaction's amount; without, only through the digest.
-    pub decimals: Option<u32>,
+    pub(crate) decimals: Option<u32>,
 }
 
 impl ExpectedTransaction {
@@ -120,6 +134,7 @@ impl ExpectedTransaction {
             x402: None,
             ap2_mandate: None,
             ap2_transaction: None,
+            acp: None,
         }
     }
 
@@ -127,6 +142,11 @@ impl ExpectedTransaction {
     /// `x402_payment` claim their digest) and the payment to be this transaction's: payTo
     /// the recipient's name (`vendor:<payTo>`), a fiat asset the currency, and with
     /// `decimals` (the asset's) the atomic amount this amount.
+    ///
+    /// For an `upto` payment, `requirements` are the ones the client signed (its
+    /// `PaymentPayload`'s `accepted`, whose `amount` is the maximum), not the
+    /// settlement-time ones; this transaction's amount is the one settled, at most the
+    /// signed maximum, and the atomic maximum is compared with the signed amount.
     #[must_use]
     pub fn with_x402(mut self, requirements: PaymentRequirements, decimals: Option<u32>) -> Self {
         self.x402 = Some(ExpectedX402 {
@@ -152,9 +172,26 @@ impl ExpectedTransaction {
         self
     }
 
+    /// Expects the verdict to be bound to the ACP delegated payment `allowance` (its
+    /// `acp_allowance` claim the allowance's digest, `acp_checkout_session` its checkout
+    /// session) and the payment to be within it: this amount at most its maximum (and at
+    /// most the signed amount, its maximum), its currency, recipient `vendor:<merchant_id>`,
+    /// before `expires_at`.
+    #[must_use]
+    pub fn with_acp(mut self, allowance: Allowance) -> Self {
+        self.acp = Some(allowance);
+        self
+    }
+
+    /// Whether the signed amount is a maximum the settled amount may stay under: an
+    /// x402 `upto` payment, an ACP allowance.
+    fn settles_up_to_the_signed_amount(&self) -> bool {
+        self.acp.is_some() || self.x402.as_ref().is_some_and(|x| x.requirements.is_upto())
+    }
+
     /// The bindings the token carries that this transaction does not expect.
     fn unchecked(&self, claims: &VerdictClaims) -> Bindings {
-        let mut out = claims.bindings();
+        let mut out = claims.bindings.clone();
         if self.x402.is_some() {
             out.x402_payment = None;
         }
@@ -164,51 +201,88 @@ impl ExpectedTransaction {
         if self.ap2_transaction.is_some() {
             out.ap2_transaction = None;
         }
+        if self.acp.is_some() {
+            out.acp_allowance = None;
+            out.acp_checkout_session = None;
+        }
         out
     }
 
     /// What in the claims' bindings differs from those expected, and what in the expected
-    /// x402 payment is not this transaction.
-    fn binding_objections(&self, claims: &VerdictClaims, out: &mut Vec<Objection>) {
-        let mut compare =
-            |claim: &'static str, signed: &Option<String>, expected: Option<String>| {
-                if let Some(expected) = expected
-                    && signed.as_deref() != Some(expected.as_str())
-                {
-                    out.push(Objection::Binding {
-                        claim,
-                        signed: signed.clone(),
-                        expected,
-                    });
-                }
-            };
-        compare("ap2_mandate", &claims.ap2_mandate, self.ap2_mandate.clone());
-        compare(
+    /// x402 payment or ACP allowance is not this transaction at `now`.
+    fn binding_objections(
+        &self,
+        claims: &VerdictClaims,
+        now: OffsetDateTime,
+        out: &mut Vec<Objection>,
+    ) {
+        let compare = |claim: &'static str, signed: &Option<String>, expected: Option<String>| {
+            let expected = expected?;
+            (signed.as_deref() != Some(expected.as_str())).then(|| Objection::Binding {
+                claim,
+                signed: signed.clone(),
+                expected,
+            })
+        };
+        out.extend(compare(
+            "ap2_mandate",
+            &claims.bindings.ap2_mandate,
+            self.ap2_mandate.clone(),
+        ));
+        out.extend(compare(
             "ap2_transaction",
-            &claims.ap2_transaction,
+            &claims.bindings.ap2_transaction,
             self.ap2_transaction.clone(),
-        );
+        ));
         if let Some(x402) = &self.x402 {
-            compare(
+            out.extend(compare(
                 "x402_payment",
-                &claims.x402_payment,
+                &claims.bindings.x402_payment,
                 Some(x402.requirements.digest()),
-            );
+            ));
+            // The atomic amount of `upto` requirements is the maximum: the signed amount.
+            let atomic_is = if x402.requirements.is_upto() {
+                claims.request.amount
+            } else {
+                self.amount
+            };
             let disagreements = x402.requirements.consistency(
-                self.amount,
+                atomic_is,
                 &self.currency,
                 &self.recipient,
                 x402.decimals,
             );
             out.extend(disagreements.into_iter().map(Objection::X402));
         }
+        if let Some(allowance) = &self.acp {
+            out.extend(compare(
+                "acp_allowance",
+                &claims.bindings.acp_allowance,
+                Some(allowance.digest()),
+            ));
+            out.extend(compare(
+                "acp_checkout_session",
+                &claims.bindings.acp_checkout_session,
+                Some(allowance.checkout_session_id().to_owned()),
+            ));
+            let outside =
+                allowance.settlement_mismatches(self.amount, &self.currency, &self.recipient, now);
+            out.extend(outside.into_iter().map(Objection::Acp));
+        }
     }
 
-    /// What in `claims` differs from this transaction.
-    fn objections(&self, claims: &VerdictClaims) -> Vec<Objection> {
+    /// What in `claims` differs from this transaction at `now`.
+    fn objections(&self, claims: &VerdictClaims, now: OffsetDateTime) -> Vec<Objection> {
         let signed = &claims.request;
         let mut out = Vec::new();
-        if signed.amount.value() != self.amount.value() {
+        if self.settles_up_to_the_signed_amount() {
+            if self.amount.value() > signed.amount.value() {
+                out.push(Objection::AboveMaximum {
+                    signed: signed.amount,
+                    expected: self.amount,
+                });
+            }
+        } else if signed.amount.value() != self.amount.value() {
             out.push(Objection::Amount {
                 signed: signed.amount,
                 expected: self.amount,
@@ -226,7 +300,7 @@ impl ExpectedTransaction {
                 expected: self.recipient.clone(),
             });
         }
-        self.binding_objections(claims, &mut out);
+        self.binding_objections(claims, now, &mut out);
         out
     }
 }
@@ -340,6 +414,14 @@ pub enum Objection {
         /// In the transaction.
         expected: Amount,
     },
+    /// The amount to be settled is above the signed one, a maximum (an x402 `upto`
+    /// payment, an ACP allowance).
+    AboveMaximum {
+        /// In the token: the maximum the decision was made on.
+        signed: Amount,
+        /// In the transaction: what is to be settled.
+        expected: Amount,
+    },
     /// The signed currency is not the one to be settled.
     Currency {
         /// In the token.
@@ -357,7 +439,8 @@ pub enum Objection {
     /// A binding expected is absent from the token (`signed` `None`) or another one: the
     /// verdict was not made for this payment.
     Binding {
-        /// The claim: `ap2_mandate`, `ap2_transaction` or `x402_payment`.
+        /// The claim: `ap2_mandate`, `ap2_transaction`, `x402_payment`, `acp_allowance`
+        /// or `acp_checkout_session`.
         claim: &'static str,
         /// In the token, if there.
         signed: Option<String>,
@@ -367,8 +450,16 @@ pub enum Objection {
     /// The x402 payment expected is not this transaction's (its payTo, fiat asset or
     /// atomic amount).
     X402(Inconsistency),
+    /// The ACP allowance expected does not allow this transaction (above its maximum,
+    /// another currency or merchant, expired).
+    Acp(AllowanceMismatch),
     /// The nonce was accepted before: this token was already used.
     Replay(Nonce),
+    /// The counterparty requires proof that the verdict is in the issuer's log
+    /// ([`Counterparty::require_log`]) and none came with it.
+    NotLogged,
+    /// The log entry that came with the verdict does not prove it is in the log.
+    Log(LogError),
 }
 
 impl fmt::Display for Objection {
@@ -396,6 +487,10 @@ impl fmt::Display for Objection {
                 f,
                 "amount {expected} does not match the signed amount {signed}"
             ),
+            Self::AboveMaximum { signed, expected } => write!(
+                f,
+                "amount {expected} is above the signed maximum {signed}: settle at most {signed}"
+            ),
             Self::Currency { signed, expected } => write!(
                 f,
                 "currency {expected} does not match the signed currency {signed}"
@@ -421,7 +516,18 @@ impl fmt::Display for Objection {
                 "{claim} {expected} does not match the signed {claim} {signed}: the token was made for another payment"
             ),
             Self::X402(problem) => write!(f, "the x402 payment is not this transaction: {problem}"),
+            Self::Acp(problem) => write!(
+                f,
+                "the ACP allowance does not allow this transaction: {problem}"
+            ),
             Self::Replay(nonce) => write!(f, "nonce {nonce} was accepted before: a replay"),
+            Self::NotLogged => write!(
+                f,
+                "no proof that the verdict is in the issuer's log came with it: ask for its log entry (the decision's `log`, once a checkpoint covers it)"
+            ),
+            Self::Log(problem) => {
+                write!(f, "the verdict is not proven to be in the log: {problem}")
+            }
         }
     }
 }
@@ -466,6 +572,9 @@ pub struct VerifiedVerdict {
     /// The bindings the token carries that the check did not expect (and so did not
     /// check); empty when it checked all it carries (see [`ExpectedTransaction`]).
     pub unchecked: Bindings,
+    /// The signed checkpoint of the log that holds the verdict, when a log entry was
+    /// checked ([`Counterparty::check_logged`]): its origin names the log.
+    pub log: Option<Checkpoint>,
 }
 
 /// A counterparty's verifier: the expected issuer, the environments it accepts and the
@@ -475,6 +584,7 @@ pub struct Counterparty {
     issuer: String,
     environments: EnvironmentPolicy,
     leeway_secs: i64,
+    log_keys: Option<LogKeys>,
 }
 
 impl Counterparty {
@@ -485,7 +595,18 @@ impl Counterparty {
             issuer: issuer.into(),
             environments: EnvironmentPolicy::LiveOnly,
             leeway_secs: 0,
+            log_keys: None,
         }
+    }
+
+    /// Requires every verdict to come with proof that it is in the issuer's log, checked
+    /// with `keys` (the log keys of the issuer's JWK Set, [`LogKeys::from_jwks_json`]):
+    /// [`Counterparty::check`] then refuses every token ([`Objection::NotLogged`]), and
+    /// [`Counterparty::check_logged`] checks the entry that comes with it.
+    #[must_use]
+    pub fn require_log(mut self, keys: LogKeys) -> Self {
+        self.log_keys = Some(keys);
+        self
     }
 
     /// Accepts the environments of `policy` (sandbox keys only on a test system).
@@ -518,9 +639,39 @@ impl Counterparty {
         guard: &mut G,
         now: OffsetDateTime,
     ) -> Result<VerifiedVerdict, CheckError> {
+        self.check_with_log(token, None, jwks, expected, guard, now)
+    }
+
+    /// [`Counterparty::check`], and that `log` (the decision's `log` member) proves the
+    /// token is in the issuer's log: its checkpoint signed by a log key given to
+    /// [`Counterparty::require_log`], its inclusion proof leading from the token to the
+    /// checkpoint's root. Without `require_log` no log key is known, and the entry is
+    /// refused.
+    pub fn check_logged<G: ReplayGuard + ?Sized>(
+        &self,
+        token: &str,
+        log: &LogEntry,
+        jwks: &JwkSet,
+        expected: &ExpectedTransaction,
+        guard: &mut G,
+        now: OffsetDateTime,
+    ) -> Result<VerifiedVerdict, CheckError> {
+        self.check_with_log(token, Some(log), jwks, expected, guard, now)
+    }
+
+    fn check_with_log<G: ReplayGuard + ?Sized>(
+        &self,
+        token: &str,
+        log: Option<&LogEntry>,
+        jwks: &JwkSet,
+        expected: &ExpectedTransaction,
+        guard: &mut G,
+        now: OffsetDateTime,
+    ) -> Result<VerifiedVerdict, CheckError> {
         let (claims, kid) = self.verify(token, jwks, now)?;
         let (environment, mut objections) = self.judge(token, &claims, &kid);
-        objections.extend(expected.objections(&claims));
+        objections.extend(expected.objections(&claims, now));
+        let checkpoint = self.logged(token, log, &mut objections);
         let Some(environment) = environment.filter(|_| objections.is_empty()) else {
             return Err(refused(claims, objections));
         };
@@ -533,6 +684,7 @@ impl Counterparty {
                 claims,
                 kid,
                 environment,
+                log: checkpoint,
             }),
             Seen::Before => {
                 let nonce = claims.nonce.clone();
@@ -553,13 +705,36 @@ impl Counterparty {
         let (environment, objections) = self.judge(token, &claims, &kid);
         match environment.filter(|_| objections.is_empty()) {
             Some(environment) => Ok(VerifiedVerdict {
-                unchecked: claims.bindings(),
+                unchecked: claims.bindings.clone(),
                 claims,
                 kid,
                 environment,
+                log: None,
             }),
             None => Err(refused(claims, objections)),
         }
+    }
+
+    /// The checkpoint that proves `token` is in the log, from `log` with the required log
+    /// keys; an objection when the entry fails, or when none came and one is required.
+    fn logged(
+        &self,
+        token: &str,
+        log: Option<&LogEntry>,
+        objections: &mut Vec<Objection>,
+    ) -> Option<Checkpoint> {
+        let Some(entry) = log else {
+            if self.log_keys.is_some() {
+                objections.push(Objection::NotLogged);
+            }
+            return None;
+        };
+        let no_keys = LogKeys::default();
+        let keys = self.log_keys.as_ref().unwrap_or(&no_keys);
+        entry
+            .verify(token, keys)
+            .map_err(|problem| objections.push(Objection::Log(problem)))
+            .ok()
     }
 
     /// The signature and registered claims; the claims and the signing key's id.

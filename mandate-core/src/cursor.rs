@@ -24,15 +24,15 @@ use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
 
 /// The prefix every cursor token starts with.
-pub const CURSOR_PREFIX: &str = "cur_";
+pub(crate) const CURSOR_PREFIX: &str = "cur_";
 
 /// How long a cursor stays valid after it was issued, in seconds (24 hours).
-pub const CURSOR_LIFETIME_SECS: i64 = 86_400;
+pub(crate) const CURSOR_LIFETIME_SECS: i64 = 86_400;
 
 /// How far in the future an issue time may lie before the cursor is refused, in seconds.
 ///
 /// This absorbs clock differences between servers that share the cursor secret.
-pub const CURSOR_CLOCK_SKEW_SECS: i64 = 300;
+pub(crate) const CURSOR_CLOCK_SKEW_SECS: i64 = 300;
 
 /// The longest token [`CursorKey::open`] will look at; anything longer is malformed.
 const MAX_TOKEN_LEN: usize = 1024;
@@ -276,7 +276,7 @@ impl CursorKey {
     /// position to continue after.
     ///
     /// A cursor is valid while `now < issued_at + 24 h`, and refused if its issue time
-    /// lies more than [`CURSOR_CLOCK_SKEW_SECS`] in the future.
+    /// lies more than five minutes in the future.
     pub fn open(
         &self,
         token: &str,

@@ -33,7 +33,7 @@ impl Environment {
     }
 
     /// The prefix of this environment's kids: `sandbox-` or `live-`.
-    pub fn kid_prefix(self) -> &'static str {
+    pub(crate) fn kid_prefix(self) -> &'static str {
         match self {
             Environment::Sandbox => "sandbox-",
             Environment::Live => "live-",

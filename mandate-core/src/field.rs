@@ -1,9 +1,10 @@
 //! Reading JSON request bodies field by field, so that every error names the field.
 //!
 //! The module is private: embedders see [`FieldError`] and [`BodyError`] (what the
-//! public `from_json` functions return) and [`parse_body`], re-exported at the crate root;
-//! the helpers below are the core's own (the server keeps its copies in
-//! `mandate-server/src/http/fields.rs`).
+//! public `from_json` functions return) and [`parse_body`], re-exported at the crate root.
+//! The helpers below read the core's bodies, and the server reads its routes' own bodies
+//! with the same ones, through [`crate::unstable::fields`], so every body's problem is
+//! answered in the same words.
 //!
 //! serde's derive reports errors in its own words and positions; a caller fixing a request
 //! wants `limits.currency is required`. These helpers read a `serde_json::Value` (parsed
@@ -12,8 +13,8 @@
 //!
 //! JSON lets an object repeat a member; `serde_json` keeps the last value. A gateway that
 //! keeps the first would then see another request than the one judged or signed, so every
-//! body is also read by [`repeated_member`], and a repeat is refused
-//! ([`FieldError::Duplicate`]).
+//! body is read by [`parse_body`], which finds a repeat while it builds the tree, and a
+//! repeat is refused ([`FieldError::Duplicate`]).
 
 use std::cell::RefCell;
 use std::collections::HashSet;
@@ -55,7 +56,7 @@ pub enum FieldError {
 }
 
 /// A [`FieldError::Invalid`] for `field`.
-pub(crate) fn invalid(field: &str, problem: impl std::fmt::Display) -> FieldError {
+pub fn invalid(field: &str, problem: impl std::fmt::Display) -> FieldError {
     FieldError::Invalid {
         field: field.to_owned(),
         problem: problem.to_string(),
@@ -63,12 +64,12 @@ pub(crate) fn invalid(field: &str, problem: impl std::fmt::Display) -> FieldErro
 }
 
 /// The body as an object, or [`FieldError::NotAnObject`].
-pub(crate) fn object(body: &Value) -> Result<&Map<String, Value>, FieldError> {
+pub fn object(body: &Value) -> Result<&Map<String, Value>, FieldError> {
     body.as_object().ok_or(FieldError::NotAnObject)
 }
 
 /// Refuses any key outside `known`; keys in `read_only` get their own message.
-pub(crate) fn check_fields(
+pub fn check_fields(
     object: &Map<String, Value>,
     prefix: &str,
     known: &[&str],
@@ -88,12 +89,12 @@ pub(crate) fn check_fields(
 }
 
 /// The value of `key` unless it is absent or null.
-pub(crate) fn present<'a>(object: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+pub fn present<'a>(object: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
     object.get(key).filter(|v| !v.is_null())
 }
 
 /// The value of `key`, or [`FieldError::Missing`] naming `path`.
-pub(crate) fn required<'a>(
+pub fn required<'a>(
     object: &'a Map<String, Value>,
     key: &str,
     path: &str,
@@ -102,7 +103,7 @@ pub(crate) fn required<'a>(
 }
 
 /// The value as a string.
-pub(crate) fn string<'a>(value: &'a Value, path: &str) -> Result<&'a str, FieldError> {
+pub fn string<'a>(value: &'a Value, path: &str) -> Result<&'a str, FieldError> {
     value
         .as_str()
         .ok_or_else(|| invalid(path, "must be a string"))
@@ -115,7 +116,7 @@ pub(crate) fn amount(value: &Value, path: &str) -> Result<Amount, FieldError> {
 
 /// Where a member sits: its parent's place and its key or index, kept on the stack while
 /// the checker walks below it, so a path is only written out for the repeat it reports.
-enum Place<'a> {
+pub(crate) enum Place<'a> {
     Root,
     Member(&'a Place<'a>, &'a str),
     Element(&'a Place<'a>, usize),
@@ -236,12 +237,117 @@ pub enum BodyError {
 }
 
 /// Parses `json` as a request body: a [`Value`] with exact number text, with no member
-/// repeated within an object ([`FieldError::Duplicate`] names the first).
+/// repeated within an object ([`FieldError::Duplicate`] names the first). One pass over
+/// the bytes builds the tree and finds a repeat; JSON that is malformed anywhere is
+/// [`BodyError::Malformed`], even after a repeat.
 pub fn parse_body(json: &[u8]) -> Result<Value, BodyError> {
-    let value: Value = serde_json::from_slice(json).map_err(BodyError::Malformed)?;
-    match repeated_member(json) {
+    let found = RefCell::new(None);
+    let mut deserializer = serde_json::Deserializer::from_slice(json);
+    let seed = Tree {
+        place: &Place::Root,
+        found: &found,
+    };
+    let value = seed
+        .deserialize(&mut deserializer)
+        .and_then(|value| deserializer.end().map(|()| value))
+        .map_err(BodyError::Malformed)?;
+    match found.into_inner() {
         Some(path) => Err(FieldError::Duplicate(path).into()),
         None => Ok(value),
+    }
+}
+
+/// One JSON value read into a [`Value`] exactly as `serde_json` reads it (a repeated
+/// member keeps its last value there too), recording on the way the path of the first
+/// member repeated within an object: the tree and the repeat check in one pass.
+pub(crate) struct Tree<'a> {
+    pub(crate) place: &'a Place<'a>,
+    pub(crate) found: &'a RefCell<Option<String>>,
+}
+
+/// The key under which `serde_json` (with `arbitrary_precision`) hands a number to a
+/// visitor: a one-member map holding the number's text.
+const NUMBER_TOKEN: &str = "$serde_json::private::Number";
+
+impl<'de> DeserializeSeed<'de> for Tree<'_> {
+    type Value = Value;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Tree<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any valid JSON value")
+    }
+
+    fn visit_bool<E>(self, b: bool) -> Result<Value, E> {
+        Ok(Value::Bool(b))
+    }
+    fn visit_i64<E>(self, n: i64) -> Result<Value, E> {
+        Ok(Value::from(n))
+    }
+    fn visit_u64<E>(self, n: u64) -> Result<Value, E> {
+        Ok(Value::from(n))
+    }
+    fn visit_f64<E>(self, n: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(n).map_or(Value::Null, Value::Number))
+    }
+    fn visit_str<E>(self, s: &str) -> Result<Value, E> {
+        Ok(Value::String(s.to_owned()))
+    }
+    fn visit_string<E>(self, s: String) -> Result<Value, E> {
+        Ok(Value::String(s))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut elements = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        loop {
+            let place = Place::Element(self.place, elements.len());
+            let seed = Tree {
+                place: &place,
+                found: self.found,
+            };
+            match seq.next_element_seed(seed)? {
+                Some(element) => elements.push(element),
+                None => return Ok(Value::Array(elements)),
+            }
+        }
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut members = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if key == NUMBER_TOKEN && members.is_empty() {
+                // A number with its exact text (`arbitrary_precision`), read as `Value` does.
+                let text: String = map.next_value()?;
+                return text
+                    .parse::<serde_json::Number>()
+                    .map(Value::Number)
+                    .map_err(de::Error::custom);
+            }
+            // Keys are compared unescaped: "a" and "\u0061" are the same member. The first
+            // repeat in the text is the one named, before anything inside its value.
+            if members.contains_key(&key) && self.found.borrow().is_none() {
+                *self.found.borrow_mut() = Some(Place::Member(self.place, &key).to_string());
+            }
+            let place = Place::Member(self.place, &key);
+            let value = map.next_value_seed(Tree {
+                place: &place,
+                found: self.found,
+            })?;
+            members.insert(key, value);
+        }
+        Ok(Value::Object(members))
     }
 }
 
@@ -289,5 +395,118 @@ mod tests {
         assert!(matches!(parse_body(b"{"), Err(BodyError::Malformed(_))));
         let value = parse_body(br#"{"amount": 10.50}"#).unwrap();
         assert_eq!(value["amount"].to_string(), "10.50");
+    }
+
+    /// What `parse_body` was before it read the tree and the repeats in one pass: the
+    /// tree as `serde_json` reads it, then the repeat check over the bytes again.
+    fn two_passes(json: &[u8]) -> Result<Value, String> {
+        let value: Value = serde_json::from_slice(json).map_err(|e| e.to_string())?;
+        match repeated_member(json) {
+            Some(path) => Err(FieldError::Duplicate(path).to_string()),
+            None => Ok(value),
+        }
+    }
+
+    fn one_pass(json: &[u8]) -> Result<Value, String> {
+        parse_body(json).map_err(|e| match e {
+            BodyError::Malformed(e) => e.to_string(),
+            BodyError::Field(e) => e.to_string(),
+        })
+    }
+
+    #[test]
+    fn one_pass_gives_the_tree_and_the_repeat_of_two() {
+        let cases: &[&str] = &[
+            r#"{"amount": 12.50, "currency": "USD", "n": -0.000000000000000000001}"#,
+            r#"{"big": 123456789012345678901234567890.123456789, "e": 1e400, "neg": -5}"#,
+            r#"{"a": 1, "a": {"x": 1, "x": 2}}"#,
+            r#"{"a": {"x": 1, "x": 2}, "a": 1}"#,
+            r#"{"a": [1, {"b": null, "b": true}], "c": "\u00e9\n"}"#,
+            r#"{"a": 1, "a": 2} trailing"#,
+            r#"{"a": 1, "a": 2, "b": }"#,
+            r#"{"$serde_json::private::Number": "1"}"#,
+            r#"[[[{"k": [], "k": {}}]]]"#,
+            r#""text""#,
+            "1.10",
+            "null",
+            "",
+            "{",
+            "[1, 2,]",
+        ];
+        for json in cases {
+            assert_eq!(
+                one_pass(json.as_bytes()),
+                two_passes(json.as_bytes()),
+                "{json}"
+            );
+        }
+        // The number's exact text survives (`arbitrary_precision` in the tests).
+        let value = parse_body(br#"{"amount": 1234567890123456789.10}"#).unwrap();
+        assert_eq!(value["amount"].to_string(), "1234567890123456789.10");
+    }
+
+    fn json_text() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let token = prop_oneof![
+            Just("{"),
+            Just("}"),
+            Just("["),
+            Just("]"),
+            Just(","),
+            Just(":"),
+            Just("\"a\""),
+            Just("\"b\""),
+            Just("\"\\u0061\""),
+            Just("1.50"),
+            Just("-0"),
+            Just("99999999999999999999.9"),
+            Just("null"),
+            Just("true"),
+            Just(" "),
+        ];
+        prop::collection::vec(token, 0..24).prop_map(|tokens| tokens.concat())
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn one_pass_is_two_passes_on_any_text(json in json_text()) {
+            proptest::prop_assert_eq!(one_pass(json.as_bytes()), two_passes(json.as_bytes()), "{}", json);
+        }
+
+        #[test]
+        fn one_pass_is_two_passes_on_any_bytes(json in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..48)) {
+            proptest::prop_assert_eq!(one_pass(&json), two_passes(&json));
+        }
+    }
+
+    #[test]
+    fn errors_name_the_field_and_read_only_fields_are_told_apart() {
+        let body: Value =
+            serde_json::from_str(r#"{"name": "a", "id": "x", "extra": 1, "n": null}"#).unwrap();
+        let fields = object(&body).unwrap();
+        assert_eq!(
+            check_fields(fields, "hook.", &["name", "extra", "n"], &["id"])
+                .unwrap_err()
+                .to_string(),
+            "hook.id is read-only and cannot be set"
+        );
+        assert_eq!(
+            check_fields(fields, "", &["name", "id", "n"], &[])
+                .unwrap_err()
+                .to_string(),
+            "unknown field extra"
+        );
+        assert_eq!(
+            required(fields, "n", "hook.n").unwrap_err().to_string(),
+            "hook.n is required"
+        );
+        assert_eq!(
+            string(required(fields, "extra", "extra").unwrap(), "extra")
+                .unwrap_err()
+                .to_string(),
+            "extra must be a string"
+        );
+        assert_eq!(string(&body["name"], "name").unwrap(), "a");
+        assert!(object(&Value::Null).is_err());
     }
 }

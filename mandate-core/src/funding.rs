@@ -218,17 +218,15 @@ mod tests {
     use time::macros::datetime;
 
     use super::*;
-    use crate::claims::RequestClaims;
     use crate::id::Nonce;
+    use crate::policy::AuthorizationRequest;
 
     const NOW: OffsetDateTime = datetime!(2026-11-22 12:00 UTC);
 
     fn claims(verdict: Verdict) -> VerdictClaims {
         let iat = NOW.unix_timestamp();
         VerdictClaims {
-            ap2_mandate: None,
-            ap2_transaction: None,
-            x402_payment: None,
+            bindings: crate::claims::Bindings::default(),
             iss: "https://verdicts.example".into(),
             jti: DecisionId::parse("dec_one").unwrap(),
             iat,
@@ -238,7 +236,7 @@ mod tests {
             mandate: None,
             policy_version: "pol_2026-11-22.1".into(),
             nonce: Nonce::parse("n_one").unwrap(),
-            request: RequestClaims {
+            request: AuthorizationRequest {
                 agent: AgentId::parse("agt_buyer").unwrap(),
                 amount: Amount::parse("12.50").unwrap(),
                 currency: Currency::parse("USD").unwrap(),

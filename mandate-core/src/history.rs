@@ -248,7 +248,7 @@ impl LifetimeToDate {
 ///
 /// The lifetime figures are exact only if every allow since the mandate's creation was
 /// added: a server rebuilding this from stored decisions reads them all when the mandate
-/// has a lifetime limit ([`crate::mandate::Limits::counts_lifetime`]), and only the
+/// has a lifetime limit ([`counts_lifetime`](crate::unstable::mandate::counts_lifetime)), and only the
 /// month's and the week's otherwise.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -306,11 +306,11 @@ impl SpendToDate {
 
 /// Everything the engine needs about one agent's past.
 ///
-/// `velocity` is per agent and survives a new mandate; `spend` belongs to the agent's current
-/// mandate, and the owner resets it (to `SpendToDate::default()`) when a new mandate
-/// supersedes the old one. A request is recorded with
+/// The velocity window is per agent and survives a new mandate; the spend belongs to the
+/// agent's current mandate, and the owner starts it again
+/// ([`AgentHistory::start_mandate`]) when a new mandate supersedes the old one. A request is recorded with
 /// [`AgentHistory::record`](crate::history::AgentHistory::record), defined beside the
-/// engine in [`crate::policy`] because it reads the engine's [`Evaluation`](crate::policy::Evaluation).
+/// engine because it reads the engine's [`Evaluation`](crate::Evaluation).
 ///
 /// Serialized (serde, JSON) as plain data to keep between requests:
 /// `{"velocity": [unix ms, …], "spend": {"month": {"year", "month", "total", "count"},
@@ -320,9 +320,22 @@ impl SpendToDate {
 #[serde(deny_unknown_fields)]
 pub struct AgentHistory {
     /// The agent's recent requests.
-    pub velocity: VelocityWindow,
+    pub(crate) velocity: VelocityWindow,
     /// The current mandate's allowed spend this day, week and month.
-    pub spend: SpendToDate,
+    pub(crate) spend: SpendToDate,
+}
+
+impl AgentHistory {
+    /// A new mandate supersedes the agent's current one: its spend starts from nothing,
+    /// while the velocity window (the agent's, not the mandate's) carries over.
+    pub fn start_mandate(&mut self) {
+        self.spend = SpendToDate::default();
+    }
+
+    /// What the current mandate allowed in the calendar month (UTC) that contains `now`.
+    pub fn spent_at(&self, now: OffsetDateTime) -> Amount {
+        self.spend.total_at(now)
+    }
 }
 
 /// Milliseconds since the Unix epoch.

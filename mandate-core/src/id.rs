@@ -171,7 +171,7 @@ impl AgentId {
     pub const PREFIX: &'static str = "agt_";
 
     /// The id of the agent with this name.
-    pub fn for_name(name: &AgentName) -> Self {
+    pub(crate) fn for_name(name: &AgentName) -> Self {
         Self(format!("agt_{}", name.as_str()))
     }
 

@@ -17,7 +17,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
 /// The JOSE algorithm of every key and token: ECDSA on P-256 with SHA-256.
-pub const ES256: &str = "ES256";
+pub(crate) const ES256: &str = "ES256";
 
 /// Why a JWK or a JWK Set was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -65,7 +65,7 @@ pub enum JwkError {
 impl JwkError {
     /// Whether the error says only that the key is of a kind this crate does not use (its
     /// `kty`, `crv`, `alg` or `use`): such a member of a set is skipped, not refused.
-    pub fn is_unsupported_kind(&self) -> bool {
+    pub(crate) fn is_unsupported_kind(&self) -> bool {
         matches!(
             self,
             Self::UnsupportedKeyType(_)

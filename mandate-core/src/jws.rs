@@ -79,7 +79,8 @@ impl P256Signer {
 
     /// The secret scalar, to persist the key. **This is the private key**: store it only
     /// where secrets belong, never log it, and wipe copies when done.
-    pub fn secret_bytes(&self) -> [u8; 32] {
+    #[cfg(test)]
+    pub(crate) fn secret_bytes(&self) -> [u8; 32] {
         self.key.to_bytes().into()
     }
 }

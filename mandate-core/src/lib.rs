@@ -103,85 +103,108 @@
 //! # }
 //! ```
 //!
-//! # Modules
+//! # What is here
 //!
-//! - [`amount`]: exact, non-negative money amounts read from JSON number text.
-//! - [`ap2`]: AP2 open payment mandates (SD-JWT VCs) verified and mapped onto Mandate
-//!   terms, closed payment mandates verified against them.
-//! - [`budget`]: what a mandate still allows at a moment, limit by limit (`remaining`).
-//! - [`claims`]: the claims of signed verdicts and webhook events.
-//! - [`counterparty`]: the whole check a counterparty runs before it settles, in one call.
-//! - [`cursor`]: HMAC-signed, expiring pagination cursors bound to a list, filters and scope.
-//! - [`delivery`]: event types and the webhook retry schedule as pure decisions.
-//! - [`environment`]: which environment, sandbox or live, signed a token (by its `kid`).
-//! - [`escrow`]: the escrow state machine as one pure transition function.
-//! - [`funding`]: which decision may fund which escrow (an unexpired `allow` of the buyer
-//!   for the same amount, currency and recipient).
-//! - [`history`]: an agent's velocity window and month-to-date spend.
-//! - [`id`]: prefixed object identifiers (`dec_`, `mnd_`, `agt_`, ...).
-//! - [`idempotency`]: what to do with a request given what is stored under its key.
-//! - [`jwk`]: ES256 public JWKs, and JWK Sets that skip keys of other kinds.
-//! - [`jwks_cache`]: when to fetch a JWK Set again (`Cache-Control`, unknown kids).
-//! - [`jws`]: ES256 compact JWS signing and verification of verdicts and events.
-//! - [`mandate`]: mandate drafts, stored mandates and their status at a given time.
-//! - [`names`]: agent names, recipients, principals, categories and currencies.
-//! - [`policy`]: the policy engine, from a mandate and a request to a verdict.
-//! - [`review`]: the human-review state machine.
-//! - [`timefmt`]: the one timestamp format on the wire (RFC 3339 in UTC, whole seconds).
-//! - [`wire`]: the error and list envelopes shared by the server and its clients.
-//! - [`x402`]: x402 v2 payment requirements, their digest (the `x402_payment` claim) and
-//!   how they compare with a request.
+//! Everything an embedder uses is at the crate root; the modules are private.
+//!
+//! - Money, names and identifiers, parsed at the edge: [`Amount`] (exact, from the JSON
+//!   number's text), [`Currency`], [`Recipient`], [`Category`], [`AgentName`],
+//!   [`Principal`], and the prefixed ids ([`AgentId`], [`MandateId`], [`DecisionId`],
+//!   [`EventId`], [`Nonce`]).
+//! - Mandates and the engine: [`MandateDraft::from_json`], [`Mandate`] and its status at a
+//!   moment, [`AgentHistory`] (the velocity window and the spend to date), and
+//!   [`evaluate`], from a mandate and an [`AuthorizationRequest`] to an [`Evaluation`]
+//!   carrying its [`Verdict`] and [`Reason`].
+//! - Request bodies read so that every error names the field: [`parse_body`],
+//!   [`FieldError`].
+//! - Verdicts and events as signed claims ([`VerdictClaims`], [`EventClaims`]), ES256
+//!   signing ([`Signer`], [`P256Signer`], [`sign_token`]), JWK Sets ([`JwkSet`]), when to
+//!   fetch them again ([`KeySetCache`]), verification ([`verify_verdict`],
+//!   [`verify_event`]), and the whole check a counterparty runs before it settles, in one
+//!   call ([`Counterparty::check`]), the signing key's [`Environment`] included.
+//! - Pagination cursors bound to a list, its filters and a scope: [`CursorKey`].
+//! - The payment protocols: ACP allowances ([`Allowance`]), AP2 open and closed payment
+//!   mandates ([`verify_open_mandate`], [`verify_closed_mandate`]), x402 payment
+//!   requirements ([`PaymentRequirements`]).
+//! - The transparency log, as a counterparty checks that a verdict is in it: [`LogKeys`],
+//!   [`LogEntry`], [`Checkpoint`].
+//!
+//! [`unstable`] holds what Mandate's own server, CLI and benchmarks use besides (the HTTP
+//! API's wire types, the review, escrow and delivery state machines, the issuer's side of
+//! the transparency log, ...), with no stability promise.
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
+// Every `pub` item is reachable from the root or from `unstable`: what is neither is
+// `pub(crate)`, so `public-api.txt` and `unstable-api.txt` list exactly what others see.
+#![warn(unreachable_pub)]
 
-pub mod amount;
-pub mod ap2;
-pub mod budget;
-pub mod claims;
-pub mod counterparty;
-pub mod cursor;
-pub mod delivery;
-pub mod environment;
-pub mod escrow;
+mod acp;
+mod amount;
+mod ap2;
+mod budget;
+mod claims;
+mod counterparty;
+mod cursor;
+mod delivery;
+mod environment;
+mod escrow;
 mod field;
-pub mod funding;
-pub mod history;
-pub mod id;
-pub mod idempotency;
-pub mod jwk;
-pub mod jwks_cache;
-pub mod jws;
-pub mod mandate;
-pub mod names;
-pub mod policy;
-pub mod review;
-pub mod timefmt;
-pub mod wire;
-pub mod x402;
+mod funding;
+mod history;
+mod id;
+mod idempotency;
+mod jwk;
+mod jwks_cache;
+mod jws;
+mod mandate;
+mod names;
+mod policy;
+mod review;
+mod timefmt;
+mod tlog;
+pub mod unstable;
+mod wire;
+mod x402;
 
-// What an embedder uses, at the root. The modules stay public for the rest.
+// Money, names and identifiers, parsed at the edge.
 pub use amount::{Amount, AmountError};
-pub use ap2::{
-    Ap2Error, ClosedMandate, OpenMandate, read_stored_open_mandate, verify_closed_mandate,
-    verify_open_mandate,
-};
-pub use claims::{
-    Bindings, EVENT_LIFETIME_SECS, EventClaims, Issuance, RequestClaims, VERDICT_LIFETIME_SECS,
-    VerdictClaims,
-};
-pub use counterparty::{
-    CheckError, Counterparty, EnvironmentPolicy, ExpectedTransaction, ExpectedX402,
-    MemoryReplayGuard, Objection, ReplayGuard, ReplayGuardError, Seen, VerifiedVerdict,
-};
-pub use environment::Environment;
-pub use field::{BodyError, FieldError, parse_body};
+pub use id::{AgentId, DecisionId, EventId, IdError, MandateId, Nonce};
+pub use names::{AgentName, Category, Currency, NameError, Principal, Recipient};
+
+// Mandates, the agent's history and the engine.
 pub use history::AgentHistory;
-pub use id::{AgentId, DecisionId, EventId, MandateId, Nonce};
+pub use mandate::{
+    CountLimits, EscrowTerms, Limits, Mandate, MandateDraft, MandateStatus, RecipientPattern,
+    RecipientRefusal, Recipients,
+};
+pub use policy::{
+    AuthorizationRequest, CountWindow, Evaluation, Mode, Reason, RequestBodyError, SpendWindow,
+    Verdict, evaluate,
+};
+
+// Request bodies read so that every error names the field.
+pub use field::{BodyError, FieldError, parse_body};
+
+// Verdict and event claims, signing, and verification.
+pub use claims::{Bindings, EventClaims, Issuance, VERDICT_LIFETIME_SECS, VerdictClaims};
+pub use counterparty::{
+    CheckError, Counterparty, EnvironmentPolicy, ExpectedTransaction, MemoryReplayGuard, Objection,
+    ReplayGuard, ReplayGuardError, Seen, VerifiedVerdict,
+};
+pub use environment::{Environment, token_kid};
 pub use jwk::{Jwk, JwkError, JwkSet};
 pub use jwks_cache::{CachePolicy, KeySetCache, NextFetch};
 pub use jws::{
-    P256Signer, SignError, Signer, TokenError, VerifyOptions, sign_token, verify_event,
+    P256Signer, SignError, Signer, TokenError, TokenPart, VerifyOptions, sign_token, verify_event,
     verify_verdict,
 };
-pub use mandate::{Mandate, MandateDraft, MandateStatus};
-pub use names::{Category, Currency, Recipient};
-pub use policy::{AuthorizationRequest, Evaluation, Mode, Reason, Verdict, evaluate};
+
+// Pagination cursors.
+pub use cursor::{CursorContext, CursorError, CursorKey};
+
+// The payment protocols: ACP allowances, AP2 mandates, x402 requirements.
+pub use acp::{Allowance, AllowanceMismatch};
+pub use ap2::{Ap2Error, ClosedMandate, OpenMandate, verify_closed_mandate, verify_open_mandate};
+pub use x402::{Inconsistency, PaymentRequirements};
+
+// The transparency log, as a counterparty checks that a verdict is in it.
+pub use tlog::{Checkpoint, CheckpointError, LogEntry, LogError, LogKeys, NoteError};

@@ -17,10 +17,18 @@
 //!
 //! [`PaymentRequirements::consistency`] says what of a payment can be checked against a
 //! request (amount, currency, recipient) and what cannot: the recipient must be
-//! `vendor:<payTo>`; a fiat `asset` (an ISO 4217 code) must be the request's currency; the
-//! `amount` is in the asset's atomic units, so it is compared with the request's amount
-//! only when the asset's decimals are known (a verifier knows its asset; the server does
-//! not, and leaves that to the verifier).
+//! `vendor:<payTo>`; a fiat `asset` (an ISO 4217 code, in any letter case, with spaces
+//! around it or an `iso4217:` prefix) must be the request's currency; the `amount` is in
+//! the asset's atomic units, so it is compared with the request's amount only when the
+//! asset's decimals are known (a verifier knows its asset; the server does not, and
+//! leaves that to the verifier).
+//!
+//! Schemes: `exact` pays `amount`. `upto` ([`PaymentRequirements::is_upto`]) lets the
+//! client sign a maximum, `amount`, and the resource server settle at most that: the
+//! request is decided on the maximum and the verdict bound to the requirements the
+//! client signed (with the maximum), like `exact`; the verifier settling it checks the
+//! settled amount is at most the signed one ([`crate::Counterparty::check`]). Any other
+//! scheme is bound the same way and read as `exact`.
 
 use rust_decimal::Decimal;
 use serde_json::{Map, Value};
@@ -159,7 +167,7 @@ impl PaymentRequirements {
     }
 
     /// The canonical JSON of the five bound members (see the module documentation).
-    pub fn canonical_json(&self) -> String {
+    pub(crate) fn canonical_json(&self) -> String {
         // Written by hand in JCS order; serde_json's string escaping is JCS's for strings.
         let text = |s: &str| serde_json::to_string(s).unwrap_or_default();
         format!(
@@ -172,24 +180,61 @@ impl PaymentRequirements {
         )
     }
 
-    /// The `x402_payment` claim of a verdict for this payment: [`payment_digest`].
-    pub fn digest(&self) -> String {
+    /// The `x402_payment` claim of a verdict for this payment: base64url (no padding)
+    /// SHA-256 of [`PaymentRequirements::canonical_json`].
+    pub(crate) fn digest(&self) -> String {
         payment_digest(self)
     }
 
-    /// Whether the asset is fiat: an ISO 4217 code (three upper-case letters), which a
-    /// request's currency names.
-    pub fn is_fiat(&self) -> bool {
-        Currency::parse(&self.asset).is_ok()
+    /// Whether the asset is fiat: an ISO 4217 code in any spelling (letter case, spaces
+    /// around it, an `iso4217:` prefix: `USD`, `usd`, `" EUR"`, `iso4217:EUR`), which the
+    /// request's currency must then be. An `iso4217:` asset whose code is not one is fiat
+    /// too, and matches no currency.
+    pub(crate) fn is_fiat(&self) -> bool {
+        self.fiat().is_some()
+    }
+
+    /// The ISO 4217 code an `asset` spells (upper case, trimmed, without the `iso4217:`
+    /// prefix): `Some(Some(code))` for a code in the table of
+    /// [`crate::ap2::minor_unit_exponent`], `Some(None)` for an `iso4217:` asset that
+    /// names none, `None` for any other asset (a contract address, a token symbol).
+    fn fiat(&self) -> Option<Option<Currency>> {
+        const PREFIX: &str = "iso4217:";
+        let trimmed = self.asset.trim();
+        let prefixed = trimmed
+            .get(..PREFIX.len())
+            .is_some_and(|head| head.eq_ignore_ascii_case(PREFIX));
+        let code = if prefixed {
+            trimmed[PREFIX.len()..].trim()
+        } else {
+            trimmed
+        }
+        .to_ascii_uppercase();
+        let known =
+            crate::ap2::minor_unit_exponent(&code).and_then(|_| Currency::parse(&code).ok());
+        match known {
+            Some(currency) => Some(Some(currency)),
+            None if prefixed => Some(None),
+            None => None,
+        }
+    }
+
+    /// Whether the scheme is `upto`: the client signs a maximum (this `amount`) and the
+    /// settled amount is at most that. A verdict for it is decided on the maximum; the
+    /// verifier settling it compares the settled amount with the signed maximum.
+    pub(crate) fn is_upto(&self) -> bool {
+        self.scheme == "upto"
     }
 
     /// What in this payment disagrees with a request (or transaction) of `amount`,
     /// `currency` and `recipient`: the recipient must be `vendor:<payTo>` (an EVM address,
     /// `0x` and 40 hex digits, compared without regard to case, as EVM addresses are); a
-    /// fiat asset must be the currency; with `decimals` (the asset's), the atomic amount
-    /// must be `amount` × 10^decimals exactly. Without `decimals` the amount is not
-    /// compared (its digest still binds it).
-    pub fn consistency(
+    /// fiat asset ([`is_fiat`](Self::is_fiat), in any spelling) must be the currency; with
+    /// `decimals` (the asset's), the atomic amount must be `amount` × 10^decimals exactly.
+    /// Without `decimals` the amount is not compared (its digest still binds it). For
+    /// `upto` requirements the atomic amount is the maximum, and `amount` the one decided
+    /// (the maximum too).
+    pub(crate) fn consistency(
         &self,
         amount: Amount,
         currency: &Currency,
@@ -212,7 +257,9 @@ impl PaymentRequirements {
                 recipient: recipient.clone(),
             });
         }
-        if self.is_fiat() && self.asset != currency.as_str() {
+        if let Some(fiat) = self.fiat()
+            && fiat.as_ref() != Some(currency)
+        {
             out.push(Inconsistency::Asset {
                 asset: self.asset.clone(),
                 currency: currency.clone(),
@@ -251,7 +298,7 @@ fn is_evm_address(text: &str) -> bool {
 /// The `x402_payment` claim for a payment: base64url (no padding) SHA-256 of
 /// [`PaymentRequirements::canonical_json`]. A verifier holding the payment computes the
 /// same value and compares.
-pub fn payment_digest(requirements: &PaymentRequirements) -> String {
+pub(crate) fn payment_digest(requirements: &PaymentRequirements) -> String {
     use base64::Engine;
     let hash = Sha256::digest(requirements.canonical_json().as_bytes());
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(hash)
@@ -375,5 +422,86 @@ mod tests {
         // A name other than an EVM address is compared exactly.
         let upper = Recipient::parse("vendor:Merchant-7").unwrap();
         assert_eq!(fiat.consistency(amount, &eur, &upper, None).len(), 1);
+    }
+
+    #[test]
+    fn an_asset_spelling_an_iso_4217_code_in_any_way_is_the_currency() {
+        let mut r = PaymentRequirements::from_json(&spec_requirements(), "x402").unwrap();
+        r.pay_to = "merchant-7".into();
+        let m7 = Recipient::parse("vendor:merchant-7").unwrap();
+        let (eur, usd) = (
+            Currency::parse("EUR").unwrap(),
+            Currency::parse("USD").unwrap(),
+        );
+        let amount = Amount::parse("12.50").unwrap();
+        for asset in [
+            "EUR",
+            "eur",
+            " EUR",
+            "EUR ",
+            "Eur",
+            "iso4217:EUR",
+            "ISO4217:eur",
+            "iso4217: EUR",
+            " iso4217:EUR ",
+        ] {
+            r.asset = asset.into();
+            assert!(r.is_fiat(), "{asset:?}");
+            assert_eq!(r.consistency(amount, &eur, &m7, None), vec![], "{asset:?}");
+            assert!(
+                matches!(
+                    r.consistency(amount, &usd, &m7, None).as_slice(),
+                    [Inconsistency::Asset { .. }]
+                ),
+                "{asset:?}"
+            );
+        }
+        // An iso4217: asset that names no code matches no currency.
+        r.asset = "iso4217:XYZ".into();
+        assert!(r.is_fiat());
+        assert_eq!(r.consistency(amount, &eur, &m7, None).len(), 1);
+        // A contract address, a token symbol: not fiat, not compared.
+        for asset in [
+            "0x036CbD53842c5426634e7929541eC2318f3dCF7e",
+            "USDC",
+            "usd coin",
+        ] {
+            r.asset = asset.into();
+            assert!(!r.is_fiat(), "{asset:?}");
+            assert_eq!(r.consistency(amount, &usd, &m7, None), vec![], "{asset:?}");
+        }
+    }
+
+    #[test]
+    fn upto_requirements_are_read_and_bound_like_exact() {
+        // scheme_upto_evm.md's PaymentPayload: the client signs a maximum of 5 USDC.
+        let mut accepted = spec_requirements();
+        accepted["scheme"] = json!("upto");
+        accepted["amount"] = json!("5000000");
+        let payload = json!({"x402Version": 2, "accepted": accepted,
+                             "payload": {"signature": "0x2d", "permit2Authorization": {}}});
+        let r = PaymentRequirements::from_json(&payload, "x402").unwrap();
+        assert!(r.is_upto());
+        assert!(
+            !PaymentRequirements::from_json(&spec_requirements(), "x402")
+                .unwrap()
+                .is_upto()
+        );
+        assert_eq!(
+            r.canonical_json(),
+            "{\"amount\":\"5000000\",\"asset\":\"0x036CbD53842c5426634e7929541eC2318f3dCF7e\",\"network\":\"eip155:84532\",\"payTo\":\"0x209693Bc6afc0C5328bA36FaF03C514EF312287C\",\"scheme\":\"upto\"}"
+        );
+        let usd = Currency::parse("USD").unwrap();
+        let to = Recipient::parse("vendor:0x209693Bc6afc0C5328bA36FaF03C514EF312287C").unwrap();
+        // Decided on the maximum: 5 USDC at 6 decimals.
+        assert_eq!(
+            r.consistency(Amount::parse("5").unwrap(), &usd, &to, Some(6)),
+            vec![]
+        );
+        assert_eq!(
+            r.consistency(Amount::parse("4.99").unwrap(), &usd, &to, Some(6))
+                .len(),
+            1
+        );
     }
 }

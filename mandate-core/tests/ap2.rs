@@ -5,11 +5,10 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use mandate_core::ap2::{Ap2Error, LEEWAY_SECS, minor_unit_exponent};
-use mandate_core::jwk::{Jwk, JwkSet};
-use mandate_core::jws::{P256Signer, Signer};
 use mandate_core::{
-    MandateDraft, OpenMandate, read_stored_open_mandate, verify_closed_mandate, verify_open_mandate,
+    Ap2Error, Jwk, JwkSet, MandateDraft, OpenMandate, P256Signer, Signer,
+    unstable::ap2::LEEWAY_SECS, unstable::ap2::minor_unit_exponent,
+    unstable::ap2::read_stored_open_mandate, verify_closed_mandate, verify_open_mandate,
 };
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -177,7 +176,7 @@ fn the_sdk_vectors_map_exactly() {
     let expected: Value = serde_json::from_str(
         r#"{
             "limits": {
-                "per_transaction": 50.00, "min_per_transaction": 1.00, "total": 150.0,
+                "per_transaction": 50.00, "min_per_transaction": 1.00, "total": 150.00,
                 "count": {"per_month": 1, "total": 12}, "currency": "USD"
             },
             "recipients": {"allow": ["vendor:s-1", "vendor:m-2"]},
@@ -187,12 +186,18 @@ fn the_sdk_vectors_map_exactly() {
     )
     .unwrap();
     assert_eq!(terms.to_string(), expected.to_string());
-    // Exact text: 5000 minor units are 50.00, the budget keeps its written 150.0.
+    // Exact text at the currency's minor unit: 5000 minor units are 50.00, the budget
+    // the SDK wrote as the float 150.0 is 150.00.
     assert_eq!(terms["limits"]["per_transaction"].to_string(), "50.00");
     assert_eq!(terms["limits"]["min_per_transaction"].to_string(), "1.00");
-    assert_eq!(terms["limits"]["total"].to_string(), "150.0");
+    assert_eq!(terms["limits"]["total"].to_string(), "150.00");
+    // The digest is of the issuer JWT as issued; the consent key of its low-S form.
     let issuer_jwt = v.s("open_full").split('~').next().unwrap();
-    assert_eq!(open.digest(), hash(&low_s(issuer_jwt)));
+    assert_eq!(open.digest(), hash(issuer_jwt));
+    assert_eq!(
+        mandate_core::unstable::ap2::consent_key(&open),
+        hash(&low_s(issuer_jwt))
+    );
     assert_eq!(open.holder(), &Jwk::from_value(&v.v["agent_jwk"]).unwrap());
     assert_eq!(open.payment_reference(), Some("chk-digest-1"));
     assert_eq!(open.allowed_payment_instruments().unwrap()[0]["id"], "pi-1");
@@ -238,15 +243,27 @@ fn the_sdk_presentations_verify_with_one_credential_per_consent() {
     let by_issuer_hash =
         verify_closed_mandate(v.s("presentation_issuer_jwt_hash"), &open, v.now()).unwrap();
     assert_eq!(by_issuer_hash.amount.to_string(), "49.99");
-    assert_ne!(by_issuer_hash.credential_id(), closed.credential_id());
+    assert_ne!(
+        mandate_core::unstable::ap2::credential_id(&by_issuer_hash),
+        mandate_core::unstable::ap2::credential_id(&closed)
+    );
 
     // The same consent (tx-1 under this open mandate), signed again with another nonce and
     // presented without the open hop: another token, the same credential.
-    let again = closed_hop(&v.agent(), open.sd_jwt(), "tx-1", "n-9", Value::Null);
+    let again = closed_hop(
+        &v.agent(),
+        mandate_core::unstable::ap2::sd_jwt(&open),
+        "tx-1",
+        "n-9",
+        Value::Null,
+    );
     let resigned = verify_closed_mandate(&again, &open, v.now()).unwrap();
     assert_eq!(resigned.nonce, "n-9");
-    assert_eq!(resigned.credential_id(), closed.credential_id());
-    assert!(closed.credential_id().starts_with("ap2_"));
+    assert_eq!(
+        mandate_core::unstable::ap2::credential_id(&resigned),
+        mandate_core::unstable::ap2::credential_id(&closed)
+    );
+    assert!(mandate_core::unstable::ap2::credential_id(&closed).starts_with("ap2_"));
 }
 
 #[test]
@@ -458,7 +475,8 @@ fn constraints_are_mapped_or_refused_by_name() {
         Ap2Error::MissingClaim { .. }
     ));
 
-    // A budget alone caps each payment too; JPY has no minor unit, KWD three.
+    // A budget alone caps each payment too, written at the currency's minor unit; JPY
+    // has no minor unit, KWD three.
     let budget = json!({"type": "payment.budget", "currency": "USD", "max": 150});
     let limits = &with(json!([budget])).unwrap().terms()["limits"];
     assert_eq!(
@@ -466,7 +484,7 @@ fn constraints_are_mapped_or_refused_by_name() {
             limits["per_transaction"].to_string(),
             limits["total"].to_string()
         ),
-        ("150".into(), "150".into())
+        ("150.00".into(), "150.00".into())
     );
     let kwd = json!({"type": "payment.amount_range", "currency": "KWD", "max": 1234, "min": 5});
     let limits = &with(json!([kwd])).unwrap().terms()["limits"];
@@ -523,7 +541,7 @@ fn hostile_closed_mandates_are_refused_each_with_its_error() {
     // A wrong sd_hash and a wrong issuer_jwt_hash.
     let wrong = closed_hop(
         &agent,
-        open.sd_jwt(),
+        mandate_core::unstable::ap2::sd_jwt(&open),
         "tx-1",
         "n",
         json!({"sd_hash": hash("x")}),
@@ -534,7 +552,7 @@ fn hostile_closed_mandates_are_refused_each_with_its_error() {
     );
     let wrong = closed_hop(
         &agent,
-        open.sd_jwt(),
+        mandate_core::unstable::ap2::sd_jwt(&open),
         "tx-1",
         "n",
         json!({"issuer_jwt_hash": hash("x")}),
@@ -547,7 +565,7 @@ fn hostile_closed_mandates_are_refused_each_with_its_error() {
     );
     let right = closed_hop(
         &agent,
-        open.sd_jwt(),
+        mandate_core::unstable::ap2::sd_jwt(&open),
         "tx-1",
         "n",
         json!({"issuer_jwt_hash": open.digest()}),
@@ -557,8 +575,14 @@ fn hostile_closed_mandates_are_refused_each_with_its_error() {
     // Bound to another key: signed by a key that is not the open mandate's cnf key.
     let thief = P256Signer::from_secret_bytes("agent-key-1", &[5; 32]).unwrap();
     let stolen = chain(
-        open.sd_jwt(),
-        &closed_hop(&thief, open.sd_jwt(), "tx-1", "n", Value::Null),
+        mandate_core::unstable::ap2::sd_jwt(&open),
+        &closed_hop(
+            &thief,
+            mandate_core::unstable::ap2::sd_jwt(&open),
+            "tx-1",
+            "n",
+            Value::Null,
+        ),
     );
     assert_eq!(
         verify_closed_mandate(&stolen, &open, now).unwrap_err(),
@@ -567,7 +591,13 @@ fn hostile_closed_mandates_are_refused_each_with_its_error() {
 
     // The open mandate's own exp holds at presentation time.
     let later = open.expires_at().unwrap() + time::Duration::seconds(LEEWAY_SECS + 1);
-    let fine = closed_hop(&agent, open.sd_jwt(), "tx-1", "n", Value::Null);
+    let fine = closed_hop(
+        &agent,
+        mandate_core::unstable::ap2::sd_jwt(&open),
+        "tx-1",
+        "n",
+        Value::Null,
+    );
     assert!(matches!(
         verify_closed_mandate(&fine, &open, later).unwrap_err(),
         Ap2Error::Expired {
@@ -601,7 +631,14 @@ fn hostile_closed_mandates_are_refused_each_with_its_error() {
     // The open mandate allows one instrument and one PISP: another is refused.
     let minimal = verify_open_mandate(v.s("open_minimal"), &v.issuers(), now).unwrap();
     assert!(minimal.allowed_payment_instruments().is_none());
-    let other_card = closed_hop_with(&agent, open.sd_jwt(), "tx-1", "n", Value::Null, "pi-2");
+    let other_card = closed_hop_with(
+        &agent,
+        mandate_core::unstable::ap2::sd_jwt(&open),
+        "tx-1",
+        "n",
+        Value::Null,
+        "pi-2",
+    );
     assert_eq!(
         verify_closed_mandate(&other_card, &open, now).unwrap_err(),
         Ap2Error::NotAllowed {
@@ -662,7 +699,7 @@ fn withheld_claims_are_refused_unless_withholding_narrows_an_allowed_list() {
     );
     let with_budget = issue(&v.issuer(), es256("issuer-key-1"), mandate, &[budget]);
     let shown = verify_open_mandate(&with_budget, &issuers, now).unwrap();
-    assert_eq!(shown.terms()["limits"]["total"].to_string(), "150");
+    assert_eq!(shown.terms()["limits"]["total"].to_string(), "150.00");
     let (head, _) = with_budget.rsplit_once('~').unwrap();
     let (head, _) = head.rsplit_once('~').unwrap();
     assert_eq!(
@@ -691,9 +728,11 @@ fn withheld_claims_are_refused_unless_withholding_narrows_an_allowed_list() {
 }
 
 /// Python's `cryptography` (AP2's issuers) does not normalize ECDSA's `s`: both twins
-/// `(r, s)` and `(r, n - s)` of a signature verify here, and name one mandate.
+/// `(r, s)` and `(r, n - s)` of a signature verify here. Each has the digest of its own
+/// bytes (what AP2's `issuer_jwt_hash` is, and what a merchant recomputes), and both name
+/// one consent: a closed mandate under either is one credential.
 #[test]
-fn both_ecdsa_twins_of_an_issuer_signature_verify() {
+fn both_ecdsa_twins_of_an_issuer_signature_verify_as_one_consent() {
     use p256::ecdsa::Signature;
     let v = Vectors::load();
     let token = issue(
@@ -708,15 +747,254 @@ fn both_ecdsa_twins_of_an_issuer_signature_verify() {
     let (r, s) = signature.split_scalars();
     let twin = Signature::from_scalars(r, -s).unwrap();
     assert_ne!(twin, signature);
-    let twin_token = format!("{input}.{}~{rest}", b64(&twin.to_bytes()));
+    let twin_jwt = format!("{input}.{}", b64(&twin.to_bytes()));
+    let twin_token = format!("{twin_jwt}~{rest}");
     let a = verify_open_mandate(&token, &v.issuers(), v.now()).unwrap();
     let b = verify_open_mandate(&twin_token, &v.issuers(), v.now()).unwrap();
     assert_eq!(a.terms(), b.terms());
-    assert_eq!(a.digest(), b.digest());
     assert_eq!(a.digest(), hash(jwt_part));
-    // A closed mandate bound by issuer_jwt_hash to the twin as presented is chained.
+    assert_eq!(b.digest(), hash(&twin_jwt));
+    assert_ne!(a.digest(), b.digest());
+    assert_eq!(
+        mandate_core::unstable::ap2::consent_key(&a),
+        mandate_core::unstable::ap2::consent_key(&b)
+    );
+    assert_eq!(
+        mandate_core::unstable::ap2::consent_key(&a),
+        hash(&low_s(jwt_part))
+    );
+    assert_eq!(read_stored_open_mandate(&twin_token).unwrap(), b);
+
+    // A closed mandate bound by issuer_jwt_hash to the twin as presented is chained to
+    // either, and is the same credential under both.
     let agent = v.agent();
-    let bound = json!({"issuer_jwt_hash": hash(twin_token.split('~').next().unwrap())});
-    let closed = closed_hop(&agent, &twin_token, "tx-1", "n", bound);
-    assert!(verify_closed_mandate(&chain(&twin_token, &closed), &a, v.now()).is_ok());
+    let bound = json!({"issuer_jwt_hash": hash(&twin_jwt)});
+    let closed = chain(
+        &twin_token,
+        &closed_hop(&agent, &twin_token, "tx-1", "n", bound),
+    );
+    let under_a = verify_closed_mandate(&closed, &a, v.now()).unwrap();
+    let under_b = verify_closed_mandate(&closed, &b, v.now()).unwrap();
+    assert_eq!(
+        mandate_core::unstable::ap2::credential_id(&under_a),
+        mandate_core::unstable::ap2::credential_id(&under_b)
+    );
+    assert_eq!(under_a.open_digest, a.digest());
+    assert_eq!(under_b.open_digest, b.digest());
+    let plain = chain(
+        &token,
+        &closed_hop(&agent, &token, "tx-1", "n2", Value::Null),
+    );
+    let plain = verify_closed_mandate(&plain, &b, v.now()).unwrap();
+    assert_eq!(
+        mandate_core::unstable::ap2::credential_id(&plain),
+        mandate_core::unstable::ap2::credential_id(&under_a)
+    );
+}
+
+/// A closed mandate hop as [`closed_hop`] makes one, bound by `sd_hash` to `open_text`,
+/// with members of its payload (`payload`) and of its payment mandate (`mandate`)
+/// replaced (a null removes one).
+fn closed_with(holder: &dyn Signer, open_text: &str, payload: Value, mandate: Value) -> String {
+    let mut body = json!({
+        "vct": "mandate.payment.1",
+        "transaction_id": "tx-1",
+        "payee": {"id": "s-1", "name": "Shop"},
+        "payment_amount": {"amount": 1234, "currency": "USD"},
+        "payment_instrument": {"id": "pi-1", "type": "credit"},
+        "pisp": {"legal_name": "PayCo Ltd", "brand_name": "PayCo", "domain_name": "payco.example"},
+    });
+    let mut outer = json!({
+        "iat": 1_795_557_000,
+        "aud": "merchant",
+        "nonce": "n",
+        "_sd_alg": "sha-256",
+        "sd_hash": hash(open_text),
+    });
+    for (target, changes) in [(&mut body, mandate), (&mut outer, payload)] {
+        for (k, val) in changes.as_object().unwrap() {
+            match val {
+                Value::Null => {
+                    target.as_object_mut().unwrap().remove(k);
+                }
+                other => target[k] = other.clone(),
+            }
+        }
+    }
+    let item = disclosure("salt-closed", &[body]);
+    outer["delegate_payload"] = json!([{"...": hash(&item)}]);
+    let header = json!({"alg": "ES256", "typ": "kb+sd-jwt", "kid": holder.kid()});
+    format!("{}~{item}~", jwt(holder, &header, &outer))
+}
+
+/// AP2's evaluator matches payee ids exactly (`merchant_matches`): so does the check of
+/// a closed mandate against the open mandate's allowed payees.
+#[test]
+fn a_closed_mandates_payee_is_one_of_the_allowed_payees_exactly() {
+    let v = Vectors::load();
+    let (now, open, agent) = (v.now(), v.open(), v.agent());
+    assert_eq!(
+        open.allowed_payees().unwrap(),
+        ["vendor:s-1".to_owned(), "vendor:m-2".to_owned()]
+    );
+    let pay = |id: &str| {
+        let hop = closed_with(
+            &agent,
+            mandate_core::unstable::ap2::sd_jwt(&open),
+            json!({}),
+            json!({"payee": {"id": id, "name": "Shop"}}),
+        );
+        verify_closed_mandate(&hop, &open, now)
+    };
+    assert_eq!(pay("s-1").unwrap().payee, "vendor:s-1");
+    assert_eq!(pay("m-2").unwrap().payee, "vendor:m-2");
+    for other in ["S-1", "M-2", "s-2"] {
+        let err = pay(other).unwrap_err();
+        assert_eq!(
+            err,
+            Ap2Error::NotAllowed {
+                field: "payee.id",
+                constraint: "payment.allowed_payees"
+            },
+            "{other:?}"
+        );
+    }
+    // An open mandate without allowed payees lets the policy's recipients decide.
+    let minimal = verify_open_mandate(v.s("open_minimal"), &v.issuers(), now).unwrap();
+    assert!(minimal.allowed_payees().is_none());
+}
+
+/// A budget or an amount range finer than the currency's minor unit could never be spent
+/// exactly: refused, naming the constraint.
+#[test]
+fn amounts_finer_than_the_minor_unit_are_refused_naming_the_constraint() {
+    let v = Vectors::load();
+    let (issuers, now) = (v.issuers(), v.now());
+    let with = |constraints: Value| {
+        let mandate = open_mandate(&v, &[("constraints", constraints)]);
+        let token = issue(&v.issuer(), es256("issuer-key-1"), mandate, &[]);
+        verify_open_mandate(&token, &issuers, now)
+    };
+    for (currency, max) in [
+        ("JPY", json!(150.5)),
+        ("KWD", json!(1.2345)),
+        ("USD", json!(0.001)),
+    ] {
+        let budget = json!({"type": "payment.budget", "currency": currency, "max": max});
+        let err = with(json!([budget])).unwrap_err();
+        assert!(
+            matches!(&err, Ap2Error::UnenforceableConstraint { constraint, problem }
+                if constraint == "payment.budget" && problem.contains("minor unit")),
+            "{currency} {max}: {err:?}"
+        );
+        assert!(err.to_string().contains("payment.budget"), "{err}");
+    }
+    // As fine as the unit or coarser: written at the unit.
+    for (currency, max, written) in [
+        ("JPY", json!(150.0), "150"),
+        ("KWD", json!(1.234), "1.234"),
+        ("USD", json!(150.5), "150.50"),
+        ("USD", serde_json::from_str("150.000").unwrap(), "150.00"),
+    ] {
+        let budget = json!({"type": "payment.budget", "currency": currency, "max": max});
+        let limits = &with(json!([budget])).unwrap().terms()["limits"];
+        assert_eq!(limits["total"].to_string(), written, "{currency} {max}");
+    }
+    // Amount ranges are whole minor units.
+    for member in ["max", "min"] {
+        let mut range = json!({"type": "payment.amount_range", "currency": "USD", "max": 5000});
+        range[member] = json!(12.5);
+        let err = with(json!([range])).unwrap_err();
+        assert_eq!(
+            err,
+            Ap2Error::InvalidClaim {
+                token: "open mandate",
+                claim: format!("payment.amount_range.{member}"),
+                problem: "must be a whole, non-negative number of minor units".into()
+            }
+        );
+    }
+}
+
+/// A closed mandate carries an `iat` within its open mandate's validity, and without an
+/// `exp` is refused once older than `CLOSED_MAX_AGE_SECS` (15 minutes) and the leeway.
+#[test]
+fn a_closed_mandates_iat_is_bounded() {
+    use mandate_core::unstable::ap2::CLOSED_MAX_AGE_SECS;
+    let v = Vectors::load();
+    let (now, open, agent) = (v.now(), v.open(), v.agent());
+    let at = now.unix_timestamp();
+    let present = |payload: Value| {
+        let hop = closed_with(
+            &agent,
+            mandate_core::unstable::ap2::sd_jwt(&open),
+            payload,
+            json!({}),
+        );
+        verify_closed_mandate(&hop, &open, now)
+    };
+    let oldest = at - CLOSED_MAX_AGE_SECS - LEEWAY_SECS;
+    assert!(present(json!({"iat": oldest})).is_ok());
+    assert_eq!(
+        present(json!({"iat": oldest - 1})).unwrap_err(),
+        Ap2Error::TooOld {
+            iat: oldest - 1,
+            max_age_secs: 900
+        }
+    );
+    // The 1970 iat of the hostile tester, and none at all.
+    assert!(matches!(
+        present(json!({"iat": 1})).unwrap_err(),
+        Ap2Error::InvalidClaim { claim, .. } if claim == "iat"
+    ));
+    assert!(matches!(
+        present(json!({"iat": null})).unwrap_err(),
+        Ap2Error::MissingClaim { claim, .. } if claim == "iat"
+    ));
+    // An exp lets a closed mandate be older, until then (the token's or the mandate's).
+    let old = at - 3_600;
+    assert!(present(json!({"iat": old, "exp": at + 60})).is_ok());
+    assert_eq!(
+        present(json!({"iat": old, "exp": at - LEEWAY_SECS - 1})).unwrap_err(),
+        Ap2Error::Expired {
+            token: "closed mandate",
+            exp: at - LEEWAY_SECS - 1
+        }
+    );
+    let hop = closed_with(
+        &agent,
+        mandate_core::unstable::ap2::sd_jwt(&open),
+        json!({"iat": old}),
+        json!({"exp": at + 60}),
+    );
+    assert!(verify_closed_mandate(&hop, &open, now).is_ok());
+    // Before the open mandate's iat (with an exp, so not too old), or after its exp.
+    let open_iat = open.issued_at().unwrap().unix_timestamp();
+    let early = open_iat - LEEWAY_SECS - 1;
+    let err = present(json!({"iat": early, "exp": at + 60})).unwrap_err();
+    assert!(
+        matches!(&err, Ap2Error::InvalidClaim { claim, problem, .. }
+            if claim == "iat" && problem.contains("before the open mandate's iat")),
+        "{err:?}"
+    );
+    assert!(present(json!({"iat": open_iat, "exp": at + 60})).is_ok());
+    let ending = issue(
+        &v.issuer(),
+        es256("issuer-key-1"),
+        open_mandate(&v, &[("exp", json!(at - 30))]),
+        &[],
+    );
+    let ending = verify_open_mandate(&ending, &v.issuers(), now).unwrap();
+    let hop = closed_with(
+        &agent,
+        mandate_core::unstable::ap2::sd_jwt(&ending),
+        json!({"iat": at + 40}),
+        json!({}),
+    );
+    let err = verify_closed_mandate(&hop, &ending, now).unwrap_err();
+    assert!(
+        matches!(&err, Ap2Error::InvalidClaim { claim, problem, .. }
+            if claim == "iat" && problem.contains("after the open mandate's exp")),
+        "{err:?}"
+    );
 }

@@ -7,11 +7,10 @@ use std::collections::HashSet;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use mandate_core::environment::{Environment, token_kid};
 use mandate_core::{
-    Amount, CheckError, Counterparty, Currency, EnvironmentPolicy, ExpectedTransaction, JwkSet,
-    MemoryReplayGuard, Objection, P256Signer, ReplayGuard, Seen, Signer, Verdict, VerifyOptions,
-    verify_verdict,
+    Amount, CheckError, Counterparty, Currency, Environment, EnvironmentPolicy,
+    ExpectedTransaction, JwkSet, MemoryReplayGuard, Objection, P256Signer, Recipient, ReplayGuard,
+    Seen, Signer, Verdict, VerifyOptions, token_kid, verify_verdict,
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -70,12 +69,18 @@ fn sign(signer: &P256Signer, claims: &Value, corrupt: bool) -> String {
     format!("{input}.{}", URL_SAFE_NO_PAD.encode(signature))
 }
 
-fn expected() -> ExpectedTransaction {
-    ExpectedTransaction::new(
+/// The transaction the tokens are checked against: amount, currency and recipient.
+fn transaction() -> (Amount, Currency, Recipient) {
+    (
         Amount::parse("42.5").unwrap(),
         Currency::parse("USD").unwrap(),
         "vendor:acme".parse().unwrap(),
     )
+}
+
+fn expected() -> ExpectedTransaction {
+    let (amount, currency, recipient) = transaction();
+    ExpectedTransaction::new(amount, currency, recipient)
 }
 
 /// Why the old procedure refused a token, as far as the property needs to know.
@@ -120,10 +125,10 @@ fn old_procedure(token: &str, jwks: &JwkSet, accepted: &mut HashSet<String>) -> 
         .any(|c| !KNOWN_CODES.contains(&raw[*c].as_str().unwrap_or("")));
     let live =
         Environment::of_kid(&token_kid(token).unwrap_or_default()) == Some(Environment::Live);
-    let tx = expected();
-    let matches = claims.request.amount == tx.amount
-        && claims.request.currency == tx.currency
-        && claims.request.recipient == tx.recipient;
+    let (amount, currency, recipient) = transaction();
+    let matches = claims.request.amount == amount
+        && claims.request.currency == currency
+        && claims.request.recipient == recipient;
     // A known code that is not allow is a reason of its own; an unknown one is not.
     let known_denial = claims.verdict != Verdict::Allow && claims.verdict != Verdict::Unknown;
     if !live || known_denial || !matches {

@@ -2,7 +2,7 @@
 //! is refused as malformed, while a changed filter is reported as a mismatch.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use mandate_core::cursor::{CursorContext, CursorError, CursorKey};
+use mandate_core::{CursorContext, CursorError, CursorKey};
 use proptest::prelude::*;
 
 const SECRET: &[u8] = b"cursor property test secret, 32+";

@@ -11,19 +11,14 @@
 //! `regressions` below.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use mandate_core::amount::{Amount, amount_from_json};
-use mandate_core::ap2::{read_stored_open_mandate, verify_closed_mandate, verify_open_mandate};
-use mandate_core::claims::{EventClaims, RequestClaims, VERDICT_LIFETIME_SECS, VerdictClaims};
-use mandate_core::cursor::{CursorContext, CursorKey};
-use mandate_core::funding::FundingRequest;
-use mandate_core::id::{AgentId, DecisionId, EventId, MandateId, Nonce};
-use mandate_core::jwk::JwkSet;
-use mandate_core::jws::{
-    P256Signer, Signer, VerifyOptions, sign_token, verify_event, verify_verdict,
+use mandate_core::{
+    AgentId, Amount, AuthorizationRequest, Category, Currency, CursorContext, CursorKey,
+    DecisionId, EventClaims, EventId, JwkSet, MandateDraft, MandateId, Nonce, P256Signer,
+    Recipient, Signer, VERDICT_LIFETIME_SECS, Verdict, VerdictClaims, VerifyOptions, sign_token,
+    unstable::amount::amount_from_json, unstable::ap2::read_stored_open_mandate,
+    unstable::funding::FundingRequest, unstable::mandate::parse_date, verify_closed_mandate,
+    verify_event, verify_open_mandate, verify_verdict,
 };
-use mandate_core::mandate::{MandateDraft, parse_date};
-use mandate_core::names::{Category, Currency, Recipient};
-use mandate_core::policy::{AuthorizationRequest, Verdict};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -81,9 +76,7 @@ fn options() -> VerifyOptions {
 
 fn verdict_token() -> String {
     let claims = VerdictClaims {
-        ap2_mandate: None,
-        ap2_transaction: None,
-        x402_payment: None,
+        bindings: mandate_core::Bindings::default(),
         iss: ISS.to_owned(),
         jti: DecisionId::from_random([1; 16]),
         iat: IAT,
@@ -93,7 +86,7 @@ fn verdict_token() -> String {
         mandate: Some(MandateId::from_random([2; 16])),
         policy_version: "pol_2026-01-01.1".to_owned(),
         nonce: Nonce::from_random([3; 16]),
-        request: RequestClaims {
+        request: AuthorizationRequest {
             agent: AgentId::parse("agt_buyer").unwrap(),
             amount: Amount::parse("100.10").unwrap(),
             currency: Currency::parse("USD").unwrap(),
@@ -375,7 +368,7 @@ proptest! {
         let closed = verify_closed_mandate(presented, &open, now).unwrap();
         let mutated = String::from_utf8_lossy(&mutate(presented.as_bytes(), &edits)).into_owned();
         if let Ok(read) = verify_closed_mandate(&mutated, &open, now) {
-            prop_assert_eq!(read.credential_id(), closed.credential_id());
+            prop_assert_eq!(mandate_core::unstable::ap2::credential_id(&read), mandate_core::unstable::ap2::credential_id(&closed));
             prop_assert_eq!((read.amount, read.payee), (closed.amount, closed.payee));
         }
     }
@@ -413,7 +406,7 @@ proptest! {
         let _ = Category::parse(&text);
         let _ = Currency::parse(&text);
         let _ = parse_date(&text);
-        let _ = mandate_core::timefmt::parse(&text);
+        let _ = mandate_core::unstable::timefmt::parse(&text);
     }
 }
 

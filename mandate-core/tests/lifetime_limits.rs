@@ -3,11 +3,10 @@
 //! their place in the rule order, their boundaries, their reasons and their properties.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
-use mandate_core::amount::Amount;
-use mandate_core::history::AgentHistory;
-use mandate_core::id::{AgentId, MandateId};
-use mandate_core::mandate::{Mandate, MandateDraft, MandateStatus};
-use mandate_core::policy::{AuthorizationRequest, Mode, Verdict, evaluate, evaluate_approval};
+use mandate_core::{
+    AgentHistory, AgentId, Amount, AuthorizationRequest, Mandate, MandateDraft, MandateId,
+    MandateStatus, Mode, Verdict, evaluate, unstable::policy::evaluate_approval,
+};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use time::macros::datetime;
@@ -59,7 +58,7 @@ fn amount(text: &str) -> Amount {
 fn spent(allows: &[(&str, OffsetDateTime)]) -> AgentHistory {
     let mut history = AgentHistory::default();
     for (a, at) in allows {
-        history.spend.add(amount(a), *at);
+        mandate_core::unstable::history::spend_mut(&mut history).add(amount(a), *at);
     }
     history
 }
@@ -94,8 +93,8 @@ fn the_new_fields_parse_exactly_and_errors_name_the_field() {
         (count.per_day, count.per_week, count.per_month, count.total),
         (Some(3), Some(5), Some(8), Some(10))
     );
-    assert!(limits.counts_lifetime());
-    let json = m.to_json(NOW);
+    assert!(mandate_core::unstable::mandate::counts_lifetime(limits));
+    let json = mandate_core::unstable::wire::mandate_json(&m, NOW);
     assert_eq!(json["limits"]["total"].to_string(), "1000.50");
     assert_eq!(
         json["limits"]["count"],
@@ -151,8 +150,10 @@ fn the_new_fields_parse_exactly_and_errors_name_the_field() {
     plain["limits"]["count"] = json!({"per_day": 1});
     plain.as_object_mut().unwrap().remove("not_before");
     let m = mandate_from(&plain);
-    assert!(!m.terms.limits.counts_lifetime());
-    let json = m.to_json(NOW);
+    assert!(!mandate_core::unstable::mandate::counts_lifetime(
+        &m.terms.limits
+    ));
+    let json = mandate_core::unstable::wire::mandate_json(&m, NOW);
     assert!(json.get("not_before").is_none() && json["limits"].get("total").is_none());
 }
 
@@ -306,7 +307,7 @@ fn the_order_within_deny_limit_is_money_then_counts() {
     assert_eq!(got.reason.map(|r| r.rule()), Some("limits.count.per_week"));
     // A currency mismatch before all of them.
     let mut eur = ask("1");
-    eur.currency = mandate_core::names::Currency::parse("EUR").unwrap();
+    eur.currency = mandate_core::Currency::parse("EUR").unwrap();
     assert_eq!(rule(&eur, &full), Some("limits.currency"));
     // And the review after them.
     let mut review = m.clone();
@@ -368,9 +369,9 @@ proptest! {
             if got.verdict == Verdict::Allow {
                 total += amount.value();
                 allows += 1;
-                let day = by_day.entry(mandate_core::history::day_of(now)).or_default();
+                let day = by_day.entry(mandate_core::unstable::history::day_of(now)).or_default();
                 *day += 1;
-                let week = by_week.entry(mandate_core::history::week_of(now)).or_default();
+                let week = by_week.entry(mandate_core::unstable::history::week_of(now)).or_default();
                 *week += 1;
                 prop_assert!(total <= m.terms.limits.total.unwrap().value());
                 prop_assert!(allows <= count.total.unwrap());

@@ -3,12 +3,11 @@
 //! windows.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
-use mandate_core::amount::Amount;
-use mandate_core::history::AgentHistory;
-use mandate_core::id::{AgentId, MandateId};
-use mandate_core::mandate::{Mandate, MandateDraft, MandateStatus, RecipientPattern};
-use mandate_core::names::Recipient;
-use mandate_core::policy::{AuthorizationRequest, Mode, Verdict, evaluate, evaluate_approval};
+use mandate_core::{
+    AgentHistory, AgentId, Amount, AuthorizationRequest, Mandate, MandateDraft, MandateId,
+    MandateStatus, Mode, Recipient, RecipientPattern, Verdict, evaluate,
+    unstable::policy::evaluate_approval,
+};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use time::macros::datetime;
@@ -60,7 +59,7 @@ fn amount(text: &str) -> Amount {
 fn spent(allows: &[(&str, OffsetDateTime)]) -> AgentHistory {
     let mut history = AgentHistory::default();
     for (a, at) in allows {
-        history.spend.add(amount(a), *at);
+        mandate_core::unstable::history::spend_mut(&mut history).add(amount(a), *at);
     }
     history
 }
@@ -166,14 +165,14 @@ fn a_mandate_without_the_new_fields_echoes_none_of_them() {
     plain["limits"] = json!({"per_transaction": 100, "currency": "USD"});
     plain.as_object_mut().unwrap().remove("recipients");
     let m = mandate_from(&plain);
-    let shown = m.to_json(NOW);
+    let shown = mandate_core::unstable::wire::mandate_json(&m, NOW);
     assert_eq!(
         shown["limits"],
         json!({"per_transaction": 100, "currency": "USD"})
     );
     assert!(shown.get("recipients").is_none());
     // With them, the answer carries them and reads back to the same terms.
-    let full = mandate().to_json(NOW);
+    let full = mandate_core::unstable::wire::mandate_json(&mandate(), NOW);
     assert_eq!(full["limits"]["per_day"], json!(200));
     assert_eq!(full["limits"]["per_week"], json!(500));
     assert_eq!(
@@ -251,7 +250,7 @@ fn the_order_is_category_recipient_then_limits() {
     );
     // Recipient before every limit, currency included.
     let mut r = ask("1000", "vendor:zed", "software");
-    r.currency = mandate_core::names::Currency::parse("EUR").unwrap();
+    r.currency = mandate_core::Currency::parse("EUR").unwrap();
     assert_eq!(judged(&m, &r, &none, NOW).0, Verdict::DenyRecipient);
     // per_transaction before per_day.
     let today = spent(&[("150", NOW - Duration::hours(1))]);
@@ -478,8 +477,8 @@ proptest! {
             r.amount = amount;
             let got = evaluate(Some(&m), &r, &history, Mode::Enforce, now);
             if got.verdict == Verdict::Allow {
-                let day = mandate_core::history::day_of(now);
-                let week = mandate_core::history::week_of(now);
+                let day = mandate_core::unstable::history::day_of(now);
+                let week = mandate_core::unstable::history::week_of(now);
                 *by_day.entry(day).or_default() += amount.value();
                 *by_week.entry(week).or_default() += amount.value();
                 prop_assert!(by_day[&day] <= m.terms.limits.per_day.unwrap().value());

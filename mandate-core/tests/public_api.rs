@@ -1,25 +1,40 @@
 //! The public API of mandate-core changes only on purpose: every `pub` item of `src/`
-//! (its declaration up to the body, one line each, by file) is listed in
-//! `mandate-core/public-api.txt`, and this test fails when the source and the listing
-//! differ, so that a change to what embedders see shows in review. After a deliberate
-//! change, write the listing again with `UPDATE_PUBLIC_API=1 cargo test -p mandate-core
-//! --test public_api` and commit it with the change.
+//! (its declaration up to the body, one line each, by file) is listed, and this test fails
+//! when the source and the listings differ, so that a change to what others see shows in
+//! review. After a deliberate change, write the listings again with
+//! `UPDATE_PUBLIC_API=1 cargo test -p mandate-core --test public_api` and commit them with
+//! the change.
+//!
+//! Two listings: `mandate-core/public-api.txt` is the face embedders use (the crate root's
+//! re-exports and what those items carry), `mandate-core/unstable-api.txt` is
+//! `mandate_core::unstable` (what Mandate's server, CLI and benchmarks use besides). The
+//! modules are private and the crate warns on `unreachable_pub`, so every `pub` item is
+//! reachable from one of the two. An item is listed as unstable when its module is
+//! re-exported whole by `src/unstable.rs` (`pub use crate::wire::*`) or when it (or the type
+//! whose member it is) is named there; everything else is the face.
 //!
 //! The listing is read from the source text (stable Rust has no rustdoc JSON): items
 //! inside `#[cfg(test)]` modules, `pub(crate)` and private items are left out; macros
-//! that generate items list their body once.
+//! that generate items list their body once; the `pub use` plumbing inside the private
+//! modules is left out (the root and `unstable` say what is re-exported).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-/// The `pub` declarations of one file, each joined onto one line and cut at its body.
-fn declarations(text: &str) -> Vec<String> {
+/// The `pub` declarations of one file, each joined onto one line and cut at its body, with
+/// the top-level item it belongs to (its own name, or the type of the `impl` it is in).
+fn declarations(text: &str) -> Vec<(String, Option<String>)> {
     let mut out = Vec::new();
+    let mut owner: Option<String> = None;
     let mut lines = text.lines();
     while let Some(line) = lines.next() {
         let trimmed = line.trim();
         if trimmed.starts_with("#[cfg(test)]") {
             break;
+        }
+        if line.starts_with(|c: char| c.is_ascii_alphabetic()) {
+            owner = owner_of(trimmed);
         }
         let is_pub = trimmed.starts_with("pub ") && !trimmed.starts_with("pub(");
         if !is_pub {
@@ -37,12 +52,45 @@ fn declarations(text: &str) -> Vec<String> {
             }
         }
         let is_enum = declaration.starts_with("pub enum ") && declaration.ends_with('{');
-        out.push(cut(&declaration));
+        out.push((cut(&declaration), owner.clone()));
         if is_enum {
-            out.extend(variants(&mut lines).into_iter().map(|v| format!("  {v}")));
+            let listed = variants(&mut lines).into_iter();
+            out.extend(listed.map(|v| (format!("  {v}"), owner.clone())));
         }
     }
     out
+}
+
+/// The name a top-level line declares, or the type an `impl` line is for (with its path,
+/// `crate::mandate::Mandate`, when it names one).
+fn owner_of(line: &str) -> Option<String> {
+    let words: Vec<&str> = line
+        .split(|c: char| c.is_whitespace() || c == '<' || c == '(' || c == '{' || c == ':')
+        .filter(|w| !w.is_empty())
+        .collect();
+    if line.starts_with("impl") {
+        // `impl<T> Trait for Type<T> {` or `impl crate::path::Type {`: the type, with its path.
+        let head = line.split(" for ").last()?.trim_start_matches("impl");
+        let head = head.trim_start();
+        let head = if head.starts_with('<') {
+            head.split_once("> ")?.1
+        } else {
+            head
+        };
+        let path: String = head
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+            .collect();
+        return Some(path);
+    }
+    let keywords = [
+        "pub", "const", "fn", "struct", "enum", "trait", "type", "mod", "static", "use",
+    ];
+    words
+        .iter()
+        .find(|w| !keywords.contains(w) && !w.ends_with('!'))
+        .or(words.iter().find(|w| w.ends_with('!')))
+        .map(|w| w.trim_end_matches(['!', ';']).to_owned())
 }
 
 /// The variants of an enum whose opening line was just read, each cut at its fields.
@@ -67,14 +115,26 @@ fn variants<'a>(lines: &mut impl Iterator<Item = &'a str>) -> Vec<String> {
 }
 
 fn ends_declaration(text: &str) -> bool {
+    if text.starts_with("pub use ") {
+        return text.ends_with(';');
+    }
     let open = text.matches(['(', '[']).count();
     let close = text.matches([')', ']']).count();
     open <= close
         && (text.contains('{') || text.ends_with(';') || text.ends_with(',') || text.ends_with('}'))
 }
 
-/// The declaration without its body or initializer, single-spaced.
+/// The declaration without its body or initializer, single-spaced; a `pub use` whole.
 fn cut(text: &str) -> String {
+    if text.starts_with("pub use ") {
+        return text
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .replace("{ ", "{")
+            .replace(", }", "}")
+            .replace(" }", "}");
+    }
     let end = [text.find(" {"), text.find(" = "), text.find('{')]
         .into_iter()
         .flatten()
@@ -105,67 +165,161 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-fn listing() -> String {
+/// What `src/unstable.rs` re-exports: the modules it takes whole (`wire`) and the items it
+/// names, as (module, name) with the module the first one under `src/` (`tlog`).
+struct Unstable {
+    whole: HashSet<String>,
+    named: HashSet<(String, String)>,
+}
+
+fn unstable(source: &str) -> Unstable {
+    let mut whole = HashSet::new();
+    let mut named = HashSet::new();
+    for (statement, _) in declarations(source) {
+        let Some(path) = statement.strip_prefix("pub use crate::") else {
+            continue;
+        };
+        let (module, items) = path.split_once("::").unwrap();
+        let items = items.trim_end_matches(';');
+        let items = items.trim_start_matches('{').trim_end_matches('}');
+        for item in items.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            let item = item.rsplit("::").next().unwrap();
+            if item == "*" {
+                whole.insert(module.to_owned());
+            } else {
+                named.insert((module.to_owned(), item.to_owned()));
+            }
+        }
+    }
+    Unstable { whole, named }
+}
+
+/// The two listings, the face and `unstable`, read from `src/`.
+fn listings() -> (String, String) {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
     sources(&root.join("src"), &mut files);
-    let mut text = String::from(
-        "# The public API of mandate-core, read from src/ by tests/public_api.rs.\n\
-         # Regenerate after a deliberate change: UPDATE_PUBLIC_API=1 cargo test -p mandate-core --test public_api\n",
+    let unstable = unstable(&std::fs::read_to_string(root.join("src/unstable.rs")).unwrap());
+    let regenerate = "# Regenerate after a deliberate change: UPDATE_PUBLIC_API=1 cargo test -p mandate-core --test public_api\n";
+    let mut face = format!(
+        "# The public API of mandate-core (the crate root), read from src/ by tests/public_api.rs.\n{regenerate}"
+    );
+    let mut rest = format!(
+        "# mandate_core::unstable: what Mandate's server, CLI and benchmarks use besides the root,\n\
+         # with no stability promise. Read from src/ by tests/public_api.rs.\n{regenerate}"
     );
     for file in files {
-        let source = std::fs::read_to_string(&file).unwrap();
-        let items = declarations(&source);
-        if items.is_empty() {
-            continue;
-        }
         let name = file.strip_prefix(&root).unwrap().display().to_string();
-        text.push_str(&format!("\n[{name}]\n"));
-        for item in items {
-            text.push_str(&item);
-            text.push('\n');
+        let module = name
+            .trim_start_matches("src/")
+            .split(['/', '.'])
+            .next()
+            .unwrap()
+            .to_owned();
+        let plumbing = module != "lib" && module != "unstable";
+        let mut sections = [Vec::new(), Vec::new()];
+        for (item, owner) in declarations(&std::fs::read_to_string(&file).unwrap()) {
+            if plumbing && item.starts_with("pub use ") {
+                continue;
+            }
+            let (module, owner) = match owner.as_deref().and_then(|o| o.strip_prefix("crate::")) {
+                Some(path) => match path.split_once("::") {
+                    Some((module, rest)) => (
+                        module.to_owned(),
+                        rest.rsplit("::").next().map(str::to_owned),
+                    ),
+                    None => (module.clone(), Some(path.to_owned())),
+                },
+                None => (module.clone(), owner),
+            };
+            let is_unstable = module == "unstable"
+                || unstable.whole.contains(&module)
+                || owner.is_some_and(|o| unstable.named.contains(&(module, o)));
+            sections[usize::from(is_unstable)].push(item);
+        }
+        for (listing, items) in [&mut face, &mut rest].into_iter().zip(sections) {
+            if items.is_empty() {
+                continue;
+            }
+            listing.push_str(&format!("\n[{name}]\n"));
+            for item in items {
+                listing.push_str(&item);
+                listing.push('\n');
+            }
         }
     }
-    text
+    (face, rest)
 }
 
 #[test]
 fn the_public_api_is_the_listed_one() {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("public-api.txt");
-    let now = listing();
-    if std::env::var_os("UPDATE_PUBLIC_API").is_some() {
-        std::fs::write(&path, &now).unwrap();
-        return;
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let (face, rest) = listings();
+    for (file, now) in [("public-api.txt", face), ("unstable-api.txt", rest)] {
+        let path = root.join(file);
+        if std::env::var_os("UPDATE_PUBLIC_API").is_some() {
+            std::fs::write(&path, &now).unwrap();
+            continue;
+        }
+        let listed = std::fs::read_to_string(&path).unwrap_or_default();
+        if listed != now {
+            let old: Vec<&str> = listed.lines().collect();
+            let new: Vec<&str> = now.lines().collect();
+            let removed: Vec<&&str> = old.iter().filter(|l| !new.contains(l)).collect();
+            let added: Vec<&&str> = new.iter().filter(|l| !old.contains(l)).collect();
+            panic!(
+                "the public API differs from mandate-core/{file}.\nremoved: {removed:#?}\nadded: {added:#?}\n\
+                 If the change is deliberate, run UPDATE_PUBLIC_API=1 cargo test -p mandate-core --test public_api and commit the listings."
+            );
+        }
     }
-    let listed = std::fs::read_to_string(&path).unwrap_or_default();
-    if listed != now {
-        let old: Vec<&str> = listed.lines().collect();
-        let new: Vec<&str> = now.lines().collect();
-        let removed: Vec<&&str> = old.iter().filter(|l| !new.contains(l)).collect();
-        let added: Vec<&&str> = new.iter().filter(|l| !old.contains(l)).collect();
-        panic!(
-            "the public API differs from mandate-core/public-api.txt.\nremoved: {removed:#?}\nadded: {added:#?}\n\
-             If the change is deliberate, run UPDATE_PUBLIC_API=1 cargo test -p mandate-core --test public_api and commit the listing."
-        );
+}
+
+/// The root re-exports nothing `unstable` takes whole: a module is the face's or the
+/// server's, never both.
+#[test]
+fn the_root_and_unstable_share_no_module() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let unstable = unstable(&std::fs::read_to_string(root.join("src/unstable.rs")).unwrap());
+    let lib = std::fs::read_to_string(root.join("src/lib.rs")).unwrap();
+    for (statement, _) in declarations(&lib) {
+        if let Some(path) = statement.strip_prefix("pub use ") {
+            let module = path.split("::").next().unwrap();
+            assert!(
+                !unstable.whole.contains(module),
+                "the root re-exports from {module}, which unstable takes whole: {statement}"
+            );
+        }
     }
+    assert!(unstable.whole.contains("wire"), "{:?}", unstable.whole);
+    assert!(
+        unstable
+            .named
+            .contains(&("field".to_owned(), "check_fields".to_owned()))
+    );
 }
 
 #[test]
 fn declarations_are_read_whole_and_cut_at_their_body() {
     let source = "pub fn a(\n    x: u8,\n) -> u8 {\n    x\n}\nfn private() {}\npub(crate) fn hidden() {}\n\
                   pub struct S {\n    pub field: u8,\n    other: u8,\n}\npub const C: u8 = 1;\n\
-                  pub enum E {\n    /// A.\n    A,\n    B { x: u8 },\n    C(u8),\n}\n#[cfg(test)]\nmod tests { pub fn t() {} }\n";
+                  pub enum E {\n    /// A.\n    A,\n    B { x: u8 },\n    C(u8),\n}\n\
+                  impl<'a> crate::m::T<'a> {\n    pub fn t(&self) {}\n}\npub use m::{\n    A,\n    B,\n};\n\
+                  #[cfg(test)]\nmod tests { pub fn t() {} }\n";
+    let owned = |item: &str, owner: &str| (item.to_owned(), Some(owner.to_owned()));
     assert_eq!(
         declarations(source),
         [
-            "pub fn a(x: u8) -> u8",
-            "pub struct S",
-            "pub field: u8",
-            "pub const C: u8",
-            "pub enum E",
-            "  A",
-            "  B",
-            "  C(u8)"
+            owned("pub fn a(x: u8) -> u8", "a"),
+            owned("pub struct S", "S"),
+            owned("pub field: u8", "S"),
+            owned("pub const C: u8", "C"),
+            owned("pub enum E", "E"),
+            owned("  A", "E"),
+            owned("  B", "E"),
+            owned("  C(u8)", "E"),
+            owned("pub fn t(&self)", "crate::m::T"),
+            owned("pub use m::{A, B};", "m"),
         ]
     );
 }

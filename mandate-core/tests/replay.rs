@@ -3,12 +3,10 @@
 //! decision accepts a credential only by an `allow` or a `review`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
-use mandate_core::amount::Amount;
-use mandate_core::history::AgentHistory;
-use mandate_core::id::{AgentId, MandateId};
-use mandate_core::mandate::{Mandate, MandateDraft, MandateStatus};
-use mandate_core::policy::{
-    AuthorizationRequest, Evaluation, Mode, SingleUse, Verdict, evaluate, evaluate_presenting,
+use mandate_core::{
+    AgentHistory, AgentId, Amount, AuthorizationRequest, Evaluation, Mandate, MandateDraft,
+    MandateId, MandateStatus, Mode, Verdict, evaluate, unstable::policy::SingleUse,
+    unstable::policy::evaluate_presenting,
 };
 use serde_json::json;
 use time::macros::datetime;
@@ -132,7 +130,7 @@ fn a_credential_accepted_before_is_deny_replay_in_its_place() {
         (Verdict::Allow, Verdict::DenyReplay)
     );
     assert!(
-        !got.accepts(Some(&used)),
+        !mandate_core::unstable::policy::accepts(&got, Some(&used)),
         "an accepted credential is not accepted again"
     );
 }
@@ -160,7 +158,11 @@ fn a_fresh_credential_is_judged_as_without_it_and_accepted_by_allow_or_review() 
         let without = evaluate(Some(&active), &request, &none, Mode::Enforce, NOW);
         assert_eq!(with, without);
         assert_eq!(with.verdict, verdict);
-        assert_eq!(with.accepts(Some(&fresh)), accepts, "{amount} {category}");
-        assert!(!with.accepts(None));
+        assert_eq!(
+            mandate_core::unstable::policy::accepts(&with, Some(&fresh)),
+            accepts,
+            "{amount} {category}"
+        );
+        assert!(!mandate_core::unstable::policy::accepts(&with, None));
     }
 }

@@ -7,9 +7,8 @@
 //! bytes. `PROPTEST_CASES` sets the number of cases (default 2,048 here).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use mandate_core::id::AgentId;
-use mandate_core::parse_body;
-use mandate_core::policy::{AuthorizationRequest, RequestBodyError};
+use mandate_core::unstable::policy::AuthorizationBody;
+use mandate_core::{AgentId, AuthorizationRequest, RequestBodyError, parse_body};
 use proptest::prelude::*;
 use serde_json::Value;
 
@@ -136,6 +135,66 @@ fn plain() -> impl Strategy<Value = String> {
         .prop_map(|fields| format!("{{{}}}", fields.join(",")))
 }
 
+/// An authorization body as the route reads it: the request's result as the text the API
+/// would show, and the protocol members taken out (or the body's own error).
+type Read = Result<(Result<AuthorizationRequest, String>, [Option<Value>; 3]), String>;
+
+/// The reference: one `Value` (`parse_body`), the members taken out of it, `from_json` on
+/// the rest.
+fn body_through_value(body: &[u8]) -> Read {
+    let mut value: Value = parse_body(body).map_err(|e| e.to_string())?;
+    let mut take = |name: &str| value.as_object_mut().and_then(|o| o.remove(name));
+    let members = [take("acp"), take("ap2"), take("x402")];
+    let request = AuthorizationRequest::from_json(agent(), &value).map_err(|e| e.to_string());
+    Ok((request, members))
+}
+
+fn body_direct(body: &[u8]) -> Read {
+    let read = AuthorizationBody::from_json_bytes(agent(), body).map_err(|e| e.to_string())?;
+    let request = read.request.map_err(|e| e.to_string());
+    Ok((request, [read.acp, read.ap2, read.x402]))
+}
+
+/// A protocol member's value: objects (with a repeat inside, or exact numbers), null,
+/// strings, other types.
+fn member_text() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just(r#"{"allowance": {"max_amount": 1250, "currency": "usd"}}"#.to_owned()),
+        Just(r#"{"closed_mandate": "eyJ.a.b~~c"}"#.to_owned()),
+        Just(r#"{"scheme": "exact", "amount": "1000", "payTo": "0xabc", "n": 12.50}"#.to_owned()),
+        Just(r#"{"accepted": {"payTo": "x", "payTo": "y"}}"#.to_owned()),
+        Just(r#"{"a": [1, {"b": 1, "b": 2}]}"#.to_owned()),
+        Just(r#"{"s": "\u00e9"}"#.to_owned()),
+        Just("null".to_owned()),
+        Just("[]".to_owned()),
+        Just("\"text\"".to_owned()),
+        Just("99999999999999999999.000000001".to_owned()),
+    ]
+}
+
+/// A plain body, with protocol members (any of them, repeated or not) put in anywhere.
+fn with_members() -> impl Strategy<Value = String> {
+    let member = prop_oneof![Just("acp"), Just("ap2"), Just("x402")];
+    (
+        plain(),
+        prop::collection::vec((member, member_text()), 0..4),
+        any::<prop::sample::Index>(),
+    )
+        .prop_map(|(plain, members, at)| {
+            let mut fields: Vec<String> = plain
+                .trim_start_matches('{')
+                .trim_end_matches('}')
+                .split(',')
+                .map(str::to_owned)
+                .collect();
+            for (name, value) in members {
+                let position = at.index(fields.len() + 1);
+                fields.insert(position, format!(r#""{name}": {value}"#));
+            }
+            format!("{{{}}}", fields.join(","))
+        })
+}
+
 proptest! {
     #![proptest_config(config())]
 
@@ -147,6 +206,16 @@ proptest! {
     #[test]
     fn plain_bodies_give_what_the_value_way_gives(body in plain()) {
         prop_assert_eq!(direct(body.as_bytes()), through_value(body.as_bytes()), "{}", body);
+    }
+
+    #[test]
+    fn bodies_with_protocol_members_give_what_the_value_way_gives(body in with_members()) {
+        prop_assert_eq!(body_direct(body.as_bytes()), body_through_value(body.as_bytes()), "{}", body);
+    }
+
+    #[test]
+    fn objects_read_as_authorizations_give_what_the_value_way_gives(body in object()) {
+        prop_assert_eq!(body_direct(body.as_bytes()), body_through_value(body.as_bytes()), "{}", body);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::hint::black_box;
 use aws_lc_rs::rand::SystemRandom;
 use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair};
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
-use mandate_core::jws::Signer;
+use mandate_core::Signer;
 use mandate_server::signing::fast::AwsLcSigner;
 use mandate_server::signing::presign::{self, Presignature};
 use p256::{FieldBytes, NonZeroScalar};

@@ -1,21 +1,24 @@
-//! The two routers with their layers, built from state so that tests can serve them on
-//! port 0.
+//! The hosts' routers with their layers, built from state so that tests can serve them on
+//! port 0: the API host, the public host, and the admin host of the metrics.
 //!
 //! Layer order on the API host, outermost first: in-flight gate (`serve` only), request id,
 //! CORS (a preflight from the console's origin answered, its answers made readable),
-//! authentication and rate, body limit, route template (for the metrics), idempotency,
-//! panic catcher, routes. Every response, including 404 fallbacks, 401s and panics, goes
-//! through the request-id layer; the gate's
-//! 503 carries a fresh id of its own.
+//! authentication and rate (under the request deadline), route template (for the metrics
+//! and the request line), idempotency, panic catcher, routes. The body limit is enforced
+//! where a body is read (`http/body.rs`). Every response, including 404 fallbacks, 401s and
+//! panics, goes through the request-id layer; the gate's 503 carries a fresh id of its own.
 
 use std::any::Any;
 use std::convert::Infallible;
+use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::{Request, State};
-use axum::http::StatusCode;
+use axum::http::{StatusCode, header};
 use axum::middleware::{Next, from_fn, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use metrics_exporter_prometheus::PrometheusHandle;
 use tower::{Service, ServiceBuilder};
 use tower_http::catch_panic::CatchPanicLayer;
 
@@ -57,7 +60,10 @@ fn api_behind(state: AppState, gate: Option<Gate>) -> impl ApiService {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(CatchPanicLayer::custom(panic_response))
-        .layer(from_fn_with_state(state.clone(), idempotency::layer))
+        .layer(from_fn_with_state(
+            Arc::new(state.idempotency()),
+            idempotency::layer,
+        ))
         .layer(RouteLayer)
         .with_state(state.clone());
     ServiceBuilder::new()
@@ -111,7 +117,8 @@ pub async fn front(
         if let Some(preflight) = state.cors.preflight(&request) {
             return preflight;
         }
-        let handled = auth::authenticate(&state, request, next);
+        let authenticator = state.authenticator();
+        let handled = auth::authenticate(&authenticator, request, next);
         // Every request has a deadline: a database that does not answer makes it a 503
         // (an idempotent request goes on in its own task and keeps its one outcome).
         let handled = match gate.as_ref().map(|g| g.request_timeout) {
@@ -190,4 +197,33 @@ pub fn public(state: AppState) -> Router {
 /// a framework's own error answer.
 async fn assign_request_id(request: Request, next: Next) -> Response {
     request_id::within(async { error::enveloped(next.run(request).await).await }).await
+}
+
+/// The admin host (`serve --admin-addr`): `GET /metrics` and nothing else, rendered by
+/// the recorder `handle` (see [`crate::telemetry`]).
+pub fn admin(handle: PrometheusHandle) -> Router {
+    Router::new()
+        .route(
+            "/metrics",
+            get(move || {
+                let handle = handle.clone();
+                async move {
+                    (
+                        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+                        handle.render(),
+                    )
+                }
+            }),
+        )
+        .fallback(|| async {
+            (
+                StatusCode::NOT_FOUND,
+                "this host serves GET /metrics only\n",
+            )
+        })
+        // A request id on every answer, as on the other hosts: the connection guard
+        // (`http::connections`) takes an answer without one for hyper's own.
+        .layer(from_fn(|request: Request, next: Next| async move {
+            request_id::within(next.run(request)).await
+        }))
 }

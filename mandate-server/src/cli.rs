@@ -1,14 +1,35 @@
 //! The command line of `mandate-server`: `serve` and the operator commands, with their
-//! options; `main.rs` runs them.
+//! options; `commands/` runs them.
 
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use mandate_server::http::limits;
 use mandate_server::model::Env;
+use mandate_server::storage::DbLocation;
 use mandate_server::{logging, settlement};
 
-use crate::DbArg;
+#[derive(Args, Clone)]
+pub(crate) struct DbArg {
+    /// The database: an SQLite file (created and migrated on first use), or a PostgreSQL
+    /// URL, postgres://USER:PASSWORD@HOST:PORT/DATABASE[?sslmode=verify-full], for several
+    /// server processes on one database.
+    #[arg(long, env = "MANDATE_DB", default_value = "./mandate.db")]
+    pub(crate) db: DbLocation,
+    #[command(flatten)]
+    pub(crate) kek: KekArgs,
+}
+
+impl DbArg {
+    /// The SQLite file, or an error naming the command that has no PostgreSQL form.
+    pub(crate) fn sqlite_file(&self, command: &str) -> Result<PathBuf, String> {
+        self.db.sqlite_path().map(PathBuf::from).ok_or_else(|| {
+            format!(
+                "{command} works on an SQLite file; for PostgreSQL use its own tools (pg_dump, pg_basebackup, point-in-time recovery)"
+            )
+        })
+    }
+}
 
 /// The Mandate service and its operator commands.
 #[derive(Parser)]
@@ -86,66 +107,75 @@ impl From<LogFormatArg> for logging::Format {
     }
 }
 
+// The options of `serve` (no doc comment: the variant's is the command's help).
+#[derive(Args)]
+pub(crate) struct ServeArgs {
+    #[command(flatten)]
+    pub(crate) db: DbArg,
+    /// Address of the API host.
+    #[arg(long, env = "MANDATE_API_ADDR", default_value = "127.0.0.1:8080")]
+    pub(crate) api_addr: String,
+    /// Address of the public host (JWK Set, OpenAPI document).
+    #[arg(long, env = "MANDATE_PUBLIC_ADDR", default_value = "127.0.0.1:8081")]
+    pub(crate) public_addr: String,
+    /// Issuer of every token and home of the JWK Set [default: the public host's URL].
+    #[arg(long, env = "MANDATE_VERDICTS_URL")]
+    pub(crate) verdicts_url: Option<String>,
+    /// Home of the OpenAPI document, named by every 401 [default: the public host's URL].
+    #[arg(long, env = "MANDATE_DOCS_URL")]
+    pub(crate) docs_url: Option<String>,
+    /// TLS certificate chain (PEM) for both listeners.
+    #[arg(long, requires = "tls_key")]
+    pub(crate) tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM) for both listeners.
+    #[arg(long, requires = "tls_cert")]
+    pub(crate) tls_key: Option<PathBuf>,
+    /// Onboard a demo organization and print a copy-paste session.
+    #[arg(long)]
+    pub(crate) demo: bool,
+    /// The live settlement adapter, through which escrow money moves (never shown to
+    /// API clients).
+    #[arg(long, env = "MANDATE_SETTLEMENT", value_enum, default_value = "ledger")]
+    pub(crate) settlement: SettlementArg,
+    /// Requests handled at once on the API host; beyond it, 503 with Retry-After: 1.
+    #[arg(long, env = "MANDATE_MAX_IN_FLIGHT", default_value_t = limits::DEFAULT_MAX_IN_FLIGHT)]
+    pub(crate) max_in_flight: usize,
+    /// Seconds a request to the API host may take before it is answered `503` (the
+    /// database did not answer in time); the caller retries with its Idempotency-Key.
+    /// At most 50 (an Idempotency-Key's claim lasts 60 s).
+    #[arg(long, env = "MANDATE_REQUEST_TIMEOUT", default_value_t = limits::DEFAULT_REQUEST_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=50))]
+    pub(crate) request_timeout: u64,
+    /// How log lines (stderr) are written: `text` for people, `json` for machines.
+    #[arg(long, env = "MANDATE_LOG_FORMAT", value_enum, default_value = "text")]
+    pub(crate) log_format: LogFormatArg,
+    /// Address of the admin host (`GET /metrics`, Prometheus text format, plain HTTP);
+    /// off unless set. Bind it to loopback or a private network: it is not for callers.
+    #[arg(long, env = "MANDATE_ADMIN_ADDR")]
+    pub(crate) admin_addr: Option<String>,
+    /// The API host's URL as browsers reach it; the review console (`/console/` on the
+    /// public host) calls it [default: the API host's URL].
+    #[arg(long, env = "MANDATE_API_URL")]
+    pub(crate) api_url: Option<String>,
+    /// An origin (`scheme://host[:port]`) allowed to call the API host from a browser;
+    /// repeatable, comma-separated in the variable; `none` allows none [default: the
+    /// origin of the docs URL, where the review console is served].
+    #[arg(long, env = "MANDATE_CONSOLE_ORIGIN", value_delimiter = ',')]
+    pub(crate) console_origin: Vec<String>,
+    /// Do not apply schema migrations at start: refuse to start unless the database is
+    /// already at this server's schema (run `mandate-server migrate` first).
+    #[arg(long)]
+    pub(crate) no_migrate: bool,
+    /// Milliseconds between two rounds of the checkpoint worker, which logs new decisions
+    /// and signs a checkpoint of each organization's log that grew: how far at most a
+    /// checkpoint is behind the newest decision, plus the round's own time.
+    #[arg(long, env = "MANDATE_LOG_CHECKPOINT_INTERVAL", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..=600_000))]
+    pub(crate) log_checkpoint_interval: u64,
+}
+
 #[derive(Subcommand)]
 pub(crate) enum Command {
     /// Serve the API host and the public host.
-    Serve {
-        #[command(flatten)]
-        db: DbArg,
-        /// Address of the API host.
-        #[arg(long, env = "MANDATE_API_ADDR", default_value = "127.0.0.1:8080")]
-        api_addr: String,
-        /// Address of the public host (JWK Set, OpenAPI document).
-        #[arg(long, env = "MANDATE_PUBLIC_ADDR", default_value = "127.0.0.1:8081")]
-        public_addr: String,
-        /// Issuer of every token and home of the JWK Set [default: the public host's URL].
-        #[arg(long, env = "MANDATE_VERDICTS_URL")]
-        verdicts_url: Option<String>,
-        /// Home of the OpenAPI document, named by every 401 [default: the public host's URL].
-        #[arg(long, env = "MANDATE_DOCS_URL")]
-        docs_url: Option<String>,
-        /// TLS certificate chain (PEM) for both listeners.
-        #[arg(long, requires = "tls_key")]
-        tls_cert: Option<PathBuf>,
-        /// TLS private key (PEM) for both listeners.
-        #[arg(long, requires = "tls_cert")]
-        tls_key: Option<PathBuf>,
-        /// Onboard a demo organization and print a copy-paste session.
-        #[arg(long)]
-        demo: bool,
-        /// The live settlement adapter, through which escrow money moves (never shown to
-        /// API clients).
-        #[arg(long, env = "MANDATE_SETTLEMENT", value_enum, default_value = "ledger")]
-        settlement: SettlementArg,
-        /// Requests handled at once on the API host; beyond it, 503 with Retry-After: 1.
-        #[arg(long, env = "MANDATE_MAX_IN_FLIGHT", default_value_t = limits::DEFAULT_MAX_IN_FLIGHT)]
-        max_in_flight: usize,
-        /// Seconds a request to the API host may take before it is answered `503` (the
-        /// database did not answer in time); the caller retries with its Idempotency-Key.
-        /// At most 50 (an Idempotency-Key's claim lasts 60 s).
-        #[arg(long, env = "MANDATE_REQUEST_TIMEOUT", default_value_t = limits::DEFAULT_REQUEST_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=50))]
-        request_timeout: u64,
-        /// How log lines (stderr) are written: `text` for people, `json` for machines.
-        #[arg(long, env = "MANDATE_LOG_FORMAT", value_enum, default_value = "text")]
-        log_format: LogFormatArg,
-        /// Address of the admin host (`GET /metrics`, Prometheus text format, plain HTTP);
-        /// off unless set. Bind it to loopback or a private network: it is not for callers.
-        #[arg(long, env = "MANDATE_ADMIN_ADDR")]
-        admin_addr: Option<String>,
-        /// The API host's URL as browsers reach it; the review console (`/console/` on the
-        /// public host) calls it [default: the API host's URL].
-        #[arg(long, env = "MANDATE_API_URL")]
-        api_url: Option<String>,
-        /// An origin (`scheme://host[:port]`) allowed to call the API host from a browser;
-        /// repeatable, comma-separated in the variable; `none` allows none [default: the
-        /// origin of the docs URL, where the review console is served].
-        #[arg(long, env = "MANDATE_CONSOLE_ORIGIN", value_delimiter = ',')]
-        console_origin: Vec<String>,
-        /// Do not apply schema migrations at start: refuse to start unless the database is
-        /// already at this server's schema (run `mandate-server migrate` first).
-        #[arg(long)]
-        no_migrate: bool,
-    },
+    Serve(ServeArgs),
     /// Bring the database's schema up to this server's (SQLite file or PostgreSQL URL);
     /// `serve` does it at start unless given --no-migrate.
     Migrate {
@@ -201,6 +231,15 @@ pub(crate) enum Command {
     Ap2Issuer {
         #[command(subcommand)]
         action: Ap2IssuerAction,
+    },
+    /// Rotate an environment's log key, which signs the decision log's checkpoints; the
+    /// old key signs beside the new one until it leaves the JWK Set (ten minutes).
+    RotateLogKey {
+        #[command(flatten)]
+        db: DbArg,
+        /// The environment.
+        #[arg(long, value_enum)]
+        env: EnvArg,
     },
     /// Rotate an environment's signing key; the old key stays published until its tokens expire.
     RotateSigningKey {

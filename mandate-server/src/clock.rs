@@ -101,7 +101,7 @@ pub fn fill_random(buf: &mut [u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mandate_core::id::DecisionId;
+    use mandate_core::DecisionId;
 
     #[test]
     fn ordered_ids_sort_by_time() {

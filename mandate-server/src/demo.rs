@@ -7,6 +7,11 @@
 //! `mandate-demo.env` beside the database, for a second terminal (`. ./mandate-demo.env`)
 //! and for the next run: keys are stored only as hashes, so a run on the same database
 //! reuses the demo organization and can show its keys again only from that file.
+//!
+//! A run on the same database keeps the demo's state: the organization, its agent and
+//! the agent's mandate (so the month's spend and the enforcement mode stay as they were),
+//! and says what it reused. Only a mandate that is gone, no longer active or changed from
+//! the demo's terms is written again, and the session says why.
 
 use std::path::{Path, PathBuf};
 
@@ -27,12 +32,24 @@ pub const DEMO_ORG: &str = "demo";
 /// The file the session's settings are written to, beside the database.
 pub const ENV_FILE: &str = "mandate-demo.env";
 
-async fn call(running: &Running, key: &str, path: &str, body: Value) -> Result<Value, String> {
-    let request = Request::post(path)
-        .header(header::AUTHORIZATION, format!("Bearer {key}"))
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(body.to_string()))
-        .map_err(|e| e.to_string())?;
+/// One request to the API host, in process, with `key`: a POST with `body`, else a GET.
+async fn call(
+    running: &Running,
+    key: &str,
+    path: &str,
+    body: Option<Value>,
+) -> Result<Value, String> {
+    let request = match body {
+        Some(body) => Request::post(path)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(body.to_string())),
+        None => Request::get(path).body(Body::empty()),
+    };
+    let mut request = request.map_err(|e| e.to_string())?;
+    let bearer = format!("Bearer {key}")
+        .parse()
+        .map_err(|_| "a key that is not a header")?;
+    request.headers_mut().insert(header::AUTHORIZATION, bearer);
     let response = app::api(running.state.clone())
         .oneshot(request)
         .await
@@ -114,18 +131,78 @@ fn write_env_file(path: &Path, running: &Running, keys: &DemoKeys) -> Result<(),
         .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
-/// A mandate for `agt_shopper` expiring 90 days from now (a run on an older database
-/// writes a fresh one, which supersedes the previous).
-async fn write_mandate(running: &Running, org_key: &str) -> Result<(), String> {
-    let expires =
-        mandate_core::mandate::format_date((running.state.now() + time::Duration::days(90)).date());
-    let mandate = json!({
+/// The demo's mandate for `agt_shopper`, but its expiry (90 days from when it is made).
+fn demo_terms() -> Value {
+    json!({
         "agent": "agt_shopper", "principal": "role:finance",
         "limits": {"per_transaction": 500, "per_month": 2000, "currency": "USD"},
-        "categories": ["software", "travel"], "review_above": 200, "expires": expires,
-    });
-    call(running, org_key, "/v1/mandates", mandate).await?;
-    Ok(())
+        "categories": ["software", "travel"], "review_above": 200,
+    })
+}
+
+/// Writes the demo's mandate for `agt_shopper`, expiring 90 days from now; its id.
+async fn write_mandate(running: &Running, org_key: &str) -> Result<String, String> {
+    let expires = mandate_core::unstable::mandate::format_date(
+        (running.state.now() + time::Duration::days(90)).date(),
+    );
+    let mut mandate = demo_terms();
+    mandate["expires"] = json!(expires);
+    let made = call(running, org_key, "/v1/mandates", Some(mandate)).await?;
+    Ok(made["id"].as_str().unwrap_or_default().to_owned())
+}
+
+/// Why an earlier run's current mandate of `agt_shopper` cannot serve the session, if it
+/// cannot: it is no longer active, or its terms are not the demo's.
+fn not_reusable(mandate: &Value) -> Option<String> {
+    let id = mandate["id"].as_str().unwrap_or("?");
+    let status = mandate["status"].as_str().unwrap_or("?");
+    if status != "active" {
+        return Some(format!("its mandate {id} is {status}"));
+    }
+    let mut terms = mandate.clone();
+    if let Some(fields) = terms.as_object_mut() {
+        for read_only in ["id", "status", "created_at", "expires"] {
+            fields.remove(read_only);
+        }
+    }
+    (terms != demo_terms()).then(|| format!("its mandate {id} was changed from the demo's terms"))
+}
+
+/// What a run did about the demo's mandate.
+enum DemoMandate {
+    /// Made by this run; `replaced` says why an earlier one was not reused.
+    Made {
+        id: String,
+        replaced: Option<String>,
+    },
+    /// An earlier run's, reused, with what it has spent this month.
+    Reused { id: String, spent_month: String },
+}
+
+/// Reuses `agt_shopper`'s current mandate when it is the demo's, still active; otherwise
+/// (none, revoked, expired or changed) writes the demo's again.
+async fn reuse_or_write_mandate(running: &Running, org_key: &str) -> Result<DemoMandate, String> {
+    let page = call(
+        running,
+        org_key,
+        "/v1/mandates?agent=agt_shopper&limit=1",
+        None,
+    )
+    .await?;
+    let replaced = match page["data"].get(0) {
+        None => Some("agt_shopper has no mandate".to_owned()),
+        Some(current) => match not_reusable(current) {
+            Some(why) => Some(why),
+            None => {
+                let id = current["id"].as_str().unwrap_or_default().to_owned();
+                let read = call(running, org_key, &format!("/v1/mandates/{id}"), None).await?;
+                let spent_month = read["spent"]["month"].to_string();
+                return Ok(DemoMandate::Reused { id, spent_month });
+            }
+        },
+    };
+    let id = write_mandate(running, org_key).await?;
+    Ok(DemoMandate::Made { id, replaced })
 }
 
 /// Sets up (or finds again) the demo organization and prints the session; `db` is the
@@ -134,7 +211,7 @@ pub async fn run(running: &Running, db: &DbLocation) -> Result<(), String> {
     let store: &dyn AdminStore = &*running.state.store;
     let path = env_file(db);
     let existing = store.org_id_by_name(DEMO_ORG).map_err(|e| e.to_string())?;
-    let (keys, reused) = match existing {
+    let (keys, mandate) = match existing {
         None => {
             let onboarded = operator::onboard(
                 store,
@@ -147,29 +224,36 @@ pub async fn run(running: &Running, db: &DbLocation) -> Result<(), String> {
                 running,
                 &onboarded.sandbox_key,
                 "/v1/agents",
-                json!({"name": "shopper"}),
+                Some(json!({"name": "shopper"})),
             )
             .await?;
             let keys = DemoKeys {
                 org: onboarded.sandbox_key,
                 agent: agent["agent_key"].as_str().unwrap_or_default().to_owned(),
             };
-            write_mandate(running, &keys.org).await?;
-            (keys, false)
+            let id = write_mandate(running, &keys.org).await?;
+            (keys, DemoMandate::Made { id, replaced: None })
         }
-        Some(org_id) => match keys_from_file(store, &path) {
+        Some(ref org_id) => match keys_from_file(store, &path) {
             Some(keys) => {
-                write_mandate(running, &keys.org).await?;
-                (keys, true)
+                let mandate = reuse_or_write_mandate(running, &keys.org).await?;
+                (keys, mandate)
             }
             None => {
-                println!("{}", lost_keys(&org_id, db, &path));
+                println!("{}", lost_keys(org_id, db, &path));
                 return Ok(());
             }
         },
     };
+    let mode = call(running, &keys.org, "/v1/enforcement", None).await?["mode"]
+        .as_str()
+        .unwrap_or("enforce")
+        .to_owned();
     write_env_file(&path, running, &keys)?;
-    println!("{}", session(running, &keys, reused, &path));
+    println!(
+        "{}",
+        session(running, &keys, existing.is_some(), &mandate, &mode, &path)
+    );
     Ok(())
 }
 
@@ -188,21 +272,53 @@ again, and {file} (where that run wrote them) is missing or holds keys no longer
     )
 }
 
-/// The session: the keys, then commands to paste (curl, then the CLI).
-fn session(running: &Running, keys: &DemoKeys, reused: bool, path: &Path) -> String {
+/// What the session says of the mandate: its id, and whether this run made it (and why
+/// again) or reused it.
+fn mandate_line(mandate: &DemoMandate) -> String {
+    let terms = "up to 500 USD a transaction, 2000 a month, software and travel, review above 200";
+    match mandate {
+        DemoMandate::Made { id, replaced: None } => format!("mandate {id}: {terms}"),
+        DemoMandate::Made {
+            id,
+            replaced: Some(why),
+        } => format!("mandate {id}, made again because {why}: {terms}"),
+        DemoMandate::Reused { id, spent_month } => {
+            format!("mandate {id}, reused ({spent_month} USD spent this month): {terms}")
+        }
+    }
+}
+
+/// The session: what was made or reused, the keys, then commands to paste (curl, then the
+/// CLI).
+fn session(
+    running: &Running,
+    keys: &DemoKeys,
+    reused: bool,
+    mandate: &DemoMandate,
+    mode: &str,
+    path: &Path,
+) -> String {
     let api = format!("http://{}", running.api_addr);
     let public = format!("http://{}", running.public_addr);
-    let headline = if reused {
-        format!("Demo organization {DEMO_ORG} from an earlier run in this database, reused")
+    let mut headline = if reused {
+        format!(
+            "Demo organization {DEMO_ORG} from an earlier run in this database, reused with its agent agt_shopper (sandbox, {mode} mode)."
+        )
     } else {
-        format!("Demo organization {DEMO_ORG} is ready")
+        format!("Demo organization {DEMO_ORG} is ready (sandbox, {mode} mode).")
     };
+    if mode == "observe" {
+        headline.push_str(
+            "\n  observe mode (switched in an earlier run): nothing is blocked, so the review and the denial below come back allow; `mandate enforcement set enforce` blocks again",
+        );
+    }
+    let mandate = mandate_line(mandate);
     format!(
         r#"
-{headline} (sandbox, enforce mode).
+{headline}
   organization key (sandbox): {org_key}
   agent key (agt_shopper):    {agent_key}
-  mandate: up to 500 USD a transaction, 2000 a month, software and travel, review above 200
+  {mandate}
   review console: {public}/console/ (sign in with the organization key)
   these settings are also in {file} (owner-only): `. {file}` in another terminal
 

@@ -5,8 +5,10 @@
 //! API host and the public host); an engine behind [`storage::Store`] stores everything:
 //! SQLite (one WAL file, the default) or PostgreSQL (shared by many server processes).
 //!
-//! Handlers extract, call the core, persist in one transaction and answer. Errors map to
-//! the spec's envelope in one place ([`http::error`]).
+//! Handlers extract, call a service (or the decision service) and answer. Below HTTP, each
+//! service answers an error enum of its own, mapped to the API's error in one place
+//! ([`routes::errors`]); the API's error becomes the spec's envelope in one place
+//! ([`http::error`]).
 
 pub mod app;
 pub mod clock;
@@ -21,6 +23,7 @@ pub mod serve;
 pub mod services;
 pub mod settlement;
 pub mod signing;
+pub mod ssrf;
 pub mod state;
 pub mod storage;
 pub mod telemetry;

@@ -17,7 +17,7 @@ use axum_server::Handle;
 use axum_server::accept::DefaultAcceptor;
 use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
 use hyper::body::Incoming;
-use mandate_core::cursor::CursorKey;
+use mandate_core::CursorKey;
 use tokio::task::JoinHandle;
 use tower::ServiceExt;
 use tower::make::Shared as SharedMakeService;
@@ -30,12 +30,14 @@ use crate::http::cors::{Cors, parse_origin};
 use crate::http::limits::{self, Limits};
 use crate::settlement;
 use crate::signing;
+use crate::signing::KeyRing;
 use crate::signing::api_keys::{self, KeyBinder};
 use crate::signing::at_rest::{self, AtRestError, KeyEncryption};
 use crate::state::{AppState, Shared};
 use crate::storage::sqlite::Db;
-use crate::storage::{DbLocation, StorageError};
+use crate::storage::{DbLocation, StorageError, Store};
 use crate::workers::Context;
+use crate::workers::checkpoint::Checkpointer;
 use crate::workers::delivery::Worker;
 use crate::workers::refresh::{Listeners, Refresher};
 
@@ -70,6 +72,12 @@ pub struct Config {
     /// console's own, the origin of `docs_url` (the public host, which serves it);
     /// `Some(vec![])` for none. Each must be an origin alone (`scheme://host[:port]`).
     pub console_origins: Option<Vec<String>>,
+    /// How often the checkpoint worker logs new decisions and signs checkpoints
+    /// (`--log-checkpoint-interval`): at most about this far behind the newest decision.
+    pub log_checkpoint_interval: std::time::Duration,
+    /// Decisions the checkpoint worker appends to one log a round, at most
+    /// ([`crate::workers::checkpoint::BATCH`]); a full batch starts the next round at once.
+    pub log_checkpoint_batch: i64,
 }
 
 /// Starting failed.
@@ -103,7 +111,7 @@ pub enum ServeError {
     Keys(#[from] AtRestError),
     /// The signing backend could not draw random numbers (no signature could be made).
     #[error("signing: {0}")]
-    Signing(mandate_core::jws::SignError),
+    Signing(mandate_core::SignError),
     /// `--verdicts-url`, `--docs-url` or `--api-url` is not an absolute http(s) URL.
     #[error("--{flag} {value:?}: {reason}")]
     Url {
@@ -164,15 +172,29 @@ pub struct Running {
     /// This process's id among the processes sharing the database (its heartbeat row).
     process_id: String,
     handles: Vec<Handle<SocketAddr>>,
-    servers: Vec<JoinHandle<Result<(), std::io::Error>>>,
+    servers: Vec<Server>,
     refresher: JoinHandle<()>,
+    checkpointer: JoinHandle<()>,
     worker: Worker,
 }
 
-/// What to do about signing keys stored unencrypted.
-pub fn unencrypted_advice() -> String {
+/// What to do about signing keys stored unencrypted in the SQLite file `db`: who can read
+/// them there (the file's mode), and the key-encryption key that seals them.
+pub fn unencrypted_advice(db: &DbLocation) -> String {
+    use crate::storage::sqlite::owner_only;
+    let path = db.sqlite_path().unwrap_or(std::path::Path::new(""));
+    let file = path.display();
+    let readers = match owner_only::mode(path) {
+        Some(mode) if mode & 0o077 == 0 => {
+            format!("{file}, mode {mode:04o}: readable by its owner only, keep it so")
+        }
+        Some(mode) => format!(
+            "{file}, mode {mode:04o}: other users of this machine can read them; `chmod 600 {file} {file}-wal {file}-shm`"
+        ),
+        None => file.to_string(),
+    };
     format!(
-        "signing keys are stored unencrypted; set {} or {} and run `mandate-server seal-signing-keys` once to encrypt them at rest",
+        "signing keys are stored unencrypted in {readers}; to encrypt them at rest, set {} or {} and run `mandate-server seal-signing-keys` once",
         at_rest::KEK_VAR,
         at_rest::KEK_FILE_FLAG
     )
@@ -208,7 +230,7 @@ async fn tls_config(
     Ok(config)
 }
 
-pub use crate::storage::location::open_store;
+pub use crate::storage::open::open_store;
 
 /// Starts both listeners, the background refresher and the delivery worker, with the
 /// default settlement adapter.
@@ -216,7 +238,9 @@ pub async fn start(config: Config, clock: Arc<dyn Clock>) -> Result<Running, Ser
     start_with(config, clock, settlement::Adapter::default()).await
 }
 
-/// [`start`], with the settlement adapter the operator chose (`serve --settlement`).
+/// [`start`], with the settlement adapter the operator chose (`serve --settlement`): the
+/// database opened, the signing keys ready, both listeners bound, then the state, the
+/// delivery worker, the two hosts and the refresher started, in that order.
 pub async fn start_with(
     config: Config,
     clock: Arc<dyn Clock>,
@@ -224,31 +248,7 @@ pub async fn start_with(
 ) -> Result<Running, ServeError> {
     // Before the database is reached: an engine that needs a key-encryption key gets one.
     at_rest::check_required(&config.db.to_string(), &config.key_encryption)?;
-    let verdicts_url = config
-        .verdicts_url
-        .as_deref()
-        .map(|u| normalize_base_url("verdicts-url", u))
-        .transpose()?;
-    let docs_url = config
-        .docs_url
-        .as_deref()
-        .map(|u| normalize_base_url("docs-url", u))
-        .transpose()?;
-    let api_url = config
-        .api_url
-        .as_deref()
-        .map(|u| normalize_base_url("api-url", u))
-        .transpose()?;
-    let console_origins = config
-        .console_origins
-        .as_ref()
-        .map(|origins| {
-            origins
-                .iter()
-                .map(|o| parse_origin(o))
-                .collect::<Result<Vec<_>, _>>()
-        })
-        .transpose()?;
+    let urls = Urls::given(&config)?;
     let db_error = |source| ServeError::Db {
         path: config.db.to_string(),
         source,
@@ -259,7 +259,147 @@ pub async fn start_with(
     let now = clock.now();
     let keys = Arc::new(config.key_encryption.clone());
     let keys_unencrypted = keys.current_id().is_none();
-    let prepared = at_rest::prepare(&*store, &keys)?;
+    let mut ring = signing_keys(&*store, &keys, now, db_error)?;
+    signing::log_keys::ensure(&*store, &keys, ms(now)).await?;
+    ring.log = signing::log_keys::load(&*store, &keys, ms(now)).await?;
+    let mut fresh = [0u8; 32];
+    fill_random(&mut fresh);
+    let cursor_secret = store
+        .prepare_start(ms(now) - 24 * 3600 * 1000, &fresh)
+        .map_err(db_error)?;
+    let api_listener = bind(&config.api_addr)?;
+    let public_listener = bind(&config.public_addr)?;
+    let api_addr = api_listener.local_addr().map_err(ServeError::Io)?;
+    let public_addr = public_listener.local_addr().map_err(ServeError::Io)?;
+    let urls = urls.resolved(config.tls.is_some(), api_addr, public_addr);
+    let state = AppState::new(Shared {
+        store: store.clone(),
+        clock: clock.clone(),
+        keys: Arc::new(RwLock::new(ring)),
+        cursors: Arc::new(CursorKey::new(&cursor_secret)),
+        verdicts_url: urls.verdicts,
+        docs_url: urls.docs,
+        api_url: urls.api,
+        cors: Cors::new(&urls.console_origins),
+        agents: AgentStates::default(),
+        callers: Default::default(),
+        api_keys: KeyBinder::new(&keys),
+        modes: Default::default(),
+        readiness: Default::default(),
+        settlement: adapter.provider(),
+    });
+    // One crypto provider, aws-lc-rs: the default of the webhook client (reqwest has none
+    // of its own) and of the listeners' TLS. Already installed in a second server of the
+    // same process.
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    // Dropping the worker (an error below) stops it.
+    let context = Context {
+        store: store.clone(),
+        clock: clock.clone(),
+        keys: state.keys.clone(),
+        issuer: state.verdicts_url.clone(),
+    };
+    let worker = Worker::start(context.clone())
+        .map_err(|e| ServeError::Io(std::io::Error::other(format!("delivery worker: {e}"))))?;
+    let checkpointer = Checkpointer::new(
+        context.clone(),
+        config.log_checkpoint_interval,
+        config.log_checkpoint_batch,
+    )
+    .start();
+    let (handles, servers) = spawn_hosts(&config, &state, api_listener, public_listener).await?;
+    let process_id = mandate_core::unstable::id::base32(&crate::clock::random16());
+    let refresher = join_processes(&state, context, &keys, &process_id).await;
+    Ok(Running {
+        api_addr,
+        public_addr,
+        keys_unencrypted,
+        state,
+        db,
+        handles,
+        servers,
+        refresher,
+        checkpointer,
+        worker,
+        process_id,
+    })
+}
+
+/// The URLs and origins given to `serve`, checked and normalized; those not given are
+/// the listeners' own, known once they are bound ([`Urls::resolved`]).
+struct Urls<U, O> {
+    verdicts: U,
+    docs: U,
+    api: U,
+    console_origins: O,
+}
+
+impl Urls<Option<String>, Option<Vec<String>>> {
+    /// The URLs and origins of `config`, each checked, in the order of the flags.
+    fn given(config: &Config) -> Result<Self, ServeError> {
+        let url = |flag, given: &Option<String>| {
+            given
+                .as_deref()
+                .map(|u| normalize_base_url(flag, u))
+                .transpose()
+        };
+        let (verdicts, docs, api) = (
+            url("verdicts-url", &config.verdicts_url)?,
+            url("docs-url", &config.docs_url)?,
+            url("api-url", &config.api_url)?,
+        );
+        let console_origins = config
+            .console_origins
+            .as_ref()
+            .map(|origins| {
+                origins
+                    .iter()
+                    .map(|o| parse_origin(o))
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .transpose()?;
+        Ok(Self {
+            verdicts,
+            docs,
+            api,
+            console_origins,
+        })
+    }
+
+    /// Every URL and origin, those not given made from the listeners bound at `api_addr`
+    /// and `public_addr` (`tls`: whether they speak https): the issuer and the docs at the
+    /// public host, the console's origin the docs'.
+    fn resolved(
+        self,
+        tls: bool,
+        api_addr: SocketAddr,
+        public_addr: SocketAddr,
+    ) -> Urls<String, Vec<String>> {
+        let scheme = if tls { "https" } else { "http" };
+        let public_url = format!("{scheme}://{public_addr}");
+        let docs = self.docs.unwrap_or_else(|| public_url.clone());
+        let console_origins = self
+            .console_origins
+            .unwrap_or_else(|| vec![origin_of(&docs)]);
+        Urls {
+            verdicts: self.verdicts.unwrap_or_else(|| public_url.clone()),
+            docs,
+            api: self.api.unwrap_or_else(|| format!("{scheme}://{api_addr}")),
+            console_origins,
+        }
+    }
+}
+
+/// The signing keys ready in `store` at `now` and loaded: sealed as the key-encryption
+/// keys `keys` say (what they are sealed under logged), API key rows the KEK refuses
+/// counted in a warning, a key made for an environment that has none.
+fn signing_keys(
+    store: &dyn Store,
+    keys: &KeyEncryption,
+    now: time::OffsetDateTime,
+    db_error: impl Fn(StorageError) -> ServeError,
+) -> Result<KeyRing, ServeError> {
+    let prepared = at_rest::prepare(store, keys)?;
     match keys.current_id() {
         // Said by the caller once it has started (`serve` logs it; `serve --demo` gives it
         // as advice after the session): see `Running::keys_unencrypted`.
@@ -282,66 +422,29 @@ pub async fn start_with(
         }
     }
     // Rows a KEK refuses are said, never bound here: binding is the operator's command.
-    let refused = api_keys::refused_rows(&*store, &keys)?;
+    let refused = api_keys::refused_rows(store, keys)?;
     if refused > 0 {
         tracing::warn!(
             "{refused} API keys are not bound to the key-encryption key and are refused: if an operator stored them without it (or before binding existed), bind them with `mandate-server bind-api-keys --db …` (with the key-encryption key); otherwise someone with write access to the database put them there"
         );
     }
-    signing::ensure_keys(&*store, &keys, ms(now)).map_err(db_error)?;
-    let ring = signing::load(&*store, &keys, ms(now))?;
+    signing::ensure_keys(store, keys, ms(now)).map_err(db_error)?;
+    let ring = signing::load(store, keys, ms(now))?;
     // Seeded here, before listening, so that the first authorization does not wait for it.
     crate::signing::fast::seed_random().map_err(ServeError::Signing)?;
     // Presignatures start filling now, in idle time (signing/presign.rs).
     crate::signing::presign::Pool::global();
-    let mut fresh = [0u8; 32];
-    fill_random(&mut fresh);
-    let cursor_secret = store
-        .prepare_start(ms(now) - 24 * 3600 * 1000, &fresh)
-        .map_err(db_error)?;
+    Ok(ring)
+}
 
-    let api_listener = bind(&config.api_addr)?;
-    let public_listener = bind(&config.public_addr)?;
-    let api_addr = api_listener.local_addr().map_err(ServeError::Io)?;
-    let public_addr = public_listener.local_addr().map_err(ServeError::Io)?;
-    let scheme = if config.tls.is_some() {
-        "https"
-    } else {
-        "http"
-    };
-    let public_url = format!("{scheme}://{public_addr}");
-    let docs_url = docs_url.unwrap_or_else(|| public_url.clone());
-    let console_origins = console_origins.unwrap_or_else(|| vec![origin_of(&docs_url)]);
-    let state = AppState::new(Shared {
-        store: store.clone(),
-        clock: clock.clone(),
-        keys: Arc::new(RwLock::new(ring)),
-        cursors: Arc::new(CursorKey::new(&cursor_secret)),
-        verdicts_url: verdicts_url.unwrap_or_else(|| public_url.clone()),
-        docs_url,
-        api_url: api_url.unwrap_or_else(|| format!("{scheme}://{api_addr}")),
-        cors: Cors::new(&console_origins),
-        agents: AgentStates::default(),
-        callers: Default::default(),
-        api_keys: KeyBinder::new(&keys),
-        modes: Default::default(),
-        readiness: Default::default(),
-        settlement: adapter.provider(),
-    });
-
-    // One crypto provider, aws-lc-rs: the default of the webhook client (reqwest has none
-    // of its own) and of the listeners' TLS. Already installed in a second server of the
-    // same process.
-    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
-    // Dropping the worker (an error below) stops it.
-    let context = Context {
-        store: store.clone(),
-        clock: clock.clone(),
-        keys: state.keys.clone(),
-        issuer: state.verdicts_url.clone(),
-    };
-    let worker = Worker::start(context.clone())
-        .map_err(|e| ServeError::Io(std::io::Error::other(format!("delivery worker: {e}"))))?;
+/// The two hosts served on their listeners, each in a task of its own (with TLS when
+/// `config` has it): their shutdown handles and their tasks.
+async fn spawn_hosts(
+    config: &Config,
+    state: &AppState,
+    api_listener: TcpListener,
+    public_listener: TcpListener,
+) -> Result<(Vec<Handle<SocketAddr>>, Vec<Server>), ServeError> {
     let tls = match &config.tls {
         Some((cert, key)) => Some(tls_config(cert, key).await?),
         None => None,
@@ -387,19 +490,27 @@ pub async fn start_with(
         app::public(state.clone()).into_make_service(),
         caps.public
     );
+    Ok((handles, servers))
+}
 
-    let initial_generation = store.key_generation_now().ok();
-    let process_id = mandate_core::id::base32(&crate::clock::random16());
-    // Counted among the processes before the first request: each admits its share of a
-    // key's rate (see `http::cache`).
-    match store.heartbeat(&process_id).await {
+/// This process counted among those sharing the database (its heartbeat as `process_id`,
+/// before the first request: each admits its share of a key's rate, see `http::cache`),
+/// and the refresher started that keeps it counted and reloads keys.
+async fn join_processes(
+    state: &AppState,
+    context: Context,
+    keys: &KeyEncryption,
+    process_id: &str,
+) -> JoinHandle<()> {
+    let initial_generation = state.store.key_generation_now().ok();
+    match state.store.heartbeat(process_id).await {
         Ok(peers) => state.callers.set_peers(peers),
         Err(e) => tracing::error!("heartbeat: {e}"),
     }
-    let refresher = Refresher::new(
+    Refresher::new(
         context,
-        (*keys).clone(),
-        process_id.clone(),
+        keys.clone(),
+        process_id.to_owned(),
         Listeners {
             peers: Box::new({
                 let callers = state.callers.clone();
@@ -412,20 +523,11 @@ pub async fn start_with(
         },
         initial_generation,
     )
-    .start();
-    Ok(Running {
-        api_addr,
-        public_addr,
-        keys_unencrypted,
-        state,
-        db,
-        handles,
-        servers,
-        refresher,
-        worker,
-        process_id,
-    })
+    .start()
 }
+
+/// A host's task: it ends when its server stops.
+type Server = JoinHandle<Result<(), std::io::Error>>;
 
 impl Running {
     /// Stops accepting connections, lets in-flight requests finish (up to 30 s), and waits.
@@ -447,6 +549,7 @@ impl Running {
             }
         }
         self.refresher.abort();
+        self.checkpointer.abort();
         self.worker.stop().await;
         // No longer counted: the others take this one's share of each key's rate.
         if let Err(e) = self.state.store.leave(&self.process_id).await {

@@ -15,10 +15,7 @@
 
 use std::sync::Arc;
 
-use mandate_core::amount::Amount;
-use mandate_core::escrow::EscrowAction;
-use mandate_core::id::EscrowId;
-use mandate_core::names::Currency;
+use mandate_core::{Amount, Currency, unstable::escrow::EscrowAction, unstable::id::EscrowId};
 
 use crate::storage::escrows::MovementRow;
 

@@ -1,19 +1,24 @@
-//! The shared application state handed to every handler.
+//! The shared application state handed to every handler, and what each layer below is
+//! given of it: the HTTP layers an [`Authenticator`], [`Paging`] or [`Idempotency`], the
+//! services their own narrow context ([`Mandates`], a store), the decision service a
+//! [`Decider`]. The state imports the layers it holds; none of them imports the state.
 
 use std::sync::{Arc, RwLock};
 
-use mandate_core::cursor::CursorKey;
-use mandate_core::jws::Signer;
-use mandate_core::policy::Mode;
+use mandate_core::{AgentId, CursorKey, Mode, Signer};
 
 use crate::clock::Clock;
 use crate::decision::agents::{AgentSlotHandle, AgentStates};
 use crate::decision::modes::ModeCache;
 use crate::decision::service::Decider;
+use crate::http::auth::{AgentSlots, Authenticator};
 use crate::http::cache::KeyCache;
 use crate::http::cors::Cors;
 use crate::http::error::ApiError;
+use crate::http::idempotency::Idempotency;
+use crate::http::list::Paging;
 use crate::model::{Caller, Env};
+use crate::services::mandates::Mandates;
 use crate::settlement::SettlementProvider;
 use crate::signing::KeyRing;
 use crate::storage::Store;
@@ -115,6 +120,52 @@ impl AppState {
     /// The current time.
     pub fn now(&self) -> time::OffsetDateTime {
         self.clock.now()
+    }
+
+    /// What the authentication layer reads.
+    pub fn authenticator(&self) -> Authenticator<'_, AgentStates> {
+        Authenticator {
+            store: self.store.as_ref(),
+            clock: self.clock.as_ref(),
+            callers: &self.callers,
+            api_keys: &self.api_keys,
+            verdicts_url: &self.verdicts_url,
+            docs_url: &self.docs_url,
+            agents: &self.agents,
+        }
+    }
+
+    /// What the idempotency layer reads and writes.
+    pub fn idempotency(&self) -> Idempotency {
+        Idempotency {
+            store: self.store.clone(),
+            clock: self.clock.clone(),
+        }
+    }
+
+    /// What a list's paging reads, now.
+    pub fn paging(&self) -> Paging<'_> {
+        Paging {
+            cursors: &self.cursors,
+            now: self.now(),
+        }
+    }
+
+    /// The mandate service.
+    pub fn mandates(&self) -> Mandates<'_> {
+        Mandates {
+            store: self.store.as_ref(),
+            agents: &self.agents,
+        }
+    }
+}
+
+/// An agent key's cached slot is its agent's lock of the decision service.
+impl AgentSlots for AgentStates {
+    type Slot = AgentSlotHandle;
+
+    fn slot_of(&self, org_id: &Arc<str>, env: Env, agent: &AgentId) -> AgentSlotHandle {
+        self.handle(org_id, env, agent)
     }
 }
 

@@ -1,4 +1,5 @@
-//! Metrics in the Prometheus text format, served on the admin listener (`--admin-addr`).
+//! Metrics in the Prometheus text format, served on the admin listener (`--admin-addr`,
+//! `app::admin`).
 //!
 //! The code records through the `metrics` macros everywhere; without an admin listener no
 //! recorder is installed and every macro is a no-op. With one, the process-wide recorder
@@ -9,11 +10,9 @@ use std::collections::HashMap;
 use std::sync::{OnceLock, RwLock};
 use std::time::Duration;
 
-use axum::Router;
 use axum::extract::MatchedPath;
-use axum::http::{StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::Response;
-use axum::routing::get;
 use metrics::{Counter, Histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
@@ -112,36 +111,6 @@ fn describe() {
         "mandate_writer_sync_seconds",
         "Time of one WAL sync (covering one or more commits)."
     );
-}
-
-/// The admin host: `GET /metrics` and nothing else.
-pub fn admin(handle: PrometheusHandle) -> Router {
-    Router::new()
-        .route(
-            "/metrics",
-            get(move || {
-                let handle = handle.clone();
-                async move {
-                    (
-                        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-                        handle.render(),
-                    )
-                }
-            }),
-        )
-        .fallback(|| async {
-            (
-                StatusCode::NOT_FOUND,
-                "this host serves GET /metrics only\n",
-            )
-        })
-        // A request id on every answer, as on the other hosts: the connection guard
-        // (`http::connections`) takes an answer without one for hyper's own.
-        .layer(axum::middleware::from_fn(
-            |request: axum::extract::Request, next: axum::middleware::Next| async move {
-                crate::http::request_id::within(next.run(request)).await
-            },
-        ))
 }
 
 /// Handles of the series recorded on every request, made once per label set: recording

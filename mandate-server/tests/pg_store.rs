@@ -10,11 +10,10 @@ mod test_db;
 use std::sync::Arc;
 
 use futures_util::future::join_all;
-use mandate_core::amount::Amount;
-use mandate_core::id::{AgentId, MandateId, ReviewId};
-use mandate_core::mandate::{Mandate, MandateDraft, MandateStatus};
-use mandate_core::names::{Category, Currency, Recipient};
-use mandate_core::policy::{AuthorizationRequest, Mode};
+use mandate_core::{
+    AgentId, Amount, AuthorizationRequest, Category, Currency, Mandate, MandateDraft, MandateId,
+    MandateStatus, Mode, Recipient, unstable::id::ReviewId,
+};
 use mandate_server::clock::{ms, random16};
 use mandate_server::decision::agents::AgentStates;
 use mandate_server::decision::mandates;
@@ -229,7 +228,7 @@ async fn approve(process: &Process, id: ReviewId) -> Result<Vec<u8>, DecisionErr
         .unwrap();
     // The other process may have resolved it before this one read it: refused here, as the
     // route refuses it, before anything is decided.
-    let Ok(approved) = review.approve(mandate_core::id::DecisionId::from_random(random16()), NOW)
+    let Ok(approved) = review.approve(mandate_core::DecisionId::from_random(random16()), NOW)
     else {
         return Err(DecisionError::AlreadyResolved(review.id.clone()));
     };

@@ -1,8 +1,8 @@
-//! The same mandate decided by two engines: `mandate_core::policy::evaluate` and the mandate
+//! The same mandate decided by two engines: `mandate_core::evaluate` and the mandate
 //! written as Cedar policies, evaluated with `cedar_policy::Authorizer::is_authorized`.
 //!
 //! Cedar has no state, so the agent's history (velocity window, spend of the day, the week
-//! and the month) is kept in Rust with `mandate_core::history::AgentHistory` for **both**
+//! and the month) is kept in Rust with `mandate_core::AgentHistory` for **both**
 //! engines. For Cedar the numbers it needs (requests in the trailing 60 s, the spends) are
 //! read from that history and passed in the request context; every rule itself (expiry,
 //! velocity, category, recipient lists, currency, per transaction, per day, per week, per
@@ -20,14 +20,11 @@ use cedar_policy::{
     Authorizer, Context, Decision, Entities, EntityUid, Policy, PolicyId, PolicySet, Request,
     RestrictedExpression,
 };
-use mandate_core::amount::Amount;
-use mandate_core::history::{AgentHistory, VELOCITY_LIMIT, VELOCITY_WINDOW_MS};
-use mandate_core::id::{AgentId, MandateId};
-use mandate_core::mandate::{
-    Mandate, MandateDraft, MandateStatus, RecipientPattern, RecipientRefusal,
-};
-use mandate_core::policy::{
-    AuthorizationRequest, CountWindow, Evaluation, Mode, Reason, SpendWindow, Verdict, evaluate,
+use mandate_core::{
+    AgentHistory, AgentId, Amount, AuthorizationRequest, CountWindow, Evaluation, Mandate,
+    MandateDraft, MandateId, MandateStatus, Mode, Reason, RecipientPattern, RecipientRefusal,
+    SpendWindow, Verdict, evaluate, unstable::history::VELOCITY_LIMIT,
+    unstable::history::VELOCITY_WINDOW_MS,
 };
 use time::macros::datetime;
 use time::{Duration, OffsetDateTime, Time};

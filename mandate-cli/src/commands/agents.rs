@@ -1,11 +1,12 @@
 //! `mandate agents create|list|get`: the agents of the organization.
 
 use clap::{Args, Subcommand};
-use mandate_core::id::AgentId;
-use mandate_core::names::AgentName;
-use mandate_core::wire::{Agent, CreateAgent, CreatedAgent};
+use mandate_core::{
+    AgentId, AgentName, unstable::wire::Agent, unstable::wire::CreateAgent,
+    unstable::wire::CreatedAgent,
+};
 
-use super::{Context, ListArgs, PostArgs, print_list, print_object, request_body};
+use super::{Context, ListArgs, PostArgs, print_list, print_object};
 use crate::error::{CmdResult, Exit};
 use crate::output::{self, Column};
 
@@ -54,8 +55,8 @@ pub fn run(command: AgentsCommand, ctx: &Context) -> CmdResult {
     let client = ctx.client()?;
     match command {
         AgentsCommand::Create(args) => {
-            let body = request_body(&CreateAgent { name: args.name })?;
-            let response = client.post("/agents", Some(&body), &args.post.key()?)?;
+            let body = CreateAgent { name: args.name };
+            let response = client.post("/agents", &body, &args.post.key()?)?;
             print_object::<CreatedAgent>(ctx, &response, "an agent with its key")?;
             if !ctx.json {
                 output::note(
@@ -64,8 +65,8 @@ pub fn run(command: AgentsCommand, ctx: &Context) -> CmdResult {
             }
         }
         AgentsCommand::List(args) => {
-            let page = client.list("/agents", &[], &args.paging())?;
-            print_list(ctx, &page, "an agent", COLUMNS)?;
+            let page = client.list::<Agent>("/agents", &[], &args.paging(), "an agent")?;
+            print_list(ctx, &page, COLUMNS)?;
         }
         AgentsCommand::Get(args) => {
             let response = client.get(&format!("/agents/{}", args.id), &[])?;

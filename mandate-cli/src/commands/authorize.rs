@@ -2,12 +2,14 @@
 //! verdict says (0 allow, 4 a denial, 5 review).
 
 use clap::Args;
-use mandate_core::amount::Amount;
-use mandate_core::names::{Category, Currency, Recipient};
-use mandate_core::policy::Verdict;
-use mandate_core::wire::{Authorize, DecisionAnswer};
+use mandate_core::{
+    Amount, Category, Currency, Recipient, Verdict, unstable::wire::AcpAllowance,
+    unstable::wire::AcpPresentation, unstable::wire::Ap2Presentation, unstable::wire::Authorize,
+    unstable::wire::DecisionAnswer,
+};
+use serde::Deserialize;
 
-use super::{Context, PostArgs, parse_category, parse_currency, parse_recipient, request_body};
+use super::{Context, PostArgs, parse_category, parse_currency, parse_recipient};
 use crate::client::Response;
 use crate::error::{CliError, CmdResult, Exit};
 use crate::output;
@@ -39,6 +41,22 @@ pub struct AuthorizeArgs {
     /// The spending category
     #[arg(long, value_name = "CATEGORY", value_parser = parse_category)]
     pub category: Category,
+    /// The x402 payment this is for: a JSON file holding its v2 PaymentRequirements (the
+    /// element of `accepts` about to be paid) or the PaymentPayload; the verdict then
+    /// carries x402_payment (docs/protocols.md)
+    #[arg(long, value_name = "FILE")]
+    pub x402: Option<std::path::PathBuf>,
+    /// The AP2 closed payment mandate for exactly this payment: a file holding the
+    /// presentation as AP2's SDK makes it (<open-sd-jwt>~~<closed>); the verdict then
+    /// carries ap2_mandate and ap2_transaction
+    #[arg(long = "ap2-closed-mandate", value_name = "FILE")]
+    pub ap2_closed_mandate: Option<std::path::PathBuf>,
+    /// The ACP delegated payment allowance this is made under: a JSON file holding the
+    /// allowance (or the delegate_payment request that carries it, as `mandate verify --acp`
+    /// reads it); the amount must be its max_amount, the recipient vendor:<merchant_id>, and
+    /// the verdict then carries acp_allowance and acp_checkout_session
+    #[arg(long, value_name = "FILE")]
+    pub acp: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub post: PostArgs,
 }
@@ -95,6 +113,12 @@ pub fn print_verdict(response: &Response, as_json: bool) -> Result<Verdict, CliE
     Ok(answer.verdict)
 }
 
+/// The text of the file an option names.
+fn read_file(path: &std::path::Path, option: &str) -> Result<String, CliError> {
+    std::fs::read_to_string(path)
+        .map_err(|e| CliError::usage(format!("{option} {}: {e}", path.display())))
+}
+
 /// The exit code of a verdict.
 pub fn exit_for(verdict: Verdict) -> Exit {
     match verdict {
@@ -104,18 +128,65 @@ pub fn exit_for(verdict: Verdict) -> Exit {
     }
 }
 
+/// ACP's delegate_payment request, read only for the allowance it carries.
+#[derive(Deserialize)]
+struct DelegatePayment {
+    allowance: Option<AcpAllowance>,
+}
+
+/// The allowance of an `--acp` file: the allowance itself, or the delegate_payment request
+/// that carries it under `allowance`. Read as ACP writes it (its six members, no other);
+/// the API judges the values and names what is wrong.
+fn acp_allowance(path: &std::path::Path) -> Result<AcpAllowance, CliError> {
+    let text = read_file(path, "--acp")?;
+    let not_read = |e: serde_json::Error| {
+        let what = match e.is_data() {
+            true => "not an ACP allowance (or a delegate_payment request carrying one)",
+            false => "not JSON",
+        };
+        CliError::usage(format!("--acp {}: {what}: {e}", path.display()))
+    };
+    match serde_json::from_str::<DelegatePayment>(&text).map_err(not_read)? {
+        DelegatePayment {
+            allowance: Some(allowance),
+        } => Ok(allowance),
+        DelegatePayment { allowance: None } => serde_json::from_str(&text).map_err(not_read),
+    }
+}
+
 /// Runs `mandate authorize`.
 pub fn run(args: AuthorizeArgs, ctx: &Context) -> CmdResult {
-    let body = request_body(&Authorize {
+    let x402 = match &args.x402 {
+        Some(path) => Some(
+            serde_json::from_str(&read_file(path, "--x402")?).map_err(|e| {
+                CliError::usage(format!("--x402 {}: not JSON: {e}", path.display()))
+            })?,
+        ),
+        None => None,
+    };
+    let ap2 = match &args.ap2_closed_mandate {
+        Some(path) => Some(Ap2Presentation {
+            closed_mandate: read_file(path, "--ap2-closed-mandate")?.trim().to_owned(),
+        }),
+        None => None,
+    };
+    let acp = match &args.acp {
+        Some(path) => Some(AcpPresentation {
+            allowance: acp_allowance(path)?,
+        }),
+        None => None,
+    };
+    let body = Authorize {
+        acp,
         amount: args.amount,
-        ap2: None,
+        ap2,
         category: args.category,
         currency: args.currency,
         recipient: args.recipient,
-        x402: None,
-    })?;
+        x402,
+    };
     let client = ctx.client()?;
-    let response = client.post("/authorizations", Some(&body), &args.post.key()?)?;
+    let response = client.post("/authorizations", &body, &args.post.key()?)?;
     let verdict = print_verdict(&response, ctx.json)?;
     Ok(exit_for(verdict))
 }

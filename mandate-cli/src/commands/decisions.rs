@@ -1,9 +1,7 @@
 //! `mandate decisions list|get`: the log of every verdict, newest first.
 
 use clap::{Args, Subcommand};
-use mandate_core::id::{AgentId, DecisionId};
-use mandate_core::policy::Verdict;
-use mandate_core::wire::Decision;
+use mandate_core::{AgentId, DecisionId, Verdict, unstable::wire::Decision};
 
 use super::{Context, ListArgs, parse_verdict, print_list, print_object};
 use crate::error::{CmdResult, Exit};
@@ -88,8 +86,9 @@ pub fn run(command: DecisionsCommand, ctx: &Context) -> CmdResult {
             if let Some(status) = &args.review_status {
                 filters.push(("review_status", status.clone()));
             }
-            let page = client.list("/decisions", &filters, &args.list.paging())?;
-            print_list(ctx, &page, "a decision", COLUMNS)?;
+            let paging = args.list.paging();
+            let page = client.list::<Decision>("/decisions", &filters, &paging, "a decision")?;
+            print_list(ctx, &page, COLUMNS)?;
         }
         DecisionsCommand::Get(args) => {
             let response = client.get(&format!("/decisions/{}", args.id), &[])?;

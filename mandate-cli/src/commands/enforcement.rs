@@ -1,10 +1,9 @@
 //! `mandate enforcement get|set`: the kill switch of the key's environment.
 
 use clap::{Args, Subcommand, ValueEnum};
-use mandate_core::policy::Mode;
-use mandate_core::wire::{Enforcement, SetEnforcement};
+use mandate_core::{Mode, unstable::wire::Enforcement, unstable::wire::SetEnforcement};
 
-use super::{Context, PostArgs, print_object, request_body};
+use super::{Context, PostArgs, print_object};
 use crate::error::{CmdResult, Exit};
 
 /// `mandate enforcement …`.
@@ -55,8 +54,8 @@ pub fn run(command: EnforcementCommand, ctx: &Context) -> CmdResult {
                 ModeArg::Observe => Mode::Observe,
                 ModeArg::Enforce => Mode::Enforce,
             };
-            let body = request_body(&SetEnforcement { mode })?;
-            client.post("/enforcement", Some(&body), &args.post.key()?)?
+            let body = SetEnforcement { mode };
+            client.post("/enforcement", &body, &args.post.key()?)?
         }
     };
     print_object::<Enforcement>(ctx, &response, "an enforcement mode")?;

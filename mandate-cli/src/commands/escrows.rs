@@ -4,14 +4,12 @@
 //! contract). There is no list of escrows: keep the id `create` prints.
 
 use clap::{Args, Subcommand};
-use mandate_core::amount::Amount;
-use mandate_core::escrow::HistoryEntry;
-use mandate_core::id::{AgentId, DecisionId, EscrowId};
-use mandate_core::names::{Currency, Recipient};
-use mandate_core::wire::{CreateEscrow, Escrow};
-use serde_json::Value;
+use mandate_core::{
+    AgentId, Amount, Currency, DecisionId, Recipient, unstable::escrow::HistoryEntry,
+    unstable::id::EscrowId, unstable::wire::CreateEscrow, unstable::wire::Escrow,
+};
 
-use super::{Context, PostArgs, parse_currency, parse_recipient, request_body};
+use super::{Context, PostArgs, parse_currency, parse_recipient};
 use crate::client::Response;
 use crate::error::{CliError, CmdResult, Exit};
 use crate::output::{self, Column};
@@ -125,21 +123,21 @@ pub struct ActionArgs {
 }
 
 /// The body of `POST /v1/escrows`. The amount goes out as a JSON number with exactly the
-/// digits given (serde_json's arbitrary precision), never through a float.
-fn create_body(args: &CreateArgs) -> Result<Value, CliError> {
-    request_body(&CreateEscrow {
+/// digits given, never through a float.
+fn create_body(args: &CreateArgs) -> CreateEscrow {
+    CreateEscrow {
         amount: args.amount,
         arbiter: args.arbiter.clone(),
         buyer: args.buyer.clone(),
         currency: args.currency.clone(),
         decision: args.decision.clone(),
         seller: args.seller.clone(),
-    })
+    }
 }
 
-/// The `name  value` lines of an escrow (`body` is the object as sent, for the members
+/// The `name  value` lines of an escrow (`response` is the answer as sent, for the members
 /// the type does not know, which follow, flattened).
-fn escrow_fields(escrow: &Escrow, body: &Value) -> Vec<(String, String)> {
+fn escrow_fields(escrow: &Escrow, response: &Response) -> Vec<(String, String)> {
     let e = escrow;
     let mut pairs: Vec<(String, String)> = [
         ("id", e.id.to_string()),
@@ -157,15 +155,8 @@ fn escrow_fields(escrow: &Escrow, body: &Value) -> Vec<(String, String)> {
     .into_iter()
     .map(|(name, value)| (name.to_owned(), value))
     .collect();
-    if let Value::Object(map) = body {
-        for (key, value) in map {
-            if KNOWN.contains(&key.as_str()) {
-                continue;
-            }
-            let mut rest = serde_json::Map::new();
-            rest.insert(key.clone(), value.clone());
-            pairs.extend(output::flatten(&Value::Object(rest)));
-        }
+    if response.body.is_object() {
+        pairs.extend(output::flatten(&response.body, KNOWN));
     }
     pairs
 }
@@ -177,7 +168,7 @@ pub fn print_escrow(response: &Response, as_json: bool) -> Result<(), CliError> 
     if as_json {
         return output::json(&response.body);
     }
-    output::fields(&escrow_fields(&escrow, &response.body))?;
+    output::fields(&escrow_fields(&escrow, response))?;
     output::line("")?;
     output::list_table(HISTORY_COLUMNS, &escrow.history)
 }
@@ -187,8 +178,8 @@ pub fn run(command: EscrowsCommand, ctx: &Context) -> CmdResult {
     let client = ctx.client()?;
     let (path, key) = match command {
         EscrowsCommand::Create(args) => {
-            let body = create_body(&args)?;
-            let response = client.post("/escrows", Some(&body), &args.post.key()?)?;
+            let body = create_body(&args);
+            let response = client.post("/escrows", &body, &args.post.key()?)?;
             print_escrow(&response, ctx.json)?;
             return Ok(Exit::Success);
         }
@@ -202,7 +193,7 @@ pub fn run(command: EscrowsCommand, ctx: &Context) -> CmdResult {
         EscrowsCommand::Refund(args) => (format!("/escrows/{}/refund", args.id), args.post),
         EscrowsCommand::Dispute(args) => (format!("/escrows/{}/dispute", args.id), args.post),
     };
-    let response = client.post(&path, None, &key.key()?)?;
+    let response = client.post_empty(&path, &key.key()?)?;
     print_escrow(&response, ctx.json)?;
     Ok(Exit::Success)
 }
@@ -210,6 +201,8 @@ pub fn run(command: EscrowsCommand, ctx: &Context) -> CmdResult {
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
+    use serde_json::Value;
+
     use super::*;
 
     #[test]
@@ -225,7 +218,7 @@ mod tests {
                 idempotency_key: None,
             },
         };
-        let body = create_body(&args).unwrap();
+        let body = mandate_core::unstable::wire::to_value(&create_body(&args)).unwrap();
         assert_eq!(body["amount"].to_string(), "42.50");
         assert!(body.get("arbiter").is_none());
         assert_eq!(
@@ -247,7 +240,12 @@ mod tests {
         )
         .unwrap();
         let escrow: Escrow = serde_json::from_value(body.clone()).unwrap();
-        let names: Vec<String> = escrow_fields(&escrow, &body)
+        let response = Response {
+            status: 200,
+            body,
+            cache_control: None,
+        };
+        let names: Vec<String> = escrow_fields(&escrow, &response)
             .into_iter()
             .map(|(n, v)| format!("{n}={v}"))
             .collect();

@@ -3,11 +3,11 @@
 
 use clap::builder::PossibleValuesParser;
 use clap::{Args, Subcommand};
-use mandate_core::delivery::EVENT_TYPES;
-use mandate_core::id::EventId;
-use mandate_core::wire::{Event, EventDelivery};
+use mandate_core::{
+    EventId, unstable::delivery::EVENT_TYPES, unstable::wire::Event, unstable::wire::EventDelivery,
+};
 
-use super::{Context, ListArgs, print_list};
+use super::{Context, ListArgs, print_answer, print_list};
 use crate::client::Response;
 use crate::error::{CliError, CmdResult, Exit};
 use crate::output::{self, Column};
@@ -79,8 +79,9 @@ pub fn run(command: EventsCommand, ctx: &Context) -> CmdResult {
             if let Some(event_type) = &args.event_type {
                 filters.push(("type", event_type.clone()));
             }
-            let page = client.list("/events", &filters, &args.list.paging())?;
-            print_list(ctx, &page, "an event", COLUMNS)?;
+            let page =
+                client.list::<Event>("/events", &filters, &args.list.paging(), "an event")?;
+            print_list(ctx, &page, COLUMNS)?;
         }
         EventsCommand::Get(args) => {
             let response = client.get(&format!("/events/{}", args.id), &[])?;
@@ -97,11 +98,7 @@ fn print_event(response: &Response, as_json: bool) -> Result<(), CliError> {
     if as_json {
         return output::json(&response.body);
     }
-    let mut body = response.body.clone();
-    if let Some(members) = body.as_object_mut() {
-        members.remove("deliveries");
-    }
-    output::object(&body, false)?;
+    print_answer(response, false, &["deliveries"])?;
     output::line("")?;
     match event.deliveries.as_deref() {
         Some([]) => output::line("no webhook deliveries: no endpoint was subscribed to its type"),

@@ -13,8 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
-use mandate_core::id::{AgentId, DecisionId};
-use mandate_core::policy::Verdict;
+use mandate_core::{AgentId, DecisionId, Verdict};
 use serde::Serialize;
 
 use super::{Context, parse_verdict};
@@ -210,7 +209,7 @@ impl FileSink {
         let temp_name = format!(
             ".{}.{}.partial",
             name.to_string_lossy(),
-            mandate_core::id::base32(&bytes)
+            mandate_core::unstable::id::base32(&bytes)
         );
         let temp = target.with_file_name(temp_name);
         let file = File::options()
@@ -256,19 +255,7 @@ pub fn run(command: ExportCommand, ctx: &Context) -> CmdResult {
 }
 
 fn decisions(args: &DecisionsArgs, ctx: &Context) -> CmdResult {
-    let mut filters = Vec::new();
-    if let Some(agent) = &args.agent {
-        filters.push(("agent", agent.to_string()));
-    }
-    if let Some(verdict) = args.verdict {
-        filters.push(("verdict", verdict.as_str().to_owned()));
-    }
-    if let Some(verdict) = args.policy_verdict {
-        filters.push(("policy_verdict", verdict.as_str().to_owned()));
-    }
-    if let Some(after) = &args.after {
-        filters.push(("after", after.to_string()));
-    }
+    let filters = filters(args);
     let client = ctx.client()?;
     let mut sink = if args.output == Path::new("-") {
         Sink::Stdout
@@ -276,19 +263,7 @@ fn decisions(args: &DecisionsArgs, ctx: &Context) -> CmdResult {
         Sink::File(FileSink::create(&args.output)?)
     };
     let response = client.get_stream("/exports/decisions", &filters)?;
-    let content_type = response
-        .headers()
-        .get(reqwest::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_owned();
-    if !content_type.starts_with(NDJSON) {
-        return Err(CliError::UnexpectedResponse {
-            status: response.status().as_u16(),
-            detail: format!("expected {NDJSON}, got {content_type:?}"),
-            request_id: None,
-        });
-    }
+    check_ndjson(&response)?;
 
     let show_progress = std::io::stderr().is_terminal();
     let mut last_drawn: Option<Instant> = None;
@@ -329,6 +304,47 @@ fn decisions(args: &DecisionsArgs, ctx: &Context) -> CmdResult {
             });
         }
     };
+    report(sink, &tally, &shown, ctx.json)
+}
+
+/// The query of the export: the filters given.
+fn filters(args: &DecisionsArgs) -> Vec<(&'static str, String)> {
+    let mut filters = Vec::new();
+    if let Some(agent) = &args.agent {
+        filters.push(("agent", agent.to_string()));
+    }
+    if let Some(verdict) = args.verdict {
+        filters.push(("verdict", verdict.as_str().to_owned()));
+    }
+    if let Some(verdict) = args.policy_verdict {
+        filters.push(("policy_verdict", verdict.as_str().to_owned()));
+    }
+    if let Some(after) = &args.after {
+        filters.push(("after", after.to_string()));
+    }
+    filters
+}
+
+/// Refuses an answer that is not NDJSON (a proxy's page, say) before a byte is written.
+fn check_ndjson(response: &reqwest::blocking::Response) -> Result<(), CliError> {
+    let content_type = response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if content_type.starts_with(NDJSON) {
+        return Ok(());
+    }
+    Err(CliError::UnexpectedResponse {
+        status: response.status().as_u16(),
+        detail: format!("expected {NDJSON}, got {content_type:?}"),
+        request_id: None,
+    })
+}
+
+/// A whole export: the file put in place under its name, and what was exported said (on
+/// stderr when the export went to stdout).
+fn report(sink: Sink, tally: &Tally, shown: &str, as_json: bool) -> CmdResult {
     let size = if tally.bytes < 1000 {
         format!("{} bytes", tally.bytes)
     } else {
@@ -344,9 +360,9 @@ fn decisions(args: &DecisionsArgs, ctx: &Context) -> CmdResult {
         }
         Sink::File(file) => {
             file.commit()?;
-            if ctx.json {
+            if as_json {
                 output::json(&Exported {
-                    output: &shown,
+                    output: shown,
                     decisions: tally.decisions,
                     bytes: tally.bytes,
                 })?;

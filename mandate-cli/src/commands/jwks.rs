@@ -1,7 +1,7 @@
 //! `mandate jwks fetch URL`: read the service's public key set and cache it for `verify`.
 
 use clap::{Args, Subcommand};
-use mandate_core::jwk::JwkSet;
+use mandate_core::{JwkSet, LogKeys};
 use serde_json::Value;
 
 use super::Context;
@@ -9,6 +9,9 @@ use crate::client;
 use crate::error::{CliError, CmdResult, Exit};
 use crate::jwks_cache::{self, CacheEntry};
 use crate::output;
+
+/// The `use` of a log key in the JWK Set (docs/audit.md).
+const LOG_KEY_USE: &str = "tlog-checkpoint";
 
 /// `mandate jwks …`.
 #[derive(Debug, Subcommand)]
@@ -25,10 +28,14 @@ URL is the verdicts URL (the issuer of tokens, e.g. https://verdicts.example.com
 set's own URL ending in /.well-known/jwks.json. Redirects are followed (at most five, never \
 from https to plain http). The set is checked strictly (EC P-256 ES256 public keys only) \
 and written with the fetch time, the response's Cache-Control and the issuer, taken from \
-the final URL without /.well-known/jwks.json, to $XDG_CACHE_HOME/mandate/jwks.json \
-(~/.cache/mandate/; %LOCALAPPDATA%\\mandate\\ on Windows). \
-`verify` uses the cache for the response's max-age (five minutes when it names none, a day \
-at most) and then asks for a fresh fetch.";
+the final URL without /.well-known/jwks.json, to a file of that issuer's own in \
+$XDG_CACHE_HOME/mandate/jwks/ (~/.cache/mandate/; %LOCALAPPDATA%\\mandate\\ on Windows), \
+so that each issuer's set is kept, and as the last set fetched to jwks.json beside it. \
+`verify --issuer URL` uses that issuer's set, `verify` without it the last one, for the \
+response's max-age (five minutes when it names none, a day at most) and then asks for a \
+fresh fetch. The table lists every key of the set with its use: sig for a verdict key, \
+tlog-checkpoint for a log key (it signs the checkpoints of the decision log that `verify \
+--log` and `audit` check).";
 
 /// `mandate jwks fetch URL`.
 #[derive(Debug, Args)]
@@ -61,15 +68,25 @@ pub fn run(command: JwksCommand, ctx: &Context) -> CmdResult {
         jwks: response.body.clone(),
         cache_control: response.cache_control.clone(),
     };
-    let path = jwks_cache::cache_path()?;
+    // The issuer's own file, kept when another issuer's set is fetched, and the last set
+    // fetched, which `verify` reads without --issuer.
+    let last = jwks_cache::cache_path()?;
+    let path = match &entry.issuer {
+        Some(issuer) => jwks_cache::issuer_cache_path(issuer)?,
+        None => last.clone(),
+    };
     jwks_cache::save(&path, &entry)?;
+    if path != last {
+        jwks_cache::save(&last, &entry)?;
+    }
 
     if ctx.json {
         output::json(&response.body)?;
         return Ok(Exit::Success);
     }
-    // Every key as served, those a `JwkSet` skips (other key types) included.
-    let kids: Vec<Vec<String>> = response
+    // Every key as served, those a `JwkSet` skips (other key types, the log keys) included,
+    // with its use: `sig` for a verdict key, `tlog-checkpoint` for a log key.
+    let rows: Vec<Vec<String>> = response
         .body
         .get("keys")
         .and_then(Value::as_array)
@@ -77,17 +94,33 @@ pub fn run(command: JwksCommand, ctx: &Context) -> CmdResult {
             keys.iter()
                 .map(|k| {
                     vec![
-                        output::cell(k, "kid"),
-                        output::cell(k, "alg"),
-                        output::cell(k, "crv"),
+                        output::text(k.get("kid")),
+                        output::text(k.get("use")),
+                        output::text(k.get("alg")),
+                        output::text(k.get("crv")),
                     ]
                 })
                 .collect()
         })
         .unwrap_or_default();
-    output::table(&["KID", "ALG", "CRV"], &kids)?;
+    output::table(&["KID", "USE", "ALG", "CRV"], &rows)?;
+    // The log keys, counted once they read as strictly as `verify --log` reads them.
+    let log_keys = match LogKeys::from_jwks_json(&bytes) {
+        Ok(_) => rows.iter().filter(|row| row[1] == LOG_KEY_USE).count(),
+        Err(e) => {
+            output::note(&format!("the log keys of the set cannot be read: {e}"));
+            0
+        }
+    };
     output::fields(&[
-        ("keys".to_owned(), set.keys.len().to_string()),
+        (
+            "keys".to_owned(),
+            format!(
+                "{} ({} verdict, {log_keys} log)",
+                set.keys.len() + log_keys,
+                set.keys.len()
+            ),
+        ),
         ("source".to_owned(), entry.source.clone()),
         (
             "issuer".to_owned(),
@@ -111,6 +144,6 @@ pub fn run(command: JwksCommand, ctx: &Context) -> CmdResult {
 /// A Unix time as an RFC 3339 timestamp (or the number when out of range).
 pub fn unix_to_text(at: i64) -> String {
     time::OffsetDateTime::from_unix_timestamp(at)
-        .map(mandate_core::timefmt::format)
+        .map(mandate_core::unstable::timefmt::format)
         .unwrap_or_else(|_| at.to_string())
 }

@@ -22,10 +22,10 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use clap::{ArgGroup, Args};
-use mandate_core::claims::EventClaims;
-use mandate_core::jwk::JwkSet;
-use mandate_core::jwks_cache::{CachePolicy, KeySetCache, NextFetch};
-use mandate_core::jws::{TokenError, VerifyOptions, verify_event};
+use mandate_core::{
+    CachePolicy, EventClaims, JwkSet, KeySetCache, NextFetch, TokenError, VerifyOptions,
+    verify_event,
+};
 use reqwest::Url;
 use reqwest::header::CONTENT_TYPE;
 use serde::Serialize;
@@ -365,7 +365,7 @@ impl Outcome {
 
     /// The printed line (or JSON object).
     fn render(&self, as_json: bool, forward_url: Option<&Url>) -> String {
-        let time = mandate_core::timefmt::format(self.received_at);
+        let time = mandate_core::unstable::timefmt::format(self.received_at);
         if as_json {
             let line = OutcomeJson {
                 received_at: time,
@@ -611,28 +611,8 @@ fn on_interrupt(stop: &Arc<AtomicBool>) {
 /// Runs `mandate listen`.
 pub fn run(args: ListenArgs, ctx: &Context) -> CmdResult {
     let (keys, source) = initial_keys(&args, ctx.http)?;
-    let forward = match &args.forward_to {
-        Some(text) => {
-            let url = client::parse_url(text)?;
-            let options = HttpOptions {
-                timeout: ctx.http.timeout,
-                retries: 0,
-            };
-            Some(Forward {
-                url,
-                http: client::http_client(options, reqwest::redirect::Policy::none())?,
-            })
-        }
-        None => None,
-    };
-    let listener = TcpListener::bind(("127.0.0.1", args.port))
-        .map_err(|e| CliError::usage(format!("cannot listen on 127.0.0.1:{}: {e}", args.port)))?;
-    let address = listener
-        .local_addr()
-        .map_err(|e| CliError::usage(format!("cannot read the bound address: {e}")))?;
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| CliError::usage(format!("cannot set up the listener: {e}")))?;
+    let forward = forwarding(&args, ctx)?;
+    let (listener, address) = bind(args.port)?;
 
     let stop = Arc::new(AtomicBool::new(false));
     on_interrupt(&stop);
@@ -668,6 +648,48 @@ pub fn run(args: ListenArgs, ctx: &Context) -> CmdResult {
         limits: Limits::default(),
         order: Reorder::new(Duration::from_millis(args.order_window)),
     });
+    let connections = serve_until_stopped(&listener, &shared, &stop);
+    drop(listener);
+    finish(connections, &shared)
+}
+
+/// Where `--forward-to` sends each verified event, if anywhere: with the command's timeout
+/// and no retries.
+fn forwarding(args: &ListenArgs, ctx: &Context) -> Result<Option<Forward>, CliError> {
+    let Some(text) = &args.forward_to else {
+        return Ok(None);
+    };
+    let url = client::parse_url(text)?;
+    let options = HttpOptions {
+        timeout: ctx.http.timeout,
+        retries: 0,
+    };
+    Ok(Some(Forward {
+        url,
+        http: client::http_client(options, reqwest::redirect::Policy::none())?,
+    }))
+}
+
+/// The listener on 127.0.0.1:`port` (0 for any free port), non-blocking, and its address.
+fn bind(port: u16) -> Result<(TcpListener, SocketAddr), CliError> {
+    let listener = TcpListener::bind(("127.0.0.1", port))
+        .map_err(|e| CliError::usage(format!("cannot listen on 127.0.0.1:{port}: {e}")))?;
+    let address = listener
+        .local_addr()
+        .map_err(|e| CliError::usage(format!("cannot read the bound address: {e}")))?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| CliError::usage(format!("cannot set up the listener: {e}")))?;
+    Ok((listener, address))
+}
+
+/// Accepts connections, each served on a thread of its own, until Ctrl-C or
+/// `--max-events`; the connections still open.
+fn serve_until_stopped(
+    listener: &TcpListener,
+    shared: &Arc<Shared>,
+    stop: &AtomicBool,
+) -> Vec<JoinHandle<()>> {
     let mut connections: Vec<JoinHandle<()>> = Vec::new();
     while !stop.load(Ordering::SeqCst) && !shared.done() {
         shared.flush(false);
@@ -682,7 +704,7 @@ pub fn run(args: ListenArgs, ctx: &Context) -> CmdResult {
                     http1::respond(&mut stream, 503, &[], "too many connections\n");
                     continue;
                 }
-                let shared = Arc::clone(&shared);
+                let shared = Arc::clone(shared);
                 match std::thread::Builder::new()
                     .name(format!("listen {peer}"))
                     .spawn(move || shared.serve(stream, peer))
@@ -700,7 +722,11 @@ pub fn run(args: ListenArgs, ctx: &Context) -> CmdResult {
             }
         }
     }
-    drop(listener);
+    connections
+}
+
+/// Waits for the connections in flight, prints what is left in order and the tally.
+fn finish(mut connections: Vec<JoinHandle<()>>, shared: &Shared) -> CmdResult {
     connections.retain(|c| !c.is_finished());
     if !connections.is_empty() {
         output::note(&format!(

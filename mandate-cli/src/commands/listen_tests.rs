@@ -2,8 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use super::*;
-use mandate_core::id::EventId;
-use mandate_core::jws::{P256Signer, Signer as _, sign_token};
+use mandate_core::{EventId, P256Signer, Signer as _, sign_token};
 use serde_json::{Value, json};
 use std::sync::atomic::AtomicUsize;
 

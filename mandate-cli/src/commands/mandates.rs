@@ -7,17 +7,16 @@
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand, ValueEnum};
-use mandate_core::amount::Amount;
-use mandate_core::id::{AgentId, MandateId};
-use mandate_core::mandate::MandateDraft;
-use mandate_core::mandate::format_date;
-use mandate_core::names::{Category, Currency, Principal};
-use mandate_core::wire::{CreateMandate, Mandate};
-use serde_json::{Value, json};
+use mandate_core::{
+    AgentId, Amount, Category, Currency, EscrowTerms, MandateDraft, MandateId, Principal,
+    unstable::mandate::format_date, unstable::wire::CreateMandate, unstable::wire::Mandate,
+};
+use serde::Serialize;
+use serde_json::Value;
 
 use super::{
     Context, ListArgs, PostArgs, parse_category, parse_currency, parse_principal, print_list,
-    print_object, read_input, request_body,
+    print_object, read_input,
 };
 use crate::error::{CliError, CmdResult, Exit};
 use crate::output::{self, Column};
@@ -167,46 +166,77 @@ pub struct RevokeArgs {
     pub post: PostArgs,
 }
 
-/// The draft body from the flags, as a `Value` for the core's draft parser to read, so that
-/// a flag's error names the field as a file's would.
-fn body_from_flags(args: &CreateArgs) -> Value {
-    let mut limits = json!({
-        "per_transaction": args.per_transaction,
-        "currency": args.currency.as_ref().map(Currency::as_str),
-    });
-    for (name, limit) in [
-        ("per_day", args.per_day),
-        ("per_week", args.per_week),
-        ("per_month", args.per_month),
-    ] {
-        if let Some(limit) = limit {
-            limits[name] = json!(limit);
-        }
-    }
-    let mut body = json!({
-        "agent": args.agent.as_ref().map(AgentId::as_str),
-        "limits": limits,
-        "categories": args.category.iter().map(Category::as_str).collect::<Vec<_>>(),
-        "expires": args.expires,
-    });
-    if let Some(review_above) = args.review_above {
-        body["review_above"] = json!(review_above);
-    }
-    if let Some(principal) = &args.principal {
-        body["principal"] = json!(principal.as_str());
-    }
-    if !args.allow_recipient.is_empty() || !args.deny_recipient.is_empty() {
-        body["recipients"] = json!({"allow": args.allow_recipient, "deny": args.deny_recipient});
-    }
-    if let Some(required_above) = args.escrow_required_above {
-        body["escrow"] = json!({ "required_above": required_above });
-    }
-    body
+/// A mandate body written from the flags: what the core's draft parser reads, so that a
+/// flag's error names the field as a file's would. The flags clap requires without
+/// `--file` are written `null` when missing; the others are left out.
+#[derive(Serialize)]
+struct FlagsBody<'a> {
+    agent: Option<&'a AgentId>,
+    limits: FlagsLimits<'a>,
+    categories: &'a [Category],
+    expires: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    review_above: Option<Amount>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    principal: Option<&'a Principal>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    recipients: Option<FlagsRecipients<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    escrow: Option<EscrowTerms>,
+}
+
+/// `limits` of [`FlagsBody`].
+#[derive(Serialize)]
+struct FlagsLimits<'a> {
+    per_transaction: Option<Amount>,
+    currency: Option<&'a Currency>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    per_day: Option<Amount>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    per_week: Option<Amount>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    per_month: Option<Amount>,
+}
+
+/// `recipients` of [`FlagsBody`], written when either list is given.
+#[derive(Serialize)]
+struct FlagsRecipients<'a> {
+    allow: &'a [String],
+    deny: &'a [String],
+}
+
+/// The draft the flags write, checked by the core as a file's is.
+fn draft_from_flags(args: &CreateArgs) -> Result<MandateDraft, CliError> {
+    let lists_given = !args.allow_recipient.is_empty() || !args.deny_recipient.is_empty();
+    let body = FlagsBody {
+        agent: args.agent.as_ref(),
+        limits: FlagsLimits {
+            per_transaction: args.per_transaction,
+            currency: args.currency.as_ref(),
+            per_day: args.per_day,
+            per_week: args.per_week,
+            per_month: args.per_month,
+        },
+        categories: &args.category,
+        expires: args.expires.as_deref(),
+        review_above: args.review_above,
+        principal: args.principal.as_ref(),
+        recipients: lists_given.then_some(FlagsRecipients {
+            allow: &args.allow_recipient,
+            deny: &args.deny_recipient,
+        }),
+        escrow: args
+            .escrow_required_above
+            .map(|required_above| EscrowTerms { required_above }),
+    };
+    let json = serde_json::to_value(&body)
+        .map_err(|e| CliError::usage(format!("cannot encode JSON: {e}")))?;
+    MandateDraft::from_json(&json).map_err(|e| CliError::usage(format!("invalid mandate: {e}")))
 }
 
 /// Reads and checks a draft file: JSON whose numbers keep their text, valid per the core;
-/// the `Value` is sent as written (it may hold members the draft leaves to the server,
-/// such as `ap2`).
+/// the file's JSON is what is sent (its members and numbers as written, not the draft the
+/// core made of them: duplicates it drops, `3.0` it reads as 3).
 pub fn read_draft(path: &std::path::Path) -> Result<(Value, MandateDraft), CliError> {
     let text = read_input(path)?;
     let body: Value = serde_json::from_str(&text)
@@ -220,18 +250,18 @@ pub fn read_draft(path: &std::path::Path) -> Result<(Value, MandateDraft), CliEr
 pub fn run(command: MandatesCommand, ctx: &Context) -> CmdResult {
     match command {
         MandatesCommand::Create(args) => {
-            let body = match &args.file {
-                Some(path) => read_draft(path)?.0,
+            // A file is sent as written; from the flags, what goes out is the request type
+            // built from the draft the core accepted.
+            let response = match &args.file {
+                Some(path) => {
+                    let body = read_draft(path)?.0;
+                    ctx.client()?.post("/mandates", &body, &args.post.key()?)?
+                }
                 None => {
-                    // The core checks the flags (its errors name the field); what goes
-                    // out is the request type built from what it accepted.
-                    let draft = MandateDraft::from_json(&body_from_flags(&args))
-                        .map_err(|e| CliError::usage(format!("invalid mandate: {e}")))?;
-                    request_body(&CreateMandate::from(draft))?
+                    let body = CreateMandate::from(draft_from_flags(&args)?);
+                    ctx.client()?.post("/mandates", &body, &args.post.key()?)?
                 }
             };
-            let client = ctx.client()?;
-            let response = client.post("/mandates", Some(&body), &args.post.key()?)?;
             print_object::<Mandate>(ctx, &response, "a mandate")?;
         }
         MandatesCommand::List(args) => {
@@ -242,21 +272,19 @@ pub fn run(command: MandatesCommand, ctx: &Context) -> CmdResult {
             if let Some(status) = args.status {
                 filters.push(("status", status.as_str().to_owned()));
             }
-            let page = ctx
-                .client()?
-                .list("/mandates", &filters, &args.list.paging())?;
-            print_list(ctx, &page, "a mandate", COLUMNS)?;
+            let paging = args.list.paging();
+            let page =
+                ctx.client()?
+                    .list::<Mandate>("/mandates", &filters, &paging, "a mandate")?;
+            print_list(ctx, &page, COLUMNS)?;
         }
         MandatesCommand::Get(args) => {
             let response = ctx.client()?.get(&format!("/mandates/{}", args.id), &[])?;
             print_object::<Mandate>(ctx, &response, "a mandate")?;
         }
         MandatesCommand::Revoke(args) => {
-            let response = ctx.client()?.post(
-                &format!("/mandates/{}/revoke", args.id),
-                None,
-                &args.post.key()?,
-            )?;
+            let path = format!("/mandates/{}/revoke", args.id);
+            let response = ctx.client()?.post_empty(&path, &args.post.key()?)?;
             print_object::<Mandate>(ctx, &response, "a mandate")?;
         }
     }

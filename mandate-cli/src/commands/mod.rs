@@ -3,6 +3,7 @@
 //! POST and every list, and the parsers of typed arguments.
 
 pub mod agents;
+pub mod audit;
 pub mod authorize;
 pub mod decisions;
 pub mod enforcement;
@@ -18,20 +19,17 @@ pub mod profiles;
 pub mod reviews;
 pub mod simulate;
 pub mod verify;
+pub mod verify_log;
 pub mod webhooks;
 
 use std::io::Read as _;
 use std::path::Path;
 
 use clap::Args;
-use mandate_core::names::{Category, Currency, Principal, Recipient};
-use mandate_core::policy::Verdict;
-use mandate_core::wire::ListPage;
-use serde::Serialize;
+use mandate_core::{Category, Currency, Principal, Recipient, Verdict, unstable::wire::ListPage};
 use serde::de::DeserializeOwned;
-use serde_json::Value;
 
-use crate::client::{self, Client, HttpOptions, Paging};
+use crate::client::{self, Client, HttpOptions, Paging, Sent};
 use crate::config::{self, ConfigFile, Given, Source};
 use crate::error::CliError;
 use crate::output;
@@ -145,32 +143,17 @@ impl ListArgs {
     }
 }
 
-/// A request body of `mandate_core::wire` as the JSON the client sends (a `Value`, as a
-/// draft file sent as written is).
-pub fn request_body<T: Serialize>(request: &T) -> Result<Value, CliError> {
-    mandate_core::wire::to_value(request)
-        .map_err(|e| CliError::usage(format!("cannot encode JSON: {e}")))
-}
-
 /// Prints a list: the envelope as the server sent it with `--json`, else a table of the
-/// objects read as their wire type `T` (`what` names it) and a hint when more follow.
-pub fn print_list<T: DeserializeOwned>(
+/// objects (read as their wire type `T`) and a hint when more follow.
+pub fn print_list<T>(
     ctx: &Context,
-    page: &ListPage<Value>,
-    what: &str,
+    page: &ListPage<Sent<T>>,
     columns: &[output::Column<T>],
 ) -> Result<(), CliError> {
-    let objects = page
-        .data
-        .iter()
-        .map(|o| client::read_as(o, 200, what))
-        .collect::<Result<Vec<T>, _>>()?;
     if ctx.json {
-        let value = serde_json::to_value(page)
-            .map_err(|e| CliError::usage(format!("cannot encode JSON: {e}")))?;
-        return output::json(&value);
+        return output::json(page);
     }
-    output::list_table(columns, &objects)?;
+    output::list_table(columns, page.data.iter().map(|sent| &sent.object))?;
     if page.has_more {
         match &page.next_cursor {
             Some(cursor) => output::note(&format!(
@@ -183,14 +166,29 @@ pub fn print_list<T: DeserializeOwned>(
 }
 
 /// Prints an answer that is one object of wire type `T` (`what` names it): checked to read
-/// as its type, then printed as the server sent it (see [`output::object`]).
+/// as its type, then printed as the server sent it (see [`print_answer`]).
 pub fn print_object<T: DeserializeOwned>(
     ctx: &Context,
     response: &client::Response,
     what: &str,
 ) -> Result<(), CliError> {
     response.read::<T>(what)?;
-    output::object(&response.body, ctx.json)
+    print_answer(response, ctx.json, &[])
+}
+
+/// Prints an answer as the server sent it: its JSON with `--json`, else its members as
+/// aligned `name  value` lines (nested ones dotted), but those named in `except`, which
+/// the caller shows its own way.
+pub fn print_answer(
+    response: &client::Response,
+    as_json: bool,
+    except: &[&str],
+) -> Result<(), CliError> {
+    if as_json {
+        output::json(&response.body)
+    } else {
+        output::fields(&output::flatten(&response.body, except))
+    }
 }
 
 /// Reads a file, or stdin for `-`.

@@ -3,11 +3,10 @@
 //! (`mandate decisions list --verdict review`).
 
 use clap::{Args, Subcommand};
-use mandate_core::id::ReviewId;
-use mandate_core::wire::{DenyReview, Review};
+use mandate_core::{unstable::id::ReviewId, unstable::wire::DenyReview, unstable::wire::Review};
 
 use super::authorize::print_verdict;
-use super::{Context, PostArgs, print_object, request_body};
+use super::{Context, PostArgs, print_object};
 use crate::error::{CmdResult, Exit};
 
 /// `mandate reviews …`.
@@ -54,26 +53,23 @@ pub fn run(command: ReviewsCommand, ctx: &Context) -> CmdResult {
     let client = ctx.client()?;
     match command {
         ReviewsCommand::Approve(args) => {
-            let response = client.post(
-                &format!("/reviews/{}/approve", args.id),
-                None,
-                &args.post.key()?,
-            )?;
+            let path = format!("/reviews/{}/approve", args.id);
+            let response = client.post_empty(&path, &args.post.key()?)?;
             print_verdict(&response, ctx.json)?;
         }
         ReviewsCommand::Deny(args) => {
+            let path = format!("/reviews/{}/deny", args.id);
+            let key = args.post.key()?;
             // No reason, no body.
-            let body = match args.reason {
-                Some(reason) => Some(request_body(&DenyReview {
-                    reason: Some(reason),
-                })?),
-                None => None,
+            let response = match args.reason {
+                Some(reason) => {
+                    let body = DenyReview {
+                        reason: Some(reason),
+                    };
+                    client.post(&path, &body, &key)?
+                }
+                None => client.post_empty(&path, &key)?,
             };
-            let response = client.post(
-                &format!("/reviews/{}/deny", args.id),
-                body.as_ref(),
-                &args.post.key()?,
-            )?;
             print_object::<Review>(ctx, &response, "a review")?;
         }
     }

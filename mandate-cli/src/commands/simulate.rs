@@ -4,14 +4,12 @@
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
-use mandate_core::amount::Amount;
-use mandate_core::id::DecisionId;
-use mandate_core::policy::{Mode, Reason, Verdict};
+use mandate_core::{Amount, DecisionId, Mode, Reason, Verdict};
 use serde::Serialize;
 
 use super::mandates::read_draft;
 use super::{Context, read_input};
-use crate::backtest::{self, After, NO_REVIEW, Options, Row};
+use crate::backtest::{self, After, Backtest, Count, NO_REVIEW, Options, Row};
 use crate::error::{CliError, CmdResult, Exit};
 use crate::output;
 
@@ -123,7 +121,7 @@ impl<'a> RowJson<'a> {
         let d = &row.before;
         Self {
             id: &d.id,
-            at: mandate_core::timefmt::format(d.at),
+            at: mandate_core::unstable::timefmt::format(d.at),
             agent: d.request.agent.as_str(),
             amount: &d.request.amount,
             currency: d.request.currency.as_str(),
@@ -184,61 +182,16 @@ pub fn run(args: SimulateArgs, ctx: &Context) -> CmdResult {
     };
     let result = backtest::replay(&draft, &decisions, options);
     let counts = backtest::summary(&result.rows);
-    let changed = result.rows.iter().filter(|r| r.changed()).count();
     let listed: Vec<&Row> = result
         .rows
         .iter()
         .filter(|r| args.show_all || r.changed())
         .collect();
-
     if ctx.json {
-        output::json(&Report {
-            replayed: result.rows.len(),
-            changed,
-            skipped_other_agents: result.skipped,
-            decisions: listed.iter().map(|r| RowJson::of(r)).collect(),
-            summary: counts
-                .iter()
-                .map(|c| CountJson {
-                    verdict: &c.label,
-                    before: c.before,
-                    after: c.after,
-                    policy_before: c.policy_before,
-                    policy_after: c.policy_after,
-                })
-                .collect(),
-        })?;
+        print_json(&result, &listed, &counts)?;
         return Ok(Exit::Success);
     }
-
-    let rows: Vec<Vec<String>> = listed
-        .iter()
-        .map(|r| {
-            let d = &r.before;
-            let after_reason = match &r.after {
-                After::Judged(e) => e
-                    .reason
-                    .as_ref()
-                    .map_or_else(|| "-".into(), ToString::to_string),
-                After::NoReview => "the draft opens no review for the original request".into(),
-            };
-            vec![
-                match &d.supersedes {
-                    Some(original) => format!("{} (approves {original})", d.id),
-                    None => d.id.to_string(),
-                },
-                mandate_core::timefmt::format(d.at),
-                d.request.agent.to_string(),
-                format!("{} {}", d.request.amount, d.request.currency),
-                d.request.category.to_string(),
-                r.mode.as_str().to_owned(),
-                shown(d.verdict, d.policy_verdict),
-                if r.changed() { "→" } else { "=" }.to_owned(),
-                after_text(r),
-                after_reason,
-            ]
-        })
-        .collect();
+    let rows: Vec<Vec<String>> = listed.iter().map(|r| decision_row(r)).collect();
     if !rows.is_empty() || args.show_all {
         output::table(
             &[
@@ -249,6 +202,71 @@ pub fn run(args: SimulateArgs, ctx: &Context) -> CmdResult {
         )?;
         output::line("")?;
     }
+    print_summary(&counts)?;
+    output::line("")?;
+    let replayed_for = if args.every_agent {
+        "every agent".to_owned()
+    } else {
+        draft.agent.to_string()
+    };
+    output::line(&last_line(&result, &replayed_for))?;
+    Ok(Exit::Success)
+}
+
+/// The `--json` report: the decisions listed and the summary.
+fn print_json(result: &Backtest, listed: &[&Row], counts: &[Count]) -> Result<(), CliError> {
+    output::json(&Report {
+        replayed: result.rows.len(),
+        changed: changed(result),
+        skipped_other_agents: result.skipped,
+        decisions: listed.iter().map(|r| RowJson::of(r)).collect(),
+        summary: counts
+            .iter()
+            .map(|c| CountJson {
+                verdict: &c.label,
+                before: c.before,
+                after: c.after,
+                policy_before: c.policy_before,
+                policy_after: c.policy_after,
+            })
+            .collect(),
+    })
+}
+
+/// How many decisions the draft changes.
+fn changed(result: &Backtest) -> usize {
+    result.rows.iter().filter(|r| r.changed()).count()
+}
+
+/// A decision's row of the table: what it was, and what the draft makes of it.
+fn decision_row(row: &Row) -> Vec<String> {
+    let d = &row.before;
+    let after_reason = match &row.after {
+        After::Judged(e) => e
+            .reason
+            .as_ref()
+            .map_or_else(|| "-".into(), ToString::to_string),
+        After::NoReview => "the draft opens no review for the original request".into(),
+    };
+    vec![
+        match &d.supersedes {
+            Some(original) => format!("{} (approves {original})", d.id),
+            None => d.id.to_string(),
+        },
+        mandate_core::unstable::timefmt::format(d.at),
+        d.request.agent.to_string(),
+        format!("{} {}", d.request.amount, d.request.currency),
+        d.request.category.to_string(),
+        row.mode.as_str().to_owned(),
+        shown(d.verdict, d.policy_verdict),
+        if row.changed() { "→" } else { "=" }.to_owned(),
+        after_text(row),
+        after_reason,
+    ]
+}
+
+/// The summary table: each verdict's count before and after.
+fn print_summary(counts: &[Count]) -> Result<(), CliError> {
     let summary: Vec<Vec<String>> = counts
         .iter()
         .map(|c| {
@@ -270,16 +288,16 @@ pub fn run(args: SimulateArgs, ctx: &Context) -> CmdResult {
             "POLICY AFTER",
         ],
         &summary,
-    )?;
-    output::line("")?;
+    )
+}
+
+/// The last line: how many decisions were replayed, for whom, how many changed, and how
+/// many of other agents were skipped.
+fn last_line(result: &Backtest, replayed_for: &str) -> String {
     let mut last = format!(
-        "{} replayed against the draft for {}, {changed} changed",
+        "{} replayed against the draft for {replayed_for}, {} changed",
         output::count(result.rows.len() as u64, "decision", "decisions"),
-        if args.every_agent {
-            "every agent".to_owned()
-        } else {
-            draft.agent.to_string()
-        }
+        changed(result)
     );
     if result.skipped > 0 {
         last.push_str(&format!(
@@ -287,6 +305,5 @@ pub fn run(args: SimulateArgs, ctx: &Context) -> CmdResult {
             output::count(result.skipped as u64, "decision", "decisions")
         ));
     }
-    output::line(&last)?;
-    Ok(Exit::Success)
+    last
 }

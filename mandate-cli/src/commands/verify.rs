@@ -16,18 +16,17 @@ use std::io::IsTerminal as _;
 use std::path::PathBuf;
 
 use clap::Args;
-use mandate_core::amount::Amount;
-use mandate_core::environment::{Environment, token_kid};
-use mandate_core::jwk::JwkSet;
-use mandate_core::jws::{VerifyOptions, verify_event};
-use mandate_core::names::{Currency, Recipient};
-use mandate_core::x402::PaymentRequirements;
 use mandate_core::{
-    CheckError, Counterparty, EnvironmentPolicy, ExpectedTransaction, MemoryReplayGuard, Objection,
+    Allowance, Amount, CheckError, Counterparty, Currency, Environment, EnvironmentPolicy,
+    ExpectedTransaction, JwkSet, LogEntry, LogKeys, MemoryReplayGuard, Objection,
+    PaymentRequirements, Recipient, ReplayGuard, VerifiedVerdict, VerifyOptions, token_kid,
+    verify_event,
 };
+use serde::Serialize;
 use serde_json::Value;
 
 use super::jwks::unix_to_text;
+use super::verify_log;
 use super::{Context, parse_currency, parse_recipient, read_input};
 use crate::error::{CliError, CmdResult, Exit};
 use crate::jwks_cache;
@@ -38,20 +37,30 @@ use crate::replay_store::{self, FileReplayStore, Seen};
 /// replace a long help given on the struct).
 pub const LONG_ABOUT: &str = "Verify a signed verdict, or with --event a webhook event, without any account.\n\n\
 Checks, in order: the signature against the key named by the token's kid in the key set \
-(--jwks FILE, or the cache written by `mandate jwks fetch`, usable for five minutes); the \
+(--jwks FILE, or the cache written by `mandate jwks fetch`: the set of the --issuer given, \
+else the last set fetched, usable for its max-age, five minutes by default); the \
 algorithm (ES256 only); the issuer (--issuer, or the issuer recorded with the cache); the \
 expiry (verdicts live five minutes); the environment of the signing key: a live key \
 (kid live-…), or with --sandbox also a sandbox key (kid sandbox-…). Sandbox and live share \
 the issuer and the key set, and a sandbox verdict authorizes no real payment, so a sandbox \
 token is refused without --sandbox. For a verdict, then: that the verdict is allow; that \
 --amount (an exact decimal: 42.5 matches 42.50), --currency and --recipient equal the \
-signed request (all three are required, unless --signature-only); with --x402 FILE \
+signed request (all three are required, unless --signature-only; the recipient without \
+regard to ASCII letter case, as the engine matches recipients, and shown as signed); with --x402 FILE \
 (and --decimals N) that the verdict is bound to that x402 payment (its x402_payment claim \
 the digest of the payment's scheme, network, asset, amount and payTo) and that the payment \
 is the transaction (payTo the recipient's name, a fiat asset the currency, the atomic \
-amount --amount at N decimals); with --ap2 FILE ({\"ap2_mandate\": DIGEST, \
-\"ap2_transaction\": ID}) that its ap2_mandate and ap2_transaction claims are those; a \
-binding the verdict carries that was not asked about is noted, not refused; and with --replay-store \
+amount --amount at N decimals; for an upto payment, whose amount is the maximum the client \
+signed, --amount is the amount settled, at most the signed one); with --ap2 FILE \
+({\"ap2_mandate\": DIGEST, \"ap2_transaction\": ID}) that its ap2_mandate and \
+ap2_transaction claims are those; with --acp FILE (an ACP allowance) that its acp_allowance \
+claim is the allowance's digest and acp_checkout_session its checkout session, and that \
+--amount (the charge) is at most its max_amount, in its currency, to vendor:<merchant_id>, \
+before its expires_at; a binding the verdict carries that was not asked about is noted, not \
+refused; with --log FILE (the decision as read, or its log member) that the verdict is in \
+the issuer's decision log (the inclusion proof leads from the token to a checkpoint signed \
+by a log key of the key set; the log and the leaf are printed; with --log-origin ORIGIN \
+that the log is that one); and with --replay-store \
 FILE that its nonce was never accepted before (the nonce is recorded when the token is \
 accepted). For an event, the replay store records the event id. Once the signature holds, \
 the status, the environment and the claims are printed, also when the token is then \
@@ -70,6 +79,8 @@ Examples:
       --replay-store ~/.local/state/settled-nonces
   mandate verify \"$TOKEN\" --amount 0.01 --currency USD --recipient vendor:0x2096…287C \\
       --x402 payment-payload.json --decimals 6
+  mandate verify \"$TOKEN\" --amount 18.40 --currency USD --recipient vendor:acme_store \\
+      --acp allowance.json
   mandate verify \"$TOKEN\" --signature-only --sandbox     # exit 7: a valid sandbox allow
   mandate verify --jwks jwks.json --issuer https://verdicts.example.com --event < event.jwt")]
 pub struct VerifyArgs {
@@ -78,10 +89,12 @@ pub struct VerifyArgs {
     /// JWK Set file to verify against, instead of the cache (needs --issuer)
     #[arg(long, value_name = "FILE")]
     pub jwks: Option<PathBuf>,
-    /// The expected issuer, the service's verdicts URL [default: the cached set's issuer]
+    /// The expected issuer, the service's verdicts URL; its cached set is used [default:
+    /// the issuer of the last set fetched]
     #[arg(long, value_name = "URL")]
     pub issuer: Option<String>,
-    /// The amount to be settled; must equal the signed amount as a decimal
+    /// The amount to be settled; must equal the signed amount as a decimal (with an x402
+    /// upto payment or an ACP allowance, at most the signed maximum)
     #[arg(long, value_name = "AMOUNT", conflicts_with_all = ["event", "signature_only"])]
     pub amount: Option<Amount>,
     /// The currency to be settled
@@ -92,7 +105,9 @@ pub struct VerifyArgs {
         conflicts_with_all = ["event", "signature_only"]
     )]
     pub currency: Option<Currency>,
-    /// The recipient to be paid, vendor:<name>
+    /// The recipient to be paid, vendor:<name>; ASCII letter case is not compared, as
+    /// the engine matches recipients (vendor:Shop matches a token signed for vendor:shop,
+    /// which is shown as signed)
     #[arg(
         long,
         value_name = "RECIPIENT",
@@ -112,6 +127,16 @@ pub struct VerifyArgs {
     /// is refused as a replay
     #[arg(long, value_name = "FILE")]
     pub replay_store: Option<PathBuf>,
+    /// The decision as read (`mandate decisions get ID --json`), or its `log` member alone
+    /// (`-` for stdin): the verdict must be in the issuer's log, its checkpoint signed by a
+    /// log key of the key set
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["event", "signature_only"])]
+    pub log: Option<PathBuf>,
+    /// With --log: the log the verdict must be in, its checkpoint's origin
+    /// (`<verdicts host>/log/<org>/<env>`, as `verify --log` prints it); a checkpoint of
+    /// another log is refused
+    #[arg(long, value_name = "ORIGIN", requires = "log")]
+    pub log_origin: Option<String>,
     /// The token is a webhook event, not a verdict
     #[arg(long)]
     pub event: bool,
@@ -125,7 +150,9 @@ pub struct VerifyArgs {
     /// The x402 payment to be settled: a JSON file holding its v2 PaymentRequirements, or
     /// the PaymentPayload (its `accepted` requirements are read). The verdict's
     /// x402_payment must be their digest, payTo the recipient's name (vendor:<payTo>), a
-    /// fiat asset the currency, and the atomic amount --amount at --decimals
+    /// fiat asset the currency, and the atomic amount --amount at --decimals (for scheme
+    /// upto: the requirements the client signed, whose atomic amount is the signed
+    /// maximum; --amount is what is settled, at most that)
     #[arg(
         long,
         value_name = "FILE",
@@ -142,9 +169,16 @@ pub struct VerifyArgs {
     /// transaction id; the verdict's claims must equal them
     #[arg(long, value_name = "FILE", conflicts_with_all = ["event", "signature_only"])]
     pub ap2: Option<PathBuf>,
+    /// The ACP delegated payment allowance this charge is made under: a JSON file holding
+    /// the allowance (reason, max_amount, currency, checkout_session_id, merchant_id,
+    /// expires_at), or an object with it as `allowance` (the delegate_payment request).
+    /// The verdict's acp_allowance must be its digest and acp_checkout_session its
+    /// checkout session; --amount is the charge, at most max_amount
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["event", "signature_only"])]
+    pub acp: Option<PathBuf>,
 }
 
-/// What `--x402` and `--ap2` add to the transaction the verdict must match.
+/// What `--x402`, `--ap2` and `--acp` add to the transaction the verdict must match.
 fn with_bindings(
     mut expected: ExpectedTransaction,
     args: &VerifyArgs,
@@ -187,6 +221,17 @@ fn with_bindings(
             expected = expected.with_ap2_transaction(id);
         }
     }
+    if let Some(path) = &args.acp {
+        let value = read(path, "ACP allowance")?;
+        // The allowance, or the delegate_payment request that carries it.
+        let (allowance, at) = match value.get("allowance") {
+            Some(inner) => (inner, "allowance"),
+            None => (&value, "the allowance"),
+        };
+        let allowance = Allowance::from_json(allowance, at)
+            .map_err(|e| CliError::usage(format!("--acp {}: {e}", path.display())))?;
+        expected = expected.with_acp(allowance);
+    }
     Ok(expected)
 }
 
@@ -203,12 +248,16 @@ fn key_set(args: &VerifyArgs, now: i64) -> Result<(JwkSet, String), CliError> {
         })?;
         return Ok((set, issuer));
     }
-    let path = jwks_cache::cache_path()?;
-    let entry = jwks_cache::load(&path)?.ok_or_else(|| {
-        CliError::usage(format!(
+    let (path, entry) = jwks_cache::load_for(args.issuer.as_deref())?;
+    let entry = entry.ok_or_else(|| match &args.issuer {
+        Some(issuer) => CliError::usage(format!(
+            "no key set cached for the issuer {issuer}: fetch it with `mandate jwks fetch {issuer}`, or pass --jwks FILE (cache {})",
+            path.display()
+        )),
+        None => CliError::usage(format!(
             "no key set: pass --jwks FILE, or fetch one with `mandate jwks fetch URL` (cache {})",
             path.display()
-        ))
+        )),
     })?;
     if !entry.is_fresh_at(now) {
         return Err(CliError::usage(format!(
@@ -343,20 +392,23 @@ fn describe(objection: &Objection, args: &VerifyArgs) -> String {
 /// Prints the status, the signing key's environment and the claims: as fields, or with
 /// `--json` the claims on stdout (their shape unchanged) and the environment as a note.
 fn print_claims(
-    claims: &Value,
+    claims: &impl Serialize,
     status: &str,
     signed_by: &SignedBy,
     as_json: bool,
 ) -> Result<(), CliError> {
+    // Through the JSON of the claims, whose members come sorted by name, nested ones too.
+    let claims = serde_json::to_value(claims)
+        .map_err(|e| CliError::usage(format!("cannot encode the claims: {e}")))?;
     if as_json {
         output::note(&format!("environment {}", signed_by.describe()));
-        return output::json(claims);
+        return output::json(&claims);
     }
     let mut pairs = vec![
         ("status".to_owned(), status.to_owned()),
         ("environment".to_owned(), signed_by.describe()),
     ];
-    pairs.extend(output::flatten(claims));
+    pairs.extend(output::flatten(&claims, &[]));
     for (name, value) in pairs.iter_mut() {
         if (name == "iat" || name == "exp")
             && let Ok(at) = value.parse::<i64>()
@@ -368,7 +420,12 @@ fn print_claims(
 }
 
 /// Refuses the token: the claims are printed first (the signature held), then the reasons.
-fn refuse(claims: &Value, signed_by: &SignedBy, reasons: Vec<String>, as_json: bool) -> CmdResult {
+fn refuse(
+    claims: &impl Serialize,
+    signed_by: &SignedBy,
+    reasons: Vec<String>,
+    as_json: bool,
+) -> CmdResult {
     print_claims(claims, "refused", signed_by, as_json)?;
     Err(CliError::Rejected(reasons.join("; ")))
 }
@@ -386,6 +443,22 @@ fn replayed(args: &VerifyArgs, id: &str, now: i64) -> Result<Option<String>, Cli
     Ok(None)
 }
 
+/// The signed recipient, when the check refused a recipient that differs from it in ASCII
+/// letter case only.
+fn case_only_difference<T>(checked: &Result<T, CheckError>) -> Option<Recipient> {
+    let Err(CheckError::Refused { objections, .. }) = checked else {
+        return None;
+    };
+    objections.iter().find_map(|objection| match objection {
+        Objection::Recipient { signed, expected }
+            if signed.as_str().eq_ignore_ascii_case(expected.as_str()) =>
+        {
+            Some(signed.clone())
+        }
+        _ => None,
+    })
+}
+
 /// Runs `mandate verify`.
 pub fn run(args: VerifyArgs, ctx: &Context) -> CmdResult {
     check_transaction_given(&args)?;
@@ -400,27 +473,82 @@ pub fn run(args: VerifyArgs, ctx: &Context) -> CmdResult {
             .map_err(|_| CliError::usage(format!("--now {now} is out of range")))?,
         leeway_secs: args.leeway,
     };
-    let encode = |v: Result<Value, serde_json::Error>| {
-        v.map_err(|e| CliError::usage(format!("cannot encode the claims: {e}")))
-    };
-
     if args.event {
-        let claims = verify_event(&token, &set, &options)
-            .map_err(|e| CliError::Rejected(output::token_error(&e)))?;
-        let value = encode(serde_json::to_value(&claims))?;
-        let signed_by = SignedBy::of(&token);
-        if let Some(objection) = signed_by.objection(args.sandbox, true) {
-            return refuse(&value, &signed_by, vec![objection], ctx.json);
-        }
-        if let Some(replay) = replayed(&args, claims.jti.as_str(), now)? {
-            return refuse(&value, &signed_by, vec![replay], ctx.json);
-        }
-        print_claims(&value, "valid event", &signed_by, ctx.json)?;
-        return Ok(Exit::Success);
+        return run_event(&args, ctx, &token, &set, &options, now);
     }
+    let log = match &args.log {
+        Some(path) if path.as_os_str() == "-" && args.token.as_deref().is_none_or(|t| t == "-") => {
+            return Err(CliError::usage(
+                "the token and --log cannot both be read from stdin: pass the token as an argument",
+            ));
+        }
+        Some(path) => {
+            let entry = verify_log::read_entry(path)?;
+            if let Some(origin) = &args.log_origin {
+                verify_log::require_origin(&entry, origin)?;
+            }
+            Some((
+                entry,
+                verify_log::keys(args.jwks.as_deref(), args.issuer.as_deref())?,
+            ))
+        }
+        None => None,
+    };
+    let checked = check_verdict(&args, &token, &set, options, now, log.clone())?;
+    accept_verdict(&args, ctx, &token, checked, log.as_ref().map(|(e, _)| e))
+}
 
-    // The whole counterparty check in one call: signature, issuer, expiry, environment,
-    // allow, the transaction, then the replay store (only when everything else held).
+/// The check of a verdict, with its log entry when `--log` gave one.
+fn check_with<G: ReplayGuard + ?Sized>(
+    counterparty: &Counterparty,
+    token: &str,
+    entry: Option<&LogEntry>,
+    set: &JwkSet,
+    expected: &ExpectedTransaction,
+    guard: &mut G,
+    at: time::OffsetDateTime,
+) -> Result<VerifiedVerdict, CheckError> {
+    match entry {
+        Some(entry) => counterparty.check_logged(token, entry, set, expected, guard, at),
+        None => counterparty.check(token, set, expected, guard, at),
+    }
+}
+
+/// `--event`: the event's signature, issuer and expiry, its signing key's environment, then
+/// the replay store.
+fn run_event(
+    args: &VerifyArgs,
+    ctx: &Context,
+    token: &str,
+    set: &JwkSet,
+    options: &VerifyOptions,
+    now: i64,
+) -> CmdResult {
+    let claims = verify_event(token, set, options)
+        .map_err(|e| CliError::Rejected(output::token_error(&e)))?;
+    let signed_by = SignedBy::of(token);
+    if let Some(objection) = signed_by.objection(args.sandbox, true) {
+        return refuse(&claims, &signed_by, vec![objection], ctx.json);
+    }
+    if let Some(replay) = replayed(args, claims.jti.as_str(), now)? {
+        return refuse(&claims, &signed_by, vec![replay], ctx.json);
+    }
+    print_claims(&claims, "valid event", &signed_by, ctx.json)?;
+    Ok(Exit::Success)
+}
+
+/// The whole counterparty check of a verdict in one call: signature, issuer, expiry,
+/// environment, allow, the transaction, then the replay store (only when everything else
+/// held); the signature alone with `--signature-only`.
+fn check_verdict(
+    args: &VerifyArgs,
+    token: &str,
+    set: &JwkSet,
+    options: VerifyOptions,
+    now: i64,
+    log: Option<(LogEntry, LogKeys)>,
+) -> Result<Result<VerifiedVerdict, CheckError>, CliError> {
+    let (entry, log_keys) = log.unzip();
     let counterparty = Counterparty::new(options.issuer)
         .leeway_secs(options.leeway_secs)
         .environments(if args.sandbox {
@@ -428,53 +556,92 @@ pub fn run(args: VerifyArgs, ctx: &Context) -> CmdResult {
         } else {
             EnvironmentPolicy::LiveOnly
         });
+    let counterparty = match log_keys {
+        Some(keys) => counterparty.require_log(keys),
+        None => counterparty,
+    };
+    let entry = entry.as_ref();
     let at = time::OffsetDateTime::from_unix_timestamp(now)
         .map_err(|e| CliError::usage(format!("--now {now} is not a time: {e}")))?;
-    let checked = match (&args.amount, &args.currency, &args.recipient) {
-        (Some(amount), Some(currency), Some(recipient)) if !args.signature_only => {
-            let expected = ExpectedTransaction::new(*amount, currency.clone(), recipient.clone());
-            let expected = with_bindings(expected, &args)?;
-            match &args.replay_store {
-                Some(path) => {
-                    let mut store = FileReplayStore::new(path);
-                    counterparty.check(&token, &set, &expected, &mut store, at)
-                }
-                None => {
-                    let mut guard = MemoryReplayGuard::default();
-                    counterparty.check(&token, &set, &expected, &mut guard, at)
-                }
+    let check = |recipient: &Recipient| -> Result<_, CliError> {
+        let (Some(amount), Some(currency)) = (&args.amount, &args.currency) else {
+            return Ok(counterparty.check_signature_only(token, set, at));
+        };
+        let expected = ExpectedTransaction::new(*amount, currency.clone(), recipient.clone());
+        let expected = with_bindings(expected, args)?;
+        Ok(match &args.replay_store {
+            Some(path) => {
+                let mut store = FileReplayStore::new(path);
+                check_with(&counterparty, token, entry, set, &expected, &mut store, at)
             }
-        }
-        _ => counterparty.check_signature_only(&token, &set, at),
+            None => {
+                let mut guard = MemoryReplayGuard::default();
+                check_with(&counterparty, token, entry, set, &expected, &mut guard, at)
+            }
+        })
     };
-    let signed_by = SignedBy::of(&token);
+    let Some(recipient) = args.recipient.as_ref().filter(|_| !args.signature_only) else {
+        return Ok(counterparty.check_signature_only(token, set, at));
+    };
+    let checked = check(recipient)?;
+    // Recipients match without regard to ASCII letter case, as the engine matches them: a
+    // refusal whose recipient differs only in case is checked again with the recipient as
+    // signed (nothing was recorded: a refused token records no nonce), which is what is
+    // shown.
+    match case_only_difference(&checked) {
+        Some(signed) => {
+            output::note(&format!(
+                "recipient {recipient} matches the signed {signed}: letter case is not compared, as the engine's recipient rules"
+            ));
+            check(&signed)
+        }
+        None => Ok(checked),
+    }
+}
+
+/// What the check of a verdict found, printed, and the exit code it means.
+fn accept_verdict(
+    args: &VerifyArgs,
+    ctx: &Context,
+    token: &str,
+    checked: Result<VerifiedVerdict, CheckError>,
+    entry: Option<&LogEntry>,
+) -> CmdResult {
+    let signed_by = SignedBy::of(token);
+    let logged = checked.as_ref().ok().and_then(|v| v.log.clone());
     let claims = match checked {
         Ok(verified) if args.signature_only => verified.claims,
         Ok(verified) => {
-            let unchecked = serde_json::to_value(&verified.unchecked).unwrap_or(Value::Null);
-            if unchecked.as_object().is_some_and(|o| !o.is_empty()) {
+            if !verified.unchecked.is_empty() {
+                let unchecked = serde_json::to_string(&verified.unchecked).unwrap_or_default();
                 output::note(&format!(
-                    "the verdict is also bound to {unchecked}, not checked: pass --x402 or --ap2 when settling through that protocol"
+                    "the verdict is also bound to {unchecked}, not checked: pass --x402, --ap2 or --acp when settling through that protocol"
                 ));
             }
             verified.claims
         }
         Err(CheckError::Token(e)) => return Err(CliError::Rejected(output::token_error(&e))),
         Err(CheckError::Refused { claims, objections }) => {
-            let value = encode(serde_json::to_value(&*claims))?;
-            let reasons = objections.iter().map(|o| describe(o, &args)).collect();
-            return refuse(&value, &signed_by, reasons, ctx.json);
+            let reasons = objections.iter().map(|o| describe(o, args)).collect();
+            return refuse(&*claims, &signed_by, reasons, ctx.json);
         }
         Err(CheckError::ReplayGuard(e)) => return Err(CliError::usage(e.0)),
         Err(other) => return Err(CliError::Rejected(other.to_string())),
     };
-    let value = encode(serde_json::to_value(&claims))?;
     let status = if args.signature_only {
         "valid allow verdict, transaction not compared (--signature-only)"
     } else {
         "valid allow verdict, matches the transaction"
     };
-    print_claims(&value, status, &signed_by, ctx.json)?;
+    print_claims(&claims, status, &signed_by, ctx.json)?;
+    if let (Some(checkpoint), Some(entry)) = (&logged, entry) {
+        let place = verify_log::accepted(checkpoint, entry);
+        if ctx.json {
+            output::note(&place);
+        } else {
+            output::line(&place)?;
+        }
+    }
     if claims.policy_verdict != claims.verdict {
         output::note(&format!(
             "issued in observe mode: the policy verdict was {}",

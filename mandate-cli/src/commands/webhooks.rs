@@ -3,11 +3,12 @@
 
 use clap::builder::PossibleValuesParser;
 use clap::{Args, Subcommand};
-use mandate_core::delivery::EVENT_TYPES;
-use mandate_core::id::WebhookId;
-use mandate_core::wire::{CreateWebhook, PingAnswer, Webhook};
+use mandate_core::{
+    unstable::delivery::EVENT_TYPES, unstable::id::WebhookId, unstable::wire::CreateWebhook,
+    unstable::wire::PingAnswer, unstable::wire::Webhook,
+};
 
-use super::{Context, ListArgs, PostArgs, print_list, print_object, request_body};
+use super::{Context, ListArgs, PostArgs, print_answer, print_list, print_object};
 use crate::error::{CmdResult, Exit};
 use crate::output::{self, Column};
 
@@ -89,16 +90,16 @@ pub fn run(command: WebhooksCommand, ctx: &Context) -> CmdResult {
     let client = ctx.client()?;
     match command {
         WebhooksCommand::Create(args) => {
-            let body = request_body(&CreateWebhook {
+            let body = CreateWebhook {
                 events: args.events,
                 url: args.url,
-            })?;
-            let response = client.post("/webhooks", Some(&body), &args.post.key()?)?;
+            };
+            let response = client.post("/webhooks", &body, &args.post.key()?)?;
             print_object::<Webhook>(ctx, &response, "a webhook")?;
         }
         WebhooksCommand::List(args) => {
-            let page = client.list("/webhooks", &[], &args.paging())?;
-            print_list(ctx, &page, "a webhook", COLUMNS)?;
+            let page = client.list::<Webhook>("/webhooks", &[], &args.paging(), "a webhook")?;
+            print_list(ctx, &page, COLUMNS)?;
         }
         WebhooksCommand::Get(args) => {
             let response = client.get(&format!("/webhooks/{}", args.id), &[])?;
@@ -109,13 +110,10 @@ pub fn run(command: WebhooksCommand, ctx: &Context) -> CmdResult {
             print_object::<Webhook>(ctx, &response, "a webhook")?;
         }
         WebhooksCommand::Ping(args) => {
-            let response = client.post(
-                &format!("/webhooks/{}/ping", args.id),
-                None,
-                &args.post.key()?,
-            )?;
+            let path = format!("/webhooks/{}/ping", args.id);
+            let response = client.post_empty(&path, &args.post.key()?)?;
             let ping: PingAnswer = response.read("a ping answer")?;
-            output::object(&response.body, ctx.json)?;
+            print_answer(&response, ctx.json, &[])?;
             if !ctx.json {
                 output::note(&format!(
                     "the ping is delivered to {} within seconds; read it with `mandate events get {}`",

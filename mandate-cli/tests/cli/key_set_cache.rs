@@ -11,9 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use mandate_core::claims::EventClaims;
-use mandate_core::id::EventId;
-use mandate_core::{JwkSet, P256Signer, Signer as _, sign_token};
+use mandate_core::{EventClaims, EventId, JwkSet, P256Signer, Signer as _, sign_token};
 
 use crate::support::{command_in, run_in};
 
@@ -225,4 +223,57 @@ fn verify_uses_a_fetched_set_for_its_max_age() {
         .code(2)
         .stderr_has("past the 20 s it may be kept");
     assert_eq!(server.fetches(), 1, "verify reads the cache, never the URL");
+}
+
+/// Each issuer's set has a cache of its own: fetching a second issuer's set leaves the
+/// first one's, which `verify --issuer` uses; without `--issuer`, the last set fetched.
+/// Both sets here have a key `live-1`, so a set taken for the other's fails the signature.
+#[test]
+fn jwks_fetch_keeps_a_set_per_issuer() {
+    let home = tempfile::tempdir().unwrap();
+    let first_key = P256Signer::from_secret_bytes("live-1", &[7; 32]).unwrap();
+    let second_key = P256Signer::from_secret_bytes("live-1", &[9; 32]).unwrap();
+    let publish = |signer: &P256Signer| {
+        KeyServer::start(
+            &JwkSet {
+                keys: vec![signer.public_jwk()],
+            },
+            None,
+        )
+    };
+    let (first, second) = (publish(&first_key), publish(&second_key));
+    let issuer = |server: &KeyServer| {
+        server
+            .url
+            .trim_end_matches("/.well-known/jwks.json")
+            .to_owned()
+    };
+    let (first_issuer, second_issuer) = (issuer(&first), issuer(&second));
+    let run = |args: &[&str]| run_in(home.path(), args, &[], None);
+    run(&["jwks", "fetch", &first_issuer]).ok();
+    run(&["jwks", "fetch", &second_issuer]).ok();
+
+    let from_first = event(&first_key, &first_issuer, 1);
+    let from_second = event(&second_key, &second_issuer, 2);
+    run(&["verify", &from_first, "--event", "--issuer", &first_issuer])
+        .ok()
+        .stdout_has("valid event");
+    run(&[
+        "verify",
+        &from_second,
+        "--event",
+        "--issuer",
+        &second_issuer,
+    ])
+    .ok();
+    // Without --issuer: the last set fetched, the second issuer's.
+    run(&["verify", &from_second, "--event"]).ok();
+    run(&["verify", &from_first, "--event"]).code(6);
+    // An issuer never fetched: no set, and the command to get one.
+    let third_issuer = "http://127.0.0.1:9";
+    run(&["verify", &from_first, "--event", "--issuer", third_issuer])
+        .code(2)
+        .stderr_has("no key set cached for the issuer http://127.0.0.1:9")
+        .stderr_has("mandate jwks fetch http://127.0.0.1:9");
+    assert_eq!((first.fetches(), second.fetches()), (1, 1));
 }

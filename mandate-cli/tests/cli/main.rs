@@ -2,8 +2,16 @@
 //! fresh database and HOME/XDG directories in a temporary directory.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
+/// AP2 SD-JWTs signed with real P-256 keys, as the server's tests make them.
+#[path = "../../../mandate-server/tests/support/ap2.rs"]
+mod ap2_tokens;
+/// The throwaway PostgreSQL the server's tests use, for the tests that run on it.
+#[path = "../../../mandate-server/tests/support/postgres.rs"]
+mod postgres;
 mod support;
 
+mod audit;
+mod audit_postgres;
 mod config;
 mod docs;
 mod escrows;
@@ -16,6 +24,7 @@ mod simulate;
 mod verdicts;
 mod verify;
 mod verify_bindings;
+mod verify_log;
 mod webhooks;
 
 use support::run_in;

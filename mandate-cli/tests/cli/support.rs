@@ -1,6 +1,8 @@
-//! Test harness: a real server on 127.0.0.1 port 0 with a fresh SQLite file and the system
-//! clock, an onboarded organization, and the real `mandate` binary run against it with
-//! HOME and the XDG directories pointed at a temporary directory.
+//! Test harness: a real server on 127.0.0.1 port 0 with a fresh database (an SQLite file,
+//! or with [`start_on`] a PostgreSQL database of its own on the throwaway cluster of
+//! `mandate-server/tests/support/postgres.rs`) and the system clock, an onboarded
+//! organization, and the real `mandate` binary run against it with HOME and the XDG
+//! directories pointed at a temporary directory.
 #![allow(dead_code)]
 // Each test module uses a part of the harness; the rest is unused in any one build.
 
@@ -12,6 +14,8 @@ use std::sync::Arc;
 use mandate_server::clock::SystemClock;
 use mandate_server::operator;
 use mandate_server::serve::{self, Config, Running};
+use mandate_server::signing::at_rest::{Kek, KeyEncryption};
+use mandate_server::storage::location::DbLocation;
 use serde_json::Value;
 use tempfile::TempDir;
 
@@ -83,6 +87,50 @@ impl Out {
     }
 }
 
+/// The engine a test's server stores on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    /// A fresh SQLite file.
+    Sqlite,
+    /// A fresh database on the tests' PostgreSQL (skipped without one, unless
+    /// MANDATE_REQUIRE_POSTGRES=1).
+    Postgres,
+}
+
+/// A fixed key-encryption key (base64 of 32 bytes): PostgreSQL requires one.
+const TEST_KEK: &str = "bWFuZGF0ZS10ZXN0cy1rZXktZW5jcnlwdGlvbi1rZXk=";
+
+/// Where the server's data lives.
+pub enum Database {
+    /// The directory of the SQLite file `mandate.db`.
+    Sqlite(TempDir),
+    /// The test's PostgreSQL database, and the name of its backup once one is taken
+    /// ([`Env::back_up`]; dropped with the `Env`).
+    Postgres {
+        db: crate::postgres::TestDb,
+        backup: Option<String>,
+    },
+}
+
+impl Database {
+    fn location(&self) -> DbLocation {
+        match self {
+            Database::Sqlite(dir) => dir.path().join("mandate.db").into(),
+            Database::Postgres { db, .. } => db.url.parse().unwrap(),
+        }
+    }
+
+    fn key_encryption(&self) -> KeyEncryption {
+        match self {
+            Database::Sqlite(_) => KeyEncryption::default(),
+            Database::Postgres { .. } => KeyEncryption::new(
+                Kek::from_base64(TEST_KEK.as_bytes(), "TEST_KEK").unwrap(),
+                None,
+            ),
+        }
+    }
+}
+
 /// A running server with an onboarded organization, and a home for the CLI.
 pub struct Env {
     runtime: tokio::runtime::Runtime,
@@ -99,7 +147,7 @@ pub struct Env {
     pub live_key: String,
     /// HOME, with `config/` and `cache/` for the XDG directories.
     pub home: TempDir,
-    _db: TempDir,
+    db: Database,
 }
 
 impl Drop for Env {
@@ -107,34 +155,49 @@ impl Drop for Env {
         if let Some(running) = self.running.take() {
             let _ = self.runtime.block_on(running.shutdown());
         }
+        if let Database::Postgres {
+            db,
+            backup: Some(backup),
+        } = &self.db
+        {
+            let sql = format!("DROP DATABASE IF EXISTS \"{backup}\" WITH (FORCE)");
+            let _ = self.runtime.block_on(async {
+                let admin = crate::postgres::connect(&admin_url(db)).await?;
+                admin.batch_execute(&sql).await
+            });
+        }
     }
 }
 
-/// Starts a server and onboards `acme`.
+/// A URL of the maintenance database of `db`'s server.
+fn admin_url(db: &crate::postgres::TestDb) -> String {
+    let mut url = url::Url::parse(&db.url).unwrap();
+    url.set_path("/postgres");
+    url.to_string()
+}
+
+/// Starts a server on SQLite and onboards `acme`.
 pub fn start() -> Env {
+    start_on(Engine::Sqlite).unwrap()
+}
+
+/// Starts a server on `engine` and onboards `acme`; `None` (said once on stderr) when the
+/// engine is PostgreSQL and there is none here.
+pub fn start_on(engine: Engine) -> Option<Env> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
-    let db = tempfile::tempdir().unwrap();
+    let db = match engine {
+        Engine::Sqlite => Database::Sqlite(tempfile::tempdir().unwrap()),
+        Engine::Postgres => Database::Postgres {
+            db: runtime.block_on(crate::postgres::database(crate::postgres::Durability::Fast))?,
+            backup: None,
+        },
+    };
     let running = runtime
-        .block_on(serve::start(
-            Config {
-                db: db.path().join("mandate.db").into(),
-                migrate: true,
-                api_addr: "127.0.0.1:0".into(),
-                public_addr: "127.0.0.1:0".into(),
-                verdicts_url: None,
-                docs_url: None,
-                tls: None,
-                api_url: None,
-                console_origins: None,
-                limits: Default::default(),
-                key_encryption: Default::default(),
-            },
-            Arc::new(SystemClock),
-        ))
+        .block_on(serve::start(config(&db, None), Arc::new(SystemClock)))
         .unwrap();
     let onboarded = operator::onboard(
         &*running.state.store,
@@ -143,7 +206,7 @@ pub fn start() -> Env {
         time::OffsetDateTime::now_utc(),
     )
     .unwrap();
-    Env {
+    Some(Env {
         api: format!("http://{}", running.api_addr),
         public: format!("http://{}", running.public_addr),
         issuer: running.state.verdicts_url.clone(),
@@ -152,7 +215,27 @@ pub fn start() -> Env {
         running: Some(running),
         runtime,
         home: tempfile::tempdir().unwrap(),
-        _db: db,
+        db,
+    })
+}
+
+/// The server's configuration: the database, and the verdicts URL when it must stay what
+/// it was (a restart on other ports).
+fn config(db: &Database, verdicts_url: Option<String>) -> Config {
+    Config {
+        db: db.location(),
+        migrate: true,
+        api_addr: "127.0.0.1:0".into(),
+        public_addr: "127.0.0.1:0".into(),
+        verdicts_url,
+        docs_url: None,
+        tls: None,
+        api_url: None,
+        console_origins: None,
+        log_checkpoint_interval: std::time::Duration::from_millis(100),
+        log_checkpoint_batch: mandate_server::workers::checkpoint::BATCH,
+        limits: Default::default(),
+        key_encryption: db.key_encryption(),
     }
 }
 
@@ -205,6 +288,64 @@ pub fn run_in(home: &Path, args: &[&str], env: &[(&str, &str)], stdin: Option<&s
 }
 
 impl Env {
+    /// Stops the server, hands its database to `change` (an attacker with the database,
+    /// or its operator), and starts it again on the same database and issuer (the API on
+    /// a new port).
+    fn restart_after(&mut self, change: impl FnOnce(&mut Database, &tokio::runtime::Runtime)) {
+        let running = self.running.take().unwrap();
+        self.runtime.block_on(running.shutdown()).unwrap();
+        change(&mut self.db, &self.runtime);
+        let running = self
+            .runtime
+            .block_on(serve::start(
+                config(&self.db, Some(self.issuer.clone())),
+                Arc::new(SystemClock),
+            ))
+            .unwrap();
+        self.api = format!("http://{}", running.api_addr);
+        self.public = format!("http://{}", running.public_addr);
+        self.running = Some(running);
+    }
+
+    /// Stops the server, runs `sql` (statements separated by `;`) on its database as an
+    /// attacker with the database would, and starts it again.
+    pub fn tamper(&mut self, sql: &str) {
+        self.restart_after(|db, runtime| match db {
+            Database::Sqlite(dir) => rusqlite::Connection::open(dir.path().join("mandate.db"))
+                .unwrap()
+                .execute_batch(sql)
+                .unwrap(),
+            Database::Postgres { db, .. } => runtime.block_on(async {
+                db.connect().await.batch_execute(sql).await.unwrap();
+            }),
+        });
+    }
+
+    /// Stops the server, takes a backup of its database (the SQLite file and its WAL
+    /// files; a copy of the PostgreSQL database), and starts it again.
+    pub fn back_up(&mut self) {
+        self.restart_after(|db, runtime| match db {
+            Database::Sqlite(dir) => copy_sqlite(dir.path(), false),
+            Database::Postgres { db, backup } => {
+                let name = format!("{}_backup", db.name);
+                runtime.block_on(copy_postgres(db, &db.name, &name));
+                *backup = Some(name);
+            }
+        });
+    }
+
+    /// Stops the server, puts the backup [`Env::back_up`] took in place of its database,
+    /// and starts it again.
+    pub fn restore(&mut self) {
+        self.restart_after(|db, runtime| match db {
+            Database::Sqlite(dir) => copy_sqlite(dir.path(), true),
+            Database::Postgres { db, backup } => {
+                let backup = backup.clone().expect("a backup was taken");
+                runtime.block_on(copy_postgres(db, &backup, &db.name));
+            }
+        });
+    }
+
     /// Runs with exactly these variables (plus HOME and XDG).
     pub fn run(&self, args: &[&str], env: &[(&str, &str)]) -> Out {
         run_in(self.home.path(), args, env, None)
@@ -231,6 +372,20 @@ impl Env {
     /// Runs without any server settings (offline commands).
     pub fn offline(&self, args: &[&str]) -> Out {
         self.run(args, &[])
+    }
+
+    /// Trusts the AP2 issuer key `jwk` (a JWK's JSON text) for `acme`, as the operator
+    /// command `mandate-server ap2-issuer add` does.
+    pub fn trust_ap2_issuer(&self, jwk: &str) {
+        let running = self.running.as_ref().unwrap();
+        let key = operator::read_issuer_key(jwk, None).unwrap();
+        operator::add_ap2_issuer(
+            &*running.state.store,
+            "acme",
+            &key,
+            time::OffsetDateTime::now_utc(),
+        )
+        .unwrap();
     }
 
     /// Registers an agent; returns its key.
@@ -322,27 +477,26 @@ impl Env {
     /// A sandbox event of `event_type` signed at `iat` with the id made of `id` (ids sort
     /// as their bytes do: the server puts the creation time first).
     pub fn sign_event_as(&self, event_type: &str, iat: i64, id: [u8; 16]) -> String {
-        use mandate_core::claims::EventClaims;
-        use mandate_core::id::EventId;
+        use mandate_core::{EventClaims, EventId};
         let state = &self.running.as_ref().unwrap().state;
         let signer = state.signer(mandate_server::model::Env::Sandbox).unwrap();
         let claims = EventClaims {
             iss: self.issuer.clone(),
             jti: EventId::from_random(id),
             iat,
-            exp: iat + mandate_core::claims::EVENT_LIFETIME_SECS,
+            exp: iat + mandate_core::unstable::claims::EVENT_LIFETIME_SECS,
             event_type: event_type.to_owned(),
             data: serde_json::json!({"webhook": "whk_test"}),
         };
-        mandate_core::jws::sign_token(signer.as_ref(), &claims).unwrap()
+        mandate_core::sign_token(signer.as_ref(), &claims).unwrap()
     }
 
     /// `claims` signed with the live environment's current key, as the server signs its
     /// verdicts.
-    pub fn sign_live_verdict(&self, claims: &mandate_core::claims::VerdictClaims) -> String {
+    pub fn sign_live_verdict(&self, claims: &mandate_core::VerdictClaims) -> String {
         let state = &self.running.as_ref().unwrap().state;
         let signer = state.signer(mandate_server::model::Env::Live).unwrap();
-        mandate_core::jws::sign_token(signer.as_ref(), claims).unwrap()
+        mandate_core::sign_token(signer.as_ref(), claims).unwrap()
     }
 
     /// A file under the temporary home.
@@ -355,6 +509,45 @@ impl Env {
         let path = self.path(name);
         std::fs::write(&path, text).unwrap();
         path.display().to_string()
+    }
+}
+
+/// Copies the SQLite file `mandate.db` of `dir` and its WAL files into `dir/backup` (or
+/// back from it with `back`), leaving no WAL file the copy does not have.
+fn copy_sqlite(dir: &Path, back: bool) {
+    let saved = dir.join("backup");
+    std::fs::create_dir_all(&saved).unwrap();
+    for suffix in ["", "-wal", "-shm"] {
+        let live = dir.join(format!("mandate.db{suffix}"));
+        let kept = saved.join(format!("mandate.db{suffix}"));
+        let (from, to) = if back { (kept, live) } else { (live, kept) };
+        if from.exists() {
+            std::fs::copy(&from, &to).unwrap();
+        } else if to.exists() {
+            std::fs::remove_file(&to).unwrap();
+        }
+    }
+}
+
+/// Makes the database `to` a copy of `from` on `db`'s server (`to` dropped first), as a
+/// restore from a dump would; nothing may be connected to either.
+async fn copy_postgres(db: &crate::postgres::TestDb, from: &str, to: &str) {
+    let admin = crate::postgres::connect(&admin_url(db)).await.unwrap();
+    // The stopped server's connections may still be closing.
+    admin
+        .execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE datname = $1 AND pid <> pg_backend_pid()",
+            &[&from],
+        )
+        .await
+        .unwrap();
+    // Each alone: neither may run in a transaction block.
+    for sql in [
+        format!("DROP DATABASE IF EXISTS \"{to}\" WITH (FORCE)"),
+        format!("CREATE DATABASE \"{to}\" TEMPLATE \"{from}\""),
+    ] {
+        admin.batch_execute(&sql).await.unwrap();
     }
 }
 

@@ -1,8 +1,6 @@
 //! `verify` and `jwks fetch`: a counterparty's offline checks.
 
-use mandate_core::claims::VerdictClaims;
-use mandate_core::jwk::JwkSet;
-use mandate_core::jws::{P256Signer, Signer as _, sign_token};
+use mandate_core::{JwkSet, P256Signer, Signer as _, VerdictClaims, sign_token};
 use serde_json::Value;
 
 use crate::support::{Env, Out, closed_port_url, run_in, start};
@@ -292,7 +290,7 @@ fn jwks_fetch_caches_the_set_for_verify_for_five_minutes() {
     ])
     .ok()
     .stdout_has("matches the transaction");
-    // An explicit issuer still wins over the cache's.
+    // An explicit issuer wins over the cache's: its own set is used, and there is none.
     env.offline(&[
         "verify",
         &allow.token,
@@ -300,8 +298,8 @@ fn jwks_fetch_caches_the_set_for_verify_for_five_minutes() {
         "https://other.example",
         "--signature-only",
     ])
-    .code(6)
-    .stderr_has("wrong issuer");
+    .code(2)
+    .stderr_has("no key set cached for the issuer https://other.example");
     // A cache older than five minutes is refused with a hint to fetch again.
     let stale = (fetched_at + 300).to_string();
     env.offline(&["verify", &allow.token, "--now", &stale, "--signature-only"])
@@ -424,4 +422,51 @@ fn verify_refuses_sandbox_tokens_unless_sandbox_is_given() {
         .code(6)
         .stderr_has("\"test-1\" belongs to no environment");
     assert_eq!(stranger_check.field("environment"), "unknown (kid test-1)");
+}
+
+/// Recipients match without regard to ASCII letter case, as the engine's recipient rules
+/// (decisions.md, fourth round): a counterparty typing `vendor:ACME` for a token signed for
+/// `vendor:acme` is accepted, with a note, and the claims show the recipient as signed.
+/// Another recipient is still refused, and the nonce is recorded once.
+#[test]
+fn verify_compares_the_recipient_without_regard_to_letter_case() {
+    let env = start();
+    let key = env.live_standard_agent("buyer");
+    let allow = env.authorize(&key, "42.50", "USD", "software");
+    allow.ok();
+    let allow = verdict(&allow);
+    let jwks = jwks_file(&env);
+    let store = env.path("nonces").display().to_string();
+    let check = |recipient: &str, extra: &[&str]| {
+        let transaction = [
+            "--amount",
+            "42.50",
+            "--currency",
+            "USD",
+            "--recipient",
+            recipient,
+        ];
+        verify_with(&env, &jwks, &allow.token, &plus(&transaction, extra))
+    };
+
+    let other = check("vendor:acmf", &["--replay-store", &store]);
+    other
+        .code(6)
+        .stderr_has("recipient vendor:acmf does not match the signed recipient vendor:acme");
+    let upper = check("vendor:ACME", &["--replay-store", &store]);
+    upper
+        .ok()
+        .stdout_has("matches the transaction")
+        .stderr_has("recipient vendor:ACME matches the signed vendor:acme");
+    assert_eq!(upper.field("request.recipient"), "vendor:acme");
+    // Accepted once: the nonce was recorded by the accepted check, not by the refused one.
+    check("vendor:Acme", &["--replay-store", &store])
+        .code(6)
+        .stderr_has("this is a replay");
+    let json = check("vendor:Acme", &["--json"]);
+    json.ok();
+    assert_eq!(json.json()["request"]["recipient"], "vendor:acme");
+
+    let help = env.offline(&["verify", "--help"]);
+    help.ok().stdout_has("ASCII letter case is not compared");
 }

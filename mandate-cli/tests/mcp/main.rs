@@ -14,6 +14,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod http_guard;
+mod waits;
+
 use mandate_server::clock::ManualClock;
 use mandate_server::operator;
 use mandate_server::serve::{self, Config, Running};
@@ -87,6 +90,8 @@ impl Server {
                     tls: None,
                     api_url: None,
                     console_origins: None,
+                    log_checkpoint_interval: mandate_server::workers::checkpoint::DEFAULT_INTERVAL,
+                    log_checkpoint_batch: mandate_server::workers::checkpoint::BATCH,
                     limits: Default::default(),
                     key_encryption: Default::default(),
                 },
@@ -137,6 +142,20 @@ impl Server {
         serde_json::from_str(&text).unwrap_or(Value::Null)
     }
 
+    /// An API call with the agent's key; the answer's body (a 2xx is required).
+    fn agent_call(&self, method: &str, path: &str, body: Value) -> Value {
+        let answer = reqwest::blocking::Client::new()
+            .request(method.parse().unwrap(), format!("{}{path}", self.api))
+            .bearer_auth(&self.agent_key)
+            .json(&body)
+            .send()
+            .unwrap();
+        let status = answer.status();
+        let text = answer.text().unwrap();
+        assert!(status.is_success(), "{method} {path}: {status} {text}");
+        serde_json::from_str(&text).unwrap()
+    }
+
     fn advance(&self, seconds: i64) {
         self.clock.advance(time::Duration::seconds(seconds));
     }
@@ -154,7 +173,8 @@ impl Server {
             "approve" | "deny" => {
                 let review = need["review"].as_str().unwrap();
                 let action = need["need"].as_str().unwrap();
-                self.call("POST", &format!("/v1/reviews/{review}/{action}"), None);
+                let body = need.get("reason").map(|reason| json!({"reason": reason}));
+                self.call("POST", &format!("/v1/reviews/{review}/{action}"), body);
                 return false;
             }
             "expire" => {
@@ -198,6 +218,8 @@ fn mcp_command(server: &Server, home: &std::path::Path) -> (Vec<String>, Vec<(St
         server.issuer.clone(),
         // The test organization's tokens are sandbox tokens.
         "--sandbox".to_owned(),
+        "--console-url".to_owned(),
+        console(server),
     ];
     let env = vec![
         ("HOME".to_owned(), home.display().to_string()),
@@ -211,12 +233,18 @@ fn mcp_command(server: &Server, home: &std::path::Path) -> (Vec<String>, Vec<(St
     (command, env)
 }
 
+/// The review console's URL, which `mandate mcp` is told.
+fn console(server: &Server) -> String {
+    format!("{}/console/", server.public)
+}
+
 /// Runs client.py with `config`, doing what it asks, until it ends; panics on its failure.
 fn drive(server: &mut Server, mut config: Value) {
     config["jwks_url"] = json!(format!("{}/.well-known/jwks.json", server.public));
     config["issuer"] = json!(server.issuer);
     config["mandate"] = json!(server.mandate);
     config["agent_key"] = json!(server.agent_key);
+    config["console"] = json!(console(server));
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp/client.py");
     let mut child = Command::new(python())
         .arg(script)
@@ -265,6 +293,8 @@ fn drive(server: &mut Server, mut config: Value) {
             "{step} never asked: {needs:?}"
         );
     }
+    // The SDK closed its session without a complaint (a DELETE answered 202 made it warn).
+    assert!(!stderr.contains("Session termination failed"), "{stderr}");
     // The key never reached the client's output, not even in an error.
     assert!(!seen.join("\n").contains(&server.agent_key));
     assert!(!stderr.contains(&server.agent_key));
@@ -297,8 +327,9 @@ impl Drop for Watchdog {
     }
 }
 
-#[test]
-fn the_official_client_pays_only_with_mandates_tokens_over_stdio() {
+/// The scenario over stdio, the client negotiating with `mode` ("legacy": the initialize
+/// handshake of 2025-11-25; "auto": the SDK's discover probe, 2026-07-28).
+fn over_stdio(mode: &str) {
     if !client_available() {
         return;
     }
@@ -311,46 +342,102 @@ fn the_official_client_pays_only_with_mandates_tokens_over_stdio() {
         .collect();
     drive(
         &mut server,
-        json!({"transport": "stdio", "command": command, "env": env}),
+        json!({"transport": "stdio", "mode": mode, "command": command, "env": env}),
     );
 }
 
-#[test]
-fn the_official_client_pays_only_with_mandates_tokens_over_http() {
+/// The scenario over streamable HTTP, the client negotiating with `mode`.
+fn over_http(mode: &str) {
     if !client_available() {
         return;
     }
     let mut server = Server::start();
     let home = tempfile::tempdir().unwrap();
-    let (command, env) = mcp_command(&server, home.path());
-    let mut mcp = Command::new(&command[0]);
-    mcp.args(&command[1..])
-        .args(["--http", "127.0.0.1:0"])
-        .env_clear()
-        .envs(env)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    let mut child = McpChild(mcp.spawn().unwrap());
-    let mut stderr = BufReader::new(child.0.stderr.take().unwrap());
-    let mut line = String::new();
-    stderr.read_line(&mut line).unwrap();
-    let url = line
-        .trim()
-        .strip_prefix("mandate mcp: listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line: {line}"))
-        .to_owned();
-    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
-    drive(&mut server, json!({"transport": "http", "url": url}));
+    let (mut child, url) = McpChild::http(&server, home.path(), &[]);
+    drive(
+        &mut server,
+        json!({"transport": "http", "mode": mode, "url": url}),
+    );
     // Nothing it printed names the key.
-    let _ = child.0.kill();
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    let rest = child.stop();
     assert!(!rest.contains(&server.agent_key), "{rest}");
 }
 
+#[test]
+fn the_official_client_pays_only_with_mandates_tokens_over_stdio_2025_11_25() {
+    over_stdio("legacy");
+}
+
+#[test]
+fn the_official_client_pays_only_with_mandates_tokens_over_stdio_2026_07_28() {
+    over_stdio("auto");
+}
+
+#[test]
+fn the_official_client_pays_only_with_mandates_tokens_over_http_2025_11_25() {
+    over_http("legacy");
+}
+
+#[test]
+fn the_official_client_pays_only_with_mandates_tokens_over_http_2026_07_28() {
+    over_http("auto");
+}
+
 /// The HTTP server process, killed when the test ends however it ends.
-struct McpChild(Child);
+struct McpChild(Child, Option<BufReader<std::process::ChildStderr>>);
+
+impl McpChild {
+    /// `mandate mcp --http 127.0.0.1:0` with `extra` options; its URL, read from the
+    /// line it prints.
+    fn http(server: &Server, home: &std::path::Path, extra: &[&str]) -> (Self, String) {
+        Self::http_via(server, home, extra, &server.api)
+    }
+
+    /// As [`McpChild::http`], calling the API at `base` (a proxy in front of the server).
+    fn http_via(
+        server: &Server,
+        home: &std::path::Path,
+        extra: &[&str],
+        base: &str,
+    ) -> (Self, String) {
+        let (command, mut env) = mcp_command(server, home);
+        for (name, value) in &mut env {
+            if name == "MANDATE_BASE_URL" {
+                *value = base.to_owned();
+            }
+        }
+        let mut mcp = Command::new(&command[0]);
+        mcp.args(&command[1..])
+            .args(["--http", "127.0.0.1:0"])
+            .args(extra)
+            .env_clear()
+            .envs(env)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = mcp.spawn().unwrap();
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        stderr.read_line(&mut line).unwrap();
+        let url = line
+            .trim()
+            .strip_prefix("mandate mcp: listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line: {line}"))
+            .to_owned();
+        assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+        (Self(child, Some(stderr)), url)
+    }
+
+    /// Kills it; what it printed on stderr after its first line.
+    fn stop(&mut self) -> String {
+        let _ = self.0.kill();
+        let mut rest = String::new();
+        if let Some(mut stderr) = self.1.take() {
+            std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+        }
+        rest
+    }
+}
 
 impl Drop for McpChild {
     fn drop(&mut self) {

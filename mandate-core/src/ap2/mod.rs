@@ -14,7 +14,7 @@
 //! (recursively); a digest that names no disclosure is a decoy and is ignored.
 //!
 //! - [`verify_open_mandate`]: the issuer's ES256 signature against the organization's
-//!   trusted keys, the disclosures, `vct` = [`OPEN_VCT`], `iat`/`exp` against `now`, and
+//!   trusted keys, the disclosures, `vct` = `mandate.payment.open.1`, `iat`/`exp` against `now`, and
 //!   each constraint mapped onto Mandate terms ([`OpenMandate::terms`]) or kept as a bound
 //!   value ([`OpenMandate::payment_reference`], ...), or refused naming it.
 //! - [`read_stored_open_mandate`]: the same reading of a token verified at import, without
@@ -25,10 +25,21 @@
 //!
 //! Only ES256 is accepted for every signature: `alg` `none`, `HS256` or anything else is
 //! [`Ap2Error::UnsupportedAlgorithm`]. Both `r || s` twins of an ECDSA signature are
-//! accepted (AP2's issuers, through Python's `cryptography`, do not normalize `s`).
+//! accepted (AP2's issuers, through Python's `cryptography` and jwcrypto, do not normalize
+//! `s`: about half their signatures are high-S). An open mandate's
+//! [`OpenMandate::digest`] is of its issuer JWT exactly as issued, either twin (what AP2
+//! and a merchant compute); its [`OpenMandate::consent_key`] is one name for both twins,
+//! so a twin is never a second consent.
 //!
 //! Times are checked with a leeway of [`LEEWAY_SECS`] seconds each way, for clocks that
-//! differ a little (AP2's SDK allows 300).
+//! differ a little (AP2's SDK allows 300). A closed mandate's `iat` lies within its open
+//! mandate's validity, and without an `exp` it is refused once older than
+//! [`CLOSED_MAX_AGE_SECS`] (15 minutes).
+//!
+//! Payee ids are compared exactly (AP2's evaluator, `merchant_matches`, does): a closed
+//! mandate's payee must be one of the open mandate's `payment.allowed_payees` as written.
+//! Budgets finer than the currency's minor unit (JPY `150.5`) are refused; the amounts
+//! of the terms are written at the currency's minor unit (`150.00` USD).
 //!
 //! Amounts: AP2 writes `payment.amount_range` and payment amounts in integer minor units
 //! of the currency, and `payment.budget` in major units. Minor units become exact decimals
@@ -47,13 +58,19 @@ pub use closed::{ClosedMandate, verify_closed_mandate};
 pub use open::{OpenMandate, read_stored_open_mandate, verify_open_mandate};
 
 /// The `vct` of an AP2 open payment mandate (`open_payment_mandate.json`).
-pub const OPEN_VCT: &str = "mandate.payment.open.1";
+pub(crate) const OPEN_VCT: &str = "mandate.payment.open.1";
 
 /// The `vct` of an AP2 closed payment mandate (`payment_mandate.json`).
-pub const CLOSED_VCT: &str = "mandate.payment.1";
+pub(crate) const CLOSED_VCT: &str = "mandate.payment.1";
 
 /// How far, in seconds, `iat` may lie ahead of `now` and `exp` behind it.
 pub const LEEWAY_SECS: i64 = 60;
+
+/// How old, in seconds, a closed mandate without `exp` may be when it is presented (its
+/// `iat` at most 15 minutes, plus [`LEEWAY_SECS`], before `now`): a consent to one
+/// payment is redeemed when it is made, not kept for later. A closed mandate with an
+/// `exp` is valid until then instead.
+pub const CLOSED_MAX_AGE_SECS: i64 = 15 * 60;
 
 /// Why an AP2 mandate was refused. Each message names what to fix.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -136,6 +153,17 @@ pub enum Ap2Error {
         token: &'static str,
         /// Its `exp`.
         exp: i64,
+    },
+    /// A closed mandate without `exp` whose `iat` is more than [`CLOSED_MAX_AGE_SECS`]
+    /// (plus [`LEEWAY_SECS`]) before `now`.
+    #[error(
+        "the closed mandate was issued at {iat} (unix seconds), more than {max_age_secs} s ago, and has no exp; ask the agent for a fresh one"
+    )]
+    TooOld {
+        /// Its `iat`.
+        iat: i64,
+        /// [`CLOSED_MAX_AGE_SECS`].
+        max_age_secs: i64,
     },
     /// `iat` is more than [`LEEWAY_SECS`] in the future.
     #[error("the {token} is issued in the future (iat {iat} unix seconds)")]

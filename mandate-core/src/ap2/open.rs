@@ -48,10 +48,12 @@ const TOKEN: &str = "open mandate";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OpenMandate {
     digest: String,
+    consent_key: String,
     sd_jwt: String,
     holder: Jwk,
     terms: Map<String, Value>,
     currency: Currency,
+    payees: Option<Vec<String>>,
     reference: Option<String>,
     instruments: Option<Vec<Value>>,
     pisps: Option<Vec<Value>>,
@@ -68,13 +70,24 @@ impl OpenMandate {
         self.terms.clone()
     }
 
-    /// The open mandate's digest: base64url (no padding) of the SHA-256 of its issuer
-    /// JWT, as AP2 computes `issuer_jwt_hash` (`ap2.sdk.sdjwt.common`), with the ECDSA
-    /// signature in its low-S form: the two twins `(r, s)`, `(r, n - s)` of one signature
-    /// (both valid) name one mandate. It equals AP2's `issuer_jwt_hash` when the issuer's
-    /// signature is low-S, and names the mandate whatever disclosures are presented.
+    /// The open mandate's digest: base64url (no padding) of the SHA-256 of its issuer JWT
+    /// exactly as imported (`header.payload.signature`, the signature as the issuer made
+    /// it, high-S or low-S), as AP2 computes `issuer_jwt_hash` (`ap2.sdk.sdjwt.common`).
+    /// It names the mandate whatever disclosures are presented: the `source.digest` of an
+    /// imported mandate and the verdict's `ap2_mandate`.
     pub fn digest(&self) -> &str {
         &self.digest
+    }
+
+    /// The name of the consent this open mandate carries, free of signature
+    /// malleability: the digest of its issuer JWT with the ECDSA signature in its low-S
+    /// form. The two twins `(r, s)`, `(r, n - s)` of the issuer's signature (both valid)
+    /// have two [`digest`](Self::digest)s and one consent key, so a twin is the same
+    /// consent: [`ClosedMandate::credential_id`](super::ClosedMandate::credential_id) is
+    /// made from it, and a service keeping each open mandate in force in one place keys
+    /// it by it. Equal to [`digest`](Self::digest) when the issuer's signature is low-S.
+    pub(crate) fn consent_key(&self) -> &str {
+        &self.consent_key
     }
 
     /// The holder's key (`cnf.jwk`), which must sign closed mandates. Its `kid` is the
@@ -84,7 +97,7 @@ impl OpenMandate {
     }
 
     /// The SD-JWT as read (`<issuer-jwt>~<disclosure>~...~`), to store.
-    pub fn sd_jwt(&self) -> &str {
+    pub(crate) fn sd_jwt(&self) -> &str {
         &self.sd_jwt
     }
 
@@ -97,6 +110,13 @@ impl OpenMandate {
     /// mandate the payment is bound to), for the verdict.
     pub fn payment_reference(&self) -> Option<&str> {
         self.reference.as_deref()
+    }
+
+    /// `payment.allowed_payees` as Mandate recipients (`vendor:<id>`, each id as the
+    /// issuer wrote it), if constrained: a closed mandate's payee must be one of them
+    /// exactly, as AP2's evaluator matches merchant ids.
+    pub fn allowed_payees(&self) -> Option<&[String]> {
+        self.payees.as_deref()
     }
 
     /// `payment.allowed_payment_instruments`'s `allowed` list, as given, if constrained.
@@ -156,8 +176,11 @@ pub fn verify_open_mandate(
             }
         }
     }
-    let digest = jwt.digest();
-    read(&compact, digest, jwt.payload, Some(now))
+    let names = Names {
+        digest: jwt.digest(),
+        consent_key: jwt.consent_key(),
+    };
+    read(&compact, names, jwt.payload, Some(now))
 }
 
 /// Reads an open mandate verified when it was imported: its structure, disclosures and
@@ -166,8 +189,11 @@ pub fn verify_open_mandate(
 pub fn read_stored_open_mandate(sd_jwt: &str) -> Result<OpenMandate, Ap2Error> {
     let compact = sdjwt::split(sd_jwt, TOKEN)?;
     let jwt = sdjwt::decode_jwt(compact.issuer_jwt, TOKEN)?;
-    let digest = jwt.digest();
-    read(&compact, digest, jwt.payload, None)
+    let names = Names {
+        digest: jwt.digest(),
+        consent_key: jwt.consent_key(),
+    };
+    read(&compact, names, jwt.payload, None)
 }
 
 fn invalid(claim: impl Into<String>, problem: impl Into<String>) -> Ap2Error {
@@ -196,9 +222,16 @@ fn unix(seconds: i64, claim: &str) -> Result<OffsetDateTime, Ap2Error> {
     OffsetDateTime::from_unix_timestamp(seconds).map_err(|_| invalid(claim, "is out of range"))
 }
 
+/// The two names of an open mandate ([`OpenMandate::digest`],
+/// [`OpenMandate::consent_key`]).
+struct Names {
+    digest: String,
+    consent_key: String,
+}
+
 fn read(
     compact: &Compact<'_>,
-    digest: String,
+    names: Names,
     payload: Map<String, Value>,
     now: Option<OffsetDateTime>,
 ) -> Result<OpenMandate, Ap2Error> {
@@ -267,11 +300,13 @@ fn read(
     };
     let (terms, currency) = mapped.terms(expires)?;
     Ok(OpenMandate {
-        digest,
+        digest: names.digest,
+        consent_key: names.consent_key,
         sd_jwt: compact.sd_jwt(),
         holder,
         terms,
         currency,
+        payees: mapped.payees,
         reference: mapped.reference,
         instruments: mapped.instruments,
         pisps: mapped.pisps,
@@ -368,6 +403,29 @@ struct Mapped {
     pisps: Option<Vec<Value>>,
 }
 
+/// One constraint object being read: its `type` and its members.
+struct Constraint<'a> {
+    kind: &'a str,
+    members: &'a Map<String, Value>,
+}
+
+impl Constraint<'_> {
+    /// A member, unless absent or null.
+    fn field(&self, name: &str) -> Option<&Value> {
+        self.members.get(name).filter(|v| !v.is_null())
+    }
+
+    /// A member that must be there.
+    fn required(&self, name: &str) -> Result<&Value, Ap2Error> {
+        self.field(name).ok_or_else(|| missing(self.path(name)))
+    }
+
+    /// The member's dotted path, `payment.budget.max`.
+    fn path(&self, name: &str) -> String {
+        format!("{}.{name}", self.kind)
+    }
+}
+
 impl Mapped {
     fn from_constraints(constraints: &[Map<String, Value>]) -> Result<Self, Ap2Error> {
         let mut mapped = Self::default();
@@ -407,103 +465,117 @@ impl Mapped {
         {
             return Err(Ap2Error::UnsupportedConstraint(format!("{kind}.{name}")));
         }
-        let field = |name: &str| c.get(name).filter(|v| !v.is_null());
-        let required = |name: &str| field(name).ok_or_else(|| missing(format!("{kind}.{name}")));
+        let c = Constraint { kind, members: c };
         match kind {
             "payment.amount_range" => {
-                let exponent = self.currency(kind, required("currency")?)?;
-                self.max = Some(minor(required("max")?, exponent, &format!("{kind}.max"))?);
-                self.min = field("min")
-                    .map(|v| minor(v, exponent, &format!("{kind}.min")))
+                let exponent = self.currency(kind, c.required("currency")?)?;
+                self.max = Some(minor(c.required("max")?, exponent, &c.path("max"))?);
+                self.min = c
+                    .field("min")
+                    .map(|v| minor(v, exponent, &c.path("min")))
                     .transpose()?;
             }
-            "payment.budget" => {
-                self.currency(kind, required("currency")?)?;
-                let max = required("max")?;
-                self.budget = Some(amount_from_json(max).map_err(|e| {
-                    invalid(
-                        format!("{kind}.max"),
-                        format!("must be an exact amount in major units: {e}"),
-                    )
-                })?);
-            }
-            "payment.agent_recurrence" => {
-                let frequency = required("frequency")?.as_str().unwrap_or_default();
-                let window = match frequency {
-                    "ON_DEMAND" => None,
-                    "DAILY" => Some("per_day"),
-                    "WEEKLY" => Some("per_week"),
-                    "MONTHLY" => Some("per_month"),
-                    "BIWEEKLY" | "QUARTERLY" | "ANNUALLY" => {
-                        return Err(unenforceable(
-                            kind,
-                            format!(
-                                "frequency {frequency} has no count window in Mandate (a day, an ISO week, a calendar month)"
-                            ),
-                        ));
-                    }
-                    _ => {
-                        return Err(invalid(
-                            format!("{kind}.frequency"),
-                            "is not an AP2 frequency",
-                        ));
-                    }
-                };
-                if let Some(window) = window {
-                    self.count.insert(window.to_owned(), json!(1));
-                }
-                if let Some(max) = field("max_occurrences") {
-                    let n = max.as_u64().filter(|n| *n >= 1).ok_or_else(|| {
-                        invalid(
-                            format!("{kind}.max_occurrences"),
-                            "must be a whole number from 1",
-                        )
-                    })?;
-                    self.count.insert("total".to_owned(), json!(n));
-                }
-            }
-            "payment.allowed_payees" => {
-                let allowed = list(required("allowed")?, kind)?;
-                if allowed.is_empty() {
-                    return Err(unenforceable(
-                        kind,
-                        "its allowed list is empty (no payee could be paid)",
-                    ));
-                }
-                let mut payees = Vec::with_capacity(allowed.len());
-                for payee in allowed {
-                    payees.push(
-                        payee_recipient(payee)
-                            .map_err(|problem| invalid(format!("{kind}.allowed[].id"), problem))?,
-                    );
-                }
-                self.payees = Some(payees);
-            }
+            "payment.budget" => self.read_budget(&c)?,
+            "payment.agent_recurrence" => self.read_recurrence(&c)?,
+            "payment.allowed_payees" => self.read_payees(&c)?,
             "payment.allowed_payment_instruments" => {
-                self.instruments = Some(list(required("allowed")?, kind)?.to_vec());
+                self.instruments = Some(list(c.required("allowed")?, kind)?.to_vec());
             }
             "payment.allowed_pisps" => {
-                self.pisps = Some(list(required("allowed")?, kind)?.to_vec())
+                self.pisps = Some(list(c.required("allowed")?, kind)?.to_vec())
             }
             "payment.execution_date" => {
-                if let Some(v) = field("not_before") {
-                    self.not_before = Some(day(v, &format!("{kind}.not_before"), true)?);
+                if let Some(v) = c.field("not_before") {
+                    self.not_before = Some(day(v, &c.path("not_before"), true)?);
                 }
-                if let Some(v) = field("not_after") {
-                    self.not_after = Some(day(v, &format!("{kind}.not_after"), false)?);
+                if let Some(v) = c.field("not_after") {
+                    self.not_after = Some(day(v, &c.path("not_after"), false)?);
                 }
             }
             _ => {
-                let id = required("conditional_transaction_id")?;
+                let id = c.required("conditional_transaction_id")?;
                 let id = id.as_str().filter(|s| !s.is_empty()).ok_or_else(|| {
                     invalid(
-                        format!("{kind}.conditional_transaction_id"),
+                        c.path("conditional_transaction_id"),
                         "must be a non-empty string",
                     )
                 })?;
                 self.reference = Some(id.to_owned());
             }
         }
+        Ok(())
+    }
+
+    /// `payment.budget`: major units, no finer than the currency's minor unit, written at
+    /// that unit.
+    fn read_budget(&mut self, c: &Constraint<'_>) -> Result<(), Ap2Error> {
+        let exponent = self.currency(c.kind, c.required("currency")?)?;
+        let budget = amount_from_json(c.required("max")?).map_err(|e| {
+            invalid(
+                c.path("max"),
+                format!("must be an exact amount in major units: {e}"),
+            )
+        })?;
+        let at_unit = at_minor_unit(budget, exponent).ok_or_else(|| {
+            let code = self.currency.as_ref().map_or("", |(code, _)| code);
+            unenforceable(
+                c.kind,
+                format!(
+                    "max {budget} is finer than {code}'s minor unit ({exponent} decimal places): no payment can spend it exactly; give a whole number of minor units"
+                ),
+            )
+        })?;
+        self.budget = Some(at_unit);
+        Ok(())
+    }
+
+    /// `payment.agent_recurrence` as count limits (module doc).
+    fn read_recurrence(&mut self, c: &Constraint<'_>) -> Result<(), Ap2Error> {
+        let frequency = c.required("frequency")?.as_str().unwrap_or_default();
+        let window = match frequency {
+            "ON_DEMAND" => None,
+            "DAILY" => Some("per_day"),
+            "WEEKLY" => Some("per_week"),
+            "MONTHLY" => Some("per_month"),
+            "BIWEEKLY" | "QUARTERLY" | "ANNUALLY" => {
+                return Err(unenforceable(
+                    c.kind,
+                    format!(
+                        "frequency {frequency} has no count window in Mandate (a day, an ISO week, a calendar month)"
+                    ),
+                ));
+            }
+            _ => return Err(invalid(c.path("frequency"), "is not an AP2 frequency")),
+        };
+        if let Some(window) = window {
+            self.count.insert(window.to_owned(), json!(1));
+        }
+        if let Some(max) = c.field("max_occurrences") {
+            let n = max.as_u64().filter(|n| *n >= 1).ok_or_else(|| {
+                invalid(c.path("max_occurrences"), "must be a whole number from 1")
+            })?;
+            self.count.insert("total".to_owned(), json!(n));
+        }
+        Ok(())
+    }
+
+    /// `payment.allowed_payees` as recipients `vendor:<id>` (a non-empty list).
+    fn read_payees(&mut self, c: &Constraint<'_>) -> Result<(), Ap2Error> {
+        let allowed = list(c.required("allowed")?, c.kind)?;
+        if allowed.is_empty() {
+            return Err(unenforceable(
+                c.kind,
+                "its allowed list is empty (no payee could be paid)",
+            ));
+        }
+        let mut payees = Vec::with_capacity(allowed.len());
+        for payee in allowed {
+            payees.push(
+                payee_recipient(payee)
+                    .map_err(|problem| invalid(c.path("allowed[].id"), problem))?,
+            );
+        }
+        self.payees = Some(payees);
         Ok(())
     }
 
@@ -594,6 +666,22 @@ pub(crate) fn minor(value: &Value, exponent: u32, claim: &str) -> Result<Amount,
         .ok_or_else(|| invalid(claim, "must be a whole, non-negative number of minor units"))?;
     Amount::from_decimal(Decimal::new(units, exponent))
         .map_err(|e| invalid(claim, format!("is not an amount: {e}")))
+}
+
+/// `amount` written at the currency's minor unit (`exponent` decimal places: 150.0 USD
+/// is 150.00), or `None` when it is finer than that unit (150.5 JPY, 1.2345 KWD).
+fn at_minor_unit(amount: Amount, exponent: u32) -> Option<Amount> {
+    let value = amount.value().normalize();
+    if value.scale() > exponent {
+        return None;
+    }
+    let mut scaled = value;
+    scaled.rescale(exponent);
+    // Past 28 digits a wider scale cannot be held: the amount stays as it is, exact.
+    if scaled != value {
+        return Some(amount);
+    }
+    Amount::from_decimal(scaled).ok()
 }
 
 /// An amount as a JSON number of its exact text (exact where serde_json keeps text).

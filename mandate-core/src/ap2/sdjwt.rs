@@ -73,6 +73,8 @@ pub(crate) struct Jwt<'a> {
     pub(crate) payload: Map<String, Value>,
     /// `header.payload`, what the signature covers.
     pub(crate) signing_input: &'a str,
+    /// `header.payload.signature`, as given.
+    pub(crate) text: &'a str,
     /// The signature bytes.
     pub(crate) signature: Vec<u8>,
 }
@@ -124,6 +126,7 @@ pub(crate) fn decode_jwt<'a>(jwt: &'a str, what: &'static str) -> Result<Jwt<'a>
         header,
         payload,
         signing_input: &jwt[..h.len() + 1 + p.len()],
+        text: jwt,
         signature,
     })
 }
@@ -145,10 +148,17 @@ impl Jwt<'_> {
         }
     }
 
-    /// The digest naming this JWT whatever twin of its ECDSA signature it carries: the
-    /// base64url SHA-256 of `header.payload.signature` with the signature in low-S form
-    /// (AP2's `issuer_jwt_hash` when the signature already is low-S).
+    /// The digest of this JWT: the base64url SHA-256 of `header.payload.signature`
+    /// exactly as given, high-S or low-S signature alike (AP2's `issuer_jwt_hash`).
     pub(crate) fn digest(&self) -> String {
+        b64_sha256(self.text)
+    }
+
+    /// The name of what this JWT states, whatever ECDSA twin of its signature it carries:
+    /// the base64url SHA-256 of `header.payload.signature` with the signature in its low-S
+    /// form. The two twins `(r, s)`, `(r, n - s)` of one signature (both valid) have two
+    /// digests and one consent key, so a twin cannot pass for another consent.
+    pub(crate) fn consent_key(&self) -> String {
         let low = Signature::from_slice(&self.signature)
             .ok()
             .filter(|_| self.signature.len() == 64)

@@ -5,9 +5,9 @@ use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
 use crate::amount::Amount;
-use crate::claims::RequestClaims;
 use crate::id::{DecisionId, MandateId, Nonce, ReviewId};
 use crate::names::{Category, Currency, Recipient};
+use crate::policy::AuthorizationRequest;
 use crate::policy::{Mode, Verdict};
 use crate::review::{Review, ReviewStatus};
 
@@ -16,6 +16,14 @@ use crate::review::{Review, ReviewStatus};
 /// `created_at`. Also the `data` of `decision.*` events other than `decision.resolved`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Decision {
+    /// The ACP allowance's digest it is bound to (the `acp_allowance` claim); absent when
+    /// none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acp_allowance: Option<String>,
+    /// The ACP allowance's checkout session it is bound to (the `acp_checkout_session`
+    /// claim); absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acp_checkout_session: Option<String>,
     /// The AP2 open payment mandate's digest it is bound to (the `ap2_mandate` claim);
     /// absent when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -37,6 +45,15 @@ pub struct Decision {
     pub iss: String,
     /// The decision id, as signed.
     pub jti: DecisionId,
+    /// On reads of the log: its place in the organization's decision log, with the
+    /// inclusion proof against the newest checkpoint, once a checkpoint covers it
+    /// (`Some(None)`, written `null`, until then); absent (`None`) in events' data.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present_entry"
+    )]
+    pub log: Option<Option<crate::tlog::LogEntry>>,
     /// The mandate it was judged under; `null` for `deny_no_mandate`.
     pub mandate: Option<MandateId>,
     /// The mode in force when it was made.
@@ -50,7 +67,7 @@ pub struct Decision {
     /// Why, with the numbers involved; `null` for a plain allow.
     pub reason: Option<String>,
     /// The request that was judged.
-    pub request: RequestClaims,
+    pub request: AuthorizationRequest,
     /// The review it opened, if any.
     pub review: Option<ReviewId>,
     /// When the review it opened expires (or expired) unresolved; on reads of the log
@@ -62,6 +79,18 @@ pub struct Decision {
         with = "crate::timefmt::option"
     )]
     pub review_expires_at: Option<OffsetDateTime>,
+    /// Once the review it opened was denied: the reason the person gave, if any (the
+    /// review's `reason`), on the same reads as `review_expires_at`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review_reason: Option<String>,
+    /// Once the review it opened was resolved: when it was approved, denied or expired
+    /// (the review's `resolved_at`), on the same reads as `review_expires_at`.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::timefmt::option"
+    )]
+    pub review_resolved_at: Option<OffsetDateTime>,
     /// Where the review it opened stands, on the same reads as `review_expires_at`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub review_status: Option<ReviewStatus>,
@@ -94,6 +123,13 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<Strin
     Option::<String>::deserialize(d).map(Some)
 }
 
+/// [`present`] for the `log` member.
+fn present_entry<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Option<crate::tlog::LogEntry>>, D::Error> {
+    Option::<crate::tlog::LogEntry>::deserialize(d).map(Some)
+}
+
 /// The answer to the request (or approval) that made a decision: the decision's members
 /// with `review` the whole review it opened, and the signed `verdict_token` last.
 ///
@@ -123,7 +159,7 @@ pub struct DecisionAnswer {
     /// Its single-use nonce.
     pub nonce: Nonce,
     /// The request that was judged.
-    pub request: RequestClaims,
+    pub request: AuthorizationRequest,
     /// The AP2 open payment mandate's digest it is bound to (the `ap2_mandate` claim);
     /// absent when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -136,6 +172,14 @@ pub struct DecisionAnswer {
     /// none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub x402_payment: Option<String>,
+    /// The ACP allowance's digest it is bound to (the `acp_allowance` claim); absent when
+    /// none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acp_allowance: Option<String>,
+    /// The ACP allowance's checkout session it is bound to (the `acp_checkout_session`
+    /// claim); absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acp_checkout_session: Option<String>,
     /// The mode in force.
     pub mode: Mode,
     /// Why; `null` for a plain allow.
@@ -187,9 +231,41 @@ pub struct Ap2Presentation {
     pub closed_mandate: String,
 }
 
+/// The `acp` member of `POST /v1/authorizations`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AcpPresentation {
+    /// The Agentic Commerce Protocol's delegated payment allowance the request is made
+    /// under, as ACP writes it.
+    pub allowance: AcpAllowance,
+}
+
+/// ACP's delegated payment allowance as ACP writes it (`delegate_payment`'s `Allowance`):
+/// its six members and no other. The server reads the member as a tree and judges each
+/// value itself ([`crate::Allowance::from_json`] names a wrong one); this is its shape.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AcpAllowance {
+    /// The checkout session it pays, once.
+    pub checkout_session_id: String,
+    /// An ISO 4217 code, lower case in ACP (`usd`).
+    pub currency: String,
+    /// Until when it holds, RFC 3339.
+    pub expires_at: String,
+    /// The maximum, in minor units of the currency.
+    pub max_amount: u64,
+    /// The merchant: the request's recipient is `vendor:<merchant_id>`.
+    pub merchant_id: String,
+    /// `one_time`, the one reason ACP defines.
+    pub reason: String,
+}
+
 /// The body of `POST /v1/authorizations` (the agent is the key's).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Authorize {
+    /// The ACP delegated payment allowance the request is made under, if any: the amount
+    /// is its maximum (docs/protocols.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acp: Option<AcpPresentation>,
     /// The amount, exact.
     pub amount: Amount,
     /// The agent's AP2 closed payment mandate for exactly this payment, if it presents one
@@ -203,7 +279,7 @@ pub struct Authorize {
     /// Who is to be paid, `vendor:<name>`.
     pub recipient: Recipient,
     /// The x402 payment this is for (a v2 PaymentRequirements, or a PaymentPayload whose
-    /// `accepted` is read; [`crate::x402`]): the verdict then carries `x402_payment`.
+    /// `accepted` is read; [`crate::PaymentRequirements`]): the verdict then carries `x402_payment`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub x402: Option<serde_json::Value>,
 }

@@ -138,24 +138,24 @@ impl From<MandateDraft> for CreateMandate {
     }
 }
 
-/// The stored mandate in its API shape: here, not in [`crate::mandate`], so that the
-/// mandate's rules import nothing of the wire.
-impl crate::mandate::Mandate {
-    /// The mandate in its API shape, with the status as seen at `now`.
-    pub fn to_json(&self, now: OffsetDateTime) -> Value {
-        super::to_value(&self.to_wire(now)).unwrap_or(Value::Null)
-    }
+/// A stored mandate in its API shape, as JSON, with its status as seen at `now`.
+pub fn mandate_json(mandate: &crate::mandate::Mandate, now: OffsetDateTime) -> Value {
+    super::to_value(&Mandate::of(mandate, now)).unwrap_or(Value::Null)
+}
 
-    /// The mandate as the API returns it, with its status as seen at `now`.
-    pub fn to_wire(&self, now: OffsetDateTime) -> crate::wire::Mandate {
-        let terms = &self.terms;
+/// The stored mandate in its API shape: here, not in the `mandate` module, so that the
+/// mandate's rules import nothing of the wire.
+impl Mandate {
+    /// A stored mandate as the API returns it, with its status as seen at `now`.
+    pub fn of(mandate: &crate::mandate::Mandate, now: OffsetDateTime) -> Self {
+        let terms = &mandate.terms;
         Mandate {
             agent: terms.agent.clone(),
             categories: terms.categories.clone(),
-            created_at: self.created_at,
+            created_at: mandate.created_at,
             escrow: terms.escrow.clone(),
             expires: terms.expires,
-            id: self.id.clone(),
+            id: mandate.id.clone(),
             limits: terms.limits.clone(),
             not_before: terms.not_before,
             principal: terms.principal.clone(),
@@ -164,7 +164,7 @@ impl crate::mandate::Mandate {
             source: None,
             spent: None,
             remaining: None,
-            status: self.status_at(now),
+            status: mandate.status_at(now),
         }
     }
 }
@@ -176,11 +176,13 @@ mod date {
 
     use crate::mandate::{format_date, parse_date};
 
-    pub fn serialize<S: Serializer>(date: &Date, serializer: S) -> Result<S::Ok, S::Error> {
+    pub(super) fn serialize<S: Serializer>(date: &Date, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_str(&format_date(*date))
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Date, D::Error> {
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Date, D::Error> {
         let text = String::deserialize(deserializer)?;
         parse_date(&text)
             .ok_or_else(|| serde::de::Error::custom(format!("{text:?} is not a YYYY-MM-DD date")))
@@ -192,14 +194,17 @@ mod opt_date {
     use serde::{Deserializer, Serializer};
     use time::Date;
 
-    pub fn serialize<S: Serializer>(date: &Option<Date>, serializer: S) -> Result<S::Ok, S::Error> {
+    pub(super) fn serialize<S: Serializer>(
+        date: &Option<Date>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
         match date {
             Some(date) => super::date::serialize(date, serializer),
             None => serializer.serialize_none(),
         }
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
         deserializer: D,
     ) -> Result<Option<Date>, D::Error> {
         super::date::deserialize(deserializer).map(Some)

@@ -24,11 +24,14 @@ mod reviews;
 mod webhooks;
 
 pub use agents::{Agent, CreateAgent, CreatedAgent};
-pub use decisions::{Ap2Presentation, Authorize, Decision, DecisionAnswer, OpenedReview};
+pub use decisions::{
+    AcpAllowance, AcpPresentation, Ap2Presentation, Authorize, Decision, DecisionAnswer,
+    OpenedReview,
+};
 pub use enforcement::{Enforcement, SetEnforcement};
 pub use escrows::{CreateEscrow, Escrow};
 pub use events::{Event, EventDelivery};
-pub use mandates::{CreateMandate, Mandate, MandateSource, Spent};
+pub use mandates::{CreateMandate, Mandate, MandateSource, Spent, mandate_json};
 pub use reviews::{DenyReview, Review};
 pub use webhooks::{CreateWebhook, PingAnswer, Webhook};
 

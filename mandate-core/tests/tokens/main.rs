@@ -6,19 +6,12 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, KeyInit, Mac};
-use mandate_core::amount::Amount;
-use mandate_core::claims::{
-    EVENT_LIFETIME_SECS, EventClaims, RequestClaims, VERDICT_LIFETIME_SECS, VerdictClaims,
-};
-use mandate_core::id::{AgentId, DecisionId, EventId, MandateId, Nonce};
-use mandate_core::jwk::JwkSet;
-use mandate_core::jws::{
-    P256Signer, Signer, TokenError, TokenKind, TokenPart, VerifyOptions, sign_token, verify_event,
-};
-use mandate_core::names::{Category, Currency, Recipient};
-use mandate_core::policy::Verdict;
 use mandate_core::{
-    CheckError, Counterparty, EnvironmentPolicy, ExpectedTransaction, MemoryReplayGuard, Objection,
+    AgentId, Amount, AuthorizationRequest, Category, CheckError, Counterparty, Currency,
+    DecisionId, EnvironmentPolicy, EventClaims, EventId, ExpectedTransaction, JwkSet, MandateId,
+    MemoryReplayGuard, Nonce, Objection, P256Signer, Recipient, Signer, TokenError, TokenPart,
+    VERDICT_LIFETIME_SECS, Verdict, VerdictClaims, VerifyOptions, sign_token,
+    unstable::jws::TokenKind, verify_event,
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -42,9 +35,7 @@ fn set(signers: &[&P256Signer]) -> JwkSet {
 
 fn verdict(iat: i64, seed: u8) -> VerdictClaims {
     VerdictClaims {
-        ap2_mandate: None,
-        ap2_transaction: None,
-        x402_payment: None,
+        bindings: mandate_core::Bindings::default(),
         iss: ISS.to_owned(),
         jti: DecisionId::from_random([seed; 16]),
         iat,
@@ -54,7 +45,7 @@ fn verdict(iat: i64, seed: u8) -> VerdictClaims {
         mandate: Some(MandateId::from_random([seed.wrapping_add(1); 16])),
         policy_version: "pol_2026-01-01.1".to_owned(),
         nonce: Nonce::from_random([seed.wrapping_add(2); 16]),
-        request: RequestClaims {
+        request: AuthorizationRequest {
             agent: AgentId::parse("agt_buyer-1").unwrap(),
             amount: Amount::parse("100.10").unwrap(),
             currency: Currency::parse("USD").unwrap(),
@@ -69,7 +60,7 @@ fn event(iat: i64) -> EventClaims {
         iss: ISS.to_owned(),
         jti: EventId::from_random([5; 16]),
         iat,
-        exp: iat + EVENT_LIFETIME_SECS,
+        exp: iat + mandate_core::unstable::claims::EVENT_LIFETIME_SECS,
         event_type: "mandate.revoked".to_owned(),
         data: json!({"id": "mnd_abc", "status": "revoked"}),
     }
@@ -92,7 +83,7 @@ fn verify_verdict(
     jwks: &JwkSet,
     options: &VerifyOptions,
 ) -> Result<VerdictClaims, TokenError> {
-    let result = mandate_core::jws::verify_verdict(token, jwks, options);
+    let result = mandate_core::verify_verdict(token, jwks, options);
     let now = options.now;
     let counterparty = Counterparty::new(options.issuer.clone())
         .leeway_secs(options.leeway_secs)

@@ -15,10 +15,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use mandate_core::history::{AgentHistory, VELOCITY_LIMIT};
-use mandate_core::id::AgentId;
-use mandate_core::mandate::Mandate;
-use mandate_core::policy::Mode;
+use mandate_core::{AgentHistory, AgentId, Mandate, Mode, unstable::history::VELOCITY_LIMIT};
 use time::{Date, OffsetDateTime, Time, UtcOffset};
 use tokio::sync::OwnedMutexGuard;
 
@@ -108,10 +105,10 @@ pub fn spend_since(now: OffsetDateTime) -> OffsetDateTime {
 pub fn state_from(record: AgentRecord) -> AgentState {
     let mut history = AgentHistory::default();
     for at in record.recent_requests {
-        history.velocity.record(from_ms(at));
+        mandate_core::unstable::history::velocity_mut(&mut history).record(from_ms(at));
     }
     for (amount, at) in record.allowed_since {
-        history.spend.add(amount, from_ms(at));
+        mandate_core::unstable::history::spend_mut(&mut history).add(amount, from_ms(at));
     }
     AgentState {
         mandate: record.mandate,

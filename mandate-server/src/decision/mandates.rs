@@ -4,14 +4,13 @@
 
 use std::sync::Arc;
 
-use mandate_core::history::SpendToDate;
-use mandate_core::mandate::{Mandate, MandateStatus};
+use mandate_core::{Mandate, MandateStatus};
 use time::OffsetDateTime;
 
 use super::agents::AgentStates;
 use crate::clock::ms;
 use crate::model::Env;
-use crate::storage::ap2::Ap2Source;
+use crate::storage::ap2::{Ap2Import, Ap2Source};
 use crate::storage::events::NewEvent;
 use crate::storage::mandates::{MandateRevoked, Revocation};
 use crate::storage::{StorageError, Store};
@@ -26,34 +25,49 @@ pub async fn put(
     mandate: &Mandate,
     now: OffsetDateTime,
 ) -> Result<(), StorageError> {
-    put_from(store, agents, org, env, mandate, None, now).await
+    put_from(store, agents, org, env, mandate, None, now)
+        .await
+        .map(|_| ())
 }
 
-/// [`put`], with the AP2 open mandate it was imported from, stored with it.
+/// [`put`], with the AP2 open mandate it was imported from (and its consent key), stored
+/// with it if that open mandate is in force here ([`Ap2Import`]; otherwise nothing
+/// changes).
 pub async fn put_from(
     store: &dyn Store,
     agents: &AgentStates,
     org: &Arc<str>,
     env: Env,
     mandate: &Mandate,
-    source: Option<&Ap2Source>,
+    source: Option<(&Ap2Source, &str)>,
     now: OffsetDateTime,
-) -> Result<(), StorageError> {
+) -> Result<Ap2Import, StorageError> {
     let mut slot = agents
         .lock(store, org, env, &mandate.terms.agent, now)
         .await?;
     // Taken out while the write runs: if it fails, the next request rebuilds the state.
     let taken = slot.take();
-    match source {
-        Some(source) => store.insert_ap2_mandate(org, env, mandate, source).await?,
-        None => store.insert_mandate(org, env, mandate).await?,
+    let stored = match source {
+        Some((source, consent_key)) => {
+            store
+                .insert_ap2_mandate(org, env, mandate, source, consent_key)
+                .await?
+        }
+        None => {
+            store.insert_mandate(org, env, mandate).await?;
+            Ap2Import::Stored
+        }
+    };
+    match (taken, &stored) {
+        (Some(mut state), Ap2Import::Stored) => {
+            state.mandate = Some(mandate.clone());
+            state.history.start_mandate();
+            *slot = Some(state);
+        }
+        // Nothing changed: the state stays as it was.
+        (taken, _) => *slot = taken,
     }
-    if let Some(mut state) = taken {
-        state.mandate = Some(mandate.clone());
-        state.history.spend = SpendToDate::default();
-        *slot = Some(state);
-    }
-    Ok(())
+    Ok(stored)
 }
 
 /// What revoking `mandate` at `now` writes: only an active mandate is revoked (an expired
@@ -69,7 +83,7 @@ pub fn revocation(mandate: &Mandate, now: OffsetDateTime) -> Result<MandateRevok
     Ok(MandateRevoked {
         event: NewEvent {
             event_type: "mandate.revoked",
-            data: revoked.to_json(now),
+            data: mandate_core::unstable::wire::mandate_json(&revoked, now),
         },
         mandate: revoked,
         at_ms: ms(now),

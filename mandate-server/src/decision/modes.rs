@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
-use mandate_core::policy::Mode;
+use mandate_core::Mode;
 
 use crate::model::Env;
 

@@ -12,13 +12,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mandate_core::claims::{Bindings, Issuance, RequestClaims, VerdictClaims};
-use mandate_core::id::{DecisionId, MandateId, Nonce, ReviewId};
-use mandate_core::jws::{Signer, sign_payload};
-use mandate_core::policy::{
-    AuthorizationRequest, Evaluation, Mode, SingleUse, evaluate_approval, evaluate_presenting,
+use mandate_core::{
+    AuthorizationRequest, Bindings, DecisionId, Evaluation, Issuance, MandateId, Mode, Nonce,
+    Signer, VerdictClaims, unstable::history, unstable::id::ReviewId, unstable::jws::sign_payload,
+    unstable::policy, unstable::policy::SingleUse, unstable::policy::evaluate_approval,
+    unstable::policy::evaluate_presenting, unstable::review::Review,
 };
-use mandate_core::review::Review;
 use time::OffsetDateTime;
 use tokio::sync::OwnedMutexGuard;
 
@@ -51,7 +50,7 @@ pub enum DecisionError {
     #[error(
         "agent {0} is being decided by other server processes right now; nothing was stored: retry after 1 s (a POST with the same Idempotency-Key)"
     )]
-    Contended(mandate_core::id::AgentId),
+    Contended(mandate_core::AgentId),
     /// The request's claim on its Idempotency-Key ran out while it was being decided and
     /// another request with the key took it over: nothing was stored for this one.
     #[error(
@@ -66,7 +65,7 @@ pub enum DecisionError {
     )]
     MandateReplaced {
         /// The agent.
-        agent: mandate_core::id::AgentId,
+        agent: mandate_core::AgentId,
         /// The mandate the credential was checked against.
         checked: MandateId,
     },
@@ -119,6 +118,72 @@ pub enum Input {
     },
 }
 
+/// An [`Input`] taken apart: what every decision is made from, and the approval when it is
+/// one.
+struct Parts {
+    request: AuthorizationRequest,
+    slot: Option<AgentSlot>,
+    credential: Option<Credential>,
+    bindings: Bindings,
+    approval: Option<(Review, Box<Decision>)>,
+}
+
+impl Input {
+    /// The request decided (an approval's is its original decision's, bound to what that
+    /// one was), with the rest of the input.
+    fn into_parts(self) -> Parts {
+        match self {
+            Self::Request {
+                request,
+                slot,
+                credential,
+                bindings,
+            } => Parts {
+                request,
+                slot,
+                credential,
+                bindings,
+                approval: None,
+            },
+            Self::Approval { approved, original } => Parts {
+                request: original.claims.request.clone(),
+                slot: None,
+                credential: None,
+                // The fresh decision is bound to what the original was.
+                bindings: original.claims.bindings.clone(),
+                approval: Some((approved, original)),
+            },
+        }
+    }
+}
+
+/// Whether `credential` was checked against the mandate the agent's `state` has now: if
+/// another replaced it meanwhile, nothing may be decided under the credential.
+fn still_under(
+    credential: &Credential,
+    state: &AgentState,
+    agent: &mandate_core::AgentId,
+) -> Result<(), DecisionError> {
+    if state.mandate.as_ref().map(|m| &m.id) == Some(&credential.mandate) {
+        Ok(())
+    } else {
+        Err(DecisionError::MandateReplaced {
+            agent: agent.clone(),
+            checked: credential.mandate.clone(),
+        })
+    }
+}
+
+/// A review a decision opens, with its event's data (the decision as JSON).
+type Opened = (Review, String);
+
+/// Claims as signed: the claims, the token and the claims' JSON exactly as signed.
+struct Signed {
+    claims: VerdictClaims,
+    token: String,
+    claims_json: Vec<u8>,
+}
+
 /// Everything a decision is made with: where it is stored, the agents' locks, the signer,
 /// and who decides in which mode and when.
 pub struct Decider<'a> {
@@ -157,7 +222,7 @@ pub struct Decided<'a> {
     evaluation: Evaluation,
     decision: Decision,
     /// The review this decision opens, with its event's data.
-    opened: Option<(Review, String)>,
+    opened: Option<Opened>,
     /// On an approval, the review approved and the decision that opened it.
     approved: Option<(Review, Box<Decision>)>,
     /// The single-use credential presented with the request, if any, and the mandate it
@@ -222,20 +287,13 @@ impl<'a> Decider<'a> {
     /// Locks the input's agent, evaluates it against the agent's current mandate and
     /// history, signs the claims and encodes the answer.
     pub async fn decide(&self, input: Input) -> Result<Decided<'a>, DecisionError> {
-        let (request, slot, credential, bindings, approval) = match input {
-            Input::Request {
-                request,
-                slot,
-                credential,
-                bindings,
-            } => (request, slot, credential, bindings, None),
-            Input::Approval { approved, original } => {
-                let request = AuthorizationRequest::from(original.claims.request.clone());
-                // The fresh decision is bound to what the original was.
-                let bindings = original.claims.bindings();
-                (request, None, None, bindings, Some((approved, original)))
-            }
-        };
+        let Parts {
+            request,
+            slot,
+            credential,
+            bindings,
+            approval,
+        } = input.into_parts();
         let agent = request.agent.clone();
         let slot = slot.unwrap_or_else(|| self.agents.slot(self.org, self.env, &agent));
         let mut guard =
@@ -243,40 +301,17 @@ impl<'a> Decider<'a> {
         let mut state = guard
             .take()
             .ok_or_else(|| StorageError::Task("agent state not loaded".into()))?;
-        // A mode read with the state just now (an engine shared by processes) is fresher
-        // than the cached one: it decides, and the cache takes it.
-        let mode = match state.mode.take() {
-            Some(read) => {
-                if read != self.mode {
-                    self.modes.set(self.org, self.env, read);
-                }
-                read
-            }
-            None => self.mode,
-        };
+        let mode = self.mode_with(&mut state);
         // Read under the agent's lock: an earlier acceptance by this agent is committed.
         let presented = match credential {
-            Some(Credential { id, mandate }) => {
-                if state.mandate.as_ref().map(|m| &m.id) != Some(&mandate) {
+            Some(credential) => {
+                if let Err(replaced) = still_under(&credential, &state, &agent) {
                     // The state is still the agent's: it goes back into the slot.
                     *guard = Some(state);
-                    return Err(DecisionError::MandateReplaced {
-                        agent: agent.clone(),
-                        checked: mandate,
-                    });
+                    return Err(replaced);
                 }
                 // Failing here leaves the slot empty: the next decision rebuilds the state.
-                let already_accepted = self
-                    .store
-                    .credential_accepted(Arc::clone(self.org), self.env, id.clone())
-                    .await?;
-                Some((
-                    SingleUse {
-                        id,
-                        already_accepted,
-                    },
-                    mandate,
-                ))
+                Some(self.single_use(credential).await?)
             }
             None => None,
         };
@@ -293,20 +328,102 @@ impl<'a> Decider<'a> {
             // The mode in force at approval decides whether the re-check's finding blocks.
             Some(_) => evaluate_approval(mandate, &request, &state.history, mode, self.now),
         };
-        let (jti, supersedes) = match &approval {
-            None => (DecisionId::from_random(ordered16(self.now)), None),
+        let (jti, supersedes) = self.ids(approval.as_ref())?;
+        // The request itself is not needed after this: its fields move into the claims.
+        let claims = request;
+        let (claims, token, claims_json) =
+            self.sign(jti, &evaluation, mandate, claims, bindings)?;
+        let signed = Signed {
+            claims,
+            token,
+            claims_json,
+        };
+        let (decision, body, opened) =
+            self.answer(signed, &evaluation, mode, supersedes, approval.is_none())?;
+        Ok(Decided {
+            store: self.store,
+            org: Arc::clone(self.org),
+            env: self.env,
+            now: self.now,
+            guard,
+            state,
+            evaluation,
+            decision,
+            opened,
+            approved: approval,
+            presented,
+            body,
+        })
+    }
+
+    /// The mode a decision is made in: one read with the agent's state just now (an engine
+    /// shared by processes) is fresher than the cached one, so it decides and the cache
+    /// takes it; otherwise the mode in force.
+    fn mode_with(&self, state: &mut AgentState) -> Mode {
+        match state.mode.take() {
+            Some(read) => {
+                if read != self.mode {
+                    self.modes.set(self.org, self.env, read);
+                }
+                read
+            }
+            None => self.mode,
+        }
+    }
+
+    /// The single-use credential presented, with whether a decision accepted it before
+    /// (read under the agent's lock), and the mandate it was checked against.
+    async fn single_use(
+        &self,
+        credential: Credential,
+    ) -> Result<(SingleUse, MandateId), DecisionError> {
+        let Credential { id, mandate } = credential;
+        let already_accepted = self
+            .store
+            .credential_accepted(Arc::clone(self.org), self.env, id.clone())
+            .await?;
+        Ok((
+            SingleUse {
+                id,
+                already_accepted,
+            },
+            mandate,
+        ))
+    }
+
+    /// The new decision's id, and the decision it supersedes: a request's is fresh; an
+    /// approval's is the one its review names, superseding the decision that opened it.
+    fn ids(
+        &self,
+        approval: Option<&(Review, Box<Decision>)>,
+    ) -> Result<(DecisionId, Option<DecisionId>), DecisionError> {
+        match approval {
+            None => Ok((DecisionId::from_random(ordered16(self.now)), None)),
             Some((approved, original)) => {
                 let fresh = approved.resolution.clone().ok_or_else(|| {
                     DecisionError::Encoding(format!("review {} names no decision", approved.id))
                 })?;
-                (fresh, Some(original.claims.jti.clone()))
+                Ok((fresh, Some(original.claims.jti.clone())))
             }
-        };
-        // The request itself is not needed after this: its fields move into the claims.
-        let claims = RequestClaims::from(request);
-        let (claims, token, claims_json) =
-            self.sign(jti, &evaluation, mandate, claims, bindings)?;
-        let opens_review = approval.is_none() && evaluation.opens_review();
+        }
+    }
+
+    /// The decision of the `signed` claims as stored, its answer's body, and the review it
+    /// opens (a request's `review` verdict) with its event's data.
+    fn answer(
+        &self,
+        signed: Signed,
+        evaluation: &Evaluation,
+        mode: Mode,
+        supersedes: Option<DecisionId>,
+        is_request: bool,
+    ) -> Result<(Decision, Vec<u8>, Option<Opened>), DecisionError> {
+        let Signed {
+            claims,
+            token,
+            claims_json,
+        } = signed;
+        let opens_review = is_request && policy::opens_review(evaluation);
         let review = opens_review.then(|| {
             Review::open(
                 ReviewId::from_random(ordered16(self.now)),
@@ -321,7 +438,7 @@ impl<'a> Decider<'a> {
             supersedes,
             review: review.as_ref().map(|r| r.id.clone()),
             created_ms: ms(self.now),
-            is_request: approval.is_none(),
+            is_request,
             review_state: None,
             signature: TokenSignature::of(self.signer.kid(), &token),
         };
@@ -339,20 +456,7 @@ impl<'a> Decider<'a> {
             }
             None => None,
         };
-        Ok(Decided {
-            store: self.store,
-            org: Arc::clone(self.org),
-            env: self.env,
-            now: self.now,
-            guard,
-            state,
-            evaluation,
-            decision,
-            opened,
-            approved: approval,
-            presented,
-            body,
-        })
+        Ok((decision, body, opened))
     }
 
     /// Builds and signs the claims of a new decision: issuer, `exp = iat + 300`, a fresh
@@ -363,8 +467,8 @@ impl<'a> Decider<'a> {
         &self,
         jti: DecisionId,
         evaluation: &Evaluation,
-        mandate: Option<&mandate_core::mandate::Mandate>,
-        request: RequestClaims,
+        mandate: Option<&mandate_core::Mandate>,
+        request: AuthorizationRequest,
         bindings: Bindings,
     ) -> Result<(VerdictClaims, String, Vec<u8>), DecisionError> {
         let issuance = Issuance {
@@ -432,7 +536,9 @@ impl Decided<'_> {
                         hint: state.stored,
                         accepts: presented
                             .as_ref()
-                            .filter(|(single_use, _)| evaluation.accepts(Some(single_use)))
+                            .filter(|(single_use, _)| {
+                                policy::accepts(&evaluation, Some(single_use))
+                            })
                             .map(|(single_use, _)| single_use.id.clone()),
                     })
                     .await?;
@@ -445,9 +551,9 @@ impl Decided<'_> {
                     }
                     Recorded::Changed(new) => {
                         // The slot stays empty: the next decision reloads the agent.
-                        let bindings = new.decision.claims.bindings();
+                        let bindings = new.decision.claims.bindings.clone();
                         return Ok(Stored::Changed(Box::new(Input::Request {
-                            request: new.decision.claims.request.into(),
+                            request: new.decision.claims.request,
                             slot: slot(),
                             credential: presented.map(|(single_use, mandate)| Credential {
                                 id: single_use.id,
@@ -485,8 +591,8 @@ impl Decided<'_> {
                     Err(e) => return Err(e.into()),
                 }
                 // An approval is no request (velocity): only its allow counts, as spend.
-                if evaluation.verdict == mandate_core::policy::Verdict::Allow {
-                    state.history.spend.add(amount, now);
+                if evaluation.verdict == mandate_core::Verdict::Allow {
+                    history::spend_mut(&mut state.history).add(amount, now);
                 }
             }
         }

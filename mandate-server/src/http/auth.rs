@@ -9,12 +9,17 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use crate::clock::ms;
+use std::sync::Arc;
+
+use mandate_core::AgentId;
+
+use crate::clock::{Clock, ms};
+use crate::http::cache::KeyCache;
 use crate::http::error::ApiError;
 use crate::http::request_log::{self, CallerOrg};
-use crate::model::Caller;
-use crate::signing::api_keys::{Binding, KeyAuthority};
-use crate::state::AppState;
+use crate::model::{Caller, Env};
+use crate::signing::api_keys::{Binding, KeyAuthority, KeyBinder};
+use crate::storage::KeyStore;
 use crate::storage::keys::{self, CallerRow};
 
 /// The earlier location of the key set on the API host, answered with a 308.
@@ -57,10 +62,41 @@ fn repeated_header(parts: &Parts) -> Option<ApiError> {
     })
 }
 
+/// Where an agent key's slot comes from: the decision service keeps a lock for each agent,
+/// and an agent key's cached entry keeps its agent's (see [`KeyCache`]). The HTTP layers
+/// know no decision service: the slot is a type of the implementer's.
+pub trait AgentSlots {
+    /// The slot cached beside an agent key.
+    type Slot: Clone + Send + Sync + 'static;
+
+    /// The slot of `agent` of (`org_id`, `env`).
+    fn slot_of(&self, org_id: &Arc<str>, env: Env, agent: &AgentId) -> Self::Slot;
+}
+
+/// What authentication reads: the key rows and the clock, the callers cached by key hash,
+/// the key binder, where the contract and the key set are published, and the agents'
+/// slots.
+pub struct Authenticator<'a, A: AgentSlots> {
+    /// The key rows.
+    pub store: &'a dyn KeyStore,
+    /// The injected clock (rate windows).
+    pub clock: &'a dyn Clock,
+    /// Callers by key hash, each with its rate window (and an agent key's slot).
+    pub callers: &'a KeyCache<A::Slot>,
+    /// Checks a key row's binding to the key-encryption key.
+    pub api_keys: &'a KeyBinder,
+    /// Where the JWK Set is published (no trailing slash).
+    pub verdicts_url: &'a str,
+    /// Where the contract is published (no trailing slash); every 401 names it.
+    pub docs_url: &'a str,
+    /// The agents' slots.
+    pub agents: &'a A,
+}
+
 /// The 401 of a missing or unknown key, pointing at the contract on `{docs_url}`.
-fn unauthorized(state: &AppState) -> Response {
+fn unauthorized(docs_url: &str) -> Response {
     ApiError::Unauthorized {
-        docs: Some(state.docs_url.clone()),
+        docs: Some(docs_url.to_owned()),
     }
     .into_response()
 }
@@ -68,10 +104,8 @@ fn unauthorized(state: &AppState) -> Response {
 /// Whether the row `row` may authenticate: with a key-encryption key, only if its binding
 /// is one the KEK made for exactly this row (`signing::api_keys`); otherwise it is refused
 /// as an unknown key, and a warning names its fingerprint (never the key).
-fn bound(state: &AppState, row: &CallerRow) -> bool {
-    let binding = state
-        .api_keys
-        .check(&KeyAuthority::of_caller(row), row.binding.as_deref());
+fn bound(api_keys: &KeyBinder, row: &CallerRow) -> bool {
+    let binding = api_keys.check(&KeyAuthority::of_caller(row), row.binding.as_deref());
     if !binding.admits() {
         tracing::warn!(
             "API key {} refused: its row is not bound to the key-encryption key ({}); bind rows an operator stored with `mandate-server bind-api-keys`, otherwise someone with write access to the database wrote it",
@@ -89,9 +123,13 @@ fn bound(state: &AppState, row: &CallerRow) -> bool {
 /// Resolves the key, enforces its rate, or answers 401/429; then runs `next` with the
 /// [`Caller`] in the request's extensions. Part of the API host's front layer
 /// ([`crate::app::front`]).
-pub async fn authenticate(state: &AppState, request: Request, next: Next) -> Response {
+pub async fn authenticate<A: AgentSlots>(
+    auth: &Authenticator<'_, A>,
+    request: Request,
+    next: Next,
+) -> Response {
     if request.method() == Method::GET && request.uri().path() == JWKS_PATH {
-        let location = format!("{}{JWKS_PATH}", state.verdicts_url);
+        let location = format!("{}{JWKS_PATH}", auth.verdicts_url);
         let mut response = StatusCode::PERMANENT_REDIRECT.into_response();
         if let Ok(value) = HeaderValue::from_str(&location) {
             response.headers_mut().insert(header::LOCATION, value);
@@ -103,24 +141,24 @@ pub async fn authenticate(state: &AppState, request: Request, next: Next) -> Res
         return error.into_response();
     }
     let Some(key) = bearer(&parts) else {
-        return unauthorized(state);
+        return unauthorized(auth.docs_url);
     };
     let hash = keys::hash(key);
-    let now_ms = ms(state.now());
-    let admitted = match state.callers.admit(&hash, now_ms) {
+    let now_ms = ms(auth.clock.now());
+    let admitted = match auth.callers.admit(&hash, now_ms) {
         Ok(admitted) => admitted,
-        Err(epoch) => match state.store.caller(hash).await {
-            Ok(Some(row)) if !bound(state, &row) => return unauthorized(state),
+        Err(epoch) => match auth.store.caller(hash).await {
+            Ok(Some(row)) if !bound(auth.api_keys, &row) => return unauthorized(auth.docs_url),
             Ok(Some(row)) => {
                 let caller = row.caller;
                 // An agent key's agent slot is cached with it (see `KeyCache`).
                 let slot = caller
                     .agent
                     .as_ref()
-                    .map(|agent| state.agents.handle(&caller.org_id, caller.env, agent));
-                state.callers.insert(epoch, caller, slot, now_ms)
+                    .map(|agent| auth.agents.slot_of(&caller.org_id, caller.env, agent));
+                auth.callers.insert(epoch, caller, slot, now_ms)
             }
-            Ok(None) => return unauthorized(state),
+            Ok(None) => return unauthorized(auth.docs_url),
             Err(e) => return ApiError::from(e).into_response(),
         },
     };

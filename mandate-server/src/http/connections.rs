@@ -6,7 +6,10 @@
 //!   the service within [`Limits::header_read_timeout`] of being accepted (the TLS
 //!   handshake included) is closed. hyper's own header timer covers neither the handshake
 //!   nor, when it detects the protocol, the wait for the first byte: a socket that sent
-//!   nothing was held for ever.
+//!   nothing was held for ever. The deadline counts time the process ran
+//!   ([`RunningSleep`]), and past it what is already in the socket is still read (as
+//!   hyper's own timer does): a process stopped (SIGSTOP) longer than the timeout answers
+//!   the requests sent to it meanwhile instead of closing (resetting) their connections.
 //! - **Cap and eviction.** At [`Limits::max_connections`], a new connection makes room by
 //!   closing the connections that have been idle longest (no request in flight: silent
 //!   sockets, unfinished heads, keep-alive connections between requests), enough of them
@@ -31,11 +34,11 @@ use axum_server::accept::Accept;
 use futures_util::task::AtomicWaker;
 use http_body::{Body, Frame, SizeHint};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::time::{Instant, Sleep};
+use tokio::time::Instant;
 use tower::Service;
 
 use crate::http::error::unparsed_request_answer;
-use crate::http::limits::Limits;
+use crate::http::limits::{Limits, RunningSleep};
 
 /// The open connections of one listener.
 pub struct Connections {
@@ -171,13 +174,14 @@ where
 
     fn accept(&self, stream: I, service: S) -> Self::Future {
         let epoch = self.connections.epoch;
-        let deadline = Instant::now() + self.connections.header_timeout;
+        let header_timeout = self.connections.header_timeout;
+        let deadline = Instant::now() + header_timeout;
         // Not admitted, the stream is dropped here, which closes it.
         let accepted = self.connections.admit().map(|registration| {
             let conn = registration.conn.clone();
             let watched = Watched {
                 inner: stream,
-                deadline: Some(Box::pin(tokio::time::sleep_until(deadline))),
+                deadline: Some(RunningSleep::until(deadline, header_timeout)),
                 registration,
             };
             (self.inner.accept(watched, service), conn)
@@ -203,8 +207,8 @@ where
 /// its first request head is late.
 pub struct Watched<T> {
     inner: T,
-    /// Until the first request head reaches the service.
-    deadline: Option<Pin<Box<Sleep>>>,
+    /// Until the first request head reaches the service, counted in time the process ran.
+    deadline: Option<RunningSleep>,
     registration: Registration,
 }
 
@@ -220,15 +224,25 @@ impl<T: AsyncRead + Unpin> AsyncRead for Watched<T> {
         if conn.closing.load(Ordering::Acquire) {
             return Poll::Ready(Ok(()));
         }
-        if let Some(deadline) = &mut this.deadline {
-            if conn.headed.load(Ordering::Acquire) {
+        let late = match &mut this.deadline {
+            Some(_) if conn.headed.load(Ordering::Acquire) => {
                 this.deadline = None;
-            } else if deadline.as_mut().poll(cx).is_ready() {
-                conn.closing.store(true, Ordering::Release);
-                return Poll::Ready(Ok(()));
+                false
             }
+            Some(deadline) => Pin::new(deadline).poll(cx).is_ready(),
+            None => false,
+        };
+        // What the client has sent is read even past the deadline: the deadline may have
+        // run out while this process was stopped (SIGSTOP) or starved, with the request
+        // waiting in the socket. A late connection is closed at the first read that would
+        // wait, so a slow client gets nothing more than what had arrived.
+        match Pin::new(&mut this.inner).poll_read(cx, buf) {
+            Poll::Pending if late => {
+                conn.closing.store(true, Ordering::Release);
+                Poll::Ready(Ok(()))
+            }
+            read => read,
         }
-        Pin::new(&mut this.inner).poll_read(cx, buf)
     }
 }
 

@@ -8,10 +8,10 @@ use axum::body::to_bytes;
 use axum::extract::rejection::PathRejection;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use mandate_core::FieldError;
-use mandate_core::cursor::CursorError;
-use mandate_core::policy::RequestBodyError;
-use mandate_core::wire::{ErrorBody, ErrorDetail, codes};
+use mandate_core::{
+    CursorError, FieldError, RequestBodyError, unstable::wire::ErrorBody,
+    unstable::wire::ErrorDetail, unstable::wire::codes,
+};
 
 use crate::http::request_id;
 use crate::model::WrongKeyClass;

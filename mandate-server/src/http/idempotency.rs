@@ -1,6 +1,6 @@
 //! The Idempotency-Key middleware: replays a stored result, refuses a reused key with
 //! another body or while the first request is in flight, and stores 2xx and 4xx results
-//! for 24 hours. What to do is decided by `mandate_core::idempotency::next_action`.
+//! for 24 hours. What to do is decided by `mandate_core::unstable::idempotency::next_action`.
 //!
 //! A handler that commits its own change may store its response in the same transaction
 //! (see [`IdempotencySlot`]); a crash can then never separate the change from its record.
@@ -17,16 +17,18 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use mandate_core::idempotency::{NextAction, is_kept, request_digest};
+use mandate_core::{
+    unstable::idempotency::NextAction, unstable::idempotency::is_kept,
+    unstable::idempotency::request_digest,
+};
 
-use crate::clock::fill_random;
+use crate::clock::{Clock, fill_random};
 use crate::http::body;
 use crate::http::error::ApiError;
 use crate::http::limits::BodyDeadline;
 use crate::http::request_id;
 use crate::http::seal::{SealKey, Sealed};
 use crate::model::Caller;
-use crate::state::AppState;
 use crate::storage::Store;
 use crate::storage::idempotency::{CLAIM_MS, ClaimToken, IdempotencyRecord};
 
@@ -40,6 +42,8 @@ pub const REPLAYED: &str = "idempotency-replayed";
 /// [`IdempotencySlot::record`].
 #[derive(Debug, Clone)]
 pub struct IdempotencySlot {
+    /// The caller's organization: its records are kept with its other rows.
+    org_id: Arc<str>,
     key_hash: [u8; 32],
     idem_key: String,
     /// The id of the request that claimed the key, replayed with its response.
@@ -67,6 +71,7 @@ impl IdempotencySlot {
     /// method that writes it in the transaction of the change it answers.
     pub fn record(&self, status: u16, body: Sealed) -> IdempotencyRecord {
         IdempotencyRecord {
+            org_id: self.org_id.clone(),
             key_hash: self.key_hash,
             idem_key: self.idem_key.clone(),
             status,
@@ -77,12 +82,26 @@ impl IdempotencySlot {
     }
 }
 
+/// What the layer reads and writes: the store its claims and outcomes are kept in, and the
+/// clock. Shared by every request (the layer's state is cloned for each: one reference
+/// count).
+pub struct Idempotency {
+    /// Where claims and outcomes are kept.
+    pub store: Arc<dyn Store>,
+    /// The injected clock.
+    pub clock: Arc<dyn Clock>,
+}
+
 fn valid_key(key: &str) -> bool {
     !key.is_empty() && key.len() <= 255 && key.bytes().all(|b| b.is_ascii_graphic())
 }
 
 /// Middleware for every POST that carries an Idempotency-Key.
-pub async fn layer(State(state): State<AppState>, request: Request, next: Next) -> Response {
+pub async fn layer(
+    State(state): State<Arc<Idempotency>>,
+    request: Request,
+    next: Next,
+) -> Response {
     if request.method() != Method::POST || !request.headers().contains_key(HEADER) {
         return next.run(request).await;
     }
@@ -92,7 +111,7 @@ pub async fn layer(State(state): State<AppState>, request: Request, next: Next) 
     }
 }
 
-async fn run(state: AppState, request: Request, next: Next) -> Result<Response, ApiError> {
+async fn run(state: Arc<Idempotency>, request: Request, next: Next) -> Result<Response, ApiError> {
     let idem_key = request
         .headers()
         .get(HEADER)
@@ -120,6 +139,7 @@ async fn run(state: AppState, request: Request, next: Next) -> Result<Response, 
     let mut claim: ClaimToken = [0u8; 16];
     fill_random(&mut claim);
     let claimed = Claimed {
+        org_id: caller.org_id.clone(),
         key_hash: caller.key_hash,
         idem_key,
         claim,
@@ -137,6 +157,7 @@ async fn run(state: AppState, request: Request, next: Next) -> Result<Response, 
 
 /// A request with an Idempotency-Key, to claim the key for and run.
 struct Claimed {
+    org_id: Arc<str>,
     key_hash: [u8; 32],
     idem_key: String,
     /// This request's token on its claim.
@@ -147,12 +168,13 @@ struct Claimed {
 impl Claimed {
     async fn run(
         self,
-        state: AppState,
+        state: Arc<Idempotency>,
         mut parts: axum::http::request::Parts,
         bytes: axum::body::Bytes,
         next: Next,
     ) -> Result<Response, ApiError> {
         let Self {
+            org_id,
             key_hash,
             idem_key,
             claim,
@@ -162,15 +184,16 @@ impl Claimed {
         // database failed midway) is released too.
         let mut guard = ClaimGuard {
             store: state.store.clone(),
+            org_id: org_id.clone(),
             key_hash,
             idem_key: Some(idem_key.clone()),
             claim,
         };
         let digest = request_digest(parts.method.as_str(), parts.uri.path(), &bytes);
-        let now = state.now();
+        let now = state.clock.now();
         let (action, original_id) = state
             .store
-            .claim_idempotency_key(key_hash, &idem_key, digest, claim, now)
+            .claim_idempotency_key(&org_id, key_hash, &idem_key, digest, claim, now)
             .await?;
         if action != NextAction::StartProcessing {
             // Nothing of this request's own was claimed.
@@ -200,6 +223,7 @@ impl Claimed {
             )),
             NextAction::StartProcessing => {
                 let slot = IdempotencySlot {
+                    org_id: org_id.clone(),
                     key_hash,
                     idem_key: idem_key.clone(),
                     request_id: request_id::current(),
@@ -208,7 +232,7 @@ impl Claimed {
                 };
                 parts.extensions.insert(slot);
                 let response = next.run(Request::from_parts(parts, Body::from(bytes))).await;
-                let finished = finish(&state, key_hash, idem_key, claim, &seal, response).await;
+                let finished = finish(&state, org_id, key_hash, idem_key, claim, &seal, response).await;
                 if finished.as_ref().is_ok_and(|(_, released)| *released) {
                     guard.idem_key = None;
                 }
@@ -228,6 +252,7 @@ impl Claimed {
 /// must not find the key claimed), for as long as the claim lasts.
 struct ClaimGuard {
     store: Arc<dyn Store>,
+    org_id: Arc<str>,
     key_hash: [u8; 32],
     /// `None` once the outcome is stored or the claim released.
     idem_key: Option<String>,
@@ -240,6 +265,7 @@ impl Drop for ClaimGuard {
             return;
         };
         let (store, key_hash, claim) = (self.store.clone(), self.key_hash, self.claim);
+        let org_id = self.org_id.clone();
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
                 let until = std::time::Instant::now()
@@ -247,7 +273,7 @@ impl Drop for ClaimGuard {
                 let mut wait = std::time::Duration::from_millis(20);
                 loop {
                     match store
-                        .finish_idempotency(key_hash, &idem_key, claim, None)
+                        .finish_idempotency(&org_id, key_hash, &idem_key, claim, None)
                         .await
                     {
                         Ok(()) => return,
@@ -269,7 +295,8 @@ impl Drop for ClaimGuard {
 /// Stores the response's outcome under the claim (a 2xx or 4xx), or releases the claim (a
 /// 5xx). Returns the response, and whether the claim is done with (stored or released).
 async fn finish(
-    state: &AppState,
+    state: &Idempotency,
+    org_id: Arc<str>,
     key_hash: [u8; 32],
     idem_key: String,
     claim: ClaimToken,
@@ -291,6 +318,7 @@ async fn finish(
         .transpose()
         .map_err(|e| ApiError::Server(e.to_string()))?;
     let record = sealed.map(|body| IdempotencyRecord {
+        org_id: org_id.clone(),
         key_hash,
         idem_key: idem_key.clone(),
         status,
@@ -301,7 +329,7 @@ async fn finish(
     let kept = record.is_some();
     let done = state
         .store
-        .finish_idempotency(key_hash, &idem_key, claim, record)
+        .finish_idempotency(&org_id, key_hash, &idem_key, claim, record)
         .await;
     match done {
         Ok(()) => Ok((Response::from_parts(parts, Body::from(bytes)), true)),

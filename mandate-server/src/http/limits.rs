@@ -15,14 +15,17 @@
 //! its Idempotency-Key, which has one outcome whatever the first attempt comes to
 //! ([`crate::http::idempotency`]).
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use axum::extract::Request;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
+use hyper_util::rt::TokioExecutor;
 use hyper_util::server::conn::auto::Builder;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 
 use crate::http::error::ApiError;
 
@@ -178,14 +181,93 @@ impl Gate {
     }
 }
 
+/// How late a timer may fire before the process counts as not having run in between:
+/// tokio fires a timer within milliseconds of its deadline while the process runs.
+pub const STALL: Duration = Duration::from_secs(1);
+
+/// A sleep until a deadline, counted in time the process ran.
+///
+/// A process stopped (SIGSTOP) or starved past a deadline wakes with its timers expired
+/// and the requests sent to it meanwhile waiting in their sockets, and its timers may be
+/// seen before the sockets' readiness: a header timeout measured across the stop would
+/// close (and reset) connections whose requests had arrived in time. So a sleep that
+/// fires more than [`STALL`] after its deadline sleeps again for as long as it was late
+/// (at most `cap`): the time the process did not run is given back.
+pub struct RunningSleep {
+    sleep: Pin<Box<Sleep>>,
+    deadline: Instant,
+    cap: Duration,
+}
+
+impl RunningSleep {
+    /// Sleeps until `deadline`, extended by at most `cap` each time it is seen late.
+    pub fn until(deadline: Instant, cap: Duration) -> Self {
+        Self {
+            sleep: Box::pin(tokio::time::sleep_until(deadline)),
+            deadline,
+            cap,
+        }
+    }
+
+    /// Moves the deadline.
+    pub fn reset(&mut self, deadline: Instant) {
+        self.deadline = deadline;
+        self.sleep.as_mut().reset(deadline);
+    }
+}
+
+impl Future for RunningSleep {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        loop {
+            ready!(self.sleep.as_mut().poll(cx));
+            let now = Instant::now();
+            let late = now.saturating_duration_since(self.deadline);
+            if late <= STALL {
+                return Poll::Ready(());
+            }
+            let extended = now + late.min(self.cap);
+            self.reset(extended);
+        }
+    }
+}
+
+impl hyper::rt::Sleep for RunningSleep {}
+
+/// hyper's timer (its header timeout) with [`RunningSleep`]s of `cap`.
+#[derive(Debug, Clone, Copy)]
+pub struct RunningTimer {
+    cap: Duration,
+}
+
+impl hyper::rt::Timer for RunningTimer {
+    fn sleep(&self, duration: Duration) -> Pin<Box<dyn hyper::rt::Sleep>> {
+        Box::pin(RunningSleep::until(Instant::now() + duration, self.cap))
+    }
+
+    fn sleep_until(&self, deadline: std::time::Instant) -> Pin<Box<dyn hyper::rt::Sleep>> {
+        Box::pin(RunningSleep::until(Instant::from_std(deadline), self.cap))
+    }
+
+    fn reset(&self, sleep: &mut Pin<Box<dyn hyper::rt::Sleep>>, deadline: std::time::Instant) {
+        match sleep.as_mut().downcast_mut_pin::<RunningSleep>() {
+            Some(mut running) => running.reset(Instant::from_std(deadline)),
+            None => *sleep = self.sleep_until(deadline),
+        }
+    }
+}
+
 /// Sets hyper's HTTP/1 header timeout on a listener's builder: it runs whenever hyper
 /// waits for a request head, so it also closes a keep-alive connection idle that long (the
 /// first head is bounded from accept, the TLS handshake included, by
-/// [`crate::http::connections`]).
+/// [`crate::http::connections`]). Counted in time the process ran ([`RunningSleep`]).
 pub fn configure(builder: &mut Builder<TokioExecutor>, limits: &Limits) {
     builder
         .http1()
-        .timer(TokioTimer::new())
+        .timer(RunningTimer {
+            cap: limits.header_read_timeout,
+        })
         .header_read_timeout(limits.header_read_timeout);
 }
 
@@ -207,6 +289,40 @@ pub fn survive_file_size_limit() {
                 }
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod running_sleep_tests {
+    use super::*;
+
+    fn pending(sleep: &mut RunningSleep) -> bool {
+        Pin::new(sleep)
+            .poll(&mut Context::from_waker(std::task::Waker::noop()))
+            .is_pending()
+    }
+
+    /// A sleep seen more than [`STALL`] after its deadline (the runtime's one thread
+    /// blocked past it: the process did not run) sleeps again for the time it was late, at
+    /// most `cap`; then it ends. The stall is the fault under test, not a wait for a state.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_sleep_seen_late_gives_back_the_time_the_process_did_not_run() {
+        let cap = Duration::from_millis(400);
+        let mut sleep = RunningSleep::until(Instant::now() + Duration::from_millis(50), cap);
+        assert!(pending(&mut sleep));
+        std::thread::sleep(Duration::from_millis(1_500));
+        let seen = Instant::now();
+        assert!(pending(&mut sleep), "a sleep seen 1.45 s late ended");
+        (&mut sleep).await;
+        assert!(seen.elapsed() >= cap, "ended after {:?}", seen.elapsed());
+    }
+
+    /// Seen on time, it ends at its deadline.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_sleep_seen_on_time_ends_at_its_deadline() {
+        let started = Instant::now();
+        RunningSleep::until(started + Duration::from_millis(50), Duration::from_secs(10)).await;
+        assert!(started.elapsed() < Duration::from_secs(5));
     }
 }
 

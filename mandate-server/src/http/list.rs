@@ -4,13 +4,22 @@
 
 use std::collections::BTreeMap;
 
-use mandate_core::cursor::CursorContext;
-use mandate_core::wire::ListPage;
+use mandate_core::{CursorContext, CursorKey, unstable::wire::ListPage};
 use serde_json::Value;
+use time::OffsetDateTime;
 
 use crate::http::error::ApiError;
 use crate::model::Caller;
-use crate::state::AppState;
+
+/// What paging reads of the server: the key cursors are signed and opened with, and the
+/// time now (a cursor lives 24 hours).
+#[derive(Clone, Copy)]
+pub struct Paging<'a> {
+    /// The server's cursor key.
+    pub cursors: &'a CursorKey,
+    /// Now.
+    pub now: OffsetDateTime,
+}
 
 /// The message for any bad `limit`.
 pub const LIMIT_MESSAGE: &str = "limit must be an integer between 1 and 100";
@@ -76,13 +85,13 @@ pub fn context(list: &str, caller: &Caller, params: &ListParams) -> CursorContex
 
 /// The position to continue after: `i64::MAX` for the first page.
 pub fn start(
-    state: &AppState,
+    paging: Paging<'_>,
     params: &ListParams,
     context: &CursorContext,
 ) -> Result<i64, ApiError> {
     match &params.cursor {
         None => Ok(i64::MAX),
-        Some(token) => Ok(state.cursors.open(token, context, state.now())?),
+        Some(token) => Ok(paging.cursors.open(token, context, paging.now)?),
     }
 }
 
@@ -98,7 +107,7 @@ pub fn empty() -> Value {
 
 /// Builds the envelope from up to `limit + 1` rows (seq, object), newest first.
 pub fn envelope(
-    state: &AppState,
+    paging: Paging<'_>,
     context: &CursorContext,
     limit: i64,
     mut rows: Vec<(i64, Value)>,
@@ -106,7 +115,7 @@ pub fn envelope(
     let has_more = i64::try_from(rows.len()).unwrap_or(i64::MAX) > limit;
     rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
     let next_cursor = match rows.last() {
-        Some((last, _)) if has_more => Some(state.cursors.issue(context, *last, state.now())),
+        Some((last, _)) if has_more => Some(paging.cursors.issue(context, *last, paging.now)),
         _ => None,
     };
     let page = ListPage {

@@ -12,7 +12,6 @@ pub mod connections;
 pub mod cors;
 pub mod error;
 pub mod extract;
-pub mod fields;
 pub mod idempotency;
 pub mod limits;
 pub mod list;

@@ -7,7 +7,7 @@
 
 use axum::http::{HeaderValue, header};
 use axum::response::Response;
-use mandate_core::id::RequestId;
+use mandate_core::unstable::id::RequestId;
 
 use crate::clock::random16;
 

@@ -2,11 +2,11 @@
 //! supersedes, review, creation time), where its review stands when read, and its API
 //! shape.
 
-use mandate_core::claims::{Bindings, RequestClaims, VerdictClaims};
-use mandate_core::id::{DecisionId, MandateId, Nonce, ReviewId};
-use mandate_core::policy::{Mode, Verdict};
-use mandate_core::review::{Review, ReviewStatus};
-use mandate_core::timefmt::format as format_timestamp;
+use mandate_core::{
+    AuthorizationRequest, Bindings, DecisionId, MandateId, Mode, Nonce, Verdict, VerdictClaims,
+    unstable::id::ReviewId, unstable::review::Review, unstable::review::ReviewStatus,
+    unstable::timefmt::format as format_timestamp,
+};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -53,7 +53,7 @@ impl TokenSignature {
     /// The signature of `token`, made with the key `kid`; `None` if the token has no
     /// 64-byte signature (no signer here makes one).
     pub fn of(kid: &str, token: &str) -> Option<Self> {
-        mandate_core::jws::token_signature(token).map(|raw| Self {
+        mandate_core::unstable::jws::token_signature(token).map(|raw| Self {
             kid: kid.to_owned(),
             bytes: raw.to_vec(),
         })
@@ -64,7 +64,7 @@ impl TokenSignature {
 /// sqlite 0012 / postgres 0006): their JSON, `{"x402_payment":"…"}` with only the claims
 /// present, or `None` (NULL) when the verdict is bound to nothing.
 pub fn bindings_column(claims: &VerdictClaims) -> Option<String> {
-    let bindings = claims.bindings();
+    let bindings = claims.bindings.clone();
     if bindings.is_empty() {
         return None;
     }
@@ -92,13 +92,19 @@ pub struct ReviewState {
     pub expires_ms: i64,
     /// Once approved: the fresh decision the approval made (its `resolution`).
     pub resolution: Option<DecisionId>,
+    /// Once denied: the reason the person gave, if any.
+    pub reason: Option<String>,
+    /// Once resolved (approved, denied or expired): when, unix ms.
+    pub resolved_ms: Option<i64>,
 }
 
 /// The decision object of the API, serialized straight from a [`Decision`] (no
 /// intermediate `Value` on the hot path): the claim names, plus `id`, `mode`, `reason`,
 /// `supersedes`, `review` and `created_at`; read from the log, a decision that opened a
-/// review also has `review_status` and `review_expires_at`; in the answer to a request,
-/// also `verdict_token` and the review object it opened.
+/// review also has `review_status` and `review_expires_at`, and once the review is
+/// resolved `review_resolved_at`, with `review_resolution` (approved) or `review_reason`
+/// (denied with a reason); in the answer to a request, also `verdict_token` and the review
+/// object it opened.
 #[derive(Serialize)]
 pub struct DecisionView<'a> {
     id: &'a DecisionId,
@@ -113,13 +119,17 @@ pub struct DecisionView<'a> {
     mandate: Option<&'a MandateId>,
     policy_version: &'a str,
     nonce: &'a Nonce,
-    request: &'a RequestClaims,
+    request: &'a AuthorizationRequest,
     #[serde(skip_serializing_if = "Option::is_none")]
     ap2_mandate: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     ap2_transaction: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     x402_payment: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    acp_allowance: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    acp_checkout_session: Option<&'a str>,
     mode: Mode,
     reason: Option<&'a str>,
     supersedes: Option<&'a DecisionId>,
@@ -130,6 +140,10 @@ pub struct DecisionView<'a> {
     review_expires_at: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     review_resolution: Option<&'a DecisionId>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    review_reason: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    review_resolved_at: Option<String>,
     created_at: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     verdict_token: Option<&'a str>,
@@ -156,6 +170,10 @@ struct DecisionTail<'v, 'a> {
     review_expires_at: Option<&'v str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     review_resolution: Option<&'a DecisionId>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    review_reason: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    review_resolved_at: Option<&'v str>,
     created_at: &'v str,
 }
 
@@ -169,6 +187,8 @@ impl<'a> DecisionView<'a> {
             review_status: self.review_status,
             review_expires_at: self.review_expires_at.as_deref(),
             review_resolution: self.review_resolution,
+            review_reason: self.review_reason,
+            review_resolved_at: self.review_resolved_at.as_deref(),
             created_at: &self.created_at,
         }
     }
@@ -278,9 +298,11 @@ impl Decision {
             policy_version: &c.policy_version,
             nonce: &c.nonce,
             request: &c.request,
-            ap2_mandate: c.ap2_mandate.as_deref(),
-            ap2_transaction: c.ap2_transaction.as_deref(),
-            x402_payment: c.x402_payment.as_deref(),
+            ap2_mandate: c.bindings.ap2_mandate.as_deref(),
+            ap2_transaction: c.bindings.ap2_transaction.as_deref(),
+            x402_payment: c.bindings.x402_payment.as_deref(),
+            acp_allowance: c.bindings.acp_allowance.as_deref(),
+            acp_checkout_session: c.bindings.acp_checkout_session.as_deref(),
             mode: self.mode,
             reason: self.reason.as_deref(),
             supersedes: self.supersedes.as_ref(),
@@ -294,6 +316,12 @@ impl Decision {
                 .review_state
                 .as_ref()
                 .and_then(|r| r.resolution.as_ref()),
+            review_reason: self.review_state.as_ref().and_then(|r| r.reason.as_deref()),
+            review_resolved_at: self
+                .review_state
+                .as_ref()
+                .and_then(|r| r.resolved_ms)
+                .map(|ms| format_timestamp(from_ms(ms))),
             created_at: format_timestamp(from_ms(self.created_ms)),
             verdict_token: None,
         }
@@ -315,16 +343,14 @@ impl Decision {
     pub fn token(&self) -> Option<String> {
         let signature = self.signature.as_ref()?;
         let payload = serde_json::to_vec(&self.claims).ok()?;
-        mandate_core::jws::compact_token(&signature.kid, &payload, &signature.bytes).ok()
+        mandate_core::unstable::jws::compact_token(&signature.kid, &payload, &signature.bytes).ok()
     }
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
-    use mandate_core::amount::Amount;
-    use mandate_core::id::AgentId;
-    use mandate_core::names::{Category, Currency, Recipient};
+    use mandate_core::{AgentId, Amount, Category, Currency, Recipient};
     use time::macros::datetime;
 
     use super::*;
@@ -332,9 +358,7 @@ mod tests {
     fn decision() -> Decision {
         Decision {
             claims: VerdictClaims {
-                ap2_mandate: None,
-                ap2_transaction: None,
-                x402_payment: None,
+                bindings: mandate_core::Bindings::default(),
                 iss: "https://verdicts.example".into(),
                 jti: DecisionId::parse("dec_one").unwrap(),
                 iat: 1_795_000_000,
@@ -344,7 +368,7 @@ mod tests {
                 mandate: Some(MandateId::parse("mnd_one").unwrap()),
                 policy_version: "pol_2026-11-22.1".into(),
                 nonce: Nonce::parse("n_one").unwrap(),
-                request: RequestClaims {
+                request: AuthorizationRequest {
                     agent: AgentId::parse("agt_buyer").unwrap(),
                     amount: Amount::parse("120.00").unwrap(),
                     currency: Currency::parse("USD").unwrap(),
@@ -366,10 +390,11 @@ mod tests {
     /// A decision bound to an AP2 mandate, its closed mandate and an x402 payment.
     fn bound() -> Decision {
         let mut d = decision();
-        d.claims = d.claims.with_bindings(mandate_core::claims::Bindings {
+        d.claims = d.claims.with_bindings(mandate_core::Bindings {
             ap2_mandate: Some("open-digest".into()),
             ap2_transaction: Some("tx-1".into()),
             x402_payment: Some("x402-digest".into()),
+            ..Default::default()
         });
         d
     }
@@ -394,6 +419,8 @@ mod tests {
             status: ReviewStatus::Pending,
             expires_ms: 1_795_086_400_123,
             resolution: None,
+            reason: None,
+            resolved_ms: None,
         });
         let mut bound_no_mandate = bound();
         bound_no_mandate.claims.mandate = None;
@@ -410,8 +437,8 @@ mod tests {
             d.claims.jti.clone(),
             datetime!(2026-11-22 12:00 UTC),
         );
-        let signer = mandate_core::jws::P256Signer::from_secret_bytes("k1", &[7u8; 32]).unwrap();
-        let token = mandate_core::jws::sign_token(&signer, &d.claims).unwrap();
+        let signer = mandate_core::P256Signer::from_secret_bytes("k1", &[7u8; 32]).unwrap();
+        let token = mandate_core::sign_token(&signer, &d.claims).unwrap();
         assert!(needs_no_escaping(&token));
         for token in [
             token.as_str(),
@@ -443,11 +470,11 @@ mod tests {
     }
 
     /// The answer's spliced bytes and the stored object read as their wire types
-    /// (`mandate_core::wire`) and write back byte for byte: the types and this hand-made
+    /// (`mandate_core::unstable::wire`) and write back byte for byte: the types and this hand-made
     /// encoding can't drift apart.
     #[test]
     fn the_answer_and_the_object_round_trip_through_the_wire_types() {
-        use mandate_core::wire;
+        use mandate_core::unstable::wire;
         let d = decision();
         let mut no_mandate = decision();
         no_mandate.claims.mandate = None;
@@ -461,19 +488,29 @@ mod tests {
             status: ReviewStatus::Denied,
             expires_ms: 1_795_086_400_123,
             resolution: None,
+            reason: Some("too \"much\" for a taxi".into()),
+            resolved_ms: Some(1_795_000_060_000),
         });
         let review = Review::open(
             ReviewId::parse("rev_one").unwrap(),
             d.claims.jti.clone(),
             datetime!(2026-11-22 12:00 UTC),
         );
-        let signer = mandate_core::jws::P256Signer::from_secret_bytes("k1", &[7u8; 32]).unwrap();
-        let token = mandate_core::jws::sign_token(&signer, &d.claims).unwrap();
+        let signer = mandate_core::P256Signer::from_secret_bytes("k1", &[7u8; 32]).unwrap();
+        let token = mandate_core::sign_token(&signer, &d.claims).unwrap();
         // A decision read from the log with its review's state: the object only (an answer
         // is never made from a read).
         let text = serde_json::to_string(&read.to_json()).unwrap();
         let typed: wire::Decision = serde_json::from_str(&text).unwrap();
         assert_eq!(typed.review_status, Some(ReviewStatus::Denied));
+        assert_eq!(
+            typed.review_reason.as_deref(),
+            Some("too \"much\" for a taxi")
+        );
+        assert_eq!(
+            typed.review_resolved_at,
+            Some(datetime!(2026-11-18 11:07:40 UTC))
+        );
         let again = serde_json::to_string(&wire::to_value(&typed).unwrap()).unwrap();
         assert_eq!(again, text);
         let text = serde_json::to_string(&bound().to_json()).unwrap();

@@ -5,7 +5,7 @@ pub mod decision;
 
 use std::sync::Arc;
 
-use mandate_core::id::AgentId;
+use mandate_core::AgentId;
 
 /// An organization's environment. Sandbox keys act on the sandbox only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -1,13 +1,13 @@
 //! `POST /v1/agents`, `GET /v1/agents`, `GET /v1/agents/{id}`.
 
-use crate::http::fields::{check_fields, invalid, object, required, string};
 use axum::Router;
 use axum::extract::{RawQuery, State};
 use axum::response::Response;
 use axum::routing::{get, post};
-use mandate_core::id::AgentId;
-use mandate_core::names::AgentName;
-use mandate_core::wire;
+use mandate_core::{
+    AgentId, AgentName, unstable::fields::check_fields, unstable::fields::invalid,
+    unstable::fields::object, unstable::fields::required, unstable::fields::string, unstable::wire,
+};
 
 use super::{created, ok, unreadable, wire_json};
 use crate::clock::{from_ms, ms};
@@ -52,7 +52,7 @@ async fn create(
     check_fields(fields, "", &["name"], &["id", "agent_key", "created_at"])?;
     let name = AgentName::parse(string(required(fields, "name", "name")?, "name")?)
         .map_err(|e| invalid("name", e))?;
-    let id = AgentId::for_name(&name);
+    let id = mandate_core::unstable::id::agent_id_for(&name);
     let key = new_key(KeyClass::Agent, caller.env);
     let now = ms(state.now());
     let key_hash = keys::hash(&key);
@@ -84,7 +84,7 @@ async fn index(
 ) -> Result<Response, ApiError> {
     let params = list::parse(query.as_deref(), &[])?;
     let context = list::context("agents", &caller, &params);
-    let before = list::start(&state, &params, &context)?;
+    let before = list::start(state.paging(), &params, &context)?;
     let rows = state
         .store
         .agents_page(
@@ -99,7 +99,12 @@ async fn index(
         .iter()
         .map(|r| Ok((r.seq, wire_json(&agent_wire(r)?)?)))
         .collect::<Result<_, ApiError>>()?;
-    Ok(ok(list::envelope(&state, &context, params.limit, rows)))
+    Ok(ok(list::envelope(
+        state.paging(),
+        &context,
+        params.limit,
+        rows,
+    )))
 }
 
 async fn show(

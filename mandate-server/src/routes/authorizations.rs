@@ -6,21 +6,21 @@ use axum::Router;
 use axum::extract::{Extension, State};
 use axum::response::Response;
 use axum::routing::post;
-use mandate_core::claims::Bindings;
-use mandate_core::id::AgentId;
-use mandate_core::policy::AuthorizationRequest;
-use mandate_core::x402::{Inconsistency, PaymentRequirements};
-use mandate_core::{FieldError, parse_body};
+use mandate_core::unstable::policy::AuthorizationBody;
+use mandate_core::{
+    AuthorizationRequest, Bindings, FieldError, Inconsistency, PaymentRequirements,
+};
 
 use crate::decision::agents::AgentSlotHandle;
 use crate::decision::service::{DecisionError, Input};
 use crate::http::body::JsonBytes;
 use crate::http::error::ApiError;
-use crate::http::fields::invalid;
 use crate::http::idempotency::{AlreadyStored, IdempotencySlot};
 use crate::model::Caller;
+use crate::services::acp::{self, AcpError};
 use crate::services::ap2;
 use crate::state::AppState;
+use mandate_core::unstable::fields::invalid;
 
 /// The routes.
 pub fn router() -> Router<AppState> {
@@ -38,29 +38,45 @@ async fn authorize(
     let agent = caller.require_agent()?.clone();
     let JsonBytes(body) = body?;
     let now = state.now();
-    // With `ap2`: the agent's AP2 closed payment mandate for exactly this payment
-    // (services/ap2.rs), a single-use credential; the rest of the body is read as without.
-    let (request, mut bindings, presentation) = match ap2::split_authorization(&body)? {
-        Some((plain, presentation)) => {
-            let plain = serde_json::to_vec(&plain)
-                .map_err(|e| ApiError::Server(format!("re-encoding the request: {e}")))?;
-            let (request, bindings) = read_body(agent.clone(), &plain)?;
-            (request, bindings, Some(presentation))
-        }
-        None => {
-            let (request, bindings) = read_body(agent.clone(), &body)?;
-            (request, bindings, None)
-        }
+    // The body is parsed once: the protocol members taken out, the request read from the
+    // rest (malformed JSON and a member repeated anywhere are refused here). With `acp`:
+    // the ACP allowance the request is made under (services/acp.rs); with `ap2`: the
+    // agent's AP2 closed payment mandate for exactly this payment (services/ap2.rs).
+    // Either is a single-use credential. Their shapes are judged before the request.
+    let AuthorizationBody {
+        request,
+        acp,
+        ap2,
+        x402,
+    } = AuthorizationBody::from_json_bytes(agent.clone(), &body)?;
+    let allowance = acp.map(acp::allowance_member).transpose()?;
+    let presentation = ap2.map(ap2::presentation).transpose()?;
+    let request = request?;
+    let mut bindings = Bindings {
+        x402_payment: match &x402 {
+            Some(x402) => x402_payment(x402, &request)?,
+            None => None,
+        },
+        ..Bindings::default()
     };
-    let credential = match presentation {
-        Some(presentation) => {
+    let credential = match (presentation, allowance) {
+        (Some(_), Some(_)) => return Err(AcpError::WithAp2.into()),
+        (Some(presentation), None) => {
             let presented =
-                ap2::closed_mandate(&state, &caller, &agent, &request, &presentation, now).await?;
+                ap2::closed_mandate(&*state.store, &caller, &agent, &request, &presentation, now)
+                    .await?;
             bindings.ap2_mandate = Some(presented.open_digest);
             bindings.ap2_transaction = Some(presented.transaction_id);
             Some(presented.credential)
         }
-        None => None,
+        (None, Some(allowance)) => {
+            let presented =
+                acp::allowance(&*state.store, &caller, &agent, &request, &allowance, now).await?;
+            bindings.acp_allowance = presented.bindings.acp_allowance;
+            bindings.acp_checkout_session = presented.bindings.acp_checkout_session;
+            presented.credential
+        }
+        (None, None) => None,
     };
     let mode = state.mode(&caller.org_id, caller.env).await?;
     let slot = slot.map(|Extension(AgentSlotHandle(slot))| slot);
@@ -92,40 +108,15 @@ async fn authorize(
     Ok(response)
 }
 
-/// The request, and what its verdict is bound to: the body's optional `x402` member (an
-/// x402 v2 PaymentRequirements, or a PaymentPayload whose `accepted` requirements are read)
-/// gives the `x402_payment` claim once it is consistent with the request (recipient
-/// `vendor:<payTo>`, a fiat asset the currency; the amount in the asset's atomic units is
-/// left to the verifier, who knows the asset's decimals: docs/protocols.md). A body
-/// without it takes the usual way, and its errors are that way's.
-fn read_body(agent: AgentId, body: &[u8]) -> Result<(AuthorizationRequest, Bindings), ApiError> {
-    let first = match AuthorizationRequest::from_json_bytes(agent.clone(), body) {
-        Ok(request) => return Ok((request, Bindings::default())),
-        Err(e) => e,
-    };
-    let Ok(mut value) = parse_body(body) else {
-        return Err(first.into());
-    };
-    let Some(x402) = take_x402(&mut value) else {
-        return Err(first.into());
-    };
-    let request = AuthorizationRequest::from_json(agent, &value)?;
-    let bindings = Bindings {
-        x402_payment: x402_payment(&x402, &request)?,
-        ..Bindings::default()
-    };
-    Ok((request, bindings))
-}
-
-/// Takes the `x402` member out of a body read as a tree (what is left is the request
-/// `AuthorizationRequest::from_json` reads); `None` when it has none.
-pub fn take_x402(body: &mut serde_json::Value) -> Option<serde_json::Value> {
-    body.as_object_mut().and_then(|o| o.remove("x402"))
-}
-
 /// The `x402_payment` claim for the `x402` member taken from a request's body (`None` for
 /// a null one), or the 400 naming what in it is malformed or not the request's payment.
-pub fn x402_payment(
+///
+/// The member is an x402 v2 PaymentRequirements, or a PaymentPayload whose `accepted`
+/// requirements are read; the claim is given once it is consistent with the request
+/// (recipient `vendor:<payTo>`, a fiat asset the currency; the amount in the asset's
+/// atomic units is left to the verifier, who knows the asset's decimals:
+/// docs/protocols.md).
+fn x402_payment(
     x402: &serde_json::Value,
     request: &AuthorizationRequest,
 ) -> Result<Option<String>, ApiError> {
@@ -133,11 +124,17 @@ pub fn x402_payment(
         return Ok(None);
     }
     let payment = PaymentRequirements::from_json(x402, "x402")?;
-    let refused = payment.consistency(request.amount, &request.currency, &request.recipient, None);
+    let refused = mandate_core::unstable::x402::consistency(
+        &payment,
+        request.amount,
+        &request.currency,
+        &request.recipient,
+        None,
+    );
     if let Some(first) = refused.first() {
         return Err(inconsistent(x402, first).into());
     }
-    Ok(Some(payment.digest()))
+    Ok(Some(mandate_core::unstable::x402::digest(&payment)))
 }
 
 /// The 400 for an x402 payment that is not the request's, naming the x402 member.

@@ -2,21 +2,22 @@
 //!
 //! Besides the spec's filters, `review_status` lists the decisions whose review stands in
 //! that status (the review console's pending reviews), and a decision read here that
-//! opened a review carries `review_status` and `review_expires_at`.
+//! opened a review carries `review_status` and `review_expires_at`. Every decision read
+//! carries `log`, its place in the organization's decision log with the proof, once a
+//! checkpoint covers it (`services/decision_log.rs`).
 
 use axum::Router;
 use axum::extract::{RawQuery, State};
 use axum::response::Response;
 use axum::routing::get;
-use mandate_core::id::DecisionId;
-use mandate_core::policy::Verdict;
-use mandate_core::review::ReviewStatus;
+use mandate_core::{DecisionId, Verdict, unstable::review::ReviewStatus};
 
 use super::ok;
 use crate::http::error::ApiError;
 use crate::http::extract::Path;
 use crate::http::list;
 use crate::model::Caller;
+use crate::services::decision_log;
 use crate::state::AppState;
 use crate::storage::decisions::Filters;
 
@@ -83,7 +84,7 @@ async fn index(
 ) -> Result<Response, ApiError> {
     let params = list::parse(query.as_deref(), FILTERS)?;
     let context = list::context("decisions", &caller, &params);
-    let mut before = list::start(&state, &params, &context)?;
+    let mut before = list::start(state.paging(), &params, &context)?;
     let Some(filters) = filters(&caller, &params)? else {
         return Ok(ok(list::empty()));
     };
@@ -91,7 +92,11 @@ async fn index(
         // The first page starts at the log's watermark, so that nothing committed later can
         // land below it (docs/exports.md, "A log that never skips"); the next pages follow
         // its cursor down.
-        before = state.store.settled_decision_seq().await?.saturating_add(1);
+        before = state
+            .store
+            .settled_decision_seq(&caller.org_id)
+            .await?
+            .saturating_add(1);
     }
     let rows = state
         .store
@@ -103,11 +108,15 @@ async fn index(
             params.limit + 1,
         )
         .await?;
-    let rows = rows
-        .into_iter()
-        .map(|(seq, d)| (seq, d.to_json()))
-        .collect();
-    Ok(ok(list::envelope(&state, &context, params.limit, rows)))
+    let shown =
+        decision_log::with_log(&*state.store, &caller.org_id, caller.env, &rows, None).await?;
+    let rows = rows.iter().map(|(seq, _)| *seq).zip(shown).collect();
+    Ok(ok(list::envelope(
+        state.paging(),
+        &context,
+        params.limit,
+        rows,
+    )))
 }
 
 async fn show(
@@ -119,12 +128,15 @@ async fn show(
         Ok(wanted) => {
             state
                 .store
-                .decision(&caller.org_id, caller.env, caller.agent.as_ref(), &wanted)
+                .decision_at(&caller.org_id, caller.env, caller.agent.as_ref(), &wanted)
                 .await?
         }
         Err(_) => None,
     };
-    decision
-        .map(|d| ok(d.to_json()))
-        .ok_or_else(|| ApiError::not_found("decision", &id))
+    let Some(row) = decision else {
+        return Err(ApiError::not_found("decision", &id));
+    };
+    let store = &*state.store;
+    let mut shown = decision_log::with_log(store, &caller.org_id, caller.env, &[row], None).await?;
+    Ok(ok(shown.pop().unwrap_or_default()))
 }

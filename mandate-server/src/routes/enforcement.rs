@@ -1,13 +1,14 @@
 //! `GET/POST /v1/enforcement`: the kill switch, per environment. The answer also names
 //! the organization and the environment the key acts on.
 
-use crate::http::fields::{check_fields, object, required};
 use axum::Router;
 use axum::extract::{RawQuery, State};
 use axum::response::Response;
 use axum::routing::get;
-use mandate_core::policy::Mode;
-use mandate_core::wire;
+use mandate_core::{
+    Mode, unstable::fields::check_fields, unstable::fields::object, unstable::fields::required,
+    unstable::wire,
+};
 
 use super::{ok, wire_json};
 use crate::clock::{from_ms, ms};

@@ -8,9 +8,9 @@ use axum::Router;
 use axum::extract::State;
 use axum::response::Response;
 use axum::routing::{get, post};
-use mandate_core::escrow::EscrowAction;
-use mandate_core::funding::FundingRequest;
-use mandate_core::id::EscrowId;
+use mandate_core::{
+    unstable::escrow::EscrowAction, unstable::funding::FundingRequest, unstable::id::EscrowId,
+};
 
 use super::{created, ok, wire_json};
 use crate::clock::random16;

@@ -5,9 +5,10 @@ use axum::Router;
 use axum::extract::{RawQuery, State};
 use axum::response::Response;
 use axum::routing::get;
-use mandate_core::delivery::{EVENT_TYPES, is_event_type};
-use mandate_core::id::{EventId, WebhookId};
-use mandate_core::wire;
+use mandate_core::{
+    EventId, unstable::delivery::EVENT_TYPES, unstable::delivery::is_event_type,
+    unstable::id::WebhookId, unstable::wire,
+};
 use serde_json::Value;
 
 use super::{ok, unreadable, wire_json};
@@ -77,7 +78,7 @@ async fn index(
         )));
     }
     let context = list::context("events", &caller, &params);
-    let before = list::start(&state, &params, &context)?;
+    let before = list::start(state.paging(), &params, &context)?;
     let rows = state
         .store
         .events_page(
@@ -92,7 +93,12 @@ async fn index(
         .iter()
         .map(|r| Ok((r.seq, event_json(r)?)))
         .collect::<Result<_, ApiError>>()?;
-    Ok(ok(list::envelope(&state, &context, params.limit, rows)))
+    Ok(ok(list::envelope(
+        state.paging(),
+        &context,
+        params.limit,
+        rows,
+    )))
 }
 
 async fn show(
@@ -105,7 +111,7 @@ async fn show(
     let row = row.ok_or_else(|| ApiError::not_found("event", &id))?;
     // Read after the event: a delivery is queued in the event's own transaction, so every
     // one the event has is there.
-    let deliveries = state.store.deliveries_of(&row.id).await?;
+    let deliveries = state.store.deliveries_of(&caller.org_id, &row.id).await?;
     let mut event = event_wire(&row)?;
     event.deliveries = Some(
         deliveries

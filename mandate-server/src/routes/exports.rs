@@ -1,17 +1,20 @@
 //! `GET /v1/exports/decisions`: every decision matching the list filters, as NDJSON, oldest
 //! first, without pagination, for audit; with `after` (a decision's id), only those
 //! committed after that one. The handler reads the query and answers the stream
-//! [`crate::services::exports`] makes.
+//! [`crate::services::exports`] makes, with the decision log's newest checkpoint as of the
+//! start in the header `Mandate-Log-Checkpoint`.
 
 use std::collections::BTreeMap;
 
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{RawQuery, State};
-use axum::http::header;
+use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use mandate_core::id::DecisionId;
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use mandate_core::DecisionId;
 
 use crate::http::error::ApiError;
 use crate::http::list;
@@ -80,15 +83,24 @@ fn parse(query: Option<&str>) -> Result<(list::ListParams, Option<DecisionId>), 
     Ok((params, after))
 }
 
-fn ndjson(body: Body) -> Response {
-    (
+/// The header carrying the newest checkpoint of the organization's decision log as of
+/// the export's start (the signed note in standard base64: a header holds no newline).
+pub const LOG_CHECKPOINT_HEADER: &str = "mandate-log-checkpoint";
+
+fn ndjson(body: Body, checkpoint: Option<&str>) -> Response {
+    let mut response = (
         [
             (header::CONTENT_TYPE, NDJSON),
             (header::CACHE_CONTROL, "no-store"),
         ],
         body,
     )
-        .into_response()
+        .into_response();
+    let encoded = checkpoint.map(|note| STANDARD.encode(note));
+    if let Some(value) = encoded.and_then(|e| HeaderValue::from_str(&e).ok()) {
+        response.headers_mut().insert(LOG_CHECKPOINT_HEADER, value);
+    }
+    response
 }
 
 async fn export(
@@ -98,8 +110,9 @@ async fn export(
 ) -> Result<Response, ApiError> {
     let (params, after) = parse(query.as_deref())?;
     let Some(filters) = filters(&caller, &params)? else {
-        return Ok(ndjson(Body::empty()));
+        return Ok(ndjson(Body::empty(), None));
     };
-    let stream = exports::start(&state, &caller, filters, after).await?;
-    Ok(ndjson(Body::from_stream(stream)))
+    let (checkpoint, stream) = exports::start(state.store.clone(), &caller, filters, after).await?;
+    let note = checkpoint.as_ref().map(|c| c.note.as_str());
+    Ok(ndjson(Body::from_stream(stream), note))
 }

@@ -32,7 +32,7 @@ async fn create(
     // The key class is checked before the body: a wrong key gets 403 whatever it sent.
     caller.require_org()?;
     let JsonBody(body) = body?;
-    let shown = mandates::create(&state, &caller, body, state.now()).await?;
+    let shown = state.mandates().create(&caller, body, state.now()).await?;
     Ok(created(shown))
 }
 
@@ -51,11 +51,19 @@ async fn index(
         agent = Some(own.to_string());
     }
     let context = list::context("mandates", &caller, &params);
-    let before = list::start(&state, &params, &context)?;
+    let before = list::start(state.paging(), &params, &context)?;
     let filters = Filters { agent, status };
     let limit = params.limit + 1;
-    let rows = mandates::page(&state, &caller, &filters, before, limit, state.now()).await?;
-    Ok(ok(list::envelope(&state, &context, params.limit, rows)))
+    let rows = state
+        .mandates()
+        .page(&caller, &filters, before, limit, state.now())
+        .await?;
+    Ok(ok(list::envelope(
+        state.paging(),
+        &context,
+        params.limit,
+        rows,
+    )))
 }
 
 async fn show(
@@ -63,7 +71,7 @@ async fn show(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    Ok(ok(mandates::show(&state, &caller, &id, state.now()).await?))
+    Ok(ok(state.mandates().show(&caller, &id, state.now()).await?))
 }
 
 async fn delete() -> ApiError {
@@ -78,7 +86,8 @@ async fn revoke(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     caller.require_org()?;
-    Ok(ok(
-        mandates::revoke(&state, &caller, &id, state.now()).await?
-    ))
+    Ok(ok(state
+        .mandates()
+        .revoke(&caller, &id, state.now())
+        .await?))
 }

@@ -1,10 +1,13 @@
-//! One module per resource; each builds its own router and [`api`] merges them.
+//! One module per resource; each builds its own router and [`api`] merges them. The errors
+//! of the layers below (the decision service, `services/`) become the envelope in
+//! [`errors`], where the two meet.
 
 pub mod agents;
 pub mod authorizations;
 pub mod console;
 pub mod decisions;
 pub mod enforcement;
+pub mod errors;
 pub mod escrows;
 pub mod events;
 pub mod exports;
@@ -18,10 +21,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
-use crate::decision::service::DecisionError;
 use crate::http::error::ApiError;
-use crate::services::escrows::EscrowError;
-use crate::services::webhooks::WebhookError;
 use crate::state::AppState;
 
 /// Every `/v1` route.
@@ -94,54 +94,14 @@ pub fn ok(body: Value) -> Response {
     (StatusCode::OK, axum::Json(body)).into_response()
 }
 
-pub use crate::services::wire_json;
+/// An object of [`mandate_core::unstable::wire`] as the JSON value a route answers with
+/// ([`crate::services::wire_json`], its failure the server's).
+pub fn wire_json<T: serde::Serialize>(object: &T) -> Result<Value, ApiError> {
+    Ok(crate::services::wire_json(object)?)
+}
 
 /// The error for a stored value (an id, a name) that no longer parses: the server's fault,
 /// never the caller's.
 pub fn unreadable<E: std::fmt::Display>(what: &'static str) -> impl FnOnce(E) -> ApiError {
     move |e| ApiError::Server(format!("stored {what} does not parse: {e}"))
-}
-
-/// A decision that could not be made or stored, as the envelope answers it. Here, where the
-/// routes meet the decision service: the HTTP layers know no decision service, and the
-/// decision service knows no HTTP.
-impl From<DecisionError> for ApiError {
-    fn from(e: DecisionError) -> Self {
-        match e {
-            DecisionError::Storage(e) => e.into(),
-            DecisionError::Contended(_) | DecisionError::MandateReplaced { .. } => {
-                Self::Unavailable(e.to_string())
-            }
-            DecisionError::ClaimLost => Self::IdempotencyConflict(e.to_string()),
-            DecisionError::AlreadyResolved(_) => Self::InvalidRequest(e.to_string()),
-            DecisionError::Encoding(_) | DecisionError::Signing(_) => Self::Server(e.to_string()),
-        }
-    }
-}
-
-/// An escrow request refused or failed, as the envelope answers it.
-impl From<EscrowError> for ApiError {
-    fn from(e: EscrowError) -> Self {
-        match e {
-            EscrowError::NoEscrow(id) => Self::not_found("escrow", &id),
-            EscrowError::NoDecision(id) => Self::not_found("decision", &id),
-            EscrowError::Funding(_) | EscrowError::Transition(_) => {
-                Self::InvalidRequest(e.to_string())
-            }
-            EscrowError::Storage(e) => e.into(),
-            EscrowError::Settlement(_) | EscrowError::Encoding(_) => Self::Server(e.to_string()),
-        }
-    }
-}
-
-/// A webhook request refused or failed, as the envelope answers it.
-impl From<WebhookError> for ApiError {
-    fn from(e: WebhookError) -> Self {
-        match e {
-            WebhookError::NoWebhook(id) => Self::not_found("webhook", &id),
-            WebhookError::Url(_) => Self::InvalidRequest(e.to_string()),
-            WebhookError::Storage(e) => e.into(),
-            WebhookError::Encoding(_) => Self::Server(e.to_string()),
-        }
-    }
 }

@@ -103,14 +103,13 @@ async fn jwks(State(state): State<AppState>) -> Response {
         .keys
         .read()
         .unwrap_or_else(|p| p.into_inner())
-        .jwks
-        .clone();
+        .published_json();
     (
         [
             (header::CONTENT_TYPE, "application/json"),
             (header::CACHE_CONTROL, "public, max-age=300"),
         ],
-        serde_json::to_string(set.as_ref()).unwrap_or_else(|_| "{\"keys\":[]}".into()),
+        set,
     )
         .into_response()
 }

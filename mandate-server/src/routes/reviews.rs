@@ -3,13 +3,15 @@
 //! There is no read path for reviews: a pending review is visible through the decision that
 //! opened it and through the `decision.review_pending` event.
 
-use crate::http::fields::{check_fields, invalid, object, present, string};
 use axum::Router;
 use axum::extract::State;
 use axum::response::Response;
 use axum::routing::post;
-use mandate_core::id::{DecisionId, ReviewId};
-use mandate_core::review::{Review, ReviewError};
+use mandate_core::{
+    DecisionId, unstable::fields::check_fields, unstable::fields::invalid,
+    unstable::fields::object, unstable::fields::present, unstable::fields::string,
+    unstable::id::ReviewId, unstable::review::Review, unstable::review::ReviewError,
+};
 
 use super::{created_encoded, ok};
 use crate::clock::{ms, ordered16};
@@ -132,7 +134,9 @@ async fn deny(
         Err(e) => return Err(refuse(&state, &caller, &review, e).await),
     };
     resolve(&state, &caller, denied.clone()).await?;
-    Ok(ok(super::wire_json::<mandate_core::wire::Review>(&denied)?))
+    Ok(ok(
+        super::wire_json::<mandate_core::unstable::wire::Review>(&denied)?,
+    ))
 }
 
 /// The optional `reason` of a denial's body, at most 500 characters.

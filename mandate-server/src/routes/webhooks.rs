@@ -2,13 +2,15 @@
 //! extract, call [`crate::services::webhooks`], answer. Organization keys only. A deleted
 //! endpoint reads as 404.
 
-use crate::http::fields::{check_fields, object, required, string};
 use axum::Router;
 use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use mandate_core::wire;
+use mandate_core::{
+    unstable::fields::check_fields, unstable::fields::object, unstable::fields::required,
+    unstable::fields::string, unstable::wire,
+};
 use serde_json::Value;
 
 use super::{created, ok, wire_json};
@@ -65,7 +67,7 @@ async fn index(
     caller.require_org()?;
     let params = list::parse(query.as_deref(), &[])?;
     let context = list::context("webhooks", &caller, &params);
-    let before = list::start(&state, &params, &context)?;
+    let before = list::start(state.paging(), &params, &context)?;
     let rows = state
         .store
         .webhooks_page(&caller.org_id, caller.env, before, params.limit + 1)
@@ -74,7 +76,12 @@ async fn index(
         .iter()
         .map(|r| Ok((r.seq, webhook_json(r)?)))
         .collect::<Result<_, ApiError>>()?;
-    Ok(ok(list::envelope(&state, &context, params.limit, rows)))
+    Ok(ok(list::envelope(
+        state.paging(),
+        &context,
+        params.limit,
+        rows,
+    )))
 }
 
 async fn show(

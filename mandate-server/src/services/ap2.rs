@@ -1,26 +1,128 @@
 //! AP2 on the API (issue #36; docs/protocols.md): the `ap2` member of `POST /v1/mandates`
 //! (an open payment mandate imported in place of the plain terms), the `source` of a
 //! mandate read, and the `ap2` member of `POST /v1/authorizations` (the agent's closed
-//! payment mandate for this payment). What a mandate means is `mandate_core::ap2`'s; this
+//! payment mandate for this payment). What a mandate means is `mandate_core::unstable::ap2`'s; this
 //! module loads what it needs, compares, and names every refusal for the caller.
 
-use mandate_core::ap2::{
-    ClosedMandate, OpenMandate, read_stored_open_mandate, verify_closed_mandate,
+use mandate_core::{
+    AgentId, AuthorizationRequest, ClosedMandate, Jwk, JwkSet, MandateId, OpenMandate,
+    unstable::ap2::read_stored_open_mandate, unstable::wire::MandateSource, verify_closed_mandate,
     verify_open_mandate,
 };
-use mandate_core::id::{AgentId, MandateId};
-use mandate_core::jwk::{Jwk, JwkSet};
-use mandate_core::policy::AuthorizationRequest;
-use mandate_core::wire::MandateSource;
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
+use super::{EncodingError, wire_json};
 use crate::decision::service::Credential;
-use crate::http::error::ApiError;
 use crate::model::Caller;
-use crate::state::AppState;
-use crate::storage::StorageError;
 use crate::storage::ap2::Ap2Source;
+use crate::storage::{StorageError, Store};
+
+/// Why an `ap2` member was refused (each message says what to send instead), or could not
+/// be checked.
+#[derive(Debug, thiserror::Error)]
+pub enum Ap2Error {
+    /// `ap2` is not an object holding exactly `member`, a non-empty string.
+    #[error("ap2 must be an object with one member, {member}: the AP2 SD-JWT as a string")]
+    Shape {
+        /// The member expected.
+        member: &'static str,
+    },
+    /// `ap2` holds a member other than the one expected.
+    #[error("ap2.{other} is not a member of ap2; only ap2.{member} is")]
+    UnknownMember {
+        /// The member given.
+        other: String,
+        /// The member expected.
+        member: &'static str,
+    },
+    /// A member the open mandate sets was given beside it.
+    #[error(
+        "{0} is set by the AP2 open mandate in ap2.open_mandate; remove {0}, or send plain terms without ap2"
+    )]
+    SetByOpenMandate(&'static str),
+    /// The organization trusts no issuer key to verify an open mandate against.
+    #[error(
+        "ap2.open_mandate: the organization trusts no AP2 issuer key; an operator adds the issuer's key with `mandate-server ap2-issuer add`"
+    )]
+    NoTrustedIssuer,
+    /// The open mandate does not verify, or holds what cannot be enforced.
+    #[error("ap2.open_mandate: {0}")]
+    OpenMandate(#[source] mandate_core::Ap2Error),
+    /// The closed mandate does not verify against the agent's open mandate.
+    #[error("ap2.closed_mandate: {0}")]
+    ClosedMandate(#[source] mandate_core::Ap2Error),
+    /// The agent's current mandate was not imported from an open mandate.
+    #[error(
+        "ap2.closed_mandate: agent {agent}'s mandate {mandate} was not imported from an AP2 open mandate; a closed mandate is presented only under one (POST /v1/mandates with ap2.open_mandate), otherwise leave out ap2"
+    )]
+    NotImported {
+        /// The agent.
+        agent: AgentId,
+        /// Its current mandate.
+        mandate: MandateId,
+    },
+    /// The open mandate is in force in another organization or environment: one consent
+    /// is spent in one place (docs/protocols.md).
+    #[error(
+        "ap2.open_mandate: this open mandate is already in force in organization {org_id}, environment {env}; an open mandate is in force in one organization and environment only, so that each of its closed mandates is used once: import it there, or ask the issuer for a mandate of your own"
+    )]
+    InForceElsewhere {
+        /// The organization it is in force in.
+        org_id: String,
+        /// And the environment.
+        env: &'static str,
+    },
+    /// The agent has no mandate.
+    #[error(
+        "ap2.closed_mandate: agent {0} has no mandate; import its AP2 open mandate first (POST /v1/mandates with ap2.open_mandate)"
+    )]
+    NoMandate(AgentId),
+    /// The closed mandate pays another amount than the request asks.
+    #[error(
+        "ap2.closed_mandate pays {pays} and the request asks amount {asks}: a closed mandate authorizes exactly the payment it names; send its amount"
+    )]
+    Amount {
+        /// The closed mandate's amount.
+        pays: String,
+        /// The request's.
+        asks: String,
+    },
+    /// The closed mandate pays in another currency than the request's.
+    #[error(
+        "ap2.closed_mandate pays in {pays} and the request's currency is {asks}; send its currency"
+    )]
+    Currency {
+        /// The closed mandate's currency.
+        pays: String,
+        /// The request's.
+        asks: String,
+    },
+    /// The closed mandate pays another payee than the request's recipient.
+    #[error(
+        "ap2.closed_mandate pays {pays} and the request's recipient is {asks}; send its payee as the recipient, letter for letter"
+    )]
+    Payee {
+        /// The closed mandate's payee.
+        pays: String,
+        /// The request's recipient.
+        asks: String,
+    },
+    /// A stored AP2 issuer key no longer parses: the server's fault.
+    #[error("stored AP2 issuer key {kid}: {problem}")]
+    StoredIssuerKey {
+        /// The key's id.
+        kid: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// The store failed (or holds an open mandate that no longer reads).
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    /// A mandate's source could not be encoded.
+    #[error(transparent)]
+    Encoding(#[from] EncodingError),
+}
 
 /// The members of a mandate body that an imported open mandate sets: giving one beside
 /// `ap2` is refused rather than one of the two silently winning.
@@ -33,15 +135,20 @@ const CLOSED_MEMBER: &str = "closed_mandate";
 
 /// The SD-JWT text of the body's `ap2` member, which must be an object holding exactly
 /// `member`, a non-empty string; `None` when the body has no `ap2`.
-fn ap2_member(body: &mut Map<String, Value>, member: &str) -> Result<Option<String>, ApiError> {
-    let Some(ap2) = body.remove("ap2") else {
-        return Ok(None);
-    };
-    let bad = || {
-        ApiError::InvalidRequest(format!(
-            "ap2 must be an object with one member, {member}: the AP2 SD-JWT as a string"
-        ))
-    };
+fn ap2_member(
+    body: &mut Map<String, Value>,
+    member: &'static str,
+) -> Result<Option<String>, Ap2Error> {
+    match body.remove("ap2") {
+        Some(ap2) => member_text(ap2, member).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// The SD-JWT text of an `ap2` member taken from a body: an object holding exactly
+/// `member`, a non-empty string.
+fn member_text(ap2: Value, member: &'static str) -> Result<String, Ap2Error> {
+    let bad = || Ap2Error::Shape { member };
     let Value::Object(mut ap2) = ap2 else {
         return Err(bad());
     };
@@ -50,35 +157,30 @@ fn ap2_member(body: &mut Map<String, Value>, member: &str) -> Result<Option<Stri
         _ => return Err(bad()),
     };
     if let Some(other) = ap2.keys().next() {
-        return Err(ApiError::InvalidRequest(format!(
-            "ap2.{other} is not a member of ap2; only ap2.{member} is"
-        )));
+        return Err(Ap2Error::UnknownMember {
+            other: other.clone(),
+            member,
+        });
     }
-    Ok(Some(text))
-}
-
-fn refused(member: &str, e: impl std::fmt::Display) -> ApiError {
-    ApiError::InvalidRequest(format!("ap2.{member}: {e}"))
+    Ok(text)
 }
 
 /// The organization's trusted AP2 issuer keys as a JWK Set (a stored key that no longer
 /// parses is the server's fault, never the caller's).
-async fn trusted_issuers(state: &AppState, caller: &Caller) -> Result<JwkSet, ApiError> {
-    let stored = state.store.ap2_issuers(&caller.org_id).await?;
+async fn trusted_issuers(store: &dyn Store, caller: &Caller) -> Result<JwkSet, Ap2Error> {
+    let stored = store.ap2_issuers(&caller.org_id).await?;
     if stored.is_empty() {
-        return Err(ApiError::InvalidRequest(
-            "ap2.open_mandate: the organization trusts no AP2 issuer key; an operator adds the issuer's key with `mandate-server ap2-issuer add`".into(),
-        ));
+        return Err(Ap2Error::NoTrustedIssuer);
     }
     let mut keys = Vec::with_capacity(stored.len());
     for issuer in stored {
-        let value: Value = serde_json::from_str(&issuer.jwk)
-            .map_err(|e| ApiError::Server(format!("stored AP2 issuer key {}: {e}", issuer.kid)))?;
-        keys.push(
-            Jwk::from_value(&value).map_err(|e| {
-                ApiError::Server(format!("stored AP2 issuer key {}: {e}", issuer.kid))
-            })?,
-        );
+        let unreadable = |problem: String| Ap2Error::StoredIssuerKey {
+            kid: issuer.kid.clone(),
+            problem,
+        };
+        let value: Value =
+            serde_json::from_str(&issuer.jwk).map_err(|e| unreadable(e.to_string()))?;
+        keys.push(Jwk::from_value(&value).map_err(|e| unreadable(e.to_string()))?);
     }
     Ok(JwkSet { keys })
 }
@@ -89,11 +191,11 @@ async fn trusted_issuers(state: &AppState, caller: &Caller) -> Result<JwkSet, Ap
 /// optionally `principal`, `review_above`, `escrow`), with the source to store. `None`
 /// for a body without `ap2` (plain terms).
 pub async fn import(
-    state: &AppState,
+    store: &dyn Store,
     caller: &Caller,
     body: &Value,
     now: OffsetDateTime,
-) -> Result<Option<(Value, Ap2Source)>, ApiError> {
+) -> Result<Option<(Value, Imported)>, Ap2Error> {
     let Some(object) = body.as_object() else {
         return Ok(None);
     };
@@ -105,24 +207,37 @@ pub async fn import(
         return Ok(None);
     };
     if let Some(given) = SET_BY_OPEN_MANDATE.iter().find(|m| terms.contains_key(**m)) {
-        return Err(ApiError::InvalidRequest(format!(
-            "{given} is set by the AP2 open mandate in ap2.open_mandate; remove {given}, or send plain terms without ap2"
-        )));
+        return Err(Ap2Error::SetByOpenMandate(given));
     }
-    let issuers = trusted_issuers(state, caller).await?;
-    let open = verify_open_mandate(&sd_jwt, &issuers, now).map_err(|e| refused(OPEN_MEMBER, e))?;
+    let issuers = trusted_issuers(store, caller).await?;
+    let open = verify_open_mandate(&sd_jwt, &issuers, now).map_err(Ap2Error::OpenMandate)?;
     terms.extend(open.terms());
-    let source = Ap2Source {
-        open_mandate: open.sd_jwt().to_owned(),
-        digest: open.digest().to_owned(),
+    let imported = Imported {
+        source: Ap2Source {
+            open_mandate: mandate_core::unstable::ap2::sd_jwt(&open).to_owned(),
+            digest: open.digest().to_owned(),
+        },
+        consent_key: mandate_core::unstable::ap2::consent_key(&open).to_owned(),
     };
-    Ok(Some((Value::Object(terms), source)))
+    Ok(Some((Value::Object(terms), imported)))
+}
+
+/// An open mandate verified for an import: what the mandate keeps of it, and the consent
+/// key that binds it to one organization and environment (`storage::ap2::Ap2Import`).
+#[derive(Debug, Clone)]
+pub struct Imported {
+    /// Stored with the mandate.
+    pub source: Ap2Source,
+    /// `OpenMandate::consent_key`.
+    pub consent_key: String,
 }
 
 /// The `source` member of a mandate imported from AP2: the SD-JWT, its digest and the
 /// values bound into the verdicts rather than enforced as terms.
 pub fn source_of(source: &Ap2Source) -> MandateSource {
-    // Verified at import: read again for the bound values (structure only).
+    // Verified at import: read again for the bound values (structure only), and for the
+    // digest of the issuer JWT as imported (a mandate imported before the digest was of
+    // the exact bytes has a low-S digest stored).
     let open = read_stored_open_mandate(&source.open_mandate).ok();
     MandateSource {
         allowed_payment_instruments: open
@@ -131,7 +246,9 @@ pub fn source_of(source: &Ap2Source) -> MandateSource {
         allowed_pisps: open
             .as_ref()
             .and_then(|o| o.allowed_pisps().map(<[Value]>::to_vec)),
-        digest: source.digest.clone(),
+        digest: open
+            .as_ref()
+            .map_or_else(|| source.digest.clone(), |o| o.digest().to_owned()),
         open_mandate: source.open_mandate.clone(),
         payment_reference: open
             .as_ref()
@@ -141,24 +258,21 @@ pub fn source_of(source: &Ap2Source) -> MandateSource {
 }
 
 /// [`source_of`] as the JSON value a mandate's answer carries.
-pub fn source_json(source: &Ap2Source) -> Result<Value, ApiError> {
-    super::wire_json(&source_of(source))
+pub fn source_json(source: &Ap2Source) -> Result<Value, EncodingError> {
+    wire_json(&source_of(source))
 }
 
 /// Adds `source` to those of the mandates (`(id, its JSON)`) imported from AP2.
 pub async fn add_sources(
-    state: &AppState,
+    store: &dyn Store,
     caller: &Caller,
     mandates: &mut [(MandateId, &mut Value)],
-) -> Result<(), ApiError> {
+) -> Result<(), Ap2Error> {
     let ids: Vec<MandateId> = mandates.iter().map(|(id, _)| id.clone()).collect();
     if ids.is_empty() {
         return Ok(());
     }
-    let sources = state
-        .store
-        .ap2_sources(&caller.org_id, caller.env, &ids)
-        .await?;
+    let sources = store.ap2_sources(&caller.org_id, caller.env, &ids).await?;
     for (id, source) in sources {
         if let Some((_, value)) = mandates.iter_mut().find(|(m, _)| *m == id)
             && let Value::Object(object) = &mut **value
@@ -181,88 +295,63 @@ pub struct Presented {
     pub transaction_id: String,
 }
 
-/// Splits a `POST /v1/authorizations` body with `ap2` into the request body without it
-/// and the closed mandate's presentation; `None` when the body names no `ap2` (the plain
-/// request, read on the fast path).
-pub fn split_authorization(bytes: &[u8]) -> Result<Option<(Value, String)>, ApiError> {
-    // The fast path reads plain bodies without building a tree: only a body that holds
-    // the text "ap2" at all is read here.
-    if !bytes.windows(5).any(|w| w == b"\"ap2\"") {
-        return Ok(None);
-    }
-    let mut body: Value = match serde_json::from_slice(bytes) {
-        Ok(body) => body,
-        // Not JSON: the plain path names the problem.
-        Err(_) => return Ok(None),
-    };
-    let Some(object) = body.as_object_mut() else {
-        return Ok(None);
-    };
-    match ap2_member(object, CLOSED_MEMBER)? {
-        Some(presentation) => Ok(Some((body, presentation))),
-        None => Ok(None),
-    }
+/// The closed mandate's presentation in the `ap2` member taken from a
+/// `POST /v1/authorizations` body (`{"closed_mandate": "<SD-JWT>"}`), or the 400 naming
+/// what is wrong with its shape.
+pub fn presentation(ap2: Value) -> Result<String, Ap2Error> {
+    member_text(ap2, CLOSED_MEMBER)
 }
 
 /// Verifies `presentation` (the agent's AP2 closed payment mandate) against the open
 /// mandate the agent's current mandate was imported from, and checks that it pays exactly
 /// what `request` asks: amount, currency and recipient (each mismatch named).
 pub async fn closed_mandate(
-    state: &AppState,
+    store: &dyn Store,
     caller: &Caller,
     agent: &AgentId,
     request: &AuthorizationRequest,
     presentation: &str,
     now: OffsetDateTime,
-) -> Result<Presented, ApiError> {
-    let current = state
-        .store
+) -> Result<Presented, Ap2Error> {
+    let current = store
         .current_ap2_source(&caller.org_id, caller.env, agent)
         .await?;
     let (mandate_id, source) = match current {
         Some((id, Some(source))) => (id, source),
-        Some((id, None)) => {
-            return Err(ApiError::InvalidRequest(format!(
-                "ap2.closed_mandate: agent {agent}'s mandate {id} was not imported from an AP2 open mandate; a closed mandate is presented only under one (POST /v1/mandates with ap2.open_mandate), otherwise leave out ap2"
-            )));
+        Some((mandate, None)) => {
+            return Err(Ap2Error::NotImported {
+                agent: agent.clone(),
+                mandate,
+            });
         }
-        None => {
-            return Err(ApiError::InvalidRequest(format!(
-                "ap2.closed_mandate: agent {agent} has no mandate; import its AP2 open mandate first (POST /v1/mandates with ap2.open_mandate)"
-            )));
-        }
+        None => return Err(Ap2Error::NoMandate(agent.clone())),
     };
-    let open: OpenMandate = read_stored_open_mandate(&source.open_mandate).map_err(|e| {
-        ApiError::from(StorageError::Corrupt(format!(
-            "stored AP2 open mandate: {e}"
-        )))
-    })?;
+    let open: OpenMandate = read_stored_open_mandate(&source.open_mandate)
+        .map_err(|e| StorageError::Corrupt(format!("stored AP2 open mandate: {e}")))?;
     let closed: ClosedMandate =
-        verify_closed_mandate(presentation, &open, now).map_err(|e| refused(CLOSED_MEMBER, e))?;
+        verify_closed_mandate(presentation, &open, now).map_err(Ap2Error::ClosedMandate)?;
     if closed.amount != request.amount.value() {
-        return Err(ApiError::InvalidRequest(format!(
-            "ap2.closed_mandate pays {} and the request asks amount {}: a closed mandate authorizes exactly the payment it names; send its amount",
-            closed.amount, request.amount
-        )));
+        return Err(Ap2Error::Amount {
+            pays: closed.amount.to_string(),
+            asks: request.amount.to_string(),
+        });
     }
     if closed.currency != request.currency {
-        return Err(ApiError::InvalidRequest(format!(
-            "ap2.closed_mandate pays in {} and the request's currency is {}; send its currency",
-            closed.currency, request.currency
-        )));
+        return Err(Ap2Error::Currency {
+            pays: closed.currency.to_string(),
+            asks: request.currency.to_string(),
+        });
     }
-    if !closed
-        .payee
-        .eq_ignore_ascii_case(request.recipient.as_str())
-    {
-        return Err(ApiError::InvalidRequest(format!(
-            "ap2.closed_mandate pays {} and the request's recipient is {}; send its payee as the recipient",
-            closed.payee, request.recipient
-        )));
+    // Exactly, as AP2's evaluator compares payee ids.
+    if closed.payee != request.recipient.as_str() {
+        return Err(Ap2Error::Payee {
+            pays: closed.payee.to_string(),
+            asks: request.recipient.to_string(),
+        });
     }
     Ok(Presented {
         credential: Credential {
-            id: closed.credential_id(),
+            id: mandate_core::unstable::ap2::credential_id(&closed),
             mandate: mandate_id,
         },
         open_digest: open.digest().to_owned(),

@@ -1,16 +1,17 @@
 //! Escrows: funding one from a decision and moving it, decided here for every engine.
 //!
 //! An escrow is funded by an unexpired `allow` decision of its buyer for the same amount,
-//! currency and recipient ([`mandate_core::funding`]) and spends it. Its transitions are
-//! [`mandate_core::escrow::transition`]. [`step`] decides what one action writes: the new
+//! currency and recipient ([`mandate_core::unstable::funding`]) and spends it. Its transitions are
+//! [`mandate_core::unstable::escrow::transition`]. [`step`] decides what one action writes: the new
 //! status and history step, the money movement (through the live
 //! [`SettlementProvider`]) and the `escrow.*` event; the engine writes it in one
 //! transaction only if the escrow still stands where it was read ([`crate::storage::escrows::EscrowStore`]).
 
-use mandate_core::escrow::{EscrowAction, EscrowStatus, HistoryEntry};
-use mandate_core::funding::{FundingError, FundingRequest, check_funding};
-use mandate_core::id::EscrowId;
-use mandate_core::wire;
+use mandate_core::{
+    unstable::escrow::EscrowAction, unstable::escrow::EscrowStatus, unstable::escrow::HistoryEntry,
+    unstable::funding::FundingError, unstable::funding::FundingRequest,
+    unstable::funding::check_funding, unstable::id::EscrowId, unstable::wire,
+};
 use serde_json::Value;
 use time::OffsetDateTime;
 
@@ -39,7 +40,7 @@ pub enum EscrowError {
     Funding(#[from] FundingError),
     /// The action is not allowed from where the escrow stands.
     #[error(transparent)]
-    Transition(#[from] mandate_core::escrow::EscrowError),
+    Transition(#[from] mandate_core::unstable::escrow::EscrowError),
     /// The settlement adapter refused the movement; nothing was written.
     #[error(transparent)]
     Settlement(#[from] SettlementError),
@@ -255,10 +256,9 @@ pub async fn act(
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
-    use mandate_core::amount::Amount;
-    use mandate_core::escrow::EscrowError as Refusal;
-    use mandate_core::id::{AgentId, DecisionId};
-    use mandate_core::names::{Currency, Recipient};
+    use mandate_core::{
+        AgentId, Amount, Currency, DecisionId, Recipient, unstable::escrow::EscrowError as Refusal,
+    };
     use time::macros::datetime;
 
     use super::*;

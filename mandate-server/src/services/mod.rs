@@ -2,12 +2,14 @@
 //! routes (which extract, call a service, answer) and above storage (which writes what a
 //! service decided).
 //!
-//! `escrows` and `webhooks` know no HTTP: each has its own error type, mapped to the spec's
-//! envelope in `routes/mod.rs`, where the two meet. `mandates`, `exports` and `ap2` answer
-//! the API's error type, [`ApiError`], whose messages say what the caller must fix; only
-//! `http/error.rs` turns it into a status and the envelope.
+//! No service knows HTTP: each takes what it needs (a store, the agents' locks, the caller,
+//! `now`) rather than the application's state, and answers an error type of its own, whose
+//! messages say what the caller must fix. `routes/errors.rs` alone turns them into the
+//! spec's envelope.
 
+pub mod acp;
 pub mod ap2;
+pub mod decision_log;
 pub mod escrows;
 pub mod exports;
 pub mod mandates;
@@ -16,11 +18,13 @@ pub mod webhooks;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::http::error::ApiError;
+/// An answer that could not be encoded as JSON: the server's fault, never the caller's.
+#[derive(Debug, thiserror::Error)]
+#[error("encoding the answer: {0}")]
+pub struct EncodingError(String);
 
-/// An object of [`mandate_core::wire`] as the JSON value the server answers with (members
+/// An object of [`mandate_core::unstable::wire`] as the JSON value the server answers with (members
 /// sorted by name, as the wire module documents).
-pub fn wire_json<T: Serialize>(object: &T) -> Result<Value, ApiError> {
-    mandate_core::wire::to_value(object)
-        .map_err(|e| ApiError::Server(format!("encoding the answer: {e}")))
+pub fn wire_json<T: Serialize>(object: &T) -> Result<Value, EncodingError> {
+    mandate_core::unstable::wire::to_value(object).map_err(|e| EncodingError(e.to_string()))
 }

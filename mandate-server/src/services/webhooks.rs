@@ -1,18 +1,18 @@
-//! Webhook endpoints: registering one (its URL judged by [`crate::workers::ssrf`] before it
+//! Webhook endpoints: registering one (its URL judged by [`crate::ssrf`] before it
 //! is stored, and again before every delivery), reading, deleting (its pending deliveries
 //! end) and pinging one (an event like any other, delivered to that one endpoint).
 
-use mandate_core::FieldError;
-use mandate_core::delivery::{EVENT_TYPES, is_event_type};
-use mandate_core::id::{EventId, WebhookId};
-use mandate_core::wire;
+use mandate_core::{
+    EventId, FieldError, unstable::delivery::EVENT_TYPES, unstable::delivery::is_event_type,
+    unstable::id::WebhookId, unstable::wire,
+};
 use serde_json::Value;
 
 use crate::clock::{from_ms, random16};
 use crate::model::Env;
+use crate::ssrf::{self, Host, UrlError};
 use crate::storage::webhooks::WebhookRow;
 use crate::storage::{StorageError, Store};
-use crate::workers::ssrf::{self, Host, UrlError};
 
 /// Why a webhook request was not done.
 #[derive(Debug, thiserror::Error)]

@@ -60,8 +60,29 @@ const SEAL_CONTEXT: &[u8] = b"mandate signing key at rest v1\0";
 const BACKUP_CONTEXT: &[u8] = b"mandate backup authentication v1\0";
 /// What the KEK id is a hash of, besides the KEK.
 const ID_CONTEXT: &[u8] = b"mandate key-encryption key id v1\0";
-/// The start of every sealed key's associated data.
+/// The start of every sealed signing key's associated data.
 const AAD_CONTEXT: &[u8] = b"mandate signing key v1\0";
+/// The start of every sealed log key's associated data: a sealed log key stored as a
+/// signing key (or the reverse) does not open.
+const LOG_AAD_CONTEXT: &[u8] = b"mandate log key at rest v1\0";
+
+/// What a sealed key is for, bound into what seals it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyUse {
+    /// A verdict and event signing key (`signing_keys`).
+    Signing,
+    /// A log key, which signs the decision log's checkpoints (`log_keys`).
+    Log,
+}
+
+impl KeyUse {
+    fn context(self) -> &'static [u8] {
+        match self {
+            KeyUse::Signing => AAD_CONTEXT,
+            KeyUse::Log => LOG_AAD_CONTEXT,
+        }
+    }
+}
 
 /// How many times a re-seal is tried again when the keys changed while it was made.
 const RESEAL_ATTEMPTS: usize = 5;
@@ -241,13 +262,19 @@ impl Kek {
     }
 
     /// Seals `secret` for `kid` of `env`.
-    fn seal(&self, kid: &str, env: Env, secret: &SigningSecret) -> Result<Vec<u8>, AtRestError> {
+    fn seal(
+        &self,
+        kid: &str,
+        env: Env,
+        secret: &SigningSecret,
+        usage: KeyUse,
+    ) -> Result<Vec<u8>, AtRestError> {
         let mut out = Vec::with_capacity(SEALED_LEN);
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&self.id.0);
         let mut nonce = [0u8; NONCE_LEN];
         fill_random(&mut nonce);
-        let aad = aad(&out, kid, env);
+        let aad = aad(usage, &out, kid, env);
         out.extend_from_slice(&nonce);
         let mut in_out = secret.0.to_vec();
         let sealed = self.aead().seal_in_place_append_tag(
@@ -266,7 +293,13 @@ impl Kek {
     }
 
     /// Opens a sealed key (`stored` is a whole sealed key whose header names this KEK).
-    fn open(&self, kid: &str, env: Env, stored: &[u8]) -> Result<SigningSecret, AtRestError> {
+    fn open(
+        &self,
+        kid: &str,
+        env: Env,
+        stored: &[u8],
+        usage: KeyUse,
+    ) -> Result<SigningSecret, AtRestError> {
         let damaged = || AtRestError::Damaged {
             kid: kid.to_owned(),
             kek: self.id,
@@ -277,7 +310,7 @@ impl Kek {
         let mut in_out = sealed.to_vec();
         let opened =
             self.aead()
-                .open_in_place(nonce, Aad::from(aad(header, kid, env)), &mut in_out);
+                .open_in_place(nonce, Aad::from(aad(usage, header, kid, env)), &mut in_out);
         let secret = match opened {
             Ok(plain) => <[u8; SECRET_LEN]>::try_from(&*plain)
                 .map(SigningSecret)
@@ -290,9 +323,10 @@ impl Kek {
 }
 
 /// The associated data of a sealed key: what it is, its header, its environment and kid.
-fn aad(header: &[u8], kid: &str, env: Env) -> Vec<u8> {
-    let mut aad = Vec::with_capacity(AAD_CONTEXT.len() + header.len() + 16 + kid.len());
-    aad.extend_from_slice(AAD_CONTEXT);
+fn aad(usage: KeyUse, header: &[u8], kid: &str, env: Env) -> Vec<u8> {
+    let context = usage.context();
+    let mut aad = Vec::with_capacity(context.len() + header.len() + 16 + kid.len());
+    aad.extend_from_slice(context);
     aad.extend_from_slice(header);
     aad.extend_from_slice(env.as_str().as_bytes());
     aad.push(0);
@@ -441,7 +475,7 @@ impl KeyEncryption {
         secret: &SigningSecret,
     ) -> Result<Vec<u8>, AtRestError> {
         match &self.current {
-            Some(kek) => kek.seal(kid, env, secret),
+            Some(kek) => kek.seal(kid, env, secret, KeyUse::Signing),
             None => Ok(secret.0.to_vec()),
         }
     }
@@ -456,7 +490,30 @@ impl KeyEncryption {
                 kid: key.kid.clone(),
             });
         }
-        open_with(self.keks(), key)
+        open_with(self.keks(), key, KeyUse::Signing)
+    }
+
+    /// [`KeyEncryption::seal`] for a log key: sealed so that it opens as a log key only.
+    pub fn seal_log_key(
+        &self,
+        kid: &str,
+        env: Env,
+        secret: &SigningSecret,
+    ) -> Result<Vec<u8>, AtRestError> {
+        match &self.current {
+            Some(kek) => kek.seal(kid, env, secret, KeyUse::Log),
+            None => Ok(secret.0.to_vec()),
+        }
+    }
+
+    /// [`KeyEncryption::open`] for a log key.
+    pub fn open_log_key(&self, key: &StoredKey) -> Result<SigningSecret, AtRestError> {
+        if self.current.is_some() && matches!(form(&key.secret), Form::Plain(_)) {
+            return Err(AtRestError::PlaintextWithKek {
+                kid: key.kid.clone(),
+            });
+        }
+        open_with(self.keks(), key, KeyUse::Log)
     }
 }
 
@@ -464,11 +521,12 @@ impl KeyEncryption {
 fn open_with<'a>(
     keks: impl Iterator<Item = &'a Kek> + Clone,
     key: &StoredKey,
+    usage: KeyUse,
 ) -> Result<SigningSecret, AtRestError> {
     match form(&key.secret) {
         Form::Plain(bytes) => Ok(SigningSecret(*bytes)),
         Form::Sealed(id) => match keks.clone().find(|k| k.id == id) {
-            Some(kek) => kek.open(&key.kid, key.env, &key.secret),
+            Some(kek) => kek.open(&key.kid, key.env, &key.secret, usage),
             None => {
                 let given: Vec<String> = keks.map(|k| k.id.to_string()).collect();
                 if given.is_empty() {
@@ -557,9 +615,14 @@ pub fn seal_plaintext(
         return Err(AtRestError::KekRequired);
     };
     reseal(store, |key| {
-        let secret = open_with(keys.keks(), key)?;
+        let secret = open_with(keys.keks(), key, KeyUse::Signing)?;
         match form(&key.secret) {
-            Form::Plain(_) => Ok(Some(kek.seal(&key.kid, key.env, &secret)?)),
+            Form::Plain(_) => Ok(Some(kek.seal(
+                &key.kid,
+                key.env,
+                &secret,
+                KeyUse::Signing,
+            )?)),
             _ => Ok(None),
         }
     })
@@ -592,8 +655,13 @@ pub fn rotate(
     reseal(store, |key| match form(&key.secret) {
         Form::Sealed(id) if id == new.id => Ok(None),
         _ => {
-            let secret = open_with(keks(), key)?;
-            Ok(Some(new.seal(&key.kid, key.env, &secret)?))
+            let secret = open_with(keks(), key, KeyUse::Signing)?;
+            Ok(Some(new.seal(
+                &key.kid,
+                key.env,
+                &secret,
+                KeyUse::Signing,
+            )?))
         }
     })
     .map(|(count, changed)| Rotated {
@@ -601,6 +669,30 @@ pub fn rotate(
         resealed: changed,
         new_id: new.id,
     })
+}
+
+/// The stored form of the log key `key` sealed under `new` (`None`: it is already): opened
+/// with `new` or the KEKs of `old`, or taken as it is if stored in plaintext. What
+/// [`rotate`] and [`seal_plaintext`] do to signing keys, for the log keys
+/// (`signing::log_keys::reseal`).
+pub fn reseal_log_key(
+    old: &KeyEncryption,
+    new: &Kek,
+    key: &StoredKey,
+) -> Result<Option<Vec<u8>>, AtRestError> {
+    if let Form::Sealed(id) = form(&key.secret)
+        && id == new.id
+    {
+        return Ok(None);
+    }
+    let keks = std::iter::once(new).chain(old.keks());
+    let secret = open_with(keks, key, KeyUse::Log)?;
+    Ok(Some(new.seal(&key.kid, key.env, &secret, KeyUse::Log)?))
+}
+
+/// The current KEK, which seals new keys.
+pub fn current_kek(keys: &KeyEncryption) -> Option<&Kek> {
+    keys.current.as_ref()
 }
 
 /// Reads every stored key, makes what `change` says of each (`None`: as it is) and

@@ -11,8 +11,7 @@
 
 use aws_lc_rs::rand::SystemRandom;
 use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair};
-use mandate_core::jwk::Jwk;
-use mandate_core::jws::{P256Signer, SignError, Signer};
+use mandate_core::{Jwk, P256Signer, SignError, Signer};
 use p256::elliptic_curve::zeroize::Zeroize;
 use p256::{FieldBytes, NonZeroScalar};
 
@@ -127,8 +126,9 @@ impl Signer for AwsLcSigner {
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
     use super::*;
-    use mandate_core::jwk::JwkSet;
-    use mandate_core::jws::{VerifyOptions, sign_token, verify_es256, verify_event};
+    use mandate_core::{
+        JwkSet, VerifyOptions, sign_token, unstable::jws::verify_es256, verify_event,
+    };
     use serde_json::json;
 
     const SECRET: [u8; 32] = [7; 32];

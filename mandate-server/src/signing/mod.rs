@@ -14,13 +14,13 @@
 pub mod api_keys;
 pub mod at_rest;
 pub mod fast;
+pub mod log_keys;
 pub mod presign;
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
-use mandate_core::jwk::JwkSet;
-use mandate_core::jws::{P256Signer, Signer};
+use mandate_core::{JwkSet, P256Signer, Signer};
 
 use crate::clock::fill_random;
 use crate::model::Env;
@@ -38,12 +38,26 @@ pub struct KeyRing {
     current: HashMap<&'static str, Arc<dyn Signer>>,
     /// Every published public key.
     pub jwks: Arc<JwkSet>,
+    /// The log keys, which sign the decision log's checkpoints (published beside).
+    pub log: log_keys::LogKeyRing,
 }
 
 impl KeyRing {
     /// The signer for `env`.
     pub fn signer(&self, env: Env) -> Option<Arc<dyn Signer>> {
         self.current.get(env.as_str()).cloned()
+    }
+
+    /// The JWK Set as published: the verdict keys, then the log keys (`use:
+    /// "tlog-checkpoint"`, no `alg`), which verifiers of verdicts skip.
+    pub fn published_json(&self) -> String {
+        let mut set = serde_json::to_value(self.jwks.as_ref()).unwrap_or_default();
+        if let Some(serde_json::Value::Array(keys)) = set.get_mut("keys") {
+            for key in &self.log.published {
+                keys.push(serde_json::to_value(key).unwrap_or_default());
+            }
+        }
+        serde_json::to_string(&set).unwrap_or_else(|_| "{\"keys\":[]}".into())
     }
 }
 
@@ -144,7 +158,8 @@ pub async fn reload(
     let stored = store
         .signing_keys(now_ms - RETIRED_KEY_PUBLISHED_MS)
         .await?;
-    let fresh = build(stored, keys)?;
+    let mut fresh = build(stored, keys)?;
+    fresh.log = log_keys::load(store, keys, now_ms).await?;
     *ring.write().unwrap_or_else(|p| p.into_inner()) = fresh;
     Ok(())
 }

@@ -5,105 +5,19 @@
 
 use std::sync::Arc;
 
-use mandate_core::amount::Amount;
-use mandate_core::id::{AgentId, ReviewId};
-use mandate_core::mandate::Mandate;
-use mandate_core::policy::Mode;
-use mandate_core::review::Review;
+use mandate_core::{
+    AgentId, DecisionId, unstable::id::ReviewId, unstable::review::Review,
+    unstable::review::ReviewStatus,
+};
 
-use super::StoreFuture;
-use super::idempotency::IdempotencyRecord;
+use super::engine::{Access, Columns, Engine, Lock, Result, Scope, Tx, first, id_of};
+use super::idempotency;
+pub use super::records::{AgentHint, AgentRecord, NewDecision, Recorded, allows_from};
+use super::statements::ReviewSql;
+use super::{StorageError, StoreFuture, events};
+use crate::clock::{from_ms, ms};
 use crate::model::Env;
 use crate::model::decision::Decision;
-
-/// What an engine told the decision service about an agent, kept in the agent's state so
-/// that storing its next decision skips two lookups (random pages of large indexes with many agents): the agent's
-/// integer key, and that its row of the months it decided in for a month is already stored.
-/// An engine shared by several processes also puts the agent's version here: the decision
-/// is stored only if it is still the agent's (see [`crate::storage::StorageError::Conflict`]).
-/// Opaque above storage: the rest of the server keeps it and hands it back, and only the
-/// engine that made it reads its fields.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct AgentHint {
-    /// The engine's key of the agent (SQLite and PostgreSQL: `agents.seq`).
-    pub(in crate::storage) seq: Option<i64>,
-    /// A month (a UTC month counted from year 0) for which the agent's `decision_months` row is known
-    /// to be committed.
-    pub(in crate::storage) month_marked: Option<i64>,
-    /// The version of the agent the state was read at (PostgreSQL; always 0 on SQLite,
-    /// whose one process serializes an agent's changes itself).
-    pub(in crate::storage) version: i64,
-}
-
-/// What is stored about one agent that its next decision depends on.
-#[derive(Debug, Clone, Default)]
-pub struct AgentRecord {
-    /// The agent's current mandate (its newest, whatever its status).
-    pub mandate: Option<Mandate>,
-    /// When the agent's latest requests were made (unix ms), newest first, at most `limit`.
-    pub recent_requests: Vec<i64>,
-    /// The current mandate's effective allows since the asked instant, or since the
-    /// mandate's creation when a limit of it counts over its life ([`allows_from`]):
-    /// amount and unix ms, oldest first.
-    pub allowed_since: Vec<(Amount, i64)>,
-    /// What storing the agent's next decision need not look up again.
-    pub hint: AgentHint,
-    /// The enforcement mode of the agent's environment, read with the rest by an engine
-    /// that checks it when storing (PostgreSQL); `None` from an engine that does not read
-    /// it (SQLite: the mode cached in memory is the one in force).
-    pub mode: Option<Mode>,
-}
-
-/// From when (unix ms) an engine reads `mandate`'s allows for a decision asked with
-/// `allowed_since_ms` (the start of the current month or week): from the mandate's
-/// creation when a limit counts over its whole life (`limits.total`, `limits.count.total`),
-/// so that the lifetime sums are rebuilt exactly from stored decisions; otherwise as asked.
-pub fn allows_from(mandate: &Mandate, allowed_since_ms: i64) -> i64 {
-    if mandate.terms.limits.counts_lifetime() {
-        let created_ms =
-            i64::try_from(mandate.created_at.unix_timestamp_nanos() / 1_000_000).unwrap_or(0);
-        allowed_since_ms.min(created_ms)
-    } else {
-        allowed_since_ms
-    }
-}
-
-/// A decision made in answer to an agent's request, with what it implies.
-#[derive(Debug, Clone)]
-pub struct NewDecision {
-    /// The organization.
-    pub org: Arc<str>,
-    /// The environment.
-    pub env: Env,
-    /// The decision.
-    pub decision: Decision,
-    /// The review it opens, with the `decision.review_pending` event's data (the decision
-    /// object's JSON).
-    pub review: Option<(Review, String)>,
-    /// The answer to keep under the request's Idempotency-Key.
-    pub idempotency: Option<IdempotencyRecord>,
-    /// The agent's hint from its cached state.
-    pub hint: AgentHint,
-    /// The single-use credential this decision accepts (its id), if any: stored with it,
-    /// and the decision is stored only if no decision accepted the credential before
-    /// (otherwise [`Recorded::Changed`]: decided again, it is `deny_replay`).
-    pub accepts: Option<String>,
-}
-
-/// What storing a decision came to.
-#[derive(Debug)]
-pub enum Recorded {
-    /// Stored: the agent's hint for its next decision.
-    Stored(AgentHint),
-    /// Not stored: the agent (or its environment's mode) changed since its hint was read,
-    /// because another server process decided first. The decision is given back, to be
-    /// made again on fresh state. Never from an engine only one process uses.
-    Changed(Box<NewDecision>),
-    /// Not stored: the request's claim on its Idempotency-Key is no longer its own (it ran
-    /// out while the request stalled, and a retry took it over). Deciding again would not
-    /// help: the key's outcome is the other request's.
-    ClaimLost,
-}
 
 /// A review resolved (approved with its fresh decision, denied, or expired).
 #[derive(Debug, Clone)]
@@ -128,16 +42,6 @@ pub struct Resolution {
 /// all resolve it, and the checker must say so.
 pub fn planted_unchecked_resolution() -> bool {
     cfg!(debug_assertions) && std::env::var_os("MANDATE_TEST_PLANT_UNCHECKED_RESOLUTION").is_some()
-}
-
-/// The condition a resolution's write puts on the review's row: still pending (none under
-/// the planted bug of [`planted_unchecked_resolution`]).
-pub fn resolution_guard() -> &'static str {
-    if planted_unchecked_resolution() {
-        ""
-    } else {
-        " AND status = 'pending'"
-    }
 }
 
 /// What the decision service needs from storage.
@@ -180,4 +84,217 @@ pub trait DecidingStore: Send + Sync {
         env: Env,
         id: ReviewId,
     ) -> StoreFuture<'_, Option<(Review, AgentId)>>;
+}
+
+fn status_of(text: &str) -> Result<ReviewStatus> {
+    ReviewStatus::parse(text)
+        .ok_or_else(|| StorageError::Corrupt(format!("review status {text:?}")))
+}
+
+fn read_review(r: &dyn Columns) -> Result<(Review, String)> {
+    let bad = |what: &str| StorageError::Corrupt(format!("review {what}"));
+    let resolution = r.opt_text(6)?;
+    let review = Review {
+        id: ReviewId::parse(&r.text(0)?).map_err(|_| bad("id"))?,
+        decision: DecisionId::parse(&r.text(1)?).map_err(|_| bad("decision"))?,
+        status: status_of(&r.text(2)?)?,
+        created_at: from_ms(r.int(3)?),
+        expires_at: from_ms(r.int(4)?),
+        resolved_at: r.opt_int(5)?.map(from_ms),
+        resolution: resolution
+            .as_deref()
+            .map(DecisionId::parse)
+            .transpose()
+            .map_err(|_| bad("resolution"))?,
+        reason: r.opt_text(7)?,
+    };
+    Ok((review, r.text(8)?))
+}
+
+/// A review of `scope` with the agent it concerns, held as `lock` says.
+pub(super) async fn review<T: Tx>(
+    tx: &mut T,
+    s: Scope<'_>,
+    id: &ReviewId,
+    lock: Lock,
+) -> Result<Option<(Review, String)>> {
+    let params = [s.org.into(), s.env.into(), id.as_str().into()];
+    let rows = tx
+        .query(ReviewSql::Get { lock }.into(), &params, read_review)
+        .await?;
+    Ok(first(rows))
+}
+
+/// Writes `review`'s resolution, only while it is pending; whether it was.
+pub(super) async fn resolve<T: Tx>(tx: &mut T, s: Scope<'_>, review: &Review) -> Result<bool> {
+    let params = [
+        s.org.into(),
+        s.env.into(),
+        review.id.as_str().into(),
+        review.status.as_str().into(),
+        review.resolved_at.map(ms).into(),
+        review.resolution.as_ref().map(DecisionId::as_str).into(),
+        review.reason.as_ref().into(),
+    ];
+    let pending = !planted_unchecked_resolution();
+    Ok(tx
+        .execute(ReviewSql::Resolve { pending }.into(), &params)
+        .await?
+        == 1)
+}
+
+/// Stores a decision and everything it implies, in the caller's transaction: the engine-
+/// neutral way of [`DecidingStore::record_decision`] (PostgreSQL has a statement of its
+/// own). In order: the request's claim on its Idempotency-Key (locked; one taken over
+/// stores nothing), the agent (another process that changed it first stores nothing),
+/// the single-use credential it accepts (accepted before: nothing stored, decided again),
+/// then the decision, the review it opens with its event, and its idempotency record.
+pub async fn record<T: Tx>(tx: &mut T, new: &NewDecision) -> Result<Recorded> {
+    let NewDecision {
+        org,
+        env,
+        decision,
+        review,
+        idempotency,
+        hint,
+        accepts,
+    } = new;
+    let s = Scope::new(org, *env);
+    if let Some(record) = idempotency
+        && !idempotency::owns(tx, record).await?
+    {
+        return Ok(Recorded::ClaimLost);
+    }
+    let Some(hint) = tx.claim_agent(s, *hint, decision.mode).await? else {
+        return Ok(Recorded::Changed(Box::new(new.clone())));
+    };
+    if let Some(id) = accepts {
+        let params = [
+            s.org.into(),
+            s.env.into(),
+            id.as_str().into(),
+            decision.claims.jti.as_str().into(),
+            decision.created_ms.into(),
+        ];
+        if tx
+            .execute(ReviewSql::AcceptCredential.into(), &params)
+            .await?
+            == 0
+        {
+            return Ok(Recorded::Changed(Box::new(new.clone())));
+        }
+    }
+    let hint = tx.insert_decision(s, hint, decision).await?;
+    if let Some((review, data)) = review {
+        let params = [
+            s.org.into(),
+            s.env.into(),
+            review.id.as_str().into(),
+            review.decision.as_str().into(),
+            decision.claims.request.agent.as_str().into(),
+            review.status.as_str().into(),
+            ms(review.created_at).into(),
+            ms(review.expires_at).into(),
+        ];
+        tx.execute(ReviewSql::Insert.into(), &params).await?;
+        let at = decision.created_ms;
+        events::append_json(tx, s, "decision.review_pending", data, at, None).await?;
+    }
+    if let Some(record) = idempotency {
+        idempotency::complete(tx, record).await?;
+    }
+    Ok(Recorded::Stored(hint))
+}
+
+/// Stores a resolution: the review (only while pending), on an approval its fresh decision
+/// (only if the agent did not change since), and its event.
+async fn store_resolution<T: Tx>(tx: &mut T, r: &Resolution) -> Result<Option<AgentHint>> {
+    let s = Scope::new(&r.org, r.env);
+    // The review's row first: of two processes resolving it at once, the second waits on
+    // it and finds it resolved.
+    if !resolve(tx, s, &r.review).await? {
+        return Ok(None);
+    }
+    let hint = match &r.decision {
+        None => r.hint,
+        Some(decision) => {
+            let Some(hint) = tx.claim_agent(s, r.hint, decision.mode).await? else {
+                return Err(StorageError::Conflict);
+            };
+            tx.insert_decision(s, hint, decision).await?
+        }
+    };
+    let data = serde_json::to_value(&r.review)
+        .map_err(|e| StorageError::Corrupt(format!("encoding review {}: {e}", r.review.id)))?;
+    let event = events::NewEvent {
+        event_type: "decision.resolved",
+        data,
+    };
+    events::append(tx, s, &event, r.at_ms).await?;
+    Ok(Some(hint))
+}
+
+impl<E: Engine> DecidingStore for E {
+    fn agent_record(
+        &self,
+        org: Arc<str>,
+        env: Env,
+        agent: AgentId,
+        limit: usize,
+        allowed_since_ms: i64,
+    ) -> StoreFuture<'_, AgentRecord> {
+        Box::pin(self.run(
+            Access::Read,
+            (org, env, agent),
+            move |tx, (org, env, agent)| {
+                Box::pin(tx.agent_record(Scope::new(org, *env), agent, limit, allowed_since_ms))
+            },
+        ))
+    }
+
+    fn record_decision(&self, new: NewDecision) -> StoreFuture<'_, Recorded> {
+        Box::pin(self.store_decision(new))
+    }
+
+    fn resolve_review(&self, resolution: Resolution) -> StoreFuture<'_, Option<AgentHint>> {
+        Box::pin(self.run(Access::Write, resolution, |tx, resolution| {
+            Box::pin(store_resolution(tx, resolution))
+        }))
+    }
+
+    fn credential_accepted(&self, org: Arc<str>, env: Env, id: String) -> StoreFuture<'_, bool> {
+        Box::pin(
+            self.run(Access::Read, (org, env, id), |tx, (org, env, id)| {
+                Box::pin(async move {
+                    let params = [(&**org).into(), (*env).into(), id.into()];
+                    let stmt = ReviewSql::CredentialAccepted.into();
+                    let rows = tx.query(stmt, &params, |r| r.flag(0)).await?;
+                    Ok(first(rows).unwrap_or(false))
+                })
+            }),
+        )
+    }
+
+    fn review(
+        &self,
+        org: Arc<str>,
+        env: Env,
+        id: ReviewId,
+    ) -> StoreFuture<'_, Option<(Review, AgentId)>> {
+        Box::pin(
+            self.run(Access::Read, (org, env, id), |tx, (org, env, id)| {
+                Box::pin(async move {
+                    let Some((review, agent)) =
+                        review(tx, Scope::new(org, *env), id, Lock::No).await?
+                    else {
+                        return Ok(None);
+                    };
+                    Ok(Some((
+                        review,
+                        id_of(&agent, "review agent", AgentId::parse)?,
+                    )))
+                })
+            }),
+        )
+    }
 }

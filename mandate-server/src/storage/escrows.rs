@@ -2,14 +2,16 @@
 //! writes (decided above it, by `services::escrows`), and the decoding of stored columns
 //! that every engine shares.
 
-use mandate_core::amount::Amount;
-use mandate_core::escrow::{EscrowState, EscrowStatus, HistoryEntry};
-use mandate_core::id::{AgentId, DecisionId, EscrowId};
-use mandate_core::names::{Currency, Recipient};
+use mandate_core::{
+    AgentId, Amount, Currency, DecisionId, Recipient, unstable::escrow::EscrowState,
+    unstable::escrow::EscrowStatus, unstable::escrow::HistoryEntry, unstable::id::EscrowId,
+};
 
-use super::events::NewEvent;
+use super::engine::{Access, Columns, Engine, Result, Scope, Tx, first};
+use super::events::{self, NewEvent};
+use super::statements::EscrowSql;
 use super::{StorageError, StoreFuture};
-use crate::clock::from_ms;
+use crate::clock::{from_ms, ms};
 use crate::model::Env;
 
 /// A stored escrow with its full history, oldest step first.
@@ -180,8 +182,8 @@ pub trait EscrowStore {
         change: EscrowChange,
     ) -> StoreFuture<'_, bool>;
 
-    /// The movements of an escrow, in the order they were recorded.
-    fn escrow_movements(&self, id: &EscrowId) -> StoreFuture<'_, Vec<MovementRow>>;
+    /// The movements of an escrow of `org_id`, in the order they were recorded.
+    fn escrow_movements(&self, org_id: &str, id: &EscrowId) -> StoreFuture<'_, Vec<MovementRow>>;
 }
 
 /// An escrow's columns as an engine reads them (text as stored), decoded into an
@@ -247,7 +249,7 @@ pub struct StoredMovement {
 }
 
 /// Parses a stored escrow state.
-pub fn escrow_state(text: &str) -> Result<EscrowState, StorageError> {
+pub fn escrow_state(text: &str) -> Result<EscrowState> {
     [
         EscrowState::Funded,
         EscrowState::Delivered,
@@ -261,7 +263,7 @@ pub fn escrow_state(text: &str) -> Result<EscrowState, StorageError> {
 
 impl StoredStep {
     /// The history entry.
-    pub fn decode(self) -> Result<HistoryEntry, StorageError> {
+    pub fn decode(self) -> Result<HistoryEntry> {
         Ok(HistoryEntry {
             state: escrow_state(&self.state)?,
             disputed: self.disputed,
@@ -273,7 +275,7 @@ impl StoredStep {
 
 impl StoredEscrow {
     /// The escrow, with its `history` read beside it (oldest step first).
-    pub fn decode(self, history: Vec<StoredStep>) -> Result<EscrowRow, StorageError> {
+    pub fn decode(self, history: Vec<StoredStep>) -> Result<EscrowRow> {
         let bad = |what: &str| StorageError::Corrupt(format!("escrow {} column {what}", self.id));
         Ok(EscrowRow {
             id: EscrowId::parse(&self.id).map_err(|_| bad("id"))?,
@@ -290,7 +292,7 @@ impl StoredEscrow {
             history: history
                 .into_iter()
                 .map(StoredStep::decode)
-                .collect::<Result<_, _>>()?,
+                .collect::<Result<_>>()?,
             org_id: self.org_id,
             arbiter: self.arbiter,
             created_ms: self.created_ms,
@@ -300,7 +302,7 @@ impl StoredEscrow {
 
 impl StoredMovement {
     /// The movement.
-    pub fn decode(self) -> Result<MovementRow, StorageError> {
+    pub fn decode(self) -> Result<MovementRow> {
         let bad = |what: &str| {
             StorageError::Corrupt(format!(
                 "movement of escrow {} column {what}",
@@ -316,6 +318,217 @@ impl StoredMovement {
             to_party: Party::parse(&self.to_party).ok_or_else(|| bad("to_party"))?,
             created_ms: self.created_ms,
         })
+    }
+}
+
+/// The columns of an escrow's reads, in [`StoredEscrow`]'s order.
+pub const COLUMNS: &str = "id, org_id, env, amount, currency, buyer, seller, decision_id, arbiter,
+    state, disputed, created_ms";
+
+/// Appends `entry` as history step `step` of escrow `id` of `org`.
+async fn push_history<T: Tx>(
+    tx: &mut T,
+    org: &str,
+    id: &str,
+    step: usize,
+    entry: &HistoryEntry,
+) -> Result<()> {
+    let params = [
+        org.into(),
+        id.into(),
+        i64::try_from(step).unwrap_or(i64::MAX).into(),
+        entry.state.as_str().into(),
+        entry.disputed.into(),
+        ms(entry.at).into(),
+        entry.actor.as_str().into(),
+    ];
+    tx.execute(EscrowSql::PushHistory.into(), &params).await?;
+    Ok(())
+}
+
+/// Records `movement` of an escrow of `org` unless one of its kind exists for its escrow;
+/// whether this call recorded it.
+pub async fn record_movement<T: Tx>(tx: &mut T, org: &str, movement: &MovementRow) -> Result<bool> {
+    let params = [
+        org.into(),
+        movement.escrow_id.as_str().into(),
+        movement.kind.as_str().into(),
+        movement.amount.to_string().into(),
+        movement.currency.as_str().into(),
+        movement.from_party.as_str().into(),
+        movement.to_party.as_str().into(),
+        movement.created_ms.into(),
+    ];
+    Ok(tx
+        .execute(EscrowSql::RecordMovement.into(), &params)
+        .await?
+        == 1)
+}
+
+/// Stores a funding: the escrow with its first step (unless its decision or nonce funded
+/// one), its lock and its event.
+async fn fund<T: Tx>(tx: &mut T, funding: &EscrowFunding) -> Result<bool> {
+    let EscrowFunding {
+        escrow,
+        nonce,
+        movement,
+        event,
+    } = funding;
+    let params = [
+        escrow.org_id.as_str().into(),
+        escrow.env.into(),
+        escrow.id.as_str().into(),
+        escrow.amount.to_string().into(),
+        escrow.currency.as_str().into(),
+        escrow.buyer.as_str().into(),
+        escrow.seller.as_str().into(),
+        escrow.decision.as_str().into(),
+        nonce.as_str().into(),
+        escrow.arbiter.as_ref().into(),
+        escrow.status.state.as_str().into(),
+        escrow.status.disputed.into(),
+        escrow.created_ms.into(),
+    ];
+    if tx.execute(EscrowSql::Insert.into(), &params).await? == 0 {
+        return Ok(false);
+    }
+    let org = escrow.org_id.as_str();
+    for (step, entry) in escrow.history.iter().enumerate() {
+        push_history(tx, org, escrow.id.as_str(), step, entry).await?;
+    }
+    record_movement(tx, org, movement).await?;
+    let scope = Scope::new(&escrow.org_id, escrow.env);
+    events::append(tx, scope, event, escrow.created_ms).await?;
+    Ok(true)
+}
+
+/// Applies `change` to escrow `id` if it still stands where the change was decided.
+async fn advance<T: Tx>(
+    tx: &mut T,
+    s: Scope<'_>,
+    id: &EscrowId,
+    change: &EscrowChange,
+) -> Result<bool> {
+    let EscrowChange {
+        from,
+        entry,
+        step,
+        movement,
+        event,
+    } = change;
+    let params = [
+        s.org.into(),
+        s.env.into(),
+        id.as_str().into(),
+        entry.state.as_str().into(),
+        entry.disputed.into(),
+        from.state.as_str().into(),
+        from.disputed.into(),
+    ];
+    if tx.execute(EscrowSql::Advance.into(), &params).await? != 1 {
+        return Ok(false);
+    }
+    push_history(tx, s.org, id.as_str(), *step, entry).await?;
+    if let Some(movement) = movement {
+        record_movement(tx, s.org, movement).await?;
+    }
+    events::append(tx, s, event, ms(entry.at)).await?;
+    Ok(true)
+}
+
+/// An escrow by id, with `owner` only if it is theirs.
+async fn get<T: Tx>(
+    tx: &mut T,
+    id: &EscrowId,
+    owner: Option<(&str, Env)>,
+) -> Result<Option<EscrowRow>> {
+    let (org, env) = owner.unzip();
+    let params = [id.as_str().into(), org.into(), env.into()];
+    let read = |r: &dyn Columns| {
+        Ok(StoredEscrow {
+            id: r.text(0)?,
+            org_id: r.text(1)?,
+            env: r.text(2)?,
+            amount: r.text(3)?,
+            currency: r.text(4)?,
+            buyer: r.text(5)?,
+            seller: r.text(6)?,
+            decision_id: r.text(7)?,
+            arbiter: r.opt_text(8)?,
+            state: r.text(9)?,
+            disputed: r.flag(10)?,
+            created_ms: r.int(11)?,
+        })
+    };
+    let Some(stored) = first(tx.query(EscrowSql::Get.into(), &params, read).await?) else {
+        return Ok(None);
+    };
+    let read = |r: &dyn Columns| {
+        Ok(StoredStep {
+            state: r.text(0)?,
+            disputed: r.flag(1)?,
+            at_ms: r.int(2)?,
+            actor: r.text(3)?,
+        })
+    };
+    // The escrow's own organization: the id alone may have been looked up anywhere.
+    let params = [stored.org_id.as_str().into(), id.as_str().into()];
+    let history = tx.query(EscrowSql::History.into(), &params, read).await?;
+    stored.decode(history).map(Some)
+}
+
+impl<E: Engine> EscrowStore for E {
+    fn fund_escrow(&self, funding: EscrowFunding) -> StoreFuture<'_, bool> {
+        Box::pin(self.run(Access::Write, funding, |tx, funding| {
+            Box::pin(fund(tx, funding))
+        }))
+    }
+
+    fn escrow(
+        &self,
+        id: &EscrowId,
+        owner: Option<(&str, Env)>,
+    ) -> StoreFuture<'_, Option<EscrowRow>> {
+        let args = (id.clone(), owner.map(|(org, env)| (org.to_owned(), env)));
+        Box::pin(self.run(Access::Read, args, |tx, (id, owner)| {
+            let owner = owner.as_ref().map(|(org, env)| (org.as_str(), *env));
+            Box::pin(get(tx, id, owner))
+        }))
+    }
+
+    fn advance_escrow(
+        &self,
+        org_id: &str,
+        env: Env,
+        id: &EscrowId,
+        change: EscrowChange,
+    ) -> StoreFuture<'_, bool> {
+        let args = (org_id.to_owned(), env, id.clone(), change);
+        Box::pin(self.run(Access::Write, args, |tx, (org, env, id, change)| {
+            Box::pin(advance(tx, Scope::new(org, *env), id, change))
+        }))
+    }
+
+    fn escrow_movements(&self, org_id: &str, id: &EscrowId) -> StoreFuture<'_, Vec<MovementRow>> {
+        let args = (org_id.to_owned(), id.clone());
+        Box::pin(self.run(Access::Read, args, |tx, (org, id)| {
+            Box::pin(async move {
+                let read = |r: &dyn Columns| {
+                    StoredMovement {
+                        escrow_id: r.text(0)?,
+                        kind: r.text(1)?,
+                        amount: r.text(2)?,
+                        currency: r.text(3)?,
+                        from_party: r.text(4)?,
+                        to_party: r.text(5)?,
+                        created_ms: r.int(6)?,
+                    }
+                    .decode()
+                };
+                let params = [org.into(), id.as_str().into()];
+                tx.query(EscrowSql::Movements.into(), &params, read).await
+            })
+        }))
     }
 }
 

@@ -12,17 +12,26 @@ pub mod ap2;
 pub mod deciding;
 pub mod decisions;
 pub mod deliveries;
+pub mod engine;
 pub mod escrows;
 pub mod events;
+#[cfg(test)]
+pub(crate) mod every;
 pub mod health;
 pub mod idempotency;
 pub mod keys;
 pub mod location;
+pub mod log;
 pub mod mandates;
+pub mod open;
 pub mod orgs;
 pub mod peers;
 pub mod postgres;
+pub mod records;
 pub mod sqlite;
+pub mod standard;
+pub mod standard_log;
+pub mod statements;
 pub mod timers;
 pub mod webhooks;
 
@@ -42,6 +51,7 @@ pub use health::HealthStore;
 pub use idempotency::IdempotencyStore;
 pub use keys::KeyStore;
 pub use location::DbLocation;
+pub use log::LogStore;
 pub use mandates::MandateStore;
 pub use orgs::OrgStore;
 pub use peers::PeerStore;
@@ -67,6 +77,7 @@ pub trait Store:
     + HealthStore
     + IdempotencyStore
     + KeyStore
+    + LogStore
     + MandateStore
     + OrgStore
     + PeerStore
@@ -89,6 +100,7 @@ impl<T> Store for T where
         + HealthStore
         + IdempotencyStore
         + KeyStore
+        + LogStore
         + MandateStore
         + OrgStore
         + PeerStore

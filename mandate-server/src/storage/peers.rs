@@ -2,6 +2,8 @@
 //! process says it is alive every second and learns how many are.
 
 use super::StoreFuture;
+use super::engine::{Access, Engine, Tx, first};
+use super::statements::ProcessSql;
 
 /// How long a process counts as alive after its last heartbeat, in ms.
 pub const PEER_LEASE_MS: i64 = 3_000;
@@ -15,4 +17,28 @@ pub trait PeerStore {
 
     /// Process `id` stops: it no longer counts.
     fn leave(&self, id: &str) -> StoreFuture<'_, ()>;
+}
+
+impl<E: Engine> PeerStore for E {
+    fn heartbeat(&self, id: &str) -> StoreFuture<'_, u32> {
+        Box::pin(self.run(Access::Claim, id.to_owned(), |tx, id| {
+            Box::pin(async move {
+                let params = [id.into()];
+                let rows = tx
+                    .query(ProcessSql::Heartbeat.into(), &params, |r| r.int(0))
+                    .await?;
+                let live = first(rows).unwrap_or(1).max(1);
+                Ok(u32::try_from(live).unwrap_or(u32::MAX))
+            })
+        }))
+    }
+
+    fn leave(&self, id: &str) -> StoreFuture<'_, ()> {
+        Box::pin(self.run(Access::Claim, id.to_owned(), |tx, id| {
+            Box::pin(async move {
+                tx.execute(ProcessSql::Leave.into(), &[id.into()]).await?;
+                Ok(())
+            })
+        }))
+    }
 }

@@ -2,9 +2,12 @@
 //! way (the ping's event type, the error a deleted endpoint's pending deliveries end
 //! with, the stored form of the subscribed types) and the decoding of stored columns.
 
-use mandate_core::id::{EventId, WebhookId};
+use mandate_core::{EventId, unstable::id::WebhookId};
 use serde_json::Value;
 
+use super::engine::{Access, Columns, Engine, Lock, Result, Scope, Tx, first};
+use super::events;
+use super::statements::WebhookSql;
 use super::{StorageError, StoreFuture};
 use crate::model::Env;
 
@@ -76,7 +79,7 @@ pub struct StoredWebhook {
 
 impl StoredWebhook {
     /// The endpoint.
-    pub fn decode(self) -> Result<WebhookRow, StorageError> {
+    pub fn decode(self) -> Result<WebhookRow> {
         let bad = |what: &str| StorageError::Corrupt(format!("webhook {} column {what}", self.id));
         Ok(WebhookRow {
             seq: self.seq,
@@ -144,4 +147,190 @@ pub trait WebhookStore {
         data: Value,
         now_ms: i64,
     ) -> StoreFuture<'_, Option<EventId>>;
+}
+
+/// The columns of an endpoint's reads, in [`StoredWebhook`]'s order (`events` as JSON
+/// text).
+pub const COLUMNS: &str = "seq, id, url, events, status, created_ms";
+
+fn read(r: &dyn Columns) -> Result<WebhookRow> {
+    StoredWebhook {
+        seq: r.int(0)?,
+        id: r.text(1)?,
+        url: r.text(2)?,
+        events: r.text(3)?,
+        status: r.text(4)?,
+        created_ms: r.int(5)?,
+    }
+    .decode()
+}
+
+/// An active endpoint of `scope`.
+async fn get<T: Tx>(
+    tx: &mut T,
+    s: Scope<'_>,
+    id: &WebhookId,
+    lock: Lock,
+) -> Result<Option<WebhookRow>> {
+    let params = [s.org.into(), s.env.into(), id.as_str().into()];
+    Ok(first(
+        tx.query(WebhookSql::Get { lock }.into(), &params, read)
+            .await?,
+    ))
+}
+
+/// Stores a new active endpoint and reads it back.
+async fn create<T: Tx>(
+    tx: &mut T,
+    s: Scope<'_>,
+    id: &WebhookId,
+    url: &str,
+    events: &[String],
+    now_ms: i64,
+) -> Result<WebhookRow> {
+    let params = [
+        s.org.into(),
+        s.env.into(),
+        id.as_str().into(),
+        url.into(),
+        stored_events(events).into(),
+        now_ms.into(),
+    ];
+    tx.execute(WebhookSql::Insert.into(), &params).await?;
+    get(tx, s, id, Lock::No)
+        .await?
+        .ok_or_else(|| StorageError::Corrupt(format!("webhook {id} vanished after insert")))
+}
+
+/// Marks an active endpoint deleted and ends its pending deliveries (failed, with
+/// [`DELETED_ERROR`]); the endpoint as it is now, or `None` if there was none.
+async fn delete<T: Tx>(
+    tx: &mut T,
+    s: Scope<'_>,
+    id: &WebhookId,
+    now_ms: i64,
+) -> Result<Option<WebhookRow>> {
+    let Some(mut webhook) = get(tx, s, id, Lock::Wait).await? else {
+        return Ok(None);
+    };
+    let params = [
+        s.org.into(),
+        s.env.into(),
+        id.as_str().into(),
+        now_ms.into(),
+    ];
+    tx.execute(WebhookSql::Delete.into(), &params).await?;
+    let params = [
+        s.org.into(),
+        id.as_str().into(),
+        now_ms.into(),
+        DELETED_ERROR.into(),
+    ];
+    tx.execute(WebhookSql::FailDeliveries.into(), &params)
+        .await?;
+    webhook.status = WebhookStatus::Deleted;
+    Ok(Some(webhook))
+}
+
+/// Appends a ping to an active endpoint, delivered to it alone; `None` if there is none.
+async fn ping<T: Tx>(
+    tx: &mut T,
+    s: Scope<'_>,
+    id: &WebhookId,
+    data: &Value,
+    now_ms: i64,
+) -> Result<Option<EventId>> {
+    if get(tx, s, id, Lock::No).await?.is_none() {
+        return Ok(None);
+    }
+    let data = data.to_string();
+    let event = events::append_json(tx, s, PING_EVENT, &data, now_ms, Some(id)).await?;
+    Ok(Some(event))
+}
+
+impl<E: Engine> WebhookStore for E {
+    fn create_webhook(
+        &self,
+        org_id: &str,
+        env: Env,
+        id: &WebhookId,
+        url: &str,
+        events: &[String],
+        now_ms: i64,
+    ) -> StoreFuture<'_, WebhookRow> {
+        let args = (
+            org_id.to_owned(),
+            env,
+            id.clone(),
+            url.to_owned(),
+            events.to_vec(),
+        );
+        Box::pin(self.run(
+            Access::Write,
+            args,
+            move |tx, (org, env, id, url, events)| {
+                Box::pin(create(tx, Scope::new(org, *env), id, url, events, now_ms))
+            },
+        ))
+    }
+
+    fn webhook(
+        &self,
+        org_id: &str,
+        env: Env,
+        id: &WebhookId,
+    ) -> StoreFuture<'_, Option<WebhookRow>> {
+        let args = (org_id.to_owned(), env, id.clone());
+        Box::pin(self.run(Access::Read, args, |tx, (org, env, id)| {
+            Box::pin(get(tx, Scope::new(org, *env), id, Lock::No))
+        }))
+    }
+
+    fn webhooks_page(
+        &self,
+        org_id: &str,
+        env: Env,
+        before: i64,
+        limit: i64,
+    ) -> StoreFuture<'_, Vec<WebhookRow>> {
+        Box::pin(self.run(
+            Access::Read,
+            (org_id.to_owned(), env),
+            move |tx, (org, env)| {
+                Box::pin(async move {
+                    let params = [org.into(), (*env).into(), before.into(), limit.into()];
+                    tx.query(WebhookSql::Page.into(), &params, read).await
+                })
+            },
+        ))
+    }
+
+    fn delete_webhook(
+        &self,
+        org_id: &str,
+        env: Env,
+        id: &WebhookId,
+        now_ms: i64,
+    ) -> StoreFuture<'_, Option<WebhookRow>> {
+        let args = (org_id.to_owned(), env, id.clone());
+        Box::pin(self.run(Access::Write, args, move |tx, (org, env, id)| {
+            Box::pin(delete(tx, Scope::new(org, *env), id, now_ms))
+        }))
+    }
+
+    fn ping_webhook(
+        &self,
+        org_id: &str,
+        env: Env,
+        id: &WebhookId,
+        data: Value,
+        now_ms: i64,
+    ) -> StoreFuture<'_, Option<EventId>> {
+        let args = (org_id.to_owned(), env, id.clone(), data);
+        Box::pin(
+            self.run(Access::Write, args, move |tx, (org, env, id, data)| {
+                Box::pin(ping(tx, Scope::new(org, *env), id, data, now_ms))
+            }),
+        )
+    }
 }

@@ -5,7 +5,7 @@
 //! has come by the injected clock and starts each attempt as its own task, at most
 //! [`MAX_CONCURRENT`] in all and [`PER_WEBHOOK`] per endpoint, so a slow or dead receiver
 //! never holds up another, nor the API (no transaction is open during HTTP). What follows
-//! an attempt is decided by `mandate_core::delivery::after_attempt` and written with the
+//! an attempt is decided by `mandate_core::unstable::delivery::after_attempt` and written with the
 //! attempt in one transaction. All state is in the database: a restarted server picks up where
 //! the last one stopped, and an attempt cut short by a crash is simply made again (events
 //! are at-least-once; receivers de-duplicate on `jti`). On a database shared by several
@@ -17,18 +17,18 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use mandate_core::claims::{EVENT_LIFETIME_SECS, EventClaims};
-use mandate_core::delivery::{NextStep, after_attempt, window_closed};
-use mandate_core::id::WebhookId;
-use mandate_core::jws::sign_token;
+use mandate_core::{
+    EventClaims, sign_token, unstable::delivery::NextStep, unstable::delivery::after_attempt,
+    unstable::delivery::window_closed, unstable::id::WebhookId,
+};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::clock::{fill_random, from_ms, ms};
 use crate::model::Env;
+use crate::ssrf::{self, GuardedResolver};
 use crate::storage::StorageError;
-use crate::storage::deliveries::{Attempt, DeliveryChange, DeliveryState, Due};
-use crate::workers::ssrf::{self, GuardedResolver};
+use crate::storage::deliveries::{Attempt, DeliveryChange, DeliveryKey, DeliveryState, Due};
 use crate::workers::{Context, timers};
 
 /// How often the worker looks for due work (real time).
@@ -95,17 +95,17 @@ impl Worker {
 /// Deliveries in flight, so that a tick never starts a second attempt of one.
 #[derive(Default)]
 struct InFlight {
-    deliveries: HashSet<i64>,
+    deliveries: HashSet<DeliveryKey>,
     per_webhook: HashMap<WebhookId, usize>,
     /// When each recent attempt ended. A pick whose read began before that saw the
     /// delivery as it was before the attempt was recorded, so it must not start another.
-    finished: HashMap<i64, std::time::Instant>,
+    finished: HashMap<DeliveryKey, std::time::Instant>,
 }
 
 /// Holds a delivery's place in [`InFlight`] until the attempt ends, however it ends.
 struct Claim {
     in_flight: Arc<Mutex<InFlight>>,
-    delivery: i64,
+    delivery: DeliveryKey,
     webhook: WebhookId,
 }
 
@@ -136,11 +136,11 @@ impl Claim {
         if busy >= PER_WEBHOOK {
             return Err(Refused::Busy);
         }
-        set.deliveries.insert(due.id);
+        set.deliveries.insert(due.id.clone());
         *set.per_webhook.entry(due.webhook_id.clone()).or_default() += 1;
         Ok(Claim {
             in_flight: in_flight.clone(),
-            delivery: due.id,
+            delivery: due.id.clone(),
             webhook: due.webhook_id.clone(),
         })
     }
@@ -151,7 +151,7 @@ impl Drop for Claim {
         let mut set = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
         set.deliveries.remove(&self.delivery);
         set.finished
-            .insert(self.delivery, std::time::Instant::now());
+            .insert(self.delivery.clone(), std::time::Instant::now());
         if let Some(n) = set.per_webhook.get_mut(&self.webhook) {
             *n = n.saturating_sub(1);
             if *n == 0 {
@@ -296,7 +296,7 @@ async fn attempt(
 ) {
     let at = context.now();
     let at_ms = ms(at);
-    let id = due.id;
+    let id = due.id.clone();
     let event_created = from_ms(due.event_created_ms);
     let result = if window_closed(event_created, at) {
         let reason = "the 24-hour delivery window ended before another attempt";
@@ -330,7 +330,7 @@ async fn attempt(
             NextStep::RetryAt(_) | NextStep::GiveUp => {
                 // The next attempt as the API shows it (GET /v1/events/{id}): a UTC time.
                 let next_attempt = match next {
-                    NextStep::RetryAt(at) => mandate_core::timefmt::format(at),
+                    NextStep::RetryAt(at) => mandate_core::unstable::timefmt::format(at),
                     _ => "none (given up)".to_owned(),
                 };
                 tracing::info!(
@@ -344,7 +344,10 @@ async fn attempt(
         context.store.record_delivery(id, change).await
     };
     if let Err(e) = result {
-        tracing::error!(delivery = id, "recording a delivery attempt: {e}");
+        tracing::error!(
+            event = %due.event_id, webhook = %due.webhook_id,
+            "recording a delivery attempt: {e}"
+        );
     }
 }
 
@@ -361,7 +364,7 @@ async fn send(context: &Context, clients: &Clients, due: &Due, at_ms: i64) -> Re
         iss: context.issuer.clone(),
         jti: due.event_id.clone(),
         iat,
-        exp: iat + EVENT_LIFETIME_SECS,
+        exp: iat + mandate_core::unstable::claims::EVENT_LIFETIME_SECS,
         event_type: due.event_type.clone(),
         data: due.data.clone(),
     };

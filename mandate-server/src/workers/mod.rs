@@ -1,19 +1,20 @@
 //! Background work started by `serve`: webhook delivery ([`delivery`]), with the rules a
-//! delivery URL must pass ([`ssrf`]), time-driven state (review expiry,
+//! delivery URL must pass ([`crate::ssrf`]), time-driven state (review expiry,
 //! `mandate.expiring`: [`timers`]) on the same tick, and the refresher of signing keys,
-//! cached callers and this process's heartbeat ([`refresh`]).
+//! cached callers and this process's heartbeat ([`refresh`]), and the decision log's
+//! checkpoints ([`checkpoint`]).
 //!
 //! Workers are handed a [`Context`]: the store, the injected clock, the signing keys and
 //! the issuer, nothing of the HTTP side.
 
+pub mod checkpoint;
 pub mod delivery;
 pub mod refresh;
-pub mod ssrf;
 pub mod timers;
 
 use std::sync::{Arc, RwLock};
 
-use mandate_core::jws::Signer;
+use mandate_core::Signer;
 use time::OffsetDateTime;
 
 use crate::clock::Clock;

@@ -128,7 +128,8 @@ mod tests {
     use crate::model::Env;
     use crate::signing::at_rest::KeyEncryption;
     use crate::signing::{self, RETIRED_KEY_PUBLISHED_MS};
-    use crate::storage::location::{DbLocation, open_store};
+    use crate::storage::location::DbLocation;
+    use crate::storage::open::open_store;
     use crate::workers::Context;
 
     fn kids(context: &Context) -> Vec<String> {

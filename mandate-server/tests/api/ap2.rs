@@ -7,7 +7,7 @@
 use base64::Engine as _;
 use serde_json::{Value, json};
 
-use mandate_core::jws::Signer as _;
+use mandate_core::Signer as _;
 
 use crate::ap2_tokens::{Ap2Keys, closed_by, vectors};
 use crate::helpers::{Resp, TestApp, spawn_app};
@@ -15,12 +15,17 @@ use crate::process::{binary, db_env};
 
 /// Trusts `jwk` (a JWK's JSON text) for organization `acme` through the operator command.
 fn trust(app: &TestApp, jwk: &str) {
+    trust_in(app, "acme", jwk);
+}
+
+/// Trusts `jwk` for organization `org` through the operator command.
+fn trust_in(app: &TestApp, org: &str, jwk: &str) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("issuer.jwk");
     std::fs::write(&file, jwk).unwrap();
     let db = app.db.arg();
     let out = std::process::Command::new(binary())
-        .args(["ap2-issuer", "add", "--org", "acme", "--key"])
+        .args(["ap2-issuer", "add", "--org", org, "--key"])
         .arg(&file)
         .arg("--db")
         .arg(&db)
@@ -42,8 +47,13 @@ fn go_to(app: &TestApp, at: i64) {
 }
 
 async fn import(app: &TestApp, agent: &str, sd_jwt: &str) -> Resp {
+    import_with(app, &app.org.sandbox, agent, sd_jwt).await
+}
+
+/// Imports `sd_jwt` for agent `agt_<agent>` with the organization key `org_key`.
+async fn import_with(app: &TestApp, org_key: &str, agent: &str, sd_jwt: &str) -> Resp {
     app.post(
-        &app.org.sandbox,
+        org_key,
         "/v1/mandates",
         json!({"agent": format!("agt_{agent}"), "categories": ["shopping"],
                "ap2": {"open_mandate": sd_jwt}}),
@@ -89,7 +99,7 @@ async fn ap2_sdk_open_mandate_is_imported_read_back_and_its_closed_mandates_used
     let limits = &r.body["limits"];
     assert_eq!(limits["per_transaction"].to_string(), "50.00");
     assert_eq!(limits["min_per_transaction"].to_string(), "1.00");
-    assert_eq!(limits["total"].to_string(), "150.0");
+    assert_eq!(limits["total"].to_string(), "150.00");
     assert_eq!(limits["count"], json!({"per_month": 1, "total": 12}));
     assert_eq!(limits["currency"], "USD");
     assert_eq!(
@@ -108,7 +118,8 @@ async fn ap2_sdk_open_mandate_is_imported_read_back_and_its_closed_mandates_used
     assert_eq!(source["allowed_payment_instruments"][0]["id"], "pi-1");
     assert_eq!(source["allowed_pisps"][0]["domain_name"], "payco.example");
     // The answer reads as the wire type the CLI uses, source included.
-    let typed: mandate_core::wire::Mandate = serde_json::from_value(r.body.clone()).unwrap();
+    let typed: mandate_core::unstable::wire::Mandate =
+        serde_json::from_value(r.body.clone()).unwrap();
     assert_eq!(
         typed.source.unwrap().digest,
         source["digest"].as_str().unwrap()
@@ -234,6 +245,8 @@ async fn closed_mandates_must_name_the_request_s_payment_and_are_consumed_once()
         ("40.01", "USD", "vendor:shop", "amount"),
         ("40", "EUR", "vendor:shop", "currency"),
         ("40", "USD", "vendor:other", "recipient"),
+        // Payee ids are compared exactly, as AP2's evaluator does.
+        ("40", "USD", "vendor:SHOP", "recipient"),
     ] {
         let r = app
             .post_text(
@@ -249,7 +262,7 @@ async fn closed_mandates_must_name_the_request_s_payment_and_are_consumed_once()
         assert!(message.contains(named), "{named}: {message}");
     }
     // Nothing was consumed by those: the right request is allowed, once.
-    let r = pay(&app, &key, "40.00", "vendor:SHOP", &tx1).await;
+    let r = pay(&app, &key, "40.00", "vendor:shop", &tx1).await;
     assert_eq!(r.body["verdict"], "allow", "{}", r.text);
     let c = claims(&r);
     assert_eq!(c["ap2_mandate"], digest.as_str());
@@ -371,6 +384,16 @@ async fn ap2_imports_and_presentations_are_refused_naming_the_problem() {
             json!({}),
             "expired",
         ),
+        // A budget finer than the currency's minor unit (#51), named.
+        (
+            keys.open(
+                json!([{"type": "payment.budget", "currency": "JPY", "max": 150.5}]),
+                now - 60,
+                now + 3600,
+            ),
+            json!({}),
+            "constraint payment.budget cannot be enforced: max 150.5 is finer than JPY's minor unit",
+        ),
         // A constraint Mandate does not know, named.
         (
             keys.open(
@@ -473,4 +496,172 @@ async fn ap2_imports_and_presentations_are_refused_naming_the_problem() {
         .await;
     let message = r.assert_error(400, "invalid_request");
     assert!(message.contains("closed_mandate"), "{message}");
+}
+
+/// The open mandate `sd_jwt` with the other ECDSA twin of its issuer's signature,
+/// `(r, n - s)`: valid as well, another digest, the same consent.
+fn twin(sd_jwt: &str) -> String {
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let (jwt, rest) = sd_jwt.split_once('~').unwrap();
+    let (input, signature) = jwt.rsplit_once('.').unwrap();
+    let signature =
+        p256::ecdsa::Signature::from_slice(&URL_SAFE_NO_PAD.decode(signature).unwrap()).unwrap();
+    let (r, s) = signature.split_scalars();
+    let other = p256::ecdsa::Signature::from_scalars(r, -s).unwrap();
+    format!(
+        "{input}.{}~{rest}",
+        URL_SAFE_NO_PAD.encode(other.to_bytes())
+    )
+}
+
+/// One consent, one use, service-wide (#51): an open mandate is in force in the one
+/// organization and environment that imported it first; an import anywhere else (another
+/// organization, the other environment, its ECDSA twin) is refused naming where it is in
+/// force, so its closed mandates give one allow across the service. Before, the same
+/// closed mandate gave an allow in each organization that imported the open mandate.
+#[tokio::test]
+async fn an_open_mandate_is_in_force_in_one_organization_and_environment() {
+    let app = spawn_app().await;
+    let keys = Ap2Keys::new(7);
+    trust(&app, &keys.issuer_jwk());
+    let globex = app.onboard("globex").await;
+    trust_in(&app, "globex", &keys.issuer_jwk());
+    let now = app.clock_now().unix_timestamp();
+    let acme_buyer = app.agent(&app.org.sandbox, "buyer").await;
+    app.agent(&app.org.sandbox, "second").await;
+    let globex_buyer = app.agent(&globex.sandbox, "buyer").await;
+    app.agent(&app.org.live, "buyer").await;
+    let open = budget_mandate(&keys, now);
+
+    let r = import(&app, "buyer", &open).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    // Where it is in force, it may be imported again (another agent of the organization).
+    let r = import(&app, "second", &open).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let acme = app.org_id("acme");
+    for (key, sd_jwt) in [
+        (&globex.sandbox, open.clone()),
+        (&app.org.live, open.clone()),
+        (&globex.sandbox, twin(&open)),
+    ] {
+        let r = import_with(&app, key, "buyer", &sd_jwt).await;
+        let message = r.assert_error(400, "invalid_request");
+        assert!(
+            message.starts_with(
+                "ap2.open_mandate: this open mandate is already in force in organization "
+            ) && message.contains(&format!("organization {acme}, environment sandbox")),
+            "{message}"
+        );
+    }
+    // The twin is the same consent in acme too.
+    let r = import(&app, "second", &twin(&open)).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+
+    // Its closed mandate: one allow, in acme; globex has no mandate of it to spend under.
+    let closed = keys.closed(&open, "tx-1", 4000, "USD", "shop", now);
+    let r = pay(&app, &acme_buyer, "40", "vendor:shop", &closed).await;
+    assert_eq!(r.body["verdict"], "allow", "{}", r.text);
+    let r = pay(&app, &globex_buyer, "40", "vendor:shop", &closed).await;
+    let message = r.assert_error(400, "invalid_request");
+    assert!(message.contains("has no mandate"), "{message}");
+
+    // Two imports of a new open mandate at once, into two places: one is in force.
+    let fresh = keys.open(
+        json!([{"type": "payment.amount_range", "currency": "USD", "max": 1000}]),
+        now - 30,
+        now + 86_400,
+    );
+    let (a, b) = tokio::join!(
+        import_with(&app, &globex.sandbox, "buyer", &fresh),
+        import_with(&app, &app.org.live, "buyer", &fresh),
+    );
+    let mut statuses = [a.status, b.status];
+    statuses.sort_unstable();
+    assert_eq!(statuses, [201, 400], "{} / {}", a.text, b.text);
+}
+
+/// A closed mandate without `exp` is redeemed when it is made (#51): presented more than
+/// 15 minutes (and the leeway) after its `iat`, it is refused and not consumed; one made
+/// before its open mandate was issued is refused too.
+#[tokio::test]
+async fn a_stale_closed_mandate_is_refused() {
+    let app = spawn_app().await;
+    let keys = Ap2Keys::new(8);
+    trust(&app, &keys.issuer_jwk());
+    let now = app.clock_now().unix_timestamp();
+    let key = app.agent(&app.org.sandbox, "buyer").await;
+    let open = budget_mandate(&keys, now);
+    let r = import(&app, "buyer", &open).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let early = keys.closed(&open, "tx-0", 1000, "USD", "shop", now - 3600);
+    let r = pay(&app, &key, "10", "vendor:shop", &early).await;
+    let message = r.assert_error(400, "invalid_request");
+    assert!(
+        message.contains("before the open mandate's iat"),
+        "{message}"
+    );
+    let made = keys.closed(&open, "tx-1", 1000, "USD", "shop", now);
+    app.advance(15 * 60 + 61);
+    let r = pay(&app, &key, "10", "vendor:shop", &made).await;
+    let message = r.assert_error(400, "invalid_request");
+    assert!(message.contains("more than 900 s ago"), "{message}");
+    let fresh = keys.closed(&open, "tx-1", 1000, "USD", "shop", now + 15 * 60 + 61);
+    let r = pay(&app, &key, "10", "vendor:shop", &fresh).await;
+    assert_eq!(r.body["verdict"], "allow", "{}", r.text);
+}
+
+#[tokio::test]
+async fn a_member_repeated_beside_ap2_is_refused_naming_it_and_consumes_nothing() {
+    // The body is parsed once, and a member repeated anywhere in it is refused: a gateway
+    // that keeps the first of two members would see another payment than the one judged.
+    let app = spawn_app().await;
+    let keys = Ap2Keys::new(5);
+    trust(&app, &keys.issuer_jwk());
+    let now = app.clock_now().unix_timestamp();
+    let key = app.agent(&app.org.sandbox, "twice").await;
+    let open = budget_mandate(&keys, now);
+    let r = import(&app, "twice", &open).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let tx = keys.closed(&open, "tx-1", 4000, "USD", "shop", now);
+    let ap2 = format!(r#""ap2": {{"closed_mandate": "{tx}"}}"#);
+    let plain = r#""currency": "USD", "recipient": "vendor:shop", "category": "shopping""#;
+    let x402 = r#""x402": {"scheme": "exact", "network": "eip155:8453", "amount": "40000000",
+        "asset": "USD", "payTo": "shop", "maxTimeoutSeconds": 60}"#;
+    let cases = [
+        (
+            format!(r#"{{"amount": 40, {plain}, "ap2": {{"closed_mandate": "x"}}, {ap2}}}"#),
+            "ap2",
+        ),
+        (
+            format!(r#"{{"amount": 99, {plain}, {ap2}, "amount": 40}}"#),
+            "amount",
+        ),
+        (
+            format!(r#"{{"amount": 40, {plain}, {ap2}, {x402}, {x402}}}"#),
+            "x402",
+        ),
+        (
+            format!(
+                r#"{{"amount": 40, {plain}, "ap2": {{"closed_mandate": "{tx}", "closed_mandate": "x"}}}}"#
+            ),
+            "ap2.closed_mandate",
+        ),
+        (
+            format!(r#"{{"amount": 40, {plain}, "acp": {{"allowance": {{}}}}, "acp": null}}"#),
+            "acp",
+        ),
+    ];
+    for (body, member) in &cases {
+        let r = app.post_text(&key, "/v1/authorizations", body).await;
+        assert_eq!(
+            r.assert_error(400, "invalid_request"),
+            format!("duplicate member \"{member}\": send each member once"),
+            "{body}"
+        );
+    }
+    // Nothing was decided or consumed: the closed mandate is accepted once, its member sent
+    // once.
+    let r = pay(&app, &key, "40", "vendor:shop", &tx).await;
+    assert_eq!(r.body["verdict"], "allow", "{}", r.text);
+    assert_eq!(claims(&r)["ap2_transaction"], "tx-1");
 }

@@ -47,7 +47,7 @@ async fn operator_adds_lists_and_removes_trusted_issuer_keys() {
 
     // A JWK file, as an issuer publishes it.
     let signing = p256::ecdsa::SigningKey::from_bytes(&[7u8; 32].into()).unwrap();
-    let jwk = mandate_core::jwk::Jwk::from_verifying_key("issuer-1", signing.verifying_key());
+    let jwk = mandate_core::Jwk::from_verifying_key("issuer-1", signing.verifying_key());
     let jwk_file = dir.path().join("issuer.jwk");
     std::fs::write(&jwk_file, serde_json::to_string(&jwk).unwrap()).unwrap();
     let jwk_path = jwk_file.to_str().unwrap();
@@ -93,7 +93,7 @@ async fn operator_adds_lists_and_removes_trusted_issuer_keys() {
     let first: Value = serde_json::from_str(&stored[0].jwk).unwrap();
     assert_eq!(first, serde_json::to_value(&jwk).unwrap());
     let second =
-        mandate_core::jwk::Jwk::from_value(&serde_json::from_str(&stored[1].jwk).unwrap()).unwrap();
+        mandate_core::Jwk::from_value(&serde_json::from_str(&stored[1].jwk).unwrap()).unwrap();
     assert_eq!(second.kid(), "issuer-2");
     assert_eq!(
         second.verifying_key().to_sec1_point(false).as_bytes(),
@@ -125,7 +125,7 @@ async fn operator_refuses_keys_that_are_not_p256_public_keys() {
     let file = dir.path().join("key");
     let path = file.to_str().unwrap();
     let signing = p256::ecdsa::SigningKey::from_bytes(&[9u8; 32].into()).unwrap();
-    let public = serde_json::to_value(mandate_core::jwk::Jwk::from_verifying_key(
+    let public = serde_json::to_value(mandate_core::Jwk::from_verifying_key(
         "k",
         signing.verifying_key(),
     ))

@@ -211,6 +211,11 @@ async fn a_kek_rotation_binds_the_rows_again_and_the_keys_keep_working() {
     let old = KeyEncryption::new(kek(TEST_KEK), None);
     let next = kek(NEXT_KEK);
     at_rest::rotate(store, &old, &next).unwrap();
+    // As `rotate-key-encryption-key` does: the log keys too.
+    let resealed = mandate_server::signing::log_keys::reseal(store, &old, &next)
+        .await
+        .unwrap();
+    assert_eq!(resealed, 2, "a log key per environment");
     let rebound = api_keys::rebind(store, &old, &next).unwrap();
     // acme's two organization keys and the agent's.
     assert_eq!(rebound.bound, 3, "{rebound:?}");

@@ -1,6 +1,6 @@
 //! POST /v1/authorizations: verdicts per the engine, signed, durable.
 
-use mandate_core::jws::{VerifyOptions, verify_verdict};
+use mandate_core::{VerifyOptions, verify_verdict};
 use serde_json::json;
 
 use crate::helpers::{spawn_app, standard_mandate};

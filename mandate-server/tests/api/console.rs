@@ -284,6 +284,8 @@ async fn an_origin_that_is_not_one_stops_the_start() {
         let db = crate::helpers::TestDatabase::new(dir.path(), "m.db").await;
         let config = mandate_server::serve::Config {
             console_origins: Some(vec![bad.into()]),
+            log_checkpoint_interval: mandate_server::workers::checkpoint::DEFAULT_INTERVAL,
+            log_checkpoint_batch: mandate_server::workers::checkpoint::BATCH,
             ..crate::helpers::config(&db)
         };
         let clock = std::sync::Arc::new(mandate_server::clock::ManualClock::new(

@@ -2,7 +2,7 @@
 //! sqlite_only/durability.rs); in-memory state (velocity, month-to-date) is rebuilt from
 //! stored decisions; signing keys persist.
 
-use mandate_core::jws::VerifyOptions;
+use mandate_core::VerifyOptions;
 
 use crate::helpers::spawn_app;
 
@@ -61,7 +61,7 @@ async fn velocity_month_to_date_and_keys_survive_a_restart() {
         leeway_secs: 0,
     };
     // The issuer is the public listener's URL, which moved with the restart (port 0).
-    let claims = mandate_core::jws::verify_verdict(
+    let claims = mandate_core::verify_verdict(
         &token,
         &app.jwks().await,
         &VerifyOptions {
@@ -71,6 +71,6 @@ async fn velocity_month_to_date_and_keys_survive_a_restart() {
     );
     assert!(matches!(
         claims,
-        Err(mandate_core::jws::TokenError::WrongIssuer(_))
+        Err(mandate_core::TokenError::WrongIssuer(_))
     ));
 }

@@ -1,15 +1,16 @@
 //! `GET /v1/exports/decisions`: complete, oldest first, parseable NDJSON in the API's shape,
 //! with the list filters and the agent-key scope of `GET /v1/decisions`.
 
-use mandate_core::amount::Amount;
-use mandate_core::claims::{RequestClaims, VerdictClaims};
-use mandate_core::id::{AgentId, DecisionId, Nonce};
-use mandate_core::names::{Category, Currency, Recipient};
-use mandate_core::policy::{Mode, Verdict};
+use mandate_core::{
+    AgentId, Amount, AuthorizationRequest, Category, Currency, DecisionId, Mode, Nonce, Recipient,
+    Verdict, VerdictClaims,
+};
+use mandate_server::model::Env;
 use mandate_server::model::decision::Decision;
 use mandate_server::services::exports::PAGE;
 use mandate_server::storage::StorageError;
-use mandate_server::storage::sqlite::{decisions, keys};
+use mandate_server::storage::deciding::AgentHint;
+use mandate_server::storage::sqlite::decisions;
 use serde_json::Value;
 
 use crate::helpers::{Resp, TestApp, spawn_app};
@@ -23,9 +24,7 @@ fn decision(agent: &str, verdict: Verdict, n: usize, iat: i64) -> Decision {
     nonce[8] = 0x70;
     Decision {
         claims: VerdictClaims {
-            ap2_mandate: None,
-            ap2_transaction: None,
-            x402_payment: None,
+            bindings: mandate_core::Bindings::default(),
             iss: "http://127.0.0.1".into(),
             jti: DecisionId::from_random(bytes),
             iat,
@@ -35,7 +34,7 @@ fn decision(agent: &str, verdict: Verdict, n: usize, iat: i64) -> Decision {
             mandate: None,
             policy_version: "pol_2026-11-22.1".into(),
             nonce: Nonce::from_random(nonce),
-            request: RequestClaims {
+            request: AuthorizationRequest {
                 agent: AgentId::parse(agent).unwrap(),
                 amount: Amount::parse(&format!("{}.{:02}", n % 100, n % 97)).unwrap(),
                 currency: Currency::parse("USD").unwrap(),
@@ -67,9 +66,20 @@ async fn insert(app: &TestApp, key: &str, decisions: Vec<Decision>) {
         .as_ref()
         .expect("the SQLite engine")
         .write(move |tx| -> Result<(), StorageError> {
-            let key = keys::api_key(tx, &hash)?.unwrap();
+            let (org, env): (String, String) = tx.query_row(
+                "SELECT org_id, env FROM api_keys WHERE hash = ?1",
+                [&hash[..]],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?;
+            let env = Env::parse(&env).unwrap();
             for d in &decisions {
-                decisions::insert(tx, &key.org_id, key.env, d)?;
+                // A decision's agent is registered (SQLite stores its key, NOT NULL).
+                tx.execute(
+                    "INSERT OR IGNORE INTO agents (id, org_id, env, created_ms)
+                     VALUES (?1, ?2, ?3, 0)",
+                    rusqlite::params![d.claims.request.agent.as_str(), org, env.as_str()],
+                )?;
+                decisions::insert_with(tx, &org, env, d, AgentHint::default())?;
             }
             Ok(())
         })
@@ -91,23 +101,32 @@ async fn insert_postgres(url: &str, hash: [u8; 32], decisions: Vec<Decision>) {
     .unwrap();
     let mut client = pool.get().await.unwrap();
     let tx = client.transaction().await.unwrap();
-    let caller = postgres::keys::api_key(&tx, &hash).await.unwrap().unwrap();
+    let key = tx
+        .query_one(
+            "SELECT org_id, env FROM api_keys WHERE hash = $1",
+            &[&&hash[..]],
+        )
+        .await
+        .unwrap();
+    let (org_id, env): (String, String) = (key.get(0), key.get(1));
+    let env = Env::parse(&env).unwrap();
     let mut agents = std::collections::HashMap::new();
     for d in &decisions {
         let agent = d.claims.request.agent.as_str().to_owned();
         if !agents.contains_key(&agent) {
-            // An agent that is not registered (the SQLite schema does not ask) gets no
+            // An agent that is not registered (PostgreSQL's schema does not ask) gets no
             // agent's key: 0, which no agent has.
             let row = tx
                 .query_opt(
                     "SELECT seq FROM agents WHERE org_id = $1 AND env = $2 AND id = $3",
-                    &[&caller.org_id.as_str(), &caller.env.as_str(), &agent],
+                    &[&org_id.as_str(), &env.as_str(), &agent],
                 )
                 .await
                 .unwrap();
             agents.insert(agent.clone(), row.map_or(0, |r| r.get::<_, i64>(0)));
         }
-        postgres::decisions::insert(&tx, &caller.org_id, caller.env, agents[&agent], d)
+        let pg = postgres::PgTx::of_transaction(&tx);
+        postgres::decisions::insert(&pg, &org_id, env, agents[&agent], d)
             .await
             .unwrap();
     }

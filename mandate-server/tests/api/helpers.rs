@@ -8,7 +8,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use mandate_core::jwk::JwkSet;
+use mandate_core::JwkSet;
 use mandate_server::clock::ManualClock;
 use mandate_server::operator;
 use mandate_server::serve::{self, Config, Running};
@@ -361,6 +361,8 @@ pub fn config(db: &TestDatabase) -> Config {
         tls: None,
         api_url: None,
         console_origins: None,
+        log_checkpoint_interval: std::time::Duration::from_millis(100),
+        log_checkpoint_batch: mandate_server::workers::checkpoint::BATCH,
         limits: Default::default(),
         key_encryption: db.key_encryption(),
     }
@@ -578,7 +580,7 @@ impl TestApp {
     ) -> tokio::sync::OwnedMutexGuard<mandate_server::decision::agents::Slot> {
         let state = self.running.as_ref().unwrap().state.clone();
         let org_id = self.org_id("acme");
-        let agent = mandate_core::id::AgentId::parse(&format!("agt_{name}")).unwrap();
+        let agent = mandate_core::AgentId::parse(&format!("agt_{name}")).unwrap();
         state
             .agents
             .lock(

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use mandate_core::jws::Signer;
+use mandate_core::Signer;
 use mandate_server::model::Env;
 use mandate_server::signing::at_rest::{Kek, KeyEncryption, SEALED_LEN};
 use mandate_server::signing::fast::AwsLcSigner;
@@ -342,10 +342,13 @@ async fn sqlite_without_a_kek_warns_and_seal_signing_keys_seals_them_in_place() 
     let published = jwks(&server).await;
     stop(server);
     let said = std::fs::read_to_string(&log).unwrap();
+    // The warning names the file, its mode (owner-only, as the database was created) and
+    // the key-encryption key as the fix.
     assert!(
-        said.contains(
-            "signing keys are stored unencrypted; set MANDATE_KEY_ENCRYPTION_KEY or --key-encryption-key-file"
-        ),
+        said.contains(&format!(
+            "signing keys are stored unencrypted in {}, mode 0600: readable by its owner only, keep it so; to encrypt them at rest, set MANDATE_KEY_ENCRYPTION_KEY or --key-encryption-key-file",
+            db.display()
+        )),
         "{said}"
     );
     // As before encryption at rest: the 32 raw bytes.

@@ -166,6 +166,14 @@ impl Demo {
     }
 }
 
+/// A test that fails before `stop` leaves no server running.
+impl Drop for Demo {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 #[tokio::test]
 async fn demo_mode_prints_a_session_that_shows_allow_review_and_a_denial() {
     let dir = tempfile::tempdir().unwrap();
@@ -231,18 +239,69 @@ async fn demo_mode_prints_a_session_that_shows_allow_review_and_a_denial() {
             advice.starts_with("Advice: signing keys are stored unencrypted"),
             "{advice}"
         );
+        // It names who can read them (the file's mode, owner-only as created) and the fix.
+        assert!(
+            advice.contains("demo.db, mode 0600: readable by its owner only")
+                && advice.contains("MANDATE_KEY_ENCRYPTION_KEY"),
+            "{advice}"
+        );
     }
     let said = demo.stop();
     assert!(!said.contains("unencrypted"), "{said}");
 }
 
+/// The id of the demo's mandate as the session prints it (`mandate mnd_…: …` or
+/// `mandate mnd_…, reused …`).
+fn printed_mandate(demo: &Demo) -> String {
+    let line = demo.value("mandate mnd_");
+    let rest = line.split([',', ':']).next().unwrap();
+    format!("mnd_{rest}")
+}
+
+/// `agt_shopper`'s mandates, newest first, as `(id, status)`.
+async fn shopper_mandates(api: &str, org: &str) -> Vec<(String, String)> {
+    let page: Value = reqwest::Client::new()
+        .get(format!("{api}/v1/mandates?agent=agt_shopper"))
+        .header("authorization", format!("Bearer {org}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    page["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            let field = |name: &str| m[name].as_str().unwrap().to_owned();
+            (field("id"), field("status"))
+        })
+        .collect()
+}
+
+async fn post(api: &str, key: &str, path: &str, body: &str) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(format!("{api}{path}"))
+        .header("authorization", format!("Bearer {key}"))
+        .header("content-type", "application/json")
+        .body(body.to_owned())
+        .send()
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
-async fn demo_mode_run_again_reuses_the_demo_organization() {
+async fn demo_mode_run_again_reuses_the_demo_organization_agent_and_mandate() {
     let dir = tempfile::tempdir().unwrap();
     let db = TestDatabase::new(dir.path(), "demo.db").await;
     let first = Demo::start(dir.path(), &db);
     let org = first.value("export MANDATE_API_KEY=");
     let agent = first.value("export AGENT_KEY=");
+    let mandate = printed_mandate(&first);
+    let spend = r#"{"amount": 49.99, "currency": "USD", "recipient": "vendor:acme", "category": "software"}"#;
+    let r = post(&first.value("api:"), &agent, "/v1/authorizations", spend).await;
+    assert_eq!(r.status(), 201);
     first.stop();
     // The session is in a file beside the database, readable by its owner only.
     let file = dir.path().join("mandate-demo.env");
@@ -258,29 +317,44 @@ async fn demo_mode_run_again_reuses_the_demo_organization() {
         assert_eq!(mode & 0o777, 0o600);
     }
 
-    // Again on the same database: the same organization and keys, which still work.
+    // Again on the same database: the same organization, keys and mandate (with what it
+    // spent), and the session says so.
     let second = Demo::start(dir.path(), &db);
+    let said = second.printed.join("\n");
     assert!(
-        second
-            .printed
-            .iter()
-            .any(|l| l.contains("from an earlier run in this database, reused")),
-        "{:#?}",
-        second.printed
+        said.contains("from an earlier run in this database, reused with its agent agt_shopper"),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!(
+            "mandate {mandate}, reused (49.99 USD spent this month)"
+        )),
+        "{said}"
     );
     assert_eq!(second.value("export MANDATE_API_KEY="), org);
     assert_eq!(second.value("export AGENT_KEY="), agent);
     let api = second.value("api:");
-    let r = reqwest::Client::new()
-        .post(format!("{api}/v1/authorizations"))
-        .header("authorization", format!("Bearer {agent}"))
-        .header("content-type", "application/json")
-        .body(r#"{"amount": 1, "currency": "USD", "recipient": "vendor:acme", "category": "software"}"#)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
+    assert_eq!(
+        shopper_mandates(&api, &org).await,
+        [(mandate.clone(), "active".to_owned())],
+        "the demo's mandate was written again"
+    );
+    // Revoked, it cannot serve the session: the next run writes the demo's again, saying why.
+    let r = post(&api, &org, &format!("/v1/mandates/{mandate}/revoke"), "").await;
+    assert_eq!(r.status(), 200);
     second.stop();
+    let third = Demo::start(dir.path(), &db);
+    let fresh = printed_mandate(&third);
+    let said = third.printed.join("\n");
+    assert!(
+        said.contains(&format!(
+            "mandate {fresh}, made again because its mandate {mandate} is revoked"
+        )),
+        "{said}"
+    );
+    let r = post(&third.value("api:"), &agent, "/v1/authorizations", spend).await;
+    assert_eq!(r.status(), 201);
+    third.stop();
     assert_eq!(
         db.query_i64("SELECT COUNT(*) FROM orgs", &[]),
         1,
@@ -289,16 +363,52 @@ async fn demo_mode_run_again_reuses_the_demo_organization() {
 
     // Without the file, the keys cannot be shown again: it says so and how to get new ones.
     std::fs::remove_file(&file).unwrap();
-    let third = Demo::start(dir.path(), &db);
-    let said = third.printed.join("\n");
+    let fourth = Demo::start(dir.path(), &db);
+    let said = fourth.printed.join("\n");
     assert!(said.contains("stored only as SHA-256 hashes"), "{said}");
     assert!(
         said.contains("mandate-server issue-key --org demo --env sandbox"),
         "{said}"
     );
     assert!(!said.contains(&org), "{said}");
-    third.stop();
+    fourth.stop();
     assert_eq!(db.query_i64("SELECT COUNT(*) FROM orgs", &[]), 1);
+}
+
+/// A mandate changed from the demo's terms (a new one for the agent) is replaced by the
+/// demo's on the next run, which says so; an unchanged one stays.
+#[tokio::test]
+async fn demo_mode_writes_its_mandate_again_only_when_it_was_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = TestDatabase::new(dir.path(), "demo.db").await;
+    let first = Demo::start(dir.path(), &db);
+    let org = first.value("export MANDATE_API_KEY=");
+    let api = first.value("api:");
+    let changed = r#"{"agent": "agt_shopper", "principal": "role:finance",
+        "limits": {"per_transaction": 50, "per_month": 2000, "currency": "USD"},
+        "categories": ["software", "travel"], "review_above": 200, "expires": "2099-12-31"}"#;
+    let r = post(&api, &org, "/v1/mandates", changed).await;
+    assert_eq!(r.status(), 201);
+    let theirs = r.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    first.stop();
+    let second = Demo::start(dir.path(), &db);
+    let fresh = printed_mandate(&second);
+    let said = second.printed.join("\n");
+    assert!(
+        said.contains(&format!(
+            "made again because its mandate {theirs} was changed from the demo's terms"
+        )),
+        "{said}"
+    );
+    let api = second.value("api:");
+    assert_eq!(
+        shopper_mandates(&api, &org).await[0],
+        (fresh, "active".into())
+    );
+    second.stop();
 }
 
 #[test]

@@ -5,7 +5,7 @@
 
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use mandate_core::amount::Amount;
+use mandate_core::Amount;
 use serde_json::{Value, json};
 
 use crate::helpers::{TestApp, spawn_app};

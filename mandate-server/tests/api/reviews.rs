@@ -1,7 +1,7 @@
 //! Reviews: approve gives a fresh decision, deny resolves, each only once.
 
 use futures_util::future::join_all;
-use mandate_core::jws::{VerifyOptions, verify_verdict};
+use mandate_core::{VerifyOptions, verify_verdict};
 use serde_json::json;
 
 use crate::helpers::{TestApp, spawn_app};
@@ -74,7 +74,8 @@ async fn approving_makes_a_fresh_signed_decision_that_supersedes() {
 async fn deny_resolves_without_a_new_decision() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
-    let (_agent, _original, review) = pending(&app, "denied", "60").await;
+    let (agent, original, review) = pending(&app, "denied", "60").await;
+    app.advance(45);
     let r = app
         .post(
             &org,
@@ -89,6 +90,22 @@ async fn deny_resolves_without_a_new_decision() {
     assert!(r.body["resolved_at"].is_string());
     let decisions = app.get(&org, "/v1/decisions").await;
     assert_eq!(decisions.body["data"].as_array().unwrap().len(), 1);
+    // Every read of the decision that opened the review says why and when: the agent's
+    // own read, the list and the export.
+    let path = format!("/v1/decisions/{}", original["id"].as_str().unwrap());
+    let read = app.get(&agent, &path).await;
+    let export = app.get(&org, "/v1/exports/decisions").await;
+    let exported: serde_json::Value =
+        serde_json::from_str(export.text.lines().next().unwrap()).unwrap();
+    for decision in [&read.body, &decisions.body["data"][0], &exported] {
+        assert_eq!(decision["review_status"], "denied", "{decision}");
+        assert_eq!(decision["review_reason"], "not this quarter", "{decision}");
+        assert_eq!(
+            decision["review_resolved_at"], r.body["resolved_at"],
+            "{decision}"
+        );
+        assert!(decision.get("review_resolution").is_none(), "{decision}");
+    }
     app.post_empty(&org, &format!("/v1/reviews/{review}/deny"))
         .await
         .assert_error(400, "invalid_request");
@@ -105,13 +122,22 @@ async fn deny_resolves_without_a_new_decision() {
         bad.assert_error(400, "invalid_request"),
         "unknown field why"
     );
-    // Without a body it works too.
+    // Without a body it works too, and the decision then carries no reason.
     assert_eq!(
         app.post_empty(&org, &format!("/v1/reviews/{second}/deny"))
             .await
             .status,
         200
     );
+    let silent = app.get(&org, "/v1/decisions?review_status=denied").await;
+    let without: Vec<_> = silent.body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d.get("review_reason").is_none())
+        .collect();
+    assert_eq!(without.len(), 1, "{}", silent.text);
+    assert!(without[0]["review_resolved_at"].is_string());
 }
 
 #[tokio::test]

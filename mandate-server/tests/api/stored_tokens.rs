@@ -3,7 +3,7 @@
 //! its own only; the fresh decision an approval made is reachable from the original through
 //! `review_resolution`; decisions stored without a signature read `null`.
 
-use mandate_core::jws::{VerifyOptions, verify_verdict};
+use mandate_core::{VerifyOptions, verify_verdict};
 use serde_json::Value;
 
 use crate::helpers::{TestApp, spawn_app};

@@ -11,8 +11,7 @@
 
 use std::process::Command;
 
-use mandate_core::claims::Bindings;
-use mandate_core::jws::{VerifyOptions, sign_token, verify_verdict};
+use mandate_core::{Bindings, VerifyOptions, sign_token, verify_verdict};
 use serde_json::{Value, json};
 
 use crate::helpers::spawn_app;
@@ -92,7 +91,8 @@ async fn bound_verdicts_verify_in_pyjwt_and_jose_unchanged() {
     let bindings = Bindings {
         ap2_mandate: Some("Zm9vYmFyLW9wZW4tbWFuZGF0ZS1kaWdlc3Q".into()),
         ap2_transaction: Some("txn_7f3a".into()),
-        x402_payment: claims.x402_payment.clone(),
+        x402_payment: claims.bindings.x402_payment.clone(),
+        ..Bindings::default()
     };
     let signer = app
         .running
@@ -136,13 +136,17 @@ async fn bound_verdicts_verify_in_pyjwt_and_jose_unchanged() {
             };
             assert_eq!(
                 theirs["x402_payment"],
-                json!(ours.x402_payment),
+                json!(ours.bindings.x402_payment),
                 "{library}"
             );
-            assert_eq!(theirs["ap2_mandate"], json!(ours.ap2_mandate), "{library}");
+            assert_eq!(
+                theirs["ap2_mandate"],
+                json!(ours.bindings.ap2_mandate),
+                "{library}"
+            );
             assert_eq!(
                 theirs["ap2_transaction"],
-                json!(ours.ap2_transaction),
+                json!(ours.bindings.ap2_transaction),
                 "{library}"
             );
             assert_eq!(theirs["jti"], ours.jti.as_str(), "{library}");

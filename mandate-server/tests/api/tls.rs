@@ -59,7 +59,7 @@ async fn both_listeners_speak_tls_with_the_given_certificate() {
         .await
         .unwrap();
     assert_eq!(jwks.status().as_u16(), 200);
-    let set = mandate_core::jwk::JwkSet::from_json(&jwks.bytes().await.unwrap()).unwrap();
+    let set = mandate_core::JwkSet::from_json(&jwks.bytes().await.unwrap()).unwrap();
     assert!(set.find("sandbox-1").is_some());
     let anonymous = client.get(format!("{api}/v1/agents")).send().await.unwrap();
     assert_eq!(anonymous.status().as_u16(), 401);
@@ -98,6 +98,8 @@ async fn tls_server(
             tls: Some((cert, key)),
             api_url: None,
             console_origins: None,
+            log_checkpoint_interval: mandate_server::workers::checkpoint::DEFAULT_INTERVAL,
+            log_checkpoint_batch: mandate_server::workers::checkpoint::BATCH,
             limits: Limits {
                 header_read_timeout: std::time::Duration::from_millis(1500),
                 ..Limits::default()

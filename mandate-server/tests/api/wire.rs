@@ -1,4 +1,4 @@
-//! The wire types of `mandate_core::wire` against the real server: every object the API
+//! The wire types of `mandate_core::unstable::wire` against the real server: every object the API
 //! answers is read into its type and written back byte for byte (members sorted by name,
 //! as the server writes them through a `Value`; the decision answer in its signed order),
 //! and every request body the types describe is accepted. A drift between the server and
@@ -6,15 +6,11 @@
 
 use std::collections::BTreeSet;
 
-use mandate_core::amount::Amount;
-use mandate_core::id::{AgentId, DecisionId};
-use mandate_core::mandate::{
-    CountLimits, EscrowTerms, Limits, MandateStatus, RecipientPattern, Recipients,
+use mandate_core::{
+    AgentId, AgentName, Amount, Category, CountLimits, Currency, DecisionId, EscrowTerms, Limits,
+    MandateStatus, Mode, Principal, Recipient, RecipientPattern, Recipients, Verdict,
+    unstable::review::ReviewStatus, unstable::wire, unstable::wire::ListPage,
 };
-use mandate_core::names::{AgentName, Category, Currency, Principal, Recipient};
-use mandate_core::policy::{Mode, Verdict};
-use mandate_core::review::ReviewStatus;
-use mandate_core::wire::{self, ListPage};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -129,6 +125,7 @@ fn body<T: Serialize>(request: &T) -> serde_json::Value {
 
 fn authorize(amount: &str) -> wire::Authorize {
     wire::Authorize {
+        acp: None,
         amount: Amount::parse(amount).unwrap(),
         ap2: None,
         category: Category::parse("software").unwrap(),
@@ -292,12 +289,35 @@ async fn agents_mandates_and_decisions_read_as_their_types_byte_for_byte() {
         }),
         ..authorize("1")
     };
+    // Under an ACP allowance of 1.00 USD to acme: the request's member, the answer's claims.
+    let expires = (app.clock_now() + time::Duration::days(1))
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap();
+    let delegated = wire::Authorize {
+        acp: Some(wire::AcpPresentation {
+            allowance: wire::AcpAllowance {
+                checkout_session_id: "csn_wire".into(),
+                currency: "usd".into(),
+                expires_at: expires,
+                max_amount: 100,
+                merchant_id: "acme".into(),
+                reason: "one_time".into(),
+            },
+        }),
+        ..authorize("1")
+    };
+    let acp = answer(
+        &app.post(&buyer.agent_key, "/v1/authorizations", body(&delegated))
+            .await,
+    );
+    assert_eq!(acp.acp_checkout_session.as_deref(), Some("csn_wire"));
     declared(
         "AuthorizationRequest",
         &[
             body(&authorize("1")),
             body(&bound_request),
             body(&presenting),
+            body(&delegated),
         ],
     );
     declared(
@@ -308,6 +328,7 @@ async fn agents_mandates_and_decisions_read_as_their_types_byte_for_byte() {
             value(&none),
             value(&bound),
             value(&ap2),
+            value(&acp),
         ],
     );
 
@@ -352,9 +373,13 @@ async fn agents_mandates_and_decisions_read_as_their_types_byte_for_byte() {
         ap2_transaction: Some("txn_1".into()),
         ..bound_read.clone()
     }));
-    declared("Decision", &stored);
+    let path_acp = format!("/v1/decisions/{}", acp.id);
+    let acp_read: wire::Decision = read(&app.get(&org, &path_acp).await, 200);
+    assert_eq!(acp_read.acp_allowance, acp.acp_allowance);
+    stored.push(value(&acp_read));
 
-    // Denying answers the review, with and without a reason.
+    // Denying answers the review, with and without a reason; the decision that opened it
+    // then reads with the reason and when.
     let (mut reviews, mut requests) = (vec![value(opened)], Vec::new());
     for reason in [Some("over budget".to_owned()), None] {
         let asked = ask(&buyer.agent_key, "70").await;
@@ -366,9 +391,15 @@ async fn agents_mandates_and_decisions_read_as_their_types_byte_for_byte() {
         let denied: wire::Review = read(&app.post(&org, &path_deny, body(&request)).await, 200);
         assert_eq!(denied.status, ReviewStatus::Denied);
         assert_eq!(denied.reason, reason);
+        let path_asked = format!("/v1/decisions/{}", asked.id);
+        let asked_read: wire::Decision = read(&app.get(&org, &path_asked).await, 200);
+        assert_eq!(asked_read.review_reason, reason);
+        assert_eq!(asked_read.review_resolved_at, denied.resolved_at);
+        stored.push(value(&asked_read));
         reviews.push(value(&denied));
         requests.push(body(&request));
     }
+    declared("Decision", &stored);
     declared("DenyRequest", &requests);
     // The approved review, as its decision.resolved event carries it.
     let path_events = "/v1/events?type=decision.resolved";

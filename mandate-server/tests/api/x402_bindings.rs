@@ -4,8 +4,7 @@
 //! binding; an x402 member that is malformed or not the request's payment is a 400 naming
 //! the member. Runs on both engines (tests/api and tests/api_postgres).
 
-use mandate_core::jws::{VerifyOptions, verify_verdict};
-use mandate_core::x402::PaymentRequirements;
+use mandate_core::{PaymentRequirements, VerifyOptions, verify_verdict};
 use serde_json::{Value, json};
 
 use crate::helpers::{TestApp, spawn_app};
@@ -32,9 +31,7 @@ fn body(amount: &str, x402: &Value) -> String {
 }
 
 fn digest(x402: &Value) -> String {
-    PaymentRequirements::from_json(x402, "x402")
-        .unwrap()
-        .digest()
+    mandate_core::unstable::x402::digest(&PaymentRequirements::from_json(x402, "x402").unwrap())
 }
 
 async fn reads(app: &TestApp, key: &str, id: &str) -> Vec<Value> {
@@ -85,8 +82,11 @@ async fn a_bound_verdict_carries_the_payment_digest_and_reads_back_byte_for_byte
     assert!(answer.body.get("ap2_mandate").is_none(), "{}", answer.text);
     let token = answer.body["verdict_token"].as_str().unwrap();
     let claims = verify_verdict(token, &app.jwks().await, &options(&app)).unwrap();
-    assert_eq!(claims.x402_payment.as_deref(), Some(expected.as_str()));
-    assert_eq!(claims.ap2_mandate, None);
+    assert_eq!(
+        claims.bindings.x402_payment.as_deref(),
+        Some(expected.as_str())
+    );
+    assert_eq!(claims.bindings.ap2_mandate, None);
     let id = answer.body["id"].as_str().unwrap();
     for key in [&org, &agent] {
         for read in reads(&app, key, id).await {
@@ -132,7 +132,7 @@ async fn approving_a_review_keeps_the_payment_binding() {
     assert_eq!(approved.body["x402_payment"], digest(&x402).as_str());
     let token = approved.body["verdict_token"].as_str().unwrap();
     let claims = verify_verdict(token, &app.jwks().await, &options(&app)).unwrap();
-    assert_eq!(claims.x402_payment, Some(digest(&x402)));
+    assert_eq!(claims.bindings.x402_payment, Some(digest(&x402)));
     let fresh = approved.body["id"].as_str().unwrap();
     for read in reads(&app, &agent, fresh).await {
         assert_eq!(read["verdict_token"], token, "{read}");
@@ -168,6 +168,20 @@ async fn an_x402_member_that_is_malformed_or_another_payment_is_refused_naming_i
             with("asset", json!("EUR")),
             "x402.asset does not match the request",
         ),
+        // Any spelling of an ISO 4217 code is that code (#51): it was compared only when
+        // written as three upper-case letters.
+        (
+            with("asset", json!(" EUR")),
+            "x402.asset does not match the request",
+        ),
+        (
+            with("asset", json!("iso4217:EUR")),
+            "x402.asset does not match the request",
+        ),
+        (
+            with("asset", json!("eur")),
+            "x402.asset does not match the request",
+        ),
         (
             json!({"x402Version": 2, "accepted": with("payTo", json!("other"))}),
             "x402.accepted.payTo does not match",
@@ -201,4 +215,45 @@ async fn an_x402_member_that_is_malformed_or_another_payment_is_refused_naming_i
     // Nothing was decided.
     let list = app.get(&agent, "/v1/decisions").await;
     assert_eq!(list.body["data"], json!([]), "{}", list.text);
+}
+
+/// x402 `upto` (#51): the client signs a maximum; the request is decided on it (its amount
+/// is the maximum, counted in full by the limits) and bound to the signed requirements like
+/// `exact`; a fiat asset in any spelling of the currency is the currency.
+#[tokio::test]
+async fn an_upto_payment_is_decided_on_its_maximum_and_bound() {
+    let app = spawn_app().await;
+    let org = app.org.sandbox.clone();
+    let agent = app.standard_agent(&org, "buyer").await;
+    let mut upto = requirements();
+    upto["scheme"] = json!("upto");
+    upto["amount"] = json!("60000000");
+    let payload = json!({"x402Version": 2, "accepted": upto,
+                         "payload": {"signature": "0x2d", "permit2Authorization": {}}});
+    // 60 USDC at most: over the mandate's review threshold (50), so a review.
+    let r = app
+        .post_text(&agent, "/v1/authorizations", &body("60", &payload))
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    assert_eq!(r.body["verdict"], "review", "{}", r.text);
+    assert_eq!(r.body["x402_payment"], digest(&upto).as_str());
+    let token = r.body["verdict_token"].as_str().unwrap();
+    let claims = verify_verdict(token, &app.jwks().await, &options(&app)).unwrap();
+    assert_eq!(claims.bindings.x402_payment, Some(digest(&upto)));
+    assert_eq!(claims.request.amount.to_string(), "60");
+    // Fiat upto: the asset "usd" is the currency USD.
+    let mut fiat = upto.clone();
+    fiat["asset"] = json!("iso4217:usd");
+    fiat["payTo"] = json!("acme");
+    fiat["amount"] = json!("1000");
+    let r = app
+        .post_text(
+            &agent,
+            "/v1/authorizations",
+            &format!(
+                r#"{{"amount": 10, "currency": "USD", "recipient": "vendor:acme", "category": "software", "x402": {fiat}}}"#
+            ),
+        )
+        .await;
+    assert_eq!(r.body["verdict"], "allow", "{}", r.text);
 }

@@ -27,6 +27,8 @@ mod helpers;
 #[path = "../api/process.rs"]
 mod process;
 
+#[path = "../api/acp.rs"]
+mod acp;
 #[path = "../api/agents.rs"]
 mod agents;
 #[path = "../api/ap2.rs"]
@@ -45,6 +47,8 @@ mod concurrency;
 mod console;
 #[path = "../api/contract.rs"]
 mod contract;
+#[path = "../api/decision_log.rs"]
+mod decision_log;
 #[path = "../api/decisions.rs"]
 mod decisions;
 #[path = "../api/declared.rs"]

@@ -1,8 +1,10 @@
 //! The storage boundary's conformance suite: what every engine behind `storage::Store`
 //! promises, written once ([`suite`]) and run against each engine by a file of its own that
-//! says how to make a fresh, empty store ([`sqlite`], [`postgres`]).
+//! says how to make a fresh, empty store ([`sqlite`], [`postgres`], [`citus`]: the
+//! PostgreSQL engine on a Citus cluster, its tables distributed by Mandate's migrations).
 //!
-//! It is the checklist of a third engine: implement the traits, add a file here that makes
+//! It is the checklist of a third engine: implement `storage::engine::Engine` and `Tx` (a
+//! transaction, and SQL for the statements it says otherwise), add a file here that makes
 //! a fresh store and calls [`conformance!`], and pass. An engine that lacks a capability
 //! says so in its [`suite::Capabilities`] and the tests of that category are skipped for it
 //! (as SpiceDB's datastore suite does).
@@ -14,5 +16,9 @@ mod suite;
 #[path = "../support/postgres.rs"]
 mod pg_harness;
 
+#[path = "../support/citus.rs"]
+mod citus_harness;
+
+mod citus;
 mod postgres;
 mod sqlite;

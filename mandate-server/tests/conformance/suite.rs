@@ -22,16 +22,13 @@ use std::any::Any;
 use std::sync::Arc;
 
 use futures_util::future::join_all;
-use mandate_core::amount::Amount;
-use mandate_core::delivery::NextStep;
-use mandate_core::escrow::{EscrowAction, HistoryEntry};
-use mandate_core::funding::FundingRequest;
-use mandate_core::id::{AgentId, DecisionId, EscrowId, MandateId, Nonce, WebhookId};
-use mandate_core::idempotency::NextAction;
-use mandate_core::mandate::{Mandate, MandateDraft, MandateStatus};
-use mandate_core::names::{Category, Currency, Recipient};
-use mandate_core::policy::{AuthorizationRequest, Mode, Verdict};
-use mandate_core::review::{Review, ReviewStatus};
+use mandate_core::{
+    AgentId, Amount, AuthorizationRequest, Category, Currency, DecisionId, Mandate, MandateDraft,
+    MandateId, MandateStatus, Mode, Nonce, Recipient, Verdict, unstable::delivery::NextStep,
+    unstable::escrow::EscrowAction, unstable::escrow::HistoryEntry,
+    unstable::funding::FundingRequest, unstable::id::EscrowId, unstable::id::WebhookId,
+    unstable::idempotency::NextAction, unstable::review::Review, unstable::review::ReviewStatus,
+};
 use mandate_server::clock::{ms, random16};
 use mandate_server::decision::agents::AgentStates;
 use mandate_server::decision::mandates::revocation;
@@ -318,6 +315,7 @@ async fn event_types(store: &dyn Store) -> Vec<String> {
 
 fn record(key: &str, request_id: &str) -> IdempotencyRecord {
     IdempotencyRecord {
+        org_id: ORG.into(),
         key_hash: ORG_KEY,
         idem_key: key.into(),
         status: 201,

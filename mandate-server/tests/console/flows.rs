@@ -1,7 +1,6 @@
 //! What a person does in the console, checked in the page and through the API.
 
-use mandate_core::jwk::JwkSet;
-use mandate_core::jws::{VerifyOptions, verify_verdict};
+use mandate_core::{JwkSet, VerifyOptions, verify_verdict};
 use serde_json::{Value, json};
 
 use crate::webdriver::{Browser, ENTER, TAB};

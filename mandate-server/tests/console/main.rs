@@ -48,6 +48,8 @@ impl Console {
             limits: Default::default(),
             api_url: None,
             console_origins: None,
+            log_checkpoint_interval: mandate_server::workers::checkpoint::DEFAULT_INTERVAL,
+            log_checkpoint_batch: mandate_server::workers::checkpoint::BATCH,
             key_encryption: Default::default(),
         };
         let running = serve::start(config, Arc::new(SystemClock)).await.unwrap();
@@ -87,7 +89,7 @@ impl Console {
                     "agent": "agt_shopper", "principal": "role:finance",
                     "limits": {"per_transaction": 500, "per_month": 2000, "currency": "USD"},
                     "categories": ["software", "travel"], "review_above": 200,
-                    "expires": mandate_core::mandate::format_date(expires),
+                    "expires": mandate_core::unstable::mandate::format_date(expires),
                 })),
             )
             .await;

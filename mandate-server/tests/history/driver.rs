@@ -100,21 +100,38 @@ pub fn signal(pid: u32, signal: &str) {
 /// The run's processes: their API URLs, replaced when one is restarted.
 pub type Urls = Arc<Vec<Mutex<String>>>;
 
+/// An agent of a run.
+#[derive(Debug, Clone)]
+pub struct Agent {
+    /// `agt_…`, unique in the run (whichever organization it is of).
+    pub id: String,
+    /// Its agent key.
+    pub key: String,
+    /// Its organization's sandbox key: what reads its decisions and resolves its reviews.
+    pub org: String,
+}
+
 /// What a run is given.
 pub struct Run {
     pub seed: u64,
     pub workers: usize,
-    pub agents: Vec<(String, String)>,
+    pub agents: Vec<Agent>,
     pub urls: Urls,
     pub started: Instant,
     /// Where the reviews the clients are answered go, for the racers (reviews.rs).
     pub opened: crate::reviews::Opened,
 }
 
-/// Onboards through the operator command; returns the sandbox key.
+/// Onboards organization `history` through the operator command; returns the sandbox key.
 pub fn onboard(db: &str, env: &[(&str, String)]) -> String {
+    onboard_org(db, env, "history").1
+}
+
+/// Onboards organization `name` through the operator command; returns its id (`org_…`)
+/// and sandbox key.
+pub fn onboard_org(db: &str, env: &[(&str, String)], name: &str) -> (String, String) {
     let out = Command::new(binary())
-        .args(["onboard", "--org", "history", "--db", db])
+        .args(["onboard", "--org", name, "--db", db])
         .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .output()
         .unwrap();
@@ -123,31 +140,30 @@ pub fn onboard(db: &str, env: &[(&str, String)]) -> String {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .find_map(|l| l.strip_prefix("sandbox key: "))
-        .unwrap()
-        .trim()
-        .to_owned()
+    let out = String::from_utf8(out.stdout).unwrap();
+    (
+        crate::onboard::org_id(&out),
+        crate::onboard::key(&out, "sandbox key:"),
+    )
 }
 
-/// Registers `n` agents, each with the run's mandate (with its review threshold if
-/// `reviews`); returns (name, key) each.
+/// Registers `n` agents of organization `org` (its sandbox key), named `h{first}`,
+/// `h{first + 1}`, …, each with the run's mandate (with its review threshold if
+/// `reviews`).
 pub async fn agents(
     client: &reqwest::Client,
     api: &str,
     org: &str,
-    n: usize,
+    (first, n): (usize, usize),
     reviews: bool,
-) -> Vec<(String, String)> {
+) -> Vec<Agent> {
     let review_above = if reviews {
         format!(r#", "review_above": {REVIEW_ABOVE}"#)
     } else {
         String::new()
     };
     let mut agents = Vec::new();
-    for i in 0..n {
+    for i in first..first + n {
         let name = format!("h{i}");
         let r = client
             .post(format!("{api}/v1/agents"))
@@ -173,7 +189,11 @@ pub async fn agents(
             .await
             .unwrap();
         assert_eq!(r.status(), 201, "{}", r.text().await.unwrap_or_default());
-        agents.push((format!("agt_{name}"), key));
+        agents.push(Agent {
+            id: format!("agt_{name}"),
+            key,
+            org: org.to_owned(),
+        });
     }
     agents
 }
@@ -201,7 +221,7 @@ pub async fn drive(run: &Run, stop: Arc<AtomicBool>) -> Vec<Attempt> {
             while !stop.load(Ordering::Relaxed) {
                 n += 1;
                 let key = format!("w{w}-{n}");
-                let (agent, agent_key) = agents[rng.random_range(0..agents.len())].clone();
+                let agent = agents[rng.random_range(0..agents.len())].clone();
                 let amount = rng.random_range(1..=20i64);
                 let body = format!(
                     r#"{{"amount": {amount}, "currency": "USD", "recipient": "{}", "category": "software"}}"#,
@@ -218,7 +238,7 @@ pub async fn drive(run: &Run, stop: Arc<AtomicBool>) -> Vec<Attempt> {
                     let sent_ms = started.elapsed().as_millis() as u64;
                     let request = patient
                         .post(format!("{url}/v1/authorizations"))
-                        .bearer_auth(&agent_key)
+                        .bearer_auth(&agent.key)
                         .header("content-type", "application/json")
                         .header("idempotency-key", &key)
                         .body(body.clone());
@@ -242,7 +262,10 @@ pub async fn drive(run: &Run, stop: Arc<AtomicBool>) -> Vec<Attempt> {
                                         && status == 201
                                         && !replayed
                                     {
-                                        opened.lock().unwrap().push_back(review.to_owned());
+                                        opened
+                                            .lock()
+                                            .unwrap()
+                                            .push_back((review.to_owned(), agent.org.clone()));
                                     }
                                     let decision = (status == 201).then(|| {
                                         (
@@ -271,7 +294,7 @@ pub async fn drive(run: &Run, stop: Arc<AtomicBool>) -> Vec<Attempt> {
                     );
                     history.lock().unwrap().push(Attempt {
                         key: key.clone(),
-                        agent: agent.clone(),
+                        agent: agent.id.clone(),
                         amount,
                         process,
                         sent_ms,
@@ -293,11 +316,11 @@ pub async fn drive(run: &Run, stop: Arc<AtomicBool>) -> Vec<Attempt> {
 }
 
 /// Every decision of every agent, oldest first (commit order per agent), read through
-/// `api` with the organization key.
-pub async fn final_log(api: &str, org: &str, agents: &[(String, String)]) -> Vec<Logged> {
+/// `api` with its organization's key.
+pub async fn final_log(api: &str, agents: &[Agent]) -> Vec<Logged> {
     let client = reqwest::Client::new();
     let mut log = Vec::new();
-    for (agent, _) in agents {
+    for Agent { id: agent, org, .. } in agents {
         let mut all = Vec::new();
         let mut cursor: Option<String> = None;
         loop {
@@ -325,11 +348,12 @@ pub async fn final_log(api: &str, org: &str, agents: &[(String, String)]) -> Vec
 }
 
 /// One page of a list, read with `org`; over the org key's rate (a long log, read page after
-/// page, can reach it) it waits as the 429's Retry-After says and reads again.
+/// page, can reach it), or not read within the request deadline (a 503, on a loaded
+/// machine), it waits as the answer's Retry-After says and reads again.
 async fn read_page(client: &reqwest::Client, url: &str, org: &str) -> Value {
     for _ in 0..60 {
         let r = client.get(url).bearer_auth(org).send().await.unwrap();
-        if r.status() == 429 {
+        if r.status() == 429 || r.status() == 503 {
             let wait = r
                 .headers()
                 .get("retry-after")
@@ -343,7 +367,7 @@ async fn read_page(client: &reqwest::Client, url: &str, org: &str) -> Value {
         assert_eq!(status, 200, "{url}: {page}");
         return page;
     }
-    panic!("{url}: still over the org key's rate after 60 tries");
+    panic!("{url}: still over the org key's rate or the deadline after 60 tries");
 }
 
 /// The guardians of the postmasters started here: kept (with the pipes to their input)

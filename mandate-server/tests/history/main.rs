@@ -15,6 +15,9 @@
 //!   request deadline. Then the same run without faults but with the planted bug (a
 //!   debug-build switch that drops the agent-version check): the checker must report an
 //!   overspend.
+//! - Citus (a coordinator and two workers, tests/support/citus.rs): the same run with the
+//!   processes' faults, its organizations on both workers; skipped
+//!   without Citus (said on stderr), unless `MANDATE_REQUIRE_CITUS=1`.
 //! - The planted review bug (a debug-build switch that writes a resolution whatever the
 //!   review's state), SQLite: the checker must report a review resolved more than once.
 //!
@@ -22,6 +25,10 @@
 //! target of its own so that its cluster's restarts and pauses touch no other test.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
+#[path = "../support/citus.rs"]
+mod citus;
+#[path = "../support/onboard.rs"]
+mod onboard;
 #[path = "../support/postgres.rs"]
 mod postgres;
 
@@ -37,7 +44,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use checker::{Attempt, Limits, Outcome, check};
-use driver::{Cluster, Run, Server};
+use driver::{Agent, Cluster, Run, Server};
 
 fn seed() -> u64 {
     let seed = std::env::var("MANDATE_HISTORY_SEED")
@@ -53,7 +60,7 @@ fn limits() -> Limits {
         per_day: driver::PER_DAY,
         per_week: driver::PER_WEEK,
         per_month: driver::PER_MONTH,
-        per_minute: mandate_core::history::VELOCITY_LIMIT,
+        per_minute: mandate_core::unstable::history::VELOCITY_LIMIT,
     }
 }
 
@@ -152,7 +159,7 @@ async fn sqlite_history_under_kill_rounds_has_no_anomaly() {
     let org = driver::onboard(&db, &[]);
     let server = Server::start(&db, &[], &log);
     let client = reqwest::Client::new();
-    let agents = driver::agents(&client, &server.api, &org, 6, true).await;
+    let agents = driver::agents(&client, &server.api, &org, (0, 6), true).await;
     let urls: driver::Urls = Arc::new(vec![Mutex::new(server.api.clone())]);
     let opened = reviews::Opened::default();
     let run = Run {
@@ -164,14 +171,7 @@ async fn sqlite_history_under_kill_rounds_has_no_anomaly() {
         opened: opened.clone(),
     };
     let stop = Arc::new(AtomicBool::new(false));
-    let racing = tokio::spawn(reviews::race(
-        seed,
-        org.clone(),
-        urls.clone(),
-        opened,
-        3,
-        stop.clone(),
-    ));
+    let racing = tokio::spawn(reviews::race(seed, urls.clone(), opened, 3, stop.clone()));
     let driving = {
         let stop = stop.clone();
         async move { driver::drive(&run, stop).await }
@@ -200,7 +200,7 @@ async fn sqlite_history_under_kill_rounds_has_no_anomaly() {
     let (history, faults) = tokio::join!(driving, faults);
     let (faults, server) = faults.unwrap();
     let resolves = racing.await.unwrap();
-    let log = driver::final_log(&server.api, &org, &agents).await;
+    let log = driver::final_log(&server.api, &agents).await;
     let anomalies = check_all(&history, &resolves, &log);
     report("sqlite", &history, &faults, &anomalies);
     report_reviews("sqlite", &resolves, &log);
@@ -226,7 +226,7 @@ async fn sqlite_history_catches_a_review_resolved_twice_when_the_check_is_plante
     let env = [("MANDATE_TEST_PLANT_UNCHECKED_RESOLUTION", "1".to_owned())];
     let server = Server::start(&db, &env, &log);
     let client = reqwest::Client::new();
-    let agents = driver::agents(&client, &server.api, &org, 3, true).await;
+    let agents = driver::agents(&client, &server.api, &org, (0, 3), true).await;
     let urls: driver::Urls = Arc::new(vec![Mutex::new(server.api.clone())]);
     let opened = reviews::Opened::default();
     let run = Run {
@@ -238,14 +238,7 @@ async fn sqlite_history_catches_a_review_resolved_twice_when_the_check_is_plante
         opened: opened.clone(),
     };
     let stop = Arc::new(AtomicBool::new(false));
-    let racing = tokio::spawn(reviews::race(
-        seed,
-        org.clone(),
-        urls,
-        opened,
-        3,
-        stop.clone(),
-    ));
+    let racing = tokio::spawn(reviews::race(seed, urls, opened, 3, stop.clone()));
     let stopper = {
         let stop = stop.clone();
         tokio::spawn(async move {
@@ -256,7 +249,7 @@ async fn sqlite_history_catches_a_review_resolved_twice_when_the_check_is_plante
     let history = driver::drive(&run, stop).await;
     stopper.await.unwrap();
     let resolves = racing.await.unwrap();
-    let log = driver::final_log(&server.api, &org, &agents).await;
+    let log = driver::final_log(&server.api, &agents).await;
     let anomalies = check_all(&history, &resolves, &log);
     report("sqlite, planted review bug", &history, &[], &anomalies);
     report_reviews("sqlite, planted review bug", &resolves, &log);
@@ -268,18 +261,65 @@ async fn sqlite_history_catches_a_review_resolved_twice_when_the_check_is_plante
     );
 }
 
-/// A PostgreSQL deployment of three processes; returns (db, env, org, servers, agents).
-async fn postgres_deployment(
-    plant: bool,
-    dir: &std::path::Path,
-) -> Option<(
-    postgres::TestDb,
+/// The database of a run of three processes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Backend {
+    /// One PostgreSQL server, durable (tests/support/postgres.rs).
+    Postgres,
+    /// A Citus coordinator and two workers (tests/support/citus.rs); the processes
+    /// connect to the coordinator.
+    Citus,
+}
+
+impl Backend {
+    fn name(self) -> &'static str {
+        match self {
+            Backend::Postgres => "postgres",
+            Backend::Citus => "citus",
+        }
+    }
+}
+
+/// A run's database, dropped with it.
+enum Database {
+    Postgres(postgres::TestDb),
+    Citus(citus::CitusDb),
+}
+
+impl Database {
+    fn url(&self) -> &str {
+        match self {
+            Database::Postgres(db) => &db.url,
+            Database::Citus(db) => &db.url,
+        }
+    }
+}
+
+/// What a deployment of three processes is: its database, the processes' environment,
+/// the processes and the agents.
+type Deployed = (
+    Database,
     Vec<(&'static str, String)>,
-    String,
     Vec<Server>,
-    Vec<(String, String)>,
-)> {
-    let db = postgres::database(postgres::Durability::Durable).await?;
+    Vec<Agent>,
+);
+
+/// A deployment of three processes on `backend` with `n` agents (the planted version bug
+/// if `plant`, reviews otherwise). On PostgreSQL the agents are of one organization; on
+/// Citus of two, which land on the two workers (asserted from their shard placement), the
+/// agents split between them.
+async fn deployment(
+    backend: Backend,
+    plant: bool,
+    n: usize,
+    dir: &std::path::Path,
+) -> Option<Deployed> {
+    let db = match backend {
+        Backend::Postgres => {
+            Database::Postgres(postgres::database(postgres::Durability::Durable).await?)
+        }
+        Backend::Citus => Database::Citus(citus::database(citus::Share::WithOthers).await?),
+    };
     let kek: [u8; 32] = rand::random();
     use base64::Engine as _;
     let mut env = vec![(
@@ -289,22 +329,52 @@ async fn postgres_deployment(
     if plant {
         env.push(("MANDATE_TEST_PLANT_UNCHECKED_VERSION", "1".to_owned()));
     }
-    let org = driver::onboard(&db.url, &env);
+    let orgs = match &db {
+        Database::Postgres(_) => vec![driver::onboard(db.url(), &env)],
+        Database::Citus(citus) => orgs_on_every_worker(citus, &env).await,
+    };
     let servers: Vec<Server> = (0..3)
-        .map(|i| Server::start(&db.url, &env, &dir.join(format!("serve-{i}.log"))))
+        .map(|i| Server::start(db.url(), &env, &dir.join(format!("serve-{i}.log"))))
         .collect();
-    // The planted version bug on the workload it was made for (two agents, no reviews):
-    // the windows fill fast and overspend.
-    let (n, reviews) = if plant { (2, false) } else { (4, true) };
-    let agents = driver::agents(&reqwest::Client::new(), &servers[0].api, &org, n, reviews).await;
-    Some((db, env, org, servers, agents))
+    let client = reqwest::Client::new();
+    let mut agents = Vec::new();
+    for (i, org) in orgs.iter().enumerate() {
+        // Agents h{first} to h{last - 1} are of organization i.
+        let (first, last) = (i * n / orgs.len(), (i + 1) * n / orgs.len());
+        let of_org = (first, last - first);
+        agents.extend(driver::agents(&client, &servers[0].api, org, of_org, !plant).await);
+    }
+    Some((db, env, servers, agents))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn postgres_history_under_faults_has_no_anomaly_and_the_planted_bug_is_caught() {
+/// Organizations `history0`, `history1`, … onboarded until every worker holds one; the
+/// sandbox key of one a worker.
+async fn orgs_on_every_worker(db: &citus::CitusDb, env: &[(&str, String)]) -> Vec<String> {
+    let mut on = std::collections::BTreeMap::new();
+    // An organization lands on a worker as its id hashes (about one in two here).
+    for i in 0..64 {
+        if on.len() == db.workers().len() {
+            break;
+        }
+        let (id, key) = driver::onboard_org(&db.url, env, &format!("history{i}"));
+        on.entry(db.worker_of("agents", &id).await).or_insert(key);
+    }
+    assert_eq!(
+        on.len(),
+        db.workers().len(),
+        "the organizations do not land on every worker: {on:?}"
+    );
+    on.into_values().collect()
+}
+
+/// A run of three processes on `backend` with `rounds` faults one after another (a process
+/// killed with SIGKILL and restarted, a process paused past its deadline, and on the
+/// PostgreSQL cluster started here the server restarted fast and immediate and paused):
+/// no anomaly.
+async fn history_under_faults(backend: Backend, rounds: usize) {
     let seed = seed();
     let dir = tempfile::tempdir().unwrap();
-    let Some((db, env, org, servers, agents)) = postgres_deployment(false, dir.path()).await else {
+    let Some((db, env, servers, agents)) = deployment(backend, false, 4, dir.path()).await else {
         return;
     };
     let urls: driver::Urls = Arc::new(servers.iter().map(|s| Mutex::new(s.api.clone())).collect());
@@ -319,28 +389,27 @@ async fn postgres_history_under_faults_has_no_anomaly_and_the_planted_bug_is_cau
     };
     let stop = Arc::new(AtomicBool::new(false));
     // Each review raced by three on the three processes.
-    let racing = tokio::spawn(reviews::race(
-        seed,
-        org.clone(),
-        urls.clone(),
-        opened,
-        3,
-        stop.clone(),
-    ));
+    let racing = tokio::spawn(reviews::race(seed, urls.clone(), opened, 3, stop.clone()));
     let driving = {
         let stop = stop.clone();
         async move { driver::drive(&run, stop).await }
     };
-    let cluster = postgres::local_cluster().map(|(dir, _)| Cluster::new(dir));
+    let cluster = match backend {
+        Backend::Postgres => postgres::local_cluster().map(|(dir, _)| Cluster::new(dir)),
+        Backend::Citus => None,
+    };
     let faults = {
-        let (stop, url, logs) = (stop.clone(), db.url.clone(), dir.path().to_owned());
+        let (stop, url, logs) = (stop.clone(), db.url().to_owned(), dir.path().to_owned());
         tokio::task::spawn_blocking(move || {
             let mut rng = StdRng::seed_from_u64(seed);
             let mut servers = servers;
             let mut cluster = cluster;
             let mut faults = Vec::new();
-            let kinds = ["kill", "stall", "fast", "immediate", "pause"];
-            for round in 0..10 {
+            let kinds: &[&str] = match cluster {
+                Some(_) => &["kill", "stall", "fast", "immediate", "pause"],
+                None => &["kill", "stall"],
+            };
+            for round in 0..rounds {
                 std::thread::sleep(Duration::from_millis(rng.random_range(1500..3000)));
                 let kind = kinds[round % kinds.len()];
                 let n = rng.random_range(0..servers.len());
@@ -386,10 +455,10 @@ async fn postgres_history_under_faults_has_no_anomaly_and_the_planted_bug_is_cau
     let (history, faults) = tokio::join!(driving, faults);
     let (faults, servers) = faults.unwrap();
     let resolves = racing.await.unwrap();
-    let log = driver::final_log(&servers[0].api, &org, &agents).await;
+    let log = driver::final_log(&servers[0].api, &agents).await;
     let anomalies = check_all(&history, &resolves, &log);
-    report("postgres", &history, &faults, &anomalies);
-    report_reviews("postgres", &resolves, &log);
+    report(backend.name(), &history, &faults, &anomalies);
+    report_reviews(backend.name(), &resolves, &log);
     assert!(anomalies.is_empty(), "{anomalies:#?}");
     assert!(
         reviews::resolved(&log) > 10,
@@ -398,11 +467,16 @@ async fn postgres_history_under_faults_has_no_anomaly_and_the_planted_bug_is_cau
     assert!(history.len() > 100, "too few requests to mean anything");
     drop(servers);
     drop(db);
+}
 
-    // The planted bug: the agent-version check off (a debug-build switch). Three processes
-    // each decide on their own cached state: the checker must see an overspend.
+/// The planted bug: the agent-version check off (a debug-build switch). Three processes on
+/// `backend` each decide on their own cached state: the checker must see an overspend.
+async fn planted_version_bug_is_caught(backend: Backend) {
+    let seed = seed();
     let dir = tempfile::tempdir().unwrap();
-    let (db, _env, org, servers, agents) = postgres_deployment(true, dir.path()).await.unwrap();
+    let Some((db, _env, servers, agents)) = deployment(backend, true, 2, dir.path()).await else {
+        return;
+    };
     let urls: driver::Urls = Arc::new(servers.iter().map(|s| Mutex::new(s.api.clone())).collect());
     let run = Run {
         seed,
@@ -422,13 +496,27 @@ async fn postgres_history_under_faults_has_no_anomaly_and_the_planted_bug_is_cau
     };
     let history = driver::drive(&run, stop).await;
     stopper.await.unwrap();
-    let log = driver::final_log(&servers[0].api, &org, &agents).await;
+    let log = driver::final_log(&servers[0].api, &agents).await;
     let anomalies = check(&history, &log, limits());
-    report("postgres, planted bug", &history, &[], &anomalies);
+    let engine = format!("{}, planted bug", backend.name());
+    report(&engine, &history, &[], &anomalies);
     assert!(
         anomalies.iter().any(|a| a.contains("overspend")),
         "the checker missed the planted bug: {anomalies:#?}"
     );
     drop(servers);
     drop(db);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_history_under_faults_has_no_anomaly_and_the_planted_bug_is_caught() {
+    history_under_faults(Backend::Postgres, 10).await;
+    planted_version_bug_is_caught(Backend::Postgres).await;
+}
+
+/// The same run on Citus, its organizations on both workers, with the processes' faults
+/// (the cluster's own, a stopped worker and a moved shard, are tests/citus/faults.rs's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn citus_history_under_process_faults_has_no_anomaly() {
+    history_under_faults(Backend::Citus, 8).await;
 }

@@ -18,8 +18,9 @@ use serde_json::Value;
 use crate::checker::Logged;
 use crate::driver::Urls;
 
-/// Reviews opened (their ids), as the authorization clients were answered them.
-pub type Opened = Arc<Mutex<VecDeque<String>>>;
+/// Reviews opened (their ids, with their organization's key), as the authorization clients
+/// were answered them.
+pub type Opened = Arc<Mutex<VecDeque<(String, String)>>>;
 
 /// Approve or deny.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,7 +56,6 @@ pub struct Resolve {
 /// bounded. Returns every attempt.
 pub async fn race(
     seed: u64,
-    org: String,
     urls: Urls,
     opened: Opened,
     racers: usize,
@@ -70,7 +70,7 @@ pub async fn race(
     let mut drained_since: Option<Instant> = None;
     loop {
         let next = opened.lock().unwrap().pop_front();
-        let Some(review) = next else {
+        let Some((review, org)) = next else {
             if stop.load(Ordering::Relaxed) {
                 let since = *drained_since.get_or_insert_with(Instant::now);
                 if since.elapsed() > Duration::from_secs(3) {

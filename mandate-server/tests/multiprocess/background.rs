@@ -135,7 +135,7 @@ async fn a_killed_processes_delivery_is_taken_over_by_another() {
         .await;
     let taken_over = receiver.seen()[&event].acknowledged_at.unwrap() - killed;
     eprintln!("a killed process's delivery was taken over after {taken_over:?}");
-    // A delivery's claim lasts 15 s (storage/postgres/deliveries.rs): then the next tick.
+    // A delivery's claim lasts 15 s (storage::deliveries::CLAIM_MS): then the next tick.
     assert!(
         taken_over <= Duration::from_secs(20),
         "taken over only after {taken_over:?}"
@@ -178,7 +178,7 @@ async fn mandate_expiring_fires_once_while_three_processes_run_timers() {
     )
     .await;
     let expires = (time::OffsetDateTime::now_utc() + time::Duration::days(3)).date();
-    let expires = mandate_core::mandate::format_date(expires);
+    let expires = mandate_core::unstable::mandate::format_date(expires);
     let mut mandates = BTreeSet::new();
     for n in 0..12 {
         let p = &procs[n % 3];
@@ -229,6 +229,8 @@ async fn a_review_expires_once_while_two_servers_run_timers() {
         limits: Default::default(),
         api_url: None,
         console_origins: None,
+        log_checkpoint_interval: mandate_server::workers::checkpoint::DEFAULT_INTERVAL,
+        log_checkpoint_batch: mandate_server::workers::checkpoint::BATCH,
         key_encryption: KeyEncryption::new(
             Kek::from_base64(deployment.kek.as_bytes(), "MANDATE_KEY_ENCRYPTION_KEY").unwrap(),
             None,

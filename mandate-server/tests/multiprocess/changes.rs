@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
-use mandate_core::jwk::JwkSet;
+use mandate_core::JwkSet;
 use serde_json::Value;
 
 use crate::deploy::{Http, ISSUER, Proc, mandate};
@@ -257,12 +257,12 @@ async fn every_process_publishes_the_same_signing_keys_and_follows_a_rotation() 
         let r = http.authorize(&p.api, &key, "10", "software").await;
         let token = r.body["verdict_token"].as_str().unwrap();
         let set = JwkSet::from_json(sets[(n + 1) % 3].to_string().as_bytes()).unwrap();
-        let options = mandate_core::jws::VerifyOptions {
+        let options = mandate_core::VerifyOptions {
             issuer: ISSUER.to_owned(),
             now: time::OffsetDateTime::now_utc(),
             leeway_secs: 60,
         };
-        mandate_core::jws::verify_verdict(token, &set, &options).unwrap_or_else(|e| {
+        mandate_core::verify_verdict(token, &set, &options).unwrap_or_else(|e| {
             panic!("a verdict of {} against the keys of another: {e:?}", p.api)
         });
         assert!(before.contains(&kid_of(token)));

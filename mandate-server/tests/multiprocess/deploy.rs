@@ -1,5 +1,6 @@
-//! A deployment under test: one PostgreSQL database, the operator commands and any number of
-//! `mandate-server serve` processes on it (the real binary), and an HTTP client for them.
+//! A deployment under test: one database (PostgreSQL, or a Citus coordinator with two
+//! workers: [`Backend`]), the operator commands and any number of `mandate-server serve`
+//! processes on it (the real binary), and an HTTP client for them.
 #![allow(dead_code)]
 // Shared harness: each test uses a part of it.
 
@@ -15,6 +16,8 @@ use reqwest::Method;
 use serde_json::Value;
 use tempfile::TempDir;
 
+use crate::citus::{self, CitusDb, Share, Worker};
+use crate::onboard;
 use crate::postgres::{self, Durability, TestDb};
 
 /// The binary under test.
@@ -26,6 +29,47 @@ pub fn binary() -> &'static str {
 /// as any other's.
 pub const ISSUER: &str = "http://verdicts.mandate.test";
 
+/// The database the processes of a deployment share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// One PostgreSQL server, durable (tests/support/postgres.rs).
+    Postgres,
+    /// A Citus coordinator and two workers (tests/support/citus.rs), the schema distributed
+    /// by Mandate's own migrations; the processes connect to the coordinator.
+    Citus,
+}
+
+/// A deployment's database: the URL its processes are given, and the test database that
+/// holds it (dropped with it).
+pub struct Database {
+    /// `postgres://…`: what `--db` takes.
+    pub url: String,
+    held: Held,
+}
+
+enum Held {
+    Postgres(TestDb),
+    Citus(CitusDb),
+}
+
+impl Database {
+    /// Opens a connection to it (on Citus, to the coordinator).
+    pub async fn connect(&self) -> tokio_postgres::Client {
+        match &self.held {
+            Held::Postgres(db) => db.connect().await,
+            Held::Citus(db) => db.connect().await,
+        }
+    }
+
+    /// The Citus database, on a Citus deployment.
+    pub fn citus(&self) -> Option<&CitusDb> {
+        match &self.held {
+            Held::Postgres(_) => None,
+            Held::Citus(db) => Some(db),
+        }
+    }
+}
+
 /// A database and what the processes on it share: the key-encryption key and a directory
 /// for their logs.
 pub struct Deployment {
@@ -34,33 +78,108 @@ pub struct Deployment {
     pub dir: TempDir,
     started: AtomicUsize,
     // Last: the database is dropped after the processes a test holds are gone.
-    pub db: TestDb,
+    pub db: Database,
 }
 
 /// An onboarded organization.
 #[derive(Debug, Clone)]
 pub struct Org {
+    /// Its id (`org_…`): on Citus, the value its tables are distributed by.
+    pub id: String,
     pub sandbox: String,
     pub live: String,
 }
 
-/// Gives a fresh [`Deployment`], or returns from the test (it passes, and the skip is said
-/// once on stderr) when there is no PostgreSQL to test against.
+/// Gives a fresh [`Deployment`] on PostgreSQL (or on the [`Backend`] given), or returns
+/// from the test (it passes, and the skip is said once on stderr) when there is no such
+/// database to test against.
 #[macro_export]
 macro_rules! deployment {
     () => {
-        match $crate::deploy::Deployment::new().await {
+        $crate::deployment!($crate::deploy::Backend::Postgres)
+    };
+    ($backend:expr) => {
+        match $crate::deploy::Deployment::new($backend).await {
             Some(deployment) => deployment,
             None => return,
         }
     };
 }
 
+/// Tests whose body is an `async fn NAME(backend: Backend)` of the same name, run on each
+/// backend: `NAME::postgres` and `NAME::citus`; after `postgres_only:`, only
+/// `NAME::postgres` (a Citus cluster's test time is kept for the tests that need it most).
+#[macro_export]
+macro_rules! on_each_backend {
+    (postgres_only: $($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[tokio::test]
+                async fn postgres() {
+                    super::$name($crate::deploy::Backend::Postgres).await;
+                }
+            }
+        )*
+    };
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[tokio::test]
+                async fn postgres() {
+                    super::$name($crate::deploy::Backend::Postgres).await;
+                }
+
+                #[tokio::test]
+                async fn citus() {
+                    super::$name($crate::deploy::Backend::Citus).await;
+                }
+            }
+        )*
+    };
+}
+
+/// The key-encryption key `migrate` runs with in the Citus template; migrating stores
+/// nothing sealed, so each deployment's processes bring a key of their own.
+const TEMPLATE_KEK: &str = "bWFuZGF0ZS1tdWx0aXByb2Nlc3MtdGVtcGxhdGUta2U=";
+
+/// Migrates the Citus template (tests/support/citus.rs makes it once a process): the
+/// numbered migrations, then the step that distributes the tables.
+fn migrate_template(url: &str) {
+    let out = Command::new(binary())
+        .args(["migrate", "--db", url])
+        .env("MANDATE_KEY_ENCRYPTION_KEY", TEMPLATE_KEK)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "mandate-server migrate failed on the Citus template: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 impl Deployment {
-    /// A fresh database on the durable test cluster (`fsync` on), or `None` without
-    /// PostgreSQL.
-    pub async fn new() -> Option<Deployment> {
-        let db = postgres::database(Durability::Durable).await?;
+    /// A fresh database of `backend`: on the durable PostgreSQL test cluster (`fsync` on),
+    /// or on the Citus test cluster, migrated; `None` without it.
+    pub async fn new(backend: Backend) -> Option<Deployment> {
+        let db = match backend {
+            Backend::Postgres => {
+                let db = postgres::database(Durability::Durable).await?;
+                Database {
+                    url: db.url.clone(),
+                    held: Held::Postgres(db),
+                }
+            }
+            Backend::Citus => {
+                let db = citus::database_from_template(Share::WithOthers, migrate_template).await?;
+                Database {
+                    url: db.url.clone(),
+                    held: Held::Citus(db),
+                }
+            }
+        };
         let key: [u8; 32] = rand::random();
         Some(Deployment {
             kek: base64::engine::general_purpose::STANDARD.encode(key),
@@ -117,17 +236,59 @@ impl Deployment {
     /// Onboards `org` through the operator command; returns its keys.
     pub fn onboard(&self, org: &str) -> Org {
         let out = self.operator(&["onboard", "--org", org]);
-        let line = |prefix: &str| {
-            out.lines()
-                .find_map(|l| l.strip_prefix(prefix))
-                .unwrap_or_else(|| panic!("no {prefix:?} line in {out}"))
-                .trim()
-                .to_owned()
-        };
         Org {
-            sandbox: line("sandbox key:"),
-            live: line("live key:"),
+            id: onboard::org_id(&out),
+            sandbox: onboard::key(&out, "sandbox key:"),
+            live: onboard::key(&out, "live key:"),
         }
+    }
+
+    /// `n` organizations onboarded (named `{prefix}0`, `{prefix}1`, …). On Citus they are
+    /// chosen among those onboarded so that every worker holds one at least, which is
+    /// asserted from their shard placement: `n` must be at least the number of workers.
+    pub async fn orgs(&self, prefix: &str, n: usize) -> Vec<Org> {
+        let Some(citus) = self.db.citus() else {
+            return (0..n)
+                .map(|i| self.onboard(&format!("{prefix}{i}")))
+                .collect();
+        };
+        let workers = citus.workers();
+        assert!(
+            n >= workers.len(),
+            "{n} organizations cannot cover {workers:?}"
+        );
+        let mut kept: Vec<(Org, Worker)> = Vec::new();
+        // An organization lands on a worker as its id hashes (about one in two here): 64
+        // tries leave every worker empty-handed with a chance below 2^-60.
+        for i in 0..64 {
+            if kept.len() == n {
+                break;
+            }
+            let org = self.onboard(&format!("{prefix}{i}"));
+            let worker = citus.worker_of("agents", &org.id).await;
+            let uncovered = workers
+                .iter()
+                .filter(|w| !kept.iter().any(|(_, k)| k == *w))
+                .count();
+            let covers = !kept.iter().any(|(_, k)| *k == worker);
+            if covers || n - kept.len() > uncovered {
+                kept.push((org, worker));
+            }
+        }
+        let on: std::collections::BTreeSet<&Worker> = kept.iter().map(|(_, w)| w).collect();
+        assert_eq!(kept.len(), n, "{kept:?}");
+        assert_eq!(
+            on.len(),
+            workers.len(),
+            "the organizations do not land on every worker: {kept:?}"
+        );
+        kept.into_iter().map(|(org, _)| org).collect()
+    }
+
+    /// The two-phase commits made in the database so far (Citus: `pg_dist_transaction` on
+    /// every node); `None` on plain PostgreSQL, which makes none.
+    pub async fn two_phase_commits(&self) -> Option<i64> {
+        Some(self.db.citus()?.two_phase_commits().await)
     }
 
     /// Starts `serve` on this database (port 0 for each listener); returns once it printed

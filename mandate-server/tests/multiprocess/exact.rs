@@ -1,6 +1,8 @@
 //! Exactness across processes: concurrent requests for one agent, one Idempotency-Key, one
 //! review or one decision, split over three `serve` processes on one database, have the
-//! outcome one process would give.
+//! outcome one process would give. Each test's agents are in two organizations; the
+//! limits and the Idempotency-Key are tested on PostgreSQL and on Citus (`NAME::postgres`,
+//! `NAME::citus`), where the two organizations land on the two workers.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -8,8 +10,19 @@ use futures_util::future::join_all;
 use reqwest::Method;
 use serde_json::Value;
 
-use crate::deploy::{Http, Proc, Resp, mandate, request};
-use crate::deployment;
+use crate::deploy::{Backend, Deployment, Http, Org, Proc, Resp, mandate, request};
+use crate::{deployment, on_each_backend};
+
+on_each_backend!(
+    per_month_is_exact_across_processes,
+    velocity_is_exact_across_processes,
+    an_idempotency_key_raced_and_replayed_on_three_processes_gives_one_outcome,
+);
+// On Citus a review raced and resolved once is the history checker's (tests/history).
+on_each_backend!(
+    postgres_only: a_review_resolved_on_several_processes_at_once_resolves_once,
+    a_decision_funds_one_escrow_whichever_process_is_asked,
+);
 
 /// The verdicts of `answers`, counted.
 fn tally(answers: &[&Resp]) -> BTreeMap<String, usize> {
@@ -36,14 +49,59 @@ async fn agent_with(
     key
 }
 
-/// `agents` agents named `{prefix}{n}`, each registered through a process in turn with a
-/// mandate of 100 a transaction and `per_month`, send `each` requests of `amount` at once,
-/// consecutive ones to different processes; each agent's answers, in agent order.
+/// The answer to an authorization sent with `idempotency_key`, sent again with the same key
+/// (bounded) as a client is told to: after a 503 (the other processes kept changing the
+/// agent past the decision's retry budget, which a loaded machine, or Citus's extra hop to
+/// a worker, reaches in a burst: nothing was stored for it), a 409 (the key's earlier
+/// attempt still in flight) or a connection closed under it (an idle one the server
+/// closed while the client waited to retry).
+async fn answered(http: &Http, base: &str, key: &str, body: &str, idempotency_key: &str) -> Resp {
+    let mut last = String::new();
+    for _ in 0..30 {
+        let sent = http
+            .try_send(
+                Method::POST,
+                base,
+                key,
+                "/v1/authorizations",
+                Some(body),
+                Some(idempotency_key),
+            )
+            .await;
+        match sent {
+            Ok(r) if r.status == 503 || r.status == 409 => {
+                match r.status {
+                    503 => r.assert_error(503, "server_error"),
+                    _ => r.assert_error(409, "idempotency_conflict"),
+                };
+                let wait = r.retry_after.as_deref().and_then(|s| s.parse().ok());
+                tokio::time::sleep(std::time::Duration::from_secs(wait.unwrap_or(1))).await;
+                last = r.text;
+            }
+            Ok(r) => return r,
+            Err(e) => last = e.to_string(),
+        }
+    }
+    panic!("{idempotency_key}: no answer but a 503, a 409 or a cut connection in 30 tries: {last}")
+}
+
+/// The organization of agent (or round) `n`: they take turns.
+fn org_of(orgs: &[Org], n: usize) -> &Org {
+    &orgs[n % orgs.len()]
+}
+
+/// `agents` agents named `{prefix}{n}`, of the organizations in turn ([`org_of`]), each
+/// registered through a process in turn with a mandate of 100 a transaction and
+/// `per_month`, send `each` requests of `amount` at once, consecutive ones to different
+/// processes, each with an Idempotency-Key and sent again while it is answered 503 (as
+/// [`answered`]); each agent's answers, in agent order. On Citus, deciding them makes no
+/// two-phase commit: each decision is routed to its organization's worker alone.
 #[allow(clippy::too_many_arguments)]
 async fn burst(
+    deployment: &Deployment,
     http: &Http,
     procs: &[Proc],
-    org_key: &str,
+    orgs: &[Org],
     prefix: &str,
     per_month: &str,
     agents: usize,
@@ -55,8 +113,9 @@ async fn burst(
         let name = format!("{prefix}{a}");
         let body = mandate(&name, "100", per_month, None);
         let proc = &procs[a % procs.len()];
-        keys.push(agent_with(http, proc, org_key, &name, &body).await);
+        keys.push(agent_with(http, proc, &org_of(orgs, a).sandbox, &name, &body).await);
     }
+    let commits = deployment.two_phase_commits().await;
     let sends = (0..agents).flat_map(|a| (0..each).map(move |n| (a, n)));
     let answers = join_all(sends.map(|(a, n)| {
         let (http, base, key) = (
@@ -64,9 +123,21 @@ async fn burst(
             procs[(a + n) % procs.len()].api.clone(),
             keys[a].clone(),
         );
-        async move { (a, http.authorize(&base, &key, amount, "software").await) }
+        let idempotency_key = format!("{prefix}{a}-{n}");
+        async move {
+            let body = request(amount, "software");
+            (
+                a,
+                answered(&http, &base, &key, &body, &idempotency_key).await,
+            )
+        }
     }))
     .await;
+    assert_eq!(
+        deployment.two_phase_commits().await,
+        commits,
+        "two-phase commits while deciding"
+    );
     let mut by_agent = vec![Vec::new(); agents];
     for (a, r) in answers {
         by_agent[a].push(r);
@@ -78,18 +149,18 @@ async fn burst(
 /// per_month of 230: for every agent exactly four are allowed (200; a fifth would make 250)
 /// and six denied for the month, and every process lists exactly those four. Ten requests
 /// an agent: the velocity rule allows ten a minute, so only the monthly limit decides.
-#[tokio::test]
-async fn per_month_is_exact_across_processes() {
-    let deployment = deployment!();
-    let org = deployment.onboard("acme");
+async fn per_month_is_exact_across_processes(backend: Backend) {
+    let deployment = deployment!(backend);
+    let orgs = deployment.orgs("acme", 2).await;
     let procs = deployment.serve_n(3);
     let http = Http::default();
     const AGENTS: usize = 12;
     const EACH: usize = 10;
     let answers = burst(
+        &deployment,
         &http,
         &procs,
-        &org.sandbox,
+        &orgs,
         "month",
         "230",
         AGENTS,
@@ -110,6 +181,7 @@ async fn per_month_is_exact_across_processes() {
                 "agent {a}: {reason}"
             );
         }
+        let org = org_of(&orgs, a);
         for proc in &procs {
             let allowed = http
                 .walk(
@@ -134,18 +206,18 @@ async fn per_month_is_exact_across_processes() {
 /// Six agents each send 25 requests at once over three processes: exactly ten of each
 /// agent's are judged on their merits (allowed), the other 15 are deny_velocity, and all
 /// 25 are stored.
-#[tokio::test]
-async fn velocity_is_exact_across_processes() {
-    let deployment = deployment!();
-    let org = deployment.onboard("acme");
+async fn velocity_is_exact_across_processes(backend: Backend) {
+    let deployment = deployment!(backend);
+    let orgs = deployment.orgs("acme", 2).await;
     let procs = deployment.serve_n(3);
     let http = Http::default();
     const AGENTS: usize = 6;
     const EACH: usize = 25;
     let answers = burst(
+        &deployment,
         &http,
         &procs,
-        &org.sandbox,
+        &orgs,
         "fast",
         "1000000",
         AGENTS,
@@ -166,7 +238,7 @@ async fn velocity_is_exact_across_processes() {
         let stored = http
             .walk(
                 &procs[(a + 1) % 3].api,
-                &org.sandbox,
+                &org_of(&orgs, a).sandbox,
                 &format!("/v1/decisions?agent=agt_fast{a}"),
             )
             .await;
@@ -178,13 +250,15 @@ async fn velocity_is_exact_across_processes() {
 /// one decision is made and stored; every 201 is the same answer (a replay says so); a
 /// request that arrives while the first is in flight gets 409 idempotency_conflict; the
 /// same key with another body is 409 on every process.
-#[tokio::test]
-async fn an_idempotency_key_raced_and_replayed_on_three_processes_gives_one_outcome() {
-    let deployment = deployment!();
-    let org = deployment.onboard("acme");
+async fn an_idempotency_key_raced_and_replayed_on_three_processes_gives_one_outcome(
+    backend: Backend,
+) {
+    let deployment = deployment!(backend);
+    let orgs = deployment.orgs("acme", 2).await;
     let procs = deployment.serve_n(3);
     let http = Http::default();
     for round in 0..8 {
+        let org = org_of(&orgs, round);
         let name = format!("idem{round}");
         let key = agent_with(
             &http,
@@ -267,15 +341,16 @@ async fn an_idempotency_key_raced_and_replayed_on_three_processes_gives_one_outc
 /// fresh decision), the others are 400 (the review is no longer pending); four more, each
 /// approved on one process and denied on another at once: exactly one of the two wins.
 /// Each review has one resolution and one decision.resolved event.
-#[tokio::test]
-async fn a_review_resolved_on_several_processes_at_once_resolves_once() {
-    let deployment = deployment!();
-    let org = deployment.onboard("acme");
+async fn a_review_resolved_on_several_processes_at_once_resolves_once(backend: Backend) {
+    let deployment = deployment!(backend);
+    let orgs = deployment.orgs("acme", 2).await;
     let procs = deployment.serve_n(3);
     let http = Http::default();
-    // Twelve reviews over two agents (the velocity rule allows ten a minute each).
+    // Twelve reviews over two agents, one an organization (the velocity rule allows ten a
+    // minute each).
     let mut reviews = Vec::new();
-    for agent in ["reviewed", "checked"] {
+    for (a, agent) in ["reviewed", "checked"].into_iter().enumerate() {
+        let org = org_of(&orgs, a);
         let key = agent_with(
             &http,
             &procs[0],
@@ -291,25 +366,25 @@ async fn a_review_resolved_on_several_processes_at_once_resolves_once() {
             assert_eq!(r.body["verdict"], "review", "{}", r.text);
             reviews.push((
                 r.body["review"]["id"].as_str().unwrap().to_owned(),
-                r.body["id"].as_str().unwrap().to_owned(),
+                org.sandbox.clone(),
             ));
         }
     }
     let mut approved = BTreeSet::new();
-    for (n, (review, _)) in reviews.iter().enumerate() {
+    for (n, (review, org_key)) in reviews.iter().enumerate() {
         let path = format!("/v1/reviews/{review}/approve");
         let deny = format!("/v1/reviews/{review}/deny");
         let answers = if n < 8 {
             join_all(
                 procs
                     .iter()
-                    .map(|p| http.post_empty(&p.api, &org.sandbox, &path)),
+                    .map(|p| http.post_empty(&p.api, org_key, &path)),
             )
             .await
         } else {
             let (a, b) = tokio::join!(
-                http.post_empty(&procs[n % 3].api, &org.sandbox, &path),
-                http.post_empty(&procs[(n + 1) % 3].api, &org.sandbox, &deny),
+                http.post_empty(&procs[n % 3].api, org_key, &path),
+                http.post_empty(&procs[(n + 1) % 3].api, org_key, &deny),
             );
             vec![a, b]
         };
@@ -327,9 +402,15 @@ async fn a_review_resolved_on_several_processes_at_once_resolves_once() {
         }
     }
     // Every approval made one fresh decision, superseding its own original.
-    let decisions = http
-        .walk(&procs[2].api, &org.sandbox, "/v1/decisions")
-        .await;
+    let mut decisions = Vec::new();
+    let mut events = Vec::new();
+    for org in &orgs {
+        decisions.extend(
+            http.walk(&procs[2].api, &org.sandbox, "/v1/decisions")
+                .await,
+        );
+        events.extend(http.walk(&procs[1].api, &org.sandbox, "/v1/events").await);
+    }
     let fresh: Vec<&Value> = decisions
         .iter()
         .filter(|d| !d["supersedes"].is_null())
@@ -341,7 +422,6 @@ async fn a_review_resolved_on_several_processes_at_once_resolves_once() {
         .collect();
     assert_eq!(superseded, approved);
     assert!(approved.len() >= 8, "{approved:?}");
-    let events = http.walk(&procs[1].api, &org.sandbox, "/v1/events").await;
     let mut resolved = BTreeMap::<String, usize>::new();
     for e in events.iter().filter(|e| e["type"] == "decision.resolved") {
         *resolved
@@ -352,32 +432,30 @@ async fn a_review_resolved_on_several_processes_at_once_resolves_once() {
     assert!(resolved.values().all(|&n| n == 1), "{resolved:?}");
 }
 
-/// Six allow decisions, each offered to fund an escrow six times at once over three
-/// processes: each funds exactly one escrow, the others are told its nonce is spent, and
-/// one escrow.funded event is written per decision.
-#[tokio::test]
-async fn a_decision_funds_one_escrow_whichever_process_is_asked() {
-    let deployment = deployment!();
-    let org = deployment.onboard("acme");
+/// Six allow decisions of two buyers (one an organization), each offered to fund an escrow
+/// six times at once over three processes: each funds exactly one escrow, the others are
+/// told its nonce is spent, and one escrow.funded event is written per decision.
+async fn a_decision_funds_one_escrow_whichever_process_is_asked(backend: Backend) {
+    let deployment = deployment!(backend);
+    let orgs = deployment.orgs("acme", 2).await;
     let procs = deployment.serve_n(3);
     let http = Http::default();
-    let key = agent_with(
-        &http,
-        &procs[1],
-        &org.sandbox,
-        "buyer",
-        &mandate("buyer", "100", "100000", None),
-    )
-    .await;
+    let mut buyers = Vec::new();
+    for (b, org) in orgs.iter().enumerate() {
+        let name = format!("buyer{b}");
+        let body = mandate(&name, "100", "100000", None);
+        buyers.push(agent_with(&http, &procs[1], &org.sandbox, &name, &body).await);
+    }
     let mut escrows = BTreeSet::new();
     for n in 0..6 {
+        let (b, org) = (n % orgs.len(), org_of(&orgs, n));
         let allowed = http
-            .authorize(&procs[n % 3].api, &key, "42.50", "software")
+            .authorize(&procs[n % 3].api, &buyers[b], "42.50", "software")
             .await;
         assert_eq!(allowed.body["verdict"], "allow", "{}", allowed.text);
         let decision = allowed.body["id"].as_str().unwrap().to_owned();
         let body = format!(
-            r#"{{"amount": 42.50, "currency": "USD", "buyer": "agt_buyer", "seller": "vendor:acme", "decision": "{decision}"}}"#
+            r#"{{"amount": 42.50, "currency": "USD", "buyer": "agt_buyer{b}", "seller": "vendor:acme", "decision": "{decision}"}}"#
         );
         let answers = join_all(
             (0..6).map(|i| http.post(&procs[(n + i) % 3].api, &org.sandbox, "/v1/escrows", &body)),
@@ -394,7 +472,10 @@ async fn a_decision_funds_one_escrow_whichever_process_is_asked() {
         escrows.insert(created[0].body["id"].as_str().unwrap().to_owned());
     }
     assert_eq!(escrows.len(), 6);
-    let events = http.walk(&procs[0].api, &org.sandbox, "/v1/events").await;
+    let mut events = Vec::new();
+    for org in &orgs {
+        events.extend(http.walk(&procs[0].api, &org.sandbox, "/v1/events").await);
+    }
     let funded: BTreeSet<String> = events
         .iter()
         .filter(|e| e["type"] == "escrow.funded")

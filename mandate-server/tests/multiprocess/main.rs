@@ -5,10 +5,17 @@
 //!
 //! Each test gets a fresh database on a throwaway cluster (tests/support/postgres.rs);
 //! without PostgreSQL they say they were skipped and pass, unless MANDATE_REQUIRE_POSTGRES=1.
+//! The exactness tests (`exact.rs`) run on a Citus coordinator with two workers too
+//! (`NAME::citus`, tests/support/citus.rs), their organizations on both workers; without
+//! Citus those say they were skipped and pass, unless MANDATE_REQUIRE_CITUS=1.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 #[path = "../support/ap2.rs"]
 mod ap2_tokens;
+#[path = "../support/citus.rs"]
+mod citus;
+#[path = "../support/onboard.rs"]
+mod onboard;
 #[path = "../support/postgres.rs"]
 mod postgres;
 

@@ -6,7 +6,7 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use mandate_core::jws::{P256Signer, Signer};
+use mandate_core::{P256Signer, Signer};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 

@@ -11,22 +11,20 @@
 //! Every change an agent's next decision depends on moves its version: decisions,
 //! approvals, mandates stored and revoked.
 
-use std::sync::Arc;
-
-use deadpool_postgres::GenericClient;
-use mandate_core::amount::Amount;
-use mandate_core::id::{AgentId, ReviewId};
-use mandate_core::review::Review;
+use mandate_core::{AgentId, Amount};
 use tokio_postgres::types::ToSql;
 
-use super::store::PostgresStore;
-use super::{Result, decisions, events, mandates, orgs, reviews};
+use super::tx::PgTx;
+use super::{Result, decisions};
 use crate::model::Env;
 use crate::storage::StorageError;
-use crate::storage::StoreFuture;
-use crate::storage::deciding::{
-    AgentHint, AgentRecord, DecidingStore, NewDecision, Recorded, Resolution, allows_from,
-};
+use crate::storage::deciding::{AgentHint, AgentRecord, allows_from};
+use crate::storage::mandates;
+
+/// The agent's current mandate (its newest, whatever its status): `$1..$3` org, env,
+/// agent.
+const CURRENT_SQL: &str = "SELECT seq, id, terms, status, created_ms FROM mandates
+     WHERE org_id = $1 AND env = $2 AND agent_id = $3 ORDER BY seq DESC LIMIT 1";
 
 /// The agent's key, version, and its environment's mode (`$1` org, `$2` env, `$3` agent).
 const AGENT_SQL: &str = "SELECT a.seq, a.version, e.mode FROM agents a
@@ -35,13 +33,13 @@ const AGENT_SQL: &str = "SELECT a.seq, a.version, e.mode FROM agents a
 
 /// The times of the agent's latest requests, newest first (`$4` how many).
 const RECENT_SQL: &str = "SELECT created_ms FROM decisions
-    WHERE agent_seq = (SELECT seq FROM agents WHERE org_id = $1 AND env = $2 AND id = $3)
+    WHERE org_id = $1 AND agent_seq = (SELECT seq FROM agents WHERE org_id = $1 AND env = $2 AND id = $3)
       AND is_request
     ORDER BY seq DESC LIMIT $4";
 
 /// The current mandate's allows since `$4`, oldest first.
 const ALLOWED_SQL: &str = "SELECT amount, created_ms FROM decisions
-    WHERE agent_seq = (SELECT seq FROM agents WHERE org_id = $1 AND env = $2 AND id = $3)
+    WHERE org_id = $1 AND agent_seq = (SELECT seq FROM agents WHERE org_id = $1 AND env = $2 AND id = $3)
       AND created_ms >= $4 AND verdict = 'allow'
       AND mandate_id = (SELECT id FROM mandates WHERE org_id = $1 AND env = $2 AND agent_id = $3
                         ORDER BY seq DESC LIMIT 1)
@@ -51,8 +49,8 @@ const ALLOWED_SQL: &str = "SELECT amount, created_ms FROM decisions
 /// together and run one after the other. The version is read first, so anything a later
 /// statement sees that the version does not account for was committed after it, and the
 /// decision made on it is refused when stored (a retry, never a wrong answer).
-async fn read_agent_record(
-    c: &impl GenericClient,
+pub(super) async fn read_agent_record(
+    tx: &PgTx<'_>,
     org: &str,
     env: Env,
     agent: &AgentId,
@@ -60,11 +58,12 @@ async fn read_agent_record(
     allowed_since_ms: i64,
 ) -> Result<AgentRecord> {
     let (agent_stmt, current_stmt, recent_stmt, allowed_stmt) = tokio::try_join!(
-        c.prepare_cached(AGENT_SQL),
-        c.prepare_cached(mandates::CURRENT_SQL),
-        c.prepare_cached(RECENT_SQL),
-        c.prepare_cached(ALLOWED_SQL),
+        tx.prepare(AGENT_SQL),
+        tx.prepare(CURRENT_SQL),
+        tx.prepare(RECENT_SQL),
+        tx.prepare(ALLOWED_SQL),
     )?;
+    let c = tx.client();
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let (env_text, agent_text) = (env.as_str(), agent.as_str());
     let keys: [&(dyn ToSql + Sync); 3] = [&org, &env_text, &agent_text];
@@ -84,13 +83,13 @@ async fn read_agent_record(
                 month_marked: None,
                 version: row.get(1),
             },
-            Some(orgs::parse_mode(row.get(2))?),
+            Some(crate::storage::orgs::parse_mode(row.get(2))?),
         ),
         None => (AgentHint::default(), None),
     };
     let mandate = current
         .as_ref()
-        .map(mandates::decode)
+        .map(|row| mandates::read(row))
         .transpose()?
         .map(|(_, m)| m);
     let mut recent_requests: Vec<i64> = recent.iter().map(|r| r.get(0)).collect();
@@ -113,7 +112,7 @@ async fn read_agent_record(
     // second round trip, after the version (a later commit is caught when storing).
     let allowed_since = match &mandate {
         Some(m) if allows_from(m, allowed_since_ms) < allowed_since_ms => {
-            decisions::allowed_since(c, org, env, agent, &m.id, allows_from(m, allowed_since_ms))
+            decisions::allowed_since(tx, org, env, agent, &m.id, allows_from(m, allowed_since_ms))
                 .await?
         }
         _ => allowed_since,
@@ -129,8 +128,8 @@ async fn read_agent_record(
 
 /// Moves the agent's version from `hint`'s if it is still that and the environment's mode
 /// is still `mode` (an approval's re-check); the new version, or `None` when it changed.
-async fn bump_if(
-    c: &impl GenericClient,
+pub(super) async fn bump_if(
+    tx: &PgTx<'_>,
     org: &str,
     env: Env,
     hint: AgentHint,
@@ -139,115 +138,17 @@ async fn bump_if(
     let Some(seq) = hint.seq else {
         return Ok(None);
     };
-    let stmt = c
-        .prepare_cached(
+    let stmt = tx
+        .prepare(
             "UPDATE agents SET version = version + 1
-             WHERE seq = $1 AND version = $2
+             WHERE org_id = $3 AND seq = $1 AND version = $2
                AND EXISTS (SELECT 1 FROM environments WHERE org_id = $3 AND env = $4 AND mode = $5)
              RETURNING version",
         )
         .await?;
-    Ok(
-        c.query_opt(&stmt, &[&seq, &hint.version, &org, &env.as_str(), &mode])
-            .await?
-            .map(|r| r.get(0)),
-    )
-}
-
-impl DecidingStore for PostgresStore {
-    fn agent_record(
-        &self,
-        org: Arc<str>,
-        env: Env,
-        agent: AgentId,
-        limit: usize,
-        allowed_since_ms: i64,
-    ) -> StoreFuture<'_, AgentRecord> {
-        Box::pin(async move {
-            let c = self.client().await?;
-            read_agent_record(&c, &org, env, &agent, limit, allowed_since_ms).await
-        })
-    }
-
-    fn record_decision(&self, new: NewDecision) -> StoreFuture<'_, Recorded> {
-        Box::pin(self.record_in_group(new))
-    }
-
-    fn resolve_review(&self, resolution: Resolution) -> StoreFuture<'_, Option<AgentHint>> {
-        Box::pin(async move {
-            let mut c = self.client().await?;
-            let tx = c.transaction().await?;
-            let Resolution {
-                org,
-                env,
-                review,
-                decision,
-                at_ms,
-                hint,
-            } = &resolution;
-            // The review's row first: of two processes resolving it at once, the second
-            // waits here and finds it resolved.
-            if !reviews::resolve(&tx, review).await? {
-                tx.rollback().await?;
-                return Ok(None);
-            }
-            let hint = match decision {
-                None => *hint,
-                Some(decision) => {
-                    let Some(version) =
-                        bump_if(&tx, org, *env, *hint, decision.mode.as_str()).await?
-                    else {
-                        tx.rollback().await?;
-                        return Err(StorageError::Conflict);
-                    };
-                    let seq = hint.seq.unwrap_or_default();
-                    decisions::insert(&tx, org, *env, seq, decision).await?;
-                    AgentHint {
-                        seq: hint.seq,
-                        month_marked: None,
-                        version,
-                    }
-                }
-            };
-            let data = serde_json::to_value(review).map_err(|e| {
-                StorageError::Corrupt(format!("encoding review {}: {e}", review.id))
-            })?;
-            events::append(&tx, org, *env, "decision.resolved", &data, *at_ms).await?;
-            tx.commit().await?;
-            Ok(Some(hint))
-        })
-    }
-
-    fn credential_accepted(&self, org: Arc<str>, env: Env, id: String) -> StoreFuture<'_, bool> {
-        Box::pin(async move {
-            let c = self.client().await?;
-            let stmt = c
-                .prepare_cached(
-                    "SELECT EXISTS (SELECT 1 FROM accepted_credentials
-                                    WHERE org_id = $1 AND env = $2 AND id = $3)",
-                )
-                .await?;
-            let row = c.query_one(&stmt, &[&&*org, &env.as_str(), &id]).await?;
-            Ok(row.get(0))
-        })
-    }
-
-    fn review(
-        &self,
-        org: Arc<str>,
-        env: Env,
-        id: ReviewId,
-    ) -> StoreFuture<'_, Option<(Review, AgentId)>> {
-        Box::pin(async move {
-            let c = self.client().await?;
-            match reviews::get(&c, &org, env, &id, false).await? {
-                None => Ok(None),
-                Some((review, agent)) => {
-                    let agent = AgentId::parse(&agent)
-                        .map_err(|_| StorageError::Corrupt(format!("review {id} agent")))?;
-                    Ok(Some((review, agent)))
-                }
-            }
-        })
-    }
+    Ok(tx
+        .client()
+        .query_opt(&stmt, &[&seq, &hint.version, &org, &env.as_str(), &mode])
+        .await?
+        .map(|r| r.get(0)))
 }

@@ -46,7 +46,23 @@ const MIGRATIONS: &[(i64, &str)] = &[
         9,
         include_str!("../../../migrations/postgres/0009_decision_claims.sql"),
     ),
+    (
+        10,
+        include_str!("../../../migrations/postgres/0010_ap2_consents.sql"),
+    ),
+    (
+        11,
+        include_str!("../../../migrations/postgres/0011_keyed_by_organization.sql"),
+    ),
+    (
+        12,
+        include_str!("../../../migrations/postgres/0012_decision_log.sql"),
+    ),
 ];
+
+/// The Citus step, run after the numbered migrations by every `migrate`: nothing without
+/// the `citus` extension or once done (`migrations/postgres/citus.sql`).
+const CITUS: &str = include_str!("../../../migrations/postgres/citus.sql");
 
 /// The highest migration this build knows.
 pub fn latest() -> i64 {
@@ -83,30 +99,29 @@ pub async fn applied(client: &tokio_postgres::Client) -> Result<i64> {
 
 /// Refuses a database whose schema is newer than this build knows.
 pub fn refuse_newer(applied: i64) -> Result<()> {
-    let latest = latest();
-    if applied > latest {
-        return Err(StorageError::Schema(format!(
-            "the database schema is at migration {applied}, newer than this mandate-server knows \
-             (up to {latest}): run the newer mandate-server that migrated it"
-        )));
-    }
-    Ok(())
+    crate::storage::health::refuse_newer(applied, latest())
 }
 
 /// Refuses a database whose schema is older than this build needs (`serve --no-migrate`).
 pub fn refuse_older(applied: i64) -> Result<()> {
-    let latest = latest();
-    if applied < latest {
-        return Err(StorageError::Schema(format!(
-            "the database schema is at migration {applied} and this mandate-server needs {latest}: \
-             run `mandate-server migrate --db …` first, or start without --no-migrate"
-        )));
-    }
-    Ok(())
+    crate::storage::health::refuse_older(applied, latest())
 }
 
-/// Applies the migrations not applied yet; returns how many this call applied.
+/// Applies the migrations not applied yet, then the Citus step (which distributes the
+/// tables on a Citus coordinator, once); returns how many migrations this call applied.
 pub async fn migrate(client: &mut tokio_postgres::Client) -> Result<usize> {
+    let count = numbered(client).await?;
+    let tx = client.transaction().await?;
+    tx.batch_execute(CITUS).await.map_err(|e| {
+        let why = StorageError::from(e);
+        StorageError::Schema(format!("distributing the tables on Citus failed: {why}"))
+    })?;
+    tx.commit().await?;
+    Ok(count)
+}
+
+/// Applies the numbered migrations not applied yet; how many this call applied.
+async fn numbered(client: &mut tokio_postgres::Client) -> Result<usize> {
     let applied = applied(client).await?;
     refuse_newer(applied)?;
     if applied == latest() {

@@ -1,18 +1,21 @@
 //! The PostgreSQL engine: any number of server processes on one database, each decision
 //! as exact as on SQLite.
 //!
-//! All of its SQL lives under this module, one file per resource, as in `sqlite/`. It
-//! talks to the database through tokio-postgres on a deadpool pool ([`connect`]), TLS
-//! through rustls ([`tls`]), and keeps its schema in numbered files under
-//! `migrations/postgres/` ([`migrations`]).
+//! The engine is SQL and a transaction (`storage::engine`): the SQL of every statement of
+//! the boundary (`statements.rs`), the decision path's own reads and writes (`deciding.rs`,
+//! [`decisions`], `record.rs`, `writer.rs`, `claims.rs`), and [`PgTx`], which runs them on
+//! a connection; the use cases are the boundary's, written once. It talks to the database
+//! through tokio-postgres on a deadpool pool ([`connect`]), TLS through rustls ([`tls`]),
+//! and keeps its schema in numbered files under `migrations/postgres/` ([`migrations`]).
 //!
 //! What makes many processes one service:
-//! - **Exact decisions** ([`deciding`]): each agent's row carries a `version` that moves
-//!   with every change its next decision depends on. A decision is stored by one statement
-//!   that first moves the version from the one its state was read at (and checks that the
-//!   environment's enforcement mode is still the one it was made in); if another process
-//!   got there first nothing is stored and the store answers [`StorageError::Conflict`]: the
-//!   decision service reloads the agent and decides again.
+//! - **Exact decisions** (`deciding.rs`, `record.rs`): each agent's row carries a
+//!   `version` that moves with every change its next decision depends on. A decision is
+//!   stored by one statement that first moves the version from the one its state was
+//!   read at (and checks that the environment's enforcement mode is still the one it was
+//!   made in); if another process got there first nothing is stored and the store
+//!   answers [`StorageError::Conflict`]: the decision service reloads the agent and
+//!   decides again.
 //! - **Row claims with an expiry** for webhook deliveries and idempotency keys
 //!   (`FOR UPDATE SKIP LOCKED`, `claimed_until`): work of a process that died is taken
 //!   over once its claim runs out, and never done by two at once meanwhile.
@@ -22,28 +25,17 @@
 //! Every answer is sent after its statement committed, with `synchronous_commit` as the
 //! server has it (on by default): durable when answered.
 
-pub mod agents;
-pub mod ap2;
 mod claims;
 pub mod connect;
-pub mod deciding;
+mod deciding;
 pub mod decisions;
-pub mod deliveries;
-pub mod escrows;
-pub mod events;
-pub mod idempotency;
-pub mod keys;
-pub mod mandates;
 pub mod migrations;
-pub mod orgs;
 mod record;
-pub mod reviews;
-pub mod settlement;
-pub mod signing;
+mod statements;
+mod steps;
 pub mod store;
-pub mod timers;
 pub mod tls;
-pub mod webhooks;
+mod tx;
 mod writer;
 
 #[cfg(test)]
@@ -54,6 +46,7 @@ mod test_db;
 mod tests;
 
 pub use store::PostgresStore;
+pub use tx::PgTx;
 
 use tokio_postgres::error::SqlState;
 
@@ -113,15 +106,4 @@ impl From<deadpool_postgres::PoolError> for StorageError {
             other => StorageError::Unavailable(format!("no database connection: {other}")),
         }
     }
-}
-
-/// An environment as stored.
-pub(crate) fn env_from(text: &str) -> Result<crate::model::Env> {
-    crate::model::Env::parse(text)
-        .ok_or_else(|| StorageError::Corrupt(format!("environment {text:?}")))
-}
-
-/// A count or position from the database as the `usize`/`u32` the boundary wants.
-pub(crate) fn non_negative<T: TryFrom<i64>>(value: i64, what: &str) -> Result<T> {
-    T::try_from(value).map_err(|_| StorageError::Corrupt(format!("{what} {value}")))
 }

@@ -3,10 +3,13 @@
 //! statements pipelined (one round trip, one commit and one WAL flush for the whole group).
 //!
 //! A few writers run side by side, each with a queue of its own; a decision goes to the
-//! next in turn. A group holds its agents' rows locked until it commits; every group takes
-//! them in the order of the agents' keys, so groups of different processes never wait on
-//! each other in a circle. Before its transaction a group claims a block of seqs
-//! ([`claims`]); each decision's statement is the one it would run alone
+//! writer of its organization (its id hashed), and a writer splits what it takes by
+//! organization: a group is one organization's, its transaction touches only that
+//! organization's rows (on Citus, one worker's), and the groups of one take are committed
+//! side by side, each on a connection of its own. A group holds its agents' rows locked
+//! until it commits; every group takes them in the order of the agents' keys, so groups of
+//! different processes never wait on each other in a circle. Before its transaction a group
+//! claims a block of its organization's seqs ([`claims`]); each decision's statement is the one it would run alone
 //! ([`RecordStatement`]), then the group's decisions are inserted with the claimed seqs by
 //! one statement that also clears the claim: a decision refused because its agent changed
 //! meanwhile refuses only itself (its statement stores nothing and the transaction goes on). If a
@@ -15,17 +18,18 @@
 //! after its group's commit (or its own).
 
 use std::future::Future;
+use std::hash::{Hash, Hasher};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 
 use deadpool_postgres::Pool;
 use tokio::sync::{mpsc, oneshot};
+use tokio_postgres::types::ToSql;
 
 use super::Result;
 use super::claims;
 use super::decisions;
-use super::record::{Outcome, RecordStatement};
+use super::record::{self, Outcome, RecordStatement};
 use crate::storage::StorageError;
 use crate::storage::deciding::{NewDecision, Recorded};
 
@@ -41,7 +45,6 @@ struct Job {
 /// The writers: each a task with its queue.
 pub(crate) struct Writers {
     queues: Vec<mpsc::UnboundedSender<Job>>,
-    next: AtomicUsize,
 }
 
 impl Writers {
@@ -64,17 +67,16 @@ impl Writers {
                 send
             })
             .collect();
-        Self {
-            queues,
-            next: AtomicUsize::new(0),
-        }
+        Self { queues }
     }
 
-    /// Stores `new` in the next group of the next writer; answers after that group's
-    /// commit.
+    /// Stores `new` in the next group of its organization's writer; answers after that
+    /// group's commit.
     pub(crate) async fn record(&self, new: NewDecision) -> Result<Recorded> {
         let (reply, answer) = oneshot::channel();
-        let n = self.next.fetch_add(1, Ordering::Relaxed) % self.queues.len();
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        new.org.hash(&mut hasher);
+        let n = usize::try_from(hasher.finish() % self.queues.len() as u64).unwrap_or(0);
         self.queues[n]
             .send(Job { new, reply })
             .map_err(|_| StorageError::Task("the decision writer has stopped".into()))?;
@@ -90,8 +92,8 @@ struct Writer {
     name: String,
 }
 
-/// One writer: takes what waits in its queue (at most [`MAX_GROUP`]) as a group, commits it,
-/// answers, and again.
+/// One writer: takes what waits in its queue (at most [`MAX_GROUP`]), commits it as one
+/// group an organization, side by side, answers, and again.
 async fn run(writer: Writer, mut queue: mpsc::UnboundedReceiver<Job>) {
     while let Some(first) = queue.recv().await {
         let mut jobs = vec![first];
@@ -101,17 +103,34 @@ async fn run(writer: Writer, mut queue: mpsc::UnboundedReceiver<Job>) {
                 Err(_) => break,
             }
         }
-        // Agents' rows are locked in the order of their keys, in every group of every
-        // process: two groups waiting on each other's agents (a deadlock, broken by the
-        // database only after a second) cannot happen.
-        jobs.sort_by_key(|job| job.new.hint.seq);
-        let answers = commit_group(&writer, &jobs).await;
-        for (job, answer) in jobs.into_iter().zip(answers) {
-            let answer = answer.map(|outcome| outcome.recorded(job.new));
-            // A caller that went away (cancelled) needs no answer.
-            let _ = job.reply.send(answer);
+        let groups = by_organization(jobs);
+        let writer = &writer;
+        futures_util::future::join_all(groups.into_iter().map(|jobs| async move {
+            let answers = commit_group(writer, &jobs).await;
+            for (job, answer) in jobs.into_iter().zip(answers) {
+                let answer = answer.map(|outcome| outcome.recorded(job.new));
+                // A caller that went away (cancelled) needs no answer.
+                let _ = job.reply.send(answer);
+            }
+        }))
+        .await;
+    }
+}
+
+/// `jobs` split into one group an organization, each in the order of its agents' keys:
+/// agents' rows are locked in that order in every group of every process, so two groups
+/// waiting on each other's agents (a deadlock, broken by the database only after a second)
+/// cannot happen.
+fn by_organization(mut jobs: Vec<Job>) -> Vec<Vec<Job>> {
+    jobs.sort_by(|a, b| (&a.new.org, a.new.hint.seq).cmp(&(&b.new.org, b.new.hint.seq)));
+    let mut groups: Vec<Vec<Job>> = Vec::new();
+    for job in jobs {
+        match groups.last_mut() {
+            Some(group) if group[0].new.org == job.new.org => group.push(job),
+            _ => groups.push(vec![job]),
         }
     }
+    groups
 }
 
 /// What a group came to for each of its decisions: its outcome, or its error.
@@ -176,158 +195,269 @@ async fn alone(writer: &Writer, new: &NewDecision) -> Result<Outcome> {
     }
 }
 
-/// Stores a group on one connection, in two pipelines. The first claims the group's seqs
-/// in a transaction of its own ([`claims`]), then opens the group's transaction with
-/// `BEGIN` and each decision's statement ([`RecordStatement`]: the agent's version, review,
-/// event, idempotency record). The second, once their answers say which decisions are to
-/// be stored, inserts those decisions with the claimed seqs and clears the claim
-/// ([`decisions::INSERT_CLAIMED`]), then `COMMIT`. No lock is held across the group's
-/// commit that another group needs, so groups commit side by side and their WAL flushes
-/// are shared.
+/// Stores a group (one organization's) on one connection, in two pipelines. The first
+/// claims the group's seqs in a transaction of its own ([`claims`]), then opens the
+/// group's transaction with `BEGIN` and sends each decision's version move and credential
+/// ([`RecordStatement`]). The second, once their answers say which decisions are to be
+/// stored, sends what those write (reviews, events, deliveries, idempotency records), their
+/// rows with the claimed seqs ([`decisions::insert_sql`]) and the claim's settlement, then
+/// `COMMIT`. No lock is held across the group's commit that another group needs, so groups
+/// commit side by side and their WAL flushes are shared; every statement names the
+/// organization, so on Citus the group runs on one worker with a one-phase commit.
 async fn try_group(
     writer: &Writer,
     news: &[&NewDecision],
 ) -> std::result::Result<Vec<Outcome>, Retry> {
+    let org: &str = news.first().map_or("", |new| &new.org);
     let c = writer.pool.get().await.map_err(|e| Retry::Fail(e.into()))?;
     let statements: Vec<Option<RecordStatement>> =
         news.iter().map(|new| RecordStatement::of(new)).collect();
-    // Prepared (on a connection's first use of each variant) before the pipeline.
-    let mut prepared = Vec::with_capacity(statements.len());
-    for statement in statements.iter().flatten() {
-        let stmt = c
-            .prepare_cached(statement.sql())
-            .await
-            .map_err(|e| Retry::Fail(e.into()))?;
-        prepared.push(stmt);
-    }
-    let prepare = |sql: &'static str| c.prepare_cached(sql);
-    let claim = prepare(claims::CLAIM)
-        .await
-        .map_err(|e| Retry::Fail(e.into()))?;
-    let settle = prepare(claims::SETTLE)
-        .await
-        .map_err(|e| Retry::Fail(e.into()))?;
-    let insert = c
-        .prepare_cached(&decisions::INSERT_CLAIMED)
+    let prepared = Prepared::new(&c, &statements)
         .await
         .map_err(|e| Retry::Fail(e.into()))?;
     // Metrics (docs/operations.md): the group's size, and the time from sending it to its
     // commit's answer (the database's flush of its WAL included).
-    metrics::histogram!(crate::telemetry::WRITER_GROUP).record(prepared.len() as f64);
+    metrics::histogram!(crate::telemetry::WRITER_GROUP).record(prepared.bumps.len() as f64);
     let committing = std::time::Instant::now();
+    let (first, answers) = claim_and_record(writer, org, &c, &prepared, &statements).await?;
+    let outcomes = outcomes_of(&statements, answers);
+    let stored: Vec<&RecordStatement> = statements
+        .iter()
+        .zip(&outcomes)
+        .filter(|(_, outcome)| matches!(outcome, Outcome::Stored(_)))
+        .filter_map(|(statement, _)| statement.as_ref())
+        .collect();
+    let claim = Claim {
+        org,
+        writer: &writer.name,
+        first,
+    };
+    insert_and_commit(&c, &claim, &stored).await?;
+    metrics::histogram!("mandate_writer_commit_seconds").record(committing.elapsed().as_secs_f64());
+    Ok(outcomes)
+}
+
+/// A group's claim: its organization, its writer and its first seq.
+struct Claim<'a> {
+    org: &'a str,
+    writer: &'a String,
+    first: i64,
+}
+
+/// A group's statements of the first pipeline, prepared on its connection (on its first
+/// use of each) before the pipelines.
+struct Prepared {
+    /// Each decision's version move that has one, in order.
+    bumps: Vec<tokio_postgres::Statement>,
+    accept: tokio_postgres::Statement,
+    open: tokio_postgres::Statement,
+    claim: tokio_postgres::Statement,
+    settle: tokio_postgres::Statement,
+}
+
+impl Prepared {
+    async fn new(
+        c: &deadpool_postgres::Object,
+        statements: &[Option<RecordStatement>],
+    ) -> std::result::Result<Self, tokio_postgres::Error> {
+        let mut bumps = Vec::with_capacity(statements.len());
+        for statement in statements.iter().flatten() {
+            bumps.push(c.prepare_cached(statement.bump_sql()).await?);
+        }
+        Ok(Self {
+            bumps,
+            accept: c.prepare_cached(record::ACCEPT).await?,
+            open: c.prepare_cached(claims::OPEN).await?,
+            claim: c.prepare_cached(claims::CLAIM).await?,
+            settle: c.prepare_cached(claims::SETTLE).await?,
+        })
+    }
+}
+
+/// What the first pipeline answered for a decision: its version move, and its credential's
+/// acceptance when it has one.
+type Answer = (i64, Option<u64>);
+
+/// The first pipeline: the claim of the group's seqs in a commit of its own, then `BEGIN`
+/// and each decision's version move (and credential). The claim's first seq and each
+/// decision's answers, in order; on a failure the transaction is rolled back and the claim
+/// cleared.
+async fn claim_and_record(
+    writer: &Writer,
+    org: &str,
+    c: &deadpool_postgres::Object,
+    prepared: &Prepared,
+    statements: &[Option<RecordStatement>],
+) -> std::result::Result<(i64, Vec<Answer>), Retry> {
     // A seq for each decision that has a statement; those it does not store leave gaps.
-    let claimed = i64::try_from(prepared.len().max(1)).unwrap_or(i64::MAX);
-    let (first, counts) = {
-        let values: Vec<_> = statements
-            .iter()
-            .flatten()
-            .map(RecordStatement::values)
-            .collect();
-        let mut steps: Vec<Pin<Box<dyn Future<Output = Step> + Send + '_>>> =
-            Vec::with_capacity(prepared.len() + 4);
-        steps.push(Box::pin(async {
-            Step::Control(c.simple_query(claims::BEGIN_CLAIM).await.map(|_| ()))
+    let claimed = i64::try_from(prepared.bumps.len().max(1)).unwrap_or(i64::MAX);
+    let bumps: Vec<_> = statements
+        .iter()
+        .flatten()
+        .map(|s| (s.bump_values(), s.accept_values()))
+        .collect();
+    let mut steps: Vec<Pin<Box<dyn Future<Output = Step> + Send + '_>>> =
+        Vec::with_capacity(prepared.bumps.len() * 2 + 5);
+    steps.push(control(c.simple_query(claims::BEGIN_CLAIM)));
+    steps.push(Box::pin(async {
+        Step::Control(
+            c.execute(&prepared.open, &[&org, &writer.name])
+                .await
+                .map(|_| ()),
+        )
+    }));
+    steps.push(Box::pin(async {
+        Step::Claimed(
+            c.query_one(&prepared.claim, &[&org, &writer.name, &claimed])
+                .await
+                .map(|row| row.get::<_, i64>(0)),
+        )
+    }));
+    steps.push(control(c.simple_query("COMMIT")));
+    steps.push(control(c.simple_query("BEGIN")));
+    for (stmt, (values, accept)) in prepared.bumps.iter().zip(&bumps) {
+        steps.push(Box::pin(async move {
+            Step::Stored(c.query_one(stmt, values).await.map(|row| row.get(0)))
         }));
-        steps.push(Box::pin(async {
-            Step::Claimed(
-                c.query_one(&claim, &[&writer.name, &claimed])
-                    .await
-                    .map(|row| row.get::<_, i64>(0)),
-            )
-        }));
-        steps.push(Box::pin(async {
-            Step::Control(c.simple_query("COMMIT").await.map(|_| ()))
-        }));
-        steps.push(Box::pin(async {
-            Step::Control(c.simple_query("BEGIN").await.map(|_| ()))
-        }));
-        for (stmt, values) in prepared.iter().zip(&values) {
-            let c = &c;
+        if let Some(accept) = accept {
             steps.push(Box::pin(async move {
-                Step::Stored(
-                    c.query_one(stmt, values)
-                        .await
-                        .map(|row| row.get::<_, i64>(0)),
-                )
+                Step::Accepted(c.execute(&prepared.accept, accept).await)
             }));
         }
-        let done = InOrder::new(steps).await;
-        let first = done.iter().find_map(|step| match step {
-            Step::Claimed(Ok(first)) => Some(*first),
-            _ => None,
-        });
-        match outcomes(done) {
-            Ok(counts) => (first.unwrap_or(0), counts),
-            Err(e) => {
-                // The transaction is aborted: end it before the connection goes back, and
-                // clear the claim if it was made, so that readers need not wait for it.
-                let _ = c.simple_query("ROLLBACK").await;
-                if let Some(first) = first {
-                    let _ = c.execute(&settle, &[&writer.name, &first]).await;
-                }
-                return Err(retry(e));
+    }
+    let done = InOrder::new(steps).await;
+    let first = done.iter().find_map(|step| match step {
+        Step::Claimed(Ok(first)) => Some(*first),
+        _ => None,
+    });
+    match answers(done) {
+        Ok(answers) => Ok((first.unwrap_or(0), answers)),
+        Err(e) => {
+            // The transaction is aborted: end it before the connection goes back, and
+            // clear the claim if it was made, so that readers need not wait for it.
+            let _ = c.simple_query("ROLLBACK").await;
+            if let Some(first) = first {
+                let _ = c
+                    .execute(&prepared.settle, &[&org, &writer.name, &first])
+                    .await;
             }
+            Err(retry(e))
         }
-    };
-    let mut counts = counts.into_iter();
-    let mut batch = decisions::Batch::default();
-    let mut answers = Vec::with_capacity(statements.len());
-    for statement in statements {
-        let outcome = match statement {
+    }
+}
+
+/// A step that answers only whether it failed.
+fn control<'a>(
+    query: impl Future<
+        Output = std::result::Result<
+            Vec<tokio_postgres::SimpleQueryMessage>,
+            tokio_postgres::Error,
+        >,
+    > + Send
+    + 'a,
+) -> Pin<Box<dyn Future<Output = Step> + Send + 'a>> {
+    Box::pin(async move { Step::Control(query.await.map(|_| ())) })
+}
+
+/// What each decision's answers mean: its outcome.
+fn outcomes_of(statements: &[Option<RecordStatement>], answers: Vec<Answer>) -> Vec<Outcome> {
+    let mut answers = answers.into_iter();
+    statements
+        .iter()
+        .map(|statement| match statement {
             Some(statement) => {
-                let outcome = statement.outcome(counts.next().unwrap_or(0));
-                if matches!(outcome, Outcome::Stored(_)) {
-                    let (agent_seq, params) = statement.into_decision();
-                    batch.push(agent_seq, params);
-                }
-                outcome
+                let (bumped, accepted) = answers.next().unwrap_or((0, None));
+                statement.outcome(bumped, accepted)
             }
             // The agent was not found when its state was read: read it again.
             None => Outcome::Changed,
-        };
-        answers.push(outcome);
-    }
-    let mut values = batch.values(&first).to_vec();
-    values.push(&writer.name);
-    let mut steps: Vec<Pin<Box<dyn Future<Output = Step> + Send + '_>>> = Vec::with_capacity(2);
-    if batch.len() > 0 {
-        steps.push(Box::pin(async {
-            Step::Control(c.execute(&insert, &values).await.map(|_| ()))
-        }));
-    } else {
-        steps.push(Box::pin(async {
-            Step::Control(
-                c.execute(&settle, &[&writer.name, &first])
-                    .await
-                    .map(|_| ()),
-            )
-        }));
-    }
-    steps.push(Box::pin(async {
-        Step::Control(c.simple_query("COMMIT").await.map(|_| ()))
-    }));
-    if let Err(e) = outcomes(InOrder::new(steps).await) {
-        let _ = c.execute(&settle, &[&writer.name, &first]).await;
-        return Err(retry(e));
-    }
-    metrics::histogram!("mandate_writer_commit_seconds").record(committing.elapsed().as_secs_f64());
-    Ok(answers)
+        })
+        .collect()
 }
 
-/// The counts of a pipeline's statements, or its first error.
-fn outcomes(done: Vec<Step>) -> std::result::Result<Vec<i64>, tokio_postgres::Error> {
-    let mut counts = Vec::with_capacity(done.len());
+/// The second pipeline: what the stored decisions write and their rows with the claimed
+/// seqs, then the claim settled (a claim swept meanwhile makes its check fail, and the
+/// group is rolled back: [`claims::SETTLED`]), then `COMMIT`. With none stored, the claim
+/// is cleared and the transaction (the version moves that changed nothing) committed.
+async fn insert_and_commit(
+    c: &deadpool_postgres::Object,
+    claim: &Claim<'_>,
+    stored: &[&RecordStatement],
+) -> std::result::Result<(), Retry> {
+    let seqs: Vec<i64> = (0..stored.len())
+        .map(|i| claim.first + i64::try_from(i).unwrap_or(i64::MAX))
+        .collect();
+    let rows: Vec<decisions::Row<'_>> = stored
+        .iter()
+        .zip(&seqs)
+        .map(|(statement, seq)| {
+            let (agent_seq, params) = statement.row();
+            (seq, agent_seq, params)
+        })
+        .collect();
+    let mut statements: Vec<(String, Vec<&(dyn ToSql + Sync)>)> = stored
+        .iter()
+        .flat_map(|statement| statement.after())
+        .map(|(sql, values)| (sql.to_owned(), values))
+        .collect();
+    let key: [&(dyn ToSql + Sync); 3] = [&claim.org, claim.writer, &claim.first];
+    if rows.is_empty() {
+        statements.push((claims::SETTLE.to_owned(), key.to_vec()));
+    } else {
+        statements.push((
+            decisions::insert_sql(rows.len()),
+            decisions::insert_values(&rows),
+        ));
+        statements.push((claims::SETTLED.to_owned(), key.to_vec()));
+    }
+    let mut prepared = Vec::with_capacity(statements.len());
+    for (sql, _) in &statements {
+        prepared.push(
+            c.prepare_cached(sql)
+                .await
+                .map_err(|e| Retry::Fail(e.into()))?,
+        );
+    }
+    let mut steps: Vec<Pin<Box<dyn Future<Output = Step> + Send + '_>>> =
+        Vec::with_capacity(statements.len() + 1);
+    for (stmt, (_, values)) in prepared.iter().zip(&statements) {
+        steps.push(Box::pin(async move {
+            Step::Control(c.query(stmt, values).await.map(|_| ()))
+        }));
+    }
+    steps.push(control(c.simple_query("COMMIT")));
+    if let Err(e) = answers(InOrder::new(steps).await) {
+        let _ = c.simple_query("ROLLBACK").await;
+        if let Ok(settle) = c.prepare_cached(claims::SETTLE).await {
+            let _ = c.execute(&settle, &key).await;
+        }
+        return Err(retry(e));
+    }
+    Ok(())
+}
+
+/// The answers of a pipeline's decision statements, or its first error.
+fn answers(done: Vec<Step>) -> std::result::Result<Vec<Answer>, tokio_postgres::Error> {
+    let mut answers: Vec<Answer> = Vec::with_capacity(done.len());
     let mut failed = None;
     for step in done {
         match step {
-            Step::Stored(Ok(n)) => counts.push(n),
-            Step::Stored(Err(e)) | Step::Control(Err(e)) | Step::Claimed(Err(e)) => {
+            Step::Stored(Ok(n)) => answers.push((n, None)),
+            Step::Accepted(Ok(n)) => {
+                if let Some(last) = answers.last_mut() {
+                    last.1 = Some(n);
+                }
+            }
+            Step::Stored(Err(e))
+            | Step::Accepted(Err(e))
+            | Step::Control(Err(e))
+            | Step::Claimed(Err(e)) => {
                 failed.get_or_insert(e);
             }
             Step::Control(Ok(())) | Step::Claimed(Ok(_)) => {}
         }
     }
-    failed.map_or(Ok(counts), Err)
+    failed.map_or(Ok(answers), Err)
 }
 
 /// A step of the pipeline.
@@ -336,8 +466,10 @@ enum Step {
     Control(std::result::Result<(), tokio_postgres::Error>),
     /// The group's claim: the first seq of its block.
     Claimed(std::result::Result<i64, tokio_postgres::Error>),
-    /// A decision's statement: how many decisions it stored.
+    /// A decision's version move: 1 moved, 0 changed, -1 its claim lost.
     Stored(std::result::Result<i64, tokio_postgres::Error>),
+    /// The acceptance of the credential of the decision before: rows inserted.
+    Accepted(std::result::Result<u64, tokio_postgres::Error>),
 }
 
 /// Runs futures together, each first polled in order, so that their requests go to the

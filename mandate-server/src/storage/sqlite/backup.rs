@@ -178,6 +178,7 @@ pub fn backup(db: &Path, to: &Path, keys: &[BackupKey]) -> Result<BackupInfo, Ba
 /// read transaction of the source), and takes the copy out of WAL mode.
 fn copy_into(source: &Connection, db: &Path, partial: &Path) -> Result<(), BackupError> {
     let _ = fs::remove_file(partial);
+    super::owner_only::create_if_missing(partial).map_err(io_error("creating", partial))?;
     let mut target = Connection::open(partial).map_err(sqlite_error("creating", partial))?;
     {
         let backup = Backup::new(source, &mut target).map_err(sqlite_error("backing up", db))?;
@@ -441,7 +442,8 @@ pub fn restore(
     let partial = beside(db, "restoring");
     let written = (|| {
         let mut source = File::open(from).map_err(io_error("opening the backup", from))?;
-        let mut target = File::create(&partial).map_err(io_error("creating", &partial))?;
+        let mut target =
+            super::owner_only::create(&partial).map_err(io_error("creating", &partial))?;
         let copied = io::copy(&mut (&mut source).take(info.bytes), &mut target)
             .map_err(io_error("writing", &partial))?;
         if copied != info.bytes {

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 
-use rusqlite::{Connection, OpenFlags, Transaction};
+use rusqlite::{Connection, OpenFlags};
 
 use super::StorageError;
 use super::migrations::{check, migrate};
@@ -53,6 +53,13 @@ impl Db {
         run_migrations: bool,
         sync: impl Fn(&std::fs::File) -> std::io::Result<()> + Send + 'static,
     ) -> Result<Self, StorageError> {
+        // Owner-only before SQLite sees it: its WAL and shared memory take its mode.
+        super::owner_only::create_if_missing(path).map_err(|e| {
+            StorageError::Task(format!(
+                "cannot create the database {}: {e}",
+                path.display()
+            ))
+        })?;
         let mut writer = Connection::open(path)?;
         writer.pragma_update(None, "journal_mode", "WAL")?;
         configure(&writer)?;
@@ -64,36 +71,8 @@ impl Db {
             // so that no older frame keeps the bytes. Nothing else runs yet at start.
             writer.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
         }
-        let mut readers = Vec::new();
-        for _ in 0..4 {
-            let reader = Connection::open_with_flags(
-                path,
-                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-            )?;
-            configure(&reader)?;
-            // 1 MB each (SQLite's default is 2): reads are lists and state rebuilds, which
-            // the OS page cache serves as well; memory is better spent on the writer's.
-            reader.pragma_update(None, "cache_size", -1_000)?;
-            readers.push(Mutex::new(reader));
-        }
-        // Checkpoints run on their own thread and connection, not inside the writer's commits.
-        writer.pragma_update(None, "wal_autocheckpoint", 0)?;
-        // 16 MB of page cache for the writer. Since migration 0006 the pages that new
-        // decisions change (the tails of the table and its indexes, the by-agent index's
-        // latest bucket) fit in it whatever the history. A larger cache bought little and
-        // took the resident set over the memory budget (docs/performance.md).
-        writer.pragma_update(None, "cache_size", -16_000)?;
-        // The writer's commits write the WAL without syncing it; the sync thread syncs it
-        // before any job of the group is answered (so a reported write is as durable as
-        // with synchronous=FULL), and the writer is free sooner. NORMAL,
-        // not OFF: a checkpoint the writer runs still syncs the WAL before copying and the
-        // database file after.
-        writer.pragma_update(None, "synchronous", "NORMAL")?;
-        // Each job's savepoint keeps copies of the pages it changes: in memory, not in a
-        // temporary file.
-        writer.pragma_update(None, "temp_store", "MEMORY")?;
-        // Every statement the writer runs stays prepared (the default keeps only 16).
-        writer.set_prepared_statement_cache_capacity(256);
+        let readers = open_readers(path)?;
+        tune_writer(&mut writer)?;
         let checkpointer = Connection::open(path)?;
         configure(&checkpointer)?;
         let writer = Arc::new(Mutex::new(writer));
@@ -155,7 +134,7 @@ impl Db {
     where
         T: Send + 'static,
         E: From<StorageError> + Send + 'static,
-        F: FnMut(&Connection) -> Result<T, E> + Send + 'static,
+        F: FnMut(&mut Connection) -> Result<T, E> + Send + 'static,
     {
         let (reply, receiver) = tokio::sync::oneshot::channel::<Result<T, E>>();
         let job = Box::new(Pending {
@@ -177,13 +156,13 @@ impl Db {
     where
         T: Send + 'static,
         E: From<StorageError> + Send + 'static,
-        F: FnOnce(&Connection) -> Result<T, E> + Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, E> + Send + 'static,
     {
         let readers = self.readers.clone();
         let index = self.next_reader.fetch_add(1, Ordering::Relaxed) % readers.len();
         tokio::task::spawn_blocking(move || {
-            let conn = lock(&readers[index]);
-            f(&conn)
+            let mut conn = lock(&readers[index]);
+            f(&mut conn)
         })
         .await
         .map_err(|e| E::from(StorageError::Task(e.to_string())))?
@@ -193,7 +172,7 @@ impl Db {
     pub fn write_blocking<T, E, F>(&self, f: F) -> Result<T, E>
     where
         E: From<StorageError>,
-        F: FnOnce(&Transaction<'_>) -> Result<T, E>,
+        F: FnOnce(&mut Connection) -> Result<T, E>,
     {
         let mut conn = lock(&self.writer);
         let value = write_in(&mut conn, f)?;
@@ -202,6 +181,16 @@ impl Db {
             .sync_data()
             .map_err(|e| E::from(StorageError::Task(format!("syncing the WAL failed: {e}"))))?;
         Ok(value)
+    }
+
+    /// Runs `f` on the writer's connection outside any transaction, on the calling thread,
+    /// between the writer's groups (statements that may not run in a transaction).
+    pub fn on_writer<T, E, F>(&self, f: F) -> Result<T, E>
+    where
+        F: FnOnce(&mut Connection) -> Result<T, E>,
+    {
+        let mut conn = lock(&self.writer);
+        f(&mut conn)
     }
 
     /// Copies the WAL into the database file and empties it, so that no older frame keeps
@@ -213,6 +202,48 @@ impl Db {
             tracing::warn!("wal checkpoint: {e}");
         }
     }
+}
+
+/// The reader connections, read-only, each with a small page cache.
+fn open_readers(path: &Path) -> Result<Vec<Mutex<Connection>>, StorageError> {
+    let mut readers = Vec::new();
+    for _ in 0..4 {
+        let reader = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        configure(&reader)?;
+        // 1 MB each (SQLite's default is 2): reads are lists and state rebuilds, which
+        // the OS page cache serves as well; memory is better spent on the writer's.
+        reader.pragma_update(None, "cache_size", -1_000)?;
+        readers.push(Mutex::new(reader));
+    }
+    Ok(readers)
+}
+
+/// The writer connection's settings: no automatic checkpoints, a larger page cache, commits
+/// that leave the WAL's sync to the sync thread, savepoints in memory, every statement kept
+/// prepared.
+fn tune_writer(writer: &mut Connection) -> rusqlite::Result<()> {
+    // Checkpoints run on their own thread and connection, not inside the writer's commits.
+    writer.pragma_update(None, "wal_autocheckpoint", 0)?;
+    // 16 MB of page cache for the writer. Since migration 0006 the pages that new
+    // decisions change (the tails of the table and its indexes, the by-agent index's
+    // latest bucket) fit in it whatever the history. A larger cache bought little and
+    // took the resident set over the memory budget (docs/performance.md).
+    writer.pragma_update(None, "cache_size", -16_000)?;
+    // The writer's commits write the WAL without syncing it; the sync thread syncs it
+    // before any job of the group is answered (so a reported write is as durable as
+    // with synchronous=FULL), and the writer is free sooner. NORMAL,
+    // not OFF: a checkpoint the writer runs still syncs the WAL before copying and the
+    // database file after.
+    writer.pragma_update(None, "synchronous", "NORMAL")?;
+    // Each job's savepoint keeps copies of the pages it changes: in memory, not in a
+    // temporary file.
+    writer.pragma_update(None, "temp_store", "MEMORY")?;
+    // Every statement the writer runs stays prepared (the default keeps only 16).
+    writer.set_prepared_statement_cache_capacity(256);
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,26 +1,29 @@
 //! Decisions: the log of every verdict. Rows are never updated.
 
-use mandate_core::amount::Amount;
-use mandate_core::claims::{RequestClaims, VerdictClaims};
-use mandate_core::id::{AgentId, DecisionId, MandateId, Nonce, ReviewId};
-use mandate_core::names::{Category, Currency, Recipient};
-use mandate_core::policy::{Mode, Verdict};
-use mandate_core::review::ReviewStatus;
+use mandate_core::{
+    AgentId, Amount, DecisionId, Mandate, MandateId, Verdict, unstable::id::ReviewId,
+};
 use rusqlite::{Connection, OptionalExtension, ToSql, params};
 
-use super::{StorageError, verdict_from};
+use super::StorageError;
 use crate::model::Env;
-use crate::model::decision::{
-    Decision, ReviewState, TokenSignature, bindings_column, with_bindings_column,
-};
-use crate::storage::decisions::Filters;
+use crate::model::decision::{Decision, bindings_column};
+use crate::storage::deciding::{AgentHint, AgentRecord, allows_from};
+use crate::storage::decisions::{Filters, decision_columns, read};
+use crate::storage::engine::Scope;
+use crate::storage::mandates;
 
-pub use crate::storage::deciding::AgentHint;
+/// The columns of a decision here: its agent's id is read through `agent_seq` (migration
+/// 0017).
+pub(super) const COLUMNS: &str = decision_columns!(
+    "(SELECT id FROM agents WHERE agents.seq = decisions.agent_seq)",
+    "reviews.id = decisions.review_id"
+);
 
-/// Appends a decision.
-pub fn insert(tx: &Connection, org_id: &str, env: Env, d: &Decision) -> rusqlite::Result<()> {
-    insert_with(tx, org_id, env, d, AgentHint::default())
-}
+/// The key of an organization's environment in `decision_scopes` (`?1` org, `?2` env), as
+/// a scalar subquery: what a read of the decisions of an environment compares `scope` to.
+pub(super) const SCOPE_OF: &str =
+    "(SELECT key FROM decision_scopes WHERE org_id = ?1 AND env = ?2)";
 
 /// Appends a decision, trusting `hint` (an agent's cached state) for what it says.
 pub fn insert_with(
@@ -31,16 +34,18 @@ pub fn insert_with(
     hint: AgentHint,
 ) -> rusqlite::Result<()> {
     let c = &d.claims;
-    // COALESCE jumps over the lookup when the hint gives the key (`NotNull` in the plan).
+    // The organization, environment and agent are stored as their integer keys (migration
+    // 0017). COALESCE jumps over the agent's lookup when the hint gives its key (`NotNull`
+    // in the plan); the scope is one probe of a table of a row per environment.
     let mut stmt = tx.prepare_cached(
-        "INSERT INTO decisions (id, org_id, env, agent_id, mandate_id, verdict, policy_verdict,
+        "INSERT INTO decisions (id, scope, agent_seq, mandate_id, verdict, policy_verdict,
             reason, mode, amount, currency, recipient, category, nonce, policy_version, iss,
-            iat, exp, created_ms, supersedes, review_id, is_request, agent_seq, signing_kid,
+            iat, exp, created_ms, supersedes, review_id, is_request, signing_kid,
             signature, bindings)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-            ?18, ?19, ?20, ?21, ?22,
+         VALUES (?1, (SELECT key FROM decision_scopes WHERE org_id = ?2 AND env = ?3),
             COALESCE(?23, (SELECT seq FROM agents WHERE org_id = ?2 AND env = ?3 AND id = ?4)),
-            ?24, ?25, ?26)",
+            ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
+            ?18, ?19, ?20, ?21, ?22, ?24, ?25, ?26)",
     )?;
     stmt.execute(params![
         c.jti.as_str(),
@@ -101,204 +106,9 @@ pub fn month_index(unix_ms: i64) -> i64 {
     i64::from(at.year()) * 12 + i64::from(u8::from(at.month())) - 1
 }
 
-/// The columns of a decision, then where the review it opened stands (one lookup by the
-/// review's unique id, skipped when it opened none).
-const COLUMNS: &str = "seq, id, agent_id, mandate_id, verdict, policy_verdict, reason, mode,
-    amount, currency, recipient, category, nonce, policy_version, iss, iat, exp, created_ms,
-    supersedes, review_id, is_request,
-    CASE WHEN review_id IS NULL THEN NULL
-         ELSE (SELECT status FROM reviews WHERE reviews.id = decisions.review_id) END,
-    CASE WHEN review_id IS NULL THEN NULL
-         ELSE (SELECT expires_ms FROM reviews WHERE reviews.id = decisions.review_id) END,
-    CASE WHEN review_id IS NULL THEN NULL
-         ELSE (SELECT resolution FROM reviews WHERE reviews.id = decisions.review_id) END,
-    signing_kid, signature, bindings";
-
-/// One row of `decisions` as read by [`COLUMNS`], each column under its own name; decoded
-/// into a [`Decision`] by [`DecisionRow::decode`].
-struct DecisionRow {
-    seq: i64,
-    id: String,
-    agent_id: String,
-    mandate_id: Option<String>,
-    verdict: String,
-    policy_verdict: String,
-    reason: Option<String>,
-    mode: String,
-    amount: String,
-    currency: String,
-    recipient: String,
-    category: String,
-    nonce: String,
-    policy_version: String,
-    iss: String,
-    iat: i64,
-    exp: i64,
-    created_ms: i64,
-    supersedes: Option<String>,
-    review_id: Option<String>,
-    is_request: bool,
-    review_status: Option<String>,
-    review_expires_ms: Option<i64>,
-    review_resolution: Option<String>,
-    signing_kid: Option<String>,
-    signature: Option<Vec<u8>>,
-    bindings: Option<String>,
-}
-
-fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<DecisionRow> {
-    Ok(DecisionRow {
-        seq: r.get(0)?,
-        id: r.get(1)?,
-        agent_id: r.get(2)?,
-        mandate_id: r.get(3)?,
-        verdict: r.get(4)?,
-        policy_verdict: r.get(5)?,
-        reason: r.get(6)?,
-        mode: r.get(7)?,
-        amount: r.get(8)?,
-        currency: r.get(9)?,
-        recipient: r.get(10)?,
-        category: r.get(11)?,
-        nonce: r.get(12)?,
-        policy_version: r.get(13)?,
-        iss: r.get(14)?,
-        iat: r.get(15)?,
-        exp: r.get(16)?,
-        created_ms: r.get(17)?,
-        supersedes: r.get(18)?,
-        review_id: r.get(19)?,
-        is_request: r.get(20)?,
-        review_status: r.get(21)?,
-        review_expires_ms: r.get(22)?,
-        review_resolution: r.get(23)?,
-        signing_kid: r.get(24)?,
-        signature: r.get(25)?,
-        bindings: r.get(26)?,
-    })
-}
-
-impl DecisionRow {
-    /// The decision, every column parsed into its type; a value that does not parse is a
-    /// corrupt row naming the column.
-    fn decode(self) -> Result<(i64, Decision), StorageError> {
-        let bad = |what: &str| StorageError::Corrupt(format!("decision column {what}"));
-        let id = DecisionId::parse(&self.id).map_err(|_| bad("id"))?;
-        let claims = VerdictClaims {
-            ap2_mandate: None,
-            ap2_transaction: None,
-            x402_payment: None,
-            iss: self.iss,
-            jti: id,
-            iat: self.iat,
-            exp: self.exp,
-            verdict: verdict_from(&self.verdict)?,
-            policy_verdict: verdict_from(&self.policy_verdict)?,
-            mandate: self
-                .mandate_id
-                .as_deref()
-                .map(MandateId::parse)
-                .transpose()
-                .map_err(|_| bad("mandate_id"))?,
-            policy_version: self.policy_version,
-            nonce: Nonce::parse(&self.nonce).map_err(|_| bad("nonce"))?,
-            request: RequestClaims {
-                agent: AgentId::parse(&self.agent_id).map_err(|_| bad("agent_id"))?,
-                amount: Amount::parse(&self.amount).map_err(|_| bad("amount"))?,
-                currency: Currency::parse(&self.currency).map_err(|_| bad("currency"))?,
-                recipient: Recipient::parse(&self.recipient).map_err(|_| bad("recipient"))?,
-                category: Category::parse(&self.category).map_err(|_| bad("category"))?,
-            },
-        };
-        let claims =
-            with_bindings_column(claims, self.bindings.as_deref()).map_err(|_| bad("bindings"))?;
-        Ok((
-            self.seq,
-            Decision {
-                claims,
-                reason: self.reason,
-                mode: Mode::parse(&self.mode).ok_or_else(|| bad("mode"))?,
-                supersedes: self
-                    .supersedes
-                    .as_deref()
-                    .map(DecisionId::parse)
-                    .transpose()
-                    .map_err(|_| bad("supersedes"))?,
-                review: self
-                    .review_id
-                    .as_deref()
-                    .map(ReviewId::parse)
-                    .transpose()
-                    .map_err(|_| bad("review_id"))?,
-                created_ms: self.created_ms,
-                is_request: self.is_request,
-                review_state: match (self.review_status, self.review_expires_ms) {
-                    (Some(status), Some(expires_ms)) => Some(ReviewState {
-                        status: ReviewStatus::parse(&status).ok_or_else(|| bad("review status"))?,
-                        expires_ms,
-                        resolution: self
-                            .review_resolution
-                            .as_deref()
-                            .map(DecisionId::parse)
-                            .transpose()
-                            .map_err(|_| bad("review resolution"))?,
-                    }),
-                    _ => None,
-                },
-                signature: match (self.signing_kid, self.signature) {
-                    (Some(kid), Some(bytes)) => Some(TokenSignature { kid, bytes }),
-                    _ => None,
-                },
-            },
-        ))
-    }
-}
-
-/// One decision, optionally only if it belongs to `agent`.
-pub fn get(
-    conn: &Connection,
-    org_id: &str,
-    env: Env,
-    agent: Option<&AgentId>,
-    id: &DecisionId,
-) -> Result<Option<Decision>, StorageError> {
-    let (agent, id) = (agent.map(AgentId::as_str), id.as_str());
-    let raw = conn
-        .query_row(
-            &format!(
-                "SELECT {COLUMNS} FROM decisions
-                 WHERE org_id = ?1 AND env = ?2 AND id = ?3 AND (?4 IS NULL OR agent_id = ?4)"
-            ),
-            params![org_id, env, id, agent],
-            row,
-        )
-        .optional()?;
-    raw.map(DecisionRow::decode)
-        .transpose()
-        .map(|d| d.map(|(_, d)| d))
-}
-
-/// The seq of one decision, optionally only if it belongs to `agent`.
-pub fn seq_of(
-    conn: &Connection,
-    org_id: &str,
-    env: Env,
-    agent: Option<&AgentId>,
-    id: &DecisionId,
-) -> Result<Option<i64>, StorageError> {
-    let (agent, id) = (agent.map(AgentId::as_str), id.as_str());
-    Ok(conn
-        .prepare_cached(
-            "SELECT seq FROM decisions
-             WHERE id = ?3 AND org_id = ?1 AND env = ?2 AND (?4 IS NULL OR agent_id = ?4)",
-        )?
-        .query_row(params![org_id, env, id, agent], |r| r.get(0))
-        .optional()?)
-}
-
 /// Which way a filtered read walks the log.
 #[derive(Clone, Copy)]
-enum Order {
+pub(super) enum Order {
     NewestFirst,
     OldestFirst,
 }
@@ -381,8 +191,8 @@ impl AgentSpan {
         order: Order,
         more: &[&dyn ToSql],
         limit: Option<i64>,
-        mut map: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
-    ) -> rusqlite::Result<Vec<T>> {
+        mut map: impl FnMut(&rusqlite::Row<'_>) -> Result<T, StorageError>,
+    ) -> Result<Vec<T>, StorageError> {
         let mut stmt = conn.prepare_cached(sql)?;
         let mut out = Vec::new();
         for bucket in buckets(self.low, self.high, order) {
@@ -405,16 +215,16 @@ impl AgentSpan {
 }
 
 /// The query behind [`filtered`] for one bucket of one agent's decisions (`?1` bucket,
-/// `?2` agent_seq, seqs in `?3..=?4`). It names its index: SQLite has no statistics to
+/// `?2` agent_seq, seqs in `?3..=?4`; the agent's key names its organization and
+/// environment). It names its index: SQLite has no statistics to
 /// prefer it over `decisions_by_env` for an `ORDER BY seq`.
 fn by_agent_sql(order: Order) -> String {
     let direction = order.sql();
     format!(
         "SELECT {COLUMNS} FROM decisions INDEXED BY decisions_by_agent
          WHERE {BUCKET} = ?1 AND agent_seq = ?2 AND seq >= ?3 AND seq <= ?4
-           AND org_id = ?5 AND env = ?6
-           AND (?7 IS NULL OR verdict = ?7) AND (?8 IS NULL OR policy_verdict = ?8)
-         ORDER BY seq {direction} LIMIT ?9"
+           AND (?5 IS NULL OR verdict = ?5) AND (?6 IS NULL OR policy_verdict = ?6)
+         ORDER BY seq {direction} LIMIT ?7"
     )
 }
 
@@ -424,7 +234,7 @@ fn by_env_sql(order: Order) -> String {
     let direction = order.sql();
     format!(
         "SELECT {COLUMNS} FROM decisions
-         WHERE org_id = ?1 AND env = ?2
+         WHERE scope = {SCOPE_OF}
            AND (?3 IS NULL OR verdict = ?3) AND (?4 IS NULL OR policy_verdict = ?4)
            AND seq > ?5 AND seq < ?6
          ORDER BY seq {direction} LIMIT ?7"
@@ -441,7 +251,7 @@ fn by_review_sql(order: Order) -> String {
          WHERE seq IN (SELECT d.seq FROM reviews r JOIN decisions d ON d.id = r.decision_id
                        WHERE r.status = ?3 AND r.org_id = ?1 AND r.env = ?2
                          AND (?4 IS NULL OR r.agent_id = ?4))
-           AND org_id = ?1 AND env = ?2
+           AND scope = {SCOPE_OF}
            AND (?5 IS NULL OR verdict = ?5) AND (?6 IS NULL OR policy_verdict = ?6)
            AND seq > ?7 AND seq < ?8
          ORDER BY seq {direction} LIMIT ?9"
@@ -460,7 +270,7 @@ impl Order {
 /// Decisions matching `filters` with seq strictly between `above` and `below`, at most
 /// `limit`, in `order`: the one query behind lists and exports.
 #[allow(clippy::too_many_arguments)]
-fn filtered(
+pub(super) fn filtered(
     conn: &Connection,
     org_id: &str,
     env: Env,
@@ -473,72 +283,53 @@ fn filtered(
     let verdict = filters.verdict.map(Verdict::as_str);
     let policy_verdict = filters.policy_verdict.map(Verdict::as_str);
     if let Some(status) = filters.review_status {
-        let raws = conn
-            .prepare_cached(&by_review_sql(order))?
-            .query_map(
-                params![
-                    org_id,
-                    env,
-                    status.as_str(),
-                    filters.agent,
-                    verdict,
-                    policy_verdict,
-                    above,
-                    below,
-                    limit
-                ],
-                row,
-            )?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        return raws.into_iter().map(DecisionRow::decode).collect();
+        let mut stmt = conn.prepare_cached(&by_review_sql(order))?;
+        let status = status.as_str();
+        let values = params![
+            org_id,
+            env,
+            status,
+            filters.agent,
+            verdict,
+            policy_verdict,
+            above,
+            below,
+            limit
+        ];
+        return collect(stmt.query(values)?);
     }
-    let raws = match &filters.agent {
-        None => conn
-            .prepare_cached(&by_env_sql(order))?
-            .query_map(
-                params![org_id, env, verdict, policy_verdict, above, below, limit],
-                row,
-            )?
-            .collect::<rusqlite::Result<Vec<_>>>()?,
+    match &filters.agent {
+        None => {
+            let mut stmt = conn.prepare_cached(&by_env_sql(order))?;
+            let values = params![org_id, env, verdict, policy_verdict, above, below, limit];
+            collect(stmt.query(values)?)
+        }
         Some(agent) => match AgentSpan::find(conn, org_id, env, agent, None, above, below)? {
-            None => Vec::new(),
+            None => Ok(Vec::new()),
             Some(span) => span.walk(
                 conn,
                 &by_agent_sql(order),
                 order,
-                &[&org_id, &env, &verdict, &policy_verdict],
+                &[&verdict, &policy_verdict],
                 Some(limit),
-                row,
-            )?,
+                |r| read(r),
+            ),
         },
-    };
-    raws.into_iter().map(DecisionRow::decode).collect()
+    }
+}
+
+/// The decisions of a query's rows.
+fn collect(mut rows: rusqlite::Rows<'_>) -> Result<Vec<(i64, Decision)>, StorageError> {
+    let mut out = Vec::new();
+    while let Some(r) = rows.next()? {
+        out.push(read(r)?);
+    }
+    Ok(out)
 }
 
 /// A length as the `i64` that SQLite's LIMIT takes.
 fn count<T>(items: &[T]) -> i64 {
     i64::try_from(items.len()).unwrap_or(i64::MAX)
-}
-
-/// A page of decisions, newest first, strictly before seq `before`.
-pub fn page(
-    conn: &Connection,
-    org_id: &str,
-    env: Env,
-    filters: &Filters,
-    before: i64,
-    limit: i64,
-) -> Result<Vec<(i64, Decision)>, StorageError> {
-    filtered(
-        conn,
-        org_id,
-        env,
-        filters,
-        i64::MIN,
-        before,
-        Order::NewestFirst,
-        limit,
-    )
 }
 
 /// The highest seq of any decision so far (0 if none): the log's watermark, since the one
@@ -549,36 +340,12 @@ pub fn last_seq(conn: &Connection) -> rusqlite::Result<i64> {
         .query_row([], |r| r.get(0))
 }
 
-/// Up to `limit` decisions matching `filters`, oldest first, with seq in (`after`, `upto`]:
-/// one page of an export, walked by seq (keyset pagination).
-pub fn export_page(
-    conn: &Connection,
-    org_id: &str,
-    env: Env,
-    filters: &Filters,
-    after: i64,
-    upto: i64,
-    limit: i64,
-) -> Result<Vec<(i64, Decision)>, StorageError> {
-    let below = upto.saturating_add(1);
-    filtered(
-        conn,
-        org_id,
-        env,
-        filters,
-        after,
-        below,
-        Order::OldestFirst,
-        limit,
-    )
-}
-
 fn recent_request_times_sql() -> String {
     format!(
         "SELECT created_ms FROM decisions INDEXED BY decisions_by_agent
          WHERE {BUCKET} = ?1 AND agent_seq = ?2 AND seq >= ?3 AND seq <= ?4
-           AND org_id = ?5 AND env = ?6 AND is_request = 1
-         ORDER BY seq DESC LIMIT ?7"
+           AND is_request = 1
+         ORDER BY seq DESC LIMIT ?5"
     )
 }
 
@@ -590,7 +357,7 @@ pub fn recent_request_times(
     env: Env,
     agent: &str,
     limit: i64,
-) -> rusqlite::Result<Vec<i64>> {
+) -> Result<Vec<i64>, StorageError> {
     let Some(span) = AgentSpan::find(conn, org_id, env, agent, None, i64::MIN, i64::MAX)? else {
         return Ok(Vec::new());
     };
@@ -598,9 +365,9 @@ pub fn recent_request_times(
         conn,
         &recent_request_times_sql(),
         Order::NewestFirst,
-        &[&org_id, &env],
+        &[],
         Some(limit),
-        |r| r.get(0),
+        |r| Ok(r.get(0)?),
     )?;
     times.reverse();
     Ok(times)
@@ -610,8 +377,7 @@ fn allowed_since_sql() -> String {
     format!(
         "SELECT amount, created_ms FROM decisions INDEXED BY decisions_by_agent
          WHERE {BUCKET} = ?1 AND agent_seq = ?2 AND seq >= ?3 AND seq <= ?4
-           AND org_id = ?5 AND env = ?6
-           AND mandate_id = ?7 AND verdict = 'allow' AND created_ms >= ?8
+           AND mandate_id = ?5 AND verdict = 'allow' AND created_ms >= ?6
          ORDER BY seq"
     )
 }
@@ -638,7 +404,7 @@ pub fn allowed_since(
         conn,
         &allowed_since_sql(),
         Order::OldestFirst,
-        &[&org_id, &env, &mandate_id, &since_ms],
+        &[&mandate_id, &since_ms],
         None,
         |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)),
     )?;
@@ -649,6 +415,64 @@ pub fn allowed_since(
                 .map_err(|_| StorageError::Corrupt(format!("amount {amount:?}")))
         })
         .collect()
+}
+
+/// The statement behind [`current`], kept prepared on each connection.
+pub(crate) fn current_sql() -> String {
+    format!(
+        "SELECT {} FROM mandates WHERE org_id = ?1 AND env = ?2 AND agent_id = ?3
+         ORDER BY seq DESC LIMIT 1",
+        mandates::COLUMNS
+    )
+}
+
+/// The agent's current mandate: its newest, whatever its status.
+pub(crate) fn current(
+    conn: &Connection,
+    org_id: &str,
+    env: Env,
+    agent: &str,
+) -> Result<Option<Mandate>, StorageError> {
+    // Cached: every agent's first request runs this (a prepare costs more than the query).
+    let mut stmt = conn.prepare_cached(&current_sql())?;
+    let mut rows = stmt.query(params![org_id, env, agent])?;
+    match rows.next()? {
+        Some(r) => Ok(Some(mandates::read(r)?.1)),
+        None => Ok(None),
+    }
+}
+
+/// What an agent's next decision depends on, read in the caller's snapshot.
+pub(super) fn agent_record(
+    conn: &Connection,
+    s: Scope<'_>,
+    agent: &AgentId,
+    limit: usize,
+    allowed_since_ms: i64,
+) -> Result<AgentRecord, StorageError> {
+    let (org, env, agent) = (s.org, s.env, agent.as_str());
+    let mandate = current(conn, org, env, agent)?;
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let recent_requests = recent_request_times(conn, org, env, agent, limit)?;
+    let allowed_since = match &mandate {
+        Some(m) => {
+            let from = allows_from(m, allowed_since_ms);
+            allowed_since(conn, org, env, agent, m.id.as_str(), from)?
+        }
+        None => Vec::new(),
+    };
+    let hint = AgentHint {
+        seq: agent_seq(conn, org, env, agent)?,
+        month_marked: None,
+        version: 0,
+    };
+    Ok(AgentRecord {
+        mandate,
+        recent_requests,
+        allowed_since,
+        hint,
+        mode: None,
+    })
 }
 
 #[cfg(test)]

@@ -4,14 +4,48 @@
 #![allow(clippy::unwrap_used)]
 
 use super::*;
+use crate::storage::engine::Stmt;
+use crate::storage::statements::EventSql;
+use mandate_core::{Category, Currency, Mode, Nonce, Recipient};
+
+/// A decision appended as a request without a hint.
+fn insert(tx: &Connection, org: &str, env: Env, d: &Decision) -> Result<(), StorageError> {
+    Ok(insert_with(tx, org, env, d, AgentHint::default())?)
+}
+
+/// A page of decisions, newest first, strictly before seq `before`.
+fn page(
+    tx: &Connection,
+    org: &str,
+    env: Env,
+    filters: &Filters,
+    before: i64,
+    limit: i64,
+) -> Result<Vec<(i64, Decision)>, StorageError> {
+    let order = Order::NewestFirst;
+    filtered(tx, org, env, filters, i64::MIN, before, order, limit)
+}
+
+/// Up to `limit` decisions, oldest first, with seq in (`after`, `upto`].
+#[allow(clippy::too_many_arguments)]
+fn export_page(
+    tx: &Connection,
+    org: &str,
+    env: Env,
+    filters: &Filters,
+    after: i64,
+    upto: i64,
+    limit: i64,
+) -> Result<Vec<(i64, Decision)>, StorageError> {
+    let order = Order::OldestFirst;
+    filtered(tx, org, env, filters, after, upto + 1, order, limit)
+}
 
 fn stored(agent: &AgentId, n: u8, created_ms: i64) -> Decision {
-    use mandate_core::claims::{RequestClaims, VerdictClaims};
+    use mandate_core::{AuthorizationRequest, VerdictClaims};
     Decision {
         claims: VerdictClaims {
-            ap2_mandate: None,
-            ap2_transaction: None,
-            x402_payment: None,
+            bindings: mandate_core::Bindings::default(),
             iss: "http://127.0.0.1".into(),
             jti: DecisionId::from_random([n; 16]),
             iat: created_ms / 1000,
@@ -21,7 +55,7 @@ fn stored(agent: &AgentId, n: u8, created_ms: i64) -> Decision {
             mandate: None,
             policy_version: "pol_2026-11-22.1".into(),
             nonce: Nonce::from_random([n.wrapping_add(100); 16]),
-            request: RequestClaims {
+            request: AuthorizationRequest {
                 agent: agent.clone(),
                 amount: Amount::parse("1.00").unwrap(),
                 currency: Currency::parse("USD").unwrap(),
@@ -85,7 +119,10 @@ fn a_hint_saves_lookups_and_stores_the_same_keys_and_marks() {
             };
             insert_with(tx, "org_1", Env::Live, &stored(&b, 4, nov), wrong)?;
             let rows: Vec<(i64, String, i64)> = tx
-                .prepare("SELECT d.seq, d.agent_id, d.agent_seq FROM decisions d ORDER BY d.seq")?
+                .prepare(
+                    "SELECT d.seq, a.id, d.agent_seq FROM decisions d
+                     JOIN agents a ON a.seq = d.agent_seq ORDER BY d.seq",
+                )?
                 .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
                 .collect::<rusqlite::Result<_>>()?;
             let months: Vec<(String, i64, i64)> = tx
@@ -172,7 +209,8 @@ fn filtered_reads_use_the_index_of_what_they_filter_on() {
         );
         assert!(!by_agent.contains("TEMP B-TREE"), "{by_agent}");
     }
-    let by_type = plan(crate::storage::sqlite::events::page_sql(true));
+    let page = Stmt::from(EventSql::Page { by_type: true });
+    let by_type = plan(crate::storage::sqlite::statements::sql(page).unwrap()[0].to_string());
     assert!(by_type.contains("events_by_type"), "{by_type}");
 }
 
@@ -229,6 +267,158 @@ fn step() -> impl proptest::strategy::Strategy<Value = Step> {
         )
 }
 
+/// The history of `steps` stored for `agents` (a spacer's decisions between theirs), from
+/// `start` on, with the seq gaps the steps ask for.
+fn seed(
+    tx: &Connection,
+    steps: &[Step],
+    agents: &[AgentId; 2],
+    start: i64,
+) -> Result<(), StorageError> {
+    tx.execute(
+        "INSERT INTO orgs (id, name, policy_version, created_ms)
+         VALUES ('org_1', 'o', 'pol_1', 0)",
+        [],
+    )?;
+    // Every decision's agent exists (decisions.agent_seq is NOT NULL), the spacer too.
+    let spacer = AgentId::parse("agt_spacer").unwrap();
+    for agent in agents.iter().chain([&spacer]) {
+        tx.execute(
+            "INSERT INTO agents (id, org_id, env, created_ms)
+             VALUES (?1, 'org_1', 'live', 0)",
+            [agent.as_str()],
+        )?;
+    }
+    for (n, s) in steps.iter().enumerate() {
+        let created_ms = start + s.minute * 60_000;
+        let agent = agents.get(s.agent).unwrap_or(&spacer);
+        let mut d = stored(agent, 0, created_ms);
+        let mut id = [0u8; 16];
+        id[..8].copy_from_slice(&(n as u64).to_be_bytes());
+        d.claims.jti = DecisionId::from_random(id);
+        d.claims.verdict = s.verdict;
+        d.claims.policy_verdict = s.verdict;
+        d.is_request = s.is_request;
+        d.claims.mandate = Some(MandateId::parse(&format!("mnd_m{}", s.mandate)).unwrap());
+        d.claims.request.amount =
+            Amount::parse(&format!("{}.{:02}", s.cents / 100, s.cents % 100)).unwrap();
+        insert(tx, "org_1", Env::Live, &d)?;
+        if s.gap > 0 {
+            // The next decision starts `gap` seqs later.
+            tx.execute(
+                "UPDATE decisions SET seq = seq + ?1 WHERE seq = last_insert_rowid()",
+                [s.gap],
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// One read and what a scan of the whole table finds instead: (what, got, wanted).
+type Check = (&'static str, String, String);
+
+/// The seqs of `agent`'s decisions by a scan of the whole table, with `extra` conditions.
+fn full(tx: &Connection, agent: &str, extra: &str, order: &str) -> Result<Vec<i64>, StorageError> {
+    Ok(tx
+        .prepare(&format!(
+            "SELECT seq FROM decisions NOT INDEXED
+             WHERE scope = (SELECT key FROM decision_scopes WHERE org_id = 'org_1' AND env = 'live')
+               AND agent_seq = (SELECT seq FROM agents WHERE id = ?1) {extra}
+             ORDER BY seq {order}"
+        ))?
+        .query_map([agent], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?)
+}
+
+/// A page and an export page of `agent`'s decisions from a cursor position, by verdict,
+/// against the scan.
+fn pages_and_exports(
+    tx: &Connection,
+    agent: &AgentId,
+    cut: usize,
+    limit: i64,
+) -> Result<Vec<Check>, StorageError> {
+    let mut checks = Vec::new();
+    let all = full(tx, agent.as_str(), "", "DESC")?;
+    // A cursor position: one of the agent's seqs, or past the end.
+    let before = all.get(cut % (all.len() + 1)).copied().unwrap_or(i64::MAX);
+    for verdict in [None, Some(Verdict::Allow), Some(Verdict::Review)] {
+        let filters = Filters {
+            agent: Some(agent.to_string()),
+            verdict,
+            policy_verdict: None,
+            review_status: None,
+        };
+        let extra = verdict
+            .map(|v| format!("AND verdict = '{}'", v.as_str()))
+            .unwrap_or_default();
+        let older = format!("{extra} AND seq < {before}");
+        let want: Vec<i64> = full(tx, agent.as_str(), &older, "DESC")?
+            .into_iter()
+            .take(limit as usize)
+            .collect();
+        let got: Vec<i64> = page(tx, "org_1", Env::Live, &filters, before, limit)?
+            .into_iter()
+            .map(|(seq, _)| seq)
+            .collect();
+        checks.push(("page", format!("{got:?}"), format!("{want:?}")));
+        let after = if before == i64::MAX { 0 } else { before };
+        let upto = last_seq(tx)?;
+        let newer = format!("{extra} AND seq > {after}");
+        let want: Vec<i64> = full(tx, agent.as_str(), &newer, "ASC")?
+            .into_iter()
+            .take(limit as usize)
+            .collect();
+        let got: Vec<i64> = export_page(tx, "org_1", Env::Live, &filters, after, upto, limit)?
+            .into_iter()
+            .map(|(seq, _)| seq)
+            .collect();
+        checks.push(("export", format!("{got:?}"), format!("{want:?}")));
+    }
+    Ok(checks)
+}
+
+/// The velocity window's and the month-to-date's rebuilds of `agent`, against the scan.
+fn rebuilds(
+    tx: &Connection,
+    agent: &AgentId,
+    limit: i64,
+    start: i64,
+) -> Result<Vec<Check>, StorageError> {
+    let mut checks = Vec::new();
+    let mut want: Vec<i64> = tx
+        .prepare(
+            "SELECT created_ms FROM decisions NOT INDEXED
+             WHERE agent_seq = (SELECT seq FROM agents WHERE id = ?1) AND is_request = 1
+             ORDER BY seq DESC LIMIT ?2",
+        )?
+        .query_map(params![agent.as_str(), limit], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    want.reverse();
+    let got = recent_request_times(tx, "org_1", Env::Live, agent.as_str(), limit)?;
+    checks.push(("velocity", format!("{got:?}"), format!("{want:?}")));
+    let day = 24 * 60 * 60_000;
+    for since in [start, start + 30 * day, start + 61 * day] {
+        let want: Vec<(String, i64)> = tx
+            .prepare(
+                "SELECT amount, created_ms FROM decisions NOT INDEXED
+                 WHERE agent_seq = (SELECT seq FROM agents WHERE id = ?1) AND mandate_id = 'mnd_m1'
+                   AND verdict = 'allow' AND created_ms >= ?2 ORDER BY seq",
+            )?
+            .query_map(params![agent.as_str(), since], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        let got: Vec<(String, i64)> =
+            allowed_since(tx, "org_1", Env::Live, agent.as_str(), "mnd_m1", since)?
+                .into_iter()
+                .map(|(a, at)| (a.to_string(), at))
+                .collect();
+        checks.push(("month-to-date", format!("{got:?}"), format!("{want:?}")));
+    }
+    Ok(checks)
+}
+
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
 
@@ -252,115 +442,11 @@ proptest::proptest! {
         let start = 1_788_220_800_000; // 2026-09-01
         let checks = db
             .write_blocking(|tx| -> Result<_, StorageError> {
-                tx.execute(
-                    "INSERT INTO orgs (id, name, policy_version, created_ms)
-                     VALUES ('org_1', 'o', 'pol_1', 0)",
-                    [],
-                )?;
-                for agent in &agents {
-                    tx.execute(
-                        "INSERT INTO agents (id, org_id, env, created_ms)
-                         VALUES (?1, 'org_1', 'live', 0)",
-                        [agent.as_str()],
-                    )?;
-                }
-                let spacer = AgentId::parse("agt_spacer").unwrap();
-                for (n, s) in steps.iter().enumerate() {
-                    let created_ms = start + s.minute * 60_000;
-                    let agent = agents.get(s.agent).unwrap_or(&spacer);
-                    let mut d = stored(agent, 0, created_ms);
-                    let mut id = [0u8; 16];
-                    id[..8].copy_from_slice(&(n as u64).to_be_bytes());
-                    d.claims.jti = DecisionId::from_random(id);
-                    d.claims.verdict = s.verdict;
-                    d.claims.policy_verdict = s.verdict;
-                    d.is_request = s.is_request;
-                    d.claims.mandate =
-                        Some(MandateId::parse(&format!("mnd_m{}", s.mandate)).unwrap());
-                    d.claims.request.amount =
-                        Amount::parse(&format!("{}.{:02}", s.cents / 100, s.cents % 100))
-                            .unwrap();
-                    insert(tx, "org_1", Env::Live, &d)?;
-                    if s.gap > 0 {
-                        // The next decision starts `gap` seqs later.
-                        tx.execute(
-                            "UPDATE decisions SET seq = seq + ?1 WHERE seq = last_insert_rowid()",
-                            [s.gap],
-                        )?;
-                    }
-                }
-                let full = |agent: &str, extra: &str, order: &str| -> Result<Vec<i64>, StorageError> {
-                    Ok(tx
-                        .prepare(&format!(
-                            "SELECT seq FROM decisions NOT INDEXED
-                             WHERE org_id = 'org_1' AND env = 'live' AND agent_id = ?1 {extra}
-                             ORDER BY seq {order}"
-                        ))?
-                        .query_map([agent], |r| r.get(0))?
-                        .collect::<rusqlite::Result<_>>()?)
-                };
+                seed(tx, &steps, &agents, start)?;
                 let mut checks = Vec::new();
                 for agent in &agents {
-                    let all = full(agent.as_str(), "", "DESC")?;
-                    // A cursor position: one of the agent's seqs, or past the end.
-                    let before = all.get(cut % (all.len() + 1)).copied().unwrap_or(i64::MAX);
-                    for verdict in [None, Some(Verdict::Allow), Some(Verdict::Review)] {
-                        let filters = Filters {
-                            agent: Some(agent.to_string()),
-                            verdict,
-                            policy_verdict: None,
-                            review_status: None,
-                        };
-                        let extra = verdict
-                            .map(|v| format!("AND verdict = '{}'", v.as_str()))
-                            .unwrap_or_default();
-                        let want: Vec<i64> = full(agent.as_str(), &format!("{extra} AND seq < {before}"), "DESC")?
-                            .into_iter()
-                            .take(limit as usize)
-                            .collect();
-                        let got: Vec<i64> = page(tx, "org_1", Env::Live, &filters, before, limit)?
-                            .into_iter()
-                            .map(|(seq, _)| seq)
-                            .collect();
-                        checks.push(("page", format!("{got:?}"), format!("{want:?}")));
-                        let after = if before == i64::MAX { 0 } else { before };
-                        let upto = last_seq(tx)?;
-                        let want: Vec<i64> = full(agent.as_str(), &format!("{extra} AND seq > {after}"), "ASC")?
-                            .into_iter()
-                            .take(limit as usize)
-                            .collect();
-                        let got: Vec<i64> = export_page(tx, "org_1", Env::Live, &filters, after, upto, limit)?
-                            .into_iter()
-                            .map(|(seq, _)| seq)
-                            .collect();
-                        checks.push(("export", format!("{got:?}"), format!("{want:?}")));
-                    }
-                    let mut want: Vec<i64> = tx
-                        .prepare(
-                            "SELECT created_ms FROM decisions NOT INDEXED
-                             WHERE agent_id = ?1 AND is_request = 1 ORDER BY seq DESC LIMIT ?2",
-                        )?
-                        .query_map(params![agent.as_str(), limit], |r| r.get(0))?
-                        .collect::<rusqlite::Result<_>>()?;
-                    want.reverse();
-                    let got = recent_request_times(tx, "org_1", Env::Live, agent.as_str(), limit)?;
-                    checks.push(("velocity", format!("{got:?}"), format!("{want:?}")));
-                    for since in [start, start + 30 * 24 * 60 * 60_000, start + 61 * 24 * 60 * 60_000] {
-                        let want: Vec<(String, i64)> = tx
-                            .prepare(
-                                "SELECT amount, created_ms FROM decisions NOT INDEXED
-                                 WHERE agent_id = ?1 AND mandate_id = 'mnd_m1'
-                                   AND verdict = 'allow' AND created_ms >= ?2 ORDER BY seq",
-                            )?
-                            .query_map(params![agent.as_str(), since], |r| Ok((r.get(0)?, r.get(1)?)))?
-                            .collect::<rusqlite::Result<_>>()?;
-                        let got: Vec<(String, i64)> =
-                            allowed_since(tx, "org_1", Env::Live, agent.as_str(), "mnd_m1", since)?
-                                .into_iter()
-                                .map(|(a, at)| (a.to_string(), at))
-                                .collect();
-                        checks.push(("month-to-date", format!("{got:?}"), format!("{want:?}")));
-                    }
+                    checks.extend(pages_and_exports(tx, agent, cut, limit)?);
+                    checks.extend(rebuilds(tx, agent, limit, start)?);
                 }
                 Ok(checks)
             })

@@ -60,6 +60,18 @@ const MIGRATIONS: &[(i64, &str)] = &[
         14,
         include_str!("../../../migrations/sqlite/0014_api_key_binding.sql"),
     ),
+    (
+        15,
+        include_str!("../../../migrations/sqlite/0015_ap2_consents.sql"),
+    ),
+    (
+        16,
+        include_str!("../../../migrations/sqlite/0016_decision_log.sql"),
+    ),
+    (
+        17,
+        include_str!("../../../migrations/sqlite/0017_decision_keys.sql"),
+    ),
 ];
 
 /// The highest migration this build knows.
@@ -88,13 +100,7 @@ pub(super) fn applied(conn: &Connection) -> Result<i64, StorageError> {
 /// write to a schema it does not know.
 pub(super) fn refuse_newer(conn: &Connection) -> Result<i64, StorageError> {
     let applied = applied(conn)?;
-    let latest = latest();
-    if applied > latest {
-        return Err(StorageError::Schema(format!(
-            "the database schema is at migration {applied}, newer than this mandate-server knows \
-             (up to {latest}): run the newer mandate-server that migrated it"
-        )));
-    }
+    crate::storage::health::refuse_newer(applied, latest())?;
     Ok(applied)
 }
 
@@ -102,14 +108,7 @@ pub(super) fn refuse_newer(conn: &Connection) -> Result<i64, StorageError> {
 /// (`serve --no-migrate`): neither older nor newer.
 pub(super) fn check(conn: &Connection) -> Result<(), StorageError> {
     let applied = refuse_newer(conn)?;
-    let latest = latest();
-    if applied < latest {
-        return Err(StorageError::Schema(format!(
-            "the database schema is at migration {applied} and this mandate-server needs {latest}: \
-             run `mandate-server migrate --db …` first, or start without --no-migrate"
-        )));
-    }
-    Ok(())
+    crate::storage::health::refuse_older(applied, latest())
 }
 
 /// Applies the migrations not applied yet; returns whether any was.
@@ -199,58 +198,71 @@ mod tests {
     /// A database written before migration 4 (decisions with the by-mandate index, an
     /// escrow pointing at one of them) comes out with every row, the escrow's reference
     /// intact and enforced, the month marks filled, and month-to-date read through them.
+    /// The first column of `sql`'s rows.
+    fn column<T: rusqlite::types::FromSql>(conn: &Connection, sql: &str) -> Vec<T> {
+        conn.prepare(sql)
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap()
+    }
+
+    /// A database as a server before migration 4 left it (migrations 1 to 3): an
+    /// organization, an agent, four decisions across a month's end, an escrow funded by one.
+    fn old_database(path: &std::path::Path) {
+        let mut old = Connection::open(path).unwrap();
+        old.execute_batch(
+            "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_ms INTEGER NOT NULL)",
+        )
+        .unwrap();
+        for (version, sql) in &MIGRATIONS[..3] {
+            old.execute_batch(sql).unwrap();
+            old.execute("INSERT INTO schema_migrations VALUES (?1, 0)", [version])
+                .unwrap();
+        }
+        let tx = old.transaction().unwrap();
+        tx.execute_batch(
+            "INSERT INTO orgs VALUES ('org_1', 'o', 'v1', 0);
+             INSERT INTO agents (id, org_id, env, created_ms) VALUES ('agt_1', 'org_1', 'sandbox', 0);",
+        )
+        .unwrap();
+        // 2026-10-31T23:59:59Z, 2026-11-01T00:00:00Z and later in November.
+        let rows: [(&str, &str, &str, i64); 4] = [
+            ("dec_a", "agt_1", "allow", 1_793_491_199_000),
+            ("dec_b", "agt_1", "allow", 1_793_491_200_000),
+            ("dec_c", "agt_1", "deny_category", 1_793_491_300_000),
+            ("dec_d", "agt_1", "allow", 1_793_491_400_000),
+        ];
+        for (id, agent, verdict, at) in rows {
+            tx.execute(
+                "INSERT INTO decisions (id, org_id, env, agent_id, mandate_id, verdict,
+                    policy_verdict, reason, mode, amount, currency, recipient, category,
+                    nonce, policy_version, iss, iat, exp, created_ms, supersedes,
+                    review_id, is_request)
+                 VALUES (?1, 'org_1', 'sandbox', ?2, 'mdt_1', ?3, ?3, NULL, 'enforce',
+                    '10.50', 'USD', 'vendor:x', 'software', 'n_' || ?1, 'v1', 'iss',
+                    ?4 / 1000, ?4 / 1000 + 300, ?4, NULL, NULL, 1)",
+                rusqlite::params![id, agent, verdict, at],
+            )
+            .unwrap();
+        }
+        tx.execute(
+            "INSERT INTO escrows (id, org_id, env, amount, currency, buyer, seller,
+                decision_id, nonce, arbiter, state, disputed, created_ms)
+             VALUES ('esc_1', 'org_1', 'sandbox', '10.50', 'USD', 'agt_1', 'vendor:x',
+                'dec_b', 'n_dec_b', NULL, 'funded', 0, 0)",
+            [],
+        )
+        .unwrap();
+        tx.commit().unwrap();
+    }
+
     #[test]
     fn migrations_4_and_5_keep_every_decision_and_fill_the_month_marks_and_agent_keys() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("old.db");
-        {
-            let mut old = Connection::open(&path).unwrap();
-            old.execute_batch(
-                "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_ms INTEGER NOT NULL)",
-            )
-            .unwrap();
-            for (version, sql) in &MIGRATIONS[..3] {
-                old.execute_batch(sql).unwrap();
-                old.execute("INSERT INTO schema_migrations VALUES (?1, 0)", [version])
-                    .unwrap();
-            }
-            let tx = old.transaction().unwrap();
-            tx.execute_batch(
-                "INSERT INTO orgs VALUES ('org_1', 'o', 'v1', 0);
-                 INSERT INTO agents (id, org_id, env, created_ms) VALUES ('agt_1', 'org_1', 'sandbox', 0);",
-            )
-            .unwrap();
-            // 2026-10-31T23:59:59Z, 2026-11-01T00:00:00Z and later in November.
-            let rows: [(&str, &str, &str, i64); 4] = [
-                ("dec_a", "agt_1", "allow", 1_793_491_199_000),
-                ("dec_b", "agt_1", "allow", 1_793_491_200_000),
-                ("dec_c", "agt_1", "deny_category", 1_793_491_300_000),
-                ("dec_d", "agt_1", "allow", 1_793_491_400_000),
-            ];
-            for (id, agent, verdict, at) in rows {
-                tx.execute(
-                    "INSERT INTO decisions (id, org_id, env, agent_id, mandate_id, verdict,
-                        policy_verdict, reason, mode, amount, currency, recipient, category,
-                        nonce, policy_version, iss, iat, exp, created_ms, supersedes,
-                        review_id, is_request)
-                     VALUES (?1, 'org_1', 'sandbox', ?2, 'mdt_1', ?3, ?3, NULL, 'enforce',
-                        '10.50', 'USD', 'vendor:x', 'software', 'n_' || ?1, 'v1', 'iss',
-                        ?4 / 1000, ?4 / 1000 + 300, ?4, NULL, NULL, 1)",
-                    rusqlite::params![id, agent, verdict, at],
-                )
-                .unwrap();
-            }
-            tx.execute(
-                "INSERT INTO escrows (id, org_id, env, amount, currency, buyer, seller,
-                    decision_id, nonce, arbiter, state, disputed, created_ms)
-                 VALUES ('esc_1', 'org_1', 'sandbox', '10.50', 'USD', 'agt_1', 'vendor:x',
-                    'dec_b', 'n_dec_b', NULL, 'funded', 0, 0)",
-                [],
-            )
-            .unwrap();
-            tx.commit().unwrap();
-        }
-
+        old_database(&path);
         let db = Db::open(&path).unwrap();
         let conn = lock(&db.writer);
         let ids: Vec<(i64, String)> = conn
@@ -269,13 +281,10 @@ mod tests {
                 (4, "dec_d".to_owned())
             ]
         );
-        let indexes: Vec<String> = conn
-            .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'decisions' ORDER BY name")
-            .unwrap()
-            .query_map([], |r| r.get(0))
-            .unwrap()
-            .collect::<rusqlite::Result<_>>()
-            .unwrap();
+        let indexes: Vec<String> = column(
+            &conn,
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'decisions' ORDER BY name",
+        );
         assert_eq!(
             indexes,
             [
@@ -331,6 +340,12 @@ mod tests {
             dangling.is_err(),
             "foreign keys are enforced after migrating"
         );
+        agents_and_scopes_are_keys(&conn);
+    }
+
+    /// Migrations 5 and 17: every decision carries its agent's and its scope's integer
+    /// keys, and new decisions go on from the highest seq.
+    fn agents_and_scopes_are_keys(conn: &rusqlite::Connection) {
         // Migration 5: every decision carries its agent's integer key.
         let keyed: i64 = conn
             .query_row(
@@ -340,6 +355,16 @@ mod tests {
             )
             .unwrap();
         assert_eq!(keyed, 4);
+        // Migration 17: the organization and environment are the scope's key, and the
+        // agent's id is read through its key.
+        let scoped: Vec<String> = column(
+            conn,
+            "SELECT a.id FROM decisions d JOIN agents a ON a.seq = d.agent_seq
+             WHERE d.scope = (SELECT key FROM decision_scopes
+                              WHERE org_id = 'org_1' AND env = 'sandbox')
+             ORDER BY d.seq",
+        );
+        assert_eq!(scoped, ["agt_1"; 4]);
         // New decisions go on from the highest seq.
         let next: i64 = conn
             .query_row("SELECT COALESCE(MAX(seq), 0) + 1 FROM decisions", [], |r| {

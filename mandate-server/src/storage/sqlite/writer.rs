@@ -5,8 +5,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, mpsc};
 
+use rusqlite::Connection;
 use rusqlite::config::DbConfig;
-use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 use super::StorageError;
 
@@ -23,7 +23,7 @@ pub(super) const RESTART_FRAMES: i64 = 4096;
 pub(super) trait WriteJob: Send {
     /// Runs the job's closure on `conn` and keeps its result (a panic is an error);
     /// whether it succeeded.
-    fn run(&mut self, conn: &Connection) -> bool;
+    fn run(&mut self, conn: &mut Connection) -> bool;
     /// Records why the job could not run or stay in the transaction.
     fn fail(&mut self, message: String);
     /// Answers the caller: its kept result, or `commit_error` if the group's commit or
@@ -53,11 +53,11 @@ pub(super) struct Pending<F, T, E> {
 
 impl<F, T, E> WriteJob for Pending<F, T, E>
 where
-    F: FnMut(&Connection) -> Result<T, E> + Send,
+    F: FnMut(&mut Connection) -> Result<T, E> + Send,
     T: Send,
     E: From<StorageError> + Send,
 {
-    fn run(&mut self, conn: &Connection) -> bool {
+    fn run(&mut self, conn: &mut Connection) -> bool {
         let f = &mut self.f;
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(conn)))
             .unwrap_or_else(|_| Err(E::from(StorageError::Task("a write panicked".into()))));
@@ -126,7 +126,7 @@ pub(super) fn run_cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
 
 /// Runs `job` inside a savepoint of the open transaction, so that its changes are undone
 /// alone if it fails; whether it succeeded.
-pub(super) fn run_in_savepoint(conn: &Connection, job: &mut dyn WriteJob) -> bool {
+pub(super) fn run_in_savepoint(conn: &mut Connection, job: &mut dyn WriteJob) -> bool {
     if let Err(e) = run_cached(conn, "SAVEPOINT job") {
         job.fail(format!("cannot open a savepoint: {e}"));
         return false;
@@ -181,7 +181,7 @@ impl Group {
     /// Runs `job` in the open transaction on `conn` and adds it to the group. `Err` if the
     /// transaction was lost and could not begin again: every job of the group has been
     /// told why, and the caller answers them (`take`) without committing.
-    fn run(&mut self, conn: &Connection, mut job: Box<dyn WriteJob>) -> Result<(), ()> {
+    fn run(&mut self, conn: &mut Connection, mut job: Box<dyn WriteJob>) -> Result<(), ()> {
         let ok = if self.guarded {
             run_in_savepoint(conn, job.as_mut())
         } else {
@@ -204,7 +204,7 @@ impl Group {
 
     /// Rolls back the open transaction and runs the group's successful jobs again, each in
     /// a savepoint, in a new one.
-    fn redo(&mut self, conn: &Connection) -> Result<(), ()> {
+    fn redo(&mut self, conn: &mut Connection) -> Result<(), ()> {
         if !conn.is_autocommit()
             && let Err(e) = conn.execute_batch("ROLLBACK")
         {
@@ -301,7 +301,7 @@ pub(super) fn writer_loop(
         };
         match message {
             Some(WriterMsg::Job(mut job)) => {
-                let conn = match open.take() {
+                let mut conn = match open.take() {
                     Some(conn) => conn,
                     None => {
                         let conn = lock(&writer);
@@ -313,7 +313,7 @@ pub(super) fn writer_loop(
                         conn
                     }
                 };
-                if group.run(&conn, job).is_err() {
+                if group.run(&mut conn, job).is_err() {
                     // The transaction is gone and nothing of the group was kept: each job
                     // has been told why.
                     if !conn.is_autocommit() {
@@ -334,42 +334,53 @@ pub(super) fn writer_loop(
             None => {}
         }
         let Some(conn) = open.take() else { continue };
-        let done = group.take();
-        // Metrics (docs/operations.md): the group's size and its commit's time.
-        metrics::histogram!("mandate_writer_group_size").record(done.len() as f64);
-        let committing = std::time::Instant::now();
-        let committed = run_cached(&conn, "COMMIT");
-        metrics::histogram!("mandate_writer_commit_seconds")
-            .record(committing.elapsed().as_secs_f64());
-        match committed {
-            // Committed: answered once the sync thread has made the WAL durable; the
-            // jobs that arrive meanwhile wait for the next commit.
-            Ok(()) => {
-                syncing = true;
-                if let Err(mpsc::SendError(done)) = synced.send(done) {
-                    for job in done {
-                        job.answer(Some("the WAL sync thread has stopped".into()));
-                    }
-                }
-            }
-            Err(e) => {
-                let _ = conn.execute_batch("ROLLBACK");
-                let error = format!("commit failed: {e}");
-                for job in done {
-                    job.answer(Some(error.clone()));
-                }
-            }
-        }
-        if restart.swap(false, Ordering::AcqRel) {
-            // Copy the few frames the checkpoint thread has not reached yet, so that the
-            // next commit writes the WAL from its start again. The sync running meanwhile
-            // is what the next commit waits for anyway.
-            if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
-                tracing::warn!("wal checkpoint (writer): {e}");
-            }
-        }
-        drop(conn);
+        syncing = commit(&conn, group.take(), &synced, &restart);
     }
+}
+
+/// Commits the open transaction of a group's jobs `done` and hands them to the sync
+/// thread, or answers them with the commit's error; then, when the checkpoint thread asks,
+/// lets the WAL start over. Whether a sync is now running.
+fn commit(
+    conn: &Connection,
+    done: Vec<Box<dyn WriteJob>>,
+    synced: &mpsc::Sender<Vec<Box<dyn WriteJob>>>,
+    restart: &AtomicBool,
+) -> bool {
+    // Metrics (docs/operations.md): the group's size and its commit's time.
+    metrics::histogram!("mandate_writer_group_size").record(done.len() as f64);
+    let committing = std::time::Instant::now();
+    let committed = run_cached(conn, "COMMIT");
+    metrics::histogram!("mandate_writer_commit_seconds").record(committing.elapsed().as_secs_f64());
+    let syncing = match committed {
+        // Committed: answered once the sync thread has made the WAL durable; the jobs that
+        // arrive meanwhile wait for the next commit.
+        Ok(()) => {
+            if let Err(mpsc::SendError(done)) = synced.send(done) {
+                for job in done {
+                    job.answer(Some("the WAL sync thread has stopped".into()));
+                }
+            }
+            true
+        }
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            let error = format!("commit failed: {e}");
+            for job in done {
+                job.answer(Some(error.clone()));
+            }
+            false
+        }
+    };
+    if restart.swap(false, Ordering::AcqRel) {
+        // Copy the few frames the checkpoint thread has not reached yet, so that the next
+        // commit writes the WAL from its start again. The sync running meanwhile is what
+        // the next commit waits for anyway.
+        if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+            tracing::warn!("wal checkpoint (writer): {e}");
+        }
+    }
+    syncing
 }
 
 /// Makes committed groups durable: takes every group committed so far, syncs the WAL
@@ -441,15 +452,31 @@ pub(super) fn checkpoint_loop(
     }
 }
 
+/// Runs `f` in an `IMMEDIATE` transaction of its own on `conn` and commits it; rolls it
+/// back if `f` fails (or panics: the transaction is rolled back as the stack unwinds).
 pub(super) fn write_in<T, E, F>(conn: &mut Connection, f: F) -> Result<T, E>
 where
     E: From<StorageError>,
-    F: FnOnce(&Transaction<'_>) -> Result<T, E>,
+    F: FnOnce(&mut Connection) -> Result<T, E>,
 {
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(|e| E::from(StorageError::from(e)))?;
-    let value = f(&tx)?;
-    tx.commit().map_err(|e| E::from(StorageError::from(e)))?;
+    let sql = |e: rusqlite::Error| E::from(StorageError::from(e));
+    run_cached(conn, "BEGIN IMMEDIATE").map_err(sql)?;
+    let open = Open(conn);
+    let value = f(&mut *open.0)?;
+    run_cached(&*open.0, "COMMIT").map_err(sql)?;
     Ok(value)
+}
+
+/// A transaction begun by [`write_in`], rolled back when dropped still open (after its
+/// commit the connection is back in autocommit, and there is nothing to do).
+struct Open<'a>(&'a mut Connection);
+
+impl Drop for Open<'_> {
+    fn drop(&mut self) {
+        if !self.0.is_autocommit()
+            && let Err(e) = self.0.execute_batch("ROLLBACK")
+        {
+            tracing::warn!("rolling back a failed write: {e}");
+        }
+    }
 }

@@ -1,9 +1,10 @@
 //! Escrows stored by SQLite: steps written before its migration 7 read as `funder`, and
 //! settlement recorded through its writer moves money once per escrow and kind.
 
-use mandate_core::id::{AgentId, EscrowId};
+use mandate_core::{AgentId, unstable::id::EscrowId};
 use mandate_server::settlement::{Movement, MovementKind, Party};
-use mandate_server::storage::sqlite::settlement;
+use mandate_server::storage::escrows::record_movement;
+use mandate_server::storage::sqlite::{SqliteTx, ready};
 
 use crate::escrows::{act, funded, movements};
 use crate::helpers::spawn_app;
@@ -78,22 +79,25 @@ async fn settlement_moves_money_once_per_escrow_and_kind() {
         .expect("the SQLite engine")
         .write(
             move |tx| -> Result<_, mandate_server::storage::StorageError> {
-                let currency = mandate_core::names::Currency::parse("USD").unwrap();
+                let currency = mandate_core::Currency::parse("USD").unwrap();
                 let movement = Movement {
                     escrow: &escrow,
                     kind: MovementKind::Refund,
-                    amount: mandate_core::amount::Amount::parse("42.50").unwrap(),
+                    amount: mandate_core::Amount::parse("42.50").unwrap(),
                     currency: &currency,
                     from: Party::Escrow(escrow.clone()),
                     to: Party::Agent(AgentId::parse("agt_buyer").unwrap()),
                 };
-                let first = settlement::record(tx, &provider.settle(&movement, 1).unwrap())?;
-                let second = settlement::record(tx, &provider.settle(&movement, 2).unwrap())?;
+                let record = |tx: &mut rusqlite::Connection, m| {
+                    ready(record_movement(&mut SqliteTx::new(tx), "org", &m))
+                };
+                let first = record(tx, provider.settle(&movement, 1).unwrap())?;
+                let second = record(tx, provider.settle(&movement, 2).unwrap())?;
                 let release = Movement {
                     kind: MovementKind::Release,
                     ..movement.clone()
                 };
-                let third = settlement::record(tx, &provider.settle(&release, 3).unwrap())?;
+                let third = record(tx, provider.settle(&release, 3).unwrap())?;
                 Ok((first, second, third))
             },
         )

@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use mandate_core::claims::EventClaims;
-use mandate_core::delivery::RETRY_WINDOW_MS;
-use mandate_core::jwk::JwkSet;
-use mandate_core::jws::{TokenError, VerifyOptions, verify_event};
-use mandate_server::storage::deliveries::{Attempt, DeliveryRow, DeliveryState};
+use mandate_core::{
+    EventClaims, JwkSet, TokenError, VerifyOptions, unstable::delivery::RETRY_WINDOW_MS,
+    verify_event,
+};
+use mandate_server::storage::deliveries::{Attempt, DeliveryKey, DeliveryRow, DeliveryState};
 use reqwest::Method;
 use serde_json::{Value, json};
 use time::macros::datetime;
@@ -99,10 +99,11 @@ impl Receiver {
     }
 }
 
-/// Polls `f` (short real sleeps, bounded) until it gives a value: the worker acts on its
-/// own tick, while the clock it reads is the test's.
+/// Polls `f` (short real sleeps, bounded at 30 s, well past a delivery's round trip on busy
+/// cores) until it gives a value: the worker acts on its own tick, while the clock it reads
+/// is the test's.
 async fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    for _ in 0..400 {
+    for _ in 0..1200 {
         if let Some(value) = f() {
             return value;
         }
@@ -144,20 +145,30 @@ fn deliveries_of(app: &TestApp, event: &str) -> Vec<DeliveryRow> {
 /// engine (from synchronous code: the store's own read is async).
 fn stored_deliveries(db: &TestDatabase, event: &str) -> Vec<DeliveryRow> {
     let number = |v: &Option<String>| v.as_deref().map(|n| n.parse::<i64>().unwrap());
+    // Attempts name their delivery by its key on PostgreSQL, by its row on SQLite.
+    let attempts = if crate::engine::POSTGRES {
+        "SELECT attempt, at_ms, status, latency_ms, error FROM delivery_attempts
+         WHERE event_id = $1 AND webhook_id = $2 ORDER BY attempt"
+    } else {
+        "SELECT attempt, at_ms, status, latency_ms, error FROM delivery_attempts
+         WHERE delivery_id = (SELECT id FROM deliveries WHERE event_id = $1 AND webhook_id = $2)
+         ORDER BY attempt, id"
+    };
     db.query(
-        "SELECT id, webhook_id, attempts, state, next_attempt_ms, last_error
-         FROM deliveries WHERE event_id = $1 ORDER BY id",
+        "SELECT (SELECT org_id FROM events WHERE events.id = deliveries.event_id), webhook_id,
+                attempts, state, next_attempt_ms, last_error
+         FROM deliveries WHERE event_id = $1 ORDER BY created_ms, webhook_id",
         &[event],
     )
     .into_iter()
     .map(|row| {
-        let id = number(&row[0]).unwrap();
+        let id = DeliveryKey {
+            org_id: row[0].clone().unwrap(),
+            event_id: event.to_owned(),
+            webhook_id: row[1].clone().unwrap(),
+        };
         let tried = db
-            .query(
-                "SELECT attempt, at_ms, status, latency_ms, error FROM delivery_attempts
-                 WHERE delivery_id = $1 ORDER BY attempt, id",
-                &[&id.to_string()],
-            )
+            .query(attempts, &[event, &id.webhook_id])
             .into_iter()
             .map(|a| Attempt {
                 attempt: u32::try_from(number(&a[0]).unwrap()).unwrap(),

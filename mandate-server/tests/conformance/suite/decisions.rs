@@ -10,9 +10,9 @@ pub async fn decisions_are_logged_with_their_idempotency_record_in_order(fresh: 
     agent(store, "agt_other", 11).await;
     let mandate = mandate(store, "agt_d").await;
     let deciding = Deciding::new();
-    let before = store.settled_decision_seq().await.unwrap();
+    let before = store.settled_decision_seq(ORG).await.unwrap();
     let (claimed, _) = store
-        .claim_idempotency_key(ORG_KEY, "k-decide", [5; 32], CLAIM, NOW)
+        .claim_idempotency_key(ORG, ORG_KEY, "k-decide", [5; 32], CLAIM, NOW)
         .await
         .unwrap();
     assert_eq!(claimed, NextAction::StartProcessing);
@@ -22,7 +22,7 @@ pub async fn decisions_are_logged_with_their_idempotency_record_in_order(fresh: 
     assert_eq!(first["verdict"], "allow");
     // The idempotency record was stored with the decision.
     let (action, original) = store
-        .claim_idempotency_key(ORG_KEY, "k-decide", [5; 32], CLAIM, NOW)
+        .claim_idempotency_key(ORG, ORG_KEY, "k-decide", [5; 32], CLAIM, NOW)
         .await
         .unwrap();
     assert!(
@@ -50,7 +50,7 @@ pub async fn decisions_are_logged_with_their_idempotency_record_in_order(fresh: 
     assert!(page.windows(2).all(|w| w[0].0 > w[1].0));
     // Every decision answered is settled: the watermark is at or above it (above where a
     // seq was claimed and left as a gap).
-    assert!(store.settled_decision_seq().await.unwrap() >= page[0].0);
+    assert!(store.settled_decision_seq(ORG).await.unwrap() >= page[0].0);
     assert!(page[0].0 > before);
     let allows = store
         .decisions_page(
@@ -141,12 +141,12 @@ pub async fn a_failing_decision_writes_nothing(fresh: &Fresh) {
     let deciding = Deciding::new();
     let answer = deciding.authorize(store, "agt_f", "10", None).await;
     let stored = decision(store, &answer).await;
-    let last = store.settled_decision_seq().await.unwrap();
+    let last = store.settled_decision_seq(ORG).await.unwrap();
     let events = event_types(store).await;
     // The same decision again (its id taken) with an idempotency record: the decision's
     // insert fails, so the record is not stored either.
     let (claimed, _) = store
-        .claim_idempotency_key(ORG_KEY, "k-fail", [6; 32], CLAIM, NOW)
+        .claim_idempotency_key(ORG, ORG_KEY, "k-fail", [6; 32], CLAIM, NOW)
         .await
         .unwrap();
     assert_eq!(claimed, NextAction::StartProcessing);
@@ -173,7 +173,7 @@ pub async fn a_failing_decision_writes_nothing(fresh: &Fresh) {
     assert_nothing_after(store, last).await;
     assert_eq!(event_types(store).await, events);
     let (action, _) = store
-        .claim_idempotency_key(ORG_KEY, "k-fail", [6; 32], CLAIM, NOW)
+        .claim_idempotency_key(ORG, ORG_KEY, "k-fail", [6; 32], CLAIM, NOW)
         .await
         .unwrap();
     assert_eq!(
@@ -200,7 +200,7 @@ pub async fn a_decision_on_a_stale_agent_is_given_back_unstored(fresh: &Fresh) {
     let mut again = decision(store, &answer).await;
     again.claims.jti = DecisionId::from_random(random16());
     again.claims.nonce = Nonce::from_random(random16());
-    let last = store.settled_decision_seq().await.unwrap();
+    let last = store.settled_decision_seq(ORG).await.unwrap();
     let outcome = store
         .record_decision(NewDecision {
             org: Arc::from(ORG),
@@ -318,7 +318,8 @@ pub async fn a_review_is_resolved_once_and_expires_once(fresh: &Fresh) {
         ["decision.review_pending", "decision.review_pending"]
     );
     let review_id =
-        mandate_core::id::ReviewId::parse(reviewed["review"]["id"].as_str().unwrap()).unwrap();
+        mandate_core::unstable::id::ReviewId::parse(reviewed["review"]["id"].as_str().unwrap())
+            .unwrap();
     let (review, agent_of) = store
         .review(Arc::from(ORG), Env::Sandbox, review_id.clone())
         .await
@@ -353,7 +354,7 @@ pub async fn a_review_is_resolved_once_and_expires_once(fresh: &Fresh) {
         Some(ReviewStatus::Denied)
     );
     // The other expires when its deadline passes: once, with its event.
-    let late = NOW + mandate_core::review::REVIEW_LIFETIME + Duration::seconds(1);
+    let late = NOW + mandate_core::unstable::review::REVIEW_LIFETIME + Duration::seconds(1);
     assert!(
         store
             .due_timers(ms(NOW), "2026-11-22", "2026-11-29", 10)
@@ -428,7 +429,7 @@ pub async fn a_review_is_resolved_once_and_expires_once(fresh: &Fresh) {
         .review(
             Arc::from(ORG),
             Env::Sandbox,
-            mandate_core::id::ReviewId::parse(other_review).unwrap(),
+            mandate_core::unstable::id::ReviewId::parse(other_review).unwrap(),
         )
         .await
         .unwrap()
@@ -511,7 +512,7 @@ pub async fn a_mandates_expiring_event_fires_once(fresh: &Fresh) {
 
 /// Nothing in the log after seq `last`, up to the watermark.
 async fn assert_nothing_after(store: &dyn Store, last: i64) {
-    let settled = store.settled_decision_seq().await.unwrap();
+    let settled = store.settled_decision_seq(ORG).await.unwrap();
     let added = store
         .decisions_export_page(
             ORG,

@@ -58,7 +58,7 @@ async fn written(
         .count();
     (
         store.escrow(&escrow.id, None).await.unwrap(),
-        store.escrow_movements(&escrow.id).await.unwrap(),
+        store.escrow_movements(ORG, &escrow.id).await.unwrap(),
         events,
     )
 }

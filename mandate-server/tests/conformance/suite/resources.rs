@@ -392,7 +392,7 @@ pub async fn an_idempotency_key_is_claimed_once_even_at_once(fresh: &Fresh) {
     let store = fresh.store.as_ref();
     let (digest, other) = ([1u8; 32], [2u8; 32]);
     let claims = join_all(
-        (0..16).map(|_| store.claim_idempotency_key(ORG_KEY, "k-race", digest, CLAIM, NOW)),
+        (0..16).map(|_| store.claim_idempotency_key(ORG, ORG_KEY, "k-race", digest, CLAIM, NOW)),
     )
     .await;
     let actions: Vec<NextAction> = claims.into_iter().map(|c| c.unwrap().0).collect();
@@ -406,29 +406,30 @@ pub async fn an_idempotency_key_is_claimed_once_even_at_once(fresh: &Fresh) {
         NextAction::StartProcessing | NextAction::ConflictInFlight
     )));
     let (action, _) = store
-        .claim_idempotency_key(ORG_KEY, "k-race", other, CLAIM, NOW)
+        .claim_idempotency_key(ORG, ORG_KEY, "k-race", other, CLAIM, NOW)
         .await
         .unwrap();
     assert_eq!(action, NextAction::ConflictDifferentRequest);
     // The key is scoped to the API key: another caller's same key is its own.
     let (action, _) = store
-        .claim_idempotency_key(LIVE_KEY, "k-race", digest, CLAIM, NOW)
+        .claim_idempotency_key(ORG, LIVE_KEY, "k-race", digest, CLAIM, NOW)
         .await
         .unwrap();
     assert_eq!(action, NextAction::StartProcessing);
     // Released, a retry runs the request again.
     store
-        .finish_idempotency(LIVE_KEY, "k-race", CLAIM, None)
+        .finish_idempotency(ORG, LIVE_KEY, "k-race", CLAIM, None)
         .await
         .unwrap();
     let (action, _) = store
-        .claim_idempotency_key(LIVE_KEY, "k-race", digest, CLAIM, NOW)
+        .claim_idempotency_key(ORG, LIVE_KEY, "k-race", digest, CLAIM, NOW)
         .await
         .unwrap();
     assert_eq!(action, NextAction::StartProcessing);
     // Finished, the answer is replayed with the id of the request it answered.
     store
         .finish_idempotency(
+            ORG,
             ORG_KEY,
             "k-race",
             CLAIM,
@@ -437,7 +438,14 @@ pub async fn an_idempotency_key_is_claimed_once_even_at_once(fresh: &Fresh) {
         .await
         .unwrap();
     let (action, original) = store
-        .claim_idempotency_key(ORG_KEY, "k-race", digest, CLAIM, NOW + Duration::seconds(1))
+        .claim_idempotency_key(
+            ORG,
+            ORG_KEY,
+            "k-race",
+            digest,
+            CLAIM,
+            NOW + Duration::seconds(1),
+        )
         .await
         .unwrap();
     assert!(
@@ -449,12 +457,12 @@ pub async fn an_idempotency_key_is_claimed_once_even_at_once(fresh: &Fresh) {
     // newer than its bound: the finished answer is still replayed.
     assert_eq!(store.sweep_idempotency(ms(NOW) - 1).await.unwrap(), 1);
     let (action, _) = store
-        .claim_idempotency_key(LIVE_KEY, "k-race", digest, CLAIM, NOW)
+        .claim_idempotency_key(ORG, LIVE_KEY, "k-race", digest, CLAIM, NOW)
         .await
         .unwrap();
     assert_eq!(action, NextAction::StartProcessing, "released by the sweep");
     let (action, _) = store
-        .claim_idempotency_key(ORG_KEY, "k-race", digest, CLAIM, NOW)
+        .claim_idempotency_key(ORG, ORG_KEY, "k-race", digest, CLAIM, NOW)
         .await
         .unwrap();
     assert!(matches!(action, NextAction::ReturnSavedResponse(_)));

@@ -53,7 +53,7 @@ pub async fn webhooks_ping_into_deliveries_and_deleting_ends_them(fresh: &Fresh)
         (event.event_type.as_str(), &event.data),
         (PING_EVENT, &json!({"hello": 1}))
     );
-    let deliveries = store.deliveries_of(ping.as_str()).await.unwrap();
+    let deliveries = store.deliveries_of(ORG, ping.as_str()).await.unwrap();
     assert_eq!(deliveries.len(), 1, "{deliveries:?}");
     assert_eq!(deliveries[0].webhook_id, first.as_str());
     assert_eq!(deliveries[0].state, DeliveryState::Pending);
@@ -65,7 +65,7 @@ pub async fn webhooks_ping_into_deliveries_and_deleting_ends_them(fresh: &Fresh)
         .await
         .unwrap();
     let revoked = &all_events(store, Some("mandate.revoked")).await[0];
-    let to = store.deliveries_of(&revoked.id).await.unwrap();
+    let to = store.deliveries_of(ORG, &revoked.id).await.unwrap();
     assert_eq!(to.len(), 1);
     assert_eq!(to[0].webhook_id, first.as_str());
     // Deleting: the endpoint is gone, its pending deliveries end, and it is not pinged.
@@ -96,7 +96,7 @@ pub async fn webhooks_ping_into_deliveries_and_deleting_ends_them(fresh: &Fresh)
             .unwrap()
             .is_none()
     );
-    for delivery in store.deliveries_of(ping.as_str()).await.unwrap() {
+    for delivery in store.deliveries_of(ORG, ping.as_str()).await.unwrap() {
         assert_ne!(delivery.state, DeliveryState::Pending, "{delivery:?}");
         assert_eq!(delivery.last_error.as_deref(), Some(DELETED_ERROR));
     }
@@ -134,7 +134,7 @@ pub async fn a_delivery_is_retried_delivered_or_given_up_as_recorded(fresh: &Fre
     );
     assert_eq!(due[0].data, json!({"n": 0}));
     store
-        .release_deliveries(due.iter().map(|d| d.id).collect())
+        .release_deliveries(due.iter().map(|d| d.id.clone()).collect())
         .await
         .unwrap();
     let at = ms(NOW) + 20;
@@ -148,14 +148,14 @@ pub async fn a_delivery_is_retried_delivered_or_given_up_as_recorded(fresh: &Fre
     // Delivered, retried later, given up: each as the worker's rules decide.
     store
         .record_delivery(
-            due[0].id,
+            due[0].id.clone(),
             attempted(attempt(Some(200), None), NextStep::Delivered, at),
         )
         .await
         .unwrap();
     store
         .record_delivery(
-            due[1].id,
+            due[1].id.clone(),
             attempted(
                 attempt(Some(500), None),
                 NextStep::RetryAt(
@@ -169,12 +169,17 @@ pub async fn a_delivery_is_retried_delivered_or_given_up_as_recorded(fresh: &Fre
         )
         .await
         .unwrap();
-    let third = store.deliveries_of(pings[2].as_str()).await.unwrap()[0].id;
+    let third = store.deliveries_of(ORG, pings[2].as_str()).await.unwrap()[0]
+        .id
+        .clone();
     store
-        .record_delivery(third, given_up(0, "the endpoint's URL is refused", at))
+        .record_delivery(
+            third.clone(),
+            given_up(0, "the endpoint's URL is refused", at),
+        )
         .await
         .unwrap();
-    let delivered = &store.deliveries_of(pings[0].as_str()).await.unwrap()[0];
+    let delivered = &store.deliveries_of(ORG, pings[0].as_str()).await.unwrap()[0];
     assert_eq!(
         (
             delivered.state,
@@ -185,12 +190,12 @@ pub async fn a_delivery_is_retried_delivered_or_given_up_as_recorded(fresh: &Fre
     );
     assert_eq!(delivered.last_error, None);
     assert_eq!(delivered.tried, vec![attempt(Some(200), None)]);
-    let retried = &store.deliveries_of(pings[1].as_str()).await.unwrap()[0];
+    let retried = &store.deliveries_of(ORG, pings[1].as_str()).await.unwrap()[0];
     assert_eq!(retried.state, DeliveryState::Pending);
     assert_eq!(retried.next_attempt_ms, Some(at + 60_000));
     assert_eq!(retried.last_error.as_deref(), Some("HTTP 500"));
     assert_eq!(retried.tried, vec![attempt(Some(500), None)]);
-    let failed = &store.deliveries_of(pings[2].as_str()).await.unwrap()[0];
+    let failed = &store.deliveries_of(ORG, pings[2].as_str()).await.unwrap()[0];
     assert_eq!(
         (failed.state, failed.attempts, failed.next_attempt_ms),
         (DeliveryState::Failed, 0, None)
@@ -208,7 +213,7 @@ pub async fn a_delivery_is_retried_delivered_or_given_up_as_recorded(fresh: &Fre
         )
         .await
         .unwrap();
-    let failed = &store.deliveries_of(pings[2].as_str()).await.unwrap()[0];
+    let failed = &store.deliveries_of(ORG, pings[2].as_str()).await.unwrap()[0];
     assert_eq!(failed.state, DeliveryState::Failed);
     assert_eq!(failed.tried, vec![attempt(Some(200), None)]);
     assert_eq!(store.backlog().await.unwrap().deliveries, 1);

@@ -1,0 +1,301 @@
+//! `mandate mcp --http`: streamable HTTP at `/mcp`, hardened for a listener that anything
+//! on the machine (or a page in its browser) can reach.
+//!
+//! - `Host` and `Origin` are validated by the SDK: loopback hosts and origins (DNS
+//!   rebinding, and pages of other sites), plus the origins given with `--allow-origin`.
+//!   A request without `Origin` (not from a browser) passes.
+//! - With `--http-token` (or `MANDATE_MCP_HTTP_TOKEN`) every request must carry
+//!   `Authorization: Bearer <token>`; 401 otherwise.
+//! - Sessions (protocol 2025-11-25; 2026-07-28 has none) are capped (`--max-sessions`:
+//!   a new one past the cap is a 503 with `Retry-After`) and closed after
+//!   `--session-idle` seconds without a request, so what sessions hold is bounded.
+//! - A body that is not JSON is a JSON-RPC parse error (-32700), one that is JSON but no
+//!   JSON-RPC message an invalid request (-32600), each as a 400 with the error object.
+//! - `DELETE` of a session answers 204 once it is closed, 404 for a session it does not
+//!   know (the SDK answers 202 to both).
+//! - A `tools/call`'s `task` member (MCP 2025-11-25) is moved into its `_meta` before the
+//!   SDK reads the body, and each session's transport carries 2025-11-25 tasks
+//!   (`edges.rs`, `sessions.rs`).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest, JsonRpcMessage};
+use rmcp::transport::streamable_http_server::SessionManager as _;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::{Value, json};
+
+use super::edges::lift_task_request;
+use super::sessions::Sessions;
+use super::tools::MandateTools;
+use crate::error::CliError;
+
+/// The largest request body read (a tool call is a few kilobytes).
+const MAX_BODY: usize = 1 << 20;
+/// The session id header.
+const SESSION: &str = "mcp-session-id";
+
+/// How the HTTP transport is guarded.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// Origins allowed besides loopback ones (`scheme://host[:port]`).
+    pub origins: Vec<String>,
+    /// The bearer token every request must carry, if any.
+    pub token: Option<String>,
+    /// Live sessions at most.
+    pub max_sessions: usize,
+    /// A session is closed after this long without a request.
+    pub idle: Duration,
+}
+
+/// What the guard layer needs.
+#[derive(Clone)]
+struct Guard {
+    token: Option<Arc<str>>,
+    sessions: Arc<Sessions>,
+    max_sessions: usize,
+}
+
+/// Serves `tools` on `addr` until the process is stopped.
+pub async fn serve(
+    tools: MandateTools,
+    addr: SocketAddr,
+    options: HttpOptions,
+) -> Result<(), CliError> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| CliError::usage(format!("cannot listen on {addr}: {e}")))?;
+    let bound = listener
+        .local_addr()
+        .map_err(|e| CliError::usage(format!("cannot read the bound address: {e}")))?;
+    if !bound.ip().is_loopback() && options.token.is_none() {
+        eprintln!(
+            "mandate mcp: warning: serving on {bound}, not loopback, without --http-token: anyone who reaches it acts as this agent"
+        );
+    }
+    let router = router(tools, bound, options);
+    eprintln!("mandate mcp: listening on http://{bound}/mcp");
+    axum::serve(listener, router)
+        .await
+        .map_err(|e| CliError::usage(format!("the HTTP server failed: {e}")))
+}
+
+/// The `/mcp` route: the SDK's service behind the guard layer.
+fn router(tools: MandateTools, bound: SocketAddr, options: HttpOptions) -> axum::Router {
+    let mut config = StreamableHttpServerConfig::default()
+        .with_allowed_origins(allowed_origins(&options.origins))
+        .enforce_origin_validation();
+    if !bound.ip().is_loopback() {
+        // The SDK accepts loopback Host headers only (DNS rebinding); the chosen address too.
+        config.allowed_hosts.push(bound.ip().to_string());
+        config.allowed_hosts.push(bound.to_string());
+    }
+    let mut sessions = Sessions::default();
+    sessions.0.session_config.keep_alive = Some(options.idle);
+    sessions.0.session_config.init_timeout = Some(options.idle.min(Duration::from_secs(30)));
+    let sessions = Arc::new(sessions);
+    let guard = Guard {
+        token: options.token.map(Arc::from),
+        sessions: sessions.clone(),
+        max_sessions: options.max_sessions,
+    };
+    let service = StreamableHttpService::new(move || Ok(tools.clone()), sessions, config);
+    axum::Router::new()
+        .nest_service("/mcp", service)
+        .layer(middleware::from_fn_with_state(guard, guarded))
+}
+
+/// Loopback origins on any port, over http and https, and the configured ones.
+fn allowed_origins(configured: &[String]) -> Vec<String> {
+    let mut origins: Vec<String> = ["localhost", "127.0.0.1", "[::1]"]
+        .iter()
+        .flat_map(|host| [format!("http://{host}:*"), format!("https://{host}:*")])
+        .collect();
+    origins.extend(configured.iter().cloned());
+    origins
+}
+
+/// The guard in front of the SDK's service: token, body, session cap, `DELETE`.
+async fn guarded(State(guard): State<Guard>, request: Request, next: Next) -> Response {
+    if let Some(token) = &guard.token
+        && !bearer_matches(request.headers(), token)
+    {
+        return unauthorized();
+    }
+    match *request.method() {
+        Method::POST => post(guard, request, next).await,
+        Method::DELETE => delete(guard, request, next).await,
+        _ => next.run(request).await,
+    }
+}
+
+/// A POST: its body read as JSON-RPC, and a new session refused past the cap.
+async fn post(guard: Guard, request: Request, next: Next) -> Response {
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY).await else {
+        return jsonrpc_error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            Value::Null,
+            -32600,
+            &format!("the request body is over {MAX_BODY} bytes"),
+        );
+    };
+    let mut value: Value = match serde_json::from_slice(&bytes) {
+        Ok(value) => value,
+        Err(e) => {
+            return jsonrpc_error(
+                StatusCode::BAD_REQUEST,
+                Value::Null,
+                -32700,
+                &format!("parse error: the body is not JSON ({e})"),
+            );
+        }
+    };
+    // A 2025-11-25 tools/call's `task`, which rmcp's types drop, moved into its _meta.
+    let bytes = if lift_task_request(&mut value) {
+        match serde_json::to_vec(&value) {
+            Ok(lifted) => axum::body::Bytes::from(lifted),
+            Err(_) => bytes,
+        }
+    } else {
+        bytes
+    };
+    let id = value.get("id").cloned().unwrap_or(Value::Null);
+    let message = match serde_json::from_value::<ClientJsonRpcMessage>(value) {
+        Ok(message) => message,
+        Err(e) => {
+            return jsonrpc_error(
+                StatusCode::BAD_REQUEST,
+                id,
+                -32600,
+                &format!("invalid request: not a JSON-RPC message this server takes ({e})"),
+            );
+        }
+    };
+    if opens_session(&message, &parts.headers) && guard.at_cap().await {
+        let mut answer = jsonrpc_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            id,
+            -32000,
+            &format!(
+                "too many sessions: {} are open; try again when one closes",
+                guard.max_sessions
+            ),
+        );
+        answer
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+        return answer;
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}
+
+/// Whether `message` opens a session: an `initialize` without a session id.
+fn opens_session(message: &ClientJsonRpcMessage, headers: &HeaderMap) -> bool {
+    matches!(message, JsonRpcMessage::Request(r) if matches!(r.request, ClientRequest::InitializeRequest(_)))
+        && !headers.contains_key(SESSION)
+}
+
+/// A `DELETE`: 404 for a session not known, 204 once closed.
+async fn delete(guard: Guard, request: Request, next: Next) -> Response {
+    let session = request
+        .headers()
+        .get(SESSION)
+        .and_then(|v| v.to_str().ok())
+        .map(|s| Arc::<str>::from(s.to_owned()));
+    if let Some(session) = session
+        && !guard.sessions.has_session(&session).await.unwrap_or(false)
+    {
+        return (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response();
+    }
+    let mut answer = next.run(request).await;
+    if answer.status() == StatusCode::ACCEPTED {
+        *answer.status_mut() = StatusCode::NO_CONTENT;
+    }
+    answer
+}
+
+impl Guard {
+    /// Whether the live sessions reached the cap.
+    async fn at_cap(&self) -> bool {
+        self.sessions.0.sessions.read().await.len() >= self.max_sessions
+    }
+}
+
+/// Whether the headers carry `Bearer <token>`, compared in constant time.
+fn bearer_matches(headers: &HeaderMap, token: &str) -> bool {
+    let Some(given) = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+    else {
+        return false;
+    };
+    let (given, token) = (given.trim().as_bytes(), token.as_bytes());
+    given.len() == token.len()
+        && given
+            .iter()
+            .zip(token)
+            .fold(0u8, |diff, (a, b)| diff | (a ^ b))
+            == 0
+}
+
+fn unauthorized() -> Response {
+    let mut answer = jsonrpc_error(
+        StatusCode::UNAUTHORIZED,
+        Value::Null,
+        -32001,
+        "unauthorized: this server requires Authorization: Bearer <token> (the token mandate mcp was started with)",
+    );
+    answer
+        .headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    answer
+}
+
+/// A JSON-RPC error object as the body of an HTTP answer of `status`.
+fn jsonrpc_error(status: StatusCode, id: Value, code: i64, message: &str) -> Response {
+    let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bearer_token_must_match_exactly() {
+        let mut headers = HeaderMap::new();
+        assert!(!bearer_matches(&headers, "s3cret"));
+        for (given, ok) in [
+            ("Bearer s3cret", true),
+            ("Bearer s3cre", false),
+            ("Bearer s3cret2", false),
+            ("Basic s3cret", false),
+        ] {
+            headers.insert(header::AUTHORIZATION, HeaderValue::from_static(given));
+            assert_eq!(bearer_matches(&headers, "s3cret"), ok, "{given}");
+        }
+    }
+
+    #[test]
+    fn loopback_origins_are_allowed_on_any_port_with_the_configured_ones() {
+        let origins = allowed_origins(&["https://host.example.com".into()]);
+        assert!(origins.contains(&"http://127.0.0.1:*".to_owned()));
+        assert!(origins.contains(&"https://[::1]:*".to_owned()));
+        assert_eq!(origins.last().unwrap(), "https://host.example.com");
+    }
+}

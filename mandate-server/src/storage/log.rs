@@ -1,0 +1,563 @@
+//! The decision log at the boundary (docs/audit.md): each organization and environment's
+//! Merkle tree (RFC 6962) of verdict tokens in seq order, kept as C2SP tiles, its
+//! checkpoints and the log keys that sign them. Written once for every engine.
+//!
+//! Level 0 of the tree is `log_leaves`, one row per logged decision (its index found by
+//! its seq in one indexed read, never rewritten); levels 8, 16, ... are tiles of up to 256
+//! hashes in `log_tiles`. A proof or a tree's edge reads the few tiles that hold its nodes
+//! (`mandate_core::unstable::tlog::tiles_of`). What to append and what to sign is decided above the
+//! store, by the checkpoint worker (`workers/checkpoint.rs`): the store reads what the
+//! worker extends ([`LogStore::log_tail`]) and writes what it decided
+//! ([`LogStore::append_log`]) only if the log is still where it was read.
+
+use std::collections::HashMap;
+
+use mandate_core::unstable::tlog::{LogHash, log_entry};
+use mandate_core::unstable::tlog::{
+    ProofError, ProofPlan, TILE_HEIGHT, TILE_WIDTH, TileId, TreeEdge, hashes_from_tiles, tiles_of,
+};
+use mandate_core::{DecisionId, LogEntry};
+
+use super::StorageError;
+use super::StoreFuture;
+use super::decisions::Filters;
+use super::engine::{Access, Columns, Engine, Param, Result, Scope, Tx, env_of, first};
+use super::keys::StoredKey;
+use super::statements::{Lock, LogSql};
+use crate::model::Env;
+
+/// Where a log stands.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogHead {
+    /// Leaves logged.
+    pub size: u64,
+    /// The organization's decisions read up to (logged, or left out before the log's
+    /// start for want of a token).
+    pub scanned_seq: i64,
+    /// The newest signed checkpoint, of `size` leaves (`None` before the first).
+    pub checkpoint: Option<String>,
+    /// The size of the checkpoint readers are shown.
+    pub shown_size: u64,
+}
+
+/// What the checkpoint worker extends a log from: its head, its tree's edge, the rightmost
+/// partial tile of each tile level above 0 (where the next nodes go), and the decisions
+/// after the head up to the readers' watermark, oldest first.
+#[derive(Debug, Clone, Default)]
+pub struct LogTail {
+    /// The head as read.
+    pub head: LogHead,
+    /// The edge of the tree of `head.size` leaves, read from the tiles.
+    pub edge: TreeEdge,
+    /// The partial tiles of levels 1 to 7, as stored.
+    pub tiles: HashMap<TileId, Vec<LogHash>>,
+    /// Decisions to log: seq, id and token (`None`: stored before tokens were kept).
+    pub decisions: Vec<(i64, DecisionId, Option<String>)>,
+}
+
+/// What the checkpoint worker appends to a log and the checkpoint it signed of it.
+#[derive(Debug, Clone)]
+pub struct LogAppend {
+    /// The organization.
+    pub org: String,
+    /// The environment.
+    pub env: Env,
+    /// The head it was decided on: size and scanned_seq. Nothing is written if the log
+    /// moved since.
+    pub from: (u64, i64),
+    /// The new size.
+    pub size: u64,
+    /// The decisions read up to.
+    pub scanned_seq: i64,
+    /// The new leaves: index, seq, hash.
+    pub leaves: Vec<(u64, i64, LogHash)>,
+    /// The tiles of levels 1 to 7 that changed, whole.
+    pub tiles: Vec<(TileId, Vec<LogHash>)>,
+    /// The signed checkpoint of the new size (unchanged when no leaf was added).
+    pub checkpoint: Option<String>,
+    /// When it was signed, unix ms.
+    pub signed_ms: i64,
+}
+
+/// A checkpoint readers are shown: its tree size and the signed note.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShownCheckpoint {
+    /// Leaves it covers.
+    pub size: u64,
+    /// The signed note.
+    pub note: String,
+}
+
+/// The log's reads and writes.
+pub trait LogStore {
+    /// Up to `limit` logs with decisions not yet logged, or a checkpoint not yet shown.
+    fn logs_with_news(&self, limit: i64) -> StoreFuture<'_, Vec<(String, Env)>>;
+
+    /// What the worker extends a log from, with at most `batch` decisions.
+    fn log_tail(&self, org: &str, env: Env, batch: i64) -> StoreFuture<'_, LogTail>;
+
+    /// Writes `append` in one transaction if the log is still at `append.from` and no
+    /// other process holds it; whether it was written.
+    fn append_log(&self, append: LogAppend) -> StoreFuture<'_, bool>;
+
+    /// Shows readers the checkpoint of `size` if it is still the log's newest and bigger
+    /// than the one shown (called once its commit is durable).
+    fn show_checkpoint(&self, org: &str, env: Env, size: u64, note: &str) -> StoreFuture<'_, bool>;
+
+    /// The checkpoint readers are shown, if any.
+    fn shown_checkpoint(&self, org: &str, env: Env) -> StoreFuture<'_, Option<ShownCheckpoint>>;
+
+    /// The log entries (index, checkpoint, inclusion proof) of the decisions of `seqs`
+    /// against `at` (the shown checkpoint when `None`), for those it covers.
+    fn log_entries(
+        &self,
+        org: &str,
+        env: Env,
+        seqs: Vec<i64>,
+        at: Option<ShownCheckpoint>,
+    ) -> StoreFuture<'_, HashMap<i64, LogEntry>>;
+
+    /// Every log key current or retired after `published_after_ms`.
+    fn log_keys(&self, published_after_ms: i64) -> StoreFuture<'_, Vec<StoredKey>>;
+
+    /// The number the next log key of `env` takes.
+    fn next_log_key_number(&self, env: Env) -> StoreFuture<'_, i64>;
+
+    /// Stores the log key `kid` (number `n`, secret as sealed) as the current one of `env`:
+    /// with `first`, only if `env` has no log key (false: it had one); otherwise retiring
+    /// the current one at `now_ms`.
+    fn add_log_key(&self, key: NewLogKey) -> StoreFuture<'_, bool>;
+
+    /// Replaces the stored secret of log key `kid` if it still is `from`; whether it was.
+    fn replace_log_key_secret(&self, kid: &str, from: &[u8], to: &[u8]) -> StoreFuture<'_, bool>;
+}
+
+/// A log key to store ([`LogStore::add_log_key`]).
+#[derive(Clone)]
+pub struct NewLogKey {
+    /// Its environment.
+    pub env: Env,
+    /// `log-<env>-<n>`.
+    pub kid: String,
+    /// Its number.
+    pub n: i64,
+    /// The secret as stored (sealed).
+    pub secret: Vec<u8>,
+    /// Now, unix ms.
+    pub now_ms: i64,
+    /// Only as the environment's first key.
+    pub first: bool,
+}
+
+fn as_i64(value: u64, what: &str) -> Result<i64> {
+    i64::try_from(value).map_err(|_| StorageError::Corrupt(format!("{what} {value}")))
+}
+
+fn as_u64(value: i64, what: &str) -> Result<u64> {
+    u64::try_from(value).map_err(|_| StorageError::Corrupt(format!("{what} {value}")))
+}
+
+fn hash_of(bytes: &[u8]) -> Result<LogHash> {
+    <[u8; 32]>::try_from(bytes)
+        .map(LogHash::from_bytes)
+        .map_err(|_| StorageError::Corrupt(format!("a log hash of {} bytes", bytes.len())))
+}
+
+fn hashes_of(bytes: &[u8]) -> Result<Vec<LogHash>> {
+    if !bytes.len().is_multiple_of(32) {
+        return Err(StorageError::Corrupt(format!(
+            "a log tile of {} bytes",
+            bytes.len()
+        )));
+    }
+    bytes.chunks(32).map(hash_of).collect()
+}
+
+async fn head<T: Tx>(tx: &mut T, org: &str, env: Env, lock: Lock) -> Result<Option<LogHead>> {
+    let read = |r: &dyn Columns| {
+        Ok(LogHead {
+            size: as_u64(r.int(0)?, "log size")?,
+            scanned_seq: r.int(1)?,
+            checkpoint: r.opt_text(2)?,
+            shown_size: as_u64(r.int(3)?, "log shown size")?,
+        })
+    };
+    let rows = tx
+        .query(
+            LogSql::Head { lock }.into(),
+            &[org.into(), env.into()],
+            read,
+        )
+        .await?;
+    Ok(first(rows))
+}
+
+/// The hashes of `tiles`, each from position 0 as far as it is stored: level 0 from the
+/// leaves (up to the first missing index), the others from `log_tiles`.
+async fn read_tiles<T: Tx>(
+    tx: &mut T,
+    org: &str,
+    env: Env,
+    tiles: &[TileId],
+) -> Result<HashMap<TileId, Vec<LogHash>>> {
+    let mut out = HashMap::with_capacity(tiles.len());
+    for tile in tiles {
+        let hashes = if tile.level == 0 {
+            let start = as_i64(tile.index, "log tile")?.saturating_mul(TILE_WIDTH as i64);
+            let params = [org.into(), env.into(), start.into(), (start + 256).into()];
+            let read = |r: &dyn Columns| Ok((r.int(0)?, hash_of(&r.bytes(1)?)?));
+            let rows = tx.query(LogSql::LeafRange.into(), &params, read).await?;
+            rows.into_iter()
+                .enumerate()
+                .take_while(|(i, (index, _))| *index == start + *i as i64)
+                .map(|(_, (_, hash))| hash)
+                .collect()
+        } else {
+            let params = [
+                org.into(),
+                env.into(),
+                i64::from(tile.level).into(),
+                as_i64(tile.index, "log tile")?.into(),
+            ];
+            let rows = tx
+                .query(LogSql::Tile.into(), &params, |r| r.bytes(0))
+                .await?;
+            match first(rows) {
+                Some(bytes) => hashes_of(&bytes)?,
+                None => Vec::new(),
+            }
+        };
+        out.insert(*tile, hashes);
+    }
+    Ok(out)
+}
+
+/// The edge of the stored tree of `size` leaves.
+async fn read_edge<T: Tx>(tx: &mut T, org: &str, env: Env, size: u64) -> Result<TreeEdge> {
+    let ids = TreeEdge::node_ids(size);
+    let tiles = read_tiles(tx, org, env, &tiles_of(&ids)).await?;
+    let broken = |e: ProofError| {
+        StorageError::Corrupt(format!(
+            "the log of {org} ({}) does not hold its tree of {size} leaves: {e}",
+            env.as_str()
+        ))
+    };
+    let hashes = hashes_from_tiles(&ids, &tiles).map_err(broken)?;
+    TreeEdge::from_parts(size, hashes).map_err(broken)
+}
+
+/// The rightmost partial tile of each level above 0 in a tree of `size` leaves: where the
+/// next complete subtrees of that level go.
+fn partial_tiles(size: u64) -> Vec<TileId> {
+    (1..=7u8)
+        .filter_map(|level| {
+            let nodes = size.checked_shr(u32::from(level * TILE_HEIGHT))?;
+            (!nodes.is_multiple_of(TILE_WIDTH as u64))
+                .then(|| TileId::new(level, nodes / TILE_WIDTH as u64))
+        })
+        .collect()
+}
+
+/// [`LogStore::log_tail`]'s reads.
+async fn tail<T: Tx>(tx: &mut T, org: &str, env: Env, batch: i64) -> Result<LogTail> {
+    let head = head(tx, org, env, Lock::No).await?.unwrap_or_default();
+    let upto = tx.watermark(org).await?;
+    let scope = Scope::new(org, env);
+    let filters = Filters::default();
+    let rows = tx
+        .decisions(
+            scope,
+            &filters,
+            head.scanned_seq,
+            upto.saturating_add(1),
+            false,
+            batch,
+        )
+        .await?;
+    if rows.is_empty() {
+        return Ok(LogTail {
+            head,
+            ..LogTail::default()
+        });
+    }
+    let edge = read_edge(tx, org, env, head.size).await?;
+    let tiles = read_tiles(tx, org, env, &partial_tiles(head.size)).await?;
+    let decisions = rows
+        .into_iter()
+        .map(|(seq, d)| (seq, d.claims.jti.clone(), d.token()))
+        .collect();
+    Ok(LogTail {
+        head,
+        edge,
+        tiles,
+        decisions,
+    })
+}
+
+/// The largest block of leaves one statement appends.
+const LEAVES_A_STATEMENT: usize = 256;
+
+/// [`LogStore::append_log`]'s writes.
+async fn append<T: Tx>(tx: &mut T, a: &LogAppend) -> Result<bool> {
+    let scope = [a.org.as_str().into(), a.env.into()];
+    tx.execute(LogSql::EnsureHead.into(), &scope).await?;
+    let Some(now) = head(tx, &a.org, a.env, Lock::Skip).await? else {
+        return Ok(false);
+    };
+    if (now.size, now.scanned_seq) != a.from {
+        return Ok(false);
+    }
+    // Blocks of 256, 128, ... leaves: a handful of statement shapes, each prepared once.
+    let mut rest = a.leaves.as_slice();
+    while !rest.is_empty() {
+        let take = if rest.len() >= LEAVES_A_STATEMENT {
+            LEAVES_A_STATEMENT
+        } else {
+            1 << rest.len().ilog2()
+        };
+        let (block, after) = rest.split_at(take);
+        let mut params: Vec<Param<'_>> = Vec::with_capacity(2 + 3 * take);
+        params.extend([a.org.as_str().into(), a.env.into()]);
+        for (index, seq, hash) in block {
+            params.push(as_i64(*index, "leaf index")?.into());
+            params.push((*seq).into());
+            params.push(Param::Bytes(hash.as_bytes()));
+        }
+        let rows = u16::try_from(take).unwrap_or(u16::MAX);
+        tx.execute(LogSql::AppendLeaves { rows }.into(), &params)
+            .await?;
+        rest = after;
+    }
+    for (tile, hashes) in &a.tiles {
+        let bytes: Vec<u8> = hashes.iter().flat_map(|h| *h.as_bytes()).collect();
+        let params = [
+            a.org.as_str().into(),
+            a.env.into(),
+            i64::from(tile.level).into(),
+            as_i64(tile.index, "log tile")?.into(),
+            Param::Bytes(&bytes),
+        ];
+        tx.execute(LogSql::PutTile.into(), &params).await?;
+    }
+    let params = [
+        a.org.as_str().into(),
+        a.env.into(),
+        as_i64(a.size, "log size")?.into(),
+        a.scanned_seq.into(),
+        a.checkpoint.as_deref().into(),
+        a.signed_ms.into(),
+    ];
+    tx.execute(LogSql::SetHead.into(), &params).await?;
+    Ok(true)
+}
+
+/// The shown checkpoint.
+async fn shown<T: Tx>(tx: &mut T, org: &str, env: Env) -> Result<Option<ShownCheckpoint>> {
+    let read = |r: &dyn Columns| Ok((r.int(0)?, r.opt_text(1)?));
+    let rows = tx
+        .query(LogSql::Shown.into(), &[org.into(), env.into()], read)
+        .await?;
+    match first(rows) {
+        Some((size, Some(note))) => Ok(Some(ShownCheckpoint {
+            size: as_u64(size, "log shown size")?,
+            note,
+        })),
+        _ => Ok(None),
+    }
+}
+
+/// [`LogStore::log_entries`]'s reads: the leaves' indexes, then every tile their proofs
+/// need, each once.
+async fn entries<T: Tx>(
+    tx: &mut T,
+    org: &str,
+    env: Env,
+    seqs: &[i64],
+    at: Option<ShownCheckpoint>,
+) -> Result<HashMap<i64, LogEntry>> {
+    let at = match at {
+        Some(at) => at,
+        None => match shown(tx, org, env).await? {
+            Some(at) => at,
+            None => return Ok(HashMap::new()),
+        },
+    };
+    let params = [org.into(), env.into(), Param::Ints(seqs)];
+    let read = |r: &dyn Columns| Ok((r.int(0)?, as_u64(r.int(1)?, "leaf index")?));
+    let leaves = tx.query(LogSql::LeavesOf.into(), &params, read).await?;
+    let mut plans = Vec::new();
+    for (seq, index) in leaves.into_iter().filter(|(_, i)| *i < at.size) {
+        let plan = ProofPlan::inclusion(index, at.size)
+            .map_err(|e| StorageError::Corrupt(format!("log leaf {index}: {e}")))?;
+        plans.push((seq, index, plan));
+    }
+    let nodes: Vec<_> = plans
+        .iter()
+        .flat_map(|(_, _, p)| p.nodes().to_vec())
+        .collect();
+    let tiles = read_tiles(tx, org, env, &tiles_of(&nodes)).await?;
+    let mut out = HashMap::with_capacity(plans.len());
+    for (seq, index, plan) in plans {
+        let broken = |e: ProofError| {
+            StorageError::Corrupt(format!(
+                "the log of {org} ({}) cannot prove leaf {index} of {}: {e}",
+                env.as_str(),
+                at.size
+            ))
+        };
+        let hashes = hashes_from_tiles(plan.nodes(), &tiles).map_err(broken)?;
+        let proof = plan.assemble(&hashes).map_err(broken)?;
+        out.insert(seq, log_entry(index, at.note.clone(), proof));
+    }
+    Ok(out)
+}
+
+async fn keys<T: Tx>(tx: &mut T, published_after_ms: i64) -> Result<Vec<StoredKey>> {
+    let read = |r: &dyn Columns| {
+        Ok(StoredKey {
+            kid: r.text(0)?,
+            env: env_of(&r.text(1)?)?,
+            secret: r.bytes(2)?,
+            retired_ms: r.opt_int(3)?,
+        })
+    };
+    tx.query(
+        LogSql::KeysPublished.into(),
+        &[published_after_ms.into()],
+        read,
+    )
+    .await
+}
+
+async fn add_key<T: Tx>(tx: &mut T, key: &NewLogKey) -> Result<bool> {
+    if !key.first {
+        tx.query(LogSql::KeyLockCurrent.into(), &[key.env.into()], |r| {
+            r.text(0)
+        })
+        .await?;
+        tx.execute(
+            LogSql::KeyRetire.into(),
+            &[key.env.into(), key.now_ms.into()],
+        )
+        .await?;
+    }
+    let params = [
+        key.env.into(),
+        key.kid.as_str().into(),
+        key.n.into(),
+        key.secret.as_slice().into(),
+        key.now_ms.into(),
+    ];
+    let stmt = LogSql::KeyInsert { first: key.first };
+    Ok(tx.execute(stmt.into(), &params).await? > 0)
+}
+
+impl<E: Engine> LogStore for E {
+    fn logs_with_news(&self, limit: i64) -> StoreFuture<'_, Vec<(String, Env)>> {
+        Box::pin(self.run(Access::Read, limit, |tx, limit| {
+            Box::pin(async move {
+                let read = |r: &dyn Columns| Ok((r.text(0)?, env_of(&r.text(1)?)?));
+                let params = [(*limit).into()];
+                tx.query(LogSql::WithNews.into(), &params, read).await
+            })
+        }))
+    }
+
+    fn log_tail(&self, org: &str, env: Env, batch: i64) -> StoreFuture<'_, LogTail> {
+        let args = (org.to_owned(), env, batch);
+        Box::pin(self.run(Access::Read, args, |tx, (org, env, batch)| {
+            Box::pin(tail(tx, org, *env, *batch))
+        }))
+    }
+
+    fn append_log(&self, append: LogAppend) -> StoreFuture<'_, bool> {
+        Box::pin(self.run(Access::Write, append, |tx, a| Box::pin(self::append(tx, a))))
+    }
+
+    fn show_checkpoint(&self, org: &str, env: Env, size: u64, note: &str) -> StoreFuture<'_, bool> {
+        let args = (org.to_owned(), env, size, note.to_owned());
+        Box::pin(self.run(Access::Write, args, |tx, (org, env, size, note)| {
+            Box::pin(async move {
+                let params = [
+                    org.as_str().into(),
+                    (*env).into(),
+                    as_i64(*size, "log size")?.into(),
+                    note.as_str().into(),
+                ];
+                Ok(tx.execute(LogSql::Show.into(), &params).await? > 0)
+            })
+        }))
+    }
+
+    fn shown_checkpoint(&self, org: &str, env: Env) -> StoreFuture<'_, Option<ShownCheckpoint>> {
+        let args = (org.to_owned(), env);
+        Box::pin(self.run(Access::Read, args, |tx, (org, env)| {
+            Box::pin(shown(tx, org, *env))
+        }))
+    }
+
+    fn log_entries(
+        &self,
+        org: &str,
+        env: Env,
+        seqs: Vec<i64>,
+        at: Option<ShownCheckpoint>,
+    ) -> StoreFuture<'_, HashMap<i64, LogEntry>> {
+        let args = (org.to_owned(), env, seqs, at);
+        Box::pin(self.run(Access::Read, args, |tx, (org, env, seqs, at)| {
+            Box::pin(entries(tx, org, *env, seqs, at.clone()))
+        }))
+    }
+
+    fn log_keys(&self, published_after_ms: i64) -> StoreFuture<'_, Vec<StoredKey>> {
+        Box::pin(self.run(Access::Read, published_after_ms, |tx, after| {
+            Box::pin(keys(tx, *after))
+        }))
+    }
+
+    fn next_log_key_number(&self, env: Env) -> StoreFuture<'_, i64> {
+        Box::pin(self.run(Access::Read, env, |tx, env| {
+            Box::pin(async move {
+                let rows = tx
+                    .query(LogSql::KeyNextNumber.into(), &[(*env).into()], |r| r.int(0))
+                    .await?;
+                Ok(first(rows).unwrap_or(1))
+            })
+        }))
+    }
+
+    fn add_log_key(&self, key: NewLogKey) -> StoreFuture<'_, bool> {
+        Box::pin(self.run(Access::Write, key, |tx, key| Box::pin(add_key(tx, key))))
+    }
+
+    fn replace_log_key_secret(&self, kid: &str, from: &[u8], to: &[u8]) -> StoreFuture<'_, bool> {
+        let args = (kid.to_owned(), from.to_vec(), to.to_vec());
+        Box::pin(self.run(Access::Write, args, |tx, (kid, from, to)| {
+            Box::pin(async move {
+                let params = [
+                    kid.as_str().into(),
+                    from.as_slice().into(),
+                    to.as_slice().into(),
+                ];
+                Ok(tx.execute(LogSql::KeySetSecret.into(), &params).await? > 0)
+            })
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_partial_tiles_are_those_the_next_nodes_go_to() {
+        assert_eq!(partial_tiles(0), vec![]);
+        assert_eq!(partial_tiles(255), vec![]);
+        assert_eq!(partial_tiles(256), vec![TileId::new(1, 0)]);
+        assert_eq!(partial_tiles(256 * 256), vec![TileId::new(2, 0)]);
+        assert_eq!(
+            partial_tiles(256 * 256 + 3 * 256),
+            vec![TileId::new(1, 1), TileId::new(2, 0)]
+        );
+    }
+}

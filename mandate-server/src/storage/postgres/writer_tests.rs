@@ -1,0 +1,257 @@
+//! The PostgreSQL engine's decision writers against a real database: a group's failing
+//! decision costs the others nothing, seq claims hold readers below them, and a decision
+//! stored outside the groups holds the watermark until it commits.
+
+use super::*;
+
+/// A decision of `agent` with id `id`, as the decision service makes one.
+fn decision(id: &str, agent: &str) -> crate::model::decision::Decision {
+    use mandate_core::{
+        AgentId, AuthorizationRequest, Category, Currency, DecisionId, Mode, Nonce, Recipient,
+        Verdict, VerdictClaims,
+    };
+    crate::model::decision::Decision {
+        claims: VerdictClaims {
+            bindings: mandate_core::Bindings::default(),
+            iss: "https://verdicts.test".into(),
+            jti: DecisionId::parse(id).unwrap(),
+            iat: 0,
+            exp: 300,
+            verdict: Verdict::Allow,
+            policy_verdict: Verdict::Allow,
+            mandate: None,
+            policy_version: "pol_2026-11-22.1".into(),
+            nonce: Nonce::from_random(crate::clock::random16()),
+            request: AuthorizationRequest {
+                agent: AgentId::parse(agent).unwrap(),
+                amount: mandate_core::Amount::parse("1.25").unwrap(),
+                currency: Currency::parse("USD").unwrap(),
+                recipient: Recipient::parse("vendor:x").unwrap(),
+                category: Category::parse("software").unwrap(),
+            },
+        },
+        reason: None,
+        mode: Mode::Enforce,
+        supersedes: None,
+        review: None,
+        created_ms: ms(NOW),
+        is_request: true,
+        review_state: None,
+        signature: None,
+    }
+}
+
+/// `decision(id, agent)` as the writers take it: org_1's sandbox, no review or
+/// idempotency record, the agent's state read at `version` with its `seq` row `agent_seq`.
+fn new_decision(
+    id: &str,
+    agent: &str,
+    agent_seq: i64,
+    version: i64,
+) -> crate::storage::deciding::NewDecision {
+    crate::storage::deciding::NewDecision {
+        org: Arc::from("org_1"),
+        env: Env::Sandbox,
+        decision: decision(id, agent),
+        review: None,
+        idempotency: None,
+        hint: crate::storage::deciding::AgentHint {
+            seq: Some(agent_seq),
+            month_marked: None,
+            version,
+        },
+        accepts: None,
+    }
+}
+
+/// A group in which one decision fails is rolled back and each decision stored again
+/// alone: the others are stored, the failing one gets its error, and a decision whose agent
+/// changed is refused without spoiling the group.
+#[tokio::test]
+async fn a_failing_decision_costs_the_others_of_its_group_nothing() {
+    use crate::storage::deciding::Recorded;
+    use crate::storage::decisions::DecisionStore;
+
+    let db = database!("a_failing_decision_costs_the_others_of_its_group_nothing");
+    let store = open(&db).await;
+    seed(&db);
+    db.execute(
+        "INSERT INTO agents (seq, id, org_id, env, created_ms) VALUES (2, 'agt_two', 'org_1', 'sandbox', 0), (3, 'agt_three', 'org_1', 'sandbox', 0), (4, 'agt_four', 'org_1', 'sandbox', 0);",
+    );
+    let seq = |agent: &str| db.number(&format!("SELECT seq FROM agents WHERE id = '{agent}'"));
+    let new = |id: &str, agent: &str, version: i64| new_decision(id, agent, seq(agent), version);
+    // One writer: the four go out as one group.
+    let writers = crate::storage::postgres::writer::Writers::start(store.pool(), 1);
+    let (one, two, three, four) = tokio::join!(
+        writers.record(new("dec_a", "agt_buyer", 0)),
+        // dec_1 exists already (seed): this insert fails.
+        writers.record(new("dec_1", "agt_two", 0)),
+        writers.record(new("dec_c", "agt_three", 0)),
+        // Its state was read at a version the agent has left.
+        writers.record(new("dec_d", "agt_four", 7)),
+    );
+    assert!(
+        matches!(one, Ok(Recorded::Stored(h)) if h.version == 1),
+        "{one:?}"
+    );
+    assert!(matches!(two, Err(StorageError::Backend(_))), "{two:?}");
+    assert!(matches!(three, Ok(Recorded::Stored(_))), "{three:?}");
+    assert!(matches!(four, Ok(Recorded::Changed(_))), "{four:?}");
+    assert_eq!(
+        db.number("SELECT COUNT(*) FROM decisions WHERE id IN ('dec_a', 'dec_c', 'dec_d')"),
+        2
+    );
+    assert_eq!(
+        db.number("SELECT COALESCE(SUM(version), 0)::BIGINT FROM agents"),
+        2
+    );
+    // A decision that fails alone, with nothing after it, leaves no claim open either:
+    // every claim of a rolled-back group is cleared, so readers are not held below it.
+    let again = writers.record(new("dec_1", "agt_two", 0)).await;
+    assert!(matches!(again, Err(StorageError::Backend(_))), "{again:?}");
+    assert_eq!(
+        db.number("SELECT COUNT(*) FROM decision_claims WHERE first_seq IS NOT NULL"),
+        0
+    );
+    let stored = db.number("SELECT MAX(seq) FROM decisions");
+    assert!(store.settled_decision_seq("org_1").await.unwrap() >= stored);
+}
+
+/// The watermark readers stop at stays below a claim still open, even with decisions above
+/// it committed; a claim left open by a process that died is swept after a while and the
+/// watermark goes on; a group whose claim was swept cannot insert its decisions.
+#[tokio::test]
+async fn readers_stop_below_an_open_claim_and_a_dead_processs_claim_is_swept() {
+    use crate::storage::deciding::Recorded;
+    use crate::storage::decisions::DecisionStore;
+
+    let db = database!("readers_stop_below_an_open_claim_and_a_dead_processs_claim_is_swept");
+    let store = open(&db).await;
+    seed(&db);
+    assert_eq!(store.settled_decision_seq("org_1").await.unwrap(), 1);
+    // A writer of a process that then died claimed five seqs (2 to 6) and never committed.
+    let claimed = {
+        let c = store.pool().get().await.unwrap();
+        c.execute(
+            crate::storage::postgres::claims::OPEN,
+            &[&"org_1", &"dead-0"],
+        )
+        .await
+        .unwrap();
+        let row = c
+            .query_one(
+                crate::storage::postgres::claims::CLAIM,
+                &[&"org_1", &"dead-0", &5i64],
+            )
+            .await
+            .unwrap();
+        row.get::<_, i64>(0)
+    };
+    assert_eq!(claimed, 2);
+    // A live writer's decision is committed above the claim.
+    let writers = crate::storage::postgres::writer::Writers::start(store.pool(), 1);
+    let agent_seq = db.number("SELECT seq FROM agents WHERE id = 'agt_buyer'");
+    let stored = writers
+        .record(new_decision("dec_live", "agt_buyer", agent_seq, 0))
+        .await;
+    assert!(matches!(stored, Ok(Recorded::Stored(_))), "{stored:?}");
+    let live_seq = db.number("SELECT seq FROM decisions WHERE id = 'dec_live'");
+    assert_eq!(live_seq, 7);
+    // Readers stop below the open claim: seqs 2 to 6 might still be committed.
+    assert_eq!(store.settled_decision_seq("org_1").await.unwrap(), 1);
+    // Four seconds on it still stands (a group of a stalled database may still commit)...
+    db.execute(
+        "UPDATE decision_claims SET claimed_at = now() - INTERVAL '4 seconds' WHERE writer = 'dead-0'",
+    );
+    assert_eq!(store.settled_decision_seq("org_1").await.unwrap(), 1);
+    // ...and past five seconds, longer than a live group runs, it is swept and readers go on.
+    db.execute(
+        "UPDATE decision_claims SET claimed_at = now() - INTERVAL '6 seconds' WHERE writer = 'dead-0'",
+    );
+    assert_eq!(store.settled_decision_seq("org_1").await.unwrap(), 7);
+    assert_eq!(
+        db.number("SELECT COUNT(*) FROM decision_claims WHERE writer = 'dead-0'"),
+        0
+    );
+    // Had that process been alive, its group's insert would find no claim and fail (the
+    // transaction rolled back, its decisions stored again alone): nothing lands at or below
+    // the watermark after readers passed it.
+    let mut c = store.pool().get().await.unwrap();
+    let late = decision("dec_late", "agt_buyer");
+    let params = crate::storage::postgres::decisions::Params::of("org_1", Env::Sandbox, &late);
+    let first = claimed;
+    let tx = c.transaction().await.unwrap();
+    let insert = crate::storage::postgres::decisions::insert_sql(1);
+    tx.execute(
+        insert.as_str(),
+        &crate::storage::postgres::decisions::insert_values(&[(&first, &agent_seq, &params)]),
+    )
+    .await
+    .unwrap();
+    let refused = tx
+        .query(
+            crate::storage::postgres::claims::SETTLED,
+            &[&"org_1", &"dead-0", &first],
+        )
+        .await
+        .expect_err("a group whose claim was swept commits nothing");
+    assert_eq!(
+        refused.code(),
+        Some(&tokio_postgres::error::SqlState::DIVISION_BY_ZERO)
+    );
+    drop(tx);
+    assert_eq!(
+        db.number("SELECT COUNT(*) FROM decisions WHERE id = 'dec_late'"),
+        0
+    );
+}
+
+/// A decision inserted outside the writers' groups (an approved review's) takes its seq from
+/// the counter row in its own transaction: until that commits, the watermark stays below it
+/// and a writer's claim waits, so the decision can never land behind what readers have read.
+#[tokio::test]
+async fn a_decision_inserted_in_its_own_transaction_holds_the_watermark_until_it_commits() {
+    use crate::storage::deciding::Recorded;
+    use crate::storage::decisions::DecisionStore;
+
+    let db = database!("a_decision_inserted_in_its_own_transaction_holds_the_watermark");
+    let store = open(&db).await;
+    seed(&db);
+    let agent_seq = db.number("SELECT seq FROM agents WHERE id = 'agt_buyer'");
+    // The approval's transaction, open: its decision has seq 2, not yet committed.
+    let mut approving = store.pool().get().await.unwrap();
+    let tx = approving.transaction().await.unwrap();
+    crate::storage::postgres::decisions::insert(
+        &crate::storage::postgres::PgTx::of_transaction(&tx),
+        "org_1",
+        Env::Sandbox,
+        agent_seq,
+        &decision("dec_approved", "agt_buyer"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(store.settled_decision_seq("org_1").await.unwrap(), 1);
+    // A writer's group meanwhile: its claim waits for the counter row, so it cannot commit
+    // a seq above the approval's before the approval commits.
+    let writers = crate::storage::postgres::writer::Writers::start(store.pool(), 1);
+    let mut group =
+        Box::pin(writers.record(new_decision("dec_grouped", "agt_buyer", agent_seq, 0)));
+    let waited = tokio::time::timeout(std::time::Duration::from_millis(300), &mut group).await;
+    assert!(
+        waited.is_err(),
+        "the group committed past an open seq: {waited:?}"
+    );
+    assert_eq!(store.settled_decision_seq("org_1").await.unwrap(), 1);
+    tx.commit().await.unwrap();
+    let stored = group.await;
+    assert!(matches!(stored, Ok(Recorded::Stored(_))), "{stored:?}");
+    assert_eq!(
+        db.number("SELECT seq FROM decisions WHERE id = 'dec_approved'"),
+        2
+    );
+    assert_eq!(
+        db.number("SELECT seq FROM decisions WHERE id = 'dec_grouped'"),
+        3
+    );
+    assert_eq!(store.settled_decision_seq("org_1").await.unwrap(), 3);
+}

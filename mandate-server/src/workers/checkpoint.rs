@@ -1,0 +1,437 @@
+//! The checkpoint worker: appends decisions already stored to their organization's log
+//! and signs a checkpoint of each log that grew (docs/audit.md). Off the decision path:
+//! nothing here runs in a decision's transaction or delays its answer.
+//!
+//! Every interval (`--log-checkpoint-interval`, 1 s by default) it asks the store which
+//! logs have decisions not yet logged, and for each, one at a time:
+//!
+//! 1. reads the log's head, its tree's edge and the decisions after the head up to the
+//!    readers' watermark (at most [`BATCH`]), and checks that the stored tree still has
+//!    the stored checkpoint's root (otherwise the tables were changed under it: it stops
+//!    on that log with an error and never signs);
+//! 2. appends their tokens' leaf hashes to the edge (the core's `TreeEdge`), collecting
+//!    the leaves and the tiles the appends complete, and signs a checkpoint of the new
+//!    size with every log key of the environment;
+//! 3. has the store write all of it in one transaction, only if the log is still where
+//!    it was read (another process may have logged it meanwhile);
+//! 4. once that commit is durable, shows the checkpoint to readers. A checkpoint no reader
+//!    saw may be lost to a crash; it is never a fork, since the tree is a function of the
+//!    durable decisions in seq order.
+//!
+//! A log never has two checkpoints of one size with different roots: leaves are only
+//! appended, from the decisions in seq order, and the size only grows.
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::Duration;
+
+use mandate_core::unstable::tlog::LogHash;
+use mandate_core::unstable::tlog::{self, SignedNote, TileId, TreeEdge};
+use mandate_core::{Checkpoint, Signer};
+use tokio::task::JoinHandle;
+
+use super::Context;
+use crate::clock::ms;
+use crate::model::Env;
+use crate::storage::StorageError;
+use crate::storage::log::{LogAppend, LogTail};
+
+/// The default time between two rounds.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Decisions appended to one log a run, at most.
+pub const BATCH: i64 = 10_000;
+
+/// Logs looked at a round, at most.
+const LOGS_A_ROUND: i64 = 1_000;
+
+/// Why a log was not extended.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    /// The store failed.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    /// No log key is loaded for the environment.
+    #[error("no log key is loaded for {}", .0.as_str())]
+    NoLogKey(Env),
+    /// The stored tree or head is not what was checkpointed: the tables were changed.
+    #[error("the log {origin} was changed under the worker, which stops logging it: {why}")]
+    Tampered {
+        /// The log.
+        origin: String,
+        /// What does not hold.
+        why: String,
+    },
+    /// Signing failed.
+    #[error("signing a checkpoint of {origin}: {why}")]
+    Signing {
+        /// The log.
+        origin: String,
+        /// Why.
+        why: String,
+    },
+}
+
+/// The log's name: the verdicts URL without its scheme, then `/log/<org>/<env>`.
+pub fn origin(issuer: &str, org: &str, env: Env) -> String {
+    let host = issuer
+        .split_once("://")
+        .map_or(issuer, |(_, rest)| rest)
+        .trim_end_matches('/');
+    format!("{host}/log/{org}/{}", env.as_str())
+}
+
+/// What extending one log did.
+struct Extended {
+    /// It moved, or a checkpoint was shown.
+    moved: bool,
+    /// Its batch was full: more decisions may be waiting.
+    full: bool,
+}
+
+/// The checkpoint worker.
+pub struct Checkpointer {
+    context: Context,
+    interval: Duration,
+    batch: i64,
+}
+
+/// What one round did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Round {
+    /// How many logs moved.
+    pub moved: usize,
+    /// Whether a log is still behind: a batch came back full, or more logs had news than
+    /// a round takes. The worker then starts the next round at once instead of waiting.
+    pub behind: bool,
+}
+
+impl Checkpointer {
+    /// A worker that runs a round every `interval`, logging at most `batch` decisions of
+    /// a log a round ([`BATCH`] in service).
+    pub fn new(context: Context, interval: Duration, batch: i64) -> Self {
+        Self {
+            context,
+            interval,
+            batch: batch.max(1),
+        }
+    }
+
+    /// One round: every log with news extended once.
+    pub async fn round(&self) -> Round {
+        let logs = match self.context.store.logs_with_news(LOGS_A_ROUND).await {
+            Ok(logs) => logs,
+            Err(e) => {
+                tracing::error!("decision log: finding the logs with news: {e}");
+                return Round {
+                    moved: 0,
+                    behind: false,
+                };
+            }
+        };
+        let mut round = Round {
+            moved: 0,
+            behind: logs.len() as i64 >= LOGS_A_ROUND,
+        };
+        for (org, env) in logs {
+            match self.extend(&org, env).await {
+                Ok(Extended { moved, full }) => {
+                    round.moved += usize::from(moved);
+                    round.behind |= moved && full;
+                }
+                Err(e) => tracing::error!("decision log of {org} ({}): {e}", env.as_str()),
+            }
+        }
+        round
+    }
+
+    /// Runs a round every interval until the task is aborted; while a log is behind (a
+    /// round's batch came back full) the next round starts at once, so that a log keeps
+    /// up with an organization deciding more than a batch an interval.
+    pub fn start(self) -> JoinHandle<()> {
+        tokio::spawn(async move {
+            let mut behind = false;
+            loop {
+                if !behind {
+                    tokio::time::sleep(self.interval).await;
+                }
+                behind = self.round().await.behind;
+            }
+        })
+    }
+
+    /// Extends one log (see the module's steps): whether it moved or a checkpoint was
+    /// shown, and whether its batch was full (more may be waiting).
+    async fn extend(&self, org: &str, env: Env) -> Result<Extended, CheckpointError> {
+        let store = &self.context.store;
+        let tail = store.log_tail(org, env, self.batch).await?;
+        let origin = origin(&self.context.issuer, org, env);
+        if tail.decisions.is_empty() {
+            let moved = self.show_stored(org, env, &tail).await?;
+            return Ok(Extended { moved, full: false });
+        }
+        let full = tail.decisions.len() as i64 >= self.batch;
+        check_head(&tail, &origin)?;
+        let grown = grow(&tail, &origin)?;
+        let checkpoint = if grown.edge.size() > tail.head.size {
+            let signers = self.signers(env)?;
+            Some(sign(&origin, &grown.edge, &signers)?)
+        } else {
+            tail.head.checkpoint.clone()
+        };
+        let append = LogAppend {
+            org: org.to_owned(),
+            env,
+            from: (tail.head.size, tail.head.scanned_seq),
+            size: grown.edge.size(),
+            scanned_seq: grown.scanned_seq,
+            leaves: grown.leaves,
+            tiles: grown.tiles,
+            checkpoint: checkpoint.clone(),
+            signed_ms: ms(self.context.now()),
+        };
+        if !store.append_log(append).await? {
+            return Ok(Extended { moved: false, full });
+        }
+        if let Some(note) = checkpoint {
+            store
+                .show_checkpoint(org, env, grown.edge.size(), &note)
+                .await?;
+        }
+        Ok(Extended { moved: true, full })
+    }
+
+    /// Shows the stored checkpoint if readers are not shown it yet (its commit is durable:
+    /// it was read back).
+    async fn show_stored(
+        &self,
+        org: &str,
+        env: Env,
+        tail: &LogTail,
+    ) -> Result<bool, CheckpointError> {
+        match &tail.head.checkpoint {
+            Some(note) if tail.head.shown_size < tail.head.size => Ok(self
+                .context
+                .store
+                .show_checkpoint(org, env, tail.head.size, note)
+                .await?),
+            _ => Ok(false),
+        }
+    }
+
+    fn signers(&self, env: Env) -> Result<Vec<std::sync::Arc<dyn Signer>>, CheckpointError> {
+        let signers = self
+            .context
+            .keys
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .log
+            .signers(env);
+        if signers.is_empty() {
+            return Err(CheckpointError::NoLogKey(env));
+        }
+        Ok(signers)
+    }
+}
+
+/// Checks that the stored tree is the one the stored checkpoint signed: same origin, same
+/// size, same root.
+fn check_head(tail: &LogTail, origin: &str) -> Result<(), CheckpointError> {
+    let tampered = |why: String| CheckpointError::Tampered {
+        origin: origin.to_owned(),
+        why,
+    };
+    let Some(note) = &tail.head.checkpoint else {
+        if tail.head.size == 0 {
+            return Ok(());
+        }
+        return Err(tampered(format!(
+            "the head counts {} leaves but has no checkpoint",
+            tail.head.size
+        )));
+    };
+    let note = SignedNote::parse(note).map_err(|e| tampered(format!("its checkpoint: {e}")))?;
+    let signed =
+        Checkpoint::parse(note.text()).map_err(|e| tampered(format!("its checkpoint: {e}")))?;
+    if signed.origin() != origin || signed.size() != tail.head.size {
+        return Err(tampered(format!(
+            "the head's checkpoint is of {} at {}, the head of {origin} at {}",
+            signed.origin(),
+            signed.size(),
+            tail.head.size
+        )));
+    }
+    if *tlog::root_of(&signed) != tail.edge.root() {
+        return Err(tampered(format!(
+            "the stored tree of {} leaves has root {}, its checkpoint {}",
+            tail.head.size,
+            tail.edge.root(),
+            tlog::root_of(&signed)
+        )));
+    }
+    Ok(())
+}
+
+/// What appending a tail's decisions gives.
+struct Grown {
+    edge: TreeEdge,
+    scanned_seq: i64,
+    leaves: Vec<(u64, i64, LogHash)>,
+    tiles: Vec<(TileId, Vec<LogHash>)>,
+}
+
+/// Appends the tail's decisions to its edge: the new leaves, and the tiles of levels 1 to
+/// 7 their appends complete nodes in (whole, as they are to be stored). A decision without
+/// a token is left out before the log's first leaf (stored before tokens were kept), and
+/// stops the log after it (a changed row).
+fn grow(tail: &LogTail, origin: &str) -> Result<Grown, CheckpointError> {
+    let mut edge = tail.edge.clone();
+    let mut tiles: HashMap<TileId, Vec<LogHash>> = tail.tiles.clone();
+    let mut touched = BTreeSet::new();
+    let mut leaves = Vec::with_capacity(tail.decisions.len());
+    let mut scanned_seq = tail.head.scanned_seq;
+    let tampered = |why: String| CheckpointError::Tampered {
+        origin: origin.to_owned(),
+        why,
+    };
+    for (seq, id, token) in &tail.decisions {
+        let Some(token) = token else {
+            if edge.size() == 0 {
+                scanned_seq = *seq;
+                continue;
+            }
+            return Err(tampered(format!(
+                "decision {id} (seq {seq}) has no token but comes after the log's first leaf"
+            )));
+        };
+        let leaf = tlog::leaf_hash(token.as_bytes());
+        let index = edge.size();
+        let completed = edge.push(leaf).map_err(|e| tampered(e.to_string()))?;
+        for (node, hash) in completed.into_iter().filter(|(n, _)| n.level > 0) {
+            let Some((tile, position)) = TileId::slot(node) else {
+                continue;
+            };
+            let row = tiles.entry(tile).or_default();
+            if row.len() != position {
+                return Err(tampered(format!(
+                    "tile {}/{} holds {} hashes where the tree puts its next at {position}",
+                    tile.level,
+                    tile.index,
+                    row.len()
+                )));
+            }
+            row.push(hash);
+            touched.insert(tile);
+        }
+        leaves.push((index, *seq, leaf));
+        scanned_seq = *seq;
+    }
+    let tiles = touched
+        .into_iter()
+        .filter_map(|tile| tiles.remove(&tile).map(|hashes| (tile, hashes)))
+        .collect();
+    Ok(Grown {
+        edge,
+        scanned_seq,
+        leaves,
+        tiles,
+    })
+}
+
+/// The checkpoint of `edge` under `origin`, signed by each of `signers` (one note, a
+/// signature line each).
+fn sign(
+    origin: &str,
+    edge: &TreeEdge,
+    signers: &[std::sync::Arc<dyn Signer>],
+) -> Result<String, CheckpointError> {
+    let failed = |why: String| CheckpointError::Signing {
+        origin: origin.to_owned(),
+        why,
+    };
+    let checkpoint =
+        tlog::checkpoint(origin, edge.size(), edge.root()).map_err(|e| failed(e.to_string()))?;
+    let mut text = None;
+    let mut lines = Vec::with_capacity(signers.len());
+    for signer in signers {
+        let note = tlog::sign_checkpoint(&checkpoint, signer.as_ref())
+            .map_err(|e| failed(e.to_string()))?;
+        let note = SignedNote::parse(&note).map_err(|e| failed(e.to_string()))?;
+        lines.extend(note.signatures().iter().cloned());
+        text = Some(note.text().to_owned());
+    }
+    let text = text.ok_or_else(|| failed("no log key".into()))?;
+    Ok(SignedNote::new(text, lines)
+        .map_err(|e| failed(e.to_string()))?
+        .to_string())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use mandate_core::DecisionId;
+    use mandate_core::unstable::tlog::{TILE_WIDTH, hashes_from_tiles};
+
+    #[test]
+    fn the_origin_is_the_verdicts_host_and_path_then_the_log() {
+        assert_eq!(
+            origin("https://verdicts.example.com/", "org_4F", Env::Live),
+            "verdicts.example.com/log/org_4F/live"
+        );
+        assert_eq!(
+            origin("http://127.0.0.1:8081", "org_4F", Env::Sandbox),
+            "127.0.0.1:8081/log/org_4F/sandbox"
+        );
+    }
+
+    fn tail_of(decisions: Vec<(i64, Option<String>)>) -> LogTail {
+        LogTail {
+            decisions: decisions
+                .into_iter()
+                .map(|(seq, token)| {
+                    let id = DecisionId::parse("dec_00000000000000000000000000").unwrap();
+                    (seq, id, token)
+                })
+                .collect(),
+            ..LogTail::default()
+        }
+    }
+
+    #[test]
+    fn growing_in_two_runs_stores_the_tiles_one_run_would() {
+        let tokens: Vec<(i64, Option<String>)> = (1..=70_000)
+            .map(|i| (i, Some(format!("t{i}.a.b"))))
+            .collect();
+        let whole = grow(&tail_of(tokens.clone()), "o").unwrap();
+        let mut first = grow(&tail_of(tokens[..40_000].to_vec()), "o").unwrap();
+        let mut second_tail = tail_of(tokens[40_000..].to_vec());
+        second_tail.head.size = 40_000;
+        second_tail.head.scanned_seq = 40_000;
+        second_tail.edge = first.edge.clone();
+        second_tail.tiles = first
+            .tiles
+            .drain(..)
+            .filter(|(_, h)| h.len() < TILE_WIDTH)
+            .collect();
+        let second = grow(&second_tail, "o").unwrap();
+        assert_eq!(second.edge.root(), whole.edge.root());
+        assert_eq!(second.scanned_seq, 70_000);
+        let tiles: HashMap<TileId, Vec<LogHash>> = whole.tiles.into_iter().collect();
+        assert_eq!(tiles[&TileId::new(1, 1)].len(), 17);
+        // Level-1 node 272 (leaves 69,632 to 69,887), as stored by the second run.
+        let stored: HashMap<TileId, Vec<LogHash>> = second.tiles.into_iter().collect();
+        let node = mandate_core::unstable::tlog::NodeId::new(8, 272);
+        assert_eq!(
+            hashes_from_tiles(&[node], &stored).unwrap(),
+            hashes_from_tiles(&[node], &tiles).unwrap()
+        );
+    }
+
+    #[test]
+    fn a_decision_without_a_token_is_left_out_only_before_the_first_leaf() {
+        let before = grow(&tail_of(vec![(1, None), (2, Some("a.b.c".into()))]), "o").unwrap();
+        assert_eq!((before.edge.size(), before.scanned_seq), (1, 2));
+        let after = grow(&tail_of(vec![(1, Some("a.b.c".into())), (2, None)]), "o");
+        assert!(matches!(after, Err(CheckpointError::Tampered { .. })));
+    }
+}

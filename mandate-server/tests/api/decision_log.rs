@@ -1,0 +1,294 @@
+//! The decision log (docs/audit.md) against the real server: the log keys in the JWK Set,
+//! `log` on decision reads, lists and export lines, the export's checkpoint header, each
+//! proof checked with the core's verifier against the published keys, one log per
+//! organization and environment.
+
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use mandate_core::unstable::tlog::{AuditLeaf, AuditState};
+use mandate_core::{LogEntry, LogKeys};
+use serde_json::Value;
+
+use crate::helpers::{TestApp, spawn_app, spawn_app_with};
+
+impl TestApp {
+    /// The published JWK Set as served.
+    async fn jwks_bytes(&self) -> Vec<u8> {
+        let url = format!("{}/.well-known/jwks.json", self.public);
+        let r = self.client.get(url).send().await.unwrap();
+        r.bytes().await.unwrap().to_vec()
+    }
+
+    /// Reads decision `id` until its `log` is there (bounded: 10 s).
+    async fn logged(&self, key: &str, id: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let r = self.get(key, &format!("/v1/decisions/{id}")).await;
+            assert_eq!(r.status, 200, "{}", r.text);
+            if !r.body["log"].is_null() {
+                return r.body;
+            }
+            assert!(Instant::now() < deadline, "{id} not logged: {}", r.text);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// The log's name for the app's organization `org` in `env`.
+fn origin(app: &TestApp, org: &str, env: &str) -> String {
+    let issuer = app.issuer();
+    let host = issuer.split_once("://").unwrap().1;
+    format!("{host}/log/{}/{env}", app.org_id(org))
+}
+
+fn entry(decision: &Value) -> LogEntry {
+    serde_json::from_value(decision["log"].clone()).unwrap()
+}
+
+#[tokio::test]
+async fn every_decision_read_proves_its_place_in_the_log() {
+    let app = spawn_app().await;
+    let agent = app.standard_agent(&app.org.live, "ada").await;
+    let mut ids = Vec::new();
+    for (amount, category) in [("10", "software"), ("60", "software"), ("5", "food")] {
+        let r = app.authorize(&agent, amount, category).await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        ids.push(r.body["id"].as_str().unwrap().to_owned());
+    }
+    let last = app.logged(&app.org.live, &ids[2]).await;
+    let jwks = app.jwks_bytes().await;
+    let keys = LogKeys::from_jwks_json(&jwks).unwrap();
+    assert_eq!(
+        mandate_core::unstable::tlog::keys_of(&keys).len(),
+        2,
+        "a log key per environment"
+    );
+    // The verdict keys are still read as they were: the log keys are skipped.
+    assert!(
+        app.jwks()
+            .await
+            .keys
+            .iter()
+            .all(|k| !k.kid().starts_with("log-"))
+    );
+    let origin = origin(&app, "acme", "live");
+    for (index, id) in ids.iter().enumerate() {
+        let read = app.get(&app.org.live, &format!("/v1/decisions/{id}")).await;
+        let log = entry(&read.body);
+        assert_eq!(log.index, index as u64);
+        let token = read.body["verdict_token"].as_str().unwrap();
+        let checkpoint = log.verify(token, &keys).unwrap();
+        assert_eq!(checkpoint.origin(), origin);
+        assert!(checkpoint.size() >= 3);
+        // Another decision's token is not at this index.
+        let other = last["verdict_token"].as_str().unwrap();
+        if index != 2 {
+            assert!(log.verify(other, &keys).is_err());
+        }
+    }
+    // The list's items carry the same proofs.
+    let list = app.get(&app.org.live, "/v1/decisions?limit=10").await;
+    let items = list.body["data"].as_array().unwrap();
+    assert_eq!(items.len(), 3);
+    for item in items {
+        let token = item["verdict_token"].as_str().unwrap();
+        entry(item).verify(token, &keys).unwrap();
+    }
+    // The agent's own reads too.
+    let own = app.get(&agent, &format!("/v1/decisions/{}", ids[0])).await;
+    assert_eq!(entry(&own.body).index, 0);
+}
+
+#[tokio::test]
+async fn the_export_carries_its_checkpoint_and_an_auditor_accepts_it() {
+    let app = spawn_app().await;
+    let agent = app.standard_agent(&app.org.live, "ada").await;
+    let mut last = String::new();
+    for i in 0..12 {
+        let r = app
+            .authorize(&agent, &format!("{}", i + 1), "software")
+            .await;
+        last = r.body["id"].as_str().unwrap().to_owned();
+    }
+    app.logged(&app.org.live, &last).await;
+    let export = app.get(&app.org.live, "/v1/exports/decisions").await;
+    assert_eq!(export.status, 200, "{}", export.text);
+    let header = export.header("mandate-log-checkpoint").unwrap();
+    let note = String::from_utf8(STANDARD.decode(header).unwrap()).unwrap();
+    let keys = LogKeys::from_jwks_json(&app.jwks_bytes().await).unwrap();
+    let checkpoint = keys.verify(&note).unwrap();
+    assert_eq!(checkpoint.size(), 12);
+    let lines: Vec<Value> = export
+        .text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 12);
+    let mut leaves = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let log = entry(line);
+        assert_eq!(
+            (log.index, log.checkpoint.as_str()),
+            (i as u64, note.as_str())
+        );
+        let token = line["verdict_token"].as_str().unwrap();
+        leaves.push(AuditLeaf::token(token, Some(log)));
+    }
+    let audit = AuditState::new(origin(&app, "acme", "live"))
+        .advance(&leaves, &note, &keys)
+        .unwrap();
+    assert_eq!(audit.size(), 12);
+    // An incremental export after the last decision: no line, the same checkpoint.
+    let after = app
+        .get(
+            &app.org.live,
+            &format!("/v1/exports/decisions?after={last}"),
+        )
+        .await;
+    assert_eq!(after.text, "");
+    assert_eq!(after.header("mandate-log-checkpoint"), Some(header));
+    assert_eq!(audit.advance(&[], &note, &keys).unwrap(), audit);
+}
+
+#[tokio::test]
+async fn each_environment_and_organization_has_a_log_of_its_own() {
+    let app = spawn_app().await;
+    let other = app.onboard("globex").await;
+    let live = app.standard_agent(&app.org.live, "ada").await;
+    let sandbox = app.standard_agent(&app.org.sandbox, "ada").await;
+    let globex = app.standard_agent(&other.live, "bob").await;
+    app.authorize(&live, "1", "software").await;
+    let s = app.authorize(&sandbox, "1", "software").await;
+    let g = app.authorize(&globex, "1", "software").await;
+    let keys = LogKeys::from_jwks_json(&app.jwks_bytes().await).unwrap();
+    for (key, read, org, env) in [
+        (&app.org.sandbox, &s, "acme", "sandbox"),
+        (&other.live, &g, "globex", "live"),
+    ] {
+        let id = read.body["id"].as_str().unwrap();
+        let logged = app.logged(key, id).await;
+        let log = entry(&logged);
+        assert_eq!(log.index, 0);
+        let token = logged["verdict_token"].as_str().unwrap();
+        let checkpoint = log.verify(token, &keys).unwrap();
+        assert_eq!(
+            (checkpoint.origin(), checkpoint.size()),
+            (origin(&app, org, env).as_str(), 1)
+        );
+    }
+}
+
+#[tokio::test]
+async fn before_a_checkpoint_covers_it_a_decision_reads_log_null() {
+    let app = spawn_app_with(|c| c.log_checkpoint_interval = Duration::from_secs(600)).await;
+    let agent = app.standard_agent(&app.org.live, "ada").await;
+    let r = app.authorize(&agent, "10", "software").await;
+    let id = r.body["id"].as_str().unwrap();
+    let read = app.get(&app.org.live, &format!("/v1/decisions/{id}")).await;
+    assert_eq!(read.status, 200);
+    assert!(read.body.as_object().unwrap().contains_key("log"));
+    assert!(read.body["log"].is_null());
+    let export = app.get(&app.org.live, "/v1/exports/decisions").await;
+    assert_eq!(export.header("mandate-log-checkpoint"), None);
+    let line: Value = serde_json::from_str(export.text.lines().next().unwrap()).unwrap();
+    assert!(line["log"].is_null());
+}
+
+/// Decisions committed side by side by many agents (on PostgreSQL by several writers, whose
+/// groups commit out of seq order) while the checkpoint worker runs every 100 ms: each is
+/// logged exactly once, at its place in seq order. The worker reads only up to the
+/// organization's watermark, so none committed below a seq it already passed is skipped
+/// (a skipped one would stay `log: null` and shift every index after it).
+#[tokio::test]
+async fn decisions_committed_side_by_side_are_each_logged_at_their_place() {
+    let app = spawn_app().await;
+    let mut agents = Vec::new();
+    for i in 0..8 {
+        agents.push(app.standard_agent(&app.org.live, &format!("a{i}")).await);
+    }
+    futures_util::future::join_all(agents.iter().map(|agent| async {
+        for _ in 0..25 {
+            let r = app.authorize(agent, "1", "software").await;
+            assert_eq!(r.status, 201, "{}", r.text);
+        }
+    }))
+    .await;
+    let keys = LogKeys::from_jwks_json(&app.jwks_bytes().await).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let lines = loop {
+        let export = app.get(&app.org.live, "/v1/exports/decisions").await;
+        assert_eq!(export.status, 200, "{}", export.text);
+        let lines: Vec<Value> = export
+            .text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 200);
+        if lines.iter().all(|line| !line["log"].is_null()) {
+            break lines;
+        }
+        let unlogged = lines.iter().filter(|l| l["log"].is_null()).count();
+        assert!(
+            Instant::now() < deadline,
+            "{unlogged} of 200 decisions not logged"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let mut leaves = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let log = entry(line);
+        assert_eq!(log.index, i as u64, "{line}");
+        let token = line["verdict_token"].as_str().unwrap();
+        log.verify(token, &keys).unwrap();
+        leaves.push(AuditLeaf::token(token, Some(log)));
+    }
+    let note = entry(&lines[0]).checkpoint;
+    let audit = AuditState::new(origin(&app, "acme", "live"))
+        .advance(&leaves, &note, &keys)
+        .unwrap();
+    assert_eq!(audit.size(), 200);
+}
+
+/// An organization deciding more than a batch an interval: once a round's batch comes back
+/// full the worker starts the next round at once, so the log catches up within about one
+/// interval instead of one interval a batch (here 30 decisions, batches of 2, 3 s apart:
+/// 45 s waiting an interval between batches).
+#[tokio::test]
+async fn a_log_behind_by_many_batches_catches_up_without_waiting_an_interval_each() {
+    let app = spawn_app_with(|c| {
+        c.log_checkpoint_interval = Duration::from_secs(3);
+        c.log_checkpoint_batch = 2;
+    })
+    .await;
+    let mut agents = Vec::new();
+    for i in 0..3 {
+        agents.push(app.standard_agent(&app.org.live, &format!("b{i}")).await);
+    }
+    for agent in &agents {
+        for _ in 0..10 {
+            let r = app.authorize(agent, "1", "software").await;
+            assert_eq!(r.status, 201, "{}", r.text);
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(12);
+    loop {
+        let export = app.get(&app.org.live, "/v1/exports/decisions").await;
+        assert_eq!(export.status, 200, "{}", export.text);
+        let unlogged = export
+            .text
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|line| line["log"].is_null())
+            .count();
+        if unlogged == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{unlogged} of 30 decisions still not logged 12 s after the last"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

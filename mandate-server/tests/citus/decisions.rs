@@ -1,0 +1,377 @@
+//! Decisions on the Citus cluster are router-only: every statement a decision runs names
+//! its organization, so Citus sends it to the one worker holding that organization, and no
+//! decision is a two-phase commit. A load of decisions through two stores (two processes'
+//! pools and writers) for organizations on both workers leaves `pg_dist_transaction` as it
+//! was; so do the writes outside the decision path that append an event (a review approved
+//! and one denied, a mandate revoked, a webhook pinged).
+
+use std::sync::Arc;
+
+use futures_util::future::join_all;
+use mandate_core::unstable::id::ReviewId;
+use mandate_core::unstable::id::WebhookId;
+use mandate_core::unstable::idempotency::NextAction;
+use mandate_core::{
+    AgentId, Amount, AuthorizationRequest, Category, Currency, DecisionId, Mandate, MandateDraft,
+    MandateId, MandateStatus, Recipient,
+};
+use mandate_server::clock::random16;
+use mandate_server::decision::agents::AgentStates;
+use mandate_server::decision::modes::ModeCache;
+use mandate_server::decision::service::{Decider, Input};
+use mandate_server::model::Env;
+use mandate_server::signing::fast::AwsLcSigner;
+use mandate_server::storage::deciding::Resolution;
+use mandate_server::storage::idempotency::{IdempotencyRecord, Sealed};
+use mandate_server::storage::mandates::Revocation;
+use mandate_server::storage::postgres::PostgresStore;
+use mandate_server::storage::{
+    AgentStore, DecidingStore, DecisionStore, MandateStore, OrgStore, Store, WebhookStore,
+};
+use serde_json::Value;
+use time::OffsetDateTime;
+use time::macros::datetime;
+
+use crate::citus::{Share, database};
+use crate::schema::{onboard, open};
+
+const NOW: OffsetDateTime = datetime!(2026-11-25 12:00 UTC);
+
+/// A mandate that sends what is above 200 to review (a review, its event and deliveries).
+const TERMS: &str = r#"{"agent": "AGENT", "limits": {"per_transaction": 500, "per_month": 100000, "currency": "USD"},
+    "categories": ["software"], "review_above": 200, "expires": "2026-12-31"}"#;
+
+/// One process's in-memory side of the decision path, and its store.
+struct Process {
+    store: PostgresStore,
+    agents: AgentStates,
+    modes: ModeCache,
+    signer: Arc<AwsLcSigner>,
+}
+
+impl Process {
+    async fn new(db: &crate::citus::CitusDb) -> Self {
+        let secret = mandate_server::signing::fresh_secret().unwrap();
+        Self {
+            store: open(db).await,
+            agents: AgentStates::default(),
+            modes: ModeCache::default(),
+            signer: Arc::new(AwsLcSigner::from_secret_bytes("sandbox-1", secret.expose()).unwrap()),
+        }
+    }
+
+    /// Decides `amount` USD for `agent` of `org` through the real decision service; with
+    /// `idempotent`, under an Idempotency-Key claimed first, its record stored with the
+    /// decision.
+    async fn decide(&self, org: &str, agent: &str, amount: &str, key: Option<String>) -> Value {
+        let store: &dyn Store = &self.store;
+        let org: Arc<str> = Arc::from(org);
+        let mut record = match key {
+            Some(key) => {
+                let hash = [7u8; 32];
+                let claim = random16();
+                let (action, _) = store
+                    .claim_idempotency_key(&org, hash, &key, [1; 32], claim, NOW)
+                    .await
+                    .unwrap();
+                assert_eq!(action, NextAction::StartProcessing);
+                Some(IdempotencyRecord {
+                    org_id: org.clone(),
+                    key_hash: hash,
+                    idem_key: key,
+                    status: 201,
+                    body: Sealed(b"sealed".to_vec()),
+                    request_id: "req".into(),
+                    claim,
+                })
+            }
+            None => None,
+        };
+        let (mode, _) = store.mode(&org, Env::Sandbox).await.unwrap();
+        let decider = self.decider(&org, mode);
+        let request = AuthorizationRequest {
+            agent: AgentId::parse(agent).unwrap(),
+            amount: Amount::parse(amount).unwrap(),
+            currency: Currency::parse("USD").unwrap(),
+            recipient: Recipient::parse("vendor:acme").unwrap(),
+            category: Category::parse("software").unwrap(),
+        };
+        let body = decider
+            .run(
+                Input::Request {
+                    request,
+                    slot: None,
+                    credential: None,
+                    bindings: Default::default(),
+                },
+                |_| Ok(record.take()),
+            )
+            .await
+            .unwrap();
+        serde_json::from_slice(&body).unwrap()
+    }
+
+    /// The decision service of this process for `org` in the sandbox.
+    fn decider<'a>(&'a self, org: &'a Arc<str>, mode: mandate_core::Mode) -> Decider<'a> {
+        Decider {
+            store: &self.store,
+            agents: &self.agents,
+            modes: &self.modes,
+            signer: self.signer.clone(),
+            issuer: "https://verdicts.test",
+            org,
+            env: Env::Sandbox,
+            policy_version: "pol_2026-11-25.1",
+            mode,
+            now: NOW,
+        }
+    }
+
+    /// Approves the review `answer` (a decision) opened, through the real decision service
+    /// (its fresh decision, the review resolved, its event); returns the fresh decision.
+    async fn approve(&self, org: &str, answer: &Value) -> Value {
+        let org: Arc<str> = Arc::from(org);
+        let review = self.review(&org, answer).await;
+        let original = self
+            .store
+            .decision(&org, Env::Sandbox, None, &review.decision)
+            .await
+            .unwrap()
+            .expect("the decision that opened the review");
+        let approved = review
+            .approve(DecisionId::from_random(random16()), NOW)
+            .unwrap();
+        let (mode, _) = self.store.mode(&org, Env::Sandbox).await.unwrap();
+        let body = self
+            .decider(&org, mode)
+            .run(
+                Input::Approval {
+                    approved,
+                    original: Box::new(original),
+                },
+                |_| Ok(None),
+            )
+            .await
+            .unwrap();
+        serde_json::from_slice(&body).unwrap()
+    }
+
+    /// Denies the review `answer` opened, as `POST /v1/reviews/{id}/deny` stores it.
+    async fn deny(&self, org: &str, answer: &Value) {
+        let org: Arc<str> = Arc::from(org);
+        let review = self.review(&org, answer).await;
+        let resolution = Resolution {
+            org: org.clone(),
+            env: Env::Sandbox,
+            review: review.deny(Some("no".into()), NOW).unwrap(),
+            decision: None,
+            at_ms: mandate_server::clock::ms(NOW),
+            hint: Default::default(),
+        };
+        let stored = self.store.resolve_review(resolution).await.unwrap();
+        assert!(stored.is_some(), "the review was pending");
+    }
+
+    /// The review a decision's `answer` opened, as stored.
+    async fn review(
+        &self,
+        org: &Arc<str>,
+        answer: &Value,
+    ) -> mandate_core::unstable::review::Review {
+        let id = ReviewId::parse(answer["review"]["id"].as_str().expect("a review")).unwrap();
+        let (review, _) = self
+            .store
+            .review(org.clone(), Env::Sandbox, id)
+            .await
+            .unwrap()
+            .expect("the review");
+        review
+    }
+}
+
+/// An organization with an agent under [`TERMS`] (the mandate returned) and a webhook
+/// subscribed to reviews, their resolutions and mandates revoked.
+async fn tenant(store: &PostgresStore, org: String, n: u8) -> (String, String, Mandate, WebhookId) {
+    let agent = format!("agt_load{n}");
+    let id = AgentId::parse(&agent).unwrap();
+    store
+        .create_agent(&org, Env::Sandbox, &id, [200 + n; 32], None, 0)
+        .await
+        .unwrap()
+        .expect("a fresh agent");
+    let terms: Value = serde_json::from_str(&TERMS.replace("AGENT", &agent)).unwrap();
+    let mandate = Mandate {
+        id: MandateId::from_random(random16()),
+        terms: MandateDraft::from_json(&terms).unwrap(),
+        status: MandateStatus::Active,
+        created_at: NOW,
+    };
+    store
+        .insert_mandate(&org, Env::Sandbox, &mandate)
+        .await
+        .unwrap();
+    let events = [
+        "decision.review_pending",
+        "decision.resolved",
+        "mandate.revoked",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let webhook = WebhookId::from_random(random16());
+    store
+        .create_webhook(
+            &org,
+            Env::Sandbox,
+            &webhook,
+            "https://hooks.example.com/",
+            &events,
+            0,
+        )
+        .await
+        .unwrap();
+    (org, agent, mandate, webhook)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn decisions_of_many_organizations_on_two_processes_make_no_two_phase_commit() {
+    let Some(db) = database(Share::WithOthers).await else {
+        return;
+    };
+    let (a, b) = (Process::new(&db).await, Process::new(&db).await);
+    // Three organizations on each worker.
+    let mut tenants = Vec::new();
+    let mut on: std::collections::BTreeMap<String, usize> = Default::default();
+    for n in 0..40u8 {
+        let org = onboard(&a.store, &format!("load{n}"), 100 + n);
+        let worker = db.worker_of("decisions", &org).await.to_string();
+        let count = on.entry(worker).or_default();
+        if *count < 3 {
+            *count += 1;
+            tenants.push(tenant(&a.store, org, n).await);
+        }
+        if tenants.len() == 6 {
+            break;
+        }
+    }
+    assert_eq!(
+        tenants.len(),
+        6,
+        "three organizations on each worker: {on:?}"
+    );
+    let before = db.two_phase_commits().await;
+    // Twelve decisions an organization, half through each process, all at once: allows,
+    // reviews (with their events and deliveries), denials, some under an Idempotency-Key.
+    let amounts = ["10", "250", "600", "20"];
+    let answers = join_all(tenants.iter().flat_map(|(org, agent, ..)| {
+        let (a, b) = (&a, &b);
+        (0..12usize).map(move |i| {
+            let process = if i % 2 == 0 { a } else { b };
+            let key = (i % 3 == 0).then(|| format!("k-{org}-{i}"));
+            process.decide(org, agent, amounts[i % amounts.len()], key)
+        })
+    }))
+    .await;
+    let verdicts: std::collections::BTreeSet<&str> = answers
+        .iter()
+        .map(|v| v["verdict"].as_str().unwrap())
+        .collect();
+    assert!(
+        verdicts.contains("allow") && verdicts.contains("review"),
+        "{verdicts:?}"
+    );
+    assert_eq!(
+        db.two_phase_commits().await,
+        before,
+        "a decision made a two-phase commit"
+    );
+    let c = db.connect().await;
+    let stored: i64 = c
+        .query_one("SELECT COUNT(*) FROM decisions", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(stored, 6 * 12);
+}
+
+/// The writes outside the decision path that append an event, each router-only like a
+/// decision: for an organization on each worker, a review approved (a fresh decision, the
+/// review resolved, its `decision.resolved` event and delivery), one denied, the mandate
+/// revoked (`mandate.revoked`), the webhook pinged (a delivery to it alone). None is a
+/// two-phase commit, and every event has its delivery.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn events_appended_outside_the_decision_path_make_no_two_phase_commit() {
+    let Some(db) = database(Share::WithOthers).await else {
+        return;
+    };
+    let p = Process::new(&db).await;
+    let mut tenants = Vec::new();
+    let mut workers = std::collections::BTreeSet::new();
+    // Agents' keys apart from the test above's.
+    for n in 0..16u8 {
+        let org = onboard(&p.store, &format!("events{n}"), 150 + n);
+        let worker = db.worker_of("events", &org).await.to_string();
+        if workers.insert(worker) {
+            tenants.push(tenant(&p.store, org, 40 + n).await);
+        }
+        if tenants.len() == 2 {
+            break;
+        }
+    }
+    assert_eq!(tenants.len(), 2, "an organization on each worker");
+    // The reviews to resolve, opened by decisions (router-only, tested above).
+    let mut opened = Vec::new();
+    for (org, agent, ..) in &tenants {
+        let reviews = [
+            p.decide(org, agent, "250", None).await,
+            p.decide(org, agent, "260", None).await,
+        ];
+        for answer in &reviews {
+            assert_eq!(answer["verdict"], "review", "{answer}");
+        }
+        opened.push(reviews);
+    }
+    let before = db.two_phase_commits().await;
+    for ((org, _, mandate, webhook), [approve, deny]) in tenants.iter().zip(&opened) {
+        let fresh = p.approve(org, approve).await;
+        assert_eq!(fresh["verdict"], "allow", "{fresh}");
+        p.deny(org, deny).await;
+        let org: Arc<str> = Arc::from(org.as_str());
+        let revoked = mandate_server::decision::mandates::revoke(
+            &p.store,
+            &p.agents,
+            &org,
+            Env::Sandbox,
+            mandate,
+            NOW,
+        )
+        .await
+        .unwrap();
+        assert!(matches!(revoked, Revocation::Revoked(_)), "{revoked:?}");
+        let ping = p
+            .store
+            .ping_webhook(&org, Env::Sandbox, webhook, serde_json::json!({}), 0)
+            .await
+            .unwrap();
+        assert!(ping.is_some(), "the webhook is active");
+    }
+    assert_eq!(
+        db.two_phase_commits().await,
+        before,
+        "an event appended outside the decision path made a two-phase commit"
+    );
+    // Each organization's events, each with its delivery: two reviews opened, two
+    // resolved, the mandate revoked, the ping.
+    let c = db.connect().await;
+    for (org, ..) in &tenants {
+        let counts = c
+            .query_one(
+                "SELECT (SELECT COUNT(*) FROM events WHERE org_id = $1),
+                        (SELECT COUNT(*) FROM deliveries WHERE org_id = $1)",
+                &[org],
+            )
+            .await
+            .unwrap();
+        let (events, deliveries): (i64, i64) = (counts.get(0), counts.get(1));
+        assert_eq!((events, deliveries), (6, 6), "{org}");
+    }
+}
