@@ -23,8 +23,8 @@ use cedar_policy::{
 use mandate_core::{
     AgentHistory, AgentId, Amount, AuthorizationRequest, CountWindow, Evaluation, Mandate,
     MandateDraft, MandateId, MandateStatus, Mode, Reason, RecipientPattern, RecipientRefusal,
-    SpendWindow, Verdict, evaluate, unstable::history::VELOCITY_LIMIT,
-    unstable::history::VELOCITY_WINDOW_MS,
+    SpendWindow, Verdict, evaluate,
+    unstable::history::{self, VELOCITY_LIMIT, VELOCITY_WINDOW_MS},
 };
 use time::macros::datetime;
 use time::{Duration, OffsetDateTime, Time};
@@ -543,11 +543,11 @@ impl CedarEngine {
     /// The Cedar request for `item`: the request's fields and the numbers read from the
     /// agent's history (kept in Rust) in the context.
     pub fn request(&self, item: &Item, history: &AgentHistory) -> Request {
-        let recent = history.velocity.count_at(item.at) as i64;
-        let month_to_date = cents(history.spend.total_at(item.at));
-        let day_to_date = cents(history.spend.day_total_at(item.at));
-        let week_to_date = cents(history.spend.week_total_at(item.at));
-        let spend = &history.spend;
+        let spend = history::spend(history);
+        let recent = history::velocity(history).count_at(item.at) as i64;
+        let month_to_date = cents(spend.total_at(item.at));
+        let day_to_date = cents(spend.day_total_at(item.at));
+        let week_to_date = cents(spend.week_total_at(item.at));
         let count = |n: u64| RestrictedExpression::new_long(i64::try_from(n).expect("count"));
         let context = Context::from_pairs([
             (
