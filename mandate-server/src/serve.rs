@@ -285,6 +285,7 @@ pub async fn start_with(
         callers: Default::default(),
         api_keys: KeyBinder::new(&keys),
         modes: Default::default(),
+        leaves: Default::default(),
         readiness: Default::default(),
         settlement: adapter.provider(),
     });
@@ -298,6 +299,7 @@ pub async fn start_with(
         clock: clock.clone(),
         keys: state.keys.clone(),
         issuer: state.verdicts_url.clone(),
+        leaves: state.leaves.clone(),
     };
     let worker = Worker::start(context.clone())
         .map_err(|e| ServeError::Io(std::io::Error::other(format!("delivery worker: {e}"))))?;

@@ -70,6 +70,8 @@ pub struct Shared {
     pub api_keys: crate::signing::api_keys::KeyBinder,
     /// Enforcement modes.
     pub modes: ModeCache,
+    /// Committed decisions' leaf hashes, shared with the decision log's worker.
+    pub leaves: Arc<crate::model::leaves::LeafHashes>,
     /// `/readyz`'s probes, shared by concurrent requests.
     pub readiness: Readiness,
     /// The live settlement adapter, chosen by the operator.
@@ -106,6 +108,7 @@ impl AppState {
         Ok(Decider {
             store: self.store.as_ref(),
             agents: &self.agents,
+            leaves: &self.leaves,
             modes: &self.modes,
             signer: self.signer(caller.env)?,
             issuer: &self.verdicts_url,

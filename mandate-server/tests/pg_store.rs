@@ -49,6 +49,7 @@ struct Process {
     store: Arc<PostgresStore>,
     agents: AgentStates,
     modes: ModeCache,
+    leaves: mandate_server::model::leaves::LeafHashes,
     signer: Arc<AwsLcSigner>,
 }
 
@@ -65,6 +66,7 @@ impl Process {
             store,
             agents: AgentStates::default(),
             modes: ModeCache::default(),
+            leaves: Default::default(),
             signer: Arc::new(AwsLcSigner::from_secret_bytes("sandbox-1", secret.expose()).unwrap()),
         }
     }
@@ -97,6 +99,7 @@ impl Process {
         Decider {
             store: self.store.as_ref(),
             agents: &self.agents,
+            leaves: &self.leaves,
             modes: &self.modes,
             signer: self.signer.clone(),
             issuer: "https://verdicts.test",

@@ -19,20 +19,21 @@ CREATE TABLE log_keys (
     UNIQUE (env, n)
 );
 
--- One row per logged decision: its leaf index and leaf hash (tree level 0, read 256 at a
--- time as a level-0 tile).
-CREATE TABLE log_leaves (
-    org_id     TEXT   NOT NULL,
-    env        TEXT   NOT NULL,
-    leaf_index BIGINT NOT NULL,
-    seq        BIGINT NOT NULL,
-    hash       BYTEA  NOT NULL,
-    PRIMARY KEY (org_id, env, leaf_index),
-    UNIQUE (org_id, seq)
+-- Tree level 0 in strips: the leaf hashes of consecutive leaves from `start` (32 bytes
+-- each, at most 256, never across a multiple of 256: a level-0 tile is the strips from its
+-- first index) and their decisions' seqs (`first_seq`, then the later ones as LEB128
+-- deltas); a decision's leaf is found by one indexed read. Written once, never rewritten.
+CREATE TABLE log_strips (
+    org_id    TEXT   NOT NULL,
+    env       TEXT   NOT NULL,
+    start     BIGINT NOT NULL,
+    first_seq BIGINT NOT NULL,
+    seqs      BYTEA  NOT NULL,
+    hashes    BYTEA  NOT NULL,
+    PRIMARY KEY (org_id, env, start),
+    UNIQUE (org_id, env, first_seq)
 );
 
--- C2SP tiles of tree levels 8, 16, ...: up to 256 hashes of 32 bytes, concatenated; the
--- rightmost tile of a level grows in place.
 CREATE TABLE log_tiles (
     org_id TEXT     NOT NULL,
     env    TEXT     NOT NULL,

@@ -68,7 +68,7 @@ BEGIN
                              'decision_claims', 'reviews', 'events', 'webhooks', 'deliveries',
                              'delivery_attempts', 'mandate_expiring_fired', 'idempotency',
                              'accepted_credentials', 'ap2_issuers', 'escrows',
-                             'escrow_history', 'settlement_movements', 'log_leaves',
+                             'escrow_history', 'settlement_movements', 'log_strips',
                              'log_tiles', 'log_heads'] LOOP
         IF NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = t::regclass) THEN
             PERFORM create_distributed_table(t, 'org_id', colocate_with => 'environments');

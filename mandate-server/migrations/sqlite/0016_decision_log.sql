@@ -18,17 +18,22 @@ CREATE TABLE log_keys (
     UNIQUE (env, n)
 );
 
--- One row per logged decision: its leaf index and leaf hash (tree level 0, read 256 at a
--- time as a level-0 tile).
-CREATE TABLE log_leaves (
-    org_id     TEXT    NOT NULL,
-    env        TEXT    NOT NULL,
-    leaf_index INTEGER NOT NULL,
-    seq        INTEGER NOT NULL,
-    hash       BLOB    NOT NULL,
-    PRIMARY KEY (org_id, env, leaf_index),
-    UNIQUE (org_id, seq)
-) WITHOUT ROWID;
+-- Tree level 0 in strips: each row holds the leaf hashes of consecutive leaves from
+-- `start` (32 bytes each, at most 256, never across a multiple of 256, so a level-0 tile is
+-- the strips from its first index), and their decisions' seqs (`first_seq`, then the
+-- later seqs as LEB128 deltas), so a decision's leaf is found by one indexed read. A strip
+-- is written once, by the round that logged its leaves: a busy log stores a strip per 256
+-- leaves (about 33 bytes a leaf), never rewritten.
+CREATE TABLE log_strips (
+    org_id    TEXT    NOT NULL,
+    env       TEXT    NOT NULL,
+    start     INTEGER NOT NULL,
+    first_seq INTEGER NOT NULL,
+    seqs      BLOB    NOT NULL,
+    hashes    BLOB    NOT NULL,
+    PRIMARY KEY (org_id, env, start)
+);
+CREATE UNIQUE INDEX log_strips_by_seq ON log_strips (org_id, env, first_seq);
 
 -- C2SP tiles of tree levels 8, 16, ...: up to 256 hashes of 32 bytes, concatenated; the
 -- rightmost tile of a level grows in place.

@@ -16,7 +16,8 @@ use mandate_core::{
     AuthorizationRequest, Bindings, DecisionId, Evaluation, Issuance, MandateId, Mode, Nonce,
     Signer, VerdictClaims, unstable::history, unstable::id::ReviewId, unstable::jws::sign_payload,
     unstable::policy, unstable::policy::SingleUse, unstable::policy::evaluate_approval,
-    unstable::policy::evaluate_presenting, unstable::review::Review,
+    unstable::policy::evaluate_presenting, unstable::review::Review, unstable::tlog,
+    unstable::tlog::LogHash,
 };
 use time::OffsetDateTime;
 use tokio::sync::OwnedMutexGuard;
@@ -26,6 +27,7 @@ use super::modes::ModeCache;
 use crate::clock::{fill_random, ms, ordered16};
 use crate::model::Env;
 use crate::model::decision::{Decision, TokenSignature};
+use crate::model::leaves::LeafHashes;
 use crate::storage::StorageError;
 use crate::storage::deciding::{DecidingStore, NewDecision, Recorded, Resolution};
 use crate::storage::idempotency::IdempotencyRecord;
@@ -191,6 +193,8 @@ pub struct Decider<'a> {
     pub store: &'a dyn DecidingStore,
     /// The agents' locks and cached states.
     pub agents: &'a AgentStates,
+    /// Where a committed decision's leaf hash waits for the decision log's worker.
+    pub leaves: &'a LeafHashes,
     /// The enforcement modes in memory: a mode read with an agent's fresh state goes there.
     pub modes: &'a ModeCache,
     /// The environment's current signer.
@@ -214,6 +218,9 @@ pub struct Decider<'a> {
 #[must_use = "a decision is answered only once committed"]
 pub struct Decided<'a> {
     store: &'a dyn DecidingStore,
+    leaves: &'a LeafHashes,
+    /// The decision log's leaf hash of the token answered.
+    leaf: LogHash,
     org: Arc<str>,
     env: Env,
     now: OffsetDateTime,
@@ -333,6 +340,7 @@ impl<'a> Decider<'a> {
         let claims = request;
         let (claims, token, claims_json) =
             self.sign(jti, &evaluation, mandate, claims, bindings)?;
+        let leaf = tlog::leaf_hash(token.as_bytes());
         let signed = Signed {
             claims,
             token,
@@ -342,6 +350,8 @@ impl<'a> Decider<'a> {
             self.answer(signed, &evaluation, mode, supersedes, approval.is_none())?;
         Ok(Decided {
             store: self.store,
+            leaves: self.leaves,
+            leaf,
             org: Arc::clone(self.org),
             env: self.env,
             now: self.now,
@@ -504,6 +514,8 @@ impl Decided<'_> {
     async fn store(self, idempotency: Option<IdempotencyRecord>) -> Result<Stored, DecisionError> {
         let Self {
             store,
+            leaves,
+            leaf,
             org,
             env,
             now,
@@ -517,6 +529,7 @@ impl Decided<'_> {
             body,
         } = self;
         let amount = decision.claims.request.amount;
+        let id = decision.claims.jti.clone();
         let labels = (
             env.as_str(),
             evaluation.verdict.as_str(),
@@ -597,6 +610,7 @@ impl Decided<'_> {
             }
         }
         *guard = Some(state);
+        leaves.keep(id, leaf);
         crate::telemetry::record_decision(labels.0, labels.1, labels.2);
         Ok(Stored::Answer(body))
     }

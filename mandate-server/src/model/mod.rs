@@ -2,6 +2,7 @@
 //! the authenticated caller, and the stored decision with its API shape ([`decision`]).
 
 pub mod decision;
+pub mod leaves;
 
 use std::sync::Arc;
 

@@ -2,8 +2,10 @@
 //! Merkle tree (RFC 6962) of verdict tokens in seq order, kept as C2SP tiles, its
 //! checkpoints and the log keys that sign them. Written once for every engine.
 //!
-//! Level 0 of the tree is `log_leaves`, one row per logged decision (its index found by
-//! its seq in one indexed read, never rewritten); levels 8, 16, ... are tiles of up to 256
+//! Level 0 of the tree is `log_strips`: rows of up to 256 consecutive leaf hashes with
+//! their decisions' seqs, written once by the round that logged them and never across a
+//! multiple of 256, so a level-0 tile is the strips from its first index and a decision's
+//! leaf is found by its seq in one indexed read; levels 8, 16, ... are tiles of up to 256
 //! hashes in `log_tiles`. A proof or a tree's edge reads the few tiles that hold its nodes
 //! (`mandate_core::unstable::tlog::tiles_of`). What to append and what to sign is decided above the
 //! store, by the checkpoint worker (`workers/checkpoint.rs`): the store reads what the
@@ -51,8 +53,8 @@ pub struct LogTail {
     pub edge: TreeEdge,
     /// The partial tiles of levels 1 to 7, as stored.
     pub tiles: HashMap<TileId, Vec<LogHash>>,
-    /// Decisions to log: seq, id and token (`None`: stored before tokens were kept).
-    pub decisions: Vec<(i64, DecisionId, Option<String>)>,
+    /// Decisions to log, oldest first: seq and id.
+    pub decisions: Vec<(i64, DecisionId)>,
 }
 
 /// What the checkpoint worker appends to a log and the checkpoint it signed of it.
@@ -95,6 +97,16 @@ pub trait LogStore {
 
     /// What the worker extends a log from, with at most `batch` decisions.
     fn log_tail(&self, org: &str, env: Env, batch: i64) -> StoreFuture<'_, LogTail>;
+
+    /// The tokens of the decisions of a log in each of `ranges` (seqs above the first and
+    /// below the second, at most the third of them), as rebuilt from their rows: seq and
+    /// token (`None`: stored before tokens were kept).
+    fn log_tokens(
+        &self,
+        org: &str,
+        env: Env,
+        ranges: Vec<(i64, i64, i64)>,
+    ) -> StoreFuture<'_, Vec<(i64, Option<String>)>>;
 
     /// Writes `append` in one transaction if the log is still at `append.from` and no
     /// other process holds it; whether it was written.
@@ -205,13 +217,18 @@ async fn read_tiles<T: Tx>(
         let hashes = if tile.level == 0 {
             let start = as_i64(tile.index, "log tile")?.saturating_mul(TILE_WIDTH as i64);
             let params = [org.into(), env.into(), start.into(), (start + 256).into()];
-            let read = |r: &dyn Columns| Ok((r.int(0)?, hash_of(&r.bytes(1)?)?));
-            let rows = tx.query(LogSql::LeafRange.into(), &params, read).await?;
-            rows.into_iter()
-                .enumerate()
-                .take_while(|(i, (index, _))| *index == start + *i as i64)
-                .map(|(_, (_, hash))| hash)
-                .collect()
+            let read = |r: &dyn Columns| Ok((r.int(0)?, hashes_of(&r.bytes(1)?)?));
+            let strips = tx.query(LogSql::StripRange.into(), &params, read).await?;
+            // The strips from the tile's first index, as far as they follow each other.
+            let mut hashes = Vec::with_capacity(TILE_WIDTH);
+            for (strip_start, strip) in strips {
+                if strip_start != start + hashes.len() as i64 {
+                    break;
+                }
+                hashes.extend(strip);
+            }
+            hashes.truncate(TILE_WIDTH);
+            hashes
         } else {
             let params = [
                 org.into(),
@@ -262,18 +279,20 @@ fn partial_tiles(size: u64) -> Vec<TileId> {
 async fn tail<T: Tx>(tx: &mut T, org: &str, env: Env, batch: i64) -> Result<LogTail> {
     let head = head(tx, org, env, Lock::No).await?.unwrap_or_default();
     let upto = tx.watermark(org).await?;
-    let scope = Scope::new(org, env);
-    let filters = Filters::default();
-    let rows = tx
-        .decisions(
-            scope,
-            &filters,
-            head.scanned_seq,
-            upto.saturating_add(1),
-            false,
-            batch,
-        )
-        .await?;
+    let params = [
+        org.into(),
+        env.into(),
+        head.scanned_seq.into(),
+        upto.saturating_add(1).into(),
+        batch.into(),
+    ];
+    let read = |r: &dyn Columns| {
+        let id = r.text(1)?;
+        let id = DecisionId::parse(&id)
+            .map_err(|_| StorageError::Corrupt(format!("decision column id {id:?}")))?;
+        Ok((r.int(0)?, id))
+    };
+    let rows = tx.query(LogSql::Ids.into(), &params, read).await?;
     if rows.is_empty() {
         return Ok(LogTail {
             head,
@@ -282,20 +301,103 @@ async fn tail<T: Tx>(tx: &mut T, org: &str, env: Env, batch: i64) -> Result<LogT
     }
     let edge = read_edge(tx, org, env, head.size).await?;
     let tiles = read_tiles(tx, org, env, &partial_tiles(head.size)).await?;
-    let decisions = rows
-        .into_iter()
-        .map(|(seq, d)| (seq, d.claims.jti.clone(), d.token()))
-        .collect();
     Ok(LogTail {
         head,
         edge,
         tiles,
-        decisions,
+        decisions: rows,
     })
 }
 
-/// The largest block of leaves one statement appends.
-const LEAVES_A_STATEMENT: usize = 256;
+/// [`LogStore::log_tokens`]'s reads.
+async fn tokens<T: Tx>(
+    tx: &mut T,
+    org: &str,
+    env: Env,
+    ranges: &[(i64, i64, i64)],
+) -> Result<Vec<(i64, Option<String>)>> {
+    let scope = Scope::new(org, env);
+    let filters = Filters::default();
+    let mut out = Vec::new();
+    for &(above, below, limit) in ranges {
+        let rows = tx
+            .decisions(scope, &filters, above, below, false, limit)
+            .await?;
+        out.extend(rows.into_iter().map(|(seq, d)| (seq, d.token())));
+    }
+    Ok(out)
+}
+
+/// The leaves cut into strips as stored: never across a multiple of 256 leaves, each
+/// as (start, first seq, the later seqs as LEB128 deltas, the hashes).
+fn strips(
+    leaves: &[(u64, i64, LogHash)],
+) -> impl Iterator<Item = Result<(i64, i64, Vec<u8>, Vec<u8>)>> + '_ {
+    let mut rest = leaves;
+    std::iter::from_fn(move || {
+        let &(start, first_seq, _) = rest.first()?;
+        let room = TILE_WIDTH - (start % TILE_WIDTH as u64) as usize;
+        let (strip, after) = rest.split_at(room.min(rest.len()));
+        rest = after;
+        let mut seqs = Vec::with_capacity(strip.len());
+        let mut hashes = Vec::with_capacity(32 * strip.len());
+        let mut previous = first_seq;
+        for (i, (index, seq, hash)) in strip.iter().enumerate() {
+            if *index != start + i as u64 || (i > 0 && *seq <= previous) {
+                return Some(Err(StorageError::Corrupt(format!(
+                    "log leaves out of order at index {index} (seq {seq})"
+                ))));
+            }
+            if i > 0 {
+                push_leb128(&mut seqs, (*seq - previous) as u64);
+            }
+            previous = *seq;
+            hashes.extend_from_slice(hash.as_bytes());
+        }
+        Some(as_i64(start, "leaf index").map(|start| (start, first_seq, seqs, hashes)))
+    })
+}
+
+/// Appends `value` as unsigned LEB128.
+fn push_leb128(out: &mut Vec<u8>, mut value: u64) {
+    loop {
+        let byte = (value & 0x7f) as u8;
+        value >>= 7;
+        if value == 0 {
+            out.push(byte);
+            return;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
+/// A strip's seqs: `first`, then each delta of `deltas` (LEB128) added in turn.
+fn strip_seqs(first: i64, deltas: &[u8]) -> Result<Vec<i64>> {
+    let corrupt = || StorageError::Corrupt(format!("the seqs of the log strip from seq {first}"));
+    let mut seqs = vec![first];
+    let (mut value, mut shift) = (0u64, 0u32);
+    for byte in deltas {
+        if shift > 56 {
+            return Err(corrupt());
+        }
+        value |= u64::from(byte & 0x7f) << shift;
+        shift += 7;
+        if byte & 0x80 == 0 {
+            let delta = i64::try_from(value).map_err(|_| corrupt())?;
+            let last = *seqs.last().unwrap_or(&first);
+            seqs.push(
+                last.checked_add(delta)
+                    .filter(|_| delta > 0)
+                    .ok_or_else(corrupt)?,
+            );
+            (value, shift) = (0, 0);
+        }
+    }
+    if shift != 0 || seqs.len() > TILE_WIDTH {
+        return Err(corrupt());
+    }
+    Ok(seqs)
+}
 
 /// [`LogStore::append_log`]'s writes.
 async fn append<T: Tx>(tx: &mut T, a: &LogAppend) -> Result<bool> {
@@ -307,26 +409,17 @@ async fn append<T: Tx>(tx: &mut T, a: &LogAppend) -> Result<bool> {
     if (now.size, now.scanned_seq) != a.from {
         return Ok(false);
     }
-    // Blocks of 256, 128, ... leaves: a handful of statement shapes, each prepared once.
-    let mut rest = a.leaves.as_slice();
-    while !rest.is_empty() {
-        let take = if rest.len() >= LEAVES_A_STATEMENT {
-            LEAVES_A_STATEMENT
-        } else {
-            1 << rest.len().ilog2()
-        };
-        let (block, after) = rest.split_at(take);
-        let mut params: Vec<Param<'_>> = Vec::with_capacity(2 + 3 * take);
-        params.extend([a.org.as_str().into(), a.env.into()]);
-        for (index, seq, hash) in block {
-            params.push(as_i64(*index, "leaf index")?.into());
-            params.push((*seq).into());
-            params.push(Param::Bytes(hash.as_bytes()));
-        }
-        let rows = u16::try_from(take).unwrap_or(u16::MAX);
-        tx.execute(LogSql::AppendLeaves { rows }.into(), &params)
-            .await?;
-        rest = after;
+    for strip in strips(&a.leaves) {
+        let (start, first_seq, seqs, hashes) = strip?;
+        let params = [
+            a.org.as_str().into(),
+            a.env.into(),
+            start.into(),
+            first_seq.into(),
+            Param::Bytes(&seqs),
+            Param::Bytes(&hashes),
+        ];
+        tx.execute(LogSql::AppendStrip.into(), &params).await?;
     }
     for (tile, hashes) in &a.tiles {
         let bytes: Vec<u8> = hashes.iter().flat_map(|h| *h.as_bytes()).collect();
@@ -366,6 +459,29 @@ async fn shown<T: Tx>(tx: &mut T, org: &str, env: Env) -> Result<Option<ShownChe
     }
 }
 
+/// The leaf index of each of `seqs` that is logged, from the strips that hold them.
+async fn leaf_indexes<T: Tx>(
+    tx: &mut T,
+    org: &str,
+    env: Env,
+    seqs: &[i64],
+) -> Result<Vec<(i64, u64)>> {
+    let params = [org.into(), env.into(), Param::Ints(seqs)];
+    let read = |r: &dyn Columns| Ok((r.int(0)?, r.int(1)?, r.bytes(2)?));
+    let strips = tx.query(LogSql::StripsOf.into(), &params, read).await?;
+    let mut at = HashMap::new();
+    for (start, first_seq, deltas) in strips {
+        let start = as_u64(start, "leaf index")?;
+        for (i, seq) in strip_seqs(first_seq, &deltas)?.into_iter().enumerate() {
+            at.insert(seq, start + i as u64);
+        }
+    }
+    Ok(seqs
+        .iter()
+        .filter_map(|seq| at.get(seq).map(|index| (*seq, *index)))
+        .collect())
+}
+
 /// [`LogStore::log_entries`]'s reads: the leaves' indexes, then every tile their proofs
 /// need, each once.
 async fn entries<T: Tx>(
@@ -382,9 +498,7 @@ async fn entries<T: Tx>(
             None => return Ok(HashMap::new()),
         },
     };
-    let params = [org.into(), env.into(), Param::Ints(seqs)];
-    let read = |r: &dyn Columns| Ok((r.int(0)?, as_u64(r.int(1)?, "leaf index")?));
-    let leaves = tx.query(LogSql::LeavesOf.into(), &params, read).await?;
+    let leaves = leaf_indexes(tx, org, env, seqs).await?;
     let mut plans = Vec::new();
     for (seq, index) in leaves.into_iter().filter(|(_, i)| *i < at.size) {
         let plan = ProofPlan::inclusion(index, at.size)
@@ -470,6 +584,18 @@ impl<E: Engine> LogStore for E {
         }))
     }
 
+    fn log_tokens(
+        &self,
+        org: &str,
+        env: Env,
+        ranges: Vec<(i64, i64, i64)>,
+    ) -> StoreFuture<'_, Vec<(i64, Option<String>)>> {
+        let args = (org.to_owned(), env, ranges);
+        Box::pin(self.run(Access::Read, args, |tx, (org, env, ranges)| {
+            Box::pin(tokens(tx, org, *env, ranges))
+        }))
+    }
+
     fn append_log(&self, append: LogAppend) -> StoreFuture<'_, bool> {
         Box::pin(self.run(Access::Write, append, |tx, a| Box::pin(self::append(tx, a))))
     }
@@ -546,6 +672,7 @@ impl<E: Engine> LogStore for E {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -559,5 +686,54 @@ mod tests {
             partial_tiles(256 * 256 + 3 * 256),
             vec![TileId::new(1, 1), TileId::new(2, 0)]
         );
+    }
+
+    fn leaf(i: u64) -> LogHash {
+        LogHash::from_bytes([u8::try_from(i % 251).unwrap_or(0); 32])
+    }
+
+    #[test]
+    fn strips_never_cross_a_multiple_of_256_and_keep_every_seq() {
+        // 600 leaves from index 200, seqs with gaps of 1 to 300 (one delta over 127 takes
+        // two LEB128 bytes).
+        let mut seq = 1_000;
+        let leaves: Vec<(u64, i64, LogHash)> = (200..800)
+            .map(|i| {
+                seq += 1 + i64::try_from(i % 300).unwrap_or(0);
+                (i, seq, leaf(i))
+            })
+            .collect();
+        let strips: Vec<_> = strips(&leaves).collect::<Result<_>>().unwrap();
+        let starts: Vec<i64> = strips.iter().map(|s| s.0).collect();
+        assert_eq!(starts, vec![200, 256, 512, 768]);
+        let mut back = Vec::new();
+        for (start, first_seq, deltas, hashes) in &strips {
+            let seqs = strip_seqs(*first_seq, deltas).unwrap();
+            let hashes = hashes_of(hashes).unwrap();
+            assert_eq!(seqs.len(), hashes.len());
+            assert!((start % 256) as usize + seqs.len() <= 256);
+            for (i, (seq, hash)) in seqs.into_iter().zip(hashes).enumerate() {
+                back.push((*start as u64 + i as u64, seq, hash));
+            }
+        }
+        assert_eq!(back, leaves);
+    }
+
+    #[test]
+    fn leaves_out_of_order_are_refused_before_anything_is_written() {
+        let gap = [(0, 5, leaf(0)), (2, 6, leaf(2))];
+        assert!(strips(&gap).any(|s| s.is_err()));
+        let backwards = [(0, 5, leaf(0)), (1, 5, leaf(1))];
+        assert!(strips(&backwards).any(|s| s.is_err()));
+    }
+
+    #[test]
+    fn a_strip_whose_seqs_are_cut_or_do_not_grow_is_corrupt() {
+        let mut deltas = Vec::new();
+        push_leb128(&mut deltas, 300);
+        assert_eq!(strip_seqs(7, &deltas).unwrap(), vec![7, 307]);
+        assert!(strip_seqs(7, &deltas[..1]).is_err());
+        assert!(strip_seqs(7, &[0]).is_err());
+        assert!(strip_seqs(7, &[0xff; 11]).is_err());
     }
 }

@@ -1,5 +1,5 @@
 //! The decision log's SQL that every engine speaks alike (`?1` for `$1`), beside
-//! `standard.rs`: its tree, its heads and its keys. The list read ([`LogSql::LeavesOf`]) is
+//! `standard.rs`: its tree, its heads and its keys. The list read ([`LogSql::StripsOf`]) is
 //! each engine's own.
 
 use super::statements::{Lock, LogSql, Sql, built, one};
@@ -33,11 +33,14 @@ pub fn log(s: LogSql, locked: fn(Lock) -> &'static str) -> Option<Sql> {
         LogSql::Show => one("UPDATE log_heads SET shown_size = ?3, shown_checkpoint = ?4
              WHERE org_id = ?1 AND env = ?2 AND size = ?3 AND checkpoint = ?4
                AND shown_size < ?3"),
-        LogSql::AppendLeaves { rows } => built(append_leaves(rows)),
-        LogSql::LeafRange => one("SELECT leaf_index, hash FROM log_leaves
-             WHERE org_id = ?1 AND env = ?2 AND leaf_index >= ?3 AND leaf_index < ?4
-             ORDER BY leaf_index"),
-        LogSql::LeavesOf => return None,
+        LogSql::AppendStrip => one(
+            "INSERT INTO log_strips (org_id, env, start, first_seq, seqs, hashes)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        ),
+        LogSql::StripRange => one("SELECT start, hashes FROM log_strips
+             WHERE org_id = ?1 AND env = ?2 AND start >= ?3 AND start < ?4
+             ORDER BY start"),
+        LogSql::StripsOf | LogSql::Ids => return None,
         LogSql::Tile => one("SELECT hashes FROM log_tiles
              WHERE org_id = ?1 AND env = ?2 AND level = ?3 AND idx = ?4"),
         LogSql::PutTile => one(
@@ -71,19 +74,4 @@ pub fn log(s: LogSql, locked: fn(Lock) -> &'static str) -> Option<Sql> {
             "INSERT INTO log_keys (env, kid, n, secret, created_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
         ),
     })
-}
-
-/// `INSERT` of `rows` leaves in one statement (one command on Citus: a multi-row
-/// `VALUES`), each row's values numbered after the org and env.
-fn append_leaves(rows: u16) -> String {
-    let values: Vec<String> = (0..u32::from(rows))
-        .map(|i| {
-            let n = 3 + 3 * i;
-            format!("(?1, ?2, ?{}, ?{}, ?{})", n, n + 1, n + 2)
-        })
-        .collect();
-    format!(
-        "INSERT INTO log_leaves (org_id, env, leaf_index, seq, hash) VALUES {}",
-        values.join(", ")
-    )
 }

@@ -198,7 +198,7 @@ pub enum DecisionSql {
     Seq,
 }
 
-/// The statements of the decision log's tree (`log_leaves`, `log_tiles`, `log_heads`) and
+/// The statements of the decision log's tree (`log_strips`, `log_tiles`, `log_heads`) and
 /// of the log keys (`log_keys`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogSql {
@@ -220,17 +220,17 @@ pub enum LogSql {
     /// Shows a stored checkpoint to readers, only if it is still the head's and bigger than
     /// the one shown: `$1` org, `$2` env, `$3` size, `$4` checkpoint.
     Show,
-    /// Appends `rows` leaves: `$1` org, `$2` env, then for each leaf its leaf_index, seq and
-    /// hash (`$3`, `$4`, `$5`, then `$6`, ...).
-    AppendLeaves {
-        /// How many leaves (1 to 256).
-        rows: u16,
-    },
-    /// The leaves of indexes [`$3`, `$4`): `$1` org, `$2` env → leaf_index, hash, in order.
-    LeafRange,
-    /// Where the decisions of the list of seqs `$3` are in the log: `$1` org, `$2` env →
-    /// seq, leaf_index.
-    LeavesOf,
+    /// Appends a strip of level 0: `$1` org, `$2` env, `$3` start, `$4` first_seq, `$5`
+    /// seqs (the later seqs as LEB128 deltas), `$6` hashes.
+    AppendStrip,
+    /// The strips starting in [`$3`, `$4`): `$1` org, `$2` env → start, hashes, in order.
+    StripRange,
+    /// The decisions of a log after its head: `$1` org, `$2` env, seqs above `$3` and below
+    /// `$4`, at most `$5` → seq, id, oldest first.
+    Ids,
+    /// The strip that holds each of the list of seqs `$3` (the one with the greatest
+    /// `first_seq` not above it): `$1` org, `$2` env → start, first_seq, seqs.
+    StripsOf,
     /// One tile: `$1` org, `$2` env, `$3` level, `$4` idx → hashes.
     Tile,
     /// Stores a tile whole: `$1` org, `$2` env, `$3` level, `$4` idx, `$5` hashes.

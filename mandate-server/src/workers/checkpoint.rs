@@ -5,16 +5,19 @@
 //! Every interval (`--log-checkpoint-interval`, 1 s by default) it asks the store which
 //! logs have decisions not yet logged, and for each, one at a time:
 //!
-//! 1. reads the log's head, its tree's edge and the decisions after the head up to the
-//!    readers' watermark (at most [`BATCH`]), and checks that the stored tree still has
-//!    the stored checkpoint's root (otherwise the tables were changed under it: it stops
-//!    on that log with an error and never signs);
-//! 2. appends their tokens' leaf hashes to the edge (the core's `TreeEdge`), collecting
+//! 1. reads the log's head, its tree's edge and the seqs and ids of the decisions after
+//!    the head up to the readers' watermark (at most [`BATCH`]), and checks that the stored
+//!    tree still has the stored checkpoint's root (otherwise the tables were changed under
+//!    it: it stops on that log with an error and never signs);
+//! 2. takes each decision's leaf hash from those this process's decision service left
+//!    ([`LeafHashes`](crate::model::leaves::LeafHashes): the hash of the token it
+//!    answered), and reads the rows of the others to rebuild their tokens and hash them;
+//! 3. appends the leaf hashes to the edge (the core's `TreeEdge`), collecting
 //!    the leaves and the tiles the appends complete, and signs a checkpoint of the new
 //!    size with every log key of the environment;
-//! 3. has the store write all of it in one transaction, only if the log is still where
+//! 4. has the store write all of it in one transaction, only if the log is still where
 //!    it was read (another process may have logged it meanwhile);
-//! 4. once that commit is durable, shows the checkpoint to readers. A checkpoint no reader
+//! 5. once that commit is durable, shows the checkpoint to readers. A checkpoint no reader
 //!    saw may be lost to a crash; it is never a fork, since the tree is a function of the
 //!    durable decisions in seq order.
 //!
@@ -26,7 +29,7 @@ use std::time::Duration;
 
 use mandate_core::unstable::tlog::LogHash;
 use mandate_core::unstable::tlog::{self, SignedNote, TileId, TreeEdge};
-use mandate_core::{Checkpoint, Signer};
+use mandate_core::{Checkpoint, DecisionId, Signer};
 use tokio::task::JoinHandle;
 
 use super::Context;
@@ -43,6 +46,14 @@ pub const BATCH: i64 = 10_000;
 
 /// Logs looked at a round, at most.
 const LOGS_A_ROUND: i64 = 1_000;
+
+/// Runs of decisions whose rows a round reads one by one, at most; past it, one read
+/// from the first decision missing a hash to the last.
+const RUNS_READ: usize = 16;
+
+/// A decision to log: its seq, its id and its leaf hash (`None`: stored before tokens
+/// were kept, so it has none).
+type Leaf = (i64, DecisionId, Option<LogHash>);
 
 /// Why a log was not extended.
 #[derive(Debug, thiserror::Error)]
@@ -171,7 +182,8 @@ impl Checkpointer {
         }
         let full = tail.decisions.len() as i64 >= self.batch;
         check_head(&tail, &origin)?;
-        let grown = grow(&tail, &origin)?;
+        let leaves = self.leaves(org, env, &tail.decisions, &origin).await?;
+        let grown = grow(&tail, &leaves, &origin)?;
         let checkpoint = if grown.edge.size() > tail.head.size {
             let signers = self.signers(env)?;
             Some(sign(&origin, &grown.edge, &signers)?)
@@ -216,6 +228,48 @@ impl Checkpointer {
                 .await?),
             _ => Ok(false),
         }
+    }
+
+    /// The leaf of each decision: its hash as the decision service left it, or, for those
+    /// it did not, from the token rebuilt from its row.
+    async fn leaves(
+        &self,
+        org: &str,
+        env: Env,
+        decisions: &[(i64, DecisionId)],
+        origin: &str,
+    ) -> Result<Vec<Leaf>, CheckpointError> {
+        let mut leaves: Vec<Leaf> = Vec::with_capacity(decisions.len());
+        let mut missing = Vec::new();
+        for (i, (seq, id)) in decisions.iter().enumerate() {
+            let leaf = self.context.leaves.take(id);
+            if leaf.is_none() {
+                missing.push(i);
+            }
+            leaves.push((*seq, id.clone(), leaf));
+        }
+        if missing.is_empty() {
+            return Ok(leaves);
+        }
+        let ranges = ranges_of(decisions, &missing);
+        let tokens: HashMap<i64, Option<String>> = self
+            .context
+            .store
+            .log_tokens(org, env, ranges)
+            .await?
+            .into_iter()
+            .collect();
+        for i in missing {
+            let (seq, id, leaf) = &mut leaves[i];
+            let Some(token) = tokens.get(seq) else {
+                return Err(CheckpointError::Tampered {
+                    origin: origin.to_owned(),
+                    why: format!("decision {id} (seq {seq}) was listed but cannot be read"),
+                });
+            };
+            *leaf = token.as_deref().map(|t| tlog::leaf_hash(t.as_bytes()));
+        }
+        Ok(leaves)
     }
 
     fn signers(&self, env: Env) -> Result<Vec<std::sync::Arc<dyn Signer>>, CheckpointError> {
@@ -271,6 +325,28 @@ fn check_head(tail: &LogTail, origin: &str) -> Result<(), CheckpointError> {
     Ok(())
 }
 
+/// The ranges of seqs (above, below, at most) that hold the decisions at `missing`
+/// (positions in `decisions`, in order): one a run of consecutive positions, or, past
+/// [`RUNS_READ`] runs, one from the first to the last.
+fn ranges_of(decisions: &[(i64, DecisionId)], missing: &[usize]) -> Vec<(i64, i64, i64)> {
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for &i in missing {
+        match runs.last_mut() {
+            Some((_, last)) if *last + 1 == i => *last = i,
+            _ => runs.push((i, i)),
+        }
+    }
+    if runs.len() > RUNS_READ {
+        runs = vec![(missing[0], missing[missing.len() - 1])];
+    }
+    runs.into_iter()
+        .map(|(first, last)| {
+            let count = i64::try_from(last - first + 1).unwrap_or(i64::MAX);
+            (decisions[first].0 - 1, decisions[last].0 + 1, count)
+        })
+        .collect()
+}
+
 /// What appending a tail's decisions gives.
 struct Grown {
     edge: TreeEdge,
@@ -279,22 +355,22 @@ struct Grown {
     tiles: Vec<(TileId, Vec<LogHash>)>,
 }
 
-/// Appends the tail's decisions to its edge: the new leaves, and the tiles of levels 1 to
-/// 7 their appends complete nodes in (whole, as they are to be stored). A decision without
-/// a token is left out before the log's first leaf (stored before tokens were kept), and
-/// stops the log after it (a changed row).
-fn grow(tail: &LogTail, origin: &str) -> Result<Grown, CheckpointError> {
+/// Appends the leaves of the tail's decisions to its edge: the new leaves, and the tiles of
+/// levels 1 to 7 their appends complete nodes in (whole, as they are to be stored). A
+/// decision without a token is left out before the log's first leaf (stored before tokens
+/// were kept), and stops the log after it (a changed row).
+fn grow(tail: &LogTail, decisions: &[Leaf], origin: &str) -> Result<Grown, CheckpointError> {
     let mut edge = tail.edge.clone();
     let mut tiles: HashMap<TileId, Vec<LogHash>> = tail.tiles.clone();
     let mut touched = BTreeSet::new();
-    let mut leaves = Vec::with_capacity(tail.decisions.len());
+    let mut leaves = Vec::with_capacity(decisions.len());
     let mut scanned_seq = tail.head.scanned_seq;
     let tampered = |why: String| CheckpointError::Tampered {
         origin: origin.to_owned(),
         why,
     };
-    for (seq, id, token) in &tail.decisions {
-        let Some(token) = token else {
+    for (seq, id, leaf) in decisions {
+        let Some(leaf) = *leaf else {
             if edge.size() == 0 {
                 scanned_seq = *seq;
                 continue;
@@ -303,7 +379,6 @@ fn grow(tail: &LogTail, origin: &str) -> Result<Grown, CheckpointError> {
                 "decision {id} (seq {seq}) has no token but comes after the log's first leaf"
             )));
         };
-        let leaf = tlog::leaf_hash(token.as_bytes());
         let index = edge.size();
         let completed = edge.push(leaf).map_err(|e| tampered(e.to_string()))?;
         for (node, hash) in completed.into_iter().filter(|(n, _)| n.level > 0) {
@@ -384,17 +459,15 @@ mod tests {
         );
     }
 
-    fn tail_of(decisions: Vec<(i64, Option<String>)>) -> LogTail {
-        LogTail {
-            decisions: decisions
-                .into_iter()
-                .map(|(seq, token)| {
-                    let id = DecisionId::parse("dec_00000000000000000000000000").unwrap();
-                    (seq, id, token)
-                })
-                .collect(),
-            ..LogTail::default()
-        }
+    fn id(seq: i64) -> DecisionId {
+        DecisionId::parse(&format!("dec_{seq:026}")).unwrap()
+    }
+
+    fn leaves_of(decisions: Vec<(i64, Option<String>)>) -> Vec<Leaf> {
+        decisions
+            .into_iter()
+            .map(|(seq, token)| (seq, id(seq), token.map(|t| tlog::leaf_hash(t.as_bytes()))))
+            .collect()
     }
 
     #[test]
@@ -402,9 +475,10 @@ mod tests {
         let tokens: Vec<(i64, Option<String>)> = (1..=70_000)
             .map(|i| (i, Some(format!("t{i}.a.b"))))
             .collect();
-        let whole = grow(&tail_of(tokens.clone()), "o").unwrap();
-        let mut first = grow(&tail_of(tokens[..40_000].to_vec()), "o").unwrap();
-        let mut second_tail = tail_of(tokens[40_000..].to_vec());
+        let empty = LogTail::default();
+        let whole = grow(&empty, &leaves_of(tokens.clone()), "o").unwrap();
+        let mut first = grow(&empty, &leaves_of(tokens[..40_000].to_vec()), "o").unwrap();
+        let mut second_tail = LogTail::default();
         second_tail.head.size = 40_000;
         second_tail.head.scanned_seq = 40_000;
         second_tail.edge = first.edge.clone();
@@ -413,7 +487,7 @@ mod tests {
             .drain(..)
             .filter(|(_, h)| h.len() < TILE_WIDTH)
             .collect();
-        let second = grow(&second_tail, "o").unwrap();
+        let second = grow(&second_tail, &leaves_of(tokens[40_000..].to_vec()), "o").unwrap();
         assert_eq!(second.edge.root(), whole.edge.root());
         assert_eq!(second.scanned_seq, 70_000);
         let tiles: HashMap<TileId, Vec<LogHash>> = whole.tiles.into_iter().collect();
@@ -429,9 +503,30 @@ mod tests {
 
     #[test]
     fn a_decision_without_a_token_is_left_out_only_before_the_first_leaf() {
-        let before = grow(&tail_of(vec![(1, None), (2, Some("a.b.c".into()))]), "o").unwrap();
+        let empty = LogTail::default();
+        let before = leaves_of(vec![(1, None), (2, Some("a.b.c".into()))]);
+        let before = grow(&empty, &before, "o").unwrap();
         assert_eq!((before.edge.size(), before.scanned_seq), (1, 2));
-        let after = grow(&tail_of(vec![(1, Some("a.b.c".into())), (2, None)]), "o");
+        let after = leaves_of(vec![(1, Some("a.b.c".into())), (2, None)]);
+        let after = grow(&empty, &after, "o");
         assert!(matches!(after, Err(CheckpointError::Tampered { .. })));
+    }
+
+    #[test]
+    fn missing_hashes_are_read_a_run_at_a_time_or_in_one_span() {
+        // Seqs 10, 12, 13, 20, 21, 22 (another environment's decisions between them).
+        let decisions: Vec<(i64, DecisionId)> = [10, 12, 13, 20, 21, 22]
+            .iter()
+            .map(|&s| (s, id(s)))
+            .collect();
+        assert_eq!(
+            ranges_of(&decisions, &[0, 1, 4, 5]),
+            vec![(9, 13, 2), (20, 23, 2)]
+        );
+        assert_eq!(ranges_of(&decisions, &[2]), vec![(12, 14, 1)]);
+        // Every other decision of 40 missing: past RUNS_READ runs, one span.
+        let many: Vec<(i64, DecisionId)> = (1..=40).map(|s| (s, id(s))).collect();
+        let odd: Vec<usize> = (0..40).step_by(2).collect();
+        assert_eq!(ranges_of(&many, &odd), vec![(0, 40, 39)]);
     }
 }

@@ -33,6 +33,9 @@ pub struct Context {
     pub keys: Arc<RwLock<KeyRing>>,
     /// `iss` of every token signed (no trailing slash).
     pub issuer: String,
+    /// Committed decisions' leaf hashes, left by the decision service for the decision
+    /// log's worker.
+    pub leaves: Arc<crate::model::leaves::LeafHashes>,
 }
 
 impl Context {

@@ -157,6 +157,7 @@ mod tests {
             clock: clock.clone(),
             keys: Arc::new(RwLock::new(ring)),
             issuer: "https://verdicts.test".into(),
+            leaves: Default::default(),
         };
         let (changes, peers) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
         let listeners = Listeners {

@@ -196,6 +196,51 @@ async fn before_a_checkpoint_covers_it_a_decision_reads_log_null() {
     assert!(line["log"].is_null());
 }
 
+/// The worker takes the leaf hash of each decision its own process made from memory, and
+/// reads the rows of the others (here made before a restart, by a process whose worker
+/// never ran) to rebuild their tokens: a log holding both kinds has every decision at its
+/// place, each proof checking against the published keys and the auditor accepting it.
+#[tokio::test]
+async fn decisions_another_process_made_are_logged_from_their_rows() {
+    let mut app = spawn_app_with(|c| c.log_checkpoint_interval = Duration::from_secs(600)).await;
+    let agent = app.standard_agent(&app.org.live, "ada").await;
+    let other = app.standard_agent(&app.org.sandbox, "sam").await;
+    let mut ids = Vec::new();
+    for amount in ["1", "2", "3"] {
+        let r = app.authorize(&agent, amount, "software").await;
+        ids.push(r.body["id"].as_str().unwrap().to_owned());
+        // The sandbox's decisions sit between the live ones in the organization's seqs.
+        let r = app.authorize(&other, amount, "software").await;
+        assert_eq!(r.status, 201, "{}", r.text);
+    }
+    // A new process (the worker at its default interval) has none of them in memory.
+    app.restart().await;
+    for amount in ["4", "5"] {
+        let r = app.authorize(&agent, amount, "software").await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        ids.push(r.body["id"].as_str().unwrap().to_owned());
+    }
+    app.logged(&app.org.live, &ids[4]).await;
+    let keys = LogKeys::from_jwks_json(&app.jwks_bytes().await).unwrap();
+    let export = app.get(&app.org.live, "/v1/exports/decisions").await;
+    let mut leaves = Vec::new();
+    for (i, line) in export.text.lines().enumerate() {
+        let line: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(line["id"], ids[i].as_str());
+        let log = entry(&line);
+        assert_eq!(log.index, i as u64, "{line}");
+        let token = line["verdict_token"].as_str().unwrap();
+        log.verify(token, &keys).unwrap();
+        leaves.push(AuditLeaf::token(token, Some(log)));
+    }
+    let first: Value = serde_json::from_str(export.text.lines().next().unwrap()).unwrap();
+    let note = entry(&first).checkpoint;
+    let audit = AuditState::new(origin(&app, "acme", "live"))
+        .advance(&leaves, &note, &keys)
+        .unwrap();
+    assert_eq!(audit.size(), 5);
+}
+
 /// Decisions committed side by side by many agents (on PostgreSQL by several writers, whose
 /// groups commit out of seq order) while the checkpoint worker runs every 100 ms: each is
 /// logged exactly once, at its place in seq order. The worker reads only up to the

@@ -46,6 +46,7 @@ struct Process {
     store: PostgresStore,
     agents: AgentStates,
     modes: ModeCache,
+    leaves: mandate_server::model::leaves::LeafHashes,
     signer: Arc<AwsLcSigner>,
 }
 
@@ -56,6 +57,7 @@ impl Process {
             store: open(db).await,
             agents: AgentStates::default(),
             modes: ModeCache::default(),
+            leaves: Default::default(),
             signer: Arc::new(AwsLcSigner::from_secret_bytes("sandbox-1", secret.expose()).unwrap()),
         }
     }
@@ -116,6 +118,7 @@ impl Process {
         Decider {
             store: &self.store,
             agents: &self.agents,
+            leaves: &self.leaves,
             modes: &self.modes,
             signer: self.signer.clone(),
             issuer: "https://verdicts.test",

@@ -32,7 +32,7 @@ const DISTRIBUTED: [&str; 21] = [
     "escrows",
     "escrow_history",
     "settlement_movements",
-    "log_leaves",
+    "log_strips",
     "log_tiles",
     "log_heads",
 ];

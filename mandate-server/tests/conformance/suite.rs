@@ -171,6 +171,7 @@ async fn mandate(store: &dyn Store, agent: &str) -> Mandate {
 struct Deciding {
     agents: AgentStates,
     modes: ModeCache,
+    leaves: mandate_server::model::leaves::LeafHashes,
     signer: Arc<AwsLcSigner>,
     org: Arc<str>,
 }
@@ -181,6 +182,7 @@ impl Deciding {
         Self {
             agents: AgentStates::default(),
             modes: ModeCache::default(),
+            leaves: Default::default(),
             signer: Arc::new(AwsLcSigner::from_secret_bytes("sandbox-1", secret.expose()).unwrap()),
             org: Arc::from(ORG),
         }
@@ -247,6 +249,7 @@ impl Deciding {
         let decider = Decider {
             store,
             agents: &self.agents,
+            leaves: &self.leaves,
             modes: &self.modes,
             signer: self.signer.clone(),
             issuer: "https://verdicts.test",

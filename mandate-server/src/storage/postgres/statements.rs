@@ -57,9 +57,18 @@ fn own(stmt: Stmt) -> Option<Sql> {
         Stmt::Agent(AgentSql::Changed) => one(
             "UPDATE agents SET version = version + 1 WHERE org_id = $1 AND env = $2 AND id = $3",
         ),
-        Stmt::Log(LogSql::LeavesOf) => one(
-            "SELECT seq, leaf_index FROM log_leaves
-             WHERE org_id = $1 AND env = $2 AND seq = ANY($3)",
+        Stmt::Log(LogSql::Ids) => one(
+            "SELECT seq, id FROM decisions
+             WHERE org_id = $1 AND env = $2 AND seq > $3 AND seq < $4
+             ORDER BY seq LIMIT $5",
+        ),
+        // Each seq's strip: the greatest first_seq not above it, one index probe a seq.
+        Stmt::Log(LogSql::StripsOf) => one(
+            "SELECT DISTINCT s.start, s.first_seq, s.seqs
+             FROM unnest($3::BIGINT[]) AS q(seq)
+             JOIN log_strips s ON s.org_id = $1 AND s.env = $2
+              AND s.first_seq = (SELECT MAX(m.first_seq) FROM log_strips m
+                                 WHERE m.org_id = $1 AND m.env = $2 AND m.first_seq <= q.seq)",
         ),
         // The agent's seq is the organization's next (`org_counters`, its row held to the
         // commit); a name taken in the environment inserts nothing (the counter's gap is

@@ -54,9 +54,18 @@ fn own(stmt: Stmt) -> Option<Sql> {
                                             WHERE s.org_id = e.org_id AND s.env = e.env)
                              AND d.seq > COALESCE(h.scanned_seq, 0))
              LIMIT ?1"),
-        Stmt::Log(LogSql::LeavesOf) => one(
-            "SELECT seq, leaf_index FROM log_leaves
-             WHERE org_id = ?1 AND env = ?2 AND seq IN (SELECT value FROM json_each(?3))",
+        Stmt::Log(LogSql::Ids) => built(format!(
+            "SELECT seq, id FROM decisions
+             WHERE scope = {SCOPE_OF} AND seq > ?3 AND seq < ?4
+             ORDER BY seq LIMIT ?5"
+        )),
+        // Each seq's strip: the greatest first_seq not above it, one index probe a seq.
+        Stmt::Log(LogSql::StripsOf) => one(
+            "SELECT DISTINCT s.start, s.first_seq, s.seqs
+             FROM json_each(?3) AS q
+             JOIN log_strips s ON s.org_id = ?1 AND s.env = ?2
+              AND s.first_seq = (SELECT MAX(m.first_seq) FROM log_strips m
+                                 WHERE m.org_id = ?1 AND m.env = ?2 AND m.first_seq <= q.value)",
         ),
         // A decision names its organization, environment and agent by their keys
         // (migration 0017).
