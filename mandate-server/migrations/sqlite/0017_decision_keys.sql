@@ -9,6 +9,11 @@
 --   decisions_by_env is keyed by (scope, seq), ~13 bytes an entry.
 -- * agent_id (17 bytes and more) is read from agents through agent_seq, which every
 --   decision has carried since migration 0005 (agents are never deleted).
+-- * iss and policy_version (the verdicts URL and the organization's policy version, 40
+--   bytes and more, the same for every decision of an environment until the operator
+--   changes one) become `issuer`, the integer key of decision_issuers: a row per pair,
+--   written by the first decision that names it (the engine inserts it when a decision's
+--   pair has no row yet).
 --
 -- The table is rebuilt (SQLite cannot drop a column that an index uses); the migration
 -- runner turns foreign keys off around it and checks them before committing. The other
@@ -33,6 +38,16 @@ BEGIN
     INSERT OR IGNORE INTO decision_scopes (org_id, env) VALUES (NEW.org_id, NEW.env);
 END;
 
+CREATE TABLE decision_issuers (
+    key            INTEGER PRIMARY KEY,
+    iss            TEXT NOT NULL,
+    policy_version TEXT NOT NULL,
+    UNIQUE (iss, policy_version)
+);
+
+INSERT OR IGNORE INTO decision_issuers (iss, policy_version)
+SELECT iss, policy_version FROM decisions ORDER BY seq;
+
 CREATE TABLE decisions_keyed (
     seq            INTEGER PRIMARY KEY,
     id             TEXT NOT NULL UNIQUE,
@@ -50,8 +65,8 @@ CREATE TABLE decisions_keyed (
     recipient      TEXT NOT NULL,
     category       TEXT NOT NULL,
     nonce          TEXT NOT NULL,
-    policy_version TEXT NOT NULL,
-    iss            TEXT NOT NULL,
+    -- decision_issuers.key: the token's iss and policy_version.
+    issuer         INTEGER NOT NULL,
     iat            INTEGER NOT NULL,
     exp            INTEGER NOT NULL,
     created_ms     INTEGER NOT NULL,
@@ -64,14 +79,17 @@ CREATE TABLE decisions_keyed (
     bindings       TEXT
 );
 INSERT INTO decisions_keyed (seq, id, scope, agent_seq, mandate_id, verdict, policy_verdict,
-    reason, mode, amount, currency, recipient, category, nonce, policy_version, iss, iat, exp,
+    reason, mode, amount, currency, recipient, category, nonce, issuer, iat, exp,
     created_ms, supersedes, review_id, is_request, signing_kid, signature, bindings)
 SELECT d.seq, d.id,
        (SELECT s.key FROM decision_scopes s WHERE s.org_id = d.org_id AND s.env = d.env),
        COALESCE(d.agent_seq, (SELECT a.seq FROM agents a
                               WHERE a.org_id = d.org_id AND a.env = d.env AND a.id = d.agent_id)),
        d.mandate_id, d.verdict, d.policy_verdict, d.reason, d.mode, d.amount, d.currency,
-       d.recipient, d.category, d.nonce, d.policy_version, d.iss, d.iat, d.exp, d.created_ms,
+       d.recipient, d.category, d.nonce,
+       (SELECT i.key FROM decision_issuers i
+        WHERE i.iss = d.iss AND i.policy_version = d.policy_version),
+       d.iat, d.exp, d.created_ms,
        d.supersedes, d.review_id, d.is_request, d.signing_kid, d.signature, d.bindings
 FROM decisions d
 ORDER BY d.seq;

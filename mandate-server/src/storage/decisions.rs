@@ -77,16 +77,19 @@ pub trait DecisionStore {
     ) -> StoreFuture<'_, Vec<(i64, Decision)>>;
 }
 
-/// The columns of a decision with `$agent` the expression of its agent's id, then where
-/// the review it opened stands (one lookup by the review's unique id, skipped when it
-/// opened none), read by [`read`]. A macro so that each engine's text is a constant.
+/// The columns of a decision with `$agent` the expression of its agent's id and `$issued`
+/// that of its `policy_version, iss`, then where the review it opened stands (one lookup by
+/// the review's unique id, skipped when it opened none), read by [`read`]. A macro so that
+/// each engine's text is a constant.
 macro_rules! decision_columns {
-    ($agent:literal, $reviews:literal) => {
+    ($agent:literal, $issued:literal, $reviews:literal) => {
         concat!(
             "seq, id, ",
             $agent,
             ", mandate_id, verdict, policy_verdict, reason, mode,
-                amount, currency, recipient, category, nonce, policy_version, iss, iat, exp,
+                amount, currency, recipient, category, nonce, ",
+            $issued,
+            ", iat, exp,
                 created_ms, supersedes, review_id, is_request,
                 CASE WHEN review_id IS NULL THEN NULL
                      ELSE (SELECT status FROM reviews WHERE ",
@@ -119,6 +122,7 @@ pub(crate) use decision_columns;
 /// by organization (PostgreSQL): each review looked up in the decision's organization.
 pub const COLUMNS: &str = decision_columns!(
     "agent_id",
+    "policy_version, iss",
     "reviews.org_id = decisions.org_id AND reviews.id = decisions.review_id"
 );
 

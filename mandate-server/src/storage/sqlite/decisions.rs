@@ -13,12 +13,33 @@ use crate::storage::decisions::{Filters, decision_columns, read};
 use crate::storage::engine::Scope;
 use crate::storage::mandates;
 
-/// The columns of a decision here: its agent's id is read through `agent_seq` (migration
-/// 0017).
+/// The columns of a decision here: its agent's id is read through `agent_seq`, its
+/// policy version and issuer through `issuer` (migration 0017).
 pub(super) const COLUMNS: &str = decision_columns!(
     "(SELECT id FROM agents WHERE agents.seq = decisions.agent_seq)",
+    "(SELECT policy_version FROM decision_issuers i WHERE i.key = decisions.issuer),
+     (SELECT iss FROM decision_issuers i WHERE i.key = decisions.issuer)",
     "reviews.id = decisions.review_id"
 );
+
+/// The decision's insert, its issuer's key looked up by its `iss` (`?16`) and policy version
+/// (`?15`): NULL, which the column refuses, the first time a pair is met.
+const INSERT: &str = "INSERT INTO decisions (id, scope, agent_seq, mandate_id, verdict,
+        policy_verdict, reason, mode, amount, currency, recipient, category, nonce, issuer,
+        iat, exp, created_ms, supersedes, review_id, is_request, signing_kid, signature,
+        bindings)
+     VALUES (?1, (SELECT key FROM decision_scopes WHERE org_id = ?2 AND env = ?3),
+        COALESCE(?23, (SELECT seq FROM agents WHERE org_id = ?2 AND env = ?3 AND id = ?4)),
+        ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14,
+        (SELECT key FROM decision_issuers WHERE iss = ?16 AND policy_version = ?15),
+        ?17, ?18, ?19, ?20, ?21, ?22, ?24, ?25, ?26)";
+
+/// Whether `e` is the decision's insert refused for want of its issuer's row.
+fn no_issuer(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, Some(message))
+        if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_NOTNULL
+            && message.contains("decisions.issuer"))
+}
 
 /// The key of an organization's environment in `decision_scopes` (`?1` org, `?2` env), as
 /// a scalar subquery: what a read of the decisions of an environment compares `scope` to.
@@ -34,20 +55,11 @@ pub fn insert_with(
     hint: AgentHint,
 ) -> rusqlite::Result<()> {
     let c = &d.claims;
-    // The organization, environment and agent are stored as their integer keys (migration
-    // 0017). COALESCE jumps over the agent's lookup when the hint gives its key (`NotNull`
-    // in the plan); the scope is one probe of a table of a row per environment.
-    let mut stmt = tx.prepare_cached(
-        "INSERT INTO decisions (id, scope, agent_seq, mandate_id, verdict, policy_verdict,
-            reason, mode, amount, currency, recipient, category, nonce, policy_version, iss,
-            iat, exp, created_ms, supersedes, review_id, is_request, signing_kid,
-            signature, bindings)
-         VALUES (?1, (SELECT key FROM decision_scopes WHERE org_id = ?2 AND env = ?3),
-            COALESCE(?23, (SELECT seq FROM agents WHERE org_id = ?2 AND env = ?3 AND id = ?4)),
-            ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-            ?18, ?19, ?20, ?21, ?22, ?24, ?25, ?26)",
-    )?;
-    stmt.execute(params![
+    // The organization, environment, agent and issuer are stored as their integer keys
+    // (migration 0017). COALESCE jumps over the agent's lookup when the hint gives its key
+    // (`NotNull` in the plan); the scope and the issuer are one probe each of a table of a
+    // row per environment or per issuer and policy version.
+    let values = params![
         c.jti.as_str(),
         org_id,
         env,
@@ -74,7 +86,22 @@ pub fn insert_with(
         d.signature.as_ref().map(|s| s.kid.as_str()),
         d.signature.as_ref().map(|s| s.bytes.as_slice()),
         bindings_column(c),
-    ])?;
+    ];
+    let mut insert = tx.prepare_cached(INSERT)?;
+    match insert.execute(values) {
+        Err(e) if no_issuer(&e) => {
+            // The first decision of this issuer and policy version: its row, then the
+            // decision (a failed statement changed nothing).
+            tx.prepare_cached(
+                "INSERT OR IGNORE INTO decision_issuers (iss, policy_version) VALUES (?1, ?2)",
+            )?
+            .execute(params![c.iss, c.policy_version])?;
+            insert.execute(values)?;
+        }
+        other => {
+            other?;
+        }
+    }
     let month = month_index(d.created_ms);
     if hint.month_marked != Some(month) {
         // Where this agent's decisions of this month begin (see migration 0004).

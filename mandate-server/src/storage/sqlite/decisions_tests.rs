@@ -456,3 +456,58 @@ proptest::proptest! {
         }
     }
 }
+
+/// A decision names its `iss` and policy version by a key of `decision_issuers`: the first
+/// decision of a pair writes its row, later ones share it, and every decision reads back
+/// the pair it was signed with (its token rebuilt from them byte for byte).
+#[test]
+fn issuers_and_policy_versions_are_keyed_once_and_read_back_as_signed() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = crate::storage::sqlite::Db::open(&dir.path().join("issuers.db")).unwrap();
+    let agent = AgentId::parse("agt_alpha").unwrap();
+    let nov = 1_795_305_600_000; // 2026-11-22
+    let signed = |n: u8, iss: &str, version: &str| {
+        let mut d = stored(&agent, n, nov + i64::from(n));
+        d.claims.iss = iss.into();
+        d.claims.policy_version = version.into();
+        d
+    };
+    let decisions = [
+        signed(1, "https://a.example", "pol_1"),
+        signed(2, "https://a.example", "pol_1"),
+        signed(3, "https://a.example", "pol_2"),
+        signed(4, "https://b.example", "pol_1"),
+        signed(5, "https://a.example", "pol_2"),
+    ];
+    let (issuers, read) = db
+        .write_blocking(|tx| -> Result<_, StorageError> {
+            tx.execute(
+                "INSERT INTO orgs (id, name, policy_version, created_ms)
+                 VALUES ('org_1', 'o', 'pol_1', 0)",
+                [],
+            )?;
+            tx.execute(
+                "INSERT INTO agents (id, org_id, env, created_ms)
+                 VALUES (?1, 'org_1', 'live', 0)",
+                [agent.as_str()],
+            )?;
+            for d in &decisions {
+                insert(tx, "org_1", Env::Live, d)?;
+            }
+            let issuers: i64 =
+                tx.query_row("SELECT COUNT(*) FROM decision_issuers", [], |r| r.get(0))?;
+            let read = export_page(tx, "org_1", Env::Live, &Filters::default(), 0, 1_000, 10)?;
+            Ok((issuers, read))
+        })
+        .unwrap();
+    assert_eq!(issuers, 3);
+    let pairs: Vec<(String, String)> = read
+        .iter()
+        .map(|(_, d)| (d.claims.iss.clone(), d.claims.policy_version.clone()))
+        .collect();
+    let want: Vec<(String, String)> = decisions
+        .iter()
+        .map(|d| (d.claims.iss.clone(), d.claims.policy_version.clone()))
+        .collect();
+    assert_eq!(pairs, want);
+}
