@@ -66,6 +66,78 @@ fn bump_sql(idempotent: bool) -> String {
 static BUMP_SQL: std::sync::LazyLock<[String; 2]> =
     std::sync::LazyLock::new(|| [bump_sql(false), bump_sql(true)]);
 
+/// The version moves of a run of a group's decisions that carry neither an Idempotency-Key
+/// nor a credential, in one statement: `$1` org, then arrays in the run's order (its
+/// agents' keys ascending): `$2` the agents' keys, `$3` the versions read, `$4` the
+/// decisions' ids, `$5` their environments, `$6` their modes. Each agent's version moves
+/// under the conditions of [`bump_sql`]; the statement returns the keys of the agents whose
+/// version it moved (a group holds at most one decision an agent: an agent's next decision
+/// waits for its last to be stored). The agents' rows are found through their primary key
+/// in the arrays' order (the group's transaction turns sequential and bitmap scans off:
+/// `writer::BEGIN_GROUP`), so they are locked in the keys' order as one statement a
+/// decision locked them. One organization's rows: one statement on its worker (Citus).
+fn bump_many_sql() -> String {
+    let version = if planted_unchecked_version() {
+        "d.version IS NOT NULL"
+    } else {
+        "a.version = d.version"
+    };
+    format!(
+        "UPDATE agents a SET version = a.version + 1, last_decision = d.decision
+         FROM unnest($2::BIGINT[], $3::BIGINT[], $4::TEXT[], $5::TEXT[], $6::TEXT[])
+              AS d(seq, version, decision, env, mode)
+         WHERE a.org_id = $1 AND a.seq = d.seq AND {version}
+           AND EXISTS (SELECT 1 FROM environments e
+                       WHERE e.org_id = $1 AND e.env = d.env AND e.mode = d.mode)
+         RETURNING a.seq"
+    )
+}
+
+/// [`bump_many_sql`], made once.
+pub(crate) static BUMP_MANY_SQL: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(bump_many_sql);
+
+/// The values of [`BUMP_MANY_SQL`] for a run of decisions, owned.
+pub(crate) struct ManyValues<'a> {
+    org: &'a str,
+    seqs: Vec<i64>,
+    versions: Vec<i64>,
+    decisions: Vec<&'a str>,
+    envs: Vec<&'a str>,
+    modes: Vec<&'a str>,
+}
+
+impl<'a> ManyValues<'a> {
+    /// The values of the run `run` (each one [`RecordStatement::is_plain`]).
+    pub(crate) fn of(org: &'a str, run: &[&'a RecordStatement]) -> Self {
+        Self {
+            org,
+            seqs: run.iter().map(|s| s.seq).collect(),
+            versions: run.iter().map(|s| s.version).collect(),
+            decisions: run.iter().map(|s| s.decision.as_str()).collect(),
+            envs: run.iter().map(|s| s.env).collect(),
+            modes: run.iter().map(|s| s.mode).collect(),
+        }
+    }
+
+    /// The agents' keys, in the run's order.
+    pub(crate) fn seqs(&self) -> &[i64] {
+        &self.seqs
+    }
+
+    /// The values, in [`BUMP_MANY_SQL`]'s order.
+    pub(crate) fn values(&self) -> [&(dyn ToSql + Sync); 6] {
+        [
+            &self.org,
+            &self.seqs,
+            &self.versions,
+            &self.decisions,
+            &self.envs,
+            &self.modes,
+        ]
+    }
+}
+
 /// A single-use credential accepted by the decision whose version move it was: `$1` org,
 /// `$2` env, `$3` the credential, `$4` the decision, `$5` its time, `$6` the agent's key.
 /// Inserts nothing when the move was not this decision's or a decision accepted the
@@ -237,6 +309,12 @@ impl RecordStatement {
                 created_ms: decision.created_ms,
             }),
         })
+    }
+
+    /// Whether its version moves with others' in one statement ([`BUMP_MANY_SQL`]): it
+    /// carries neither an Idempotency-Key nor a credential.
+    pub(crate) fn is_plain(&self) -> bool {
+        self.idempotency.is_none() && self.accepts.is_none()
     }
 
     /// The version move's SQL.

@@ -29,12 +29,18 @@ use tokio_postgres::types::ToSql;
 use super::Result;
 use super::claims;
 use super::decisions;
-use super::record::{self, Outcome, RecordStatement};
+use super::record::{self, ManyValues, Outcome, RecordStatement};
 use crate::storage::StorageError;
 use crate::storage::deciding::{NewDecision, Recorded};
 
 /// The most decisions in one group.
 pub const MAX_GROUP: usize = 128;
+
+/// What opens a group's transaction: its statements find rows through indexes only, so the
+/// version moves of a run ([`record::BUMP_MANY_SQL`]) lock the agents' rows in the order of
+/// their keys, as every group does.
+const BEGIN_GROUP: &str =
+    "BEGIN; SET LOCAL enable_seqscan TO OFF; SET LOCAL enable_bitmapscan TO OFF";
 
 /// A decision waiting for its group, with where to answer.
 struct Job {
@@ -217,7 +223,7 @@ async fn try_group(
         .map_err(|e| Retry::Fail(e.into()))?;
     // Metrics (docs/operations.md): the group's size, and the time from sending it to its
     // commit's answer (the database's flush of its WAL included).
-    metrics::histogram!(crate::telemetry::WRITER_GROUP).record(prepared.bumps.len() as f64);
+    metrics::histogram!(crate::telemetry::WRITER_GROUP).record(statements.len() as f64);
     let committing = std::time::Instant::now();
     let (first, answers) = claim_and_record(writer, org, &c, &prepared, &statements).await?;
     let outcomes = outcomes_of(&statements, answers);
@@ -247,8 +253,11 @@ struct Claim<'a> {
 /// A group's statements of the first pipeline, prepared on its connection (on its first
 /// use of each) before the pipelines.
 struct Prepared {
-    /// Each decision's version move that has one, in order.
+    /// The version move of each decision that moves alone (an Idempotency-Key or a
+    /// credential), in order.
     bumps: Vec<tokio_postgres::Statement>,
+    /// The version moves of a run of the others.
+    many: tokio_postgres::Statement,
     accept: tokio_postgres::Statement,
     open: tokio_postgres::Statement,
     claim: tokio_postgres::Statement,
@@ -261,11 +270,12 @@ impl Prepared {
         statements: &[Option<RecordStatement>],
     ) -> std::result::Result<Self, tokio_postgres::Error> {
         let mut bumps = Vec::with_capacity(statements.len());
-        for statement in statements.iter().flatten() {
+        for statement in statements.iter().flatten().filter(|s| !s.is_plain()) {
             bumps.push(c.prepare_cached(statement.bump_sql()).await?);
         }
         Ok(Self {
             bumps,
+            many: c.prepare_cached(&record::BUMP_MANY_SQL).await?,
             accept: c.prepare_cached(record::ACCEPT).await?,
             open: c.prepare_cached(claims::OPEN).await?,
             claim: c.prepare_cached(claims::CLAIM).await?,
@@ -290,14 +300,12 @@ async fn claim_and_record(
     statements: &[Option<RecordStatement>],
 ) -> std::result::Result<(i64, Vec<Answer>), Retry> {
     // A seq for each decision that has a statement; those it does not store leave gaps.
-    let claimed = i64::try_from(prepared.bumps.len().max(1)).unwrap_or(i64::MAX);
-    let bumps: Vec<_> = statements
-        .iter()
-        .flatten()
-        .map(|s| (s.bump_values(), s.accept_values()))
-        .collect();
+    let present: Vec<&RecordStatement> = statements.iter().flatten().collect();
+    let claimed = i64::try_from(present.len().max(1)).unwrap_or(i64::MAX);
+    let moves = moves_of(org, &present);
+    let mut alone = prepared.bumps.iter();
     let mut steps: Vec<Pin<Box<dyn Future<Output = Step> + Send + '_>>> =
-        Vec::with_capacity(prepared.bumps.len() * 2 + 5);
+        Vec::with_capacity(moves.len() * 2 + 5);
     steps.push(control(c.simple_query(claims::BEGIN_CLAIM)));
     steps.push(Box::pin(async {
         Step::Control(
@@ -314,15 +322,33 @@ async fn claim_and_record(
         )
     }));
     steps.push(control(c.simple_query("COMMIT")));
-    steps.push(control(c.simple_query("BEGIN")));
-    for (stmt, (values, accept)) in prepared.bumps.iter().zip(&bumps) {
-        steps.push(Box::pin(async move {
-            Step::Stored(c.query_one(stmt, values).await.map(|row| row.get(0)))
-        }));
-        if let Some(accept) = accept {
-            steps.push(Box::pin(async move {
-                Step::Accepted(c.execute(&prepared.accept, accept).await)
-            }));
+    steps.push(control(c.simple_query(BEGIN_GROUP)));
+    for step in &moves {
+        match step {
+            Move::Run(run) => steps.push(Box::pin(async move {
+                let moved = c.query(&prepared.many, &run.values()).await.map(|rows| {
+                    let moved: std::collections::HashSet<i64> =
+                        rows.iter().map(|row| row.get(0)).collect();
+                    run.seqs()
+                        .iter()
+                        .map(|seq| i64::from(moved.contains(seq)))
+                        .collect()
+                });
+                Step::Moved(moved)
+            })),
+            Move::Alone(values, accept) => {
+                let Some(stmt) = alone.next() else {
+                    continue;
+                };
+                steps.push(Box::pin(async move {
+                    Step::Stored(c.query_one(stmt, values).await.map(|row| row.get(0)))
+                }));
+                if let Some(accept) = accept {
+                    steps.push(Box::pin(async move {
+                        Step::Accepted(c.execute(&prepared.accept, accept).await)
+                    }));
+                }
+            }
         }
     }
     let done = InOrder::new(steps).await;
@@ -344,6 +370,42 @@ async fn claim_and_record(
             Err(retry(e))
         }
     }
+}
+
+/// A group's version moves, in its decisions' order: a run of decisions moved by one
+/// statement, or one decision moved alone with its credential's acceptance.
+enum Move<'a> {
+    Run(ManyValues<'a>),
+    Alone(
+        Vec<&'a (dyn ToSql + Sync)>,
+        Option<Vec<&'a (dyn ToSql + Sync)>>,
+    ),
+}
+
+/// The moves of `present` (a group's decisions in the order of their agents' keys): each
+/// run of plain decisions ([`RecordStatement::is_plain`]) one statement, the others alone,
+/// each in its place, so that rows are locked in the keys' order throughout.
+fn moves_of<'a>(org: &'a str, present: &[&'a RecordStatement]) -> Vec<Move<'a>> {
+    let mut moves = Vec::new();
+    let mut run: Vec<&RecordStatement> = Vec::new();
+    for statement in present {
+        if statement.is_plain() {
+            run.push(statement);
+            continue;
+        }
+        if !run.is_empty() {
+            moves.push(Move::Run(ManyValues::of(org, &run)));
+            run.clear();
+        }
+        moves.push(Move::Alone(
+            statement.bump_values(),
+            statement.accept_values(),
+        ));
+    }
+    if !run.is_empty() {
+        moves.push(Move::Run(ManyValues::of(org, &run)));
+    }
+    moves
 }
 
 /// A step that answers only whether it failed.
@@ -443,12 +505,14 @@ fn answers(done: Vec<Step>) -> std::result::Result<Vec<Answer>, tokio_postgres::
     for step in done {
         match step {
             Step::Stored(Ok(n)) => answers.push((n, None)),
+            Step::Moved(Ok(moved)) => answers.extend(moved.into_iter().map(|n| (n, None))),
             Step::Accepted(Ok(n)) => {
                 if let Some(last) = answers.last_mut() {
                     last.1 = Some(n);
                 }
             }
             Step::Stored(Err(e))
+            | Step::Moved(Err(e))
             | Step::Accepted(Err(e))
             | Step::Control(Err(e))
             | Step::Claimed(Err(e)) => {
@@ -468,6 +532,8 @@ enum Step {
     Claimed(std::result::Result<i64, tokio_postgres::Error>),
     /// A decision's version move: 1 moved, 0 changed, -1 its claim lost.
     Stored(std::result::Result<i64, tokio_postgres::Error>),
+    /// A run's version moves, for each of its decisions: 1 moved, 0 changed.
+    Moved(std::result::Result<Vec<i64>, tokio_postgres::Error>),
     /// The acceptance of the credential of the decision before: rows inserted.
     Accepted(std::result::Result<u64, tokio_postgres::Error>),
 }

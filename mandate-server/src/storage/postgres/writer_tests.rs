@@ -255,3 +255,59 @@ async fn a_decision_inserted_in_its_own_transaction_holds_the_watermark_until_it
     );
     assert_eq!(store.settled_decision_seq("org_1").await.unwrap(), 3);
 }
+
+/// A group's plain decisions move their agents' versions in one statement, and still each
+/// on its own terms: a decision whose agent left the version it was read at, or whose
+/// environment is no longer in the mode it was made in, is refused alone, while the others
+/// of the run are stored and their agents' versions move by one.
+#[tokio::test]
+async fn a_run_of_version_moves_refuses_only_its_stale_decisions() {
+    use crate::storage::deciding::Recorded;
+
+    let db = database!("a_run_of_version_moves_refuses_only_its_stale_decisions");
+    let store = open(&db).await;
+    seed(&db);
+    db.execute(
+        "INSERT INTO agents (seq, id, org_id, env, created_ms) VALUES (2, 'agt_two', 'org_1', 'sandbox', 0), (3, 'agt_three', 'org_1', 'sandbox', 0), (4, 'agt_four', 'org_1', 'sandbox', 0);",
+    );
+    let seq = |agent: &str| db.number(&format!("SELECT seq FROM agents WHERE id = '{agent}'"));
+    let new = |id: &str, agent: &str, version: i64| new_decision(id, agent, seq(agent), version);
+    let mut observed = new("dec_d", "agt_four", 0);
+    observed.decision.mode = mandate_core::Mode::Observe;
+    let writers = crate::storage::postgres::writer::Writers::start(store.pool(), 1);
+    let (one, two, three, four) = tokio::join!(
+        writers.record(new("dec_a", "agt_buyer", 0)),
+        // Read at a version the agent has left.
+        writers.record(new("dec_b", "agt_two", 3)),
+        writers.record(new("dec_c", "agt_three", 0)),
+        // Made in observe while the sandbox enforces.
+        writers.record(observed),
+    );
+    assert!(
+        matches!(one, Ok(Recorded::Stored(h)) if h.version == 1),
+        "{one:?}"
+    );
+    assert!(matches!(two, Ok(Recorded::Changed(_))), "{two:?}");
+    assert!(
+        matches!(three, Ok(Recorded::Stored(h)) if h.version == 1),
+        "{three:?}"
+    );
+    assert!(matches!(four, Ok(Recorded::Changed(_))), "{four:?}");
+    assert_eq!(
+        db.number(
+            "SELECT COUNT(*) FROM decisions WHERE id IN ('dec_a', 'dec_b', 'dec_c', 'dec_d')"
+        ),
+        2
+    );
+    let versions = db.number(
+        "SELECT (SUM(version) FILTER (WHERE id IN ('agt_buyer', 'agt_three')) * 10
+                + COALESCE(SUM(version) FILTER (WHERE id IN ('agt_two', 'agt_four')), 0))::BIGINT
+         FROM agents",
+    );
+    assert_eq!(
+        versions, 20,
+        "agt_buyer and agt_three moved once, the others not"
+    );
+    let last = db.number("SELECT COUNT(*) FROM agents WHERE last_decision IN ('dec_a', 'dec_c')");
+    assert_eq!(last, 2);
+}
