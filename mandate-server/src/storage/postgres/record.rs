@@ -166,14 +166,17 @@ pub(crate) const EVENT: &str = "INSERT INTO events
     FROM org_counters c WHERE c.org_id = $1 AND c.name = 'events'";
 
 /// The deliveries of the event [`EVENT`] inserted, due at once, one to each active endpoint
-/// of its organization and environment subscribed to its type: `$1` org, `$2` env, `$3` the
-/// event's id.
+/// of its organization and environment subscribed to its type: the values of [`EVENT`]
+/// (`$5`, the event's data, only named so that the statement takes the same values, as
+/// `EventSql::Append` gives them). It reads no event: a plan cached while `events` was
+/// empty once found the event through `events_by_env`, walking every event of the
+/// environment (a cost that grew with the table).
 pub(crate) const DELIVERIES: &str = "INSERT INTO deliveries
         (org_id, event_id, webhook_id, attempts, next_attempt_ms, state, created_ms)
-    SELECT wh.org_id, e.id, wh.id, 0, e.created_ms, 'pending', e.created_ms
-    FROM events e JOIN webhooks wh ON wh.org_id = e.org_id AND wh.env = e.env
-    WHERE e.org_id = $1 AND e.env = $2 AND e.id = $3 AND wh.org_id = $1
-      AND wh.status = 'active' AND wh.events ? e.type";
+    SELECT wh.org_id, $3::TEXT, wh.id, 0, $6::BIGINT, 'pending', $6::BIGINT
+    FROM webhooks wh
+    WHERE wh.org_id = $1 AND wh.env = $2 AND wh.status = 'active' AND wh.events ? $4::TEXT
+      AND $5::TEXT IS NOT NULL";
 
 /// The type of the event of a review a decision opens.
 static REVIEW_PENDING: &str = "decision.review_pending";
@@ -381,7 +384,17 @@ impl RecordStatement {
                     &r.at_ms,
                 ],
             ));
-            out.push((DELIVERIES, vec![&self.org, &self.env, &r.event]));
+            out.push((
+                DELIVERIES,
+                vec![
+                    &self.org,
+                    &self.env,
+                    &r.event,
+                    &REVIEW_PENDING,
+                    &r.data,
+                    &r.at_ms,
+                ],
+            ));
         }
         if let Some(i) = &self.idempotency {
             out.push((
