@@ -30,7 +30,7 @@ pub struct Spec<'a> {
     pub agents: &'a [Agent],
 }
 
-const COLUMNS: [&str; 21] = [
+const COLUMNS: [&str; 20] = [
     "id",
     "scope",
     "mandate_id",
@@ -43,8 +43,7 @@ const COLUMNS: [&str; 21] = [
     "recipient",
     "category",
     "nonce",
-    "policy_version",
-    "iss",
+    "issuer",
     "iat",
     "exp",
     "created_ms",
@@ -120,11 +119,12 @@ pub fn prefill(db: &Path, spec: &Spec<'_>, n: u64) -> Result<Duration> {
     };
     let agent_seqs = agent_seqs(&conn, spec)?;
     let scope = scope(&conn, spec)?;
+    let issuer = issuer(&conn, spec)?;
     let mut done = 0u64;
     while done < n {
         let upto = (done + BATCH).min(n);
         let tx = conn.transaction()?;
-        insert(&tx, spec, (scope, &agent_seqs), &spread, done..upto)?;
+        insert(&tx, spec, (scope, issuer, &agent_seqs), &spread, done..upto)?;
         tx.commit()?;
         done = upto;
         if n >= 1_000_000 && done.is_multiple_of(1_000_000) {
@@ -160,6 +160,22 @@ fn scope(conn: &Connection, spec: &Spec<'_>) -> Result<i64> {
         |r| r.get(0),
     )
     .ctx(format!("looking up the scope of {}", spec.org_id))
+}
+
+/// The key in `decision_issuers` (decisions.issuer) of the server's issuer and the
+/// organization's policy version, the row made if the server has not made it yet.
+fn issuer(conn: &Connection, spec: &Spec<'_>) -> Result<i64> {
+    conn.execute(
+        "INSERT OR IGNORE INTO decision_issuers (iss, policy_version) VALUES (?1, ?2)",
+        params![spec.issuer, spec.policy_version],
+    )
+    .ctx("recording the decisions' issuer")?;
+    conn.query_row(
+        "SELECT key FROM decision_issuers WHERE iss = ?1 AND policy_version = ?2",
+        params![spec.issuer, spec.policy_version],
+        |r| r.get(0),
+    )
+    .ctx("looking up the decisions' issuer")
 }
 
 /// Each agent's integer key (decisions.agent_seq, the by-agent index's key).
@@ -238,11 +254,11 @@ fn outcome(
 }
 
 /// Inserts the decisions `range` (round-robin over the agents) in `tx`, in the scope and
-/// with the agents' keys of `keys`.
+/// the issuer and with the agents' keys of `keys`.
 fn insert(
     tx: &Connection,
     spec: &Spec<'_>,
-    keys: (i64, &[i64]),
+    keys: (i64, i64, &[i64]),
     spread: &Spread,
     range: std::ops::Range<u64>,
 ) -> Result<()> {
@@ -255,7 +271,7 @@ fn insert(
             .join(", ")
     );
     let mut stmt = tx.prepare_cached(&sql)?;
-    let (scope, agent_seqs) = keys;
+    let (scope, issuer, agent_seqs) = keys;
     let (seed, agents) = (spread.seed, spec.agents.len() as u64);
     for i in range {
         let index = usize::try_from(i % agents).unwrap_or(0);
@@ -283,8 +299,7 @@ fn insert(
             recipient,
             category,
             Nonce::from_random(id_bytes(i, seed, 1)).as_str(),
-            spec.policy_version,
-            spec.issuer,
+            issuer,
             iat,
             iat + 300,
             created_ms,
