@@ -20,7 +20,7 @@
 # removed at the end), SERVER (the mandate-server binary the bench starts; default the one
 # beside BENCH: another build's copy, for a pair against it), SQLITE (1: also one SQLite run
 # of the same load after the PostgreSQL ones, its decisions/s and p99, and PostgreSQL's rate
-# as a share of it).
+# as a share of it), MIX (the bench's --mix, allow,review,deny weights: 90,0,10 opens no review).
 set -euo pipefail
 
 AGENTS=${AGENTS:-20000}
@@ -108,10 +108,11 @@ for n in "${SETTINGS[@]}"; do
           --connections "$CONNECTIONS" --no-echo --json)
     [ "$n" -gt 1 ] && args+=(--spread "$SPREAD")
     [ -n "${RATE:-}" ] && args+=(--rate "$RATE")
+    [ -n "${MIX:-}" ] && args+=(--mix "$MIX")
     [ -n "${SERVER:-}" ] && args+=(--server "$SERVER")
     "$BENCH" "${args[@]}" >"$json" 2>"$log" &
     bench=$!
-    until grep -q "^mandate-bench: load:" "$log"; do
+    until grep -qs "^mandate-bench: load:" "$log"; do
         kill -0 $bench 2>/dev/null || { cat "$log" >&2; exit 1; }
         sleep 0.2
     done
@@ -159,6 +160,7 @@ if [ "${SQLITE:-0}" = 1 ]; then
     args=(--servers 1 --agents "$AGENTS" --duration "$DURATION" --warmup "$WARMUP"
           --connections "$CONNECTIONS" --no-echo --json)
     [ -n "${RATE:-}" ] && args+=(--rate "$RATE")
+    [ -n "${MIX:-}" ] && args+=(--mix "$MIX")
     [ -n "${SERVER:-}" ] && args+=(--server "$SERVER")
     "$BENCH" "${args[@]}" >"$OUT/bench-sqlite.json" 2>"$OUT/bench-sqlite.log" ||
         { echo "mandate-bench failed (SQLite):" >&2; tail -20 "$OUT/bench-sqlite.log" >&2; exit 1; }

@@ -58,3 +58,9 @@ CREATE TABLE log_heads (
     shown_checkpoint TEXT,
     PRIMARY KEY (org_id, env)
 );
+
+-- A decision's leaf hash (SHA-256 of 0x00 || the token answered), written with the row by
+-- the process that made it, so that the worker of any process logs it without reading the
+-- rest of the row and rebuilding its token. NULL on decisions stored before this; the worker
+-- then rebuilds the token, as it does for a row whose hash it does not have.
+ALTER TABLE decisions ADD COLUMN leaf BYTEA;

@@ -16,8 +16,7 @@ use mandate_core::{
     AuthorizationRequest, Bindings, DecisionId, Evaluation, Issuance, MandateId, Mode, Nonce,
     Signer, VerdictClaims, unstable::history, unstable::id::ReviewId, unstable::jws::sign_payload,
     unstable::policy, unstable::policy::SingleUse, unstable::policy::evaluate_approval,
-    unstable::policy::evaluate_presenting, unstable::review::Review, unstable::tlog,
-    unstable::tlog::LogHash,
+    unstable::policy::evaluate_presenting, unstable::review::Review,
 };
 use time::OffsetDateTime;
 use tokio::sync::OwnedMutexGuard;
@@ -219,8 +218,6 @@ pub struct Decider<'a> {
 pub struct Decided<'a> {
     store: &'a dyn DecidingStore,
     leaves: &'a LeafHashes,
-    /// The decision log's leaf hash of the token answered.
-    leaf: LogHash,
     org: Arc<str>,
     env: Env,
     now: OffsetDateTime,
@@ -340,7 +337,6 @@ impl<'a> Decider<'a> {
         let claims = request;
         let (claims, token, claims_json) =
             self.sign(jti, &evaluation, mandate, claims, bindings)?;
-        let leaf = tlog::leaf_hash(token.as_bytes());
         let signed = Signed {
             claims,
             token,
@@ -351,7 +347,6 @@ impl<'a> Decider<'a> {
         Ok(Decided {
             store: self.store,
             leaves: self.leaves,
-            leaf,
             org: Arc::clone(self.org),
             env: self.env,
             now: self.now,
@@ -515,7 +510,6 @@ impl Decided<'_> {
         let Self {
             store,
             leaves,
-            leaf,
             org,
             env,
             now,
@@ -529,6 +523,8 @@ impl Decided<'_> {
             body,
         } = self;
         let amount = decision.claims.request.amount;
+        // The decision log's leaf of the token answered, made with its signature.
+        let leaf = decision.signature.as_ref().and_then(|s| s.leaf);
         let id = decision.claims.jti.clone();
         let labels = (
             env.as_str(),
@@ -610,7 +606,9 @@ impl Decided<'_> {
             }
         }
         *guard = Some(state);
-        leaves.keep(id, leaf);
+        if let Some(leaf) = leaf {
+            leaves.keep(id, leaf);
+        }
         crate::telemetry::record_decision(labels.0, labels.1, labels.2);
         Ok(Stored::Answer(body))
     }

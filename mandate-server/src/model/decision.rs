@@ -2,6 +2,7 @@
 //! supersedes, review, creation time), where its review stands when read, and its API
 //! shape.
 
+use mandate_core::unstable::tlog::LogHash;
 use mandate_core::{
     AuthorizationRequest, Bindings, DecisionId, MandateId, Mode, Nonce, Verdict, VerdictClaims,
     unstable::id::ReviewId, unstable::review::Review, unstable::review::ReviewStatus,
@@ -41,13 +42,27 @@ pub struct Decision {
 /// claims (stored column by column) they give back the compact JWS that was answered,
 /// byte for byte, at ~80 bytes a decision instead of the ~700 of the token itself
 /// (docs/performance.md).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct TokenSignature {
     /// The `kid` of the key that signed it.
     pub kid: String,
     /// `r || s`.
     pub bytes: Vec<u8>,
+    /// The decision log's leaf hash of the whole token (docs/audit.md), when known: made
+    /// with the token, and stored with it on PostgreSQL, so that the log's worker of any
+    /// process logs the decision without rebuilding its token.
+    pub leaf: Option<LogHash>,
 }
+
+/// Two signatures are the same when their key and bytes are: the leaf hash is derived
+/// from the token, and a signature read back from the store may not carry it.
+impl PartialEq for TokenSignature {
+    fn eq(&self, other: &Self) -> bool {
+        self.kid == other.kid && self.bytes == other.bytes
+    }
+}
+
+impl Eq for TokenSignature {}
 
 impl TokenSignature {
     /// The signature of `token`, made with the key `kid`; `None` if the token has no
@@ -56,6 +71,7 @@ impl TokenSignature {
         mandate_core::unstable::jws::token_signature(token).map(|raw| Self {
             kid: kid.to_owned(),
             bytes: raw.to_vec(),
+            leaf: Some(mandate_core::unstable::tlog::leaf_hash(token.as_bytes())),
         })
     }
 }

@@ -181,7 +181,11 @@ pub fn read(r: &dyn Columns) -> Result<(i64, Decision)> {
         _ => None,
     };
     let signature = match (r.opt_text(24)?, r.opt_bytes(25)?) {
-        (Some(kid), Some(bytes)) => Some(TokenSignature { kid, bytes }),
+        (Some(kid), Some(bytes)) => Some(TokenSignature {
+            kid,
+            bytes,
+            leaf: None,
+        }),
         _ => None,
     };
     let decision = Decision {

@@ -53,8 +53,10 @@ pub struct LogTail {
     pub edge: TreeEdge,
     /// The partial tiles of levels 1 to 7, as stored.
     pub tiles: HashMap<TileId, Vec<LogHash>>,
-    /// Decisions to log, oldest first: seq and id.
-    pub decisions: Vec<(i64, DecisionId)>,
+    /// Decisions to log, oldest first: seq, id and the leaf hash stored with the row
+    /// (PostgreSQL stores it; SQLite, one process, leaves it to the decision service's
+    /// hand-over).
+    pub decisions: Vec<(i64, DecisionId, Option<LogHash>)>,
 }
 
 /// What the checkpoint worker appends to a log and the checkpoint it signed of it.
@@ -290,7 +292,13 @@ async fn tail<T: Tx>(tx: &mut T, org: &str, env: Env, batch: i64) -> Result<LogT
         let id = r.text(1)?;
         let id = DecisionId::parse(&id)
             .map_err(|_| StorageError::Corrupt(format!("decision column id {id:?}")))?;
-        Ok((r.int(0)?, id))
+        let leaf = match r.opt_bytes(2)? {
+            None => None,
+            Some(bytes) => Some(LogHash::from_bytes(bytes.try_into().map_err(|_| {
+                StorageError::Corrupt(format!("decision {id} has a leaf hash not of 32 bytes"))
+            })?)),
+        };
+        Ok((r.int(0)?, id, leaf))
     };
     let rows = tx.query(LogSql::Ids.into(), &params, read).await?;
     if rows.is_empty() {

@@ -226,7 +226,7 @@ pub enum LogSql {
     /// The strips starting in [`$3`, `$4`): `$1` org, `$2` env → start, hashes, in order.
     StripRange,
     /// The decisions of a log after its head: `$1` org, `$2` env, seqs above `$3` and below
-    /// `$4`, at most `$5` → seq, id, oldest first.
+    /// `$4`, at most `$5` → seq, id, the stored leaf hash (or NULL), oldest first.
     Ids,
     /// The strip that holds each of the list of seqs `$3` (the one with the greatest
     /// `first_seq` not above it): `$1` org, `$2` env → start, first_seq, seqs.

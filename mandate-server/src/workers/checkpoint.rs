@@ -230,19 +230,19 @@ impl Checkpointer {
         }
     }
 
-    /// The leaf of each decision: its hash as the decision service left it, or, for those
-    /// it did not, from the token rebuilt from its row.
+    /// The leaf of each decision: its hash as stored with its row or as the decision
+    /// service left it, or, for those with neither, from the token rebuilt from its row.
     async fn leaves(
         &self,
         org: &str,
         env: Env,
-        decisions: &[(i64, DecisionId)],
+        decisions: &[(i64, DecisionId, Option<LogHash>)],
         origin: &str,
     ) -> Result<Vec<Leaf>, CheckpointError> {
         let mut leaves: Vec<Leaf> = Vec::with_capacity(decisions.len());
         let mut missing = Vec::new();
-        for (i, (seq, id)) in decisions.iter().enumerate() {
-            let leaf = self.context.leaves.take(id);
+        for (i, (seq, id, stored)) in decisions.iter().enumerate() {
+            let leaf = stored.or_else(|| self.context.leaves.take(id));
             if leaf.is_none() {
                 missing.push(i);
             }
@@ -328,7 +328,10 @@ fn check_head(tail: &LogTail, origin: &str) -> Result<(), CheckpointError> {
 /// The ranges of seqs (above, below, at most) that hold the decisions at `missing`
 /// (positions in `decisions`, in order): one a run of consecutive positions, or, past
 /// [`RUNS_READ`] runs, one from the first to the last.
-fn ranges_of(decisions: &[(i64, DecisionId)], missing: &[usize]) -> Vec<(i64, i64, i64)> {
+fn ranges_of(
+    decisions: &[(i64, DecisionId, Option<LogHash>)],
+    missing: &[usize],
+) -> Vec<(i64, i64, i64)> {
     let mut runs: Vec<(usize, usize)> = Vec::new();
     for &i in missing {
         match runs.last_mut() {
@@ -515,9 +518,9 @@ mod tests {
     #[test]
     fn missing_hashes_are_read_a_run_at_a_time_or_in_one_span() {
         // Seqs 10, 12, 13, 20, 21, 22 (another environment's decisions between them).
-        let decisions: Vec<(i64, DecisionId)> = [10, 12, 13, 20, 21, 22]
+        let decisions: Vec<(i64, DecisionId, Option<LogHash>)> = [10, 12, 13, 20, 21, 22]
             .iter()
-            .map(|&s| (s, id(s)))
+            .map(|&s| (s, id(s), None))
             .collect();
         assert_eq!(
             ranges_of(&decisions, &[0, 1, 4, 5]),
@@ -525,7 +528,8 @@ mod tests {
         );
         assert_eq!(ranges_of(&decisions, &[2]), vec![(12, 14, 1)]);
         // Every other decision of 40 missing: past RUNS_READ runs, one span.
-        let many: Vec<(i64, DecisionId)> = (1..=40).map(|s| (s, id(s))).collect();
+        let many: Vec<(i64, DecisionId, Option<LogHash>)> =
+            (1..=40).map(|s| (s, id(s), None)).collect();
         let odd: Vec<usize> = (0..40).step_by(2).collect();
         assert_eq!(ranges_of(&many, &odd), vec![(0, 40, 39)]);
     }

@@ -15,7 +15,7 @@ use crate::storage::decisions::{COLUMNS, Filters, read};
 pub(crate) const INSERT_COLUMNS: &str = "id, org_id, env, agent_id, mandate_id, verdict,
     policy_verdict, reason, mode, amount, currency, recipient, category, nonce, policy_version,
     iss, iat, exp, created_ms, supersedes, review_id, is_request, signing_kid, signature,
-    bindings";
+    bindings, leaf";
 
 /// A decision's values for an insert, owned.
 pub(crate) struct Params {
@@ -44,6 +44,7 @@ pub(crate) struct Params {
     signing_kid: Option<String>,
     signature: Option<Vec<u8>>,
     bindings: Option<String>,
+    leaf: Option<Vec<u8>>,
 }
 
 impl Params {
@@ -76,13 +77,18 @@ impl Params {
             signing_kid: d.signature.as_ref().map(|s| s.kid.clone()),
             signature: d.signature.as_ref().map(|s| s.bytes.clone()),
             bindings: bindings_column(c),
+            leaf: d
+                .signature
+                .as_ref()
+                .and_then(|s| s.leaf)
+                .map(|h| h.as_bytes().to_vec()),
         }
     }
 }
 
 impl Params {
     /// Its values, in [`INSERT_COLUMNS`]' order.
-    fn values(&self) -> [&(dyn ToSql + Sync); 25] {
+    fn values(&self) -> [&(dyn ToSql + Sync); 26] {
         [
             &self.id,
             &self.org_id,
@@ -109,6 +115,7 @@ impl Params {
             &self.signing_kid,
             &self.signature,
             &self.bindings,
+            &self.leaf,
         ]
     }
 }
@@ -117,14 +124,14 @@ impl Params {
 pub(crate) type Row<'a> = (&'a i64, &'a i64, &'a Params);
 
 /// The statement that inserts `rows` decisions of one organization: a multi-row `INSERT …
-/// VALUES`, each row its seq, the columns of [`INSERT_COLUMNS`] and `agent_seq`, 27 values
+/// VALUES`, each row its seq, the columns of [`INSERT_COLUMNS`] and `agent_seq`, 28 values
 /// a row (on Citus, one command to the worker holding the organization; an `INSERT … SELECT`
 /// from arrays would go through the coordinator). Its text depends on the count: prepared
 /// once a count on a connection.
 pub(crate) fn insert_sql(rows: usize) -> String {
     let values: Vec<String> = (0..rows)
         .map(|r| {
-            let row: Vec<String> = (1..=27).map(|k| format!("${}", r * 27 + k)).collect();
+            let row: Vec<String> = (1..=28).map(|k| format!("${}", r * 28 + k)).collect();
             format!("({})", row.join(", "))
         })
         .collect();
@@ -136,7 +143,7 @@ pub(crate) fn insert_sql(rows: usize) -> String {
 
 /// The values of [`insert_sql`] for `rows`, in order.
 pub(crate) fn insert_values<'a>(rows: &[Row<'a>]) -> Vec<&'a (dyn ToSql + Sync)> {
-    let mut values: Vec<&'a (dyn ToSql + Sync)> = Vec::with_capacity(rows.len() * 27);
+    let mut values: Vec<&'a (dyn ToSql + Sync)> = Vec::with_capacity(rows.len() * 28);
     for (seq, agent_seq, params) in rows {
         values.push(*seq);
         values.extend(params.values());

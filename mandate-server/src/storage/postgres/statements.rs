@@ -58,7 +58,7 @@ fn own(stmt: Stmt) -> Option<Sql> {
             "UPDATE agents SET version = version + 1 WHERE org_id = $1 AND env = $2 AND id = $3",
         ),
         Stmt::Log(LogSql::Ids) => one(
-            "SELECT seq, id FROM decisions
+            "SELECT seq, id, leaf FROM decisions
              WHERE org_id = $1 AND env = $2 AND seq > $3 AND seq < $4
              ORDER BY seq LIMIT $5",
         ),

@@ -311,3 +311,55 @@ async fn a_run_of_version_moves_refuses_only_its_stale_decisions() {
     let last = db.number("SELECT COUNT(*) FROM agents WHERE last_decision IN ('dec_a', 'dec_c')");
     assert_eq!(last, 2);
 }
+
+/// A decision's leaf hash is stored with its row, by the writers' groups and by an insert
+/// in its own transaction alike, and the log's tail reads it back: the worker of another
+/// process logs the decision without rebuilding its token. A row stored without one (the
+/// seed's) is read as having none, which the worker rebuilds.
+#[tokio::test]
+async fn a_decisions_leaf_hash_is_stored_with_its_row_for_the_log() {
+    use crate::model::decision::TokenSignature;
+    use crate::storage::log::LogStore;
+    use mandate_core::unstable::tlog::leaf_hash;
+
+    let db = database!("a_decisions_leaf_hash_is_stored_with_its_row_for_the_log");
+    let store = open(&db).await;
+    seed(&db);
+    let agent_seq = db.number("SELECT seq FROM agents WHERE id = 'agt_buyer'");
+    let token = |n: u8| format!("h{n}.p.{}", "A".repeat(86));
+    let signed = |id: &str, n: u8| {
+        let mut d = new_decision(id, "agt_buyer", agent_seq, 0);
+        d.decision.signature = TokenSignature::of("kid_1", &token(n));
+        d
+    };
+    let writers = crate::storage::postgres::writer::Writers::start(store.pool(), 1);
+    writers.record(signed("dec_grouped", 1)).await.unwrap();
+    let mut conn = store.pool().get().await.unwrap();
+    let tx = conn.transaction().await.unwrap();
+    let mut alone = decision("dec_alone", "agt_buyer");
+    alone.signature = TokenSignature::of("kid_1", &token(2));
+    crate::storage::postgres::decisions::insert(
+        &crate::storage::postgres::PgTx::of_transaction(&tx),
+        "org_1",
+        Env::Sandbox,
+        agent_seq,
+        &alone,
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    let tail = store.log_tail("org_1", Env::Sandbox, 10).await.unwrap();
+    let leaves: Vec<(&str, Option<_>)> = tail
+        .decisions
+        .iter()
+        .map(|(_, id, leaf)| (id.as_str(), *leaf))
+        .collect();
+    assert_eq!(
+        leaves,
+        vec![
+            ("dec_1", None),
+            ("dec_grouped", Some(leaf_hash(token(1).as_bytes()))),
+            ("dec_alone", Some(leaf_hash(token(2).as_bytes()))),
+        ]
+    );
+}

@@ -55,7 +55,7 @@ fn own(stmt: Stmt) -> Option<Sql> {
                              AND d.seq > COALESCE(h.scanned_seq, 0))
              LIMIT ?1"),
         Stmt::Log(LogSql::Ids) => built(format!(
-            "SELECT seq, id FROM decisions
+            "SELECT seq, id, NULL FROM decisions
              WHERE scope = {SCOPE_OF} AND seq > ?3 AND seq < ?4
              ORDER BY seq LIMIT ?5"
         )),
