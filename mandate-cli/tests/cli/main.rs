@@ -5,12 +5,16 @@
 /// AP2 SD-JWTs signed with real P-256 keys, as the server's tests make them.
 #[path = "../../../mandate-server/tests/support/ap2.rs"]
 mod ap2_tokens;
+/// The throwaway Citus cluster the server's tests use, for the audit's attacks on it.
+#[path = "../../../mandate-server/tests/support/citus.rs"]
+mod citus;
 /// The throwaway PostgreSQL the server's tests use, for the tests that run on it.
 #[path = "../../../mandate-server/tests/support/postgres.rs"]
 mod postgres;
 mod support;
 
 mod audit;
+mod audit_citus;
 mod audit_postgres;
 mod config;
 mod docs;

@@ -95,6 +95,10 @@ pub enum Engine {
     /// A fresh database on the tests' PostgreSQL (skipped without one, unless
     /// MANDATE_REQUIRE_POSTGRES=1).
     Postgres,
+    /// A fresh database on the tests' Citus cluster, a coordinator and two workers, its
+    /// schema distributed by `migrate` (skipped without Citus, unless
+    /// MANDATE_REQUIRE_CITUS=1).
+    Citus,
 }
 
 /// A fixed key-encryption key (base64 of 32 bytes): PostgreSQL requires one.
@@ -110,6 +114,12 @@ pub enum Database {
         db: crate::postgres::TestDb,
         backup: Option<String>,
     },
+    /// The test's database on every node of the Citus cluster, and the name of its backup
+    /// (a copy on every node) once one is taken.
+    Citus {
+        db: crate::citus::CitusDb,
+        backup: Option<String>,
+    },
 }
 
 impl Database {
@@ -117,13 +127,14 @@ impl Database {
         match self {
             Database::Sqlite(dir) => dir.path().join("mandate.db").into(),
             Database::Postgres { db, .. } => db.url.parse().unwrap(),
+            Database::Citus { db, .. } => db.url.parse().unwrap(),
         }
     }
 
     fn key_encryption(&self) -> KeyEncryption {
         match self {
             Database::Sqlite(_) => KeyEncryption::default(),
-            Database::Postgres { .. } => KeyEncryption::new(
+            Database::Postgres { .. } | Database::Citus { .. } => KeyEncryption::new(
                 Kek::from_base64(TEST_KEK.as_bytes(), "TEST_KEK").unwrap(),
                 None,
             ),
@@ -166,6 +177,13 @@ impl Drop for Env {
                 admin.batch_execute(&sql).await
             });
         }
+        if let Database::Citus {
+            db,
+            backup: Some(backup),
+        } = &self.db
+        {
+            db.drop_copy(backup);
+        }
     }
 }
 
@@ -182,7 +200,7 @@ pub fn start() -> Env {
 }
 
 /// Starts a server on `engine` and onboards `acme`; `None` (said once on stderr) when the
-/// engine is PostgreSQL and there is none here.
+/// engine is PostgreSQL or Citus and there is none here.
 pub fn start_on(engine: Engine) -> Option<Env> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -195,10 +213,17 @@ pub fn start_on(engine: Engine) -> Option<Env> {
             db: runtime.block_on(crate::postgres::database(crate::postgres::Durability::Fast))?,
             backup: None,
         },
+        Engine::Citus => Database::Citus {
+            db: runtime.block_on(crate::citus::database(crate::citus::Share::WithOthers))?,
+            backup: None,
+        },
     };
     let running = runtime
         .block_on(serve::start(config(&db, None), Arc::new(SystemClock)))
         .unwrap();
+    if let Database::Citus { db, .. } = &db {
+        runtime.block_on(assert_distributed(db));
+    }
     let onboarded = operator::onboard(
         &*running.state.store,
         &running.state.api_keys,
@@ -217,6 +242,27 @@ pub fn start_on(engine: Engine) -> Option<Env> {
         home: tempfile::tempdir().unwrap(),
         db,
     })
+}
+
+/// Asserts that `migrate` distributed the decisions and the log's tables by organization
+/// on the Citus database (else the attacks would run on the coordinator's plain tables).
+async fn assert_distributed(db: &crate::citus::CitusDb) {
+    let distributed: i64 = db
+        .connect()
+        .await
+        .query_one(
+            "SELECT COUNT(*) FROM citus_tables
+             WHERE table_name::TEXT IN ('decisions', 'log_strips', 'log_tiles', 'log_heads')
+               AND citus_table_type = 'distributed' AND distribution_column = 'org_id'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        distributed, 4,
+        "the schema is not distributed by org_id on Citus"
+    );
 }
 
 /// The server's configuration: the database, and the verdicts URL when it must stay what
@@ -318,6 +364,9 @@ impl Env {
             Database::Postgres { db, .. } => runtime.block_on(async {
                 db.connect().await.batch_execute(sql).await.unwrap();
             }),
+            Database::Citus { db, .. } => runtime.block_on(async {
+                db.connect().await.batch_execute(sql).await.unwrap();
+            }),
         });
     }
 
@@ -331,6 +380,11 @@ impl Env {
                 runtime.block_on(copy_postgres(db, &db.name, &name));
                 *backup = Some(name);
             }
+            Database::Citus { db, backup } => {
+                let name = format!("{}_backup", db.name);
+                runtime.block_on(db.copy_to(&name));
+                *backup = Some(name);
+            }
         });
     }
 
@@ -342,6 +396,10 @@ impl Env {
             Database::Postgres { db, backup } => {
                 let backup = backup.clone().expect("a backup was taken");
                 runtime.block_on(copy_postgres(db, &backup, &db.name));
+            }
+            Database::Citus { db, backup } => {
+                let backup = backup.clone().expect("a backup was taken");
+                runtime.block_on(db.restore_from(&backup));
             }
         });
     }

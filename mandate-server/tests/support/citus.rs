@@ -297,6 +297,31 @@ impl CitusDb {
     }
 
     /// This database on every node: the coordinator first.
+    /// Copies this database to `name` on every node (its users must have disconnected:
+    /// Citus's own maintenance connections are ended): a backup of the whole cluster's
+    /// data, as an operator restoring every node from one point would have.
+    pub async fn copy_to(&self, name: &str) {
+        copy_everywhere(self.cluster, &self.name, name).await;
+    }
+
+    /// Replaces this database on every node with a copy of `name` ([`CitusDb::copy_to`]'s).
+    pub async fn restore_from(&self, name: &str) {
+        drop_everywhere(&self.admins(), &self.name);
+        copy_everywhere(self.cluster, name, &self.name).await;
+    }
+
+    /// Drops database `name` on every node (a copy [`CitusDb::copy_to`] made).
+    pub fn drop_copy(&self, name: &str) {
+        drop_everywhere(&self.admins(), name);
+    }
+
+    /// The maintenance database of each node, the coordinator first.
+    fn admins(&self) -> Vec<String> {
+        let mut admins = vec![self.cluster.coordinator.clone()];
+        admins.extend(self.cluster.worker_admins.iter().cloned());
+        admins
+    }
+
     fn node_urls(&self) -> Vec<String> {
         std::iter::once(self.url.clone())
             .chain(self.workers().iter().map(|w| self.worker_url(w)))
@@ -318,9 +343,7 @@ impl Drop for CitusDb {
                 }
             }
         }
-        let mut admins = vec![self.cluster.coordinator.clone()];
-        admins.extend(self.cluster.worker_admins.iter().cloned());
-        drop_everywhere(&admins, &self.name);
+        drop_everywhere(&self.admins(), &self.name);
     }
 }
 
