@@ -373,28 +373,18 @@ impl RecordStatement {
                 ],
             ));
             out.push((EVENT_SEQ, vec![&self.org]));
-            out.push((
-                EVENT,
-                vec![
-                    &self.org,
-                    &self.env,
-                    &r.event,
-                    &REVIEW_PENDING,
-                    &r.data,
-                    &r.at_ms,
-                ],
-            ));
-            out.push((
-                DELIVERIES,
-                vec![
-                    &self.org,
-                    &self.env,
-                    &r.event,
-                    &REVIEW_PENDING,
-                    &r.data,
-                    &r.at_ms,
-                ],
-            ));
+            // The event's values, the same for its row and its deliveries (which take them
+            // rather than reading the event back).
+            let event: Vec<&(dyn ToSql + Sync)> = vec![
+                &self.org,
+                &self.env,
+                &r.event,
+                &REVIEW_PENDING,
+                &r.data,
+                &r.at_ms,
+            ];
+            out.push((EVENT, event.clone()));
+            out.push((DELIVERIES, event));
         }
         if let Some(i) = &self.idempotency {
             out.push((
