@@ -560,16 +560,7 @@ impl Decided<'_> {
                     }
                     Recorded::Changed(new) => {
                         // The slot stays empty: the next decision reloads the agent.
-                        let bindings = new.decision.claims.bindings.clone();
-                        return Ok(Stored::Changed(Box::new(Input::Request {
-                            request: new.decision.claims.request,
-                            slot: slot(),
-                            credential: presented.map(|(single_use, mandate)| Credential {
-                                id: single_use.id,
-                                mandate,
-                            }),
-                            bindings,
-                        })));
+                        return Ok(decide_again(*new, slot(), presented));
                     }
                 }
                 state.history.record(&evaluation, amount, now);
@@ -612,6 +603,25 @@ impl Decided<'_> {
         crate::telemetry::record_decision(labels.0, labels.1, labels.2);
         Ok(Stored::Answer(body))
     }
+}
+
+/// A request whose decision the store refused because its agent changed meanwhile, to be
+/// decided again: its request, bindings and single-use credential, and the agent's slot.
+fn decide_again(
+    new: NewDecision,
+    slot: Option<AgentSlot>,
+    presented: Option<(SingleUse, MandateId)>,
+) -> Stored {
+    let bindings = new.decision.claims.bindings.clone();
+    Stored::Changed(Box::new(Input::Request {
+        request: new.decision.claims.request,
+        slot,
+        credential: presented.map(|(single_use, mandate)| Credential {
+            id: single_use.id,
+            mandate,
+        }),
+        bindings,
+    }))
 }
 
 /// The retries of one decision that the store refused because its agent changed meanwhile.
