@@ -29,7 +29,7 @@ use tokio_postgres::types::ToSql;
 use super::Result;
 use super::claims;
 use super::decisions;
-use super::record::{self, ManyValues, Outcome, RecordStatement};
+use super::record::{self, Move, Outcome, RecordStatement, moves_of};
 use crate::storage::StorageError;
 use crate::storage::deciding::{NewDecision, Recorded};
 
@@ -370,42 +370,6 @@ async fn claim_and_record(
             Err(retry(e))
         }
     }
-}
-
-/// A group's version moves, in its decisions' order: a run of decisions moved by one
-/// statement, or one decision moved alone with its credential's acceptance.
-enum Move<'a> {
-    Run(ManyValues<'a>),
-    Alone(
-        Vec<&'a (dyn ToSql + Sync)>,
-        Option<Vec<&'a (dyn ToSql + Sync)>>,
-    ),
-}
-
-/// The moves of `present` (a group's decisions in the order of their agents' keys): each
-/// run of plain decisions ([`RecordStatement::is_plain`]) one statement, the others alone,
-/// each in its place, so that rows are locked in the keys' order throughout.
-fn moves_of<'a>(org: &'a str, present: &[&'a RecordStatement]) -> Vec<Move<'a>> {
-    let mut moves = Vec::new();
-    let mut run: Vec<&RecordStatement> = Vec::new();
-    for statement in present {
-        if statement.is_plain() {
-            run.push(statement);
-            continue;
-        }
-        if !run.is_empty() {
-            moves.push(Move::Run(ManyValues::of(org, &run)));
-            run.clear();
-        }
-        moves.push(Move::Alone(
-            statement.bump_values(),
-            statement.accept_values(),
-        ));
-    }
-    if !run.is_empty() {
-        moves.push(Move::Run(ManyValues::of(org, &run)));
-    }
-    moves
 }
 
 /// A step that answers only whether it failed.
