@@ -32,8 +32,9 @@ async fn a_reviews_deliveries_cost_the_same_however_many_events_there_are() {
     let _store = open(&db).await;
     seed(&db);
     let statement = crate::storage::postgres::record::DELIVERIES.replace('\'', "''");
-    // The shared buffers read by the statement's generic plan, made while `events` holds 10
-    // rows and run again after 20,000 (one session: the plan is cached in it).
+    // The shared buffers read by the statement's generic plan, made while `events` is small
+    // and run again once it is large (the counts below; one session: the plan is cached
+    // in it).
     db.execute(&format!(
         "CREATE FUNCTION delivery_buffers() RETURNS BIGINT LANGUAGE plpgsql AS $f$
          DECLARE plan JSON; first BIGINT;
