@@ -141,19 +141,26 @@ fn events(s: EventSql) -> Option<Sql> {
         EventSql::Get => built(format!(
             "SELECT {columns} FROM events WHERE org_id = ?1 AND env = ?2 AND id = ?3"
         )),
-        // The type is a plain condition when given, so that the plan walks `events_by_type`
-        // (an `OR ?3 IS NULL` form walked every event of the environment on SQLite).
-        EventSql::Page { by_type } => built(format!(
-            "SELECT {columns} FROM events
-             WHERE org_id = ?1 AND env = ?2 AND {} AND seq < ?4
-             ORDER BY seq DESC LIMIT ?5",
-            if by_type {
-                "type = ?3"
-            } else {
-                "CAST(?3 AS TEXT) IS NULL"
-            }
-        )),
+        EventSql::Page { by_type } => built(events_page(by_type, "TRUE")),
     })
+}
+
+/// A page of events ([`EventSql::Page`]), read only where `settled` holds (an engine whose
+/// events may commit out of seq order keeps the read below those not yet settled).
+pub fn events_page(by_type: bool, settled: &str) -> String {
+    let columns = super::events::COLUMNS;
+    // The type is a plain condition when given, so that the plan walks `events_by_type`
+    // (an `OR ?3 IS NULL` form walked every event of the environment on SQLite).
+    let of_type = if by_type {
+        "type = ?3"
+    } else {
+        "CAST(?3 AS TEXT) IS NULL"
+    };
+    format!(
+        "SELECT {columns} FROM events
+         WHERE org_id = ?1 AND env = ?2 AND {of_type} AND seq < ?4 AND {settled}
+         ORDER BY seq DESC LIMIT ?5"
+    )
 }
 
 fn idempotency(s: IdempotencySql, _locked: fn(Lock) -> &'static str) -> Option<Sql> {

@@ -19,6 +19,15 @@
 //! decision is committed and visible, or will never be (a group rolled back, a gap). A
 //! later claim always lies above the counter, so the watermark never goes down and nothing
 //! settles behind a reader.
+//!
+//! The events of a group's reviews take their seqs the same way ([`CLAIM_EVENTS`]): the
+//! claim's transaction moves the organization's events counter too, and the writer's row
+//! holds the first of them (`first_event`) until the group settles. The group's own
+//! transaction then touches no counter row, so the groups of every process commit side by
+//! side even when each opens a review; readers of the events stop below the lowest open
+//! claim ([`EVENTS_BELOW_CLAIMS`]). An event appended outside the groups (a review
+//! resolved, a mandate revoked) still takes the counter row and holds it to its commit, so
+//! a claim made meanwhile waits for that commit and lies above it.
 
 use super::Result;
 
@@ -28,21 +37,33 @@ pub const OPEN: &str = "INSERT INTO decision_claims (org_id, writer, first_seq, 
 
 /// Claims `$3` seqs of organization `$1` for writer `$2` (its row opened by [`OPEN`]):
 /// moves the counter and opens the writer's claim at the block's first seq, which it
-/// returns. An `UPDATE` from an `UPDATE`, both of the organization's rows: one statement
-/// on the node that holds them (Citus).
+/// returns, with no event seqs yet ([`CLAIM_EVENTS`] claims those). An `UPDATE` from an
+/// `UPDATE`, both of the organization's rows: one statement on the node that holds them
+/// (Citus).
 pub const CLAIM: &str = "WITH taken AS (
         UPDATE org_counters SET value = value + $3
         WHERE org_id = $1 AND name = 'decisions' RETURNING value)
-    UPDATE decision_claims c SET first_seq = taken.value - $3 + 1, claimed_at = now()
+    UPDATE decision_claims c
+    SET first_seq = taken.value - $3 + 1, first_event = NULL, claimed_at = now()
     FROM taken WHERE c.org_id = $1 AND c.writer = $2
     RETURNING c.first_seq";
+
+/// Claims `$3` event seqs of organization `$1` for writer `$2`, after [`CLAIM`] in the same
+/// transaction (the counters' rows taken in one order by every claim): moves the events
+/// counter and records the block's first seq in the writer's claim, which it returns.
+pub const CLAIM_EVENTS: &str = "WITH taken AS (
+        UPDATE org_counters SET value = value + $3
+        WHERE org_id = $1 AND name = 'events' RETURNING value)
+    UPDATE decision_claims c SET first_event = taken.value - $3 + 1
+    FROM taken WHERE c.org_id = $1 AND c.writer = $2
+    RETURNING c.first_event";
 
 /// The statement that opens a claim's transaction: its commit need not wait for the flush.
 pub const BEGIN_CLAIM: &str = "BEGIN; SET LOCAL synchronous_commit TO OFF";
 
 /// Clears writer `$2`'s claim of organization `$1` that starts at `$3` (a group that stores
 /// no decision, or one rolled back); nothing if the claim is no longer that one.
-pub const SETTLE: &str = "UPDATE decision_claims SET first_seq = NULL
+pub const SETTLE: &str = "UPDATE decision_claims SET first_seq = NULL, first_event = NULL
     WHERE org_id = $1 AND writer = $2 AND first_seq = $3";
 
 /// Settles writer `$2`'s claim of organization `$1` that starts at `$3`, in the group's
@@ -50,30 +71,34 @@ pub const SETTLE: &str = "UPDATE decision_claims SET first_seq = NULL
 /// no longer that one (swept as stale): the group is rolled back and its decisions are
 /// stored again alone, so none lands at or below a watermark readers have passed.
 pub const SETTLED: &str = "WITH settled AS (
-        UPDATE decision_claims SET first_seq = NULL
+        UPDATE decision_claims SET first_seq = NULL, first_event = NULL
         WHERE org_id = $1 AND writer = $2 AND first_seq = $3 RETURNING 1)
     SELECT 1 / (SELECT COUNT(*) FROM settled)::INT";
 
-/// A claim open this long is taken to be left by a process that died (or by a group whose
+/// Sweeps organization `$1`'s stale claims, before a read that stops below the open ones.
+/// A claim open 5 seconds is taken to be left by a process that died (or by a group whose
 /// connection broke before it could settle), and is swept, so that readers go on. A live
 /// group's claim is open for the length of its transaction, milliseconds; one still running
 /// after this long fails to store its decisions ([`SETTLED`] finds no claim) and they are
 /// stored again alone: sweeping early costs time, never a decision. Short, because readers
 /// see no new decision while a dead claim stands.
-const STALE: &str = "5 seconds";
+pub const SWEEP: &str =
+    "DELETE FROM decision_claims WHERE org_id = $1 AND claimed_at < now() - INTERVAL '5 seconds'";
+
+/// The condition that keeps a read of organization `$1`'s events below its lowest open
+/// claim of event seqs: every event at or below it that will ever be committed is visible.
+/// Without an open claim, every event visible is settled (those appended outside the
+/// groups commit in seq order, their counter row held to the commit).
+pub const EVENTS_BELOW_CLAIMS: &str = "seq < COALESCE(
+        (SELECT MIN(first_event) FROM decision_claims
+         WHERE org_id = $1 AND first_event IS NOT NULL),
+        9223372036854775807)";
 
 /// The organization's watermark: the highest seq at or below which every decision of it
 /// that will ever be committed is visible (0 for an empty log). Sweeps its stale claims
 /// first.
 pub async fn watermark(c: &tokio_postgres::Client, org: &str) -> Result<i64> {
-    c.execute(
-        &format!(
-            "DELETE FROM decision_claims
-             WHERE org_id = $1 AND claimed_at < now() - INTERVAL '{STALE}'"
-        ),
-        &[&org],
-    )
-    .await?;
+    c.execute(SWEEP, &[&org]).await?;
     // One statement, so one snapshot: the claims and the counter as of the same moment.
     let row = c
         .query_one(

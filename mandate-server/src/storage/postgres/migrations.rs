@@ -58,6 +58,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         12,
         include_str!("../../../migrations/postgres/0012_decision_log.sql"),
     ),
+    (
+        13,
+        include_str!("../../../migrations/postgres/0013_event_claims.sql"),
+    ),
 ];
 
 /// The Citus step, run after the numbered migrations by every `migrate`: nothing without

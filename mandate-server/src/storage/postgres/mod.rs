@@ -30,6 +30,7 @@ pub mod connect;
 mod deciding;
 pub mod decisions;
 pub mod migrations;
+mod pipeline;
 mod record;
 mod statements;
 mod steps;

@@ -154,7 +154,10 @@ pub(crate) const REVIEW: &str = "INSERT INTO reviews
         (org_id, env, id, decision_id, agent_id, status, created_ms, expires_ms)
     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
 
-/// The organization's next event seq (`$1` org), its row held until the group commits.
+/// The organization's next event seq (`$1` org), for an event appended outside the decision
+/// writers' groups (a review resolved, a mandate revoked), its row held until the
+/// transaction commits so that such events commit in seq order (a group's reviews take
+/// theirs by claim: [`EVENT_AT`]).
 pub(crate) const EVENT_SEQ: &str =
     "UPDATE org_counters SET value = value + 1 WHERE org_id = $1 AND name = 'events'";
 
@@ -164,6 +167,12 @@ pub(crate) const EVENT: &str = "INSERT INTO events
         (org_id, seq, env, id, type, data, created_ms)
     SELECT c.org_id, c.value, $2::TEXT, $3::TEXT, $4::TEXT, $5::TEXT, $6::BIGINT
     FROM org_counters c WHERE c.org_id = $1 AND c.name = 'events'";
+
+/// An event of a review a group's decision opens, with the seq the group claimed
+/// ([`super::claims::CLAIM_EVENTS`]): the values of [`EVENT`], then `$7` the seq.
+pub(crate) const EVENT_AT: &str = "INSERT INTO events
+        (org_id, seq, env, id, type, data, created_ms)
+    VALUES ($1, $7, $2, $3, $4, $5, $6)";
 
 /// The deliveries of the event [`EVENT`] inserted, due at once, one to each active endpoint
 /// of its organization and environment subscribed to its type: the values of [`EVENT`]
@@ -354,9 +363,14 @@ impl RecordStatement {
         ])
     }
 
+    /// Whether it opens a review (whose event takes a seq of its group's claim).
+    pub(crate) fn opens_review(&self) -> bool {
+        self.review.is_some()
+    }
+
     /// What the decision writes once stored, before its row: the review it opens with its
-    /// event and deliveries, and its idempotency record.
-    pub(crate) fn after(&self) -> Vec<After<'_>> {
+    /// event (at `event_seq`, claimed for it) and deliveries, and its idempotency record.
+    pub(crate) fn after<'a>(&'a self, event_seq: Option<&'a i64>) -> Vec<After<'a>> {
         let mut out: Vec<After<'_>> = Vec::new();
         if let Some(r) = &self.review {
             out.push((
@@ -372,7 +386,6 @@ impl RecordStatement {
                     &r.expires_ms,
                 ],
             ));
-            out.push((EVENT_SEQ, vec![&self.org]));
             // The event's values, the same for its row and its deliveries (which take them
             // rather than reading the event back).
             let event: Vec<&(dyn ToSql + Sync)> = vec![
@@ -383,7 +396,9 @@ impl RecordStatement {
                 &r.data,
                 &r.at_ms,
             ];
-            out.push((EVENT, event.clone()));
+            let mut row = event.clone();
+            row.extend(event_seq.map(|seq| seq as &(dyn ToSql + Sync)));
+            out.push((EVENT_AT, row));
             out.push((DELIVERIES, event));
         }
         if let Some(i) = &self.idempotency {

@@ -3,11 +3,12 @@
 //! numbered `$1` where the standard says `?1`, a read a write transaction holds locking
 //! its row. Only SQL that CockroachDB accepts too.
 
+use super::claims;
 use super::record::{DELIVERIES, EVENT, EVENT_SEQ};
 use crate::storage::StorageError;
 use crate::storage::engine::{Lock, Result, Sql, Stmt, built, each, none, one};
 use crate::storage::peers::PEER_LEASE_MS;
-use crate::storage::standard::standard;
+use crate::storage::standard::{events_page, standard};
 use crate::storage::statements::AgentSql;
 use crate::storage::statements::Ap2Sql;
 use crate::storage::statements::DeliverySql;
@@ -110,6 +111,12 @@ fn own(stmt: Stmt) -> Option<Sql> {
         // is no two-phase commit (a statement of several modifying CTEs would be).
         Stmt::Event(EventSql::Append) => each(&[EVENT_SEQ, EVENT, DELIVERIES]),
         Stmt::Event(EventSql::AppendFor) => each(&[EVENT_SEQ, EVENT, DELIVERY_TO]),
+        // The events of a group's reviews may commit after events above their claimed seqs:
+        // a page stops below the open claims (`claims.rs`), stale ones swept first.
+        Stmt::Event(EventSql::Page { by_type }) => vec![
+            claims::SWEEP.into(),
+            dollars(&events_page(by_type, claims::EVENTS_BELOW_CLAIMS)).into(),
+        ],
         Stmt::Key(KeySql::BumpGeneration) => one(
             "INSERT INTO counters (name, value) VALUES ('keys_generation', 1)
              ON CONFLICT (name) DO UPDATE SET value = counters.value + 1",

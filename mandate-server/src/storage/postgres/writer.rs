@@ -20,7 +20,6 @@
 use std::future::Future;
 use std::hash::{Hash, Hasher};
 use std::pin::Pin;
-use std::task::{Context, Poll};
 
 use deadpool_postgres::Pool;
 use tokio::sync::{mpsc, oneshot};
@@ -29,6 +28,7 @@ use tokio_postgres::types::ToSql;
 use super::Result;
 use super::claims;
 use super::decisions;
+use super::pipeline::InOrder;
 use super::record::{self, Move, Outcome, RecordStatement, moves_of};
 use crate::storage::StorageError;
 use crate::storage::deciding::{NewDecision, Recorded};
@@ -202,12 +202,14 @@ async fn alone(writer: &Writer, new: &NewDecision) -> Result<Outcome> {
 }
 
 /// Stores a group (one organization's) on one connection, in two pipelines. The first
-/// claims the group's seqs in a transaction of its own ([`claims`]), then opens the
+/// claims the group's seqs, and the seqs of the events its reviews open, in a transaction
+/// of its own ([`claims`]), then opens the
 /// group's transaction with `BEGIN` and sends each decision's version move and credential
 /// ([`RecordStatement`]). The second, once their answers say which decisions are to be
 /// stored, sends what those write (reviews, events, deliveries, idempotency records), their
 /// rows with the claimed seqs ([`decisions::insert_sql`]) and the claim's settlement, then
-/// `COMMIT`. No lock is held across the group's commit that another group needs, so groups
+/// `COMMIT`. No lock is held across the group's commit that another group needs (no
+/// counter row: the events of its reviews take claimed seqs too), so groups
 /// commit side by side and their WAL flushes are shared; every statement names the
 /// organization, so on Citus the group runs on one worker with a one-phase commit.
 async fn try_group(
@@ -226,6 +228,7 @@ async fn try_group(
     metrics::histogram!(crate::telemetry::WRITER_GROUP).record(statements.len() as f64);
     let committing = std::time::Instant::now();
     let (first, answers) = claim_and_record(writer, org, &c, &prepared, &statements).await?;
+    let (first, first_event) = first;
     let outcomes = outcomes_of(&statements, answers);
     let stored: Vec<&RecordStatement> = statements
         .iter()
@@ -237,17 +240,20 @@ async fn try_group(
         org,
         writer: &writer.name,
         first,
+        first_event,
     };
     insert_and_commit(&c, &claim, &stored).await?;
     metrics::histogram!("mandate_writer_commit_seconds").record(committing.elapsed().as_secs_f64());
     Ok(outcomes)
 }
 
-/// A group's claim: its organization, its writer and its first seq.
+/// A group's claim: its organization, its writer, its first seq and the first seq of its
+/// reviews' events.
 struct Claim<'a> {
     org: &'a str,
     writer: &'a String,
     first: i64,
+    first_event: i64,
 }
 
 /// A group's statements of the first pipeline, prepared on its connection (on its first
@@ -261,6 +267,7 @@ struct Prepared {
     accept: tokio_postgres::Statement,
     open: tokio_postgres::Statement,
     claim: tokio_postgres::Statement,
+    claim_events: tokio_postgres::Statement,
     settle: tokio_postgres::Statement,
 }
 
@@ -279,6 +286,7 @@ impl Prepared {
             accept: c.prepare_cached(record::ACCEPT).await?,
             open: c.prepare_cached(claims::OPEN).await?,
             claim: c.prepare_cached(claims::CLAIM).await?,
+            claim_events: c.prepare_cached(claims::CLAIM_EVENTS).await?,
             settle: c.prepare_cached(claims::SETTLE).await?,
         })
     }
@@ -288,20 +296,23 @@ impl Prepared {
 /// acceptance when it has one.
 type Answer = (i64, Option<u64>);
 
-/// The first pipeline: the claim of the group's seqs in a commit of its own, then `BEGIN`
-/// and each decision's version move (and credential). The claim's first seq and each
-/// decision's answers, in order; on a failure the transaction is rolled back and the claim
-/// cleared.
+/// The first pipeline: the claim of the group's seqs (and of its reviews' events' seqs) in
+/// a commit of its own, then `BEGIN` and each decision's version move (and credential). The
+/// claim's first seqs and each decision's answers, in order; on a failure the transaction
+/// is rolled back and the claim cleared.
 async fn claim_and_record(
     writer: &Writer,
     org: &str,
     c: &deadpool_postgres::Object,
     prepared: &Prepared,
     statements: &[Option<RecordStatement>],
-) -> std::result::Result<(i64, Vec<Answer>), Retry> {
-    // A seq for each decision that has a statement; those it does not store leave gaps.
+) -> std::result::Result<((i64, i64), Vec<Answer>), Retry> {
+    // A seq for each decision that has a statement, and an event seq for each of those
+    // that opens a review; those it does not store leave gaps.
     let present: Vec<&RecordStatement> = statements.iter().flatten().collect();
     let claimed = i64::try_from(present.len().max(1)).unwrap_or(i64::MAX);
+    let reviews = present.iter().filter(|s| s.opens_review()).count();
+    let events = i64::try_from(reviews).unwrap_or(i64::MAX);
     let moves = moves_of(org, &present);
     let mut alone = prepared.bumps.iter();
     let mut steps: Vec<Pin<Box<dyn Future<Output = Step> + Send + '_>>> =
@@ -321,6 +332,15 @@ async fn claim_and_record(
                 .map(|row| row.get::<_, i64>(0)),
         )
     }));
+    if events > 0 {
+        steps.push(Box::pin(async move {
+            Step::ClaimedEvents(
+                c.query_one(&prepared.claim_events, &[&org, &writer.name, &events])
+                    .await
+                    .map(|row| row.get::<_, i64>(0)),
+            )
+        }));
+    }
     steps.push(control(c.simple_query("COMMIT")));
     steps.push(control(c.simple_query(BEGIN_GROUP)));
     for step in &moves {
@@ -356,8 +376,12 @@ async fn claim_and_record(
         Step::Claimed(Ok(first)) => Some(*first),
         _ => None,
     });
+    let first_event = done.iter().find_map(|step| match step {
+        Step::ClaimedEvents(Ok(first)) => Some(*first),
+        _ => None,
+    });
     match answers(done) {
-        Ok(answers) => Ok((first.unwrap_or(0), answers)),
+        Ok(answers) => Ok(((first.unwrap_or(0), first_event.unwrap_or(0)), answers)),
         Err(e) => {
             // The transaction is aborted: end it before the connection goes back, and
             // clear the claim if it was made, so that readers need not wait for it.
@@ -421,9 +445,21 @@ async fn insert_and_commit(
             (seq, agent_seq, params)
         })
         .collect();
+    // The claimed event seqs, in order, to the stored decisions that open a review.
+    let mut next_event = claim.first_event;
+    let event_seqs: Vec<Option<i64>> = stored
+        .iter()
+        .map(|statement| {
+            statement.opens_review().then(|| {
+                next_event += 1;
+                next_event - 1
+            })
+        })
+        .collect();
     let mut statements: Vec<(String, Vec<&(dyn ToSql + Sync)>)> = stored
         .iter()
-        .flat_map(|statement| statement.after())
+        .zip(&event_seqs)
+        .flat_map(|(statement, seq)| statement.after(seq.as_ref()))
         .map(|(sql, values)| (sql.to_owned(), values))
         .collect();
     let key: [&(dyn ToSql + Sync); 3] = [&claim.org, claim.writer, &claim.first];
@@ -479,10 +515,11 @@ fn answers(done: Vec<Step>) -> std::result::Result<Vec<Answer>, tokio_postgres::
             | Step::Moved(Err(e))
             | Step::Accepted(Err(e))
             | Step::Control(Err(e))
-            | Step::Claimed(Err(e)) => {
+            | Step::Claimed(Err(e))
+            | Step::ClaimedEvents(Err(e)) => {
                 failed.get_or_insert(e);
             }
-            Step::Control(Ok(())) | Step::Claimed(Ok(_)) => {}
+            Step::Control(Ok(())) | Step::Claimed(Ok(_)) | Step::ClaimedEvents(Ok(_)) => {}
         }
     }
     failed.map_or(Ok(answers), Err)
@@ -494,78 +531,12 @@ enum Step {
     Control(std::result::Result<(), tokio_postgres::Error>),
     /// The group's claim: the first seq of its block.
     Claimed(std::result::Result<i64, tokio_postgres::Error>),
+    /// The group's claim of its reviews' event seqs: the first of them.
+    ClaimedEvents(std::result::Result<i64, tokio_postgres::Error>),
     /// A decision's version move: 1 moved, 0 changed, -1 its claim lost.
     Stored(std::result::Result<i64, tokio_postgres::Error>),
     /// A run's version moves, for each of its decisions: 1 moved, 0 changed.
     Moved(std::result::Result<Vec<i64>, tokio_postgres::Error>),
     /// The acceptance of the credential of the decision before: rows inserted.
     Accepted(std::result::Result<u64, tokio_postgres::Error>),
-}
-
-/// Runs futures together, each first polled in order, so that their requests go to the
-/// connection in that order (tokio-postgres sends a request when its future is first
-/// polled); yields their outputs in the same order.
-struct InOrder<'a, T> {
-    futures: Vec<Option<Pin<Box<dyn Future<Output = T> + Send + 'a>>>>,
-    outputs: Vec<Option<T>>,
-}
-
-impl<'a, T> InOrder<'a, T> {
-    fn new(futures: Vec<Pin<Box<dyn Future<Output = T> + Send + 'a>>>) -> Self {
-        let outputs = futures.iter().map(|_| None).collect();
-        Self {
-            futures: futures.into_iter().map(Some).collect(),
-            outputs,
-        }
-    }
-}
-
-impl<T: Unpin> Future for InOrder<'_, T> {
-    type Output = Vec<T>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Vec<T>> {
-        let this = &mut *self;
-        let mut pending = false;
-        for (slot, output) in this.futures.iter_mut().zip(this.outputs.iter_mut()) {
-            if let Some(future) = slot {
-                match future.as_mut().poll(cx) {
-                    Poll::Ready(value) => {
-                        *output = Some(value);
-                        *slot = None;
-                    }
-                    Poll::Pending => pending = true,
-                }
-            }
-        }
-        if pending {
-            return Poll::Pending;
-        }
-        Poll::Ready(this.outputs.iter_mut().filter_map(Option::take).collect())
-    }
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-
-    /// Every future is first polled in the order given, whatever order they finish in.
-    #[tokio::test]
-    async fn futures_are_first_polled_in_order_and_answered_in_order() {
-        let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let futures: Vec<Pin<Box<dyn Future<Output = usize> + Send>>> = (0..40usize)
-            .map(|i| {
-                let order = order.clone();
-                Box::pin(async move {
-                    order.lock().unwrap().push(i);
-                    // Later ones finish first.
-                    tokio::time::sleep(std::time::Duration::from_millis(40 - i as u64)).await;
-                    i
-                }) as Pin<Box<dyn Future<Output = usize> + Send>>
-            })
-            .collect();
-        let outputs = InOrder::new(futures).await;
-        assert_eq!(outputs, (0..40).collect::<Vec<_>>());
-        assert_eq!(*order.lock().unwrap(), (0..40).collect::<Vec<_>>());
-    }
 }

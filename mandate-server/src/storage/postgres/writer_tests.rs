@@ -363,3 +363,146 @@ async fn a_decisions_leaf_hash_is_stored_with_its_row_for_the_log() {
         ]
     );
 }
+
+/// A group's review takes its event's seq from the group's claim, beside its decisions'
+/// (its transaction moves no counter row another process's group waits for); readers of
+/// the events stop below a claim of event seqs still open, as readers of the decisions do,
+/// and go on once a dead process's claim is swept.
+#[tokio::test]
+async fn a_reviews_event_takes_a_claimed_seq_and_readers_stop_below_an_open_claim() {
+    use crate::storage::deciding::Recorded;
+    use crate::storage::events::EventStore;
+    use crate::storage::postgres::claims;
+    use mandate_core::unstable::{id::ReviewId, review::Review};
+
+    let db = database!("a_reviews_event_takes_a_claimed_seq_and_readers_stop_below_an_open_claim");
+    let store = open(&db).await;
+    seed(&db);
+    // A writer of a process that then died claimed a decision seq and two event seqs.
+    let first_event = {
+        let c = store.pool().get().await.unwrap();
+        c.execute(claims::OPEN, &[&"org_1", &"dead-0"])
+            .await
+            .unwrap();
+        c.query_one(claims::CLAIM, &[&"org_1", &"dead-0", &1i64])
+            .await
+            .unwrap();
+        let row = c
+            .query_one(claims::CLAIM_EVENTS, &[&"org_1", &"dead-0", &2i64])
+            .await
+            .unwrap();
+        row.get::<_, i64>(0)
+    };
+    assert_eq!(first_event, 1);
+    // A live writer's decision opens a review: its event takes the next claimed seq.
+    let writers = crate::storage::postgres::writer::Writers::start(store.pool(), 1);
+    let agent_seq = db.number("SELECT seq FROM agents WHERE id = 'agt_buyer'");
+    let mut new = new_decision("dec_live", "agt_buyer", agent_seq, 0);
+    let decision = new.decision.claims.jti.clone();
+    let review = Review::open(ReviewId::from_random([7; 16]), decision, NOW);
+    new.review = Some((review, r#"{"id":"dec_live"}"#.into()));
+    let stored = writers.record(new).await;
+    assert!(matches!(stored, Ok(Recorded::Stored(_))), "{stored:?}");
+    let event = "SELECT seq FROM events WHERE type = 'decision.review_pending'";
+    assert_eq!(db.number(event), 3);
+    assert_eq!(
+        db.number("SELECT value FROM org_counters WHERE org_id = 'org_1' AND name = 'events'"),
+        3
+    );
+    // The live group settled its claim of event seqs with its decisions'.
+    assert_eq!(
+        db.number(
+            "SELECT COUNT(*) FROM decision_claims
+             WHERE writer <> 'dead-0' AND (first_event IS NOT NULL OR first_seq IS NOT NULL)"
+        ),
+        0
+    );
+    // Readers of the events stop below the open claim: seqs 1 and 2 might still commit.
+    let page = || store.events_page("org_1", Env::Sandbox, None, i64::MAX, 100);
+    assert!(page().await.unwrap().is_empty());
+    let typed = store.events_page(
+        "org_1",
+        Env::Sandbox,
+        Some("decision.review_pending"),
+        i64::MAX,
+        100,
+    );
+    assert!(typed.await.unwrap().is_empty());
+    // Four seconds on the claim still stands; past five it is swept and readers go on.
+    db.execute(
+        "UPDATE decision_claims SET claimed_at = now() - INTERVAL '4 seconds' WHERE writer = 'dead-0'",
+    );
+    assert!(page().await.unwrap().is_empty());
+    db.execute(
+        "UPDATE decision_claims SET claimed_at = now() - INTERVAL '6 seconds' WHERE writer = 'dead-0'",
+    );
+    let seqs: Vec<i64> = page().await.unwrap().iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, vec![3]);
+}
+
+/// An event appended outside the groups (a review resolved) holds the events counter row
+/// to its commit; a group opening a review waits for it in its claim, before its own
+/// transaction takes any agent's row, and its event lies above the other's.
+#[tokio::test]
+async fn a_group_waits_for_an_event_appended_outside_in_its_claim_not_holding_its_agents() {
+    use crate::storage::deciding::Recorded;
+    use mandate_core::unstable::{id::ReviewId, review::Review};
+
+    let db = database!(
+        "a_group_waits_for_an_event_appended_outside_in_its_claim_not_holding_its_agents"
+    );
+    let store = open(&db).await;
+    seed(&db);
+    let mut outside = store.pool().get().await.unwrap();
+    let appending = outside.transaction().await.unwrap();
+    appending
+        .execute(crate::storage::postgres::record::EVENT_SEQ, &[&"org_1"])
+        .await
+        .unwrap();
+    let writers = crate::storage::postgres::writer::Writers::start(store.pool(), 1);
+    let agent_seq = db.number("SELECT seq FROM agents WHERE id = 'agt_buyer'");
+    let mut new = new_decision("dec_live", "agt_buyer", agent_seq, 0);
+    let decision = new.decision.claims.jti.clone();
+    let review = Review::open(ReviewId::from_random([7; 16]), decision, NOW);
+    new.review = Some((review, r#"{"id":"dec_live"}"#.into()));
+    let recording = tokio::spawn(async move { writers.record(new).await });
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    assert!(
+        !recording.is_finished(),
+        "the group waits for the event's commit"
+    );
+    // The group waits in its claim: the agent's row is not locked by it.
+    let other = store.pool().get().await.unwrap();
+    other
+        .execute(
+            "SELECT 1 FROM agents WHERE id = 'agt_buyer' FOR UPDATE NOWAIT",
+            &[],
+        )
+        .await
+        .expect("the waiting group holds no agent's row");
+    appending
+        .execute(
+            crate::storage::postgres::record::EVENT,
+            &[
+                &"org_1",
+                &"sandbox",
+                &"evt_outside",
+                &"mandate.revoked",
+                &"{}",
+                &0i64,
+            ],
+        )
+        .await
+        .unwrap();
+    appending.commit().await.unwrap();
+    let stored = recording.await.unwrap();
+    assert!(matches!(stored, Ok(Recorded::Stored(_))), "{stored:?}");
+    assert_eq!(
+        db.number("SELECT seq FROM events WHERE id = 'evt_outside'"),
+        1
+    );
+    assert_eq!(
+        db.number("SELECT seq FROM events WHERE type = 'decision.review_pending'"),
+        2
+    );
+}
