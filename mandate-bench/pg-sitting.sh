@@ -148,7 +148,7 @@ print(round(m["throughput_per_s"]), round(m["latency_us"]["p99"] / 1000, 1))' 2>
         awk -F '\t' -v d="$d" 'BEGIN {
             printf "    %8s %8s %8s %8s %8s %8s %8s %9s  %s\n", "calls/d", "rows/d", "rows/call", "µs/call", "hit/d", "dirty/d", "walrec/d", "walB/d", "statement" }
             $1 > 0 { printf "    %8.3f %8.3f %8.1f %8.1f %8.2f %8.3f %8.2f %9.1f  %s\n", $1/d, $2/d, $2/$1, $3*1000/$1,
-                ($4+$5)/d, $6/d, $8/d, $10/d, substr($11, 1, 80) }' "$OUT/statements-$n.tsv" | head -16
+                ($4+$5)/d, $6/d, $8/d, $10/d, substr($11, 1, 80) }' "$OUT/statements-$n.tsv" | sed -n 1,16p  # sed reads it all: head could end awk by SIGPIPE, and pipefail the sitting
         # Rows inserted, updated and updated in place (HOT) a decision, by table.
         awk -F '\t' -v d="$d" 'NR == FNR { ins[$1] = $2; upd[$1] = $3; hot[$1] = $4; next }
             { i = ($2 - ins[$1]) / d; u = ($3 - upd[$1]) / d; h = ($4 - hot[$1]) / d
