@@ -64,6 +64,40 @@ fn new_decision(
     }
 }
 
+/// `new` opening a review (with its `decision.review_pending` event).
+fn opening_review(
+    mut new: crate::storage::deciding::NewDecision,
+) -> crate::storage::deciding::NewDecision {
+    use mandate_core::unstable::{id::ReviewId, review::Review};
+    let decision = new.decision.claims.jti.clone();
+    let review = Review::open(ReviewId::from_random([7; 16]), decision, NOW);
+    new.review = Some((review, r#"{"id":"dec_live"}"#.into()));
+    new
+}
+
+/// A claim of `seqs` decision seqs and `events` event seqs in org_1 by writer `dead-0` of a
+/// process that then died: the first of each (of the event seqs, when any are claimed).
+async fn dead_claim(store: &PostgresStore, seqs: i64, events: i64) -> (i64, Option<i64>) {
+    use crate::storage::postgres::claims;
+    let c = store.pool().get().await.unwrap();
+    c.execute(claims::OPEN, &[&"org_1", &"dead-0"])
+        .await
+        .unwrap();
+    let first = c
+        .query_one(claims::CLAIM, &[&"org_1", &"dead-0", &seqs])
+        .await
+        .unwrap()
+        .get::<_, i64>(0);
+    if events == 0 {
+        return (first, None);
+    }
+    let row = c
+        .query_one(claims::CLAIM_EVENTS, &[&"org_1", &"dead-0", &events])
+        .await
+        .unwrap();
+    (first, Some(row.get::<_, i64>(0)))
+}
+
 /// A group in which one decision fails is rolled back and each decision stored again
 /// alone: the others are stored, the failing one gets its error, and a decision whose agent
 /// changed is refused without spoiling the group.
@@ -130,23 +164,7 @@ async fn readers_stop_below_an_open_claim_and_a_dead_processs_claim_is_swept() {
     seed(&db);
     assert_eq!(store.settled_decision_seq("org_1").await.unwrap(), 1);
     // A writer of a process that then died claimed five seqs (2 to 6) and never committed.
-    let claimed = {
-        let c = store.pool().get().await.unwrap();
-        c.execute(
-            crate::storage::postgres::claims::OPEN,
-            &[&"org_1", &"dead-0"],
-        )
-        .await
-        .unwrap();
-        let row = c
-            .query_one(
-                crate::storage::postgres::claims::CLAIM,
-                &[&"org_1", &"dead-0", &5i64],
-            )
-            .await
-            .unwrap();
-        row.get::<_, i64>(0)
-    };
+    let (claimed, _) = dead_claim(&store, 5, 0).await;
     assert_eq!(claimed, 2);
     // A live writer's decision is committed above the claim.
     let writers = crate::storage::postgres::writer::Writers::start(store.pool(), 1);
@@ -372,35 +390,17 @@ async fn a_decisions_leaf_hash_is_stored_with_its_row_for_the_log() {
 async fn a_reviews_event_takes_a_claimed_seq_and_readers_stop_below_an_open_claim() {
     use crate::storage::deciding::Recorded;
     use crate::storage::events::EventStore;
-    use crate::storage::postgres::claims;
-    use mandate_core::unstable::{id::ReviewId, review::Review};
 
     let db = database!("a_reviews_event_takes_a_claimed_seq_and_readers_stop_below_an_open_claim");
     let store = open(&db).await;
     seed(&db);
     // A writer of a process that then died claimed a decision seq and two event seqs.
-    let first_event = {
-        let c = store.pool().get().await.unwrap();
-        c.execute(claims::OPEN, &[&"org_1", &"dead-0"])
-            .await
-            .unwrap();
-        c.query_one(claims::CLAIM, &[&"org_1", &"dead-0", &1i64])
-            .await
-            .unwrap();
-        let row = c
-            .query_one(claims::CLAIM_EVENTS, &[&"org_1", &"dead-0", &2i64])
-            .await
-            .unwrap();
-        row.get::<_, i64>(0)
-    };
-    assert_eq!(first_event, 1);
+    let (_, first_event) = dead_claim(&store, 1, 2).await;
+    assert_eq!(first_event, Some(1));
     // A live writer's decision opens a review: its event takes the next claimed seq.
     let writers = crate::storage::postgres::writer::Writers::start(store.pool(), 1);
     let agent_seq = db.number("SELECT seq FROM agents WHERE id = 'agt_buyer'");
-    let mut new = new_decision("dec_live", "agt_buyer", agent_seq, 0);
-    let decision = new.decision.claims.jti.clone();
-    let review = Review::open(ReviewId::from_random([7; 16]), decision, NOW);
-    new.review = Some((review, r#"{"id":"dec_live"}"#.into()));
+    let new = opening_review(new_decision("dec_live", "agt_buyer", agent_seq, 0));
     let stored = writers.record(new).await;
     assert!(matches!(stored, Ok(Recorded::Stored(_))), "{stored:?}");
     let event = "SELECT seq FROM events WHERE type = 'decision.review_pending'";
@@ -446,7 +446,6 @@ async fn a_reviews_event_takes_a_claimed_seq_and_readers_stop_below_an_open_clai
 #[tokio::test]
 async fn a_group_waits_for_an_event_appended_outside_in_its_claim_not_holding_its_agents() {
     use crate::storage::deciding::Recorded;
-    use mandate_core::unstable::{id::ReviewId, review::Review};
 
     let db = database!(
         "a_group_waits_for_an_event_appended_outside_in_its_claim_not_holding_its_agents"
@@ -461,10 +460,7 @@ async fn a_group_waits_for_an_event_appended_outside_in_its_claim_not_holding_it
         .unwrap();
     let writers = crate::storage::postgres::writer::Writers::start(store.pool(), 1);
     let agent_seq = db.number("SELECT seq FROM agents WHERE id = 'agt_buyer'");
-    let mut new = new_decision("dec_live", "agt_buyer", agent_seq, 0);
-    let decision = new.decision.claims.jti.clone();
-    let review = Review::open(ReviewId::from_random([7; 16]), decision, NOW);
-    new.review = Some((review, r#"{"id":"dec_live"}"#.into()));
+    let new = opening_review(new_decision("dec_live", "agt_buyer", agent_seq, 0));
     let recording = tokio::spawn(async move { writers.record(new).await });
     tokio::time::sleep(std::time::Duration::from_millis(400)).await;
     assert!(
