@@ -254,6 +254,11 @@ fn bench_tokens(c: &mut Criterion) {
     c.bench_function("verify", |b| {
         b.iter(|| verify_verdict(black_box(&token), black_box(&jwks), black_box(&options)).unwrap())
     });
+
+    // The decision log's leaf of a verdict (docs/audit.md), made with every token.
+    c.bench_function("leaf_hash", |b| {
+        b.iter(|| mandate_core::unstable::tlog::leaf_hash(black_box(token.as_bytes())))
+    });
 }
 
 fn bench_cursor(c: &mut Criterion) {
