@@ -203,15 +203,14 @@ async fn alone(writer: &Writer, new: &NewDecision) -> Result<Outcome> {
 
 /// Stores a group (one organization's) on one connection, in two pipelines. The first
 /// claims the group's seqs, and the seqs of the events its reviews open, in a transaction
-/// of its own ([`claims`]), then opens the
-/// group's transaction with `BEGIN` and sends each decision's version move and credential
-/// ([`RecordStatement`]). The second, once their answers say which decisions are to be
+/// of its own ([`claims`]), then opens the group's transaction with `BEGIN` and sends each
+/// decision's version move and credential ([`RecordStatement`]). The second, once their answers say which decisions are to be
 /// stored, sends what those write (reviews, events, deliveries, idempotency records), their
 /// rows with the claimed seqs ([`decisions::insert_sql`]) and the claim's settlement, then
 /// `COMMIT`. No lock is held across the group's commit that another group needs (no
-/// counter row: the events of its reviews take claimed seqs too), so groups
-/// commit side by side and their WAL flushes are shared; every statement names the
-/// organization, so on Citus the group runs on one worker with a one-phase commit.
+/// counter row: the events of its reviews take claimed seqs too), so groups commit side by
+/// side and their WAL flushes are shared; every statement names the organization, so on
+/// Citus the group runs on one worker with a one-phase commit.
 async fn try_group(
     writer: &Writer,
     news: &[&NewDecision],
@@ -227,8 +226,8 @@ async fn try_group(
     // commit's answer (the database's flush of its WAL included).
     metrics::histogram!(crate::telemetry::WRITER_GROUP).record(statements.len() as f64);
     let committing = std::time::Instant::now();
-    let (first, answers) = claim_and_record(writer, org, &c, &prepared, &statements).await?;
-    let (first, first_event) = first;
+    let ((first, first_event), answers) =
+        claim_and_record(writer, org, &c, &prepared, &statements).await?;
     let outcomes = outcomes_of(&statements, answers);
     let stored: Vec<&RecordStatement> = statements
         .iter()
