@@ -128,6 +128,20 @@ impl TestDb {
             })
         })
     }
+
+    /// One text a query returns (a setting, a name).
+    pub fn text(&self, sql: &str) -> String {
+        let (url, sql) = (self.url.clone(), sql.to_owned());
+        on_connection(url, move |client| {
+            Box::pin(async move {
+                let row = client
+                    .query_one(&sql, &[])
+                    .await
+                    .unwrap_or_else(|e| panic!("{sql}: {e}"));
+                row.get::<_, String>(0)
+            })
+        })
+    }
 }
 
 impl Drop for TestDb {

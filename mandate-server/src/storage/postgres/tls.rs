@@ -206,9 +206,18 @@ where
     type TlsConnect = Connector;
     type Error = io::Error;
 
+    /// `domain` is empty for a Unix socket (tokio-postgres names no host there): PostgreSQL
+    /// offers no TLS on its Unix sockets, so such a connection is made without it, and the
+    /// connector only answers a handshake it is asked for with an error.
     fn make_tls_connect(&mut self, domain: &str) -> Result<Connector, io::Error> {
-        let name = ServerName::try_from(domain.to_owned())
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let name = if domain.is_empty() {
+            None
+        } else {
+            Some(
+                ServerName::try_from(domain.to_owned())
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?,
+            )
+        };
         Ok(Connector {
             connector: tokio_rustls::TlsConnector::from(self.config.clone()),
             name,
@@ -216,10 +225,10 @@ where
     }
 }
 
-/// One connection's TLS handshake.
+/// One connection's TLS handshake: `name` is the server's, none on a Unix socket.
 pub struct Connector {
     connector: tokio_rustls::TlsConnector,
-    name: ServerName<'static>,
+    name: Option<ServerName<'static>>,
 }
 
 impl<S> TlsConnect<S> for Connector
@@ -232,7 +241,14 @@ where
 
     fn connect(self, stream: S) -> Self::Future {
         Box::pin(async move {
-            let tls = self.connector.connect(self.name, stream).await?;
+            let name = self.name.ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "TLS on a Unix socket: PostgreSQL offers none there; connect over TCP, \
+                     or set sslmode=disable or prefer",
+                )
+            })?;
+            let tls = self.connector.connect(name, stream).await?;
             Ok(Stream(Box::new(tls)))
         })
     }
