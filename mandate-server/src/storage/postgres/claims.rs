@@ -20,8 +20,8 @@
 //! later claim always lies above the counter, so the watermark never goes down and nothing
 //! settles behind a reader.
 //!
-//! The events of a group's reviews take their seqs the same way ([`CLAIM_EVENTS`]): the
-//! claim's transaction moves the organization's events counter too, and the writer's row
+//! The events of a group's reviews take their seqs the same way, in the same statement
+//! ([`CLAIM`]): the claim's transaction moves the organization's events counter too, and the writer's row
 //! holds the first of them (`first_event`) until the group settles. The group's own
 //! transaction then touches no counter row, so the groups of every process commit side by
 //! side even when each opens a review; readers of the events stop below the lowest open
@@ -31,35 +31,39 @@
 
 use super::Result;
 
-/// Opens writer `$2`'s row of organization `$1` if it has none (its claim settled).
+/// Opens writer `$2`'s row of organization `$1` if it has none (its claim settled). A
+/// writer sends it before its first claim of the organization, and again after a claim
+/// found no row ([`CLAIM`]: the row was swept).
 pub const OPEN: &str = "INSERT INTO decision_claims (org_id, writer, first_seq, claimed_at)
     VALUES ($1, $2, NULL, now()) ON CONFLICT (org_id, writer) DO NOTHING";
 
-/// Claims `$3` seqs of organization `$1` for writer `$2` (its row opened by [`OPEN`]):
-/// moves the counter and opens the writer's claim at the block's first seq, which it
-/// returns, with no event seqs yet ([`CLAIM_EVENTS`] claims those). An `UPDATE` from an
-/// `UPDATE`, both of the organization's rows: one statement on the node that holds them
-/// (Citus).
+/// Claims `$3` decision seqs and `$4` event seqs (0 or more) of organization `$1` for writer
+/// `$2` (its row opened by [`OPEN`]): moves the organization's counters and opens the
+/// writer's claim at each block's first seq, which it returns (the events' NULL when none is
+/// claimed). The events counter is touched only when event seqs are claimed, so a group
+/// opening no review never waits for an event appended outside the groups. The counters'
+/// rows are locked in the order of their keys (decisions, then events: the claim's
+/// transaction finds them through the primary key only, [`BEGIN_CLAIM`]), the same order in
+/// every claim. It returns no row when the writer has no row (swept): the counters moved
+/// all the same, leaving gaps, and the writer opens its row and claims again. `UPDATE`s of
+/// the organization's rows only: one statement on the node that holds them (Citus).
 pub const CLAIM: &str = "WITH taken AS (
-        UPDATE org_counters SET value = value + $3
-        WHERE org_id = $1 AND name = 'decisions' RETURNING value)
+        UPDATE org_counters
+        SET value = value + CASE WHEN name = 'decisions' THEN $3::BIGINT ELSE $4::BIGINT END
+        WHERE org_id = $1 AND (name = 'decisions' OR (name = 'events' AND $4::BIGINT > 0))
+        RETURNING name, value)
     UPDATE decision_claims c
-    SET first_seq = taken.value - $3 + 1, first_event = NULL, claimed_at = now()
-    FROM taken WHERE c.org_id = $1 AND c.writer = $2
-    RETURNING c.first_seq";
+    SET first_seq = (SELECT value FROM taken WHERE name = 'decisions') - $3 + 1,
+        first_event = (SELECT value FROM taken WHERE name = 'events') - $4 + 1,
+        claimed_at = now()
+    WHERE c.org_id = $1 AND c.writer = $2
+    RETURNING c.first_seq, c.first_event";
 
-/// Claims `$3` event seqs of organization `$1` for writer `$2`, after [`CLAIM`] in the same
-/// transaction (the counters' rows taken in one order by every claim): moves the events
-/// counter and records the block's first seq in the writer's claim, which it returns.
-pub const CLAIM_EVENTS: &str = "WITH taken AS (
-        UPDATE org_counters SET value = value + $3
-        WHERE org_id = $1 AND name = 'events' RETURNING value)
-    UPDATE decision_claims c SET first_event = taken.value - $3 + 1
-    FROM taken WHERE c.org_id = $1 AND c.writer = $2
-    RETURNING c.first_event";
-
-/// The statement that opens a claim's transaction: its commit need not wait for the flush.
-pub const BEGIN_CLAIM: &str = "BEGIN; SET LOCAL synchronous_commit TO OFF";
+/// The statement that opens a claim's transaction: its commit need not wait for the flush,
+/// and its rows are found through their keys only, so that [`CLAIM`] locks the counters in
+/// their keys' order.
+pub const BEGIN_CLAIM: &str = "BEGIN; SET LOCAL synchronous_commit TO OFF;
+    SET LOCAL enable_seqscan TO OFF; SET LOCAL enable_bitmapscan TO OFF";
 
 /// Clears writer `$2`'s claim of organization `$1` that starts at `$3` (a group that stores
 /// no decision, or one rolled back); nothing if the claim is no longer that one.
@@ -81,9 +85,13 @@ pub const SETTLED: &str = "WITH settled AS (
 /// group's claim is open for the length of its transaction, milliseconds; one still running
 /// after this long fails to store its decisions ([`SETTLED`] finds no claim) and they are
 /// stored again alone: sweeping early costs time, never a decision. Short, because readers
-/// see no new decision while a dead claim stands.
-pub const SWEEP: &str =
-    "DELETE FROM decision_claims WHERE org_id = $1 AND claimed_at < now() - INTERVAL '5 seconds'";
+/// see no new decision while a dead claim stands. A writer's row with no claim open holds
+/// readers up in nothing and stays, so that a live writer need not open it again before
+/// each claim ([`OPEN`]); one idle a day (its process gone, most likely) is removed.
+pub const SWEEP: &str = "DELETE FROM decision_claims
+    WHERE org_id = $1 AND claimed_at < now() - INTERVAL '5 seconds'
+      AND (first_seq IS NOT NULL OR first_event IS NOT NULL
+           OR claimed_at < now() - INTERVAL '1 day')";
 
 /// The condition that keeps a read of organization `$1`'s events below its lowest open
 /// claim of event seqs: every event at or below it that will ever be committed is visible.

@@ -169,7 +169,7 @@ pub(crate) const EVENT: &str = "INSERT INTO events
     FROM org_counters c WHERE c.org_id = $1 AND c.name = 'events'";
 
 /// An event of a review a group's decision opens, with the seq the group claimed
-/// ([`super::claims::CLAIM_EVENTS`]): the values of [`EVENT`], then `$7` the seq.
+/// ([`super::claims::CLAIM`]): the values of [`EVENT`], then `$7` the seq.
 pub(crate) const EVENT_AT: &str = "INSERT INTO events
         (org_id, seq, env, id, type, data, created_ms)
     VALUES ($1, $7, $2, $3, $4, $5, $6)";

@@ -408,39 +408,6 @@ async fn processes_count_each_other_by_their_heartbeats() {
     assert_eq!(a.heartbeat("proc-a").await.unwrap(), 1);
 }
 
-/// A URL naming the cluster's Unix socket (its directory percent-encoded as the host, as
-/// libpq reads it) connects and works: PostgreSQL offers no TLS there, so the default
-/// `sslmode` (prefer) goes without it, and `require` is refused.
-#[tokio::test]
-async fn a_store_connects_over_the_clusters_unix_socket() {
-    let db = database!("a_store_connects_over_the_clusters_unix_socket");
-    let dir = db.text("SELECT split_part(current_setting('unix_socket_directories'), ',', 1)");
-    let dir = dir.trim();
-    if dir.is_empty() {
-        eprintln!(
-            "skipped: the cluster of {} listens on no Unix socket",
-            super::test_db::VAR
-        );
-        return;
-    }
-    let port = db.number("SELECT current_setting('port')::BIGINT");
-    let name = db.text("SELECT current_database()::TEXT");
-    let user = db.text("SELECT current_user::TEXT");
-    let socket = format!(
-        "postgres://{user}@{}:{port}/{name}",
-        dir.replace('/', "%2F")
-    );
-    let store = PostgresStore::open(&url(&socket), true).await.unwrap();
-    assert_eq!(store.heartbeat("proc-unix").await.unwrap(), 1);
-    assert_eq!(
-        db.number("SELECT COUNT(*) FROM processes WHERE id = 'proc-unix'"),
-        1,
-        "the heartbeat went through the socket to this database"
-    );
-    let refused = PostgresStore::open(&url(&format!("{socket}?sslmode=require")), true).await;
-    assert!(refused.is_err(), "TLS asked for where there is none");
-}
-
 /// A review, pending, of the seeded decision, expiring long after [`NOW`].
 fn review(db: &TestDb) {
     db.execute(

@@ -306,7 +306,10 @@ mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     use crate::storage::location::DbLocation;
+    use crate::storage::peers::PeerStore;
+    use crate::storage::postgres::PostgresStore;
     use crate::storage::postgres::connect::Target;
+    use crate::storage::postgres::test_db::TestDb;
 
     /// A CA, and a server certificate it signed for `localhost` only.
     struct Pki {
@@ -420,5 +423,50 @@ mod tests {
         };
         let error = Target::parse(&url).err().unwrap().to_string();
         assert!(error.contains("/nonexistent/ca.pem"), "{error}");
+    }
+
+    fn postgres_url(text: &str) -> crate::storage::location::PostgresUrl {
+        match text.parse::<DbLocation>() {
+            Ok(DbLocation::Postgres(url)) => url,
+            other => panic!("{text} is not a PostgreSQL URL: {other:?}"),
+        }
+    }
+
+    /// A URL naming the cluster's Unix socket (its directory percent-encoded as the host, as
+    /// libpq reads it) connects and works: PostgreSQL offers no TLS there, so the default
+    /// `sslmode` (prefer) goes without it, and `require` is refused.
+    #[tokio::test]
+    async fn a_store_connects_over_the_clusters_unix_socket() {
+        let Some(db) = TestDb::create("a_store_connects_over_the_clusters_unix_socket") else {
+            return;
+        };
+        let dir = db.text("SELECT split_part(current_setting('unix_socket_directories'), ',', 1)");
+        let dir = dir.trim();
+        if dir.is_empty() {
+            eprintln!(
+                "skipped: the cluster of {} listens on no Unix socket",
+                crate::storage::postgres::test_db::VAR
+            );
+            return;
+        }
+        let port = db.number("SELECT current_setting('port')::BIGINT");
+        let name = db.text("SELECT current_database()::TEXT");
+        let user = db.text("SELECT current_user::TEXT");
+        let socket = format!(
+            "postgres://{user}@{}:{port}/{name}",
+            dir.replace('/', "%2F")
+        );
+        let store = PostgresStore::open(&postgres_url(&socket), true)
+            .await
+            .unwrap();
+        assert_eq!(store.heartbeat("proc-unix").await.unwrap(), 1);
+        assert_eq!(
+            db.number("SELECT COUNT(*) FROM processes WHERE id = 'proc-unix'"),
+            1,
+            "the heartbeat went through the socket to this database"
+        );
+        let refused =
+            PostgresStore::open(&postgres_url(&format!("{socket}?sslmode=require")), true).await;
+        assert!(refused.is_err(), "TLS asked for where there is none");
     }
 }

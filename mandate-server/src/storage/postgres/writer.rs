@@ -36,11 +36,12 @@ use crate::storage::deciding::{NewDecision, Recorded};
 /// The most decisions in one group.
 pub const MAX_GROUP: usize = 128;
 
-/// What opens a group's transaction: its statements find rows through indexes only, so the
-/// version moves of a run ([`record::BUMP_MANY_SQL`]) lock the agents' rows in the order of
-/// their keys, as every group does.
-const BEGIN_GROUP: &str =
-    "BEGIN; SET LOCAL enable_seqscan TO OFF; SET LOCAL enable_bitmapscan TO OFF";
+/// What ends the claim's transaction and opens the group's, in one message (one answer to
+/// wait for): the group's statements find rows through indexes only, so the version moves
+/// of a run ([`record::BUMP_MANY_SQL`]) lock the agents' rows in the order of their keys, as
+/// every group does.
+const COMMIT_CLAIM_BEGIN_GROUP: &str =
+    "COMMIT; BEGIN; SET LOCAL enable_seqscan TO OFF; SET LOCAL enable_bitmapscan TO OFF";
 
 /// A decision waiting for its group, with where to answer.
 struct Job {
@@ -68,6 +69,7 @@ impl Writers {
                 let writer = Writer {
                     pool: pool.clone(),
                     name: format!("{process}-{n}"),
+                    opened: std::sync::Mutex::default(),
                 };
                 tokio::spawn(run(writer, receive));
                 send
@@ -92,10 +94,33 @@ impl Writers {
     }
 }
 
-/// One writer's connections and its name in `decision_claims`.
+/// One writer's connections, its name in `decision_claims`, and the organizations where it
+/// opened its row there ([`claims::OPEN`]), so that its next claims need not open it again.
 struct Writer {
     pool: Pool,
     name: String,
+    opened: std::sync::Mutex<std::collections::HashSet<String>>,
+}
+
+impl Writer {
+    /// Whether this writer's row of `org` is known to exist.
+    fn has_opened(&self, org: &str) -> bool {
+        self.opened
+            .lock()
+            .map(|opened| opened.contains(org))
+            .unwrap_or(false)
+    }
+
+    /// Notes that this writer's row of `org` exists (`true`) or was found swept (`false`).
+    fn note_opened(&self, org: &str, exists: bool) {
+        if let Ok(mut opened) = self.opened.lock() {
+            if exists {
+                opened.insert(org.to_owned());
+            } else {
+                opened.remove(org);
+            }
+        }
+    }
 }
 
 /// One writer: takes what waits in its queue (at most [`MAX_GROUP`]), commits it as one
@@ -226,8 +251,22 @@ async fn try_group(
     // commit's answer (the database's flush of its WAL included).
     metrics::histogram!(crate::telemetry::WRITER_GROUP).record(statements.len() as f64);
     let committing = std::time::Instant::now();
-    let ((first, first_event), answers) =
-        claim_and_record(writer, org, &c, &prepared, &statements).await?;
+    let claimed = claim_and_record(writer, org, &c, &prepared, &statements).await?;
+    let ((first, first_event), answers) = match claimed {
+        Some(claimed) => claimed,
+        None => {
+            // The writer's row was swept since its last claim: opened again, and claimed.
+            writer.note_opened(org, false);
+            claim_and_record(writer, org, &c, &prepared, &statements)
+                .await?
+                .ok_or_else(|| {
+                    Retry::Fail(StorageError::Backend(
+                        "the writer's claim row was not found right after it was opened".into(),
+                    ))
+                })?
+        }
+    };
+    writer.note_opened(org, true);
     let outcomes = outcomes_of(&statements, answers);
     let stored: Vec<&RecordStatement> = statements
         .iter()
@@ -266,7 +305,6 @@ struct Prepared {
     accept: tokio_postgres::Statement,
     open: tokio_postgres::Statement,
     claim: tokio_postgres::Statement,
-    claim_events: tokio_postgres::Statement,
     settle: tokio_postgres::Statement,
 }
 
@@ -285,7 +323,6 @@ impl Prepared {
             accept: c.prepare_cached(record::ACCEPT).await?,
             open: c.prepare_cached(claims::OPEN).await?,
             claim: c.prepare_cached(claims::CLAIM).await?,
-            claim_events: c.prepare_cached(claims::CLAIM_EVENTS).await?,
             settle: c.prepare_cached(claims::SETTLE).await?,
         })
     }
@@ -295,17 +332,23 @@ impl Prepared {
 /// acceptance when it has one.
 type Answer = (i64, Option<u64>);
 
+/// What a claim answered: the first seq of the block claimed, and of the event seqs (when
+/// any were claimed); none when the writer has no row to hold the claim.
+type Claimed = Option<(i64, Option<i64>)>;
+
 /// The first pipeline: the claim of the group's seqs (and of its reviews' events' seqs) in
-/// a commit of its own, then `BEGIN` and each decision's version move (and credential). The
-/// claim's first seqs and each decision's answers, in order; on a failure the transaction
-/// is rolled back and the claim cleared.
+/// a commit of its own, with the writer's row opened first unless it is known to exist,
+/// then `BEGIN` and each decision's version move (and credential). The claim's first seqs
+/// and each decision's answers, in order; none when the writer's row was not found (swept:
+/// the group's transaction is rolled back, to be made again with the row opened); on a
+/// failure the transaction is rolled back and the claim cleared.
 async fn claim_and_record(
     writer: &Writer,
     org: &str,
     c: &deadpool_postgres::Object,
     prepared: &Prepared,
     statements: &[Option<RecordStatement>],
-) -> std::result::Result<((i64, i64), Vec<Answer>), Retry> {
+) -> std::result::Result<Option<((i64, i64), Vec<Answer>)>, Retry> {
     // A seq for each decision that has a statement, and an event seq for each of those
     // that opens a review; those it does not store leave gaps.
     let present: Vec<&RecordStatement> = statements.iter().flatten().collect();
@@ -315,33 +358,25 @@ async fn claim_and_record(
     let moves = moves_of(org, &present);
     let mut alone = prepared.bumps.iter();
     let mut steps: Vec<Pin<Box<dyn Future<Output = Step> + Send + '_>>> =
-        Vec::with_capacity(moves.len() * 2 + 5);
+        Vec::with_capacity(moves.len() * 2 + 4);
     steps.push(control(c.simple_query(claims::BEGIN_CLAIM)));
-    steps.push(Box::pin(async {
-        Step::Control(
-            c.execute(&prepared.open, &[&org, &writer.name])
-                .await
-                .map(|_| ()),
-        )
-    }));
-    steps.push(Box::pin(async {
-        Step::Claimed(
-            c.query_one(&prepared.claim, &[&org, &writer.name, &claimed])
-                .await
-                .map(|row| row.get::<_, i64>(0)),
-        )
-    }));
-    if events > 0 {
-        steps.push(Box::pin(async move {
-            Step::ClaimedEvents(
-                c.query_one(&prepared.claim_events, &[&org, &writer.name, &events])
+    if !writer.has_opened(org) {
+        steps.push(Box::pin(async {
+            Step::Control(
+                c.execute(&prepared.open, &[&org, &writer.name])
                     .await
-                    .map(|row| row.get::<_, i64>(0)),
+                    .map(|_| ()),
             )
         }));
     }
-    steps.push(control(c.simple_query("COMMIT")));
-    steps.push(control(c.simple_query(BEGIN_GROUP)));
+    steps.push(Box::pin(async move {
+        Step::Claimed(
+            c.query_opt(&prepared.claim, &[&org, &writer.name, &claimed, &events])
+                .await
+                .map(|row| row.map(|row| (row.get::<_, i64>(0), row.get::<_, Option<i64>>(1)))),
+        )
+    }));
+    steps.push(control(c.simple_query(COMMIT_CLAIM_BEGIN_GROUP)));
     for step in &moves {
         match step {
             Move::Run(run) => steps.push(Box::pin(async move {
@@ -371,21 +406,24 @@ async fn claim_and_record(
         }
     }
     let done = InOrder::new(steps).await;
-    let first = done.iter().find_map(|step| match step {
-        Step::Claimed(Ok(first)) => Some(*first),
+    let claim: Option<Claimed> = done.iter().find_map(|step| match step {
+        Step::Claimed(Ok(claimed)) => Some(*claimed),
         _ => None,
     });
-    let first_event = done.iter().find_map(|step| match step {
-        Step::ClaimedEvents(Ok(first)) => Some(*first),
-        _ => None,
-    });
-    match answers(done) {
-        Ok(answers) => Ok(((first.unwrap_or(0), first_event.unwrap_or(0)), answers)),
-        Err(e) => {
+    match (answers(done), claim) {
+        (Ok(answers), Some(Some((first, first_event)))) => {
+            Ok(Some(((first, first_event.unwrap_or(0)), answers)))
+        }
+        (Ok(_), _) => {
+            // No row held the claim: nothing of the group is kept.
+            let _ = c.simple_query("ROLLBACK").await;
+            Ok(None)
+        }
+        (Err(e), claim) => {
             // The transaction is aborted: end it before the connection goes back, and
             // clear the claim if it was made, so that readers need not wait for it.
             let _ = c.simple_query("ROLLBACK").await;
-            if let Some(first) = first {
+            if let Some(Some((first, _))) = claim {
                 let _ = c
                     .execute(&prepared.settle, &[&org, &writer.name, &first])
                     .await;
@@ -514,11 +552,10 @@ fn answers(done: Vec<Step>) -> std::result::Result<Vec<Answer>, tokio_postgres::
             | Step::Moved(Err(e))
             | Step::Accepted(Err(e))
             | Step::Control(Err(e))
-            | Step::Claimed(Err(e))
-            | Step::ClaimedEvents(Err(e)) => {
+            | Step::Claimed(Err(e)) => {
                 failed.get_or_insert(e);
             }
-            Step::Control(Ok(())) | Step::Claimed(Ok(_)) | Step::ClaimedEvents(Ok(_)) => {}
+            Step::Control(Ok(())) | Step::Claimed(Ok(_)) => {}
         }
     }
     failed.map_or(Ok(answers), Err)
@@ -528,10 +565,9 @@ fn answers(done: Vec<Step>) -> std::result::Result<Vec<Answer>, tokio_postgres::
 enum Step {
     /// `BEGIN`, `COMMIT`, or a statement whose answer is only whether it failed.
     Control(std::result::Result<(), tokio_postgres::Error>),
-    /// The group's claim: the first seq of its block.
-    Claimed(std::result::Result<i64, tokio_postgres::Error>),
-    /// The group's claim of its reviews' event seqs: the first of them.
-    ClaimedEvents(std::result::Result<i64, tokio_postgres::Error>),
+    /// The group's claim: the first seq of its block and of its event seqs, none without
+    /// the writer's row.
+    Claimed(std::result::Result<Claimed, tokio_postgres::Error>),
     /// A decision's version move: 1 moved, 0 changed, -1 its claim lost.
     Stored(std::result::Result<i64, tokio_postgres::Error>),
     /// A run's version moves, for each of its decisions: 1 moved, 0 changed.

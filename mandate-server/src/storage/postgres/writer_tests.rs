@@ -83,19 +83,11 @@ async fn dead_claim(store: &PostgresStore, seqs: i64, events: i64) -> (i64, Opti
     c.execute(claims::OPEN, &[&"org_1", &"dead-0"])
         .await
         .unwrap();
-    let first = c
-        .query_one(claims::CLAIM, &[&"org_1", &"dead-0", &seqs])
-        .await
-        .unwrap()
-        .get::<_, i64>(0);
-    if events == 0 {
-        return (first, None);
-    }
     let row = c
-        .query_one(claims::CLAIM_EVENTS, &[&"org_1", &"dead-0", &events])
+        .query_one(claims::CLAIM, &[&"org_1", &"dead-0", &seqs, &events])
         .await
         .unwrap();
-    (first, Some(row.get::<_, i64>(0)))
+    (row.get::<_, i64>(0), row.get::<_, Option<i64>>(1))
 }
 
 /// A group in which one decision fails is rolled back and each decision stored again
@@ -501,4 +493,77 @@ async fn a_group_waits_for_an_event_appended_outside_in_its_claim_not_holding_it
         db.number("SELECT seq FROM events WHERE type = 'decision.review_pending'"),
         2
     );
+}
+
+/// A group that opens no review claims no event seq: it is stored while an event appended
+/// outside the groups holds the events counter, where one opening a review waits (above).
+#[tokio::test]
+async fn a_group_opening_no_review_does_not_wait_for_an_event_appended_outside() {
+    use crate::storage::deciding::Recorded;
+
+    let db = database!("a_group_opening_no_review_does_not_wait_for_an_event_appended_outside");
+    let store = open(&db).await;
+    seed(&db);
+    let mut outside = store.pool().get().await.unwrap();
+    let appending = outside.transaction().await.unwrap();
+    appending
+        .execute(crate::storage::postgres::record::EVENT_SEQ, &[&"org_1"])
+        .await
+        .unwrap();
+    let writers = crate::storage::postgres::writer::Writers::start(store.pool(), 1);
+    let agent_seq = db.number("SELECT seq FROM agents WHERE id = 'agt_buyer'");
+    let new = new_decision("dec_plain", "agt_buyer", agent_seq, 0);
+    let stored = tokio::time::timeout(std::time::Duration::from_secs(3), writers.record(new))
+        .await
+        .expect("a group opening no review does not wait for the events counter");
+    assert!(matches!(stored, Ok(Recorded::Stored(_))), "{stored:?}");
+    appending.rollback().await.unwrap();
+}
+
+/// A writer opens its row of `decision_claims` once an organization, not before each claim.
+/// The row stays while it holds no claim, however long it is idle (readers' sweeps remove only
+/// stale open claims, and rows idle a day); a writer whose row went all the same opens it
+/// again and its group is stored.
+#[tokio::test]
+async fn a_writers_claim_row_is_opened_once_and_again_when_it_went() {
+    use crate::storage::deciding::Recorded;
+    use crate::storage::decisions::DecisionStore;
+
+    let db = database!("a_writers_claim_row_is_opened_once_and_again_when_it_went");
+    let store = open(&db).await;
+    seed(&db);
+    let writers = crate::storage::postgres::writer::Writers::start(store.pool(), 1);
+    let agent_seq = db.number("SELECT seq FROM agents WHERE id = 'agt_buyer'");
+    let version = |db: &TestDb| db.number("SELECT version FROM agents WHERE id = 'agt_buyer'");
+    let rows = |db: &TestDb| db.number("SELECT COUNT(*) FROM decision_claims");
+    for (n, id) in ["dec_a", "dec_b"].into_iter().enumerate() {
+        let stored = writers
+            .record(new_decision(id, "agt_buyer", agent_seq, version(&db)))
+            .await;
+        assert!(matches!(stored, Ok(Recorded::Stored(_))), "{n}: {stored:?}");
+    }
+    assert_eq!(rows(&db), 1);
+    // Idle past the sweep of stale claims: a row with no claim open stays.
+    db.execute("UPDATE decision_claims SET claimed_at = now() - INTERVAL '1 hour'");
+    store.settled_decision_seq("org_1").await.unwrap();
+    assert_eq!(rows(&db), 1, "a row with no claim open is not swept");
+    // Idle a day: swept; the writer opens it again with its next group.
+    db.execute("UPDATE decision_claims SET claimed_at = now() - INTERVAL '2 days'");
+    store.settled_decision_seq("org_1").await.unwrap();
+    assert_eq!(rows(&db), 0);
+    let stored = writers
+        .record(new_decision("dec_c", "agt_buyer", agent_seq, version(&db)))
+        .await;
+    assert!(matches!(stored, Ok(Recorded::Stored(_))), "{stored:?}");
+    assert_eq!(rows(&db), 1);
+    assert_eq!(
+        db.number("SELECT COUNT(*) FROM decisions WHERE id IN ('dec_a', 'dec_b', 'dec_c')"),
+        3
+    );
+    assert_eq!(
+        db.number("SELECT COUNT(*) FROM decision_claims WHERE first_seq IS NOT NULL"),
+        0
+    );
+    let stored = db.number("SELECT MAX(seq) FROM decisions");
+    assert!(store.settled_decision_seq("org_1").await.unwrap() >= stored);
 }
