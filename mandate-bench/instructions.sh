@@ -2,8 +2,8 @@
 # Instructions a decision of a server build, counted by callgrind, which the machine's speed
 # does not move (docs/performance.md, "Placed: instructions a decision"). Runs mandate-bench
 # twice on SQLite under the same open-loop load with `serve` under valgrind, for 8 s and for
-# 20 s, and divides the difference of the server's instructions by the difference of the
-# decisions, so that start-up, setup and the first pass cancel.
+# 20 s, and divides the difference of the measured server's instructions by the difference
+# of the decisions, so that start-up and the first pass cancel.
 #
 # Run from the repository root, after `cargo build --release -p mandate-server -p mandate-bench`
 # and with valgrind installed:
@@ -42,7 +42,11 @@ for d in 8 20; do
         --agents "$AGENTS" --duration "$d" --warmup 2 --rate "$RATE" --no-echo) >"$OUT/bench-$d.txt" 2>&1 ||
         { echo "mandate-bench failed:" >&2; tail -20 "$OUT/bench-$d.txt" >&2; exit 1; }
     decisions[$d]=$(grep -oE "over [0-9,]+ decisions" "$OUT/bench-$d.txt" | tr -dc 0-9)
-    ir[$d]=$(grep -h '^totals:' "$OUT"/run-"$d".* | awk '{ s += $2 } END { printf "%.0f", s }')
+    # The measured `serve` only: its file is the last written (the bench's setup runs
+    # commands and a `serve` of its own before it, whose counts vary from run to run by
+    # more than the decisions' difference can cancel).
+    measured=$(ls -t "$OUT"/run-"$d".* | sed -n 1p)
+    ir[$d]=$(grep -m1 '^totals:' "$measured" | awk '{ print $2 }')
 done
 echo "instructions ${ir[8]} / ${ir[20]}, decisions ${decisions[8]} / ${decisions[20]}:" \
     "$(( (ir[20] - ir[8]) / (decisions[20] - decisions[8]) )) a decision"
