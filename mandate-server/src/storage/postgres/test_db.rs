@@ -117,20 +117,14 @@ impl TestDb {
 
     /// One number a query returns (a count, a version).
     pub fn number(&self, sql: &str) -> i64 {
-        let (url, sql) = (self.url.clone(), sql.to_owned());
-        on_connection(url, move |client| {
-            Box::pin(async move {
-                let row = client
-                    .query_one(&sql, &[])
-                    .await
-                    .unwrap_or_else(|e| panic!("{sql}: {e}"));
-                row.get::<_, i64>(0)
-            })
-        })
+        self.one(sql)
     }
 
-    /// One text a query returns (a setting, a name).
-    pub fn text(&self, sql: &str) -> String {
+    /// The one value a query returns (a number, a setting, a name).
+    pub fn one<T>(&self, sql: &str) -> T
+    where
+        T: for<'a> tokio_postgres::types::FromSql<'a> + Send + 'static,
+    {
         let (url, sql) = (self.url.clone(), sql.to_owned());
         on_connection(url, move |client| {
             Box::pin(async move {
@@ -138,7 +132,7 @@ impl TestDb {
                     .query_one(&sql, &[])
                     .await
                     .unwrap_or_else(|e| panic!("{sql}: {e}"));
-                row.get::<_, String>(0)
+                row.get::<_, T>(0)
             })
         })
     }

@@ -440,7 +440,8 @@ mod tests {
         let Some(db) = TestDb::create("a_store_connects_over_the_clusters_unix_socket") else {
             return;
         };
-        let dir = db.text("SELECT split_part(current_setting('unix_socket_directories'), ',', 1)");
+        let dir = db
+            .one::<String>("SELECT split_part(current_setting('unix_socket_directories'), ',', 1)");
         let dir = dir.trim();
         if dir.is_empty() {
             eprintln!(
@@ -450,8 +451,8 @@ mod tests {
             return;
         }
         let port = db.number("SELECT current_setting('port')::BIGINT");
-        let name = db.text("SELECT current_database()::TEXT");
-        let user = db.text("SELECT current_user::TEXT");
+        let name = db.one::<String>("SELECT current_database()::TEXT");
+        let user = db.one::<String>("SELECT current_user::TEXT");
         let socket = format!(
             "postgres://{user}@{}:{port}/{name}",
             dir.replace('/', "%2F")

@@ -90,6 +90,17 @@ async fn dead_claim(store: &PostgresStore, seqs: i64, events: i64) -> (i64, Opti
     (row.get::<_, i64>(0), row.get::<_, Option<i64>>(1))
 }
 
+/// A connection whose open transaction took org_1's next event seq outside the writers'
+/// groups (as a review resolved or a mandate revoked does), holding the events counter row.
+async fn appending_outside(store: &PostgresStore) -> deadpool_postgres::Object {
+    let c = store.pool().get().await.unwrap();
+    c.batch_execute("BEGIN").await.unwrap();
+    c.execute(crate::storage::postgres::record::EVENT_SEQ, &[&"org_1"])
+        .await
+        .unwrap();
+    c
+}
+
 /// A group in which one decision fails is rolled back and each decision stored again
 /// alone: the others are stored, the failing one gets its error, and a decision whose agent
 /// changed is refused without spoiling the group.
@@ -444,12 +455,7 @@ async fn a_group_waits_for_an_event_appended_outside_in_its_claim_not_holding_it
     );
     let store = open(&db).await;
     seed(&db);
-    let mut outside = store.pool().get().await.unwrap();
-    let appending = outside.transaction().await.unwrap();
-    appending
-        .execute(crate::storage::postgres::record::EVENT_SEQ, &[&"org_1"])
-        .await
-        .unwrap();
+    let appending = appending_outside(&store).await;
     let writers = crate::storage::postgres::writer::Writers::start(store.pool(), 1);
     let agent_seq = db.number("SELECT seq FROM agents WHERE id = 'agt_buyer'");
     let new = opening_review(new_decision("dec_live", "agt_buyer", agent_seq, 0));
@@ -482,7 +488,7 @@ async fn a_group_waits_for_an_event_appended_outside_in_its_claim_not_holding_it
         )
         .await
         .unwrap();
-    appending.commit().await.unwrap();
+    appending.batch_execute("COMMIT").await.unwrap();
     let stored = recording.await.unwrap();
     assert!(matches!(stored, Ok(Recorded::Stored(_))), "{stored:?}");
     assert_eq!(
@@ -504,12 +510,7 @@ async fn a_group_opening_no_review_does_not_wait_for_an_event_appended_outside()
     let db = database!("a_group_opening_no_review_does_not_wait_for_an_event_appended_outside");
     let store = open(&db).await;
     seed(&db);
-    let mut outside = store.pool().get().await.unwrap();
-    let appending = outside.transaction().await.unwrap();
-    appending
-        .execute(crate::storage::postgres::record::EVENT_SEQ, &[&"org_1"])
-        .await
-        .unwrap();
+    let appending = appending_outside(&store).await;
     let writers = crate::storage::postgres::writer::Writers::start(store.pool(), 1);
     let agent_seq = db.number("SELECT seq FROM agents WHERE id = 'agt_buyer'");
     let new = new_decision("dec_plain", "agt_buyer", agent_seq, 0);
@@ -517,7 +518,7 @@ async fn a_group_opening_no_review_does_not_wait_for_an_event_appended_outside()
         .await
         .expect("a group opening no review does not wait for the events counter");
     assert!(matches!(stored, Ok(Recorded::Stored(_))), "{stored:?}");
-    appending.rollback().await.unwrap();
+    appending.batch_execute("ROLLBACK").await.unwrap();
 }
 
 /// A writer opens its row of `decision_claims` once an organization, not before each claim.
