@@ -205,7 +205,24 @@ impl CitusDb {
     /// The statements that ran on more than one shard in this database since its nodes
     /// started (Citus's `query_execution_multi_shard`, summed over the nodes): a
     /// router-executed statement counts under `query_execution_single_shard` instead.
+    /// Citus sums its backends' slots and the saved counts of exited ones, and may count a
+    /// backend that exits meanwhile twice or not at all ("the next call ... will see the
+    /// correct values", stats/stat_counters.c): the sum is read until two reads agree.
     pub async fn multi_shard_queries(&self) -> i64 {
+        let mut last = self.multi_shard_queries_once().await;
+        for _ in 0..20 {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            let now = self.multi_shard_queries_once().await;
+            if now == last {
+                return now;
+            }
+            last = now;
+        }
+        panic!("citus_stat_counters did not settle in 2 s (last read {last})");
+    }
+
+    /// One read of [`Self::multi_shard_queries`]'s sum.
+    async fn multi_shard_queries_once(&self) -> i64 {
         let mut total = 0;
         for url in self.node_urls() {
             let c = connect(&url)
