@@ -6,6 +6,7 @@
 
 use std::collections::BTreeSet;
 
+use mandate_server::model::Env;
 use mandate_server::routes::public::OPENAPI;
 use regex::Regex;
 use reqwest::Method;
@@ -226,6 +227,39 @@ async fn a_webhook_url_is_valid_exactly_when_it_has_the_declared_form() {
         .await;
     assert_eq!(r.status, 201, "{}", r.text);
     assert!(!declared.is_match(ipv6));
+}
+
+/// The declared pattern takes an IPv4 address exactly when the server's URL rules do, for
+/// every first and second part and each third part where a refused range starts or ends
+/// (192.0.0/24, 192.0.2/24, 198.51.100/24, 203.0.113/24 turn on the third). The addresses a
+/// server refuses and the pattern took were what schemathesis's positive-data check found.
+#[test]
+fn the_declared_webhook_pattern_takes_exactly_the_ipv4_addresses_the_server_takes() {
+    let declared = pattern(&block(&[
+        "components",
+        "schemas",
+        "WebhookRequest",
+        "properties",
+        "url",
+    ]));
+    let mut differ = Vec::new();
+    for a in 0..=255u8 {
+        for b in 0..=255u8 {
+            for c in [0u8, 1, 2, 3, 99, 100, 101, 112, 113, 114, 255] {
+                let url = format!("https://{a}.{b}.{c}.7/hook");
+                let server = mandate_server::ssrf::check_url(&url, Env::Sandbox).is_ok();
+                if declared.is_match(&url) != server {
+                    differ.push(format!("{url} (server takes it: {server})"));
+                }
+            }
+        }
+    }
+    assert!(
+        differ.is_empty(),
+        "{} differ: {:?}",
+        differ.len(),
+        &differ[..differ.len().min(20)]
+    );
 }
 
 #[test]
