@@ -51,6 +51,14 @@ impl Hold {
             Hold::Postgres(client) => {
                 let deadline = Instant::now() + Duration::from_secs(10);
                 loop {
+                    // This connection's transaction holds the lock, and PostgreSQL keeps
+                    // what pg_stat_activity showed first for the rest of a transaction:
+                    // the snapshot is dropped before each read, or a wait that began after
+                    // the first read would never show.
+                    client
+                        .batch_execute("SELECT pg_stat_clear_snapshot()")
+                        .await
+                        .unwrap();
                     let waiting: i64 = client
                         .query_one(
                             "SELECT COUNT(*) FROM pg_stat_activity

@@ -148,9 +148,12 @@ async fn a_moved_shard_is_served_from_its_new_worker() {
     assert_ne!(from, to);
 }
 
+/// Alone on the cluster: Citus's counters are per database, yet read while other tests'
+/// backends exit and their slots are reused they were once one count too high (CI, and a
+/// local run beside the other test targets) even after two reads agreed.
 #[tokio::test]
 async fn two_phase_commits_and_multi_shard_statements_are_counted() {
-    let Some(db) = database(Share::WithOthers).await else {
+    let Some(db) = database(Share::Alone).await else {
         return;
     };
     let mut c = spread(&db).await;

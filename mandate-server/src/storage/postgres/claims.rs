@@ -70,6 +70,18 @@ pub const BEGIN_CLAIM: &str = "BEGIN; SET LOCAL synchronous_commit TO OFF;
 pub const SETTLE: &str = "UPDATE decision_claims SET first_seq = NULL, first_event = NULL
     WHERE org_id = $1 AND writer = $2 AND first_seq = $3";
 
+/// Clears writer `$2`'s claim of organization `$1`, whichever block it holds: after a
+/// group failed (a writer has one group of an organization in flight at a time).
+pub const CLEAR: &str = "UPDATE decision_claims SET first_seq = NULL, first_event = NULL
+    WHERE org_id = $1 AND writer = $2 AND (first_seq IS NOT NULL OR first_event IS NOT NULL)";
+
+/// After a group failed: rolls back its open transaction and clears the writer's claim of
+/// `org` ([`CLEAR`]), so that readers need not wait for it to be swept.
+pub(super) async fn clear(c: &tokio_postgres::Client, org: &str, writer: &str) {
+    let _ = c.simple_query("ROLLBACK").await;
+    let _ = c.execute(CLEAR, &[&org, &writer]).await;
+}
+
 /// Settles writer `$2`'s claim of organization `$1` that starts at `$3`, in the group's
 /// transaction after its decisions' rows, and fails (a division by zero) when the claim is
 /// no longer that one (swept as stale): the group is rolled back and its decisions are

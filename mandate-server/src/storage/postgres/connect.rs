@@ -17,7 +17,7 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use deadpool_postgres::{Hook, HookError, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::config::SslMode;
 
 use super::tls::{RustlsConnect, Verify};
@@ -135,6 +135,27 @@ impl Target {
 
     /// A pool of at most `size` connections.
     pub fn pool_of(&self, size: usize) -> Result<Pool, StorageError> {
+        self.builder(size).build().map_err(|e| bad(&self.url, e))
+    }
+
+    /// The decision writers' pool: as [`Self::pool`], each connection given the writers'
+    /// named statements when it is made (`script::prepares`), which their one-message
+    /// scripts run. Made after the schema is migrated: the statements name its tables.
+    pub(crate) fn writers_pool(&self) -> Result<Pool, StorageError> {
+        self.builder(self.pool_size)
+            .post_create(Hook::async_fn(|client, _| {
+                Box::pin(async move {
+                    client
+                        .batch_execute(&super::script::prepares())
+                        .await
+                        .map_err(HookError::Backend)
+                })
+            }))
+            .build()
+            .map_err(|e| bad(&self.url, e))
+    }
+
+    fn builder(&self, size: usize) -> deadpool_postgres::PoolBuilder {
         let manager = Manager::from_config(
             self.config.clone(),
             self.tls.clone(),
@@ -149,8 +170,6 @@ impl Target {
             .runtime(Runtime::Tokio1)
             .wait_timeout(Some(WAIT_TIMEOUT))
             .create_timeout(Some(CONNECT_TIMEOUT + Duration::from_secs(1)))
-            .build()
-            .map_err(|e| bad(&self.url, e))
     }
 
     /// A connection failure, named without the password.

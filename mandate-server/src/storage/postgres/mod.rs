@@ -32,6 +32,7 @@ pub mod decisions;
 pub mod migrations;
 mod pipeline;
 mod record;
+mod script;
 mod statements;
 mod steps;
 pub mod store;

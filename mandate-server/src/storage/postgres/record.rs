@@ -16,6 +16,7 @@ use mandate_core::EventId;
 use tokio_postgres::types::ToSql;
 
 use super::decisions::Params;
+use super::script;
 use crate::clock::{from_ms, ms, ordered16};
 use crate::storage::deciding::{AgentHint, NewDecision, Recorded};
 
@@ -120,9 +121,28 @@ impl<'a> ManyValues<'a> {
         }
     }
 
-    /// The agents' keys, in the run's order.
-    pub(crate) fn seqs(&self) -> &[i64] {
-        &self.seqs
+    /// The run as an `EXECUTE` of [`BUMP_MANY_SQL`] prepared by name on a writer's
+    /// connection (`script::prepares`), its values written as constants.
+    pub(crate) fn execute(&self) -> Result<String, script::NulInValue> {
+        Ok(format!(
+            "EXECUTE mandate_bump_many ({}, {}, {}, {}, {}, {})",
+            script::text(self.org)?,
+            script::bigint_array(&self.seqs),
+            script::bigint_array(&self.versions),
+            script::text_array(&self.decisions)?,
+            script::text_array(&self.envs)?,
+            script::text_array(&self.modes)?,
+        ))
+    }
+
+    /// For each decision of the run, in order, whether its agent's version moved (1) or
+    /// not (0), given the agents' keys the run's statement returned.
+    pub(crate) fn moved(&self, returned: impl IntoIterator<Item = i64>) -> Vec<i64> {
+        let returned: std::collections::HashSet<i64> = returned.into_iter().collect();
+        self.seqs
+            .iter()
+            .map(|seq| i64::from(returned.contains(seq)))
+            .collect()
     }
 
     /// The values, in [`BUMP_MANY_SQL`]'s order.

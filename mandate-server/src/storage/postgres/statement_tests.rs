@@ -60,3 +60,63 @@ async fn a_reviews_deliveries_cost_the_same_however_many_events_there_are() {
         "{buffers} buffers read for one review's deliveries"
     );
 }
+
+/// The constants a writer's one-message scripts are written with (`script`) read back as
+/// the values they were made of, whatever `standard_conforming_strings` says, and the
+/// writers' named statements prepare on a migrated database.
+#[tokio::test]
+async fn a_writers_constants_read_back_as_written_and_its_statements_prepare() {
+    use crate::storage::postgres::script;
+
+    let db = database!("a_writers_constants_read_back_as_written");
+    let store = open(&db).await;
+    let client = store.pool().get().await.unwrap();
+    client.batch_execute(&script::prepares()).await.unwrap();
+    let values = [
+        "org_1",
+        "",
+        "it's",
+        r"back\slash",
+        r"\'",
+        r"'\",
+        "''; DROP TABLE agents; --",
+        "e\u{301}t\u{e9} \u{1F600}",
+        "$$ $q$ \"quoted\" {a,b} NULL",
+    ];
+    for conforming in ["on", "off"] {
+        client
+            .batch_execute(&format!("SET standard_conforming_strings = {conforming}"))
+            .await
+            .unwrap();
+        for value in values {
+            let sql = format!("SELECT {}", script::text(value).unwrap());
+            let read = one_text(&client, &sql).await;
+            assert_eq!(
+                read, value,
+                "{sql} with standard_conforming_strings {conforming}"
+            );
+        }
+        let array = script::text_array(&values).unwrap();
+        let sql = format!("SELECT to_json({array})::TEXT");
+        let read: Vec<String> = serde_json::from_str(&one_text(&client, &sql).await).unwrap();
+        assert_eq!(read, values, "{sql}");
+        let numbers = [i64::MIN, -1, 0, 1, i64::MAX];
+        let sql = format!("SELECT to_json({})::TEXT", script::bigint_array(&numbers));
+        let read: Vec<i64> = serde_json::from_str(&one_text(&client, &sql).await).unwrap();
+        assert_eq!(read, numbers, "{sql}");
+    }
+}
+
+/// The one text value a simple query answers.
+async fn one_text(client: &tokio_postgres::Client, sql: &str) -> String {
+    client
+        .simple_query(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .into_iter()
+        .find_map(|message| match message {
+            tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0).map(str::to_owned),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("{sql}: no value"))
+}

@@ -45,7 +45,8 @@ impl PostgresStore {
     pub async fn open(url: &PostgresUrl, migrate: bool) -> Result<Self> {
         let target = Target::parse(url)?;
         let pool = target.pool()?;
-        let writers = super::writer::Writers::start(&pool, target.writers);
+        // The writers' connections are made at their first group, after the migration.
+        let writers = super::writer::Writers::start(&target.writers_pool()?, target.writers);
         let store = Self {
             inner: Arc::new(Inner {
                 pool,
@@ -71,6 +72,12 @@ impl PostgresStore {
     #[cfg(test)]
     pub(crate) fn pool(&self) -> &Pool {
         &self.inner.pool
+    }
+
+    /// A pool for decision writers of this store's database, for tests of the writers.
+    #[cfg(test)]
+    pub(crate) fn writers_pool(&self) -> Result<Pool> {
+        self.inner.target.writers_pool()
     }
 
     /// The database's URL (shown without its password).

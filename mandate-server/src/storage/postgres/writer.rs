@@ -30,18 +30,12 @@ use super::claims;
 use super::decisions;
 use super::pipeline::InOrder;
 use super::record::{self, Move, Outcome, RecordStatement, moves_of};
+use super::script::{self, Opening, SetLocal};
 use crate::storage::StorageError;
 use crate::storage::deciding::{NewDecision, Recorded};
 
 /// The most decisions in one group.
 pub const MAX_GROUP: usize = 128;
-
-/// What ends the claim's transaction and opens the group's, in one message (one answer to
-/// wait for): the group's statements find rows through indexes only, so the version moves
-/// of a run ([`record::BUMP_MANY_SQL`]) lock the agents' rows in the order of their keys, as
-/// every group does.
-const COMMIT_CLAIM_BEGIN_GROUP: &str =
-    "COMMIT; BEGIN; SET LOCAL enable_seqscan TO OFF; SET LOCAL enable_bitmapscan TO OFF";
 
 /// A decision waiting for its group, with where to answer.
 struct Job {
@@ -70,6 +64,7 @@ impl Writers {
                     pool: pool.clone(),
                     name: format!("{process}-{n}"),
                     opened: std::sync::Mutex::default(),
+                    set_local: tokio::sync::OnceCell::new(),
                 };
                 tokio::spawn(run(writer, receive));
                 send
@@ -94,12 +89,14 @@ impl Writers {
     }
 }
 
-/// One writer's connections, its name in `decision_claims`, and the organizations where it
-/// opened its row there ([`claims::OPEN`]), so that its next claims need not open it again.
+/// One writer's connections, its name in `decision_claims`, the organizations where it
+/// opened its row there ([`claims::OPEN`]), so that its next claims need not open it again,
+/// and where its database takes a `SET LOCAL` (found at its first group).
 struct Writer {
     pool: Pool,
     name: String,
     opened: std::sync::Mutex<std::collections::HashSet<String>>,
+    set_local: tokio::sync::OnceCell<SetLocal>,
 }
 
 impl Writer {
@@ -303,9 +300,6 @@ struct Prepared {
     /// The version moves of a run of the others.
     many: tokio_postgres::Statement,
     accept: tokio_postgres::Statement,
-    open: tokio_postgres::Statement,
-    claim: tokio_postgres::Statement,
-    settle: tokio_postgres::Statement,
 }
 
 impl Prepared {
@@ -321,9 +315,6 @@ impl Prepared {
             bumps,
             many: c.prepare_cached(&record::BUMP_MANY_SQL).await?,
             accept: c.prepare_cached(record::ACCEPT).await?,
-            open: c.prepare_cached(claims::OPEN).await?,
-            claim: c.prepare_cached(claims::CLAIM).await?,
-            settle: c.prepare_cached(claims::SETTLE).await?,
         })
     }
 }
@@ -332,16 +323,13 @@ impl Prepared {
 /// acceptance when it has one.
 type Answer = (i64, Option<u64>);
 
-/// What a claim answered: the first seq of the block claimed, and of the event seqs (when
-/// any were claimed); none when the writer has no row to hold the claim.
-type Claimed = Option<(i64, Option<i64>)>;
-
-/// The first pipeline: the claim of the group's seqs (and of its reviews' events' seqs) in
-/// a commit of its own, with the writer's row opened first unless it is known to exist,
-/// then `BEGIN` and each decision's version move (and credential). The claim's first seqs
-/// and each decision's answers, in order; none when the writer's row was not found (swept:
-/// the group's transaction is rolled back, to be made again with the row opened); on a
-/// failure the transaction is rolled back and the claim cleared.
+/// The first pipeline: one message ([`Opening::script`]) that claims the group's seqs (and
+/// its reviews' events' seqs) in a commit of its own, with the writer's row opened first
+/// unless it is known to exist, then opens the group's transaction and moves the versions
+/// of its first run; then the version moves (and credentials) of the decisions after it.
+/// The claim's first seqs and each decision's answers, in order; none when the writer's
+/// row was not found (swept: the group's transaction is rolled back, to be made again with
+/// the row opened); on a failure the transaction is rolled back and the claim cleared.
 async fn claim_and_record(
     writer: &Writer,
     org: &str,
@@ -352,42 +340,44 @@ async fn claim_and_record(
     // A seq for each decision that has a statement, and an event seq for each of those
     // that opens a review; those it does not store leave gaps.
     let present: Vec<&RecordStatement> = statements.iter().flatten().collect();
-    let claimed = i64::try_from(present.len().max(1)).unwrap_or(i64::MAX);
     let reviews = present.iter().filter(|s| s.opens_review()).count();
-    let events = i64::try_from(reviews).unwrap_or(i64::MAX);
     let moves = moves_of(org, &present);
+    let first_run = match moves.first() {
+        Some(Move::Run(run)) => Some(run.execute().map_err(|e| Retry::Fail(backend(e)))?),
+        _ => None,
+    };
+    let in_script = usize::from(first_run.is_some());
+    let opening = Opening {
+        org,
+        writer: &writer.name,
+        open_row: !writer.has_opened(org),
+        seqs: i64::try_from(present.len().max(1)).unwrap_or(i64::MAX),
+        events: i64::try_from(reviews).unwrap_or(i64::MAX),
+        first_run,
+    };
+    let set_local = writer
+        .set_local
+        .get_or_try_init(|| SetLocal::of(c))
+        .await
+        .map_err(|e| Retry::Fail(e.into()))?;
+    let messages = opening
+        .messages(*set_local)
+        .map_err(|e| Retry::Fail(backend(e)))?;
     let mut alone = prepared.bumps.iter();
     let mut steps: Vec<Pin<Box<dyn Future<Output = Step> + Send + '_>>> =
-        Vec::with_capacity(moves.len() * 2 + 4);
-    steps.push(control(c.simple_query(claims::BEGIN_CLAIM)));
-    if !writer.has_opened(org) {
-        steps.push(Box::pin(async {
-            Step::Control(
-                c.execute(&prepared.open, &[&org, &writer.name])
-                    .await
-                    .map(|_| ()),
-            )
+        Vec::with_capacity(moves.len() * 2 + 1);
+    for message in &messages {
+        steps.push(Box::pin(async move {
+            Step::Opened(c.simple_query(message).await)
         }));
     }
-    steps.push(Box::pin(async move {
-        Step::Claimed(
-            c.query_opt(&prepared.claim, &[&org, &writer.name, &claimed, &events])
-                .await
-                .map(|row| row.map(|row| (row.get::<_, i64>(0), row.get::<_, Option<i64>>(1)))),
-        )
-    }));
-    steps.push(control(c.simple_query(COMMIT_CLAIM_BEGIN_GROUP)));
-    for step in &moves {
+    for step in &moves[in_script..] {
         match step {
             Move::Run(run) => steps.push(Box::pin(async move {
-                let moved = c.query(&prepared.many, &run.values()).await.map(|rows| {
-                    let moved: std::collections::HashSet<i64> =
-                        rows.iter().map(|row| row.get(0)).collect();
-                    run.seqs()
-                        .iter()
-                        .map(|seq| i64::from(moved.contains(seq)))
-                        .collect()
-                });
+                let moved = c
+                    .query(&prepared.many, &run.values())
+                    .await
+                    .map(|rows| run.moved(rows.iter().map(|row| row.get(0))));
                 Step::Moved(moved)
             })),
             Move::Alone(values, accept) => {
@@ -406,31 +396,53 @@ async fn claim_and_record(
         }
     }
     let done = InOrder::new(steps).await;
-    let claim: Option<Claimed> = done.iter().find_map(|step| match step {
-        Step::Claimed(Ok(claimed)) => Some(*claimed),
-        _ => None,
-    });
-    match (answers(done), claim) {
-        (Ok(answers), Some(Some((first, first_event)))) => {
-            Ok(Some(((first, first_event.unwrap_or(0)), answers)))
+    // The opening's answers (read when every message of it succeeded): the claim, and the
+    // first run's moves, which go at the head of the decisions' answers.
+    let answered: Vec<&tokio_postgres::SimpleQueryMessage> = done
+        .iter()
+        .filter_map(|step| match step {
+            Step::Opened(Ok(answer)) => Some(answer),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    let opened = if answered.is_empty() || done.iter().any(|s| matches!(s, Step::Opened(Err(_)))) {
+        None
+    } else {
+        match script::read_opened(answered) {
+            Ok(opened) => Some(opened),
+            Err(e) => {
+                claims::clear(c, org, &writer.name).await;
+                return Err(Retry::Fail(backend(e)));
+            }
         }
-        (Ok(_), _) => {
+    };
+    let first_moved = match (&opened, moves.first()) {
+        (Some(opened), Some(Move::Run(run))) => run.moved(opened.moved.clone().unwrap_or_default()),
+        _ => Vec::new(),
+    };
+    match (answers(done), opened.and_then(|opened| opened.claimed)) {
+        (Ok(rest), Some((first, first_event))) => {
+            let answers = first_moved.into_iter().map(|n| (n, None)).chain(rest);
+            Ok(Some(((first, first_event.unwrap_or(0)), answers.collect())))
+        }
+        (Ok(_), None) => {
             // No row held the claim: nothing of the group is kept.
             let _ = c.simple_query("ROLLBACK").await;
             Ok(None)
         }
-        (Err(e), claim) => {
+        (Err(e), _) => {
             // The transaction is aborted: end it before the connection goes back, and
             // clear the claim if it was made, so that readers need not wait for it.
-            let _ = c.simple_query("ROLLBACK").await;
-            if let Some(Some((first, _))) = claim {
-                let _ = c
-                    .execute(&prepared.settle, &[&org, &writer.name, &first])
-                    .await;
-            }
+            claims::clear(c, org, &writer.name).await;
             Err(retry(e))
         }
     }
+}
+
+/// A writer's failure that is not the database's.
+fn backend(e: impl std::fmt::Display) -> StorageError {
+    StorageError::Backend(e.to_string())
 }
 
 /// A step that answers only whether it failed.
@@ -499,16 +511,14 @@ async fn insert_and_commit(
         .flat_map(|(statement, seq)| statement.after(seq.as_ref()))
         .map(|(sql, values)| (sql.to_owned(), values))
         .collect();
-    let key: [&(dyn ToSql + Sync); 3] = [&claim.org, claim.writer, &claim.first];
-    if rows.is_empty() {
-        statements.push((claims::SETTLE.to_owned(), key.to_vec()));
-    } else {
+    if !rows.is_empty() {
         statements.push((
             decisions::insert_sql(rows.len()),
             decisions::insert_values(&rows),
         ));
-        statements.push((claims::SETTLED.to_owned(), key.to_vec()));
     }
+    let end = script::settle_and_commit(claim.org, claim.writer, claim.first, !rows.is_empty())
+        .map_err(|e| Retry::Fail(backend(e)))?;
     let mut prepared = Vec::with_capacity(statements.len());
     for (sql, _) in &statements {
         prepared.push(
@@ -524,12 +534,9 @@ async fn insert_and_commit(
             Step::Control(c.query(stmt, values).await.map(|_| ()))
         }));
     }
-    steps.push(control(c.simple_query("COMMIT")));
+    steps.push(control(c.simple_query(&end)));
     if let Err(e) = answers(InOrder::new(steps).await) {
-        let _ = c.simple_query("ROLLBACK").await;
-        if let Ok(settle) = c.prepare_cached(claims::SETTLE).await {
-            let _ = c.execute(&settle, &key).await;
-        }
+        claims::clear(c, claim.org, claim.writer).await;
         return Err(retry(e));
     }
     Ok(())
@@ -552,10 +559,10 @@ fn answers(done: Vec<Step>) -> std::result::Result<Vec<Answer>, tokio_postgres::
             | Step::Moved(Err(e))
             | Step::Accepted(Err(e))
             | Step::Control(Err(e))
-            | Step::Claimed(Err(e)) => {
+            | Step::Opened(Err(e)) => {
                 failed.get_or_insert(e);
             }
-            Step::Control(Ok(())) | Step::Claimed(Ok(_)) => {}
+            Step::Control(Ok(())) | Step::Opened(Ok(_)) => {}
         }
     }
     failed.map_or(Ok(answers), Err)
@@ -565,9 +572,9 @@ fn answers(done: Vec<Step>) -> std::result::Result<Vec<Answer>, tokio_postgres::
 enum Step {
     /// `BEGIN`, `COMMIT`, or a statement whose answer is only whether it failed.
     Control(std::result::Result<(), tokio_postgres::Error>),
-    /// The group's claim: the first seq of its block and of its event seqs, none without
-    /// the writer's row.
-    Claimed(std::result::Result<Claimed, tokio_postgres::Error>),
+    /// The group's opening ([`Opening::script`]): the claim, and the first run's version
+    /// moves when it has one ([`script::read_opened`]).
+    Opened(std::result::Result<Vec<tokio_postgres::SimpleQueryMessage>, tokio_postgres::Error>),
     /// A decision's version move: 1 moved, 0 changed, -1 its claim lost.
     Stored(std::result::Result<i64, tokio_postgres::Error>),
     /// A run's version moves, for each of its decisions: 1 moved, 0 changed.
