@@ -323,10 +323,11 @@ impl Prepared {
 /// acceptance when it has one.
 type Answer = (i64, Option<u64>);
 
-/// The first pipeline: one message ([`Opening::script`]) that claims the group's seqs (and
-/// its reviews' events' seqs) in a commit of its own, with the writer's row opened first
-/// unless it is known to exist, then opens the group's transaction and moves the versions
-/// of its first run; then the version moves (and credentials) of the decisions after it.
+/// The first pipeline: one message ([`Opening::messages`]; four on Citus) that claims the
+/// group's seqs (and its reviews' events' seqs) in a commit of its own, with the writer's
+/// row opened first unless it is known to exist, then opens the group's transaction and
+/// moves the versions of its first run; then the version moves (and credentials) of the
+/// decisions after it.
 /// The claim's first seqs and each decision's answers, in order; none when the writer's
 /// row was not found (swept: the group's transaction is rolled back, to be made again with
 /// the row opened); on a failure the transaction is rolled back and the claim cleared.
@@ -572,8 +573,8 @@ fn answers(done: Vec<Step>) -> std::result::Result<Vec<Answer>, tokio_postgres::
 enum Step {
     /// `BEGIN`, `COMMIT`, or a statement whose answer is only whether it failed.
     Control(std::result::Result<(), tokio_postgres::Error>),
-    /// The group's opening ([`Opening::script`]): the claim, and the first run's version
-    /// moves when it has one ([`script::read_opened`]).
+    /// A message of the group's opening ([`Opening::messages`]): with the others, the
+    /// claim, and the first run's version moves when it has one ([`script::read_opened`]).
     Opened(std::result::Result<Vec<tokio_postgres::SimpleQueryMessage>, tokio_postgres::Error>),
     /// A decision's version move: 1 moved, 0 changed, -1 its claim lost.
     Stored(std::result::Result<i64, tokio_postgres::Error>),
