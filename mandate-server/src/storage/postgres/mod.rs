@@ -27,6 +27,7 @@
 
 mod claims;
 pub mod connect;
+mod constant;
 mod deciding;
 pub mod decisions;
 pub mod migrations;

@@ -15,8 +15,8 @@
 use mandate_core::EventId;
 use tokio_postgres::types::ToSql;
 
+use super::constant;
 use super::decisions::Params;
-use super::script;
 use crate::clock::{from_ms, ms, ordered16};
 use crate::storage::deciding::{AgentHint, NewDecision, Recorded};
 
@@ -123,15 +123,15 @@ impl<'a> ManyValues<'a> {
 
     /// The run as an `EXECUTE` of [`BUMP_MANY_SQL`] prepared by name on a writer's
     /// connection (`script::prepares`), its values written as constants.
-    pub(crate) fn execute(&self) -> Result<String, script::NulInValue> {
+    pub(crate) fn execute(&self) -> Result<String, constant::NulInValue> {
         Ok(format!(
             "EXECUTE mandate_bump_many ({}, {}, {}, {}, {}, {})",
-            script::text(self.org)?,
-            script::bigint_array(&self.seqs),
-            script::bigint_array(&self.versions),
-            script::text_array(&self.decisions)?,
-            script::text_array(&self.envs)?,
-            script::text_array(&self.modes)?,
+            constant::text(self.org)?,
+            constant::bigint_array(&self.seqs),
+            constant::bigint_array(&self.versions),
+            constant::text_array(&self.decisions)?,
+            constant::text_array(&self.envs)?,
+            constant::text_array(&self.modes)?,
         ))
     }
 

@@ -66,7 +66,7 @@ async fn a_reviews_deliveries_cost_the_same_however_many_events_there_are() {
 /// writers' named statements prepare on a migrated database.
 #[tokio::test]
 async fn a_writers_constants_read_back_as_written_and_its_statements_prepare() {
-    use crate::storage::postgres::script;
+    use crate::storage::postgres::{constant, script};
 
     let db = database!("a_writers_constants_read_back_as_written");
     let store = open(&db).await;
@@ -89,19 +89,19 @@ async fn a_writers_constants_read_back_as_written_and_its_statements_prepare() {
             .await
             .unwrap();
         for value in values {
-            let sql = format!("SELECT {}", script::text(value).unwrap());
+            let sql = format!("SELECT {}", constant::text(value).unwrap());
             let read = one_text(&client, &sql).await;
             assert_eq!(
                 read, value,
                 "{sql} with standard_conforming_strings {conforming}"
             );
         }
-        let array = script::text_array(&values).unwrap();
+        let array = constant::text_array(&values).unwrap();
         let sql = format!("SELECT to_json({array})::TEXT");
         let read: Vec<String> = serde_json::from_str(&one_text(&client, &sql).await).unwrap();
         assert_eq!(read, values, "{sql}");
         let numbers = [i64::MIN, -1, 0, 1, i64::MAX];
-        let sql = format!("SELECT to_json({})::TEXT", script::bigint_array(&numbers));
+        let sql = format!("SELECT to_json({})::TEXT", constant::bigint_array(&numbers));
         let read: Vec<i64> = serde_json::from_str(&one_text(&client, &sql).await).unwrap();
         assert_eq!(read, numbers, "{sql}");
     }

@@ -399,24 +399,13 @@ async fn claim_and_record(
     let done = InOrder::new(steps).await;
     // The opening's answers (read when every message of it succeeded): the claim, and the
     // first run's moves, which go at the head of the decisions' answers.
-    let answered: Vec<&tokio_postgres::SimpleQueryMessage> = done
-        .iter()
-        .filter_map(|step| match step {
-            Step::Opened(Ok(answer)) => Some(answer),
-            _ => None,
-        })
-        .flatten()
-        .collect();
-    let opened = if answered.is_empty() || done.iter().any(|s| matches!(s, Step::Opened(Err(_)))) {
-        None
-    } else {
-        match script::read_opened(answered) {
-            Ok(opened) => Some(opened),
-            Err(e) => {
-                claims::clear(c, org, &writer.name).await;
-                return Err(Retry::Fail(backend(e)));
-            }
+    let opened = match opened_of(&done) {
+        Some(Ok(opened)) => Some(opened),
+        Some(Err(e)) => {
+            claims::clear(c, org, &writer.name).await;
+            return Err(Retry::Fail(backend(e)));
         }
+        None => None,
     };
     let first_moved = match (&opened, moves.first()) {
         (Some(opened), Some(Move::Run(run))) => run.moved(opened.moved.clone().unwrap_or_default()),
@@ -439,6 +428,19 @@ async fn claim_and_record(
             Err(retry(e))
         }
     }
+}
+
+/// The opening's answers read ([`script::read_opened`]), when every message of it
+/// succeeded; none when one failed.
+fn opened_of(done: &[Step]) -> Option<std::result::Result<script::Opened, script::Unreadable>> {
+    if done.iter().any(|step| matches!(step, Step::Opened(Err(_)))) {
+        return None;
+    }
+    let answered = done.iter().filter_map(|step| match step {
+        Step::Opened(Ok(answer)) => Some(answer),
+        _ => None,
+    });
+    Some(script::read_opened(answered.flatten()))
 }
 
 /// A writer's failure that is not the database's.
