@@ -153,7 +153,9 @@ fn member_text(ap2: Value, member: &'static str) -> Result<String, Ap2Error> {
         return Err(bad());
     };
     let text = match ap2.remove(member) {
-        Some(Value::String(text)) if !text.trim().is_empty() => text,
+        // Non-empty, as openapi.yaml declares (`minLength: 1`); a string of spaces is no
+        // SD-JWT, and verifying it says so under the member's name.
+        Some(Value::String(text)) if !text.is_empty() => text,
         _ => return Err(bad()),
     };
     if let Some(other) = ap2.keys().next() {

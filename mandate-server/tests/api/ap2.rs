@@ -448,6 +448,13 @@ async fn ap2_imports_and_presentations_are_refused_naming_the_problem() {
             json!({"open_mandate": good, "closed_mandate": "x"}),
             "ap2.closed_mandate",
         ),
+        // A non-empty string is the shape openapi.yaml declares; spaces (here a no-break
+        // space, which Rust's trim removes) are refused as no SD-JWT, under the member.
+        (json!({"open_mandate": "\u{a0} "}), "ap2.open_mandate: "),
+        (
+            json!({"open_mandate": ""}),
+            "ap2 must be an object with one member",
+        ),
     ] {
         let r = app
             .post(
@@ -496,6 +503,16 @@ async fn ap2_imports_and_presentations_are_refused_naming_the_problem() {
         .await;
     let message = r.assert_error(400, "invalid_request");
     assert!(message.contains("closed_mandate"), "{message}");
+    let r = app
+        .post(
+            &plain,
+            "/v1/authorizations",
+            json!({"amount": 10, "currency": "USD", "recipient": "vendor:shop",
+                   "category": "software", "ap2": {"closed_mandate": "\u{a0}"}}),
+        )
+        .await;
+    let message = r.assert_error(400, "invalid_request");
+    assert!(message.starts_with("ap2.closed_mandate: "), "{message}");
 }
 
 /// The open mandate `sd_jwt` with the other ECDSA twin of its issuer's signature,
