@@ -8,7 +8,10 @@
 //! - `sslrootcert`: a PEM file of the roots to trust, or `system` (the Mozilla roots);
 //! - `pool_max_size`: connections per server process (default [`DEFAULT_POOL`]);
 //! - `decision_writers`: decision writers per server process, each committing one group of
-//!   decisions at a time (default [`DEFAULT_WRITERS`]; docs/scale.md says how many).
+//!   decisions at a time (default [`DEFAULT_WRITERS`]; docs/scale.md says how many);
+//! - `decision_gather_us`: how long a writer that finds a small group while decisions are
+//!   arriving waits for more, in microseconds, 0 (never, the default:
+//!   [`super::gather::DEFAULT_GATHER`]) to 100000.
 //!
 //! Every other parameter goes to tokio-postgres as it is (`connect_timeout`,
 //! `application_name`, `target_session_attrs`, ...). No message of this module holds the
@@ -49,6 +52,8 @@ pub struct Target {
     pub pool_size: usize,
     /// Decision writers per process.
     pub writers: usize,
+    /// How long a writer waits for a fuller group ([`super::gather`]).
+    pub gather: Duration,
     /// The URL, for messages (shown redacted) and scrubbing.
     pub url: PostgresUrl,
 }
@@ -60,6 +65,16 @@ fn count(url: &PostgresUrl, name: &str, value: &str, max: usize) -> Result<usize
         .ok()
         .filter(|n| (1..=max).contains(n))
         .ok_or_else(|| bad(url, format!("{name} must be 1 to {max}")))
+}
+
+/// The URL parameter `name`'s `value`: whole microseconds from 0 to `max`.
+fn micros(url: &PostgresUrl, name: &str, value: &str, max: u64) -> Result<Duration, StorageError> {
+    value
+        .parse::<u64>()
+        .ok()
+        .filter(|n| *n <= max)
+        .map(Duration::from_micros)
+        .ok_or_else(|| bad(url, format!("{name} must be 0 to {max} (microseconds)")))
 }
 
 fn bad(url: &PostgresUrl, reason: impl std::fmt::Display) -> StorageError {
@@ -78,6 +93,7 @@ impl Target {
         let mut root_cert = None;
         let mut pool_size = DEFAULT_POOL;
         let mut writers = DEFAULT_WRITERS;
+        let mut gather = super::gather::DEFAULT_GATHER;
         let mut kept = Vec::new();
         for (name, value) in parsed.query_pairs() {
             match &*name {
@@ -85,6 +101,7 @@ impl Target {
                 "sslrootcert" => root_cert = Some(value.into_owned()),
                 "pool_max_size" => pool_size = count(url, &name, &value, 1000)?,
                 "decision_writers" => writers = count(url, &name, &value, 64)?,
+                "decision_gather_us" => gather = micros(url, &name, &value, 100_000)?,
                 _ => kept.push((name.into_owned(), value.into_owned())),
             }
         }
@@ -124,6 +141,7 @@ impl Target {
             tls,
             pool_size,
             writers,
+            gather,
             url: url.clone(),
         })
     }
@@ -197,15 +215,38 @@ mod tests {
         }
     }
 
-    /// `decision_writers` sets the writers a process runs, 1 to 64, and the driver never
-    /// sees it; without it a process runs the default.
+    /// `decision_writers` sets the writers a process runs, 1 to 64, and `decision_gather_us`
+    /// their wait for a fuller group, 0 to 100000 µs; the driver sees neither; without them a
+    /// process runs the defaults.
     #[test]
     fn decision_writers_is_read_from_the_url_and_checked() {
         let plain = target("postgres://m@127.0.0.1:5432/mandate").unwrap();
         assert_eq!(plain.writers, DEFAULT_WRITERS);
-        let one = target("postgres://m@127.0.0.1:5432/mandate?decision_writers=1&pool_max_size=8")
-            .unwrap();
-        assert_eq!((one.writers, one.pool_size), (1, 8));
+        assert_eq!(plain.gather, super::super::gather::DEFAULT_GATHER);
+        let one = target(
+            "postgres://m@127.0.0.1:5432/mandate?decision_writers=1&pool_max_size=8&decision_gather_us=200",
+        )
+        .unwrap();
+        assert_eq!(
+            (one.writers, one.pool_size, one.gather),
+            (1, 8, Duration::from_micros(200))
+        );
+        assert_eq!(plain.gather, Duration::ZERO);
+        let long = target("postgres://m@127.0.0.1:5432/mandate?decision_gather_us=1500").unwrap();
+        assert_eq!(long.gather, Duration::from_micros(1500));
+        for wrong in ["-1", "100001", "1ms", ""] {
+            let refused = target(&format!(
+                "postgres://m@127.0.0.1:5432/mandate?decision_gather_us={wrong}"
+            ))
+            .err()
+            .expect("refused");
+            assert!(
+                refused
+                    .to_string()
+                    .contains("decision_gather_us must be 0 to 100000 (microseconds)"),
+                "{refused}"
+            );
+        }
         for wrong in ["0", "65", "two", ""] {
             let refused = target(&format!(
                 "postgres://m@127.0.0.1:5432/mandate?decision_writers={wrong}"

@@ -30,6 +30,7 @@ pub mod connect;
 mod constant;
 mod deciding;
 pub mod decisions;
+pub mod gather;
 pub mod migrations;
 mod pipeline;
 mod record;

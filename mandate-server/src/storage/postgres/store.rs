@@ -46,7 +46,8 @@ impl PostgresStore {
         let target = Target::parse(url)?;
         let pool = target.pool()?;
         // The writers' connections are made at their first group, after the migration.
-        let writers = super::writer::Writers::start(&target.writers_pool()?, target.writers);
+        let writers =
+            super::writer::Writers::start(&target.writers_pool()?, target.writers, target.gather);
         let store = Self {
             inner: Arc::new(Inner {
                 pool,

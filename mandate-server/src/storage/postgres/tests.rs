@@ -567,6 +567,10 @@ mod statement_costs;
 #[path = "writer_tests.rs"]
 mod writers;
 
+/// A writer set to wait for a fuller group, on a real database.
+#[path = "gather_tests.rs"]
+mod gather;
+
 /// Signing keys made and sealed again by processes at once.
 #[path = "key_tests.rs"]
 mod keys;

@@ -20,6 +20,7 @@
 use std::future::Future;
 use std::hash::{Hash, Hasher};
 use std::pin::Pin;
+use std::time::Duration;
 
 use deadpool_postgres::Pool;
 use tokio::sync::{mpsc, oneshot};
@@ -28,6 +29,7 @@ use tokio_postgres::types::ToSql;
 use super::Result;
 use super::claims;
 use super::decisions;
+use super::gather::Gather;
 use super::pipeline::InOrder;
 use super::record::{self, Move, Outcome, RecordStatement, moves_of};
 use super::script::{self, Opening, SetLocal};
@@ -49,9 +51,10 @@ pub(crate) struct Writers {
 }
 
 impl Writers {
-    /// Starts `count` writers (`decision_writers` of the URL in a server) on the current runtime, taking
-    /// connections from `pool`; they end when this is dropped.
-    pub(crate) fn start(pool: &Pool, count: usize) -> Self {
+    /// Starts `count` writers (`decision_writers` of the URL in a server) on the current
+    /// runtime, taking connections from `pool` and waiting up to `gather` for a fuller group
+    /// ([`Gather`]); they end when this is dropped.
+    pub(crate) fn start(pool: &Pool, count: usize, gather: Duration) -> Self {
         // Each writer's name in `decision_claims`: random for this process, so that no two
         // processes share a claim row, then the writer's number.
         let mut process = [0u8; 8];
@@ -66,7 +69,7 @@ impl Writers {
                     opened: std::sync::Mutex::default(),
                     set_local: tokio::sync::OnceCell::new(),
                 };
-                tokio::spawn(run(writer, receive));
+                tokio::spawn(run(writer, receive, Gather::new(gather)));
                 send
             })
             .collect();
@@ -122,15 +125,9 @@ impl Writer {
 
 /// One writer: takes what waits in its queue (at most [`MAX_GROUP`]), commits it as one
 /// group an organization, side by side, answers, and again.
-async fn run(writer: Writer, mut queue: mpsc::UnboundedReceiver<Job>) {
+async fn run(writer: Writer, mut queue: mpsc::UnboundedReceiver<Job>, mut gather: Gather) {
     while let Some(first) = queue.recv().await {
-        let mut jobs = vec![first];
-        while jobs.len() < MAX_GROUP {
-            match queue.try_recv() {
-                Ok(job) => jobs.push(job),
-                Err(_) => break,
-            }
-        }
+        let jobs = gather.take(first, &mut queue, MAX_GROUP).await;
         let groups = by_organization(jobs);
         let writer = &writer;
         futures_util::future::join_all(groups.into_iter().map(|jobs| async move {

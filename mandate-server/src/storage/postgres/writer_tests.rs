@@ -4,6 +4,15 @@
 
 use super::*;
 
+/// One writer on `store`'s writers' pool, never waiting for a fuller group.
+fn one_writer(store: &PostgresStore) -> crate::storage::postgres::writer::Writers {
+    crate::storage::postgres::writer::Writers::start(
+        &store.writers_pool().unwrap(),
+        1,
+        std::time::Duration::ZERO,
+    )
+}
+
 /// A decision of `agent` with id `id`, as the decision service makes one.
 fn decision(id: &str, agent: &str) -> crate::model::decision::Decision {
     use mandate_core::{
@@ -43,7 +52,7 @@ fn decision(id: &str, agent: &str) -> crate::model::decision::Decision {
 
 /// `decision(id, agent)` as the writers take it: org_1's sandbox, no review or
 /// idempotency record, the agent's state read at `version` with its `seq` row `agent_seq`.
-fn new_decision(
+pub(super) fn new_decision(
     id: &str,
     agent: &str,
     agent_seq: i64,
@@ -118,8 +127,7 @@ async fn a_failing_decision_costs_the_others_of_its_group_nothing() {
     let seq = |agent: &str| db.number(&format!("SELECT seq FROM agents WHERE id = '{agent}'"));
     let new = |id: &str, agent: &str, version: i64| new_decision(id, agent, seq(agent), version);
     // One writer: the four go out as one group.
-    let writers =
-        crate::storage::postgres::writer::Writers::start(&store.writers_pool().unwrap(), 1);
+    let writers = one_writer(&store);
     let (one, two, three, four) = tokio::join!(
         writers.record(new("dec_a", "agt_buyer", 0)),
         // dec_1 exists already (seed): this insert fails.
@@ -171,8 +179,7 @@ async fn readers_stop_below_an_open_claim_and_a_dead_processs_claim_is_swept() {
     let (claimed, _) = dead_claim(&store, 5, 0).await;
     assert_eq!(claimed, 2);
     // A live writer's decision is committed above the claim.
-    let writers =
-        crate::storage::postgres::writer::Writers::start(&store.writers_pool().unwrap(), 1);
+    let writers = one_writer(&store);
     let agent_seq = db.number("SELECT seq FROM agents WHERE id = 'agt_buyer'");
     let stored = writers
         .record(new_decision("dec_live", "agt_buyer", agent_seq, 0))
@@ -256,8 +263,7 @@ async fn a_decision_inserted_in_its_own_transaction_holds_the_watermark_until_it
     assert_eq!(store.settled_decision_seq("org_1").await.unwrap(), 1);
     // A writer's group meanwhile: its claim waits for the counter row, so it cannot commit
     // a seq above the approval's before the approval commits.
-    let writers =
-        crate::storage::postgres::writer::Writers::start(&store.writers_pool().unwrap(), 1);
+    let writers = one_writer(&store);
     let mut group =
         Box::pin(writers.record(new_decision("dec_grouped", "agt_buyer", agent_seq, 0)));
     let waited = tokio::time::timeout(std::time::Duration::from_millis(300), &mut group).await;
@@ -298,8 +304,7 @@ async fn a_run_of_version_moves_refuses_only_its_stale_decisions() {
     let new = |id: &str, agent: &str, version: i64| new_decision(id, agent, seq(agent), version);
     let mut observed = new("dec_d", "agt_four", 0);
     observed.decision.mode = mandate_core::Mode::Observe;
-    let writers =
-        crate::storage::postgres::writer::Writers::start(&store.writers_pool().unwrap(), 1);
+    let writers = one_writer(&store);
     let (one, two, three, four) = tokio::join!(
         writers.record(new("dec_a", "agt_buyer", 0)),
         // Read at a version the agent has left.
@@ -357,8 +362,7 @@ async fn a_decisions_leaf_hash_is_stored_with_its_row_for_the_log() {
         d.decision.signature = TokenSignature::of("kid_1", &token(n));
         d
     };
-    let writers =
-        crate::storage::postgres::writer::Writers::start(&store.writers_pool().unwrap(), 1);
+    let writers = one_writer(&store);
     writers.record(signed("dec_grouped", 1)).await.unwrap();
     let mut conn = store.pool().get().await.unwrap();
     let tx = conn.transaction().await.unwrap();
@@ -406,8 +410,7 @@ async fn a_reviews_event_takes_a_claimed_seq_and_readers_stop_below_an_open_clai
     let (_, first_event) = dead_claim(&store, 1, 2).await;
     assert_eq!(first_event, Some(1));
     // A live writer's decision opens a review: its event takes the next claimed seq.
-    let writers =
-        crate::storage::postgres::writer::Writers::start(&store.writers_pool().unwrap(), 1);
+    let writers = one_writer(&store);
     let agent_seq = db.number("SELECT seq FROM agents WHERE id = 'agt_buyer'");
     let new = opening_review(new_decision("dec_live", "agt_buyer", agent_seq, 0));
     let stored = writers.record(new).await;
@@ -462,8 +465,7 @@ async fn a_group_waits_for_an_event_appended_outside_in_its_claim_not_holding_it
     let store = open(&db).await;
     seed(&db);
     let appending = appending_outside(&store).await;
-    let writers =
-        crate::storage::postgres::writer::Writers::start(&store.writers_pool().unwrap(), 1);
+    let writers = one_writer(&store);
     let agent_seq = db.number("SELECT seq FROM agents WHERE id = 'agt_buyer'");
     let new = opening_review(new_decision("dec_live", "agt_buyer", agent_seq, 0));
     let recording = tokio::spawn(async move { writers.record(new).await });
@@ -518,8 +520,7 @@ async fn a_group_opening_no_review_does_not_wait_for_an_event_appended_outside()
     let store = open(&db).await;
     seed(&db);
     let appending = appending_outside(&store).await;
-    let writers =
-        crate::storage::postgres::writer::Writers::start(&store.writers_pool().unwrap(), 1);
+    let writers = one_writer(&store);
     let agent_seq = db.number("SELECT seq FROM agents WHERE id = 'agt_buyer'");
     let new = new_decision("dec_plain", "agt_buyer", agent_seq, 0);
     let stored = tokio::time::timeout(std::time::Duration::from_secs(3), writers.record(new))
@@ -541,8 +542,7 @@ async fn a_writers_claim_row_is_opened_once_and_again_when_it_went() {
     let db = database!("a_writers_claim_row_is_opened_once_and_again_when_it_went");
     let store = open(&db).await;
     seed(&db);
-    let writers =
-        crate::storage::postgres::writer::Writers::start(&store.writers_pool().unwrap(), 1);
+    let writers = one_writer(&store);
     let agent_seq = db.number("SELECT seq FROM agents WHERE id = 'agt_buyer'");
     let version = |db: &TestDb| db.number("SELECT version FROM agents WHERE id = 'agt_buyer'");
     let rows = |db: &TestDb| db.number("SELECT COUNT(*) FROM decision_claims");
