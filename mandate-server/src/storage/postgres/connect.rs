@@ -234,31 +234,22 @@ mod tests {
         assert_eq!(plain.gather, Duration::ZERO);
         let long = target("postgres://m@127.0.0.1:5432/mandate?decision_gather_us=1500").unwrap();
         assert_eq!(long.gather, Duration::from_micros(1500));
-        for wrong in ["-1", "100001", "1ms", ""] {
-            let refused = target(&format!(
-                "postgres://m@127.0.0.1:5432/mandate?decision_gather_us={wrong}"
-            ))
-            .err()
-            .expect("refused");
-            assert!(
-                refused
-                    .to_string()
-                    .contains("decision_gather_us must be 0 to 100000 (microseconds)"),
-                "{refused}"
-            );
-        }
-        for wrong in ["0", "65", "two", ""] {
-            let refused = target(&format!(
-                "postgres://m@127.0.0.1:5432/mandate?decision_writers={wrong}"
-            ))
-            .err()
-            .expect("refused");
-            assert!(
-                refused
-                    .to_string()
-                    .contains("decision_writers must be 1 to 64"),
-                "{refused}"
-            );
-        }
+        let refuses = |param: &str, wrongs: &[&str], says: &str| {
+            for wrong in wrongs {
+                let url = format!("postgres://m@127.0.0.1:5432/mandate?{param}={wrong}");
+                let refused = target(&url).err().expect("refused");
+                assert!(refused.to_string().contains(says), "{refused}");
+            }
+        };
+        refuses(
+            "decision_gather_us",
+            &["-1", "100001", "1ms", ""],
+            "decision_gather_us must be 0 to 100000 (microseconds)",
+        );
+        refuses(
+            "decision_writers",
+            &["0", "65", "two", ""],
+            "decision_writers must be 1 to 64",
+        );
     }
 }

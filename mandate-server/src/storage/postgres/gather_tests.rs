@@ -13,10 +13,7 @@ async fn what_arrives_during_a_writers_wait_is_committed_in_its_group() {
 
     let db = database!("what_arrives_during_a_writers_wait_is_committed_in_its_group");
     let store = open(&db).await;
-    seed(&db);
-    db.execute(
-        "INSERT INTO agents (seq, id, org_id, env, created_ms) VALUES (2, 'agt_two', 'org_1', 'sandbox', 0), (3, 'agt_three', 'org_1', 'sandbox', 0), (4, 'agt_four', 'org_1', 'sandbox', 0);",
-    );
+    super::writers::seed_four_agents(&db);
     let seq = |agent: &str| db.number(&format!("SELECT seq FROM agents WHERE id = '{agent}'"));
     let new = |id: &str, agent: &str| super::writers::new_decision(id, agent, seq(agent), 0);
     let writers = crate::storage::postgres::writer::Writers::start(

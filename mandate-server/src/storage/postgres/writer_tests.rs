@@ -13,6 +13,15 @@ fn one_writer(store: &PostgresStore) -> crate::storage::postgres::writer::Writer
     )
 }
 
+/// `seed`, and org_1's sandbox agents `agt_two`, `agt_three` and `agt_four` beside
+/// `agt_buyer`.
+pub(super) fn seed_four_agents(db: &TestDb) {
+    seed(db);
+    db.execute(
+        "INSERT INTO agents (seq, id, org_id, env, created_ms) VALUES (2, 'agt_two', 'org_1', 'sandbox', 0), (3, 'agt_three', 'org_1', 'sandbox', 0), (4, 'agt_four', 'org_1', 'sandbox', 0);",
+    );
+}
+
 /// A decision of `agent` with id `id`, as the decision service makes one.
 fn decision(id: &str, agent: &str) -> crate::model::decision::Decision {
     use mandate_core::{
@@ -120,10 +129,7 @@ async fn a_failing_decision_costs_the_others_of_its_group_nothing() {
 
     let db = database!("a_failing_decision_costs_the_others_of_its_group_nothing");
     let store = open(&db).await;
-    seed(&db);
-    db.execute(
-        "INSERT INTO agents (seq, id, org_id, env, created_ms) VALUES (2, 'agt_two', 'org_1', 'sandbox', 0), (3, 'agt_three', 'org_1', 'sandbox', 0), (4, 'agt_four', 'org_1', 'sandbox', 0);",
-    );
+    seed_four_agents(&db);
     let seq = |agent: &str| db.number(&format!("SELECT seq FROM agents WHERE id = '{agent}'"));
     let new = |id: &str, agent: &str, version: i64| new_decision(id, agent, seq(agent), version);
     // One writer: the four go out as one group.
@@ -296,10 +302,7 @@ async fn a_run_of_version_moves_refuses_only_its_stale_decisions() {
 
     let db = database!("a_run_of_version_moves_refuses_only_its_stale_decisions");
     let store = open(&db).await;
-    seed(&db);
-    db.execute(
-        "INSERT INTO agents (seq, id, org_id, env, created_ms) VALUES (2, 'agt_two', 'org_1', 'sandbox', 0), (3, 'agt_three', 'org_1', 'sandbox', 0), (4, 'agt_four', 'org_1', 'sandbox', 0);",
-    );
+    seed_four_agents(&db);
     let seq = |agent: &str| db.number(&format!("SELECT seq FROM agents WHERE id = '{agent}'"));
     let new = |id: &str, agent: &str, version: i64| new_decision(id, agent, seq(agent), version);
     let mut observed = new("dec_d", "agt_four", 0);
