@@ -215,8 +215,8 @@ mod tests {
         }
     }
 
-    /// `decision_writers` sets the writers a process runs, 1 to 64, and `decision_gather_us`
-    /// their wait for a fuller group, 0 to 100000 µs; the driver sees neither; without them a
+    /// `decision_writers` sets the writers a process runs and `decision_gather_us` their wait
+    /// for a fuller group, each within its bounds; the driver sees neither; without them a
     /// process runs the defaults.
     #[test]
     fn decision_writers_is_read_from_the_url_and_checked() {

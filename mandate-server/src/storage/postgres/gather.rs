@@ -1,13 +1,12 @@
 //! How a decision writer takes its next group from its queue (issue #49; docs/scale.md,
 //! "Writers"). A group costs the database about the same whatever its size (its claim, two
 //! commits and their messages), so a decision's share falls as groups grow. Under full load
-//! a group fills while the one before commits. At a moderate rate it does not: at 2,500
-//! decisions a second a process, groups hold about three decisions and the database spends
-//! more than twice its full-load CPU a decision. With `decision_gather_us` set, a writer
-//! that finds only a few decisions waiting, while decisions are arriving, waits a moment for
-//! more before it opens the group: less of the database's CPU a decision, for latency. Off
-//! unless set: on two shared cores the wait cost more at the tail than the CPU it saved
-//! (docs/scale.md, issue #49's section).
+//! a group fills while the one before commits. At a moderate rate it does not: groups stay
+//! small and each decision carries more of its group's cost. With `decision_gather_us` set,
+//! a writer that finds only a few decisions waiting, while decisions are arriving, waits a
+//! moment for more before it opens the group: less of the database's CPU a decision, for
+//! latency. Off unless set, since the wait can cost more at the tail than the CPU it saves
+//! (docs/scale.md, issue #49's section, has the measurements).
 //!
 //! "While decisions are arriving" is read from the group before: it held more than one. A
 //! lone request on an idle server finds a group of one before it and never waits.
@@ -21,7 +20,7 @@ pub const GATHER_BELOW: usize = 8;
 
 /// How long a writer waits for more decisions unless `decision_gather_us` says
 /// (docs/operations.md): not at all. tokio's timer counts whole milliseconds, so a wait set
-/// ends at its first millisecond tick after the time set (200 µs: 0.2 to 1.2 ms).
+/// ends at the first millisecond tick after the time set.
 pub const DEFAULT_GATHER: Duration = Duration::ZERO;
 
 /// One writer's way of taking groups: how long it may wait, and the size of its last group.
