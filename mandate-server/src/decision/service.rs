@@ -258,9 +258,11 @@ impl<'a> Decider<'a> {
         // Started at the first refusal: a decision stored at once never reads the clock.
         let mut retries: Option<Retries> = None;
         loop {
-            let decided = self.decide(input).await?;
+            // Deciding and storing are boxed: their futures are large, and this one is moved
+            // whole each time a future around it is made.
+            let decided = Box::pin(self.decide(input)).await?;
             let record = seal(decided.body())?;
-            match decided.store(record).await? {
+            match Box::pin(decided.store(record)).await? {
                 Stored::Answer(body) => return Ok(body),
                 Stored::ClaimLost => return Err(DecisionError::ClaimLost),
                 Stored::Changed(again) => {

@@ -7,6 +7,7 @@
 
 use axum::http::{HeaderValue, header};
 use axum::response::Response;
+use futures_util::FutureExt;
 use mandate_core::unstable::id::RequestId;
 
 use crate::clock::random16;
@@ -36,21 +37,30 @@ pub fn carry<F: Future>(task: F) -> impl Future<Output = F::Output> {
 /// error envelope is the whole answer). Both hosts' outermost layers call it
 /// (`crate::app`), with [`crate::http::error::enveloped`] inside so that a framework's own
 /// error answer becomes the envelope with this id.
-pub async fn within(answer: impl Future<Output = Response>) -> Response {
-    within_id(answer).await.0
+pub fn within(answer: impl Future<Output = Response>) -> impl Future<Output = Response> {
+    within_id(answer).map(|(response, _)| response)
 }
 
 /// [`within`], returning the id too (the API host's request line names it; a replayed
 /// response's header keeps the id of its first request).
-pub async fn within_id(answer: impl Future<Output = Response>) -> (Response, String) {
+///
+/// Written without `async`: an async fn keeps its argument and the future it awaits
+/// side by side, and `answer` is the whole request's future, moved whole each time a
+/// layer around it is made.
+pub fn within_id(
+    answer: impl Future<Output = Response>,
+) -> impl Future<Output = (Response, String)> {
     let id = RequestId::from_random(random16()).to_string();
-    let mut response = REQUEST_ID.scope(id.clone(), answer).await;
-    response.headers_mut().remove(header::ALLOW);
-    // A replayed idempotent response keeps the id of the request that produced it.
-    if !response.headers().contains_key(HEADER)
-        && let Ok(value) = HeaderValue::from_str(&id)
-    {
-        response.headers_mut().insert(HEADER, value);
-    }
-    (response, id)
+    REQUEST_ID
+        .scope(id.clone(), answer)
+        .map(move |mut response| {
+            response.headers_mut().remove(header::ALLOW);
+            // A replayed idempotent response keeps the id of the request that produced it.
+            if !response.headers().contains_key(HEADER)
+                && let Ok(value) = HeaderValue::from_str(&id)
+            {
+                response.headers_mut().insert(HEADER, value);
+            }
+            (response, id)
+        })
 }

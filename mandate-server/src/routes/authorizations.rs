@@ -89,18 +89,18 @@ async fn authorize(
             .map_err(|e| DecisionError::Encoding(e.to_string())),
         None => Ok(None),
     };
-    let answer = state
-        .decider(&caller, mode, now)?
-        .run(
-            Input::Request {
-                request,
-                slot,
-                credential,
-                bindings,
-            },
-            seal,
-        )
-        .await?;
+    let decider = state.decider(&caller, mode, now)?;
+    // Boxed: the decision's future is large, and this one is moved whole when made.
+    let answer = Box::pin(decider.run(
+        Input::Request {
+            request,
+            slot,
+            credential,
+            bindings,
+        },
+        seal,
+    ))
+    .await?;
     let mut response = crate::routes::created_encoded(answer);
     if idempotency.is_some() {
         response.extensions_mut().insert(AlreadyStored);

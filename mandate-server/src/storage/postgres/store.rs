@@ -86,11 +86,6 @@ impl PostgresStore {
         &self.inner.target.url
     }
 
-    /// Stores a decision in the next group commit.
-    pub(crate) async fn record_in_group(&self, new: NewDecision) -> Result<Recorded> {
-        self.inner.writers.record(new).await
-    }
-
     /// A connection from the pool.
     pub(crate) async fn client(&self) -> Result<Object> {
         self.inner.pool.get().await.map_err(|e| match e {
@@ -184,7 +179,10 @@ impl Engine for PostgresStore {
 
     /// In the next group of a writer: one statement each (`record.rs`), the group
     /// committed at once (`writer.rs`).
-    async fn store_decision(&self, new: NewDecision) -> Result<Recorded> {
-        self.record_in_group(new).await
+    fn store_decision(
+        &self,
+        new: NewDecision,
+    ) -> impl Future<Output = Result<Recorded>> + Send + '_ {
+        self.inner.writers.record(new)
     }
 }

@@ -76,19 +76,26 @@ impl Writers {
         Self { queues }
     }
 
-    /// Stores `new` in the next group of its organization's writer; answers after that
-    /// group's commit.
-    pub(crate) async fn record(&self, new: NewDecision) -> Result<Recorded> {
+    /// Queues `new` for the next group of its organization's writer at once; the future
+    /// answers after that group's commit. It holds only the answer's channel, not the
+    /// decision, so that the futures around it stay small: each is moved whole when made.
+    pub(crate) fn record(
+        &self,
+        new: NewDecision,
+    ) -> impl Future<Output = Result<Recorded>> + Send + 'static {
         let (reply, answer) = oneshot::channel();
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         new.org.hash(&mut hasher);
         let n = usize::try_from(hasher.finish() % self.queues.len() as u64).unwrap_or(0);
-        self.queues[n]
+        let queued = self.queues[n]
             .send(Job { new, reply })
-            .map_err(|_| StorageError::Task("the decision writer has stopped".into()))?;
-        answer
-            .await
-            .map_err(|_| StorageError::Task("the decision writer dropped a decision".into()))?
+            .map_err(|_| StorageError::Task("the decision writer has stopped".into()));
+        async move {
+            queued?;
+            answer
+                .await
+                .map_err(|_| StorageError::Task("the decision writer dropped a decision".into()))?
+        }
     }
 }
 
