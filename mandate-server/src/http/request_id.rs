@@ -64,3 +64,34 @@ pub fn within_id(
             (response, id)
         })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A request's future as big as a handler's can be.
+    async fn large() -> Response {
+        let held = [7u8; 4096];
+        tokio::task::yield_now().await;
+        Response::new(axum::body::Body::from(held.to_vec()))
+    }
+
+    #[test]
+    fn the_id_layer_holds_the_requests_future_once() {
+        let answer = large();
+        let alone = std::mem::size_of_val(&answer);
+        assert!(alone >= 4096, "{alone}");
+        // An async fn would keep the argument beside what it awaits: twice the size.
+        let layered = std::mem::size_of_val(&within_id(large()));
+        assert!(layered < alone + 256, "{layered} bytes around {alone}");
+        let layered = std::mem::size_of_val(&within(large()));
+        assert!(layered < alone + 256, "{layered} bytes around {alone}");
+    }
+
+    #[tokio::test]
+    async fn a_response_gets_the_id_it_was_answered_within() {
+        let (response, id) = within_id(async { Response::new(axum::body::Body::empty()) }).await;
+        assert!(id.starts_with("req_"), "{id}");
+        assert_eq!(response.headers()[HEADER], id.as_str());
+    }
+}
