@@ -3,9 +3,9 @@
 
 use super::*;
 
-/// After a group of two (decisions are arriving), a writer set to wait 300 ms takes a lone
-/// decision, waits, and commits the decision that came 30 ms later in the same transaction
-/// (one `xmin` for both rows); both are stored and answered.
+/// After a group of two (decisions are arriving), a writer set to wait takes a lone
+/// decision, waits, and commits the decision that came during its wait in the same
+/// transaction (one `xmin` for both rows); both are stored and answered.
 #[tokio::test]
 async fn what_arrives_during_a_writers_wait_is_committed_in_its_group() {
     use crate::storage::deciding::Recorded;
