@@ -55,6 +55,13 @@ pub fn ms(at: OffsetDateTime) -> i64 {
     i64::try_from(at.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX)
 }
 
+/// The UTC month of a unix-ms time as `year * 12 + month - 1`: the key of each engine's
+/// `decision_months` (SQLite's migration 0004 and PostgreSQL's 0014 compute it the same).
+pub fn month_index(unix_ms: i64) -> i64 {
+    let at = from_ms(unix_ms);
+    i64::from(at.year()) * 12 + i64::from(u8::from(at.month())) - 1
+}
+
 /// The time at unix milliseconds `ms` (the epoch if out of range).
 pub fn from_ms(ms: i64) -> OffsetDateTime {
     OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)

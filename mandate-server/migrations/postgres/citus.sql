@@ -29,6 +29,14 @@ BEGIN
     PERFORM pg_advisory_xact_lock(48);
     IF EXISTS (SELECT 1 FROM pg_dist_partition
                WHERE logicalrelid = 'log_heads'::regclass) THEN
+        -- Distributed before a later migration added a table of the organization's: that
+        -- table alone is distributed, its rows moved to the workers.
+        FOREACH t IN ARRAY ARRAY['decision_months'] LOOP
+            IF NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = t::regclass) THEN
+                PERFORM create_distributed_table(t, 'org_id', colocate_with => 'environments');
+                PERFORM truncate_local_data_after_distributing_table(t);
+            END IF;
+        END LOOP;
         RETURN;
     END IF;
     -- A statement waits at most this long for a worker that stopped answering (its
@@ -68,8 +76,8 @@ BEGIN
                              'decision_claims', 'reviews', 'events', 'webhooks', 'deliveries',
                              'delivery_attempts', 'mandate_expiring_fired', 'idempotency',
                              'accepted_credentials', 'ap2_issuers', 'escrows',
-                             'escrow_history', 'settlement_movements', 'log_strips',
-                             'log_tiles', 'log_heads'] LOOP
+                             'escrow_history', 'settlement_movements', 'decision_months',
+                             'log_strips', 'log_tiles', 'log_heads'] LOOP
         IF NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = t::regclass) THEN
             PERFORM create_distributed_table(t, 'org_id', colocate_with => 'environments');
         END IF;

@@ -59,6 +59,19 @@ pub const CLAIM: &str = "WITH taken AS (
     WHERE c.org_id = $1 AND c.writer = $2
     RETURNING c.first_seq, c.first_event";
 
+/// Marks month `$3` (`clock::month_index` of the group's latest decision) of organization
+/// `$1` with the first seq of writer `$2`'s claim, in the claim's transaction after
+/// [`CLAIM`], unless the month is marked already (migration 0014): claims commit in the
+/// order of their blocks (the counter row is held to the commit), so the first to mark a
+/// month holds the lowest block of any that names it. Nothing when the claim found no row.
+/// An agent's allowed decisions since a month are read from the lowest mark of that month
+/// or a later one on: every decision created in them lies at or above it, and none does
+/// where no month is marked ([`super::deciding::ALLOWED_SQL`]).
+pub const MONTH: &str = "INSERT INTO decision_months (org_id, month, first_seq)
+    SELECT org_id, $3::BIGINT, first_seq FROM decision_claims
+    WHERE org_id = $1 AND writer = $2 AND first_seq IS NOT NULL
+    ON CONFLICT (org_id, month) DO NOTHING";
+
 /// The statement that opens a claim's transaction: its commit need not wait for the flush,
 /// and its rows are found through their keys only, so that [`CLAIM`] locks the counters in
 /// their keys' order.

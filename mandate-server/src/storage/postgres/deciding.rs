@@ -37,9 +37,14 @@ const RECENT_SQL: &str = "SELECT created_ms FROM decisions
       AND is_request
     ORDER BY seq DESC LIMIT $4";
 
-/// The current mandate's allows since `$4`, oldest first.
-const ALLOWED_SQL: &str = "SELECT amount, created_ms FROM decisions
+/// The current mandate's allows since `$4`, oldest first, `$5` the month of `$4`
+/// (`clock::month_index`). They are walked through `decisions_by_agent` from the lowest seq
+/// marked for that month or a later one (`decision_months`, migration 0014: every decision
+/// created since lies at or above it), so the walk costs the agent's decisions of those
+/// months, not of all time; with no month marked there is no decision to read.
+pub(super) const ALLOWED_SQL: &str = "SELECT amount, created_ms FROM decisions
     WHERE org_id = $1 AND agent_seq = (SELECT seq FROM agents WHERE org_id = $1 AND env = $2 AND id = $3)
+      AND seq >= (SELECT MIN(first_seq) FROM decision_months WHERE org_id = $1 AND month >= $5)
       AND created_ms >= $4 AND verdict = 'allow'
       AND mandate_id = (SELECT id FROM mandates WHERE org_id = $1 AND env = $2 AND agent_id = $3
                         ORDER BY seq DESC LIMIT 1)
@@ -68,8 +73,9 @@ pub(super) async fn read_agent_record(
     let (env_text, agent_text) = (env.as_str(), agent.as_str());
     let keys: [&(dyn ToSql + Sync); 3] = [&org, &env_text, &agent_text];
     let recent_params: [&(dyn ToSql + Sync); 4] = [&org, &env_text, &agent_text, &limit];
-    let allowed_params: [&(dyn ToSql + Sync); 4] =
-        [&org, &env_text, &agent_text, &allowed_since_ms];
+    let month = crate::clock::month_index(allowed_since_ms);
+    let allowed_params: [&(dyn ToSql + Sync); 5] =
+        [&org, &env_text, &agent_text, &allowed_since_ms, &month];
     let (agent_row, current, recent, allowed) = tokio::try_join!(
         c.query_opt(&agent_stmt, &keys),
         c.query_opt(&current_stmt, &keys),

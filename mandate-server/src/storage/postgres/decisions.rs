@@ -48,6 +48,11 @@ pub(crate) struct Params {
 }
 
 impl Params {
+    /// When the decision was made (unix ms).
+    pub(crate) fn created_ms(&self) -> i64 {
+        self.created_ms
+    }
+
     /// The values of `d`, stored for `org_id` and `env`.
     pub(crate) fn of(org_id: &str, env: Env, d: &Decision) -> Self {
         let c = &d.claims;
@@ -163,8 +168,13 @@ pub(crate) fn insert_values<'a>(rows: &[Row<'a>]) -> Vec<&'a (dyn ToSql + Sync)>
 const TAKE_SEQ: &str = "UPDATE org_counters SET value = value + 1
     WHERE org_id = $1 AND name = 'decisions' RETURNING value";
 
+/// Marks month `$2` of organization `$1` with seq `$3`, taken by [`TAKE_SEQ`], unless the
+/// month is marked already: every seq marked before is below it (migration 0014).
+const MARK_MONTH: &str = "INSERT INTO decision_months (org_id, month, first_seq)
+    VALUES ($1, $2, $3) ON CONFLICT (org_id, month) DO NOTHING";
+
 /// Appends a decision of the agent with key `agent_seq` (in the caller's transaction),
-/// with the organization's next seq.
+/// with the organization's next seq, and marks its month ([`MARK_MONTH`]).
 pub async fn insert(
     tx: &PgTx<'_>,
     org_id: &str,
@@ -175,6 +185,9 @@ pub async fn insert(
     let params = Params::of(org_id, env, d);
     let take = tx.prepare(TAKE_SEQ).await?;
     let seq: i64 = tx.client().query_one(&take, &[&org_id]).await?.get(0);
+    let month = crate::clock::month_index(d.created_ms);
+    let mark = tx.prepare(MARK_MONTH).await?;
+    tx.client().execute(&mark, &[&org_id, &month, &seq]).await?;
     let stmt = tx.prepare(&insert_sql(1)).await?;
     tx.client()
         .execute(&stmt, &insert_values(&[(&seq, &agent_seq, &params)]))
@@ -249,7 +262,8 @@ pub(super) async fn filtered(
 }
 
 /// The amounts and times of `agent`'s `allow` decisions under `mandate` since `since_ms`,
-/// oldest first.
+/// oldest first: walked through `decisions_by_agent` from the month's mark on (as
+/// `deciding::ALLOWED_SQL`).
 pub(super) async fn allowed_since(
     tx: &PgTx<'_>,
     org_id: &str,
@@ -264,6 +278,8 @@ pub(super) async fn allowed_since(
              WHERE org_id = $1
                AND agent_seq = (SELECT seq FROM agents WHERE org_id = $1 AND env = $2 AND id = $3)
                AND mandate_id = $4 AND created_ms >= $5 AND verdict = 'allow'
+               AND seq >= (SELECT MIN(first_seq) FROM decision_months
+                           WHERE org_id = $1 AND month >= $6)
              ORDER BY seq",
         )
         .await?;
@@ -277,6 +293,7 @@ pub(super) async fn allowed_since(
                 &agent.as_str(),
                 &mandate.as_str(),
                 &since_ms,
+                &crate::clock::month_index(since_ms),
             ],
         )
         .await?;

@@ -62,6 +62,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         13,
         include_str!("../../../migrations/postgres/0013_event_claims.sql"),
     ),
+    (
+        14,
+        include_str!("../../../migrations/postgres/0014_decision_months.sql"),
+    ),
 ];
 
 /// The Citus step, run after the numbered migrations by every `migrate`: nothing without

@@ -295,6 +295,11 @@ pub(crate) struct RecordStatement {
 pub(crate) type After<'a> = (&'static str, Vec<&'a (dyn ToSql + Sync)>);
 
 impl RecordStatement {
+    /// When the decision was made (unix ms).
+    pub(crate) fn created_ms(&self) -> i64 {
+        self.params.created_ms()
+    }
+
     /// The statements that store `new`; `None` when its hint names no agent.
     pub(crate) fn of(new: &NewDecision) -> Option<Self> {
         let NewDecision {

@@ -30,17 +30,19 @@ const BEGIN_GROUP: &str = "SET LOCAL enable_seqscan TO OFF; SET LOCAL enable_bit
 
 /// The `PREPARE`s a writer's connection runs once, when it is made
 /// (`connect::Target::writers_pool`): [`claims::OPEN`], [`claims::CLAIM`],
-/// [`BUMP_MANY_SQL`], [`claims::SETTLED`] and [`claims::SETTLE`] under the names the
-/// scripts `EXECUTE`.
+/// [`claims::MONTH`], [`BUMP_MANY_SQL`], [`claims::SETTLED`] and [`claims::SETTLE`] under
+/// the names the scripts `EXECUTE`.
 pub(crate) fn prepares() -> String {
     format!(
         "PREPARE mandate_open (TEXT, TEXT) AS {open};
          PREPARE mandate_claim (TEXT, TEXT, BIGINT, BIGINT) AS {claim};
+         PREPARE mandate_month (TEXT, TEXT, BIGINT) AS {month};
          PREPARE mandate_bump_many (TEXT, BIGINT[], BIGINT[], TEXT[], TEXT[], TEXT[]) AS {bump};
          PREPARE mandate_settled (TEXT, TEXT, BIGINT) AS {settled};
          PREPARE mandate_settle (TEXT, TEXT, BIGINT) AS {settle}",
         open = claims::OPEN,
         claim = claims::CLAIM,
+        month = claims::MONTH,
         bump = *BUMP_MANY_SQL,
         settled = claims::SETTLED,
         settle = claims::SETTLE,
@@ -77,20 +79,23 @@ impl SetLocal {
 }
 
 /// What opening a group asks: its organization, its writer, whether the writer's row must
-/// be opened first, how many decision seqs and event seqs to claim, and the `EXECUTE` of
-/// the group's first version moves when they are a run ([`BUMP_MANY_SQL`]).
+/// be opened first, how many decision seqs and event seqs to claim, the month of its
+/// latest decision ([`claims::MONTH`]), and the `EXECUTE` of the group's first version
+/// moves when they are a run ([`BUMP_MANY_SQL`]).
 pub(super) struct Opening<'a> {
     pub(super) org: &'a str,
     pub(super) writer: &'a str,
     pub(super) open_row: bool,
     pub(super) seqs: i64,
     pub(super) events: i64,
+    pub(super) month: i64,
     pub(super) first_run: Option<String>,
 }
 
 impl Opening<'_> {
-    /// The simple queries: the claim in a transaction of its own (not waiting for its
-    /// flush, rows found by key only: [`claims::BEGIN_CLAIM`]), its commit, the group's
+    /// The simple queries: the claim and its month's mark in a transaction of their own
+    /// (not waiting for its flush, rows found by key only: [`claims::BEGIN_CLAIM`]), its
+    /// commit, the group's
     /// `BEGIN` (rows found by key only), then the first run's version moves. One message,
     /// or four where a `SET LOCAL` goes alone.
     pub(super) fn messages(&self, set_local: SetLocal) -> Result<Vec<String>, NulInValue> {
@@ -100,9 +105,11 @@ impl Opening<'_> {
             claim.push_str(&format!("EXECUTE mandate_open ({org}, {writer}); "));
         }
         claim.push_str(&format!(
-            "EXECUTE mandate_claim ({org}, {writer}, {}, {}); COMMIT; BEGIN",
+            "EXECUTE mandate_claim ({org}, {writer}, {}, {}); \
+             EXECUTE mandate_month ({org}, {writer}, {}); COMMIT; BEGIN",
             bigint(self.seqs),
-            bigint(self.events)
+            bigint(self.events),
+            bigint(self.month)
         ));
         let mut parts = vec![
             claims::BEGIN_CLAIM.to_owned(),

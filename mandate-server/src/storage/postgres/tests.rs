@@ -574,3 +574,7 @@ mod gather;
 /// Signing keys made and sealed again by processes at once.
 #[path = "key_tests.rs"]
 mod keys;
+
+/// The month marks an agent's allows are read from.
+#[path = "month_tests.rs"]
+mod months;

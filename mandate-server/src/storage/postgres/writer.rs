@@ -328,7 +328,8 @@ impl Prepared {
 type Answer = (i64, Option<u64>);
 
 /// The first pipeline: one message ([`Opening::messages`]; four on Citus) that claims the
-/// group's seqs (and its reviews' events' seqs) in a commit of its own, with the writer's
+/// group's seqs (and its reviews' events' seqs) and marks the month of its latest decision
+/// ([`claims::MONTH`]) in a commit of its own, with the writer's
 /// row opened first unless it is known to exist, then opens the group's transaction and
 /// moves the versions of its first run; then the version moves (and credentials) of the
 /// decisions after it.
@@ -358,6 +359,7 @@ async fn claim_and_record(
         open_row: !writer.has_opened(org),
         seqs: i64::try_from(present.len().max(1)).unwrap_or(i64::MAX),
         events: i64::try_from(reviews).unwrap_or(i64::MAX),
+        month: crate::clock::month_index(present.iter().map(|s| s.created_ms()).max().unwrap_or(0)),
         first_run,
     };
     let set_local = writer

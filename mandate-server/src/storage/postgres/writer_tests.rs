@@ -5,7 +5,7 @@
 use super::*;
 
 /// One writer on `store`'s writers' pool, never waiting for a fuller group.
-fn one_writer(store: &PostgresStore) -> crate::storage::postgres::writer::Writers {
+pub(super) fn one_writer(store: &PostgresStore) -> crate::storage::postgres::writer::Writers {
     crate::storage::postgres::writer::Writers::start(
         &store.writers_pool().unwrap(),
         1,

@@ -126,12 +126,7 @@ pub fn agent_seq(
         .optional()
 }
 
-/// The UTC month of a unix-ms time as `year * 12 + month - 1`: the key of
-/// `decision_months`, computed as migration 0004 computes it.
-pub fn month_index(unix_ms: i64) -> i64 {
-    let at = crate::clock::from_ms(unix_ms);
-    i64::from(at.year()) * 12 + i64::from(u8::from(at.month())) - 1
-}
+pub use crate::clock::month_index;
 
 /// Which way a filtered read walks the log.
 #[derive(Clone, Copy)]
