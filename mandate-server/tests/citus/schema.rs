@@ -13,7 +13,7 @@ use mandate_server::storage::{AdminStore, DbLocation};
 use crate::citus::{CitusDb, Share, database};
 
 /// The tables that hold an organization's rows, distributed by `org_id`.
-const DISTRIBUTED: [&str; 21] = [
+const DISTRIBUTED: [&str; 22] = [
     "environments",
     "org_counters",
     "agents",
@@ -32,6 +32,7 @@ const DISTRIBUTED: [&str; 21] = [
     "escrows",
     "escrow_history",
     "settlement_movements",
+    "decision_months",
     "log_strips",
     "log_tiles",
     "log_heads",
@@ -115,6 +116,35 @@ async fn mandates_migrations_distribute_every_organizations_table_co_located() {
     let again = open(&db).await;
     assert_eq!(citus_tables(&db).await, tables);
     drop(again);
+    // A database distributed before a migration added an organization's table (as
+    // `decision_months`, 0014, was added after 0011's distribution): the next step
+    // distributes that table alone, its rows with it.
+    let c = db.connect().await;
+    c.batch_execute(
+        "SELECT undistribute_table('decision_months');
+         INSERT INTO decision_months VALUES ('org_before', 24322, 7);",
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        citus_tables(&db)
+            .await
+            .get("decision_months")
+            .map(|t| t.0.as_str()),
+        None
+    );
+    let upgraded = open(&db).await;
+    assert_eq!(citus_tables(&db).await, tables);
+    let kept: i64 = c
+        .query_one(
+            "SELECT first_seq FROM decision_months WHERE org_id = 'org_before' AND month = 24322",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(kept, 7);
+    drop(upgraded);
 }
 
 #[tokio::test]
