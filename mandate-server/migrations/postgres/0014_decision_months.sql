@@ -24,19 +24,27 @@ CREATE TABLE decision_months (
     PRIMARY KEY (org_id, month)
 );
 
--- On Citus the statements below touch the distributed decisions over one connection a
--- node, as the DDL before them did (a placeholder setting elsewhere).
-SET LOCAL citus.multi_shard_modify_mode TO 'sequential';
-
-INSERT INTO decision_months (org_id, month, first_seq)
-SELECT org_id,
-       (EXTRACT(YEAR FROM to_timestamp(created_ms / 1000) AT TIME ZONE 'UTC') * 12
-        + EXTRACT(MONTH FROM to_timestamp(created_ms / 1000) AT TIME ZONE 'UTC') - 1)::BIGINT,
-       MIN(seq)
-FROM decisions
-GROUP BY 1, 2;
-
-ALTER TABLE decisions DROP CONSTRAINT decisions_pkey;
-DROP INDEX decisions_by_env;
-ALTER TABLE decisions ADD PRIMARY KEY (org_id, env, seq);
-DROP INDEX decisions_by_agent_time;
+-- Each statement on decisions goes through EXECUTE: on Citus, where decisions is already
+-- distributed, a DDL command is sent to the workers as the text of the query that holds it,
+-- which must be that command alone (this file is one message of many statements), and the
+-- statements touch the distributed table over one connection a node (sequential), as a
+-- transaction that changes its DDL must.
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN
+        PERFORM set_config('citus.multi_shard_modify_mode', 'sequential', true);
+    END IF;
+    EXECUTE $q$
+        INSERT INTO decision_months (org_id, month, first_seq)
+        SELECT org_id, month, MIN(seq)
+        FROM (SELECT org_id, seq,
+                     (EXTRACT(YEAR FROM to_timestamp(created_ms / 1000) AT TIME ZONE 'UTC') * 12
+                      + EXTRACT(MONTH FROM to_timestamp(created_ms / 1000) AT TIME ZONE 'UTC')
+                      - 1)::BIGINT AS month
+              FROM decisions) AS d
+        GROUP BY org_id, month $q$;
+    EXECUTE 'ALTER TABLE decisions DROP CONSTRAINT decisions_pkey';
+    EXECUTE 'DROP INDEX decisions_by_env';
+    EXECUTE 'ALTER TABLE decisions ADD PRIMARY KEY (org_id, env, seq)';
+    EXECUTE 'DROP INDEX decisions_by_agent_time';
+END $$;
