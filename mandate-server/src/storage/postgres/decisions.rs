@@ -174,7 +174,7 @@ const MARK_MONTH: &str = "INSERT INTO decision_months (org_id, month, first_seq)
     VALUES ($1, $2, $3) ON CONFLICT (org_id, month) DO NOTHING";
 
 /// Appends a decision of the agent with key `agent_seq` (in the caller's transaction),
-/// with the organization's next seq, and marks its month ([`MARK_MONTH`]).
+/// with the organization's next seq, and marks its month (`MARK_MONTH`).
 pub async fn insert(
     tx: &PgTx<'_>,
     org_id: &str,
