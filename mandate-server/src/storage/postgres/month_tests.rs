@@ -2,6 +2,7 @@
 //! the month marks of `decision_months` (migration 0014): what the claims and the
 //! decisions stored outside the groups mark, what the reads find, and what they cost.
 
+use super::statement_costs::one_text;
 use super::writers::{new_decision, one_writer, seed_four_agents};
 use super::*;
 use crate::clock::month_index;
@@ -212,27 +213,13 @@ async fn an_agents_allows_this_month_cost_the_same_however_long_its_history() {
             + top["Shared Read Blocks"].as_i64().unwrap_or(0);
         (top["Actual Rows"].as_i64().unwrap(), buffers)
     };
-    let (rows, buffers) = plan(explain(&client, &read(NOVEMBER)).await);
+    let (rows, buffers) = plan(one_text(&client, &read(NOVEMBER)).await);
     assert_eq!(rows, 1, "November's allows");
     assert!(
         buffers <= 16,
         "{buffers} buffers read for one allow this month beside 5,000 before it"
     );
     // From September on, all of them: the same statement, walking the history.
-    let (rows, _) = plan(explain(&client, &read(datetime!(2026-09-01 00:00 UTC))).await);
+    let (rows, _) = plan(one_text(&client, &read(datetime!(2026-09-01 00:00 UTC))).await);
     assert_eq!(rows, 5001);
-}
-
-/// The one text a simple query's first row holds.
-async fn explain(client: &tokio_postgres::Client, sql: &str) -> String {
-    client
-        .simple_query(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-        .into_iter()
-        .find_map(|message| match message {
-            tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0).map(str::to_owned),
-            _ => None,
-        })
-        .unwrap_or_else(|| panic!("{sql}: no row"))
 }

@@ -108,7 +108,7 @@ async fn a_writers_constants_read_back_as_written_and_its_statements_prepare() {
 }
 
 /// The one text value a simple query answers.
-async fn one_text(client: &tokio_postgres::Client, sql: &str) -> String {
+pub(super) async fn one_text(client: &tokio_postgres::Client, sql: &str) -> String {
     client
         .simple_query(sql)
         .await
