@@ -179,3 +179,102 @@ async fn onboarded_organizations_land_on_both_workers_each_whole_on_one() {
         .get(0);
     assert_eq!(counters, 12 * 5);
 }
+
+/// A database Citus distributed at migration 13 (before `decision_months`), with decisions
+/// of three months, migrated by this build: migration 14 runs on the distributed
+/// `decisions` (each DDL command reaching the workers alone), marks the months, and the
+/// Citus step distributes `decision_months` co-located with the rest.
+#[tokio::test]
+async fn a_database_distributed_before_migration_14_takes_it_with_its_decisions() {
+    let Some(db) = database(Share::WithOthers).await else {
+        return;
+    };
+    let store = open(&db).await;
+    let org = onboard(&store, "before", 9);
+    let tables = citus_tables(&db).await;
+    drop(store);
+    // The schema as migration 13 left it, one statement a message; then an agent's 90
+    // decisions, one a day from 2026-09-21 (September 10, October 31, November 30, December
+    // 19 of them).
+    let c = db.connect().await;
+    for statement in [
+        "DROP TABLE decision_months".to_owned(),
+        "ALTER TABLE decisions DROP CONSTRAINT decisions_pkey".to_owned(),
+        "ALTER TABLE decisions ADD PRIMARY KEY (org_id, seq)".to_owned(),
+        "CREATE INDEX decisions_by_env ON decisions (org_id, env, seq)".to_owned(),
+        "CREATE INDEX decisions_by_agent_time ON decisions (org_id, agent_seq, created_ms)"
+            .to_owned(),
+        "DELETE FROM schema_migrations WHERE version = 14".to_owned(),
+        format!(
+            "INSERT INTO agents (org_id, seq, env, id, created_ms)
+             VALUES ('{org}', 1, 'sandbox', 'agt_x', 0)"
+        ),
+        format!(
+            "INSERT INTO decisions (seq, id, org_id, env, agent_id, agent_seq, mandate_id,
+                verdict, policy_verdict, mode, amount, currency, recipient, category, nonce,
+                policy_version, iss, iat, exp, created_ms, is_request)
+             SELECT n, 'dec_' || n, '{org}', 'sandbox', 'agt_x', 1, 'mnd_1', 'allow', 'allow',
+                'enforce', '1.00', 'USD', 'vendor:x', 'software', 'n_' || n, 'pol', 'iss', 0,
+                300, 1790000000000 + n::BIGINT * 86400000, true
+             FROM generate_series(0, 89) AS n"
+        ),
+    ] {
+        c.batch_execute(&statement)
+            .await
+            .unwrap_or_else(|e| panic!("{statement}: {e}"));
+    }
+    let migrated = open(&db).await;
+    assert_eq!(citus_tables(&db).await, tables);
+    let marks: Vec<(i64, i64)> = c
+        .query(
+            "SELECT month, first_seq FROM decision_months WHERE org_id = $1 ORDER BY month",
+            &[&org],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let september = 2026 * 12 + 8;
+    assert_eq!(
+        marks,
+        [
+            (september, 0),
+            (september + 1, 10),
+            (september + 2, 41),
+            (september + 3, 71)
+        ]
+    );
+    let key: String = c
+        .query_one(
+            "SELECT pg_get_constraintdef(oid) FROM pg_constraint
+             WHERE conrelid = 'decisions'::regclass AND contype = 'p'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(key, "PRIMARY KEY (org_id, env, seq)");
+    let indexes: BTreeSet<String> = c
+        .query(
+            "SELECT indexname::TEXT FROM pg_indexes WHERE tablename = 'decisions'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(
+        indexes,
+        [
+            "decisions_by_agent",
+            "decisions_org_id_id_key",
+            "decisions_pkey"
+        ]
+        .map(String::from)
+        .into_iter()
+        .collect()
+    );
+    drop(migrated);
+}
