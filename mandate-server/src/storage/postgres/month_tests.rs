@@ -167,8 +167,8 @@ async fn an_agents_allows_this_month_cost_the_same_however_long_its_history() {
     let db = database!("an_agents_allows_this_month_cost_the_same_however_long_its_history");
     let store = open(&db).await;
     seed(&db);
-    // 5,000 September allows of the agent, marked as migration 0014 marks a history, and
-    // its current mandate.
+    // A long September history of allows of the agent (the series below), marked as
+    // migration 0014 marks a history, and its current mandate.
     let september = ms(datetime!(2026-09-10 00:00 UTC));
     db.execute(&format!(
         "INSERT INTO mandates (seq, id, org_id, env, agent_id, terms, expires, status, created_ms)
@@ -217,7 +217,7 @@ async fn an_agents_allows_this_month_cost_the_same_however_long_its_history() {
     assert_eq!(rows, 1, "November's allows");
     assert!(
         buffers <= 16,
-        "{buffers} buffers read for one allow this month beside 5,000 before it"
+        "{buffers} buffers read for one allow this month beside the agent's September history"
     );
     // From September on, all of them: the same statement, walking the history.
     let (rows, _) = plan(one_text(&client, &read(datetime!(2026-09-01 00:00 UTC))).await);
