@@ -5,7 +5,8 @@
 # and p99 (the bench's own figures), the CPU of every postgres process a decision (from /proc,
 # exited backends included through the postmaster's children times), WAL bytes, records and
 # full-page images a decision (pg_stat_wal), commits a decision (pg_stat_database), and the
-# decision statements a decision (pg_stat_statements). The database figures are taken over
+# decision statements a decision (pg_stat_statements), with STATEMENTS=1 also the rows by
+# table and the CPU by kind of process (pg-cluster.sh). The database figures are taken over
 # the measured window only, 1 s after its start to 2.5 s before its end; decisions are counted
 # in the decisions table over the same window (not by seqs, which may leave gaps).
 #
@@ -40,53 +41,11 @@ BENCH=${BENCH:-target/release/mandate-bench}
 [ "$(id -u)" = 0 ] || { echo "run as root (the cluster runs as user postgres through runuser)" >&2; exit 1; }
 if (( $(echo "$DURATION < 6" | bc -l) )); then echo "DURATION must be at least 6 s" >&2; exit 1; fi
 
-dir=$(mktemp -d /tmp/pg-sitting.XXXXXX)
-chown postgres "$dir"
 KEEP_OUT=${OUT:-}
-OUT=${OUT:-$dir/out}
+source "$(dirname "$0")/pg-cluster.sh"
+start_cluster pg-sitting
+OUT=${OUT:-$dir/out}   # when given, outside the cluster's directory, so kept
 mkdir -p "$OUT"
-PG="runuser -u postgres -- $PGBIN"
-
-cleanup() {
-    $PG/pg_ctl -D "$dir/data" -m fast stop >/dev/null 2>&1 || true
-    rm -rf "$dir"   # OUT, when given, is outside it
-}
-trap cleanup EXIT
-
-$PG/initdb -D "$dir/data" -U postgres --auth=trust --no-sync >/dev/null
-cat >>"$dir/data/postgresql.conf" <<EOF
-listen_addresses = '127.0.0.1'
-port = $PORT
-unix_socket_directories = '$dir'
-max_connections = 1000
-shared_buffers = $SHARED_BUFFERS
-synchronous_commit = on
-fsync = on
-shared_preload_libraries = 'pg_stat_statements'
-pg_stat_statements.track = all
-pg_stat_statements.max = 10000
-track_wal_io_timing = on
-EOF
-$PG/pg_ctl -D "$dir/data" -l "$dir/postgres.log" -w start >/dev/null
-ADMIN="postgres://postgres@127.0.0.1:$PORT/postgres"
-q() { psql -X -q -t -A -F ' ' "$1" -c "$2"; }
-# In template1, so that every database the bench makes has the view.
-q "postgres://postgres@127.0.0.1:$PORT/template1" "CREATE EXTENSION pg_stat_statements" >/dev/null
-postmaster=$(head -1 "$dir/data/postmaster.pid")
-
-# utime+stime of this cluster's processes (the postmaster and its children), plus the
-# postmaster's reaped children (cutime+cstime): a backend that exits within the window still
-# counts. Clock ticks.
-pg_ticks() {
-    local total=0 pid f
-    for pid in $postmaster $(pgrep -P "$postmaster") ; do
-        f=$(sed 's/^.*) //' "/proc/$pid/stat" 2>/dev/null) || continue
-        set -- $f
-        total=$((total + ${12} + ${13}))
-        [ "$pid" = "$postmaster" ] && total=$((total + ${14} + ${15}))
-    done
-    echo "$total"
-}
 
 # decisions (rows of the log), WAL records, full-page images, WAL bytes, commits: one
 # psql call on the bench's database (the figures are read as close together as can be).
@@ -124,13 +83,17 @@ for n in "${SETTINGS[@]}"; do
     url="postgres://postgres@127.0.0.1:$PORT/$db"
     a=($(psql -X -q -t -A -F ' ' "$url" -c "SELECT pg_stat_statements_reset()" -c "$FIGURES" \
         -c "COPY ($TABLES) TO '$dir/tables.before'" | tail -1) $(pg_ticks))
+    pg_ticks_by_kind > "$dir/kinds.before"
     # The end figures must be read before the bench drops its database.
     until_after "$WARMUP + $DURATION - 2"
     b=($(psql -X -q -t -A -F ' ' "$url" -c "$FIGURES" -c "COPY ($TABLES) TO '$dir/tables.after'" \
         -c "COPY ($STATS) TO '$dir/statements.tsv'") $(pg_ticks))
+    pg_ticks_by_kind > "$dir/kinds.after"
     cp "$dir/tables.before" "$OUT/tables-$n.before"
     cp "$dir/tables.after" "$OUT/tables-$n.after"
     cp "$dir/statements.tsv" "$OUT/statements-$n.tsv"
+    cp "$dir/kinds.before" "$OUT/kinds-$n.before"
+    cp "$dir/kinds.after" "$OUT/kinds-$n.after"
     wait $bench || { echo "mandate-bench failed (servers $n):" >&2; tail -20 "$log" >&2; exit 1; }
     d=$(( b[0] - a[0] ))
     [ "$d" -gt 0 ] || { echo "no decisions in the window (servers $n)" >&2; exit 1; }
@@ -154,6 +117,12 @@ print(round(m["throughput_per_s"]), round(m["latency_us"]["p99"] / 1000, 1))' 2>
             { i = ($2 - ins[$1]) / d; u = ($3 - upd[$1]) / d; h = ($4 - hot[$1]) / d
               if (i + u > 0.001) printf "    table %-22s inserted/d %6.3f  updated/d %6.3f  of which HOT %6.3f\n", $1, i, u, h }' \
             "$OUT/tables-$n.before" "$OUT/tables-$n.after"
+        # The CPU a decision by kind of process, user and system apart.
+        awk -v d="$d" -v hz="$HZ" 'NR == FNR { u[$1] += $2; s[$1] += $3; next }
+            { U[$1] += $2; S[$1] += $3; seen[$1] = 1 }
+            END { for (k in seen) { du = (U[k] - u[k]) / hz * 1e6 / d; ds = (S[k] - s[k]) / hz * 1e6 / d
+                  if (du + ds > 0.05) printf "    cpu %-24s user µs/d %6.1f  system µs/d %6.1f\n", k, du, ds } }' \
+            "$OUT/kinds-$n.before" "$OUT/kinds-$n.after" | sort -k2
     fi
 done
 if [ "${SQLITE:-0}" = 1 ]; then
