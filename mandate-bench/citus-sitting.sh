@@ -32,7 +32,11 @@
 # WARMUP (3), CONNECTIONS (64), RUNS ("postgres citus-coordinator citus-workers"), ROUNDS (1),
 # PGBIN (/usr/lib/postgresql/15/bin), PORT (55749; the Citus nodes take the next three),
 # SHARED_BUFFERS (256MB a node), OUT (a directory to keep the bench's output in; default a
-# temporary one, removed at the end).
+# temporary one, removed at the end), RATE (unset: closed loop; a rate sends that many
+# requests a second, and RATE=1 measures the servers' background work on a quiet cluster:
+# the "ms/s" columns, CPU a second of the window), STATEMENTS (1: pg_stat_statements on
+# every node, and each node's statements by their time in the window, a second's and a
+# decision's).
 set -euo pipefail
 
 AGENTS=${AGENTS:-10000}
@@ -46,6 +50,7 @@ ROUNDS=${ROUNDS:-1}
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 PORT=${PORT:-55749}
 SHARED_BUFFERS=${SHARED_BUFFERS:-256MB}
+STATEMENTS=${STATEMENTS:-0}
 
 BENCH=${BENCH:-target/release/mandate-bench}
 [ -x "$BENCH" ] || { echo "no $BENCH: cargo build --release -p mandate-server -p mandate-bench" >&2; exit 1; }
@@ -76,10 +81,17 @@ for i in 0 1 2 3; do
     $PG/initdb -D "$dir/n$i" -U postgres --auth=trust --no-sync -E UTF8 --locale=C >/dev/null
     {
         # The same server settings on every node; Citus's only on the Citus nodes.
+        preload=()
+        [ "$i" -gt 0 ] && preload+=(citus)
+        [ "$STATEMENTS" = 1 ] && preload+=(pg_stat_statements)
+        echo "shared_preload_libraries = '$(IFS=,; echo "${preload[*]}")'"
         [ "$i" -gt 0 ] && cat <<EOF
-shared_preload_libraries = 'citus'
 citus.recover_2pc_interval = -1
 citus.enable_stat_counters = on
+EOF
+        [ "$STATEMENTS" = 1 ] && cat <<EOF
+pg_stat_statements.track = all
+pg_stat_statements.max = 10000
 EOF
         cat <<EOF
 listen_addresses = '127.0.0.1'
@@ -97,6 +109,16 @@ done
 url_of() { echo "postgres://postgres@127.0.0.1:$(port_of "$1")/${2:-postgres}"; }
 q() { psql -X -q -t -A -F ' ' "$1" -c "$2"; }
 for i in 1 2 3; do q "$(url_of $i)" "CREATE EXTENSION citus" >/dev/null; done
+# In template1, so that the bench's database has the view on every node.
+if [ "$STATEMENTS" = 1 ]; then
+    for i in 0 1 2 3; do q "$(url_of $i template1)" "CREATE EXTENSION pg_stat_statements" >/dev/null; done
+fi
+# A node's statements in the bench's database: calls, rows, time (planning and execution,
+# ms) and the text.
+STATS="SELECT s.calls, s.rows, s.total_exec_time + s.total_plan_time,
+    regexp_replace(s.query, '\s+', ' ', 'g')
+    FROM pg_stat_statements s WHERE s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+    ORDER BY 3 DESC"
 q "$(url_of 1)" "SELECT citus_set_coordinator_host('127.0.0.1', $(port_of 1))" >/dev/null
 for i in 2 3; do q "$(url_of 1)" "SELECT citus_add_node('127.0.0.1', $(port_of $i))" >/dev/null; done
 declare -A postmaster
@@ -145,8 +167,9 @@ figures() { # engine db
 }
 
 HZ=$(getconf CLK_TCK)
-printf '%-18s %8s %7s %7s | %8s %7s %7s %7s | %9s %9s %6s | %8s %5s %8s | %6s %6s\n' \
-    run "d/s" "p99 ms" "srv µs" "DB µs/d" coord w1 w2 "w1 µs/own" "w2 µs/own" "w1 %" commits/d 2PC "multi/s" "srv c" "other"
+printf '%-18s %8s %7s %7s | %8s %7s %7s %7s | %9s %9s %6s | %8s %5s %8s | %6s %6s | %7s %7s %7s\n' \
+    run "d/s" "p99 ms" "srv µs" "DB µs/d" coord w1 w2 "w1 µs/own" "w2 µs/own" "w1 %" commits/d 2PC "multi/s" "srv c" "other" \
+    "DB ms/s" "c ms/s" "w ms/s"
 for round in $(seq "$ROUNDS"); do
 for run in $RUNS; do
     log="$OUT/$run-$round.log"
@@ -161,9 +184,10 @@ for run in $RUNS; do
     args=(--db "$(url_of $node)" --servers "$SERVERS" --orgs "$ORGS" --agents "$AGENTS"
           --duration "$DURATION" --warmup "$WARMUP" --connections "$CONNECTIONS"
           --citus-connect "$connect" --no-echo --json --keep)
+    [ -n "${RATE:-}" ] && args+=(--rate "$RATE")
     "$BENCH" "${args[@]}" >"$json" 2>"$log" &
     bench=$!
-    until grep -q "^mandate-bench: load:" "$log"; do
+    until grep -qs "^mandate-bench: load:" "$log"; do
         kill -0 $bench 2>/dev/null || { cat "$log" >&2; exit 1; }
         sleep 0.2
     done
@@ -171,11 +195,20 @@ for run in $RUNS; do
     db=$(grep -o 'PostgreSQL database mandate_bench_[0-9_]*' "$log" | awk '{print $3}')
     # Sleeps until `$1` seconds after the load began.
     until_after() { sleep "$(echo "s = $t0 + $1 - $(date +%s.%N); if (s < 0) 0 else s" | bc -l)"; }
+    if [ "$engine" = postgres ]; then nodes=0; else nodes="1 2 3"; fi
     until_after "$WARMUP + 1"
+    if [ "$STATEMENTS" = 1 ]; then
+        for i in $nodes; do q "$(url_of "$i" "$db")" "SELECT pg_stat_statements_reset()" >/dev/null; done
+    fi
     figures "$engine" "$db" >"$OUT/$run-$round.before"
     # The end figures must be read before the bench drops its database.
     until_after "$WARMUP + $DURATION - 2"
     figures "$engine" "$db" >"$OUT/$run-$round.after"
+    if [ "$STATEMENTS" = 1 ]; then
+        for i in $nodes; do
+            psql -X -q "$(url_of "$i" "$db")" -c "COPY ($STATS) TO STDOUT" >"$OUT/$run-$round.statements-${NAMES[$i]}.tsv"
+        done
+    fi
     wait $bench || { echo "mandate-bench failed ($run):" >&2; tail -20 "$log" >&2; exit 1; }
     # --keep keeps the database (on nodes removed at the end) and the bench's directory: so
     # that the end figures never race the drop.
@@ -193,6 +226,7 @@ print(round(m["throughput_per_s"]), round(m["latency_us"]["p99"] / 1000, 1),
         NR == FNR { a[$1] = $2; next } { b[$1] = $2 }
         function delta(k) { return b[k] - a[k] }
         function us(k, n) { return n > 0 ? delta(k) / hz * 1e6 / n : 0 }
+        function mss(k) { return delta(k) / hz * 1e3 / window }
         END {
             window = '"$DURATION"' - 3
             d = delta("decisions")
@@ -201,21 +235,40 @@ print(round(m["throughput_per_s"]), round(m["latency_us"]["p99"] / 1000, 1),
             if (!("ticks_0" in b) && rate + 0 > 0) d = rate * window
             if (d <= 0) { print run ": no decisions in the window" > "/dev/stderr"; exit 1 }
             if ("ticks_0" in b) {
-                printf "%-18s %8s %7s %7s | %8.1f %7s %7s %7s | %9s %9s %6s | %8.3f %5s %8s | %6s %6s\n",
-                    run, rate, p99, srv, us("ticks_0", d), "-", "-", "-", "-", "-", "-", delta("commits_0") / d, "-", "-", srvc, other
+                printf "%-18s %8s %7s %7s | %8.1f %7s %7s %7s | %9s %9s %6s | %8.3f %5s %8s | %6s %6s | %7.1f %7s %7s\n",
+                    run, rate, p99, srv, us("ticks_0", d), "-", "-", "-", "-", "-", "-", delta("commits_0") / d, "-", "-", srvc, other,
+                    mss("ticks_0"), "-", "-"
             } else {
                 # The share of each worker in the decisions stored so far, applied to the window.
                 s1 = b["decisions_on_" w1] / (b["decisions_on_" w1] + b["decisions_on_" w2])
                 d1 = d * s1; d2 = d - d1
                 all = delta("ticks_1") + delta("ticks_2") + delta("ticks_3")
-                printf "%-18s %8s %7s %7s | %8.1f %7.1f %7.1f %7.1f | %9.1f %9.1f %5.0f%% | %8.3f %5d %8.1f | %6s %6s\n",
+                printf "%-18s %8s %7s %7s | %8.1f %7.1f %7.1f %7.1f | %9.1f %9.1f %5.0f%% | %8.3f %5d %8.1f | %6s %6s | %7.1f %7.1f %7.1f\n",
                     run, rate, p99, srv, all / hz * 1e6 / d, us("ticks_1", d), us("ticks_2", d), us("ticks_3", d),
                     us("ticks_2", d1), us("ticks_3", d2), 100 * d1 / d,
                     (delta("commits_1") + delta("commits_2") + delta("commits_3")) / d,
                     delta("twopc_1") + delta("twopc_2") + delta("twopc_3"),
-                    (delta("multishard_1") + delta("multishard_2") + delta("multishard_3")) / window, srvc, other
+                    (delta("multishard_1") + delta("multishard_2") + delta("multishard_3")) / window, srvc, other,
+                    mss("ticks_1") + mss("ticks_2") + mss("ticks_3"), mss("ticks_1"), (mss("ticks_2") + mss("ticks_3")) / 2
             }
         }' "$OUT/$run-$round.before" "$OUT/$run-$round.after"
+    if [ "$STATEMENTS" = 1 ]; then
+        # Each node's statements by their time in the window: a decision's share (µs/d)
+        # and a second's (ms/s), calls a decision, µs a call, rows a call.
+        for i in $nodes; do
+            awk -F '\t' -v node="${NAMES[$i]}" -v rate="$rate" -v window="$((DURATION - 3))" '
+                BEGIN { d = rate * window }
+                { total += $3; n++; calls[n] = $1; rows[n] = $2; ms[n] = $3; text[n] = $4 }
+                END {
+                    printf "    %s: statements %.1f ms/s, %.1f µs/d\n", node, total / window, (d > 0 ? total * 1000 / d : 0)
+                    printf "    %8s %8s %8s %8s %8s  %s\n", "ms/s", "µs/d", "calls/d", "µs/call", "rows/call", "statement"
+                    for (k = 1; k <= n && k <= 12; k++)
+                        printf "    %8.2f %8.1f %8.3f %8.1f %8.1f  %s\n", ms[k] / window, (d > 0 ? ms[k] * 1000 / d : 0),
+                            (d > 0 ? calls[k] / d : 0), (calls[k] > 0 ? ms[k] * 1000 / calls[k] : 0),
+                            (calls[k] > 0 ? rows[k] / calls[k] : 0), substr(text[k], 1, 110)
+                }' "$OUT/$run-$round.statements-${NAMES[$i]}.tsv"
+        done
+    fi
 done
 done
 cat <<EOF
@@ -227,5 +280,8 @@ decision of its own organizations; w1 %: its share of the decisions; commits/d o
 2PC: rows added to pg_dist_transaction in the window (two-phase commits); multi/s: statements
 run on more than one shard a second (the servers' background work); srv c and other: cores
 used by the servers and by everything else on the machine (other builds) during the window.
+DB ms/s, c ms/s, w ms/s: the CPU of every node's postgres processes, the coordinator's and a
+worker's (the mean of the two), in ms a second of the window: with RATE=1, the background work
+of the servers on a quiet cluster.
 EOF
-[ -n "$KEEP_OUT" ] && echo "bench output kept in $OUT"
+if [ -n "$KEEP_OUT" ]; then echo "bench output kept in $OUT"; fi

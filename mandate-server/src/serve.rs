@@ -286,6 +286,7 @@ pub async fn start_with(
         api_keys: KeyBinder::new(&keys),
         modes: Default::default(),
         leaves: Default::default(),
+        news: Default::default(),
         readiness: Default::default(),
         settlement: adapter.provider(),
     });
@@ -300,6 +301,8 @@ pub async fn start_with(
         keys: state.keys.clone(),
         issuer: state.verdicts_url.clone(),
         leaves: state.leaves.clone(),
+        news: state.news.clone(),
+        sweeper: Default::default(),
     };
     let worker = Worker::start(context.clone())
         .map_err(|e| ServeError::Io(std::io::Error::other(format!("delivery worker: {e}"))))?;
@@ -506,7 +509,10 @@ async fn join_processes(
 ) -> JoinHandle<()> {
     let initial_generation = state.store.key_generation_now().ok();
     match state.store.heartbeat(process_id).await {
-        Ok(peers) => state.callers.set_peers(peers),
+        Ok(peers) => {
+            state.callers.set_peers(peers.live);
+            context.sweeper.set(peers.sweeps);
+        }
         Err(e) => tracing::error!("heartbeat: {e}"),
     }
     Refresher::new(

@@ -72,6 +72,8 @@ pub struct Shared {
     pub modes: ModeCache,
     /// Committed decisions' leaf hashes, shared with the decision log's worker.
     pub leaves: Arc<crate::model::leaves::LeafHashes>,
+    /// What this process stored that its workers act on at once.
+    pub news: Arc<crate::model::news::News>,
     /// `/readyz`'s probes, shared by concurrent requests.
     pub readiness: Readiness,
     /// The live settlement adapter, chosen by the operator.
@@ -109,6 +111,7 @@ impl AppState {
             store: self.store.as_ref(),
             agents: &self.agents,
             leaves: &self.leaves,
+            news: &self.news,
             modes: &self.modes,
             signer: self.signer(caller.env)?,
             issuer: &self.verdicts_url,

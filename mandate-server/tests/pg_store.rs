@@ -50,6 +50,7 @@ struct Process {
     agents: AgentStates,
     modes: ModeCache,
     leaves: mandate_server::model::leaves::LeafHashes,
+    news: mandate_server::model::news::News,
     signer: Arc<AwsLcSigner>,
 }
 
@@ -67,6 +68,7 @@ impl Process {
             agents: AgentStates::default(),
             modes: ModeCache::default(),
             leaves: Default::default(),
+            news: Default::default(),
             signer: Arc::new(AwsLcSigner::from_secret_bytes("sandbox-1", secret.expose()).unwrap()),
         }
     }
@@ -100,6 +102,7 @@ impl Process {
             store: self.store.as_ref(),
             agents: &self.agents,
             leaves: &self.leaves,
+            news: &self.news,
             modes: &self.modes,
             signer: self.signer.clone(),
             issuer: "https://verdicts.test",

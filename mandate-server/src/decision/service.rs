@@ -27,6 +27,7 @@ use crate::clock::{fill_random, ms, ordered16};
 use crate::model::Env;
 use crate::model::decision::{Decision, TokenSignature};
 use crate::model::leaves::LeafHashes;
+use crate::model::news::News;
 use crate::storage::StorageError;
 use crate::storage::deciding::{DecidingStore, NewDecision, Recorded, Resolution};
 use crate::storage::idempotency::IdempotencyRecord;
@@ -194,6 +195,9 @@ pub struct Decider<'a> {
     pub agents: &'a AgentStates,
     /// Where a committed decision's leaf hash waits for the decision log's worker.
     pub leaves: &'a LeafHashes,
+    /// Where a committed decision names its log, and a review it opens or resolves its
+    /// organization's events, for the workers.
+    pub news: &'a News,
     /// The enforcement modes in memory: a mode read with an agent's fresh state goes there.
     pub modes: &'a ModeCache,
     /// The environment's current signer.
@@ -218,6 +222,7 @@ pub struct Decider<'a> {
 pub struct Decided<'a> {
     store: &'a dyn DecidingStore,
     leaves: &'a LeafHashes,
+    news: &'a News,
     org: Arc<str>,
     env: Env,
     now: OffsetDateTime,
@@ -349,6 +354,7 @@ impl<'a> Decider<'a> {
         Ok(Decided {
             store: self.store,
             leaves: self.leaves,
+            news: self.news,
             org: Arc::clone(self.org),
             env: self.env,
             now: self.now,
@@ -512,6 +518,7 @@ impl Decided<'_> {
         let Self {
             store,
             leaves,
+            news,
             org,
             env,
             now,
@@ -528,6 +535,9 @@ impl Decided<'_> {
         // The decision log's leaf of the token answered, made with its signature.
         let leaf = decision.signature.as_ref().and_then(|s| s.leaf);
         let id = decision.claims.jti.clone();
+        // What the workers are told once it is stored: its log, and its organization's
+        // events when it opens a review or resolves one.
+        let told = (Arc::clone(&org), opened.is_some() || approved.is_some());
         let labels = (
             env.as_str(),
             evaluation.verdict.as_str(),
@@ -601,6 +611,10 @@ impl Decided<'_> {
         *guard = Some(state);
         if let Some(leaf) = leaf {
             leaves.keep(id, leaf);
+        }
+        news.decided(&told.0, env);
+        if told.1 {
+            news.evented(&told.0);
         }
         crate::telemetry::record_decision(labels.0, labels.1, labels.2);
         Ok(Stored::Answer(body))

@@ -3,6 +3,7 @@
 
 pub mod decision;
 pub mod leaves;
+pub mod news;
 
 use std::sync::Arc;
 

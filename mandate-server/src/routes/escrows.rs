@@ -53,6 +53,8 @@ async fn create(
         state.now(),
     )
     .await?;
+    // Its `escrow.funded` event is delivered at once.
+    state.news.evented(&caller.org_id);
     Ok(created(wire_json(&escrow_wire(&escrow))?))
 }
 
@@ -83,6 +85,8 @@ async fn act(
         state.now(),
     )
     .await?;
+    // Its event is delivered at once.
+    state.news.evented(&caller.org_id);
     Ok(ok(wire_json(&escrow_wire(&escrow))?))
 }
 

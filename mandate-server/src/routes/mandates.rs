@@ -86,8 +86,8 @@ async fn revoke(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     caller.require_org()?;
-    Ok(ok(state
-        .mandates()
-        .revoke(&caller, &id, state.now())
-        .await?))
+    let revoked = state.mandates().revoke(&caller, &id, state.now()).await?;
+    // Its `mandate.revoked` event is delivered at once.
+    state.news.evented(&caller.org_id);
+    Ok(ok(revoked))
 }

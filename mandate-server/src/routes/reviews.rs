@@ -59,6 +59,8 @@ async fn resolve(state: &AppState, caller: &Caller, review: Review) -> Result<()
         hint: Default::default(),
     };
     if state.store.resolve_review(resolution).await?.is_some() {
+        // Its `decision.resolved` event is delivered at once.
+        state.news.evented(&caller.org_id);
         Ok(())
     } else {
         Err(DecisionError::AlreadyResolved(id).into())

@@ -116,6 +116,8 @@ async fn ping(
     let owner = (&*caller.org_id, caller.env);
     let now = ms(state.now());
     let event = webhooks::ping(state.store.as_ref(), owner, &id, now).await?;
+    // Delivered at once.
+    state.news.evented(&caller.org_id);
     let answer = wire_json(&wire::PingAnswer { event })?;
     Ok((StatusCode::ACCEPTED, axum::Json(answer)).into_response())
 }

@@ -170,6 +170,16 @@ pub trait DeliveryStore {
         limit: i64,
     ) -> StoreFuture<'_, Vec<Due>>;
 
+    /// [`DeliveryStore::due_deliveries`] of organization `org` only (on Citus, a read of
+    /// one shard, where the other reads every shard).
+    fn due_deliveries_of(
+        &self,
+        org: &str,
+        now_ms: i64,
+        per_webhook: i64,
+        limit: i64,
+    ) -> StoreFuture<'_, Vec<Due>>;
+
     /// Lets go of deliveries that [`DeliveryStore::due_deliveries`] returned but that will
     /// not be attempted now (the worker had no room for them), so that any process may pick
     /// them up at once. Engines that do not claim deliveries have nothing to do.
@@ -295,10 +305,26 @@ async fn of_event<T: Tx>(tx: &mut T, org: &str, event_id: &str) -> Result<Vec<De
 /// claimed by a statement of its own organization's (a claim spans no organizations: on
 /// Citus a locking read runs on one shard only); those another process claimed meanwhile
 /// are left out.
-async fn due<T: Tx>(tx: &mut T, now_ms: i64, per_webhook: i64, limit: i64) -> Result<Vec<Due>> {
+/// The due deliveries (of organization `org` only, when given), each claimed.
+async fn due<T: Tx>(
+    tx: &mut T,
+    org: Option<&str>,
+    now_ms: i64,
+    per_webhook: i64,
+    limit: i64,
+) -> Result<Vec<Due>> {
     let until = now_ms.saturating_add(CLAIM_MS);
-    let params = [now_ms.into(), per_webhook.into(), limit.into()];
-    let candidates = tx.query(DeliverySql::Due.into(), &params, read_due).await?;
+    let candidates = match org {
+        Some(org) => {
+            let params = [now_ms.into(), per_webhook.into(), limit.into(), org.into()];
+            tx.query(DeliverySql::DueOf.into(), &params, read_due)
+                .await?
+        }
+        None => {
+            let params = [now_ms.into(), per_webhook.into(), limit.into()];
+            tx.query(DeliverySql::Due.into(), &params, read_due).await?
+        }
+    };
     let mut claimed = Vec::with_capacity(candidates.len());
     for due in candidates {
         let [org, event, webhook] = due.id.params();
@@ -322,7 +348,19 @@ impl<E: Engine> DeliveryStore for E {
         limit: i64,
     ) -> StoreFuture<'_, Vec<Due>> {
         Box::pin(self.run(Access::Claim, (), move |tx, ()| {
-            Box::pin(due(tx, now_ms, per_webhook, limit))
+            Box::pin(due(tx, None, now_ms, per_webhook, limit))
+        }))
+    }
+
+    fn due_deliveries_of(
+        &self,
+        org: &str,
+        now_ms: i64,
+        per_webhook: i64,
+        limit: i64,
+    ) -> StoreFuture<'_, Vec<Due>> {
+        Box::pin(self.run(Access::Claim, org.to_owned(), move |tx, org| {
+            Box::pin(due(tx, Some(org), now_ms, per_webhook, limit))
         }))
     }
 

@@ -69,6 +69,7 @@ fn plain_first(all: &mut Vec<Stmt>) {
     all.extend(
         [
             DeliverySql::Due,
+            DeliverySql::DueOf,
             DeliverySql::Release,
             DeliverySql::InsertAttempt,
             DeliverySql::Update,

@@ -54,7 +54,7 @@ pub use location::DbLocation;
 pub use log::LogStore;
 pub use mandates::MandateStore;
 pub use orgs::OrgStore;
-pub use peers::PeerStore;
+pub use peers::{PeerStore, Peers};
 pub use timers::TimerStore;
 pub use webhooks::WebhookStore;
 

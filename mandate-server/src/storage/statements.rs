@@ -263,6 +263,8 @@ pub enum DeliverySql {
     /// process's claim, read without a lock (across every organization) → org_id, event_id,
     /// webhook_id, attempts, url, env, type, data, the event's created_ms.
     Due,
+    /// [`DeliverySql::Due`] of organization `$4` only.
+    DueOf,
     /// Claims delivery `$1` org, `$2` event, `$3` endpoint found due at `$4` until `$5`, if
     /// it is still due and held by no other process → one row when claimed (an engine that
     /// one process opens claims nothing and answers one row).
@@ -342,7 +344,8 @@ pub enum EventSql {
 pub enum ProcessSql {
     /// Records that process `$1` is alive for [`super::peers::PEER_LEASE_MS`] from now (by
     /// the database's clock) → how many processes are alive, itself included (an engine
-    /// that one process opens: 1).
+    /// that one process opens: 1), and whether no live process has a lower id (it sweeps:
+    /// `peers::Peers`).
     Heartbeat,
     /// Process `$1` stops (nothing where one process opens the database).
     Leave,

@@ -2,8 +2,11 @@
 //! and signs a checkpoint of each log that grew (docs/audit.md). Off the decision path:
 //! nothing here runs in a decision's transaction or delays its answer.
 //!
-//! Every interval (`--log-checkpoint-interval`, 1 s by default) it asks the store which
-//! logs have decisions not yet logged, and for each, one at a time:
+//! Every interval (`--log-checkpoint-interval`, 1 s by default) it takes the logs this
+//! process decided in since ([`News`](crate::model::news::News)), and, when it sweeps
+//! (`workers::Sweeper`, every [`SWEEP_EVERY`](super::SWEEP_EVERY)), asks the store which logs
+//! have decisions not yet logged (another process's, that died before logging them); and
+//! for each, one at a time:
 //!
 //! 1. reads the log's head, its tree's edge and the seqs and ids of the decisions after
 //!    the head up to the readers' watermark (at most [`BATCH`]), and checks that the stored
@@ -25,6 +28,7 @@
 //! appended, from the decisions in seq order, and the size only grows.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
 use mandate_core::unstable::tlog::LogHash;
@@ -104,6 +108,7 @@ pub struct Checkpointer {
     context: Context,
     interval: Duration,
     batch: i64,
+    sweep: std::sync::Mutex<super::SweepTimer>,
 }
 
 /// What one round did.
@@ -124,30 +129,49 @@ impl Checkpointer {
             context,
             interval,
             batch: batch.max(1),
+            sweep: Default::default(),
         }
     }
 
-    /// One round: every log with news extended once.
+    /// One round: every log with news extended once: the logs this process decided in
+    /// since the last round, and, when it sweeps, every log with decisions not yet logged.
     pub async fn round(&self) -> Round {
-        let logs = match self.context.store.logs_with_news(LOGS_A_ROUND).await {
-            Ok(logs) => logs,
-            Err(e) => {
-                tracing::error!("decision log: finding the logs with news: {e}");
-                return Round {
-                    moved: 0,
-                    behind: false,
-                };
+        let mut logs: Vec<(String, Env)> = Vec::new();
+        let mut behind = false;
+        let sweeping = self
+            .sweep
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .due(self.context.sweeper.sweeps());
+        if sweeping {
+            match self.context.store.logs_with_news(LOGS_A_ROUND).await {
+                Ok(found) => {
+                    behind = found.len() as i64 >= LOGS_A_ROUND;
+                    logs.extend(found);
+                }
+                Err(e) => tracing::error!("decision log: finding the logs with news: {e}"),
             }
-        };
-        let mut round = Round {
-            moved: 0,
-            behind: logs.len() as i64 >= LOGS_A_ROUND,
-        };
+        }
+        logs.extend(
+            self.context
+                .news
+                .take_logs()
+                .into_iter()
+                .map(|(org, env)| (org.to_string(), env)),
+        );
+        let mut seen = std::collections::HashSet::new();
+        logs.retain(|log| seen.insert(log.clone()));
+        let mut round = Round { moved: 0, behind };
         for (org, env) in logs {
             match self.extend(&org, env).await {
                 Ok(Extended { moved, full }) => {
                     round.moved += usize::from(moved);
                     round.behind |= moved && full;
+                    if moved {
+                        // Looked at again next round: what a watermark held back, or a
+                        // batch left, is logged then, without waiting for a sweep.
+                        self.context.news.decided(&Arc::from(org.as_str()), env);
+                    }
                 }
                 Err(e) => tracing::error!("decision log of {org} ({}): {e}", env.as_str()),
             }

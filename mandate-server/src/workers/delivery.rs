@@ -1,8 +1,11 @@
 //! The delivery worker: POSTs each event, signed at delivery time, to every endpoint it is
 //! owed to, and runs the time-driven state ([`crate::workers::timers`]) on the same tick.
 //!
-//! Every tick (a short real-time interval) it reads the deliveries whose `next_attempt_ms`
-//! has come by the injected clock and starts each attempt as its own task, at most
+//! It reads the deliveries whose `next_attempt_ms` has come by the injected clock: of an
+//! organization this process appended events to, at once (its [`News`](crate::model::news::News));
+//! of every organization, with the time-driven state, when this process sweeps, every
+//! [`SWEEP_EVERY`](super::SWEEP_EVERY) (retries coming due, and the deliveries of a process
+//! that died). It starts each attempt as its own task, at most
 //! [`MAX_CONCURRENT`] in all and [`PER_WEBHOOK`] per endpoint, so a slow or dead receiver
 //! never holds up another, nor the API (no transaction is open during HTTP). What follows
 //! an attempt is decided by `mandate_core::unstable::delivery::after_attempt` and written with the
@@ -29,14 +32,11 @@ use crate::model::Env;
 use crate::ssrf::{self, GuardedResolver};
 use crate::storage::StorageError;
 use crate::storage::deliveries::{Attempt, DeliveryChange, DeliveryKey, DeliveryState, Due};
-use crate::workers::{Context, timers};
+use crate::workers::{Context, SweepTimer, timers};
 
 /// How often the worker looks for due work (real time).
 pub const TICK: Duration = Duration::from_millis(50);
 
-/// The pending deliveries and reviews are counted for the metrics every this many ticks
-/// (once a second), only while metrics are served.
-const BACKLOG_EVERY: u64 = 20;
 /// How long one attempt may take, connection included.
 pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Attempts in flight at once, in all.
@@ -166,28 +166,17 @@ async fn run(context: Arc<Context>, clients: Arc<Clients>, mut stopped: watch::R
     let permits = Arc::new(Semaphore::new(MAX_CONCURRENT));
     let mut attempts = JoinSet::new();
     let mut tick = tokio::time::interval(TICK);
-    let mut ticks: u64 = 0;
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut sweep = SweepTimer::default();
+    // Organizations whose due deliveries did not all fit: read again at the next tick.
+    let mut again: HashSet<Arc<str>> = HashSet::new();
     loop {
         tokio::select! {
             _ = stopped.changed() => break,
             _ = tick.tick() => {}
+            () = context.news.wait_for_events() => {}
         }
         while attempts.try_join_next().is_some() {}
-        if let Err(e) = timers::run(&context).await {
-            tracing::error!("time-driven state: {e}");
-        }
-        ticks += 1;
-        if ticks.is_multiple_of(BACKLOG_EVERY) && crate::telemetry::enabled() {
-            match context.store.backlog().await {
-                Ok(backlog) => {
-                    metrics::gauge!(crate::telemetry::PENDING_DELIVERIES)
-                        .set(backlog.deliveries as f64);
-                    metrics::gauge!(crate::telemetry::PENDING_REVIEWS).set(backlog.reviews as f64);
-                }
-                Err(e) => tracing::error!("counting pending deliveries and reviews: {e}"),
-            }
-        }
         {
             // Forget attempts that ended before any pick still running could have begun.
             let mut set = in_flight.lock().unwrap_or_else(|p| p.into_inner());
@@ -197,39 +186,29 @@ async fn run(context: Arc<Context>, clients: Arc<Clients>, mut stopped: watch::R
                 set.finished.retain(|_, ended| *ended > horizon);
             }
         }
-        let picked_at = std::time::Instant::now();
-        let due = match pick(&context).await {
-            Ok(due) => due,
-            Err(e) => {
-                tracing::error!("reading due deliveries: {e}");
-                continue;
-            }
-        };
-        // Picked but left for later (no room): given back, so that any process may take
-        // them at once (an engine shared by processes claimed them for this one).
-        let mut left = Vec::new();
-        let mut due = due.into_iter();
-        for due in due.by_ref() {
-            let Ok(permit) = permits.clone().try_acquire_owned() else {
-                left.push(due.id);
-                break;
-            };
-            let claim = match Claim::take(&in_flight, &due, picked_at) {
-                Ok(claim) => claim,
-                Err(Refused::Busy) => {
-                    left.push(due.id);
-                    continue;
-                }
-                Err(Refused::Attempted) => continue,
-            };
-            let (context, clients) = (context.clone(), clients.clone());
-            attempts.spawn(attempt(context, clients, due, claim, permit));
+        let sweeping = sweep.due(context.sweeper.sweeps());
+        if sweeping {
+            sweep_time_driven(&context).await;
         }
-        left.extend(due.map(|d| d.id));
-        if !left.is_empty()
-            && let Err(e) = context.store.release_deliveries(left).await
-        {
-            tracing::error!("giving back deliveries left for later: {e}");
+        // What to read: every organization when sweeping, else those with news.
+        let mut news: Vec<Arc<str>> = context.news.take_events();
+        news.extend(again.drain());
+        let reads: Vec<Option<Arc<str>>> = if sweeping {
+            vec![None]
+        } else {
+            news.sort();
+            news.dedup();
+            news.into_iter().map(Some).collect()
+        };
+        for org in reads {
+            let started = Started {
+                context: &context,
+                clients: &clients,
+                in_flight: &in_flight,
+                permits: &permits,
+            };
+            let left = start_due(started, org.as_deref(), &mut attempts).await;
+            again.extend(left);
         }
     }
     let drain = async { while attempts.join_next().await.is_some() {} };
@@ -238,10 +217,101 @@ async fn run(context: Arc<Context>, clients: Arc<Clients>, mut stopped: watch::R
     }
 }
 
-async fn pick(context: &Context) -> Result<Vec<Due>, StorageError> {
+/// The sweeper's time-driven work: review expiry and `mandate.expiring`, and, while metrics
+/// are served, the pending deliveries and reviews counted (reads of every organization).
+async fn sweep_time_driven(context: &Context) {
+    if let Err(e) = timers::run(context).await {
+        tracing::error!("time-driven state: {e}");
+    }
+    if crate::telemetry::enabled() {
+        match context.store.backlog().await {
+            Ok(backlog) => {
+                metrics::gauge!(crate::telemetry::PENDING_DELIVERIES)
+                    .set(backlog.deliveries as f64);
+                metrics::gauge!(crate::telemetry::PENDING_REVIEWS).set(backlog.reviews as f64);
+            }
+            Err(e) => tracing::error!("counting pending deliveries and reviews: {e}"),
+        }
+    }
+}
+
+/// What starting attempts needs.
+#[derive(Clone, Copy)]
+struct Started<'a> {
+    context: &'a Arc<Context>,
+    clients: &'a Arc<Clients>,
+    in_flight: &'a Arc<Mutex<InFlight>>,
+    permits: &'a Arc<Semaphore>,
+}
+
+/// Reads the deliveries due (of `org`, or of every organization) and starts an attempt of
+/// each that has room; those without room are given back, so that any process may take
+/// them at once, and their organizations returned, to be read again at the next tick.
+async fn start_due(
+    started: Started<'_>,
+    org: Option<&str>,
+    attempts: &mut JoinSet<()>,
+) -> HashSet<Arc<str>> {
+    let Started {
+        context,
+        clients,
+        in_flight,
+        permits,
+    } = started;
+    let picked_at = std::time::Instant::now();
+    let due = match pick(context, org).await {
+        Ok(due) => due,
+        Err(e) => {
+            tracing::error!("reading due deliveries: {e}");
+            return HashSet::new();
+        }
+    };
+    // Picked but left for later (no room): given back (an engine shared by processes
+    // claimed them for this one).
+    let mut left = Vec::new();
+    let mut due = due.into_iter();
+    for due in due.by_ref() {
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            left.push(due.id);
+            break;
+        };
+        let claim = match Claim::take(in_flight, &due, picked_at) {
+            Ok(claim) => claim,
+            Err(Refused::Busy) => {
+                left.push(due.id);
+                continue;
+            }
+            Err(Refused::Attempted) => continue,
+        };
+        let (context, clients) = (context.clone(), clients.clone());
+        attempts.spawn(attempt(context, clients, due, claim, permit));
+    }
+    left.extend(due.map(|d| d.id));
+    let orgs = left
+        .iter()
+        .map(|id| Arc::from(id.org_id.as_str()))
+        .collect();
+    if !left.is_empty()
+        && let Err(e) = context.store.release_deliveries(left).await
+    {
+        tracing::error!("giving back deliveries left for later: {e}");
+    }
+    orgs
+}
+
+/// The deliveries due now, of `org` or of every organization.
+async fn pick(context: &Context, org: Option<&str>) -> Result<Vec<Due>, StorageError> {
     let now_ms = ms(context.now());
     let per_webhook = i64::try_from(PER_WEBHOOK * 2).unwrap_or(8);
-    context.store.due_deliveries(now_ms, per_webhook, 256).await
+    match org {
+        Some(org) => {
+            context
+                .store
+                .due_deliveries_of(org, now_ms, per_webhook, 256)
+                .await
+        }
+        None => context.store.due_deliveries(now_ms, per_webhook, 256).await,
+    }
 }
 
 /// What an attempt writes, followed by `next`: delivered, due again at the retry's time,

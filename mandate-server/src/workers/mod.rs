@@ -5,20 +5,32 @@
 //! checkpoints ([`checkpoint`]).
 //!
 //! Workers are handed a [`Context`]: the store, the injected clock, the signing keys and
-//! the issuer, nothing of the HTTP side.
+//! the issuer, this process's news ([`News`]) and whether it sweeps ([`Sweeper`]), nothing
+//! of the HTTP side.
+//!
+//! Background work is of two kinds. What this process stored (decisions to log, events to
+//! deliver) is its news, acted on at once and one organization at a time, so it costs in
+//! proportion to what was decided. What no live process has news of (another process's work
+//! left when it died, retries and expiries coming due) is found by scans across every
+//! organization, which one process runs, the sweeper, every [`SWEEP_EVERY`]: on Citus such a
+//! scan reads every shard, so it is run once a cluster and a second, not once a process and
+//! a tick.
 
 pub mod checkpoint;
 pub mod delivery;
 pub mod refresh;
 pub mod timers;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use mandate_core::Signer;
 use time::OffsetDateTime;
 
 use crate::clock::Clock;
 use crate::model::Env;
+use crate::model::news::News;
 use crate::signing::KeyRing;
 use crate::storage::Store;
 
@@ -36,6 +48,64 @@ pub struct Context {
     /// Committed decisions' leaf hashes, left by the decision service for the decision
     /// log's worker.
     pub leaves: Arc<crate::model::leaves::LeafHashes>,
+    /// What this process stored that the workers act on at once.
+    pub news: Arc<News>,
+    /// Whether this process runs the scans across every organization.
+    pub sweeper: Arc<Sweeper>,
+}
+
+/// How often the sweeper scans every organization: for due deliveries (retries, and those
+/// of a process that died), expiring reviews and mandates, and logs with decisions no live
+/// process logged.
+pub const SWEEP_EVERY: Duration = Duration::from_secs(1);
+
+/// Whether this process is the one that sweeps: the live process with the lowest id, as
+/// its heartbeats learn (`storage::Peers`); every process until its first heartbeat.
+#[derive(Debug)]
+pub struct Sweeper(AtomicBool);
+
+impl Default for Sweeper {
+    fn default() -> Self {
+        Self(AtomicBool::new(true))
+    }
+}
+
+impl Sweeper {
+    /// Whether this process sweeps.
+    pub fn sweeps(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// What the last heartbeat learned.
+    pub fn set(&self, sweeps: bool) {
+        self.0.store(sweeps, Ordering::Relaxed);
+    }
+}
+
+/// When the sweeper's next scan is due: at once the first time, then every
+/// [`SWEEP_EVERY`] (real time); never while this process does not sweep.
+#[derive(Debug, Default)]
+pub struct SweepTimer {
+    last: Option<std::time::Instant>,
+}
+
+impl SweepTimer {
+    /// Whether a scan is due now for a process that sweeps (`sweeps`); if so, it counts as
+    /// done from now.
+    pub fn due(&mut self, sweeps: bool) -> bool {
+        if !sweeps {
+            return false;
+        }
+        let now = std::time::Instant::now();
+        if self
+            .last
+            .is_some_and(|last| now.duration_since(last) < SWEEP_EVERY)
+        {
+            return false;
+        }
+        self.last = Some(now);
+        true
+    }
 }
 
 impl Context {

@@ -7,9 +7,10 @@
 //! - Signing keys otherwise: reloaded when the injected clock has moved [`RELOAD_EVERY`]
 //!   since the last load, because a retired key leaves the JWK Set as time passes; a
 //!   test moves its clock instead of waiting.
-//! - This process's heartbeat and how many processes share the database: every fourth
-//!   tick, in real time, because the lease it renews is judged by the database's clock
-//!   ([`crate::storage::peers::PEER_LEASE_MS`]), not by this process's.
+//! - This process's heartbeat, how many processes share the database and whether this one
+//!   sweeps ([`super::Sweeper`]): every fourth tick, in real time, because the lease it
+//!   renews is judged by the database's clock ([`crate::storage::peers::PEER_LEASE_MS`]),
+//!   not by this process's.
 
 use std::time::Duration;
 
@@ -78,7 +79,10 @@ impl Refresher {
         let store = self.context.store.as_ref();
         if self.ticks.is_multiple_of(HEARTBEAT_EVERY) {
             match store.heartbeat(&self.process_id).await {
-                Ok(peers) => (self.listeners.peers)(peers),
+                Ok(peers) => {
+                    (self.listeners.peers)(peers.live);
+                    self.context.sweeper.set(peers.sweeps);
+                }
                 Err(e) => tracing::error!("heartbeat: {e}"),
             }
         }
@@ -158,6 +162,8 @@ mod tests {
             keys: Arc::new(RwLock::new(ring)),
             issuer: "https://verdicts.test".into(),
             leaves: Default::default(),
+            news: Default::default(),
+            sweeper: Default::default(),
         };
         let (changes, peers) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
         let listeners = Listeners {

@@ -47,6 +47,7 @@ struct Process {
     agents: AgentStates,
     modes: ModeCache,
     leaves: mandate_server::model::leaves::LeafHashes,
+    news: mandate_server::model::news::News,
     signer: Arc<AwsLcSigner>,
 }
 
@@ -58,6 +59,7 @@ impl Process {
             agents: AgentStates::default(),
             modes: ModeCache::default(),
             leaves: Default::default(),
+            news: Default::default(),
             signer: Arc::new(AwsLcSigner::from_secret_bytes("sandbox-1", secret.expose()).unwrap()),
         }
     }
@@ -119,6 +121,7 @@ impl Process {
             store: &self.store,
             agents: &self.agents,
             leaves: &self.leaves,
+            news: &self.news,
             modes: &self.modes,
             signer: self.signer.clone(),
             issuer: "https://verdicts.test",

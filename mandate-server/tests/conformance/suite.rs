@@ -172,6 +172,7 @@ struct Deciding {
     agents: AgentStates,
     modes: ModeCache,
     leaves: mandate_server::model::leaves::LeafHashes,
+    news: mandate_server::model::news::News,
     signer: Arc<AwsLcSigner>,
     org: Arc<str>,
 }
@@ -183,6 +184,7 @@ impl Deciding {
             agents: AgentStates::default(),
             modes: ModeCache::default(),
             leaves: Default::default(),
+            news: Default::default(),
             signer: Arc::new(AwsLcSigner::from_secret_bytes("sandbox-1", secret.expose()).unwrap()),
             org: Arc::from(ORG),
         }
@@ -250,6 +252,7 @@ impl Deciding {
             store,
             agents: &self.agents,
             leaves: &self.leaves,
+            news: &self.news,
             modes: &self.modes,
             signer: self.signer.clone(),
             issuer: "https://verdicts.test",

@@ -150,6 +150,25 @@ const DELIVERY_TO: &str = "INSERT INTO deliveries
     WHERE e.org_id = $1 AND e.env = $2 AND e.id = $3 AND e.type = $4 AND e.data = $5
       AND e.created_ms = $6";
 
+/// [`DeliverySql::Due`], with `of_org` among the deliveries' conditions and `of_org_joined`
+/// among the joined rows' ([`DeliverySql::DueOf`]).
+fn due_sql(of_org: &str, of_org_joined: &str) -> String {
+    format!(
+        "SELECT d.org_id, d.event_id, d.webhook_id, d.attempts, w.url, w.env, e.type, e.data,
+                e.created_ms
+         FROM (SELECT org_id, event_id, webhook_id, attempts, next_attempt_ms, created_ms,
+                      ROW_NUMBER() OVER (PARTITION BY org_id, webhook_id
+                                         ORDER BY next_attempt_ms, created_ms, event_id) AS rn
+               FROM deliveries
+               WHERE state = 'pending' AND next_attempt_ms <= $1
+                 AND (claimed_until IS NULL OR claimed_until <= $1){of_org}) d
+         JOIN webhooks w ON w.org_id = d.org_id AND w.id = d.webhook_id
+         JOIN events e ON e.org_id = d.org_id AND e.id = d.event_id
+         WHERE d.rn <= $2{of_org_joined}
+         ORDER BY d.next_attempt_ms, d.created_ms, d.event_id LIMIT $3"
+    )
+}
+
 /// Deliveries are keyed by organization, event and endpoint, and claimed by the process
 /// that attempts them (`claimed_until`).
 fn deliveries(s: DeliverySql) -> Option<Sql> {
@@ -157,20 +176,12 @@ fn deliveries(s: DeliverySql) -> Option<Sql> {
     Some(match s {
         // Read across organizations without a lock (on Citus, one read of every shard);
         // each is then claimed by its organization's statement ([`DeliverySql::Claim`]).
-        DeliverySql::Due => one(
-            "SELECT d.org_id, d.event_id, d.webhook_id, d.attempts, w.url, w.env, e.type, e.data,
-                    e.created_ms
-             FROM (SELECT org_id, event_id, webhook_id, attempts, next_attempt_ms, created_ms,
-                          ROW_NUMBER() OVER (PARTITION BY org_id, webhook_id
-                                             ORDER BY next_attempt_ms, created_ms, event_id) AS rn
-                   FROM deliveries
-                   WHERE state = 'pending' AND next_attempt_ms <= $1
-                     AND (claimed_until IS NULL OR claimed_until <= $1)) d
-             JOIN webhooks w ON w.org_id = d.org_id AND w.id = d.webhook_id
-             JOIN events e ON e.org_id = d.org_id AND e.id = d.event_id
-             WHERE d.rn <= $2
-             ORDER BY d.next_attempt_ms, d.created_ms, d.event_id LIMIT $3",
-        ),
+        DeliverySql::Due => built(due_sql("", "")),
+        // One organization's, each table filtered by it: on Citus one shard's read.
+        DeliverySql::DueOf => built(due_sql(
+            " AND org_id = $4",
+            " AND w.org_id = $4 AND e.org_id = $4",
+        )),
         // No two processes attempt a delivery at once: the conditions are checked again on
         // the row as it is when updated (a claim by another process committed after the
         // read is seen, and this one changes nothing).
@@ -294,7 +305,9 @@ fn processes(s: ProcessSql) -> Option<Sql> {
              gone AS (
                 DELETE FROM processes WHERE expires_at < now() - INTERVAL '1 minute')
              SELECT (SELECT COUNT(*) FROM processes WHERE expires_at > now() AND id <> $1)
-                     + (SELECT COUNT(*) FROM beat)"
+                     + (SELECT COUNT(*) FROM beat),
+                    NOT EXISTS (SELECT 1 FROM processes
+                                WHERE expires_at > now() AND id < $1)"
         )),
         ProcessSql::Leave => one("DELETE FROM processes WHERE id = $1"),
         // A write committed like any other (a new row version, its WAL flushed), that

@@ -20,7 +20,7 @@ use crate::storage::deciding::{DecidingStore, Resolution};
 use crate::storage::deliveries::{Attempt, DeliveryStore};
 use crate::storage::idempotency::{IdempotencyRecord, IdempotencyStore, Sealed};
 use crate::storage::location::{DbLocation, PostgresUrl};
-use crate::storage::peers::PeerStore;
+use crate::storage::peers::{PeerStore, Peers};
 use crate::storage::timers::{DueItem, TimerStore};
 use crate::storage::{AdminStore, StorageError};
 
@@ -398,14 +398,18 @@ async fn a_delivery_is_attempted_by_one_process_at_a_time_and_taken_over_when_it
 async fn processes_count_each_other_by_their_heartbeats() {
     let db = database!("processes_count_each_other_by_their_heartbeats");
     let (a, b) = (open(&db).await, open(&db).await);
-    assert_eq!(a.heartbeat("proc-a").await.unwrap(), 1);
-    assert_eq!(b.heartbeat("proc-b").await.unwrap(), 2);
-    assert_eq!(a.heartbeat("proc-a").await.unwrap(), 2);
+    let peers = |live, sweeps| Peers { live, sweeps };
+    assert_eq!(b.heartbeat("proc-b").await.unwrap(), peers(1, true));
+    // The live process with the lowest id sweeps: a joins and takes it over.
+    assert_eq!(a.heartbeat("proc-a").await.unwrap(), peers(2, true));
+    assert_eq!(b.heartbeat("proc-b").await.unwrap(), peers(2, false));
     a.leave("proc-a").await.unwrap();
-    assert_eq!(b.heartbeat("proc-b").await.unwrap(), 1);
-    // A process that stopped beating (killed) no longer counts once its lease ran out.
-    db.execute("UPDATE processes SET expires_at = now() - INTERVAL '1 second' WHERE id = 'proc-b'");
-    assert_eq!(a.heartbeat("proc-a").await.unwrap(), 1);
+    assert_eq!(b.heartbeat("proc-b").await.unwrap(), peers(1, true));
+    assert_eq!(a.heartbeat("proc-a").await.unwrap(), peers(2, true));
+    // A process that stopped beating (killed) no longer counts once its lease ran out, nor
+    // sweeps.
+    db.execute("UPDATE processes SET expires_at = now() - INTERVAL '1 second' WHERE id = 'proc-a'");
+    assert_eq!(b.heartbeat("proc-b").await.unwrap(), peers(1, true));
 }
 
 /// A review, pending, of the seeded decision, expiring long after [`NOW`].

@@ -460,7 +460,7 @@ mod tests {
         let store = PostgresStore::open(&postgres_url(&socket), true)
             .await
             .unwrap();
-        assert_eq!(store.heartbeat("proc-unix").await.unwrap(), 1);
+        assert_eq!(store.heartbeat("proc-unix").await.unwrap().live, 1);
         assert_eq!(
             db.number("SELECT COUNT(*) FROM processes WHERE id = 'proc-unix'"),
             1,

@@ -98,7 +98,7 @@ fn own(stmt: Stmt) -> Option<Sql> {
             "SELECT COALESCE((SELECT value FROM settings WHERE name = 'keys_generation'), 0)",
         ),
         // One process has the file: the one alive is this one.
-        Stmt::Process(ProcessSql::Heartbeat) => one("SELECT 1"),
+        Stmt::Process(ProcessSql::Heartbeat) => one("SELECT 1, TRUE"),
         Stmt::Process(ProcessSql::Leave) => none(),
         // A row inserted and deleted in one job: the net change is nothing, but the page is
         // dirtied, so the commit writes the WAL and the sync thread syncs it, as for any
@@ -122,6 +122,21 @@ fn own(stmt: Stmt) -> Option<Sql> {
 
 /// A delivery is its row, found by its event and endpoint (`?2`, `?3`; `?1`, the
 /// organization, names nothing more here).
+/// [`DeliverySql::Due`], with `of_org` among its conditions ([`DeliverySql::DueOf`]).
+fn due_sql(of_org: &str) -> String {
+    format!(
+        "SELECT w.org_id, d.event_id, d.webhook_id, d.attempts, w.url, w.env, e.type, e.data,
+                e.created_ms
+         FROM (SELECT id, attempts, webhook_id, event_id, next_attempt_ms,
+                      ROW_NUMBER() OVER (PARTITION BY webhook_id ORDER BY next_attempt_ms, id) AS rn
+               FROM deliveries WHERE state = 'pending' AND next_attempt_ms <= ?1) d
+         JOIN webhooks w ON w.id = d.webhook_id
+         JOIN events e ON e.id = d.event_id
+         WHERE d.rn <= ?2{of_org}
+         ORDER BY d.next_attempt_ms, d.id LIMIT ?3"
+    )
+}
+
 fn deliveries(s: DeliverySql) -> Option<Sql> {
     Some(match s {
         DeliverySql::InsertAttempt => one(
@@ -138,17 +153,8 @@ fn deliveries(s: DeliverySql) -> Option<Sql> {
              ORDER BY attempt, id",
         ),
         // One process has the database: nothing is claimed, the due ones are read.
-        DeliverySql::Due => one(
-            "SELECT w.org_id, d.event_id, d.webhook_id, d.attempts, w.url, w.env, e.type, e.data,
-                    e.created_ms
-             FROM (SELECT id, attempts, webhook_id, event_id, next_attempt_ms,
-                          ROW_NUMBER() OVER (PARTITION BY webhook_id ORDER BY next_attempt_ms, id) AS rn
-                   FROM deliveries WHERE state = 'pending' AND next_attempt_ms <= ?1) d
-             JOIN webhooks w ON w.id = d.webhook_id
-             JOIN events e ON e.id = d.event_id
-             WHERE d.rn <= ?2
-             ORDER BY d.next_attempt_ms, d.id LIMIT ?3",
-        ),
+        DeliverySql::Due => built(due_sql("")),
+        DeliverySql::DueOf => built(due_sql(" AND w.org_id = ?4")),
         DeliverySql::Release => none(),
         // One process: what is due is its own.
         DeliverySql::Claim => one("SELECT 1"),

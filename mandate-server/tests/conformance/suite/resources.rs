@@ -473,7 +473,9 @@ pub async fn the_store_is_ready_and_counts_its_processes(fresh: &Fresh) {
     let schema = store.readiness().await.unwrap();
     assert_eq!(schema.applied, schema.latest);
     assert!(schema.latest > 0);
-    assert!(store.heartbeat("proc_a").await.unwrap() >= 1);
+    let peers = store.heartbeat("proc_a").await.unwrap();
+    assert!(peers.live >= 1);
+    assert!(peers.sweeps, "the only process sweeps");
     store.leave("proc_a").await.unwrap();
     // The cursor secret is made once and kept.
     let secret = store.prepare_start(0, &[4; 32]).unwrap();
