@@ -36,7 +36,8 @@
 # requests a second, and RATE=1 measures the servers' background work on a quiet cluster:
 # the "ms/s" columns, CPU a second of the window), STATEMENTS (1: pg_stat_statements on
 # every node, and each node's statements by their time in the window, a second's and a
-# decision's).
+# decision's), SERVER (the mandate-server binary the bench starts; default the one beside
+# BENCH: another build's copy, for a pair against it).
 set -euo pipefail
 
 AGENTS=${AGENTS:-10000}
@@ -185,6 +186,7 @@ for run in $RUNS; do
           --duration "$DURATION" --warmup "$WARMUP" --connections "$CONNECTIONS"
           --citus-connect "$connect" --no-echo --json --keep)
     [ -n "${RATE:-}" ] && args+=(--rate "$RATE")
+    [ -n "${SERVER:-}" ] && args+=(--server "$SERVER")
     "$BENCH" "${args[@]}" >"$json" 2>"$log" &
     bench=$!
     until grep -qs "^mandate-bench: load:" "$log"; do

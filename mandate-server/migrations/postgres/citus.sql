@@ -19,6 +19,7 @@ DECLARE
     t TEXT;
     fk RECORD;
     fks TEXT[] := '{}';
+    f REGPROCEDURE;
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN
         RETURN;
@@ -29,6 +30,9 @@ BEGIN
     PERFORM pg_advisory_xact_lock(48);
     IF EXISTS (SELECT 1 FROM pg_dist_partition
                WHERE logicalrelid = 'log_heads'::regclass) THEN
+        -- What a later migration added is distributed in this transaction, a function
+        -- after a table: every command over one connection a node, as Citus then needs.
+        PERFORM set_config('citus.multi_shard_modify_mode', 'sequential', true);
         -- Distributed before a later migration added a table of the organization's: that
         -- table alone is distributed, its rows moved to the workers.
         FOREACH t IN ARRAY ARRAY['decision_months'] LOOP
@@ -36,6 +40,14 @@ BEGIN
                 PERFORM create_distributed_table(t, 'org_id', colocate_with => 'environments');
                 PERFORM truncate_local_data_after_distributing_table(t);
             END IF;
+        END LOOP;
+        -- Distributed before a later migration added a function of the writers'.
+        FOR f IN SELECT p.oid FROM pg_proc p
+                 WHERE p.proname IN ('mandate_claim', 'mandate_store')
+                   AND NOT EXISTS (SELECT 1 FROM pg_dist_object o
+                                   WHERE o.classid = 'pg_proc'::regclass AND o.objid = p.oid
+                                     AND o.distribution_argument_index IS NOT NULL) LOOP
+            PERFORM create_distributed_function(f, '$1', colocate_with => 'environments');
         END LOOP;
         RETURN;
     END IF;
@@ -84,6 +96,11 @@ BEGIN
     END LOOP;
     FOREACH t IN ARRAY fks LOOP
         EXECUTE t;
+    END LOOP;
+    -- The decision writers' calls (migration 0015), each run whole on the worker that holds
+    -- the organization of its first argument.
+    FOR f IN SELECT oid FROM pg_proc WHERE proname IN ('mandate_claim', 'mandate_store') LOOP
+        PERFORM create_distributed_function(f, '$1', colocate_with => 'environments');
     END LOOP;
     -- The coordinator's own copies of the rows, now on the workers, go.
     FOR t IN SELECT table_name::text FROM citus_tables

@@ -535,9 +535,7 @@ impl Decided<'_> {
         // The decision log's leaf of the token answered, made with its signature.
         let leaf = decision.signature.as_ref().and_then(|s| s.leaf);
         let id = decision.claims.jti.clone();
-        // What the workers are told once it is stored: its log, and its organization's
-        // events when it opens a review or resolves one.
-        let told = (Arc::clone(&org), opened.is_some() || approved.is_some());
+        let told = Told::of(&org, env, opened.is_some() || approved.is_some());
         let labels = (
             env.as_str(),
             evaluation.verdict.as_str(),
@@ -609,15 +607,46 @@ impl Decided<'_> {
             }
         }
         *guard = Some(state);
+        told.tell(leaves, news, id, leaf);
+        crate::telemetry::record_decision(labels.0, labels.1, labels.2);
+        Ok(Stored::Answer(body))
+    }
+}
+
+/// What the workers are told of a stored decision: its log has news, and, when it opened a
+/// review or resolved one, so have its organization's events.
+struct Told {
+    org: Arc<str>,
+    env: Env,
+    evented: bool,
+}
+
+impl Told {
+    /// What the workers are told of a decision of `org` in `env` (`evented`: it opened or
+    /// resolved a review).
+    fn of(org: &Arc<str>, env: Env, evented: bool) -> Self {
+        Self {
+            org: Arc::clone(org),
+            env,
+            evented,
+        }
+    }
+
+    /// Leaves the decision `id`'s leaf hash for the log's worker and tells the workers.
+    fn tell(
+        self,
+        leaves: &LeafHashes,
+        news: &News,
+        id: DecisionId,
+        leaf: Option<mandate_core::unstable::tlog::LogHash>,
+    ) {
         if let Some(leaf) = leaf {
             leaves.keep(id, leaf);
         }
-        news.decided(&told.0, env);
-        if told.1 {
-            news.evented(&told.0);
+        news.decided(&self.org, self.env);
+        if self.evented {
+            news.evented(&self.org);
         }
-        crate::telemetry::record_decision(labels.0, labels.1, labels.2);
-        Ok(Stored::Answer(body))
     }
 }
 

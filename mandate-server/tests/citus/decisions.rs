@@ -68,6 +68,19 @@ impl Process {
     /// `idempotent`, under an Idempotency-Key claimed first, its record stored with the
     /// decision.
     async fn decide(&self, org: &str, agent: &str, amount: &str, key: Option<String>) -> Value {
+        let (mode, _) = self.store.mode(org, Env::Sandbox).await.unwrap();
+        self.decide_in(mode, org, agent, amount, key).await
+    }
+
+    /// [`Self::decide`] in `mode`, read before.
+    async fn decide_in(
+        &self,
+        mode: mandate_core::Mode,
+        org: &str,
+        agent: &str,
+        amount: &str,
+        key: Option<String>,
+    ) -> Value {
         let store: &dyn Store = &self.store;
         let org: Arc<str> = Arc::from(org);
         let mut record = match key {
@@ -91,7 +104,6 @@ impl Process {
             }
             None => None,
         };
-        let (mode, _) = store.mode(&org, Env::Sandbox).await.unwrap();
         let decider = self.decider(&org, mode);
         let request = AuthorizationRequest {
             agent: AgentId::parse(agent).unwrap(),
@@ -297,6 +309,49 @@ async fn decisions_of_many_organizations_on_two_processes_make_no_two_phase_comm
         .unwrap()
         .get(0);
     assert_eq!(stored, 6 * 12);
+}
+
+/// A group's writes reach the organization's worker as two calls, each delegated whole by
+/// the coordinator to that worker (migration 0015's distributed functions): with the
+/// process on the coordinator, each decision stored alone (a group of one, under an
+/// Idempotency-Key or not) is two statements the coordinator sends to a worker, its claim
+/// and its store, where the statements of the build before were six or more (the claim,
+/// the month's mark, the version move, the decision's row, the claim settled, ...).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_group_reaches_its_worker_as_two_delegated_calls() {
+    let Some(db) = database(Share::WithOthers).await else {
+        return;
+    };
+    let p = Process::new(&db).await;
+    let org = onboard(&p.store, "delegated", 220);
+    let (org, agent, ..) = tenant(&p.store, org, 50).await;
+    // The agent's state is read and kept by the first decision; the mode is read once.
+    let first = p.decide(&org, &agent, "10", None).await;
+    assert_eq!(first["verdict"], "allow", "{first}");
+    let (mode, _) = p.store.mode(&org, Env::Sandbox).await.unwrap();
+    let before = db.coordinator_single_shard_queries().await;
+    let mut verdicts = Vec::new();
+    for i in 0..6 {
+        let key = (i % 2 == 0).then(|| format!("k-delegated-{i}"));
+        let answer = p.decide_in(mode, &org, &agent, "10", key).await;
+        verdicts.push(answer["verdict"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(verdicts, ["allow"; 6]);
+    let sent = db.coordinator_single_shard_queries().await - before;
+    // Each decision: its claim and its store; the three under an Idempotency-Key, the key's
+    // claim too (the route's statement, before the decision is made).
+    assert_eq!(
+        sent,
+        6 * 2 + 3,
+        "statements sent to the workers for 6 decisions"
+    );
+    let c = db.connect().await;
+    let stored: i64 = c
+        .query_one("SELECT COUNT(*) FROM decisions WHERE org_id = $1", &[&org])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(stored, 7);
 }
 
 /// The writes outside the decision path that append an event, each router-only like a

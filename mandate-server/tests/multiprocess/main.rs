@@ -31,3 +31,4 @@ mod exact;
 mod lifetime;
 mod log;
 mod startup;
+mod upgrade;

@@ -209,23 +209,44 @@ impl CitusDb {
     /// backend that exits meanwhile twice or not at all ("the next call ... will see the
     /// correct values", stats/stat_counters.c): the sum is read until two reads agree.
     pub async fn multi_shard_queries(&self) -> i64 {
-        let mut last = self.multi_shard_queries_once().await;
+        self.counter("query_execution_multi_shard", &self.node_urls())
+            .await
+    }
+
+    /// The statements the coordinator executed on one shard in this database since it
+    /// started (Citus's `query_execution_single_shard` there): each statement it routed to
+    /// one worker, or delegated whole to it (a distributed function's call), counts once;
+    /// what it runs only on its own tables (Citus's metadata) does not.
+    pub async fn coordinator_single_shard_queries(&self) -> i64 {
+        self.counter(
+            "query_execution_single_shard",
+            std::slice::from_ref(&self.url),
+        )
+        .await
+    }
+
+    /// Citus's counter `column` in this database, summed over the nodes `urls`. Citus sums
+    /// its backends' slots and the saved counts of exited ones, and may count a backend that
+    /// exits meanwhile twice or not at all ("the next call ... will see the correct values",
+    /// stats/stat_counters.c): the sum is read until two reads agree.
+    async fn counter(&self, column: &str, urls: &[String]) -> i64 {
+        let mut last = Self::counter_once(column, urls).await;
         for _ in 0..20 {
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-            let now = self.multi_shard_queries_once().await;
+            let now = Self::counter_once(column, urls).await;
             if now == last {
                 return now;
             }
             last = now;
         }
-        panic!("citus_stat_counters did not settle in 2 s (last read {last})");
+        panic!("citus_stat_counters did not settle in 2 s (last read of {column}: {last})");
     }
 
-    /// One read of [`Self::multi_shard_queries`]'s sum.
-    async fn multi_shard_queries_once(&self) -> i64 {
+    /// One read of [`Self::counter`]'s sum.
+    async fn counter_once(column: &str, urls: &[String]) -> i64 {
         let mut total = 0;
-        for url in self.node_urls() {
-            let c = connect(&url)
+        for url in urls {
+            let c = connect(url)
                 .await
                 .unwrap_or_else(|e| panic!("connecting to {url}: {e}"));
             let on: String = c
@@ -236,8 +257,9 @@ impl CitusDb {
             assert_eq!(on, "on", "citus.enable_stat_counters is off on {url}");
             let n: i64 = c
                 .query_one(
-                    "SELECT query_execution_multi_shard FROM citus_stat_counters
-                     WHERE name = current_database()",
+                    &format!(
+                        "SELECT {column} FROM citus_stat_counters WHERE name = current_database()"
+                    ),
                     &[],
                 )
                 .await

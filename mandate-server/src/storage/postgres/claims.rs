@@ -3,14 +3,15 @@
 //! its claims and its watermark are the organization's (migration 0011), so no decision
 //! touches a row another organization's decisions touch.
 //!
-//! A writer claims a block of an organization's seqs in a short transaction of its own:
-//! the organization's counter row `org_counters('decisions')` moves, and the block's first
-//! seq is written in the writer's row of `decision_claims` for that organization, both in
-//! one commit. That commit does not wait for its WAL flush (`synchronous_commit` off for it
-//! alone): the counter row is then held for microseconds, not for a flush, and groups of
-//! every writer and process commit side by side. Nothing is lost by not waiting: the
-//! group's own commit waits for its flush, which covers the claim written before it; a
-//! claim lost in a crash belonged to a group that never committed.
+//! A writer claims a block of each of its group's organizations' seqs in a short
+//! transaction of its own (`mandate_claim`, migration 0015): the organization's counter row
+//! `org_counters('decisions')` moves, and the block's first seq is written in the writer's
+//! row of `decision_claims` for that organization, both in one commit. That commit does not
+//! wait for its WAL flush (`synchronous_commit` off for it alone): the counter row is then
+//! held for microseconds, not for a flush, and groups of every writer and process commit
+//! side by side. Nothing is lost by not waiting: the group's own commit waits for its
+//! flush, which covers the claim written before it; a claim lost in a crash belonged to a
+//! group that never committed.
 //!
 //! The group's transaction inserts its decisions with the claimed seqs and clears the claim
 //! in the same commit, so a reader sees the claim open or the decisions committed, never
@@ -20,8 +21,8 @@
 //! later claim always lies above the counter, so the watermark never goes down and nothing
 //! settles behind a reader.
 //!
-//! The events of a group's reviews take their seqs the same way, in the same statement
-//! ([`CLAIM`]): the claim's transaction moves the organization's events counter too, and the writer's row
+//! The events of a group's reviews take their seqs the same way, in the same call: the
+//! claim's transaction moves the organization's events counter too, and the writer's row
 //! holds the first of them (`first_event`) until the group settles. The group's own
 //! transaction then touches no counter row, so the groups of every process commit side by
 //! side even when each opens a review; readers of the events stop below the lowest open
@@ -31,88 +32,26 @@
 
 use super::Result;
 
-/// Opens writer `$2`'s row of organization `$1` if it has none (its claim settled). A
-/// writer sends it before its first claim of the organization, and again after a claim
-/// found no row ([`CLAIM`]: the row was swept).
-pub const OPEN: &str = "INSERT INTO decision_claims (org_id, writer, first_seq, claimed_at)
-    VALUES ($1, $2, NULL, now()) ON CONFLICT (org_id, writer) DO NOTHING";
-
-/// Claims `$3` decision seqs and `$4` event seqs (0 or more) of organization `$1` for writer
-/// `$2` (its row opened by [`OPEN`]): moves the organization's counters and opens the
-/// writer's claim at each block's first seq, which it returns (the events' NULL when none is
-/// claimed). The events counter is touched only when event seqs are claimed, so a group
-/// opening no review never waits for an event appended outside the groups. The counters'
-/// rows are locked in the order of their keys (decisions, then events: the claim's
-/// transaction finds them through the primary key only, [`BEGIN_CLAIM`]), the same order in
-/// every claim. It returns no row when the writer has no row (swept): the counters moved
-/// all the same, leaving gaps, and the writer opens its row and claims again. `UPDATE`s of
-/// the organization's rows only: one statement on the node that holds them (Citus).
-pub const CLAIM: &str = "WITH taken AS (
-        UPDATE org_counters
-        SET value = value + CASE WHEN name = 'decisions' THEN $3::BIGINT ELSE $4::BIGINT END
-        WHERE org_id = $1 AND (name = 'decisions' OR (name = 'events' AND $4::BIGINT > 0))
-        RETURNING name, value)
-    UPDATE decision_claims c
-    SET first_seq = (SELECT value FROM taken WHERE name = 'decisions') - $3 + 1,
-        first_event = (SELECT value FROM taken WHERE name = 'events') - $4 + 1,
-        claimed_at = now()
-    WHERE c.org_id = $1 AND c.writer = $2
-    RETURNING c.first_seq, c.first_event";
-
-/// Marks month `$3` (`clock::month_index` of the group's latest decision) of organization
-/// `$1` with the first seq of writer `$2`'s claim, in the claim's transaction after
-/// [`CLAIM`], unless the month is marked already (migration 0014): claims commit in the
-/// order of their blocks (the counter row is held to the commit), so the first to mark a
-/// month holds the lowest block of any that names it. Nothing when the claim found no row.
-/// An agent's allowed decisions since a month are read from the lowest mark of that month
-/// or a later one on: every decision created in them lies at or above it, and none does
-/// where no month is marked ([`super::deciding::ALLOWED_SQL`]).
-pub const MONTH: &str = "INSERT INTO decision_months (org_id, month, first_seq)
-    SELECT org_id, $3::BIGINT, first_seq FROM decision_claims
-    WHERE org_id = $1 AND writer = $2 AND first_seq IS NOT NULL
-    ON CONFLICT (org_id, month) DO NOTHING";
-
-/// The statement that opens a claim's transaction: its commit need not wait for the flush,
-/// and its rows are found through their keys only, so that [`CLAIM`] locks the counters in
-/// their keys' order.
-pub const BEGIN_CLAIM: &str = "BEGIN; SET LOCAL synchronous_commit TO OFF;
-    SET LOCAL enable_seqscan TO OFF; SET LOCAL enable_bitmapscan TO OFF";
-
-/// Clears writer `$2`'s claim of organization `$1` that starts at `$3` (a group that stores
-/// no decision, or one rolled back); nothing if the claim is no longer that one.
-pub const SETTLE: &str = "UPDATE decision_claims SET first_seq = NULL, first_event = NULL
-    WHERE org_id = $1 AND writer = $2 AND first_seq = $3";
-
 /// Clears writer `$2`'s claim of organization `$1`, whichever block it holds: after a
 /// group failed (a writer has one group of an organization in flight at a time).
 pub const CLEAR: &str = "UPDATE decision_claims SET first_seq = NULL, first_event = NULL
     WHERE org_id = $1 AND writer = $2 AND (first_seq IS NOT NULL OR first_event IS NOT NULL)";
 
-/// After a group failed: rolls back its open transaction and clears the writer's claim of
-/// `org` ([`CLEAR`]), so that readers need not wait for it to be swept.
+/// After a group failed: clears the writer's claim of `org` ([`CLEAR`]), so that readers
+/// need not wait for it to be swept.
 pub(super) async fn clear(c: &tokio_postgres::Client, org: &str, writer: &str) {
-    let _ = c.simple_query("ROLLBACK").await;
     let _ = c.execute(CLEAR, &[&org, &writer]).await;
 }
-
-/// Settles writer `$2`'s claim of organization `$1` that starts at `$3`, in the group's
-/// transaction after its decisions' rows, and fails (a division by zero) when the claim is
-/// no longer that one (swept as stale): the group is rolled back and its decisions are
-/// stored again alone, so none lands at or below a watermark readers have passed.
-pub const SETTLED: &str = "WITH settled AS (
-        UPDATE decision_claims SET first_seq = NULL, first_event = NULL
-        WHERE org_id = $1 AND writer = $2 AND first_seq = $3 RETURNING 1)
-    SELECT 1 / (SELECT COUNT(*) FROM settled)::INT";
 
 /// Sweeps organization `$1`'s stale claims, before a read that stops below the open ones.
 /// A claim open 5 seconds is taken to be left by a process that died (or by a group whose
 /// connection broke before it could settle), and is swept, so that readers go on. A live
 /// group's claim is open for the length of its transaction, milliseconds; one still running
-/// after this long fails to store its decisions ([`SETTLED`] finds no claim) and they are
-/// stored again alone: sweeping early costs time, never a decision. Short, because readers
+/// after this long fails to store its decisions (`mandate_store` finds its claim gone) and
+/// they are stored again alone: sweeping early costs time, never a decision. Short, because readers
 /// see no new decision while a dead claim stands. A writer's row with no claim open holds
 /// readers up in nothing and stays, so that a live writer need not open it again before
-/// each claim ([`OPEN`]); one idle a day (its process gone, most likely) is removed.
+/// each claim; one idle a day (its process gone, most likely) is removed.
 pub const SWEEP: &str = "DELETE FROM decision_claims
     WHERE org_id = $1 AND claimed_at < now() - INTERVAL '5 seconds'
       AND (first_seq IS NOT NULL OR first_event IS NOT NULL

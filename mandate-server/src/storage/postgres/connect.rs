@@ -20,7 +20,7 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use deadpool_postgres::{Hook, HookError, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::config::SslMode;
 
 use super::tls::{RustlsConnect, Verify};
@@ -156,21 +156,10 @@ impl Target {
         self.builder(size).build().map_err(|e| bad(&self.url, e))
     }
 
-    /// The decision writers' pool: as [`Self::pool`], each connection given the writers'
-    /// named statements when it is made (`script::prepares`), which their one-message
-    /// scripts run. Made after the schema is migrated: the statements name its tables.
+    /// The decision writers' pool: as [`Self::pool`], apart, so that a group never waits
+    /// for a connection behind the reads of requests.
     pub(crate) fn writers_pool(&self) -> Result<Pool, StorageError> {
-        self.builder(self.pool_size)
-            .post_create(Hook::async_fn(|client, _| {
-                Box::pin(async move {
-                    client
-                        .batch_execute(&super::script::prepares())
-                        .await
-                        .map_err(HookError::Backend)
-                })
-            }))
-            .build()
-            .map_err(|e| bad(&self.url, e))
+        self.pool()
     }
 
     fn builder(&self, size: usize) -> deadpool_postgres::PoolBuilder {

@@ -125,6 +125,129 @@ impl Params {
     }
 }
 
+/// Decisions' values as one array a column, for `mandate_store` (migration 0015).
+pub(crate) struct RowArrays<'a> {
+    id: Vec<&'a str>,
+    org_id: Vec<&'a str>,
+    env: Vec<&'a str>,
+    agent: Vec<&'a str>,
+    mandate: Vec<Option<&'a str>>,
+    verdict: Vec<&'a str>,
+    policy_verdict: Vec<&'a str>,
+    reason: Vec<Option<&'a str>>,
+    amount: Vec<&'a str>,
+    currency: Vec<&'a str>,
+    recipient: Vec<&'a str>,
+    category: Vec<&'a str>,
+    nonce: Vec<&'a str>,
+    policy_version: Vec<&'a str>,
+    iss: Vec<&'a str>,
+    iat: Vec<i64>,
+    exp: Vec<i64>,
+    created_ms: Vec<i64>,
+    supersedes: Vec<Option<&'a str>>,
+    review: Vec<Option<&'a str>>,
+    is_request: Vec<bool>,
+    signing_kid: Vec<Option<&'a str>>,
+    signature: Vec<Option<&'a [u8]>>,
+    bindings: Vec<Option<&'a str>>,
+    leaf: Vec<Option<&'a [u8]>>,
+}
+
+impl<'a> RowArrays<'a> {
+    /// Empty, with room for `n` rows.
+    pub(crate) fn with_capacity(n: usize) -> Self {
+        Self {
+            id: Vec::with_capacity(n),
+            org_id: Vec::with_capacity(n),
+            env: Vec::with_capacity(n),
+            agent: Vec::with_capacity(n),
+            mandate: Vec::with_capacity(n),
+            verdict: Vec::with_capacity(n),
+            policy_verdict: Vec::with_capacity(n),
+            reason: Vec::with_capacity(n),
+            amount: Vec::with_capacity(n),
+            currency: Vec::with_capacity(n),
+            recipient: Vec::with_capacity(n),
+            category: Vec::with_capacity(n),
+            nonce: Vec::with_capacity(n),
+            policy_version: Vec::with_capacity(n),
+            iss: Vec::with_capacity(n),
+            iat: Vec::with_capacity(n),
+            exp: Vec::with_capacity(n),
+            created_ms: Vec::with_capacity(n),
+            supersedes: Vec::with_capacity(n),
+            review: Vec::with_capacity(n),
+            is_request: Vec::with_capacity(n),
+            signing_kid: Vec::with_capacity(n),
+            signature: Vec::with_capacity(n),
+            bindings: Vec::with_capacity(n),
+            leaf: Vec::with_capacity(n),
+        }
+    }
+
+    /// Adds `p`'s values as the next row (its mode is the call's own column).
+    pub(crate) fn push(&mut self, p: &'a Params) {
+        self.id.push(&p.id);
+        self.org_id.push(&p.org_id);
+        self.env.push(p.env);
+        self.agent.push(&p.agent);
+        self.mandate.push(p.mandate.as_deref());
+        self.verdict.push(p.verdict);
+        self.policy_verdict.push(p.policy_verdict);
+        self.reason.push(p.reason.as_deref());
+        self.amount.push(&p.amount);
+        self.currency.push(&p.currency);
+        self.recipient.push(&p.recipient);
+        self.category.push(&p.category);
+        self.nonce.push(&p.nonce);
+        self.policy_version.push(&p.policy_version);
+        self.iss.push(&p.iss);
+        self.iat.push(p.iat);
+        self.exp.push(p.exp);
+        self.created_ms.push(p.created_ms);
+        self.supersedes.push(p.supersedes.as_deref());
+        self.review.push(p.review.as_deref());
+        self.is_request.push(p.is_request);
+        self.signing_kid.push(p.signing_kid.as_deref());
+        self.signature.push(p.signature.as_deref());
+        self.bindings.push(p.bindings.as_deref());
+        self.leaf.push(p.leaf.as_deref());
+    }
+
+    /// The arrays in `mandate_store`'s order: `d_org` and `d_env` first, then from `d_id`
+    /// on (the agent's key, version and mode, which come between, are the call's own).
+    pub(crate) fn values(&self) -> [&(dyn ToSql + Sync); 25] {
+        [
+            &self.org_id,
+            &self.env,
+            &self.id,
+            &self.agent,
+            &self.mandate,
+            &self.verdict,
+            &self.policy_verdict,
+            &self.reason,
+            &self.amount,
+            &self.currency,
+            &self.recipient,
+            &self.category,
+            &self.nonce,
+            &self.policy_version,
+            &self.iss,
+            &self.iat,
+            &self.exp,
+            &self.created_ms,
+            &self.supersedes,
+            &self.review,
+            &self.is_request,
+            &self.signing_kid,
+            &self.signature,
+            &self.bindings,
+            &self.leaf,
+        ]
+    }
+}
+
 /// The values of one row of the decisions' insert: its seq, the agent's key, the rest.
 pub(crate) type Row<'a> = (&'a i64, &'a i64, &'a Params);
 

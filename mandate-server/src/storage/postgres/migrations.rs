@@ -66,6 +66,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         14,
         include_str!("../../../migrations/postgres/0014_decision_months.sql"),
     ),
+    (
+        15,
+        include_str!("../../../migrations/postgres/0015_decision_group_functions.sql"),
+    ),
 ];
 
 /// The Citus step, run after the numbered migrations by every `migrate`: nothing without

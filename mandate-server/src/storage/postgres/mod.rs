@@ -27,14 +27,11 @@
 
 mod claims;
 pub mod connect;
-mod constant;
 mod deciding;
 pub mod decisions;
 pub mod gather;
 pub mod migrations;
-mod pipeline;
 mod record;
-mod script;
 mod statements;
 mod steps;
 pub mod store;

@@ -96,13 +96,19 @@ fn opening_review(
 /// A claim of `seqs` decision seqs and `events` event seqs in org_1 by writer `dead-0` of a
 /// process that then died: the first of each (of the event seqs, when any are claimed).
 async fn dead_claim(store: &PostgresStore, seqs: i64, events: i64) -> (i64, Option<i64>) {
-    use crate::storage::postgres::claims;
     let c = store.pool().get().await.unwrap();
-    c.execute(claims::OPEN, &[&"org_1", &"dead-0"])
-        .await
-        .unwrap();
     let row = c
-        .query_one(claims::CLAIM, &[&"org_1", &"dead-0", &seqs, &events])
+        .query_one(
+            crate::storage::postgres::record::CLAIM_CALL,
+            &[
+                &"org_1",
+                &"dead-0",
+                &vec!["org_1"],
+                &vec![seqs],
+                &vec![events],
+                &vec![crate::clock::month_index(ms(NOW))],
+            ],
+        )
         .await
         .unwrap();
     (row.get::<_, i64>(0), row.get::<_, Option<i64>>(1))
@@ -209,36 +215,34 @@ async fn readers_stop_below_an_open_claim_and_a_dead_processs_claim_is_swept() {
         db.number("SELECT COUNT(*) FROM decision_claims WHERE writer = 'dead-0'"),
         0
     );
-    // Had that process been alive, its group's insert would find no claim and fail (the
+    // Had that process been alive, its group's store would find no claim and fail (the
     // transaction rolled back, its decisions stored again alone): nothing lands at or below
     // the watermark after readers passed it.
-    let mut c = store.pool().get().await.unwrap();
-    let late = decision("dec_late", "agt_buyer");
-    let params = crate::storage::postgres::decisions::Params::of("org_1", Env::Sandbox, &late);
-    let first = claimed;
-    let tx = c.transaction().await.unwrap();
-    let insert = crate::storage::postgres::decisions::insert_sql(1);
-    tx.execute(
-        insert.as_str(),
-        &crate::storage::postgres::decisions::insert_values(&[(&first, &agent_seq, &params)]),
-    )
-    .await
-    .unwrap();
-    let refused = tx
-        .query(
-            crate::storage::postgres::claims::SETTLED,
-            &[&"org_1", &"dead-0", &first],
-        )
+    use crate::storage::postgres::record::{ClaimCall, RecordStatement, STORE_CALL, StoreCall};
+    let c = store.pool().get().await.unwrap();
+    let version = db.number("SELECT version FROM agents WHERE id = 'agt_buyer'");
+    let late =
+        RecordStatement::of(&new_decision("dec_late", "agt_buyer", agent_seq, version)).unwrap();
+    let claims = ClaimCall::of(&[&late]);
+    let writer = "dead-0".to_owned();
+    let call = StoreCall::of(&[&late], &writer, &claims, &[(claimed, None)]);
+    let refused = c
+        .query_one(STORE_CALL, &call.values())
         .await
         .expect_err("a group whose claim was swept commits nothing");
     assert_eq!(
-        refused.code(),
-        Some(&tokio_postgres::error::SqlState::DIVISION_BY_ZERO)
+        refused.code().map(tokio_postgres::error::SqlState::code),
+        Some("MD001"),
+        "{refused:?}"
     );
-    drop(tx);
     assert_eq!(
         db.number("SELECT COUNT(*) FROM decisions WHERE id = 'dec_late'"),
         0
+    );
+    assert_eq!(
+        db.number("SELECT version FROM agents WHERE id = 'agt_buyer'"),
+        version,
+        "the agent's version move was rolled back with the rest"
     );
 }
 
