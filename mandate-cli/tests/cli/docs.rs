@@ -600,6 +600,65 @@ fn what_the_demo_writes_is_never_one_git_add_away_from_a_commit() {
     assert_eq!(added.trim(), "add '.gitignore'", "{written:?}");
 }
 
+/// docs/embedding.md's dependency lines, as a project beside a checkout (`../mandate`)
+/// writes them: cargo resolves them to this repository's mandate-core, offline.
+#[test]
+fn the_embedding_guides_dependency_lines_resolve() {
+    let page = std::fs::read_to_string(root().join("docs/embedding.md")).unwrap();
+    let lines: Vec<&str> = page.lines().collect();
+    let at = lines.iter().position(|l| l.trim() == "```toml").unwrap();
+    let (block, _) = fenced(&lines, at, &["```toml"]).unwrap();
+    assert!(block.contains("[dependencies]"), "{block}");
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("embedder");
+    std::fs::create_dir_all(project.join("src")).unwrap();
+    std::fs::write(project.join("src/lib.rs"), "").unwrap();
+    std::fs::write(
+        project.join("Cargo.toml"),
+        format!(
+            "[package]\nname = \"embedder\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n{block}\n"
+        ),
+    )
+    .unwrap();
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(root(), dir.path().join("mandate")).unwrap();
+    // The repository's lock: its versions are the ones this machine has, offline.
+    std::fs::copy(root().join("Cargo.lock"), project.join("Cargo.lock")).unwrap();
+    // This machine's target only: the packages of other targets (wasm's) may not be here.
+    let rustc = Command::new("rustc").arg("-vV").output().unwrap();
+    let host = String::from_utf8(rustc.stdout)
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("host: ").map(str::to_owned))
+        .unwrap();
+    let out = Command::new(env!("CARGO"))
+        .args(["metadata", "--format-version", "1", "--offline"])
+        .args(["--filter-platform", &host, "--manifest-path"])
+        .arg(project.join("Cargo.toml"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "docs/embedding.md's dependencies do not resolve:\n{block}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let metadata: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let core = metadata["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "mandate-core")
+        .expect("mandate-core among the packages");
+    let manifest = Path::new(core["manifest_path"].as_str().unwrap());
+    assert_eq!(
+        manifest.canonicalize().unwrap(),
+        root()
+            .join("mandate-core/Cargo.toml")
+            .canonicalize()
+            .unwrap()
+    );
+}
+
 /// docs/protocols.md's AP2 example issues its mandates with Python's `sd-jwt` and
 /// jwcrypto: without them the page is skipped, unless `MANDATE_REQUIRE_THIRD_PARTY=1`
 /// (CI, which installs them).
