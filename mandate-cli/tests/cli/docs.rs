@@ -19,6 +19,11 @@
 //! (`dec_…`, `sk_sandbox_…`), tokens (`eyJ…`), cursors, timestamps, Unix times, local
 //! ports and policy versions ([`normalize`]).
 //!
+//! **The checkout as found.** The blocks run in a git repository holding the repository's
+//! `.gitignore`, as a reader runs them in a clone: after them, `git add -A` must find
+//! nothing to add (every file a page writes is removed by the page or ignored), and a file
+//! that holds an API key must be readable by its owner only.
+//!
 //! **The demo as found.** After its blocks, a page must leave the demo as it found it:
 //! the sandbox's enforcement mode and the demo agent's mandate (id and status) are read
 //! before and after, so that a reader who runs one page after another on one demo gets
@@ -386,6 +391,9 @@ fn run_page(page: &str) {
     for sub in ["work", "home"] {
         std::fs::create_dir(dir.path().join(sub)).unwrap();
     }
+    let work = dir.path().join("work");
+    std::fs::copy(root().join(".gitignore"), work.join(".gitignore")).unwrap();
+    git(&work, dir.path(), &["init", "-q"]);
     let server_script = match blocks.iter().find(|b| b.server) {
         Some(block) => format!("{}{}", prelude(), block.text),
         // As the README starts it.
@@ -451,6 +459,7 @@ fn run_page(page: &str) {
             ));
         }
     }
+    wrong.extend(left_in_the_checkout(page, &work, dir.path()));
     if left.as_deref() != Some(found.as_str()) {
         wrong.push(format!(
             "{page}: its blocks leave the demo with {}, not as they found it ({found}): a reader who goes on to another page on the same demo would not get what it shows",
@@ -458,6 +467,62 @@ fn run_page(page: &str) {
         ));
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// `git args` in `work` (HOME in `dir/home`); its stdout.
+fn git(work: &Path, dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(work)
+        .env("HOME", dir.join("home"))
+        .output()
+        .expect("git runs");
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// What a page's blocks left in the checkout that they should not have: files `git add -A`
+/// would add (neither removed nor ignored), and files holding an API key that others may
+/// read (there or in the reader's home).
+fn left_in_the_checkout(page: &str, work: &Path, dir: &Path) -> Vec<String> {
+    let mut wrong = Vec::new();
+    let added = git(work, dir, &["add", "-A", "--dry-run"]);
+    let added: Vec<&str> = added.lines().filter(|l| *l != "add '.gitignore'").collect();
+    if !added.is_empty() {
+        wrong.push(format!(
+            "{page}: its blocks leave files that `git add -A` would commit in a clone; remove them in the page or list them in .gitignore:\n{}",
+            added.join("\n")
+        ));
+    }
+    let key = Regex::new(r"\b(sk|ak)_(sandbox|live)_[0-9a-z]{20,}").unwrap();
+    // The checkout and the reader's home (the CLI's profiles and caches).
+    let mut dirs = vec![work.to_path_buf(), dir.join("home")];
+    while let Some(at) = dirs.pop() {
+        for entry in std::fs::read_dir(&at).unwrap() {
+            let entry = entry.unwrap();
+            let (path, kind) = (entry.path(), entry.file_type().unwrap());
+            if kind.is_dir() && entry.file_name() != ".git" {
+                dirs.push(path);
+                continue;
+            }
+            if !kind.is_file() {
+                continue;
+            }
+            let bytes = std::fs::read(&path).unwrap_or_default();
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt as _;
+                let mode = entry.metadata().unwrap().permissions().mode() & 0o777;
+                if mode & 0o077 != 0 && key.is_match(&String::from_utf8_lossy(&bytes)) {
+                    wrong.push(format!(
+                        "{page}: {} holds an API key and others may read it (mode {mode:o}): write it owner-only (umask 077)",
+                        path.strip_prefix(dir).unwrap().display()
+                    ));
+                }
+            }
+        }
+    }
+    wrong
 }
 
 #[test]
@@ -549,7 +614,7 @@ fn the_cli_guide_runs_as_written() {
 
 #[test]
 fn the_webhooks_guide_runs_as_written() {
-    run_page(PAGES[3]);
+    run_page(PAGES[4]);
 }
 
 /// After `serve --demo` in a clone, `git add -A` commits none of what it wrote: the
@@ -563,16 +628,7 @@ fn what_the_demo_writes_is_never_one_git_add_away_from_a_commit() {
     }
     let work = dir.path().join("work");
     std::fs::copy(root().join(".gitignore"), work.join(".gitignore")).unwrap();
-    let git = |args: &[&str]| {
-        let out = Command::new("git")
-            .args(args)
-            .current_dir(&work)
-            .env("HOME", dir.path().join("home"))
-            .output()
-            .expect("git runs");
-        assert!(out.status.success(), "git {args:?}: {out:?}");
-        String::from_utf8(out.stdout).unwrap()
-    };
+    let git = |args: &[&str]| git(&work, dir.path(), args);
     git(&["init", "-q"]);
     let script = format!(
         "{}cargo build --release -p mandate-server -p mandate-cli\n\
