@@ -7,12 +7,11 @@
 //! reads of a review shared by its waits, `api.rs` the calls. A review is a task
 //! (`tasks.rs`): under 2026-07-28 as rmcp models it, under 2025-11-25 as `tasks_2025.rs`
 //! answers it, carried past rmcp by `edges.rs` in both transports (`stdio.rs`; `http.rs`
-//! with `sessions.rs`); a cancelled task is kept by `cancellations.rs`. With the console's
-//! URL, a review is shown to the user through URL-mode elicitation (`console.rs`).
+//! with `sessions.rs`); cancelling a task withdraws its review on the server. With the
+//! console's URL, a review is shown to the user through URL-mode elicitation (`console.rs`).
 
 mod api;
 mod args;
-mod cancellations;
 mod console;
 mod edges;
 mod http;
