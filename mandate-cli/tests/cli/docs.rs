@@ -47,10 +47,11 @@ use regex::Regex;
 use serde_json::Value;
 
 /// The pages with runnable blocks, each run by a test below.
-const PAGES: [&str; 5] = [
+const PAGES: [&str; 6] = [
     "README.md",
     "docs/api.md",
     "docs/cli.md",
+    "docs/mcp.md",
     "docs/protocols.md",
     "docs/webhooks.md",
 ];
@@ -233,14 +234,24 @@ fn server_binary() -> PathBuf {
     server
 }
 
+/// The Python a page's blocks run as `python3`: the test's third-party Python if any.
+fn third_party_python() -> Option<String> {
+    std::env::var("MANDATE_THIRD_PARTY_PYTHON").ok()
+}
+
 /// What every script starts with: strict mode, `cargo build --release` as the link to
 /// the binaries already built, and `python3` as the test's third-party Python if any.
 fn prelude() -> String {
+    prelude_with(third_party_python().as_deref())
+}
+
+/// [`prelude`] with `python3` as `python`, when given.
+fn prelude_with(python: Option<&str>) -> String {
     let cli = env!("CARGO_BIN_EXE_mandate");
     let server = server_binary();
-    let python = match std::env::var("MANDATE_THIRD_PARTY_PYTHON") {
-        Ok(path) => format!("python3() {{ '{path}' \"$@\"; }}\n"),
-        Err(_) => String::new(),
+    let python = match python {
+        Some(path) => format!("python3() {{ '{path}' \"$@\"; }}\n"),
+        None => String::new(),
     };
     python
         + &format!(
@@ -384,6 +395,12 @@ fn outputs(said: &str, count: usize) -> Vec<String> {
 /// own; panics with every block that failed, or printed something else than the page
 /// shows, or with the demo's state changed.
 fn run_page(page: &str) {
+    run_page_with(page, third_party_python().as_deref());
+}
+
+/// [`run_page`] with `python3` as `python`, when given.
+fn run_page_with(page: &str, python: Option<&str>) {
+    let prelude = || prelude_with(python);
     let text = std::fs::read_to_string(root().join(page)).unwrap();
     let blocks = blocks(&text);
     assert!(!blocks.is_empty(), "{page} marks no block runnable");
@@ -614,7 +631,28 @@ fn the_cli_guide_runs_as_written() {
 
 #[test]
 fn the_webhooks_guide_runs_as_written() {
-    run_page(PAGES[4]);
+    run_page(PAGES[5]);
+}
+
+/// docs/mcp.md's task over HTTP is driven by the official MCP Python SDK (`mcp` on PyPI):
+/// its blocks run with `MANDATE_MCP_PYTHON` (else the third-party Python) as `python3`.
+/// Without the SDK the page is skipped, unless `MANDATE_REQUIRE_MCP_CLIENT=1` (CI).
+#[test]
+fn the_mcp_guide_runs_as_written() {
+    let python = std::env::var("MANDATE_MCP_PYTHON")
+        .ok()
+        .or_else(third_party_python)
+        .unwrap_or_else(|| "python3".to_owned());
+    let found = Command::new(&python)
+        .args(["-c", "import mcp"])
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if !found && std::env::var("MANDATE_REQUIRE_MCP_CLIENT").as_deref() != Ok("1") {
+        eprintln!("skipped docs/mcp.md: {python} lacks the MCP SDK (pip install mcp==2.3.0)");
+        return;
+    }
+    assert!(found, "{python} lacks the MCP SDK");
+    run_page_with(PAGES[3], Some(&python));
 }
 
 /// After `serve --demo` in a clone, `git add -A` commits none of what it wrote: the
