@@ -316,6 +316,7 @@ mod tests {
             review_resolved_at: None,
             review_status: None,
             review_resolution: None,
+            review_withdrawn: false,
             supersedes: supersedes.map(|s| DecisionId::parse(s).unwrap()),
             verdict,
             verdict_token: Some(None),

@@ -3,7 +3,9 @@
 //! A decision whose verdict is `review` opens a review that waits for the mandate owner.
 //! The owner approves it (the server then makes a fresh decision, whose id becomes the
 //! review's `resolution`) or denies it, with an optional reason; a review nobody resolves
-//! expires 24 hours after it opened. Each transition here is a pure function of the review
+//! expires 24 hours after it opened. The agent whose decision opened it may withdraw it
+//! while it is pending (its client gave up on the payment): the review is then denied, and
+//! says it was withdrawn, so that no approval can follow. Each transition here is a pure function of the review
 //! and `now`; the server persists the result and emits `decision.resolved`.
 
 use std::fmt;
@@ -66,6 +68,11 @@ pub enum ReviewError {
         /// The status the review has.
         status: ReviewStatus,
     },
+    /// The agent withdrew the review: it can no longer be approved or denied.
+    #[error(
+        "review was withdrawn by its agent, which no longer wants the payment; it can no longer be approved or denied"
+    )]
+    Withdrawn,
     /// The review's 24 hours are over: it can no longer be approved or denied. The caller
     /// should mark it expired with [`Review::expire`].
     #[error("review has expired and can no longer be approved or denied")]
@@ -99,6 +106,10 @@ pub struct Review {
     /// On denial, the reason the owner gave, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Whether the denial is the agent's withdrawal of its own review (`denied` either
+    /// way); written only when true.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub withdrawn: bool,
 }
 
 impl Review {
@@ -113,6 +124,7 @@ impl Review {
             resolved_at: None,
             resolution: None,
             reason: None,
+            withdrawn: false,
         }
     }
 
@@ -147,6 +159,19 @@ impl Review {
         })
     }
 
+    /// Withdraws the review for the agent whose decision opened it: denied, with the
+    /// agent's reason if it gave one, and marked withdrawn.
+    pub fn withdraw(
+        &self,
+        reason: Option<String>,
+        now: OffsetDateTime,
+    ) -> Result<Review, ReviewError> {
+        Ok(Review {
+            withdrawn: true,
+            ..self.deny(reason, now)?
+        })
+    }
+
     /// Marks a pending review expired once `now` has reached `expires_at`.
     ///
     /// `resolved_at` is set to `expires_at`, the moment it expired, not `now`: a sweeper
@@ -168,6 +193,9 @@ impl Review {
     }
 
     fn check_resolvable(&self, now: OffsetDateTime) -> Result<(), ReviewError> {
+        if self.withdrawn {
+            return Err(ReviewError::Withdrawn);
+        }
         if self.status != ReviewStatus::Pending {
             return Err(ReviewError::NotPending {
                 status: self.status,
@@ -280,6 +308,47 @@ mod tests {
             assert_eq!(review.deny(None, now), not_pending);
             assert_eq!(review.expire(review.expires_at), not_pending);
         }
+    }
+
+    #[test]
+    fn a_withdrawn_review_is_denied_and_nothing_follows_it() {
+        let now = T0 + Duration::minutes(2);
+        let withdrawn = review()
+            .withdraw(Some("the client cancelled".to_owned()), now)
+            .unwrap();
+        assert_eq!(withdrawn.status, ReviewStatus::Denied);
+        assert!(withdrawn.withdrawn);
+        assert_eq!(withdrawn.resolved_at, Some(now));
+        assert_eq!(withdrawn.reason.as_deref(), Some("the client cancelled"));
+        assert_eq!(
+            withdrawn.approve(fresh_decision(), now),
+            Err(ReviewError::Withdrawn)
+        );
+        assert_eq!(withdrawn.deny(None, now), Err(ReviewError::Withdrawn));
+        assert_eq!(withdrawn.withdraw(None, now), Err(ReviewError::Withdrawn));
+        // A person's denial is no withdrawal, and a resolved review cannot be withdrawn.
+        let denied = review().deny(None, now).unwrap();
+        assert!(!denied.withdrawn);
+        assert_eq!(
+            denied.withdraw(None, now),
+            Err(ReviewError::NotPending {
+                status: ReviewStatus::Denied
+            })
+        );
+        assert_eq!(
+            review().withdraw(None, review().expires_at),
+            Err(ReviewError::Expired)
+        );
+        // On the wire, only a withdrawal says so.
+        let json = serde_json::to_value(&withdrawn).unwrap();
+        assert_eq!(json["withdrawn"], true);
+        assert_eq!(serde_json::from_value::<Review>(json).unwrap(), withdrawn);
+        assert!(
+            serde_json::to_value(&denied)
+                .unwrap()
+                .get("withdrawn")
+                .is_none()
+        );
     }
 
     #[test]

@@ -96,8 +96,13 @@ function row(d) {
     h("td", {}, d.mode),
     // Where the review it opened stands (pending, approved, denied, expired), not just
     // that it opened one.
-    h("td", { class: "review-status" }, d.review ? d.review_status || "—" : "—"),
+    h("td", { class: "review-status" }, d.review ? reviewStatus(d) || "—" : "—"),
   );
+}
+
+// A review's status in words: a denial its agent made (it withdrew the review) says so.
+function reviewStatus(d) {
+  return d.review_withdrawn ? `${d.review_status}, withdrawn by the agent` : d.review_status;
 }
 
 async function detail(ctx, root, id) {
@@ -134,7 +139,7 @@ async function detail(ctx, root, id) {
       ["Recipient", r.recipient],
       ["Category", r.category],
       ["Mandate", d.mandate ? h("a", { href: `#mandates/${d.mandate}` }, d.mandate) : null],
-      ["Review", d.review ? `${d.review}${d.review_status ? ` (${d.review_status})` : ""}` : null],
+      ["Review", d.review ? `${d.review}${d.review_status ? ` (${reviewStatus(d)})` : ""}` : null],
       ["Review expires", d.review_expires_at ? when(d.review_expires_at) : undefined],
       ["Approved as", d.review_resolution ? h("a", { id: "resolution", href: `#decisions/${d.review_resolution}` }, d.review_resolution) : undefined],
       ["Supersedes", d.supersedes ? h("a", { href: `#decisions/${d.supersedes}` }, d.supersedes) : null],

@@ -116,13 +116,14 @@ pub fn run(args: AuditArgs, ctx: &Context) -> CmdResult {
         output::note("the log has no checkpoint yet: nothing to audit");
         return Ok(Exit::Success);
     };
+    let first = stored.is_none();
     let state = match stored {
         Some(stored) => stored.audit,
         None => AuditState::new(first_origin(&args, &note)?),
     };
     let (leaves, ids) = leaves(&presented.lines);
     match state.advance(&leaves, &note, &keys) {
-        Ok(accepted) => accept(&args, &state, accepted, &ids, after, ctx.json),
+        Ok(accepted) => accept(&args, first, &state, accepted, &ids, after, ctx.json),
         Err(e) => refuse(&args.state, &state, &e, &ids, &presented),
     }
 }
@@ -321,8 +322,12 @@ fn leaves(lines: &[Line]) -> (Vec<AuditLeaf>, Vec<String>) {
     (leaves, ids)
 }
 
+/// Stores the accepted state and says so: on the first run (no state file before), that
+/// this checkpoint is the one later runs hold the log to; afterwards, that the log extends
+/// the checkpoint accepted before.
 fn accept(
     args: &AuditArgs,
+    first: bool,
     before: &AuditState,
     accepted: AuditState,
     ids: &[String],
@@ -340,12 +345,20 @@ fn accept(
         after,
     };
     write_state(&args.state, &state)?;
-    let message = format!(
-        "accepted: the log {} at {} decisions ({} new) extends the checkpoint accepted before",
+    let head = format!(
+        "accepted: the log {} at {} decisions ({} new)",
         state.audit.origin(),
         state.audit.size(),
         used
     );
+    let message = if first {
+        format!(
+            "{head}, its first checkpoint in {}: later runs check that the log extends it",
+            args.state.display()
+        )
+    } else {
+        format!("{head} extends the checkpoint accepted before")
+    };
     if as_json {
         output::json(&Accepted {
             new: used,

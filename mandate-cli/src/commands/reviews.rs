@@ -15,7 +15,8 @@ pub enum ReviewsCommand {
     /// Approve: a fresh decision is made, re-checked against the mandate as it is now
     #[command(long_about = LONG_ABOUT)]
     Approve(ApproveArgs),
-    /// Deny: the review is closed, no new decision is made
+    /// Deny: the review is closed, no new decision is made (with the agent key of the
+    /// decision's agent: the agent withdraws its own review, which nothing can approve then)
     Deny(DenyArgs),
 }
 

@@ -7,15 +7,15 @@
 //! reads of a review shared by its waits, `api.rs` the calls. A review is a task
 //! (`tasks.rs`): under 2026-07-28 as rmcp models it, under 2025-11-25 as `tasks_2025.rs`
 //! answers it, carried past rmcp by `edges.rs` in both transports (`stdio.rs`; `http.rs`
-//! with `sessions.rs`); a cancelled task is kept by `cancellations.rs`. With the console's
-//! URL, a review is shown to the user through URL-mode elicitation (`console.rs`).
+//! with `sessions.rs`); cancelling a task withdraws its review on the server. With the
+//! console's URL, a review is shown to the user through URL-mode elicitation (`console.rs`).
 
 mod api;
 mod args;
-mod cancellations;
 mod console;
 mod edges;
 mod http;
+mod listener;
 mod outputs;
 mod review;
 mod server;
@@ -55,8 +55,9 @@ By default the server speaks MCP over stdin and stdout, as agent hosts launch it
 --http it serves streamable HTTP at http://ADDR/mcp instead (127.0.0.1:8765 when ADDR is
 not given); the bound address is printed on stderr. It accepts loopback Host and Origin
 headers (and the origins of --allow-origin), requires a bearer token when given one
-(--http-token or MANDATE_MCP_HTTP_TOKEN), and caps its sessions (--max-sessions, closed
-after --session-idle seconds without a request).
+(--http-token or MANDATE_MCP_HTTP_TOKEN), caps its sessions (--max-sessions, closed
+after --session-idle seconds without a request) and its connections (--max-connections),
+and gives a request --read-timeout seconds for its head and again for its body.
 
 With --console-url, a review asks the client's user (when the client takes URL-mode
 elicitation) to open it in the review console.";
@@ -90,6 +91,15 @@ pub struct McpArgs {
     /// With --http: a session is closed after this many seconds without a request
     #[arg(long, value_name = "SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub session_idle: u64,
+
+    /// With --http: open connections at most; past it the longest idle are closed, or the
+    /// new one when every connection has a request in flight
+    #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub max_connections: u32,
+
+    /// With --http: seconds a client has to send a request's head, and then its body
+    #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=300))]
+    pub read_timeout: u64,
 
     /// The service's verdicts URL (the tokens' issuer), whose JWK Set verify_verdict uses
     #[arg(long, env = "MANDATE_ISSUER", value_name = "URL")]
@@ -136,6 +146,8 @@ impl McpArgs {
                 .filter(|t| !t.is_empty()),
             max_sessions: self.max_sessions as usize,
             idle: Duration::from_secs(self.session_idle),
+            max_connections: self.max_connections as usize,
+            read_timeout: Duration::from_secs(self.read_timeout),
         }
     }
 }

@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::review::{EXPIRED, ReviewState};
+use super::review::{EXPIRED, ReviewState, WITHDRAWN};
 
 /// `authorize_payment`'s output, also the result of its task once the review is settled.
 #[derive(Debug, Serialize, JsonSchema)]
@@ -100,6 +100,10 @@ impl AuthorizeOutput {
                 output.reason = Some(denial.reason());
                 output.next_step = "Do not pay: a person denied it. Tell the user why.".into();
             }
+            ReviewState::Withdrawn(_) => {
+                output.reason = Some(WITHDRAWN.into());
+                output.next_step = "Do not pay: the review was withdrawn (the task was cancelled). Ask again if the payment is still needed.".into();
+            }
             ReviewState::Expired => {
                 output.reason = Some(EXPIRED.into());
                 output.next_step =
@@ -161,6 +165,7 @@ impl WaitOutput {
                 ..done("approved", None)
             },
             ReviewState::Denied(denial) => done("denied", Some(denial.reason())),
+            ReviewState::Withdrawn(_) => done("denied", Some(WITHDRAWN.into())),
             ReviewState::Expired => done("expired", Some(EXPIRED.into())),
         })
     }

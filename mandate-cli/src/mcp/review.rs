@@ -24,6 +24,8 @@ pub const FRESH: Duration = Duration::from_millis(500);
 
 /// What the agent is told when a person denied without a reason.
 pub const DENIED: &str = "a person denied the payment: do not pay";
+/// What the agent is told when it withdrew the review itself (its task was cancelled).
+pub const WITHDRAWN: &str = "this agent withdrew the review (its task was cancelled): do not pay; ask again if still needed";
 /// What the agent is told when nobody resolved the review in time.
 pub const EXPIRED: &str =
     "nobody resolved the review in time: do not pay; ask again if still needed";
@@ -39,6 +41,9 @@ pub enum ReviewState {
     Approved(Box<Decision>),
     /// Denied by a person.
     Denied(Denial),
+    /// Withdrawn by this agent (a task cancelled, by any `mandate mcp` of it): the API
+    /// reads it `denied`, with `review_withdrawn`.
+    Withdrawn(Denial),
     /// Nobody resolved it in time.
     Expired,
 }
@@ -50,7 +55,7 @@ impl ReviewState {
             Self::None => None,
             Self::Pending => Some("pending"),
             Self::Approved(_) => Some("approved"),
-            Self::Denied(_) => Some("denied"),
+            Self::Denied(_) | Self::Withdrawn(_) => Some("denied"),
             Self::Expired => Some("expired"),
         }
     }
@@ -121,6 +126,15 @@ impl Reviews {
             .clone()
     }
 
+    /// Drops the shared read of decision `id`: the next read asks the API (after this
+    /// process changed what it says, as a cancellation does).
+    pub fn forget(&self, id: &str) {
+        self.reads
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(id);
+    }
+
     /// The decision `id`, read as its wire type.
     pub async fn decision(&self, id: &str) -> Result<Decision, String> {
         let answer = self.decision_json(id).await.map_err(|e| e.0)?;
@@ -141,10 +155,17 @@ impl Reviews {
                     .ok_or("the review was approved but names no decision")?;
                 ReviewState::Approved(Box::new(self.decision(fresh.as_str()).await?))
             }
-            (Some(_), Some(ReviewStatus::Denied)) => ReviewState::Denied(Denial {
-                reason: decision.review_reason.clone(),
-                at: decision.review_resolved_at,
-            }),
+            (Some(_), Some(ReviewStatus::Denied)) => {
+                let denial = Denial {
+                    reason: decision.review_reason.clone(),
+                    at: decision.review_resolved_at,
+                };
+                if decision.review_withdrawn {
+                    ReviewState::Withdrawn(denial)
+                } else {
+                    ReviewState::Denied(denial)
+                }
+            }
             (Some(_), Some(ReviewStatus::Expired)) => ReviewState::Expired,
             (Some(_), _) => ReviewState::Pending,
         };

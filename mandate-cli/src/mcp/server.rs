@@ -11,9 +11,11 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, tool_handler};
 
 use super::console;
+use super::review::urlencode;
 use super::tasks::{self, TaskState};
 use super::tasks_2025;
 use super::tools::MandateTools;
+use crate::client::new_idempotency_key;
 
 /// What the server tells the model about itself.
 const INSTRUCTIONS: &str = "Mandate decides whether this agent may spend money. Before any \
@@ -112,9 +114,9 @@ impl ServerHandler for MandateTools {
         )?))
     }
 
-    /// `tasks/cancel`: a working task becomes `cancelled` for good; one that ended stays as
-    /// it ended (cancellation is cooperative, the acknowledgement the same). The review
-    /// stays with the person who holds it; the agent is told not to pay.
+    /// `tasks/cancel`: a working task becomes `cancelled` for good, its review withdrawn
+    /// on the server; one that ended stays as it ended (cancellation is cooperative, the
+    /// acknowledgement the same). The agent is told not to pay.
     async fn cancel_task(
         &self,
         request: CancelTaskParams,
@@ -128,23 +130,43 @@ impl ServerHandler for MandateTools {
     }
 }
 
+/// The reason the agent gives when it withdraws a review, which the person who holds it
+/// reads on the decision (`review_reason`).
+const WITHDRAWAL_REASON: &str = "withdrawn by the agent: its MCP client cancelled the task";
+
 impl MandateTools {
     /// The task `id`, read from its decision.
     pub(super) async fn task(&self, id: &str) -> Result<TaskState, ErrorData> {
-        tasks::read(&self.reviews, &self.cancellations, id).await
+        tasks::read(&self.reviews, id).await
     }
 
-    /// Records that the working task `state` was cancelled.
-    pub(super) async fn cancel(&self, state: &TaskState) -> Result<(), ErrorData> {
-        let cancellations = self.cancellations.clone();
-        let id = state.id.clone();
-        let now = time::OffsetDateTime::now_utc();
-        tokio::task::spawn_blocking(move || cancellations.record(&id, now))
-            .await
-            .map_err(|e| {
-                ErrorData::internal_error(format!("recording the cancellation: {e}"), None)
-            })?
-            .map(|_| ())
-            .map_err(|e| ErrorData::internal_error(e, None))
+    /// Cancels the working task `state`: withdraws its review on the server (`POST
+    /// /v1/reviews/{id}/deny` with the agent's key), so that no approval can follow and
+    /// every `mandate mcp` of this agent reads the task as cancelled; the task as it
+    /// stands then, read again from the API. A review resolved meanwhile (approved,
+    /// denied, expired, or withdrawn by another `mandate mcp`) refuses the withdrawal, and
+    /// the task reads as it ended; any other failure is the error.
+    pub(super) async fn cancel(&self, state: &TaskState) -> Result<TaskState, ErrorData> {
+        let id = state.id.as_str();
+        let Some(review) = &state.review else {
+            return Err(ErrorData::internal_error(
+                format!("task {id} is working but its decision names no review"),
+                None,
+            ));
+        };
+        let key =
+            new_idempotency_key().map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        let body = serde_json::json!({ "reason": WITHDRAWAL_REASON }).to_string();
+        let path = format!("/reviews/{}/deny", urlencode(review));
+        let withdrawn = self.api.post(&path, body, &key).await;
+        self.reviews.forget(id);
+        let now = self.task(id).await?;
+        match withdrawn {
+            Err(failure) if !now.is_terminal() => Err(ErrorData::internal_error(
+                format!("cannot cancel task {id}: withdrawing review {review} failed: {failure}"),
+                None,
+            )),
+            _ => Ok(now),
+        }
     }
 }

@@ -5,8 +5,11 @@
 //! once the client cancelled it while it was working.
 //!
 //! The task's id is the decision's id, and its state is read from the decision with the
-//! agent's key each time (and from the cancellations of `cancellations.rs`): any `mandate
-//! mcp` of this agent, a restarted one too, answers for it, and nothing is kept in memory.
+//! agent's key each time: any `mandate mcp` of this agent, on any host, a restarted one
+//! too, answers for it, and nothing is kept in memory. Cancelling withdraws the review on
+//! the server (`POST /v1/reviews/{id}/deny` with the agent's key): the decision then reads
+//! `denied` with `review_withdrawn`, which is the task's `cancelled`, and no approval can
+//! follow it.
 //! A task id of another agent's decision is not found (the API answers 404 to this
 //! agent's key).
 //!
@@ -21,7 +24,6 @@ use rmcp::model::{
 };
 use time::OffsetDateTime;
 
-use super::cancellations::Cancellations;
 use super::outputs::AuthorizeOutput;
 use super::review::{ReviewState, Reviews};
 
@@ -39,11 +41,13 @@ pub enum Outcome {
     Cancelled,
 }
 
-/// A task, as read from its decision and the cancellations.
+/// A task, as read from its decision.
 #[derive(Debug)]
 pub struct TaskState {
     /// The decision's id.
     pub id: DecisionId,
+    /// The review the decision opened, if any: what cancelling withdraws.
+    pub review: Option<String>,
     /// Where it stands.
     pub outcome: Outcome,
     /// What it says about itself, in a sentence.
@@ -71,14 +75,10 @@ impl TaskState {
 }
 
 /// What a cancelled task says.
-pub const CANCELLED: &str = "Cancelled by request: do not pay. The review stays with the person who holds it; ask again if the payment is still needed.";
+pub const CANCELLED: &str = "Cancelled by request: do not pay. The review was withdrawn, so no one can approve it any more; ask again if the payment is still needed.";
 
 /// The task `id`: `-32602` naming it when it is no decision of this agent.
-pub async fn read(
-    reviews: &Reviews,
-    cancellations: &Cancellations,
-    id: &str,
-) -> Result<TaskState, ErrorData> {
+pub async fn read(reviews: &Reviews, id: &str) -> Result<TaskState, ErrorData> {
     let Ok(decision_id) = DecisionId::parse(id) else {
         return Err(not_found(id));
     };
@@ -90,19 +90,12 @@ pub async fn read(
         }
     })?;
     let created_at = decision.created_at;
-    // Only a working task is ever cancelled; it stays cancelled however the review ends.
-    if let Some(at) = cancellations.cancelled_at(&decision_id) {
-        return Ok(TaskState {
-            id: decision_id,
-            outcome: Outcome::Cancelled,
-            message: CANCELLED.into(),
-            created_at,
-            updated_at: at.max(created_at),
-        });
-    }
+    let review = decision.review.as_ref().map(ToString::to_string);
     let updated_at = match &state {
         ReviewState::Approved(fresh) => fresh.created_at,
-        ReviewState::Denied(denial) => denial.at.unwrap_or(created_at),
+        ReviewState::Denied(denial) | ReviewState::Withdrawn(denial) => {
+            denial.at.unwrap_or(created_at)
+        }
         ReviewState::Expired => decision.review_expires_at.unwrap_or(created_at),
         ReviewState::None | ReviewState::Pending => created_at,
     };
@@ -118,6 +111,8 @@ pub async fn read(
                     .unwrap_or_default()
             ),
         ),
+        // Withdrawn by this agent: only cancelling a working task does that.
+        ReviewState::Withdrawn(_) => (Outcome::Cancelled, CANCELLED.into()),
         settled => {
             let output = AuthorizeOutput::settled(&decision, settled);
             let message = output.next_step.clone();
@@ -126,6 +121,7 @@ pub async fn read(
     };
     Ok(TaskState {
         id: decision_id,
+        review,
         outcome,
         message,
         created_at,

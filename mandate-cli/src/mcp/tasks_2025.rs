@@ -1,7 +1,7 @@
 //! Tasks as MCP 2025-11-25 has them: a tool that declares `execution.taskSupport`, a
 //! `tools/call` whose `task` member asks to run as one (answered with a `CreateTaskResult`),
 //! `tasks/get`, `tasks/result` (which waits for the task to end), `tasks/cancel` (a working
-//! task becomes `cancelled` for good, `cancellations.rs`), and `capabilities.tasks` in the
+//! task becomes `cancelled` for good, its review withdrawn on the server), and `capabilities.tasks` in the
 //! initialize answer. The task is read from its decision as `tasks.rs` reads it.
 //!
 //! rmcp 3.11 models only the tasks extension of 2026-07-28, whose methods share these
@@ -176,18 +176,25 @@ impl MandateTools {
         }
     }
 
-    /// `tasks/cancel`: a working task becomes `cancelled` for good; one that ended is
-    /// `-32602`, as the specification says.
+    /// `tasks/cancel`: a working task becomes `cancelled` for good (its review withdrawn);
+    /// one that ended, before or while it was being cancelled, is `-32602`, as the
+    /// specification says.
     async fn cancel_2025(&self, id: &str) -> Result<TaskState, ErrorData> {
-        let state = self.task(id).await?;
-        if state.is_terminal() {
-            return Err(ErrorData::invalid_params(
+        let already = |state: &TaskState| {
+            ErrorData::invalid_params(
                 format!("cannot cancel task {id}: it is already {}", state.status()),
                 None,
-            ));
+            )
+        };
+        let state = self.task(id).await?;
+        if state.is_terminal() {
+            return Err(already(&state));
         }
-        self.cancel(&state).await?;
-        self.task(id).await
+        let state = self.cancel(&state).await?;
+        match state.outcome {
+            Outcome::Cancelled => Ok(state),
+            _ => Err(already(&state)),
+        }
     }
 
     /// The task `id` once it ended, read as often as the waits of `wait_for_review` read

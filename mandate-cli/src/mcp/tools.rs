@@ -24,7 +24,6 @@ use super::args::{
     AuthorizeArgs, ListArgs, VerifyArgs, VerifyBindings, WAIT_DEFAULT_SECS, WaitArgs,
     standard_formats_only,
 };
-use super::cancellations::Cancellations;
 use super::outputs::{
     AuthorizeOutput, DecisionSummary, ListOutput, MandateOutput, VerifyOutput, WaitOutput,
 };
@@ -37,8 +36,6 @@ pub struct MandateTools {
     pub(super) api: Arc<Api>,
     /// The decisions' reads, shared by every wait of this process.
     pub(super) reviews: Arc<Reviews>,
-    /// The tasks cancelled by a client (in the cache directory, shared by processes).
-    pub(super) cancellations: Arc<Cancellations>,
     /// The verdicts URL (the tokens' `iss`), whose `/.well-known/jwks.json` verifies.
     issuer: Option<String>,
     /// The fetched JWK Set and when to fetch it again (the core's cache policy: the
@@ -72,7 +69,6 @@ impl MandateTools {
         }
         Self {
             reviews: Arc::new(Reviews::new(api.clone())),
-            cancellations: Arc::new(Cancellations::in_cache()),
             api,
             issuer,
             jwks: Arc::new(Mutex::new(None)),

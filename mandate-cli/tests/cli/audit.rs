@@ -56,10 +56,13 @@ fn audited_then_three_more(env: &Env) -> (String, Vec<String>) {
     // Before any checkpoint covers them, or after: the first run takes what is signed.
     let first = decide(env, &key, 3);
     wait_logged(env, &first[2]);
-    audit(env)
-        .ok()
-        .stdout_has("at 3 decisions (3 new)")
+    let run = audit(env);
+    run.ok()
+        .stdout_has("at 3 decisions (3 new), its first checkpoint in ")
+        .stdout_has("later runs check that the log extends it")
         .stderr_has("first run: auditing the log ");
+    // There was no checkpoint before it to extend.
+    assert!(!run.stdout.contains("accepted before"), "{}", run.stdout);
     let state = std::fs::read_to_string(env.path("audit.json")).unwrap();
     let stored: serde_json::Value = serde_json::from_str(&state).unwrap();
     assert_eq!(stored["after"], first[2].as_str(), "{state}");
@@ -73,7 +76,9 @@ fn audited_then_three_more(env: &Env) -> (String, Vec<String>) {
 
     let second = decide(env, &key, 3);
     wait_logged(env, &second[2]);
-    audit(env).ok().stdout_has("at 6 decisions (3 new)");
+    audit(env)
+        .ok()
+        .stdout_has("at 6 decisions (3 new) extends the checkpoint accepted before");
     // Nothing new: the same checkpoint is accepted again.
     audit(env).ok().stdout_has("at 6 decisions (0 new)");
 

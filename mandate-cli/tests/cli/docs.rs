@@ -19,6 +19,11 @@
 //! (`dec_…`, `sk_sandbox_…`), tokens (`eyJ…`), cursors, timestamps, Unix times, local
 //! ports and policy versions ([`normalize`]).
 //!
+//! **The checkout as found.** The blocks run in a git repository holding the repository's
+//! `.gitignore`, as a reader runs them in a clone: after them, `git add -A` must find
+//! nothing to add (every file a page writes is removed by the page or ignored), and a file
+//! that holds an API key must be readable by its owner only.
+//!
 //! **The demo as found.** After its blocks, a page must leave the demo as it found it:
 //! the sandbox's enforcement mode and the demo agent's mandate (id and status) are read
 //! before and after, so that a reader who runs one page after another on one demo gets
@@ -42,10 +47,11 @@ use regex::Regex;
 use serde_json::Value;
 
 /// The pages with runnable blocks, each run by a test below.
-const PAGES: [&str; 5] = [
+const PAGES: [&str; 6] = [
     "README.md",
     "docs/api.md",
     "docs/cli.md",
+    "docs/mcp.md",
     "docs/protocols.md",
     "docs/webhooks.md",
 ];
@@ -228,14 +234,24 @@ fn server_binary() -> PathBuf {
     server
 }
 
+/// The Python a page's blocks run as `python3`: the test's third-party Python if any.
+fn third_party_python() -> Option<String> {
+    std::env::var("MANDATE_THIRD_PARTY_PYTHON").ok()
+}
+
 /// What every script starts with: strict mode, `cargo build --release` as the link to
 /// the binaries already built, and `python3` as the test's third-party Python if any.
 fn prelude() -> String {
+    prelude_with(third_party_python().as_deref())
+}
+
+/// [`prelude`] with `python3` as `python`, when given.
+fn prelude_with(python: Option<&str>) -> String {
     let cli = env!("CARGO_BIN_EXE_mandate");
     let server = server_binary();
-    let python = match std::env::var("MANDATE_THIRD_PARTY_PYTHON") {
-        Ok(path) => format!("python3() {{ '{path}' \"$@\"; }}\n"),
-        Err(_) => String::new(),
+    let python = match python {
+        Some(path) => format!("python3() {{ '{path}' \"$@\"; }}\n"),
+        None => String::new(),
     };
     python
         + &format!(
@@ -379,6 +395,12 @@ fn outputs(said: &str, count: usize) -> Vec<String> {
 /// own; panics with every block that failed, or printed something else than the page
 /// shows, or with the demo's state changed.
 fn run_page(page: &str) {
+    run_page_with(page, third_party_python().as_deref());
+}
+
+/// [`run_page`] with `python3` as `python`, when given.
+fn run_page_with(page: &str, python: Option<&str>) {
+    let prelude = || prelude_with(python);
     let text = std::fs::read_to_string(root().join(page)).unwrap();
     let blocks = blocks(&text);
     assert!(!blocks.is_empty(), "{page} marks no block runnable");
@@ -386,6 +408,9 @@ fn run_page(page: &str) {
     for sub in ["work", "home"] {
         std::fs::create_dir(dir.path().join(sub)).unwrap();
     }
+    let work = dir.path().join("work");
+    std::fs::copy(root().join(".gitignore"), work.join(".gitignore")).unwrap();
+    git(&work, dir.path(), &["init", "-q"]);
     let server_script = match blocks.iter().find(|b| b.server) {
         Some(block) => format!("{}{}", prelude(), block.text),
         // As the README starts it.
@@ -451,6 +476,7 @@ fn run_page(page: &str) {
             ));
         }
     }
+    wrong.extend(left_in_the_checkout(page, &work, dir.path()));
     if left.as_deref() != Some(found.as_str()) {
         wrong.push(format!(
             "{page}: its blocks leave the demo with {}, not as they found it ({found}): a reader who goes on to another page on the same demo would not get what it shows",
@@ -458,6 +484,62 @@ fn run_page(page: &str) {
         ));
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// `git args` in `work` (HOME in `dir/home`); its stdout.
+fn git(work: &Path, dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(work)
+        .env("HOME", dir.join("home"))
+        .output()
+        .expect("git runs");
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// What a page's blocks left in the checkout that they should not have: files `git add -A`
+/// would add (neither removed nor ignored), and files holding an API key that others may
+/// read (there or in the reader's home).
+fn left_in_the_checkout(page: &str, work: &Path, dir: &Path) -> Vec<String> {
+    let mut wrong = Vec::new();
+    let added = git(work, dir, &["add", "-A", "--dry-run"]);
+    let added: Vec<&str> = added.lines().filter(|l| *l != "add '.gitignore'").collect();
+    if !added.is_empty() {
+        wrong.push(format!(
+            "{page}: its blocks leave files that `git add -A` would commit in a clone; remove them in the page or list them in .gitignore:\n{}",
+            added.join("\n")
+        ));
+    }
+    let key = Regex::new(r"\b(sk|ak)_(sandbox|live)_[0-9a-z]{20,}").unwrap();
+    // The checkout and the reader's home (the CLI's profiles and caches).
+    let mut dirs = vec![work.to_path_buf(), dir.join("home")];
+    while let Some(at) = dirs.pop() {
+        for entry in std::fs::read_dir(&at).unwrap() {
+            let entry = entry.unwrap();
+            let (path, kind) = (entry.path(), entry.file_type().unwrap());
+            if kind.is_dir() && entry.file_name() != ".git" {
+                dirs.push(path);
+                continue;
+            }
+            if !kind.is_file() {
+                continue;
+            }
+            let bytes = std::fs::read(&path).unwrap_or_default();
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt as _;
+                let mode = entry.metadata().unwrap().permissions().mode() & 0o777;
+                if mode & 0o077 != 0 && key.is_match(&String::from_utf8_lossy(&bytes)) {
+                    wrong.push(format!(
+                        "{page}: {} holds an API key and others may read it (mode {mode:o}): write it owner-only (umask 077)",
+                        path.strip_prefix(dir).unwrap().display()
+                    ));
+                }
+            }
+        }
+    }
+    wrong
 }
 
 #[test]
@@ -549,7 +631,28 @@ fn the_cli_guide_runs_as_written() {
 
 #[test]
 fn the_webhooks_guide_runs_as_written() {
-    run_page(PAGES[3]);
+    run_page(PAGES[5]);
+}
+
+/// docs/mcp.md's task over HTTP is driven by the official MCP Python SDK (`mcp` on PyPI):
+/// its blocks run with `MANDATE_MCP_PYTHON` (else the third-party Python) as `python3`.
+/// Without the SDK the page is skipped, unless `MANDATE_REQUIRE_MCP_CLIENT=1` (CI).
+#[test]
+fn the_mcp_guide_runs_as_written() {
+    let python = std::env::var("MANDATE_MCP_PYTHON")
+        .ok()
+        .or_else(third_party_python)
+        .unwrap_or_else(|| "python3".to_owned());
+    let found = Command::new(&python)
+        .args(["-c", "import mcp"])
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if !found && std::env::var("MANDATE_REQUIRE_MCP_CLIENT").as_deref() != Ok("1") {
+        eprintln!("skipped docs/mcp.md: {python} lacks the MCP SDK (pip install mcp==2.3.0)");
+        return;
+    }
+    assert!(found, "{python} lacks the MCP SDK");
+    run_page_with(PAGES[3], Some(&python));
 }
 
 /// After `serve --demo` in a clone, `git add -A` commits none of what it wrote: the
@@ -563,16 +666,7 @@ fn what_the_demo_writes_is_never_one_git_add_away_from_a_commit() {
     }
     let work = dir.path().join("work");
     std::fs::copy(root().join(".gitignore"), work.join(".gitignore")).unwrap();
-    let git = |args: &[&str]| {
-        let out = Command::new("git")
-            .args(args)
-            .current_dir(&work)
-            .env("HOME", dir.path().join("home"))
-            .output()
-            .expect("git runs");
-        assert!(out.status.success(), "git {args:?}: {out:?}");
-        String::from_utf8(out.stdout).unwrap()
-    };
+    let git = |args: &[&str]| git(&work, dir.path(), args);
     git(&["init", "-q"]);
     let script = format!(
         "{}cargo build --release -p mandate-server -p mandate-cli\n\
@@ -598,6 +692,65 @@ fn what_the_demo_writes_is_never_one_git_add_away_from_a_commit() {
         );
     }
     assert_eq!(added.trim(), "add '.gitignore'", "{written:?}");
+}
+
+/// docs/embedding.md's dependency lines, as a project beside a checkout (`../mandate`)
+/// writes them: cargo resolves them to this repository's mandate-core, offline.
+#[test]
+fn the_embedding_guides_dependency_lines_resolve() {
+    let page = std::fs::read_to_string(root().join("docs/embedding.md")).unwrap();
+    let lines: Vec<&str> = page.lines().collect();
+    let at = lines.iter().position(|l| l.trim() == "```toml").unwrap();
+    let (block, _) = fenced(&lines, at, &["```toml"]).unwrap();
+    assert!(block.contains("[dependencies]"), "{block}");
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("embedder");
+    std::fs::create_dir_all(project.join("src")).unwrap();
+    std::fs::write(project.join("src/lib.rs"), "").unwrap();
+    std::fs::write(
+        project.join("Cargo.toml"),
+        format!(
+            "[package]\nname = \"embedder\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n{block}\n"
+        ),
+    )
+    .unwrap();
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(root(), dir.path().join("mandate")).unwrap();
+    // The repository's lock: its versions are the ones this machine has, offline.
+    std::fs::copy(root().join("Cargo.lock"), project.join("Cargo.lock")).unwrap();
+    // This machine's target only: the packages of other targets (wasm's) may not be here.
+    let rustc = Command::new("rustc").arg("-vV").output().unwrap();
+    let host = String::from_utf8(rustc.stdout)
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("host: ").map(str::to_owned))
+        .unwrap();
+    let out = Command::new(env!("CARGO"))
+        .args(["metadata", "--format-version", "1", "--offline"])
+        .args(["--filter-platform", &host, "--manifest-path"])
+        .arg(project.join("Cargo.toml"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "docs/embedding.md's dependencies do not resolve:\n{block}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let metadata: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let core = metadata["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "mandate-core")
+        .expect("mandate-core among the packages");
+    let manifest = Path::new(core["manifest_path"].as_str().unwrap());
+    assert_eq!(
+        manifest.canonicalize().unwrap(),
+        root()
+            .join("mandate-core/Cargo.toml")
+            .canonicalize()
+            .unwrap()
+    );
 }
 
 /// docs/protocols.md's AP2 example issues its mandates with Python's `sd-jwt` and

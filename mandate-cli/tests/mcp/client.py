@@ -7,8 +7,9 @@ the script exits non-zero with the traceback on stderr; {"done": true} ends a go
 
 Argument: a JSON object: transport ("stdio" or "http"), url (http), command and env (stdio),
 mode (how the SDK's `Client` negotiates: "legacy", the initialize handshake of 2025-11-25,
-or "auto", its `server/discover` probe, which settles on 2026-07-28), jwks_url, issuer, and
-the agent's mandate id.
+or "auto", its `server/discover` probe, which settles on 2026-07-28), jwks_url, issuer, the
+agent's mandate id, and elsewhere (the command and env of a `mandate mcp` of the same agent
+with another HOME, as on another host).
 """
 
 import json
@@ -27,6 +28,10 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ConfigDict, TypeAdapter
 
 CONFIG = json.loads(sys.argv[1])
+# A `mandate mcp` of the same agent as on another host (another HOME), over stdio.
+ELSEWHERE = StdioServerParameters(
+    command=CONFIG["elsewhere"]["command"][0], args=CONFIG["elsewhere"]["command"][1:],
+    env=CONFIG["elsewhere"]["env"])
 TOOLS = {"authorize_payment", "wait_for_review", "get_mandate", "list_decisions", "verify_verdict"}
 READ_ONLY = {"wait_for_review", "get_mandate", "list_decisions", "verify_verdict"}
 IDEMPOTENT = {"wait_for_review", "get_mandate", "list_decisions"}
@@ -221,8 +226,9 @@ async def review_tasks(s, schema):
                 TypeAdapter(dict))
             again = await get_task(client.session, handle.task_id)
             assert again["status"] == "completed", again
-        # Cancelled while working: cancelled for good, even once a person approves, for
-        # any mandate mcp of this agent.
+        # Cancelled while working: the review is withdrawn on the server, so no person can
+        # approve it any more, and any mandate mcp of this agent, on any host, reads the
+        # task as cancelled.
         handle = await client.session.call_tool("authorize_payment", {
             "amount": "70", "currency": "USD", "recipient": "vendor:acme",
             "category": "travel"}, allow_claimed=True)
@@ -230,11 +236,12 @@ async def review_tasks(s, schema):
         await client.session.send_request(
             CancelTask(params=types.CancelTaskRequestParams(task_id=handle.task_id)),
             TypeAdapter(dict))
-        await approved_while_cancelled(s, handle.task_id, handle.status_message)
-        async with Client(server, mode="auto", extensions=[Tasks()]) as other:
-            task = await get_task(other.session, handle.task_id)
-        assert task["status"] == "cancelled" and "result" not in task, task
-        assert task["statusMessage"].startswith("Cancelled by request: do not pay"), task
+        await cancelled_for_good(s, handle.task_id, handle.status_message)
+        for elsewhere in (server, ELSEWHERE):
+            async with Client(elsewhere, mode="auto", extensions=[Tasks()]) as other:
+                task = await get_task(other.session, handle.task_id)
+            assert task["status"] == "cancelled" and "result" not in task, task
+            assert task["statusMessage"].startswith("Cancelled by request: do not pay"), task
         # Not a task of this agent: not found, an error naming it.
         try:
             await get_task(client.session, "dec_not_mine")
@@ -243,12 +250,17 @@ async def review_tasks(s, schema):
             assert e.code == -32602 and "dec_not_mine" in str(e), e
 
 
-async def approved_while_cancelled(s, decision, status_message):
-    """A person approves the review of a cancelled task; wait_for_review sees it happen."""
+async def cancelled_for_good(s, decision, status_message):
+    """A person tries to approve the review of a cancelled task: refused (409), since the
+    cancellation withdrew it on the server; wait_for_review reads it withdrawn, no token."""
     review = re.search(r"rev_[A-Za-z0-9_-]+", status_message).group(0)
-    say({"need": "approve", "review": review})
+    await need("approve_refused", review=review)
     waited = await s.ok("wait_for_review", {"decision": decision, "timeout_seconds": 30})
-    assert waited["status"] == "approved" and waited["verdict_token"], waited
+    assert waited["status"] == "denied" and waited["verdict_token"] is None, waited
+    assert "withdrew the review" in waited["reason"], waited
+    listed = await s.ok("list_decisions", {"limit": 100, "verdict": "review"})
+    mine = [d for d in listed["decisions"] if d["id"] == decision]
+    assert mine and mine[0]["review_status"] == "denied", listed
 
 
 async def raw_request(session, request):
@@ -369,12 +381,13 @@ async def legacy_review_tasks(s, schema):
         "amount": "70", "currency": "USD", "recipient": "vendor:acme", "category": "travel"})
     cancelled = await cancel_task_2025(session, created.task.task_id)
     assert cancelled.status == "cancelled", cancelled
-    await approved_while_cancelled(s, created.task.task_id, created.task.status_message)
-    async with Client(server, mode="legacy") as other:
-        again = await get_task_2025(other.session, created.task.task_id)
-        result = await task_result_2025(other.session, created.task.task_id)
-    assert again.status == "cancelled", again
-    assert result.is_error and "do not pay" in result.content[0].text, result
+    await cancelled_for_good(s, created.task.task_id, created.task.status_message)
+    for elsewhere in (server, ELSEWHERE):
+        async with Client(elsewhere, mode="legacy") as other:
+            again = await get_task_2025(other.session, created.task.task_id)
+            result = await task_result_2025(other.session, created.task.task_id)
+        assert again.status == "cancelled", again
+        assert result.is_error and "do not pay" in result.content[0].text, result
     await expect_error(-32602, cancel_task_2025(session, created.task.task_id))
 
     # Errors: another agent's task, a tool that does not run as a task, a call refused

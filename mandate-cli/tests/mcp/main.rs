@@ -177,6 +177,20 @@ impl Server {
                 self.call("POST", &format!("/v1/reviews/{review}/{action}"), body);
                 return false;
             }
+            "approve_refused" => {
+                // The review of a cancelled task: the client withdrew it, so a person's
+                // approval is refused and no allow is made.
+                let review = need["review"].as_str().unwrap();
+                let answer = reqwest::blocking::Client::new()
+                    .post(format!("{}/v1/reviews/{review}/approve", self.api))
+                    .bearer_auth(&self.org_key)
+                    .send()
+                    .unwrap();
+                let status = answer.status();
+                let body: Value = answer.json().unwrap();
+                assert_eq!(status, 409, "approving a withdrawn review: {body}");
+                assert_eq!(body["error"]["code"], "review_withdrawn", "{body}");
+            }
             "expire" => {
                 // Past the review's 24 hours: the timers expire it.
                 self.advance(24 * 3600 + 1);
@@ -245,6 +259,15 @@ fn drive(server: &mut Server, mut config: Value) {
     config["mandate"] = json!(server.mandate);
     config["agent_key"] = json!(server.agent_key);
     config["console"] = json!(console(server));
+    // A `mandate mcp` of the same agent as on another host: another HOME, so nothing on
+    // this machine's disk is shared with the one the client talks to.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let (command, env) = mcp_command(server, elsewhere.path());
+    let env: serde_json::Map<String, Value> = env
+        .into_iter()
+        .map(|(k, v)| (k, Value::String(v)))
+        .collect();
+    config["elsewhere"] = json!({"command": command, "env": env});
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp/client.py");
     let mut child = Command::new(python())
         .arg(script)
@@ -287,7 +310,15 @@ fn drive(server: &mut Server, mut config: Value) {
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter_map(|m| m["need"].as_str().map(str::to_owned))
         .collect();
-    for step in ["approve", "deny", "expire", "rate", "revoke", "stop"] {
+    for step in [
+        "approve",
+        "approve_refused",
+        "deny",
+        "expire",
+        "rate",
+        "revoke",
+        "stop",
+    ] {
         assert!(
             needs.iter().any(|n| n == step),
             "{step} never asked: {needs:?}"

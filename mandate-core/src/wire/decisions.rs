@@ -98,6 +98,10 @@ pub struct Decision {
     /// review's `resolution`), on the same reads as `review_expires_at`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub review_resolution: Option<DecisionId>,
+    /// Once the review it opened was withdrawn by this decision's agent (`review_status`
+    /// `denied`): `true`, on the same reads as `review_expires_at`; absent otherwise.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub review_withdrawn: bool,
     /// On a decision made by approving a review: the original decision.
     pub supersedes: Option<DecisionId>,
     /// The verdict returned.

@@ -53,7 +53,8 @@ pub struct ErrorBody {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorDetail {
     /// One of `invalid_request`, `unauthorized`, `forbidden`, `not_found`,
-    /// `idempotency_conflict`, `rate_limited`, `server_error`, `name_taken`.
+    /// `idempotency_conflict`, `rate_limited`, `server_error`, `name_taken`,
+    /// `review_withdrawn`.
     pub code: String,
     /// What went wrong and what to fix.
     pub message: String,
@@ -88,6 +89,8 @@ pub mod codes {
     pub const IDEMPOTENCY_CONFLICT: &str = "idempotency_conflict";
     /// 409, agent name.
     pub const NAME_TAKEN: &str = "name_taken";
+    /// 409, a review its agent withdrew.
+    pub const REVIEW_WITHDRAWN: &str = "review_withdrawn";
     /// 429.
     pub const RATE_LIMITED: &str = "rate_limited";
     /// 5xx.

@@ -45,6 +45,9 @@ pub enum ApiError {
     /// 409: idempotency key reused with another body, or still in flight.
     #[error("{0}")]
     IdempotencyConflict(String),
+    /// 409: a review its agent withdrew, which nothing can resolve any more.
+    #[error("{0}")]
+    Withdrawn(String),
     /// 429: over the key's request rate.
     #[error(
         "request rate of {limit} per second exceeded for this key; retry after {retry_after} s"
@@ -89,6 +92,7 @@ impl ApiError {
             Self::NotFound(_) => (StatusCode::NOT_FOUND, codes::NOT_FOUND),
             Self::NameTaken(_) => (StatusCode::CONFLICT, codes::NAME_TAKEN),
             Self::IdempotencyConflict(_) => (StatusCode::CONFLICT, codes::IDEMPOTENCY_CONFLICT),
+            Self::Withdrawn(_) => (StatusCode::CONFLICT, codes::REVIEW_WITHDRAWN),
             Self::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, codes::RATE_LIMITED),
             Self::Server(_) => (StatusCode::INTERNAL_SERVER_ERROR, codes::SERVER_ERROR),
             Self::Overloaded | Self::Unavailable(_) => {

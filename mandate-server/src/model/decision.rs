@@ -108,8 +108,10 @@ pub struct ReviewState {
     pub expires_ms: i64,
     /// Once approved: the fresh decision the approval made (its `resolution`).
     pub resolution: Option<DecisionId>,
-    /// Once denied: the reason the person gave, if any.
+    /// Once denied: the reason the person (or the withdrawing agent) gave, if any.
     pub reason: Option<String>,
+    /// Whether the denial is the agent's withdrawal of its own review.
+    pub withdrawn: bool,
     /// Once resolved (approved, denied or expired): when, unix ms.
     pub resolved_ms: Option<i64>,
 }
@@ -119,8 +121,8 @@ pub struct ReviewState {
 /// `supersedes`, `review` and `created_at`; read from the log, a decision that opened a
 /// review also has `review_status` and `review_expires_at`, and once the review is
 /// resolved `review_resolved_at`, with `review_resolution` (approved) or `review_reason`
-/// (denied with a reason); in the answer to a request, also `verdict_token` and the review
-/// object it opened.
+/// (denied with a reason), and `review_withdrawn` once its agent withdrew it; in the
+/// answer to a request, also `verdict_token` and the review object it opened.
 #[derive(Serialize)]
 pub struct DecisionView<'a> {
     id: &'a DecisionId,
@@ -157,6 +159,8 @@ pub struct DecisionView<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     review_resolution: Option<&'a DecisionId>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    review_withdrawn: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     review_reason: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     review_resolved_at: Option<String>,
@@ -187,6 +191,8 @@ struct DecisionTail<'v, 'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     review_resolution: Option<&'a DecisionId>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    review_withdrawn: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     review_reason: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     review_resolved_at: Option<&'v str>,
@@ -203,6 +209,7 @@ impl<'a> DecisionView<'a> {
             review_status: self.review_status,
             review_expires_at: self.review_expires_at.as_deref(),
             review_resolution: self.review_resolution,
+            review_withdrawn: self.review_withdrawn,
             review_reason: self.review_reason,
             review_resolved_at: self.review_resolved_at.as_deref(),
             created_at: &self.created_at,
@@ -332,6 +339,10 @@ impl Decision {
                 .review_state
                 .as_ref()
                 .and_then(|r| r.resolution.as_ref()),
+            review_withdrawn: self
+                .review_state
+                .as_ref()
+                .and_then(|r| r.withdrawn.then_some(true)),
             review_reason: self.review_state.as_ref().and_then(|r| r.reason.as_deref()),
             review_resolved_at: self
                 .review_state
@@ -436,6 +447,7 @@ mod tests {
             expires_ms: 1_795_086_400_123,
             resolution: None,
             reason: None,
+            withdrawn: false,
             resolved_ms: None,
         });
         let mut bound_no_mandate = bound();
@@ -505,6 +517,7 @@ mod tests {
             expires_ms: 1_795_086_400_123,
             resolution: None,
             reason: Some("too \"much\" for a taxi".into()),
+            withdrawn: false,
             resolved_ms: Some(1_795_000_060_000),
         });
         let review = Review::open(

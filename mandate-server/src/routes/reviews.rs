@@ -1,5 +1,10 @@
 //! `POST /v1/reviews/{id}/approve` and `POST /v1/reviews/{id}/deny`.
 //!
+//! Both take the organization key. `deny` also takes the agent key of the decision's agent,
+//! which withdraws its own pending review (its client no longer wants the payment, e.g. an
+//! MCP task was cancelled): the review is denied and says it was withdrawn, and any later
+//! resolution of it, an approval above all, is a 409.
+//!
 //! There is no read path for reviews: a pending review is visible through the decision that
 //! opened it and through the `decision.review_pending` event.
 
@@ -30,7 +35,8 @@ pub fn router() -> Router<AppState> {
         .route("/v1/reviews/{id}/deny", post(deny))
 }
 
-/// Loads a review of the caller's organization and environment, or 404.
+/// Loads a review of the caller's organization and environment, or 404; under an agent
+/// key, only a review of that agent's decisions (another agent's is 404, as a missing one).
 async fn find(state: &AppState, caller: &Caller, id: &str) -> Result<Review, ApiError> {
     let found = match ReviewId::parse(id) {
         Ok(wanted) => {
@@ -42,12 +48,13 @@ async fn find(state: &AppState, caller: &Caller, id: &str) -> Result<Review, Api
         Err(_) => None,
     };
     found
+        .filter(|(_review, agent)| caller.agent.as_ref().is_none_or(|own| own == agent))
         .map(|(review, _agent)| review)
         .ok_or_else(|| ApiError::not_found("review", id))
 }
 
-/// Stores a resolution made without a fresh decision (a denial, an expiry); a review no
-/// longer pending is a 400.
+/// Stores a resolution made without a fresh decision (a denial, a withdrawal, an expiry);
+/// a review no longer pending is refused as [`resolved_meanwhile`] says.
 async fn resolve(state: &AppState, caller: &Caller, review: Review) -> Result<(), ApiError> {
     let id = review.id.clone();
     let resolution = Resolution {
@@ -63,11 +70,29 @@ async fn resolve(state: &AppState, caller: &Caller, review: Review) -> Result<()
         state.news.evented(&caller.org_id);
         Ok(())
     } else {
-        Err(DecisionError::AlreadyResolved(id).into())
+        Err(resolved_meanwhile(state, caller, id).await)
     }
 }
 
-/// Turns a refused transition into a 400; an expired review is marked expired first.
+/// The refusal of a resolution that found the review resolved by another request: a 409
+/// when its agent withdrew it, else a 400.
+async fn resolved_meanwhile(state: &AppState, caller: &Caller, id: ReviewId) -> ApiError {
+    let found = state
+        .store
+        .review(caller.org_id.clone(), caller.env, id.clone())
+        .await;
+    match found {
+        Ok(Some((review, _agent))) if review.withdrawn => ApiError::Withdrawn(format!(
+            "review {id} cannot be resolved: {}",
+            ReviewError::Withdrawn
+        )),
+        Err(e) => e.into(),
+        Ok(_) => DecisionError::AlreadyResolved(id).into(),
+    }
+}
+
+/// Turns a refused transition into an error: 409 for a review its agent withdrew, else
+/// 400; an expired review is marked expired first.
 async fn refuse(
     state: &AppState,
     caller: &Caller,
@@ -80,7 +105,11 @@ async fn refuse(
     {
         return e;
     }
-    ApiError::InvalidRequest(format!("review {} cannot be resolved: {error}", review.id))
+    let message = format!("review {} cannot be resolved: {error}", review.id);
+    match error {
+        ReviewError::Withdrawn => ApiError::Withdrawn(message),
+        _ => ApiError::InvalidRequest(message),
+    }
 }
 
 async fn approve(
@@ -115,23 +144,33 @@ async fn approve(
             },
             |_| Ok(None),
         )
-        .await?;
-    Ok(created_encoded(answer))
+        .await;
+    match answer {
+        Ok(answer) => Ok(created_encoded(answer)),
+        Err(DecisionError::AlreadyResolved(id)) => {
+            Err(resolved_meanwhile(&state, &caller, id).await)
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
+/// A denial with the organization key; with the agent key of the decision's agent, the
+/// agent's withdrawal of its own review (denied, and marked withdrawn).
 async fn deny(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
     body: Result<OptionalJsonBody, ApiError>,
 ) -> Result<Response, ApiError> {
-    // The key class is checked before the body: a wrong key gets 403 whatever it sent.
-    caller.require_org()?;
     let OptionalJsonBody(body) = body?;
     let reason = deny_reason(body.as_ref())?;
     let now = state.now();
     let review = find(&state, &caller, &id).await?;
-    let denied = match review.deny(reason, now) {
+    let resolved = match caller.agent {
+        None => review.deny(reason, now),
+        Some(_) => review.withdraw(reason, now),
+    };
+    let denied = match resolved {
         Ok(r) => r,
         Err(e) => return Err(refuse(&state, &caller, &review, e).await),
     };

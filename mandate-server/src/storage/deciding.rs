@@ -91,9 +91,26 @@ fn status_of(text: &str) -> Result<ReviewStatus> {
         .ok_or_else(|| StorageError::Corrupt(format!("review status {text:?}")))
 }
 
+/// What the `resolution` column of a review holds once its agent withdrew it: the column
+/// names what resolved the review (an approval's fresh decision, `dec_…`), and a withdrawal
+/// is resolved by the agent itself. No decision id can be this text.
+pub const WITHDRAWN: &str = "withdrawn";
+
+/// The `resolution` column read: the fresh decision of an approval, and whether the agent
+/// withdrew the review; `Err` naming the column for anything else.
+pub fn resolution_column(text: Option<&str>) -> Result<(Option<DecisionId>, bool)> {
+    match text {
+        None => Ok((None, false)),
+        Some(WITHDRAWN) => Ok((None, true)),
+        Some(id) => DecisionId::parse(id)
+            .map(|id| (Some(id), false))
+            .map_err(|_| StorageError::Corrupt("review resolution".into())),
+    }
+}
+
 fn read_review(r: &dyn Columns) -> Result<(Review, String)> {
     let bad = |what: &str| StorageError::Corrupt(format!("review {what}"));
-    let resolution = r.opt_text(6)?;
+    let (resolution, withdrawn) = resolution_column(r.opt_text(6)?.as_deref())?;
     let review = Review {
         id: ReviewId::parse(&r.text(0)?).map_err(|_| bad("id"))?,
         decision: DecisionId::parse(&r.text(1)?).map_err(|_| bad("decision"))?,
@@ -101,12 +118,9 @@ fn read_review(r: &dyn Columns) -> Result<(Review, String)> {
         created_at: from_ms(r.int(3)?),
         expires_at: from_ms(r.int(4)?),
         resolved_at: r.opt_int(5)?.map(from_ms),
-        resolution: resolution
-            .as_deref()
-            .map(DecisionId::parse)
-            .transpose()
-            .map_err(|_| bad("resolution"))?,
+        resolution,
         reason: r.opt_text(7)?,
+        withdrawn,
     };
     Ok((review, r.text(8)?))
 }
@@ -133,7 +147,11 @@ pub(super) async fn resolve<T: Tx>(tx: &mut T, s: Scope<'_>, review: &Review) ->
         review.id.as_str().into(),
         review.status.as_str().into(),
         review.resolved_at.map(ms).into(),
-        review.resolution.as_ref().map(DecisionId::as_str).into(),
+        match (&review.resolution, review.withdrawn) {
+            (_, true) => Some(WITHDRAWN),
+            (resolution, false) => resolution.as_ref().map(DecisionId::as_str),
+        }
+        .into(),
         review.reason.as_ref().into(),
     ];
     let pending = !planted_unchecked_resolution();

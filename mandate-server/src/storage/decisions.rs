@@ -6,6 +6,7 @@ use mandate_core::{
     Recipient, Verdict, VerdictClaims, unstable::id::ReviewId, unstable::review::ReviewStatus,
 };
 
+use super::deciding::resolution_column;
 use super::engine::{Access, Columns, Engine, Result, Scope, Tx, first};
 pub use super::records::Filters;
 use super::statements::DecisionSql;
@@ -171,12 +172,16 @@ pub fn read(r: &dyn Columns) -> Result<(i64, Decision)> {
     };
     let review = r.opt_text(19)?;
     let review_state = match (r.opt_text(21)?, r.opt_int(22)?) {
-        (Some(status), Some(expires_ms)) => Some(ReviewState {
-            status: ReviewStatus::parse(&status).ok_or_else(|| bad("review status"))?,
-            expires_ms,
-            resolution: decision_id(23, "review resolution")?,
-            reason: r.opt_text(27)?,
-            resolved_ms: r.opt_int(28)?,
+        (Some(status), Some(expires_ms)) => Some({
+            let (resolution, withdrawn) = resolution_column(r.opt_text(23)?.as_deref())?;
+            ReviewState {
+                status: ReviewStatus::parse(&status).ok_or_else(|| bad("review status"))?,
+                expires_ms,
+                resolution,
+                withdrawn,
+                reason: r.opt_text(27)?,
+                resolved_ms: r.opt_int(28)?,
+            }
         }),
         _ => None,
     };

@@ -342,3 +342,147 @@ async fn approving_in_enforce_after_a_revoke_is_still_the_denial() {
     assert_eq!(r.body["policy_verdict"], "deny_revoked");
     assert_eq!(r.body["mode"], "enforce");
 }
+
+/// The agent whose decision opened a review withdraws it with its own key: the review is
+/// denied and says it was withdrawn (the answer, every read of the decision, the event),
+/// and nothing can resolve it afterwards: an approval is 409 `review_withdrawn`, and so is
+/// a person's denial. Another agent's key cannot touch it (404, as for a missing review),
+/// and a person's denial is no withdrawal.
+#[tokio::test]
+async fn the_agent_withdraws_its_own_review_and_no_approval_follows() {
+    let app = spawn_app().await;
+    let org = app.org.sandbox.clone();
+    let (agent, original, review) = pending(&app, "withdrawer", "60").await;
+    let other = app.standard_agent(&org, "bystander").await;
+    let deny = format!("/v1/reviews/{review}/deny");
+    let approve = format!("/v1/reviews/{review}/approve");
+
+    // Another agent of the same organization: 404, the same as a missing review, and the
+    // review stays pending.
+    let foreign = app.post_empty(&other, &deny).await;
+    let missing = app
+        .post_empty(&other, "/v1/reviews/rev_doesnotexist/deny")
+        .await;
+    assert_eq!(
+        foreign
+            .assert_error(404, "not_found")
+            .replace(&review, "ID"),
+        missing
+            .assert_error(404, "not_found")
+            .replace("rev_doesnotexist", "ID")
+    );
+    let path = format!("/v1/decisions/{}", original["id"].as_str().unwrap());
+    assert_eq!(app.get(&org, &path).await.body["review_status"], "pending");
+
+    app.advance(20);
+    let r = app
+        .post(
+            &agent,
+            &deny,
+            json!({"reason": "the client cancelled the task"}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.body["status"], "denied");
+    assert_eq!(r.body["withdrawn"], true);
+    assert_eq!(r.body["reason"], "the client cancelled the task");
+    assert!(r.body["resolved_at"].is_string());
+
+    // Every read of the decision says it was withdrawn: the agent's, the list, the export.
+    let read = app.get(&agent, &path).await;
+    let listed = app.get(&org, "/v1/decisions?review_status=denied").await;
+    let export = app.get(&org, "/v1/exports/decisions").await;
+    let exported: serde_json::Value =
+        serde_json::from_str(export.text.lines().next().unwrap()).unwrap();
+    for decision in [&read.body, &listed.body["data"][0], &exported] {
+        assert_eq!(decision["review_status"], "denied", "{decision}");
+        assert_eq!(decision["review_withdrawn"], true, "{decision}");
+        assert_eq!(decision["review_resolved_at"], r.body["resolved_at"]);
+        assert!(decision.get("review_resolution").is_none(), "{decision}");
+    }
+    let events = app.get(&org, "/v1/events").await;
+    let resolved = events.body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["type"] == "decision.resolved")
+        .unwrap_or_else(|| panic!("no decision.resolved in {}", events.text));
+    assert_eq!(resolved["data"]["withdrawn"], true, "{resolved}");
+    assert_eq!(resolved["data"]["status"], "denied", "{resolved}");
+
+    // Nothing resolves it any more: an approval is 409, a person's denial too, and so is
+    // withdrawing it again; no decision was made.
+    for (key, path) in [(&org, &approve), (&org, &deny), (&agent, &deny)] {
+        let message = app
+            .post_empty(key, path)
+            .await
+            .assert_error(409, "review_withdrawn");
+        assert!(message.contains("withdrawn by its agent"), "{message}");
+    }
+    let decisions = app.get(&org, "/v1/decisions").await;
+    assert_eq!(decisions.body["data"].as_array().unwrap().len(), 1);
+
+    // A person's denial is no withdrawal; an approved review cannot be withdrawn (400, as
+    // any resolved review); an agent key still cannot approve.
+    let (_agent, original, second) = pending(&app, "denied", "60").await;
+    let denied = app
+        .post_empty(&org, &format!("/v1/reviews/{second}/deny"))
+        .await;
+    assert_eq!(denied.status, 200, "{}", denied.text);
+    assert!(denied.body.get("withdrawn").is_none(), "{}", denied.text);
+    let read = app
+        .get(
+            &org,
+            &format!("/v1/decisions/{}", original["id"].as_str().unwrap()),
+        )
+        .await;
+    assert!(read.body.get("review_withdrawn").is_none(), "{}", read.text);
+    let (agent, _original, third) = pending(&app, "approved", "60").await;
+    app.post_empty(&agent, &format!("/v1/reviews/{third}/approve"))
+        .await
+        .assert_error(403, "forbidden");
+    let approved = app
+        .post_empty(&org, &format!("/v1/reviews/{third}/approve"))
+        .await;
+    assert_eq!(approved.status, 201, "{}", approved.text);
+    app.post_empty(&agent, &format!("/v1/reviews/{third}/deny"))
+        .await
+        .assert_error(400, "invalid_request");
+}
+
+/// An approval and the agent's withdrawal racing for one review: exactly one of them
+/// resolves it, and the other is refused (the approval with 409 when the withdrawal won);
+/// an allow exists only if the approval won.
+#[tokio::test]
+async fn an_approval_racing_a_withdrawal_never_both_resolve() {
+    let app = spawn_app().await;
+    let org = app.org.sandbox.clone();
+    let mut outcomes = Vec::new();
+    for round in 0..6 {
+        let (agent, _original, review) = pending(&app, &format!("racer{round}"), "60").await;
+        let approve = format!("/v1/reviews/{review}/approve");
+        let withdraw = format!("/v1/reviews/{review}/deny");
+        let (approved, withdrawn) = tokio::join!(
+            app.post_empty(&org, &approve),
+            app.post_empty(&agent, &withdraw)
+        );
+        match (approved.status, withdrawn.status) {
+            (201, 400) => outcomes.push("approved"),
+            (409, 200) => {
+                approved.assert_error(409, "review_withdrawn");
+                outcomes.push("withdrawn");
+            }
+            other => panic!(
+                "round {round}: {other:?}\n{}\n{}",
+                approved.text, withdrawn.text
+            ),
+        }
+    }
+    let allows = app.get(&org, "/v1/decisions?verdict=allow").await;
+    let approvals = outcomes.iter().filter(|o| **o == "approved").count();
+    assert_eq!(
+        allows.body["data"].as_array().unwrap().len(),
+        approvals,
+        "{outcomes:?}"
+    );
+}

@@ -179,7 +179,9 @@ async fn victim() -> (TestApp, Keys, Vec<Op>) {
         op(Method::POST, "/v1/mandates/{id}/revoke", format!("/v1/mandates/{mandate}/revoke"), Class::Org, None, Some(&mandate), 404),
         op(Method::POST, "/v1/authorizations", "/v1/authorizations".into(), Class::Agent, Some(r#"{"amount": 1, "currency": "USD", "recipient": "vendor:acme", "category": "software"}"#.into()), None, 404),
         op(Method::POST, "/v1/reviews/{id}/approve", format!("/v1/reviews/{review_id}/approve"), Class::Org, None, Some(&review_id), 404),
-        op(Method::POST, "/v1/reviews/{id}/deny", format!("/v1/reviews/{review_id}/deny"), Class::Org, None, Some(&review_id), 404),
+        // The organization key denies; the agent key of the decision's agent (alice) withdraws
+        // its own review; any other agent's key (bob) is 404, as a missing review.
+        op(Method::POST, "/v1/reviews/{id}/deny", format!("/v1/reviews/{review_id}/deny"), Class::Any, None, Some(&review_id), 404),
         op(Method::GET, "/v1/enforcement", "/v1/enforcement".into(), Class::Org, None, None, 404),
         op(Method::POST, "/v1/enforcement", "/v1/enforcement".into(), Class::Org, Some(r#"{"mode": "enforce"}"#.into()), None, 404),
         op(Method::GET, "/v1/decisions", "/v1/decisions".into(), Class::Any, None, None, 404),
@@ -319,6 +321,12 @@ async fn every_operation_refuses_every_stranger_as_the_spec_says() {
     );
     let decisions = app.get(&keys.org, "/v1/decisions").await;
     assert_eq!(decisions.body["data"].as_array().unwrap().len(), 2);
+    let review = ops
+        .iter()
+        .find(|o| o.route == "/v1/decisions/{id}")
+        .unwrap();
+    let review = app.get(&keys.org, &review.path).await;
+    assert_eq!(review.body["review_status"], "pending", "{}", review.text);
 }
 
 fn median(mut samples: Vec<Duration>) -> Duration {

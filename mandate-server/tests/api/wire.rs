@@ -378,23 +378,30 @@ async fn agents_mandates_and_decisions_read_as_their_types_byte_for_byte() {
     assert_eq!(acp_read.acp_allowance, acp.acp_allowance);
     stored.push(value(&acp_read));
 
-    // Denying answers the review, with and without a reason; the decision that opened it
-    // then reads with the reason and when.
+    // Denying answers the review, with and without a reason, and so does the agent's
+    // withdrawal of its own (its key); the decision that opened it then reads with the
+    // reason and when, and whether it was withdrawn.
     let (mut reviews, mut requests) = (vec![value(opened)], Vec::new());
-    for reason in [Some("over budget".to_owned()), None] {
+    for (reason, key) in [
+        (Some("over budget".to_owned()), &org),
+        (None, &org),
+        (Some("the client cancelled".to_owned()), &buyer.agent_key),
+    ] {
         let asked = ask(&buyer.agent_key, "70").await;
         let id = asked.review.as_ref().unwrap().id().clone();
         let request = wire::DenyReview {
             reason: reason.clone(),
         };
         let path_deny = format!("/v1/reviews/{id}/deny");
-        let denied: wire::Review = read(&app.post(&org, &path_deny, body(&request)).await, 200);
+        let denied: wire::Review = read(&app.post(key, &path_deny, body(&request)).await, 200);
         assert_eq!(denied.status, ReviewStatus::Denied);
         assert_eq!(denied.reason, reason);
+        assert_eq!(denied.withdrawn, key == &buyer.agent_key);
         let path_asked = format!("/v1/decisions/{}", asked.id);
         let asked_read: wire::Decision = read(&app.get(&org, &path_asked).await, 200);
         assert_eq!(asked_read.review_reason, reason);
         assert_eq!(asked_read.review_resolved_at, denied.resolved_at);
+        assert_eq!(asked_read.review_withdrawn, denied.withdrawn);
         stored.push(value(&asked_read));
         reviews.push(value(&denied));
         requests.push(body(&request));

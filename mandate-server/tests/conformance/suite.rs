@@ -94,6 +94,7 @@ macro_rules! conformance {
             a_single_use_credential_is_accepted_once_even_at_once,
             a_credential_checked_under_a_replaced_mandate_is_not_accepted,
             a_review_is_resolved_once_and_expires_once,
+            an_agents_withdrawal_reads_back_withdrawn_and_ends_the_review,
             a_mandates_expiring_event_fires_once,
             an_escrow_is_funded_once_and_moves_only_from_where_it_stands,
             every_escrow_step_writes_its_movement_and_a_refused_step_nothing,

@@ -302,6 +302,89 @@ pub async fn a_credential_checked_under_a_replaced_mandate_is_not_accepted(fresh
     assert_eq!(fresh_answer["mandate"], second.id.as_str());
 }
 
+/// The agent's withdrawal of its own review (a denial marked withdrawn) is stored and read
+/// back as one, by the review and by the decision that opened it, which the `denied` filter
+/// still finds; and nothing resolves the review afterwards.
+pub async fn an_agents_withdrawal_reads_back_withdrawn_and_ends_the_review(fresh: &Fresh) {
+    let store = fresh.store.as_ref();
+    onboard(store).await;
+    agent(store, "agt_w", 10).await;
+    mandate(store, "agt_w").await;
+    let deciding = Deciding::new();
+    let reviewed = deciding.authorize(store, "agt_w", "300", None).await;
+    assert_eq!(reviewed["verdict"], "review");
+    let review_id =
+        mandate_core::unstable::id::ReviewId::parse(reviewed["review"]["id"].as_str().unwrap())
+            .unwrap();
+    let read = || store.review(Arc::from(ORG), Env::Sandbox, review_id.clone());
+    let (review, _agent) = read().await.unwrap().unwrap();
+    let withdrawn = review
+        .withdraw(Some("the client cancelled".into()), NOW)
+        .unwrap();
+    let resolution = |review| Resolution {
+        org: Arc::from(ORG),
+        env: Env::Sandbox,
+        review,
+        decision: None,
+        at_ms: ms(NOW),
+        hint: Default::default(),
+    };
+    assert!(
+        store
+            .resolve_review(resolution(withdrawn.clone()))
+            .await
+            .unwrap()
+            .is_some()
+    );
+    let (stored, _agent) = read().await.unwrap().unwrap();
+    assert_eq!(stored, withdrawn);
+    assert!(stored.withdrawn && stored.status == ReviewStatus::Denied);
+    assert_eq!(stored.resolution, None);
+    let state = decision(store, &reviewed).await.review_state.unwrap();
+    assert_eq!(
+        (
+            state.status,
+            state.withdrawn,
+            state.resolution,
+            state.reason
+        ),
+        (
+            ReviewStatus::Denied,
+            true,
+            None,
+            Some("the client cancelled".to_owned())
+        )
+    );
+    let denied = store
+        .decisions_page(
+            ORG,
+            Env::Sandbox,
+            &DecisionFilters {
+                review_status: Some(ReviewStatus::Denied),
+                ..Default::default()
+            },
+            i64::MAX,
+            10,
+        )
+        .await
+        .unwrap();
+    assert_eq!(denied.len(), 1);
+    assert!(denied[0].1.review_state.as_ref().unwrap().withdrawn);
+    // A denial written anyway (over the core's refusal) finds the review resolved.
+    let person = Review {
+        withdrawn: false,
+        ..withdrawn.clone()
+    };
+    assert!(
+        store
+            .resolve_review(resolution(person))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(read().await.unwrap().unwrap().0, withdrawn);
+}
+
 pub async fn a_review_is_resolved_once_and_expires_once(fresh: &Fresh) {
     let store = fresh.store.as_ref();
     onboard(store).await;
