@@ -36,7 +36,7 @@
 # requests a second, and RATE=1 measures the servers' background work on a quiet cluster:
 # the "ms/s" columns, CPU a second of the window), STATEMENTS (1: pg_stat_statements on
 # every node, and each node's statements by their time in the window, a second's and a
-# decision's), SERVER (the mandate-server binary the bench starts; default the one beside
+# decision's), PARAMS (the servers' URL parameters, e.g. `decision_writers=1`), SERVER (the mandate-server binary the bench starts; default the one beside
 # BENCH: another build's copy, for a pair against it).
 set -euo pipefail
 
@@ -182,7 +182,7 @@ for run in $RUNS; do
         *) echo "unknown run $run (postgres, citus-coordinator, citus-workers)" >&2; exit 1 ;;
     esac
     engine=citus; [ "$run" = postgres ] && engine=postgres
-    args=(--db "$(url_of $node)" --servers "$SERVERS" --orgs "$ORGS" --agents "$AGENTS"
+    args=(--db "$(url_of $node)${PARAMS:+?$PARAMS}" --servers "$SERVERS" --orgs "$ORGS" --agents "$AGENTS"
           --duration "$DURATION" --warmup "$WARMUP" --connections "$CONNECTIONS"
           --citus-connect "$connect" --no-echo --json --keep)
     [ -n "${RATE:-}" ] && args+=(--rate "$RATE")

@@ -13,7 +13,8 @@
 # Run as root from the repository root, after
 #   cargo build --release -p mandate-server -p mandate-bench
 # e.g. `mandate-bench/pg-sitting.sh` or `AGENTS=100000 mandate-bench/pg-sitting.sh 1 2 4`.
-# Settings (environment): AGENTS (20000), DURATION (10), WARMUP (3), CONNECTIONS (64),
+# Settings (environment): AGENTS (20000), ORGS (1: the organizations the agents are spread
+# over), DURATION (10), WARMUP (3), CONNECTIONS (64),
 # SPREAD (agent), RATE (unset: closed loop), PGBIN (/usr/lib/postgresql/15/bin), PORT (55739),
 # SHARED_BUFFERS (1GB), STATEMENTS (1: print the per-statement table), PARAMS (the servers' URL
 # parameters, e.g. `decision_writers=1`: docs/scale.md, "Writers"), OUT (a directory to keep
@@ -25,6 +26,7 @@
 set -euo pipefail
 
 AGENTS=${AGENTS:-20000}
+ORGS=${ORGS:-1}
 DURATION=${DURATION:-10}
 WARMUP=${WARMUP:-3}
 CONNECTIONS=${CONNECTIONS:-64}
@@ -63,7 +65,7 @@ printf '%-8s %10s %8s %12s %10s %9s %7s %9s %8s\n' servers "decisions/s" "p99 ms
 for n in "${SETTINGS[@]}"; do
     log="$OUT/bench-$n.log"
     json="$OUT/bench-$n.json"
-    args=(--db "$ADMIN${PARAMS:+?$PARAMS}" --servers "$n" --agents "$AGENTS" --duration "$DURATION" --warmup "$WARMUP"
+    args=(--db "$ADMIN${PARAMS:+?$PARAMS}" --servers "$n" --agents "$AGENTS" --orgs "$ORGS" --duration "$DURATION" --warmup "$WARMUP"
           --connections "$CONNECTIONS" --no-echo --json)
     [ "$n" -gt 1 ] && args+=(--spread "$SPREAD")
     [ -n "${RATE:-}" ] && args+=(--rate "$RATE")
@@ -126,7 +128,7 @@ print(round(m["throughput_per_s"]), round(m["latency_us"]["p99"] / 1000, 1))' 2>
     fi
 done
 if [ "${SQLITE:-0}" = 1 ]; then
-    args=(--servers 1 --agents "$AGENTS" --duration "$DURATION" --warmup "$WARMUP"
+    args=(--servers 1 --agents "$AGENTS" --orgs "$ORGS" --duration "$DURATION" --warmup "$WARMUP"
           --connections "$CONNECTIONS" --no-echo --json)
     [ -n "${RATE:-}" ] && args+=(--rate "$RATE")
     [ -n "${MIX:-}" ] && args+=(--mix "$MIX")

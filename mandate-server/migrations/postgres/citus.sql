@@ -47,6 +47,7 @@ BEGIN
                    AND NOT EXISTS (SELECT 1 FROM pg_dist_object o
                                    WHERE o.classid = 'pg_proc'::regclass AND o.objid = p.oid
                                      AND o.distribution_argument_index IS NOT NULL) LOOP
+            EXECUTE format('ALTER FUNCTION %s SET plan_cache_mode = force_custom_plan', f);
             PERFORM create_distributed_function(f, '$1', colocate_with => 'environments');
         END LOOP;
         RETURN;
@@ -98,8 +99,11 @@ BEGIN
         EXECUTE t;
     END LOOP;
     -- The decision writers' calls (migration 0015), each run whole on the worker that holds
-    -- the organization of its first argument.
+    -- the organization of its first argument, its statements planned afresh each time (a
+    -- generic plan of Citus 13.2 grows by a copy of its local shard plan on every execution:
+    -- storage/postgres/connect.rs, ON_CONNECT).
     FOR f IN SELECT oid FROM pg_proc WHERE proname IN ('mandate_claim', 'mandate_store') LOOP
+        EXECUTE format('ALTER FUNCTION %s SET plan_cache_mode = force_custom_plan', f);
         PERFORM create_distributed_function(f, '$1', colocate_with => 'environments');
     END LOOP;
     -- The coordinator's own copies of the rows, now on the workers, go.

@@ -354,6 +354,61 @@ async fn a_group_reaches_its_worker_as_two_delegated_calls() {
     assert_eq!(stored, 7);
 }
 
+/// The writers' functions plan each statement afresh on every call, on every node: called
+/// 1,500 times on one connection to the worker that holds the organization (as a process
+/// connected to that worker calls them), `mandate_claim` leaves the connection's memory
+/// where it was. Under a generic plan, Citus 13.2 keeps one more copy of a statement's local
+/// shard plan on every execution whose organization is a parameter (about 27 KB each: some
+/// 160 MB here), and a writer's connection grew without end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_writers_functions_do_not_grow_a_workers_connection() {
+    let Some(db) = database(Share::WithOthers).await else {
+        return;
+    };
+    let p = Process::new(&db).await;
+    let org = onboard(&p.store, "kept", 221);
+    let worker = db.worker_of("environments", &org).await;
+    let c = crate::citus::connect(&db.worker_url(&worker))
+        .await
+        .unwrap();
+    let used = "SELECT SUM(total_bytes)::BIGINT FROM pg_backend_memory_contexts";
+    let claim = c
+        .prepare("SELECT claimed_seq FROM mandate_claim($1, $2, $3, $4, $5, $6)")
+        .await
+        .unwrap();
+    let call = |n: i64| {
+        let (c, claim, org) = (&c, &claim, org.clone());
+        async move {
+            let orgs = vec![org.clone()];
+            let row = c
+                .query_one(
+                    claim,
+                    &[&org, &"kept-0", &orgs, &vec![1i64], &vec![0i64], &vec![n]],
+                )
+                .await
+                .unwrap();
+            row.get::<_, i64>(0)
+        }
+    };
+    // Past PostgreSQL's five custom plans, when a generic one may be chosen.
+    for _ in 0..10 {
+        call(24_322).await;
+    }
+    let before: i64 = c.query_one(used, &[]).await.unwrap().get(0);
+    let mut last = 0;
+    for _ in 0..1_500 {
+        let first = call(24_322).await;
+        assert!(first > last, "each claim takes the next seq");
+        last = first;
+    }
+    let after: i64 = c.query_one(used, &[]).await.unwrap().get(0);
+    assert!(
+        after - before < 16 << 20,
+        "the connection grew by {} bytes in 1,500 calls",
+        after - before
+    );
+}
+
 /// The writes outside the decision path that append an event, each router-only like a
 /// decision: for an organization on each worker, a review approved (a fresh decision, the
 /// review resolved, its `decision.resolved` event and delivery), one denied, the mandate
