@@ -15,7 +15,8 @@
 
 -- Claims, for writer p_writer, p_seqs[i] decision seqs and p_events[i] event seqs of
 -- organization p_orgs[i] (p_org is the first of them: the distribution argument), and marks
--- month p_months[i] of each with the first seq of its block unless the month is marked
+-- month p_months[i] of each with the first seq of its block unless the month is marked (or
+-- the writer knows it is: NULL)
 -- (docs/scale.md, storage/postgres/claims.rs). Returns, for each organization in order, the
 -- first seq of its block and the first seq of its events' block (NULL when none is claimed).
 -- Its commit does not wait for its WAL flush: the group's own commit, which waits, covers it,
@@ -63,9 +64,11 @@ BEGIN
             INSERT INTO decision_claims (org_id, writer, first_seq, first_event, claimed_at)
             VALUES (v_org, p_writer, claimed_seq, claimed_event, now());
         END IF;
-        INSERT INTO decision_months (org_id, month, first_seq)
-            VALUES (v_org, v_month, claimed_seq)
-            ON CONFLICT (org_id, month) DO NOTHING;
+        IF v_month IS NOT NULL THEN
+            INSERT INTO decision_months (org_id, month, first_seq)
+                VALUES (v_org, v_month, claimed_seq)
+                ON CONFLICT (org_id, month) DO NOTHING;
+        END IF;
         RETURN NEXT;
     END LOOP;
 END

@@ -223,3 +223,53 @@ async fn an_agents_allows_this_month_cost_the_same_however_long_its_history() {
     let (rows, _) = plan(one_text(&client, &read(datetime!(2026-09-01 00:00 UTC))).await);
     assert_eq!(rows, 5001);
 }
+
+/// A writer marks a month once: its next groups of that month find it in what it knows and
+/// send no mark (here a mark removed behind its back stays removed), while another writer,
+/// which does not know it, marks it again.
+#[tokio::test]
+async fn a_writer_marks_a_month_once() {
+    let db = database!("a_writer_marks_a_month_once");
+    let store = open(&db).await;
+    seed_four_agents(&db);
+    let seq = |agent: &str| db.number(&format!("SELECT seq FROM agents WHERE id = '{agent}'"));
+    let version =
+        |agent: &str| db.number(&format!("SELECT version FROM agents WHERE id = '{agent}'"));
+    let marks = || db.number("SELECT COUNT(*) FROM decision_months WHERE org_id = 'org_1'");
+    let writers = one_writer(&store);
+    let stored = writers
+        .record(allow_at("dec_a", "agt_two", seq("agt_two"), 0, NOVEMBER))
+        .await;
+    assert!(matches!(stored, Ok(Recorded::Stored(_))), "{stored:?}");
+    let november = month_index(ms(NOVEMBER));
+    assert_eq!(marks(), 1);
+    db.execute("DELETE FROM decision_months");
+    let stored = writers
+        .record(allow_at(
+            "dec_b",
+            "agt_two",
+            seq("agt_two"),
+            version("agt_two"),
+            NOVEMBER,
+        ))
+        .await;
+    assert!(matches!(stored, Ok(Recorded::Stored(_))), "{stored:?}");
+    assert_eq!(marks(), 0, "the writer knew November was marked");
+    let other = one_writer(&store);
+    let stored = other
+        .record(allow_at(
+            "dec_c",
+            "agt_three",
+            seq("agt_three"),
+            0,
+            NOVEMBER,
+        ))
+        .await;
+    assert!(matches!(stored, Ok(Recorded::Stored(_))), "{stored:?}");
+    assert_eq!(
+        db.number(&format!(
+            "SELECT first_seq FROM decision_months WHERE org_id = 'org_1' AND month = {november}"
+        )),
+        db.number("SELECT seq FROM decisions WHERE id = 'dec_c'")
+    );
+}

@@ -199,17 +199,18 @@ impl RecordStatement {
 
 /// The claims of a group: for each of its organizations, in order, how many decision seqs
 /// and event seqs it takes and the month of its latest decision
-/// (`clock::month_index`), which the claim marks.
+/// (`clock::month_index`), which the claim marks unless it is known to be marked (`None`).
 pub(super) struct ClaimCall {
     pub(super) orgs: Vec<String>,
     seqs: Vec<i64>,
     events: Vec<i64>,
-    months: Vec<i64>,
+    months: Vec<Option<i64>>,
 }
 
 impl ClaimCall {
-    /// The claims of `present`, a group's decisions, each organization's together.
-    pub(super) fn of(present: &[&RecordStatement]) -> Self {
+    /// The claims of `present`, a group's decisions, each organization's together; the
+    /// months `marked` says are marked already are not marked again.
+    pub(super) fn of(present: &[&RecordStatement], marked: &MarkedMonths) -> Self {
         let mut call = Self {
             orgs: Vec::new(),
             seqs: Vec::new(),
@@ -222,14 +223,28 @@ impl ClaimCall {
                 call.orgs.push(statement.org.clone());
                 call.seqs.push(0);
                 call.events.push(0);
-                call.months.push(month);
+                call.months.push(Some(month));
             }
             let last = call.orgs.len() - 1;
             call.seqs[last] += 1;
             call.events[last] += i64::from(statement.opens_review());
-            call.months[last] = call.months[last].max(month);
+            call.months[last] = call.months[last].max(Some(month));
+        }
+        for (org, month) in call.orgs.iter().zip(call.months.iter_mut()) {
+            if month.is_some_and(|m| marked.has(org, m)) {
+                *month = None;
+            }
         }
         call
+    }
+
+    /// Notes, once its claim is committed, the months it marked (or found marked).
+    pub(super) fn marked(&self, marked: &MarkedMonths) {
+        for (org, month) in self.orgs.iter().zip(&self.months) {
+            if let Some(month) = month {
+                marked.note(org, *month);
+            }
+        }
     }
 
     /// [`CLAIM_CALL`]'s values for `writer`.
@@ -243,6 +258,35 @@ impl ClaimCall {
             &self.events,
             &self.months,
         ]
+    }
+}
+
+/// The months a writer knows to be marked in `decision_months`, by organization: a mark is
+/// never removed, and the first claim to name a month holds the lowest block of any that
+/// names it, so a later claim need not try to mark it again (one statement less an
+/// organization a group). At most [`MarkedMonths::MOST`] are kept; past it they are
+/// forgotten (and marked again, which does nothing).
+#[derive(Debug, Default)]
+pub(super) struct MarkedMonths(std::sync::Mutex<std::collections::HashSet<(String, i64)>>);
+
+impl MarkedMonths {
+    /// The most (organization, month) pairs kept.
+    const MOST: usize = 100_000;
+
+    fn has(&self, org: &str, month: i64) -> bool {
+        self.0
+            .lock()
+            .map(|known| known.contains(&(org.to_owned(), month)))
+            .unwrap_or(false)
+    }
+
+    fn note(&self, org: &str, month: i64) {
+        if let Ok(mut known) = self.0.lock() {
+            if known.len() >= Self::MOST {
+                known.clear();
+            }
+            known.insert((org.to_owned(), month));
+        }
     }
 }
 

@@ -34,7 +34,9 @@ use tokio::sync::{mpsc, oneshot};
 use super::Result;
 use super::claims;
 use super::gather::Gather;
-use super::record::{CLAIM_CALL, ClaimCall, Outcome, RecordStatement, STORE_CALL, StoreCall};
+use super::record::{
+    CLAIM_CALL, ClaimCall, MarkedMonths, Outcome, RecordStatement, STORE_CALL, StoreCall,
+};
 use crate::storage::StorageError;
 use crate::storage::deciding::{NewDecision, Recorded};
 
@@ -74,6 +76,7 @@ impl Writers {
                     pool: pool.clone(),
                     name: format!("{process}-{n}"),
                     placement: tokio::sync::OnceCell::new(),
+                    marked: MarkedMonths::default(),
                 };
                 tokio::spawn(run(writer, receive, Gather::new(gather)));
                 send
@@ -105,12 +108,13 @@ impl Writers {
     }
 }
 
-/// One writer's connections, its name in `decision_claims`, and where its database keeps
-/// each organization (found at its first group).
+/// One writer's connections, its name in `decision_claims`, where its database keeps
+/// each organization (found at its first group), and the months it knows are marked.
 struct Writer {
     pool: Pool,
     name: String,
     placement: tokio::sync::OnceCell<Placement>,
+    marked: MarkedMonths,
 }
 
 /// Where each organization's rows are: on the one database, or (Citus) on the worker that
@@ -343,7 +347,7 @@ async fn try_group(
     // commit's answer (the database's flush of its WAL included).
     metrics::histogram!(crate::telemetry::WRITER_GROUP).record(present.len() as f64);
     let committing = std::time::Instant::now();
-    let claims = ClaimCall::of(&present);
+    let claims = ClaimCall::of(&present, &writer.marked);
     let claim = c
         .prepare_cached(CLAIM_CALL)
         .await
@@ -362,6 +366,7 @@ async fn try_group(
             claimed.len()
         ))));
     }
+    claims.marked(&writer.marked);
     let call = StoreCall::of(&present, &writer.name, &claims, &claimed);
     let stored = match c.prepare_cached(STORE_CALL).await {
         Ok(store) => c.query_one(&store, &call.values()).await,

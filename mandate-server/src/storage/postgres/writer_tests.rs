@@ -223,7 +223,7 @@ async fn readers_stop_below_an_open_claim_and_a_dead_processs_claim_is_swept() {
     let version = db.number("SELECT version FROM agents WHERE id = 'agt_buyer'");
     let late =
         RecordStatement::of(&new_decision("dec_late", "agt_buyer", agent_seq, version)).unwrap();
-    let claims = ClaimCall::of(&[&late]);
+    let claims = ClaimCall::of(&[&late], &Default::default());
     let writer = "dead-0".to_owned();
     let call = StoreCall::of(&[&late], &writer, &claims, &[(claimed, None)]);
     let refused = c
