@@ -70,7 +70,7 @@ pub(super) const CLAIM_CALL: &str = "SELECT claimed_seq, claimed_event
 pub(super) const STORE_CALL: &str = "SELECT mandate_store($1, $2, $3, $4, $5, $6, $7, $8, $9,
     $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27,
     $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39, $40, $41, $42, $43, $44, $45,
-    $46, $47)";
+    $46, $47, $48)";
 
 /// The owned values of the review a decision opens, with its event.
 struct ReviewValues {
@@ -296,6 +296,7 @@ pub(super) struct StoreCall<'a> {
     first: &'a str,
     writer: &'a str,
     unchecked: bool,
+    at_once: bool,
     claims: &'a [String],
     firsts: Vec<i64>,
     first_events: Vec<Option<i64>>,
@@ -320,18 +321,22 @@ pub(super) struct StoreCall<'a> {
 
 impl<'a> StoreCall<'a> {
     /// The call that stores `present` (in the group's order) for `writer`, with the claims
-    /// `claims` made, whose first seqs were `claimed` (decisions, events), in the same order.
+    /// `claims` made, whose first seqs were `claimed` (decisions, events), in the same order;
+    /// `at_once`: with a statement a run of version moves and one for the rows (plain
+    /// PostgreSQL), not one a decision (Citus).
     pub(super) fn of(
         present: &[&'a RecordStatement],
         writer: &'a str,
         claims: &'a ClaimCall,
         claimed: &[(i64, Option<i64>)],
+        at_once: bool,
     ) -> Self {
         let n = present.len();
         let mut call = Self {
             first: claims.orgs.first().map_or("", String::as_str),
             writer,
             unchecked: planted_unchecked_version(),
+            at_once,
             claims: &claims.orgs,
             firsts: claimed.iter().map(|c| c.0).collect(),
             first_events: claimed.iter().map(|c| c.1).collect(),
@@ -387,6 +392,7 @@ impl<'a> StoreCall<'a> {
             &self.first,
             &self.writer,
             &self.unchecked,
+            &self.at_once,
             &self.claims,
             &self.firsts,
             &self.first_events,
@@ -419,17 +425,17 @@ impl<'a> StoreCall<'a> {
 mod sql_tests {
     use super::STORE_CALL;
 
-    /// The store call numbers its 47 parameters without a gap, as `mandate_store` takes
+    /// The store call numbers its 48 parameters without a gap, as `mandate_store` takes
     /// them.
     #[test]
     fn the_store_call_numbers_its_parameters_from_one_without_gaps() {
-        for n in 1..=47 {
+        for n in 1..=48 {
             let (comma, end) = (format!("${n},"), format!("${n})"));
             assert!(
                 STORE_CALL.contains(&comma) || STORE_CALL.contains(&end),
                 "${n}"
             );
         }
-        assert!(!STORE_CALL.contains("$48"));
+        assert!(!STORE_CALL.contains("$49"));
     }
 }

@@ -367,7 +367,8 @@ async fn try_group(
         ))));
     }
     claims.marked(&writer.marked);
-    let call = StoreCall::of(&present, &writer.name, &claims, &claimed);
+    let at_once = matches!(writer.placement.get(), Some(Placement::One));
+    let call = StoreCall::of(&present, &writer.name, &claims, &claimed, at_once);
     let stored = match c.prepare_cached(STORE_CALL).await {
         Ok(store) => c.query_one(&store, &call.values()).await,
         Err(e) => Err(e),

@@ -225,7 +225,7 @@ async fn readers_stop_below_an_open_claim_and_a_dead_processs_claim_is_swept() {
         RecordStatement::of(&new_decision("dec_late", "agt_buyer", agent_seq, version)).unwrap();
     let claims = ClaimCall::of(&[&late], &Default::default());
     let writer = "dead-0".to_owned();
-    let call = StoreCall::of(&[&late], &writer, &claims, &[(claimed, None)]);
+    let call = StoreCall::of(&[&late], &writer, &claims, &[(claimed, None)], true);
     let refused = c
         .query_one(STORE_CALL, &call.values())
         .await
