@@ -56,7 +56,8 @@ pg_ticks_by_kind() {
     local pid f kind
     for pid in $postmaster $(pgrep -P "$postmaster") ; do
         f=$(sed 's/^.*) //' "/proc/$pid/stat" 2>/dev/null) || continue
-        kind=$(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | sed 's/^postgres: *//; s/ *$//')
+        # A process that exits between pgrep and here has no cmdline left: skipped.
+        kind=$( { tr '\0' ' ' < "/proc/$pid/cmdline"; } 2>/dev/null | sed 's/^postgres: *//; s/ *$//') || continue
         set -- $f
         case "$kind" in
             *127.0.0.1*|*local*) kind=backend ;;
