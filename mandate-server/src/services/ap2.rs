@@ -63,16 +63,12 @@ pub enum Ap2Error {
         mandate: MandateId,
     },
     /// The open mandate is in force in another organization or environment: one consent
-    /// is spent in one place (docs/protocols.md).
+    /// is spent in one place (docs/protocols.md). Where is not said: that is another
+    /// tenant's business.
     #[error(
-        "ap2.open_mandate: this open mandate is already in force in organization {org_id}, environment {env}; an open mandate is in force in one organization and environment only, so that each of its closed mandates is used once: import it there, or ask the issuer for a mandate of your own"
+        "ap2.open_mandate: this open mandate is already in force elsewhere (another organization or environment); an open mandate is in force in one organization and environment only, so that each of its closed mandates is used once: import it where it was first imported, or ask the issuer for a mandate of your own"
     )]
-    InForceElsewhere {
-        /// The organization it is in force in.
-        org_id: String,
-        /// And the environment.
-        env: &'static str,
-    },
+    InForceElsewhere,
     /// The agent has no mandate.
     #[error(
         "ap2.closed_mandate: agent {0} has no mandate; import its AP2 open mandate first (POST /v1/mandates with ap2.open_mandate)"

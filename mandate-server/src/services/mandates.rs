@@ -113,12 +113,8 @@ impl Mandates<'_> {
             now,
         )
         .await?;
-        if let Ap2Import::InForceElsewhere { org_id, env } = stored {
-            return Err(Ap2Error::InForceElsewhere {
-                org_id,
-                env: env.as_str(),
-            }
-            .into());
+        if stored == Ap2Import::InForceElsewhere {
+            return Err(Ap2Error::InForceElsewhere.into());
         }
         let mut shown = mandate_core::unstable::wire::mandate_json(&mandate, now);
         if let (Some(imported), Value::Object(object)) = (&source, &mut shown) {

@@ -41,13 +41,8 @@ pub enum Ap2Import {
     /// The mandate is stored: the open mandate is in force here (bound now, or already).
     Stored,
     /// Nothing is stored: the open mandate is in force in another organization or
-    /// environment, named here.
-    InForceElsewhere {
-        /// The organization it is in force in.
-        org_id: String,
-        /// And the environment.
-        env: Env,
-    },
+    /// environment (which one is not said: another tenant's business).
+    InForceElsewhere,
 }
 
 /// AP2's stored data. The operator's changes are in [`super::AdminStore`].
@@ -186,10 +181,7 @@ impl<E: Engine> Ap2Store for E {
                     let at_ms = ms(mandate.created_at);
                     let (bound_org, bound_env) = bind_consent(tx, s, key, at_ms).await?;
                     if bound_org != s.org || bound_env != *env {
-                        return Ok(Ap2Import::InForceElsewhere {
-                            org_id: bound_org,
-                            env: bound_env,
-                        });
+                        return Ok(Ap2Import::InForceElsewhere);
                     }
                     mandates::insert(tx, s, mandate).await?;
                     let params = [
