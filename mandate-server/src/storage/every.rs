@@ -45,6 +45,7 @@ fn with_choices() -> Vec<Stmt> {
         all.push(MandateSql::Get { lock }.into());
         all.push(ReviewSql::Get { lock }.into());
         all.push(WebhookSql::Get { lock }.into());
+        all.push(Ap2Sql::Carriers { lock }.into());
     }
     all
 }
@@ -62,6 +63,11 @@ fn plain_first(all: &mut Vec<Stmt>) {
             Ap2Sql::CurrentSource,
             Ap2Sql::BindConsent,
             Ap2Sql::ConsentPlace,
+            Ap2Sql::LockImports,
+            Ap2Sql::Unkeyed,
+            Ap2Sql::SetConsent,
+            Ap2Sql::SupersedeCarrier,
+            Ap2Sql::SpentBefore,
         ]
         .map(Stmt::from),
     );

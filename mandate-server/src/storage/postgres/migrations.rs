@@ -70,6 +70,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         15,
         include_str!("../../../migrations/postgres/0015_decision_group_functions.sql"),
     ),
+    (
+        16,
+        include_str!("../../../migrations/postgres/0016_ap2_running_total.sql"),
+    ),
 ];
 
 /// The Citus step, run after the numbered migrations by every `migrate`: nothing without

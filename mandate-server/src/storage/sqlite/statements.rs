@@ -41,10 +41,12 @@ fn own(stmt: Stmt) -> Option<Sql> {
         ),
         // A list is bound as JSON text.
         Stmt::Ap2(Ap2Sql::Sources) => one(
-            "SELECT id, ap2_open_mandate, ap2_digest FROM mandates
+            "SELECT id, ap2_open_mandate, ap2_digest, ap2_spent FROM mandates
              WHERE org_id = ?1 AND env = ?2 AND id IN (SELECT value FROM json_each(?3))
                AND ap2_digest IS NOT NULL",
         ),
+        // One writer runs every write transaction: imports already take turns.
+        Stmt::Ap2(Ap2Sql::LockImports) => none(),
         // Decisions name their environment by its scope key (migration 0017).
         Stmt::Log(LogSql::WithNews) => one("SELECT e.org_id, e.env FROM environments e
              LEFT JOIN log_heads h ON h.org_id = e.org_id AND h.env = e.env
