@@ -10,7 +10,7 @@
 //! made on one of them before is refused when stored, and made again on the mandate now
 //! in force), then sums what every carrier allowed and keeps that with the new mandate
 //! (`ap2_spent`), whose limits count from there. Imports of one organization take turns
-//! (`Ap2Sql::LockImports`), so each finds the carrier the one before it stored.
+//! (`MandateSql::Turn`), so each finds the carrier the one before it stored.
 //! The engines only store: which key is acceptable and what a mandate means is decided
 //! above (`operator.rs`, `routes/ap2.rs`, `mandate_core::unstable::ap2`).
 
@@ -224,8 +224,7 @@ async fn spent<T: Tx>(tx: &mut T, s: Scope<'_>, carriers: &[Carrier]) -> Result<
 
 /// Stores an import in `s` (bound here already): [`Ap2Store::insert_ap2_mandate`].
 async fn store_import<T: Tx>(tx: &mut T, s: Scope<'_>, new: &NewImport) -> Result<Ap2Import> {
-    tx.execute(Ap2Sql::LockImports.into(), &[s.org.into()])
-        .await?;
+    tx.execute(MandateSql::Turn.into(), &[s.org.into()]).await?;
     key_unkeyed(tx, s, new.consent_of).await?;
     let carriers = carriers(tx, s, &new.consent_key).await?;
     let agent = &new.mandate.terms.agent;

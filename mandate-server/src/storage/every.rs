@@ -63,7 +63,6 @@ fn plain_first(all: &mut Vec<Stmt>) {
             Ap2Sql::CurrentSource,
             Ap2Sql::BindConsent,
             Ap2Sql::ConsentPlace,
-            Ap2Sql::LockImports,
             Ap2Sql::Unkeyed,
             Ap2Sql::SetConsent,
             Ap2Sql::SupersedeCarrier,
@@ -131,6 +130,7 @@ fn plain_second(all: &mut Vec<Stmt>) {
     );
     all.extend(
         [
+            MandateSql::Turn,
             MandateSql::Supersede,
             MandateSql::Insert,
             MandateSql::Revoke,

@@ -66,7 +66,7 @@ fn ap2(s: Ap2Sql, locked: fn(Lock) -> &'static str) -> Option<Sql> {
         Ap2Sql::SetSource => one("UPDATE mandates
              SET ap2_open_mandate = ?4, ap2_digest = ?5, ap2_consent = ?6, ap2_spent = ?7
              WHERE org_id = ?1 AND env = ?2 AND id = ?3"),
-        Ap2Sql::Sources | Ap2Sql::LockImports => return None,
+        Ap2Sql::Sources => return None,
         Ap2Sql::CurrentSource => one(
             "SELECT id, ap2_open_mandate, ap2_digest, ap2_spent FROM mandates
              WHERE org_id = ?1 AND env = ?2 AND agent_id = ?3 ORDER BY seq DESC LIMIT 1",
@@ -231,6 +231,7 @@ fn mandates(s: MandateSql, locked: fn(Lock) -> &'static str) -> Option<Sql> {
     use mandate_core::MandateStatus;
     let columns = super::mandates::COLUMNS;
     Some(match s {
+        MandateSql::Turn => return None,
         MandateSql::Supersede => one("UPDATE mandates SET status = 'superseded'
              WHERE org_id = ?1 AND env = ?2 AND agent_id = ?3 AND status = 'active'"),
         MandateSql::Insert => one(

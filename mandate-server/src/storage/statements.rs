@@ -154,9 +154,6 @@ pub enum Ap2Sql {
     /// The agent `$3`'s newest mandate: `$1` org, `$2` env → id, open mandate or `NULL`,
     /// digest or `NULL`, spent before or `NULL`.
     CurrentSource,
-    /// Holds the imports of organization `$1` one at a time, to the end of the
-    /// transaction (no statement where one writer serializes every write).
-    LockImports,
     /// The mandates of `$1` org, `$2` env imported from AP2 before their consent key was
     /// kept → id, open mandate, digest.
     Unkeyed,
@@ -481,6 +478,11 @@ pub enum SigningSql {
 /// The mandates' statements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MandateSql {
+    /// Waits for, then holds to the end of the transaction, organization `$1`'s turn to
+    /// store mandates, taken before any mandate's row: its AP2 imports take turns, each
+    /// reading the mandates the one before it stored (no statement where one writer
+    /// serializes every write).
+    Turn,
     /// Supersedes the agent's active mandate: `$1` org, `$2` env, `$3` agent.
     Supersede,
     /// Stores a mandate: `$1` org, `$2` env, `$3` id, `$4` agent, `$5` terms
