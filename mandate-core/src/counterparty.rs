@@ -141,7 +141,8 @@ impl ExpectedTransaction {
     /// Expects the verdict to be bound to the x402 payment of `requirements` (its
     /// `x402_payment` claim their digest) and the payment to be this transaction's: payTo
     /// the recipient's name (`vendor:<payTo>`), a fiat asset the currency, and with
-    /// `decimals` (the asset's) the atomic amount this amount.
+    /// `decimals` (the asset's; for a fiat asset, its ISO 4217 minor units when `None`) the
+    /// atomic amount this amount.
     ///
     /// For an `upto` payment, `requirements` are the ones the client signed (its
     /// `PaymentPayload`'s `accepted`, whose `amount` is the maximum), not the

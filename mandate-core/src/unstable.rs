@@ -297,8 +297,20 @@ pub mod x402 {
         requirements.digest()
     }
 
-    /// Whether the asset is fiat: an ISO 4217 code in any spelling, which the request's
-    /// currency must then be.
+    pub use crate::x402::{ListedAssets, MAX_DECIMALS};
+
+    /// The decimals of the requirements' asset where they are known: an ISO 4217
+    /// currency's minor units, or those `listed` gives the token on the requirements'
+    /// network (or on every network); `None` otherwise.
+    pub fn known_decimals(
+        listed: &ListedAssets,
+        requirements: &PaymentRequirements,
+    ) -> Option<u32> {
+        listed.decimals(&requirements.network, &requirements.asset)
+    }
+
+    /// Whether the asset is fiat: an ISO 4217 code in one of x402's spellings, which the
+    /// request's currency must then be.
     pub fn is_fiat(requirements: &PaymentRequirements) -> bool {
         requirements.is_fiat()
     }

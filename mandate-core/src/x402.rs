@@ -15,13 +15,17 @@
 //! `{"amount":"10000","asset":"0x036C…","network":"eip155:84532","payTo":"0x2096…","scheme":"exact"}`.
 //! Any JCS implementation computes the same bytes; [`PaymentRequirements::canonical_json`] gives them.
 //!
+//! The `asset` is read as x402 defines it ([`asset`]): an ISO 4217 code (fiat, in any
+//! letter case, with spaces around it or an `iso4217:` prefix), an on-chain address of the
+//! shapes x402's schemes use, or a CAIP-19 asset id, all in ASCII; any other spelling is
+//! refused when the requirements are read.
+//!
 //! [`PaymentRequirements::consistency`] says what of a payment can be checked against a
 //! request (amount, currency, recipient) and what cannot: the recipient must be
-//! `vendor:<payTo>`; a fiat `asset` (an ISO 4217 code, in any letter case, with spaces
-//! around it or an `iso4217:` prefix) must be the request's currency; the `amount` is in
-//! the asset's atomic units, so it is compared with the request's amount only when the
-//! asset's decimals are known (a verifier knows its asset; the server does not, and
-//! leaves that to the verifier).
+//! `vendor:<payTo>`; a fiat `asset` must be the request's currency; the `amount` is in
+//! the asset's atomic units, so it is compared with the request's amount where the
+//! asset's decimals are known: a currency's are its ISO 4217 minor units, a token's those
+//! its verifier gives, or its server's operator lists ([`ListedAssets`]).
 //!
 //! Schemes: `exact` pays `amount`. `upto` ([`PaymentRequirements::is_upto`]) lets the
 //! client sign a maximum, `amount`, and the resource server settle at most that: the
@@ -38,6 +42,11 @@ use crate::amount::Amount;
 use crate::field::{FieldError, invalid};
 use crate::names::{Currency, Recipient};
 
+pub(crate) mod asset;
+
+use asset::Asset;
+pub use asset::{ListedAssets, MAX_DECIMALS};
+
 /// The longest member this reads (an address, a CAIP-2 network, an atomic amount are far
 /// shorter): a bound on what is hashed and stored.
 const MAX_MEMBER_LEN: usize = 512;
@@ -49,7 +58,8 @@ pub struct PaymentRequirements {
     pub scheme: String,
     /// The network, CAIP-2, for example `eip155:8453`.
     pub network: String,
-    /// The token's contract address, or an ISO 4217 code for fiat.
+    /// The token's address (or CAIP-19 id), or an ISO 4217 code for fiat, in ASCII (the
+    /// spellings docs/protocols.md lists).
     pub asset: String,
     /// The amount in the asset's atomic units: decimal digits.
     pub amount: String,
@@ -77,6 +87,15 @@ pub enum Inconsistency {
         asset: String,
         /// The request's currency.
         currency: Currency,
+    },
+    /// The asset is spelled in none of the ways an x402 asset is (docs/protocols.md): it names
+    /// no currency or token Mandate can tell.
+    #[error("asset: {why}")]
+    Spelling {
+        /// The x402 `asset`.
+        asset: String,
+        /// Why it is none, and what an asset is.
+        why: String,
     },
     /// The atomic amount is not the request's amount in the asset's decimals.
     #[error(
@@ -156,6 +175,12 @@ impl PaymentRequirements {
             amount: member("amount")?,
             pay_to: member("payTo")?,
         };
+        asset::read(&requirements.asset).map_err(|why| {
+            invalid(
+                &format!("{path}.asset"),
+                format!("must be an x402 asset: {why}"),
+            )
+        })?;
         let digits = requirements.amount.bytes().all(|b| b.is_ascii_digit());
         if !digits || (requirements.amount.len() > 1 && requirements.amount.starts_with('0')) {
             return Err(invalid(
@@ -186,37 +211,11 @@ impl PaymentRequirements {
         payment_digest(self)
     }
 
-    /// Whether the asset is fiat: an ISO 4217 code in any spelling (letter case, spaces
-    /// around it, an `iso4217:` prefix: `USD`, `usd`, `" EUR"`, `iso4217:EUR`), which the
-    /// request's currency must then be. An `iso4217:` asset whose code is not one is fiat
-    /// too, and matches no currency.
+    /// Whether the asset is fiat: an ISO 4217 code in one of the spellings x402's fiat
+    /// form takes (letter case, spaces around it, an `iso4217:` prefix: `USD`, `usd`,
+    /// `" EUR"`, `iso4217:EUR`; [`asset`]), which the request's currency must then be.
     pub(crate) fn is_fiat(&self) -> bool {
-        self.fiat().is_some()
-    }
-
-    /// The ISO 4217 code an `asset` spells (upper case, trimmed, without the `iso4217:`
-    /// prefix): `Some(Some(code))` for a code in the table of
-    /// [`crate::ap2::minor_unit_exponent`], `Some(None)` for an `iso4217:` asset that
-    /// names none, `None` for any other asset (a contract address, a token symbol).
-    fn fiat(&self) -> Option<Option<Currency>> {
-        const PREFIX: &str = "iso4217:";
-        let trimmed = self.asset.trim();
-        let prefixed = trimmed
-            .get(..PREFIX.len())
-            .is_some_and(|head| head.eq_ignore_ascii_case(PREFIX));
-        let code = if prefixed {
-            trimmed[PREFIX.len()..].trim()
-        } else {
-            trimmed
-        }
-        .to_ascii_uppercase();
-        let known =
-            crate::ap2::minor_unit_exponent(&code).and_then(|_| Currency::parse(&code).ok());
-        match known {
-            Some(currency) => Some(Some(currency)),
-            None if prefixed => Some(None),
-            None => None,
-        }
+        matches!(asset::read(&self.asset), Ok(Asset::Fiat(_)))
     }
 
     /// Whether the scheme is `upto`: the client signs a maximum (this `amount`) and the
@@ -228,12 +227,13 @@ impl PaymentRequirements {
 
     /// What in this payment disagrees with a request (or transaction) of `amount`,
     /// `currency` and `recipient`: the recipient must be `vendor:<payTo>` (an EVM address,
-    /// `0x` and 40 hex digits, compared without regard to case, as EVM addresses are); a
-    /// fiat asset ([`is_fiat`](Self::is_fiat), in any spelling) must be the currency; with
-    /// `decimals` (the asset's), the atomic amount must be `amount` × 10^decimals exactly.
-    /// Without `decimals` the amount is not compared (its digest still binds it). For
-    /// `upto` requirements the atomic amount is the maximum, and `amount` the one decided
-    /// (the maximum too).
+    /// `0x` and 40 hex digits, compared without regard to case, as EVM addresses are); the
+    /// asset must be spelled as an x402 asset is ([`asset`]), and a fiat one
+    /// ([`is_fiat`](Self::is_fiat)) must be the currency; with `decimals` (the asset's; for
+    /// fiat, when not given, its ISO 4217 minor units), the atomic amount must be `amount` ×
+    /// 10^decimals exactly. Without decimals the amount is not compared (its digest still
+    /// binds it). For `upto` requirements the atomic amount is the maximum, and `amount`
+    /// the one decided (the maximum too).
     pub(crate) fn consistency(
         &self,
         amount: Amount,
@@ -257,15 +257,27 @@ impl PaymentRequirements {
                 recipient: recipient.clone(),
             });
         }
-        if let Some(fiat) = self.fiat()
-            && fiat.as_ref() != Some(currency)
+        let fiat = match asset::read(&self.asset) {
+            Ok(Asset::Fiat(code)) => Some(code),
+            Ok(Asset::OnChain) => None,
+            Err(why) => {
+                out.push(Inconsistency::Spelling {
+                    asset: self.asset.clone(),
+                    why,
+                });
+                None
+            }
+        };
+        if let Some(code) = &fiat
+            && code != currency
         {
             out.push(Inconsistency::Asset {
                 asset: self.asset.clone(),
                 currency: currency.clone(),
             });
         }
-        if let Some(decimals) = decimals {
+        let minor_units = fiat.and_then(|code| crate::ap2::minor_unit_exponent(code.as_str()));
+        if let Some(decimals) = decimals.or(minor_units) {
             let atomic = self.amount.parse::<Decimal>().ok();
             if atomic.is_none() || atomic != atomic_units(amount, decimals) {
                 out.push(Inconsistency::Amount {
@@ -428,6 +440,8 @@ mod tests {
     fn an_asset_spelling_an_iso_4217_code_in_any_way_is_the_currency() {
         let mut r = PaymentRequirements::from_json(&spec_requirements(), "x402").unwrap();
         r.pay_to = "merchant-7".into();
+        // 12.50 in cents, the minor units of EUR and USD.
+        r.amount = "1250".into();
         let m7 = Recipient::parse("vendor:merchant-7").unwrap();
         let (eur, usd) = (
             Currency::parse("EUR").unwrap(),
@@ -456,20 +470,106 @@ mod tests {
                 "{asset:?}"
             );
         }
-        // An iso4217: asset that names no code matches no currency.
-        r.asset = "iso4217:XYZ".into();
-        assert!(r.is_fiat());
-        assert_eq!(r.consistency(amount, &eur, &m7, None).len(), 1);
-        // A contract address, a token symbol: not fiat, not compared.
+        // A contract address, a CAIP-19 id: not fiat, not compared with the currency.
         for asset in [
             "0x036CbD53842c5426634e7929541eC2318f3dCF7e",
-            "USDC",
-            "usd coin",
+            "eip155:8453/erc20:0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
         ] {
             r.asset = asset.into();
             assert!(!r.is_fiat(), "{asset:?}");
             assert_eq!(r.consistency(amount, &usd, &m7, None), vec![], "{asset:?}");
         }
+        // Any other spelling names nothing Mandate can tell: neither fiat nor a token,
+        // refused whatever the currency (an iso4217: asset naming no code, a token's
+        // symbol, a look-alike of a code: #67).
+        for asset in [
+            "iso4217:XYZ",
+            "USDC",
+            "usd coin",
+            "ＥＵＲ",
+            "EUR\u{200b}",
+            "fiat:EUR",
+            "\u{395}UR",
+        ] {
+            r.asset = asset.into();
+            assert!(!r.is_fiat(), "{asset:?}");
+            for currency in [&usd, &eur] {
+                assert!(
+                    matches!(
+                        r.consistency(amount, currency, &m7, None).as_slice(),
+                        [Inconsistency::Spelling { .. }]
+                    ),
+                    "{asset:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn an_asset_in_no_x402_spelling_is_refused_when_read() {
+        for asset in [
+            "ＥＵＲ",
+            "EUR\0",
+            "iso-4217:EUR",
+            "ISO 4217:EUR",
+            "EU R",
+            "ÉUR",
+            "USDC",
+        ] {
+            let mut value = spec_requirements();
+            value["asset"] = json!(asset);
+            let e = PaymentRequirements::from_json(&value, "x402").unwrap_err();
+            assert!(
+                e.to_string()
+                    .starts_with("x402.asset must be an x402 asset: "),
+                "{e} for {asset:?}"
+            );
+            let payload = json!({"x402Version": 2, "accepted": value});
+            let e = PaymentRequirements::from_json(&payload, "x402").unwrap_err();
+            assert!(
+                e.to_string().starts_with("x402.accepted.asset must be"),
+                "{e} for {asset:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_fiat_amount_is_compared_at_its_minor_units_without_decimals_given() {
+        let mut r = PaymentRequirements::from_json(&spec_requirements(), "x402").unwrap();
+        r.pay_to = "merchant".into();
+        let to = Recipient::parse("vendor:merchant").unwrap();
+        let usd = Currency::parse("USD").unwrap();
+        r.asset = "USD".into();
+        r.amount = "10000000".into();
+        // 100000 USD in cents is not 0.01 USD.
+        assert!(matches!(
+            r.consistency(Amount::parse("0.01").unwrap(), &usd, &to, None)
+                .as_slice(),
+            [Inconsistency::Amount { decimals: 2, .. }]
+        ));
+        assert_eq!(
+            r.consistency(Amount::parse("100000").unwrap(), &usd, &to, None),
+            vec![]
+        );
+        // Zero and three decimals: JPY, KWD.
+        r.asset = "iso4217:jpy".into();
+        r.amount = "500".into();
+        let jpy = Currency::parse("JPY").unwrap();
+        assert_eq!(
+            r.consistency(Amount::parse("500").unwrap(), &jpy, &to, None),
+            vec![]
+        );
+        r.asset = "KWD".into();
+        let kwd = Currency::parse("KWD").unwrap();
+        assert_eq!(
+            r.consistency(Amount::parse("0.5").unwrap(), &kwd, &to, None),
+            vec![]
+        );
+        assert_eq!(
+            r.consistency(Amount::parse("500").unwrap(), &kwd, &to, None)
+                .len(),
+            1
+        );
     }
 
     #[test]

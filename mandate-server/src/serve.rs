@@ -6,6 +6,7 @@
 //! The limits of `crate::limits` and `crate::connections` are written for HTTP/1; HTTP/2
 //! would need its own (streams, pings, idle time) and brings no client of ours anything.
 
+use mandate_core::unstable::x402::ListedAssets;
 use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
@@ -78,6 +79,9 @@ pub struct Config {
     /// Decisions the checkpoint worker appends to one log a round, at most
     /// ([`crate::workers::checkpoint::BATCH`]); a full batch starts the next round at once.
     pub log_checkpoint_batch: i64,
+    /// The x402 assets whose decimals the operator lists (`--x402-asset`), besides the
+    /// ISO 4217 currencies: an x402 payment in one is compared with its request's amount.
+    pub x402_assets: ListedAssets,
 }
 
 /// Starting failed.
@@ -289,6 +293,7 @@ pub async fn start_with(
         news: Default::default(),
         readiness: Default::default(),
         settlement: adapter.provider(),
+        x402_assets: config.x402_assets.clone(),
     });
     // One crypto provider, aws-lc-rs: the default of the webhook client (reqwest has none
     // of its own) and of the listeners' TLS. Already installed in a second server of the

@@ -75,9 +75,25 @@ pub struct MandateSource {
     /// `payment.reference`'s `conditional_transaction_id`, if the open mandate has it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payment_reference: Option<String>,
+    /// What the open mandate had spent under the mandates imported from it before this one
+    /// (for this agent or another), when this one was imported: its budget and its
+    /// occurrence count are one running total, and this mandate's limits count from there.
+    /// Absent on the open mandate's first import.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spent_before: Option<SpentBefore>,
     /// `ap2`.
     #[serde(rename = "type")]
     pub kind: String,
+}
+
+/// What an AP2 open mandate had spent before a mandate imported from it: the sum of the
+/// allows under the mandates that carried it before, in `limits.currency`, and how many.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpentBefore {
+    /// How many allows (counted against `limits.count.total`, AP2's `max_occurrences`).
+    pub count: u64,
+    /// Their sum (counted against `limits.total`, AP2's `payment.budget`).
+    pub total: Amount,
 }
 
 /// A mandate's spend to date, as the engine counts it against `per_day`, `per_week` and

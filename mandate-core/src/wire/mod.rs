@@ -31,7 +31,7 @@ pub use decisions::{
 pub use enforcement::{Enforcement, SetEnforcement};
 pub use escrows::{CreateEscrow, Escrow};
 pub use events::{Event, EventDelivery};
-pub use mandates::{CreateMandate, Mandate, MandateSource, Spent, mandate_json};
+pub use mandates::{CreateMandate, Mandate, MandateSource, Spent, SpentBefore, mandate_json};
 pub use reviews::{DenyReview, Review};
 pub use webhooks::{CreateWebhook, PingAnswer, Webhook};
 

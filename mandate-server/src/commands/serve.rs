@@ -1,6 +1,7 @@
 //! `serve`: the server started on the options given, the admin host beside it when asked,
 //! the demo session when asked, then run until SIGTERM or SIGINT stops it gracefully.
 
+use mandate_core::unstable::x402::ListedAssets;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -89,7 +90,19 @@ fn config(args: ServeArgs) -> Result<Config, String> {
         console_origins: console_origins(args.console_origin)?,
         log_checkpoint_interval: Duration::from_millis(args.log_checkpoint_interval),
         log_checkpoint_batch: mandate_server::workers::checkpoint::BATCH,
+        x402_assets: x402_assets(&args.x402_asset)?,
     })
+}
+
+/// The decimals `--x402-asset` lists, or what is wrong with an entry.
+fn x402_assets(entries: &[String]) -> Result<ListedAssets, String> {
+    let mut listed = ListedAssets::default();
+    for entry in entries {
+        listed
+            .add(entry)
+            .map_err(|why| format!("--x402-asset {why}"))?;
+    }
+    Ok(listed)
 }
 
 /// Where the server listens, what it signs as and on which database, on stdout.

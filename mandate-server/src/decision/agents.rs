@@ -15,7 +15,10 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use mandate_core::{AgentHistory, AgentId, Mandate, Mode, unstable::history::VELOCITY_LIMIT};
+use mandate_core::{
+    AgentHistory, AgentId, Mandate, Mode, unstable::history::SpendToDate,
+    unstable::history::VELOCITY_LIMIT,
+};
 use time::{Date, OffsetDateTime, Time, UtcOffset};
 use tokio::sync::OwnedMutexGuard;
 
@@ -100,15 +103,20 @@ pub fn spend_since(now: OffsetDateTime) -> OffsetDateTime {
 }
 
 /// An agent's state as its stored record says: the velocity window from its latest
-/// requests, the day's, week's and month's spend from its current mandate's allows since
-/// [`spend_since`].
-pub fn state_from(record: AgentRecord) -> AgentState {
+/// requests, the day's, week's and month's spend (and the life's, when a limit counts it)
+/// from its current mandate's allows since [`spend_since`], added to `spent_before`, what
+/// the AP2 open mandate it was imported from had spent under the mandates that carried it
+/// before (all earlier than its own allows, so that each window rolls over as it would
+/// have).
+pub fn state_from(record: AgentRecord, spent_before: Option<SpendToDate>) -> AgentState {
     let mut history = AgentHistory::default();
     for at in record.recent_requests {
         mandate_core::unstable::history::velocity_mut(&mut history).record(from_ms(at));
     }
+    let spend = mandate_core::unstable::history::spend_mut(&mut history);
+    *spend = spent_before.unwrap_or_default();
     for (amount, at) in record.allowed_since {
-        mandate_core::unstable::history::spend_mut(&mut history).add(amount, from_ms(at));
+        spend.add(amount, from_ms(at));
     }
     AgentState {
         mandate: record.mandate,
@@ -116,6 +124,14 @@ pub fn state_from(record: AgentRecord) -> AgentState {
         stored: record.hint,
         mode: record.mode,
     }
+}
+
+/// Whether what an AP2 open mandate spent before `mandate` can matter to a decision under
+/// it: the mandate has a lifetime total or a count limit (an open mandate's budget and its
+/// recurrence). Others skip the read.
+pub fn counts_carried(mandate: &Mandate) -> bool {
+    let limits = &mandate.terms.limits;
+    limits.total.is_some() || limits.count.is_some()
 }
 
 impl AgentStates {
@@ -205,7 +221,17 @@ impl AgentStates {
                     ms(spend_since(now)),
                 )
                 .await?;
-            *guard = Some(state_from(record));
+            // An AP2 open mandate's budget and occurrence count run on from the mandates
+            // that carried it before: read where a limit counts them.
+            let spent_before = match &record.mandate {
+                Some(m) if counts_carried(m) => {
+                    store
+                        .spent_before(Arc::clone(org_id), env, m.id.clone())
+                        .await?
+                }
+                _ => None,
+            };
+            *guard = Some(state_from(record, spent_before));
         }
         Ok(guard)
     }

@@ -7,10 +7,12 @@ use std::sync::Arc;
 use mandate_core::{Mandate, MandateStatus};
 use time::OffsetDateTime;
 
-use super::agents::AgentStates;
+use mandate_core::unstable::history::spend_mut;
+
+use super::agents::{AgentStates, Slot};
 use crate::clock::ms;
 use crate::model::Env;
-use crate::storage::ap2::{Ap2Import, Ap2Source};
+use crate::storage::ap2::{Ap2Import, NewImport};
 use crate::storage::events::NewEvent;
 use crate::storage::mandates::{MandateRevoked, Revocation};
 use crate::storage::{StorageError, Store};
@@ -25,49 +27,74 @@ pub async fn put(
     mandate: &Mandate,
     now: OffsetDateTime,
 ) -> Result<(), StorageError> {
-    put_from(store, agents, org, env, mandate, None, now)
-        .await
-        .map(|_| ())
-}
-
-/// [`put`], with the AP2 open mandate it was imported from (and its consent key), stored
-/// with it if that open mandate is in force here ([`Ap2Import`]; otherwise nothing
-/// changes).
-pub async fn put_from(
-    store: &dyn Store,
-    agents: &AgentStates,
-    org: &Arc<str>,
-    env: Env,
-    mandate: &Mandate,
-    source: Option<(&Ap2Source, &str)>,
-    now: OffsetDateTime,
-) -> Result<Ap2Import, StorageError> {
     let mut slot = agents
         .lock(store, org, env, &mandate.terms.agent, now)
         .await?;
     // Taken out while the write runs: if it fails, the next request rebuilds the state.
     let taken = slot.take();
-    let stored = match source {
-        Some((source, consent_key)) => {
-            store
-                .insert_ap2_mandate(org, env, mandate, source, consent_key)
-                .await?
-        }
-        None => {
-            store.insert_mandate(org, env, mandate).await?;
-            Ap2Import::Stored
-        }
-    };
-    match (taken, &stored) {
-        (Some(mut state), Ap2Import::Stored) => {
-            state.mandate = Some(mandate.clone());
-            state.history.start_mandate();
-            *slot = Some(state);
-        }
-        // Nothing changed: the state stays as it was.
-        (taken, _) => *slot = taken,
+    store.insert_mandate(org, env, mandate).await?;
+    if let Some(mut state) = taken {
+        state.mandate = Some(mandate.clone());
+        state.history.start_mandate();
+        *slot = Some(state);
     }
-    Ok(stored)
+    Ok(())
+}
+
+/// How often an import locks more agents before it gives up: each round follows an import
+/// that stored a carrier on another agent meanwhile.
+const IMPORT_ROUNDS: usize = 8;
+
+/// Stores `import.mandate`, imported from an AP2 open mandate, as its agent's current one
+/// if that open mandate is in force here ([`Ap2Import`]; otherwise nothing changes),
+/// under the locks of its agent and of every agent whose mandate carrying the open mandate
+/// is in force (taken in the order of their ids, so that two imports never wait on each
+/// other): those are superseded, and the new mandate's spend starts from what every
+/// mandate that carried it allowed. The agents whose mandate was superseded have their
+/// state rebuilt by their next request.
+pub async fn import(
+    store: &dyn Store,
+    agents: &AgentStates,
+    org: &Arc<str>,
+    env: Env,
+    mut import: NewImport,
+    now: OffsetDateTime,
+) -> Result<Ap2Import, StorageError> {
+    let agent = import.mandate.terms.agent.clone();
+    import.locked = vec![agent.clone()];
+    for _ in 0..IMPORT_ROUNDS {
+        import.locked.sort();
+        import.locked.dedup();
+        let mut held = Vec::with_capacity(import.locked.len());
+        for each in &import.locked {
+            held.push(agents.lock(store, org, env, each, now).await?);
+        }
+        // Taken out while the write runs: if it fails, their next requests rebuild them.
+        let mut taken: Vec<Slot> = held.iter_mut().map(|slot| slot.take()).collect();
+        let stored = store.insert_ap2_mandate(org, env, &import).await?;
+        let superseded = match &stored {
+            Ap2Import::Stored { superseded, .. } => superseded.as_slice(),
+            _ => &[],
+        };
+        for ((each, slot), state) in import.locked.iter().zip(&mut held).zip(&mut taken) {
+            match (state.take(), &stored) {
+                (Some(mut state), Ap2Import::Stored { spent_before, .. }) if *each == agent => {
+                    state.mandate = Some(import.mandate.clone());
+                    *spend_mut(&mut state.history) = spent_before.unwrap_or_default();
+                    **slot = Some(state);
+                }
+                // Its mandate was superseded: rebuilt from the store on its next request.
+                (_, Ap2Import::Stored { .. }) if superseded.contains(each) || *each == agent => {}
+                // Nothing changed for it: its state stays as it was.
+                (state, _) => **slot = state,
+            }
+        }
+        match stored {
+            Ap2Import::Lock(more) => import.locked.extend(more),
+            done => return Ok(done),
+        }
+    }
+    Err(StorageError::Conflict)
 }
 
 /// What revoking `mandate` at `now` writes: only an active mandate is revoked (an expired

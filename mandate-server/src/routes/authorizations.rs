@@ -21,6 +21,7 @@ use crate::services::acp::{self, AcpError};
 use crate::services::ap2;
 use crate::state::AppState;
 use mandate_core::unstable::fields::invalid;
+use mandate_core::unstable::x402::ListedAssets;
 
 /// The routes.
 pub fn router() -> Router<AppState> {
@@ -54,7 +55,7 @@ async fn authorize(
     let request = request?;
     let mut bindings = Bindings {
         x402_payment: match &x402 {
-            Some(x402) => x402_payment(x402, &request)?,
+            Some(x402) => x402_payment(x402, &request, &state.x402_assets)?,
             None => None,
         },
         ..Bindings::default()
@@ -113,12 +114,14 @@ async fn authorize(
 ///
 /// The member is an x402 v2 PaymentRequirements, or a PaymentPayload whose `accepted`
 /// requirements are read; the claim is given once it is consistent with the request
-/// (recipient `vendor:<payTo>`, a fiat asset the currency; the amount in the asset's
-/// atomic units is left to the verifier, who knows the asset's decimals:
-/// docs/protocols.md).
+/// (recipient `vendor:<payTo>`, a fiat asset the currency, and, where the asset's decimals
+/// are known, an ISO 4217 currency's minor units or those the operator lists in `listed`,
+/// the atomic amount the request's amount: for `upto`, the maximum, which is what is
+/// decided; elsewhere the verifier, who knows its asset, compares it: docs/protocols.md).
 fn x402_payment(
     x402: &serde_json::Value,
     request: &AuthorizationRequest,
+    listed: &ListedAssets,
 ) -> Result<Option<String>, ApiError> {
     if x402.is_null() {
         return Ok(None);
@@ -129,7 +132,7 @@ fn x402_payment(
         request.amount,
         &request.currency,
         &request.recipient,
-        None,
+        mandate_core::unstable::x402::known_decimals(listed, &payment),
     );
     if let Some(first) = refused.first() {
         return Err(inconsistent(x402, first).into());
@@ -146,7 +149,7 @@ fn inconsistent(x402: &serde_json::Value, problem: &Inconsistency) -> FieldError
     };
     let member = match problem {
         Inconsistency::PayTo { .. } => "payTo",
-        Inconsistency::Asset { .. } => "asset",
+        Inconsistency::Asset { .. } | Inconsistency::Spelling { .. } => "asset",
         _ => "amount",
     };
     invalid(

@@ -47,7 +47,7 @@ impl From<Ap2Error> for ApiError {
             | Ap2Error::UnknownMember { .. }
             | Ap2Error::SetByOpenMandate(_)
             | Ap2Error::NoTrustedIssuer
-            | Ap2Error::InForceElsewhere { .. }
+            | Ap2Error::InForceElsewhere
             | Ap2Error::OpenMandate(_)
             | Ap2Error::ClosedMandate(_)
             | Ap2Error::NotImported { .. }

@@ -5,9 +5,9 @@
 //! module loads what it needs, compares, and names every refusal for the caller.
 
 use mandate_core::{
-    AgentId, AuthorizationRequest, ClosedMandate, Jwk, JwkSet, MandateId, OpenMandate,
-    unstable::ap2::read_stored_open_mandate, unstable::wire::MandateSource, verify_closed_mandate,
-    verify_open_mandate,
+    AgentId, AuthorizationRequest, ClosedMandate, Jwk, JwkSet, Mandate, MandateId, OpenMandate,
+    unstable::ap2::read_stored_open_mandate, unstable::wire::MandateSource,
+    unstable::wire::SpentBefore, verify_closed_mandate, verify_open_mandate,
 };
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
@@ -15,7 +15,7 @@ use time::OffsetDateTime;
 use super::{EncodingError, wire_json};
 use crate::decision::service::Credential;
 use crate::model::Caller;
-use crate::storage::ap2::Ap2Source;
+use crate::storage::ap2::{Ap2Source, NewImport};
 use crate::storage::{StorageError, Store};
 
 /// Why an `ap2` member was refused (each message says what to send instead), or could not
@@ -63,16 +63,12 @@ pub enum Ap2Error {
         mandate: MandateId,
     },
     /// The open mandate is in force in another organization or environment: one consent
-    /// is spent in one place (docs/protocols.md).
+    /// is spent in one place (docs/protocols.md). Where is not said: that is another
+    /// tenant's business.
     #[error(
-        "ap2.open_mandate: this open mandate is already in force in organization {org_id}, environment {env}; an open mandate is in force in one organization and environment only, so that each of its closed mandates is used once: import it there, or ask the issuer for a mandate of your own"
+        "ap2.open_mandate: this open mandate is already in force elsewhere (another organization or environment); an open mandate is in force in one organization and environment only, so that each of its closed mandates is used once: import it where it was first imported, or ask the issuer for a mandate of your own"
     )]
-    InForceElsewhere {
-        /// The organization it is in force in.
-        org_id: String,
-        /// And the environment.
-        env: &'static str,
-    },
+    InForceElsewhere,
     /// The agent has no mandate.
     #[error(
         "ap2.closed_mandate: agent {0} has no mandate; import its AP2 open mandate first (POST /v1/mandates with ap2.open_mandate)"
@@ -218,6 +214,7 @@ pub async fn import(
         source: Ap2Source {
             open_mandate: mandate_core::unstable::ap2::sd_jwt(&open).to_owned(),
             digest: open.digest().to_owned(),
+            spent_before: None,
         },
         consent_key: mandate_core::unstable::ap2::consent_key(&open).to_owned(),
     };
@@ -232,6 +229,27 @@ pub struct Imported {
     pub source: Ap2Source,
     /// `OpenMandate::consent_key`.
     pub consent_key: String,
+}
+
+impl Imported {
+    /// The import of `mandate`, made from this open mandate, for the store.
+    pub fn of(self, mandate: &Mandate) -> NewImport {
+        NewImport {
+            mandate: mandate.clone(),
+            source: self.source,
+            consent_key: self.consent_key,
+            locked: Vec::new(),
+            consent_of,
+        }
+    }
+}
+
+/// The consent key of an open mandate stored with a mandate (verified when it was
+/// imported, read again for its structure only); `None` if it no longer reads.
+fn consent_of(sd_jwt: &str) -> Option<String> {
+    read_stored_open_mandate(sd_jwt)
+        .ok()
+        .map(|open| mandate_core::unstable::ap2::consent_key(&open).to_owned())
 }
 
 /// The `source` member of a mandate imported from AP2: the SD-JWT, its digest and the
@@ -255,6 +273,10 @@ pub fn source_of(source: &Ap2Source) -> MandateSource {
         payment_reference: open
             .as_ref()
             .and_then(|o| o.payment_reference().map(str::to_owned)),
+        spent_before: source.spent_before.map(|spent| SpentBefore {
+            count: spent.lifetime.count(),
+            total: spent.lifetime.total(),
+        }),
         kind: "ap2".to_owned(),
     }
 }

@@ -7,6 +7,8 @@
 //! (`decision::mandates`), so that no authorization is judged against a mandate that has
 //! already been replaced or revoked.
 
+use std::sync::Arc;
+
 use mandate_core::{
     AgentId, FieldError, Mandate, MandateDraft, MandateId, MandateStatus,
     unstable::budget::remaining, unstable::history::SpendToDate, unstable::mandate::format_date,
@@ -22,6 +24,7 @@ use crate::decision::agents::{AgentStates, spend_since};
 use crate::decision::mandates;
 use crate::model::Caller;
 use crate::storage::ap2::Ap2Import;
+use crate::storage::deciding::allows_from;
 use crate::storage::mandates::{Filters, Revocation};
 use crate::storage::{StorageError, Store};
 
@@ -103,26 +106,20 @@ impl Mandates<'_> {
         if !exists {
             return Err(MandateError::NoAgent(agent));
         }
-        let stored = mandates::put_from(
-            self.store,
-            self.agents,
-            &caller.org_id,
-            caller.env,
-            &mandate,
-            source.as_ref().map(|i| (&i.source, i.consent_key.as_str())),
-            now,
-        )
-        .await?;
-        if let Ap2Import::InForceElsewhere { org_id, env } = stored {
-            return Err(Ap2Error::InForceElsewhere {
-                org_id,
-                env: env.as_str(),
-            }
-            .into());
+        let (org, env) = (&caller.org_id, caller.env);
+        let Some(imported) = source else {
+            mandates::put(self.store, self.agents, org, env, &mandate, now).await?;
+            return Ok(mandate_core::unstable::wire::mandate_json(&mandate, now));
+        };
+        let import = imported.of(&mandate);
+        let mut source = import.source.clone();
+        match mandates::import(self.store, self.agents, org, env, import, now).await? {
+            Ap2Import::Stored { spent_before, .. } => source.spent_before = spent_before,
+            _ => return Err(Ap2Error::InForceElsewhere.into()),
         }
         let mut shown = mandate_core::unstable::wire::mandate_json(&mandate, now);
-        if let (Some(imported), Value::Object(object)) = (&source, &mut shown) {
-            object.insert("source".into(), ap2::source_json(&imported.source)?);
+        if let Value::Object(object) = &mut shown {
+            object.insert("source".into(), ap2::source_json(&source)?);
         }
         Ok(shown)
     }
@@ -203,15 +200,19 @@ impl Mandates<'_> {
         Ok(shown)
     }
 
-    /// The mandate's allows this day, week and month, summed as the engine sums them
-    /// (`mandate_core::unstable::history::SpendToDate`), from the committed decision log: a decision
-    /// answered before this read is in it.
+    /// The mandate's allows this day, week and month (and over its life, when a limit
+    /// counts it), summed as the engine sums them
+    /// (`mandate_core::unstable::history::SpendToDate`), from the committed decision log: a
+    /// decision answered before this read is in it. A mandate imported from an AP2 open
+    /// mandate starts from what the mandates that carried it before spent, as its agent's
+    /// state does (`decision::agents::state_from`).
     async fn spend_to_date(
         self,
         caller: &Caller,
         mandate: &Mandate,
         now: OffsetDateTime,
     ) -> Result<SpendToDate, MandateError> {
+        let since = allows_from(mandate, ms(spend_since(now)));
         let allows = self
             .store
             .mandate_allows_since(
@@ -219,10 +220,14 @@ impl Mandates<'_> {
                 caller.env,
                 &mandate.terms.agent,
                 &mandate.id,
-                ms(spend_since(now)),
+                since,
             )
             .await?;
-        let mut spend = SpendToDate::default();
+        let spent_before = self
+            .store
+            .spent_before(Arc::clone(&caller.org_id), caller.env, mandate.id.clone())
+            .await?;
+        let mut spend = spent_before.unwrap_or_default();
         for (amount, at) in allows {
             spend.add(amount, from_ms(at));
         }

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use mandate_core::{
-    AgentId, DecisionId, unstable::id::ReviewId, unstable::review::Review,
-    unstable::review::ReviewStatus,
+    AgentId, DecisionId, MandateId, unstable::history::SpendToDate, unstable::id::ReviewId,
+    unstable::review::Review, unstable::review::ReviewStatus,
 };
 
 use super::engine::{Access, Columns, Engine, Lock, Result, Scope, Tx, first, id_of};
@@ -72,6 +72,16 @@ pub trait DecidingStore: Send + Sync {
     /// approval is refused like a decision ([`crate::storage::StorageError::Conflict`])
     /// when the agent changed since `resolution.hint` was read.
     fn resolve_review(&self, resolution: Resolution) -> StoreFuture<'_, Option<AgentHint>>;
+
+    /// What the AP2 open mandate `mandate` was imported from had spent under the mandates
+    /// that carried it before (`storage::ap2`): where the mandate's spend starts. `None`
+    /// for a mandate of plain terms or an open mandate's first import.
+    fn spent_before(
+        &self,
+        org: Arc<str>,
+        env: Env,
+        mandate: MandateId,
+    ) -> StoreFuture<'_, Option<SpendToDate>>;
 
     /// Whether a decision of this organization and environment accepted the single-use
     /// credential `id`.
@@ -278,6 +288,21 @@ impl<E: Engine> DecidingStore for E {
         Box::pin(self.run(Access::Write, resolution, |tx, resolution| {
             Box::pin(store_resolution(tx, resolution))
         }))
+    }
+
+    fn spent_before(
+        &self,
+        org: Arc<str>,
+        env: Env,
+        mandate: MandateId,
+    ) -> StoreFuture<'_, Option<SpendToDate>> {
+        Box::pin(self.run(
+            Access::Read,
+            (org, env, mandate),
+            |tx, (org, env, mandate)| {
+                Box::pin(super::ap2::spent_before(tx, Scope::new(org, *env), mandate))
+            },
+        ))
     }
 
     fn credential_accepted(&self, org: Arc<str>, env: Env, id: String) -> StoreFuture<'_, bool> {

@@ -45,6 +45,7 @@ fn with_choices() -> Vec<Stmt> {
         all.push(MandateSql::Get { lock }.into());
         all.push(ReviewSql::Get { lock }.into());
         all.push(WebhookSql::Get { lock }.into());
+        all.push(Ap2Sql::Carriers { lock }.into());
     }
     all
 }
@@ -62,6 +63,10 @@ fn plain_first(all: &mut Vec<Stmt>) {
             Ap2Sql::CurrentSource,
             Ap2Sql::BindConsent,
             Ap2Sql::ConsentPlace,
+            Ap2Sql::Unkeyed,
+            Ap2Sql::SetConsent,
+            Ap2Sql::SupersedeCarrier,
+            Ap2Sql::SpentBefore,
         ]
         .map(Stmt::from),
     );
@@ -125,6 +130,7 @@ fn plain_second(all: &mut Vec<Stmt>) {
     );
     all.extend(
         [
+            MandateSql::Turn,
             MandateSql::Supersede,
             MandateSql::Insert,
             MandateSql::Revoke,

@@ -164,9 +164,11 @@ pub(super) fn read(r: &dyn Columns) -> Result<(i64, Mandate)> {
     .decode()
 }
 
-/// Stores `mandate`, superseding its agent's active one; its agent changed.
+/// Stores `mandate`, superseding its agent's active one; its agent changed. The
+/// organization's turn to store mandates first ([`MandateSql::Turn`]), then the rows.
 pub(super) async fn insert<T: Tx>(tx: &mut T, s: Scope<'_>, mandate: &Mandate) -> Result<()> {
     let agent = mandate.terms.agent.as_str();
+    tx.execute(MandateSql::Turn.into(), &[s.org.into()]).await?;
     tx.execute(
         MandateSql::Supersede.into(),
         &[s.org.into(), s.env.into(), agent.into()],

@@ -10,7 +10,7 @@ use super::statements::*;
 pub fn standard(stmt: Stmt, locked: fn(Lock) -> &'static str) -> Option<Sql> {
     match stmt {
         Stmt::Agent(s) => agents(s),
-        Stmt::Ap2(s) => ap2(s),
+        Stmt::Ap2(s) => ap2(s, locked),
         Stmt::Decision(s) => decisions(s),
         Stmt::Delivery(s) => deliveries(s),
         Stmt::Escrow(s) => escrows(s),
@@ -53,7 +53,7 @@ fn agents(s: AgentSql) -> Option<Sql> {
     })
 }
 
-fn ap2(s: Ap2Sql) -> Option<Sql> {
+fn ap2(s: Ap2Sql, locked: fn(Lock) -> &'static str) -> Option<Sql> {
     Some(match s {
         Ap2Sql::AddIssuer => one(
             "INSERT INTO ap2_issuers (org_id, kid, jwk, created_ms) VALUES (?1, ?2, ?3, ?4)
@@ -63,11 +63,30 @@ fn ap2(s: Ap2Sql) -> Option<Sql> {
             "SELECT kid, jwk, created_ms FROM ap2_issuers WHERE org_id = ?1 ORDER BY created_ms, kid",
         ),
         Ap2Sql::RemoveIssuer => one("DELETE FROM ap2_issuers WHERE org_id = ?1 AND kid = ?2"),
-        Ap2Sql::SetSource => one("UPDATE mandates SET ap2_open_mandate = ?4, ap2_digest = ?5
+        Ap2Sql::SetSource => one("UPDATE mandates
+             SET ap2_open_mandate = ?4, ap2_digest = ?5, ap2_consent = ?6, ap2_spent = ?7
              WHERE org_id = ?1 AND env = ?2 AND id = ?3"),
         Ap2Sql::Sources => return None,
-        Ap2Sql::CurrentSource => one("SELECT id, ap2_open_mandate, ap2_digest FROM mandates
-             WHERE org_id = ?1 AND env = ?2 AND agent_id = ?3 ORDER BY seq DESC LIMIT 1"),
+        Ap2Sql::CurrentSource => one(
+            "SELECT id, ap2_open_mandate, ap2_digest, ap2_spent FROM mandates
+             WHERE org_id = ?1 AND env = ?2 AND agent_id = ?3 ORDER BY seq DESC LIMIT 1",
+        ),
+        Ap2Sql::Unkeyed => one("SELECT id, ap2_open_mandate, ap2_digest FROM mandates
+             WHERE org_id = ?1 AND env = ?2 AND ap2_open_mandate IS NOT NULL
+               AND ap2_consent IS NULL"),
+        Ap2Sql::SetConsent => {
+            one("UPDATE mandates SET ap2_consent = ?4 WHERE org_id = ?1 AND env = ?2 AND id = ?3")
+        }
+        Ap2Sql::Carriers { lock } => built(format!(
+            "SELECT id, agent_id, status, created_ms FROM mandates
+             WHERE org_id = ?1 AND env = ?2 AND ap2_consent = ?3 ORDER BY seq{}",
+            locked(lock)
+        )),
+        Ap2Sql::SupersedeCarrier => one("UPDATE mandates SET status = 'superseded'
+             WHERE org_id = ?1 AND env = ?2 AND id = ?3 AND status = 'active'"),
+        Ap2Sql::SpentBefore => {
+            one("SELECT ap2_spent FROM mandates WHERE org_id = ?1 AND env = ?2 AND id = ?3")
+        }
         // Keyed by the open mandate's consent key, not by an organization: only an import
         // reads and writes it.
         Ap2Sql::BindConsent => one(
@@ -212,6 +231,7 @@ fn mandates(s: MandateSql, locked: fn(Lock) -> &'static str) -> Option<Sql> {
     use mandate_core::MandateStatus;
     let columns = super::mandates::COLUMNS;
     Some(match s {
+        MandateSql::Turn => return None,
         MandateSql::Supersede => one("UPDATE mandates SET status = 'superseded'
              WHERE org_id = ?1 AND env = ?2 AND agent_id = ?3 AND status = 'active'"),
         MandateSql::Insert => one(

@@ -145,14 +145,31 @@ pub enum Ap2Sql {
     /// Removes an issuer key: `$1` org, `$2` kid.
     RemoveIssuer,
     /// Keeps the AP2 source of a mandate: `$1` org, `$2` env, `$3` mandate, `$4` open
-    /// mandate, `$5` digest.
+    /// mandate, `$5` digest, `$6` consent key, `$7` what the open mandate had spent under
+    /// the mandates that carried it before (JSON) or `NULL`.
     SetSource,
     /// The sources of the mandates in the list `$3` that have one: `$1` org, `$2` env →
-    /// id, open mandate, digest.
+    /// id, open mandate, digest, spent before or `NULL`.
     Sources,
     /// The agent `$3`'s newest mandate: `$1` org, `$2` env → id, open mandate or `NULL`,
-    /// digest or `NULL`.
+    /// digest or `NULL`, spent before or `NULL`.
     CurrentSource,
+    /// The mandates of `$1` org, `$2` env imported from AP2 before their consent key was
+    /// kept → id, open mandate, digest.
+    Unkeyed,
+    /// Keeps mandate `$3`'s consent key `$4`: `$1` org, `$2` env.
+    SetConsent,
+    /// The mandates of `$1` org, `$2` env carrying the open mandate of consent key `$3`,
+    /// oldest first → id, agent, status, created_ms.
+    Carriers {
+        /// How a write transaction holds their rows.
+        lock: Lock,
+    },
+    /// Supersedes mandate `$3` if it is active: `$1` org, `$2` env.
+    SupersedeCarrier,
+    /// What the open mandate had spent before mandate `$3` was imported: `$1` org, `$2`
+    /// env → spent before or `NULL` (no row for another mandate).
+    SpentBefore,
     /// Binds an open mandate to a place, or nothing when it is bound already: `$1` consent
     /// key, `$2` org, `$3` env, `$4` created_ms.
     BindConsent,
@@ -461,6 +478,11 @@ pub enum SigningSql {
 /// The mandates' statements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MandateSql {
+    /// Waits for, then holds to the end of the transaction, organization `$1`'s turn to
+    /// store mandates, taken before any mandate's row: its AP2 imports take turns, each
+    /// reading the mandates the one before it stored (no statement where one writer
+    /// serializes every write).
+    Turn,
     /// Supersedes the agent's active mandate: `$1` org, `$2` env, `$3` agent.
     Supersede,
     /// Stores a mandate: `$1` org, `$2` env, `$3` id, `$4` agent, `$5` terms

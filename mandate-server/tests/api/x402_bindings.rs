@@ -257,3 +257,133 @@ async fn an_upto_payment_is_decided_on_its_maximum_and_bound() {
         .await;
     assert_eq!(r.body["verdict"], "allow", "{}", r.text);
 }
+
+/// An x402 asset is an ISO 4217 code, an on-chain address or a CAIP-19 id, in ASCII (#67):
+/// a fiat code spelled any other way (a look-alike, an invisible character, another
+/// prefix) was taken for a token and allowed with `currency: USD`; each is refused naming
+/// `x402.asset`, and nothing is decided.
+#[tokio::test]
+async fn an_asset_in_no_x402_spelling_is_refused_naming_it() {
+    let app = spawn_app().await;
+    let org = app.org.sandbox.clone();
+    let agent = app.standard_agent(&org, "buyer").await;
+    let with_asset = |asset: &str| {
+        json!({"scheme": "exact", "network": "cloudflare:402", "amount": "2000",
+               "asset": asset, "payTo": PAY_TO})
+    };
+    for asset in [
+        "ＥＵＲ",
+        "EUR\u{200b}",
+        "\u{200b}EUR",
+        "EUR\0",
+        "iso-4217:EUR",
+        "ISO 4217:EUR",
+        "fiat:EUR",
+        "EU R",
+        "ÉUR",
+        "\u{395}UR",
+        "USDC",
+    ] {
+        for x402 in [
+            with_asset(asset),
+            json!({"x402Version": 2, "accepted": with_asset(asset)}),
+        ] {
+            let r = app
+                .post_text(&agent, "/v1/authorizations", &body("20", &x402))
+                .await;
+            r.assert_error(400, "invalid_request");
+            let got = r.body["error"]["message"].as_str().unwrap();
+            let member = if x402.get("accepted").is_some() {
+                "x402.accepted.asset must be an x402 asset: "
+            } else {
+                "x402.asset must be an x402 asset: "
+            };
+            assert!(got.starts_with(member), "{got} for {asset:?}");
+        }
+    }
+    // The spellings x402 uses are read as before: a fiat code is the currency.
+    for asset in ["USD", "usd", " USD", "iso4217:USD", "swift:0/iso4217:usd"] {
+        let r = app
+            .post_text(
+                &agent,
+                "/v1/authorizations",
+                &body("20", &with_asset(asset)),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{asset:?}: {}", r.text);
+    }
+    let list = app.get(&agent, "/v1/decisions?limit=100").await;
+    assert_eq!(
+        list.body["data"].as_array().unwrap().len(),
+        5,
+        "{}",
+        list.text
+    );
+}
+
+/// Where the asset's decimals are known, the atomic amount is the request's amount (#67): a
+/// request of 0.01 USD with an `upto` of 100000 USD in cents, or with an `exact` 99 USDC
+/// of a token the operator lists at 6 decimals, was allowed; each is a 400 naming the
+/// amount, and the payment that is the request's is allowed. A token not listed is left
+/// to its verifier.
+#[tokio::test]
+async fn an_atomic_amount_at_known_decimals_must_be_the_request_s() {
+    let usdc = "0x036CbD53842c5426634e7929541eC2318f3dCF7e";
+    let app = crate::helpers::spawn_app_with(|c| {
+        c.x402_assets
+            .add(&format!("{}=6", usdc.to_ascii_lowercase()))
+            .unwrap();
+    })
+    .await;
+    let org = app.org.sandbox.clone();
+    let agent = app.standard_agent(&org, "buyer").await;
+    let fiat_upto = json!({"x402Version": 2, "accepted": {
+        "scheme": "upto", "network": "cloudflare:402", "amount": "10000000", "asset": "USD",
+        "payTo": PAY_TO}, "payload": {}});
+    let mut usdc_exact = requirements();
+    usdc_exact["amount"] = json!("99000000");
+    let refused = [
+        (
+            &fiat_upto,
+            "x402.accepted.amount does not match the request: amount 0.01 is 1 atomic units at 2 decimals, not the x402 amount 10000000",
+        ),
+        (
+            &usdc_exact,
+            "x402.amount does not match the request: amount 0.01 is 10000 atomic units at 6 decimals, not the x402 amount 99000000",
+        ),
+    ];
+    for (x402, message) in refused {
+        let r = app
+            .post_text(&agent, "/v1/authorizations", &body("0.01", x402))
+            .await;
+        r.assert_error(400, "invalid_request");
+        assert_eq!(r.body["error"]["message"], message, "{}", r.text);
+    }
+    let list = app.get(&agent, "/v1/decisions").await;
+    assert_eq!(list.body["data"], json!([]), "{}", list.text);
+    // The payments that are the request's: 0.01 USD is "1" cent, 0.01 USDC "10000".
+    let mut fiat = fiat_upto.clone();
+    fiat["accepted"]["amount"] = json!("1");
+    let mut exact = usdc_exact.clone();
+    exact["amount"] = json!("10000");
+    for x402 in [&fiat, &exact] {
+        let r = app
+            .post_text(&agent, "/v1/authorizations", &body("0.01", x402))
+            .await;
+        assert_eq!(r.body["verdict"], "allow", "{}", r.text);
+    }
+    // Another network's token at the same address is listed too (the listing names no
+    // network); a token not listed is not compared.
+    let mut elsewhere = usdc_exact.clone();
+    elsewhere["network"] = json!("eip155:8453");
+    let r = app
+        .post_text(&agent, "/v1/authorizations", &body("0.01", &elsewhere))
+        .await;
+    r.assert_error(400, "invalid_request");
+    let mut unlisted = usdc_exact.clone();
+    unlisted["asset"] = json!("0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913");
+    let r = app
+        .post_text(&agent, "/v1/authorizations", &body("0.01", &unlisted))
+        .await;
+    assert_eq!(r.body["verdict"], "allow", "{}", r.text);
+}

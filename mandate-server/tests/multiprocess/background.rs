@@ -231,6 +231,7 @@ async fn a_review_expires_once_while_two_servers_run_timers() {
         console_origins: None,
         log_checkpoint_interval: mandate_server::workers::checkpoint::DEFAULT_INTERVAL,
         log_checkpoint_batch: mandate_server::workers::checkpoint::BATCH,
+        x402_assets: Default::default(),
         key_encryption: KeyEncryption::new(
             Kek::from_base64(deployment.kek.as_bytes(), "MANDATE_KEY_ENCRYPTION_KEY").unwrap(),
             None,

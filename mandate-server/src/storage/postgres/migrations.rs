@@ -70,6 +70,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         15,
         include_str!("../../../migrations/postgres/0015_decision_group_functions.sql"),
     ),
+    (
+        16,
+        include_str!("../../../migrations/postgres/0016_ap2_running_total.sql"),
+    ),
 ];
 
 /// The Citus step, run after the numbered migrations by every `migrate`: nothing without
@@ -87,8 +91,31 @@ pub fn count() -> i64 {
     MIGRATIONS.len() as i64
 }
 
-/// The highest migration the database has applied (0 for none, or no table of them).
+/// Where the database's schema stands: the highest migration it has applied (0 for none,
+/// or no table of them), or, when a migration this build knows is missing below that
+/// (numbers may leave gaps, and a gap may be filled by a later build: a database that ran
+/// 16 before 15 existed still needs 15), the one just below the first missing. A schema
+/// newer than this build knows is said as it is, to be refused.
 pub async fn applied(client: &tokio_postgres::Client) -> Result<i64> {
+    let highest = highest(client).await?;
+    if highest == 0 || highest > latest() {
+        return Ok(highest);
+    }
+    let have: Vec<i64> = client
+        .query("SELECT version FROM schema_migrations", &[])
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let missing = MIGRATIONS
+        .iter()
+        .map(|(version, _)| *version)
+        .find(|v| *v < highest && !have.contains(v));
+    Ok(missing.map_or(highest, |v| v - 1))
+}
+
+/// The highest migration the database has applied (0 for none, or no table of them).
+async fn highest(client: &tokio_postgres::Client) -> Result<i64> {
     let has_table: bool = client
         .query_one(
             "SELECT EXISTS (SELECT 1 FROM information_schema.tables

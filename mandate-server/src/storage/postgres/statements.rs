@@ -102,8 +102,18 @@ fn own(stmt: Stmt) -> Option<Sql> {
         Stmt::Idempotency(s) => idempotency(s)?,
         Stmt::Timer(s) => timers(s)?,
         Stmt::Ap2(Ap2Sql::Sources) => one(
-            "SELECT id, ap2_open_mandate, ap2_digest FROM mandates
+            "SELECT id, ap2_open_mandate, ap2_digest, ap2_spent FROM mandates
              WHERE org_id = $1 AND env = $2 AND id = ANY($3) AND ap2_digest IS NOT NULL",
+        ),
+        // The organization's mandates counter, the row every mandate insert moves, held
+        // before any mandate's row (as every mandate insert takes it, so that none waits
+        // on another's turn while holding a row that one needs): the imports of one
+        // organization (and so of one open mandate, in force in one organization) take
+        // turns, each reading the mandates the one before it stored. On Citus the row is
+        // on the organization's worker, with its mandates, so the turn passes when those
+        // are committed there.
+        Stmt::Mandate(MandateSql::Turn) => one(
+            "SELECT value FROM org_counters WHERE org_id = $1 AND name = 'mandates' FOR UPDATE",
         ),
         Stmt::Delivery(s) => deliveries(s)?,
         // The decision path's statements (`record.rs`), one for each table, each on the

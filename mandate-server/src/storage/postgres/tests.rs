@@ -88,6 +88,18 @@ async fn migrations_apply_once_even_at_once_and_a_newer_or_older_schema_is_refus
         super::migrations::count()
     );
     PostgresStore::open(&location, false).await.unwrap();
+    // A migration missing below the highest applied one (a gap a later build filled) makes
+    // the schema older: refused without migrating (migrating applies the missing one:
+    // tests/citus/schema.rs).
+    db.execute("DELETE FROM schema_migrations WHERE version = 1");
+    let text = PostgresStore::open(&location, false)
+        .await
+        .err()
+        .expect("a schema missing a migration is refused without migrating")
+        .to_string();
+    assert!(text.contains("at migration 0"), "{text}");
+    db.execute("INSERT INTO schema_migrations VALUES (1, 0)");
+    PostgresStore::open(&location, false).await.unwrap();
     // A schema a newer server wrote: refused with or without migrating, nothing touched.
     let newer = super::migrations::latest() + 1;
     db.execute(&format!(

@@ -72,6 +72,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         17,
         include_str!("../../../migrations/sqlite/0017_decision_keys.sql"),
     ),
+    (
+        18,
+        include_str!("../../../migrations/sqlite/0018_ap2_running_total.sql"),
+    ),
 ];
 
 /// The highest migration this build knows.

@@ -14,7 +14,7 @@ use crate::storage::statements::IdempotencySql;
 use crate::storage::statements::LogSql;
 use crate::storage::statements::ProcessSql;
 use crate::storage::statements::{DeliverySql, EscrowSql, TimerSql, WebhookSql};
-use crate::storage::statements::{KeySql, SigningSql};
+use crate::storage::statements::{KeySql, MandateSql, SigningSql};
 
 /// The SQL of `stmt`.
 pub(crate) fn sql(stmt: Stmt) -> Result<Sql> {
@@ -41,10 +41,12 @@ fn own(stmt: Stmt) -> Option<Sql> {
         ),
         // A list is bound as JSON text.
         Stmt::Ap2(Ap2Sql::Sources) => one(
-            "SELECT id, ap2_open_mandate, ap2_digest FROM mandates
+            "SELECT id, ap2_open_mandate, ap2_digest, ap2_spent FROM mandates
              WHERE org_id = ?1 AND env = ?2 AND id IN (SELECT value FROM json_each(?3))
                AND ap2_digest IS NOT NULL",
         ),
+        // One writer runs every write transaction: mandate changes already take turns.
+        Stmt::Mandate(MandateSql::Turn) => none(),
         // Decisions name their environment by its scope key (migration 0017).
         Stmt::Log(LogSql::WithNews) => one("SELECT e.org_id, e.env FROM environments e
              LEFT JOIN log_heads h ON h.org_id = e.org_id AND h.env = e.env
