@@ -111,10 +111,14 @@ CREATE FUNCTION mandate_store(
     r_id TEXT[], r_status TEXT[], r_created_ms BIGINT[], r_expires_ms BIGINT[], r_event TEXT[],
     r_data TEXT[])
 RETURNS INT[]
--- Rows are found through their keys only, so that a run's version moves lock its agents'
--- rows in the order given, as every group does.
+-- Rows are found through their keys only, one probe a row in the order given (a nested
+-- loop over the run's arrays), so that a run's version moves lock its agents' rows in that
+-- order, as every group does, and cost a probe each, not a scan of the organization's
+-- agents.
 SET enable_seqscan = off
 SET enable_bitmapscan = off
+SET enable_mergejoin = off
+SET enable_hashjoin = off
 LANGUAGE plpgsql AS $fn$
 DECLARE
     n          INT := coalesce(array_length(d_id, 1), 0);
@@ -151,19 +155,22 @@ DECLARE
 BEGIN
     -- The version moves (and credentials), in the order given.
     FOR i IN 1 .. n + 1 LOOP
-        -- At once, a run of plain decisions ends before a decision that is not one (or
-        -- after the last): its versions are moved in one statement, rows locked in order.
+        -- At once, a run of plain decisions of one organization ends before a decision that
+        -- is not one (or of another organization, or after the last): its versions are
+        -- moved in one statement, each row found by its key, locked in order.
         IF p_at_once AND v_run > 0
-           AND (i > n OR i_key[i] IS NOT NULL OR a_credential[i] IS NOT NULL) THEN
+           AND (i > n OR i_key[i] IS NOT NULL OR a_credential[i] IS NOT NULL
+                OR d_org[i] IS DISTINCT FROM d_org[v_run]) THEN
+            v_org := d_org[v_run];
             FOR v_number IN
                 UPDATE agents a SET version = a.version + 1, last_decision = u.id
-                FROM unnest(d_org[v_run:i - 1], d_agent_seq[v_run:i - 1],
-                            d_version[v_run:i - 1], d_id[v_run:i - 1], d_env[v_run:i - 1],
-                            d_mode[v_run:i - 1]) WITH ORDINALITY
-                     AS u (org, seq, version, id, env, mode, at)
-                WHERE a.org_id = u.org AND a.seq = u.seq AND (a.version = u.version OR p_unchecked)
+                FROM unnest(d_agent_seq[v_run:i - 1], d_version[v_run:i - 1],
+                            d_id[v_run:i - 1], d_env[v_run:i - 1], d_mode[v_run:i - 1])
+                     WITH ORDINALITY AS u (seq, version, id, env, mode, at)
+                WHERE a.org_id = v_org AND a.seq = u.seq
+                  AND (a.version = u.version OR p_unchecked)
                   AND EXISTS (SELECT 1 FROM environments e
-                              WHERE e.org_id = u.org AND e.env = u.env AND e.mode = u.mode)
+                              WHERE e.org_id = v_org AND e.env = u.env AND e.mode = u.mode)
                 RETURNING v_run + u.at::INT - 1
             LOOP
                 outcome[v_number] := 1;
