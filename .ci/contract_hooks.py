@@ -25,9 +25,9 @@ each rule narrowly, so that the check judges everything else:
 DELETE /v1/mandates/{id} is 400 whatever is sent (the interface says so); its refusal is
 dropped the same way, so the positive-data check covers every other operation. On
 POST /v1/authorizations the refusal of an `x402` payment that is not the request's (payTo,
-asset), and of an `acp` allowance that is not the request's or names a currency Mandate does
-not know, are dropped too. Every other
-status a positive case gets is judged by the check as it is.
+asset, amount) or whose fiat asset is a code Mandate does not know, and of an `acp` allowance
+that is not the request's or names a currency Mandate does not know, are dropped too. Every
+other status a positive case gets is judged by the check as it is.
 """
 
 import datetime
@@ -118,12 +118,15 @@ REFUSALS = {
         r"|ap2\.open_mandate: .+)$"
     ),
     # An AP2 closed mandate that does not verify or names another payment, or an x402
-    # payment whose payTo is not the recipient's name or whose fiat asset is not the
-    # currency: rules across fields (docs/protocols.md).
+    # payment whose payTo is not the recipient's name, whose fiat asset is not the currency
+    # or whose atomic amount is not the request's amount: rules across fields
+    # (docs/protocols.md). Also an x402 fiat asset of a code Mandate does not know: the
+    # schema gives the shape of a code, not the list of currencies.
     # An ACP allowance the request is not (its max_amount, currency, merchant, expiry), or
     # whose currency is no ISO 4217 code Mandate knows.
     ("POST", "/v1/authorizations"): re.compile(
-        r"^(ap2\.closed_mandate[: ]|x402(\.accepted)?\.(payTo|asset) does not match the request: "
+        r"^(ap2\.closed_mandate[: ]|x402(\.accepted)?\.(payTo|asset|amount) does not match the request: "
+        r"|x402(\.accepted)?\.asset must be an x402 asset: \".*\" is not an ISO 4217 currency code Mandate knows"
         r"|acp\.allowance\.(max_amount|currency|merchant_id|expires_at) does not match the request: "
         r"|acp\.allowance\.currency \"[A-Za-z]{3}\" is not an ISO 4217 currency Mandate knows"
         r"|acp\.allowance\.expires_at must be an RFC 3339 date-time"

@@ -400,3 +400,124 @@ async fn the_public_hosts_endpoints_are_described_beside_the_paths() {
     );
     assert_eq!(r.body, Value::Null);
 }
+
+/// The declared x402 asset (its pattern, minus what its `not` excludes) takes a spelling
+/// exactly when the server reads it as an asset, a fiat code Mandate does not know aside
+/// (a rule about the value, not its shape). Valid spellings of every shape, each edited at
+/// random many times over, probe the edges; a spelling the server refused and the pattern
+/// took is what schemathesis's positive-data check found.
+#[test]
+fn the_declared_x402_asset_takes_exactly_the_spellings_the_server_reads() {
+    let schema = block(&["components", "schemas", "X402Asset"]);
+    let declared = pattern(&schema);
+    let excluded: Vec<Regex> = schema
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("- pattern: "))
+        .map(|raw| Regex::new(&scalar(&format!("pattern: {raw}"), "pattern")).unwrap())
+        .collect();
+    assert_eq!(excluded.len(), 2, "{schema}");
+    assert_eq!(scalar(&schema, "maxLength"), "512");
+    let takes =
+        |asset: &str| declared.is_match(asset) && !excluded.iter().any(|r| r.is_match(asset));
+    let reads = |asset: &str| {
+        let requirements = json!({
+            "scheme": "exact", "network": "eip155:8453", "asset": asset,
+            "amount": "1", "payTo": "0x0000000000000000000000000000000000000001",
+        });
+        match mandate_core::PaymentRequirements::from_json(&requirements, "x402") {
+            Ok(_) => true,
+            Err(e) => e
+                .to_string()
+                .contains("is not an ISO 4217 currency code Mandate knows"),
+        }
+    };
+    let seeds = [
+        "USD",
+        " eur ",
+        "iso4217:JPY",
+        "ISO4217:  usd",
+        "AAA",
+        "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+        "0x2",
+        "0x2::sui::SUI",
+        "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v",
+        "TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t",
+        "CCW67TSZV3SSS2HXMBQ5JFGCKJNXKZM7UQUWUZPUTHXSTZLEO7SJMI75",
+        "GA5ZSEJYB37JRC5AVCIA5MOP4RHTM335X2KGX3IHOJAPP5RE34K4KZVN",
+        "31566704",
+        "0.0.456858",
+        "keeta_aabszvnsiebutq7cdv5ydtkswz2pmzrbppuvqfbnnkhqlqjhfzkxrkk3qqzt4",
+        "eip155:8453/erc20:0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+        "bip122:000000000019d6689c085ae165831e93/slip44:0",
+        "swift:0/iso4217:EUR",
+        "swift:0/iso4217:EUR/1",
+        "cosmos:cosmoshub-4/slip44:118/a.b%2",
+        "eip155:1/iso4217:usd",
+    ];
+    // Near misses of each shape, refused by both.
+    for asset in [
+        "iso4217:0/slip44:0",
+        "ISO4217:eip155/erc20:0x1",
+        "swift:0/iso4217:EU",
+        "swift:0/iso4217:EURO/1",
+        "swift:0/iso4217:E1R",
+        "iso-4217:EUR",
+        "EU R",
+        "USDC",
+        "978",
+        "0x",
+        "0x2::sui",
+        "0.0",
+        "keeta_short",
+        "\u{ff25}\u{ff35}\u{ff32}",
+        "EUR\u{200b}",
+    ] {
+        assert!(!takes(asset), "{asset:?}: the declared pattern takes it");
+        assert!(!reads(asset), "{asset:?}: the server reads it");
+    }
+    // Edits draw from the characters every shape turns on.
+    let pool: Vec<char> = "aAzZ09x:/._- %GCk4217iIsSoO\u{e9}\u{200b}\""
+        .chars()
+        .collect();
+    let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = |below: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % below as u64) as usize
+    };
+    let mut differ = Vec::new();
+    let mut checked = 0;
+    for seed in seeds {
+        assert!(takes(seed) && reads(seed), "{seed}: a valid seed");
+        for _ in 0..3_000 {
+            let mut chars: Vec<char> = seed.chars().collect();
+            for _ in 0..1 + next(3) {
+                let at = next(chars.len() + 1);
+                match next(4) {
+                    0 if at < chars.len() => {
+                        chars.remove(at);
+                    }
+                    1 if at < chars.len() => chars[at] = pool[next(pool.len())],
+                    2 => chars.insert(at, chars.get(at).copied().unwrap_or('a')),
+                    _ => chars.insert(at, pool[next(pool.len())]),
+                }
+            }
+            let asset: String = chars.into_iter().collect();
+            if asset.is_empty() {
+                continue;
+            }
+            checked += 1;
+            if takes(&asset) != reads(&asset) {
+                differ.push(format!("{asset:?} (server reads it: {})", reads(&asset)));
+            }
+        }
+    }
+    assert!(checked > 50_000, "{checked}");
+    assert!(
+        differ.is_empty(),
+        "{} differ: {:?}",
+        differ.len(),
+        &differ[..differ.len().min(20)]
+    );
+}
