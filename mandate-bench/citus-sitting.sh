@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One sitting of mandate-bench on plain PostgreSQL and on Citus, one after the other on the
-# same machine with the same settings (docs/scale.md, "Figures on Citus"): starts a
+# same machine with the same settings (docs/scale.md, "Figures and sizing"): starts a
 # throwaway PostgreSQL 15 server and a throwaway Citus cluster (a coordinator and two
 # workers, each its own PostgreSQL 15 server with `citus` preloaded, the workers added), runs
 # mandate-bench against each (on Citus the bench makes its database on every node and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One sitting of mandate-bench on PostgreSQL (docs/scale.md, "Where the database's time goes"):
+# One sitting of mandate-bench on PostgreSQL (docs/scale.md, "Figures and sizing"):
 # starts a throwaway PostgreSQL 15 cluster with pg_stat_statements, runs mandate-bench at 1, 2
 # and 4 server processes (or the counts given as arguments), and prints for each: decisions/s
 # and p99 (the bench's own figures), the CPU of every postgres process a decision (from /proc,
