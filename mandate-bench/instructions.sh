@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Instructions a decision of a server build, counted by callgrind, which the machine's speed
-# does not move (docs/performance.md, "Placed: instructions a decision"). Runs mandate-bench
+# does not move (docs/performance.md, "Instructions a decision"). Runs mandate-bench
 # twice on SQLite under the same open-loop load with `serve` under valgrind, for 8 s and for
 # 20 s, and divides the difference of the measured server's instructions by the difference
 # of the decisions, so that start-up and the first pass cancel.
