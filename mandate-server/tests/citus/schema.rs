@@ -145,6 +145,107 @@ async fn mandates_migrations_distribute_every_organizations_table_co_located() {
         .get(0);
     assert_eq!(kept, 7);
     drop(upgraded);
+
+    // What the step distributes is read from the schema: a table a later migration adds
+    // with an org_id is an organization's, distributed co-located (after the table its
+    // foreign key names) with no list to edit; one with no org_id and not listed as shared
+    // stops the step, naming it.
+    c.batch_execute(
+        "CREATE TABLE later_parents (org_id TEXT NOT NULL, id TEXT NOT NULL,
+                                     PRIMARY KEY (org_id, id));
+         CREATE TABLE a_later_child (org_id TEXT NOT NULL, parent TEXT NOT NULL,
+                                     PRIMARY KEY (org_id, parent),
+                                     FOREIGN KEY (org_id, parent)
+                                         REFERENCES later_parents (org_id, id));
+         INSERT INTO later_parents VALUES ('org_before', 'p1');
+         INSERT INTO a_later_child VALUES ('org_before', 'p1');",
+    )
+    .await
+    .unwrap();
+    let grown = open(&db).await;
+    let now = citus_tables(&db).await;
+    for table in ["later_parents", "a_later_child"] {
+        assert_eq!(now[table].0, "distributed", "{table}: {now:?}");
+        assert_eq!(now[table].1, tables["environments"].1, "{table}: {now:?}");
+    }
+    let rows: i64 = c
+        .query_one(
+            "SELECT count(*) FROM a_later_child WHERE org_id = 'org_before'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 1);
+    drop(grown);
+    c.batch_execute("CREATE TABLE nobodys (id TEXT PRIMARY KEY)")
+        .await
+        .unwrap();
+    let DbLocation::Postgres(url) = db.url.parse::<DbLocation>().unwrap() else {
+        unreachable!()
+    };
+    let refused = PostgresStore::open(&url, true)
+        .await
+        .err()
+        .expect("a table of no organization's, not listed, stops the step")
+        .to_string();
+    assert!(
+        refused.contains("nobodys") && refused.contains("org_id"),
+        "{refused}"
+    );
+    c.batch_execute("DROP TABLE nobodys; DROP TABLE a_later_child; DROP TABLE later_parents")
+        .await
+        .unwrap();
+}
+
+/// Every table the numbered migrations make is, on Citus, an organization's (distributed),
+/// shared (reference) or the coordinator's (local): none is left a plain table of the
+/// coordinator, and the organization's tables are exactly those with an `org_id` column
+/// that are not shared.
+#[tokio::test]
+async fn every_table_of_the_schema_is_of_one_kind_on_citus() {
+    let Some(db) = database(Share::WithOthers).await else {
+        return;
+    };
+    let store = open(&db).await;
+    let tables = citus_tables(&db).await;
+    let c = db.connect().await;
+    let schema: BTreeMap<String, bool> = c
+        .query(
+            "SELECT t.table_name::TEXT,
+                    EXISTS (SELECT 1 FROM information_schema.columns k
+                            WHERE k.table_schema = t.table_schema
+                              AND k.table_name = t.table_name AND k.column_name = 'org_id')
+             FROM information_schema.tables t
+             WHERE t.table_schema = current_schema() AND t.table_type = 'BASE TABLE'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    for (table, has_org) in &schema {
+        let kind = tables
+            .get(table)
+            .map(|t| t.0.as_str())
+            .unwrap_or_else(|| panic!("{table} is a plain table of the coordinator: {tables:?}"));
+        let want = if REFERENCE.contains(&table.as_str()) {
+            "reference"
+        } else if *has_org {
+            "distributed"
+        } else {
+            "local"
+        };
+        assert_eq!(kind, want, "{table}");
+    }
+    let organizations: BTreeSet<&str> = schema
+        .iter()
+        .filter(|(t, has_org)| **has_org && !REFERENCE.contains(&t.as_str()))
+        .map(|(t, _)| t.as_str())
+        .collect();
+    assert_eq!(organizations, DISTRIBUTED.into_iter().collect());
+    drop(store);
 }
 
 #[tokio::test]
