@@ -13,11 +13,14 @@
 
 use mandate_core::{
     AgentId, Amount, AuthorizationRequest, Category, Currency, CursorContext, CursorKey,
-    DecisionId, EventClaims, EventId, JwkSet, MandateDraft, MandateId, Nonce, P256Signer,
-    Recipient, Signer, VERDICT_LIFETIME_SECS, Verdict, VerdictClaims, VerifyOptions, sign_token,
-    unstable::amount::amount_from_json, unstable::ap2::read_stored_open_mandate,
-    unstable::funding::FundingRequest, unstable::mandate::parse_date, verify_closed_mandate,
-    verify_event, verify_open_mandate, verify_verdict,
+    DecisionId, EventClaims, EventId, FieldError, JwkSet, MandateDraft, MandateId, Nonce,
+    P256Signer, Recipient, Signer, VERDICT_LIFETIME_SECS, Verdict, VerdictClaims, VerifyOptions,
+    parse_body, sign_token,
+    unstable::amount::amount_from_json,
+    unstable::ap2::read_stored_open_mandate,
+    unstable::funding::FundingRequest,
+    unstable::mandate::{format_date, parse_date},
+    verify_closed_mandate, verify_event, verify_open_mandate, verify_verdict,
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -398,15 +401,265 @@ proptest! {
     }
 
     #[test]
-    fn ids_names_and_dates_parse_or_refuse(text in ".{0,140}") {
-        let _ = AgentId::parse(&text);
-        let _ = DecisionId::parse(&text);
-        let _ = MandateId::parse(&text);
-        let _ = Recipient::parse(&text);
-        let _ = Category::parse(&text);
-        let _ = Currency::parse(&text);
-        let _ = parse_date(&text);
-        let _ = mandate_core::unstable::timefmt::parse(&text);
+    fn ids_names_and_dates_parse_or_refuse((grammar, text, expect) in grammar_texts()) {
+        check_grammar(&GRAMMARS[grammar], &text, expect);
+    }
+}
+
+/// What a text drawn for a parser must do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    /// Drawn from the parser's grammar: it parses.
+    Parses,
+    /// Drawn from the grammar with one rule broken: it is refused.
+    Refused,
+    /// Drawn from anything: either.
+    Either,
+}
+
+/// What a parser made of a text: the text it writes back, or its refusal's message.
+type Parsed = Result<String, String>;
+
+/// A body with a text in one of its fields, parsed.
+type BodyWith = fn(&str) -> Result<(), FieldError>;
+
+/// One of the id, name and date parsers, with its grammar as regular expressions.
+struct Grammar {
+    what: &'static str,
+    parse: fn(&str) -> Parsed,
+    /// Words every refusal of the parser carries.
+    refusal: &'static str,
+    /// The body field the parser reads, and that body with the text in the field.
+    body: Option<(&'static str, BodyWith)>,
+    /// Texts that parse.
+    valid: &'static [&'static str],
+    /// Texts that are refused: each breaks one rule of the grammar.
+    refused: &'static [&'static str],
+}
+
+fn shown<T: std::fmt::Display, E: std::fmt::Display>(parsed: Result<T, E>) -> Parsed {
+    parsed.map(|v| v.to_string()).map_err(|e| e.to_string())
+}
+
+/// `base` with `text` as its top-level `field`, parsed by `parse`.
+fn in_body(
+    base: &str,
+    field: &str,
+    text: &str,
+    parse: impl Fn(&Value) -> Result<(), FieldError>,
+) -> Result<(), FieldError> {
+    parse(&with_field(base, &[field.to_owned()], json!(text)))
+}
+
+fn request_with(field: &str, text: &str) -> Result<(), FieldError> {
+    let agent = AgentId::parse("agt_buyer").unwrap();
+    let by_value = in_body(AUTHORIZATION, field, text, |v| {
+        AuthorizationRequest::from_json(agent.clone(), v).map(drop)
+    });
+    // The bytes' way (the server's) reads plain strings without a `Value`: the same answer.
+    let bytes = with_field(AUTHORIZATION, &[field.to_owned()], json!(text)).to_string();
+    let by_bytes = AuthorizationRequest::from_json_bytes(agent, bytes.as_bytes());
+    assert_eq!(
+        by_bytes.map(drop).map_err(|e| e.to_string()),
+        by_value.clone().map_err(|e| e.to_string())
+    );
+    by_value
+}
+
+/// The canonical UTC form of a timestamp: it parses back to the same second.
+fn timestamp(text: &str) -> Parsed {
+    let at = mandate_core::unstable::timefmt::parse(text).ok_or("not RFC 3339")?;
+    Ok(mandate_core::unstable::timefmt::format(at))
+}
+
+const GRAMMARS: &[Grammar] = &[
+    Grammar {
+        what: "agent id",
+        parse: |t| shown(AgentId::parse(t)),
+        refusal: "agent id",
+        body: Some(("agent", |t| {
+            in_body(MANDATE, "agent", t, |v| {
+                MandateDraft::from_json(v).map(drop)
+            })
+        })),
+        valid: &["agt_[a-z0-9][a-z0-9_-]{0,62}"],
+        refused: &[
+            "agt_",
+            "agt_[_-][a-z0-9_-]{0,9}",
+            "agt_[a-z0-9]{64,70}",
+            "agt_[a-z0-9]{1,9}[^a-z0-9_-][a-z0-9_-]{0,9}",
+            "(AGT_|agt|agt-|dec_)[a-z0-9]{1,9}",
+        ],
+    },
+    Grammar {
+        what: "decision id",
+        parse: |t| shown(DecisionId::parse(t)),
+        refusal: "decision id",
+        body: Some(("decision", |t| {
+            in_body(FUNDING, "decision", t, |v| {
+                FundingRequest::from_json(v).map(drop)
+            })
+        })),
+        valid: &["dec_[a-z0-9_-]{1,64}"],
+        refused: &[
+            "dec_",
+            "dec_[a-z0-9_-]{65,70}",
+            "dec_[a-z0-9_-]{0,9}[^a-z0-9_-][a-z0-9_-]{0,9}",
+            "(DEC_|dec|dec-|mnd_)[a-z0-9]{1,9}",
+        ],
+    },
+    Grammar {
+        what: "mandate id",
+        parse: |t| shown(MandateId::parse(t)),
+        refusal: "mandate id",
+        body: None,
+        valid: &["mnd_[a-z0-9_-]{1,64}"],
+        refused: &[
+            "mnd_",
+            "mnd_[a-z0-9_-]{65,70}",
+            "mnd_[a-z0-9_-]{0,9}[^a-z0-9_-][a-z0-9_-]{0,9}",
+            "(MND_|mnd|mnd-|dec_)[a-z0-9]{1,9}",
+        ],
+    },
+    Grammar {
+        what: "recipient",
+        parse: |t| shown(Recipient::parse(t)),
+        refusal: "must be vendor:<name>",
+        body: Some(("recipient", |t| request_with("recipient", t))),
+        valid: &["vendor:[A-Za-z0-9._-]{1,128}"],
+        refused: &[
+            "vendor:",
+            "vendor:[A-Za-z0-9._-]{129,140}",
+            "vendor:[A-Za-z0-9._-]{0,9}[^A-Za-z0-9._-][A-Za-z0-9._-]{0,9}",
+            "(Vendor:|vendor|vendor-|role:)[a-z]{1,9}",
+        ],
+    },
+    Grammar {
+        what: "category",
+        parse: |t| shown(Category::parse(t)),
+        refusal: "must be 1 to 64 characters",
+        body: Some(("category", |t| request_with("category", t))),
+        valid: &["[a-z0-9][a-z0-9_.-]{0,63}"],
+        refused: &[
+            "",
+            "[_.-][a-z0-9]{0,9}",
+            "[a-z0-9]{65,70}",
+            "[a-z0-9][a-z0-9_.-]{0,9}[^a-z0-9_.-][a-z0-9_.-]{0,9}",
+        ],
+    },
+    Grammar {
+        what: "currency",
+        parse: |t| shown(Currency::parse(t)),
+        refusal: "must be three upper-case letters",
+        body: Some(("currency", |t| request_with("currency", t))),
+        valid: &["[A-Z]{3}"],
+        refused: &["[A-Z]{0,2}", "[A-Z]{4,9}", "[A-Z]{0,2}[^A-Z][A-Z]{0,2}"],
+    },
+    Grammar {
+        what: "date",
+        parse: |t| {
+            parse_date(t)
+                .map(format_date)
+                .ok_or_else(|| "not a date".to_owned())
+        },
+        refusal: "",
+        body: Some(("expires", |t| {
+            in_body(MANDATE, "expires", t, |v| {
+                MandateDraft::from_json(v).map(drop)
+            })
+        })),
+        valid: &[
+            "[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])",
+            "(20(0[048]|[2468][048]|[13579][26]))-02-29",
+            "[0-9]{4}-(0[13-9]|1[0-2])-30",
+            "[0-9]{4}-(0[13578]|1[02])-31",
+        ],
+        refused: &[
+            "[0-9]{4}-(00|1[3-9])-[0-2][0-9]",
+            "[0-9]{4}-[01][0-9]-(00|3[2-9])",
+            "[0-9]{4}-02-3[01]",
+            "[0-9]{4}-(0[469]|11)-31",
+            "[0-9]{1,3}-[01][0-9]-[0-2][0-9]",
+            "[0-9]{4}/[01][0-9]/[0-2][0-9]",
+            "[0-9]{4}-[01][0-9]-[0-2][0-9]T.{1,9}",
+            " [0-9]{4}-[01][0-9]-[0-2][0-9]",
+        ],
+    },
+    Grammar {
+        what: "timestamp",
+        parse: timestamp,
+        refusal: "not RFC 3339",
+        body: None,
+        valid: &[
+            "[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]Z",
+        ],
+        refused: &[
+            "[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]",
+            "[0-9]{4}-(00|1[3-9])-[0-2][0-9]T[01][0-9]:[0-5][0-9]:[0-5][0-9]Z",
+            "[0-9]{4}-[01][0-9]-[0-2][0-9]T(2[4-9]|[3-9][0-9]):[0-5][0-9]:[0-5][0-9]Z",
+            "[0-9]{2}-[01][0-9]-[0-2][0-9]T[01][0-9]:[0-5][0-9]:[0-5][0-9]Z",
+        ],
+    },
+];
+
+/// A grammar (its index in [`GRAMMARS`]) and a text for it: from anything, from its
+/// grammar, or from its grammar with one rule broken.
+fn grammar_texts() -> impl Strategy<Value = (usize, String, Expect)> {
+    let mut cases: Vec<BoxedStrategy<(usize, String, Expect)>> = Vec::new();
+    for (i, grammar) in GRAMMARS.iter().enumerate() {
+        cases.push(".{0,140}".prop_map(move |t| (i, t, Expect::Either)).boxed());
+        for (regexes, expect) in [
+            (grammar.valid, Expect::Parses),
+            (grammar.refused, Expect::Refused),
+        ] {
+            for regex in regexes {
+                cases.push(regex.prop_map(move |t| (i, t, expect)).boxed());
+            }
+        }
+    }
+    proptest::strategy::Union::new(cases)
+}
+
+/// A parsed text writes back as itself (a timestamp as its UTC form, the same instant to
+/// the second); a refused one is refused with the parser's words, and in a body with an
+/// error that names the field.
+fn check_grammar(grammar: &Grammar, text: &str, expect: Expect) {
+    let what = grammar.what;
+    let parsed = (grammar.parse)(text);
+    match (&parsed, expect) {
+        (Ok(_), Expect::Refused) => panic!("{what} {text:?} parsed; it breaks the grammar"),
+        (Err(e), Expect::Parses) => panic!("{what} {text:?} refused ({e}); it is in the grammar"),
+        (Ok(back), _) if what == "timestamp" => {
+            let again = timestamp(back);
+            assert_eq!(again.as_ref(), Ok(back), "{text:?}");
+            if expect == Expect::Parses {
+                assert_eq!(back, text);
+            }
+        }
+        (Ok(back), _) => assert_eq!(back, text, "{what} {text:?} writes back as {back:?}"),
+        (Err(e), _) => assert!(e.contains(grammar.refusal), "{what} {text:?}: {e}"),
+    }
+    let Some((field, body)) = grammar.body else {
+        return;
+    };
+    match (body(text), parsed) {
+        (Ok(()), Ok(_)) => {}
+        (
+            Err(FieldError::Invalid {
+                field: named,
+                problem,
+            }),
+            Err(_),
+        ) => {
+            assert_eq!(named, field, "{what} {text:?}: {problem}");
+            let message = FieldError::Invalid {
+                field: named,
+                problem,
+            }
+            .to_string();
+            assert!(message.starts_with(&format!("{field} ")), "{message}");
+        }
+        (body, parsed) => panic!("{what} {text:?}: the body says {body:?}, the parser {parsed:?}"),
     }
 }
 
@@ -414,21 +667,85 @@ proptest! {
 mod regressions {
     use super::*;
 
+    /// The message of a body's refusal, read as the server reads a body: into a tree
+    /// (`parse_body`) for any body, and for an authorization also its plain way
+    /// (`from_json_bytes`), which must refuse it in the same words.
+    fn refusal(body: &[u8]) -> String {
+        let agent = AgentId::parse("agt_buyer").unwrap();
+        let by_bytes = AuthorizationRequest::from_json_bytes(agent.clone(), body)
+            .expect_err("the body is refused")
+            .to_string();
+        let by_tree = match parse_body(body) {
+            Err(e) => e.to_string(),
+            Ok(value) => AuthorizationRequest::from_json(agent, &value)
+                .expect_err("the body is refused")
+                .to_string(),
+        };
+        assert_eq!(by_bytes, by_tree);
+        by_bytes
+    }
+
+    /// JSON nested past serde_json's depth limit (128) is refused as malformed, without
+    /// overflowing the stack; a number too large, too small or with an exponent is refused
+    /// as the amount it would be, in words that say what to send.
     #[test]
     fn deeply_nested_and_huge_numbers_are_refused_cleanly() {
-        parse_body_bytes(&[b'['; 100_000]);
-        let huge = format!(
-            r#"{{"amount": 1{}, "currency": "USD", "recipient": "vendor:a", "category": "a"}}"#,
-            "0".repeat(100_000)
+        let depth = |open: &str, close: &str, n: usize| {
+            format!("{}1{}", open.repeat(n), close.repeat(n)).into_bytes()
+        };
+        for nested in [
+            vec![b'['; 100_000],
+            br#"{"a":"#.repeat(100_000),
+            depth("[", "]", 129),
+            format!(r#"{{"amount": 1, "x": {}}}"#, "[".repeat(200)).into_bytes(),
+        ] {
+            let message = refusal(&nested);
+            assert!(
+                message.starts_with("malformed JSON body: recursion limit exceeded"),
+                "{message}"
+            );
+        }
+        // Up to the limit the same shape is read: the refusal is the depth's.
+        assert!(parse_body(&depth("[", "]", 127)).is_ok());
+
+        let request = |amount: &str| {
+            format!(
+                r#"{{"amount": {amount}, "currency": "USD", "recipient": "vendor:a", "category": "a"}}"#
+            )
+        };
+        let too_many =
+            "amount has too many digits (at most 28 significant digits and 18 decimal places)";
+        let not_plain = "amount must be a plain decimal number such as 12.50";
+        for (amount, want) in [
+            (format!("1{}", "0".repeat(100_000)), too_many),
+            (format!("0.{}1", "0".repeat(100_000)), too_many),
+            ("1".repeat(30), too_many),
+            ("1e999999999".to_owned(), not_plain),
+            ("1E-999999999".to_owned(), not_plain),
+        ] {
+            assert_eq!(
+                refusal(request(&amount).as_bytes()),
+                want,
+                "{}",
+                &amount[..20.min(amount.len())]
+            );
+        }
+        // The largest amounts still read, exactly.
+        for amount in ["9".repeat(28), format!("0.{}", "9".repeat(18))] {
+            let body = request(&amount);
+            let agent = AgentId::parse("agt_buyer").unwrap();
+            let read = AuthorizationRequest::from_json_bytes(agent, body.as_bytes()).unwrap();
+            assert_eq!(read.amount.to_string(), amount);
+        }
+        // In a mandate, the limit that is too large is the one named.
+        let huge = format!("1{}", "0".repeat(100_000));
+        let mut mandate: Value = serde_json::from_str(MANDATE).unwrap();
+        mandate["limits"]["per_month"] = serde_json::from_str(&huge).unwrap();
+        let message = MandateDraft::from_json(&mandate).unwrap_err().to_string();
+        assert_eq!(
+            message,
+            format!("limits.per_month{}", &too_many["amount".len()..])
         );
-        parse_body_bytes(huge.as_bytes());
-        let tiny = format!(
-            r#"{{"amount": 0.{}1, "currency": "USD", "recipient": "vendor:a", "category": "a"}}"#,
-            "0".repeat(100_000)
-        );
-        parse_body_bytes(tiny.as_bytes());
-        let exp = r#"{"amount": 1e999999999, "currency": "USD", "recipient": "vendor:a", "category": "a"}"#;
-        parse_body_bytes(exp.as_bytes());
     }
 
     #[test]

@@ -36,12 +36,21 @@ pub struct Resolution {
     pub hint: AgentHint,
 }
 
-/// The planted bug of the history checker's reviews (tests/history), in debug builds only:
-/// with `MANDATE_TEST_PLANT_UNCHECKED_RESOLUTION` set, a resolution is written whether or
-/// not its review is still pending, so that approvers and deniers racing for one review
-/// all resolve it, and the checker must say so.
+/// The planted bug of the history checker's reviews (tests/history), only in a build with
+/// the `test-faults` feature (the tests' build): with
+/// `MANDATE_TEST_PLANT_UNCHECKED_RESOLUTION` set, a resolution is written whether or not
+/// its review is still pending, so that approvers and deniers racing for one review all
+/// resolve it, and the checker must say so.
+#[cfg(feature = "test-faults")]
 pub fn planted_unchecked_resolution() -> bool {
-    cfg!(debug_assertions) && std::env::var_os("MANDATE_TEST_PLANT_UNCHECKED_RESOLUTION").is_some()
+    std::env::var_os("MANDATE_TEST_PLANT_UNCHECKED_RESOLUTION").is_some()
+}
+
+/// Without the `test-faults` feature (every build but the tests'), a resolution is only
+/// written on a pending review: the switch is not compiled in.
+#[cfg(not(feature = "test-faults"))]
+pub fn planted_unchecked_resolution() -> bool {
+    false
 }
 
 /// What the decision service needs from storage.

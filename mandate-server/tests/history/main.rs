@@ -13,13 +13,17 @@
 //!   killed (SIGKILL) and restarted, a process paused (SIGSTOP) past the request deadline
 //!   and resumed, PostgreSQL restarted fast and immediate, PostgreSQL paused past the
 //!   request deadline. Then the same run without faults but with the planted bug (a
-//!   debug-build switch that drops the agent-version check): the checker must report an
+//!   switch that drops the agent-version check): the checker must report an
 //!   overspend.
 //! - Citus (a coordinator and two workers, tests/support/citus.rs): the same run with the
 //!   processes' faults, its organizations on both workers; skipped
 //!   without Citus (said on stderr), unless `MANDATE_REQUIRE_CITUS=1`.
-//! - The planted review bug (a debug-build switch that writes a resolution whatever the
-//!   review's state), SQLite: the checker must report a review resolved more than once.
+//! - The planted review bug (a switch that writes a resolution whatever the review's
+//!   state), SQLite: the checker must report a review resolved more than once.
+//!
+//! The planted bugs' switches (`MANDATE_TEST_PLANT_*`) are compiled into the server only
+//! with its `test-faults` feature, which `cargo test` turns on (mandate-server's
+//! dev-dependency on itself) and no other build does.
 //!
 //! Bounded (about a minute each), seeded (`MANDATE_HISTORY_SEED`, printed), in this
 //! target of its own so that its cluster's restarts and pauses touch no other test.
@@ -213,7 +217,7 @@ async fn sqlite_history_under_kill_rounds_has_no_anomaly() {
 }
 
 /// The planted bug of the reviews: a resolution written whether or not its review is still
-/// pending (a debug-build switch). One process, no faults: racers approving and denying
+/// pending (a `test-faults` switch). One process, no faults: racers approving and denying
 /// the same reviews all succeed, and the checker must say so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sqlite_history_catches_a_review_resolved_twice_when_the_check_is_planted_away() {
@@ -472,7 +476,7 @@ async fn history_under_faults(backend: Backend, rounds: usize) {
     drop(db);
 }
 
-/// The planted bug: the agent-version check off (a debug-build switch). Three processes on
+/// The planted bug: the agent-version check off (a `test-faults` switch). Three processes on
 /// `backend` each decide on their own cached state: the checker must see an overspend.
 async fn planted_version_bug_is_caught(backend: Backend) {
     let seed = seed();

@@ -48,12 +48,20 @@ pub(crate) const DELIVERIES: &str = "INSERT INTO deliveries
     WHERE wh.org_id = $1 AND wh.env = $2 AND wh.status = 'active' AND wh.events ? $4::TEXT
       AND $5::TEXT IS NOT NULL";
 
-/// The planted bug of the history checker (tests/history), in debug builds only: with
-/// `MANDATE_TEST_PLANT_UNCHECKED_VERSION` set, a decision is stored whatever the agent's
-/// version, so processes deciding for one agent at once overspend, and the checker must
-/// say so.
+/// The planted bug of the history checker (tests/history), only in a build with the
+/// `test-faults` feature (the tests' build): with `MANDATE_TEST_PLANT_UNCHECKED_VERSION`
+/// set, a decision is stored whatever the agent's version, so processes deciding for one
+/// agent at once overspend, and the checker must say so.
+#[cfg(feature = "test-faults")]
 fn planted_unchecked_version() -> bool {
-    cfg!(debug_assertions) && std::env::var_os("MANDATE_TEST_PLANT_UNCHECKED_VERSION").is_some()
+    std::env::var_os("MANDATE_TEST_PLANT_UNCHECKED_VERSION").is_some()
+}
+
+/// Without the `test-faults` feature (every build but the tests'), the version is always
+/// checked: the switch is not compiled in.
+#[cfg(not(feature = "test-faults"))]
+fn planted_unchecked_version() -> bool {
+    false
 }
 
 /// Claims each organization's seqs of a group (`$1` the first organization, the
