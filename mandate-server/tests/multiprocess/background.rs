@@ -8,10 +8,9 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 use mandate_server::clock::ManualClock;
-use mandate_server::serve::{self, Config};
-use mandate_server::signing::at_rest::{Kek, KeyEncryption};
+use mandate_server::serve;
 
-use crate::deploy::{Http, ISSUER, mandate};
+use crate::deploy::{Http, mandate};
 use crate::deployment;
 use crate::receiver::{Mode, Receiver};
 
@@ -218,25 +217,7 @@ async fn mandate_expiring_fires_once_while_three_processes_run_timers() {
 async fn a_review_expires_once_while_two_servers_run_timers() {
     let deployment = deployment!();
     let clock = Arc::new(ManualClock::new(time::OffsetDateTime::now_utc()));
-    let config = Config {
-        db: deployment.db.url.parse().unwrap(),
-        migrate: true,
-        api_addr: "127.0.0.1:0".into(),
-        public_addr: "127.0.0.1:0".into(),
-        verdicts_url: Some(ISSUER.into()),
-        docs_url: None,
-        tls: None,
-        limits: Default::default(),
-        api_url: None,
-        console_origins: None,
-        log_checkpoint_interval: mandate_server::workers::checkpoint::DEFAULT_INTERVAL,
-        log_checkpoint_batch: mandate_server::workers::checkpoint::BATCH,
-        x402_assets: Default::default(),
-        key_encryption: KeyEncryption::new(
-            Kek::from_base64(deployment.kek.as_bytes(), "MANDATE_KEY_ENCRYPTION_KEY").unwrap(),
-            None,
-        ),
-    };
+    let config = deployment.in_process_config();
     let first = serve::start(config.clone(), clock.clone()).await.unwrap();
     let second = serve::start(config, clock.clone()).await.unwrap();
     let apis = [

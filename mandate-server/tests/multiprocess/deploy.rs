@@ -161,6 +161,33 @@ fn migrate_template(url: &str) {
 }
 
 impl Deployment {
+    /// The configuration of a server of this build started in the test's own process on
+    /// this deployment's database (`serve::start`): loopback listeners on free ports,
+    /// migrating, the deployment's key-encryption key.
+    pub fn in_process_config(&self) -> mandate_server::serve::Config {
+        use mandate_server::serve::Config;
+        use mandate_server::signing::at_rest::{Kek, KeyEncryption};
+        Config {
+            db: self.db.url.parse().unwrap(),
+            migrate: true,
+            api_addr: "127.0.0.1:0".into(),
+            public_addr: "127.0.0.1:0".into(),
+            verdicts_url: Some(ISSUER.into()),
+            docs_url: None,
+            tls: None,
+            limits: Default::default(),
+            api_url: None,
+            console_origins: None,
+            log_checkpoint_interval: mandate_server::workers::checkpoint::DEFAULT_INTERVAL,
+            log_checkpoint_batch: mandate_server::workers::checkpoint::BATCH,
+            x402_assets: Default::default(),
+            key_encryption: KeyEncryption::new(
+                Kek::from_base64(self.kek.as_bytes(), "MANDATE_KEY_ENCRYPTION_KEY").unwrap(),
+                None,
+            ),
+        }
+    }
+
     /// A fresh database of `backend`: on the durable PostgreSQL test cluster (`fsync` on),
     /// or on the Citus test cluster, migrated; `None` without it.
     pub async fn new(backend: Backend) -> Option<Deployment> {

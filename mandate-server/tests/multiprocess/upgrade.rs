@@ -11,8 +11,7 @@ use std::sync::Arc;
 
 use mandate_core::JwkSet;
 use mandate_server::clock::{Clock, ManualClock};
-use mandate_server::serve::{self, Config};
-use mandate_server::signing::at_rest::{Kek, KeyEncryption};
+use mandate_server::serve;
 use serde_json::Value;
 
 use crate::deploy::{Backend, Deployment, Http, ISSUER, mandate};
@@ -20,26 +19,9 @@ use crate::{deployment, on_each_backend};
 
 /// A server of this build in this process on `deployment`'s database, on `clock`.
 async fn server(deployment: &Deployment, clock: Arc<ManualClock>) -> serve::Running {
-    let config = Config {
-        db: deployment.db.url.parse().unwrap(),
-        migrate: true,
-        api_addr: "127.0.0.1:0".into(),
-        public_addr: "127.0.0.1:0".into(),
-        verdicts_url: Some(ISSUER.into()),
-        docs_url: None,
-        tls: None,
-        limits: Default::default(),
-        api_url: None,
-        console_origins: None,
-        log_checkpoint_interval: mandate_server::workers::checkpoint::DEFAULT_INTERVAL,
-        log_checkpoint_batch: mandate_server::workers::checkpoint::BATCH,
-        x402_assets: Default::default(),
-        key_encryption: KeyEncryption::new(
-            Kek::from_base64(deployment.kek.as_bytes(), "MANDATE_KEY_ENCRYPTION_KEY").unwrap(),
-            None,
-        ),
-    };
-    serve::start(config, clock).await.unwrap()
+    serve::start(deployment.in_process_config(), clock)
+        .await
+        .unwrap()
 }
 
 /// Every decision of the export after `after` (all without), oldest first.
