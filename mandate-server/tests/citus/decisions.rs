@@ -358,8 +358,8 @@ async fn a_group_reaches_its_worker_as_two_delegated_calls() {
 /// 1,500 times on one connection to the worker that holds the organization (as a process
 /// connected to that worker calls them), `mandate_claim` leaves the connection's memory
 /// where it was. Under a generic plan, Citus 13.2 keeps one more copy of a statement's local
-/// shard plan on every execution whose organization is a parameter (about 27 KB each: some
-/// 160 MB here), and a writer's connection grew without end.
+/// shard plan on every execution whose organization is a parameter, and a writer's
+/// connection grew without end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_writers_functions_do_not_grow_a_workers_connection() {
     let Some(db) = database(Share::WithOthers).await else {
