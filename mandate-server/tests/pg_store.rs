@@ -4,9 +4,6 @@
 //! makes its own database on `MANDATE_TEST_POSTGRES_URL` (skipped, with a note, without it).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
-#[path = "../src/storage/postgres/test_db.rs"]
-mod test_db;
-
 use std::sync::Arc;
 
 use futures_util::future::join_all;
@@ -28,8 +25,8 @@ use mandate_server::storage::postgres::PostgresStore;
 use mandate_server::storage::{
     AdminStore, AgentStore, DbLocation, DecidingStore, DecisionStore, OrgStore, Store,
 };
+use mandate_test_kit::test_db::TestDb;
 use serde_json::Value;
-use test_db::TestDb;
 use time::OffsetDateTime;
 use time::macros::datetime;
 

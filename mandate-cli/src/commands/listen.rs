@@ -752,5 +752,4 @@ fn finish(mut connections: Vec<JoinHandle<()>>, shared: &Shared) -> CmdResult {
 }
 
 #[cfg(test)]
-#[path = "listen_tests.rs"]
 mod tests;

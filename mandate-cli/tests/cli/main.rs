@@ -3,14 +3,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 /// AP2 SD-JWTs signed with real P-256 keys, as the server's tests make them.
-#[path = "../../../mandate-server/tests/support/ap2.rs"]
-mod ap2_tokens;
+use mandate_test_kit::ap2 as ap2_tokens;
 /// The throwaway Citus cluster the server's tests use, for the audit's attacks on it.
-#[path = "../../../mandate-server/tests/support/citus.rs"]
-mod citus;
+use mandate_test_kit::citus;
 /// The throwaway PostgreSQL the server's tests use, for the tests that run on it.
-#[path = "../../../mandate-server/tests/support/postgres.rs"]
-mod postgres;
+use mandate_test_kit::postgres;
 mod support;
 
 mod audit;

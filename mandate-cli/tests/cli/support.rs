@@ -1,6 +1,6 @@
 //! Test harness: a real server on 127.0.0.1 port 0 with a fresh database (an SQLite file,
 //! or with [`start_on`] a PostgreSQL database of its own on the throwaway cluster of
-//! `mandate-server/tests/support/postgres.rs`) and the system clock, an onboarded
+//! `mandate-test-kit/src/postgres.rs`) and the system clock, an onboarded
 //! organization, and the real `mandate` binary run against it with HOME and the XDG
 //! directories pointed at a temporary directory.
 #![allow(dead_code)]

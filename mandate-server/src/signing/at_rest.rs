@@ -862,5 +862,4 @@ pub enum AtRestError {
 }
 
 #[cfg(test)]
-#[path = "at_rest_tests.rs"]
 mod tests;

@@ -6,10 +6,8 @@
 mod engine {
     pub const POSTGRES: bool = false;
 }
-#[path = "../support/ap2.rs"]
-mod ap2_tokens;
-#[path = "../support/postgres.rs"]
-mod postgres;
+use mandate_test_kit::ap2 as ap2_tokens;
+use mandate_test_kit::postgres;
 
 mod helpers;
 mod process;

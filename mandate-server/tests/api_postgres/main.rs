@@ -1,6 +1,6 @@
 //! The API suite (tests/api) on PostgreSQL: the same test files, compiled a second time with
 //! `engine::POSTGRES`, so that each test runs on a database of its own on a throwaway
-//! cluster (tests/support/postgres.rs, `fsync=off`: nothing here is about a machine's crash).
+//! cluster (mandate-test-kit/src/postgres.rs, `fsync=off`: nothing here is about a machine's crash).
 //!
 //! Left out, as they are about the SQLite engine itself: backup.rs (SQLite's online backup),
 //! crash.rs (SQLite recovery after kill -9, with `PRAGMA integrity_check`), disk.rs (its file
@@ -17,10 +17,8 @@
 mod engine {
     pub const POSTGRES: bool = true;
 }
-#[path = "../support/ap2.rs"]
-mod ap2_tokens;
-#[path = "../support/postgres.rs"]
-mod postgres;
+use mandate_test_kit::ap2 as ap2_tokens;
+use mandate_test_kit::postgres;
 
 #[path = "../api/helpers.rs"]
 mod helpers;

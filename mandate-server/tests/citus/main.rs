@@ -1,4 +1,4 @@
-//! The Citus test cluster itself (tests/support/citus.rs): it starts, a distributed table's
+//! The Citus test cluster itself (mandate-test-kit/src/citus.rs): it starts, a distributed table's
 //! rows land on both workers and are where the helper says, a worker stopped refuses only
 //! its own rows and serves them again once started, a shard moves, two-phase commits and
 //! multi-shard statements are counted. Then Mandate on it: its migrations distribute its
@@ -6,10 +6,8 @@
 //! Citus (said on stderr), unless `MANDATE_REQUIRE_CITUS=1` (CI).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
-#[path = "../support/citus.rs"]
-mod citus;
-#[path = "../support/onboard.rs"]
-mod onboard;
+use mandate_test_kit::citus;
+use mandate_test_kit::onboard;
 
 mod decisions;
 mod deploy;

@@ -1,5 +1,5 @@
 //! The conformance suite on Citus: each test on a fresh database of the Citus test
-//! cluster (tests/support/citus.rs: a coordinator and two workers; skipped without Citus
+//! cluster (mandate-test-kit/src/citus.rs: a coordinator and two workers; skipped without Citus
 //! unless `MANDATE_REQUIRE_CITUS=1`, as in CI), its schema migrated once in a template and
 //! distributed by Mandate's own migrations, the store connected to the coordinator.
 

@@ -13,11 +13,9 @@
 #[macro_use]
 mod suite;
 
-#[path = "../support/postgres.rs"]
-mod pg_harness;
+use mandate_test_kit::postgres as pg_harness;
 
-#[path = "../support/citus.rs"]
-mod citus_harness;
+use mandate_test_kit::citus as citus_harness;
 
 mod citus;
 mod postgres;

@@ -1,5 +1,5 @@
 //! The conformance suite on PostgreSQL: each test on a fresh database of the test harness's
-//! throwaway cluster (tests/support/postgres.rs; skipped without PostgreSQL unless
+//! throwaway cluster (mandate-test-kit/src/postgres.rs; skipped without PostgreSQL unless
 //! `MANDATE_REQUIRE_POSTGRES=1`, as in CI).
 
 use std::sync::Arc;

@@ -16,12 +16,9 @@
 //! `MANDATE_REQUIRE_POSTGRES=1` (`MANDATE_REQUIRE_CITUS=1`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
-#[path = "../support/ap2.rs"]
-mod ap2_tokens;
-#[path = "../support/citus.rs"]
-mod citus;
-#[path = "../support/postgres.rs"]
-mod postgres;
+use mandate_test_kit::ap2 as ap2_tokens;
+use mandate_test_kit::citus;
+use mandate_test_kit::postgres;
 
 mod acting;
 mod distribution;

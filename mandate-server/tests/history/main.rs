@@ -15,7 +15,7 @@
 //!   request deadline. Then the same run without faults but with the planted bug (a
 //!   switch that drops the agent-version check): the checker must report an
 //!   overspend.
-//! - Citus (a coordinator and two workers, tests/support/citus.rs): the same run with the
+//! - Citus (a coordinator and two workers, mandate-test-kit/src/citus.rs): the same run with the
 //!   processes' faults, its organizations on both workers; skipped
 //!   without Citus (said on stderr), unless `MANDATE_REQUIRE_CITUS=1`.
 //! - The planted review bug (a switch that writes a resolution whatever the review's
@@ -29,12 +29,9 @@
 //! target of its own so that its cluster's restarts and pauses touch no other test.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
-#[path = "../support/citus.rs"]
-mod citus;
-#[path = "../support/onboard.rs"]
-mod onboard;
-#[path = "../support/postgres.rs"]
-mod postgres;
+use mandate_test_kit::citus;
+use mandate_test_kit::onboard;
+use mandate_test_kit::postgres;
 
 mod checker;
 mod driver;
@@ -268,9 +265,9 @@ async fn sqlite_history_catches_a_review_resolved_twice_when_the_check_is_plante
 /// The database of a run of three processes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Backend {
-    /// One PostgreSQL server, durable (tests/support/postgres.rs).
+    /// One PostgreSQL server, durable (mandate-test-kit/src/postgres.rs).
     Postgres,
-    /// A Citus coordinator and two workers (tests/support/citus.rs); the processes
+    /// A Citus coordinator and two workers (mandate-test-kit/src/citus.rs); the processes
     /// connect to the coordinator.
     Citus,
 }

@@ -32,9 +32,9 @@ pub const ISSUER: &str = "http://verdicts.mandate.test";
 /// The database the processes of a deployment share.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
-    /// One PostgreSQL server, durable (tests/support/postgres.rs).
+    /// One PostgreSQL server, durable (mandate-test-kit/src/postgres.rs).
     Postgres,
-    /// A Citus coordinator and two workers (tests/support/citus.rs), the schema distributed
+    /// A Citus coordinator and two workers (mandate-test-kit/src/citus.rs), the schema distributed
     /// by Mandate's own migrations; the processes connect to the coordinator.
     Citus,
 }
@@ -142,7 +142,7 @@ macro_rules! on_each_backend {
 /// nothing sealed, so each deployment's processes bring a key of their own.
 const TEMPLATE_KEK: &str = "bWFuZGF0ZS1tdWx0aXByb2Nlc3MtdGVtcGxhdGUta2U=";
 
-/// Migrates the Citus template (tests/support/citus.rs makes it once a process): the
+/// Migrates the Citus template (mandate-test-kit/src/citus.rs makes it once a process): the
 /// numbered migrations, then the step that distributes the tables.
 fn migrate_template(url: &str) {
     let out = Command::new(binary())

@@ -1,4 +1,4 @@
-//! The throwaway-cluster harness itself (tests/support/postgres.rs): a database per test on
+//! The throwaway-cluster harness itself (mandate-test-kit/src/postgres.rs): a database per test on
 //! one cluster, and the cluster gone with its directory when the test process ends, however
 //! it ends.
 

@@ -3,21 +3,17 @@
 //! resolved once, changes made through one process seen by the next request on another,
 //! background work done once, and no answered decision lost when a process is killed.
 //!
-//! Each test gets a fresh database on a throwaway cluster (tests/support/postgres.rs);
+//! Each test gets a fresh database on a throwaway cluster (mandate-test-kit/src/postgres.rs);
 //! without PostgreSQL they say they were skipped and pass, unless MANDATE_REQUIRE_POSTGRES=1.
 //! The exactness tests (`exact.rs`) run on a Citus coordinator with two workers too
-//! (`NAME::citus`, tests/support/citus.rs), their organizations on both workers; without
+//! (`NAME::citus`, mandate-test-kit/src/citus.rs), their organizations on both workers; without
 //! Citus those say they were skipped and pass, unless MANDATE_REQUIRE_CITUS=1.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
-#[path = "../support/ap2.rs"]
-mod ap2_tokens;
-#[path = "../support/citus.rs"]
-mod citus;
-#[path = "../support/onboard.rs"]
-mod onboard;
-#[path = "../support/postgres.rs"]
-mod postgres;
+use mandate_test_kit::ap2 as ap2_tokens;
+use mandate_test_kit::citus;
+use mandate_test_kit::onboard;
+use mandate_test_kit::postgres;
 
 mod deploy;
 mod harness;

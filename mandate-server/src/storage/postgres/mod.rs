@@ -40,8 +40,7 @@ mod tx;
 mod writer;
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-mod test_db;
+use mandate_test_kit::test_db;
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests;

@@ -5,7 +5,7 @@
 //!
 //! What only this engine has (its migrations run by several processes at once, claims that
 //! run out when a process dies) is tested here rather than in the conformance suite; its
-//! writer groups, seq claims and watermark in `writer_tests.rs`.
+//! writer groups, seq claims and watermark in `tests/writers.rs`.
 
 use std::sync::Arc;
 
@@ -576,21 +576,19 @@ fn fire(
 }
 
 /// Every statement prepares; the decision path's statements read no more as tables grow.
-#[path = "statement_tests.rs"]
 mod statement_costs;
 
 /// The decision writers, their seq claims and the watermark.
-#[path = "writer_tests.rs"]
 mod writers;
 
+/// A group of many organizations' decisions.
+mod organizations;
+
 /// A writer set to wait for a fuller group, on a real database.
-#[path = "gather_tests.rs"]
 mod gather;
 
 /// Signing keys made and sealed again by processes at once.
-#[path = "key_tests.rs"]
 mod keys;
 
 /// The month marks an agent's allows are read from.
-#[path = "month_tests.rs"]
 mod months;

@@ -247,5 +247,4 @@ fn tune_writer(writer: &mut Connection) -> rusqlite::Result<()> {
 }
 
 #[cfg(test)]
-#[path = "writer_tests.rs"]
 mod tests;

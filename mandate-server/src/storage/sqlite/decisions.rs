@@ -498,5 +498,4 @@ pub(super) fn agent_record(
 }
 
 #[cfg(test)]
-#[path = "decisions_tests.rs"]
 mod tests;

@@ -217,7 +217,7 @@ fn filtered_reads_use_the_index_of_what_they_filter_on() {
 /// The index's bucket expression is the one the queries use.
 #[test]
 fn the_queries_use_the_migrations_bucket_expression() {
-    let migration = include_str!("../../../migrations/sqlite/0006_agent_index_by_range.sql");
+    let migration = include_str!("../../../../migrations/sqlite/0006_agent_index_by_range.sql");
     assert!(migration.contains(&format!(
         "ON decisions (seq >> {BUCKET_BITS}, agent_seq, seq)"
     )));

@@ -2,9 +2,8 @@
 //! (a user that may `CREATE DATABASE`), dropped when the test ends. Without the variable the
 //! tests that need it say they were skipped and how to run them, and pass.
 //!
-//! Shared by the engine's unit tests and `tests/pg_store.rs` (included by path there), so it
-//! uses nothing of the crate.
-#![allow(dead_code)]
+//! Used by the PostgreSQL engine's unit tests (mandate-server/src/storage/postgres) and by
+//! mandate-server/tests/pg_store.rs.
 
 /// The variable naming the cluster.
 pub const VAR: &str = "MANDATE_TEST_POSTGRES_URL";

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 /// AP2's vectors, issued by its Python SDK.
-pub const VECTORS: &str = include_str!("../../../testdata/ap2/vectors.json");
+pub const VECTORS: &str = include_str!("../../testdata/ap2/vectors.json");
 
 /// The vectors as JSON.
 pub fn vectors() -> Value {

@@ -427,5 +427,4 @@ async fn a_group_whose_redo_loses_the_transaction_is_answered_with_errors() {
 
 /// The writer under constant load: other writers get in, the WAL starts over, and answers
 /// wait for their sync.
-#[path = "writer_load_tests.rs"]
 mod load;
