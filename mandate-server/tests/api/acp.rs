@@ -3,7 +3,7 @@
 //! `acp_allowance` and `acp_checkout_session` claims, checked by `Counterparty::check`),
 //! accepted once per checkout session (`deny_replay` after, also for two requests at once;
 //! a denied one is not used up), and refused naming the allowance's member when the
-//! request is not the allowance. Runs on both engines (tests/api and tests/api_postgres).
+//! request is not the allowance. Runs on both engines.
 
 use base64::Engine as _;
 use mandate_core::{
@@ -47,7 +47,7 @@ fn claims(r: &Resp) -> Value {
     serde_json::from_slice(&bytes).unwrap()
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn an_allowance_is_decided_on_its_maximum_bound_and_used_once_per_session() {
     let app = spawn_app().await;
     let key = app.standard_agent(&app.org.sandbox, "buyer").await;
@@ -166,7 +166,7 @@ async fn an_allowance_is_decided_on_its_maximum_bound_and_used_once_per_session(
     );
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn a_request_that_is_not_its_allowance_is_refused_naming_the_member() {
     let app = spawn_app().await;
     let key = app.standard_agent(&app.org.sandbox, "buyer").await;

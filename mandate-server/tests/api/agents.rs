@@ -4,7 +4,7 @@ use serde_json::{Value, json};
 
 use crate::helpers::spawn_app;
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn create_returns_the_id_and_a_key_shown_once() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -55,7 +55,7 @@ async fn create_returns_the_id_and_a_key_shown_once() {
     assert_ne!(live.body["agent_key"], r.body["agent_key"]);
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn names_follow_the_rules_and_errors_name_the_field() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -94,7 +94,7 @@ async fn names_follow_the_rules_and_errors_name_the_field() {
     assert_eq!(list.body["data"].as_array().unwrap().len(), 4);
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn a_taken_name_is_409_name_taken_within_one_org_and_env_only() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -129,7 +129,7 @@ async fn a_taken_name_is_409_name_taken_within_one_org_and_env_only() {
     assert_eq!(theirs_seen.body["data"][0]["id"], "agt_dup");
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn get_one_and_list_newest_first() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -161,7 +161,7 @@ async fn get_one_and_list_newest_first() {
     assert!(list.body.get("next_cursor").is_none(), "{}", list.text);
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn read_only_and_unknown_fields_are_400() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();

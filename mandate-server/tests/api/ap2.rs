@@ -83,7 +83,7 @@ fn claims(r: &Resp) -> Value {
     serde_json::from_slice(&bytes).unwrap()
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn ap2_sdk_open_mandate_is_imported_read_back_and_its_closed_mandates_used_once() {
     let app = spawn_app().await;
     let v = vectors();
@@ -227,7 +227,7 @@ fn budget_mandate(keys: &Ap2Keys, now: i64) -> String {
     )
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn closed_mandates_must_name_the_request_s_payment_and_are_consumed_once() {
     let app = spawn_app().await;
     let keys = Ap2Keys::new(3);
@@ -342,7 +342,7 @@ async fn closed_mandates_must_name_the_request_s_payment_and_are_consumed_once()
     assert!(c.get("ap2_transaction").is_none(), "{c}");
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn ap2_imports_and_presentations_are_refused_naming_the_problem() {
     let app = spawn_app().await;
     let keys = Ap2Keys::new(5);
@@ -536,7 +536,7 @@ fn twin(sd_jwt: &str) -> String {
 /// organization, the other environment, its ECDSA twin) is refused without naming where it
 /// is in force, so its closed mandates give one allow across the service. Before, the same
 /// closed mandate gave an allow in each organization that imported the open mandate.
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn an_open_mandate_is_in_force_in_one_organization_and_environment() {
     let app = spawn_app().await;
     let keys = Ap2Keys::new(7);
@@ -604,7 +604,7 @@ async fn an_open_mandate_is_in_force_in_one_organization_and_environment() {
 /// A closed mandate without `exp` is redeemed when it is made (#51): presented more than
 /// 15 minutes (and the leeway) after its `iat`, it is refused and not consumed; one made
 /// before its open mandate was issued is refused too.
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn a_stale_closed_mandate_is_refused() {
     let app = spawn_app().await;
     let keys = Ap2Keys::new(8);
@@ -631,7 +631,7 @@ async fn a_stale_closed_mandate_is_refused() {
     assert_eq!(r.body["verdict"], "allow", "{}", r.text);
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn a_member_repeated_beside_ap2_is_refused_naming_it_and_consumes_nothing() {
     // The body is parsed once, and a member repeated anywhere in it is refused: a gateway
     // that keeps the first of two members would see another payment than the one judged.
@@ -721,7 +721,7 @@ fn open_of(keys: &Ap2Keys, now: i64, constraints: &[Value]) -> String {
 /// allowed 300 USD. Each import now supersedes the mandate carrying it before, whatever its
 /// agent, shows what was spent already (`source.spent_before`, `remaining`), and spends on
 /// from there: 100 in all.
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn an_open_mandate_s_budget_is_one_running_total_across_imports() {
     let app = spawn_app().await;
     let keys = Ap2Keys::new(21);
@@ -803,7 +803,7 @@ async fn an_open_mandate_s_budget_is_one_running_total_across_imports() {
 /// mandate imported before the consent key was kept with it (its key is read from its
 /// SD-JWT at the next import), and the other ECDSA twin of the issuer's signature is the
 /// same open mandate.
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn max_occurrences_are_one_count_across_imports_revocations_and_twins() {
     let app = spawn_app().await;
     let keys = Ap2Keys::new(22);
@@ -868,7 +868,7 @@ async fn max_occurrences_are_one_count_across_imports_revocations_and_twins() {
 /// (#67): what that agent was allowed before the import counts, what came after is
 /// refused, and the new agent spends exactly the rest (budget 150, payments of 40: three
 /// in all, whichever agent made them).
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn an_import_racing_payments_spends_the_budget_once() {
     let app = spawn_app().await;
     let keys = Ap2Keys::new(23);

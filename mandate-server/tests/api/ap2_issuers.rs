@@ -39,7 +39,7 @@ fn refused(out: &Output) -> String {
     String::from_utf8(out.stderr.clone()).unwrap()
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn operator_adds_lists_and_removes_trusted_issuer_keys() {
     let app = spawn_app().await;
     let db = app.db.arg();
@@ -117,7 +117,7 @@ async fn operator_adds_lists_and_removes_trusted_issuer_keys() {
     );
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn operator_refuses_keys_that_are_not_p256_public_keys() {
     let app = spawn_app().await;
     let db = app.db.arg();

@@ -40,7 +40,7 @@ async fn restart_with(app: &mut TestApp, keys: KeyEncryption) {
 /// `bytes` as a literal of the engine's binary type.
 fn blob(bytes: &[u8]) -> String {
     let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    if crate::engine::POSTGRES {
+    if crate::engine::postgres() {
         format!("'\\x{hex}'::bytea")
     } else {
         format!("X'{hex}'")
@@ -80,7 +80,7 @@ fn plant(app: &TestApp, key: &str, org_id: &str, env: &str) {
     );
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn with_a_kek_a_key_row_planted_or_edited_in_the_database_is_refused_as_unknown() {
     let app = app_with_kek().await;
     let org_key = app.org.sandbox.clone();
@@ -168,7 +168,7 @@ async fn with_a_kek_a_key_row_planted_or_edited_in_the_database_is_refused_as_un
     }
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn rows_stored_without_the_kek_are_refused_until_bind_api_keys_binds_them() {
     let app = app_with_kek().await;
     let running = app.running.as_ref().unwrap();
@@ -201,7 +201,7 @@ async fn rows_stored_without_the_kek_are_refused_until_bind_api_keys_binds_them(
     assert_eq!(again.bound, 0, "{again:?}");
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn a_kek_rotation_binds_the_rows_again_and_the_keys_keep_working() {
     let mut app = app_with_kek().await;
     let org_key = app.org.sandbox.clone();

@@ -16,7 +16,7 @@ fn assert_unauthorized(r: &Resp) {
     assert!(message.contains("missing or revoked"), "{message}");
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn the_401_points_at_the_contract_on_the_docs_host() {
     // By default the docs host is the public listener, which serves the contract.
     let app = spawn_app().await;
@@ -55,7 +55,7 @@ async fn anonymous(app: &TestApp, method: Method, path: &str) -> Resp {
     app.send(method, None, path, None, &[]).await
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn anonymous_requests_get_the_401_envelope_on_known_and_unknown_paths() {
     let app = spawn_app().await;
     let cases = [
@@ -85,7 +85,7 @@ async fn anonymous_requests_get_the_401_envelope_on_known_and_unknown_paths() {
     assert_unauthorized(&r);
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn a_repeated_authorization_header_is_400_naming_it() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -122,7 +122,7 @@ async fn a_repeated_authorization_header_is_400_naming_it() {
     }
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn malformed_authorization_headers_are_401() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -156,7 +156,7 @@ async fn malformed_authorization_headers_are_401() {
     assert_eq!(app.get(&org, "/v1/agents").await.status, 200);
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn a_revoked_key_is_401_like_a_missing_one() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -187,7 +187,7 @@ async fn a_revoked_key_is_401_like_a_missing_one() {
     assert_eq!(app.get(&app.org.live, "/v1/agents").await.status, 200);
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn a_valid_key_of_the_wrong_class_is_403() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -246,7 +246,7 @@ fn assert_same_404(foreign: &Resp, foreign_id: &str, missing: &Resp, missing_id:
     );
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn another_organizations_objects_are_404_exactly_like_missing_ones() {
     let app = spawn_app().await;
     let other = app.onboard("other").await;
@@ -325,7 +325,7 @@ async fn another_organizations_objects_are_404_exactly_like_missing_ones() {
     assert_eq!(decision.status, 200);
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn a_sandbox_key_never_sees_live_objects() {
     let app = spawn_app().await;
     let live = app.org.live.clone();
@@ -365,7 +365,7 @@ async fn a_sandbox_key_never_sees_live_objects() {
     assert_eq!(r.body["verdict"], "deny_no_mandate");
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn an_agent_key_sees_only_its_own_objects() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -434,7 +434,7 @@ async fn an_agent_key_sees_only_its_own_objects() {
     assert_eq!(all.body["data"].as_array().unwrap().len(), 2);
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn an_unsupported_method_on_a_known_path_is_400_without_allow() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -471,7 +471,7 @@ async fn an_unsupported_method_on_a_known_path_is_400_without_allow() {
         .assert_error(404, "not_found");
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn every_response_carries_a_request_id() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -528,7 +528,7 @@ async fn every_response_carries_a_request_id() {
     );
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn the_per_key_rate_is_enforced_per_key_with_retry_after() {
     let app = spawn_app().await;
     let limited = app.org.sandbox.clone();
@@ -574,7 +574,7 @@ async fn the_per_key_rate_is_enforced_per_key_with_retry_after() {
     }
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn the_key_class_is_checked_before_the_body() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -621,7 +621,7 @@ async fn the_key_class_is_checked_before_the_body() {
     }
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn operator_changes_reach_a_running_server_whose_caches_are_warm() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();

@@ -5,7 +5,7 @@ use serde_json::json;
 
 use crate::helpers::{spawn_app, standard_mandate};
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn allow_review_and_each_denial_over_http() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -89,7 +89,7 @@ async fn allow_review_and_each_denial_over_http() {
     }
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn no_mandate_revoked_and_expired() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -139,7 +139,7 @@ async fn no_mandate_revoked_and_expired() {
     );
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn velocity_counts_every_request_and_the_eleventh_is_denied() {
     let app = spawn_app().await;
     let agent = app.standard_agent(&app.org.sandbox.clone(), "fast").await;
@@ -157,7 +157,7 @@ async fn velocity_counts_every_request_and_the_eleventh_is_denied() {
     );
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn per_month_counts_allowed_spend_and_resets_next_month() {
     let app = spawn_app().await;
     let agent = app
@@ -183,7 +183,7 @@ async fn per_month_counts_allowed_spend_and_resets_next_month() {
     );
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn bad_bodies_are_400_naming_the_field() {
     let app = spawn_app().await;
     let agent = app.standard_agent(&app.org.sandbox.clone(), "sloppy").await;

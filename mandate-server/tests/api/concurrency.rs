@@ -10,7 +10,7 @@ use crate::helpers::spawn_app;
 const NO_REVIEW: &str = r#"{"agent": "agt_NAME", "limits": {"per_transaction": 100, "per_month": 450, "currency": "USD"},
     "categories": ["software"], "expires": "2026-12-31"}"#;
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn ten_concurrent_hundreds_against_450_allow_exactly_four() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -40,7 +40,7 @@ async fn ten_concurrent_hundreds_against_450_allow_exactly_four() {
     assert_eq!(allows.body["data"].as_array().unwrap().len(), 4);
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn a_burst_of_twenty_lets_exactly_ten_through_velocity() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -61,7 +61,7 @@ async fn a_burst_of_twenty_lets_exactly_ten_through_velocity() {
     assert_eq!(all.body["data"].as_array().unwrap().len(), 20);
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn different_agents_do_not_wait_on_each_other() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -114,7 +114,7 @@ async fn different_agents_do_not_wait_on_each_other() {
     assert_eq!(body["verdict"], "allow");
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn no_allow_after_a_revoke_returns() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();

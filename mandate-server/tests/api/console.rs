@@ -39,7 +39,7 @@ fn assert_console_headers(r: &Resp, api: &str) {
     );
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn the_public_host_serves_the_console_with_a_strict_policy() {
     let app = spawn_app().await;
     let page = call(&app, Method::GET, &format!("{}/console/", app.public), &[]).await;
@@ -107,7 +107,7 @@ async fn the_public_host_serves_the_console_with_a_strict_policy() {
     }
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn the_api_host_keeps_refusing_anonymous_requests_to_the_console_paths() {
     let app = spawn_app().await;
     for path in ["/console/", "/console/app.js", "/console/config.json"] {
@@ -143,7 +143,7 @@ async fn preflight(app: &TestApp, origin: &str) -> Resp {
     call(app, Method::OPTIONS, &url, &headers).await
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn the_consoles_origin_and_no_other_may_call_the_api_from_a_browser() {
     let app = spawn_app().await;
     let console = origin(&app.public).to_owned();
@@ -222,7 +222,7 @@ async fn the_consoles_origin_and_no_other_may_call_the_api_from_a_browser() {
     );
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn console_origins_are_configurable_and_none_turns_cors_off() {
     let app = spawn_app_with(|c| c.console_origins = Some(vec![])).await;
     let r = call(
@@ -273,7 +273,7 @@ async fn console_origins_are_configurable_and_none_turns_cors_off() {
     assert_console_headers(&config, "https://api.example.com");
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn an_origin_that_is_not_one_stops_the_start() {
     for bad in [
         "*",
@@ -314,7 +314,7 @@ fn ids(r: &Resp) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn decisions_filter_on_their_reviews_status_and_show_it_with_the_expiry() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -466,7 +466,7 @@ async fn decisions_filter_on_their_reviews_status_and_show_it_with_the_expiry() 
     );
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn a_mandate_read_alone_shows_what_it_has_spent_this_day_week_and_month() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -523,7 +523,7 @@ async fn a_mandate_read_alone_shows_what_it_has_spent_this_day_week_and_month() 
     assert!(revoked.body.get("spent").is_none(), "{}", revoked.text);
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn the_enforcement_answer_names_the_organization_and_the_environment() {
     let app = spawn_app().await;
     for (key, environment) in [(&app.org.sandbox, "sandbox"), (&app.org.live, "live")] {

@@ -223,7 +223,7 @@ fn the_document_gives_each_operation_its_success_code_and_the_errors() {
     }
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn the_running_server_serves_every_operation_and_no_other_method() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -262,7 +262,7 @@ async fn the_running_server_serves_every_operation_and_no_other_method() {
     }
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn the_public_host_serves_the_document() {
     let app = spawn_app().await;
     let r = app

@@ -47,7 +47,7 @@ fn entry(decision: &Value) -> LogEntry {
     serde_json::from_value(decision["log"].clone()).unwrap()
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn every_decision_read_proves_its_place_in_the_log() {
     let app = spawn_app().await;
     let agent = app.standard_agent(&app.org.live, "ada").await;
@@ -101,7 +101,7 @@ async fn every_decision_read_proves_its_place_in_the_log() {
     assert_eq!(entry(&own.body).index, 0);
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn the_export_carries_its_checkpoint_and_an_auditor_accepts_it() {
     let app = spawn_app().await;
     let agent = app.standard_agent(&app.org.live, "ada").await;
@@ -152,7 +152,7 @@ async fn the_export_carries_its_checkpoint_and_an_auditor_accepts_it() {
     assert_eq!(audit.advance(&[], &note, &keys).unwrap(), audit);
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn each_environment_and_organization_has_a_log_of_its_own() {
     let app = spawn_app().await;
     let other = app.onboard("globex").await;
@@ -180,7 +180,7 @@ async fn each_environment_and_organization_has_a_log_of_its_own() {
     }
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn before_a_checkpoint_covers_it_a_decision_reads_log_null() {
     let app = spawn_app_with(|c| c.log_checkpoint_interval = Duration::from_secs(600)).await;
     let agent = app.standard_agent(&app.org.live, "ada").await;
@@ -200,7 +200,7 @@ async fn before_a_checkpoint_covers_it_a_decision_reads_log_null() {
 /// reads the rows of the others (here made before a restart, by a process whose worker
 /// never ran) to rebuild their tokens: a log holding both kinds has every decision at its
 /// place, each proof checking against the published keys and the auditor accepting it.
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn decisions_another_process_made_are_logged_from_their_rows() {
     let mut app = spawn_app_with(|c| c.log_checkpoint_interval = Duration::from_secs(600)).await;
     let agent = app.standard_agent(&app.org.live, "ada").await;
@@ -246,7 +246,7 @@ async fn decisions_another_process_made_are_logged_from_their_rows() {
 /// logged exactly once, at its place in seq order. The worker reads only up to the
 /// organization's watermark, so none committed below a seq it already passed is skipped
 /// (a skipped one would stay `log: null` and shift every index after it).
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn decisions_committed_side_by_side_are_each_logged_at_their_place() {
     let app = spawn_app().await;
     let mut agents = Vec::new();
@@ -300,7 +300,7 @@ async fn decisions_committed_side_by_side_are_each_logged_at_their_place() {
 /// full the worker starts the next round at once, so the log catches up within about one
 /// interval instead of one interval a batch (here 30 decisions, batches of 2, 3 s apart:
 /// 45 s waiting an interval between batches).
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn a_log_behind_by_many_batches_catches_up_without_waiting_an_interval_each() {
     let app = spawn_app_with(|c| {
         c.log_checkpoint_interval = Duration::from_secs(3);

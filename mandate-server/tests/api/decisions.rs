@@ -50,7 +50,7 @@ async fn list(app: &TestApp, key: &str, query: &str) -> Vec<String> {
     ids(&r)
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn a_decision_reads_back_with_every_field_and_matches_its_token() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -130,7 +130,7 @@ async fn a_decision_reads_back_with_every_field_and_matches_its_token() {
         .assert_error(404, "not_found");
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn denials_reviews_and_approvals_fill_their_fields() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -191,7 +191,7 @@ async fn denials_reviews_and_approvals_fill_their_fields() {
     assert_eq!(list(&app, &org, "?agent=agt_reviewed").await.len(), 3);
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn list_filters_on_verdict_policy_verdict_and_agent() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -284,7 +284,7 @@ async fn list_filters_on_verdict_policy_verdict_and_agent() {
     assert!(message.contains("deny_expired"), "{message}");
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn an_agent_key_lists_only_its_own_decisions() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();

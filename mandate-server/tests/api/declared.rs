@@ -61,7 +61,7 @@ fn pattern(text: &str) -> Regex {
     Regex::new(&scalar(text, "pattern")).unwrap()
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn an_amount_is_valid_exactly_up_to_the_declared_maximum_and_decimal_places() {
     let amount = block(&["components", "schemas", "Amount"]);
     let nullable = block(&["components", "schemas", "NullableAmount"]);
@@ -107,7 +107,7 @@ async fn an_amount_is_valid_exactly_up_to_the_declared_maximum_and_decimal_place
     }
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn only_a_cursor_of_the_declared_form_can_be_valid() {
     let cursor = block(&["components", "parameters", "Cursor"]);
     let declared = pattern(&cursor);
@@ -140,7 +140,7 @@ async fn only_a_cursor_of_the_declared_form_can_be_valid() {
     }
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn a_webhook_url_is_valid_exactly_when_it_has_the_declared_form() {
     let url = block(&[
         "components",
@@ -316,7 +316,7 @@ fn every_post_declares_idempotency_replayed_on_its_answers() {
     assert_eq!(posts, 14);
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn the_public_hosts_endpoints_are_described_beside_the_paths() {
     // Outside `paths` (the 29 operations), each with its own server.
     let paths = block(&["paths"]);

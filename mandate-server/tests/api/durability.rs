@@ -6,7 +6,7 @@ use mandate_core::VerifyOptions;
 
 use crate::helpers::spawn_app;
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn velocity_month_to_date_and_keys_survive_a_restart() {
     let mut app = spawn_app().await;
     let org = app.org.sandbox.clone();

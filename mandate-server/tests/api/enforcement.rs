@@ -13,7 +13,7 @@ fn event_types(app: &TestApp, env: &str) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn live_starts_in_observe_and_sandbox_in_enforce() {
     let app = spawn_app().await;
     let live = app.get(&app.org.live, "/v1/enforcement").await;
@@ -31,7 +31,7 @@ async fn live_starts_in_observe_and_sandbox_in_enforce() {
     );
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn observe_records_what_enforce_would_say_and_blocks_nothing() {
     let app = spawn_app().await;
     let live = app.org.live.clone();
@@ -113,7 +113,7 @@ async fn observe_records_what_enforce_would_say_and_blocks_nothing() {
     assert_eq!(observed.body["mode"], "observe");
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn since_moves_on_a_real_switch_only() {
     let app = spawn_app().await;
     let live = app.org.live.clone();
@@ -169,7 +169,7 @@ async fn since_moves_on_a_real_switch_only() {
     );
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn bad_modes_and_agent_keys_are_refused() {
     let app = spawn_app().await;
     let live = app.org.live.clone();
@@ -229,7 +229,7 @@ async fn bad_modes_and_agent_keys_are_refused() {
     );
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn switching_the_sandbox_leaves_live_alone() {
     let app = spawn_app().await;
     let sandbox = app.org.sandbox.clone();

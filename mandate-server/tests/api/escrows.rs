@@ -60,7 +60,7 @@ pub(crate) async fn escrow_events(app: &TestApp) -> Vec<(String, Value)> {
     events
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn funding_locks_the_money_and_answers_the_public_contract() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -144,7 +144,7 @@ async fn funding_locks_the_money_and_answers_the_public_contract() {
     assert_eq!(events[0].1, r.body);
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn funding_needs_an_unexpired_allow_of_the_buyer_for_the_same_terms() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -244,7 +244,7 @@ async fn funding_needs_an_unexpired_allow_of_the_buyer_for_the_same_terms() {
     after_301.assert_error(400, "invalid_request");
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn a_decision_funds_one_escrow_even_when_eight_requests_race() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -269,7 +269,7 @@ async fn a_decision_funds_one_escrow_even_when_eight_requests_race() {
 
 /// Actions racing on one escrow apply one after the other: one moves it, each of the others
 /// is judged against where it then stands (400, never a 500), and the money moves once.
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn actions_racing_on_one_escrow_apply_one_after_the_other() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -301,7 +301,7 @@ pub(crate) async fn act(app: &TestApp, key: &str, id: &str, action: &str) -> Res
         .await
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn every_transition_and_every_refusal() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -399,7 +399,7 @@ async fn every_transition_and_every_refusal() {
     }
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn escrow_disputed_data_holds_the_escrow_id_state_and_flag() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -416,7 +416,7 @@ async fn escrow_disputed_data_holds_the_escrow_id_state_and_flag() {
     assert_eq!(data["history"][1]["at"], "2026-11-22T12:01:00Z");
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn escrows_are_read_across_organizations_and_moved_only_by_their_own() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -479,7 +479,7 @@ async fn escrows_are_read_across_organizations_and_moved_only_by_their_own() {
     anonymous.assert_error(401, "unauthorized");
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn an_escrow_says_its_environment_to_every_reader_and_never_the_funders_org_id() {
     let app = spawn_app().await;
     let sandbox_agent = app.standard_agent(&app.org.sandbox, "buyer").await;
@@ -523,7 +523,7 @@ async fn an_escrow_says_its_environment_to_every_reader_and_never_the_funders_or
     }
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn the_settlement_adapter_is_named_in_no_response() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -540,7 +540,7 @@ async fn the_settlement_adapter_is_named_in_no_response() {
     }
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn the_fresh_decision_of_an_approved_review_funds_an_escrow() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -564,7 +564,7 @@ async fn the_fresh_decision_of_an_approved_review_funds_an_escrow() {
     assert_eq!(r.body["decision"], fresh);
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn an_escrow_and_its_history_survive_a_restart() {
     let mut app = spawn_app().await;
     let org = app.org.sandbox.clone();

@@ -151,7 +151,7 @@ fn ids(lines: &[Value]) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn exports_every_matching_decision_oldest_first() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -244,7 +244,7 @@ async fn exports_every_matching_decision_oldest_first() {
     assert!(lines(&none).is_empty());
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn the_export_refuses_paging_and_bad_filters() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -277,7 +277,7 @@ async fn the_export_refuses_paging_and_bad_filters() {
 /// `after`: the matching decisions committed after the one it names, oldest first, across
 /// pages; nothing new is an empty body; the filters and the agent-key scope apply; an
 /// `after` that is no readable decision is a 400 saying what to pass.
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn an_incremental_export_returns_what_was_committed_after_the_decision_it_names() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();

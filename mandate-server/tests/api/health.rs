@@ -28,7 +28,7 @@ pub(crate) async fn probe(url: &str) -> (u16, Value, String) {
     (status, serde_json::from_str(&text).unwrap(), text)
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn healthz_and_readyz_answer_200_without_a_key_on_the_public_host_only() {
     let app = spawn_app().await;
     for path in ["/healthz", "/readyz"] {
@@ -41,7 +41,7 @@ async fn healthz_and_readyz_answer_200_without_a_key_on_the_public_host_only() {
     }
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn readyz_is_503_while_the_database_schema_is_newer_than_the_server() {
     let app = spawn_app().await;
     app.db.execute(
@@ -62,7 +62,7 @@ async fn readyz_is_503_while_the_database_schema_is_newer_than_the_server() {
     assert_eq!((status, body), (200, json!({"status": "ok"})));
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn readyz_is_503_once_an_environment_has_no_signing_key_loaded() {
     let app = spawn_app().await;
     app.db

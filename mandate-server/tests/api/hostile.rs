@@ -15,7 +15,7 @@ async fn still_answers(app: &TestApp) {
     assert_eq!(r.status, 200, "{}", r.text);
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn bodies_over_64_kib_are_400_with_or_without_an_idempotency_key() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -56,7 +56,7 @@ async fn bodies_over_64_kib_are_400_with_or_without_an_idempotency_key() {
     still_answers(&app).await;
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn deep_nesting_is_400_not_a_stack_overflow() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -246,7 +246,7 @@ const FIELDS: &[(bool, &str, &str, &str, bool)] = &[
     ),
 ];
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn a_long_value_in_any_field_is_400_naming_the_field() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -285,7 +285,7 @@ async fn a_long_value_in_any_field_is_400_naming_the_field() {
     still_answers(&app).await;
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn many_query_parameters_are_400_and_an_over_long_uri_is_refused() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -344,7 +344,7 @@ async fn many_query_parameters_are_400_and_an_over_long_uri_is_refused() {
     still_answers(&app).await;
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn long_and_many_headers_are_bounded() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -469,7 +469,7 @@ pub fn envelope_of(answer: &[u8]) -> (u16, String, serde_json::Value) {
     (status, head.to_owned(), body)
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn bytes_hyper_refuses_in_the_request_head_are_answered_with_the_envelope() {
     let app = spawn_app().await;
     // A raw 0xFF in the path, a header line without a colon, an unknown HTTP version.
@@ -498,7 +498,7 @@ async fn bytes_hyper_refuses_in_the_request_head_are_answered_with_the_envelope(
     still_answers(&app).await;
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn a_path_segment_that_is_not_utf8_is_the_envelope_and_replays_as_first_answered() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -535,7 +535,7 @@ async fn a_path_segment_that_is_not_utf8_is_the_envelope_and_replays_as_first_an
     still_answers(&app).await;
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn http2_is_not_spoken_a_prior_knowledge_preface_is_refused() {
     let app = spawn_app().await;
     let addr = app.api.trim_start_matches("http://").to_owned();
@@ -565,7 +565,7 @@ async fn http2_is_not_spoken_a_prior_knowledge_preface_is_refused() {
     still_answers(&app).await;
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn a_repeated_member_in_any_body_is_400_naming_it_and_changes_nothing() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -669,7 +669,7 @@ async fn a_repeated_member_in_any_body_is_400_naming_it_and_changes_nothing() {
 /// The body limit holds the same on every route, with or without an Idempotency-Key (the
 /// idempotency layer reads the body before the handler does): one message, one status,
 /// nothing stored or replayed, and a body of exactly the limit still gets through.
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn the_body_limit_is_the_same_with_or_without_an_idempotency_key() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();

@@ -26,7 +26,7 @@ pub(crate) async fn post_with_key(
     .await
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn a_replay_returns_the_original_and_is_not_a_new_request() {
     let mut app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -57,7 +57,7 @@ async fn a_replay_returns_the_original_and_is_not_a_new_request() {
     assert_eq!(after.body, first.body);
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn a_different_body_conflicts_and_4xx_results_replay() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -92,7 +92,7 @@ async fn a_different_body_conflicts_and_4xx_results_replay() {
     other_path.assert_error(409, "idempotency_conflict");
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn keys_are_scoped_to_the_api_key_and_expire_after_24_hours() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -110,7 +110,7 @@ async fn keys_are_scoped_to_the_api_key_and_expire_after_24_hours() {
     assert_ne!(later.body["id"], first.body["id"]);
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn a_key_in_flight_conflicts() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -157,7 +157,7 @@ async fn a_key_in_flight_conflicts() {
     assert_eq!(replay.header("idempotency-replayed"), Some("true"));
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn bad_idempotency_keys_are_400() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -170,7 +170,7 @@ async fn bad_idempotency_keys_are_400() {
     let _ = standard_mandate("x");
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn a_repeated_idempotency_key_header_is_400_and_nothing_is_done() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();

@@ -153,7 +153,7 @@ async fn stored(app: &TestApp, name: &str) -> Vec<Value> {
 /// same key takes the claim over and decides. The first attempt, once it gets to store its
 /// decision, must find that its claim is no longer its own and store nothing: one decision,
 /// and every 201 the same one.
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn a_first_attempt_stalled_past_its_claim_stores_nothing_once_a_retry_took_over() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -200,7 +200,7 @@ async fn a_first_attempt_stalled_past_its_claim_stores_nothing_once_a_retry_took
 /// Item 2: the client drops its connection while its decision waits to be committed. Either
 /// the decision is stored with its idempotency record (a retry replays it) or nothing is
 /// stored (a retry decides afresh): one decision, never two.
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn a_client_that_drops_the_connection_during_the_commit_gets_one_decision_on_retry() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -231,7 +231,7 @@ async fn a_client_that_drops_the_connection_during_the_commit_gets_one_decision_
 /// Item 3: the client drops its connection while its request's claim is being written. The
 /// claim must not outlive the request: a retry with the key is answered (a replay or a
 /// fresh decision), not refused as still being processed.
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn a_client_that_drops_the_connection_while_its_claim_is_written_leaves_no_claim() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -253,7 +253,7 @@ async fn a_client_that_drops_the_connection_while_its_claim_is_written_leaves_no
 /// `503` in the envelope, at the deadline; it goes on in its own task, and its key keeps
 /// one outcome: once the database answers, a retry with the key replays the decision
 /// stored (never a second one).
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn a_request_past_its_deadline_is_503_and_its_key_keeps_one_outcome() {
     let app = spawn_app_with(|c| c.limits.request_timeout = Duration::from_secs(1)).await;
     let org = app.org.sandbox.clone();

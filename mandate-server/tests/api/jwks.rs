@@ -56,7 +56,7 @@ fn options(app: &TestApp) -> VerifyOptions {
     }
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn the_public_host_serves_the_key_set_without_a_key() {
     let app = spawn_app().await;
     let url = format!("{}/.well-known/jwks.json", app.public);
@@ -107,7 +107,7 @@ async fn the_public_host_serves_the_key_set_without_a_key() {
     other.assert_error(404, "not_found");
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn the_api_host_redirects_the_earlier_location_permanently() {
     let app = spawn_app().await;
     let expected = format!("{}/.well-known/jwks.json", app.issuer());
@@ -134,7 +134,7 @@ async fn the_api_host_redirects_the_earlier_location_permanently() {
     assert!(followed.body["keys"].is_array());
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn a_verdicts_url_with_trailing_slashes_is_normalized_for_iss_and_the_redirect() {
     let app = spawn_app_with(|c| {
         c.verdicts_url = Some("https://verdicts.example.com/mandate//".into());
@@ -162,7 +162,7 @@ async fn a_verdicts_url_with_trailing_slashes_is_normalized_for_iss_and_the_redi
     assert_eq!(app.issuer(), "https://v.example.com");
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn a_verdicts_or_docs_url_that_is_not_an_absolute_http_url_stops_the_start() {
     for (verdicts, docs, flag) in [
         (Some("/"), None, "--verdicts-url"),
@@ -199,7 +199,7 @@ async fn a_verdicts_or_docs_url_that_is_not_an_absolute_http_url_stops_the_start
     }
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn tokens_name_their_environments_key() {
     let app = spawn_app().await;
     let sandbox = app.standard_agent(&app.org.sandbox.clone(), "s").await;
@@ -217,7 +217,7 @@ async fn tokens_name_their_environments_key() {
     }
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn a_rotation_keeps_the_outgoing_key_until_its_tokens_have_expired() {
     let app = spawn_app().await;
     let agent = app.standard_agent(&app.org.sandbox.clone(), "rot").await;

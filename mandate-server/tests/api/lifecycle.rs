@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::helpers::{TestDatabase, spawn_app};
 use crate::process::{Server, binary, free_port};
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn graceful_shutdown_finishes_the_request_in_flight() {
     let mut app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -72,7 +72,7 @@ async fn graceful_shutdown_finishes_the_request_in_flight() {
     assert_eq!(stored, 1);
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn sigterm_stops_the_binary_cleanly() {
     let dir = tempfile::tempdir().unwrap();
     let db = TestDatabase::new(dir.path(), "term.db").await;
@@ -174,7 +174,7 @@ impl Drop for Demo {
     }
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn demo_mode_prints_a_session_that_shows_allow_review_and_a_denial() {
     let dir = tempfile::tempdir().unwrap();
     let db = TestDatabase::new(dir.path(), "demo.db").await;
@@ -291,7 +291,7 @@ async fn post(api: &str, key: &str, path: &str, body: &str) -> reqwest::Response
         .unwrap()
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn demo_mode_run_again_reuses_the_demo_organization_agent_and_mandate() {
     let dir = tempfile::tempdir().unwrap();
     let db = TestDatabase::new(dir.path(), "demo.db").await;
@@ -377,7 +377,7 @@ async fn demo_mode_run_again_reuses_the_demo_organization_agent_and_mandate() {
 
 /// A mandate changed from the demo's terms (a new one for the agent) is replaced by the
 /// demo's on the next run, which says so; an unchanged one stays.
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn demo_mode_writes_its_mandate_again_only_when_it_was_changed() {
     let dir = tempfile::tempdir().unwrap();
     let db = TestDatabase::new(dir.path(), "demo.db").await;

@@ -35,7 +35,7 @@ fn body(agent: &str, limits: &str, extra: &str) -> String {
     )
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn the_new_fields_are_stored_echoed_and_named_in_errors() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -86,7 +86,7 @@ async fn the_new_fields_are_stored_echoed_and_named_in_errors() {
 }
 
 /// The test clock starts on Sunday 2026-11-22 12:00 UTC.
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn before_not_before_it_is_deny_no_mandate_naming_the_start() {
     let mut app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -114,7 +114,7 @@ async fn before_not_before_it_is_deny_no_mandate_naming_the_start() {
 
 /// `total` counts every allow of the mandate, over months and restarts (the state rebuilt
 /// from stored decisions reads them all), and allows nothing past it.
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn total_holds_over_months_and_restarts() {
     let mut app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -143,7 +143,7 @@ async fn total_holds_over_months_and_restarts() {
 }
 
 /// Count limits per day and over the mandate's life, across a restart and a new day.
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn count_limits_hold_per_day_and_in_total_across_restarts() {
     let mut app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -184,7 +184,7 @@ async fn count_limits_hold_per_day_and_in_total_across_restarts() {
 /// Ten requests at once for each of three agents: the total (150, requests of 40) allows
 /// exactly three, the count limit (4 a day) exactly four, the lifetime count (2) exactly
 /// two; none more.
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn concurrent_requests_never_pass_the_total_or_a_count() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -226,7 +226,7 @@ async fn concurrent_requests_never_pass_the_total_or_a_count() {
 /// `limits.min_per_transaction` (AP2's `payment.amount_range.min`): stored, read back,
 /// refused above `per_transaction`, and enforced as `deny_limit` naming the minimum and
 /// the amount; `remaining` does not list it.
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn the_minimum_per_transaction_is_stored_read_back_and_enforced() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();

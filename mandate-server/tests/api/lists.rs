@@ -75,7 +75,7 @@ async fn walk(app: &TestApp, key: &str, path: &str) -> Vec<Resp> {
     }
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn limit_defaults_to_20_and_anything_but_1_to_100_is_400() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -123,7 +123,7 @@ async fn limit_defaults_to_20_and_anything_but_1_to_100_is_400() {
     }
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn a_walk_of_45_decisions_gives_20_20_5_newest_first() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -188,7 +188,7 @@ async fn a_walk_of_45_decisions_gives_20_20_5_newest_first() {
     assert!(empty.body.get("next_cursor").is_none());
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn edited_truncated_invented_and_expired_cursors_are_the_same_400() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -251,7 +251,7 @@ async fn edited_truncated_invented_and_expired_cursors_are_the_same_400() {
     assert_eq!(r.assert_error(400, "invalid_request"), CURSOR_MESSAGE);
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn a_cursor_is_bound_to_its_list_filters_and_key() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -357,7 +357,7 @@ async fn a_cursor_is_bound_to_its_list_filters_and_key() {
     assert_eq!(ok.body["data"][0]["status"], "superseded");
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn unknown_query_parameters_are_400() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -394,7 +394,7 @@ fn documented_message(mistake: &str) -> String {
     cell.trim_matches('`').to_owned()
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn the_api_guide_gives_the_messages_the_server_sends() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();

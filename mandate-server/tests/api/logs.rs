@@ -52,7 +52,7 @@ fn forms(secret: &[u8]) -> Vec<String> {
 /// its id, method, route template, status, latency and organization, and neither a key,
 /// a verdict token, a signing key (sealed or opened), the key-encryption key nor a request
 /// body appears anywhere in the log.
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn json_request_lines_and_no_secret_at_trace() {
     let dir = tempfile::tempdir().unwrap();
     let db = TestDatabase::new(dir.path(), "logs.db").await;
@@ -290,7 +290,7 @@ async fn json_request_lines_and_no_secret_at_trace() {
 
 /// In the default text format, at `RUST_LOG=info`: the gate's 503 (no route, no caller)
 /// and a rate limit's 429 (with the caller's organization) each get a request line.
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn text_request_lines_for_shed_and_rate_limited_requests() {
     use tokio::io::AsyncWriteExt;
     let dir = tempfile::tempdir().unwrap();

@@ -38,7 +38,7 @@ fn go_to(app: &TestApp, at: time::OffsetDateTime) {
     app.advance((at - now).whole_seconds());
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn the_new_fields_are_stored_echoed_and_named_in_errors() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -120,7 +120,7 @@ async fn the_new_fields_are_stored_echoed_and_named_in_errors() {
     }
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn a_recipient_outside_the_lists_is_deny_recipient_and_can_be_filtered() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -181,7 +181,7 @@ const WINDOWS: &str = r#"{"agent": "agt_buyer", "limits": {"per_transaction": 10
     "categories": ["software"], "expires": "2026-12-31"}"#;
 
 /// The test clock starts on Sunday 2026-11-22 12:00 UTC.
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn windows_roll_over_at_midnight_and_monday_and_survive_restarts() {
     use time::macros::datetime;
     let mut app = spawn_app().await;
@@ -238,7 +238,7 @@ async fn windows_roll_over_at_midnight_and_monday_and_survive_restarts() {
 }
 
 /// Observe-mode allows count for the windows, denials never.
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn observe_allows_count_for_the_day_and_denials_do_not() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -273,7 +273,7 @@ async fn observe_allows_count_for_the_day_and_denials_do_not() {
     );
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn concurrent_requests_never_overspend_a_day_or_a_week() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -311,7 +311,7 @@ async fn concurrent_requests_never_overspend_a_day_or_a_week() {
     assert_eq!((count(weeks, "allow"), count(weeks, "deny_limit")), (5, 5));
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn approval_rechecks_the_windows_and_the_lists_as_they_are_now() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -362,7 +362,7 @@ async fn approval_rechecks_the_windows_and_the_lists_as_they_are_now() {
     assert_eq!(r.body["verdict"], "deny_recipient", "{}", r.text);
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn mandate_events_carry_the_new_fields() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -395,7 +395,7 @@ async fn mandate_events_carry_the_new_fields() {
 /// Issue #40 item 8: payee lists match without regard to ASCII case, on both engines; the
 /// request's recipient is signed as sent, and a counterparty settling with that recipient
 /// accepts the verdict in one call.
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn recipient_lists_ignore_ascii_case_and_the_recipient_is_signed_as_sent() {
     use mandate_core::{
         Counterparty, EnvironmentPolicy, ExpectedTransaction, MemoryReplayGuard, Recipient,
@@ -450,7 +450,7 @@ async fn recipient_lists_ignore_ascii_case_and_the_recipient_is_signed_as_sent()
 
 /// Issue #40 item 7: with every limit at 28 digits, the sum of that amount and 0.4 must
 /// not round back under the limit: the second and third requests are denied.
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn sums_past_the_digits_of_a_decimal_are_never_rounded_under_a_limit() {
     let mut app = spawn_app().await;
     let org = app.org.sandbox.clone();

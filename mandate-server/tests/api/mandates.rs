@@ -19,7 +19,7 @@ fn sandbox_events(app: &TestApp) -> Vec<(String, Value)> {
     app.stored_events("acme", "sandbox")
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn create_returns_the_full_mandate_with_exact_decimals() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -64,7 +64,7 @@ async fn create_returns_the_full_mandate_with_exact_decimals() {
     assert!(read.text.contains(r#""required_above":250.00"#));
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn escrow_required_above_is_stored_and_echoed_but_changes_no_outcome() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -102,7 +102,7 @@ async fn escrow_required_above_is_stored_and_echoed_but_changes_no_outcome() {
     }
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn required_unknown_and_read_only_fields_are_400_naming_the_field() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -194,7 +194,7 @@ async fn required_unknown_and_read_only_fields_are_400_naming_the_field() {
     assert_eq!(ids(&app.get(&org, "/v1/mandates").await.body).len(), 1);
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn a_mandate_for_an_unknown_agent_is_404() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -206,7 +206,7 @@ async fn a_mandate_for_an_unknown_agent_is_404() {
     assert_eq!(app.get(&org, "/v1/mandates").await.body["data"], json!([]));
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn mandates_for_agents_that_do_not_exist_take_no_agent_slot() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -250,7 +250,7 @@ async fn mandates_for_agents_that_do_not_exist_take_no_agent_slot() {
     assert_eq!(ids(&app.get(&org, "/v1/mandates").await.body).len(), 1);
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn a_new_mandate_supersedes_the_previous_one() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -285,7 +285,7 @@ async fn a_new_mandate_supersedes_the_previous_one() {
     assert!(message.contains("superseded"), "{message}");
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn revoke_once_then_400_and_delete_is_always_400() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -360,7 +360,7 @@ async fn revoke_once_then_400_and_delete_is_always_400() {
         .assert_error(403, "forbidden");
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn get_and_list_with_agent_and_status_filters() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();

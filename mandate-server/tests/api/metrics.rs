@@ -67,7 +67,7 @@ async fn scrape(client: &reqwest::Client, url: &str) -> (Scrape, String) {
     (Scrape(parse(&text)), text)
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn metrics_counters_move_by_exactly_the_requests_sent() {
     let dir = tempfile::tempdir().unwrap();
     let db = TestDatabase::new(dir.path(), "metrics.db").await;
@@ -240,7 +240,7 @@ async fn metrics_counters_move_by_exactly_the_requests_sent() {
     // PostgreSQL the decisions' group commit; the WAL sync of its own is SQLite's).
     assert!(delta("mandate_writer_group_size_sum", &[]) >= amounts.len() as f64);
     assert!(delta("mandate_writer_commit_seconds_count", &[]) >= 1.0);
-    if !crate::engine::POSTGRES {
+    if !crate::engine::postgres() {
         assert!(delta("mandate_writer_sync_seconds_count", &[]) >= 1.0);
     }
 
@@ -323,7 +323,7 @@ async fn start_with_admin(db: &TestDatabase, extra: &[&str]) -> (Server, String)
     panic!("the server did not print its admin address");
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn metrics_count_each_request_shed_by_the_in_flight_gate() {
     use std::io::Write;
     let dir = tempfile::tempdir().unwrap();
@@ -371,7 +371,7 @@ async fn metrics_count_each_request_shed_by_the_in_flight_gate() {
     server.kill();
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn without_admin_addr_there_is_no_admin_listener() {
     let dir = tempfile::tempdir().unwrap();
     let db = TestDatabase::new(dir.path(), "metrics.db").await;

@@ -42,7 +42,7 @@ fn flood_size() -> usize {
 /// Peak resident memory allowed to the server through the flood.
 const MAX_RSS_MIB: u64 = 128;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[mandate_test_macros::on_each_engine(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_is_shed_with_503_in_the_envelope_memory_stays_bounded_and_service_resumes() {
     let dir = tempfile::tempdir().unwrap();
     let db = TestDatabase::new(dir.path(), "flood.db").await;
@@ -231,7 +231,7 @@ fn read_until_closed(stream: &mut TcpStream, limit: Duration) -> (String, Durati
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[mandate_test_macros::on_each_engine(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_sending_its_headers_byte_by_byte_is_disconnected() {
     let (running, key, _dir) = strict_server(Duration::from_millis(800)).await;
     let addr = running.api_addr;
@@ -278,7 +278,7 @@ async fn a_client_sending_its_headers_byte_by_byte_is_disconnected() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[mandate_test_macros::on_each_engine(flavor = "multi_thread", worker_threads = 2)]
 async fn a_body_that_does_not_arrive_in_time_is_400_in_the_envelope() {
     let (running, key, _dir) = strict_server(Duration::from_millis(800)).await;
     let addr = running.api_addr;
@@ -333,7 +333,7 @@ fn busy_connections(addr: std::net::SocketAddr, key: &str, n: usize) -> Vec<TcpS
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[mandate_test_macros::on_each_engine(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_beyond_the_cap_are_closed_and_the_cap_frees_up() {
     let (running, key, _dir) = strict_server(Duration::from_secs(10)).await;
     let addr = running.api_addr;
@@ -368,7 +368,7 @@ async fn connections_beyond_the_cap_are_closed_and_the_cap_frees_up() {
     assert_eq!(r.status(), 200);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[mandate_test_macros::on_each_engine(flavor = "multi_thread", worker_threads = 2)]
 async fn silent_connections_cannot_hold_the_cap_and_are_closed_after_the_header_timeout() {
     let timeout = Duration::from_millis(1500);
     let (running, key, _dir) = strict_server(timeout).await;
@@ -433,7 +433,7 @@ async fn silent_connections_cannot_hold_the_cap_and_are_closed_after_the_header_
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[mandate_test_macros::on_each_engine(flavor = "multi_thread", worker_threads = 2)]
 async fn at_the_cap_the_longest_idle_connection_makes_room_and_busy_ones_are_kept() {
     let (running, key, _dir) = strict_server(Duration::from_secs(10)).await;
     let addr = running.api_addr;

@@ -1,7 +1,6 @@
 //! The real `mandate-server` binary as a child process: started on a database, its API
 //! address read from its output, killed with SIGKILL, its memory read from /proc.
 #![allow(dead_code)]
-// Compiled into tests/api and tests/api_postgres, which each use a part of it.
 
 use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};

@@ -41,7 +41,7 @@ async fn remaining(app: &TestApp, key: &str, id: &str) -> Value {
     r.body["remaining"].clone()
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn remaining_is_each_limit_minus_its_spend_for_the_org_and_the_agent() {
     let app = spawn_app().await;
     // From Sunday to Monday: the next day below is in the same ISO week.
@@ -90,7 +90,7 @@ async fn remaining_is_each_limit_minus_its_spend_for_the_org_and_the_agent() {
 /// are allowed, and every read made while they run shows a remaining amount that the
 /// answers already given account for; at the end it is 0 for the day, and each window's remaining is its limit
 /// minus the sum of the allows.
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn remaining_is_exact_under_concurrent_decisions() {
     let app = spawn_app().await;
     // From Sunday to Monday: the next day below is in the same ISO week.

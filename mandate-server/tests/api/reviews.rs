@@ -15,7 +15,7 @@ async fn pending(app: &TestApp, name: &str, amount: &str) -> (String, serde_json
     (agent, r.body, review)
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn approving_makes_a_fresh_signed_decision_that_supersedes() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -70,7 +70,7 @@ async fn approving_makes_a_fresh_signed_decision_that_supersedes() {
     let _ = agent;
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn deny_resolves_without_a_new_decision() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -140,7 +140,7 @@ async fn deny_resolves_without_a_new_decision() {
     assert!(without[0]["review_resolved_at"].is_string());
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn approval_rechecks_the_mandate_as_it_is_now() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -183,7 +183,7 @@ async fn approval_rechecks_the_mandate_as_it_is_now() {
     assert_eq!(r.body["verdict"], "allow");
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn a_review_expires_after_24_hours() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -204,7 +204,7 @@ async fn a_review_expires_after_24_hours() {
     );
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn one_resolution_per_review_under_races() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -217,7 +217,7 @@ async fn one_resolution_per_review_under_races() {
     assert_eq!(fresh.body["data"].as_array().unwrap().len(), 1);
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn review_paths_and_keys() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -251,7 +251,7 @@ async fn review_paths_and_keys() {
         .assert_error(404, "not_found");
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn approving_after_a_switch_to_observe_allows_and_keeps_the_rechecks_finding() {
     let mut app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -326,7 +326,7 @@ async fn approving_after_a_switch_to_observe_allows_and_keeps_the_rechecks_findi
     );
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn approving_in_enforce_after_a_revoke_is_still_the_denial() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -348,7 +348,7 @@ async fn approving_in_enforce_after_a_revoke_is_still_the_denial() {
 /// and nothing can resolve it afterwards: an approval is 409 `review_withdrawn`, and so is
 /// a person's denial. Another agent's key cannot touch it (404, as for a missing review),
 /// and a person's denial is no withdrawal.
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn the_agent_withdraws_its_own_review_and_no_approval_follows() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -453,7 +453,7 @@ async fn the_agent_withdraws_its_own_review_and_no_approval_follows() {
 /// An approval and the agent's withdrawal racing for one review: exactly one of them
 /// resolves it, and the other is refused (the approval with 409 when the withdrawal won);
 /// an allow exists only if the approval won.
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn an_approval_racing_a_withdrawal_never_both_resolve() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();

@@ -214,7 +214,7 @@ async fn victim() -> (TestApp, Keys, Vec<Op>) {
     (app, keys, ops)
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn every_operation_refuses_every_stranger_as_the_spec_says() {
     let (app, keys, ops) = victim().await;
     // The table covers every operation of the API.
@@ -334,7 +334,7 @@ fn median(mut samples: Vec<Duration>) -> Duration {
     samples[samples.len() / 2]
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn someone_elses_404_takes_as_long_as_a_missing_ids() {
     let (app, keys, ops) = victim().await;
     for route in [
@@ -373,7 +373,7 @@ async fn someone_elses_404_takes_as_long_as_a_missing_ids() {
 }
 
 /// The create bodies and the read-only fields that must never be written through them.
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn read_only_fields_in_a_body_are_400_and_never_stored() {
     let (app, keys, ops) = victim().await;
     let org = &keys.org;
@@ -456,7 +456,7 @@ async fn read_only_fields_in_a_body_are_400_and_never_stored() {
 
 /// The server's log, at its most verbose, holds no key, token or request body, even when
 /// requests fail (bad keys, bad bodies, a refused write).
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn no_secret_reaches_the_log() {
     use crate::process::{Client, Server, free_port, onboard};
     let dir = tempfile::tempdir().unwrap();

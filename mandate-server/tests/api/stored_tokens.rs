@@ -38,7 +38,7 @@ async fn listed(app: &TestApp, key: &str, id: &str) -> (Value, Value) {
     (in_list, in_export)
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn every_read_of_a_decision_carries_the_token_answered_byte_for_byte() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -65,7 +65,7 @@ async fn every_read_of_a_decision_carries_the_token_answered_byte_for_byte() {
     assert_eq!(claims.request.amount.to_string(), "20.00");
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn an_agent_key_reads_its_own_tokens_and_never_another_agents() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -88,7 +88,7 @@ async fn an_agent_key_reads_its_own_tokens_and_never_another_agents() {
     assert_eq!(own.body["verdict_token"], answer.body["verdict_token"]);
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn the_agent_reaches_the_approved_decision_and_its_token_from_the_original() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -131,7 +131,7 @@ async fn the_agent_reaches_the_approved_decision_and_its_token_from_the_original
         .assert_error(404, "not_found");
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn a_decision_stored_without_a_signature_reads_a_null_token() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();

@@ -3,7 +3,7 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn both_listeners_speak_tls_with_the_given_certificate() {
     let dir = tempfile::tempdir().unwrap();
     let certified =
@@ -162,7 +162,7 @@ fn exchange(stream: &mut TlsStream, request: &[u8]) -> Vec<u8> {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[mandate_test_macros::on_each_engine(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_offers_only_http1_and_is_guarded_like_plain_tcp() {
     let dir = tempfile::tempdir().unwrap();
     let (running, cert_pem, _db) = tls_server(dir.path()).await;

@@ -150,7 +150,7 @@ fn value<T: Serialize>(object: &T) -> Value {
     wire::to_value(object).unwrap()
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn agents_mandates_and_decisions_read_as_their_types_byte_for_byte() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -424,7 +424,7 @@ async fn agents_mandates_and_decisions_read_as_their_types_byte_for_byte() {
     assert_eq!(revoked.status, MandateStatus::Revoked);
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn enforcement_webhooks_events_and_escrows_read_as_their_types_byte_for_byte() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();

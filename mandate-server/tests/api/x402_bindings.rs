@@ -2,7 +2,7 @@
 //! member signs its digest as the `x402_payment` claim; every read of the decision (one,
 //! list, export) gives back the same token with the claim; approving a review keeps the
 //! binding; an x402 member that is malformed or not the request's payment is a 400 naming
-//! the member. Runs on both engines (tests/api and tests/api_postgres).
+//! the member. Runs on both engines.
 
 use mandate_core::{PaymentRequirements, VerifyOptions, verify_verdict};
 use serde_json::{Value, json};
@@ -63,7 +63,7 @@ fn options(app: &TestApp) -> VerifyOptions {
     }
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn a_bound_verdict_carries_the_payment_digest_and_reads_back_byte_for_byte() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -112,7 +112,7 @@ async fn a_bound_verdict_carries_the_payment_digest_and_reads_back_byte_for_byte
     }
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn approving_a_review_keeps_the_payment_binding() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -139,7 +139,7 @@ async fn approving_a_review_keeps_the_payment_binding() {
     }
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn an_x402_member_that_is_malformed_or_another_payment_is_refused_naming_it() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -220,7 +220,7 @@ async fn an_x402_member_that_is_malformed_or_another_payment_is_refused_naming_i
 /// x402 `upto` (#51): the client signs a maximum; the request is decided on it (its amount
 /// is the maximum, counted in full by the limits) and bound to the signed requirements like
 /// `exact`; a fiat asset in any spelling of the currency is the currency.
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn an_upto_payment_is_decided_on_its_maximum_and_bound() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -262,7 +262,7 @@ async fn an_upto_payment_is_decided_on_its_maximum_and_bound() {
 /// a fiat code spelled any other way (a look-alike, an invisible character, another
 /// prefix) was taken for a token and allowed with `currency: USD`; each is refused naming
 /// `x402.asset`, and nothing is decided.
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn an_asset_in_no_x402_spelling_is_refused_naming_it() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -326,7 +326,7 @@ async fn an_asset_in_no_x402_spelling_is_refused_naming_it() {
 /// of a token the operator lists at 6 decimals, was allowed; each is a 400 naming the
 /// amount, and the payment that is the request's is allowed. A token not listed is left
 /// to its verifier.
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn an_atomic_amount_at_known_decimals_must_be_the_request_s() {
     let usdc = "0x036CbD53842c5426634e7929541eC2318f3dCF7e";
     let app = crate::helpers::spawn_app_with(|c| {

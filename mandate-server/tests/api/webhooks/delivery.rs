@@ -2,7 +2,7 @@
 
 use super::*;
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn a_ping_is_delivered_as_a_verifiable_signed_event() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -66,7 +66,7 @@ async fn a_ping_is_delivered_as_a_verifiable_signed_event() {
     assert_eq!(receiver.count(), 1);
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn a_receiver_that_fails_three_times_gets_the_event_with_the_same_jti() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -174,7 +174,7 @@ async fn a_receiver_that_fails_three_times_gets_the_event_with_the_same_jti() {
     assert_eq!(receiver.count(), 4);
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn a_receiver_that_never_accepts_stops_receiving_after_24_hours() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -219,7 +219,7 @@ async fn a_receiver_that_never_accepts_stops_receiving_after_24_hours() {
     );
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn a_delivery_window_that_closed_while_waiting_is_failed_without_an_attempt() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -241,7 +241,7 @@ async fn a_delivery_window_that_closed_while_waiting_is_failed_without_an_attemp
     assert_eq!(receiver.count(), 1);
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn deliveries_resume_after_a_restart() {
     let mut app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -278,7 +278,7 @@ async fn deliveries_resume_after_a_restart() {
     }
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn an_event_goes_to_the_subscribed_active_webhooks_of_its_environment_only() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -315,7 +315,7 @@ async fn an_event_goes_to_the_subscribed_active_webhooks_of_its_environment_only
     assert_eq!(rows[0].webhook_id, subscribed);
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn deleting_a_webhook_ends_its_pending_deliveries() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -344,7 +344,7 @@ async fn deleting_a_webhook_ends_its_pending_deliveries() {
     assert_eq!(receiver.count(), 1);
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn a_slow_receiver_delays_no_other_receiver_nor_authorizations() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();

@@ -2,7 +2,7 @@
 
 use super::*;
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn every_event_type_is_produced_by_its_action_and_delivered() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -176,7 +176,7 @@ async fn every_event_type_is_produced_by_its_action_and_delivered() {
 // ---------------------------------------------------------------------------------------
 // The log.
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn events_list_filter_and_get() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();

@@ -146,7 +146,7 @@ fn deliveries_of(app: &TestApp, event: &str) -> Vec<DeliveryRow> {
 fn stored_deliveries(db: &TestDatabase, event: &str) -> Vec<DeliveryRow> {
     let number = |v: &Option<String>| v.as_deref().map(|n| n.parse::<i64>().unwrap());
     // Attempts name their delivery by its key on PostgreSQL, by its row on SQLite.
-    let attempts = if crate::engine::POSTGRES {
+    let attempts = if crate::engine::postgres() {
         "SELECT attempt, at_ms, status, latency_ms, error FROM delivery_attempts
          WHERE event_id = $1 AND webhook_id = $2 ORDER BY attempt"
     } else {

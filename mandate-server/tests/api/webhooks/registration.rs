@@ -2,7 +2,7 @@
 
 use super::*;
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn registration_reads_and_deletion() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -95,7 +95,7 @@ async fn registration_reads_and_deletion() {
     assert!(put.header("allow").is_none());
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn registration_errors_name_the_field_and_agent_keys_get_403() {
     let app = spawn_app().await;
     let org = app.org.sandbox.clone();
@@ -201,7 +201,7 @@ async fn registration_errors_name_the_field_and_agent_keys_get_403() {
     assert_eq!(app.get(&org, "/v1/events").await.body["data"], json!([]));
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn ssrf_forms_are_refused_for_live_webhooks() {
     let app = spawn_app().await;
     let live = app.org.live.clone();
@@ -268,7 +268,7 @@ async fn ssrf_forms_are_refused_for_live_webhooks() {
     }
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine]
 async fn documentation_nat64_local_use_and_teredo_addresses_are_refused() {
     let app = spawn_app().await;
     for (url, kind) in [

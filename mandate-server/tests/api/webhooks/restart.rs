@@ -61,7 +61,7 @@ async fn jwks_of(public: &str) -> JwkSet {
     JwkSet::from_json(&bytes).unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[mandate_test_macros::on_each_engine(flavor = "multi_thread", worker_threads = 4)]
 async fn a_server_killed_between_attempts_delivers_after_it_starts_again() {
     let dir = tempfile::tempdir().unwrap();
     let db = TestDatabase::new(dir.path(), "mandate.db").await;

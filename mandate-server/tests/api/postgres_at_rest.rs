@@ -24,7 +24,7 @@ fn files_under(dir: &Path, out: &mut Vec<(String, Vec<u8>)>) {
     }
 }
 
-#[tokio::test]
+#[mandate_test_macros::on_each_engine(postgres_only)]
 async fn an_agent_key_is_never_at_rest_in_postgresql_yet_a_replay_answers_the_same_bytes() {
     let mut app = spawn_app().await;
     let org = app.org.sandbox.clone();
