@@ -11,6 +11,7 @@
 mod cpu;
 mod echo;
 mod error;
+mod figures;
 mod http;
 mod load;
 mod opts;
@@ -559,7 +560,11 @@ fn run(opts: &Opts) -> Result<bool> {
 
 fn main() -> ExitCode {
     let opts = Opts::parse();
-    match run(&opts) {
+    let outcome = match opts.figures {
+        Some(mode) => draw_figures(mode),
+        None => run(&opts),
+    };
+    match outcome {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
         Err(e) => {
@@ -567,4 +572,15 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `--figures`: the docs' figures drawn from the records, or checked, from the working
+/// directory (the repository's root).
+fn draw_figures(mode: crate::opts::FiguresArg) -> Result<bool> {
+    let root = std::env::current_dir()?;
+    match mode {
+        crate::opts::FiguresArg::Write => figures::write(&root)?,
+        crate::opts::FiguresArg::Check => figures::check(&root)?,
+    }
+    Ok(true)
 }

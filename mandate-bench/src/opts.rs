@@ -98,6 +98,18 @@ pub(crate) struct Opts {
     /// routes from any node, docs/scale.md). Setup always runs on the coordinator.
     #[arg(long, value_enum, default_value = "coordinator")]
     pub(crate) citus_connect: CitusConnect,
+    /// Instead of a run: draw docs/scale.md's tables and docs/figures/deployments.svg from
+    /// the records in mandate-bench/results (`write`), or check that they are (`check`),
+    /// from the repository's root.
+    #[arg(long, value_enum)]
+    pub(crate) figures: Option<FiguresArg>,
+}
+
+/// `--figures`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum FiguresArg {
+    Write,
+    Check,
 }
 
 /// `--citus-connect`.

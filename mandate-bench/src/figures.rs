@@ -1,0 +1,441 @@
+//! The figures docs/scale.md shows, drawn from the measurement records in
+//! `mandate-bench/results/` (`mandate-bench --figures write`): the table of deployments
+//! (decisions/s, p99, database CPU a decision), the sizing table that follows from it, and a
+//! plot of the rates (`docs/figures/deployments.svg`). Each record is a TSV file of one
+//! sitting: `#` lines say the machine, builds and commands, then a header line, then one
+//! line a run. The figures take the runs of build `head` (the build the docs describe) and
+//! show each setting's range over its runs.
+//!
+//! `--figures check` (and the test below) fails when the docs no longer say what the
+//! records give: a docs figure is never edited by hand.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use crate::error::Result;
+
+/// The record of plain PostgreSQL at 1, 32 and 1,000 organizations.
+pub(crate) const POSTGRES_RECORD: &str = "2026-11-27-postgres-organizations.tsv";
+/// The record of plain PostgreSQL against Citus in one sitting.
+pub(crate) const CITUS_RECORD: &str = "2026-11-27-citus-32-organizations.tsv";
+/// The page the tables go in, between their markers.
+pub(crate) const PAGE: &str = "docs/scale.md";
+/// The plot, beside the page.
+pub(crate) const PLOT: &str = "docs/figures/deployments.svg";
+
+/// One record's runs: each a map of column to value.
+fn runs(text: &str) -> Result<Vec<BTreeMap<String, String>>> {
+    let mut lines = text
+        .lines()
+        .filter(|line| !line.starts_with('#') && !line.is_empty());
+    let header: Vec<&str> = lines
+        .next()
+        .ok_or("a record has no header line")?
+        .split('\t')
+        .collect();
+    lines
+        .map(|line| {
+            let values: Vec<&str> = line.split('\t').collect();
+            if values.len() != header.len() {
+                return Err(format!(
+                    "a record's line has {} values for {} columns: {line}",
+                    values.len(),
+                    header.len()
+                )
+                .into());
+            }
+            Ok(header
+                .iter()
+                .zip(values)
+                .map(|(k, v)| ((*k).to_owned(), v.to_owned()))
+                .collect())
+        })
+        .collect()
+}
+
+/// A setting's range over its runs: the lowest and highest of a column.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Range {
+    pub(crate) low: f64,
+    pub(crate) high: f64,
+}
+
+impl Range {
+    /// `column` over `runs`.
+    fn of(runs: &[&BTreeMap<String, String>], column: &str) -> Result<Self> {
+        let mut values = Vec::new();
+        for run in runs {
+            let text = run
+                .get(column)
+                .ok_or_else(|| format!("a record has no column {column}"))?;
+            let value: f64 = text
+                .trim_end_matches('%')
+                .parse()
+                .map_err(|_| format!("{column} is not a number: {text}"))?;
+            values.push(value);
+        }
+        let low = values.iter().copied().fold(f64::INFINITY, f64::min);
+        let high = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        if values.is_empty() {
+            return Err(format!("no run for {column}").into());
+        }
+        Ok(Self { low, high })
+    }
+
+    /// As the docs write it: each end rounded to `step`, with thousands separated, one
+    /// number when both ends round alike (`9,870-11,140`, `23`).
+    pub(crate) fn text(self, step: f64) -> String {
+        let end = |v: f64| thousands((v / step).round() * step);
+        let (low, high) = (end(self.low), end(self.high));
+        if low == high {
+            low
+        } else {
+            format!("{low}-{high}")
+        }
+    }
+}
+
+/// `value` (a whole number) with a comma every three digits.
+fn thousands(value: f64) -> String {
+    let digits = format!("{value:.0}");
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// One line of the deployments table, with its rate for the plot.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Deployment {
+    pub(crate) name: String,
+    pub(crate) agents: String,
+    pub(crate) rate: Range,
+    pub(crate) p99: Range,
+    pub(crate) cpu: Range,
+    /// Citus: the coordinator's part of the CPU.
+    pub(crate) coordinator: Option<Range>,
+}
+
+/// The deployments the two records give, in the table's order.
+pub(crate) fn deployments(postgres: &str, citus: &str) -> Result<Vec<Deployment>> {
+    let postgres = runs(postgres)?;
+    let citus = runs(citus)?;
+    let is = |run: &BTreeMap<String, String>, column: &str, value: &str| {
+        run.get(column).is_some_and(|v| v == value)
+    };
+    let mut out = Vec::new();
+    for orgs in ["1", "32", "1000"] {
+        let chosen: Vec<_> = postgres
+            .iter()
+            .filter(|r| is(r, "build", "head") && is(r, "orgs", orgs) && is(r, "params", "-"))
+            .collect();
+        out.push(Deployment {
+            name: "PostgreSQL 15".into(),
+            agents: format!("20,000 in {}", thousands(orgs.parse().unwrap_or(0.0))),
+            rate: Range::of(&chosen, "decisions_per_s")?,
+            p99: Range::of(&chosen, "p99_ms")?,
+            cpu: Range::of(&chosen, "pg_cpu_us_per_decision")?,
+            coordinator: None,
+        });
+    }
+    let load = |run: &BTreeMap<String, String>, kind: &str| {
+        is(run, "build", "head")
+            && is(run, "run", kind)
+            && run.get("setting").is_some_and(|s| s.starts_with("load"))
+    };
+    let chosen: Vec<_> = citus.iter().filter(|r| load(r, "postgres")).collect();
+    out.push(Deployment {
+        name: "PostgreSQL 15".into(),
+        agents: "2,000 in 32".into(),
+        rate: Range::of(&chosen, "decisions_per_s")?,
+        p99: Range::of(&chosen, "p99_ms")?,
+        cpu: Range::of(&chosen, "db_us_per_decision")?,
+        coordinator: None,
+    });
+    let chosen: Vec<_> = citus.iter().filter(|r| load(r, "citus-workers")).collect();
+    out.push(Deployment {
+        name: "Citus 13.2, a coordinator and 2 workers, a process on each worker".into(),
+        agents: "2,000 in 32".into(),
+        rate: Range::of(&chosen, "decisions_per_s")?,
+        p99: Range::of(&chosen, "p99_ms")?,
+        cpu: Range::of(&chosen, "db_us_per_decision")?,
+        coordinator: Some(Range::of(&chosen, "coordinator_us")?),
+    });
+    Ok(out)
+}
+
+/// The deployments table, as markdown.
+pub(crate) fn deployments_table(deployments: &[Deployment]) -> String {
+    let mut out = String::from(
+        "| Deployment (2 processes) | Agents, organizations | Decisions/s | p99 | Database CPU a decision |\n|---|---|---|---|---|\n",
+    );
+    for d in deployments {
+        let coordinator = d
+            .coordinator
+            .map(|c| format!(" (the coordinator's share: {} µs)", c.text(1.0)))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} ms | {} µs{coordinator} |",
+            d.name,
+            d.agents,
+            d.rate.text(10.0),
+            d.p99.text(1.0),
+            d.cpu.text(1.0),
+        );
+    }
+    out
+}
+
+/// The sizing table: for a rate, the database cores a plain primary and a Citus cluster
+/// need at the highest database CPU a decision measured at 32 organizations (each a
+/// deployment's, summed over its nodes for Citus).
+pub(crate) fn sizing_table(deployments: &[Deployment]) -> Result<String> {
+    let find = |name: &str, agents: &str| {
+        deployments
+            .iter()
+            .find(|d| d.name.starts_with(name) && d.agents == agents)
+            .map(|d| d.cpu.high)
+            .ok_or_else(|| format!("no {name} deployment of {agents}"))
+    };
+    let primary = find("PostgreSQL", "20,000 in 32")?;
+    let cluster = find("Citus", "2,000 in 32")?;
+    let mut out = format!(
+        "| Decisions/s to carry | PostgreSQL primary, database cores (at {primary:.0} µs) | Citus workers, database cores summed (at {cluster:.0} µs) |\n|---|---|---|\n"
+    );
+    for rate in [5_000.0, 20_000.0, 40_000.0] {
+        let cores = |us: f64| (rate * us / 1_000_000.0).ceil();
+        let workers = cores(cluster);
+        // The fewest cores a worker from 4, 8, 16 and 32 that makes at most 5 workers.
+        let shape = [4.0, 8.0, 16.0, 32.0]
+            .iter()
+            .map(|per: &f64| (*per, (workers / per).ceil()))
+            .find(|(_, n)| *n <= 5.0)
+            .map_or_else(String::new, |(per, n)| {
+                format!(" (e.g. {n:.0} workers of {per:.0} cores)")
+            });
+        let _ = writeln!(
+            out,
+            "| {} | {:.0} | {workers:.0}{shape} |",
+            thousands(rate),
+            cores(primary)
+        );
+    }
+    Ok(out)
+}
+
+/// The plot: a bar a deployment, from 0 to its highest rate, the part below its lowest
+/// darker, with both ends written beside it.
+pub(crate) fn plot(deployments: &[Deployment]) -> String {
+    let (left, bar_width, row) = (360.0, 320.0, 30.0);
+    let top = deployments.iter().map(|d| d.rate.high).fold(1.0, f64::max);
+    let height = 40.0 + row * deployments.len() as f64;
+    let mut out = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"780\" height=\"{height:.0}\" font-family=\"sans-serif\" font-size=\"12\">\n\
+         <text x=\"10\" y=\"18\" font-weight=\"bold\">Decisions a second, 2 mandate-server processes (the range over the runs)</text>\n"
+    );
+    for (i, d) in deployments.iter().enumerate() {
+        let y = 30.0 + row * i as f64;
+        let short = if d.name.starts_with("Citus") {
+            "Citus 13.2, 2 workers"
+        } else {
+            "PostgreSQL 15"
+        };
+        let low = bar_width * d.rate.low / top;
+        let high = bar_width * d.rate.high / top;
+        let _ = write!(
+            out,
+            "<text x=\"10\" y=\"{:.0}\">{short}: {}</text>\n\
+             <rect x=\"{left:.0}\" y=\"{y:.0}\" width=\"{high:.1}\" height=\"18\" fill=\"#9ecae1\"/>\n\
+             <rect x=\"{left:.0}\" y=\"{y:.0}\" width=\"{low:.1}\" height=\"18\" fill=\"#3182bd\"/>\n\
+             <text x=\"{:.1}\" y=\"{:.0}\">{}</text>\n",
+            y + 13.0,
+            label(&d.agents),
+            left + high + 6.0,
+            y + 13.0,
+            d.rate.text(10.0),
+        );
+    }
+    out.push_str("</svg>\n");
+    out
+}
+
+/// A deployment's agents as the plot says them: "20,000 agents in 32 organizations".
+fn label(agents: &str) -> String {
+    let text = agents.replace(" in ", " agents in ");
+    if text.ends_with(" in 1") {
+        format!("{text} organization")
+    } else {
+        format!("{text} organizations")
+    }
+}
+
+/// What the page and the plot should hold, from the records under `root`.
+struct Drawn {
+    table: String,
+    sizing: String,
+    plot: String,
+}
+
+fn draw(root: &Path) -> Result<Drawn> {
+    let results = root.join("mandate-bench").join("results");
+    let read = |name: &str| {
+        std::fs::read_to_string(results.join(name))
+            .map_err(|e| format!("reading mandate-bench/results/{name}: {e}"))
+    };
+    let deployments = deployments(&read(POSTGRES_RECORD)?, &read(CITUS_RECORD)?)?;
+    Ok(Drawn {
+        table: deployments_table(&deployments),
+        sizing: sizing_table(&deployments)?,
+        plot: plot(&deployments),
+    })
+}
+
+/// `page` with the lines between `<!-- figures: NAME -->` and `<!-- /figures -->` replaced
+/// by `body`.
+fn put(page: &str, name: &str, body: &str) -> Result<String> {
+    let open = format!("<!-- figures: {name} -->\n");
+    let start = page
+        .find(&open)
+        .ok_or_else(|| format!("{PAGE} has no `<!-- figures: {name} -->` marker"))?
+        + open.len();
+    let end = page[start..]
+        .find("<!-- /figures -->")
+        .ok_or_else(|| format!("{PAGE}'s figures {name} are not closed by `<!-- /figures -->`"))?
+        + start;
+    Ok(format!("{}{body}{}", &page[..start], &page[end..]))
+}
+
+/// The page as the records say it, and the plot.
+fn expected(root: &Path) -> Result<(String, String)> {
+    let drawn = draw(root)?;
+    let page =
+        std::fs::read_to_string(root.join(PAGE)).map_err(|e| format!("reading {PAGE}: {e}"))?;
+    let page = put(&page, "deployments", &drawn.table)?;
+    let page = put(&page, "sizing", &drawn.sizing)?;
+    Ok((page, drawn.plot))
+}
+
+/// `--figures write`: writes the tables into the page and the plot beside it.
+pub(crate) fn write(root: &Path) -> Result<()> {
+    let (page, plot) = expected(root)?;
+    std::fs::write(root.join(PAGE), page)?;
+    std::fs::create_dir_all(root.join("docs").join("figures"))?;
+    std::fs::write(root.join(PLOT), plot)?;
+    println!("mandate-bench: wrote the figures of {PAGE} and {PLOT}");
+    Ok(())
+}
+
+/// `--figures check`: whether the page and the plot say what the records give; the
+/// difference said when not.
+pub(crate) fn check(root: &Path) -> Result<()> {
+    let (page, plot) = expected(root)?;
+    let stale = |path: &str, want: &str| -> Result<bool> {
+        let have = std::fs::read_to_string(root.join(path)).unwrap_or_default();
+        Ok(have != want)
+    };
+    let mut out = Vec::new();
+    if stale(PAGE, &page)? {
+        out.push(PAGE);
+    }
+    if stale(PLOT, &plot)? {
+        out.push(PLOT);
+    }
+    if out.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "{} no longer say what mandate-bench/results gives: run `mandate-bench --figures write` from the repository's root",
+        out.join(" and ")
+    )
+    .into())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    const POSTGRES: &str = "# a note\nbuild\torgs\tparams\tdecisions_per_s\tp99_ms\tpg_cpu_us_per_decision\n\
+        head\t1\t-\t9868\t16.6\t85.1\nhead\t1\t-\t11140\t15.4\t73.2\nbase\t1\t-\t99999\t1\t1\n\
+        head\t32\t-\t6906\t23.2\t172.8\nhead\t32\tdecision_writers=1\t1\t1\t1\nhead\t32\t-\t6247\t23.0\t186.9\n\
+        head\t1000\t-\t5318\t27.6\t227.0\n";
+    const CITUS: &str = "build\tsetting\trun\tdecisions_per_s\tp99_ms\tdb_us_per_decision\tcoordinator_us\n\
+        head\tload ORGS=32\tpostgres\t6822\t21.7\t163.8\t-\n\
+        head\tload ORGS=32\tcitus-workers\t665\t242.1\t1675.6\t17.2\n\
+        head\tidle ORGS=64\tcitus-workers\t1\t8.7\t175714.3\t11428.6\n\
+        head\tload ORGS=32\tcitus-workers\t917\t190.3\t1860.1\t18.7\n";
+
+    /// The table takes the head build's runs of each setting and shows their range: the
+    /// base build, other parameters and the idle runs stay out.
+    #[test]
+    fn the_table_shows_each_settings_range_over_the_head_builds_runs() {
+        let table = deployments_table(&deployments(POSTGRES, CITUS).unwrap());
+        let lines: Vec<&str> = table.lines().skip(2).collect();
+        assert_eq!(
+            lines,
+            [
+                "| PostgreSQL 15 | 20,000 in 1 | 9,870-11,140 | 15-17 ms | 73-85 µs |",
+                "| PostgreSQL 15 | 20,000 in 32 | 6,250-6,910 | 23 ms | 173-187 µs |",
+                "| PostgreSQL 15 | 20,000 in 1,000 | 5,320 | 28 ms | 227 µs |",
+                "| PostgreSQL 15 | 2,000 in 32 | 6,820 | 22 ms | 164 µs |",
+                "| Citus 13.2, a coordinator and 2 workers, a process on each worker | 2,000 in 32 | 670-920 | 190-242 ms | 1,676-1,860 µs (the coordinator's share: 17-19 µs) |",
+            ]
+        );
+    }
+
+    /// The sizing table divides each rate by what a core carries at the highest CPU a
+    /// decision measured, rounding up.
+    #[test]
+    fn sizing_rounds_cores_up_at_the_highest_cpu_a_decision() {
+        let sizing = sizing_table(&deployments(POSTGRES, CITUS).unwrap()).unwrap();
+        let lines: Vec<&str> = sizing.lines().collect();
+        assert!(
+            lines[0].contains("at 187 µs") && lines[0].contains("at 1860 µs"),
+            "{sizing}"
+        );
+        assert_eq!(lines[2], "| 5,000 | 1 | 10 (e.g. 3 workers of 4 cores) |");
+        assert_eq!(lines[3], "| 20,000 | 4 | 38 (e.g. 5 workers of 8 cores) |");
+        assert_eq!(lines[4], "| 40,000 | 8 | 75 (e.g. 5 workers of 16 cores) |");
+    }
+
+    /// A record whose line has a value too few, a setting without a run or a page without
+    /// its marker is refused, naming what to fix.
+    #[test]
+    fn a_broken_record_or_page_is_named() {
+        let short = "build\torgs\nhead\n";
+        assert!(
+            runs(short)
+                .unwrap_err()
+                .0
+                .contains("1 values for 2 columns")
+        );
+        let no_thousand = POSTGRES.replace("head\t1000", "base\t1000");
+        assert!(
+            deployments(&no_thousand, CITUS)
+                .unwrap_err()
+                .0
+                .contains("no run")
+        );
+        assert!(
+            put("text", "sizing", "")
+                .unwrap_err()
+                .0
+                .contains("figures: sizing")
+        );
+    }
+
+    /// docs/scale.md and its plot say what the records in mandate-bench/results give.
+    #[test]
+    fn the_docs_figures_are_the_records() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        if let Err(e) = check(&root) {
+            panic!("{e}");
+        }
+    }
+}
