@@ -35,6 +35,13 @@ fn script() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../testdata/ap2/third_party.py")
 }
 
+/// Says a skip on stderr itself: `eprintln!` in a test is captured, and shown only when the
+/// test fails.
+fn skipped(what: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "SKIPPED: {what}");
+}
+
 fn required() -> bool {
     std::env::var("MANDATE_REQUIRE_THIRD_PARTY").as_deref() == Ok("1")
 }
@@ -46,16 +53,17 @@ fn python(library: &str, args: &[&str]) -> Option<Value> {
     let out = match Command::new(&python).args(args).output() {
         Ok(out) => out,
         Err(e) if !required() => {
-            eprintln!("skipped {library}: {e}");
+            skipped(&format!("{library} (cannot run: {e})"));
             return None;
         }
         Err(e) => panic!("{library}: {python}: {e}"),
     };
     let stderr = String::from_utf8_lossy(&out.stderr);
     if stderr.contains("No module named") && !required() {
-        eprintln!(
-            "skipped {library} (not installed; MANDATE_REQUIRE_THIRD_PARTY=1 fails instead): {stderr}"
-        );
+        skipped(&format!(
+            "{library} (not installed; MANDATE_REQUIRE_THIRD_PARTY=1 fails instead): {}",
+            stderr.trim()
+        ));
         return None;
     }
     assert!(out.status.success(), "{library}: {stderr}");

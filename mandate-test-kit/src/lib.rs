@@ -14,4 +14,5 @@ pub mod ap2;
 pub mod citus;
 pub mod onboard;
 pub mod postgres;
+pub mod skip;
 pub mod test_db;

@@ -648,7 +648,9 @@ fn the_mcp_guide_runs_as_written() {
         .output()
         .is_ok_and(|out| out.status.success());
     if !found && std::env::var("MANDATE_REQUIRE_MCP_CLIENT").as_deref() != Ok("1") {
-        eprintln!("skipped docs/mcp.md: {python} lacks the MCP SDK (pip install mcp==2.3.0)");
+        mandate_test_kit::skip::say(&format!(
+            "docs/mcp.md: {python} lacks the MCP SDK (pip install mcp==2.3.0)"
+        ));
         return;
     }
     assert!(found, "{python} lacks the MCP SDK");
@@ -765,7 +767,9 @@ fn the_protocols_guide_runs_as_written() {
         .output()
         .is_ok_and(|out| out.status.success());
     if !found && std::env::var("MANDATE_REQUIRE_THIRD_PARTY").as_deref() != Ok("1") {
-        eprintln!("skipped docs/protocols.md: {python} lacks sd-jwt and jwcrypto");
+        mandate_test_kit::skip::say(&format!(
+            "docs/protocols.md: {python} lacks sd-jwt and jwcrypto"
+        ));
         return;
     }
     assert!(found, "{python} lacks sd-jwt and jwcrypto");

@@ -44,10 +44,10 @@ fn client_available() -> bool {
                 python()
             );
         }
-        eprintln!(
-            "skipped: the MCP client tests need the official Python SDK ({} -c 'import mcp' failed; set MANDATE_MCP_PYTHON)",
+        mandate_test_kit::skip::say(&format!(
+            "the MCP client tests need the official Python SDK ({} -c 'import mcp' failed; set MANDATE_MCP_PYTHON)",
             python()
-        );
+        ));
     }
     ok
 }

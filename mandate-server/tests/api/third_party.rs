@@ -46,7 +46,9 @@ fn run(library: &str, mut command: Command) -> Option<Value> {
     let out = match command.output() {
         Ok(out) => out,
         Err(e) if !required() => {
-            eprintln!("skipped {library}: {e}");
+            mandate_test_kit::skip::say(&format!(
+                "{library} (cannot run: {e}; MANDATE_REQUIRE_THIRD_PARTY=1 fails instead)"
+            ));
             return None;
         }
         Err(e) => panic!("{library}: {e}"),
@@ -54,9 +56,10 @@ fn run(library: &str, mut command: Command) -> Option<Value> {
     let stderr = String::from_utf8_lossy(&out.stderr);
     let missing = stderr.contains("No module named") || stderr.contains("Cannot find module");
     if missing && !required() {
-        eprintln!(
-            "skipped {library} (not installed; MANDATE_REQUIRE_THIRD_PARTY=1 fails instead): {stderr}"
-        );
+        mandate_test_kit::skip::say(&format!(
+            "{library} (not installed; MANDATE_REQUIRE_THIRD_PARTY=1 fails instead): {}",
+            stderr.trim()
+        ));
         return None;
     }
     assert!(
