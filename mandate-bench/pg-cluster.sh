@@ -27,6 +27,7 @@ shared_preload_libraries = 'pg_stat_statements'
 pg_stat_statements.track = all
 pg_stat_statements.max = 10000
 track_wal_io_timing = on
+${PG_CONF:-}
 CONF
     $PG/pg_ctl -D "$dir/data" -l "$dir/postgres.log" -w start >/dev/null
     ADMIN="postgres://postgres@127.0.0.1:$PORT/postgres"

@@ -55,7 +55,12 @@ const ORG: &str = "org_acme";
 
 impl Process {
     async fn start(db: &TestDb) -> Self {
-        let DbLocation::Postgres(url) = db.url.parse::<DbLocation>().unwrap() else {
+        Self::start_at(&db.url).await
+    }
+
+    /// A process on `url` (a test database's, perhaps written as a host list).
+    async fn start_at(url: &str) -> Self {
+        let DbLocation::Postgres(url) = url.parse::<DbLocation>().unwrap() else {
             panic!("not a PostgreSQL URL");
         };
         let store = Arc::new(PostgresStore::open(&url, true).await.unwrap());
@@ -491,4 +496,33 @@ async fn a_single_use_credential_is_accepted_once_across_two_processes() {
         ),
         1
     );
+}
+
+/// A `--db` host list whose first host is down (a closed port stands for the lost machine of
+/// a failover) connects to the next one, as libpq does, and decides there: the form a
+/// failover manager hands out, `HOST1:PORT1,HOST2:PORT2/DB?target_session_attrs=read-write`.
+#[tokio::test]
+async fn a_host_list_whose_first_host_is_down_decides_on_the_next() {
+    let db = database!("a_host_list_whose_first_host_is_down_decides_on_the_next");
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    // postgres://[USER@]HOST:PORT/DB → postgres://[USER@]127.0.0.1:CLOSED,HOST:PORT/DB
+    let (scheme, rest) = db.url.split_once("://").unwrap();
+    let authority_end = rest.find('/').unwrap();
+    let at = rest[..authority_end].rfind('@').map_or(0, |i| i + 1);
+    let separator = if rest.contains('?') { '&' } else { '?' };
+    let url = format!(
+        "{scheme}://{}127.0.0.1:{closed},{}{separator}target_session_attrs=read-write",
+        &rest[..at],
+        &rest[at..]
+    );
+    let process = Process::start_at(&url).await;
+    onboard(&process, &["agt_listed"]).await;
+    process.mandate("agt_listed", LIMITED).await;
+    let answer = process.authorize("agt_listed", "10").await.unwrap();
+    assert_eq!(answer["verdict"], "allow");
+    assert_eq!(db.number("SELECT COUNT(*) FROM decisions"), 1);
 }

@@ -68,9 +68,9 @@ impl TestDb {
     /// A fresh, empty database, or `None` (with a note on stderr) when no cluster is named.
     pub fn create(test: &str) -> Option<TestDb> {
         let Ok(admin) = std::env::var(VAR) else {
-            eprintln!(
-                "skipped {test}: no PostgreSQL. Set {VAR}=postgres://USER@HOST:PORT/postgres (a user that may CREATE DATABASE) to run it; see docs/operations.md"
-            );
+            crate::skip::say(&format!(
+                "the PostgreSQL engine's tests ({test} and the others): no PostgreSQL. Set {VAR}=postgres://USER@HOST:PORT/postgres (a user that may CREATE DATABASE) to run them; see docs/operations.md"
+            ));
             return None;
         };
         static COUNT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);

@@ -45,44 +45,36 @@ impl PostgresUrl {
     /// The password in the URL (its user-info part or a `password=` parameter), decoded,
     /// if any: messages are scrubbed of it.
     pub fn password(&self) -> Option<String> {
-        let url = url::Url::parse(&self.text).ok()?;
-        let decoded = |text: &str| {
-            percent_decode(text)
-                .filter(|p| !p.is_empty())
-                .or_else(|| (!text.is_empty()).then(|| text.to_owned()))
-        };
-        if let Some(password) = url.password().and_then(decoded) {
-            return Some(password);
+        let parts = UrlParts::of(&self.text).ok()?;
+        if let Some(password) = parts.password.filter(|p| !p.is_empty()) {
+            return Some(percent_decode(password).unwrap_or_else(|| password.to_owned()));
         }
-        url.query_pairs()
+        parts
+            .query_pairs()
+            .into_iter()
             .find(|(name, _)| name == "password")
-            .map(|(_, value)| value.into_owned())
+            .map(|(_, value)| value)
             .filter(|p| !p.is_empty())
     }
 
     /// The URL with its password replaced by `***`.
     pub fn redacted(&self) -> String {
-        let Ok(mut url) = url::Url::parse(&self.text) else {
+        let Ok(parts) = UrlParts::of(&self.text) else {
             return "postgres://***".to_owned();
         };
-        if url.password().is_some() {
-            let _ = url.set_password(Some("***"));
-        }
-        let pairs: Vec<(String, String)> = url
+        let pairs = parts
             .query_pairs()
+            .into_iter()
             .map(|(name, value)| {
                 let value = if name == "password" {
                     "***".to_owned()
                 } else {
-                    value.into_owned()
+                    value
                 };
-                (name.into_owned(), value)
+                (name, value)
             })
             .collect();
-        if !pairs.is_empty() {
-            url.query_pairs_mut().clear().extend_pairs(pairs);
-        }
-        url.to_string()
+        parts.with(parts.password.map(|_| "***"), pairs)
     }
 
     /// `text` with every occurrence of the URL's password replaced by `***` (for messages
@@ -112,6 +104,123 @@ fn percent_decode(text: &str) -> Option<String> {
         }
     }
     String::from_utf8(out).ok()
+}
+
+/// A `postgres://` URL cut into its parts, its host list kept as written: libpq's form
+/// `HOST1:PORT1,HOST2:PORT2` (a primary and its standbys, as a failover manager hands
+/// them out), which a generic URL parser refuses for its port.
+pub(crate) struct UrlParts<'a> {
+    /// `postgres` or `postgresql`, as written.
+    pub(crate) scheme: &'a str,
+    /// The user, as written (percent-encoded).
+    pub(crate) user: Option<&'a str>,
+    /// The password, as written (percent-encoded).
+    pub(crate) password: Option<&'a str>,
+    /// The host list, as written (empty when the `host` parameter names them).
+    pub(crate) hosts: &'a str,
+    /// `/DATABASE`, or empty.
+    pub(crate) path: &'a str,
+    /// What follows `?`, or empty.
+    pub(crate) query: &'a str,
+}
+
+impl<'a> UrlParts<'a> {
+    /// Cuts `text`; refuses a host list entry whose port is not a number from 1 to 65535,
+    /// or whose IPv6 address is not closed by `]`, saying which entry (never the password).
+    pub(crate) fn of(text: &'a str) -> Result<Self, LocationError> {
+        let (scheme, rest) = text
+            .split_once("://")
+            .ok_or_else(|| LocationError::BadUrl("it has no scheme".into()))?;
+        let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+        let (authority, tail) = rest.split_at(authority_end);
+        let (userinfo, hosts) = match authority.rfind('@') {
+            Some(at) => (Some(&authority[..at]), &authority[at + 1..]),
+            None => (None, authority),
+        };
+        let (user, password) = match userinfo {
+            Some(info) => match info.split_once(':') {
+                Some((user, password)) => (Some(user), Some(password)),
+                None => (Some(info), None),
+            },
+            None => (None, None),
+        };
+        let (path, query) = match tail.split_once('?') {
+            Some((path, query)) => (path, query),
+            None => (tail, ""),
+        };
+        if !hosts.is_empty() {
+            for (n, entry) in hosts.split(',').enumerate() {
+                check_host(entry).map_err(|why| {
+                    LocationError::BadUrl(format!("host {} of its host list: {why}", n + 1))
+                })?;
+            }
+        }
+        Ok(Self {
+            scheme,
+            user,
+            password,
+            hosts,
+            path,
+            query,
+        })
+    }
+
+    /// The query's parameters, decoded.
+    pub(crate) fn query_pairs(&self) -> Vec<(String, String)> {
+        url::form_urlencoded::parse(self.query.as_bytes())
+            .map(|(name, value)| (name.into_owned(), value.into_owned()))
+            .collect()
+    }
+
+    /// The URL again, with `password` (as written) and the parameters `pairs` in place of
+    /// its own.
+    pub(crate) fn with(&self, password: Option<&str>, pairs: Vec<(String, String)>) -> String {
+        let mut out = format!("{}://", self.scheme);
+        if let Some(user) = self.user {
+            out.push_str(user);
+            if let Some(password) = password {
+                out.push(':');
+                out.push_str(password);
+            }
+            out.push('@');
+        }
+        out.push_str(self.hosts);
+        out.push_str(self.path);
+        if !pairs.is_empty() {
+            out.push('?');
+            out.push_str(
+                &url::form_urlencoded::Serializer::new(String::new())
+                    .extend_pairs(pairs)
+                    .finish(),
+            );
+        }
+        out
+    }
+}
+
+/// One entry of a host list: `HOST`, `HOST:PORT`, `[IPV6]` or `[IPV6]:PORT`.
+fn check_host(entry: &str) -> Result<(), String> {
+    let port = if let Some(inner) = entry.strip_prefix('[') {
+        let (_, after) = inner
+            .split_once(']')
+            .ok_or("an IPv6 address is not closed by ]")?;
+        match after {
+            "" => None,
+            after => Some(
+                after
+                    .strip_prefix(':')
+                    .ok_or("a port follows ] after a colon")?,
+            ),
+        }
+    } else {
+        entry.rsplit_once(':').map(|(_, port)| port)
+    };
+    match port {
+        Some(port) if !port.parse::<u16>().is_ok_and(|p| p > 0) => {
+            Err("the port is not a number from 1 to 65535".into())
+        }
+        _ => Ok(()),
+    }
 }
 
 impl fmt::Display for PostgresUrl {
@@ -146,8 +255,9 @@ impl FromStr for DbLocation {
         }
         let lower = trimmed.to_ascii_lowercase();
         if lower.starts_with("postgres://") || lower.starts_with("postgresql://") {
-            let url = url::Url::parse(trimmed).map_err(|e| LocationError::BadUrl(e.to_string()))?;
-            if !url.has_host() && !url.query_pairs().any(|(name, _)| name == "host") {
+            let parts = UrlParts::of(trimmed)?;
+            let named_by_parameter = parts.query_pairs().iter().any(|(name, _)| name == "host");
+            if parts.hosts.is_empty() && !named_by_parameter {
                 return Err(LocationError::BadUrl("it names no host".into()));
             }
             return Ok(Self::Postgres(PostgresUrl {

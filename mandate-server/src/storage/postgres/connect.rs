@@ -25,7 +25,7 @@ use tokio_postgres::config::SslMode;
 
 use super::tls::{RustlsConnect, Verify};
 use crate::storage::StorageError;
-use crate::storage::location::PostgresUrl;
+use crate::storage::location::{PostgresUrl, UrlParts};
 
 /// Connections a server process keeps to the database unless `pool_max_size` says.
 pub const DEFAULT_POOL: usize = 16;
@@ -88,27 +88,25 @@ fn bad(url: &PostgresUrl, reason: impl std::fmt::Display) -> StorageError {
 impl Target {
     /// Reads `url`.
     pub fn parse(url: &PostgresUrl) -> Result<Self, StorageError> {
-        let mut parsed = url::Url::parse(url.expose()).map_err(|e| bad(url, e))?;
+        let parts = UrlParts::of(url.expose()).map_err(|e| bad(url, e))?;
         let mut sslmode = None;
         let mut root_cert = None;
         let mut pool_size = DEFAULT_POOL;
         let mut writers = DEFAULT_WRITERS;
         let mut gather = super::gather::DEFAULT_GATHER;
         let mut kept = Vec::new();
-        for (name, value) in parsed.query_pairs() {
+        for (name, value) in parts.query_pairs() {
             match &*name {
-                "sslmode" => sslmode = Some(value.into_owned()),
-                "sslrootcert" => root_cert = Some(value.into_owned()),
+                "sslmode" => sslmode = Some(value),
+                "sslrootcert" => root_cert = Some(value),
                 "pool_max_size" => pool_size = count(url, &name, &value, 1000)?,
                 "decision_writers" => writers = count(url, &name, &value, 64)?,
                 "decision_gather_us" => gather = micros(url, &name, &value, 100_000)?,
-                _ => kept.push((name.into_owned(), value.into_owned())),
+                _ => kept.push((name, value)),
             }
         }
-        parsed.set_query(None);
-        if !kept.is_empty() {
-            parsed.query_pairs_mut().extend_pairs(kept);
-        }
+        // The rest of the URL as written (a host list included), our parameters taken out.
+        let driver_url = parts.with(parts.password, kept);
         let (mode, verify) = match sslmode.as_deref() {
             None | Some("disable") => (SslMode::Disable, Verify::Nothing),
             Some("allow" | "prefer") => (SslMode::Prefer, Verify::Nothing),
@@ -126,8 +124,7 @@ impl Target {
             }
         };
         // The driver reads the rest of the URL (its own parameters included).
-        let mut config =
-            tokio_postgres::Config::from_str(parsed.as_str()).map_err(|e| bad(url, e))?;
+        let mut config = tokio_postgres::Config::from_str(&driver_url).map_err(|e| bad(url, e))?;
         config.ssl_mode(mode);
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
@@ -240,5 +237,53 @@ mod tests {
             &["0", "65", "two", ""],
             "decision_writers must be 1 to 64",
         );
+    }
+
+    /// A host list (a primary and its standbys, as Patroni hands them out) goes to the
+    /// driver whole, with `target_session_attrs`, the password and our own parameters
+    /// taken out; the redacted URL keeps the hosts and hides the password.
+    #[test]
+    fn a_host_list_reaches_the_driver_whole() {
+        let url = "postgres://mandate:s3cret@10.0.0.1:5432,10.0.0.2:5433,[::1]:5434/mandate\
+                   ?target_session_attrs=read-write&decision_writers=3&connect_timeout=2";
+        let target = target(url).unwrap();
+        assert_eq!(target.writers, 3);
+        let hosts: Vec<String> = target
+            .config
+            .get_hosts()
+            .iter()
+            .map(|host| format!("{host:?}"))
+            .collect();
+        assert_eq!(hosts.len(), 3, "{hosts:?}");
+        assert_eq!(target.config.get_ports(), [5432, 5433, 5434]);
+        assert_eq!(
+            target.config.get_target_session_attrs(),
+            tokio_postgres::config::TargetSessionAttrs::ReadWrite
+        );
+        assert_eq!(target.config.get_password(), Some(&b"s3cret"[..]));
+        assert_eq!(target.config.get_dbname(), Some("mandate"));
+        let shown = target.url.redacted();
+        assert_eq!(
+            shown,
+            "postgres://mandate:***@10.0.0.1:5432,10.0.0.2:5433,[::1]:5434/mandate\
+             ?target_session_attrs=read-write&decision_writers=3&connect_timeout=2"
+        );
+    }
+
+    /// A host list entry with a port that is no port is refused, naming the entry.
+    #[test]
+    fn a_host_lists_bad_port_is_refused_naming_the_entry() {
+        for (url, says) in [
+            (
+                "postgres://m:pw@h1:5432,h2:54x2/db",
+                "host 2 of its host list",
+            ),
+            ("postgres://m:pw@h1:0/db", "host 1 of its host list"),
+            ("postgres://m:pw@[::1:5432/db", "not closed by ]"),
+        ] {
+            let refused = url.parse::<DbLocation>().unwrap_err().to_string();
+            assert!(refused.contains(says), "{url}: {refused}");
+            assert!(!refused.contains("pw"), "{refused}");
+        }
     }
 }
