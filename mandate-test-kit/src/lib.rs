@@ -13,6 +13,7 @@
 pub mod ap2;
 pub mod citus;
 pub mod onboard;
+pub mod patroni;
 pub mod postgres;
 pub mod skip;
 pub mod test_db;

@@ -94,7 +94,7 @@ static NEXT_DB: AtomicU32 = AtomicU32::new(0);
 
 /// Why there is no PostgreSQL to test against.
 #[derive(Debug, Clone)]
-struct Absent(String);
+pub(crate) struct Absent(pub(crate) String);
 
 /// A fresh, empty database on this process's PostgreSQL, or `None` when there is no
 /// PostgreSQL and it is not required (said once on stderr). Panics when PostgreSQL is
@@ -261,7 +261,7 @@ fn cluster(durability: Durability) -> Result<&'static Cluster, Absent> {
 
 /// The directory holding `initdb` and `postgres`: `MANDATE_TEST_POSTGRES_BIN` when set
 /// (and only it), else PATH first, then the newest /usr/lib/postgresql/*/bin.
-fn find_binaries() -> Result<PathBuf, Absent> {
+pub(crate) fn find_binaries() -> Result<PathBuf, Absent> {
     let has_both = |dir: &Path| dir.join("initdb").is_file() && dir.join("postgres").is_file();
     if let Some(dir) = std::env::var_os("MANDATE_TEST_POSTGRES_BIN") {
         let dir = PathBuf::from(dir);
@@ -301,7 +301,7 @@ fn find_binaries() -> Result<PathBuf, Absent> {
 }
 
 /// Whether this process runs as root (PostgreSQL then has to run as another user).
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     Command::new("id")
         .arg("-u")
         .output()
@@ -311,7 +311,7 @@ fn is_root() -> bool {
 }
 
 /// The uid and gid of user `name`.
-fn user_ids(name: &str) -> Option<(u32, u32)> {
+pub(crate) fn user_ids(name: &str) -> Option<(u32, u32)> {
     let id = |flag: &str| -> Option<u32> {
         let out = Command::new("id").args([flag, name]).output().ok()?;
         if !out.status.success() {
@@ -323,7 +323,7 @@ fn user_ids(name: &str) -> Option<(u32, u32)> {
 }
 
 /// Runs `program` with `args`, as the `postgres` user when this process is root.
-fn as_cluster_user(root: bool, program: &Path) -> Command {
+pub(crate) fn as_cluster_user(root: bool, program: &Path) -> Command {
     if root {
         let mut command = Command::new("runuser");
         command.args(["-u", "postgres", "--"]).arg(program);
@@ -473,7 +473,7 @@ fn wait_ready(data: &Path, log: &Path, guardian: &mut Child) -> Result<(), Strin
 }
 
 /// A free port on 127.0.0.1.
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())

@@ -1,5 +1,6 @@
-//! A deployment under test: one database (PostgreSQL, or a Citus coordinator with two
-//! workers: [`Backend`]), the operator commands and any number of `mandate-server serve`
+//! A deployment under test: one database (PostgreSQL, a Citus coordinator with two
+//! workers, or a Patroni-managed primary with a synchronous standby: [`Backend`]), the
+//! operator commands and any number of `mandate-server serve`
 //! processes on it (the real binary), and an HTTP client for them.
 #![allow(dead_code)]
 // Shared harness: each test uses a part of it.
@@ -19,6 +20,7 @@ use tempfile::TempDir;
 use crate::citus::{self, CitusDb, Share, Worker};
 use crate::onboard;
 use crate::postgres::{self, Durability, TestDb};
+use mandate_test_kit::patroni::PatroniSet;
 
 /// The binary under test.
 pub fn binary() -> &'static str {
@@ -37,6 +39,10 @@ pub enum Backend {
     /// A Citus coordinator and two workers (mandate-test-kit/src/citus.rs), the schema distributed
     /// by Mandate's own migrations; the processes connect to the coordinator.
     Citus,
+    /// Two PostgreSQL nodes under Patroni with etcd (mandate-test-kit/src/patroni.rs), a
+    /// primary and a synchronous standby; the processes are given both hosts with
+    /// `target_session_attrs=read-write`.
+    Patroni,
 }
 
 /// A deployment's database: the URL its processes are given, and the test database that
@@ -50,6 +56,7 @@ pub struct Database {
 enum Held {
     Postgres(TestDb),
     Citus(CitusDb),
+    Patroni(PatroniSet),
 }
 
 impl Database {
@@ -58,14 +65,23 @@ impl Database {
         match &self.held {
             Held::Postgres(db) => db.connect().await,
             Held::Citus(db) => db.connect().await,
+            Held::Patroni(_) => postgres::connect(&self.url).await.unwrap(),
+        }
+    }
+
+    /// The Patroni set, on a Patroni deployment.
+    pub fn patroni(&self) -> Option<&PatroniSet> {
+        match &self.held {
+            Held::Patroni(set) => Some(set),
+            _ => None,
         }
     }
 
     /// The Citus database, on a Citus deployment.
     pub fn citus(&self) -> Option<&CitusDb> {
         match &self.held {
-            Held::Postgres(_) => None,
             Held::Citus(db) => Some(db),
+            _ => None,
         }
     }
 }
@@ -204,6 +220,13 @@ impl Deployment {
                 Database {
                     url: db.url.clone(),
                     held: Held::Citus(db),
+                }
+            }
+            Backend::Patroni => {
+                let set = PatroniSet::start().await?;
+                Database {
+                    url: set.url(),
+                    held: Held::Patroni(set),
                 }
             }
         };

@@ -24,6 +24,7 @@ mod background;
 mod changes;
 mod crash;
 mod exact;
+mod failover;
 mod lifetime;
 mod log;
 mod startup;

@@ -1,0 +1,358 @@
+//! A throwaway high-availability set for tests: etcd and two PostgreSQL nodes managed by
+//! Patroni on loopback, a primary and a synchronous standby (Patroni's
+//! `synchronous_mode`), as docs/scale.md recommends for one primary. [`PatroniSet::url`] is
+//! the host list a failover manager hands out, with `target_session_attrs=read-write`.
+//!
+//! The set runs under a guardian shell whose standard input is a pipe from the test process,
+//! as the PostgreSQL cluster beside this file does: when the test process exits, however it
+//! exits, the pipe closes and the guardian kills Patroni, PostgreSQL and etcd and removes the
+//! directory. When this process is root everything runs as the `postgres` user.
+//!
+//! Patroni (`patroni`, Debian's package) and etcd (`etcd`, Debian's `etcd-server`) are found
+//! on PATH. Without them [`PatroniSet::start`] says `SKIPPED: …` once and gives `None`,
+//! unless `MANDATE_REQUIRE_PATRONI=1` (CI), where it panics.
+//!
+//! Timing: a leader key lives 10 s (`ttl`) and Patroni loops every second, so a standby is
+//! promoted about 10 s after its primary's machine is lost.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::postgres::{as_cluster_user, find_binaries, free_port, is_root, user_ids};
+
+/// What the guardian runs: etcd and each node's Patroni in the background (their pids in
+/// the directory), then it waits for its standard input to close and kills them all.
+const GUARDIAN: &str = r#"
+dir=$1; etcd=$2; patroni=$3; client=$4; peer=$5
+"$etcd" --name e0 --data-dir "$dir/etcd" \
+    --listen-client-urls "http://127.0.0.1:$client" --advertise-client-urls "http://127.0.0.1:$client" \
+    --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+    --initial-cluster "e0=http://127.0.0.1:$peer" >"$dir/etcd.log" 2>&1 </dev/null &
+echo $! >"$dir/etcd.pid"
+for n in 0 1; do
+    "$patroni" "$dir/node$n.yml" >"$dir/node$n.log" 2>&1 </dev/null &
+    echo $! >"$dir/patroni$n.pid"
+done
+cat >/dev/null
+for n in 0 1; do
+    kill -9 "$(cat "$dir/patroni$n.pid")" 2>/dev/null
+    [ -f "$dir/data$n/postmaster.pid" ] && kill -9 "$(head -1 "$dir/data$n/postmaster.pid")" 2>/dev/null
+done
+kill -9 "$(cat "$dir/etcd.pid")" 2>/dev/null
+sleep 0.5
+rm -rf "$dir"
+"#;
+
+/// A node of the set.
+#[derive(Debug, Clone)]
+pub struct Node {
+    /// Its name in Patroni (`node0`, `node1`).
+    pub name: String,
+    /// Its PostgreSQL port.
+    pub port: u16,
+    /// Its Patroni REST API port.
+    pub api_port: u16,
+}
+
+/// A running set: etcd and two Patroni-managed nodes.
+pub struct PatroniSet {
+    dir: PathBuf,
+    guardian: Child,
+    /// The two nodes, in the order of the URL's host list.
+    pub nodes: Vec<Node>,
+}
+
+/// What Patroni's REST API says of the set: each member's name and role.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    pub name: String,
+    /// `leader`, `sync_standby`, `replica`, …
+    pub role: String,
+    pub state: String,
+}
+
+fn required() -> bool {
+    std::env::var("MANDATE_REQUIRE_PATRONI").is_ok_and(|v| v == "1")
+}
+
+/// `program` found on PATH.
+fn on_path(program: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(program))
+        .find(|path| path.is_file())
+}
+
+/// One node's Patroni configuration.
+fn config(dir: &Path, n: usize, node: &Node, client: u16, bin: &Path) -> String {
+    format!(
+        r#"scope: mandate
+name: {name}
+restapi:
+  listen: 127.0.0.1:{api}
+  connect_address: 127.0.0.1:{api}
+etcd3:
+  host: 127.0.0.1:{client}
+bootstrap:
+  dcs:
+    ttl: 10
+    loop_wait: 1
+    retry_timeout: 3
+    maximum_lag_on_failover: 1048576
+    synchronous_mode: true
+    postgresql:
+      use_pg_rewind: false
+      parameters:
+        max_connections: 300
+  initdb:
+  - encoding: UTF8
+  - locale: C
+  pg_hba:
+  - host replication replicator 127.0.0.1/32 trust
+  - host all all 127.0.0.1/32 trust
+  - local all all trust
+postgresql:
+  listen: 127.0.0.1:{port}
+  connect_address: 127.0.0.1:{port}
+  data_dir: {dir}/data{n}
+  bin_dir: {bin}
+  pgpass: {dir}/pgpass{n}
+  authentication:
+    replication:
+      username: replicator
+      password: replicator
+    superuser:
+      username: postgres
+      password: postgres
+  parameters:
+    unix_socket_directories: '{dir}'
+"#,
+        name = node.name,
+        api = node.api_port,
+        port = node.port,
+        dir = dir.display(),
+        bin = bin.display(),
+    )
+}
+
+impl PatroniSet {
+    /// Starts a set and waits (up to 90 s) until it has a leader and a synchronous standby;
+    /// `None` without Patroni or etcd (after saying so), unless required.
+    pub async fn start() -> Option<PatroniSet> {
+        // Patroni needs PostgreSQL's other programs beside initdb (pg_ctl, pg_controldata,
+        // pg_basebackup): the directory initdb really is in, links followed.
+        let bin = find_binaries().map(|dir| {
+            std::fs::canonicalize(dir.join("initdb"))
+                .ok()
+                .and_then(|initdb| initdb.parent().map(Path::to_path_buf))
+                .unwrap_or(dir)
+        });
+        let found = (on_path("patroni"), on_path("etcd"), bin);
+        let (patroni, etcd, bin) = match found {
+            (Some(patroni), Some(etcd), Ok(bin)) => (patroni, etcd, bin),
+            (patroni, etcd, bin) => {
+                let mut missing = Vec::new();
+                if patroni.is_none() {
+                    missing.push("patroni".to_owned());
+                }
+                if etcd.is_none() {
+                    missing.push("etcd".to_owned());
+                }
+                if let Err(why) = bin {
+                    missing.push(why.0);
+                }
+                let why = format!(
+                    "the high-availability tests: {} not found (Debian: apt-get install patroni etcd-server postgresql)",
+                    missing.join(", ")
+                );
+                assert!(!required(), "MANDATE_REQUIRE_PATRONI=1 but {why}");
+                crate::skip::say(&why);
+                return None;
+            }
+        };
+        let root = is_root();
+        let dir = tempfile::Builder::new()
+            .prefix("mandate-patroni-")
+            .tempdir()
+            .expect("a temporary directory for Patroni")
+            .keep();
+        let nodes: Vec<Node> = (0..2)
+            .map(|n| Node {
+                name: format!("node{n}"),
+                port: free_port(),
+                api_port: free_port(),
+            })
+            .collect();
+        let (client, peer) = (free_port(), free_port());
+        for (n, node) in nodes.iter().enumerate() {
+            std::fs::write(
+                dir.join(format!("node{n}.yml")),
+                config(&dir, n, node, client, &bin),
+            )
+            .expect("Patroni's configuration written");
+        }
+        if root {
+            let (uid, gid) = user_ids("postgres")
+                .expect("PostgreSQL refuses to run as root and there is no `postgres` user");
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let _ = std::os::unix::fs::chown(entry.path(), Some(uid), Some(gid));
+            }
+            std::os::unix::fs::chown(&dir, Some(uid), Some(gid))
+                .expect("the Patroni directory given to the postgres user");
+        }
+        let guardian = {
+            let mut sh = as_cluster_user(root, Path::new("sh"));
+            sh.arg("-c")
+                .arg(GUARDIAN)
+                .arg("sh")
+                .arg(&dir)
+                .arg(&etcd)
+                .arg(&patroni)
+                .arg(client.to_string())
+                .arg(peer.to_string())
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            std::os::unix::process::CommandExt::process_group(&mut sh, 0);
+            sh.spawn().expect("the Patroni guardian starts")
+        };
+        let set = PatroniSet {
+            dir,
+            guardian,
+            nodes,
+        };
+        set.wait_until(Duration::from_secs(90), |members| {
+            members
+                .iter()
+                .any(|m| m.role == "leader" && m.state == "running")
+                && members.iter().any(|m| m.role == "sync_standby")
+        })
+        .await;
+        Some(set)
+    }
+
+    /// `postgres://postgres@HOST0:PORT0,HOST1:PORT1/postgres?target_session_attrs=read-write`.
+    pub fn url(&self) -> String {
+        let hosts: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        format!(
+            "postgres://postgres@{}/postgres?target_session_attrs=read-write",
+            hosts.join(",")
+        )
+    }
+
+    /// The members as Patroni's REST API (of any node that answers) says them.
+    pub async fn members(&self) -> Vec<Member> {
+        for node in &self.nodes {
+            if let Some(body) = rest_get(node.api_port, "/cluster").await {
+                let parsed: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+                return parsed["members"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|m| Member {
+                        name: m["name"].as_str().unwrap_or_default().to_owned(),
+                        role: m["role"].as_str().unwrap_or_default().to_owned(),
+                        state: m["state"].as_str().unwrap_or_default().to_owned(),
+                    })
+                    .collect();
+            }
+        }
+        Vec::new()
+    }
+
+    /// The node that leads now, if one does.
+    pub async fn leader(&self) -> Option<usize> {
+        let members = self.members().await;
+        let name = members.iter().find(|m| m.role == "leader")?.name.clone();
+        self.nodes.iter().position(|n| n.name == name)
+    }
+
+    /// Waits until `done` holds of the members; panics with the nodes' logs after `limit`.
+    pub async fn wait_until(&self, limit: Duration, done: impl Fn(&[Member]) -> bool) -> Duration {
+        let start = Instant::now();
+        loop {
+            let members = self.members().await;
+            if done(&members) {
+                return start.elapsed();
+            }
+            if start.elapsed() > limit {
+                panic!(
+                    "the Patroni set did not get there in {limit:?}: {members:?}\n{}",
+                    self.logs()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Loses node `n`'s machine: `kill -9` of its Patroni and of its postmaster (whose
+    /// backends then end). Returns once neither is running.
+    pub fn lose(&self, n: usize) {
+        let pid = |file: &Path| -> Option<String> {
+            Some(
+                std::fs::read_to_string(file)
+                    .ok()?
+                    .lines()
+                    .next()?
+                    .trim()
+                    .to_owned(),
+            )
+        };
+        let patroni = pid(&self.dir.join(format!("patroni{n}.pid")));
+        let postmaster = pid(&self.dir.join(format!("data{n}")).join("postmaster.pid"));
+        for pid in [patroni, postmaster].into_iter().flatten() {
+            let _ = Command::new("kill").args(["-9", &pid]).status();
+        }
+    }
+
+    /// Every node's Patroni log and etcd's, for a failure's message.
+    pub fn logs(&self) -> String {
+        ["node0.log", "node1.log", "etcd.log"]
+            .iter()
+            .map(|file| {
+                let text = std::fs::read_to_string(self.dir.join(file)).unwrap_or_default();
+                let tail: Vec<&str> = text.lines().rev().take(40).collect();
+                format!(
+                    "--- {file}\n{}",
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// GET `http://127.0.0.1:{port}{path}` over a plain TCP connection (HTTP/1.0): Patroni's
+/// REST API, without an HTTP client crate in the kit.
+async fn rest_get(port: u16, path: &str) -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let connect = tokio::net::TcpStream::connect(("127.0.0.1", port));
+    let mut stream = tokio::time::timeout(Duration::from_secs(2), connect)
+        .await
+        .ok()?
+        .ok()?;
+    let request = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut response = Vec::new();
+    tokio::time::timeout(Duration::from_secs(2), stream.read_to_end(&mut response))
+        .await
+        .ok()?
+        .ok()?;
+    let text = String::from_utf8(response).ok()?;
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.0 200")
+        .then(|| body.to_owned())
+        .or_else(|| head.starts_with("HTTP/1.1 200").then(|| body.to_owned()))
+}
+
+impl Drop for PatroniSet {
+    fn drop(&mut self) {
+        // Closing its input makes the guardian kill the set and remove the directory.
+        drop(self.guardian.stdin.take());
+        let _ = self.guardian.wait();
+    }
+}
