@@ -6,8 +6,10 @@
 //! `target_session_attrs=read-write`, reach it without a restart. Then: every key was
 //! decided exactly once (its 201s all name one decision, replayed), no answer but 201, 503
 //! (or 429) with `Retry-After` or 409 for a key still held, every answered decision is in the log of
-//! the promoted primary exactly once, no agent was allowed past its month's limit, and the
-//! export reader saw the log whole, in order, without a gap or a repeat.
+//! the promoted primary exactly once, every token verifies against the keys served after
+//! the failover, no agent was allowed past its month's limit, and the export reader saw the
+//! log whole, in order, without a gap or a repeat. It says the window: from the loss to the
+//! first decision answered for a request sent after it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -25,11 +27,16 @@ const AGENTS: usize = 4;
 const PER_MONTH: &str = "300";
 
 /// What one Idempotency-Key came to.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 struct Key {
     /// The decision id of each 201 (the first and every replay).
     decided: Vec<String>,
     verdict: String,
+    /// The first 201's verdict token.
+    token: String,
+    /// When the attempt answered 201 was sent, and when its answer came.
+    sent: Instant,
+    answered: Instant,
     /// Statuses answered before the 201.
     before: Vec<u16>,
 }
@@ -51,12 +58,20 @@ async fn decide(
     let mut n = 0usize;
     while Instant::now() < stop {
         let idem = format!("k-{a}-{n}");
-        let mut key = Key::default();
+        let mut key = Key {
+            decided: Vec::new(),
+            verdict: String::new(),
+            token: String::new(),
+            sent: Instant::now(),
+            answered: Instant::now(),
+            before: Vec::new(),
+        };
         let given_up = Instant::now() + patience;
         let mut attempt = 0usize;
         loop {
             let base = &bases[(n + attempt) % bases.len()];
             attempt += 1;
+            let sent = Instant::now();
             match http
                 .try_send(
                     Method::POST,
@@ -71,6 +86,8 @@ async fn decide(
                 Ok(r) if r.status == 201 => {
                     key.decided.push(r.body["id"].as_str().unwrap().to_owned());
                     key.verdict = r.body["verdict"].as_str().unwrap().to_owned();
+                    key.token = r.body["verdict_token"].as_str().unwrap().to_owned();
+                    (key.sent, key.answered) = (sent, Instant::now());
                     // Asked once more: the replay names the same decision.
                     if attempt > 1 {
                         break;
@@ -203,6 +220,7 @@ async fn a_lost_primary_under_load_loses_doubles_and_overspends_nothing() {
         .collect();
     tokio::time::sleep_until(lost_at.into()).await;
     set.lose(leader);
+    let lost = Instant::now();
     let promoted = set
         .wait_until(Duration::from_secs(60), |members| {
             members
@@ -256,6 +274,33 @@ async fn a_lost_primary_under_load_loses_doubles_and_overspends_nothing() {
         refused.len()
     );
     assert!(after_loss > 0, "the loss cut nothing: {refused:?}");
+    // The window: from the loss to the first decision answered for a request sent after it.
+    let window = keys
+        .values()
+        .filter(|k| k.sent > lost)
+        .map(|k| k.answered - lost)
+        .min()
+        .expect("a decision answered after the loss");
+    eprintln!("the first decision after the loss was answered {window:?} after it");
+
+    // Every token answered, before the loss or after, verifies against the JWK Set the
+    // processes serve on the promoted primary.
+    let jwks = reqwest::get(format!("{}/.well-known/jwks.json", procs[0].public))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let key_set = mandate_core::JwkSet::from_json(jwks.as_bytes()).unwrap();
+    let options = mandate_core::VerifyOptions {
+        issuer: crate::deploy::ISSUER.to_owned(),
+        now: time::OffsetDateTime::now_utc(),
+        leeway_secs: 60,
+    };
+    for (idem, key) in &keys {
+        mandate_core::verify_verdict(&key.token, &key_set, &options)
+            .unwrap_or_else(|e| panic!("{idem}'s token: {e:?}"));
+    }
 
     // The promoted primary's log: each answered decision exactly once, nothing else.
     let log: Vec<String> = http
