@@ -359,13 +359,42 @@ impl<E: Engine> AdminStore for E {
     }
 
     fn prepare_start(&self, older_than_ms: i64, fresh_cursor_secret: &[u8]) -> Result<Vec<u8>> {
-        self.run_blocking(Access::Write, fresh_cursor_secret, move |tx, fresh| {
-            Box::pin(async move {
-                // Only claims that ran out: other processes may be serving with theirs.
-                let now_ms = older_than_ms.saturating_add(WINDOW_MS);
-                idempotency::sweep(tx, older_than_ms, now_ms).await?;
-                keys::setting_or_insert(tx, "cursor_secret", fresh).await
+        // The sweep is housekeeping, in transactions of its own: where it cannot run (on
+        // Citus, a worker down) the process starts all the same and serves the
+        // organizations it can reach; a record it leaves is swept at a later start, and a
+        // claim that ran out is taken over by the key's next request anyway.
+        // Only claims that ran out: other processes may be serving with theirs.
+        let now_ms = older_than_ms.saturating_add(WINDOW_MS);
+        let swept = self
+            .run_blocking(Access::Each, (), move |tx, ()| {
+                Box::pin(idempotency::sweep(tx, older_than_ms, now_ms))
             })
+            .and_then(|_| {
+                self.run_blocking(Access::Read, (), move |tx, ()| {
+                    Box::pin(idempotency::expired_orgs(tx, older_than_ms, now_ms))
+                })
+            })
+            .and_then(|orgs| {
+                // One transaction an organization: on Citus each is one worker's, with no
+                // two-phase commit, and one worker down stops only its organizations'.
+                let mut first_error = None;
+                for org in orgs {
+                    let swept = self.run_blocking(Access::Each, org, move |tx, org| {
+                        Box::pin(idempotency::sweep_org(tx, older_than_ms, now_ms, org))
+                    });
+                    if let Err(e) = swept {
+                        first_error.get_or_insert(e);
+                    }
+                }
+                first_error.map_or(Ok(()), Err)
+            });
+        if let Err(e) = swept {
+            tracing::warn!(
+                "sweeping old idempotency records at start (left for a later start): {e}"
+            );
+        }
+        self.run_blocking(Access::Write, fresh_cursor_secret, move |tx, fresh| {
+            Box::pin(async move { keys::setting_or_insert(tx, "cursor_secret", fresh).await })
         })
     }
 

@@ -105,6 +105,8 @@ fn plain_first(all: &mut Vec<Stmt>) {
             IdempotencySql::Complete,
             IdempotencySql::Release,
             IdempotencySql::Sweep,
+            IdempotencySql::ExpiredOrgs,
+            IdempotencySql::SweepOrg,
         ]
         .map(Stmt::from),
     );

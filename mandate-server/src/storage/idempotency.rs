@@ -155,10 +155,34 @@ pub(super) async fn complete<T: Tx>(tx: &mut T, record: &IdempotencyRecord) -> R
 }
 
 /// Drops records created before `older_than_ms` and unfinished claims that ran out by
-/// `now_ms`; how many went.
+/// `now_ms`, where the engine sweeps them all at once; how many went.
 pub(super) async fn sweep<T: Tx>(tx: &mut T, older_than_ms: i64, now_ms: i64) -> Result<usize> {
     let params = [older_than_ms.into(), now_ms.into()];
     let gone = tx.execute(IdempotencySql::Sweep.into(), &params).await?;
+    Ok(usize::try_from(gone).unwrap_or(usize::MAX))
+}
+
+/// The organizations that have records to drop, where the engine keeps them by
+/// organization (none elsewhere).
+pub(super) async fn expired_orgs<T: Tx>(
+    tx: &mut T,
+    older_than_ms: i64,
+    now_ms: i64,
+) -> Result<Vec<String>> {
+    let params = [older_than_ms.into(), now_ms.into()];
+    tx.query(IdempotencySql::ExpiredOrgs.into(), &params, |r| r.text(0))
+        .await
+}
+
+/// [`sweep`] of organization `org` alone, where the engine keeps records by organization.
+pub(super) async fn sweep_org<T: Tx>(
+    tx: &mut T,
+    older_than_ms: i64,
+    now_ms: i64,
+    org: &str,
+) -> Result<usize> {
+    let params = [older_than_ms.into(), now_ms.into(), org.into()];
+    let gone = tx.execute(IdempotencySql::SweepOrg.into(), &params).await?;
     Ok(usize::try_from(gone).unwrap_or(usize::MAX))
 }
 
@@ -245,14 +269,29 @@ impl<E: Engine> IdempotencyStore for E {
     }
 
     fn sweep_idempotency(&self, older_than_ms: i64) -> StoreFuture<'_, usize> {
-        Box::pin(self.run(Access::Each, (), move |tx, ()| {
-            // Only claims that ran out: other processes may be serving with theirs.
-            let window = mandate_core::unstable::idempotency::IDEMPOTENCY_WINDOW_SECS * 1000;
-            Box::pin(sweep(
-                tx,
-                older_than_ms,
-                older_than_ms.saturating_add(window),
-            ))
-        }))
+        // Only claims that ran out: other processes may be serving with theirs.
+        let window = mandate_core::unstable::idempotency::IDEMPOTENCY_WINDOW_SECS * 1000;
+        let now_ms = older_than_ms.saturating_add(window);
+        Box::pin(async move {
+            let mut gone = self
+                .run(Access::Each, (), move |tx, ()| {
+                    Box::pin(sweep(tx, older_than_ms, now_ms))
+                })
+                .await?;
+            let orgs = self
+                .run(Access::Read, (), move |tx, ()| {
+                    Box::pin(expired_orgs(tx, older_than_ms, now_ms))
+                })
+                .await?;
+            // One transaction an organization: on Citus each is one worker's.
+            for org in orgs {
+                gone += self
+                    .run(Access::Each, org, move |tx, org| {
+                        Box::pin(sweep_org(tx, older_than_ms, now_ms, org))
+                    })
+                    .await?;
+            }
+            Ok(gone)
+        })
     }
 }

@@ -399,13 +399,22 @@ pub(super) async fn setting_or_insert<T: Tx>(
     name: &str,
     value: &[u8],
 ) -> Result<Vec<u8>> {
+    let read = |r: &dyn super::engine::Columns| r.bytes(0);
+    // Read first: a setting once written is only read, so that a start writes nothing
+    // (on Citus a write to this shared table needs every worker up).
+    let rows = tx
+        .query(SigningSql::Setting.into(), &[name.into()], read)
+        .await?;
+    if let Some(value) = first(rows) {
+        return Ok(value);
+    }
     tx.execute(
         SigningSql::InsertSetting.into(),
         &[name.into(), value.into()],
     )
     .await?;
     let rows = tx
-        .query(SigningSql::Setting.into(), &[name.into()], |r| r.bytes(0))
+        .query(SigningSql::Setting.into(), &[name.into()], read)
         .await?;
     first(rows).ok_or_else(|| StorageError::Corrupt(format!("setting {name} vanished")))
 }

@@ -185,9 +185,12 @@ pub fn events_page(by_type: bool, settled: &str) -> String {
 fn idempotency(s: IdempotencySql, _locked: fn(Lock) -> &'static str) -> Option<Sql> {
     Some(match s {
         // Claims still running belong to other live processes and stay.
-        IdempotencySql::Sweep => one("DELETE FROM idempotency
+        IdempotencySql::ExpiredOrgs => one("SELECT DISTINCT org_id FROM idempotency
              WHERE created_ms < ?1
                 OR (status IS NULL AND (claimed_until IS NULL OR claimed_until <= ?2))"),
+        IdempotencySql::SweepOrg => one("DELETE FROM idempotency
+             WHERE org_id = ?3 AND (created_ms < ?1
+                OR (status IS NULL AND (claimed_until IS NULL OR claimed_until <= ?2)))"),
         // Keyed by the key's organization on PostgreSQL, by the key on SQLite.
         _ => return None,
     })

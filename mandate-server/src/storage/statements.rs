@@ -401,8 +401,16 @@ pub enum IdempotencySql {
     Release,
     /// Drops records created before `$1` and unfinished claims that ran out by `$2` (an
     /// engine that one process opens: every unfinished claim, none being in flight when it
-    /// starts).
+    /// starts). Nothing on an engine that keeps records by organization, which sweeps one
+    /// organization at a time ([`Self::SweepOrg`]).
     Sweep,
+    /// The organizations that have records [`Self::Sweep`] would drop (`$1`, `$2` as there):
+    /// on an engine that keeps records by organization; none elsewhere.
+    ExpiredOrgs,
+    /// [`Self::Sweep`] of organization `$3` alone: on an engine that keeps records by
+    /// organization (on Citus one worker's statement, with no two-phase commit); nothing
+    /// elsewhere.
+    SweepOrg,
 }
 
 /// The API keys' statements.

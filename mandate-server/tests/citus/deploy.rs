@@ -70,9 +70,19 @@ impl Serve {
     /// Starts `serve` on `url` with a request deadline of `deadline_secs`; returns once it
     /// printed its addresses, or panics with its log.
     pub fn start(url: &str, deadline_secs: u64) -> Serve {
+        Self::start_with(url, deadline_secs, &["--no-migrate"])
+    }
+
+    /// [`Serve::start`] migrating first, as `serve` does by default.
+    pub fn start_migrating(url: &str, deadline_secs: u64) -> Serve {
+        Self::start_with(url, deadline_secs, &[])
+    }
+
+    fn start_with(url: &str, deadline_secs: u64, extra: &[&str]) -> Serve {
         let log = tempfile::NamedTempFile::new().unwrap();
         let mut child = Command::new(binary())
-            .args(["serve", "--no-migrate", "--db", url])
+            .args(["serve", "--db", url])
+            .args(extra)
             .args(["--api-addr", "127.0.0.1:0", "--public-addr", "127.0.0.1:0"])
             .args(["--request-timeout", &deadline_secs.to_string()])
             .env("MANDATE_KEY_ENCRYPTION_KEY", KEK)

@@ -5,7 +5,9 @@
 //!   on the stopped one get `503` with `Retry-After` before the request deadline, and nothing
 //!   of those requests is stored (retried with their Idempotency-Keys once the worker is
 //!   back, each is decided once; the exports and lists hold exactly the acknowledged
-//!   decisions; the limits are spent exactly).
+//!   decisions; the limits are spent exactly). A process started while the worker is down,
+//!   migrating (with nothing to do) or with `--no-migrate`, comes up and serves the
+//!   organizations on the other worker.
 //! - A shard moved (`citus_move_shard_placement`, `block_writes`) while the agents of its
 //!   organization authorize through two processes: every acknowledged decision is in the
 //!   log, no limit is overspent, and the organization is then served from its new worker.
@@ -151,6 +153,19 @@ async fn a_stopped_worker_stops_only_its_organizations_and_stores_nothing_of_the
         Serve::start(&db.url, DEADLINE.as_secs()),
         Serve::start(&db.url, DEADLINE.as_secs()),
     ];
+    // Once the first processes made the database's keys, starting one more (migrating with
+    // nothing to do, sweeping old idempotency records an organization at a time) and its
+    // first seconds of background work make no two-phase commit.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let commits = db.two_phase_commits().await;
+    let another = Serve::start_migrating(&db.url, DEADLINE.as_secs());
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(
+        db.two_phase_commits().await,
+        commits,
+        "starting a process made a two-phase commit"
+    );
+    drop(another);
     let api = |n: usize| serves[n % serves.len()].api.as_str();
     let http = Http::default();
     let mut agents = Vec::new();
@@ -166,9 +181,24 @@ async fn a_stopped_worker_stops_only_its_organizations_and_stores_nothing_of_the
     }
 
     db.stop_worker(&stopped).await;
+    // A process started now, migrating (finding nothing to do) or not, comes up and serves
+    // the organizations of the worker that is up.
+    let late = [
+        Serve::start(&db.url, DEADLINE.as_secs()),
+        Serve::start_migrating(&db.url, DEADLINE.as_secs()),
+    ];
+    for process in &late {
+        let r = http.authorize(&process.api, &agents[1], AMOUNT, None).await;
+        assert_eq!(
+            r.status, 201,
+            "a process started with {stopped} down: {}",
+            r.text
+        );
+        acked[1].push(r.decision_id());
+    }
     // The other worker's organization is decided as before, through both processes, up to
     // its limit.
-    for n in 0..ALLOWED - 1 {
+    for n in 0..ALLOWED - 3 {
         let r = http.authorize(api(n), &agents[1], AMOUNT, None).await;
         assert_eq!(
             r.status, 201,

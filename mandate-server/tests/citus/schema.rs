@@ -111,11 +111,19 @@ async fn mandates_migrations_distribute_every_organizations_table_co_located() {
     for table in ["processes", "readiness_probe"] {
         assert_eq!(tables[table].0, "local", "{table}: {tables:?}");
     }
-    // The step again (a process starting, an operator's `migrate`) changes nothing.
+    // The step again (a process starting, an operator's `migrate`) changes nothing, and
+    // makes no two-phase commit: with nothing to migrate, nothing reaches a worker.
     drop(store);
-    let again = open(&db).await;
+    let commits = db.two_phase_commits().await;
+    for _ in 0..3 {
+        drop(open(&db).await);
+    }
     assert_eq!(citus_tables(&db).await, tables);
-    drop(again);
+    assert_eq!(
+        db.two_phase_commits().await,
+        commits,
+        "a migrate with nothing to do made two-phase commits"
+    );
     // A database distributed before a migration added an organization's table (as
     // `decision_months`, 0014, was added after 0011's distribution): the next step
     // distributes that table alone, its rows with it.

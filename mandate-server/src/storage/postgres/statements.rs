@@ -279,7 +279,11 @@ fn idempotency(s: IdempotencySql) -> Option<Sql> {
         IdempotencySql::Release => built(format!(
             "DELETE FROM idempotency WHERE {KEY} AND claim = $4 AND status IS NULL"
         )),
-        IdempotencySql::Sweep => return None,
+        // One organization at a time (ExpiredOrgs, SweepOrg): on Citus a statement over
+        // every organization deletes on every worker, a two-phase commit that fails while
+        // any worker is down.
+        IdempotencySql::Sweep => Vec::new(),
+        IdempotencySql::ExpiredOrgs | IdempotencySql::SweepOrg => return None,
     })
 }
 
