@@ -7,7 +7,7 @@
 //! decided exactly once (its 201s all name one decision, replayed), no answer but 201, 503
 //! (or 429) with `Retry-After` or 409 for a key still held, every answered decision is in the log of
 //! the promoted primary exactly once, every token verifies against the keys served after
-//! the failover, no agent was allowed past its month's limit, and the export reader saw the
+//! the failover, each mandate's remaining month is its limit less exactly what was allowed, and the export reader saw the
 //! log whole, in order, without a gap or a repeat. It says the window: from the loss to the
 //! first decision answered for a request sent after it.
 
@@ -181,16 +181,18 @@ async fn a_lost_primary_under_load_loses_doubles_and_overspends_nothing() {
     let procs = deployment.serve_n(2);
     let bases: Vec<String> = procs.iter().map(|p| p.api.clone()).collect();
     let http = Http::default();
-    let mut agent_keys = Vec::new();
+    let (mut agent_keys, mut mandates) = (Vec::new(), Vec::new());
     for a in 0..AGENTS {
         let name = format!("payer{a}");
         agent_keys.push(http.agent(&bases[0], &org.sandbox, &name).await);
-        http.mandate(
-            &bases[0],
-            &org.sandbox,
-            &mandate(&name, "100", PER_MONTH, None),
-        )
-        .await;
+        let written = http
+            .mandate(
+                &bases[0],
+                &org.sandbox,
+                &mandate(&name, "100", PER_MONTH, None),
+            )
+            .await;
+        mandates.push(written["id"].as_str().unwrap().to_owned());
     }
     let leader = set.leader().await.expect("a leader");
 
@@ -328,6 +330,24 @@ async fn a_lost_primary_under_load_loses_doubles_and_overspends_nothing() {
         "the export reader missed or repeated a decision"
     );
 
+    // Each limit spent exactly: what each mandate still allows is its month less 7 for
+    // each of its agent's keys answered allow.
+    for (a, id) in mandates.iter().enumerate() {
+        let allowed = keys
+            .iter()
+            .filter(|(idem, k)| idem.starts_with(&format!("k-{a}-")) && k.verdict == "allow")
+            .count();
+        let r = http
+            .get(&bases[1], &org.sandbox, &format!("/v1/mandates/{id}"))
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        let left =
+            mandate_core::Amount::parse(&r.body["remaining"]["per_month"].to_string()).unwrap();
+        let month: i64 = PER_MONTH.parse().unwrap();
+        let expected =
+            mandate_core::Amount::parse(&(month - 7 * allowed as i64).to_string()).unwrap();
+        assert_eq!(left, expected, "payer{a}: {allowed} allowed, {}", r.text);
+    }
     // No agent was allowed past its month.
     let db = deployment.db.connect().await;
     let over: i64 = db
