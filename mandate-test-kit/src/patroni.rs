@@ -104,9 +104,13 @@ bootstrap:
       use_pg_rewind: false
       parameters:
         max_connections: 300
+        # The test loses a machine's processes, never its disk: what a commit waits for
+        # is the standby's confirmation, as in production, not the local flush.
+        fsync: "off"
   initdb:
   - encoding: UTF8
   - locale: C
+  - no-sync
   pg_hba:
   - host replication replicator 127.0.0.1/32 trust
   - host all all 127.0.0.1/32 trust
@@ -170,6 +174,29 @@ impl PatroniSet {
                 return None;
             }
         };
+        // Three tries, each on fresh ports and a fresh directory: a port chosen free may be
+        // taken by another test's process before the set binds it.
+        let mut last = String::new();
+        for _ in 0..3 {
+            let set = Self::spawn(&etcd, &patroni, &bin);
+            let ready = set
+                .reaches(Duration::from_secs(120), |members| {
+                    members
+                        .iter()
+                        .any(|m| m.role == "leader" && m.state == "running")
+                        && members.iter().any(|m| m.role == "sync_standby")
+                })
+                .await;
+            match ready {
+                Ok(_) => return Some(set),
+                Err(members) => last = format!("{members:?}\n{}", set.logs()),
+            }
+        }
+        panic!("the Patroni set did not come up (three tries); the last:\n{last}");
+    }
+
+    /// A set's directory, configuration and guardian, started on fresh ports.
+    fn spawn(etcd: &Path, patroni: &Path, bin: &Path) -> PatroniSet {
         let root = is_root();
         let dir = tempfile::Builder::new()
             .prefix("mandate-patroni-")
@@ -187,7 +214,7 @@ impl PatroniSet {
         for (n, node) in nodes.iter().enumerate() {
             std::fs::write(
                 dir.join(format!("node{n}.yml")),
-                config(&dir, n, node, client, &bin),
+                config(&dir, n, node, client, bin),
             )
             .expect("Patroni's configuration written");
         }
@@ -206,8 +233,8 @@ impl PatroniSet {
                 .arg(GUARDIAN)
                 .arg("sh")
                 .arg(&dir)
-                .arg(&etcd)
-                .arg(&patroni)
+                .arg(etcd)
+                .arg(patroni)
                 .arg(client.to_string())
                 .arg(peer.to_string())
                 .stdin(Stdio::piped())
@@ -216,19 +243,11 @@ impl PatroniSet {
             std::os::unix::process::CommandExt::process_group(&mut sh, 0);
             sh.spawn().expect("the Patroni guardian starts")
         };
-        let set = PatroniSet {
+        PatroniSet {
             dir,
             guardian,
             nodes,
-        };
-        set.wait_until(Duration::from_secs(90), |members| {
-            members
-                .iter()
-                .any(|m| m.role == "leader" && m.state == "running")
-                && members.iter().any(|m| m.role == "sync_standby")
-        })
-        .await;
-        Some(set)
+        }
     }
 
     /// `postgres://postgres@HOST0:PORT0,HOST1:PORT1/postgres?target_session_attrs=read-write`.
@@ -273,17 +292,29 @@ impl PatroniSet {
 
     /// Waits until `done` holds of the members; panics with the nodes' logs after `limit`.
     pub async fn wait_until(&self, limit: Duration, done: impl Fn(&[Member]) -> bool) -> Duration {
+        match self.reaches(limit, done).await {
+            Ok(waited) => waited,
+            Err(members) => panic!(
+                "the Patroni set did not get there in {limit:?}: {members:?}\n{}",
+                self.logs()
+            ),
+        }
+    }
+
+    /// How long until `done` held of the members, or the members last seen after `limit`.
+    async fn reaches(
+        &self,
+        limit: Duration,
+        done: impl Fn(&[Member]) -> bool,
+    ) -> Result<Duration, Vec<Member>> {
         let start = Instant::now();
         loop {
             let members = self.members().await;
             if done(&members) {
-                return start.elapsed();
+                return Ok(start.elapsed());
             }
             if start.elapsed() > limit {
-                panic!(
-                    "the Patroni set did not get there in {limit:?}: {members:?}\n{}",
-                    self.logs()
-                );
+                return Err(members);
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
@@ -315,9 +346,21 @@ impl PatroniSet {
             .iter()
             .map(|file| {
                 let text = std::fs::read_to_string(self.dir.join(file)).unwrap_or_default();
-                let tail: Vec<&str> = text.lines().rev().take(40).collect();
+                // The lines that say something: Patroni repeats its loop's lines each second.
+                let said: Vec<&str> = text
+                    .lines()
+                    .filter(|line| {
+                        !line.contains("Lock owner")
+                            && !line.contains("in progress")
+                            && !line.contains("waiting for leader")
+                            && !line.contains("leader race")
+                            && !line.contains("no action")
+                    })
+                    .collect();
+                let head = said.iter().take(40).copied().collect::<Vec<_>>().join("\n");
+                let tail: Vec<&str> = said.iter().rev().take(20).copied().collect();
                 format!(
-                    "--- {file}\n{}",
+                    "--- {file}\n{head}\n...\n{}",
                     tail.into_iter().rev().collect::<Vec<_>>().join("\n")
                 )
             })
