@@ -161,6 +161,19 @@ async fn guarded(State(guard): State<Guard>, request: Request, next: Next) -> Re
     as_jsonrpc(answer, id).await
 }
 
+/// Whether reading a body failed because it was longer than the limit, not because its
+/// connection failed before its end.
+fn over_limit(e: &axum::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(error) = source {
+        if error.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        source = error.source();
+    }
+    false
+}
+
 /// A POST: its body read as JSON-RPC (within the read timeout), and a new session refused
 /// past the cap; the answer, and the request's JSON-RPC id.
 async fn post(guard: Guard, request: Request, next: Next) -> (Response, Value) {
@@ -168,7 +181,7 @@ async fn post(guard: Guard, request: Request, next: Next) -> (Response, Value) {
     let read = tokio::time::timeout(guard.read_timeout, axum::body::to_bytes(body, MAX_BODY));
     let bytes = match read.await {
         Ok(Ok(bytes)) => bytes,
-        Ok(Err(_)) => {
+        Ok(Err(e)) if over_limit(&e) => {
             let answer = jsonrpc_error(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 Value::Null,
@@ -177,7 +190,9 @@ async fn post(guard: Guard, request: Request, next: Next) -> (Response, Value) {
             );
             return (answer, Value::Null);
         }
-        Err(_) => {
+        // Late, or cut off before its end (the listener closes a connection whose body
+        // stops arriving): either way it did not arrive whole in time.
+        Ok(Err(_)) | Err(_) => {
             let mut answer = jsonrpc_error(
                 StatusCode::REQUEST_TIMEOUT,
                 Value::Null,

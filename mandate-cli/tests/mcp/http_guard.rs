@@ -647,3 +647,28 @@ fn until_closed_or_seen(mut stream: std::net::TcpStream, needle: &str) -> bool {
         }
     }
 }
+
+/// A body longer than the limit, sent whole at once, is answered 413 saying the limit; one
+/// cut off before its end is not (it did not arrive whole: the slow-bodies test above).
+#[test]
+fn a_body_over_the_limit_is_answered_413_naming_it() {
+    let server = Server::start();
+    let home = tempfile::tempdir().unwrap();
+    let (_child, url) = McpChild::http(&server, home.path(), &[]);
+    let port = port(&url);
+    let client = Client::new();
+    open_session(&client, &url);
+    let length = 300 * 1024;
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\ncontent-type: application/json\r\n\
+         accept: application/json, text/event-stream\r\nmcp-protocol-version: 2026-07-28\r\n\
+         mcp-method: tools/list\r\ncontent-length: {length}\r\nconnection: close\r\n\r\n"
+    );
+    let stream = raw(port, &head, &vec![b' '; length]).expect("the body was taken");
+    let answer = until_closed(stream);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(
+        answer.contains("the request body is over 262144 bytes"),
+        "{answer}"
+    );
+}
