@@ -229,7 +229,10 @@ impl PatroniSet {
         }
         let guardian = {
             let mut sh = as_cluster_user(root, Path::new("sh"));
-            sh.arg("-c")
+            // In the set's directory: the test's own (CI's copy under a 0700 directory of
+            // root's) may be closed to the postgres user, and Patroni reads its cwd.
+            sh.current_dir(&dir)
+                .arg("-c")
                 .arg(GUARDIAN)
                 .arg("sh")
                 .arg(&dir)
