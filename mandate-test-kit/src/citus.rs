@@ -314,6 +314,48 @@ impl CitusDb {
         local.stopped.lock().unwrap().remove(&worker.port);
     }
 
+    /// Freezes `worker`: `SIGSTOP` to its postmaster and every process it started, as a
+    /// machine that stops answering without closing its connections (a network cut, a
+    /// hung host). [`CitusDb::thaw_worker`] lets it go on. Only for a test that has the
+    /// cluster alone.
+    pub fn freeze_worker(&self, worker: &Worker) {
+        self.signal_worker(worker, "STOP");
+    }
+
+    /// Lets a frozen `worker` go on (`SIGCONT`).
+    pub fn thaw_worker(&self, worker: &Worker) {
+        self.signal_worker(worker, "CONT");
+    }
+
+    /// Sends `signal` to `worker`'s postmaster, then to each of its children.
+    fn signal_worker(&self, worker: &Worker, signal: &str) {
+        let (_, node) = self.own_node(worker);
+        let postmaster = std::fs::read_to_string(node.data.join("postmaster.pid"))
+            .ok()
+            .and_then(|pid| pid.lines().next()?.trim().parse::<u32>().ok())
+            .unwrap_or_else(|| panic!("{worker} has no postmaster.pid"));
+        let mut pids = vec![postmaster];
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            // /proc/PID/stat: "PID (NAME) STATE PPID …"; NAME may hold spaces.
+            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+            let parent = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+            if parent == Some(postmaster) {
+                pids.push(pid);
+            }
+        }
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .args(pids.iter().map(u32::to_string))
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill -{signal} {pids:?} failed");
+    }
+
     /// The cluster's own node of `worker`, for a test that has the cluster alone.
     fn own_node(&self, worker: &Worker) -> (&'static Local, &'static Node) {
         assert!(

@@ -454,3 +454,119 @@ async fn assert_stored_on(db: &CitusDb, org_id: &str, id: &str, on: &Worker, not
         assert_eq!(rows, expected, "decision {id} in {table} on {worker}");
     }
 }
+
+/// A worker frozen mid-load (every process of it stopped, as a machine that stops
+/// answering without closing its connections) holds up its own organizations' decisions
+/// only: the other worker's organization, through the same process and the same decision
+/// writer, is decided throughout, each request at once, and every one of them is in its
+/// log exactly once. Fails where a writer waits for every group it took before it takes the
+/// next: a group of the frozen worker's organization then holds the writer until the
+/// worker answers again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_worker_holds_up_only_its_organizations() {
+    let Some(db) = distributed_database(Share::Alone).await else {
+        return;
+    };
+    let orgs = one_org_per_worker(&db).await;
+    let frozen = db.workers()[0].clone();
+    // One writer: both organizations' decisions go through it.
+    let url = format!("{}?decision_writers=1", db.url);
+    let serve = Serve::start(&url, DEADLINE.as_secs());
+    let http = Http::default();
+    // Four agents an organization, each asking again 20 ms after it is answered (within a
+    // key's 100 requests a second).
+    let mut agents: Vec<(usize, String)> = Vec::new();
+    for (o, org) in orgs.iter().enumerate() {
+        for a in 0..4 {
+            let key = http
+                .agent(&serve.api, &org.key, &format!("buyer{a}"), "1", "1000000")
+                .await;
+            agents.push((o, key));
+        }
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let loads: Vec<_> = agents
+        .iter()
+        .map(|(o, key)| {
+            let (http, api, key, stop, o) = (
+                http.clone(),
+                serve.api.clone(),
+                key.clone(),
+                stop.clone(),
+                *o,
+            );
+            tokio::spawn(async move {
+                let mut sent = Vec::new();
+                while !stop.load(Ordering::SeqCst) {
+                    let started = Instant::now();
+                    let resp = http.authorize(&api, &key, "0.01", None).await;
+                    sent.push(Sent {
+                        agent: o,
+                        started,
+                        answered: Instant::now(),
+                        resp,
+                    });
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                sent
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    db.freeze_worker(&frozen);
+    let froze = Instant::now();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    db.thaw_worker(&frozen);
+    let thawed = Instant::now();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    stop.store(true, Ordering::SeqCst);
+    let mut sent = Vec::new();
+    for load in loads {
+        sent.extend(load.await.unwrap());
+    }
+
+    // The other worker's organization: every request answered 201, at once, while the
+    // worker was frozen too; its log is exactly what it was answered.
+    let other: Vec<&Sent> = sent.iter().filter(|s| s.agent == 1).collect();
+    for s in &other {
+        assert_eq!(s.resp.status, 201, "{}", s.resp.text);
+    }
+    let during = other
+        .iter()
+        .filter(|s| s.started > froze && s.answered < thawed)
+        .count();
+    let slowest = other.iter().map(|s| s.answered - s.started).max().unwrap();
+    eprintln!(
+        "the other worker's organization: {} decided, {during} while {frozen} was frozen, \
+         the slowest in {slowest:?}",
+        other.len()
+    );
+    assert!(
+        during > 10,
+        "the other worker's organization was decided {during} times in the 5 s {frozen} was frozen"
+    );
+    assert!(
+        slowest < Duration::from_secs(2),
+        "the other worker's organization waited {slowest:?} for the frozen worker"
+    );
+    let acked: Vec<String> = other.iter().map(|s| s.resp.decision_id()).collect();
+    assert_log_is(
+        &http,
+        &serve.api,
+        &orgs[1].key,
+        &acked,
+        "the other worker's org",
+    )
+    .await;
+    // The frozen worker's organization was held, and is decided again once it is thawed.
+    let held = sent
+        .iter()
+        .filter(|s| s.agent == 0 && s.started > froze && s.started < thawed)
+        .count();
+    assert!(
+        held <= 4 * 2,
+        "{held} requests of the frozen worker's org answered meanwhile"
+    );
+    let r = http.authorize(&serve.api, &agents[0].1, "0.01", None).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+}

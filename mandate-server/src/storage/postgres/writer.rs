@@ -3,11 +3,14 @@
 //! flush for the whole group).
 //!
 //! A few writers run side by side, each with a queue of its own; a decision goes to the
-//! writer of its organization (its id hashed). A writer's group holds the decisions of
-//! many organizations: on plain PostgreSQL all it took, on Citus those of the organizations
-//! one worker holds ([`Placement`]), so that a group is a transaction on one node with a
-//! one-phase commit, and groups do not shrink as organizations multiply. The groups of one
-//! take (one a worker) are committed side by side, each on a connection of its own.
+//! writer of its organization (its id hashed). A writer sends each decision on to its lane:
+//! one lane a database node ([`Placement`]: on plain PostgreSQL the one, on Citus the worker
+//! that holds the organization), each a task with a queue and a name in `decision_claims`
+//! of its own. A lane's group holds the decisions of many organizations, all on its node,
+//! so that a group is a transaction on one node with a one-phase commit, and groups do not
+//! shrink as organizations multiply. The lanes of a writer commit side by side and never
+//! wait for one another: while one worker is lost or locked (a failover moving
+//! `pg_dist_node`), the lanes of the others go on, and only its organizations wait.
 //!
 //! A group is two calls (migration 0015): `mandate_claim` claims the seqs of each of its
 //! organizations in a short commit of its own that does not wait for its flush
@@ -64,21 +67,22 @@ impl Writers {
     /// runtime, taking connections from `pool` and waiting up to `gather` for a fuller group
     /// ([`Gather`]); they end when this is dropped.
     pub(crate) fn start(pool: &Pool, count: usize, gather: Duration) -> Self {
-        // Each writer's name in `decision_claims`: random for this process, so that no two
-        // processes share a claim row, then the writer's number.
+        // Each lane's name in `decision_claims`: random for this process, so that no two
+        // processes share a claim row, then the writer's number and the lane's node.
         let mut process = [0u8; 8];
         crate::clock::fill_id_random(&mut process);
         let process: String = process.iter().map(|b| format!("{b:02x}")).collect();
         let queues = (0..count.max(1))
             .map(|n| {
                 let (send, receive) = mpsc::unbounded_channel();
-                let writer = Writer {
+                let router = Router {
                     pool: pool.clone(),
                     name: format!("{process}-{n}"),
-                    placement: tokio::sync::OnceCell::new(),
-                    marked: MarkedMonths::default(),
+                    placement: Arc::default(),
+                    gather,
+                    lanes: HashMap::new(),
                 };
-                tokio::spawn(run(writer, receive, Gather::new(gather)));
+                tokio::spawn(route(router, receive));
                 send
             })
             .collect();
@@ -108,14 +112,28 @@ impl Writers {
     }
 }
 
-/// One writer's connections, its name in `decision_claims`, where its database keeps
-/// each organization (found at its first group), and the months it knows are marked.
+/// One writer: its connections, its name, where its database keeps each organization
+/// (found at its first decision), how its lanes take their groups, and its lanes by node.
+struct Router {
+    pool: Pool,
+    name: String,
+    placement: Arc<tokio::sync::OnceCell<Placement>>,
+    gather: Duration,
+    lanes: HashMap<i64, mpsc::UnboundedSender<Job>>,
+}
+
+/// One lane of a writer: its connections, its name in `decision_claims`, its writer's
+/// placement, and the months it knows are marked.
 struct Writer {
     pool: Pool,
     name: String,
-    placement: tokio::sync::OnceCell<Placement>,
+    placement: Arc<tokio::sync::OnceCell<Placement>>,
     marked: MarkedMonths,
 }
+
+/// The lane of the decisions whose node is not known (no connection to ask): its groups
+/// hold one organization each, which is always right.
+const UNKNOWN_NODE: i64 = -1;
 
 /// Where each organization's rows are: on the one database, or (Citus) on the worker that
 /// holds its shard, as `pg_dist_placement` says, learned per organization and kept for
@@ -200,64 +218,96 @@ impl Placement {
     }
 }
 
-/// One writer: takes what waits in its queue (at most [`MAX_GROUP`]), commits it as one
-/// group a node, side by side, answers, and again.
-async fn run(writer: Writer, mut queue: mpsc::UnboundedReceiver<Job>, mut gather: Gather) {
+/// One writer: takes what waits in its queue (at most [`MAX_GROUP`]), finds each
+/// decision's node and sends it to that node's lane, started at the node's first decision.
+/// It never waits for a commit, so a lane that waits holds up no other.
+async fn route(mut router: Router, mut queue: mpsc::UnboundedReceiver<Job>) {
+    while let Some(first) = queue.recv().await {
+        let mut jobs = vec![first];
+        while jobs.len() < MAX_GROUP {
+            match queue.try_recv() {
+                Ok(job) => jobs.push(job),
+                Err(_) => break,
+            }
+        }
+        let nodes = nodes(&router, &jobs).await;
+        for (job, node) in jobs.into_iter().zip(nodes) {
+            let node = if node < 0 { UNKNOWN_NODE } else { node };
+            let lane = router.lanes.entry(node).or_insert_with(|| {
+                let (send, receive) = mpsc::unbounded_channel();
+                let lane = Writer {
+                    pool: router.pool.clone(),
+                    name: format!("{}-{node}", router.name),
+                    placement: Arc::clone(&router.placement),
+                    marked: MarkedMonths::default(),
+                };
+                tokio::spawn(run(lane, node, receive, Gather::new(router.gather)));
+                send
+            });
+            // A lane ends only when its writer does.
+            let _ = lane.send(job);
+        }
+    }
+}
+
+/// The node of each of `jobs`: 0 on plain PostgreSQL; on Citus the worker's group, or a
+/// negative number where it is not known.
+async fn nodes(router: &Router, jobs: &[Job]) -> Vec<i64> {
+    let orgs: Vec<Arc<str>> = jobs.iter().map(|job| Arc::clone(&job.new.org)).collect();
+    match router.placement.get() {
+        Some(Placement::One) => vec![0; orgs.len()],
+        _ => match placement(router).await {
+            Some((placement, c)) => placement.nodes(&c, &orgs).await,
+            None => vec![UNKNOWN_NODE; orgs.len()],
+        },
+    }
+}
+
+/// One lane: takes what waits in its queue (at most [`MAX_GROUP`]), commits it as one group
+/// (or, for [`UNKNOWN_NODE`], one group an organization), answers, and again.
+async fn run(
+    writer: Writer,
+    node: i64,
+    mut queue: mpsc::UnboundedReceiver<Job>,
+    mut gather: Gather,
+) {
     while let Some(first) = queue.recv().await {
         let jobs = gather.take(first, &mut queue, MAX_GROUP).await;
-        let groups = by_node(&writer, jobs).await;
-        let writer = &writer;
-        futures_util::future::join_all(groups.into_iter().map(|jobs| async move {
-            let answers = commit_group(writer, &jobs).await;
+        for jobs in in_lock_order(jobs, node == UNKNOWN_NODE) {
+            let answers = commit_group(&writer, &jobs).await;
             for (job, answer) in jobs.into_iter().zip(answers) {
                 let answer = answer.map(|outcome| outcome.recorded(job.new));
                 // A caller that went away (cancelled) needs no answer.
                 let _ = job.reply.send(answer);
             }
-        }))
-        .await;
-    }
-}
-
-/// `jobs` split into one group a node, each in the order of its organizations' ids, then of
-/// their agents' keys: rows are locked in that order in every group of every process, so
-/// two groups waiting on each other (a deadlock, broken by the database only after a
-/// second) cannot happen.
-async fn by_node(writer: &Writer, mut jobs: Vec<Job>) -> Vec<Vec<Job>> {
-    jobs.sort_by(|a, b| (&a.new.org, a.new.hint.seq).cmp(&(&b.new.org, b.new.hint.seq)));
-    let orgs: Vec<Arc<str>> = jobs.iter().map(|job| Arc::clone(&job.new.org)).collect();
-    let nodes = match writer.placement.get() {
-        Some(Placement::One) => vec![0; orgs.len()],
-        _ => match placement(writer).await {
-            Some((placement, c)) => placement.nodes(&c, &orgs).await,
-            // Not known yet (no connection): a group an organization.
-            None => (0..orgs.len())
-                .map(|i| -1 - i64::try_from(i).unwrap_or(0))
-                .collect(),
-        },
-    };
-    // An organization's decisions stay together: its node is its first decision's.
-    let mut groups: Vec<(i64, Vec<Job>)> = Vec::new();
-    let mut last: Option<(Arc<str>, i64)> = None;
-    for (job, node) in jobs.into_iter().zip(nodes) {
-        let node = match &last {
-            Some((org, node)) if *org == job.new.org => *node,
-            _ => node,
-        };
-        last = Some((Arc::clone(&job.new.org), node));
-        match groups.iter_mut().find(|(n, _)| *n == node) {
-            Some((_, group)) => group.push(job),
-            None => groups.push((node, vec![job])),
         }
     }
-    groups.into_iter().map(|(_, group)| group).collect()
 }
 
-/// The writer's placement (learned on its first group) with a connection to ask it more;
-/// none when no connection could be had.
-async fn placement(writer: &Writer) -> Option<(&Placement, deadpool_postgres::Object)> {
-    let c = writer.pool.get().await.ok()?;
-    let placement = writer
+/// `jobs` in the order of their organizations' ids, then of their agents' keys: rows are
+/// locked in that order in every group of every process, so two groups waiting on each
+/// other (a deadlock, broken by the database only after a second) cannot happen. One
+/// group, or with `by_org` one group an organization.
+fn in_lock_order(mut jobs: Vec<Job>, by_org: bool) -> Vec<Vec<Job>> {
+    jobs.sort_by(|a, b| (&a.new.org, a.new.hint.seq).cmp(&(&b.new.org, b.new.hint.seq)));
+    if !by_org {
+        return vec![jobs];
+    }
+    let mut groups: Vec<Vec<Job>> = Vec::new();
+    for job in jobs {
+        match groups.last_mut() {
+            Some(group) if group[0].new.org == job.new.org => group.push(job),
+            _ => groups.push(vec![job]),
+        }
+    }
+    groups
+}
+
+/// The writer's placement (learned at its first decision) with a connection to ask it
+/// more; none when no connection could be had.
+async fn placement(router: &Router) -> Option<(&Placement, deadpool_postgres::Object)> {
+    let c = router.pool.get().await.ok()?;
+    let placement = router
         .placement
         .get_or_try_init(|| Placement::of(&c))
         .await
