@@ -250,6 +250,12 @@ impl Claimed {
 /// it, so a decision committed together with its response stays replayable. It is tried
 /// again until it succeeds (the database may be restarting: the retry that follows a 503
 /// must not find the key claimed), for as long as the claim lasts.
+///
+/// At most [`RELEASES_AT_ONCE`] releases of a process run at once: while a database node
+/// is lost, every request of its organizations leaves a claim to release, and when the node
+/// comes back behind a lock (Citus locks a worker's shards while a failover moves it), each
+/// release would hold a connection of the pool until the lock goes, and the requests of
+/// every other organization would wait for a connection.
 struct ClaimGuard {
     store: Arc<dyn Store>,
     org_id: Arc<str>,
@@ -258,6 +264,12 @@ struct ClaimGuard {
     idem_key: Option<String>,
     claim: ClaimToken,
 }
+
+/// Claim releases a process runs at once, each on a connection of its pool.
+const RELEASES_AT_ONCE: usize = 2;
+
+/// The permits of the releases running ([`RELEASES_AT_ONCE`]).
+static RELEASES: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(RELEASES_AT_ONCE);
 
 impl Drop for ClaimGuard {
     fn drop(&mut self) {
@@ -272,10 +284,16 @@ impl Drop for ClaimGuard {
                     + std::time::Duration::from_millis(CLAIM_MS.unsigned_abs());
                 let mut wait = std::time::Duration::from_millis(20);
                 loop {
-                    match store
-                        .finish_idempotency(&org_id, key_hash, &idem_key, claim, None)
-                        .await
-                    {
+                    let released = match RELEASES.acquire().await {
+                        Ok(_permit) => {
+                            store
+                                .finish_idempotency(&org_id, key_hash, &idem_key, claim, None)
+                                .await
+                        }
+                        // Never closed.
+                        Err(_) => return,
+                    };
+                    match released {
                         Ok(()) => return,
                         Err(e) if std::time::Instant::now() + wait >= until => {
                             tracing::error!("releasing an abandoned idempotency claim: {e}");
