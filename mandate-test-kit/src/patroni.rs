@@ -1,7 +1,11 @@
-//! A throwaway high-availability set for tests: etcd and two PostgreSQL nodes managed by
-//! Patroni on loopback, a primary and a synchronous standby (Patroni's
-//! `synchronous_mode`), as docs/scale.md recommends for one primary. [`PatroniSet::url`] is
-//! the host list a failover manager hands out, with `target_session_attrs=read-write`.
+//! A throwaway high-availability set for tests: etcd and PostgreSQL nodes managed by
+//! Patroni on loopback, each group a primary and a synchronous standby (Patroni's
+//! `synchronous_mode`), as docs/high-availability.md recommends. [`PatroniSet::start`] makes
+//! one group (one primary); [`PatroniSet::start_citus`] makes a Citus cluster in Patroni's
+//! Citus mode, a group for the coordinator (Citus group 0) and one for each worker, where the
+//! coordinator's Patroni keeps `pg_dist_node` pointing at each worker group's primary.
+//! [`PatroniSet::url`] is the host list of the first group (the coordinator's) a failover
+//! manager hands out, with `target_session_attrs=read-write`.
 //!
 //! The set runs under a guardian shell whose standard input is a pipe from the test process,
 //! as the PostgreSQL cluster beside this file does: when the test process exits, however it
@@ -14,6 +18,9 @@
 //!
 //! Timing: a leader key lives 10 s (`ttl`) and Patroni loops every second, so a standby is
 //! promoted about 10 s after its primary's machine is lost.
+//!
+//! Nodes are numbered across the set (`node0`, `node1`, … two a group, in group order); a
+//! node's files in the set's directory carry its number (`node{n}.yml`, `data{n}`, …).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -21,23 +28,28 @@ use std::time::{Duration, Instant};
 
 use crate::postgres::{as_cluster_user, find_binaries, free_port, is_root, user_ids};
 
-/// What the guardian runs: etcd and each node's Patroni in the background (their pids in
-/// the directory), then it waits for its standard input to close and kills them all.
+/// What the guardian runs: etcd and each of the `nodes` nodes' Patroni in the background
+/// (their pids in the directory), then it waits for its standard input to close and kills
+/// them all.
 const GUARDIAN: &str = r#"
-dir=$1; etcd=$2; patroni=$3; client=$4; peer=$5
+dir=$1; etcd=$2; patroni=$3; client=$4; peer=$5; nodes=$6
 "$etcd" --name e0 --data-dir "$dir/etcd" \
     --listen-client-urls "http://127.0.0.1:$client" --advertise-client-urls "http://127.0.0.1:$client" \
     --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
     --initial-cluster "e0=http://127.0.0.1:$peer" >"$dir/etcd.log" 2>&1 </dev/null &
 echo $! >"$dir/etcd.pid"
-for n in 0 1; do
+n=0
+while [ "$n" -lt "$nodes" ]; do
     "$patroni" "$dir/node$n.yml" >"$dir/node$n.log" 2>&1 </dev/null &
     echo $! >"$dir/patroni$n.pid"
+    n=$((n + 1))
 done
 cat >/dev/null
-for n in 0 1; do
+n=0
+while [ "$n" -lt "$nodes" ]; do
     kill -9 "$(cat "$dir/patroni$n.pid")" 2>/dev/null
     [ -f "$dir/data$n/postmaster.pid" ] && kill -9 "$(head -1 "$dir/data$n/postmaster.pid")" 2>/dev/null
+    n=$((n + 1))
 done
 kill -9 "$(cat "$dir/etcd.pid")" 2>/dev/null
 sleep 0.5
@@ -47,20 +59,25 @@ rm -rf "$dir"
 /// A node of the set.
 #[derive(Debug, Clone)]
 pub struct Node {
-    /// Its name in Patroni (`node0`, `node1`).
+    /// Its name in Patroni (`node0`, `node1`, …).
     pub name: String,
+    /// Its group: the Citus group (0 the coordinator's, 1, 2, … the workers'), or 0 in a
+    /// set of one group.
+    pub group: u32,
     /// Its PostgreSQL port.
     pub port: u16,
     /// Its Patroni REST API port.
     pub api_port: u16,
 }
 
-/// A running set: etcd and two Patroni-managed nodes.
+/// A running set: etcd and Patroni-managed nodes, two a group.
 pub struct PatroniSet {
     dir: PathBuf,
     guardian: Child,
-    /// The two nodes, in the order of the URL's host list.
+    /// Every node, in group order; group 0's in the order of the URL's host list.
     pub nodes: Vec<Node>,
+    /// In Patroni's Citus mode: the database Citus runs in (the URL's).
+    citus: bool,
 }
 
 /// What Patroni's REST API says of the set: each member's name and role.
@@ -83,11 +100,28 @@ fn on_path(program: &str) -> Option<PathBuf> {
         .find(|path| path.is_file())
 }
 
-/// One node's Patroni configuration.
-fn config(dir: &Path, n: usize, node: &Node, client: u16, bin: &Path) -> String {
+/// The database of a set in Citus mode: Patroni creates it on every group's primary, with
+/// the `citus` extension.
+const CITUS_DATABASE: &str = "citus";
+
+/// One node's Patroni configuration; with `citus`, in Patroni's Citus mode.
+fn config(dir: &Path, n: usize, node: &Node, client: u16, bin: &Path, citus: bool) -> String {
+    // Patroni's Citus mode: the group, and the database Patroni creates with the extension
+    // (it adds `citus` to shared_preload_libraries, sets wal_level = logical and
+    // max_prepared_transactions, and on the coordinator's primary registers each worker
+    // group's primary in pg_dist_node and moves it there after a failover).
+    let citus_section = if citus {
+        format!(
+            "citus:\n  group: {}\n  database: {CITUS_DATABASE}\n",
+            node.group
+        )
+    } else {
+        String::new()
+    };
     format!(
         r#"scope: mandate
 name: {name}
+{citus_section}
 restapi:
   listen: 127.0.0.1:{api}
   connect_address: 127.0.0.1:{api}
@@ -104,6 +138,7 @@ bootstrap:
       use_pg_rewind: false
       parameters:
         max_connections: 300
+        max_worker_processes: 64
         # The test loses a machine's processes, never its disk: what a commit waits for
         # is the standby's confirmation, as in production, not the local flush.
         fsync: "off"
@@ -121,6 +156,10 @@ postgresql:
   data_dir: {dir}/data{n}
   bin_dir: {bin}
   pgpass: {dir}/pgpass{n}
+  # A standby's copy starts at once, not after a spread checkpoint of the primary (minutes
+  # once the citus extension was created).
+  basebackup:
+  - checkpoint: fast
   authentication:
     replication:
       username: replicator
@@ -140,9 +179,22 @@ postgresql:
 }
 
 impl PatroniSet {
-    /// Starts a set and waits (up to 90 s) until it has a leader and a synchronous standby;
-    /// `None` without Patroni or etcd (after saying so), unless required.
+    /// Starts a set of one group (a primary and a synchronous standby) and waits (up to
+    /// 120 s a try) until it has a leader and a synchronous standby; `None` without Patroni
+    /// or etcd (after saying so), unless required.
     pub async fn start() -> Option<PatroniSet> {
+        Self::start_groups(false, 1).await
+    }
+
+    /// Starts a Citus cluster in Patroni's Citus mode: a coordinator and `workers` workers,
+    /// each a group of a primary and a synchronous standby. Returns once every group has a
+    /// leader and a synchronous standby and the coordinator's `pg_dist_node` names each
+    /// worker group's leader; `None` as [`PatroniSet::start`].
+    pub async fn start_citus(workers: u32) -> Option<PatroniSet> {
+        Self::start_groups(true, 1 + workers).await
+    }
+
+    async fn start_groups(citus: bool, groups: u32) -> Option<PatroniSet> {
         // Patroni needs PostgreSQL's other programs beside initdb (pg_ctl, pg_controldata,
         // pg_basebackup): the directory initdb really is in, links followed.
         let bin = find_binaries().map(|dir| {
@@ -174,38 +226,72 @@ impl PatroniSet {
                 return None;
             }
         };
+        if citus && !citus_installed(&bin) {
+            let why = format!(
+                "the Citus high-availability tests: the citus extension is not installed in {}",
+                bin.display()
+            );
+            assert!(!required(), "MANDATE_REQUIRE_PATRONI=1 but {why}");
+            crate::skip::say(&why);
+            return None;
+        }
         // Three tries, each on fresh ports and a fresh directory: a port chosen free may be
         // taken by another test's process before the set binds it.
         let mut last = String::new();
         for _ in 0..3 {
-            let set = Self::spawn(&etcd, &patroni, &bin);
-            let ready = set
-                .reaches(Duration::from_secs(120), |members| {
-                    members
-                        .iter()
-                        .any(|m| m.role == "leader" && m.state == "running")
-                        && members.iter().any(|m| m.role == "sync_standby")
-                })
-                .await;
+            let set = Self::spawn(&etcd, &patroni, &bin, citus, groups);
+            let ready = set.ready(Duration::from_secs(120)).await;
             match ready {
-                Ok(_) => return Some(set),
-                Err(members) => last = format!("{members:?}\n{}", set.logs()),
+                Ok(()) => return Some(set),
+                Err(seen) => last = format!("{seen}\n{}", set.logs()),
             }
         }
         panic!("the Patroni set did not come up (three tries); the last:\n{last}");
     }
 
+    /// Waits until every group has a running leader and a synchronous standby and, in Citus
+    /// mode, the coordinator lists every worker group's leader as an active primary; what
+    /// was last seen after `limit`.
+    async fn ready(&self, limit: Duration) -> Result<(), String> {
+        let start = Instant::now();
+        loop {
+            let mut seen = Vec::new();
+            let mut led = true;
+            for group in self.groups() {
+                let members = self.members_of(group).await;
+                led &= members
+                    .iter()
+                    .any(|m| m.role == "leader" && m.state == "running")
+                    && members.iter().any(|m| m.role == "sync_standby");
+                seen.push(format!("group {group}: {members:?}"));
+            }
+            if led && self.citus {
+                let registered = self.registered_workers().await;
+                led &= registered.len() + 1 == self.groups().len();
+                seen.push(format!("pg_dist_node: {registered:?}"));
+            }
+            if led {
+                return Ok(());
+            }
+            if start.elapsed() > limit {
+                return Err(seen.join("\n"));
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
     /// A set's directory, configuration and guardian, started on fresh ports.
-    fn spawn(etcd: &Path, patroni: &Path, bin: &Path) -> PatroniSet {
+    fn spawn(etcd: &Path, patroni: &Path, bin: &Path, citus: bool, groups: u32) -> PatroniSet {
         let root = is_root();
         let dir = tempfile::Builder::new()
             .prefix("mandate-patroni-")
             .tempdir()
             .expect("a temporary directory for Patroni")
             .keep();
-        let nodes: Vec<Node> = (0..2)
+        let nodes: Vec<Node> = (0..groups * 2)
             .map(|n| Node {
                 name: format!("node{n}"),
+                group: n / 2,
                 port: free_port(),
                 api_port: free_port(),
             })
@@ -214,7 +300,7 @@ impl PatroniSet {
         for (n, node) in nodes.iter().enumerate() {
             std::fs::write(
                 dir.join(format!("node{n}.yml")),
-                config(&dir, n, node, client, bin),
+                config(&dir, n, node, client, bin, citus),
             )
             .expect("Patroni's configuration written");
         }
@@ -240,6 +326,7 @@ impl PatroniSet {
                 .arg(patroni)
                 .arg(client.to_string())
                 .arg(peer.to_string())
+                .arg(nodes.len().to_string())
                 .stdin(Stdio::piped())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null());
@@ -250,25 +337,47 @@ impl PatroniSet {
             dir,
             guardian,
             nodes,
+            citus,
         }
     }
 
-    /// `postgres://postgres@HOST0:PORT0,HOST1:PORT1/postgres?target_session_attrs=read-write`.
+    /// The groups of the set: `0..`, the coordinator's first in Citus mode.
+    pub fn groups(&self) -> Vec<u32> {
+        let mut groups: Vec<u32> = self.nodes.iter().map(|n| n.group).collect();
+        groups.dedup();
+        groups
+    }
+
+    /// `postgres://postgres@HOST0:PORT0,HOST1:PORT1/DB?target_session_attrs=read-write`:
+    /// group 0's nodes (the coordinator's in Citus mode), database `postgres` or, in Citus
+    /// mode, the one Patroni made with the extension.
     pub fn url(&self) -> String {
         let hosts: Vec<String> = self
             .nodes
             .iter()
+            .filter(|n| n.group == 0)
             .map(|n| format!("127.0.0.1:{}", n.port))
             .collect();
+        let database = if self.citus {
+            CITUS_DATABASE
+        } else {
+            "postgres"
+        };
         format!(
-            "postgres://postgres@{}/postgres?target_session_attrs=read-write",
+            "postgres://postgres@{}/{database}?target_session_attrs=read-write",
             hosts.join(",")
         )
     }
 
-    /// The members as Patroni's REST API (of any node that answers) says them.
+    /// The members of group 0 as Patroni's REST API says them.
     pub async fn members(&self) -> Vec<Member> {
-        for node in &self.nodes {
+        self.members_of(0).await
+    }
+
+    /// The members of `group` as Patroni's REST API (of any of its nodes that answers)
+    /// says them.
+    pub async fn members_of(&self, group: u32) -> Vec<Member> {
+        for node in self.nodes.iter().filter(|n| n.group == group) {
             if let Some(body) = rest_get(node.api_port, "/cluster").await {
                 let parsed: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
                 return parsed["members"]
@@ -286,39 +395,80 @@ impl PatroniSet {
         Vec::new()
     }
 
-    /// The node that leads now, if one does.
+    /// The node that leads group 0 now, if one does.
     pub async fn leader(&self) -> Option<usize> {
-        let members = self.members().await;
+        self.leader_of(0).await
+    }
+
+    /// The node (its index in [`PatroniSet::nodes`]) that leads `group` now, if one does.
+    pub async fn leader_of(&self, group: u32) -> Option<usize> {
+        let members = self.members_of(group).await;
         let name = members.iter().find(|m| m.role == "leader")?.name.clone();
         self.nodes.iter().position(|n| n.name == name)
     }
 
-    /// Waits until `done` holds of the members; panics with the nodes' logs after `limit`.
-    pub async fn wait_until(&self, limit: Duration, done: impl Fn(&[Member]) -> bool) -> Duration {
-        match self.reaches(limit, done).await {
-            Ok(waited) => waited,
-            Err(members) => panic!(
-                "the Patroni set did not get there in {limit:?}: {members:?}\n{}",
-                self.logs()
-            ),
-        }
+    /// In Citus mode, the active primaries the coordinator lists for the workers' groups:
+    /// `(group, port)`, by group; empty while the coordinator cannot be reached.
+    pub async fn registered_workers(&self) -> Vec<(u32, u16)> {
+        let Ok(db) = crate::postgres::connect(&self.url()).await else {
+            return Vec::new();
+        };
+        let rows = db
+            .query(
+                "SELECT groupid, nodeport FROM pg_dist_node
+                 WHERE groupid > 0 AND noderole = 'primary' AND isactive ORDER BY groupid",
+                &[],
+            )
+            .await
+            .unwrap_or_default();
+        rows.iter()
+            .map(|r| (r.get::<_, i32>(0) as u32, r.get::<_, i32>(1) as u16))
+            .collect()
     }
 
-    /// How long until `done` held of the members, or the members last seen after `limit`.
-    async fn reaches(
+    /// In Citus mode, the group of the worker that holds `org_id`'s shard of `table`: the
+    /// Patroni group whose primary answers for that organization.
+    pub async fn group_of(&self, table: &str, org_id: &str) -> u32 {
+        let db = crate::postgres::connect(&self.url())
+            .await
+            .expect("the coordinator answers");
+        let group: i32 = db
+            .query_one(
+                "SELECT groupid FROM pg_dist_placement
+                 WHERE shardid = get_shard_id_for_distribution_column($1::TEXT::REGCLASS, $2::TEXT)",
+                &[&table, &org_id],
+            )
+            .await
+            .expect("the placement of an organization's shard")
+            .get(0);
+        group as u32
+    }
+
+    /// Waits until `done` holds of group 0's members; panics with the nodes' logs after
+    /// `limit`.
+    pub async fn wait_until(&self, limit: Duration, done: impl Fn(&[Member]) -> bool) -> Duration {
+        self.wait_until_in(0, limit, done).await
+    }
+
+    /// Waits until `done` holds of `group`'s members; how long that took. Panics with the
+    /// nodes' logs after `limit`.
+    pub async fn wait_until_in(
         &self,
+        group: u32,
         limit: Duration,
         done: impl Fn(&[Member]) -> bool,
-    ) -> Result<Duration, Vec<Member>> {
+    ) -> Duration {
         let start = Instant::now();
         loop {
-            let members = self.members().await;
+            let members = self.members_of(group).await;
             if done(&members) {
-                return Ok(start.elapsed());
+                return start.elapsed();
             }
-            if start.elapsed() > limit {
-                return Err(members);
-            }
+            assert!(
+                start.elapsed() < limit,
+                "the Patroni set's group {group} did not get there in {limit:?}: {members:?}\n{}",
+                self.logs()
+            );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
@@ -345,10 +495,11 @@ impl PatroniSet {
 
     /// Every node's Patroni log and etcd's, for a failure's message.
     pub fn logs(&self) -> String {
-        ["node0.log", "node1.log", "etcd.log"]
-            .iter()
+        (0..self.nodes.len())
+            .map(|n| format!("node{n}.log"))
+            .chain(["etcd.log".to_owned()])
             .map(|file| {
-                let text = std::fs::read_to_string(self.dir.join(file)).unwrap_or_default();
+                let text = std::fs::read_to_string(self.dir.join(&file)).unwrap_or_default();
                 // The lines that say something: Patroni repeats its loop's lines each second.
                 let said: Vec<&str> = text
                     .lines()
@@ -401,4 +552,19 @@ impl Drop for PatroniSet {
         drop(self.guardian.stdin.take());
         let _ = self.guardian.wait();
     }
+}
+
+/// Whether PostgreSQL of `bin` has the citus extension (its control file in the share
+/// directory `pg_config` names).
+fn citus_installed(bin: &Path) -> bool {
+    Command::new(bin.join("pg_config"))
+        .arg("--sharedir")
+        .output()
+        .ok()
+        .and_then(|out| String::from_utf8(out.stdout).ok())
+        .is_some_and(|share| {
+            Path::new(share.trim())
+                .join("extension/citus.control")
+                .exists()
+        })
 }

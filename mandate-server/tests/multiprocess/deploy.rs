@@ -43,6 +43,11 @@ pub enum Backend {
     /// primary and a synchronous standby; the processes are given both hosts with
     /// `target_session_attrs=read-write`.
     Patroni,
+    /// A Citus coordinator and two workers in Patroni's Citus mode, each a primary and a
+    /// synchronous standby (mandate-test-kit/src/patroni.rs); the processes are given the
+    /// coordinator's two hosts, and the coordinator's Patroni moves `pg_dist_node` to a
+    /// worker's new primary after a failover.
+    PatroniCitus,
 }
 
 /// A deployment's database: the URL its processes are given, and the test database that
@@ -222,8 +227,12 @@ impl Deployment {
                     held: Held::Citus(db),
                 }
             }
-            Backend::Patroni => {
-                let set = PatroniSet::start().await?;
+            Backend::Patroni | Backend::PatroniCitus => {
+                let set = if backend == Backend::Patroni {
+                    PatroniSet::start().await?
+                } else {
+                    PatroniSet::start_citus(2).await?
+                };
                 Database {
                     url: set.url(),
                     held: Held::Patroni(set),
