@@ -18,16 +18,20 @@ pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
 /// Reads a whole body: at most [`MAX_BODY_BYTES`], by `deadline`. The one place the size
 /// limit is enforced: the idempotency layer (which digests the body before the handler
-/// runs) and the extractors below both read through it.
+/// runs) and the extractors below both read through it. A body over the limit and one that
+/// ended early (the client's connection cut mid-body) are told apart.
 pub async fn collect(body: Body, deadline: Instant) -> Result<Bytes, ApiError> {
     tokio::time::timeout_at(deadline, to_bytes(body, MAX_BODY_BYTES))
         .await
         .map_err(|_| BodyDeadline::expired())?
-        .map_err(|_| {
-            ApiError::InvalidRequest(format!(
-                "request body exceeds {} KiB",
-                MAX_BODY_BYTES / 1024
-            ))
+        .map_err(|e| {
+            let over_limit = std::error::Error::source(&e)
+                .is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
+            ApiError::InvalidRequest(if over_limit {
+                format!("request body exceeds {} KiB", MAX_BODY_BYTES / 1024)
+            } else {
+                format!("the request body was cut off before its end: {e}")
+            })
         })
 }
 
@@ -104,5 +108,49 @@ impl<S: Send + Sync> FromRequest<S> for OptionalJsonBody {
 
     async fn from_request(request: Request, _: &S) -> Result<Self, Self::Rejection> {
         read(request).await.map(OptionalJsonBody)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn message(error: ApiError) -> String {
+        match error {
+            ApiError::InvalidRequest(message) => message,
+            other => panic!("not invalid_request: {other:?}"),
+        }
+    }
+
+    /// A body over the limit is refused naming the limit; one whose connection was cut
+    /// before its end says so, not that it is too large; one within it is read whole.
+    #[tokio::test]
+    async fn a_body_over_the_limit_and_one_cut_off_are_told_apart() {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let over = Body::from(vec![b'x'; MAX_BODY_BYTES + 1]);
+        let said = message(collect(over, deadline).await.unwrap_err());
+        assert_eq!(said, "request body exceeds 64 KiB");
+
+        let chunks: Vec<Result<Bytes, std::io::Error>> = vec![
+            Ok(Bytes::from_static(b"{\"amount\":")),
+            Err(std::io::Error::new(
+                std::io::ErrorKind::ConnectionReset,
+                "connection reset",
+            )),
+        ];
+        let cut = Body::from_stream(futures_util::stream::iter(chunks));
+        let said = message(collect(cut, deadline).await.unwrap_err());
+        assert!(
+            said.starts_with("the request body was cut off before its end"),
+            "{said}"
+        );
+
+        let whole = Body::from(vec![b'x'; MAX_BODY_BYTES]);
+        assert_eq!(
+            collect(whole, deadline).await.unwrap().len(),
+            MAX_BODY_BYTES
+        );
     }
 }
