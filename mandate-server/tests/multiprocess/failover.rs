@@ -25,6 +25,7 @@ use serde_json::Value;
 
 use crate::deploy::{Backend, Deployment, Http, Org, mandate, request};
 use crate::deployment;
+use mandate_test_kit::patroni::PatroniSet;
 
 /// Agents deciding at once.
 const AGENTS: usize = 4;
@@ -337,6 +338,52 @@ async fn assert_no_agent_over(deployment: &Deployment) {
     assert_eq!(over, 0, "an agent was allowed past its month");
 }
 
+/// Starts each agent's load ([`decide`]) through `bases`, loses node `leader` of `set` 2 s
+/// into it, and keeps the load on until 20 s after the loss (a standby is promoted about
+/// 10 s after it); each key is given 90 s to be decided (a key whose request was cut after
+/// its claim was stored is held for the claim's 60 s). Returns the loads, when the node was
+/// lost, and how long after that another node of its group led.
+async fn load_and_lose(
+    http: &Http,
+    bases: &[String],
+    agent_keys: &[String],
+    set: &PatroniSet,
+    leader: usize,
+) -> (Vec<tokio::task::JoinHandle<Decided>>, Instant, Duration) {
+    let lost_at = Instant::now() + Duration::from_secs(2);
+    let stop = lost_at + Duration::from_secs(20);
+    let loads = agent_keys
+        .iter()
+        .enumerate()
+        .map(|(a, key)| {
+            tokio::spawn(decide(
+                http.clone(),
+                bases.to_vec(),
+                key.clone(),
+                a,
+                stop,
+                Duration::from_secs(90),
+            ))
+        })
+        .collect();
+    tokio::time::sleep_until(lost_at.into()).await;
+    set.lose(leader);
+    let lost = Instant::now();
+    let name = &set.nodes[leader].name;
+    let promoted = set
+        .wait_until_in(
+            set.nodes[leader].group,
+            Duration::from_secs(60),
+            |members| {
+                members
+                    .iter()
+                    .any(|m| m.role == "leader" && m.name != *name)
+            },
+        )
+        .await;
+    (loads, lost, promoted)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_lost_primary_under_load_loses_doubles_and_overspends_nothing() {
     let deployment = deployment!(Backend::Patroni);
@@ -356,33 +403,7 @@ async fn a_lost_primary_under_load_loses_doubles_and_overspends_nothing() {
         org.sandbox.clone(),
         stop_reading.clone(),
     ));
-    // Load for 2 s, the primary's machine lost, load on until 20 s after the loss (the
-    // standby is promoted about 10 s after it); each key given 90 s to be decided (a key
-    // whose request was cut after its claim was stored is held for the claim's 60 s).
-    let lost_at = Instant::now() + Duration::from_secs(2);
-    let stop = lost_at + Duration::from_secs(20);
-    let loads: Vec<_> = (0..AGENTS)
-        .map(|a| {
-            tokio::spawn(decide(
-                http.clone(),
-                bases.clone(),
-                agent_keys[a].clone(),
-                a,
-                stop,
-                Duration::from_secs(90),
-            ))
-        })
-        .collect();
-    tokio::time::sleep_until(lost_at.into()).await;
-    set.lose(leader);
-    let lost = Instant::now();
-    let promoted = set
-        .wait_until(Duration::from_secs(60), |members| {
-            members
-                .iter()
-                .any(|m| m.role == "leader" && m.name != set.nodes[leader].name)
-        })
-        .await;
+    let (loads, lost, promoted) = load_and_lose(&http, &bases, &agent_keys, set, leader).await;
     eprintln!("the standby led {promoted:?} after the primary was lost");
 
     let mut keys: BTreeMap<String, Key> = BTreeMap::new();
@@ -469,31 +490,7 @@ async fn a_lost_worker_primary_stops_only_its_organizations() {
             ))
         })
         .collect();
-    // As above: load for 2 s, worker group 1's primary lost, load on for 20 s after.
-    let lost_at = Instant::now() + Duration::from_secs(2);
-    let stop = lost_at + Duration::from_secs(20);
-    let loads: Vec<_> = (0..AGENTS)
-        .map(|a| {
-            tokio::spawn(decide(
-                http.clone(),
-                bases.clone(),
-                agent_keys[a].clone(),
-                a,
-                stop,
-                Duration::from_secs(90),
-            ))
-        })
-        .collect();
-    tokio::time::sleep_until(lost_at.into()).await;
-    set.lose(leader);
-    let lost = Instant::now();
-    let promoted = set
-        .wait_until_in(1, Duration::from_secs(60), |members| {
-            members
-                .iter()
-                .any(|m| m.role == "leader" && m.name != set.nodes[leader].name)
-        })
-        .await;
+    let (loads, lost, promoted) = load_and_lose(&http, &bases, &agent_keys, set, leader).await;
     let new_leader = set.leader_of(1).await.expect("a new leader");
     let port = set.nodes[new_leader].port;
     loop {
