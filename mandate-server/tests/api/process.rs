@@ -15,13 +15,23 @@ pub fn binary() -> &'static str {
     env!("CARGO_BIN_EXE_mandate-server")
 }
 
-/// A free port on 127.0.0.1 (so that the issuer stays the same across restarts).
+/// A free port on 127.0.0.1 (so that the issuer stays the same across restarts), never
+/// one handed out before in this test process: two tests given the same port would race
+/// to bind it, and the loser's server would exit.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static GIVEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut given = GIVEN.lock().unwrap_or_else(|p| p.into_inner());
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 /// The variables a command on database `db` (what `--db` is given) needs besides it: a
@@ -129,10 +139,14 @@ impl Server {
                 break;
             }
         }
-        assert!(
-            api.starts_with("http://127.0.0.1:"),
-            "the server did not print its address"
-        );
+        if !api.starts_with("http://127.0.0.1:") {
+            let _ = child.kill();
+            let status = child.wait();
+            panic!(
+                "the server did not print its address: it ended with {status:?} (its log is \
+                 its stderr, off unless the test asks for it)"
+            );
+        }
         // Keep draining stdout so the child never blocks on a full pipe.
         let output = Arc::new(Mutex::new(Vec::new()));
         let kept = output.clone();
