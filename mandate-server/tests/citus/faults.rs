@@ -473,8 +473,8 @@ async fn a_frozen_worker_holds_up_only_its_organizations() {
     let url = format!("{}?decision_writers=1", db.url);
     let serve = Serve::start(&url, DEADLINE.as_secs());
     let http = Http::default();
-    // Four agents an organization, each asking again 20 ms after it is answered (within a
-    // key's 100 requests a second).
+    // Four agents an organization, each asking again 20 ms after it is answered, so that
+    // no key reaches its rate limit.
     let mut agents: Vec<(usize, String)> = Vec::new();
     for (o, org) in orgs.iter().enumerate() {
         for a in 0..4 {
