@@ -1,23 +1,25 @@
 //! The shared application state handed to every handler, and what each layer below is
 //! given of it: the HTTP layers an [`Authenticator`], [`Paging`] or [`Idempotency`], the
-//! services their own narrow context ([`Mandates`], a store), the decision service a
-//! [`Decider`]. The state imports the layers it holds; none of them imports the state.
+//! services their own narrow context ([`Mandates`], [`Authorizations`], a store), the
+//! decision service a [`Deciding`]. The state imports the layers it holds; none of them
+//! imports the state.
 
 use std::sync::{Arc, RwLock};
 
-use mandate_core::{AgentId, CursorKey, Mode, Signer};
+use mandate_core::{AgentId, CursorKey, Signer};
 
 use crate::clock::Clock;
 use crate::decision::agents::{AgentSlotHandle, AgentStates};
 use crate::decision::modes::ModeCache;
-use crate::decision::service::Decider;
+use crate::decision::service::Deciding;
 use crate::http::auth::{AgentSlots, Authenticator};
 use crate::http::cache::KeyCache;
 use crate::http::cors::Cors;
 use crate::http::error::ApiError;
 use crate::http::idempotency::Idempotency;
 use crate::http::list::Paging;
-use crate::model::{Caller, Env};
+use crate::model::Env;
+use crate::services::authorizations::Authorizations;
 use crate::services::mandates::Mandates;
 use crate::settlement::SettlementProvider;
 use crate::signing::KeyRing;
@@ -92,37 +94,27 @@ impl AppState {
             .ok_or_else(|| ApiError::Server(format!("no signing key for {}", env.as_str())))
     }
 
-    /// The mode in force for (`org_id`, `env`): from memory, loaded on first use.
-    pub async fn mode(&self, org_id: &str, env: Env) -> Result<Mode, ApiError> {
-        if let Some(mode) = self.modes.get(org_id, env) {
-            return Ok(mode);
-        }
-        let (mode, _) = self.store.mode(org_id, env).await?;
-        Ok(self.modes.fill(org_id, env, mode))
-    }
-
-    /// The decision service for `caller`'s organization and environment, in `mode`, at
-    /// `now`, with the environment's current signer.
-    pub fn decider<'a>(
-        &'a self,
-        caller: &'a Caller,
-        mode: Mode,
-        now: time::OffsetDateTime,
-    ) -> Result<Decider<'a>, ApiError> {
-        Ok(Decider {
+    /// What every decision is made with (`POST /v1/authorizations`, an approval).
+    pub fn deciding(&self) -> Deciding<'_> {
+        Deciding {
             store: self.store.as_ref(),
             agents: &self.agents,
             leaves: &self.leaves,
             news: &self.news,
             modes: &self.modes,
-            signer: self.signer(caller.env)?,
+            keys: &self.keys,
             issuer: &self.verdicts_url,
-            org: &caller.org_id,
-            env: caller.env,
-            policy_version: &caller.policy_version,
-            mode,
-            now,
-        })
+        }
+    }
+
+    /// The authorization use case, at this moment.
+    pub fn authorizations(&self) -> Authorizations<'_> {
+        Authorizations {
+            store: self.store.as_ref(),
+            deciding: self.deciding(),
+            x402_assets: &self.x402_assets,
+            now: self.now(),
+        }
     }
 
     /// The current time.

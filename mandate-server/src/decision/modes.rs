@@ -14,6 +14,7 @@ use std::sync::{Arc, RwLock};
 use mandate_core::Mode;
 
 use crate::model::Env;
+use crate::storage::{StorageError, Store};
 
 /// Enforcement modes by organization, then environment (looked up by `&str`, so that a
 /// request's lookup allocates nothing).
@@ -54,6 +55,21 @@ impl ModeCache {
             .or_default()
             .slot(env)
             .get_or_insert(mode)
+    }
+
+    /// The mode in force for (`org_id`, `env`): from memory, loaded from `store` on first
+    /// use. Every decision starts from this one.
+    pub async fn in_force(
+        &self,
+        store: &dyn Store,
+        org_id: &str,
+        env: Env,
+    ) -> Result<Mode, StorageError> {
+        if let Some(mode) = self.get(org_id, env) {
+            return Ok(mode);
+        }
+        let (mode, _) = store.mode(org_id, env).await?;
+        Ok(self.fill(org_id, env, mode))
     }
 
     /// Records a committed switch.

@@ -9,7 +9,7 @@
 //! of its slot meanwhile: a request cancelled or failed midway leaves the slot empty, and
 //! the next one rebuilds the state from what was actually committed.
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use mandate_core::{
@@ -24,13 +24,14 @@ use tokio::sync::OwnedMutexGuard;
 use super::agents::{AgentSlot, AgentState, AgentStates, Slot};
 use super::modes::ModeCache;
 use crate::clock::{fill_random, ms, ordered16};
-use crate::model::Env;
 use crate::model::decision::{Decision, TokenSignature};
 use crate::model::leaves::LeafHashes;
 use crate::model::news::News;
-use crate::storage::StorageError;
+use crate::model::{Caller, Env};
+use crate::signing::KeyRing;
 use crate::storage::deciding::{DecidingStore, NewDecision, Recorded, Resolution};
 use crate::storage::idempotency::IdempotencyRecord;
+use crate::storage::{StorageError, Store};
 
 /// Deciding failed.
 #[derive(Debug, thiserror::Error)]
@@ -184,6 +185,66 @@ struct Signed {
     claims: VerdictClaims,
     token: String,
     claims_json: Vec<u8>,
+}
+
+/// What every decision is made with, whoever asks: where it is stored, the agents' locks,
+/// where committed decisions go for the workers, the enforcement modes, the signing keys and
+/// the issuer. [`Deciding::decider`] adds who asks and when.
+#[derive(Clone, Copy)]
+pub struct Deciding<'a> {
+    /// Where decisions are read from and stored, and the modes loaded.
+    pub store: &'a dyn Store,
+    /// The agents' locks and cached states.
+    pub agents: &'a AgentStates,
+    /// Where a committed decision's leaf hash waits for the decision log's worker.
+    pub leaves: &'a LeafHashes,
+    /// What this process stored that its workers act on at once.
+    pub news: &'a News,
+    /// The enforcement modes in memory.
+    pub modes: &'a ModeCache,
+    /// The signing keys: each environment's current signer.
+    pub keys: &'a RwLock<KeyRing>,
+    /// `iss` of every token.
+    pub issuer: &'a str,
+}
+
+impl<'a> Deciding<'a> {
+    /// The decider for `caller`'s organization and environment at `now`: with the
+    /// environment's current signer, in the mode in force ([`ModeCache::in_force`], the one
+    /// place a decision's mode comes from; a fresher one read with the agent's state wins
+    /// when the decision is made).
+    pub async fn decider(
+        &self,
+        caller: &'a Caller,
+        now: OffsetDateTime,
+    ) -> Result<Decider<'a>, DecisionError> {
+        let signer = self
+            .keys
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .signer(caller.env)
+            .ok_or_else(|| {
+                DecisionError::Signing(format!("no signing key for {}", caller.env.as_str()))
+            })?;
+        let mode = self
+            .modes
+            .in_force(self.store, &caller.org_id, caller.env)
+            .await?;
+        Ok(Decider {
+            store: self.store,
+            agents: self.agents,
+            leaves: self.leaves,
+            news: self.news,
+            modes: self.modes,
+            signer,
+            issuer: self.issuer,
+            org: &caller.org_id,
+            env: caller.env,
+            policy_version: &caller.policy_version,
+            mode,
+            now,
+        })
+    }
 }
 
 /// Everything a decision is made with: where it is stored, the agents' locks, the signer,

@@ -29,6 +29,7 @@ use crate::http::limits::BodyDeadline;
 use crate::http::request_id;
 use crate::http::seal::{SealKey, Sealed};
 use crate::model::Caller;
+use crate::services::authorizations::IdempotencyClaim;
 use crate::storage::Store;
 use crate::storage::idempotency::{CLAIM_MS, ClaimToken, IdempotencyRecord};
 
@@ -79,6 +80,14 @@ impl IdempotencySlot {
             request_id: self.request_id.clone(),
             claim: self.claim,
         }
+    }
+}
+
+/// The claim as the authorization use case takes it: the answer sealed into its record.
+impl IdempotencyClaim for IdempotencySlot {
+    fn record(&self, status: u16, body: &[u8]) -> Result<IdempotencyRecord, String> {
+        let sealed = self.seal(status, body).map_err(|e| e.to_string())?;
+        Ok(IdempotencySlot::record(self, status, sealed))
     }
 }
 

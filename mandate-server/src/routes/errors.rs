@@ -9,6 +9,7 @@ use crate::http::error::ApiError;
 use crate::services::EncodingError;
 use crate::services::acp::AcpError;
 use crate::services::ap2::Ap2Error;
+use crate::services::authorizations::AuthorizeError;
 use crate::services::escrows::EscrowError;
 use crate::services::exports::ExportError;
 use crate::services::mandates::MandateError;
@@ -25,6 +26,19 @@ impl From<DecisionError> for ApiError {
             DecisionError::ClaimLost => Self::IdempotencyConflict(e.to_string()),
             DecisionError::AlreadyResolved(_) => Self::InvalidRequest(e.to_string()),
             DecisionError::Encoding(_) | DecisionError::Signing(_) => Self::Server(e.to_string()),
+        }
+    }
+}
+
+/// An authorization refused (the body, a field, a protocol member) or not made.
+impl From<AuthorizeError> for ApiError {
+    fn from(e: AuthorizeError) -> Self {
+        match e {
+            AuthorizeError::Body(e) => e.into(),
+            AuthorizeError::Field(e) => e.into(),
+            AuthorizeError::Acp(e) => e.into(),
+            AuthorizeError::Ap2(e) => e.into(),
+            AuthorizeError::Decision(e) => e.into(),
         }
     }
 }

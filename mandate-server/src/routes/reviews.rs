@@ -134,9 +134,10 @@ async fn approve(
                 review.decision
             ))
         })?;
-    let mode = state.mode(&caller.org_id, caller.env).await?;
     let answer = state
-        .decider(&caller, mode, now)?
+        .deciding()
+        .decider(&caller, now)
+        .await?
         .run(
             Input::Approval {
                 approved,

@@ -9,11 +9,13 @@
 
 pub mod acp;
 pub mod ap2;
+pub mod authorizations;
 pub mod decision_log;
 pub mod escrows;
 pub mod exports;
 pub mod mandates;
 pub mod webhooks;
+pub mod x402;
 
 use serde::Serialize;
 use serde_json::Value;
