@@ -477,6 +477,7 @@ fn workspace() -> PathBuf {
 fn no_crate_of_the_workspace_has_an_import_circle() {
     for krate in [
         "mandate-core",
+        "mandate-storage",
         "mandate-server",
         "mandate-cli",
         "mandate-bench",
@@ -503,6 +504,7 @@ fn no_folder_of_the_workspace_has_a_loop_between_its_members() {
     let mut found = Vec::new();
     for krate in [
         "mandate-core",
+        "mandate-storage",
         "mandate-server",
         "mandate-cli",
         "mandate-bench",

@@ -21,15 +21,13 @@ use crate::storage::escrows::MovementRow;
 
 pub use crate::storage::escrows::{MovementKind, Party};
 
-impl MovementKind {
-    /// The movement an escrow action causes: release and refund move money; deliver and
-    /// dispute only change the state.
-    pub fn for_action(action: EscrowAction) -> Option<Self> {
-        match action {
-            EscrowAction::Release => Some(Self::Release),
-            EscrowAction::Refund => Some(Self::Refund),
-            EscrowAction::Deliver | EscrowAction::Dispute => None,
-        }
+/// The movement an escrow action causes: release and refund move money; deliver and
+/// dispute only change the state.
+pub fn movement_for(action: EscrowAction) -> Option<MovementKind> {
+    match action {
+        EscrowAction::Release => Some(MovementKind::Release),
+        EscrowAction::Refund => Some(MovementKind::Refund),
+        EscrowAction::Deliver | EscrowAction::Dispute => None,
     }
 }
 
@@ -134,14 +132,14 @@ mod tests {
     #[test]
     fn only_release_and_refund_move_money() {
         assert_eq!(
-            MovementKind::for_action(EscrowAction::Release),
+            movement_for(EscrowAction::Release),
             Some(MovementKind::Release)
         );
         assert_eq!(
-            MovementKind::for_action(EscrowAction::Refund),
+            movement_for(EscrowAction::Refund),
             Some(MovementKind::Refund)
         );
-        assert_eq!(MovementKind::for_action(EscrowAction::Deliver), None);
-        assert_eq!(MovementKind::for_action(EscrowAction::Dispute), None);
+        assert_eq!(movement_for(EscrowAction::Deliver), None);
+        assert_eq!(movement_for(EscrowAction::Dispute), None);
     }
 }

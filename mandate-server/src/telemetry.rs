@@ -33,8 +33,8 @@ pub const DELIVERIES: &str = "mandate_webhook_deliveries_total";
 pub const PENDING_DELIVERIES: &str = "mandate_webhook_deliveries_pending";
 /// Reviews pending (counted once a second).
 pub const PENDING_REVIEWS: &str = "mandate_reviews_pending";
-/// Jobs per commit of the storage writer (recorded in storage/sqlite/writer.rs).
-pub const WRITER_GROUP: &str = "mandate_writer_group_size";
+/// Jobs per commit of the storage writer (recorded by the engines' writers).
+pub use mandate_storage::WRITER_GROUP;
 
 /// Group-size buckets: up to the writer's largest group (256).
 const GROUP_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0];

@@ -109,7 +109,7 @@ fn bound(api_keys: &KeyBinder, row: &CallerRow) -> bool {
     if !binding.admits() {
         tracing::warn!(
             "API key {} refused: its row is not bound to the key-encryption key ({}); bind rows an operator stored with `mandate-server bind-api-keys`, otherwise someone with write access to the database wrote it",
-            keys::fingerprint(&row.caller.key_hash),
+            keys::fingerprint(&row.key_hash),
             if binding == Binding::Missing {
                 "no binding"
             } else {
@@ -150,7 +150,7 @@ pub async fn authenticate<A: AgentSlots>(
         Err(epoch) => match auth.store.caller(hash).await {
             Ok(Some(row)) if !bound(auth.api_keys, &row) => return unauthorized(auth.docs_url),
             Ok(Some(row)) => {
-                let caller = row.caller;
+                let caller = Caller::from(row);
                 // An agent key's agent slot is cached with it (see `KeyCache`).
                 let slot = caller
                     .agent

@@ -1,70 +1,15 @@
-//! Small server-side vocabulary shared by storage and handlers: environments, key classes,
-//! the authenticated caller, and the stored decision with its API shape ([`decision`]).
-
-pub mod decision;
-pub mod leaves;
-pub mod news;
+//! Small server-side vocabulary: the authenticated caller; environments, key classes and
+//! the stored decision (defined with storage, in `mandate_storage::model`); and what the
+//! decision service hands the workers ([`leaves`], [`news`]).
 
 use std::sync::Arc;
 
 use mandate_core::AgentId;
+use mandate_storage::keys::CallerRow;
+pub use mandate_storage::model::{Env, KeyClass, decision};
 
-/// An organization's environment. Sandbox keys act on the sandbox only.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Env {
-    /// Test environment; starts in enforce.
-    Sandbox,
-    /// Production; starts in observe.
-    Live,
-}
-
-impl Env {
-    /// The stored and printed form.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Sandbox => "sandbox",
-            Self::Live => "live",
-        }
-    }
-
-    /// Parses the stored form.
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "sandbox" => Some(Self::Sandbox),
-            "live" => Some(Self::Live),
-            _ => None,
-        }
-    }
-}
-
-/// The two key classes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KeyClass {
-    /// `sk_sandbox_…`, `sk_live_…`.
-    Org,
-    /// `ak_sandbox_…`, `ak_live_…`.
-    Agent,
-}
-
-impl KeyClass {
-    /// The stored form.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Org => "org",
-            Self::Agent => "agent",
-        }
-    }
-
-    /// The prefix of a key of this class in `env`.
-    pub fn key_prefix(self, env: Env) -> &'static str {
-        match (self, env) {
-            (Self::Org, Env::Sandbox) => "sk_sandbox_",
-            (Self::Org, Env::Live) => "sk_live_",
-            (Self::Agent, Env::Sandbox) => "ak_sandbox_",
-            (Self::Agent, Env::Live) => "ak_live_",
-        }
-    }
-}
+pub mod leaves;
+pub mod news;
 
 /// Who is calling: resolved from the bearer key by the auth middleware.
 #[derive(Clone)]
@@ -130,6 +75,20 @@ impl Caller {
         match &self.agent {
             None => format!("org:{}:{}", self.org_id, self.env.as_str()),
             Some(agent) => format!("agent:{}:{}:{}", self.org_id, self.env.as_str(), agent),
+        }
+    }
+}
+
+/// The caller an API key's row makes (an unrevoked key's: see `CallerRow::of_key`).
+impl From<CallerRow> for Caller {
+    fn from(row: CallerRow) -> Self {
+        Self {
+            key_hash: row.key_hash,
+            org_id: row.org_id,
+            env: row.env,
+            agent: row.agent,
+            rate_per_sec: row.rate_per_sec,
+            policy_version: row.policy_version,
         }
     }
 }

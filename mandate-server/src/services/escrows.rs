@@ -162,7 +162,7 @@ pub fn step(
     let mut after = escrow.clone();
     after.status = to;
     after.history.push(entry.clone());
-    let movement = match MovementKind::for_action(action) {
+    let movement = match crate::settlement::movement_for(action) {
         Some(kind) => Some(settlement.settle(&movement(&after, kind), ms(now))?),
         None => None,
     };

@@ -55,11 +55,11 @@ impl<'a> KeyAuthority<'a> {
     /// The authority of a row as authentication reads it.
     pub fn of_caller(row: &'a CallerRow) -> Self {
         Self {
-            hash: &row.caller.key_hash,
-            org_id: &row.caller.org_id,
-            env: row.caller.env,
+            hash: &row.key_hash,
+            org_id: &row.org_id,
+            env: row.env,
             class: row.class,
-            agent: row.caller.agent.as_ref().map(|a| a.as_str()),
+            agent: row.agent.as_ref().map(|a| a.as_str()),
         }
     }
 

@@ -40,15 +40,18 @@ const CONVERSION: i64 = 11;
 /// before it.
 fn converts() -> bool {
     let prefix = format!("{CONVERSION:04}_");
-    std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations/postgres"))
-        .expect("the PostgreSQL migrations folder")
-        .any(|entry| {
-            entry
-                .expect("a migration file")
-                .file_name()
-                .to_string_lossy()
-                .starts_with(&prefix)
-        })
+    std::fs::read_dir(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../mandate-storage/migrations/postgres"
+    ))
+    .expect("the PostgreSQL migrations folder")
+    .any(|entry| {
+        entry
+            .expect("a migration file")
+            .file_name()
+            .to_string_lossy()
+            .starts_with(&prefix)
+    })
 }
 
 /// Restores the release into the empty database `url`, checks it whole, runs `migrate`

@@ -36,14 +36,16 @@ async fn three_processes_started_at_once_on_an_empty_database_migrate_it_once() 
         .collect();
     assert!(!versions.is_empty());
     // The numbers of the migration files (they may leave gaps), each recorded once.
-    let mut expected: Vec<i64> =
-        std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations/postgres"))
-            .unwrap()
-            .filter_map(|entry| {
-                let name = entry.unwrap().file_name().into_string().unwrap();
-                name.split('_').next()?.parse().ok()
-            })
-            .collect();
+    let mut expected: Vec<i64> = std::fs::read_dir(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../mandate-storage/migrations/postgres"
+    ))
+    .unwrap()
+    .filter_map(|entry| {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        name.split('_').next()?.parse().ok()
+    })
+    .collect();
     expected.sort_unstable();
     assert_eq!(versions, expected, "each migration recorded once");
     // `migrate` on the migrated database has nothing to do, and says so.

@@ -223,7 +223,7 @@ pub async fn every_escrow_step_writes_its_movement_and_a_refused_step_nothing(fr
                     assert_eq!(row.as_ref(), Some(&expected));
                     assert_eq!(events, before.2 + 1, "one event a step");
                     let new: Vec<&MovementRow> = moved.iter().skip(before.1.len()).collect();
-                    match MovementKind::for_action(*action) {
+                    match mandate_server::settlement::movement_for(*action) {
                         None => assert!(new.is_empty(), "{action:?} moves no money"),
                         Some(kind) => {
                             assert_eq!(new.len(), 1, "{action:?}: {new:?}");

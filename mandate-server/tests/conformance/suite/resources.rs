@@ -29,37 +29,26 @@ pub async fn orgs_are_unique_by_name_and_a_refused_org_writes_nothing(fresh: &Fr
 pub async fn keys_are_callers_until_revoked_and_each_change_moves_the_generation(fresh: &Fresh) {
     let store = fresh.store.as_ref();
     let version = onboard(store).await;
-    let caller = store
-        .caller(ORG_KEY)
-        .await
-        .unwrap()
-        .expect("an org key")
-        .caller;
+    let caller = store.caller(ORG_KEY).await.unwrap().expect("an org key");
     assert_eq!(&*caller.org_id, ORG);
     assert_eq!(caller.env, Env::Sandbox);
     assert_eq!(caller.agent, None);
     assert_eq!(&*caller.policy_version, version.as_str());
     assert_eq!(
-        store.caller(LIVE_KEY).await.unwrap().unwrap().caller.env,
+        store.caller(LIVE_KEY).await.unwrap().unwrap().env,
         Env::Live
     );
     assert!(store.caller([7; 32]).await.unwrap().is_none());
     // An agent key is its agent's caller.
     agent(store, "agt_keyed", 30).await;
-    let agent_caller = store.caller([30; 32]).await.unwrap().unwrap().caller;
+    let agent_caller = store.caller([30; 32]).await.unwrap().unwrap();
     assert_eq!(agent_caller.agent, Some(agent_id("agt_keyed")));
     // Each operator change moves the generation that running servers reload on.
     let generation = store.key_generation().await.unwrap();
     assert!(store.set_key_rate(&ORG_KEY, 7).unwrap());
     assert!(!store.set_key_rate(&[7; 32], 7).unwrap(), "an unknown key");
     assert_eq!(
-        store
-            .caller(ORG_KEY)
-            .await
-            .unwrap()
-            .unwrap()
-            .caller
-            .rate_per_sec,
+        store.caller(ORG_KEY).await.unwrap().unwrap().rate_per_sec,
         7
     );
     // A rate stored as 0 still lets its caller make one request a second.
@@ -69,13 +58,7 @@ pub async fn keys_are_callers_until_revoked_and_each_change_moves_the_generation
         0
     );
     assert_eq!(
-        store
-            .caller(LIVE_KEY)
-            .await
-            .unwrap()
-            .unwrap()
-            .caller
-            .rate_per_sec,
+        store.caller(LIVE_KEY).await.unwrap().unwrap().rate_per_sec,
         1
     );
     let after_rate = store.key_generation().await.unwrap();
@@ -559,13 +542,13 @@ pub async fn org_keys_and_policy_versions_change_what_callers_carry(fresh: &Fres
         mandate_server::storage::keys::fingerprint(&[40; 32])
     );
     assert_eq!(
-        store.caller([40; 32]).await.unwrap().unwrap().caller.env,
+        store.caller([40; 32]).await.unwrap().unwrap().env,
         Env::Live
     );
     store.set_policy_version(ORG, "pol_2026-11-23.2").unwrap();
     assert!(store.key_generation_now().unwrap() > generation);
     for key in [ORG_KEY, [40; 32]] {
-        let caller = store.caller(key).await.unwrap().unwrap().caller;
+        let caller = store.caller(key).await.unwrap().unwrap();
         assert_eq!(&*caller.policy_version, "pol_2026-11-23.2");
     }
     assert_eq!(store.list_keys(ORG).unwrap().len(), 3);
