@@ -50,6 +50,9 @@ const ENGINE_ALLOWED: &[&str] = &[
     "commands/serve.rs",
     "commands/backup.rs",
     "serve.rs",
+    // The server's name for persistence, and where `--db` opens an engine.
+    "storage/mod.rs",
+    "storage/open.rs",
 ];
 
 /// The tokens of the PostgreSQL engine are seen as naming it (and plain words are not).

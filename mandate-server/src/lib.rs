@@ -25,13 +25,10 @@ pub mod settlement;
 pub mod signing;
 pub mod ssrf;
 pub mod state;
+pub mod storage;
 pub mod telemetry;
 pub mod workers;
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod engine_boundary_tests;
-
-/// Persistence: the `mandate-storage` crate (the store's interface, its use cases and its
-/// engines), under the name the server's modules use.
-pub use mandate_storage as storage;

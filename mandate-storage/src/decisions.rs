@@ -82,6 +82,8 @@ pub trait DecisionStore {
 /// that of its `policy_version, iss`, then where the review it opened stands (one lookup by
 /// the review's unique id, skipped when it opened none), read by [`read`]. A macro so that
 /// each engine's text is a constant.
+#[doc(hidden)]
+#[macro_export]
 macro_rules! decision_columns {
     ($agent:literal, $issued:literal, $reviews:literal) => {
         concat!(
@@ -117,7 +119,7 @@ macro_rules! decision_columns {
     };
 }
 
-pub(crate) use decision_columns;
+pub use decision_columns;
 
 /// `decision_columns!` of a table that stores the agent's id as `agent_id` and is keyed
 /// by organization (PostgreSQL): each review looked up in the decision's organization.

@@ -7,7 +7,7 @@ use super::statements::*;
 use mandate_core::MandateStatus;
 
 /// Every statement of the boundary.
-pub(crate) fn every() -> Vec<Stmt> {
+pub fn every() -> Vec<Stmt> {
     let mut all = with_choices();
     plain_first(&mut all);
     plain_second(&mut all);

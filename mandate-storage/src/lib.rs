@@ -1,14 +1,17 @@
 //! # mandate-storage
 //!
 //! Mandate's persistence behind one boundary. The server (`mandate-server`) reaches stored
-//! data through this crate's traits, summed up by [`Store`]; each engine is a module of its
-//! own: [`sqlite`], the embedded default (one file, group commit), and [`postgres`], for
-//! many server processes on one database (or a Citus cluster). [`DbLocation`] (`--db`)
-//! says which.
+//! data through this crate's traits, summed up by [`Store`]. Each use case is written
+//! once, beside its trait, over an engine's transaction ([`engine::Tx`]); each engine is a
+//! crate of its own that implements [`engine::Engine`]: `mandate-storage-sqlite`, the
+//! embedded default (one file, group commit), and `mandate-storage-postgres`, for many
+//! server processes on one database (or a Citus cluster). [`DbLocation`] (`--db`) says
+//! which.
 //!
 //! Storage imports nothing above it (not the routes, the decision service or the HTTP
-//! layers): it is a crate of its own, so the compiler holds that boundary. It shares with
-//! the server only the vocabulary of [`model`] and the helpers of [`clock`].
+//! layers) and names no database driver: neither is among its dependencies, so the
+//! compiler holds both. It shares with the server only the vocabulary of [`model`] and the
+//! helpers of [`clock`].
 
 pub mod admin;
 pub mod agents;
@@ -20,8 +23,8 @@ pub mod deliveries;
 pub mod engine;
 pub mod escrows;
 pub mod events;
-#[cfg(test)]
-pub(crate) mod every;
+#[doc(hidden)]
+pub mod every;
 pub mod health;
 pub mod idempotency;
 pub mod keys;
@@ -29,12 +32,9 @@ pub mod location;
 pub mod log;
 pub mod mandates;
 pub mod model;
-pub mod open;
 pub mod orgs;
 pub mod peers;
-pub mod postgres;
 pub mod records;
-pub mod sqlite;
 pub mod standard;
 pub mod standard_log;
 pub mod statements;
@@ -68,13 +68,9 @@ pub use webhooks::WebhookStore;
 /// (`mandate_writer_group_size`; the server's telemetry describes it).
 pub const WRITER_GROUP: &str = "mandate_writer_group_size";
 
-// The SQLite engine's handle and modules the decision path still uses, until it goes
-// through the boundary (`decisions`, `events`, `keys` and `mandates` re-export their
-// engine functions for it too).
-
-/// The whole persistence surface: what the server needs of an engine. An engine is a
-/// module under `storage` that implements each resource's trait; the server holds it as
-/// `Arc<dyn Store>`.
+/// The whole persistence surface: what the server needs of an engine. An engine is a crate
+/// (`mandate-storage-sqlite`, `mandate-storage-postgres`) whose store implements each
+/// resource's trait; the server holds it as `Arc<dyn Store>`.
 pub trait Store:
     AdminStore
     + AgentStore
@@ -120,10 +116,6 @@ impl<T> Store for T where
         + Sync
 {
 }
-
-/// Log directives that hold whatever the operator's filter says (the engine's own), named
-/// here so that the logging setup names no engine.
-pub use postgres::DRIVER_LOG_CAPS;
 
 /// A storage failure: the database could not be opened, read or written, or a change was
 /// refused because what it was decided on changed meanwhile. Messages never hold a

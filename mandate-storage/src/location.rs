@@ -109,25 +109,25 @@ fn percent_decode(text: &str) -> Option<String> {
 /// A `postgres://` URL cut into its parts, its host list kept as written: libpq's form
 /// `HOST1:PORT1,HOST2:PORT2` (a primary and its standbys, as a failover manager hands
 /// them out), which a generic URL parser refuses for its port.
-pub(crate) struct UrlParts<'a> {
+pub struct UrlParts<'a> {
     /// `postgres` or `postgresql`, as written.
-    pub(crate) scheme: &'a str,
+    pub scheme: &'a str,
     /// The user, as written (percent-encoded).
-    pub(crate) user: Option<&'a str>,
+    pub user: Option<&'a str>,
     /// The password, as written (percent-encoded).
-    pub(crate) password: Option<&'a str>,
+    pub password: Option<&'a str>,
     /// The host list, as written (empty when the `host` parameter names them).
-    pub(crate) hosts: &'a str,
+    pub hosts: &'a str,
     /// `/DATABASE`, or empty.
-    pub(crate) path: &'a str,
+    pub path: &'a str,
     /// What follows `?`, or empty.
-    pub(crate) query: &'a str,
+    pub query: &'a str,
 }
 
 impl<'a> UrlParts<'a> {
     /// Cuts `text`; refuses a host list entry whose port is not a number from 1 to 65535,
     /// or whose IPv6 address is not closed by `]`, saying which entry (never the password).
-    pub(crate) fn of(text: &'a str) -> Result<Self, LocationError> {
+    pub fn of(text: &'a str) -> Result<Self, LocationError> {
         let (scheme, rest) = text
             .split_once("://")
             .ok_or_else(|| LocationError::BadUrl("it has no scheme".into()))?;
@@ -166,7 +166,7 @@ impl<'a> UrlParts<'a> {
     }
 
     /// The query's parameters, decoded.
-    pub(crate) fn query_pairs(&self) -> Vec<(String, String)> {
+    pub fn query_pairs(&self) -> Vec<(String, String)> {
         url::form_urlencoded::parse(self.query.as_bytes())
             .map(|(name, value)| (name.into_owned(), value.into_owned()))
             .collect()
@@ -174,7 +174,7 @@ impl<'a> UrlParts<'a> {
 
     /// The URL again, with `password` (as written) and the parameters `pairs` in place of
     /// its own.
-    pub(crate) fn with(&self, password: Option<&str>, pairs: Vec<(String, String)>) -> String {
+    pub fn with(&self, password: Option<&str>, pairs: Vec<(String, String)>) -> String {
         let mut out = format!("{}://", self.scheme);
         if let Some(user) = self.user {
             out.push_str(user);

@@ -153,7 +153,7 @@ pub trait MandateStore {
 pub const COLUMNS: &str = "seq, id, terms, status, created_ms";
 
 /// A row of [`COLUMNS`].
-pub(super) fn read(r: &dyn Columns) -> Result<(i64, Mandate)> {
+pub fn read(r: &dyn Columns) -> Result<(i64, Mandate)> {
     MandateColumns {
         seq: r.int(0)?,
         id: r.text(1)?,

@@ -44,7 +44,7 @@ async fn mode<T: Tx>(tx: &mut T, s: Scope<'_>) -> Result<(Mode, i64)> {
 }
 
 /// A stored mode.
-pub(super) fn parse_mode(text: &str) -> Result<Mode> {
+pub fn parse_mode(text: &str) -> Result<Mode> {
     Mode::parse(text).ok_or_else(|| StorageError::Corrupt(format!("mode {text:?}")))
 }
 

@@ -24,13 +24,13 @@ use crate::model::decision::Decision;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct AgentHint {
     /// The engine's key of the agent (SQLite and PostgreSQL: `agents.seq`).
-    pub(crate) seq: Option<i64>,
+    pub seq: Option<i64>,
     /// A month (a UTC month counted from year 0) for which the agent's `decision_months` row is known
     /// to be committed.
-    pub(crate) month_marked: Option<i64>,
+    pub month_marked: Option<i64>,
     /// The version of the agent the state was read at (PostgreSQL; always 0 on SQLite,
     /// whose one process serializes an agent's changes itself).
-    pub(crate) version: i64,
+    pub version: i64,
 }
 
 /// What is stored about one agent that its next decision depends on.

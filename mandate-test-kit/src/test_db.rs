@@ -2,7 +2,7 @@
 //! (a user that may `CREATE DATABASE`), dropped when the test ends. Without the variable the
 //! tests that need it say they were skipped and how to run them, and pass.
 //!
-//! Used by the PostgreSQL engine's unit tests (mandate-storage/src/postgres) and by
+//! Used by the PostgreSQL engine's unit tests (mandate-storage-postgres/src) and by
 //! mandate-server/tests/pg_store.rs.
 
 /// The variable naming the cluster.

@@ -66,11 +66,13 @@ async fn insert(app: &TestApp, key: &str, decisions: Vec<Decision>) {
         .as_ref()
         .expect("the SQLite engine")
         .write(move |tx| -> Result<(), StorageError> {
-            let (org, env): (String, String) = tx.query_row(
-                "SELECT org_id, env FROM api_keys WHERE hash = ?1",
-                [&hash[..]],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )?;
+            let (org, env): (String, String) = tx
+                .query_row(
+                    "SELECT org_id, env FROM api_keys WHERE hash = ?1",
+                    [&hash[..]],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .map_err(mandate_server::storage::sqlite::sqlite_error)?;
             let env = Env::parse(&env).unwrap();
             for d in &decisions {
                 // A decision's agent is registered (SQLite stores its key, NOT NULL).
@@ -78,8 +80,10 @@ async fn insert(app: &TestApp, key: &str, decisions: Vec<Decision>) {
                     "INSERT OR IGNORE INTO agents (id, org_id, env, created_ms)
                      VALUES (?1, ?2, ?3, 0)",
                     rusqlite::params![d.claims.request.agent.as_str(), org, env.as_str()],
-                )?;
-                decisions::insert_with(tx, &org, env, d, AgentHint::default())?;
+                )
+                .map_err(mandate_server::storage::sqlite::sqlite_error)?;
+                decisions::insert_with(tx, &org, env, d, AgentHint::default())
+                    .map_err(mandate_server::storage::sqlite::sqlite_error)?;
             }
             Ok(())
         })

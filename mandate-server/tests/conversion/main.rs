@@ -42,7 +42,7 @@ fn converts() -> bool {
     let prefix = format!("{CONVERSION:04}_");
     std::fs::read_dir(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../mandate-storage/migrations/postgres"
+        "/../mandate-storage-postgres/migrations"
     ))
     .expect("the PostgreSQL migrations folder")
     .any(|entry| {

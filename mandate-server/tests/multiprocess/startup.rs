@@ -38,7 +38,7 @@ async fn three_processes_started_at_once_on_an_empty_database_migrate_it_once() 
     // The numbers of the migration files (they may leave gaps), each recorded once.
     let mut expected: Vec<i64> = std::fs::read_dir(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../mandate-storage/migrations/postgres"
+        "/../mandate-storage-postgres/migrations"
     ))
     .unwrap()
     .filter_map(|entry| {

@@ -1,0 +1,289 @@
+//! From a `postgres://` URL to connections: the URL's parameters read as libpq reads them
+//! (those tokio-postgres does not know are taken out first), the TLS it asks for, and the
+//! pool.
+//!
+//! Parameters of our own, taken out of the URL before the driver sees it:
+//! - `sslmode`: `disable` (the default), `prefer`, `require`, `verify-ca`, `verify-full`
+//!   (see [`super::tls`] for what each checks);
+//! - `sslrootcert`: a PEM file of the roots to trust, or `system` (the Mozilla roots);
+//! - `pool_max_size`: connections per server process (default [`DEFAULT_POOL`]);
+//! - `decision_writers`: decision writers per server process, each committing one group of
+//!   decisions at a time (default [`DEFAULT_WRITERS`]; docs/scale.md says how many);
+//! - `decision_gather_us`: how long a writer that finds a small group while decisions are
+//!   arriving waits for more, in microseconds, 0 (never, the default:
+//!   [`super::gather::DEFAULT_GATHER`]) to 100000.
+//!
+//! Every other parameter goes to tokio-postgres as it is (`connect_timeout`,
+//! `application_name`, `target_session_attrs`, ...). No message of this module holds the
+//! URL's password.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use tokio_postgres::config::SslMode;
+
+use super::tls::{RustlsConnect, Verify};
+use mandate_storage::StorageError;
+use mandate_storage::location::{PostgresUrl, UrlParts};
+
+/// Connections a server process keeps to the database unless `pool_max_size` says.
+pub const DEFAULT_POOL: usize = 16;
+
+/// Decision writers a server process runs unless `decision_writers` says. Fewer writers
+/// make bigger groups (fewer commits, less database CPU a decision); more keep more groups
+/// in flight (docs/scale.md, "Writers").
+pub const DEFAULT_WRITERS: usize = 2;
+
+/// How long a connection attempt may take unless `connect_timeout` says.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a caller waits for a free connection before the store answers unavailable.
+const WAIT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A database to connect to: the driver's configuration, the TLS connector, the pool size.
+#[derive(Clone)]
+pub struct Target {
+    /// The driver's configuration (it holds the password: never printed).
+    pub config: tokio_postgres::Config,
+    /// TLS as the URL asks.
+    pub tls: RustlsConnect,
+    /// Connections per process.
+    pub pool_size: usize,
+    /// Decision writers per process.
+    pub writers: usize,
+    /// How long a writer waits for a fuller group ([`super::gather`]).
+    pub gather: Duration,
+    /// The URL, for messages (shown redacted) and scrubbing.
+    pub url: PostgresUrl,
+}
+
+/// The URL parameter `name`'s `value`: a whole number from 1 to `max`.
+fn count(url: &PostgresUrl, name: &str, value: &str, max: usize) -> Result<usize, StorageError> {
+    value
+        .parse::<usize>()
+        .ok()
+        .filter(|n| (1..=max).contains(n))
+        .ok_or_else(|| bad(url, format!("{name} must be 1 to {max}")))
+}
+
+/// The URL parameter `name`'s `value`: whole microseconds from 0 to `max`.
+fn micros(url: &PostgresUrl, name: &str, value: &str, max: u64) -> Result<Duration, StorageError> {
+    value
+        .parse::<u64>()
+        .ok()
+        .filter(|n| *n <= max)
+        .map(Duration::from_micros)
+        .ok_or_else(|| bad(url, format!("{name} must be 0 to {max} (microseconds)")))
+}
+
+fn bad(url: &PostgresUrl, reason: impl std::fmt::Display) -> StorageError {
+    StorageError::Backend(format!(
+        "{}: {}",
+        url.redacted(),
+        url.scrub(&reason.to_string())
+    ))
+}
+
+impl Target {
+    /// Reads `url`.
+    pub fn parse(url: &PostgresUrl) -> Result<Self, StorageError> {
+        let parts = UrlParts::of(url.expose()).map_err(|e| bad(url, e))?;
+        let mut sslmode = None;
+        let mut root_cert = None;
+        let mut pool_size = DEFAULT_POOL;
+        let mut writers = DEFAULT_WRITERS;
+        let mut gather = super::gather::DEFAULT_GATHER;
+        let mut kept = Vec::new();
+        for (name, value) in parts.query_pairs() {
+            match &*name {
+                "sslmode" => sslmode = Some(value),
+                "sslrootcert" => root_cert = Some(value),
+                "pool_max_size" => pool_size = count(url, &name, &value, 1000)?,
+                "decision_writers" => writers = count(url, &name, &value, 64)?,
+                "decision_gather_us" => gather = micros(url, &name, &value, 100_000)?,
+                _ => kept.push((name, value)),
+            }
+        }
+        // The rest of the URL as written (a host list included), our parameters taken out.
+        let driver_url = parts.with(parts.password, kept);
+        let (mode, verify) = match sslmode.as_deref() {
+            None | Some("disable") => (SslMode::Disable, Verify::Nothing),
+            Some("allow" | "prefer") => (SslMode::Prefer, Verify::Nothing),
+            Some("require") if root_cert.is_some() => (SslMode::Require, Verify::Chain),
+            Some("require") => (SslMode::Require, Verify::Nothing),
+            Some("verify-ca") => (SslMode::Require, Verify::Chain),
+            Some("verify-full") => (SslMode::Require, Verify::Full),
+            Some(other) => {
+                return Err(bad(
+                    url,
+                    format!(
+                        "sslmode {other:?} is not one of disable, prefer, require, verify-ca, verify-full"
+                    ),
+                ));
+            }
+        };
+        // The driver reads the rest of the URL (its own parameters included).
+        let mut config = tokio_postgres::Config::from_str(&driver_url).map_err(|e| bad(url, e))?;
+        config.ssl_mode(mode);
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("mandate-server");
+        }
+        let tls = RustlsConnect::new(verify, root_cert.as_deref()).map_err(|e| bad(url, e))?;
+        Ok(Self {
+            config,
+            tls,
+            pool_size,
+            writers,
+            gather,
+            url: url.clone(),
+        })
+    }
+
+    /// The pool of connections (made as they are needed), at most `pool_size`.
+    pub fn pool(&self) -> Result<Pool, StorageError> {
+        self.pool_of(self.pool_size)
+    }
+
+    /// A pool of at most `size` connections.
+    pub fn pool_of(&self, size: usize) -> Result<Pool, StorageError> {
+        self.builder(size).build().map_err(|e| bad(&self.url, e))
+    }
+
+    /// The decision writers' pool: as [`Self::pool`], apart, so that a group never waits
+    /// for a connection behind the reads of requests.
+    pub(crate) fn writers_pool(&self) -> Result<Pool, StorageError> {
+        self.pool()
+    }
+
+    fn builder(&self, size: usize) -> deadpool_postgres::PoolBuilder {
+        let manager = Manager::from_config(
+            self.config.clone(),
+            self.tls.clone(),
+            ManagerConfig {
+                // A connection whose socket closed is replaced; anything else is reused
+                // as it is (a transaction dropped midway is rolled back by its drop).
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        Pool::builder(manager)
+            .max_size(size)
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(WAIT_TIMEOUT))
+            .create_timeout(Some(CONNECT_TIMEOUT + Duration::from_secs(1)))
+    }
+
+    /// A connection failure, named without the password.
+    pub fn connect_error(&self, e: tokio_postgres::Error) -> StorageError {
+        let scrubbed = self.url.scrub(&e.to_string());
+        match crate::pg_error(e) {
+            StorageError::Backend(_) => {
+                StorageError::Backend(format!("connecting to {}: {scrubbed}", self.url))
+            }
+            _ => StorageError::Unavailable(format!("connecting to {}: {scrubbed}", self.url)),
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use mandate_storage::location::DbLocation;
+
+    fn target(text: &str) -> Result<Target, StorageError> {
+        match text.parse::<DbLocation>() {
+            Ok(DbLocation::Postgres(url)) => Target::parse(&url),
+            other => panic!("{text} is not a PostgreSQL URL: {other:?}"),
+        }
+    }
+
+    /// `decision_writers` sets the writers a process runs and `decision_gather_us` their wait
+    /// for a fuller group, each within its bounds; the driver sees neither; without them a
+    /// process runs the defaults.
+    #[test]
+    fn decision_writers_is_read_from_the_url_and_checked() {
+        let plain = target("postgres://m@127.0.0.1:5432/mandate").unwrap();
+        assert_eq!(plain.writers, DEFAULT_WRITERS);
+        assert_eq!(plain.gather, crate::gather::DEFAULT_GATHER);
+        let one = target(
+            "postgres://m@127.0.0.1:5432/mandate?decision_writers=1&pool_max_size=8&decision_gather_us=200",
+        )
+        .unwrap();
+        assert_eq!(
+            (one.writers, one.pool_size, one.gather),
+            (1, 8, Duration::from_micros(200))
+        );
+        assert_eq!(plain.gather, Duration::ZERO);
+        let long = target("postgres://m@127.0.0.1:5432/mandate?decision_gather_us=1500").unwrap();
+        assert_eq!(long.gather, Duration::from_micros(1500));
+        let refuses = |param: &str, wrongs: &[&str], says: &str| {
+            for wrong in wrongs {
+                let url = format!("postgres://m@127.0.0.1:5432/mandate?{param}={wrong}");
+                let refused = target(&url).err().expect("refused");
+                assert!(refused.to_string().contains(says), "{refused}");
+            }
+        };
+        refuses(
+            "decision_gather_us",
+            &["-1", "100001", "1ms", ""],
+            "decision_gather_us must be 0 to 100000 (microseconds)",
+        );
+        refuses(
+            "decision_writers",
+            &["0", "65", "two", ""],
+            "decision_writers must be 1 to 64",
+        );
+    }
+
+    /// A host list (a primary and its standbys, as Patroni hands them out) goes to the
+    /// driver whole, with `target_session_attrs`, the password and our own parameters
+    /// taken out; the redacted URL keeps the hosts and hides the password.
+    #[test]
+    fn a_host_list_reaches_the_driver_whole() {
+        let url = "postgres://mandate:s3cret@10.0.0.1:5432,10.0.0.2:5433,[::1]:5434/mandate\
+                   ?target_session_attrs=read-write&decision_writers=3&connect_timeout=2";
+        let target = target(url).unwrap();
+        assert_eq!(target.writers, 3);
+        let hosts: Vec<String> = target
+            .config
+            .get_hosts()
+            .iter()
+            .map(|host| format!("{host:?}"))
+            .collect();
+        assert_eq!(hosts.len(), 3, "{hosts:?}");
+        assert_eq!(target.config.get_ports(), [5432, 5433, 5434]);
+        assert_eq!(
+            target.config.get_target_session_attrs(),
+            tokio_postgres::config::TargetSessionAttrs::ReadWrite
+        );
+        assert_eq!(target.config.get_password(), Some(&b"s3cret"[..]));
+        assert_eq!(target.config.get_dbname(), Some("mandate"));
+        let shown = target.url.redacted();
+        assert_eq!(
+            shown,
+            "postgres://mandate:***@10.0.0.1:5432,10.0.0.2:5433,[::1]:5434/mandate\
+             ?target_session_attrs=read-write&decision_writers=3&connect_timeout=2"
+        );
+    }
+
+    /// A host list entry with a port that is no port is refused, naming the entry.
+    #[test]
+    fn a_host_lists_bad_port_is_refused_naming_the_entry() {
+        for (url, says) in [
+            (
+                "postgres://m:pw@h1:5432,h2:54x2/db",
+                "host 2 of its host list",
+            ),
+            ("postgres://m:pw@h1:0/db", "host 1 of its host list"),
+            ("postgres://m:pw@[::1:5432/db", "not closed by ]"),
+        ] {
+            let refused = url.parse::<DbLocation>().unwrap_err().to_string();
+            assert!(refused.contains(says), "{url}: {refused}");
+            assert!(!refused.contains("pw"), "{refused}");
+        }
+    }
+}
