@@ -353,7 +353,7 @@ pub(super) fn filtered(
                 order,
                 &[&verdict, &policy_verdict],
                 Some(limit),
-                |r| read(&crate::tx::SqliteRow(r)),
+                |r| read(&crate::row::SqliteRow(r)),
             ),
         },
     }
@@ -363,7 +363,7 @@ pub(super) fn filtered(
 fn collect(mut rows: rusqlite::Rows<'_>) -> Result<Vec<(i64, Decision)>, StorageError> {
     let mut out = Vec::new();
     while let Some(r) = rows.next().map_err(crate::sqlite_error)? {
-        out.push(read(&crate::tx::SqliteRow(r))?);
+        out.push(read(&crate::row::SqliteRow(r))?);
     }
     Ok(out)
 }
@@ -491,7 +491,7 @@ pub(crate) fn current(
         .query(params![org_id, env.as_str(), agent])
         .map_err(crate::sqlite_error)?;
     match rows.next().map_err(crate::sqlite_error)? {
-        Some(r) => Ok(Some(mandates::read(&crate::tx::SqliteRow(r))?.1)),
+        Some(r) => Ok(Some(mandates::read(&crate::row::SqliteRow(r))?.1)),
         None => Ok(None),
     }
 }

@@ -20,6 +20,7 @@ pub mod owner_only;
 
 mod db;
 mod migrations;
+mod row;
 mod statements;
 mod store;
 mod tx;

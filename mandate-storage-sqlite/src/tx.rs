@@ -12,6 +12,7 @@ use rusqlite::{Connection, ToSql};
 use mandate_core::{AgentId, Amount, MandateId, Mode};
 
 use super::decisions::{self, Order};
+use super::row::SqliteRow;
 use super::statements::sql;
 use mandate_storage::StorageError;
 use mandate_storage::deciding::{AgentHint, AgentRecord};
@@ -64,27 +65,6 @@ impl ToSql for Bound<'_, '_> {
 
 fn json_list<T: serde::Serialize>(list: &[T]) -> String {
     serde_json::to_string(list).unwrap_or_else(|_| "[]".into())
-}
-
-/// A row as the boundary reads it.
-pub struct SqliteRow<'r, 's>(pub &'r rusqlite::Row<'s>);
-
-impl Columns for SqliteRow<'_, '_> {
-    fn opt_int(&self, i: usize) -> Result<Option<i64>> {
-        self.0.get(i).map_err(crate::sqlite_error)
-    }
-
-    fn opt_text(&self, i: usize) -> Result<Option<String>> {
-        self.0.get(i).map_err(crate::sqlite_error)
-    }
-
-    fn opt_bytes(&self, i: usize) -> Result<Option<Vec<u8>>> {
-        self.0.get(i).map_err(crate::sqlite_error)
-    }
-
-    fn opt_flag(&self, i: usize) -> Result<Option<bool>> {
-        self.0.get(i).map_err(crate::sqlite_error)
-    }
 }
 
 /// Prepares `text` (kept prepared on the connection) with the first of `params` bound, as
