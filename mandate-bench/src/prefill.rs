@@ -10,7 +10,8 @@
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use mandate_core::{DecisionId, Nonce, unstable::id::ReviewId};
+use mandate_core::{DecisionId, Nonce};
+use mandate_protocol::id::ReviewId;
 use rusqlite::{Connection, params};
 
 use crate::bail;

@@ -19,9 +19,9 @@ use std::collections::HashMap;
 
 use mandate_core::{
     AgentId, AuthorizationRequest, DecisionId, Evaluation, Mandate, MandateDraft, MandateId,
-    MandateStatus, Mode, Verdict, evaluate, unstable::policy::evaluate_approval,
-    unstable::wire::Decision,
+    MandateStatus, Mode, Verdict, evaluate,
 };
+use mandate_protocol::{policy::evaluate_approval, wire::Decision};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use time::OffsetDateTime;
@@ -190,7 +190,7 @@ pub fn replay(draft: &MandateDraft, decisions: &[PastDecision], options: Options
                     let evaluation =
                         evaluate_approval(Some(&mandate), &past.request, history, mode, past.at);
                     if evaluation.verdict == Verdict::Allow {
-                        mandate_core::unstable::history::spend_mut(history)
+                        mandate_protocol::history::spend_mut(history)
                             .add(past.request.amount, past.at);
                     }
                     After::Judged(evaluation)
@@ -264,10 +264,8 @@ pub const NO_REVIEW: &str = "(no review)";
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
     use super::*;
-    use mandate_core::{
-        Amount, AuthorizationRequest, Category, Currency, Nonce, Recipient,
-        unstable::wire::ListPage,
-    };
+    use mandate_core::{Amount, AuthorizationRequest, Category, Currency, Nonce, Recipient};
+    use mandate_protocol::wire::ListPage;
 
     fn draft(body: &str) -> MandateDraft {
         MandateDraft::from_json(&serde_json::from_str(body).unwrap()).unwrap()

@@ -8,7 +8,7 @@
 use std::io::IsTerminal as _;
 use std::time::Duration;
 
-use mandate_core::{unstable::wire::ErrorBody, unstable::wire::ListPage};
+use mandate_protocol::{wire::ErrorBody, wire::ListPage};
 use reqwest::Url;
 use reqwest::blocking::RequestBuilder;
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
@@ -88,10 +88,7 @@ pub fn new_idempotency_key() -> Result<String, CliError> {
             "cannot draw random bytes for an Idempotency-Key ({e}); pass --idempotency-key"
         ))
     })?;
-    Ok(format!(
-        "idem_{}",
-        mandate_core::unstable::id::base32(&bytes)
-    ))
+    Ok(format!("idem_{}", mandate_protocol::id::base32(&bytes)))
 }
 
 /// Refuses to send credentials or fetch keys over plain HTTP except to this machine.
@@ -303,7 +300,7 @@ impl Client {
     }
 
     /// `POST base_url + path` with a JSON body under `idempotency_key`: a request type of
-    /// `mandate_core::unstable::wire` (or a mandate draft as it was read and checked).
+    /// `mandate_protocol::wire` (or a mandate draft as it was read and checked).
     pub fn post(
         &self,
         path: &str,
@@ -312,7 +309,7 @@ impl Client {
     ) -> Result<Response, CliError> {
         // Members sorted by name, as `wire::to_value` writes them: the Idempotency-Key's
         // digest is over the bytes, so the same request always sends the same ones.
-        let text = mandate_core::unstable::wire::to_value(body)
+        let text = mandate_protocol::wire::to_value(body)
             .map_err(|e| CliError::usage(format!("cannot encode JSON: {e}")))?
             .to_string();
         self.post_text(path, Some(text), idempotency_key)

@@ -5,7 +5,7 @@
 
 use std::process::ExitCode;
 
-use mandate_core::unstable::wire::ErrorDetail;
+use mandate_protocol::wire::ErrorDetail;
 
 /// The meaning of each exit code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

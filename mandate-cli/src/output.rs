@@ -83,10 +83,8 @@ pub fn count(n: impl Into<u64>, singular: &str, plural: &str) -> String {
 /// A time given in seconds since the epoch, as the wire writes times (UTC); the raw number
 /// when it is out of range.
 pub fn unix_time(secs: i64) -> String {
-    time::OffsetDateTime::from_unix_timestamp(secs).map_or_else(
-        |_| secs.to_string(),
-        mandate_core::unstable::timefmt::format,
-    )
+    time::OffsetDateTime::from_unix_timestamp(secs)
+        .map_or_else(|_| secs.to_string(), mandate_protocol::timefmt::format)
 }
 
 /// Why a token was refused, in words: the core's message, with an expiry given as a UTC
@@ -102,7 +100,7 @@ pub fn token_error(error: &mandate_core::TokenError) -> String {
 
 /// A timestamp as a cell, in the wire's format.
 pub fn time(at: time::OffsetDateTime) -> String {
-    mandate_core::unstable::timefmt::format(at)
+    mandate_protocol::timefmt::format(at)
 }
 
 /// A table column: its header and how a cell is read from a typed object.

@@ -12,9 +12,9 @@ use mandate_core::{
     AgentHistory, AgentId, Amount, AuthorizationRequest, Category, Currency, CursorContext,
     CursorKey, DecisionId, Evaluation, JwkSet, Mandate, MandateDraft, MandateId, MandateStatus,
     Mode, Nonce, P256Signer, Recipient, Signer, VERDICT_LIFETIME_SECS, Verdict, VerdictClaims,
-    VerifyOptions, evaluate, sign_token, unstable::history::VELOCITY_LIMIT,
-    unstable::policy::AuthorizationBody, verify_verdict,
+    VerifyOptions, evaluate, sign_token, verify_verdict,
 };
+use mandate_protocol::{history::VELOCITY_LIMIT, policy::AuthorizationBody};
 use time::macros::datetime;
 use time::{Duration, OffsetDateTime};
 
@@ -76,9 +76,9 @@ fn full_history() -> AgentHistory {
     for i in 0..VELOCITY_LIMIT as i64 {
         history.record(&allowed, amount, NOW - Duration::seconds(61 - 5 * i));
     }
-    assert!(!mandate_core::unstable::history::velocity(&history).is_exceeded_at(NOW));
+    assert!(!mandate_protocol::history::velocity(&history).is_exceeded_at(NOW));
     assert_eq!(
-        mandate_core::unstable::history::velocity(&history).count_at(NOW),
+        mandate_protocol::history::velocity(&history).count_at(NOW),
         VELOCITY_LIMIT - 1
     );
     history
@@ -257,7 +257,7 @@ fn bench_tokens(c: &mut Criterion) {
 
     // The decision log's leaf of a verdict (docs/audit.md), made with every token.
     c.bench_function("leaf_hash", |b| {
-        b.iter(|| mandate_core::unstable::tlog::leaf_hash(black_box(token.as_bytes())))
+        b.iter(|| mandate_protocol::tlog::leaf_hash(black_box(token.as_bytes())))
     });
 }
 

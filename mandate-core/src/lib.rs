@@ -105,7 +105,7 @@
 //!
 //! # What is here
 //!
-//! Everything an embedder uses is at the crate root; the modules are private.
+//! Everything an embedder uses is at the crate root; the crate has no modules.
 //!
 //! - Money, names and identifiers, parsed at the edge: [`Amount`] (exact, from the JSON
 //!   number's text), [`Currency`], [`Recipient`], [`Category`], [`AgentName`],
@@ -129,82 +129,76 @@
 //! - The transparency log, as a counterparty checks that a verdict is in it: [`LogKeys`],
 //!   [`LogEntry`], [`Checkpoint`].
 //!
-//! [`unstable`] holds what Mandate's own server, CLI and benchmarks use besides (the HTTP
-//! API's wire types, the review, escrow and delivery state machines, the issuer's side of
-//! the transparency log, ...), with no stability promise.
+//! This crate is the face of `mandate-protocol`, which holds the implementation and what
+//! Mandate's own server, CLI and benchmarks use besides (the HTTP API's wire types, the
+//! review, escrow and delivery state machines, the issuer's side of the transparency log,
+//! ...), with no stability promise.
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
-// Every `pub` item is reachable from the root or from `unstable`: what is neither is
-// `pub(crate)`, so `public-api.txt` and `unstable-api.txt` list exactly what others see.
-#![warn(unreachable_pub)]
-
-mod acp;
-mod amount;
-mod ap2;
-mod budget;
-mod claims;
-mod counterparty;
-mod cursor;
-mod delivery;
-mod environment;
-mod escrow;
-mod field;
-mod funding;
-mod history;
-mod id;
-mod idempotency;
-mod jwk;
-mod jwks_cache;
-mod jws;
-mod mandate;
-mod names;
-mod policy;
-mod review;
-mod timefmt;
-mod tlog;
-pub mod unstable;
-mod wire;
-mod x402;
 
 // Money, names and identifiers, parsed at the edge.
-pub use amount::{Amount, AmountError};
-pub use id::{AgentId, DecisionId, EventId, IdError, MandateId, Nonce};
-pub use names::{AgentName, Category, Currency, NameError, Principal, Recipient};
+#[doc(inline)]
+pub use mandate_protocol::amount::{Amount, AmountError};
+#[doc(inline)]
+pub use mandate_protocol::id::{AgentId, DecisionId, EventId, IdError, MandateId, Nonce};
+#[doc(inline)]
+pub use mandate_protocol::names::{AgentName, Category, Currency, NameError, Principal, Recipient};
 
 // Mandates, the agent's history and the engine.
-pub use history::AgentHistory;
-pub use mandate::{
+#[doc(inline)]
+pub use mandate_protocol::history::AgentHistory;
+#[doc(inline)]
+pub use mandate_protocol::mandate::{
     CountLimits, EscrowTerms, Limits, Mandate, MandateDraft, MandateStatus, RecipientPattern,
     RecipientRefusal, Recipients,
 };
-pub use policy::{
+#[doc(inline)]
+pub use mandate_protocol::policy::{
     AuthorizationRequest, CountWindow, Evaluation, Mode, Reason, RequestBodyError, SpendWindow,
     Verdict, evaluate,
 };
 
 // Request bodies read so that every error names the field.
-pub use field::{BodyError, FieldError, parse_body};
+#[doc(inline)]
+pub use mandate_protocol::field::{BodyError, FieldError, parse_body};
 
 // Verdict and event claims, signing, and verification.
-pub use claims::{Bindings, EventClaims, Issuance, VERDICT_LIFETIME_SECS, VerdictClaims};
-pub use counterparty::{
+#[doc(inline)]
+pub use mandate_protocol::claims::{
+    Bindings, EventClaims, Issuance, VERDICT_LIFETIME_SECS, VerdictClaims,
+};
+#[doc(inline)]
+pub use mandate_protocol::counterparty::{
     CheckError, Counterparty, EnvironmentPolicy, ExpectedTransaction, MemoryReplayGuard, Objection,
     ReplayGuard, ReplayGuardError, Seen, VerifiedVerdict,
 };
-pub use environment::{Environment, token_kid};
-pub use jwk::{Jwk, JwkError, JwkSet};
-pub use jwks_cache::{CachePolicy, KeySetCache, NextFetch};
-pub use jws::{
+#[doc(inline)]
+pub use mandate_protocol::environment::{Environment, token_kid};
+#[doc(inline)]
+pub use mandate_protocol::jwk::{Jwk, JwkError, JwkSet};
+#[doc(inline)]
+pub use mandate_protocol::jwks_cache::{CachePolicy, KeySetCache, NextFetch};
+#[doc(inline)]
+pub use mandate_protocol::jws::{
     P256Signer, SignError, Signer, TokenError, TokenPart, VerifyOptions, sign_token, verify_event,
     verify_verdict,
 };
 
 // Pagination cursors.
-pub use cursor::{CursorContext, CursorError, CursorKey};
+#[doc(inline)]
+pub use mandate_protocol::cursor::{CursorContext, CursorError, CursorKey};
 
 // The payment protocols: ACP allowances, AP2 mandates, x402 requirements.
-pub use acp::{Allowance, AllowanceMismatch};
-pub use ap2::{Ap2Error, ClosedMandate, OpenMandate, verify_closed_mandate, verify_open_mandate};
-pub use x402::{Inconsistency, PaymentRequirements};
+#[doc(inline)]
+pub use mandate_protocol::acp::{Allowance, AllowanceMismatch};
+#[doc(inline)]
+pub use mandate_protocol::ap2::{
+    Ap2Error, ClosedMandate, OpenMandate, verify_closed_mandate, verify_open_mandate,
+};
+#[doc(inline)]
+pub use mandate_protocol::x402::{Inconsistency, PaymentRequirements};
 
 // The transparency log, as a counterparty checks that a verdict is in it.
-pub use tlog::{Checkpoint, CheckpointError, LogEntry, LogError, LogKeys, NoteError};
+#[doc(inline)]
+pub use mandate_protocol::tlog::{
+    Checkpoint, CheckpointError, LogEntry, LogError, LogKeys, NoteError,
+};

@@ -6,10 +6,10 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use mandate_core::{
-    Ap2Error, Jwk, JwkSet, MandateDraft, OpenMandate, P256Signer, Signer,
-    unstable::ap2::LEEWAY_SECS, unstable::ap2::minor_unit_exponent,
-    unstable::ap2::read_stored_open_mandate, verify_closed_mandate, verify_open_mandate,
+    Ap2Error, Jwk, JwkSet, MandateDraft, OpenMandate, P256Signer, Signer, verify_closed_mandate,
+    verify_open_mandate,
 };
+use mandate_protocol::{ap2::LEEWAY_SECS, ap2::minor_unit_exponent, ap2::read_stored_open_mandate};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
@@ -195,7 +195,7 @@ fn the_sdk_vectors_map_exactly() {
     let issuer_jwt = v.s("open_full").split('~').next().unwrap();
     assert_eq!(open.digest(), hash(issuer_jwt));
     assert_eq!(
-        mandate_core::unstable::ap2::consent_key(&open),
+        mandate_protocol::ap2::consent_key(&open),
         hash(&low_s(issuer_jwt))
     );
     assert_eq!(open.holder(), &Jwk::from_value(&v.v["agent_jwk"]).unwrap());
@@ -244,15 +244,15 @@ fn the_sdk_presentations_verify_with_one_credential_per_consent() {
         verify_closed_mandate(v.s("presentation_issuer_jwt_hash"), &open, v.now()).unwrap();
     assert_eq!(by_issuer_hash.amount.to_string(), "49.99");
     assert_ne!(
-        mandate_core::unstable::ap2::credential_id(&by_issuer_hash),
-        mandate_core::unstable::ap2::credential_id(&closed)
+        mandate_protocol::ap2::credential_id(&by_issuer_hash),
+        mandate_protocol::ap2::credential_id(&closed)
     );
 
     // The same consent (tx-1 under this open mandate), signed again with another nonce and
     // presented without the open hop: another token, the same credential.
     let again = closed_hop(
         &v.agent(),
-        mandate_core::unstable::ap2::sd_jwt(&open),
+        mandate_protocol::ap2::sd_jwt(&open),
         "tx-1",
         "n-9",
         Value::Null,
@@ -260,10 +260,10 @@ fn the_sdk_presentations_verify_with_one_credential_per_consent() {
     let resigned = verify_closed_mandate(&again, &open, v.now()).unwrap();
     assert_eq!(resigned.nonce, "n-9");
     assert_eq!(
-        mandate_core::unstable::ap2::credential_id(&resigned),
-        mandate_core::unstable::ap2::credential_id(&closed)
+        mandate_protocol::ap2::credential_id(&resigned),
+        mandate_protocol::ap2::credential_id(&closed)
     );
-    assert!(mandate_core::unstable::ap2::credential_id(&closed).starts_with("ap2_"));
+    assert!(mandate_protocol::ap2::credential_id(&closed).starts_with("ap2_"));
 }
 
 #[test]
@@ -541,7 +541,7 @@ fn hostile_closed_mandates_are_refused_each_with_its_error() {
     // A wrong sd_hash and a wrong issuer_jwt_hash.
     let wrong = closed_hop(
         &agent,
-        mandate_core::unstable::ap2::sd_jwt(&open),
+        mandate_protocol::ap2::sd_jwt(&open),
         "tx-1",
         "n",
         json!({"sd_hash": hash("x")}),
@@ -552,7 +552,7 @@ fn hostile_closed_mandates_are_refused_each_with_its_error() {
     );
     let wrong = closed_hop(
         &agent,
-        mandate_core::unstable::ap2::sd_jwt(&open),
+        mandate_protocol::ap2::sd_jwt(&open),
         "tx-1",
         "n",
         json!({"issuer_jwt_hash": hash("x")}),
@@ -565,7 +565,7 @@ fn hostile_closed_mandates_are_refused_each_with_its_error() {
     );
     let right = closed_hop(
         &agent,
-        mandate_core::unstable::ap2::sd_jwt(&open),
+        mandate_protocol::ap2::sd_jwt(&open),
         "tx-1",
         "n",
         json!({"issuer_jwt_hash": open.digest()}),
@@ -575,10 +575,10 @@ fn hostile_closed_mandates_are_refused_each_with_its_error() {
     // Bound to another key: signed by a key that is not the open mandate's cnf key.
     let thief = P256Signer::from_secret_bytes("agent-key-1", &[5; 32]).unwrap();
     let stolen = chain(
-        mandate_core::unstable::ap2::sd_jwt(&open),
+        mandate_protocol::ap2::sd_jwt(&open),
         &closed_hop(
             &thief,
-            mandate_core::unstable::ap2::sd_jwt(&open),
+            mandate_protocol::ap2::sd_jwt(&open),
             "tx-1",
             "n",
             Value::Null,
@@ -593,7 +593,7 @@ fn hostile_closed_mandates_are_refused_each_with_its_error() {
     let later = open.expires_at().unwrap() + time::Duration::seconds(LEEWAY_SECS + 1);
     let fine = closed_hop(
         &agent,
-        mandate_core::unstable::ap2::sd_jwt(&open),
+        mandate_protocol::ap2::sd_jwt(&open),
         "tx-1",
         "n",
         Value::Null,
@@ -633,7 +633,7 @@ fn hostile_closed_mandates_are_refused_each_with_its_error() {
     assert!(minimal.allowed_payment_instruments().is_none());
     let other_card = closed_hop_with(
         &agent,
-        mandate_core::unstable::ap2::sd_jwt(&open),
+        mandate_protocol::ap2::sd_jwt(&open),
         "tx-1",
         "n",
         Value::Null,
@@ -756,11 +756,11 @@ fn both_ecdsa_twins_of_an_issuer_signature_verify_as_one_consent() {
     assert_eq!(b.digest(), hash(&twin_jwt));
     assert_ne!(a.digest(), b.digest());
     assert_eq!(
-        mandate_core::unstable::ap2::consent_key(&a),
-        mandate_core::unstable::ap2::consent_key(&b)
+        mandate_protocol::ap2::consent_key(&a),
+        mandate_protocol::ap2::consent_key(&b)
     );
     assert_eq!(
-        mandate_core::unstable::ap2::consent_key(&a),
+        mandate_protocol::ap2::consent_key(&a),
         hash(&low_s(jwt_part))
     );
     assert_eq!(read_stored_open_mandate(&twin_token).unwrap(), b);
@@ -776,8 +776,8 @@ fn both_ecdsa_twins_of_an_issuer_signature_verify_as_one_consent() {
     let under_a = verify_closed_mandate(&closed, &a, v.now()).unwrap();
     let under_b = verify_closed_mandate(&closed, &b, v.now()).unwrap();
     assert_eq!(
-        mandate_core::unstable::ap2::credential_id(&under_a),
-        mandate_core::unstable::ap2::credential_id(&under_b)
+        mandate_protocol::ap2::credential_id(&under_a),
+        mandate_protocol::ap2::credential_id(&under_b)
     );
     assert_eq!(under_a.open_digest, a.digest());
     assert_eq!(under_b.open_digest, b.digest());
@@ -787,8 +787,8 @@ fn both_ecdsa_twins_of_an_issuer_signature_verify_as_one_consent() {
     );
     let plain = verify_closed_mandate(&plain, &b, v.now()).unwrap();
     assert_eq!(
-        mandate_core::unstable::ap2::credential_id(&plain),
-        mandate_core::unstable::ap2::credential_id(&under_a)
+        mandate_protocol::ap2::credential_id(&plain),
+        mandate_protocol::ap2::credential_id(&under_a)
     );
 }
 
@@ -840,7 +840,7 @@ fn a_closed_mandates_payee_is_one_of_the_allowed_payees_exactly() {
     let pay = |id: &str| {
         let hop = closed_with(
             &agent,
-            mandate_core::unstable::ap2::sd_jwt(&open),
+            mandate_protocol::ap2::sd_jwt(&open),
             json!({}),
             json!({"payee": {"id": id, "name": "Shop"}}),
         );
@@ -920,14 +920,14 @@ fn amounts_finer_than_the_minor_unit_are_refused_naming_the_constraint() {
 /// `exp` is refused once older than `CLOSED_MAX_AGE_SECS` (15 minutes) and the leeway.
 #[test]
 fn a_closed_mandates_iat_is_bounded() {
-    use mandate_core::unstable::ap2::CLOSED_MAX_AGE_SECS;
+    use mandate_protocol::ap2::CLOSED_MAX_AGE_SECS;
     let v = Vectors::load();
     let (now, open, agent) = (v.now(), v.open(), v.agent());
     let at = now.unix_timestamp();
     let present = |payload: Value| {
         let hop = closed_with(
             &agent,
-            mandate_core::unstable::ap2::sd_jwt(&open),
+            mandate_protocol::ap2::sd_jwt(&open),
             payload,
             json!({}),
         );
@@ -963,7 +963,7 @@ fn a_closed_mandates_iat_is_bounded() {
     );
     let hop = closed_with(
         &agent,
-        mandate_core::unstable::ap2::sd_jwt(&open),
+        mandate_protocol::ap2::sd_jwt(&open),
         json!({"iat": old}),
         json!({"exp": at + 60}),
     );
@@ -987,7 +987,7 @@ fn a_closed_mandates_iat_is_bounded() {
     let ending = verify_open_mandate(&ending, &v.issuers(), now).unwrap();
     let hop = closed_with(
         &agent,
-        mandate_core::unstable::ap2::sd_jwt(&ending),
+        mandate_protocol::ap2::sd_jwt(&ending),
         json!({"iat": at + 40}),
         json!({}),
     );

@@ -57,9 +57,7 @@ fn all_bound() -> Bindings {
     Bindings {
         ap2_mandate: Some("open-digest".into()),
         ap2_transaction: Some("tx-42".into()),
-        x402_payment: Some(mandate_core::unstable::x402::digest(&requirements(
-            "1500000",
-        ))),
+        x402_payment: Some(mandate_protocol::x402::digest(&requirements("1500000"))),
         ..Bindings::default()
     }
 }
@@ -127,9 +125,7 @@ fn a_binding_expected_but_absent_or_different_is_refused() {
     let other = Bindings {
         ap2_mandate: Some("another".into()),
         ap2_transaction: Some("tx-43".into()),
-        x402_payment: Some(mandate_core::unstable::x402::digest(&requirements(
-            "1500001",
-        ))),
+        x402_payment: Some(mandate_protocol::x402::digest(&requirements("1500001"))),
         ..Bindings::default()
     };
     let objections = check(&token(other, "n_2"), &expected).unwrap_err();
@@ -148,7 +144,7 @@ fn an_x402_payment_that_is_not_the_transaction_is_refused_even_when_signed() {
     // The token is bound to this payment, but the payment pays 2 USDC, not 1.50.
     let two = requirements("2000000");
     let bound = Bindings {
-        x402_payment: Some(mandate_core::unstable::x402::digest(&two)),
+        x402_payment: Some(mandate_protocol::x402::digest(&two)),
         ..Bindings::default()
     };
     let objections = check(
@@ -164,7 +160,7 @@ fn an_x402_payment_that_is_not_the_transaction_is_refused_even_when_signed() {
     let mut elsewhere = requirements("1500000");
     elsewhere.pay_to = "0x1111111111111111111111111111111111111111".into();
     let bound = Bindings {
-        x402_payment: Some(mandate_core::unstable::x402::digest(&elsewhere)),
+        x402_payment: Some(mandate_protocol::x402::digest(&elsewhere)),
         ..Bindings::default()
     };
     let objections = check(
@@ -199,7 +195,7 @@ fn an_upto_payment_settles_at_most_the_signed_maximum() {
     let mut signed = requirements("1500000");
     signed.scheme = "upto".into();
     let bound = Bindings {
-        x402_payment: Some(mandate_core::unstable::x402::digest(&signed)),
+        x402_payment: Some(mandate_protocol::x402::digest(&signed)),
         ..Bindings::default()
     };
     let settle = |amount: &str, nonce: &str| {
@@ -269,7 +265,7 @@ fn an_acp_allowance_is_checked_by_digest_session_and_limits() {
     };
     let granted = allowance(150);
     let claims = Bindings {
-        acp_allowance: Some(mandate_core::unstable::acp::digest(&granted)),
+        acp_allowance: Some(mandate_protocol::acp::digest(&granted)),
         acp_checkout_session: Some("csn_1".into()),
         ..Bindings::default()
     };

@@ -1,35 +1,44 @@
-//! The crate's documentation and manifest say what is true: the crate doc names its one
-//! public module, the README's table names each path once, and no manifest
+//! The crate's documentation and manifest say what is true: the crate doc names the crate
+//! it is the face of, the README's table names each path once, and no manifest
 //! carries a placeholder URL.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 const LIB: &str = include_str!("../src/lib.rs");
+const PROTOCOL_LIB: &str = include_str!("../../mandate-protocol/src/lib.rs");
 const README: &str = include_str!("../../README.md");
-const MANIFESTS: [&str; 5] = [
+const MANIFESTS: [&str; 6] = [
     include_str!("../../Cargo.toml"),
     include_str!("../Cargo.toml"),
+    include_str!("../../mandate-protocol/Cargo.toml"),
     include_str!("../../mandate-server/Cargo.toml"),
     include_str!("../../mandate-cli/Cargo.toml"),
     include_str!("../../mandate-bench/Cargo.toml"),
 ];
 
-/// The face is the crate root: every module is private but `unstable`, which the crate
-/// doc names (with what it is for).
+/// The face is the crate root and nothing else: no module of its own, and the crate doc
+/// names `mandate-protocol` (with what it is for); mandate-protocol's modules are public.
 #[test]
-fn the_modules_are_private_but_unstable_and_the_crate_doc_names_it() {
-    let public: Vec<&str> = LIB
+fn the_face_has_no_module_and_the_crate_doc_names_the_protocol() {
+    let modules = LIB
         .lines()
-        .filter_map(|line| line.strip_prefix("pub mod ")?.strip_suffix(';'))
-        .collect();
-    assert_eq!(public, ["unstable"]);
-    let private = LIB
-        .lines()
-        .filter(|line| line.starts_with("mod ") && line.ends_with(';'))
+        .filter(|line| line.starts_with("mod ") || line.starts_with("pub mod "))
         .count();
-    assert!(private > 20, "{private}");
+    assert_eq!(modules, 0);
     assert!(
-        LIB.contains("//! [`unstable`] holds what"),
-        "the crate doc names unstable"
+        LIB.contains("//! This crate is the face of `mandate-protocol`"),
+        "the crate doc names mandate-protocol"
+    );
+    let public = PROTOCOL_LIB
+        .lines()
+        .filter(|line| line.starts_with("pub mod "))
+        .count();
+    let private = PROTOCOL_LIB
+        .lines()
+        .filter(|line| line.starts_with("mod "))
+        .count();
+    assert!(
+        public > 20 && private == 0,
+        "{public} public, {private} private"
     );
 }
 

@@ -255,7 +255,7 @@ fn no_function_in_any_crate_is_over_the_limit() {
     let mut allowed_seen = Vec::new();
     let mut counted = 0;
     for krate in [
-        "mandate-core",
+        "mandate-protocol",
         "mandate-storage",
         "mandate-server",
         "mandate-cli",

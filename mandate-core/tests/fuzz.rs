@@ -15,12 +15,14 @@ use mandate_core::{
     AgentId, Amount, AuthorizationRequest, Category, Currency, CursorContext, CursorKey,
     DecisionId, EventClaims, EventId, FieldError, JwkSet, MandateDraft, MandateId, Nonce,
     P256Signer, Recipient, Signer, VERDICT_LIFETIME_SECS, Verdict, VerdictClaims, VerifyOptions,
-    parse_body, sign_token,
-    unstable::amount::amount_from_json,
-    unstable::ap2::read_stored_open_mandate,
-    unstable::funding::FundingRequest,
-    unstable::mandate::{format_date, parse_date},
-    verify_closed_mandate, verify_event, verify_open_mandate, verify_verdict,
+    parse_body, sign_token, verify_closed_mandate, verify_event, verify_open_mandate,
+    verify_verdict,
+};
+use mandate_protocol::{
+    amount::amount_from_json,
+    ap2::read_stored_open_mandate,
+    funding::FundingRequest,
+    mandate::{format_date, parse_date},
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -371,7 +373,7 @@ proptest! {
         let closed = verify_closed_mandate(presented, &open, now).unwrap();
         let mutated = String::from_utf8_lossy(&mutate(presented.as_bytes(), &edits)).into_owned();
         if let Ok(read) = verify_closed_mandate(&mutated, &open, now) {
-            prop_assert_eq!(mandate_core::unstable::ap2::credential_id(&read), mandate_core::unstable::ap2::credential_id(&closed));
+            prop_assert_eq!(mandate_protocol::ap2::credential_id(&read), mandate_protocol::ap2::credential_id(&closed));
             prop_assert_eq!((read.amount, read.payee), (closed.amount, closed.payee));
         }
     }
@@ -468,8 +470,8 @@ fn request_with(field: &str, text: &str) -> Result<(), FieldError> {
 
 /// The canonical UTC form of a timestamp: it parses back to the same second.
 fn timestamp(text: &str) -> Parsed {
-    let at = mandate_core::unstable::timefmt::parse(text).ok_or("not RFC 3339")?;
-    Ok(mandate_core::unstable::timefmt::format(at))
+    let at = mandate_protocol::timefmt::parse(text).ok_or("not RFC 3339")?;
+    Ok(mandate_protocol::timefmt::format(at))
 }
 
 const GRAMMARS: &[Grammar] = &[

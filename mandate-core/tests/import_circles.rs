@@ -476,7 +476,7 @@ fn workspace() -> PathBuf {
 #[test]
 fn no_crate_of_the_workspace_has_an_import_circle() {
     for krate in [
-        "mandate-core",
+        "mandate-protocol",
         "mandate-storage",
         "mandate-server",
         "mandate-cli",
@@ -503,7 +503,7 @@ fn no_crate_of_the_workspace_has_an_import_circle() {
 fn no_folder_of_the_workspace_has_a_loop_between_its_members() {
     let mut found = Vec::new();
     for krate in [
-        "mandate-core",
+        "mandate-protocol",
         "mandate-storage",
         "mandate-server",
         "mandate-cli",

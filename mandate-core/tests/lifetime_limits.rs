@@ -5,8 +5,9 @@
 
 use mandate_core::{
     AgentHistory, AgentId, Amount, AuthorizationRequest, Mandate, MandateDraft, MandateId,
-    MandateStatus, Mode, Verdict, evaluate, unstable::policy::evaluate_approval,
+    MandateStatus, Mode, Verdict, evaluate,
 };
+use mandate_protocol::policy::evaluate_approval;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use time::macros::datetime;
@@ -58,7 +59,7 @@ fn amount(text: &str) -> Amount {
 fn spent(allows: &[(&str, OffsetDateTime)]) -> AgentHistory {
     let mut history = AgentHistory::default();
     for (a, at) in allows {
-        mandate_core::unstable::history::spend_mut(&mut history).add(amount(a), *at);
+        mandate_protocol::history::spend_mut(&mut history).add(amount(a), *at);
     }
     history
 }
@@ -93,8 +94,8 @@ fn the_new_fields_parse_exactly_and_errors_name_the_field() {
         (count.per_day, count.per_week, count.per_month, count.total),
         (Some(3), Some(5), Some(8), Some(10))
     );
-    assert!(mandate_core::unstable::mandate::counts_lifetime(limits));
-    let json = mandate_core::unstable::wire::mandate_json(&m, NOW);
+    assert!(mandate_protocol::mandate::counts_lifetime(limits));
+    let json = mandate_protocol::wire::mandate_json(&m, NOW);
     assert_eq!(json["limits"]["total"].to_string(), "1000.50");
     assert_eq!(
         json["limits"]["count"],
@@ -150,10 +151,8 @@ fn the_new_fields_parse_exactly_and_errors_name_the_field() {
     plain["limits"]["count"] = json!({"per_day": 1});
     plain.as_object_mut().unwrap().remove("not_before");
     let m = mandate_from(&plain);
-    assert!(!mandate_core::unstable::mandate::counts_lifetime(
-        &m.terms.limits
-    ));
-    let json = mandate_core::unstable::wire::mandate_json(&m, NOW);
+    assert!(!mandate_protocol::mandate::counts_lifetime(&m.terms.limits));
+    let json = mandate_protocol::wire::mandate_json(&m, NOW);
     assert!(json.get("not_before").is_none() && json["limits"].get("total").is_none());
 }
 
@@ -369,9 +368,9 @@ proptest! {
             if got.verdict == Verdict::Allow {
                 total += amount.value();
                 allows += 1;
-                let day = by_day.entry(mandate_core::unstable::history::day_of(now)).or_default();
+                let day = by_day.entry(mandate_protocol::history::day_of(now)).or_default();
                 *day += 1;
-                let week = by_week.entry(mandate_core::unstable::history::week_of(now)).or_default();
+                let week = by_week.entry(mandate_protocol::history::week_of(now)).or_default();
                 *week += 1;
                 prop_assert!(total <= m.terms.limits.total.unwrap().value());
                 prop_assert!(allows <= count.total.unwrap());

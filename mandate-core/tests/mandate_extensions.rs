@@ -6,8 +6,8 @@
 use mandate_core::{
     AgentHistory, AgentId, Amount, AuthorizationRequest, Mandate, MandateDraft, MandateId,
     MandateStatus, Mode, Recipient, RecipientPattern, Verdict, evaluate,
-    unstable::policy::evaluate_approval,
 };
+use mandate_protocol::policy::evaluate_approval;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use time::macros::datetime;
@@ -59,7 +59,7 @@ fn amount(text: &str) -> Amount {
 fn spent(allows: &[(&str, OffsetDateTime)]) -> AgentHistory {
     let mut history = AgentHistory::default();
     for (a, at) in allows {
-        mandate_core::unstable::history::spend_mut(&mut history).add(amount(a), *at);
+        mandate_protocol::history::spend_mut(&mut history).add(amount(a), *at);
     }
     history
 }
@@ -165,14 +165,14 @@ fn a_mandate_without_the_new_fields_echoes_none_of_them() {
     plain["limits"] = json!({"per_transaction": 100, "currency": "USD"});
     plain.as_object_mut().unwrap().remove("recipients");
     let m = mandate_from(&plain);
-    let shown = mandate_core::unstable::wire::mandate_json(&m, NOW);
+    let shown = mandate_protocol::wire::mandate_json(&m, NOW);
     assert_eq!(
         shown["limits"],
         json!({"per_transaction": 100, "currency": "USD"})
     );
     assert!(shown.get("recipients").is_none());
     // With them, the answer carries them and reads back to the same terms.
-    let full = mandate_core::unstable::wire::mandate_json(&mandate(), NOW);
+    let full = mandate_protocol::wire::mandate_json(&mandate(), NOW);
     assert_eq!(full["limits"]["per_day"], json!(200));
     assert_eq!(full["limits"]["per_week"], json!(500));
     assert_eq!(
@@ -477,8 +477,8 @@ proptest! {
             r.amount = amount;
             let got = evaluate(Some(&m), &r, &history, Mode::Enforce, now);
             if got.verdict == Verdict::Allow {
-                let day = mandate_core::unstable::history::day_of(now);
-                let week = mandate_core::unstable::history::week_of(now);
+                let day = mandate_protocol::history::day_of(now);
+                let week = mandate_protocol::history::week_of(now);
                 *by_day.entry(day).or_default() += amount.value();
                 *by_week.entry(week).or_default() += amount.value();
                 prop_assert!(by_day[&day] <= m.terms.limits.per_day.unwrap().value());

@@ -3,8 +3,9 @@
 
 use mandate_core::{
     AgentHistory, AgentId, Amount, AuthorizationRequest, Evaluation, Mandate, MandateDraft,
-    MandateId, MandateStatus, Mode, Verdict, evaluate, unstable::policy::evaluate_approval,
+    MandateId, MandateStatus, Mode, Verdict, evaluate,
 };
+use mandate_protocol::policy::evaluate_approval;
 use proptest::prelude::*;
 use serde_json::json;
 use time::macros::datetime;
@@ -434,7 +435,7 @@ fn observe_mode_never_blocks_and_keeps_what_enforce_would_say() {
         (review.verdict, review.policy_verdict),
         (Verdict::Allow, Verdict::Review)
     );
-    assert!(!mandate_core::unstable::policy::opens_review(&review));
+    assert!(!mandate_protocol::policy::opens_review(&review));
     let enforced = evaluate(
         Some(&active),
         &request("60", "USD", "software"),
@@ -442,7 +443,7 @@ fn observe_mode_never_blocks_and_keeps_what_enforce_would_say() {
         Mode::Enforce,
         NOW,
     );
-    assert!(mandate_core::unstable::policy::opens_review(&enforced));
+    assert!(mandate_protocol::policy::opens_review(&enforced));
 }
 
 #[test]

@@ -5,18 +5,16 @@
 //! `UPDATE_PUBLIC_API=1 cargo test -p mandate-core --test public_api` and commit them with
 //! the change.
 //!
-//! Two listings: `mandate-core/public-api.txt` is the face embedders use (the crate root's
-//! re-exports and what those items carry), `mandate-core/unstable-api.txt` is
-//! `mandate_core::unstable` (what Mandate's server, CLI and benchmarks use besides). The
-//! modules are private and the crate warns on `unreachable_pub`, so every `pub` item is
-//! reachable from one of the two. An item is listed as unstable when its module is
-//! re-exported whole by `src/unstable.rs` (`pub use crate::wire::*`) or when it (or the type
-//! whose member it is) is named there; everything else is the face.
+//! Two listings: `mandate-core/public-api.txt` is the face embedders use (mandate-core's
+//! re-exports and what those items carry), `mandate-protocol/api.txt` is the rest of
+//! mandate-protocol (what Mandate's server, CLI and benchmarks use besides). An item of
+//! mandate-protocol is the face's when it (or the type whose member it is) is named by
+//! mandate-core's `src/lib.rs`; everything else is the protocol's.
 //!
 //! The listing is read from the source text (stable Rust has no rustdoc JSON): items
 //! inside `#[cfg(test)]` modules, `pub(crate)` and private items are left out; macros
-//! that generate items list their body once; the `pub use` plumbing inside the private
-//! modules is left out (the root and `unstable` say what is re-exported).
+//! that generate items list their body once; the `pub use` plumbing inside the modules is
+//! left out (each item is listed where it is declared).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::HashSet;
@@ -165,18 +163,12 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// What `src/unstable.rs` re-exports: the modules it takes whole (`wire`) and the items it
-/// names, as (module, name) with the module the first one under `src/` (`tlog`).
-struct Unstable {
-    whole: HashSet<String>,
-    named: HashSet<(String, String)>,
-}
-
-fn unstable(source: &str) -> Unstable {
-    let mut whole = HashSet::new();
+/// What `mandate-core/src/lib.rs` re-exports from mandate-protocol, as (module, name) with
+/// the module the first one under `mandate-protocol/src/` (`tlog`).
+fn face(source: &str) -> HashSet<(String, String)> {
     let mut named = HashSet::new();
     for (statement, _) in declarations(source) {
-        let Some(path) = statement.strip_prefix("pub use crate::") else {
+        let Some(path) = statement.strip_prefix("pub use mandate_protocol::") else {
             continue;
         };
         let (module, items) = path.split_once("::").unwrap();
@@ -184,39 +176,53 @@ fn unstable(source: &str) -> Unstable {
         let items = items.trim_start_matches('{').trim_end_matches('}');
         for item in items.split(',').map(str::trim).filter(|i| !i.is_empty()) {
             let item = item.rsplit("::").next().unwrap();
-            if item == "*" {
-                whole.insert(module.to_owned());
-            } else {
-                named.insert((module.to_owned(), item.to_owned()));
-            }
+            assert_ne!(
+                item, "*",
+                "the face re-exports {module} whole: name its items"
+            );
+            named.insert((module.to_owned(), item.to_owned()));
         }
     }
-    Unstable { whole, named }
+    named
 }
 
-/// The two listings, the face and `unstable`, read from `src/`.
-fn listings() -> (String, String) {
+/// The workspace's directory and mandate-core's face.
+fn workspace_and_face() -> (PathBuf, String) {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let lib = std::fs::read_to_string(root.join("src/lib.rs")).unwrap();
+    (root.parent().unwrap().to_path_buf(), lib)
+}
+
+/// The two listings, the face (mandate-core) and the rest (mandate-protocol), read from
+/// mandate-protocol's `src/` and mandate-core's `src/lib.rs`.
+fn listings() -> (String, String) {
+    let (workspace, lib) = workspace_and_face();
+    let protocol = workspace.join("mandate-protocol");
     let mut files = Vec::new();
-    sources(&root.join("src"), &mut files);
-    let unstable = unstable(&std::fs::read_to_string(root.join("src/unstable.rs")).unwrap());
+    sources(&protocol.join("src"), &mut files);
+    let named = face(&lib);
     let regenerate = "# Regenerate after a deliberate change: UPDATE_PUBLIC_API=1 cargo test -p mandate-core --test public_api\n";
     let mut face = format!(
-        "# The public API of mandate-core (the crate root), read from src/ by tests/public_api.rs.\n{regenerate}"
+        "# The public API of mandate-core (its re-exports and what they carry), read by\n\
+         # mandate-core/tests/public_api.rs.\n{regenerate}\n[mandate-core/src/lib.rs]\n"
     );
+    for (statement, _) in declarations(&lib) {
+        face.push_str(&statement);
+        face.push('\n');
+    }
     let mut rest = format!(
-        "# mandate_core::unstable: what Mandate's server, CLI and benchmarks use besides the root,\n\
-         # with no stability promise. Read from src/ by tests/public_api.rs.\n{regenerate}"
+        "# mandate-protocol beyond mandate-core's face: what Mandate's server, CLI and benchmarks\n\
+         # use besides, with no stability promise. Read by mandate-core/tests/public_api.rs.\n{regenerate}"
     );
     for file in files {
-        let name = file.strip_prefix(&root).unwrap().display().to_string();
+        let name = file.strip_prefix(&workspace).unwrap().display().to_string();
         let module = name
-            .trim_start_matches("src/")
+            .trim_start_matches("mandate-protocol/src/")
             .split(['/', '.'])
             .next()
             .unwrap()
             .to_owned();
-        let plumbing = module != "lib" && module != "unstable";
+        let plumbing = module != "lib";
         let mut sections = [Vec::new(), Vec::new()];
         for (item, owner) in declarations(&std::fs::read_to_string(&file).unwrap()) {
             if plumbing && item.starts_with("pub use ") {
@@ -232,10 +238,8 @@ fn listings() -> (String, String) {
                 },
                 None => (module.clone(), owner),
             };
-            let is_unstable = module == "unstable"
-                || unstable.whole.contains(&module)
-                || owner.is_some_and(|o| unstable.named.contains(&(module, o)));
-            sections[usize::from(is_unstable)].push(item);
+            let in_face = owner.is_some_and(|o| named.contains(&(module, o)));
+            sections[usize::from(!in_face)].push(item);
         }
         for (listing, items) in [&mut face, &mut rest].into_iter().zip(sections) {
             if items.is_empty() {
@@ -253,10 +257,13 @@ fn listings() -> (String, String) {
 
 #[test]
 fn the_public_api_is_the_listed_one() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let (workspace, _) = workspace_and_face();
     let (face, rest) = listings();
-    for (file, now) in [("public-api.txt", face), ("unstable-api.txt", rest)] {
-        let path = root.join(file);
+    for (file, now) in [
+        ("mandate-core/public-api.txt", face),
+        ("mandate-protocol/api.txt", rest),
+    ] {
+        let path = workspace.join(file);
         if std::env::var_os("UPDATE_PUBLIC_API").is_some() {
             std::fs::write(&path, &now).unwrap();
             continue;
@@ -268,35 +275,41 @@ fn the_public_api_is_the_listed_one() {
             let removed: Vec<&&str> = old.iter().filter(|l| !new.contains(l)).collect();
             let added: Vec<&&str> = new.iter().filter(|l| !old.contains(l)).collect();
             panic!(
-                "the public API differs from mandate-core/{file}.\nremoved: {removed:#?}\nadded: {added:#?}\n\
+                "the public API differs from {file}.\nremoved: {removed:#?}\nadded: {added:#?}\n\
                  If the change is deliberate, run UPDATE_PUBLIC_API=1 cargo test -p mandate-core --test public_api and commit the listings."
             );
         }
     }
 }
 
-/// The root re-exports nothing `unstable` takes whole: a module is the face's or the
-/// server's, never both.
+/// The face re-exports nothing of the modules only the server and the CLI use (the API's
+/// wire types and the server's state machines), and is nothing but re-exports.
 #[test]
-fn the_root_and_unstable_share_no_module() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let unstable = unstable(&std::fs::read_to_string(root.join("src/unstable.rs")).unwrap());
-    let lib = std::fs::read_to_string(root.join("src/lib.rs")).unwrap();
-    for (statement, _) in declarations(&lib) {
-        if let Some(path) = statement.strip_prefix("pub use ") {
-            let module = path.split("::").next().unwrap();
-            assert!(
-                !unstable.whole.contains(module),
-                "the root re-exports from {module}, which unstable takes whole: {statement}"
-            );
-        }
+fn the_face_names_no_module_of_the_server() {
+    let (_, lib) = workspace_and_face();
+    let named = face(&lib);
+    assert!(named.len() > 60, "{}", named.len());
+    for server in [
+        "wire",
+        "review",
+        "escrow",
+        "funding",
+        "delivery",
+        "idempotency",
+        "budget",
+    ] {
+        assert!(
+            !named.iter().any(|(module, _)| module == server),
+            "the face re-exports from {server}"
+        );
     }
-    assert!(unstable.whole.contains("wire"), "{:?}", unstable.whole);
-    assert!(
-        unstable
-            .named
-            .contains(&("field".to_owned(), "check_fields".to_owned()))
-    );
+    for (statement, _) in declarations(&lib) {
+        assert!(
+            statement.starts_with("pub use mandate_protocol::"),
+            "{statement}"
+        );
+    }
+    assert!(named.contains(&("counterparty".to_owned(), "Counterparty".to_owned())));
 }
 
 #[test]

@@ -5,9 +5,9 @@
 
 use mandate_core::{
     AgentHistory, AgentId, Amount, AuthorizationRequest, Evaluation, Mandate, MandateDraft,
-    MandateId, MandateStatus, Mode, Verdict, evaluate, unstable::policy::SingleUse,
-    unstable::policy::evaluate_presenting,
+    MandateId, MandateStatus, Mode, Verdict, evaluate,
 };
+use mandate_protocol::{policy::SingleUse, policy::evaluate_presenting};
 use serde_json::json;
 use time::macros::datetime;
 use time::{Duration, OffsetDateTime};
@@ -130,7 +130,7 @@ fn a_credential_accepted_before_is_deny_replay_in_its_place() {
         (Verdict::Allow, Verdict::DenyReplay)
     );
     assert!(
-        !mandate_core::unstable::policy::accepts(&got, Some(&used)),
+        !mandate_protocol::policy::accepts(&got, Some(&used)),
         "an accepted credential is not accepted again"
     );
 }
@@ -159,10 +159,10 @@ fn a_fresh_credential_is_judged_as_without_it_and_accepted_by_allow_or_review() 
         assert_eq!(with, without);
         assert_eq!(with.verdict, verdict);
         assert_eq!(
-            mandate_core::unstable::policy::accepts(&with, Some(&fresh)),
+            mandate_protocol::policy::accepts(&with, Some(&fresh)),
             accepts,
             "{amount} {category}"
         );
-        assert!(!mandate_core::unstable::policy::accepts(&with, None));
+        assert!(!mandate_protocol::policy::accepts(&with, None));
     }
 }

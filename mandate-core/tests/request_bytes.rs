@@ -7,8 +7,8 @@
 //! bytes. `PROPTEST_CASES` sets the number of cases (default 2,048 here).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use mandate_core::unstable::policy::AuthorizationBody;
 use mandate_core::{AgentId, AuthorizationRequest, RequestBodyError, parse_body};
+use mandate_protocol::policy::AuthorizationBody;
 use proptest::prelude::*;
 use serde_json::Value;
 

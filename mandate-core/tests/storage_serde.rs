@@ -4,10 +4,8 @@
 //! next request as the original would. Formats: docs/embedding.md.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use mandate_core::{
-    AgentHistory, Amount, Mandate, MandateDraft, MandateId, MandateStatus,
-    unstable::history::VELOCITY_LIMIT,
-};
+use mandate_core::{AgentHistory, Amount, Mandate, MandateDraft, MandateId, MandateStatus};
+use mandate_protocol::history::VELOCITY_LIMIT;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use time::{Duration, OffsetDateTime};
@@ -138,15 +136,15 @@ proptest! {
         let mut now = at_nanos(1_795_348_800_123_000_000);
         for (wait_ms, amount) in &steps {
             now += Duration::milliseconds(*wait_ms);
-            mandate_core::unstable::history::velocity_mut(&mut history).record(now);
-            mandate_core::unstable::history::spend_mut(&mut history).add(Amount::parse(amount).unwrap(), now);
+            mandate_protocol::history::velocity_mut(&mut history).record(now);
+            mandate_protocol::history::spend_mut(&mut history).add(Amount::parse(amount).unwrap(), now);
         }
         let stored = serde_json::to_string(&history).unwrap();
         let read: AgentHistory = serde_json::from_str(&stored).unwrap();
         prop_assert_eq!(read, history);
         let later = now + Duration::milliseconds(probe);
-        prop_assert_eq!(mandate_core::unstable::history::velocity(&read).is_exceeded_at(later), mandate_core::unstable::history::velocity(&history).is_exceeded_at(later));
-        prop_assert_eq!(mandate_core::unstable::history::velocity(&read).count_at(later), mandate_core::unstable::history::velocity(&history).count_at(later));
+        prop_assert_eq!(mandate_protocol::history::velocity(&read).is_exceeded_at(later), mandate_protocol::history::velocity(&history).is_exceeded_at(later));
+        prop_assert_eq!(mandate_protocol::history::velocity(&read).count_at(later), mandate_protocol::history::velocity(&history).count_at(later));
         prop_assert_eq!(read.spent_at(later), history.spent_at(later));
         // The velocity window is stored oldest first, at most VELOCITY_LIMIT times.
         let value: Value = serde_json::from_str(&stored).unwrap();
@@ -161,7 +159,7 @@ fn a_stored_history_with_too_many_times_or_unknown_fields_is_refused() {
     let eleven: Vec<i64> = (0..11).collect();
     let err = serde_json::from_value::<AgentHistory>(json!({
         "velocity": eleven,
-        "spend": serde_json::to_value(mandate_core::unstable::history::spend(&AgentHistory::default())).unwrap(),
+        "spend": serde_json::to_value(mandate_protocol::history::spend(&AgentHistory::default())).unwrap(),
     }))
     .unwrap_err();
     assert!(err.to_string().contains("at most 10"), "{err}");

@@ -100,7 +100,7 @@ fn check_issued(one: &Value, issuers: &JwkSet, now: OffsetDateTime) -> OpenManda
     assert_eq!(open.digest(), hash(token.split('~').next().unwrap()));
     let low_s = !one["high_s"].as_bool().unwrap();
     assert_eq!(
-        open.digest() == mandate_core::unstable::ap2::consent_key(&open),
+        open.digest() == mandate_protocol::ap2::consent_key(&open),
         low_s,
         "{one}"
     );
@@ -131,15 +131,15 @@ fn committed_fixtures_high_s_and_low_s_have_their_issuers_digest() {
         assert_ne!(other.digest(), open.digest());
         assert_eq!(other.digest(), hash(twin(token).split('~').next().unwrap()));
         assert_eq!(
-            mandate_core::unstable::ap2::consent_key(&other),
-            mandate_core::unstable::ap2::consent_key(&open)
+            mandate_protocol::ap2::consent_key(&other),
+            mandate_protocol::ap2::consent_key(&open)
         );
         let presentation = one["presentation"].as_str().unwrap();
         let closed = verify_closed_mandate(presentation, &open, now).unwrap();
         let under_twin = verify_closed_mandate(presentation, &other, now).unwrap();
         assert_eq!(
-            mandate_core::unstable::ap2::credential_id(&under_twin),
-            mandate_core::unstable::ap2::credential_id(&closed)
+            mandate_protocol::ap2::credential_id(&under_twin),
+            mandate_protocol::ap2::credential_id(&closed)
         );
     }
 }
@@ -201,11 +201,11 @@ fn the_acp_allowance_digest_is_rfc8785s() {
     };
     for (ours, theirs) in ours.iter().zip(theirs.as_array().unwrap()) {
         assert_eq!(
-            mandate_core::unstable::acp::canonical_json(ours),
+            mandate_protocol::acp::canonical_json(ours),
             theirs["canonical"].as_str().unwrap()
         );
         assert_eq!(
-            mandate_core::unstable::acp::digest(ours),
+            mandate_protocol::acp::digest(ours),
             theirs["digest"].as_str().unwrap()
         );
     }
@@ -242,8 +242,8 @@ fn x402_upto_requirements_of_the_sdk_are_read_and_bound_on_their_maximum() {
     let requirements = PaymentRequirements::from_json(&made["requirements"], "x402").unwrap();
     let from_payload = PaymentRequirements::from_json(&made["payment_payload"], "x402").unwrap();
     assert_eq!(requirements, from_payload);
-    assert!(mandate_core::unstable::x402::is_upto(&requirements));
-    assert!(!mandate_core::unstable::x402::is_fiat(&requirements));
+    assert!(mandate_protocol::x402::is_upto(&requirements));
+    assert!(!mandate_protocol::x402::is_fiat(&requirements));
     // $0.05 at USDC's 6 decimals: the maximum the client signs.
     assert_eq!(requirements.amount, "50000");
     assert_eq!(
@@ -254,11 +254,11 @@ fn x402_upto_requirements_of_the_sdk_are_read_and_bound_on_their_maximum() {
     let pay_to = Recipient::parse("vendor:0x209693Bc6afc0C5328bA36FaF03C514EF312287C").unwrap();
     let maximum = Amount::parse("0.05").unwrap();
     assert_eq!(
-        mandate_core::unstable::x402::consistency(&requirements, maximum, &usd, &pay_to, Some(6)),
+        mandate_protocol::x402::consistency(&requirements, maximum, &usd, &pay_to, Some(6)),
         vec![]
     );
     assert_eq!(
-        mandate_core::unstable::x402::consistency(
+        mandate_protocol::x402::consistency(
             &requirements,
             Amount::parse("0.04").unwrap(),
             &usd,
@@ -275,7 +275,7 @@ fn x402_upto_requirements_of_the_sdk_are_read_and_bound_on_their_maximum() {
         wire["amount"], wire["asset"], wire["network"], wire["payTo"]
     );
     assert_eq!(
-        mandate_core::unstable::x402::digest(&requirements),
+        mandate_protocol::x402::digest(&requirements),
         hash(&canonical)
     );
 }

@@ -9,12 +9,13 @@ use std::collections::HashMap;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use mandate_core::unstable::tlog::LogHash;
 use mandate_core::{
     Checkpoint, CheckpointError, LogEntry, LogError, LogKeys, NoteError, P256Signer,
-    unstable::tlog::AuditError, unstable::tlog::AuditLeaf, unstable::tlog::AuditState,
-    unstable::tlog::LogKey, unstable::tlog::NodeId, unstable::tlog::ProofPlan,
-    unstable::tlog::SignedNote, unstable::tlog::TreeEdge, unstable::tlog::sign_checkpoint,
+};
+use mandate_protocol::tlog::LogHash;
+use mandate_protocol::{
+    tlog::AuditError, tlog::AuditLeaf, tlog::AuditState, tlog::LogKey, tlog::NodeId,
+    tlog::ProofPlan, tlog::SignedNote, tlog::TreeEdge, tlog::sign_checkpoint,
 };
 
 const ORIGIN: &str = "verdicts.example.com/log/org_4Fq2/live";
@@ -24,7 +25,7 @@ fn log_key() -> P256Signer {
 }
 
 fn keys() -> LogKeys {
-    mandate_core::unstable::tlog::log_keys(vec![LogKey::of_signer(&log_key())])
+    mandate_protocol::tlog::log_keys(vec![LogKey::of_signer(&log_key())])
 }
 
 /// A log as the service keeps it: the tokens in `seq` order and the complete subtrees.
@@ -54,7 +55,7 @@ impl Log {
             let token = format!("{prefix}{}.payload.signature", self.tokens.len());
             self.stored.extend(
                 self.edge
-                    .push(mandate_core::unstable::tlog::leaf_hash(token.as_bytes()))
+                    .push(mandate_protocol::tlog::leaf_hash(token.as_bytes()))
                     .unwrap(),
             );
             self.tokens.push(token);
@@ -72,15 +73,14 @@ impl Log {
 
     /// The signed checkpoint at `size`.
     fn checkpoint(&self, size: u64) -> String {
-        let checkpoint =
-            mandate_core::unstable::tlog::checkpoint(ORIGIN, size, self.root(size)).unwrap();
+        let checkpoint = mandate_protocol::tlog::checkpoint(ORIGIN, size, self.root(size)).unwrap();
         sign_checkpoint(&checkpoint, &log_key()).unwrap()
     }
 
     fn entry(&self, index: u64, size: u64) -> LogEntry {
         let plan = ProofPlan::inclusion(index, size).unwrap();
         let hashes: Vec<LogHash> = plan.nodes().iter().map(|id| self.stored[id]).collect();
-        mandate_core::unstable::tlog::log_entry(
+        mandate_protocol::tlog::log_entry(
             index,
             self.checkpoint(size),
             plan.assemble(&hashes).unwrap(),
@@ -327,7 +327,7 @@ fn checkpoints_of_another_log_or_key_are_refused() {
         )
         .unwrap_err();
     assert!(matches!(error, AuditError::OtherLog { .. }), "{error:?}");
-    let stranger = mandate_core::unstable::tlog::log_keys(vec![LogKey::of_signer(
+    let stranger = mandate_protocol::tlog::log_keys(vec![LogKey::of_signer(
         &P256Signer::from_secret_bytes("log-2", &[8; 32]).unwrap(),
     )]);
     let error = AuditState::new(ORIGIN)
@@ -351,7 +351,7 @@ fn a_stored_state_whose_tree_is_not_its_checkpoints_is_refused() {
     let state = audited(&log, 5);
     let mut stored: serde_json::Value = serde_json::to_value(&state).unwrap();
     stored["edge"]["nodes"][0] =
-        serde_json::Value::from(mandate_core::unstable::tlog::leaf_hash(b"x").to_base64());
+        serde_json::Value::from(mandate_protocol::tlog::leaf_hash(b"x").to_base64());
     assert!(serde_json::from_value::<AuditState>(stored).is_err());
     let mut stored: serde_json::Value = serde_json::to_value(&state).unwrap();
     stored["checkpoint"] = serde_json::Value::Null;
@@ -389,15 +389,11 @@ fn a_signed_checkpoint_round_trips_exactly() {
 
 #[test]
 fn extension_lines_are_signed_and_kept() {
-    let checkpoint = mandate_core::unstable::tlog::checkpoint(
-        ORIGIN,
-        0,
-        mandate_core::unstable::tlog::empty_root(),
-    )
-    .unwrap();
     let checkpoint =
-        mandate_core::unstable::tlog::with_extension(checkpoint, "witnessed-by: nobody yet")
+        mandate_protocol::tlog::checkpoint(ORIGIN, 0, mandate_protocol::tlog::empty_root())
             .unwrap();
+    let checkpoint =
+        mandate_protocol::tlog::with_extension(checkpoint, "witnessed-by: nobody yet").unwrap();
     let note = sign_checkpoint(&checkpoint, &log_key()).unwrap();
     assert_eq!(keys().verify(&note).unwrap(), checkpoint);
     // An extension line added after signing breaks the signature.
@@ -508,12 +504,9 @@ fn signatures_of_unknown_keys_are_ignored_and_one_known_signature_is_needed() {
 #[test]
 fn an_origin_that_cannot_name_a_key_cannot_be_signed() {
     for origin in ["verdicts example/log", "verdicts.example/log+1"] {
-        let checkpoint = mandate_core::unstable::tlog::checkpoint(
-            origin,
-            0,
-            mandate_core::unstable::tlog::empty_root(),
-        )
-        .unwrap();
+        let checkpoint =
+            mandate_protocol::tlog::checkpoint(origin, 0, mandate_protocol::tlog::empty_root())
+                .unwrap();
         assert_eq!(
             sign_checkpoint(&checkpoint, &log_key()),
             Err(CheckpointError::OriginNotKeyName(origin.to_owned()))
@@ -521,7 +514,7 @@ fn an_origin_that_cannot_name_a_key_cannot_be_signed() {
     }
     // A checkpoint whose origin has a space is still read (the specification allows it),
     // but no signature line can carry its name.
-    let text = format!("a log\n0\n{}\n", mandate_core::unstable::tlog::empty_root());
+    let text = format!("a log\n0\n{}\n", mandate_protocol::tlog::empty_root());
     let line = signature_line(
         &text,
         "a",
@@ -554,7 +547,7 @@ fn the_log_key_is_published_as_a_jwk_a_jwt_verifier_skips() {
     assert!(verdict_keys.find("log-1").is_none());
     let log_keys = LogKeys::from_jwks_json(&bytes).unwrap();
     assert_eq!(
-        mandate_core::unstable::tlog::keys_of(&log_keys),
+        mandate_protocol::tlog::keys_of(&log_keys),
         std::slice::from_ref(&log)
     );
     assert!(log_keys.verify(&signed(2)).is_ok());

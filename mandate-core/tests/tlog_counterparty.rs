@@ -2,14 +2,14 @@
 //! `log` entry and the log keys of the issuer's JWK Set, checked with the rest in one call.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use mandate_core::unstable::tlog::LogHash;
 use mandate_core::{
     AgentId, Amount, AuthorizationRequest, CheckError, Counterparty, DecisionId,
     ExpectedTransaction, Issuance, JwkSet, LogEntry, LogError, LogKeys, Mandate, MandateDraft,
     MandateId, MandateStatus, MemoryReplayGuard, Mode, Nonce, Objection, P256Signer, Signer,
-    VerdictClaims, evaluate, sign_token, unstable::tlog::LogKey, unstable::tlog::ProofPlan,
-    unstable::tlog::TreeEdge, unstable::tlog::sign_checkpoint,
+    VerdictClaims, evaluate, sign_token,
 };
+use mandate_protocol::tlog::LogHash;
+use mandate_protocol::{tlog::LogKey, tlog::ProofPlan, tlog::TreeEdge, tlog::sign_checkpoint};
 use time::OffsetDateTime;
 
 const ISSUER: &str = "https://verdicts.example.com";
@@ -81,15 +81,14 @@ fn entry(tokens: &[String], index: u64, signer: &P256Signer) -> LogEntry {
     let mut stored = std::collections::HashMap::new();
     for token in tokens {
         stored.extend(
-            edge.push(mandate_core::unstable::tlog::leaf_hash(token.as_bytes()))
+            edge.push(mandate_protocol::tlog::leaf_hash(token.as_bytes()))
                 .unwrap(),
         );
     }
-    let checkpoint =
-        mandate_core::unstable::tlog::checkpoint(ORIGIN, edge.size(), edge.root()).unwrap();
+    let checkpoint = mandate_protocol::tlog::checkpoint(ORIGIN, edge.size(), edge.root()).unwrap();
     let plan = ProofPlan::inclusion(index, edge.size()).unwrap();
     let hashes: Vec<LogHash> = plan.nodes().iter().map(|id| stored[id]).collect();
-    mandate_core::unstable::tlog::log_entry(
+    mandate_protocol::tlog::log_entry(
         index,
         sign_checkpoint(&checkpoint, signer).unwrap(),
         plan.assemble(&hashes).unwrap(),

@@ -9,10 +9,9 @@
 
 use std::collections::HashMap;
 
-use mandate_core::unstable::tlog::LogHash;
-use mandate_core::{
-    unstable::tlog::NodeId, unstable::tlog::ProofPlan, unstable::tlog::TreeEdge,
-    unstable::tlog::verify_consistency, unstable::tlog::verify_inclusion,
+use mandate_protocol::tlog::LogHash;
+use mandate_protocol::{
+    tlog::NodeId, tlog::ProofPlan, tlog::TreeEdge, tlog::verify_consistency, tlog::verify_inclusion,
 };
 use proptest::prelude::*;
 
@@ -26,9 +25,7 @@ struct Tree {
 impl Tree {
     fn new(seed: u64, size: u64) -> Self {
         let leaves: Vec<LogHash> = (0..size)
-            .map(|i| {
-                mandate_core::unstable::tlog::leaf_hash(format!("{seed}.{i}.token").as_bytes())
-            })
+            .map(|i| mandate_protocol::tlog::leaf_hash(format!("{seed}.{i}.token").as_bytes()))
             .collect();
         let mut stored = HashMap::new();
         let mut edge = TreeEdge::new();
@@ -48,12 +45,12 @@ impl Tree {
             return *hash;
         }
         let hash = match hi - lo {
-            0 => mandate_core::unstable::tlog::empty_root(),
+            0 => mandate_protocol::tlog::empty_root(),
             1 => self.leaves[lo as usize],
             n => {
                 let k = split(n);
                 let (left, right) = (self.mth(lo, lo + k), self.mth(lo + k, hi));
-                mandate_core::unstable::tlog::node_hash(&left, &right)
+                mandate_protocol::tlog::node_hash(&left, &right)
             }
         };
         self.memo.insert((lo, hi), hash);

@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use mandate_core::unstable::tlog::LogHash;
-use mandate_core::{
-    unstable::tlog::LogKey, unstable::tlog::SignedNote, unstable::tlog::TreeEdge,
-    unstable::tlog::verify_consistency, unstable::tlog::verify_inclusion,
+use mandate_protocol::tlog::LogHash;
+use mandate_protocol::{
+    tlog::LogKey, tlog::SignedNote, tlog::TreeEdge, tlog::verify_consistency,
+    tlog::verify_inclusion,
 };
 use serde::Deserialize;
 
@@ -105,7 +105,7 @@ fn every_consistency_vector_of_transparency_dev_merkle() {
             // Its point does not depend on the roots' length; with 32-byte roots it holds.
             _ if file.ends_with("additional/sizes-are-equal-one-and-proof-is-empty.json") => {
                 assert_eq!(case.root1, case.root2);
-                let root = mandate_core::unstable::tlog::leaf_hash(case.root1.as_bytes());
+                let root = mandate_protocol::tlog::leaf_hash(case.root1.as_bytes());
                 verify_consistency(1, &root, 1, &root, &[]).is_ok()
             }
             _ => false,
@@ -142,7 +142,7 @@ fn the_reference_tree_has_the_reference_roots_at_every_size() {
             "size {size}"
         );
         if let Some(input) = tree.leaf_inputs_hex.get(size) {
-            edge.push(mandate_core::unstable::tlog::leaf_hash(&unhex(input)))
+            edge.push(mandate_protocol::tlog::leaf_hash(&unhex(input)))
                 .unwrap();
         }
     }

@@ -4,7 +4,8 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use mandate_core::{Jwk, JwkSet, unstable::jws::verify_es256};
+use mandate_core::{Jwk, JwkSet};
+use mandate_protocol::jws::verify_es256;
 use serde::Deserialize;
 
 /// The vectors, vendored in the repository's `testdata/` (Apache-2.0, licence beside them).

@@ -142,7 +142,7 @@ fn demo_terms() -> Value {
 
 /// Writes the demo's mandate for `agt_shopper`, expiring 90 days from now; its id.
 async fn write_mandate(running: &Running, org_key: &str) -> Result<String, String> {
-    let expires = mandate_core::unstable::mandate::format_date(
+    let expires = mandate_protocol::mandate::format_date(
         (running.state.now() + time::Duration::days(90)).date(),
     );
     let mut mandate = demo_terms();

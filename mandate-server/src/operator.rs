@@ -4,7 +4,8 @@
 //! that create or read signing keys take the operator's key-encryption keys.
 
 use base64::Engine as _;
-use mandate_core::{Jwk, unstable::id::base32};
+use mandate_core::Jwk;
+use mandate_protocol::id::base32;
 use time::OffsetDateTime;
 
 use crate::clock::{fill_random, ms};
@@ -121,7 +122,7 @@ pub fn onboard(
     let org_id = format!("org_{}", base32(&id_bytes));
     let sandbox_key = new_key(KeyClass::Org, Env::Sandbox);
     let live_key = new_key(KeyClass::Org, Env::Live);
-    let date = mandate_core::unstable::mandate::format_date(now.date());
+    let date = mandate_protocol::mandate::format_date(now.date());
     let org = NewOrg {
         id: org_id.clone(),
         name: name.to_owned(),
@@ -247,7 +248,7 @@ pub fn set_policy_version(
         .strip_prefix("pol_")
         .and_then(|rest| rest.split_once('.'))
         .is_some_and(|(date, n)| {
-            mandate_core::unstable::mandate::parse_date(date).is_some()
+            mandate_protocol::mandate::parse_date(date).is_some()
                 && !n.is_empty()
                 && n.bytes().all(|b| b.is_ascii_digit())
         });

@@ -6,7 +6,7 @@
 //! The limits of `crate::limits` and `crate::connections` are written for HTTP/1; HTTP/2
 //! would need its own (streams, pings, idle time) and brings no client of ours anything.
 
-use mandate_core::unstable::x402::ListedAssets;
+use mandate_protocol::x402::ListedAssets;
 use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
@@ -318,7 +318,7 @@ pub async fn start_with(
     )
     .start();
     let (handles, servers) = spawn_hosts(&config, &state, api_listener, public_listener).await?;
-    let process_id = mandate_core::unstable::id::base32(&crate::clock::random16());
+    let process_id = mandate_protocol::id::base32(&crate::clock::random16());
     let refresher = join_processes(&state, context, &keys, &process_id).await;
     Ok(Running {
         api_addr,

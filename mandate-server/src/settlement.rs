@@ -15,7 +15,8 @@
 
 use std::sync::Arc;
 
-use mandate_core::{Amount, Currency, unstable::escrow::EscrowAction, unstable::id::EscrowId};
+use mandate_core::{Amount, Currency};
+use mandate_protocol::{escrow::EscrowAction, id::EscrowId};
 
 use crate::storage::escrows::MovementRow;
 

@@ -81,7 +81,7 @@ pub struct Shared {
     /// The live settlement adapter, chosen by the operator.
     pub settlement: Arc<dyn SettlementProvider>,
     /// The decimals of the x402 assets the operator lists (`serve --x402-asset`).
-    pub x402_assets: mandate_core::unstable::x402::ListedAssets,
+    pub x402_assets: mandate_protocol::x402::ListedAssets,
 }
 
 impl AppState {

@@ -9,8 +9,9 @@ use std::sync::Arc;
 use futures_util::future::join_all;
 use mandate_core::{
     AgentId, Amount, AuthorizationRequest, Category, Currency, Mandate, MandateDraft, MandateId,
-    MandateStatus, Mode, Recipient, unstable::id::ReviewId,
+    MandateStatus, Mode, Recipient,
 };
+use mandate_protocol::id::ReviewId;
 use mandate_server::clock::{ms, random16};
 use mandate_server::decision::agents::AgentStates;
 use mandate_server::decision::mandates;

@@ -1,6 +1,7 @@
 //! Decisions: the log of every verdict. Rows are never updated.
 
-use mandate_core::{AgentId, Amount, MandateId, Verdict, unstable::review::ReviewStatus};
+use mandate_core::{AgentId, Amount, MandateId, Verdict};
+use mandate_protocol::review::ReviewStatus;
 use tokio_postgres::types::ToSql;
 
 use super::Result;

@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use mandate_core::unstable::idempotency::NextAction;
+use mandate_protocol::idempotency::NextAction;
 use time::macros::datetime;
 
 use super::PostgresStore;
@@ -244,9 +244,9 @@ async fn an_idempotency_key_is_claimed_once_across_processes_and_a_dead_processs
 
 #[tokio::test]
 async fn one_decision_funds_one_escrow_whichever_process_is_asked() {
-    use mandate_core::{
-        AgentId, DecisionId, unstable::escrow::EscrowState, unstable::escrow::EscrowStatus,
-        unstable::escrow::HistoryEntry, unstable::id::EscrowId,
+    use mandate_core::{AgentId, DecisionId};
+    use mandate_protocol::{
+        escrow::EscrowState, escrow::EscrowStatus, escrow::HistoryEntry, id::EscrowId,
     };
     use mandate_storage::escrows::{
         EscrowFunding, EscrowRow, EscrowStore, MovementKind, MovementRow, Party,
@@ -434,7 +434,7 @@ fn review(db: &TestDb) {
 
 #[tokio::test]
 async fn a_review_resolves_once_across_processes_and_expires_once() {
-    use mandate_core::unstable::id::ReviewId;
+    use mandate_protocol::id::ReviewId;
 
     let db = database!("a_review_resolves_once_across_processes_and_expires_once");
     let (a, b) = (open(&db).await, open(&db).await);
@@ -543,7 +543,7 @@ fn expiring_at(expires: time::Date) -> time::OffsetDateTime {
 /// The timers' decisions as the worker makes them (`workers::timers`, above storage): an
 /// expired pending review with its event; `mandate.expiring` once, when due.
 fn expire(
-    review: &mandate_core::unstable::review::Review,
+    review: &mandate_protocol::review::Review,
     now: time::OffsetDateTime,
 ) -> Result<Option<mandate_storage::timers::ReviewExpiry>, mandate_storage::StorageError> {
     Ok(review
@@ -568,7 +568,7 @@ fn fire(
         mandate_storage::timers::ExpiringEvent {
             event: mandate_storage::events::NewEvent {
                 event_type: "mandate.expiring",
-                data: mandate_core::unstable::wire::mandate_json(mandate, now),
+                data: mandate_protocol::wire::mandate_json(mandate, now),
             },
             at_ms: ms(now),
         }

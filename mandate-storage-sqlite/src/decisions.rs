@@ -1,8 +1,7 @@
 //! Decisions: the log of every verdict. Rows are never updated.
 
-use mandate_core::{
-    AgentId, Amount, DecisionId, Mandate, MandateId, Verdict, unstable::id::ReviewId,
-};
+use mandate_core::{AgentId, Amount, DecisionId, Mandate, MandateId, Verdict};
+use mandate_protocol::id::ReviewId;
 use rusqlite::{Connection, OptionalExtension, ToSql, params};
 
 use super::StorageError;

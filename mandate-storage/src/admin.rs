@@ -222,7 +222,7 @@ async fn replace_secrets<T: Tx>(tx: &mut T, changes: &[SecretChange]) -> Result<
 }
 
 /// How long idempotency records are kept: the start-up sweep is given `now` minus this.
-const WINDOW_MS: i64 = mandate_core::unstable::idempotency::IDEMPOTENCY_WINDOW_SECS * 1000;
+const WINDOW_MS: i64 = mandate_protocol::idempotency::IDEMPOTENCY_WINDOW_SECS * 1000;
 
 impl<E: Engine> AdminStore for E {
     fn create_org(&self, org: &NewOrg) -> Result<Option<String>> {

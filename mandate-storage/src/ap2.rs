@@ -12,9 +12,10 @@
 //! (`ap2_spent`), whose limits count from there. Imports of one organization take turns
 //! (`MandateSql::Turn`), so each finds the carrier the one before it stored.
 //! The engines only store: which key is acceptable and what a mandate means is decided
-//! above (`operator.rs`, `routes/ap2.rs`, `mandate_core::unstable::ap2`).
+//! above (`operator.rs`, `routes/ap2.rs`, `mandate_protocol::ap2`).
 
-use mandate_core::{AgentId, Mandate, MandateId, unstable::history::SpendToDate};
+use mandate_core::{AgentId, Mandate, MandateId};
+use mandate_protocol::history::SpendToDate;
 
 use super::StoreFuture;
 use super::engine::{Access, Columns, Engine, Lock, Result, Scope, Tx, env_of, first, id_of};
@@ -53,7 +54,7 @@ pub struct NewImport {
     pub mandate: Mandate,
     /// What it keeps of the open mandate (`spent_before` is the store's to compute).
     pub source: Ap2Source,
-    /// The open mandate's consent key (`mandate_core::unstable::ap2::consent_key`).
+    /// The open mandate's consent key (`mandate_protocol::ap2::consent_key`).
     pub consent_key: String,
     /// The agents whose locks the caller holds: a carrier in force on another agent is
     /// superseded only under that agent's lock ([`Ap2Import::Lock`] otherwise).

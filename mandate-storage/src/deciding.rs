@@ -5,10 +5,8 @@
 
 use std::sync::Arc;
 
-use mandate_core::{
-    AgentId, DecisionId, MandateId, unstable::history::SpendToDate, unstable::id::ReviewId,
-    unstable::review::Review, unstable::review::ReviewStatus,
-};
+use mandate_core::{AgentId, DecisionId, MandateId};
+use mandate_protocol::{history::SpendToDate, id::ReviewId, review::Review, review::ReviewStatus};
 
 use super::engine::{Access, Columns, Engine, Lock, Result, Scope, Tx, first, id_of};
 use super::idempotency;

@@ -3,8 +3,9 @@
 
 use mandate_core::{
     AgentId, Amount, AuthorizationRequest, Category, Currency, DecisionId, MandateId, Mode, Nonce,
-    Recipient, Verdict, VerdictClaims, unstable::id::ReviewId, unstable::review::ReviewStatus,
+    Recipient, Verdict, VerdictClaims,
 };
+use mandate_protocol::{id::ReviewId, review::ReviewStatus};
 
 use super::deciding::resolution_column;
 use super::engine::{Access, Columns, Engine, Result, Scope, Tx, first};

@@ -2,7 +2,8 @@
 //! delivery's row becomes after an attempt (or without one) is decided by the worker
 //! (`workers::delivery`) as a [`DeliveryChange`]; the engine stores it as told.
 
-use mandate_core::{EventId, unstable::id::WebhookId};
+use mandate_core::EventId;
+use mandate_protocol::id::WebhookId;
 use serde_json::Value;
 
 use super::engine::{

@@ -2,9 +2,9 @@
 //! writes (decided above it, by `services::escrows`), and the decoding of stored columns
 //! that every engine shares.
 
-use mandate_core::{
-    AgentId, Amount, Currency, DecisionId, Recipient, unstable::escrow::EscrowState,
-    unstable::escrow::EscrowStatus, unstable::escrow::HistoryEntry, unstable::id::EscrowId,
+use mandate_core::{AgentId, Amount, Currency, DecisionId, Recipient};
+use mandate_protocol::{
+    escrow::EscrowState, escrow::EscrowStatus, escrow::HistoryEntry, id::EscrowId,
 };
 
 use super::engine::{Access, Columns, Engine, Result, Scope, Tx, first};

@@ -1,7 +1,8 @@
 //! The event log at the boundary. Events are written by the change they report, in its
 //! transaction; this trait reads them.
 
-use mandate_core::{EventId, unstable::id::WebhookId};
+use mandate_core::EventId;
+use mandate_protocol::id::WebhookId;
 use serde_json::Value;
 
 use super::engine::{Access, Columns, Engine, Result, Scope, Tx, first};

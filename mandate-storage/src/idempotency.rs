@@ -1,9 +1,9 @@
 //! Idempotency records at the boundary. What to do with a record is
-//! `mandate_core::unstable::idempotency::next_action`; the store keeps the records.
+//! `mandate_protocol::idempotency::next_action`; the store keeps the records.
 
-use mandate_core::{
-    unstable::idempotency::NextAction, unstable::idempotency::StoredAttempt,
-    unstable::idempotency::StoredResponse, unstable::idempotency::next_action,
+use mandate_protocol::{
+    idempotency::NextAction, idempotency::StoredAttempt, idempotency::StoredResponse,
+    idempotency::next_action,
 };
 use time::OffsetDateTime;
 
@@ -270,7 +270,7 @@ impl<E: Engine> IdempotencyStore for E {
 
     fn sweep_idempotency(&self, older_than_ms: i64) -> StoreFuture<'_, usize> {
         // Only claims that ran out: other processes may be serving with theirs.
-        let window = mandate_core::unstable::idempotency::IDEMPOTENCY_WINDOW_SECS * 1000;
+        let window = mandate_protocol::idempotency::IDEMPOTENCY_WINDOW_SECS * 1000;
         let now_ms = older_than_ms.saturating_add(window);
         Box::pin(async move {
             let mut gone = self

@@ -7,18 +7,18 @@
 //! multiple of 256, so a level-0 tile is the strips from its first index and a decision's
 //! leaf is found by its seq in one indexed read; levels 8, 16, ... are tiles of up to 256
 //! hashes in `log_tiles`. A proof or a tree's edge reads the few tiles that hold its nodes
-//! (`mandate_core::unstable::tlog::tiles_of`). What to append and what to sign is decided above the
+//! (`mandate_protocol::tlog::tiles_of`). What to append and what to sign is decided above the
 //! store, by the checkpoint worker (`workers/checkpoint.rs`): the store reads what the
 //! worker extends ([`LogStore::log_tail`]) and writes what it decided
 //! ([`LogStore::append_log`]) only if the log is still where it was read.
 
 use std::collections::HashMap;
 
-use mandate_core::unstable::tlog::{LogHash, log_entry};
-use mandate_core::unstable::tlog::{
+use mandate_core::{DecisionId, LogEntry};
+use mandate_protocol::tlog::{LogHash, log_entry};
+use mandate_protocol::tlog::{
     ProofError, ProofPlan, TILE_HEIGHT, TILE_WIDTH, TileId, TreeEdge, hashes_from_tiles, tiles_of,
 };
-use mandate_core::{DecisionId, LogEntry};
 
 use super::StorageError;
 use super::StoreFuture;

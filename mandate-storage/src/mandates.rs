@@ -16,7 +16,7 @@ use crate::model::Env;
 /// (`id`, `status`, `created_at`), as JSON text with exact numbers, read back through the
 /// same `MandateDraft::from_json` that validated them ([`MandateColumns::decode`]).
 pub fn terms_json(mandate: &Mandate) -> String {
-    let mut value = mandate_core::unstable::wire::mandate_json(mandate, mandate.created_at);
+    let mut value = mandate_protocol::wire::mandate_json(mandate, mandate.created_at);
     if let Value::Object(map) = &mut value {
         for key in ["id", "status", "created_at"] {
             map.remove(key);
@@ -180,7 +180,7 @@ pub(super) async fn insert<T: Tx>(tx: &mut T, s: Scope<'_>, mandate: &Mandate) -
         mandate.id.as_str().into(),
         agent.into(),
         terms_json(mandate).into(),
-        mandate_core::unstable::mandate::format_date(mandate.terms.expires).into(),
+        mandate_protocol::mandate::format_date(mandate.terms.expires).into(),
         mandate.status.as_str().into(),
         ms(mandate.created_at).into(),
     ];

@@ -7,9 +7,8 @@
 
 use std::sync::Arc;
 
-use mandate_core::{
-    Amount, Mandate, Mode, Verdict, unstable::review::Review, unstable::review::ReviewStatus,
-};
+use mandate_core::{Amount, Mandate, Mode, Verdict};
+use mandate_protocol::{review::Review, review::ReviewStatus};
 
 use crate::model::Env;
 use crate::model::decision::Decision;
@@ -57,7 +56,7 @@ pub struct AgentRecord {
 /// creation when a limit counts over its whole life (`limits.total`, `limits.count.total`),
 /// so that the lifetime sums are rebuilt exactly from stored decisions; otherwise as asked.
 pub fn allows_from(mandate: &Mandate, allowed_since_ms: i64) -> i64 {
-    if mandate_core::unstable::mandate::counts_lifetime(&mandate.terms.limits) {
+    if mandate_protocol::mandate::counts_lifetime(&mandate.terms.limits) {
         let created_ms =
             i64::try_from(mandate.created_at.unix_timestamp_nanos() / 1_000_000).unwrap_or(0);
         allowed_since_ms.min(created_ms)

@@ -3,7 +3,8 @@
 //! as a function it calls on the row it read (and locked) in its transaction; the engine
 //! writes the change it is given.
 
-use mandate_core::{Mandate, MandateId, unstable::id::ReviewId, unstable::review::Review};
+use mandate_core::{Mandate, MandateId};
+use mandate_protocol::{id::ReviewId, review::Review};
 use time::OffsetDateTime;
 
 use super::deciding;

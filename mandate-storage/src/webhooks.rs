@@ -2,7 +2,8 @@
 //! way (the ping's event type, the error a deleted endpoint's pending deliveries end
 //! with, the stored form of the subscribed types) and the decoding of stored columns.
 
-use mandate_core::{EventId, unstable::id::WebhookId};
+use mandate_core::EventId;
+use mandate_protocol::id::WebhookId;
 use serde_json::Value;
 
 use super::engine::{Access, Columns, Engine, Lock, Result, Scope, Tx, first};

@@ -20,12 +20,8 @@ use cedar_policy::{
     Authorizer, Context, Decision, Entities, EntityUid, Policy, PolicyId, PolicySet, Request,
     RestrictedExpression,
 };
-use mandate_core::{
-    AgentHistory, AgentId, Amount, AuthorizationRequest, CountWindow, Evaluation, Mandate,
-    MandateDraft, MandateId, MandateStatus, Mode, Reason, RecipientPattern, RecipientRefusal,
-    SpendWindow, Verdict, evaluate,
-    unstable::history::{self, VELOCITY_LIMIT, VELOCITY_WINDOW_MS},
-};
+use mandate_core::{AgentHistory, AgentId, Amount, AuthorizationRequest, CountWindow, Evaluation, Mandate, MandateDraft, MandateId, MandateStatus, Mode, Reason, RecipientPattern, RecipientRefusal, SpendWindow, Verdict, evaluate};
+use mandate_protocol::history::{self, VELOCITY_LIMIT, VELOCITY_WINDOW_MS};
 use time::macros::datetime;
 use time::{Duration, OffsetDateTime, Time};
 

@@ -1,10 +1,8 @@
 //! `mandate agents create|list|get`: the agents of the organization.
 
 use clap::{Args, Subcommand};
-use mandate_core::{
-    AgentId, AgentName, unstable::wire::Agent, unstable::wire::CreateAgent,
-    unstable::wire::CreatedAgent,
-};
+use mandate_core::{AgentId, AgentName};
+use mandate_protocol::{wire::Agent, wire::CreateAgent, wire::CreatedAgent};
 
 use super::{Context, ListArgs, PostArgs, print_list, print_object};
 use crate::error::{CmdResult, Exit};

@@ -18,9 +18,9 @@ use std::path::{Path, PathBuf};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use clap::Args;
-use mandate_core::unstable::tlog::{AuditError, AuditLeaf, AuditState, SignedNote};
-use mandate_core::unstable::wire::Decision;
 use mandate_core::{Checkpoint, LogKeys};
+use mandate_protocol::tlog::{AuditError, AuditLeaf, AuditState, SignedNote};
+use mandate_protocol::wire::Decision;
 use serde::{Deserialize, Serialize};
 
 use super::Context;

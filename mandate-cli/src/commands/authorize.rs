@@ -2,10 +2,10 @@
 //! verdict says (0 allow, 4 a denial, 5 review).
 
 use clap::Args;
-use mandate_core::{
-    Amount, Category, Currency, Recipient, Verdict, unstable::wire::AcpAllowance,
-    unstable::wire::AcpPresentation, unstable::wire::Ap2Presentation, unstable::wire::Authorize,
-    unstable::wire::DecisionAnswer,
+use mandate_core::{Amount, Category, Currency, Recipient, Verdict};
+use mandate_protocol::{
+    wire::AcpAllowance, wire::AcpPresentation, wire::Ap2Presentation, wire::Authorize,
+    wire::DecisionAnswer,
 };
 use serde::Deserialize;
 

@@ -1,7 +1,8 @@
 //! `mandate decisions list|get`: the log of every verdict, newest first.
 
 use clap::{Args, Subcommand};
-use mandate_core::{AgentId, DecisionId, Verdict, unstable::wire::Decision};
+use mandate_core::{AgentId, DecisionId, Verdict};
+use mandate_protocol::wire::Decision;
 
 use super::{Context, ListArgs, parse_verdict, print_list, print_object};
 use crate::error::{CmdResult, Exit};

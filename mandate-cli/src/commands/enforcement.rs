@@ -1,7 +1,8 @@
 //! `mandate enforcement get|set`: the kill switch of the key's environment.
 
 use clap::{Args, Subcommand, ValueEnum};
-use mandate_core::{Mode, unstable::wire::Enforcement, unstable::wire::SetEnforcement};
+use mandate_core::Mode;
+use mandate_protocol::{wire::Enforcement, wire::SetEnforcement};
 
 use super::{Context, PostArgs, print_object};
 use crate::error::{CmdResult, Exit};

@@ -4,10 +4,8 @@
 //! contract). There is no list of escrows: keep the id `create` prints.
 
 use clap::{Args, Subcommand};
-use mandate_core::{
-    AgentId, Amount, Currency, DecisionId, Recipient, unstable::escrow::HistoryEntry,
-    unstable::id::EscrowId, unstable::wire::CreateEscrow, unstable::wire::Escrow,
-};
+use mandate_core::{AgentId, Amount, Currency, DecisionId, Recipient};
+use mandate_protocol::{escrow::HistoryEntry, id::EscrowId, wire::CreateEscrow, wire::Escrow};
 
 use super::{Context, PostArgs, parse_currency, parse_recipient};
 use crate::client::Response;
@@ -218,7 +216,7 @@ mod tests {
                 idempotency_key: None,
             },
         };
-        let body = mandate_core::unstable::wire::to_value(&create_body(&args)).unwrap();
+        let body = mandate_protocol::wire::to_value(&create_body(&args)).unwrap();
         assert_eq!(body["amount"].to_string(), "42.50");
         assert!(body.get("arbiter").is_none());
         assert_eq!(

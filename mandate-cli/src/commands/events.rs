@@ -3,9 +3,8 @@
 
 use clap::builder::PossibleValuesParser;
 use clap::{Args, Subcommand};
-use mandate_core::{
-    EventId, unstable::delivery::EVENT_TYPES, unstable::wire::Event, unstable::wire::EventDelivery,
-};
+use mandate_core::EventId;
+use mandate_protocol::{delivery::EVENT_TYPES, wire::Event, wire::EventDelivery};
 
 use super::{Context, ListArgs, print_answer, print_list};
 use crate::client::Response;

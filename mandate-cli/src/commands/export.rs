@@ -209,7 +209,7 @@ impl FileSink {
         let temp_name = format!(
             ".{}.{}.partial",
             name.to_string_lossy(),
-            mandate_core::unstable::id::base32(&bytes)
+            mandate_protocol::id::base32(&bytes)
         );
         let temp = target.with_file_name(temp_name);
         let file = File::options()

@@ -144,6 +144,6 @@ pub fn run(command: JwksCommand, ctx: &Context) -> CmdResult {
 /// A Unix time as an RFC 3339 timestamp (or the number when out of range).
 pub fn unix_to_text(at: i64) -> String {
     time::OffsetDateTime::from_unix_timestamp(at)
-        .map(mandate_core::unstable::timefmt::format)
+        .map(mandate_protocol::timefmt::format)
         .unwrap_or_else(|_| at.to_string())
 }

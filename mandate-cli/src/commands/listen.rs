@@ -365,7 +365,7 @@ impl Outcome {
 
     /// The printed line (or JSON object).
     fn render(&self, as_json: bool, forward_url: Option<&Url>) -> String {
-        let time = mandate_core::unstable::timefmt::format(self.received_at);
+        let time = mandate_protocol::timefmt::format(self.received_at);
         if as_json {
             let line = OutcomeJson {
                 received_at: time,

@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand, ValueEnum};
 use mandate_core::{
     AgentId, Amount, Category, Currency, EscrowTerms, MandateDraft, MandateId, Principal,
-    unstable::mandate::format_date, unstable::wire::CreateMandate, unstable::wire::Mandate,
 };
+use mandate_protocol::{mandate::format_date, wire::CreateMandate, wire::Mandate};
 use serde::Serialize;
 use serde_json::Value;
 

@@ -26,7 +26,8 @@ use std::io::Read as _;
 use std::path::Path;
 
 use clap::Args;
-use mandate_core::{Category, Currency, Principal, Recipient, Verdict, unstable::wire::ListPage};
+use mandate_core::{Category, Currency, Principal, Recipient, Verdict};
+use mandate_protocol::wire::ListPage;
 use serde::de::DeserializeOwned;
 
 use crate::client::{self, Client, HttpOptions, Paging, Sent};

@@ -3,7 +3,7 @@
 //! (`mandate decisions list --verdict review`).
 
 use clap::{Args, Subcommand};
-use mandate_core::{unstable::id::ReviewId, unstable::wire::DenyReview, unstable::wire::Review};
+use mandate_protocol::{id::ReviewId, wire::DenyReview, wire::Review};
 
 use super::authorize::print_verdict;
 use super::{Context, PostArgs, print_object};

@@ -121,7 +121,7 @@ impl<'a> RowJson<'a> {
         let d = &row.before;
         Self {
             id: &d.id,
-            at: mandate_core::unstable::timefmt::format(d.at),
+            at: mandate_protocol::timefmt::format(d.at),
             agent: d.request.agent.as_str(),
             amount: &d.request.amount,
             currency: d.request.currency.as_str(),
@@ -253,7 +253,7 @@ fn decision_row(row: &Row) -> Vec<String> {
             Some(original) => format!("{} (approves {original})", d.id),
             None => d.id.to_string(),
         },
-        mandate_core::unstable::timefmt::format(d.at),
+        mandate_protocol::timefmt::format(d.at),
         d.request.agent.to_string(),
         format!("{} {}", d.request.amount, d.request.currency),
         d.request.category.to_string(),

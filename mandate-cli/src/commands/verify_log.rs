@@ -6,8 +6,8 @@
 
 use std::path::Path;
 
-use mandate_core::unstable::tlog::SignedNote;
 use mandate_core::{Checkpoint, LogEntry, LogKeys};
+use mandate_protocol::tlog::SignedNote;
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Deserializer};
 

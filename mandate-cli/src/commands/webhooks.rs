@@ -3,9 +3,8 @@
 
 use clap::builder::PossibleValuesParser;
 use clap::{Args, Subcommand};
-use mandate_core::{
-    unstable::delivery::EVENT_TYPES, unstable::id::WebhookId, unstable::wire::CreateWebhook,
-    unstable::wire::PingAnswer, unstable::wire::Webhook,
+use mandate_protocol::{
+    delivery::EVENT_TYPES, id::WebhookId, wire::CreateWebhook, wire::PingAnswer, wire::Webhook,
 };
 
 use super::{Context, ListArgs, PostArgs, print_answer, print_list, print_object};

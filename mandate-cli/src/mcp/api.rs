@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use mandate_core::unstable::wire::ErrorBody;
+use mandate_protocol::wire::ErrorBody;
 use reqwest::{Method, StatusCode, Url};
 use serde_json::Value;
 

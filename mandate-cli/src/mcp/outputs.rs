@@ -1,7 +1,8 @@
 //! What the tools answer: their structured results, each with the JSON Schema the client
 //! validates them against, and how an answer of the API becomes one.
 
-use mandate_core::{Verdict, unstable::wire::Decision, unstable::wire::DecisionAnswer};
+use mandate_core::Verdict;
+use mandate_protocol::{wire::Decision, wire::DecisionAnswer};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
@@ -208,7 +209,7 @@ impl From<Decision> for DecisionSummary {
             currency: d.request.currency.to_string(),
             recipient: d.request.recipient.to_string(),
             category: d.request.category.to_string(),
-            created_at: mandate_core::unstable::timefmt::format(d.created_at),
+            created_at: mandate_protocol::timefmt::format(d.created_at),
             review_status: d.review_status.map(|s| s.as_str().to_owned()),
             review_resolution: d.review_resolution.map(|r| r.to_string()),
             verdict_token: d.verdict_token.flatten(),

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use mandate_core::{unstable::review::ReviewStatus, unstable::wire::Decision};
+use mandate_protocol::{review::ReviewStatus, wire::Decision};
 use serde_json::Value;
 use time::OffsetDateTime;
 use tokio::sync::OnceCell;

@@ -139,8 +139,8 @@ pub fn detailed(state: TaskState) -> Result<DetailedTask, ErrorData> {
     let task = Task::new(
         state.id.as_str(),
         TaskStatus::Working,
-        mandate_core::unstable::timefmt::format(state.created_at),
-        mandate_core::unstable::timefmt::format(state.updated_at),
+        mandate_protocol::timefmt::format(state.created_at),
+        mandate_protocol::timefmt::format(state.updated_at),
     )
     .with_status_message(state.message)
     .with_poll_interval_ms(POLL_INTERVAL_MS);

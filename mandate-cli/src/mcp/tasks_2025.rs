@@ -61,8 +61,8 @@ pub fn task(state: &TaskState) -> Value {
         "taskId": state.id.as_str(),
         "status": state.status(),
         "statusMessage": state.message,
-        "createdAt": mandate_core::unstable::timefmt::format(state.created_at),
-        "lastUpdatedAt": mandate_core::unstable::timefmt::format(state.updated_at),
+        "createdAt": mandate_protocol::timefmt::format(state.created_at),
+        "lastUpdatedAt": mandate_protocol::timefmt::format(state.updated_at),
         "ttl": null,
         "pollInterval": tasks::POLL_INTERVAL_MS,
     })

@@ -9,9 +9,9 @@ use std::time::Instant;
 use mandate_core::{
     Allowance, Amount, CheckError, Counterparty, Currency, Environment, EnvironmentPolicy,
     ExpectedTransaction, JwkSet, KeySetCache, MemoryReplayGuard, NextFetch, PaymentRequirements,
-    Recipient, unstable::wire::Decision, unstable::wire::DecisionAnswer, unstable::wire::ListPage,
-    unstable::wire::Mandate,
+    Recipient,
 };
+use mandate_protocol::{wire::Decision, wire::DecisionAnswer, wire::ListPage, wire::Mandate};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::{Json, Parameters};
 use rmcp::model::{ProgressNotificationParam, RequestMetaObject};

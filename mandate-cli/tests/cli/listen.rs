@@ -398,7 +398,7 @@ fn listen_rejects_an_event_past_its_exp() {
         body,
         format!(
             "rejected: token expired at {}\n",
-            mandate_core::unstable::timefmt::format(expired_at)
+            mandate_protocol::timefmt::format(expired_at)
         )
     );
     let rejected = listener.json_line();

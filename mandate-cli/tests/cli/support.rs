@@ -543,7 +543,7 @@ impl Env {
             iss: self.issuer.clone(),
             jti: EventId::from_random(id),
             iat,
-            exp: iat + mandate_core::unstable::claims::EVENT_LIFETIME_SECS,
+            exp: iat + mandate_protocol::claims::EVENT_LIFETIME_SECS,
             event_type: event_type.to_owned(),
             data: serde_json::json!({"webhook": "whk_test"}),
         };

@@ -209,7 +209,7 @@ fn authorize_binds_the_verdict_to_the_x402_payment_given() {
     let out = authorize(&file);
     out.ok();
     let answer: Value = serde_json::from_str(&out.stdout).unwrap();
-    let digest = mandate_core::unstable::x402::digest(
+    let digest = mandate_protocol::x402::digest(
         &mandate_core::PaymentRequirements::from_json(&requirements(), "x402").unwrap(),
     );
     assert_eq!(
@@ -342,7 +342,7 @@ fn authorize_binds_the_verdict_to_the_acp_allowance_given() {
     let expires = time::OffsetDateTime::now_utc() + time::Duration::days(1);
     let allowance = json!({"reason": "one_time", "max_amount": 4250, "currency": "usd",
         "checkout_session_id": "csn_cli_1", "merchant_id": "acme_store",
-        "expires_at": mandate_core::unstable::timefmt::format(expires)});
+        "expires_at": mandate_protocol::timefmt::format(expires)});
     // As ACP's delegate_payment request carries it.
     let file = env.write(
         "delegate_payment.json",
@@ -371,7 +371,7 @@ fn authorize_binds_the_verdict_to_the_acp_allowance_given() {
     let out = authorize("42.50");
     out.ok();
     let answer = out.json();
-    let digest = mandate_core::unstable::acp::digest(
+    let digest = mandate_protocol::acp::digest(
         &mandate_core::Allowance::from_json(&allowance, "allowance").unwrap(),
     );
     assert_eq!(answer["verdict"], "allow", "{answer}");
@@ -503,7 +503,7 @@ fn verify_checks_the_acp_allowance_a_verdict_is_bound_to() {
     let claims = verify_verdict(answer["verdict_token"].as_str().unwrap(), &set, &options)
         .unwrap()
         .with_bindings(mandate_core::Bindings {
-            acp_allowance: Some(mandate_core::unstable::acp::digest(&parsed)),
+            acp_allowance: Some(mandate_protocol::acp::digest(&parsed)),
             acp_checkout_session: Some("csn_01".into()),
             ..Default::default()
         });

@@ -10,9 +10,9 @@ use mandate_core::{
     AgentId, Amount, AuthorizationRequest, Category, CheckError, Counterparty, Currency,
     DecisionId, EnvironmentPolicy, EventClaims, EventId, ExpectedTransaction, JwkSet, MandateId,
     MemoryReplayGuard, Nonce, Objection, P256Signer, Recipient, Signer, TokenError, TokenPart,
-    VERDICT_LIFETIME_SECS, Verdict, VerdictClaims, VerifyOptions, sign_token,
-    unstable::jws::TokenKind, verify_event,
+    VERDICT_LIFETIME_SECS, Verdict, VerdictClaims, VerifyOptions, sign_token, verify_event,
 };
+use mandate_protocol::jws::TokenKind;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use sha2::Sha256;
@@ -60,7 +60,7 @@ fn event(iat: i64) -> EventClaims {
         iss: ISS.to_owned(),
         jti: EventId::from_random([5; 16]),
         iat,
-        exp: iat + mandate_core::unstable::claims::EVENT_LIFETIME_SECS,
+        exp: iat + mandate_protocol::claims::EVENT_LIFETIME_SECS,
         event_type: "mandate.revoked".to_owned(),
         data: json!({"id": "mnd_abc", "status": "revoked"}),
     }

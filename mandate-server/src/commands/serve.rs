@@ -1,7 +1,7 @@
 //! `serve`: the server started on the options given, the admin host beside it when asked,
 //! the demo session when asked, then run until SIGTERM or SIGINT stops it gracefully.
 
-use mandate_core::unstable::x402::ListedAssets;
+use mandate_protocol::x402::ListedAssets;
 use std::sync::Arc;
 use std::time::Duration;
 

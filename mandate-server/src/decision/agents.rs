@@ -15,10 +15,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use mandate_core::{
-    AgentHistory, AgentId, Mandate, Mode, unstable::history::SpendToDate,
-    unstable::history::VELOCITY_LIMIT,
-};
+use mandate_core::{AgentHistory, AgentId, Mandate, Mode};
+use mandate_protocol::{history::SpendToDate, history::VELOCITY_LIMIT};
 use time::{Date, OffsetDateTime, Time, UtcOffset};
 use tokio::sync::OwnedMutexGuard;
 
@@ -111,9 +109,9 @@ pub fn spend_since(now: OffsetDateTime) -> OffsetDateTime {
 pub fn state_from(record: AgentRecord, spent_before: Option<SpendToDate>) -> AgentState {
     let mut history = AgentHistory::default();
     for at in record.recent_requests {
-        mandate_core::unstable::history::velocity_mut(&mut history).record(from_ms(at));
+        mandate_protocol::history::velocity_mut(&mut history).record(from_ms(at));
     }
-    let spend = mandate_core::unstable::history::spend_mut(&mut history);
+    let spend = mandate_protocol::history::spend_mut(&mut history);
     *spend = spent_before.unwrap_or_default();
     for (amount, at) in record.allowed_since {
         spend.add(amount, from_ms(at));

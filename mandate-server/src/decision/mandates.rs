@@ -7,7 +7,7 @@ use std::sync::Arc;
 use mandate_core::{Mandate, MandateStatus};
 use time::OffsetDateTime;
 
-use mandate_core::unstable::history::spend_mut;
+use mandate_protocol::history::spend_mut;
 
 use super::agents::{AgentStates, Slot};
 use crate::clock::ms;
@@ -110,7 +110,7 @@ pub fn revocation(mandate: &Mandate, now: OffsetDateTime) -> Result<MandateRevok
     Ok(MandateRevoked {
         event: NewEvent {
             event_type: "mandate.revoked",
-            data: mandate_core::unstable::wire::mandate_json(&revoked, now),
+            data: mandate_protocol::wire::mandate_json(&revoked, now),
         },
         mandate: revoked,
         at_ms: ms(now),

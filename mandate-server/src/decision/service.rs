@@ -14,9 +14,11 @@ use std::time::{Duration, Instant};
 
 use mandate_core::{
     AuthorizationRequest, Bindings, DecisionId, Evaluation, Issuance, MandateId, Mode, Nonce,
-    Signer, VerdictClaims, unstable::history, unstable::id::ReviewId, unstable::jws::sign_payload,
-    unstable::policy, unstable::policy::SingleUse, unstable::policy::evaluate_approval,
-    unstable::policy::evaluate_presenting, unstable::review::Review,
+    Signer, VerdictClaims,
+};
+use mandate_protocol::{
+    history, id::ReviewId, jws::sign_payload, policy, policy::SingleUse, policy::evaluate_approval,
+    policy::evaluate_presenting, review::Review,
 };
 use time::OffsetDateTime;
 use tokio::sync::OwnedMutexGuard;
@@ -699,7 +701,7 @@ impl Told {
         leaves: &LeafHashes,
         news: &News,
         id: DecisionId,
-        leaf: Option<mandate_core::unstable::tlog::LogHash>,
+        leaf: Option<mandate_protocol::tlog::LogHash>,
     ) {
         if let Some(leaf) = leaf {
             leaves.keep(id, leaf);

@@ -8,10 +8,8 @@ use axum::body::to_bytes;
 use axum::extract::rejection::PathRejection;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use mandate_core::{
-    CursorError, FieldError, RequestBodyError, unstable::wire::ErrorBody,
-    unstable::wire::ErrorDetail, unstable::wire::codes,
-};
+use mandate_core::{CursorError, FieldError, RequestBodyError};
+use mandate_protocol::{wire::ErrorBody, wire::ErrorDetail, wire::codes};
 
 use crate::http::request_id;
 use crate::model::WrongKeyClass;

@@ -1,6 +1,6 @@
 //! The Idempotency-Key middleware: replays a stored result, refuses a reused key with
 //! another body or while the first request is in flight, and stores 2xx and 4xx results
-//! for 24 hours. What to do is decided by `mandate_core::unstable::idempotency::next_action`.
+//! for 24 hours. What to do is decided by `mandate_protocol::idempotency::next_action`.
 //!
 //! A handler that commits its own change may store its response in the same transaction
 //! (see [`IdempotencySlot`]); a crash can then never separate the change from its record.
@@ -17,9 +17,8 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use mandate_core::{
-    unstable::idempotency::NextAction, unstable::idempotency::is_kept,
-    unstable::idempotency::request_digest,
+use mandate_protocol::{
+    idempotency::NextAction, idempotency::is_kept, idempotency::request_digest,
 };
 
 use crate::clock::{Clock, fill_random};

@@ -4,7 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use mandate_core::{CursorContext, CursorKey, unstable::wire::ListPage};
+use mandate_core::{CursorContext, CursorKey};
+use mandate_protocol::wire::ListPage;
 use serde_json::Value;
 use time::OffsetDateTime;
 

@@ -8,7 +8,7 @@
 use axum::http::{HeaderValue, header};
 use axum::response::Response;
 use futures_util::FutureExt;
-use mandate_core::unstable::id::RequestId;
+use mandate_protocol::id::RequestId;
 
 use crate::clock::random16;
 

@@ -17,7 +17,7 @@ use std::mem;
 use std::sync::Mutex;
 
 use mandate_core::DecisionId;
-use mandate_core::unstable::tlog::LogHash;
+use mandate_protocol::tlog::LogHash;
 
 /// Hashes in a generation, at most: two of them hold several seconds of decisions at the
 /// rates one process reaches, more than the worker's default interval of 1 s.
@@ -76,7 +76,7 @@ mod tests {
     #[test]
     fn a_hash_is_taken_once() {
         let leaves = LeafHashes::default();
-        let leaf = mandate_core::unstable::tlog::leaf_hash(b"a.b.c");
+        let leaf = mandate_protocol::tlog::leaf_hash(b"a.b.c");
         leaves.keep(id(1), leaf);
         assert_eq!(leaves.take(&id(1)), Some(leaf));
         assert_eq!(leaves.take(&id(1)), None);
@@ -86,7 +86,7 @@ mod tests {
     #[test]
     fn at_most_two_generations_are_kept_the_oldest_dropped_first() {
         let leaves = LeafHashes::default();
-        let leaf = mandate_core::unstable::tlog::leaf_hash(b"a.b.c");
+        let leaf = mandate_protocol::tlog::leaf_hash(b"a.b.c");
         for n in 0..GENERATION * 2 + 10 {
             leaves.keep(id(n), leaf);
         }

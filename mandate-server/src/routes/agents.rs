@@ -4,9 +4,9 @@ use axum::Router;
 use axum::extract::{RawQuery, State};
 use axum::response::Response;
 use axum::routing::{get, post};
-use mandate_core::{
-    AgentId, AgentName, unstable::fields::check_fields, unstable::fields::invalid,
-    unstable::fields::object, unstable::fields::required, unstable::fields::string, unstable::wire,
+use mandate_core::{AgentId, AgentName};
+use mandate_protocol::{
+    field::check_fields, field::invalid, field::object, field::required, field::string, wire,
 };
 
 use super::{created, ok, unreadable, wire_json};
@@ -52,7 +52,7 @@ async fn create(
     check_fields(fields, "", &["name"], &["id", "agent_key", "created_at"])?;
     let name = AgentName::parse(string(required(fields, "name", "name")?, "name")?)
         .map_err(|e| invalid("name", e))?;
-    let id = mandate_core::unstable::id::agent_id_for(&name);
+    let id = mandate_protocol::id::agent_id_for(&name);
     let key = new_key(KeyClass::Agent, caller.env);
     let now = ms(state.now());
     let key_hash = keys::hash(&key);

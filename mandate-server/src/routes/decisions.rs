@@ -10,7 +10,8 @@ use axum::Router;
 use axum::extract::{RawQuery, State};
 use axum::response::Response;
 use axum::routing::get;
-use mandate_core::{DecisionId, Verdict, unstable::review::ReviewStatus};
+use mandate_core::{DecisionId, Verdict};
+use mandate_protocol::review::ReviewStatus;
 
 use super::ok;
 use crate::http::error::ApiError;

@@ -5,10 +5,8 @@ use axum::Router;
 use axum::extract::{RawQuery, State};
 use axum::response::Response;
 use axum::routing::get;
-use mandate_core::{
-    Mode, unstable::fields::check_fields, unstable::fields::object, unstable::fields::required,
-    unstable::wire,
-};
+use mandate_core::Mode;
+use mandate_protocol::{field::check_fields, field::object, field::required, wire};
 
 use super::{ok, wire_json};
 use crate::clock::{from_ms, ms};

@@ -8,9 +8,7 @@ use axum::Router;
 use axum::extract::State;
 use axum::response::Response;
 use axum::routing::{get, post};
-use mandate_core::{
-    unstable::escrow::EscrowAction, unstable::funding::FundingRequest, unstable::id::EscrowId,
-};
+use mandate_protocol::{escrow::EscrowAction, funding::FundingRequest, id::EscrowId};
 
 use super::{created, ok, wire_json};
 use crate::clock::random16;

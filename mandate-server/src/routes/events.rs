@@ -5,10 +5,8 @@ use axum::Router;
 use axum::extract::{RawQuery, State};
 use axum::response::Response;
 use axum::routing::get;
-use mandate_core::{
-    EventId, unstable::delivery::EVENT_TYPES, unstable::delivery::is_event_type,
-    unstable::id::WebhookId, unstable::wire,
-};
+use mandate_core::EventId;
+use mandate_protocol::{delivery::EVENT_TYPES, delivery::is_event_type, id::WebhookId, wire};
 use serde_json::Value;
 
 use super::{ok, unreadable, wire_json};

@@ -94,7 +94,7 @@ pub fn ok(body: Value) -> Response {
     (StatusCode::OK, axum::Json(body)).into_response()
 }
 
-/// An object of [`mandate_core::unstable::wire`] as the JSON value a route answers with
+/// An object of [`mandate_protocol::wire`] as the JSON value a route answers with
 /// ([`crate::services::wire_json`], its failure the server's).
 pub fn wire_json<T: serde::Serialize>(object: &T) -> Result<Value, ApiError> {
     Ok(crate::services::wire_json(object)?)

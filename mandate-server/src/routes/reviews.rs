@@ -12,10 +12,10 @@ use axum::Router;
 use axum::extract::State;
 use axum::response::Response;
 use axum::routing::post;
-use mandate_core::{
-    DecisionId, unstable::fields::check_fields, unstable::fields::invalid,
-    unstable::fields::object, unstable::fields::present, unstable::fields::string,
-    unstable::id::ReviewId, unstable::review::Review, unstable::review::ReviewError,
+use mandate_core::DecisionId;
+use mandate_protocol::{
+    field::check_fields, field::invalid, field::object, field::present, field::string,
+    id::ReviewId, review::Review, review::ReviewError,
 };
 
 use super::{created_encoded, ok};
@@ -176,9 +176,9 @@ async fn deny(
         Err(e) => return Err(refuse(&state, &caller, &review, e).await),
     };
     resolve(&state, &caller, denied.clone()).await?;
-    Ok(ok(
-        super::wire_json::<mandate_core::unstable::wire::Review>(&denied)?,
-    ))
+    Ok(ok(super::wire_json::<mandate_protocol::wire::Review>(
+        &denied,
+    )?))
 }
 
 /// The optional `reason` of a denial's body, at most 500 characters.

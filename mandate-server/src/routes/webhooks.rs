@@ -7,10 +7,7 @@ use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use mandate_core::{
-    unstable::fields::check_fields, unstable::fields::object, unstable::fields::required,
-    unstable::fields::string, unstable::wire,
-};
+use mandate_protocol::{field::check_fields, field::object, field::required, field::string, wire};
 use serde_json::Value;
 
 use super::{created, ok, wire_json};

@@ -82,7 +82,7 @@ pub async fn allowance(
     now: OffsetDateTime,
 ) -> Result<Presented, AcpError> {
     let allowance = Allowance::from_json(allowance, "acp.allowance")?;
-    mandate_core::unstable::acp::check_request(
+    mandate_protocol::acp::check_request(
         &allowance,
         request.amount,
         &request.currency,
@@ -96,13 +96,13 @@ pub async fn allowance(
         .await?;
     Ok(Presented {
         credential: current.map(|(mandate, _)| Credential {
-            id: mandate_core::unstable::acp::credential_id(&allowance),
+            id: mandate_protocol::acp::credential_id(&allowance),
             mandate,
         }),
         bindings: Bindings {
-            acp_allowance: Some(mandate_core::unstable::acp::digest(&allowance)),
+            acp_allowance: Some(mandate_protocol::acp::digest(&allowance)),
             acp_checkout_session: Some(
-                mandate_core::unstable::acp::checkout_session_id(&allowance).to_owned(),
+                mandate_protocol::acp::checkout_session_id(&allowance).to_owned(),
             ),
             ..Bindings::default()
         },

@@ -1,14 +1,14 @@
 //! AP2 on the API (issue #36; docs/protocols.md): the `ap2` member of `POST /v1/mandates`
 //! (an open payment mandate imported in place of the plain terms), the `source` of a
 //! mandate read, and the `ap2` member of `POST /v1/authorizations` (the agent's closed
-//! payment mandate for this payment). What a mandate means is `mandate_core::unstable::ap2`'s; this
+//! payment mandate for this payment). What a mandate means is `mandate_protocol::ap2`'s; this
 //! module loads what it needs, compares, and names every refusal for the caller.
 
 use mandate_core::{
     AgentId, AuthorizationRequest, ClosedMandate, Jwk, JwkSet, Mandate, MandateId, OpenMandate,
-    unstable::ap2::read_stored_open_mandate, unstable::wire::MandateSource,
-    unstable::wire::SpentBefore, verify_closed_mandate, verify_open_mandate,
+    verify_closed_mandate, verify_open_mandate,
 };
+use mandate_protocol::{ap2::read_stored_open_mandate, wire::MandateSource, wire::SpentBefore};
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
@@ -212,11 +212,11 @@ pub async fn import(
     terms.extend(open.terms());
     let imported = Imported {
         source: Ap2Source {
-            open_mandate: mandate_core::unstable::ap2::sd_jwt(&open).to_owned(),
+            open_mandate: mandate_protocol::ap2::sd_jwt(&open).to_owned(),
             digest: open.digest().to_owned(),
             spent_before: None,
         },
-        consent_key: mandate_core::unstable::ap2::consent_key(&open).to_owned(),
+        consent_key: mandate_protocol::ap2::consent_key(&open).to_owned(),
     };
     Ok(Some((Value::Object(terms), imported)))
 }
@@ -249,7 +249,7 @@ impl Imported {
 fn consent_of(sd_jwt: &str) -> Option<String> {
     read_stored_open_mandate(sd_jwt)
         .ok()
-        .map(|open| mandate_core::unstable::ap2::consent_key(&open).to_owned())
+        .map(|open| mandate_protocol::ap2::consent_key(&open).to_owned())
 }
 
 /// The `source` member of a mandate imported from AP2: the SD-JWT, its digest and the
@@ -375,7 +375,7 @@ pub async fn closed_mandate(
     }
     Ok(Presented {
         credential: Credential {
-            id: mandate_core::unstable::ap2::credential_id(&closed),
+            id: mandate_protocol::ap2::credential_id(&closed),
             mandate: mandate_id,
         },
         open_digest: open.digest().to_owned(),

@@ -7,9 +7,9 @@
 //! evaluates, signs and stores the decision with its idempotency record in one
 //! transaction. The outcome ([`Authorized`]) is the answer as committed.
 
-use mandate_core::unstable::policy::AuthorizationBody;
-use mandate_core::unstable::x402::ListedAssets;
 use mandate_core::{AgentId, AuthorizationRequest, Bindings, FieldError, RequestBodyError};
+use mandate_protocol::policy::AuthorizationBody;
+use mandate_protocol::x402::ListedAssets;
 use time::OffsetDateTime;
 
 use super::acp::{self, AcpError};

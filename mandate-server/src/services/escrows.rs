@@ -1,16 +1,15 @@
 //! Escrows: funding one from a decision and moving it, decided here for every engine.
 //!
 //! An escrow is funded by an unexpired `allow` decision of its buyer for the same amount,
-//! currency and recipient ([`mandate_core::unstable::funding`]) and spends it. Its transitions are
-//! [`mandate_core::unstable::escrow::transition`]. [`step`] decides what one action writes: the new
+//! currency and recipient ([`mandate_protocol::funding`]) and spends it. Its transitions are
+//! [`mandate_protocol::escrow::transition`]. [`step`] decides what one action writes: the new
 //! status and history step, the money movement (through the live
 //! [`SettlementProvider`]) and the `escrow.*` event; the engine writes it in one
 //! transaction only if the escrow still stands where it was read ([`crate::storage::escrows::EscrowStore`]).
 
-use mandate_core::{
-    unstable::escrow::EscrowAction, unstable::escrow::EscrowStatus, unstable::escrow::HistoryEntry,
-    unstable::funding::FundingError, unstable::funding::FundingRequest,
-    unstable::funding::check_funding, unstable::id::EscrowId, unstable::wire,
+use mandate_protocol::{
+    escrow::EscrowAction, escrow::EscrowStatus, escrow::HistoryEntry, funding::FundingError,
+    funding::FundingRequest, funding::check_funding, id::EscrowId, wire,
 };
 use serde_json::Value;
 use time::OffsetDateTime;
@@ -40,7 +39,7 @@ pub enum EscrowError {
     Funding(#[from] FundingError),
     /// The action is not allowed from where the escrow stands.
     #[error(transparent)]
-    Transition(#[from] mandate_core::unstable::escrow::EscrowError),
+    Transition(#[from] mandate_protocol::escrow::EscrowError),
     /// The settlement adapter refused the movement; nothing was written.
     #[error(transparent)]
     Settlement(#[from] SettlementError),
@@ -256,9 +255,8 @@ pub async fn act(
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
-    use mandate_core::{
-        AgentId, Amount, Currency, DecisionId, Recipient, unstable::escrow::EscrowError as Refusal,
-    };
+    use mandate_core::{AgentId, Amount, Currency, DecisionId, Recipient};
+    use mandate_protocol::escrow::EscrowError as Refusal;
     use time::macros::datetime;
 
     use super::*;

@@ -1,7 +1,7 @@
 //! Mandates below their routes: creating one (plain terms, or imported from an AP2 open
 //! mandate: [`super::ap2`]), reading one with what its allows add up to this day, week and
 //! month (`spent`, from the decision log) and what each limit still allows (`remaining`,
-//! `mandate_core::unstable::budget`), a page of a list, and revoking one.
+//! `mandate_protocol::budget`), a page of a list, and revoking one.
 //!
 //! Every change to an agent's mandate is made under that agent's lock
 //! (`decision::mandates`), so that no authorization is judged against a mandate that has
@@ -9,10 +9,9 @@
 
 use std::sync::Arc;
 
-use mandate_core::{
-    AgentId, FieldError, Mandate, MandateDraft, MandateId, MandateStatus,
-    unstable::budget::remaining, unstable::history::SpendToDate, unstable::mandate::format_date,
-    unstable::wire::Spent,
+use mandate_core::{AgentId, FieldError, Mandate, MandateDraft, MandateId, MandateStatus};
+use mandate_protocol::{
+    budget::remaining, history::SpendToDate, mandate::format_date, wire::Spent,
 };
 use serde_json::Value;
 use time::OffsetDateTime;
@@ -109,7 +108,7 @@ impl Mandates<'_> {
         let (org, env) = (&caller.org_id, caller.env);
         let Some(imported) = source else {
             mandates::put(self.store, self.agents, org, env, &mandate, now).await?;
-            return Ok(mandate_core::unstable::wire::mandate_json(&mandate, now));
+            return Ok(mandate_protocol::wire::mandate_json(&mandate, now));
         };
         let import = imported.of(&mandate);
         let mut source = import.source.clone();
@@ -117,7 +116,7 @@ impl Mandates<'_> {
             Ap2Import::Stored { spent_before, .. } => source.spent_before = spent_before,
             _ => return Err(Ap2Error::InForceElsewhere.into()),
         }
-        let mut shown = mandate_core::unstable::wire::mandate_json(&mandate, now);
+        let mut shown = mandate_protocol::wire::mandate_json(&mandate, now);
         if let Value::Object(object) = &mut shown {
             object.insert("source".into(), ap2::source_json(&source)?);
         }
@@ -145,7 +144,7 @@ impl Mandates<'_> {
                 (
                     seq,
                     m.id.clone(),
-                    mandate_core::unstable::wire::mandate_json(&m, now),
+                    mandate_protocol::wire::mandate_json(&m, now),
                 )
             })
             .collect();
@@ -187,7 +186,7 @@ impl Mandates<'_> {
         now: OffsetDateTime,
     ) -> Result<Value, MandateError> {
         let mandate = self.find(caller, id).await?;
-        let mut shown = mandate_core::unstable::wire::Mandate::of(&mandate, now);
+        let mut shown = mandate_protocol::wire::Mandate::of(&mandate, now);
         let spend = self.spend_to_date(caller, &mandate, now).await?;
         shown.spent = Some(Spent {
             day: spend.day_total_at(now),
@@ -202,7 +201,7 @@ impl Mandates<'_> {
 
     /// The mandate's allows this day, week and month (and over its life, when a limit
     /// counts it), summed as the engine sums them
-    /// (`mandate_core::unstable::history::SpendToDate`), from the committed decision log: a
+    /// (`mandate_protocol::history::SpendToDate`), from the committed decision log: a
     /// decision answered before this read is in it. A mandate imported from an AP2 open
     /// mandate starts from what the mandates that carried it before spent, as its agent's
     /// state does (`decision::agents::state_from`).
@@ -261,7 +260,7 @@ impl Mandates<'_> {
                 });
             }
         };
-        let mut shown = mandate_core::unstable::wire::mandate_json(&revoked, now);
+        let mut shown = mandate_protocol::wire::mandate_json(&revoked, now);
         ap2::add_sources(self.store, caller, &mut [(revoked.id.clone(), &mut shown)]).await?;
         Ok(shown)
     }

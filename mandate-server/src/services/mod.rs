@@ -25,8 +25,8 @@ use serde_json::Value;
 #[error("encoding the answer: {0}")]
 pub struct EncodingError(String);
 
-/// An object of [`mandate_core::unstable::wire`] as the JSON value the server answers with (members
+/// An object of [`mandate_protocol::wire`] as the JSON value the server answers with (members
 /// sorted by name, as the wire module documents).
 pub fn wire_json<T: Serialize>(object: &T) -> Result<Value, EncodingError> {
-    mandate_core::unstable::wire::to_value(object).map_err(|e| EncodingError(e.to_string()))
+    mandate_protocol::wire::to_value(object).map_err(|e| EncodingError(e.to_string()))
 }

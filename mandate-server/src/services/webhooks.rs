@@ -2,10 +2,8 @@
 //! is stored, and again before every delivery), reading, deleting (its pending deliveries
 //! end) and pinging one (an event like any other, delivered to that one endpoint).
 
-use mandate_core::{
-    EventId, FieldError, unstable::delivery::EVENT_TYPES, unstable::delivery::is_event_type,
-    unstable::id::WebhookId, unstable::wire,
-};
+use mandate_core::{EventId, FieldError};
+use mandate_protocol::{delivery::EVENT_TYPES, delivery::is_event_type, id::WebhookId, wire};
 use serde_json::Value;
 
 use crate::clock::{from_ms, random16};

@@ -1,9 +1,9 @@
 //! The `x402` member of `POST /v1/authorizations`: the x402 payment a request is for, read
 //! and checked against the request, bound to the verdict as its `x402_payment` claim.
 
-use mandate_core::unstable::fields::invalid;
-use mandate_core::unstable::x402::{ListedAssets, consistency, digest, known_decimals};
 use mandate_core::{AuthorizationRequest, FieldError, Inconsistency, PaymentRequirements};
+use mandate_protocol::field::invalid;
+use mandate_protocol::x402::{ListedAssets, consistency, digest, known_decimals};
 use serde_json::Value;
 
 /// The `x402_payment` claim for the `x402` member taken from a request's body (`None` for

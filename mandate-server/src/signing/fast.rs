@@ -126,9 +126,8 @@ impl Signer for AwsLcSigner {
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
     use super::*;
-    use mandate_core::{
-        JwkSet, VerifyOptions, sign_token, unstable::jws::verify_es256, verify_event,
-    };
+    use mandate_core::{JwkSet, VerifyOptions, sign_token, verify_event};
+    use mandate_protocol::jws::verify_es256;
     use serde_json::json;
 
     const SECRET: [u8; 32] = [7; 32];

@@ -13,8 +13,8 @@
 
 use std::sync::Arc;
 
-use mandate_core::unstable::tlog::LogKey;
 use mandate_core::{P256Signer, Signer};
+use mandate_protocol::tlog::LogKey;
 
 use super::RETIRED_KEY_PUBLISHED_MS;
 use super::at_rest::{AtRestError, KeyEncryption};

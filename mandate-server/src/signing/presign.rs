@@ -303,7 +303,8 @@ fn lower_priority() {
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
     use super::*;
-    use mandate_core::{P256Signer, Signer, unstable::jws::verify_es256};
+    use mandate_core::{P256Signer, Signer};
+    use mandate_protocol::jws::verify_es256;
 
     const SECRET: [u8; 32] = [7; 32];
     /// A smaller pool than the server's, so that debug builds fill it quickly.

@@ -31,9 +31,9 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use mandate_core::unstable::tlog::LogHash;
-use mandate_core::unstable::tlog::{self, SignedNote, TileId, TreeEdge};
 use mandate_core::{Checkpoint, DecisionId, Signer};
+use mandate_protocol::tlog::LogHash;
+use mandate_protocol::tlog::{self, SignedNote, TileId, TreeEdge};
 use tokio::task::JoinHandle;
 
 use super::Context;
@@ -472,7 +472,7 @@ fn sign(
 mod tests {
     use super::*;
     use mandate_core::DecisionId;
-    use mandate_core::unstable::tlog::{TILE_WIDTH, hashes_from_tiles};
+    use mandate_protocol::tlog::{TILE_WIDTH, hashes_from_tiles};
 
     #[test]
     fn the_origin_is_the_verdicts_host_and_path_then_the_log() {
@@ -521,7 +521,7 @@ mod tests {
         assert_eq!(tiles[&TileId::new(1, 1)].len(), 17);
         // Level-1 node 272 (leaves 69,632 to 69,887), as stored by the second run.
         let stored: HashMap<TileId, Vec<LogHash>> = second.tiles.into_iter().collect();
-        let node = mandate_core::unstable::tlog::NodeId::new(8, 272);
+        let node = mandate_protocol::tlog::NodeId::new(8, 272);
         assert_eq!(
             hashes_from_tiles(&[node], &stored).unwrap(),
             hashes_from_tiles(&[node], &tiles).unwrap()

@@ -8,7 +8,7 @@
 //! that died). It starts each attempt as its own task, at most
 //! [`MAX_CONCURRENT`] in all and [`PER_WEBHOOK`] per endpoint, so a slow or dead receiver
 //! never holds up another, nor the API (no transaction is open during HTTP). What follows
-//! an attempt is decided by `mandate_core::unstable::delivery::after_attempt` and written with the
+//! an attempt is decided by `mandate_protocol::delivery::after_attempt` and written with the
 //! attempt in one transaction. All state is in the database: a restarted server picks up where
 //! the last one stopped, and an attempt cut short by a crash is simply made again (events
 //! are at-least-once; receivers de-duplicate on `jti`). On a database shared by several
@@ -20,9 +20,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use mandate_core::{
-    EventClaims, sign_token, unstable::delivery::NextStep, unstable::delivery::after_attempt,
-    unstable::delivery::window_closed, unstable::id::WebhookId,
+use mandate_core::{EventClaims, sign_token};
+use mandate_protocol::{
+    delivery::NextStep, delivery::after_attempt, delivery::window_closed, id::WebhookId,
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::{JoinHandle, JoinSet};
@@ -400,7 +400,7 @@ async fn attempt(
             NextStep::RetryAt(_) | NextStep::GiveUp => {
                 // The next attempt as the API shows it (GET /v1/events/{id}): a UTC time.
                 let next_attempt = match next {
-                    NextStep::RetryAt(at) => mandate_core::unstable::timefmt::format(at),
+                    NextStep::RetryAt(at) => mandate_protocol::timefmt::format(at),
                     _ => "none (given up)".to_owned(),
                 };
                 tracing::info!(
@@ -434,7 +434,7 @@ async fn send(context: &Context, clients: &Clients, due: &Due, at_ms: i64) -> Re
         iss: context.issuer.clone(),
         jti: due.event_id.clone(),
         iat,
-        exp: iat + mandate_core::unstable::claims::EVENT_LIFETIME_SECS,
+        exp: iat + mandate_protocol::claims::EVENT_LIFETIME_SECS,
         event_type: due.event_type.clone(),
         data: due.data.clone(),
     };

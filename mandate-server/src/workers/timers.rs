@@ -1,7 +1,7 @@
 //! Time-driven state, read from the injected clock on every tick of the worker:
 //!
 //! - a pending review expires 24 hours after it opened: marked `expired` (through
-//!   [`mandate_core::unstable::review::Review::expire`]) with its `decision.resolved` event in one transaction;
+//!   [`mandate_protocol::review::Review::expire`]) with its `decision.resolved` event in one transaction;
 //! - `mandate.expiring` fires once per active mandate at 00:00 UTC seven days before its
 //!   `expires` date ([`expiring_at`]), at once for a mandate created inside that window; the
 //!   once-only mark and the event are written in one transaction.
@@ -11,9 +11,8 @@
 //! writes is decided here ([`review_expiry`], [`expiring_event`]), on the row the engine
 //! read in its transaction; the engine only reads, guards and writes.
 
-use mandate_core::{
-    Mandate, MandateStatus, unstable::mandate::format_date, unstable::review::Review,
-};
+use mandate_core::{Mandate, MandateStatus};
+use mandate_protocol::{mandate::format_date, review::Review};
 use time::{Date, Duration, OffsetDateTime, Time, UtcOffset};
 
 use crate::clock::ms;
@@ -86,7 +85,7 @@ pub fn expiring_event(
     Some(ExpiringEvent {
         event: NewEvent {
             event_type: "mandate.expiring",
-            data: mandate_core::unstable::wire::mandate_json(mandate, now),
+            data: mandate_protocol::wire::mandate_json(mandate, now),
         },
         at_ms: ms(now),
     })
@@ -136,10 +135,8 @@ async fn fire_expiring(
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
-    use mandate_core::{
-        DecisionId, MandateDraft, MandateId, unstable::id::ReviewId,
-        unstable::review::REVIEW_LIFETIME, unstable::review::ReviewStatus,
-    };
+    use mandate_core::{DecisionId, MandateDraft, MandateId};
+    use mandate_protocol::{id::ReviewId, review::REVIEW_LIFETIME, review::ReviewStatus};
     use time::macros::{date, datetime};
 
     use super::*;
@@ -194,7 +191,7 @@ mod tests {
         assert_eq!(fired.event.event_type, "mandate.expiring");
         assert_eq!(
             fired.event.data,
-            mandate_core::unstable::wire::mandate_json(&mandate, due)
+            mandate_protocol::wire::mandate_json(&mandate, due)
         );
         assert_eq!(fired.at_ms, ms(due));
         assert_eq!(expiring_event(&mandate, true, due), None);

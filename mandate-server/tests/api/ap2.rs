@@ -118,8 +118,7 @@ async fn ap2_sdk_open_mandate_is_imported_read_back_and_its_closed_mandates_used
     assert_eq!(source["allowed_payment_instruments"][0]["id"], "pi-1");
     assert_eq!(source["allowed_pisps"][0]["domain_name"], "payco.example");
     // The answer reads as the wire type the CLI uses, source included.
-    let typed: mandate_core::unstable::wire::Mandate =
-        serde_json::from_value(r.body.clone()).unwrap();
+    let typed: mandate_protocol::wire::Mandate = serde_json::from_value(r.body.clone()).unwrap();
     assert_eq!(
         typed.source.unwrap().digest,
         source["digest"].as_str().unwrap()

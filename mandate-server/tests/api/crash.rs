@@ -19,8 +19,9 @@ use std::time::{Duration, Instant};
 
 use mandate_core::{
     AgentHistory, AgentId, Amount, AuthorizationRequest, Mandate, MandateDraft, MandateId,
-    MandateStatus, Mode, evaluate, unstable::timefmt,
+    MandateStatus, Mode, evaluate,
 };
+use mandate_protocol::timefmt;
 use reqwest::Method;
 use serde_json::Value;
 
@@ -296,10 +297,10 @@ async fn kill_minus_nine_under_load_loses_nothing_and_runs_each_key_once() {
         let mut sum = Amount::ZERO;
         for d in &mine {
             let at = timefmt::parse(d["created_at"].as_str().unwrap()).unwrap();
-            mandate_core::unstable::history::velocity_mut(&mut history).record(at);
+            mandate_protocol::history::velocity_mut(&mut history).record(at);
             if d["verdict"] == "allow" {
                 let amount = Amount::parse(&d["request"]["amount"].to_string()).unwrap();
-                mandate_core::unstable::history::spend_mut(&mut history).add(amount, at);
+                mandate_protocol::history::spend_mut(&mut history).add(amount, at);
                 sum = sum.checked_add(amount).unwrap();
             }
         }

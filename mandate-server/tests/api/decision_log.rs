@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use mandate_core::unstable::tlog::{AuditLeaf, AuditState};
 use mandate_core::{LogEntry, LogKeys};
+use mandate_protocol::tlog::{AuditLeaf, AuditState};
 use serde_json::Value;
 
 use crate::helpers::{TestApp, spawn_app, spawn_app_with};
@@ -61,7 +61,7 @@ async fn every_decision_read_proves_its_place_in_the_log() {
     let jwks = app.jwks_bytes().await;
     let keys = LogKeys::from_jwks_json(&jwks).unwrap();
     assert_eq!(
-        mandate_core::unstable::tlog::keys_of(&keys).len(),
+        mandate_protocol::tlog::keys_of(&keys).len(),
         2,
         "a log key per environment"
     );

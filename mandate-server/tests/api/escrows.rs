@@ -40,7 +40,7 @@ pub(crate) async fn funded(app: &TestApp, agent_key: &str) -> String {
 }
 
 pub(crate) async fn movements(app: &TestApp, escrow: &str) -> Vec<MovementRow> {
-    let escrow = mandate_core::unstable::id::EscrowId::parse(escrow).unwrap();
+    let escrow = mandate_protocol::id::EscrowId::parse(escrow).unwrap();
     let store = &app.running.as_ref().unwrap().state.store;
     let org = store.escrow(&escrow, None).await.unwrap().unwrap().org_id;
     store.escrow_movements(&org, &escrow).await.unwrap()

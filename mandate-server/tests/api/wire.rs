@@ -1,4 +1,4 @@
-//! The wire types of `mandate_core::unstable::wire` against the real server: every object the API
+//! The wire types of `mandate_protocol::wire` against the real server: every object the API
 //! answers is read into its type and written back byte for byte (members sorted by name,
 //! as the server writes them through a `Value`; the decision answer in its signed order),
 //! and every request body the types describe is accepted. A drift between the server and
@@ -9,8 +9,8 @@ use std::collections::BTreeSet;
 use mandate_core::{
     AgentId, AgentName, Amount, Category, CountLimits, Currency, DecisionId, EscrowTerms, Limits,
     MandateStatus, Mode, Principal, Recipient, RecipientPattern, Recipients, Verdict,
-    unstable::review::ReviewStatus, unstable::wire, unstable::wire::ListPage,
 };
+use mandate_protocol::{review::ReviewStatus, wire, wire::ListPage};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;

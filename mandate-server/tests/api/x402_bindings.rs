@@ -31,7 +31,7 @@ fn body(amount: &str, x402: &Value) -> String {
 }
 
 fn digest(x402: &Value) -> String {
-    mandate_core::unstable::x402::digest(&PaymentRequirements::from_json(x402, "x402").unwrap())
+    mandate_protocol::x402::digest(&PaymentRequirements::from_json(x402, "x402").unwrap())
 }
 
 async fn reads(app: &TestApp, key: &str, id: &str) -> Vec<Value> {

@@ -8,13 +8,13 @@
 use std::sync::Arc;
 
 use futures_util::future::join_all;
-use mandate_core::unstable::id::ReviewId;
-use mandate_core::unstable::id::WebhookId;
-use mandate_core::unstable::idempotency::NextAction;
 use mandate_core::{
     AgentId, Amount, AuthorizationRequest, Category, Currency, DecisionId, Mandate, MandateDraft,
     MandateId, MandateStatus, Recipient,
 };
+use mandate_protocol::id::ReviewId;
+use mandate_protocol::id::WebhookId;
+use mandate_protocol::idempotency::NextAction;
 use mandate_server::clock::random16;
 use mandate_server::decision::agents::AgentStates;
 use mandate_server::decision::modes::ModeCache;
@@ -191,11 +191,7 @@ impl Process {
     }
 
     /// The review a decision's `answer` opened, as stored.
-    async fn review(
-        &self,
-        org: &Arc<str>,
-        answer: &Value,
-    ) -> mandate_core::unstable::review::Review {
+    async fn review(&self, org: &Arc<str>, answer: &Value) -> mandate_protocol::review::Review {
         let id = ReviewId::parse(answer["review"]["id"].as_str().expect("a review")).unwrap();
         let (review, _) = self
             .store

@@ -24,10 +24,11 @@ use std::sync::Arc;
 use futures_util::future::join_all;
 use mandate_core::{
     AgentId, Amount, AuthorizationRequest, Category, Currency, DecisionId, Mandate, MandateDraft,
-    MandateId, MandateStatus, Mode, Nonce, Recipient, Verdict, unstable::delivery::NextStep,
-    unstable::escrow::EscrowAction, unstable::escrow::HistoryEntry,
-    unstable::funding::FundingRequest, unstable::id::EscrowId, unstable::id::WebhookId,
-    unstable::idempotency::NextAction, unstable::review::Review, unstable::review::ReviewStatus,
+    MandateId, MandateStatus, Mode, Nonce, Recipient, Verdict,
+};
+use mandate_protocol::{
+    delivery::NextStep, escrow::EscrowAction, escrow::HistoryEntry, funding::FundingRequest,
+    id::EscrowId, id::WebhookId, idempotency::NextAction, review::Review, review::ReviewStatus,
 };
 use mandate_server::clock::{ms, random16};
 use mandate_server::decision::agents::AgentStates;

@@ -90,7 +90,7 @@ impl Console {
                     "agent": "agt_shopper", "principal": "role:finance",
                     "limits": {"per_transaction": 500, "per_month": 2000, "currency": "USD"},
                     "categories": ["software", "travel"], "review_above": 200,
-                    "expires": mandate_core::unstable::mandate::format_date(expires),
+                    "expires": mandate_protocol::mandate::format_date(expires),
                 })),
             )
             .await;

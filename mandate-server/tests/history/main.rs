@@ -61,7 +61,7 @@ fn limits() -> Limits {
         per_day: driver::PER_DAY,
         per_week: driver::PER_WEEK,
         per_month: driver::PER_MONTH,
-        per_minute: mandate_core::unstable::history::VELOCITY_LIMIT,
+        per_minute: mandate_protocol::history::VELOCITY_LIMIT,
     }
 }
 

@@ -177,7 +177,7 @@ async fn mandate_expiring_fires_once_while_three_processes_run_timers() {
     )
     .await;
     let expires = (time::OffsetDateTime::now_utc() + time::Duration::days(3)).date();
-    let expires = mandate_core::unstable::mandate::format_date(expires);
+    let expires = mandate_protocol::mandate::format_date(expires);
     let mut mandates = BTreeSet::new();
     for n in 0..12 {
         let p = &procs[n % 3];

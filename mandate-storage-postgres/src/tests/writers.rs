@@ -82,7 +82,7 @@ pub(super) fn new_decision(
 pub(super) fn opening_review(
     mut new: mandate_storage::deciding::NewDecision,
 ) -> mandate_storage::deciding::NewDecision {
-    use mandate_core::unstable::{id::ReviewId, review::Review};
+    use mandate_protocol::{id::ReviewId, review::Review};
     let decision = new.decision.claims.jti.clone();
     let review = Review::open(ReviewId::from_random([7; 16]), decision, NOW);
     new.review = Some((review, r#"{"id":"dec_live"}"#.into()));
@@ -351,7 +351,7 @@ async fn a_run_of_version_moves_refuses_only_its_stale_decisions() {
 /// seed's) is read as having none, which the worker rebuilds.
 #[tokio::test]
 async fn a_decisions_leaf_hash_is_stored_with_its_row_for_the_log() {
-    use mandate_core::unstable::tlog::leaf_hash;
+    use mandate_protocol::tlog::leaf_hash;
     use mandate_storage::log::LogStore;
     use mandate_storage::model::decision::TokenSignature;
 

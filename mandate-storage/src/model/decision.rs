@@ -2,11 +2,12 @@
 //! supersedes, review, creation time), where its review stands when read, and its API
 //! shape.
 
-use mandate_core::unstable::tlog::LogHash;
 use mandate_core::{
     AuthorizationRequest, Bindings, DecisionId, MandateId, Mode, Nonce, Verdict, VerdictClaims,
-    unstable::id::ReviewId, unstable::review::Review, unstable::review::ReviewStatus,
-    unstable::timefmt::format as format_timestamp,
+};
+use mandate_protocol::tlog::LogHash;
+use mandate_protocol::{
+    id::ReviewId, review::Review, review::ReviewStatus, timefmt::format as format_timestamp,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -68,10 +69,10 @@ impl TokenSignature {
     /// The signature of `token`, made with the key `kid`; `None` if the token has no
     /// 64-byte signature (no signer here makes one).
     pub fn of(kid: &str, token: &str) -> Option<Self> {
-        mandate_core::unstable::jws::token_signature(token).map(|raw| Self {
+        mandate_protocol::jws::token_signature(token).map(|raw| Self {
             kid: kid.to_owned(),
             bytes: raw.to_vec(),
-            leaf: Some(mandate_core::unstable::tlog::leaf_hash(token.as_bytes())),
+            leaf: Some(mandate_protocol::tlog::leaf_hash(token.as_bytes())),
         })
     }
 }
@@ -370,7 +371,7 @@ impl Decision {
     pub fn token(&self) -> Option<String> {
         let signature = self.signature.as_ref()?;
         let payload = serde_json::to_vec(&self.claims).ok()?;
-        mandate_core::unstable::jws::compact_token(&signature.kid, &payload, &signature.bytes).ok()
+        mandate_protocol::jws::compact_token(&signature.kid, &payload, &signature.bytes).ok()
     }
 }
 
@@ -498,11 +499,11 @@ mod tests {
     }
 
     /// The answer's spliced bytes and the stored object read as their wire types
-    /// (`mandate_core::unstable::wire`) and write back byte for byte: the types and this hand-made
+    /// (`mandate_protocol::wire`) and write back byte for byte: the types and this hand-made
     /// encoding can't drift apart.
     #[test]
     fn the_answer_and_the_object_round_trip_through_the_wire_types() {
-        use mandate_core::unstable::wire;
+        use mandate_protocol::wire;
         let d = decision();
         let mut no_mandate = decision();
         no_mandate.claims.mandate = None;

@@ -1,7 +1,8 @@
 //! Escrows stored by SQLite: steps written before its migration 7 read as `funder`, and
 //! settlement recorded through its writer moves money once per escrow and kind.
 
-use mandate_core::{AgentId, unstable::id::EscrowId};
+use mandate_core::AgentId;
+use mandate_protocol::id::EscrowId;
 use mandate_server::settlement::{Movement, MovementKind, Party};
 use mandate_server::storage::escrows::record_movement;
 use mandate_server::storage::sqlite::{SqliteTx, ready};

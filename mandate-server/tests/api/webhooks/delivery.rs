@@ -97,7 +97,7 @@ async fn a_receiver_that_fails_three_times_gets_the_event_with_the_same_jti() {
     let shown = app.get(&org, &format!("/v1/events/{event}")).await;
     assert_eq!(shown.status, 200, "{}", shown.text);
     let at = |ms: i64| {
-        mandate_core::unstable::timefmt::format(
+        mandate_protocol::timefmt::format(
             time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000).unwrap(),
         )
     };

@@ -9,10 +9,8 @@ use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use mandate_core::{
-    EventClaims, JwkSet, TokenError, VerifyOptions, unstable::delivery::RETRY_WINDOW_MS,
-    verify_event,
-};
+use mandate_core::{EventClaims, JwkSet, TokenError, VerifyOptions, verify_event};
+use mandate_protocol::delivery::RETRY_WINDOW_MS;
 use mandate_server::storage::deliveries::{Attempt, DeliveryKey, DeliveryRow, DeliveryState};
 use reqwest::Method;
 use serde_json::{Value, json};

@@ -314,8 +314,7 @@ pub async fn an_agents_withdrawal_reads_back_withdrawn_and_ends_the_review(fresh
     let reviewed = deciding.authorize(store, "agt_w", "300", None).await;
     assert_eq!(reviewed["verdict"], "review");
     let review_id =
-        mandate_core::unstable::id::ReviewId::parse(reviewed["review"]["id"].as_str().unwrap())
-            .unwrap();
+        mandate_protocol::id::ReviewId::parse(reviewed["review"]["id"].as_str().unwrap()).unwrap();
     let read = || store.review(Arc::from(ORG), Env::Sandbox, review_id.clone());
     let (review, _agent) = read().await.unwrap().unwrap();
     let withdrawn = review
@@ -401,8 +400,7 @@ pub async fn a_review_is_resolved_once_and_expires_once(fresh: &Fresh) {
         ["decision.review_pending", "decision.review_pending"]
     );
     let review_id =
-        mandate_core::unstable::id::ReviewId::parse(reviewed["review"]["id"].as_str().unwrap())
-            .unwrap();
+        mandate_protocol::id::ReviewId::parse(reviewed["review"]["id"].as_str().unwrap()).unwrap();
     let (review, agent_of) = store
         .review(Arc::from(ORG), Env::Sandbox, review_id.clone())
         .await
@@ -437,7 +435,7 @@ pub async fn a_review_is_resolved_once_and_expires_once(fresh: &Fresh) {
         Some(ReviewStatus::Denied)
     );
     // The other expires when its deadline passes: once, with its event.
-    let late = NOW + mandate_core::unstable::review::REVIEW_LIFETIME + Duration::seconds(1);
+    let late = NOW + mandate_protocol::review::REVIEW_LIFETIME + Duration::seconds(1);
     assert!(
         store
             .due_timers(ms(NOW), "2026-11-22", "2026-11-29", 10)
@@ -512,7 +510,7 @@ pub async fn a_review_is_resolved_once_and_expires_once(fresh: &Fresh) {
         .review(
             Arc::from(ORG),
             Env::Sandbox,
-            mandate_core::unstable::id::ReviewId::parse(other_review).unwrap(),
+            mandate_protocol::id::ReviewId::parse(other_review).unwrap(),
         )
         .await
         .unwrap()

@@ -137,8 +137,8 @@ pub enum AuditError {
 /// as evidence) and the right edge of that tree.
 ///
 /// ```
-/// use mandate_core::unstable::tlog::{self, AuditLeaf, AuditState, LogKey, TreeEdge};
-/// use mandate_core::P256Signer;
+/// use mandate_protocol::tlog::{self, AuditLeaf, AuditState, LogKey, TreeEdge};
+/// use mandate_protocol::jws::P256Signer;
 ///
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let signer = P256Signer::from_secret_bytes("log-1", &[9; 32])?;

@@ -28,7 +28,7 @@
 //! accepted (AP2's issuers, through Python's `cryptography` and jwcrypto, do not normalize
 //! `s`: about half their signatures are high-S). An open mandate's
 //! [`OpenMandate::digest`] is of its issuer JWT exactly as issued, either twin (what AP2
-//! and a merchant compute); its [`OpenMandate::consent_key`] is one name for both twins,
+//! and a merchant compute); its [`consent_key`] is one name for both twins,
 //! so a twin is never a second consent.
 //!
 //! Times are checked with a leeway of [`LEEWAY_SECS`] seconds each way, for clocks that
@@ -274,4 +274,26 @@ pub fn minor_unit_exponent(currency: &str) -> Option<u32> {
     } else {
         None
     }
+}
+
+// What Mandate's server and CLI compute with this module's types beyond their methods
+// an embedder sees through mandate-core.
+
+/// The single-use credential id of a closed mandate: `ap2_` and the base64url SHA-256
+/// of its open mandate's [`consent_key`] followed by the transaction id.
+pub fn credential_id(closed: &ClosedMandate) -> String {
+    closed.credential_id()
+}
+
+/// The name of the consent an open mandate carries, free of signature malleability
+/// (the digest of its issuer JWT with a low-S signature): where a service keeps each
+/// open mandate in force in one place.
+pub fn consent_key(open: &OpenMandate) -> &str {
+    open.consent_key()
+}
+
+/// The open mandate's SD-JWT as read, to store ([`read_stored_open_mandate`] reads it
+/// back).
+pub fn sd_jwt(open: &OpenMandate) -> &str {
+    open.sd_jwt()
 }

@@ -225,6 +225,14 @@ impl<'de> Deserialize<'de> for AgentId {
     }
 }
 
+// What Mandate's server and CLI compute with this module's types beyond their methods
+// an embedder sees through mandate-core.
+
+/// The id of the agent with this name.
+pub fn agent_id_for(name: &AgentName) -> AgentId {
+    AgentId::for_name(name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

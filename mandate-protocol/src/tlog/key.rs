@@ -10,7 +10,7 @@
 //! [`Signer`] trait); only the encoding differs (DER here, `r || s` in a JWS).
 //!
 //! In the JWK Set a log key is an EC P-256 JWK with `"use": "tlog-checkpoint"` and no
-//! `alg`: a JWT verifier that reads `use` skips it (this crate's [`crate::JwkSet`] does),
+//! `alg`: a JWT verifier that reads `use` skips it (this crate's [`crate::jwk::JwkSet`] does),
 //! and no JWS `alg` is claimed for it (some JOSE libraries refuse a whole set over an `alg`
 //! they do not know). Its `kid` (`log-<n>`) names no environment, so even a verifier that
 //! picked it by `kid` would find no verdict signed by it.
@@ -157,7 +157,7 @@ impl Serialize for LogKey {
 /// The log keys of a JWK Set: what checkpoints are verified with.
 ///
 /// ```
-/// use mandate_core::{LogKeys, P256Signer, unstable::tlog};
+/// use mandate_protocol::{jws::P256Signer, tlog::{self, LogKeys}};
 ///
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// // The service's log key (its secret drawn by the caller; fixed here).

@@ -3,7 +3,7 @@
 //! A request to `POST /v1/authorizations` may name the x402 payment it is for: its
 //! `PaymentRequirements` (one element of a `PaymentRequired`'s `accepts`), or the client's
 //! `PaymentPayload`, whose `accepted` member is those requirements. The verdict then
-//! carries the `x402_payment` claim, [`payment_digest`] of the five members that say what
+//! carries the `x402_payment` claim, [`digest`] of the five members that say what
 //! is paid to whom: `scheme`, `network`, `asset`, `amount` and `payTo`. Everything else
 //! (`maxTimeoutSeconds`, `extra`, the payload's signature, `resource`, `extensions`) is not
 //! digested: it does not change what is paid.
@@ -13,25 +13,25 @@
 //! members sorted by name (`amount`, `asset`, `network`, `payTo`, `scheme`), no
 //! whitespace, strings escaped as JSON requires and nothing more. For example
 //! `{"amount":"10000","asset":"0x036C…","network":"eip155:84532","payTo":"0x2096…","scheme":"exact"}`.
-//! Any JCS implementation computes the same bytes; [`PaymentRequirements::canonical_json`] gives them.
+//! Any JCS implementation computes the same bytes; [`canonical_json`] gives them.
 //!
-//! The `asset` is read as x402 defines it ([`asset`]): an ISO 4217 code (fiat, in any
+//! The `asset` is read as x402 defines it (`asset::Asset`): an ISO 4217 code (fiat, in any
 //! letter case, with spaces around it or an `iso4217:` prefix), an on-chain address of the
 //! shapes x402's schemes use, or a CAIP-19 asset id, all in ASCII; any other spelling is
 //! refused when the requirements are read.
 //!
-//! [`PaymentRequirements::consistency`] says what of a payment can be checked against a
+//! [`consistency`] says what of a payment can be checked against a
 //! request (amount, currency, recipient) and what cannot: the recipient must be
 //! `vendor:<payTo>`; a fiat `asset` must be the request's currency; the `amount` is in
 //! the asset's atomic units, so it is compared with the request's amount where the
 //! asset's decimals are known: a currency's are its ISO 4217 minor units, a token's those
 //! its verifier gives, or its server's operator lists ([`ListedAssets`]).
 //!
-//! Schemes: `exact` pays `amount`. `upto` ([`PaymentRequirements::is_upto`]) lets the
+//! Schemes: `exact` pays `amount`. `upto` ([`is_upto`]) lets the
 //! client sign a maximum, `amount`, and the resource server settle at most that: the
 //! request is decided on the maximum and the verdict bound to the requirements the
 //! client signed (with the maximum), like `exact`; the verifier settling it checks the
-//! settled amount is at most the signed one ([`crate::Counterparty::check`]). Any other
+//! settled amount is at most the signed one ([`crate::counterparty::Counterparty::check`]). Any other
 //! scheme is bound the same way and read as `exact`.
 
 use rust_decimal::Decimal;
@@ -206,7 +206,7 @@ impl PaymentRequirements {
     }
 
     /// The `x402_payment` claim of a verdict for this payment: base64url (no padding)
-    /// SHA-256 of [`PaymentRequirements::canonical_json`].
+    /// SHA-256 of [`canonical_json`].
     pub(crate) fn digest(&self) -> String {
         payment_digest(self)
     }
@@ -228,7 +228,7 @@ impl PaymentRequirements {
     /// What in this payment disagrees with a request (or transaction) of `amount`,
     /// `currency` and `recipient`: the recipient must be `vendor:<payTo>` (an EVM address,
     /// `0x` and 40 hex digits, compared without regard to case, as EVM addresses are); the
-    /// asset must be spelled as an x402 asset is ([`asset`]), and a fiat one
+    /// asset must be spelled as an x402 asset is (`asset::Asset`), and a fiat one
     /// ([`is_fiat`](Self::is_fiat)) must be the currency; with `decimals` (the asset's; for
     /// fiat, when not given, its ISO 4217 minor units), the atomic amount must be `amount` ×
     /// 10^decimals exactly. Without decimals the amount is not compared (its digest still
@@ -308,12 +308,57 @@ fn is_evm_address(text: &str) -> bool {
 }
 
 /// The `x402_payment` claim for a payment: base64url (no padding) SHA-256 of
-/// [`PaymentRequirements::canonical_json`]. A verifier holding the payment computes the
+/// [`canonical_json`]. A verifier holding the payment computes the
 /// same value and compares.
 pub(crate) fn payment_digest(requirements: &PaymentRequirements) -> String {
     use base64::Engine;
     let hash = Sha256::digest(requirements.canonical_json().as_bytes());
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(hash)
+}
+
+// What Mandate's server and CLI compute with this module's types beyond their methods
+// an embedder sees through mandate-core.
+
+/// The canonical JSON of the five bound members (`amount`, `asset`, `network`,
+/// `payTo`, `scheme`, sorted, no whitespace).
+pub fn canonical_json(requirements: &PaymentRequirements) -> String {
+    requirements.canonical_json()
+}
+
+/// The `x402_payment` claim of a verdict for this payment: base64url (no padding)
+/// SHA-256 of [`canonical_json`].
+pub fn digest(requirements: &PaymentRequirements) -> String {
+    requirements.digest()
+}
+
+/// The decimals of the requirements' asset where they are known: an ISO 4217
+/// currency's minor units, or those `listed` gives the token on the requirements'
+/// network (or on every network); `None` otherwise.
+pub fn known_decimals(listed: &ListedAssets, requirements: &PaymentRequirements) -> Option<u32> {
+    listed.decimals(&requirements.network, &requirements.asset)
+}
+
+/// Whether the asset is fiat: an ISO 4217 code in one of x402's spellings, which the
+/// request's currency must then be.
+pub fn is_fiat(requirements: &PaymentRequirements) -> bool {
+    requirements.is_fiat()
+}
+
+/// Whether the scheme is `upto`: the amount is a maximum.
+pub fn is_upto(requirements: &PaymentRequirements) -> bool {
+    requirements.is_upto()
+}
+
+/// What in the payment disagrees with a request of `amount`, `currency` and
+/// `recipient` (with the asset's `decimals`, the atomic amount too).
+pub fn consistency(
+    requirements: &PaymentRequirements,
+    amount: Amount,
+    currency: &Currency,
+    recipient: &Recipient,
+    decimals: Option<u32>,
+) -> Vec<Inconsistency> {
+    requirements.consistency(amount, currency, recipient, decimals)
 }
 
 #[cfg(test)]

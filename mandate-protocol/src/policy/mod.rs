@@ -147,3 +147,18 @@ pub fn evaluate_approval(
     let (policy_verdict, reason) = judge(relaxed.as_ref(), request, &history, None, now);
     Evaluation::under(mode, policy_verdict, reason)
 }
+
+// What Mandate's server and CLI compute with this module's types beyond their methods
+// an embedder sees through mandate-core.
+
+/// Whether a decision accepts (and so uses up) the single-use credential presented
+/// with its request: its verdict is `allow` or `review` and the credential was not
+/// accepted before. The owner stores the use with the decision, in one transaction.
+pub fn accepts(evaluation: &Evaluation, presented: Option<&SingleUse>) -> bool {
+    evaluation.accepts(presented)
+}
+
+/// Whether a review should be opened: only when `review` is the returned verdict.
+pub fn opens_review(evaluation: &Evaluation) -> bool {
+    evaluation.opens_review()
+}

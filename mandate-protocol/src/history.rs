@@ -248,7 +248,7 @@ impl LifetimeToDate {
 ///
 /// The lifetime figures are exact only if every allow since the mandate's creation was
 /// added: a server rebuilding this from stored decisions reads them all when the mandate
-/// has a lifetime limit ([`counts_lifetime`](crate::unstable::mandate::counts_lifetime)), and only the
+/// has a lifetime limit ([`counts_lifetime`](crate::mandate::counts_lifetime)), and only the
 /// month's and the week's otherwise.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -310,7 +310,7 @@ impl SpendToDate {
 /// agent's current mandate, and the owner starts it again
 /// ([`AgentHistory::start_mandate`]) when a new mandate supersedes the old one. A request is recorded with
 /// [`AgentHistory::record`](crate::history::AgentHistory::record), defined beside the
-/// engine because it reads the engine's [`Evaluation`](crate::Evaluation).
+/// engine because it reads the engine's [`Evaluation`](crate::policy::Evaluation).
 ///
 /// Serialized (serde, JSON) as plain data to keep between requests:
 /// `{"velocity": [unix ms, …], "spend": {"month": {"year", "month", "total", "count"},
@@ -342,6 +342,29 @@ impl AgentHistory {
 pub(crate) fn unix_ms(at: OffsetDateTime) -> i64 {
     // i128 nanoseconds to i64 milliseconds: in range for any date this service meets.
     i64::try_from(at.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX)
+}
+
+// What Mandate's server and CLI compute with this module's types beyond their methods
+// an embedder sees through mandate-core.
+
+/// The agent's recent requests.
+pub fn velocity(history: &AgentHistory) -> &VelocityWindow {
+    &history.velocity
+}
+
+/// The agent's recent requests, to rebuild them from stored decisions.
+pub fn velocity_mut(history: &mut AgentHistory) -> &mut VelocityWindow {
+    &mut history.velocity
+}
+
+/// The current mandate's allowed spend by period.
+pub fn spend(history: &AgentHistory) -> &SpendToDate {
+    &history.spend
+}
+
+/// The current mandate's allowed spend by period, to rebuild it from stored decisions.
+pub fn spend_mut(history: &mut AgentHistory) -> &mut SpendToDate {
+    &mut history.spend
 }
 
 #[cfg(test)]

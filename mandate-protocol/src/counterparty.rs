@@ -20,7 +20,8 @@
 //! decision's `log` entry through [`Counterparty::check_logged`].
 //!
 //! ```
-//! use mandate_core::{Counterparty, ExpectedTransaction, JwkSet, MemoryReplayGuard};
+//! use mandate_protocol::counterparty::{Counterparty, ExpectedTransaction, MemoryReplayGuard};
+//! use mandate_protocol::jwk::JwkSet;
 //! # fn demo(token: &str, jwks: &JwkSet, now: time::OffsetDateTime)
 //! #     -> Result<(), Box<dyn std::error::Error>> {
 //! let counterparty = Counterparty::new("https://verdicts.example.com");

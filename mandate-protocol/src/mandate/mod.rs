@@ -406,5 +406,14 @@ pub fn format_date(date: Date) -> String {
     )
 }
 
+// What Mandate's server and CLI compute with this module's types beyond their methods
+// an embedder sees through mandate-core.
+
+/// Whether a limit counts over the mandate's whole life (`total` or `count.total`):
+/// then deciding needs every allow since the mandate was created.
+pub fn counts_lifetime(limits: &Limits) -> bool {
+    limits.counts_lifetime()
+}
+
 #[cfg(test)]
 mod tests;

@@ -3,7 +3,7 @@
 //! The module is private: embedders see [`FieldError`] and [`BodyError`] (what the
 //! public `from_json` functions return) and [`parse_body`], re-exported at the crate root.
 //! The helpers below read the core's bodies, and the server reads its routes' own bodies
-//! with the same ones, through [`crate::unstable::fields`], so every body's problem is
+//! with the same ones, through [`crate::field`], so every body's problem is
 //! answered in the same words.
 //!
 //! serde's derive reports errors in its own words and positions; a caller fixing a request

@@ -16,17 +16,17 @@
 //! - A request under it is for exactly the allowance: amount [`Allowance::max_amount`]
 //!   (minor units scaled by the currency's exponent: 2000 `usd` is 20.00 USD), its
 //!   currency, recipient [`Allowance::recipient`] (`vendor:<merchant_id>`), before
-//!   `expires_at` ([`Allowance::check_request`]).
-//! - A `one_time` allowance is a single-use credential, [`credential_id`](crate::unstable::acp::credential_id): one
+//!   `expires_at` ([`check_request`]).
+//! - A `one_time` allowance is a single-use credential, [`credential_id`]: one
 //!   per checkout session (a server keeps it per organization and environment).
-//! - The verdict carries the claims `acp_allowance` ([`digest`](crate::unstable::acp::digest): the base64url,
+//! - The verdict carries the claims `acp_allowance` ([`digest`]: the base64url,
 //!   unpadded, SHA-256 of the allowance's RFC 8785 canonical JSON,
-//!   [`Allowance::canonical_json`]) and `acp_checkout_session` (its
+//!   [`canonical_json`]) and `acp_checkout_session` (its
 //!   `checkout_session_id`).
 //! - Whoever settles (the merchant's PSP holding the delegated credential) checks the
 //!   verdict is bound to the allowance and that the charge is within it
-//!   ([`Allowance::settlement_mismatches`]: at most the maximum, its currency, its
-//!   merchant, before `expires_at`), through [`crate::ExpectedTransaction::with_acp`].
+//!   (`Allowance::settlement_mismatches`: at most the maximum, its currency, its
+//!   merchant, before `expires_at`), through [`crate::counterparty::ExpectedTransaction::with_acp`].
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -367,6 +367,44 @@ fn minor_units(object: &Map<String, Value>, path: &str) -> Result<u64, FieldErro
 
 fn b64_sha256(text: &str) -> String {
     URL_SAFE_NO_PAD.encode(Sha256::digest(text.as_bytes()))
+}
+
+// What Mandate's server and CLI compute with this module's types beyond their methods
+// an embedder sees through mandate-core.
+
+/// `checkout_session_id`: the verdict's `acp_checkout_session` claim.
+pub fn checkout_session_id(allowance: &Allowance) -> &str {
+    allowance.checkout_session_id()
+}
+
+/// The single-use credential id of a `one_time` allowance: `acp_` and the base64url
+/// SHA-256 of its `checkout_session_id` (one checkout session is paid once).
+pub fn credential_id(allowance: &Allowance) -> String {
+    allowance.credential_id()
+}
+
+/// The allowance's RFC 8785 (JCS) canonical JSON, `max_amount` an integer.
+pub fn canonical_json(allowance: &Allowance) -> String {
+    allowance.canonical_json()
+}
+
+/// The verdict's `acp_allowance` claim: the base64url (no padding) SHA-256 of
+/// [`canonical_json`].
+pub fn digest(allowance: &Allowance) -> String {
+    allowance.digest()
+}
+
+/// Whether a request of `amount`, `currency` and `recipient`, decided at `now`, is
+/// exactly the allowance (its maximum, currency and merchant, before `expires_at`):
+/// the first mismatch, in that order.
+pub fn check_request(
+    allowance: &Allowance,
+    amount: Amount,
+    currency: &Currency,
+    recipient: &Recipient,
+    now: OffsetDateTime,
+) -> Result<(), AllowanceMismatch> {
+    allowance.check_request(amount, currency, recipient, now)
 }
 
 #[cfg(test)]

@@ -110,7 +110,7 @@ pub enum ProofError {
 /// to put their hashes together.
 ///
 /// ```
-/// use mandate_core::unstable::tlog::{LogHash, ProofPlan, TreeEdge, leaf_hash, verify_inclusion};
+/// use mandate_protocol::tlog::{LogHash, ProofPlan, TreeEdge, leaf_hash, verify_inclusion};
 ///
 /// // A store of complete subtree hashes, as the checkpoint worker writes it.
 /// let leaves: Vec<LogHash> = (0u8..7).map(|i| leaf_hash(&[i])).collect();
@@ -124,7 +124,7 @@ pub enum ProofError {
 /// let hashes: Vec<LogHash> = plan.nodes().iter().map(|id| stored[id]).collect();
 /// let proof = plan.assemble(&hashes)?;
 /// verify_inclusion(&leaves[2], 2, 7, &proof, &edge.root())?;
-/// # Ok::<(), mandate_core::unstable::tlog::ProofError>(())
+/// # Ok::<(), mandate_protocol::tlog::ProofError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProofPlan {

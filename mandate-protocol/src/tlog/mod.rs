@@ -8,7 +8,7 @@
 //! it. With this module:
 //!
 //! - a counterparty checks that a verdict is in the log ([`LogEntry::verify`], or
-//!   [`crate::Counterparty::require_log`]);
+//!   [`crate::counterparty::Counterparty::require_log`]);
 //! - an auditor following the export checks that each new checkpoint extends the last one
 //!   it accepted with exactly the decisions exported since ([`AuditState::advance`]);
 //! - the service makes proofs from the complete subtree hashes it stores ([`ProofPlan`],
@@ -19,8 +19,8 @@
 //! SHA-256(0x01 || left || right). Nothing here reads a clock, a file or a random number.
 //!
 //! ```
-//! use mandate_core::P256Signer;
-//! use mandate_core::unstable::tlog::{self, LogHash, LogKey, ProofPlan, TreeEdge};
+//! use mandate_protocol::jws::P256Signer;
+//! use mandate_protocol::tlog::{self, LogHash, LogKey, ProofPlan, TreeEdge};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! // The service: four verdicts logged, their subtrees stored, a checkpoint signed.
@@ -67,3 +67,60 @@ pub use key::{LogKey, LogKeys, sign_checkpoint};
 pub use note::{NoteError, NoteSignature, SignedNote};
 pub use proof::{NodeId, ProofError, ProofPlan, verify_consistency, verify_inclusion};
 pub use tile::{TILE_HEIGHT, TILE_WIDTH, TileId, hashes_from_tiles, tiles_of};
+
+// What Mandate's server and CLI compute with this module's types beyond their methods
+// an embedder sees through mandate-core.
+
+/// The checkpoint of the log `origin` at `size` leaves with root `root`; refused when
+/// the origin is empty or holds a control character (a newline among them).
+pub fn checkpoint(
+    origin: impl Into<String>,
+    size: u64,
+    root: LogHash,
+) -> Result<Checkpoint, CheckpointError> {
+    Checkpoint::new(origin, size, root)
+}
+
+/// A checkpoint with one more extension line (non-empty, no control character).
+pub fn with_extension(
+    checkpoint: Checkpoint,
+    line: impl Into<String>,
+) -> Result<Checkpoint, CheckpointError> {
+    checkpoint.with_extension(line)
+}
+
+/// The hash of a leaf: SHA-256(0x00 || data).
+pub fn leaf_hash(data: &[u8]) -> LogHash {
+    LogHash::leaf(data)
+}
+
+/// The hash of an interior node: SHA-256(0x01 || left || right).
+pub fn node_hash(left: &LogHash, right: &LogHash) -> LogHash {
+    LogHash::node(left, right)
+}
+
+/// The root of the empty tree: SHA-256 of no bytes.
+pub fn empty_root() -> LogHash {
+    LogHash::empty()
+}
+
+/// A checkpoint's tree root.
+pub fn root_of(checkpoint: &Checkpoint) -> &LogHash {
+    checkpoint.root()
+}
+
+/// A verdict's entry in the log: its leaf `index`, the signed checkpoint's text and
+/// the inclusion proof (what a decision read carries as `log`).
+pub fn log_entry(index: u64, checkpoint: String, inclusion_proof: Vec<LogHash>) -> LogEntry {
+    LogEntry::new(index, checkpoint, inclusion_proof)
+}
+
+/// A set of these log keys.
+pub fn log_keys(keys: Vec<LogKey>) -> LogKeys {
+    LogKeys::new(keys)
+}
+
+/// The keys of a set.
+pub fn keys_of(keys: &LogKeys) -> &[LogKey] {
+    keys.keys()
+}

@@ -192,7 +192,7 @@ impl AuthorizationBody {
     /// Reads `body` for `agent` once: the plain shape (the four fields as
     /// [`AuthorizationRequest::from_json_bytes`] reads them, and the protocol members as
     /// trees) in one pass over the bytes; any other body into one [`Value`]
-    /// ([`crate::parse_body`]), from which the protocol members are taken. Malformed JSON
+    /// ([`crate::field::parse_body`]), from which the protocol members are taken. Malformed JSON
     /// and a member repeated anywhere (a protocol member too) are refused here.
     pub fn from_json_bytes(agent: AgentId, body: &[u8]) -> Result<Self, RequestBodyError> {
         if let Some(mut plain) = PlainRequest::read(body) {

@@ -17,7 +17,7 @@ use super::proof::{NodeId, ProofError};
 /// new leaves and stores the nodes each append completes.
 ///
 /// ```
-/// use mandate_core::unstable::tlog::{TreeEdge, leaf_hash, node_hash};
+/// use mandate_protocol::tlog::{TreeEdge, leaf_hash, node_hash};
 ///
 /// let mut edge = TreeEdge::new();
 /// for token in ["a.b.c", "d.e.f", "g.h.i"] {
@@ -31,7 +31,7 @@ use super::proof::{NodeId, ProofError};
 ///     &leaf_hash(b"g.h.i"),
 /// );
 /// assert_eq!(edge.root(), expected);
-/// # Ok::<(), mandate_core::unstable::tlog::ProofError>(())
+/// # Ok::<(), mandate_protocol::tlog::ProofError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct TreeEdge {

@@ -64,11 +64,11 @@ pub struct Bindings {
     /// The AP2 closed payment mandate's transaction id: the `ap2_transaction` claim.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ap2_transaction: Option<String>,
-    /// The x402 payment's digest ([`unstable::x402::digest`](crate::unstable::x402::digest)): the `x402_payment`
+    /// The x402 payment's digest ([`x402::digest`](crate::x402::digest)): the `x402_payment`
     /// claim.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub x402_payment: Option<String>,
-    /// The ACP allowance's digest ([`unstable::acp::digest`](crate::unstable::acp::digest)): the
+    /// The ACP allowance's digest ([`acp::digest`](crate::acp::digest)): the
     /// `acp_allowance` claim.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acp_allowance: Option<String>,

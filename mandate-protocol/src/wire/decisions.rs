@@ -245,7 +245,7 @@ pub struct AcpPresentation {
 
 /// ACP's delegated payment allowance as ACP writes it (`delegate_payment`'s `Allowance`):
 /// its six members and no other. The server reads the member as a tree and judges each
-/// value itself ([`crate::Allowance::from_json`] names a wrong one); this is its shape.
+/// value itself ([`crate::acp::Allowance::from_json`] names a wrong one); this is its shape.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AcpAllowance {
@@ -283,7 +283,7 @@ pub struct Authorize {
     /// Who is to be paid, `vendor:<name>`.
     pub recipient: Recipient,
     /// The x402 payment this is for (a v2 PaymentRequirements, or a PaymentPayload whose
-    /// `accepted` is read; [`crate::PaymentRequirements`]): the verdict then carries `x402_payment`.
+    /// `accepted` is read; [`crate::x402::PaymentRequirements`]): the verdict then carries `x402_payment`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub x402: Option<serde_json::Value>,
 }
