@@ -1,13 +1,16 @@
-//! The figures docs/scale.md shows, drawn from the measurement records in
-//! `mandate-bench/results/` (`mandate-bench --figures write`): the table of deployments
-//! (decisions/s, p99, database CPU a decision), the sizing table that follows from it, and a
-//! plot of the rates (`docs/figures/deployments.svg`). Each record is a TSV file of one
-//! sitting: `#` lines say the machine, builds and commands, then a header line, then one
-//! line a run. The figures take the runs of build `head` (the build the docs describe) and
-//! show each setting's range over its runs.
+//! The figures the docs show, drawn from the measurement records in `mandate-bench/results/`
+//! (`mandate-bench --figures write`): docs/scale.md's table of deployments (decisions/s, p99,
+//! database CPU a decision), the sizing table that follows from it and a plot of the rates
+//! (`docs/figures/deployments.svg`); docs/performance.md's table of figures
+//! ([`performance`]). Each record is a TSV file of one sitting: `#` lines say the machine,
+//! builds and commands, then a header line, then one line a run. The deployments take the
+//! runs of build `head` (the build the docs describe) and show each setting's range over its
+//! runs.
 //!
 //! `--figures check` (and the test below) fails when the docs no longer say what the
 //! records give: a docs figure is never edited by hand.
+
+mod performance;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -19,13 +22,16 @@ use crate::error::Result;
 pub(crate) const POSTGRES_RECORD: &str = "2026-11-27-postgres-organizations.tsv";
 /// The record of plain PostgreSQL against Citus in one sitting.
 pub(crate) const CITUS_RECORD: &str = "2026-11-27-citus-32-organizations.tsv";
-/// The page the tables go in, between their markers.
+/// The page the deployments and sizing tables go in, between their markers.
 pub(crate) const PAGE: &str = "docs/scale.md";
 /// The plot, beside the page.
 pub(crate) const PLOT: &str = "docs/figures/deployments.svg";
 
-/// One record's runs: each a map of column to value.
-fn runs(text: &str) -> Result<Vec<BTreeMap<String, String>>> {
+/// One run of a record: a map of column to value.
+type Run = BTreeMap<String, String>;
+
+/// One record's runs.
+fn runs(text: &str) -> Result<Vec<Run>> {
     let mut lines = text
         .lines()
         .filter(|line| !line.starts_with('#') && !line.is_empty());
@@ -59,28 +65,64 @@ fn runs(text: &str) -> Result<Vec<BTreeMap<String, String>>> {
 pub(crate) struct Range {
     pub(crate) low: f64,
     pub(crate) high: f64,
+    /// The most decimals a value has as the record writes it: the precision it was measured to.
+    pub(crate) decimals: usize,
 }
 
 impl Range {
-    /// `column` over `runs`.
-    fn of(runs: &[&BTreeMap<String, String>], column: &str) -> Result<Self> {
-        let mut values = Vec::new();
+    /// `column` over `runs`. A value may be one number (`85.1`, `53%`) or, where a record
+    /// states what a sitting gave rather than a line a run, a range (`526-530`) or a list
+    /// (`2.05, 2.51, 2.29`): each of its numbers counts.
+    fn of(runs: &[&Run], column: &str) -> Result<Self> {
+        let (mut values, mut decimals) = (Vec::new(), 0);
         for run in runs {
             let text = run
                 .get(column)
                 .ok_or_else(|| format!("a record has no column {column}"))?;
-            let value: f64 = text
-                .trim_end_matches('%')
-                .parse()
-                .map_err(|_| format!("{column} is not a number: {text}"))?;
-            values.push(value);
+            for number in text.trim_end_matches('%').split([',', '-']) {
+                let number = number.trim();
+                let value: f64 = number
+                    .parse()
+                    .map_err(|_| format!("{column} is not a number: {text}"))?;
+                let places = number.split_once('.').map_or(0, |(_, f)| f.len());
+                values.push(value);
+                decimals = decimals.max(places);
+            }
         }
         let low = values.iter().copied().fold(f64::INFINITY, f64::min);
         let high = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         if values.is_empty() {
             return Err(format!("no run for {column}").into());
         }
-        Ok(Self { low, high })
+        Ok(Self {
+            low,
+            high,
+            decimals,
+        })
+    }
+
+    /// The range over both, for a figure drawn from several columns (`min` and `max`).
+    fn and(self, other: Self) -> Self {
+        Self {
+            low: self.low.min(other.low),
+            high: self.high.max(other.high),
+            decimals: self.decimals.max(other.decimals),
+        }
+    }
+
+    /// As docs/performance.md writes it: each end to the decimals the record gives, with
+    /// thousands separated and an en dash between, one number when both ends are alike
+    /// (`26,606–29,840`, `54.3–60.6`, `436`).
+    pub(crate) fn shown(self) -> String {
+        let (low, high) = (
+            number(self.low, self.decimals),
+            number(self.high, self.decimals),
+        );
+        if low == high {
+            low
+        } else {
+            format!("{low}–{high}")
+        }
     }
 
     /// As the docs write it: each end rounded to `step`, with thousands separated, one
@@ -98,13 +140,24 @@ impl Range {
 
 /// `value` (a whole number) with a comma every three digits.
 fn thousands(value: f64) -> String {
-    let digits = format!("{value:.0}");
-    let mut out = String::new();
+    number(value, 0)
+}
+
+/// `value` to `decimals` places, its whole part with a comma every three digits.
+fn number(value: f64, decimals: usize) -> String {
+    let text = format!("{value:.decimals$}");
+    let (whole, fraction) = text.split_once('.').unwrap_or((&text, ""));
+    let (sign, digits) = whole.split_at(usize::from(whole.starts_with('-')));
+    let mut out = String::from(sign);
     for (i, c) in digits.chars().enumerate() {
         if i > 0 && (digits.len() - i) % 3 == 0 {
             out.push(',');
         }
         out.push(c);
+    }
+    if !fraction.is_empty() {
+        out.push('.');
+        out.push_str(fraction);
     }
     out
 }
@@ -125,9 +178,7 @@ pub(crate) struct Deployment {
 pub(crate) fn deployments(postgres: &str, citus: &str) -> Result<Vec<Deployment>> {
     let postgres = runs(postgres)?;
     let citus = runs(citus)?;
-    let is = |run: &BTreeMap<String, String>, column: &str, value: &str| {
-        run.get(column).is_some_and(|v| v == value)
-    };
+    let is = |run: &Run, column: &str, value: &str| run.get(column).is_some_and(|v| v == value);
     let mut out = Vec::new();
     for orgs in ["1", "32", "1000"] {
         let chosen: Vec<_> = postgres
@@ -143,7 +194,7 @@ pub(crate) fn deployments(postgres: &str, citus: &str) -> Result<Vec<Deployment>
             coordinator: None,
         });
     }
-    let load = |run: &BTreeMap<String, String>, kind: &str| {
+    let load = |run: &Run, kind: &str| {
         is(run, "build", "head")
             && is(run, "run", kind)
             && run.get("setting").is_some_and(|s| s.starts_with("load"))
@@ -275,20 +326,23 @@ fn label(agents: &str) -> String {
     }
 }
 
-/// What the page and the plot should hold, from the records under `root`.
+/// What docs/scale.md and its plot should hold, from the records under `root`.
 struct Drawn {
     table: String,
     sizing: String,
     plot: String,
 }
 
+/// The record `name` under `root`'s `mandate-bench/results/`.
+fn read(root: &Path, name: &str) -> Result<String> {
+    let path = root.join("mandate-bench").join("results").join(name);
+    Ok(std::fs::read_to_string(path)
+        .map_err(|e| format!("reading mandate-bench/results/{name}: {e}"))?)
+}
+
+/// docs/scale.md's tables and plot, from the records under `root`.
 fn draw(root: &Path) -> Result<Drawn> {
-    let results = root.join("mandate-bench").join("results");
-    let read = |name: &str| {
-        std::fs::read_to_string(results.join(name))
-            .map_err(|e| format!("reading mandate-bench/results/{name}: {e}"))
-    };
-    let deployments = deployments(&read(POSTGRES_RECORD)?, &read(CITUS_RECORD)?)?;
+    let deployments = deployments(&read(root, POSTGRES_RECORD)?, &read(root, CITUS_RECORD)?)?;
     Ok(Drawn {
         table: deployments_table(&deployments),
         sizing: sizing_table(&deployments)?,
@@ -296,62 +350,77 @@ fn draw(root: &Path) -> Result<Drawn> {
     })
 }
 
-/// `page` with the lines between `<!-- figures: NAME -->` and `<!-- /figures -->` replaced
-/// by `body`.
-fn put(page: &str, name: &str, body: &str) -> Result<String> {
+/// `page` (the text of the file `path`) with the lines between `<!-- figures: NAME -->` and
+/// `<!-- /figures -->` replaced by `body`.
+fn put(path: &str, page: &str, name: &str, body: &str) -> Result<String> {
     let open = format!("<!-- figures: {name} -->\n");
     let start = page
         .find(&open)
-        .ok_or_else(|| format!("{PAGE} has no `<!-- figures: {name} -->` marker"))?
+        .ok_or_else(|| format!("{path} has no `<!-- figures: {name} -->` marker"))?
         + open.len();
     let end = page[start..]
         .find("<!-- /figures -->")
-        .ok_or_else(|| format!("{PAGE}'s figures {name} are not closed by `<!-- /figures -->`"))?
+        .ok_or_else(|| format!("{path}'s figures {name} are not closed by `<!-- /figures -->`"))?
         + start;
     Ok(format!("{}{body}{}", &page[..start], &page[end..]))
 }
 
-/// The page as the records say it, and the plot.
-fn expected(root: &Path) -> Result<(String, String)> {
-    let drawn = draw(root)?;
-    let page =
-        std::fs::read_to_string(root.join(PAGE)).map_err(|e| format!("reading {PAGE}: {e}"))?;
-    let page = put(&page, "deployments", &drawn.table)?;
-    let page = put(&page, "sizing", &drawn.sizing)?;
-    Ok((page, drawn.plot))
+/// The file `path` under `root` with each of `blocks` (a name and its body) put in.
+fn fill(root: &Path, path: &str, blocks: &[(&str, &str)]) -> Result<String> {
+    let mut page =
+        std::fs::read_to_string(root.join(path)).map_err(|e| format!("reading {path}: {e}"))?;
+    for (name, body) in blocks {
+        page = put(path, &page, name, body)?;
+    }
+    Ok(page)
 }
 
-/// `--figures write`: writes the tables into the page and the plot beside it.
+/// Each file the figures go in (a path under `root`) with what the records say it holds.
+fn expected(root: &Path) -> Result<Vec<(&'static str, String)>> {
+    let drawn = draw(root)?;
+    let scale = fill(
+        root,
+        PAGE,
+        &[("deployments", &drawn.table), ("sizing", &drawn.sizing)],
+    )?;
+    let figures = performance::table(|name| read(root, name))?;
+    let performance = fill(root, performance::PAGE, &[("performance", &figures)])?;
+    Ok(vec![
+        (PAGE, scale),
+        (PLOT, drawn.plot),
+        (performance::PAGE, performance),
+    ])
+}
+
+/// `--figures write`: writes the tables into the pages and the plot beside them.
 pub(crate) fn write(root: &Path) -> Result<()> {
-    let (page, plot) = expected(root)?;
-    std::fs::write(root.join(PAGE), page)?;
+    let files = expected(root)?;
     std::fs::create_dir_all(root.join("docs").join("figures"))?;
-    std::fs::write(root.join(PLOT), plot)?;
-    println!("mandate-bench: wrote the figures of {PAGE} and {PLOT}");
+    for (path, text) in &files {
+        std::fs::write(root.join(path), text)?;
+    }
+    let paths: Vec<&str> = files.iter().map(|(path, _)| *path).collect();
+    println!("mandate-bench: wrote the figures of {}", paths.join(", "));
     Ok(())
 }
 
-/// `--figures check`: whether the page and the plot say what the records give; the
-/// difference said when not.
+/// `--figures check`: whether the pages and the plot say what the records give; the
+/// files that do not named when not.
 pub(crate) fn check(root: &Path) -> Result<()> {
-    let (page, plot) = expected(root)?;
-    let stale = |path: &str, want: &str| -> Result<bool> {
-        let have = std::fs::read_to_string(root.join(path)).unwrap_or_default();
-        Ok(have != want)
-    };
-    let mut out = Vec::new();
-    if stale(PAGE, &page)? {
-        out.push(PAGE);
-    }
-    if stale(PLOT, &plot)? {
-        out.push(PLOT);
-    }
-    if out.is_empty() {
+    let stale: Vec<&str> = expected(root)?
+        .into_iter()
+        .filter(|(path, want)| {
+            std::fs::read_to_string(root.join(path)).unwrap_or_default() != *want
+        })
+        .map(|(path, _)| path)
+        .collect();
+    if stale.is_empty() {
         return Ok(());
     }
+    let verb = if stale.len() == 1 { "says" } else { "say" };
     Err(format!(
-        "{} no longer say what mandate-bench/results gives: run `mandate-bench --figures write` from the repository's root",
-        out.join(" and ")
+        "{} no longer {verb} what mandate-bench/results gives: run `mandate-bench --figures write` from the repository's root",
+        stale.join(" and ")
     )
     .into())
 }
@@ -423,14 +492,15 @@ mod tests {
                 .contains("no run")
         );
         assert!(
-            put("text", "sizing", "")
+            put(PAGE, "text", "sizing", "")
                 .unwrap_err()
                 .0
                 .contains("figures: sizing")
         );
     }
 
-    /// docs/scale.md and its plot say what the records in mandate-bench/results give.
+    /// docs/scale.md, its plot and docs/performance.md say what the records in
+    /// mandate-bench/results give.
     #[test]
     fn the_docs_figures_are_the_records() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");

@@ -98,9 +98,9 @@ pub(crate) struct Opts {
     /// routes from any node, docs/scale.md). Setup always runs on the coordinator.
     #[arg(long, value_enum, default_value = "coordinator")]
     pub(crate) citus_connect: CitusConnect,
-    /// Instead of a run: draw docs/scale.md's tables and docs/figures/deployments.svg from
-    /// the records in mandate-bench/results (`write`), or check that they are (`check`),
-    /// from the repository's root.
+    /// Instead of a run: draw docs/scale.md's tables, docs/figures/deployments.svg and
+    /// docs/performance.md's table from the records in mandate-bench/results (`write`), or
+    /// check that they are (`check`), from the repository's root.
     #[arg(long, value_enum)]
     pub(crate) figures: Option<FiguresArg>,
 }
