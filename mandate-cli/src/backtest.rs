@@ -15,6 +15,8 @@
 //! - Times have whole-second precision (`iat`), where the server counts milliseconds, so a
 //!   request exactly at the edge of a 60-second velocity window can come out differently.
 
+use std::borrow::Cow;
+
 use std::collections::HashMap;
 
 use mandate_core::{
@@ -47,16 +49,16 @@ pub struct PastDecision {
     pub request: AuthorizationRequest,
 }
 
-impl From<Decision> for PastDecision {
+impl From<Decision<'_>> for PastDecision {
     fn from(decision: Decision) -> Self {
         Self {
             at: OffsetDateTime::from_unix_timestamp(decision.iat).unwrap_or(decision.created_at),
-            id: decision.id,
+            id: decision.id.into_owned(),
             verdict: decision.verdict,
             policy_verdict: decision.policy_verdict,
             mode: decision.mode,
-            supersedes: decision.supersedes,
-            request: decision.request,
+            supersedes: decision.supersedes.map(Cow::into_owned),
+            request: decision.request.into_owned(),
         }
     }
 }
@@ -64,7 +66,7 @@ impl From<Decision> for PastDecision {
 /// A list dump: `{"data": [...]}` (`has_more` and `next_cursor` are not needed).
 #[derive(Deserialize)]
 struct Dump {
-    data: Vec<Decision>,
+    data: Vec<Decision<'static>>,
 }
 
 /// Whether a document has a `data` member, read without keeping anything.
@@ -280,7 +282,7 @@ mod tests {
         verdict: &str,
         amount: &str,
         supersedes: Option<&str>,
-    ) -> Decision {
+    ) -> Decision<'static> {
         let id = DecisionId::parse(id).unwrap();
         let verdict = Verdict::parse(verdict).unwrap();
         Decision {
@@ -291,23 +293,23 @@ mod tests {
             created_at: OffsetDateTime::from_unix_timestamp(iat).unwrap(),
             exp: iat + 300,
             iat,
-            id: id.clone(),
+            id: Cow::Owned(id.clone()),
             iss: "https://verdicts.example".into(),
-            jti: id,
+            jti: Cow::Owned(id),
             log: None,
-            mandate: Some(MandateId::parse("mnd_a").unwrap()),
+            mandate: Some(Cow::Owned(MandateId::parse("mnd_a").unwrap())),
             mode: Mode::Enforce,
-            nonce: Nonce::parse("n_a").unwrap(),
+            nonce: Cow::Owned(Nonce::parse("n_a").unwrap()),
             policy_verdict: verdict,
             policy_version: "pol_2026-11-01.1".into(),
             reason: None,
-            request: AuthorizationRequest {
+            request: Cow::Owned(AuthorizationRequest {
                 agent: AgentId::parse("agt_a").unwrap(),
                 amount: Amount::parse(amount).unwrap(),
                 currency: Currency::parse("USD").unwrap(),
                 recipient: Recipient::parse("vendor:x").unwrap(),
                 category: Category::parse("software").unwrap(),
-            },
+            }),
             review: None,
             review_expires_at: None,
             review_reason: None,
@@ -315,7 +317,7 @@ mod tests {
             review_status: None,
             review_resolution: None,
             review_withdrawn: false,
-            supersedes: supersedes.map(|s| DecisionId::parse(s).unwrap()),
+            supersedes: supersedes.map(|s| Cow::Owned(DecisionId::parse(s).unwrap())),
             verdict,
             verdict_token: Some(None),
             x402_payment: None,
@@ -380,7 +382,7 @@ mod tests {
     #[test]
     fn other_agents_are_skipped_unless_asked_and_observe_keeps_the_policy_verdict() {
         let mut other = decision("dec_b", 1_800_000_000, "allow", "500", None);
-        other.request.agent = AgentId::parse("agt_b").unwrap();
+        other.request.to_mut().agent = AgentId::parse("agt_b").unwrap();
         let decisions = vec![PastDecision::from(other)];
         let result = replay(&draft(DRAFT), &decisions, Options::default());
         assert_eq!((result.rows.len(), result.skipped), (0, 1));

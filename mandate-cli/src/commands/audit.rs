@@ -80,7 +80,7 @@ struct Presented {
 /// decision it holds.
 struct Line {
     text: String,
-    decision: Decision,
+    decision: Decision<'static>,
 }
 
 impl Line {

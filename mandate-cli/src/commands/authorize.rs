@@ -5,7 +5,7 @@ use clap::Args;
 use mandate_core::{Amount, Category, Currency, Recipient, Verdict};
 use mandate_protocol::{
     wire::AcpAllowance, wire::AcpPresentation, wire::Ap2Presentation, wire::Authorize,
-    wire::DecisionAnswer,
+    wire::Decision,
 };
 use serde::Deserialize;
 
@@ -62,7 +62,7 @@ pub struct AuthorizeArgs {
 }
 
 /// Reads the answer to an authorization (or an approval) as its wire type.
-pub fn read_answer(response: &Response) -> Result<DecisionAnswer, CliError> {
+pub fn read_answer(response: &Response) -> Result<Decision<'static>, CliError> {
     response.read("a decision with its verdict token")
 }
 
@@ -84,7 +84,7 @@ pub fn print_verdict(response: &Response, as_json: bool) -> Result<Verdict, CliE
             "policy_verdict",
             verdict_of(a.policy_verdict).filter(|_| a.policy_verdict != a.verdict),
         ),
-        ("reason", a.reason.clone()),
+        ("reason", a.reason.as_deref().map(str::to_owned)),
         ("decision", Some(a.id.to_string())),
         ("supersedes", a.supersedes.as_ref().map(ToString::to_string)),
         ("mandate", a.mandate.as_ref().map(ToString::to_string)),
@@ -103,7 +103,7 @@ pub fn print_verdict(response: &Response, as_json: bool) -> Result<Verdict, CliE
             "exp",
             Some(format!("{} ({})", a.exp, super::jwks::unix_to_text(a.exp))),
         ),
-        ("verdict_token", Some(a.verdict_token.clone())),
+        ("verdict_token", a.token().map(str::to_owned)),
     ];
     let pairs: Vec<(String, String)> = fields
         .into_iter()

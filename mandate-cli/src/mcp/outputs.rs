@@ -1,8 +1,10 @@
 //! What the tools answer: their structured results, each with the JSON Schema the client
 //! validates them against, and how an answer of the API becomes one.
 
+use std::borrow::Cow;
+
 use mandate_core::Verdict;
-use mandate_protocol::{wire::Decision, wire::DecisionAnswer};
+use mandate_protocol::wire::Decision;
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
@@ -39,7 +41,7 @@ pub struct AuthorizeOutput {
 
 impl AuthorizeOutput {
     /// The answer to `POST /v1/authorizations`, before any review is settled.
-    pub fn answered(answer: DecisionAnswer, key: String, remaining: Option<Value>) -> Self {
+    pub fn answered(answer: Decision<'static>, key: String, remaining: Option<Value>) -> Self {
         let decision = answer.id.to_string();
         let next_step = match answer.verdict {
             Verdict::Allow => PAY.into(),
@@ -49,10 +51,14 @@ impl AuthorizeOutput {
             _ => REFUSED.into(),
         };
         Self {
-            verdict_token: answer.verdict.is_allow().then_some(answer.verdict_token),
+            verdict_token: answer
+                .verdict
+                .is_allow()
+                .then(|| answer.token().map(str::to_owned))
+                .flatten(),
             review_status: answer.review.as_ref().map(|_| "pending".into()),
             review: answer.review.as_ref().map(|r| r.id().to_string()),
-            reason: answer.reason,
+            reason: answer.reason.map(Cow::into_owned),
             verdict: answer.verdict.as_str().to_owned(),
             decision,
             idempotency_key: Some(key),
@@ -66,10 +72,10 @@ impl AuthorizeOutput {
     pub fn settled(decision: &Decision, state: &ReviewState) -> Self {
         let mut output = Self {
             verdict: decision.verdict.as_str().to_owned(),
-            reason: decision.reason.clone(),
+            reason: decision.reason.clone().map(Cow::into_owned),
             decision: decision.id.to_string(),
             verdict_token: token_of(decision),
-            review: decision.review.as_ref().map(ToString::to_string),
+            review: decision.review.as_ref().map(|r| r.id().to_string()),
             review_status: state.status().map(str::to_owned),
             idempotency_key: None,
             remaining: None,
@@ -87,7 +93,7 @@ impl AuthorizeOutput {
             }
             ReviewState::Approved(fresh) => {
                 output.verdict = fresh.verdict.as_str().to_owned();
-                output.reason = fresh.reason.clone();
+                output.reason = fresh.reason.clone().map(Cow::into_owned);
                 output.decision = fresh.id.to_string();
                 output.verdict_token = token_of(fresh);
                 output.next_step = if fresh.verdict.is_allow() {
@@ -124,7 +130,7 @@ fn token_of(decision: &Decision) -> Option<String> {
     decision
         .verdict
         .is_allow()
-        .then(|| decision.verdict_token.clone().flatten())
+        .then(|| decision.token().map(str::to_owned))
         .flatten()
 }
 
@@ -162,7 +168,7 @@ impl WaitOutput {
                 decision: Some(fresh.id.to_string()),
                 verdict: Some(fresh.verdict.as_str().to_owned()),
                 verdict_token: token_of(fresh),
-                reason: fresh.reason.clone(),
+                reason: fresh.reason.clone().map(Cow::into_owned),
                 ..done("approved", None)
             },
             ReviewState::Denied(denial) => done("denied", Some(denial.reason())),
@@ -199,12 +205,12 @@ pub struct DecisionSummary {
     pub verdict_token: Option<String>,
 }
 
-impl From<Decision> for DecisionSummary {
+impl From<Decision<'_>> for DecisionSummary {
     fn from(d: Decision) -> Self {
         Self {
             id: d.id.to_string(),
             verdict: d.verdict.as_str().to_owned(),
-            reason: d.reason,
+            reason: d.reason.map(Cow::into_owned),
             amount: d.request.amount.to_string(),
             currency: d.request.currency.to_string(),
             recipient: d.request.recipient.to_string(),
@@ -212,7 +218,7 @@ impl From<Decision> for DecisionSummary {
             created_at: mandate_protocol::timefmt::format(d.created_at),
             review_status: d.review_status.map(|s| s.as_str().to_owned()),
             review_resolution: d.review_resolution.map(|r| r.to_string()),
-            verdict_token: d.verdict_token.flatten(),
+            verdict_token: d.verdict_token.flatten().map(Cow::into_owned),
         }
     }
 }

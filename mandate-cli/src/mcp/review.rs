@@ -8,6 +8,8 @@
 //! Nothing here is the task's state: an entry is a recent answer of the API, dropped once
 //! stale, and any process reads the same decision to the same outcome.
 
+use std::borrow::Cow;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -38,7 +40,7 @@ pub enum ReviewState {
     /// Waiting for a person.
     Pending,
     /// Approved: the fresh decision the approval made, its token included.
-    Approved(Box<Decision>),
+    Approved(Box<Decision<'static>>),
     /// Denied by a person.
     Denied(Denial),
     /// Withdrawn by this agent (a task cancelled, by any `mandate mcp` of it): the API
@@ -136,16 +138,16 @@ impl Reviews {
     }
 
     /// The decision `id`, read as its wire type.
-    pub async fn decision(&self, id: &str) -> Result<Decision, String> {
+    pub async fn decision(&self, id: &str) -> Result<Decision<'static>, String> {
         let answer = self.decision_json(id).await.map_err(|e| e.0)?;
         read(answer, "decision")
     }
 
     /// The decision `id` and where the review it opened stands (with the approval's
     /// fresh decision read too, for its token).
-    pub async fn state(&self, id: &str) -> Result<(Decision, ReviewState), String> {
+    pub async fn state(&self, id: &str) -> Result<(Decision<'static>, ReviewState), String> {
         let answer = self.decision_json(id).await.map_err(|e| e.0)?;
-        let decision: Decision = read(answer, "decision")?;
+        let decision: Decision<'static> = read(answer, "decision")?;
         let state = match (decision.review.as_ref(), decision.review_status) {
             (None, _) => ReviewState::None,
             (Some(_), Some(ReviewStatus::Approved)) => {
@@ -157,7 +159,7 @@ impl Reviews {
             }
             (Some(_), Some(ReviewStatus::Denied)) => {
                 let denial = Denial {
-                    reason: decision.review_reason.clone(),
+                    reason: decision.review_reason.clone().map(Cow::into_owned),
                     at: decision.review_resolved_at,
                 };
                 if decision.review_withdrawn {

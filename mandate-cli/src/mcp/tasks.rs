@@ -90,7 +90,7 @@ pub async fn read(reviews: &Reviews, id: &str) -> Result<TaskState, ErrorData> {
         }
     })?;
     let created_at = decision.created_at;
-    let review = decision.review.as_ref().map(ToString::to_string);
+    let review = decision.review.as_ref().map(|r| r.id().to_string());
     let updated_at = match &state {
         ReviewState::Approved(fresh) => fresh.created_at,
         ReviewState::Denied(denial) | ReviewState::Withdrawn(denial) => {
@@ -107,7 +107,7 @@ pub async fn read(reviews: &Reviews, id: &str) -> Result<TaskState, ErrorData> {
                 decision
                     .review
                     .as_ref()
-                    .map(ToString::to_string)
+                    .map(|r| r.id().to_string())
                     .unwrap_or_default()
             ),
         ),

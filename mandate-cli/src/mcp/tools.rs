@@ -11,7 +11,7 @@ use mandate_core::{
     ExpectedTransaction, JwkSet, KeySetCache, MemoryReplayGuard, NextFetch, PaymentRequirements,
     Recipient,
 };
-use mandate_protocol::{wire::Decision, wire::DecisionAnswer, wire::ListPage, wire::Mandate};
+use mandate_protocol::{wire::Decision, wire::ListPage, wire::Mandate};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::{Json, Parameters};
 use rmcp::model::{ProgressNotificationParam, RequestMetaObject};
@@ -116,7 +116,7 @@ impl MandateTools {
             .post("/authorizations", body, &key)
             .await
             .map_err(|e| e.0)?;
-        let answer: DecisionAnswer = read(answer, "decision")?;
+        let answer: Decision<'static> = read(answer, "decision")?;
         let remaining = self
             .mandate()
             .await

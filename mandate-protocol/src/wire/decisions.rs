@@ -1,5 +1,8 @@
 //! Decisions: `POST /v1/authorizations` and `POST /v1/reviews/{id}/approve` (each answers
-//! a [`DecisionAnswer`]), `GET /v1/decisions`, `GET /v1/decisions/{id}` (a [`Decision`]).
+//! a [`Decision`] with its token and review), `GET /v1/decisions`, `GET /v1/decisions/{id}`
+//! (a [`Decision`] with its log entry).
+
+use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
@@ -11,120 +14,145 @@ use crate::policy::AuthorizationRequest;
 use crate::policy::{Mode, Verdict};
 use crate::review::{Review, ReviewStatus};
 
-/// A stored decision: the signed claims' names plus `id`, `mode`, `reason`, `supersedes`,
-/// `review` (the id of the review it opened, with its status and expiry when read) and
-/// `created_at`. Also the `data` of `decision.*` events other than `decision.resolved`.
+/// The decision object, defined once for every place it appears: the answer to the request
+/// (or approval) that made it (with `review` the whole review it opened and the signed
+/// `verdict_token`), reads of the log (`GET /v1/decisions`, `GET /v1/decisions/{id}`, the
+/// export: with `review` the id, the review's state, `log` and `verdict_token`), and the
+/// `data` of `decision.*` events other than `decision.resolved`.
+///
+/// Written in the order of the signed claims (`id`, then `iss` to `request` as signed,
+/// then `mode` to `created_at`): the server copies the signed claims' bytes into the
+/// answer rather than serializing them again. The server writes it borrowed from what it
+/// stored (`Cow::Borrowed`, no copy); a reader gets it owned (`Decision<'static>`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Decision {
-    /// The ACP allowance's digest it is bound to (the `acp_allowance` claim); absent when
-    /// none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub acp_allowance: Option<String>,
-    /// The ACP allowance's checkout session it is bound to (the `acp_checkout_session`
-    /// claim); absent when none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub acp_checkout_session: Option<String>,
+pub struct Decision<'a> {
+    /// `dec_…`, the token's `jti`.
+    pub id: Cow<'a, DecisionId>,
+    /// The issuer.
+    pub iss: Cow<'a, str>,
+    /// The decision id, as signed.
+    pub jti: Cow<'a, DecisionId>,
+    /// Issue time, seconds since the Unix epoch.
+    pub iat: i64,
+    /// Expiry of its token, `iat + 300`.
+    pub exp: i64,
+    /// The verdict returned.
+    pub verdict: Verdict,
+    /// What the policy concluded.
+    pub policy_verdict: Verdict,
+    /// The mandate it was judged under; `null` for `deny_no_mandate` (the token omits it).
+    pub mandate: Option<Cow<'a, MandateId>>,
+    /// The organization's policy set.
+    pub policy_version: Cow<'a, str>,
+    /// Its single-use nonce.
+    pub nonce: Cow<'a, Nonce>,
+    /// The request that was judged.
+    pub request: Cow<'a, AuthorizationRequest>,
     /// The AP2 open payment mandate's digest it is bound to (the `ap2_mandate` claim);
     /// absent when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ap2_mandate: Option<String>,
+    pub ap2_mandate: Option<Cow<'a, str>>,
     /// The AP2 closed payment mandate's transaction id it is bound to (the
     /// `ap2_transaction` claim); absent when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ap2_transaction: Option<String>,
-    /// When it was made.
-    #[serde(with = "crate::timefmt")]
-    pub created_at: OffsetDateTime,
-    /// Expiry of its token, `iat + 300`.
-    pub exp: i64,
-    /// Issue time, seconds since the Unix epoch.
-    pub iat: i64,
-    /// `dec_…`, the token's `jti`.
-    pub id: DecisionId,
-    /// The issuer.
-    pub iss: String,
-    /// The decision id, as signed.
-    pub jti: DecisionId,
-    /// On reads of the log: its place in the organization's decision log, with the
-    /// inclusion proof against the newest checkpoint, once a checkpoint covers it
-    /// (`Some(None)`, written `null`, until then); absent (`None`) in events' data.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "present_entry"
-    )]
-    pub log: Option<Option<crate::tlog::LogEntry>>,
-    /// The mandate it was judged under; `null` for `deny_no_mandate`.
-    pub mandate: Option<MandateId>,
+    pub ap2_transaction: Option<Cow<'a, str>>,
+    /// The x402 payment's digest it is bound to (the `x402_payment` claim); absent when
+    /// none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub x402_payment: Option<Cow<'a, str>>,
+    /// The ACP allowance's digest it is bound to (the `acp_allowance` claim); absent when
+    /// none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acp_allowance: Option<Cow<'a, str>>,
+    /// The ACP allowance's checkout session it is bound to (the `acp_checkout_session`
+    /// claim); absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acp_checkout_session: Option<Cow<'a, str>>,
     /// The mode in force when it was made.
     pub mode: Mode,
-    /// Its single-use nonce.
-    pub nonce: Nonce,
-    /// What the policy concluded.
-    pub policy_verdict: Verdict,
-    /// The organization's policy set.
-    pub policy_version: String,
     /// Why, with the numbers involved; `null` for a plain allow.
-    pub reason: Option<String>,
-    /// The request that was judged.
-    pub request: AuthorizationRequest,
-    /// The review it opened, if any.
-    pub review: Option<ReviewId>,
-    /// When the review it opened expires (or expired) unresolved; on reads of the log
-    /// (`GET /v1/decisions`, `GET /v1/decisions/{id}`, the export) of a decision that
-    /// opened one, absent otherwise.
+    pub reason: Option<Cow<'a, str>>,
+    /// On a decision made by approving a review: the original decision.
+    pub supersedes: Option<Cow<'a, DecisionId>>,
+    /// The review it opened, if any: the whole review in the answer that opened it, its
+    /// id elsewhere.
+    pub review: Option<OpenedReview<'a>>,
+    /// Where the review it opened stands; on reads of the log of a decision that opened
+    /// one, absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review_status: Option<ReviewStatus>,
+    /// When the review it opened expires (or expired) unresolved, on the same reads as
+    /// `review_status`.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
         with = "crate::timefmt::option"
     )]
     pub review_expires_at: Option<OffsetDateTime>,
-    /// Once the review it opened was denied: the reason the person gave, if any (the
-    /// review's `reason`), on the same reads as `review_expires_at`.
+    /// Once the review it opened was approved: the fresh decision the approval made (the
+    /// review's `resolution`), on the same reads as `review_status`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub review_reason: Option<String>,
+    pub review_resolution: Option<Cow<'a, DecisionId>>,
+    /// Once the review it opened was withdrawn by this decision's agent (`review_status`
+    /// `denied`): `true`, on the same reads as `review_status`; absent otherwise.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub review_withdrawn: bool,
+    /// Once the review it opened was denied: the reason the person gave, if any (the
+    /// review's `reason`), on the same reads as `review_status`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review_reason: Option<Cow<'a, str>>,
     /// Once the review it opened was resolved: when it was approved, denied or expired
-    /// (the review's `resolved_at`), on the same reads as `review_expires_at`.
+    /// (the review's `resolved_at`), on the same reads as `review_status`.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
         with = "crate::timefmt::option"
     )]
     pub review_resolved_at: Option<OffsetDateTime>,
-    /// Where the review it opened stands, on the same reads as `review_expires_at`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub review_status: Option<ReviewStatus>,
-    /// Once the review it opened was approved: the fresh decision the approval made (the
-    /// review's `resolution`), on the same reads as `review_expires_at`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub review_resolution: Option<DecisionId>,
-    /// Once the review it opened was withdrawn by this decision's agent (`review_status`
-    /// `denied`): `true`, on the same reads as `review_expires_at`; absent otherwise.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub review_withdrawn: bool,
-    /// On a decision made by approving a review: the original decision.
-    pub supersedes: Option<DecisionId>,
-    /// The verdict returned.
-    pub verdict: Verdict,
-    /// On reads of the log: the token answered when it was made, byte for byte
-    /// (`Some(None)`, written `null`, for a decision stored before tokens were kept); absent
-    /// (`None`) in events' data.
+    /// When it was made.
+    #[serde(with = "crate::timefmt")]
+    pub created_at: OffsetDateTime,
+    /// On reads of the log: its place in the organization's decision log, with the
+    /// inclusion proof against the newest checkpoint, once a checkpoint covers it
+    /// (`Some(None)`, written `null`, until then); absent (`None`) in the answer and in
+    /// events' data.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present_entry"
+    )]
+    pub log: Option<Option<crate::tlog::LogEntry>>,
+    /// The token answered when it was made, byte for byte: in the answer, and on reads of
+    /// the log (`Some(None)`, written `null`, for a decision stored before tokens were
+    /// kept); absent (`None`) in events' data.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
         deserialize_with = "present"
     )]
-    pub verdict_token: Option<Option<String>>,
-    /// The x402 payment's digest it is bound to (the `x402_payment` claim); absent when
-    /// none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub x402_payment: Option<String>,
+    pub verdict_token: Option<Option<Cow<'a, str>>>,
+}
+
+impl Decision<'_> {
+    /// The signed verdict (compact JWS) a counterparty verifies, where the object carries
+    /// it: always in the answer to the request that made the decision.
+    pub fn token(&self) -> Option<&str> {
+        self.verdict_token.as_ref()?.as_deref()
+    }
+
+    /// The whole review the decision opened, where the object carries it (the answer to
+    /// the request that opened it).
+    pub fn opened_review(&self) -> Option<&Review> {
+        self.review.as_ref()?.review()
+    }
 }
 
 /// A member that is present, even as `null`: `Some(None)` for `null` (absent is `None`,
 /// through `#[serde(default)]`).
-fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
-    Option::<String>::deserialize(d).map(Some)
+fn present<'de, 'a, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Option<Cow<'a, str>>>, D::Error> {
+    Option::<String>::deserialize(d).map(|token| Some(token.map(Cow::Owned)))
 }
 
 /// [`present`] for the `log` member.
@@ -134,83 +162,18 @@ fn present_entry<'de, D: serde::Deserializer<'de>>(
     Option::<crate::tlog::LogEntry>::deserialize(d).map(Some)
 }
 
-/// The answer to the request (or approval) that made a decision: the decision's members
-/// with `review` the whole review it opened, and the signed `verdict_token` last.
-///
-/// Unlike every other object it is written in the order of the signed claims (`id`, then
-/// `iss` to `request` as signed, then `mode` to `created_at`), not sorted by name: the
-/// server copies the signed claims' bytes into it rather than serializing them again.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DecisionAnswer {
-    /// `dec_…`.
-    pub id: DecisionId,
-    /// The issuer.
-    pub iss: String,
-    /// The decision id, as signed.
-    pub jti: DecisionId,
-    /// Issue time.
-    pub iat: i64,
-    /// Expiry.
-    pub exp: i64,
-    /// The verdict returned.
-    pub verdict: Verdict,
-    /// What the policy concluded.
-    pub policy_verdict: Verdict,
-    /// The mandate it was judged under; `null` for `deny_no_mandate`.
-    pub mandate: Option<MandateId>,
-    /// The organization's policy set.
-    pub policy_version: String,
-    /// Its single-use nonce.
-    pub nonce: Nonce,
-    /// The request that was judged.
-    pub request: AuthorizationRequest,
-    /// The AP2 open payment mandate's digest it is bound to (the `ap2_mandate` claim);
-    /// absent when none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ap2_mandate: Option<String>,
-    /// The AP2 closed payment mandate's transaction id it is bound to (the
-    /// `ap2_transaction` claim); absent when none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ap2_transaction: Option<String>,
-    /// The x402 payment's digest it is bound to (the `x402_payment` claim); absent when
-    /// none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub x402_payment: Option<String>,
-    /// The ACP allowance's digest it is bound to (the `acp_allowance` claim); absent when
-    /// none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub acp_allowance: Option<String>,
-    /// The ACP allowance's checkout session it is bound to (the `acp_checkout_session`
-    /// claim); absent when none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub acp_checkout_session: Option<String>,
-    /// The mode in force.
-    pub mode: Mode,
-    /// Why; `null` for a plain allow.
-    pub reason: Option<String>,
-    /// On an approval: the original decision.
-    pub supersedes: Option<DecisionId>,
-    /// The review it opened (the whole object), else `null`.
-    pub review: Option<OpenedReview>,
-    /// When it was made.
-    #[serde(with = "crate::timefmt")]
-    pub created_at: OffsetDateTime,
-    /// The signed verdict (compact JWS) a counterparty verifies.
-    pub verdict_token: String,
-}
-
-/// `review` in a [`DecisionAnswer`]: the review the request opened, or (on a stored
-/// decision written with its token) only its id.
+/// `review` in a [`Decision`]: the review the request opened, or (on a read of the log)
+/// only its id.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
-pub enum OpenedReview {
+pub enum OpenedReview<'a> {
     /// The whole review.
-    Review(Review),
+    Review(Cow<'a, Review>),
     /// Its id.
-    Id(ReviewId),
+    Id(Cow<'a, ReviewId>),
 }
 
-impl OpenedReview {
+impl OpenedReview<'_> {
     /// The review's id.
     pub fn id(&self) -> &ReviewId {
         match self {

@@ -6,9 +6,10 @@
 //! ([`to_value`]): the server answers through a `Value`, whose maps keep their keys in
 //! alphabetical order, so every object's members come sorted by name, nested ones too.
 //! The response types declare their fields in that order, so that serializing one
-//! directly gives the same members in the same order. The one exception is
-//! [`DecisionAnswer`], the answer to the request that made a decision, written in the
-//! order of the signed claims (see its documentation).
+//! directly gives the same members in the same order. The one exception is [`Decision`],
+//! declared in the order of the signed claims, in which the answer to the request that
+//! made a decision and events' data are written (see its documentation); reads of the log
+//! answer it through a `Value`, sorted like every other object.
 //!
 //! Optional members follow the API: a member documented as nullable is written `null`
 //! when empty (`Option` without `skip_serializing_if`), one documented as optional is
@@ -25,8 +26,7 @@ mod webhooks;
 
 pub use agents::{Agent, CreateAgent, CreatedAgent};
 pub use decisions::{
-    AcpAllowance, AcpPresentation, Ap2Presentation, Authorize, Decision, DecisionAnswer,
-    OpenedReview,
+    AcpAllowance, AcpPresentation, Ap2Presentation, Authorize, Decision, OpenedReview,
 };
 pub use enforcement::{Enforcement, SetEnforcement};
 pub use escrows::{CreateEscrow, Escrow};

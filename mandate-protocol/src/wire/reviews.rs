@@ -1,4 +1,4 @@
-//! Reviews: `POST /v1/reviews/{id}/approve` (answers a [`super::DecisionAnswer`]) and
+//! Reviews: `POST /v1/reviews/{id}/approve` (answers a [`super::Decision`] with its token) and
 //! `POST /v1/reviews/{id}/deny` (answers the [`Review`]).
 
 use serde::{Deserialize, Serialize};

@@ -32,9 +32,9 @@ fn read<T: Serialize + DeserializeOwned>(r: &Resp, status: u16) -> T {
 
 /// Reads a decision answer, which is written in its own order: byte for byte as declared.
 #[track_caller]
-fn answer(r: &Resp) -> wire::DecisionAnswer {
+fn answer(r: &Resp) -> wire::Decision<'static> {
     assert_eq!(r.status, 201, "{}", r.text);
-    let typed: wire::DecisionAnswer = serde_json::from_str(&r.text)
+    let typed: wire::Decision = serde_json::from_str(&r.text)
         .unwrap_or_else(|e| panic!("{e}: {} does not read as a decision answer", r.text));
     assert_eq!(serde_json::to_string(&typed).unwrap(), r.text);
     typed
@@ -278,7 +278,7 @@ async fn agents_mandates_and_decisions_read_as_their_types_byte_for_byte() {
     );
     assert!(bound.x402_payment.is_some());
     // The AP2 claims as the type writes them (a verdict made under an AP2 mandate).
-    let ap2 = wire::DecisionAnswer {
+    let ap2 = wire::Decision {
         ap2_mandate: Some("open-digest".into()),
         ap2_transaction: Some("txn_1".into()),
         ..bound.clone()
@@ -399,7 +399,7 @@ async fn agents_mandates_and_decisions_read_as_their_types_byte_for_byte() {
         assert_eq!(denied.withdrawn, key == &buyer.agent_key);
         let path_asked = format!("/v1/decisions/{}", asked.id);
         let asked_read: wire::Decision = read(&app.get(&org, &path_asked).await, 200);
-        assert_eq!(asked_read.review_reason, reason);
+        assert_eq!(asked_read.review_reason.as_deref(), reason.as_deref());
         assert_eq!(asked_read.review_resolved_at, denied.resolved_at);
         assert_eq!(asked_read.review_withdrawn, denied.withdrawn);
         stored.push(value(&asked_read));

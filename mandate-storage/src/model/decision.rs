@@ -2,15 +2,14 @@
 //! supersedes, review, creation time), where its review stands when read, and its API
 //! shape.
 
-use mandate_core::{
-    AuthorizationRequest, Bindings, DecisionId, MandateId, Mode, Nonce, Verdict, VerdictClaims,
-};
+use mandate_core::{Bindings, DecisionId, Mode, VerdictClaims};
 use mandate_protocol::tlog::LogHash;
-use mandate_protocol::{
-    id::ReviewId, review::Review, review::ReviewStatus, timefmt::format as format_timestamp,
-};
+use mandate_protocol::wire::{self, OpenedReview};
+use mandate_protocol::{id::ReviewId, review::Review, review::ReviewStatus};
 use serde::Serialize;
 use serde_json::Value;
+use std::borrow::Cow;
+use time::OffsetDateTime;
 
 use crate::clock::from_ms;
 
@@ -117,114 +116,53 @@ pub struct ReviewState {
     pub resolved_ms: Option<i64>,
 }
 
-/// The decision object of the API, serialized straight from a [`Decision`] (no
-/// intermediate `Value` on the hot path): the claim names, plus `id`, `mode`, `reason`,
-/// `supersedes`, `review` and `created_at`; read from the log, a decision that opened a
-/// review also has `review_status` and `review_expires_at`, and once the review is
-/// resolved `review_resolved_at`, with `review_resolution` (approved) or `review_reason`
-/// (denied with a reason), and `review_withdrawn` once its agent withdrew it; in the
-/// answer to a request, also `verdict_token` and the review object it opened.
-#[derive(Serialize)]
-pub struct DecisionView<'a> {
-    id: &'a DecisionId,
-    iss: &'a str,
-    jti: &'a DecisionId,
-    iat: i64,
-    exp: i64,
-    verdict: Verdict,
-    policy_verdict: Verdict,
-    // The token omits an absent mandate; the object shows it as null, like the other
-    // optional fields.
-    mandate: Option<&'a MandateId>,
-    policy_version: &'a str,
-    nonce: &'a Nonce,
-    request: &'a AuthorizationRequest,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    ap2_mandate: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    ap2_transaction: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    x402_payment: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    acp_allowance: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    acp_checkout_session: Option<&'a str>,
-    mode: Mode,
-    reason: Option<&'a str>,
-    supersedes: Option<&'a DecisionId>,
-    review: ReviewField<'a>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    review_status: Option<ReviewStatus>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    review_expires_at: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    review_resolution: Option<&'a DecisionId>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    review_withdrawn: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    review_reason: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    review_resolved_at: Option<String>,
-    created_at: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    verdict_token: Option<&'a str>,
-}
-
-/// `review`: the id on a stored decision, the whole review in the answer that opened it.
-#[derive(Serialize)]
-#[serde(untagged)]
-enum ReviewField<'a> {
-    Id(Option<&'a ReviewId>),
-    Opened(&'a Review),
-}
-
-/// The decision object's fields after the claims' (`mode` to `created_at`), in its order.
+/// The decision object's fields after the claims' (`mode` to `created_at`), in its order:
+/// what the answer serializes after the signed claims' bytes it copies in
+/// ([`Decision::answer_json`]). Borrowed from a [`wire::Decision`], the object's one
+/// definition, and checked against it byte for byte by this module's tests.
 #[derive(Serialize)]
 struct DecisionTail<'v, 'a> {
     mode: Mode,
-    reason: Option<&'a str>,
-    supersedes: Option<&'a DecisionId>,
-    review: &'v ReviewField<'a>,
+    reason: &'v Option<Cow<'a, str>>,
+    supersedes: &'v Option<Cow<'a, DecisionId>>,
+    review: &'v Option<OpenedReview<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     review_status: Option<ReviewStatus>,
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        with = "mandate_protocol::timefmt::option"
+    )]
+    review_expires_at: Option<OffsetDateTime>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    review_expires_at: Option<&'v str>,
+    review_resolution: &'v Option<Cow<'a, DecisionId>>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    review_withdrawn: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
-    review_resolution: Option<&'a DecisionId>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    review_withdrawn: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    review_reason: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    review_resolved_at: Option<&'v str>,
-    created_at: &'v str,
+    review_reason: &'v Option<Cow<'a, str>>,
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        with = "mandate_protocol::timefmt::option"
+    )]
+    review_resolved_at: Option<OffsetDateTime>,
+    #[serde(with = "mandate_protocol::timefmt")]
+    created_at: OffsetDateTime,
 }
 
-impl<'a> DecisionView<'a> {
-    fn tail(&self) -> DecisionTail<'_, 'a> {
+impl<'v, 'a> DecisionTail<'v, 'a> {
+    fn of(view: &'v wire::Decision<'a>) -> Self {
         DecisionTail {
-            mode: self.mode,
-            reason: self.reason,
-            supersedes: self.supersedes,
-            review: &self.review,
-            review_status: self.review_status,
-            review_expires_at: self.review_expires_at.as_deref(),
-            review_resolution: self.review_resolution,
-            review_withdrawn: self.review_withdrawn,
-            review_reason: self.review_reason,
-            review_resolved_at: self.review_resolved_at.as_deref(),
-            created_at: &self.created_at,
+            mode: view.mode,
+            reason: &view.reason,
+            supersedes: &view.supersedes,
+            review: &view.review,
+            review_status: view.review_status,
+            review_expires_at: view.review_expires_at,
+            review_resolution: &view.review_resolution,
+            review_withdrawn: view.review_withdrawn,
+            review_reason: &view.review_reason,
+            review_resolved_at: view.review_resolved_at,
+            created_at: view.created_at,
         }
-    }
-
-    /// The answer to the request (or approval) that made the decision: with its token and
-    /// the review it opened.
-    pub fn answer(mut self, token: &'a str, review: Option<&'a Review>) -> Self {
-        self.verdict_token = Some(token);
-        if let Some(review) = review {
-            self.review = ReviewField::Opened(review);
-        }
-        self
     }
 }
 
@@ -236,7 +174,7 @@ fn needs_no_escaping(text: &str) -> bool {
 }
 
 impl Decision {
-    /// The answer's JSON, byte for byte what serializing [`DecisionView::answer`] gives.
+    /// The answer's JSON, byte for byte what serializing [`Decision::answer`] gives.
     ///
     /// `signed_claims`, the claims' JSON exactly as signed (from the decision service's signing), holds
     /// every field from `iss` to `request` in the answer's order and form whenever the
@@ -257,7 +195,7 @@ impl Decision {
     ) -> serde_json::Result<Vec<u8>> {
         let mut view = self.view();
         if let Some(review) = review {
-            view.review = ReviewField::Opened(review);
+            view.review = Some(OpenedReview::Review(Cow::Borrowed(review)));
         }
         let mut out = Vec::with_capacity(1536 + token.len());
         self.write_view(&mut out, &view, signed_claims)?;
@@ -267,7 +205,8 @@ impl Decision {
             out.extend_from_slice(b"\"}");
         } else {
             out.clear();
-            serde_json::to_writer(&mut out, &view.answer(token, review))?;
+            view.verdict_token = Some(Some(Cow::Borrowed(token)));
+            serde_json::to_writer(&mut out, &view)?;
         }
         Ok(out)
     }
@@ -285,7 +224,7 @@ impl Decision {
     fn write_view(
         &self,
         out: &mut Vec<u8>,
-        view: &DecisionView<'_>,
+        view: &wire::Decision<'_>,
         signed_claims: Option<&[u8]>,
     ) -> serde_json::Result<()> {
         let shared = signed_claims
@@ -298,7 +237,7 @@ impl Decision {
                 out.push(b',');
                 out.extend_from_slice(fields);
                 let start = out.len();
-                serde_json::to_writer(&mut *out, &view.tail())?;
+                serde_json::to_writer(&mut *out, &DecisionTail::of(view))?;
                 // The tail's own braces: its opening one becomes the comma between.
                 out[start] = b',';
             }
@@ -307,63 +246,68 @@ impl Decision {
         Ok(())
     }
 
-    /// The decision object of the API, ready to serialize.
-    pub fn view(&self) -> DecisionView<'_> {
+    /// The decision object of the API, borrowed from this decision, ready to serialize:
+    /// the review's id and state, no token.
+    pub fn view(&self) -> wire::Decision<'_> {
         let c = &self.claims;
-        DecisionView {
-            id: &c.jti,
-            iss: &c.iss,
-            jti: &c.jti,
+        let state = self.review_state.as_ref();
+        wire::Decision {
+            id: Cow::Borrowed(&c.jti),
+            iss: Cow::Borrowed(&c.iss),
+            jti: Cow::Borrowed(&c.jti),
             iat: c.iat,
             exp: c.exp,
             verdict: c.verdict,
             policy_verdict: c.policy_verdict,
-            mandate: c.mandate.as_ref(),
-            policy_version: &c.policy_version,
-            nonce: &c.nonce,
-            request: &c.request,
-            ap2_mandate: c.bindings.ap2_mandate.as_deref(),
-            ap2_transaction: c.bindings.ap2_transaction.as_deref(),
-            x402_payment: c.bindings.x402_payment.as_deref(),
-            acp_allowance: c.bindings.acp_allowance.as_deref(),
-            acp_checkout_session: c.bindings.acp_checkout_session.as_deref(),
+            mandate: c.mandate.as_ref().map(Cow::Borrowed),
+            policy_version: Cow::Borrowed(&c.policy_version),
+            nonce: Cow::Borrowed(&c.nonce),
+            request: Cow::Borrowed(&c.request),
+            ap2_mandate: c.bindings.ap2_mandate.as_deref().map(Cow::Borrowed),
+            ap2_transaction: c.bindings.ap2_transaction.as_deref().map(Cow::Borrowed),
+            x402_payment: c.bindings.x402_payment.as_deref().map(Cow::Borrowed),
+            acp_allowance: c.bindings.acp_allowance.as_deref().map(Cow::Borrowed),
+            acp_checkout_session: c
+                .bindings
+                .acp_checkout_session
+                .as_deref()
+                .map(Cow::Borrowed),
             mode: self.mode,
-            reason: self.reason.as_deref(),
-            supersedes: self.supersedes.as_ref(),
-            review: ReviewField::Id(self.review.as_ref()),
-            review_status: self.review_state.as_ref().map(|r| r.status),
-            review_expires_at: self
-                .review_state
+            reason: self.reason.as_deref().map(Cow::Borrowed),
+            supersedes: self.supersedes.as_ref().map(Cow::Borrowed),
+            review: self
+                .review
                 .as_ref()
-                .map(|r| format_timestamp(from_ms(r.expires_ms))),
-            review_resolution: self
-                .review_state
-                .as_ref()
-                .and_then(|r| r.resolution.as_ref()),
-            review_withdrawn: self
-                .review_state
-                .as_ref()
-                .and_then(|r| r.withdrawn.then_some(true)),
-            review_reason: self.review_state.as_ref().and_then(|r| r.reason.as_deref()),
-            review_resolved_at: self
-                .review_state
-                .as_ref()
-                .and_then(|r| r.resolved_ms)
-                .map(|ms| format_timestamp(from_ms(ms))),
-            created_at: format_timestamp(from_ms(self.created_ms)),
+                .map(|id| OpenedReview::Id(Cow::Borrowed(id))),
+            review_status: state.map(|r| r.status),
+            review_expires_at: state.map(|r| from_ms(r.expires_ms)),
+            review_resolution: state.and_then(|r| r.resolution.as_ref()).map(Cow::Borrowed),
+            review_withdrawn: state.is_some_and(|r| r.withdrawn),
+            review_reason: state.and_then(|r| r.reason.as_deref()).map(Cow::Borrowed),
+            review_resolved_at: state.and_then(|r| r.resolved_ms).map(from_ms),
+            created_at: from_ms(self.created_ms),
+            log: None,
             verdict_token: None,
         }
+    }
+
+    /// The answer to the request (or approval) that made the decision, borrowed: with its
+    /// token and the review it opened.
+    pub fn answer<'a>(&'a self, token: &'a str, review: Option<&'a Review>) -> wire::Decision<'a> {
+        let mut view = self.view();
+        view.verdict_token = Some(Some(Cow::Borrowed(token)));
+        if let Some(review) = review {
+            view.review = Some(OpenedReview::Review(Cow::Borrowed(review)));
+        }
+        view
     }
 
     /// The decision object of the API as read from the log (a JSON value): with its
     /// `verdict_token`, rebuilt, or `null` for a decision stored before tokens were kept.
     pub fn to_json(&self) -> Value {
-        let mut json = serde_json::to_value(self.view()).unwrap_or(Value::Null);
-        if let Value::Object(members) = &mut json {
-            let token = self.token().map_or(Value::Null, Value::String);
-            members.insert("verdict_token".into(), token);
-        }
-        json
+        let mut view = self.view();
+        view.verdict_token = Some(self.token().map(Cow::Owned));
+        serde_json::to_value(view).unwrap_or(Value::Null)
     }
 
     /// The token answered when this decision was made, rebuilt byte for byte from its
@@ -378,7 +322,10 @@ impl Decision {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
-    use mandate_core::{AgentId, Amount, Category, Currency, Recipient};
+    use mandate_core::{
+        AgentId, Amount, AuthorizationRequest, Category, Currency, MandateId, Nonce, Recipient,
+        Verdict,
+    };
     use time::macros::datetime;
 
     use super::*;
@@ -480,7 +427,7 @@ mod tests {
             for review in [None, Some(&review)] {
                 for d in &decisions {
                     let json = serde_json::to_vec(&d.claims).unwrap();
-                    let serde = serde_json::to_vec(&d.view().answer(token, review)).unwrap();
+                    let serde = serde_json::to_vec(&d.answer(token, review)).unwrap();
                     for signed in [None, Some(json.as_slice())] {
                         let spliced = d.answer_json(token, review, signed).unwrap();
                         assert_eq!(
@@ -499,7 +446,7 @@ mod tests {
     }
 
     /// The answer's spliced bytes and the stored object read as their wire types
-    /// (`mandate_protocol::wire`) and write back byte for byte: the types and this hand-made
+    /// (`mandate_protocol::wire`) and write back byte for byte: the type and this hand-made
     /// encoding can't drift apart.
     #[test]
     fn the_answer_and_the_object_round_trip_through_the_wire_types() {
@@ -551,8 +498,9 @@ mod tests {
             for review in [None, Some(&review)] {
                 for signed in [None, Some(json.as_slice())] {
                     let bytes = d.answer_json(&token, review, signed).unwrap();
-                    let typed: wire::DecisionAnswer = serde_json::from_slice(&bytes).unwrap();
-                    assert_eq!(typed.verdict_token, token);
+                    let typed: wire::Decision = serde_json::from_slice(&bytes).unwrap();
+                    assert_eq!(typed.token(), Some(token.as_str()));
+                    assert_eq!(typed.opened_review(), review);
                     assert_eq!(
                         String::from_utf8(serde_json::to_vec(&typed).unwrap()).unwrap(),
                         String::from_utf8(bytes).unwrap()
