@@ -464,6 +464,30 @@ pub enum Objection {
     Log(LogError),
 }
 
+impl Objection {
+    /// A stable code for this objection, in `snake_case`, distinct from every
+    /// [`TokenError::code`]: what the language bindings (the npm and Python packages) put
+    /// in their exceptions, so that a program can branch on it without reading the
+    /// message. A code is never renamed or reused; a new variant gets a new one.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Environment { .. } => "wrong_environment",
+            Self::NotAllow(_) => "not_allow",
+            Self::UnknownVerdict(_) => "unknown_verdict",
+            Self::Amount { .. } => "wrong_amount",
+            Self::AboveMaximum { .. } => "above_maximum",
+            Self::Currency { .. } => "wrong_currency",
+            Self::Recipient { .. } => "wrong_recipient",
+            Self::Binding { .. } => "wrong_binding",
+            Self::X402(_) => "x402_mismatch",
+            Self::Acp(_) => "acp_mismatch",
+            Self::Replay(_) => "replay",
+            Self::NotLogged => "not_logged",
+            Self::Log(_) => "bad_log_proof",
+        }
+    }
+}
+
 impl fmt::Display for Objection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -554,6 +578,23 @@ pub enum CheckError {
     /// The replay guard failed: the token was not accepted.
     #[error(transparent)]
     ReplayGuard(#[from] ReplayGuardError),
+}
+
+impl CheckError {
+    /// The refusal's stable code: the token's [`TokenError::code`], the first
+    /// [`Objection::code`] of a refused token (the objections come in the order of the
+    /// check: environment, verdict, transaction, bindings, log, replay), or
+    /// `replay_guard` when the guard failed. The language bindings carry it as their
+    /// exceptions' `code`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Token(e) => e.code(),
+            Self::Refused { objections, .. } => {
+                objections.first().map_or("refused", Objection::code)
+            }
+            Self::ReplayGuard(_) => "replay_guard",
+        }
+    }
 }
 
 fn join(objections: &[Objection]) -> String {
