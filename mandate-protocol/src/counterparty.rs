@@ -832,3 +832,101 @@ fn refused(claims: VerdictClaims, objections: Vec<Objection>) -> CheckError {
         objections,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::*;
+    use crate::jws::{TokenKind, TokenPart};
+
+    /// Every refusal's code is distinct, token errors and objections together, and
+    /// snake_case: a program that branches on a code must not confuse two refusals.
+    #[test]
+    fn every_refusal_code_is_distinct_and_snake_case() {
+        let amount = Amount::parse("1").unwrap_or_else(|_| unreachable!());
+        let usd = Currency::parse("USD").unwrap_or_else(|_| unreachable!());
+        let acme = Recipient::parse("vendor:acme").unwrap_or_else(|_| unreachable!());
+        let tokens = [
+            TokenError::Malformed(""),
+            TokenError::UnsupportedAlgorithm(String::new()),
+            TokenError::MissingKid,
+            TokenError::UnknownKid(String::new()),
+            TokenError::SignatureLength(0),
+            TokenError::BadSignature,
+            TokenError::HighS,
+            TokenError::MalformedClaims(String::new()),
+            TokenError::WrongIssuer(String::new()),
+            TokenError::Expired { exp: 0 },
+            TokenError::IssuedInFuture { iat: 0 },
+            TokenError::NotAnObject(TokenPart::Claims),
+            TokenError::DuplicateMember {
+                part: TokenPart::Claims,
+                member: String::new(),
+            },
+            TokenError::WrongKind {
+                expected: TokenKind::Verdict,
+                found: TokenKind::Event,
+            },
+        ];
+        let objections = [
+            Objection::Environment {
+                kid: String::new(),
+                environment: None,
+            },
+            Objection::NotAllow(Verdict::Review),
+            Objection::UnknownVerdict(String::new()),
+            Objection::Amount {
+                signed: amount,
+                expected: amount,
+            },
+            Objection::AboveMaximum {
+                signed: amount,
+                expected: amount,
+            },
+            Objection::Currency {
+                signed: usd.clone(),
+                expected: usd.clone(),
+            },
+            Objection::Recipient {
+                signed: acme.clone(),
+                expected: acme.clone(),
+            },
+            Objection::Binding {
+                claim: "x402_payment",
+                signed: None,
+                expected: String::new(),
+            },
+            Objection::X402(Inconsistency::PayTo {
+                pay_to: String::new(),
+                recipient: acme,
+            }),
+            Objection::Acp(AllowanceMismatch::Currency {
+                currency: usd.clone(),
+                allowed: usd,
+            }),
+            Objection::Replay(Nonce::from_random([1; 16])),
+            Objection::NotLogged,
+            Objection::Log(LogError::NotIncluded {
+                index: 0,
+                size: 0,
+                reason: String::new(),
+            }),
+        ];
+        let codes: Vec<&str> = tokens
+            .iter()
+            .map(TokenError::code)
+            .chain(objections.iter().map(Objection::code))
+            .chain([CheckError::ReplayGuard(ReplayGuardError(String::new())).code()])
+            .collect();
+        let distinct: HashSet<&str> = codes.iter().copied().collect();
+        assert_eq!(distinct.len(), codes.len(), "{codes:?}");
+        for code in codes {
+            assert!(
+                code.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
+                "{code}"
+            );
+        }
+    }
+}
