@@ -5,7 +5,8 @@
 # folders, and the tests run again against those installed copies (the docs' examples among
 # them). Every tool is installed from its registry: wasm-bindgen-cli from crates.io (by
 # .ci/run, in the background, waited for there), maturin and pytest from PyPI into
-# .ci/venv, Node and npm from Debian. A missing tool fails, never skips.
+# .ci/venv, Node and npm from Debian, TypeScript from npm. A missing tool fails, never
+# skips.
 # The Rust side of the shared cases (mandate-core/tests/verify_cases.rs and
 # mandate-server/tests/verify_cases) runs in .ci/run's test step.
 set -euo pipefail
@@ -37,6 +38,14 @@ mkdir "$scratch/npm"
   npm install --silent --no-audit --no-fund "$scratch"/mandate-verify-*.tgz)
 (cd bindings/wasm/package &&
   MANDATE_VERIFY_PACKAGE="$scratch/npm/node_modules/mandate-verify" node --test test/)
+# The TypeScript example of docs/embedding.md type-checks, strictly, against the installed
+# package's index.d.ts (TypeScript from npm).
+awk '/^## Verifying in TypeScript or JavaScript$/ {under = 1} under && /^```ts$/ {inside = 1; next}
+     inside && /^```$/ {exit} inside' docs/embedding.md >"$scratch/npm/example.mts"
+test -s "$scratch/npm/example.mts"
+(cd "$scratch/npm" && npm install --silent --no-audit --no-fund "typescript@5.9.3" "@types/node@20" &&
+  npx tsc --module nodenext --moduleResolution nodenext --target es2022 --strict --noEmit \
+    --types node example.mts)
 
 echo "-- Python package: installed from the wheel into a fresh virtual environment"
 python3 -m venv "$scratch/venv"
