@@ -464,6 +464,30 @@ pub enum Objection {
     Log(LogError),
 }
 
+impl Objection {
+    /// A stable code for this objection, in `snake_case`, distinct from every
+    /// [`TokenError::code`]: what the language bindings (the npm and Python packages) put
+    /// in their exceptions, so that a program can branch on it without reading the
+    /// message. A code is never renamed or reused; a new variant gets a new one.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Environment { .. } => "wrong_environment",
+            Self::NotAllow(_) => "not_allow",
+            Self::UnknownVerdict(_) => "unknown_verdict",
+            Self::Amount { .. } => "wrong_amount",
+            Self::AboveMaximum { .. } => "above_maximum",
+            Self::Currency { .. } => "wrong_currency",
+            Self::Recipient { .. } => "wrong_recipient",
+            Self::Binding { .. } => "wrong_binding",
+            Self::X402(_) => "x402_mismatch",
+            Self::Acp(_) => "acp_mismatch",
+            Self::Replay(_) => "replay",
+            Self::NotLogged => "not_logged",
+            Self::Log(_) => "bad_log_proof",
+        }
+    }
+}
+
 impl fmt::Display for Objection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -554,6 +578,23 @@ pub enum CheckError {
     /// The replay guard failed: the token was not accepted.
     #[error(transparent)]
     ReplayGuard(#[from] ReplayGuardError),
+}
+
+impl CheckError {
+    /// The refusal's stable code: the token's [`TokenError::code`], the first
+    /// [`Objection::code`] of a refused token (the objections come in the order of the
+    /// check: environment, verdict, transaction, bindings, log, replay), or
+    /// `replay_guard` when the guard failed. The language bindings carry it as their
+    /// exceptions' `code`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Token(e) => e.code(),
+            Self::Refused { objections, .. } => {
+                objections.first().map_or("refused", Objection::code)
+            }
+            Self::ReplayGuard(_) => "replay_guard",
+        }
+    }
 }
 
 fn join(objections: &[Objection]) -> String {
@@ -789,5 +830,103 @@ fn refused(claims: VerdictClaims, objections: Vec<Objection>) -> CheckError {
     CheckError::Refused {
         claims: Box::new(claims),
         objections,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::*;
+    use crate::jws::{TokenKind, TokenPart};
+
+    /// Every refusal's code is distinct, token errors and objections together, and
+    /// snake_case: a program that branches on a code must not confuse two refusals.
+    #[test]
+    fn every_refusal_code_is_distinct_and_snake_case() {
+        let amount = Amount::parse("1").unwrap_or_else(|_| unreachable!());
+        let usd = Currency::parse("USD").unwrap_or_else(|_| unreachable!());
+        let acme = Recipient::parse("vendor:acme").unwrap_or_else(|_| unreachable!());
+        let tokens = [
+            TokenError::Malformed(""),
+            TokenError::UnsupportedAlgorithm(String::new()),
+            TokenError::MissingKid,
+            TokenError::UnknownKid(String::new()),
+            TokenError::SignatureLength(0),
+            TokenError::BadSignature,
+            TokenError::HighS,
+            TokenError::MalformedClaims(String::new()),
+            TokenError::WrongIssuer(String::new()),
+            TokenError::Expired { exp: 0 },
+            TokenError::IssuedInFuture { iat: 0 },
+            TokenError::NotAnObject(TokenPart::Claims),
+            TokenError::DuplicateMember {
+                part: TokenPart::Claims,
+                member: String::new(),
+            },
+            TokenError::WrongKind {
+                expected: TokenKind::Verdict,
+                found: TokenKind::Event,
+            },
+        ];
+        let objections = [
+            Objection::Environment {
+                kid: String::new(),
+                environment: None,
+            },
+            Objection::NotAllow(Verdict::Review),
+            Objection::UnknownVerdict(String::new()),
+            Objection::Amount {
+                signed: amount,
+                expected: amount,
+            },
+            Objection::AboveMaximum {
+                signed: amount,
+                expected: amount,
+            },
+            Objection::Currency {
+                signed: usd.clone(),
+                expected: usd.clone(),
+            },
+            Objection::Recipient {
+                signed: acme.clone(),
+                expected: acme.clone(),
+            },
+            Objection::Binding {
+                claim: "x402_payment",
+                signed: None,
+                expected: String::new(),
+            },
+            Objection::X402(Inconsistency::PayTo {
+                pay_to: String::new(),
+                recipient: acme,
+            }),
+            Objection::Acp(AllowanceMismatch::Currency {
+                currency: usd.clone(),
+                allowed: usd,
+            }),
+            Objection::Replay(Nonce::from_random([1; 16])),
+            Objection::NotLogged,
+            Objection::Log(LogError::NotIncluded {
+                index: 0,
+                size: 0,
+                reason: String::new(),
+            }),
+        ];
+        let codes: Vec<&str> = tokens
+            .iter()
+            .map(TokenError::code)
+            .chain(objections.iter().map(Objection::code))
+            .chain([CheckError::ReplayGuard(ReplayGuardError(String::new())).code()])
+            .collect();
+        let distinct: HashSet<&str> = codes.iter().copied().collect();
+        assert_eq!(distinct.len(), codes.len(), "{codes:?}");
+        for code in codes {
+            assert!(
+                code.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
+                "{code}"
+            );
+        }
     }
 }

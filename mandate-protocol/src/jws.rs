@@ -348,6 +348,31 @@ pub enum TokenError {
     },
 }
 
+impl TokenError {
+    /// A stable code for this refusal, in `snake_case`: what the language bindings (the npm
+    /// and Python packages) put in their exceptions' `code`, so that a program can branch
+    /// on it without reading the message. A code is never renamed or reused; a new variant
+    /// gets a new one.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Malformed(_) => "malformed",
+            Self::UnsupportedAlgorithm(_) => "unsupported_algorithm",
+            Self::MissingKid => "missing_kid",
+            Self::UnknownKid(_) => "unknown_kid",
+            Self::SignatureLength(_) => "signature_length",
+            Self::BadSignature => "bad_signature",
+            Self::HighS => "high_s",
+            Self::MalformedClaims(_) => "malformed_claims",
+            Self::WrongIssuer(_) => "wrong_issuer",
+            Self::Expired { .. } => "expired",
+            Self::IssuedInFuture { .. } => "issued_in_future",
+            Self::NotAnObject(_) => "not_an_object",
+            Self::DuplicateMember { .. } => "duplicate_member",
+            Self::WrongKind { .. } => "wrong_kind",
+        }
+    }
+}
+
 /// Verifies a signed verdict and returns its claims.
 pub fn verify_verdict(
     token: &str,
