@@ -9,6 +9,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import path from "node:path";
+import { outcomes, recorded } from "../../test-support/outcome.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, "../../../..");
@@ -18,38 +19,9 @@ const packageDir = process.env.MANDATE_VERIFY_PACKAGE ?? path.resolve(here, ".."
 
 const entry = (name) => import(pathToFileURL(path.join(packageDir, name)).href);
 
-/** The outcome of one check as the file writes it. */
-function outcome(run) {
-  try {
-    const v = run();
-    return {
-      ok: {
-        jti: v.claims.jti,
-        verdict: v.claims.verdict,
-        amount: v.claims.request.amount,
-        currency: v.claims.request.currency,
-        recipient: v.claims.request.recipient,
-        kid: v.kid,
-        environment: v.environment,
-        unchecked: v.unchecked,
-      },
-    };
-  } catch (e) {
-    if (e?.name !== "CheckError") throw e;
-    return { error: e.code, objections: e.objections.map((o) => o.code) };
-  }
-}
-
 function runCases(api) {
-  for (const c of file.cases) {
-    const checker = new api.Checker();
-    c.checks.forEach((check, i) => {
-      const got = outcome(() =>
-        checker.check(file.tokens[check.token], check.expected, file.key_sets[check.key_set], check.options),
-      );
-      assert.deepEqual(got, check.outcome, `${c.name} (check ${i + 1})`);
-    });
-  }
+  const want = recorded(file);
+  outcomes(api, file).forEach((got, i) => assert.deepEqual(got, want[i], got.name));
 }
 
 test("every shared case has the recorded outcome (Node entry)", async () => {
