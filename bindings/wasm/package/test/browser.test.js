@@ -106,7 +106,9 @@ test("every shared case has the recorded outcome in headless Chromium (web entry
       `--user-data-dir=${profile}`,
       `http://127.0.0.1:${port}/`,
     ],
-    { stdio: "ignore" },
+    // Its own process group, so that its helper processes (renderer, GPU, crash handler)
+    // end with it.
+    { stdio: "ignore", detached: true },
   );
   const exited = new Promise((resolve) => browser.once("exit", resolve));
   let timer;
@@ -122,9 +124,12 @@ test("every shared case has the recorded outcome in headless Chromium (web entry
     page.outcomes.forEach((got, i) => assert.deepEqual(got, want[i], got.name));
   } finally {
     clearTimeout(timer);
-    browser.kill();
+    if (browser.exitCode === null && browser.signalCode === null) {
+      process.kill(-browser.pid, "SIGKILL");
+    }
     await exited;
     server.close();
-    rmSync(profile, { recursive: true, force: true });
+    // A helper process may still be letting go of the profile for a moment.
+    rmSync(profile, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
   }
 });
