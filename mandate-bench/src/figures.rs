@@ -384,7 +384,12 @@ fn expected(root: &Path) -> Result<Vec<(&'static str, String)>> {
         &[("deployments", &drawn.table), ("sizing", &drawn.sizing)],
     )?;
     let figures = performance::table(|name| read(root, name))?;
-    let performance = fill(root, performance::PAGE, &[("performance", &figures)])?;
+    let floor = performance::floor_table(|name| read(root, name))?;
+    let performance = fill(
+        root,
+        performance::PAGE,
+        &[("performance", &figures), ("floor", &floor)],
+    )?;
     Ok(vec![
         (PAGE, scale),
         (PLOT, drawn.plot),

@@ -112,6 +112,53 @@ pub(crate) fn table(read: impl Fn(&str) -> Result<String>) -> Result<String> {
     Ok(out)
 }
 
+/// The database's floor a decision on PostgreSQL (`mandate-bench/pg-floor.sh`).
+const FLOOR: &str = "2026-11-26-pg-floor.tsv";
+
+/// The table of the database's floor a decision, as markdown: for each kind of writes
+/// (the row; the agent's version, then the row), the database's CPU a decision at each
+/// group size, every run's value in the record's order and decimals.
+pub(crate) fn floor_table(read: impl Fn(&str) -> Result<String>) -> Result<String> {
+    let record = Record::read(FLOOR, &read)?;
+    let mut sizes: Vec<&str> = Vec::new();
+    for run in &record.runs {
+        let size = run
+            .get("decisions_per_group")
+            .ok_or("a run without its group size")?;
+        if !sizes.contains(&size.as_str()) {
+            sizes.push(size);
+        }
+    }
+    let mut out = format!(
+        "| decisions a group | {} |\n|---{}|\n",
+        sizes.join(" | "),
+        "|---".repeat(sizes.len())
+    );
+    for (writes, shown) in [
+        ("row", "the row"),
+        ("version+row", "the agent's version, then the row"),
+    ] {
+        let mut cells = Vec::new();
+        for size in &sizes {
+            let values: Vec<&str> = record
+                .runs
+                .iter()
+                .filter(|run| {
+                    run.get("writes").is_some_and(|w| w == writes)
+                        && run.get("decisions_per_group").is_some_and(|s| s == size)
+                })
+                .filter_map(|run| run.get("db_us_per_decision").map(String::as_str))
+                .collect();
+            if values.is_empty() {
+                return Err(format!("{FLOOR} has no run of {writes} at {size}").into());
+            }
+            cells.push(format!("{} µs", values.join(" / ")));
+        }
+        let _ = writeln!(out, "| {shown} | {} |", cells.join(" | "));
+    }
+    Ok(out)
+}
+
 /// SQLite on the AMD EPYC machine: the closed loop and its first pass, bytes and
 /// instructions a decision.
 fn sqlite(futures: &Record, builds: &Record, instructions: &Record) -> Result<Vec<Figure>> {
