@@ -188,7 +188,9 @@ fn face(source: &str) -> HashSet<(String, String)> {
 
 /// The workspace's directory and mandate-core's face.
 fn workspace_and_face() -> (PathBuf, String) {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let root = PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into()),
+    );
     let lib = std::fs::read_to_string(root.join("src/lib.rs")).unwrap();
     (root.parent().unwrap().to_path_buf(), lib)
 }

@@ -32,7 +32,10 @@ use time::OffsetDateTime;
 const FIXTURES: &str = include_str!("../../testdata/ap2/third_party.json");
 
 fn script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../testdata/ap2/third_party.py")
+    PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into()),
+    )
+    .join("../testdata/ap2/third_party.py")
 }
 
 /// Says a skip on stderr itself: `eprintln!` in a test is captured, and shown only when the

@@ -10,7 +10,11 @@ use mandate_verify_json::{Checker, Failure};
 use serde_json::{Value, json};
 
 fn file() -> Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/verify/cases.json");
+    let path = Path::new(
+        &std::env::var_os("CARGO_MANIFEST_DIR")
+            .unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into()),
+    )
+    .join("../../testdata/verify/cases.json");
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 

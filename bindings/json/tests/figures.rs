@@ -10,9 +10,12 @@ const RECORD: &str = "mandate-bench/results/2026-11-27-verify-packages.tsv";
 
 fn read(path: &str) -> String {
     std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../..")
-            .join(path),
+        Path::new(
+            &std::env::var_os("CARGO_MANIFEST_DIR")
+                .unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into()),
+        )
+        .join("../..")
+        .join(path),
     )
     .unwrap()
 }

@@ -212,10 +212,13 @@ fn check_shown(shown: &str, printed: &str) -> Result<(), String> {
 
 /// The workspace's root.
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
+    Path::new(
+        &std::env::var_os("CARGO_MANIFEST_DIR")
+            .unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into()),
+    )
+    .parent()
+    .unwrap()
+    .to_path_buf()
 }
 
 /// The `mandate-server` binary of this build: beside `mandate` when the workspace's tests

@@ -269,7 +269,11 @@ fn drive(server: &mut Server, mut config: Value) {
         .map(|(k, v)| (k, Value::String(v)))
         .collect();
     config["elsewhere"] = json!({"command": command, "env": env});
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp/client.py");
+    let script = format!(
+        "{}/tests/mcp/client.py",
+        std::env::var("CARGO_MANIFEST_DIR")
+            .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned())
+    );
     let mut child = Command::new(python())
         .arg(script)
         .arg(config.to_string())

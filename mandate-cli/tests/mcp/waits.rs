@@ -74,7 +74,11 @@ fn waits(server: &Server, decision: &str, count: u32, seconds: u32) -> (u64, Dur
     let (proxy, counts) = counting_proxy(server, server.api.clone());
     let home = tempfile::tempdir().unwrap();
     let (mut child, url) = McpChild::http_via(server, home.path(), &[], &proxy);
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp/waits.py");
+    let script = format!(
+        "{}/tests/mcp/waits.py",
+        std::env::var("CARGO_MANIFEST_DIR")
+            .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned())
+    );
     let config = json!({"url": url, "decision": decision, "count": count, "seconds": seconds});
     let started = Instant::now();
     let output = Command::new(python())

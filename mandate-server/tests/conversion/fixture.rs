@@ -10,7 +10,11 @@ use serde_json::Value;
 
 /// The fixture's directory.
 pub fn dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/previous-release")
+    Path::new(
+        &std::env::var_os("CARGO_MANIFEST_DIR")
+            .unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into()),
+    )
+    .join("../testdata/previous-release")
 }
 
 /// What `expected.json` records of the previous release's database.

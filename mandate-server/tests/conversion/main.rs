@@ -40,9 +40,10 @@ const CONVERSION: i64 = 11;
 /// before it.
 fn converts() -> bool {
     let prefix = format!("{CONVERSION:04}_");
-    std::fs::read_dir(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../mandate-storage-postgres/migrations"
+    std::fs::read_dir(format!(
+        "{}/../mandate-storage-postgres/migrations",
+        std::env::var("CARGO_MANIFEST_DIR")
+            .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned())
     ))
     .expect("the PostgreSQL migrations folder")
     .any(|entry| {
