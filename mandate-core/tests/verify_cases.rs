@@ -4,8 +4,7 @@
 //! their own `check` to as well.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod shared_cases;
-
+use mandate_test_kit::verify_cases as shared_cases;
 use std::collections::BTreeSet;
 use std::path::Path;
 

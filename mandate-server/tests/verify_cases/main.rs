@@ -12,9 +12,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 mod server;
-#[path = "../../../mandate-core/tests/shared_cases/mod.rs"]
-mod shared_cases;
 mod table;
+
+use mandate_test_kit::verify_cases as shared_cases;
 
 use std::path::PathBuf;
 

@@ -3,8 +3,8 @@
 //! outcome compared with the one the file records. The npm package's tests
 //! (bindings/wasm/package/test) and the Python package's (bindings/python/tests) run the
 //! same file through their own `check`, so the three refuse exactly the same tokens with
-//! the same codes. Used by tests/verify_cases.rs here and by mandate-server's
-//! tests/verify_cases.rs, which writes the file from tokens the real server signs.
+//! the same codes. Used by mandate-core's tests/verify_cases.rs and by mandate-server's
+//! tests/verify_cases, which writes the file from tokens the real server signs.
 
 use mandate_core::{
     Allowance, Amount, CheckError, Counterparty, Currency, EnvironmentPolicy, ExpectedTransaction,
