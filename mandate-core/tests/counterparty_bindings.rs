@@ -2,7 +2,12 @@
 //! mandate's digest and a closed mandate's transaction id. A binding expected and absent
 //! or different is refused with `Objection::Binding`; an x402 payment that is not the
 //! transaction with `Objection::X402`; a binding not expected is reported, not refused.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
 
 use mandate_core::{
     Amount, AuthorizationRequest, Bindings, CheckError, Counterparty, Currency, DecisionId,

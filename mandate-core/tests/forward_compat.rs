@@ -1,7 +1,12 @@
 //! A verifier built from this crate against what a later server may send: tokens with
 //! claims and a verdict code it does not know, JWK Sets with keys of other types. The
 //! fixtures in `testdata/future/` were made outside this crate (see `testdata/README.md`).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
 
 use std::path::PathBuf;
 

@@ -9,7 +9,12 @@
 //! never verify. `PROPTEST_CASES` sets the number of cases per property (default 256 here;
 //! CI runs the default); a failure prints the minimal input, which then becomes a case in
 //! `regressions` below.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
 
 use mandate_core::{
     AgentId, Amount, AuthorizationRequest, Category, Currency, CursorContext, CursorKey,

@@ -17,7 +17,12 @@
 //! file's own module (`use child::Item`) counts as `crate::…::child::Item`. Test modules
 //! (`#[cfg(test)]` and `*tests.rs` files) are left out: a test may look at its parent.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

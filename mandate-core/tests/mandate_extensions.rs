@@ -1,7 +1,13 @@
 //! The mandate extensions of issue #30: `limits.per_day`, `limits.per_week` and
 //! `recipients`, their parsing, their place in the rule order, their boundaries and their
 //! windows.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines,
+    missing_docs
+)]
 
 use mandate_core::{
     AgentHistory, AgentId, Amount, AuthorizationRequest, Mandate, MandateDraft, MandateId,

@@ -1,5 +1,11 @@
 //! The policy engine's rules, their order and their boundaries, and its properties.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines,
+    missing_docs
+)]
 
 use mandate_core::{
     AgentHistory, AgentId, Amount, AuthorizationRequest, Evaluation, Mandate, MandateDraft,

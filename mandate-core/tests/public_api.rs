@@ -15,7 +15,12 @@
 //! inside `#[cfg(test)]` modules, `pub(crate)` and private items are left out; macros
 //! that generate items list their body once; the `pub use` plumbing inside the modules is
 //! left out (each item is listed where it is declared).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};

@@ -5,7 +5,12 @@
 //! Bodies are built from fields that are right, wrong, null, repeated, unknown, read-only,
 //! escaped or of another type, in any order, with arbitrary whitespace, and from arbitrary
 //! bytes. `PROPTEST_CASES` sets the number of cases (default 2,048 here).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
 
 use mandate_core::{AgentId, AuthorizationRequest, RequestBodyError, parse_body};
 use mandate_protocol::policy::AuthorizationBody;

@@ -2,7 +2,12 @@
 //! `AgentHistory` survive a serde (JSON) round trip, the stored draft is the API's mandate
 //! body (so `from_json` reads it to the same draft), and a history read back decides the
 //! next request as the original would. Formats: docs/embedding.md.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
 
 use mandate_core::{AgentHistory, Amount, Mandate, MandateDraft, MandateId, MandateStatus};
 use mandate_protocol::history::VELOCITY_LIMIT;

@@ -13,7 +13,12 @@
 //! The Python is `MANDATE_THIRD_PARTY_PYTHON` (default `python3`) with `sd-jwt`,
 //! `jwcrypto`, `rfc8785` and `x402[evm]`. Without them a test says it skipped, unless
 //! `MANDATE_REQUIRE_THIRD_PARTY=1` (CI, which installs them): then it fails.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
 
 use std::path::PathBuf;
 use std::process::Command;

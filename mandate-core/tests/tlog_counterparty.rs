@@ -1,6 +1,11 @@
 //! A counterparty that requires proof that a verdict is in the issuer's log: the token, its
 //! `log` entry and the log keys of the issuer's JWK Set, checked with the rest in one call.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
 
 use mandate_core::{
     AgentId, Amount, AuthorizationRequest, CheckError, Counterparty, DecisionId,

@@ -5,7 +5,12 @@
 //! another size is refused exactly when it changes the proof's shape (the sides its hashes
 //! are on: RFC 6962 roots do not commit to the size, which is why a checkpoint signs the
 //! size with the root).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
 
 use std::collections::HashMap;
 

@@ -2,7 +2,12 @@
 //! README there): every inclusion and consistency case of Go's transparency-dev/merkle,
 //! the reference tree of its `testonly` package, and real ECDSA signed-note checkpoints of
 //! Sigstore's Rekor and the Pixel 6 transparency log.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
 
 use std::path::{Path, PathBuf};
 

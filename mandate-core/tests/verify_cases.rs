@@ -2,7 +2,12 @@
 //! signed, by mandate-server's tests/verify_cases.rs) through `Counterparty::check`: every
 //! check's outcome is the one recorded, which the npm and Python packages' tests hold
 //! their own `check` to as well.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
 
 use mandate_test_kit::verify_cases as shared_cases;
 use std::collections::BTreeSet;

@@ -1,6 +1,11 @@
 //! Project Wycheproof ECDSA P-256 / SHA-256 vectors (IEEE P1363, i.e. raw `r || s`) run
 //! through the same key parsing and signature check as the token path.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;

@@ -2,7 +2,13 @@
 //! [`PostgresStore`]s (two pools) on one database, each with its own agent locks, cached
 //! agent states and cached modes, deciding through the real decision service. Each test
 //! makes its own database on `MANDATE_TEST_POSTGRES_URL` (skipped, with a note, without it).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines,
+    missing_docs
+)]
 
 use std::sync::Arc;
 

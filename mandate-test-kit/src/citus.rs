@@ -1102,9 +1102,39 @@ fn try_start(bin: &Path, as_postgres: bool, ids: Option<(u32, u32)>) -> Result<C
         stopped: Mutex::new(BTreeSet::new()),
         guardian: Mutex::new(guardian),
     };
+    init_nodes(&local.nodes, bin, as_postgres, &dir);
+    let mut logs = String::new();
+    for node in &local.nodes {
+        if let Err(log) = local.start(node) {
+            logs.push_str(&log);
+        }
+    }
+    if !logs.is_empty() {
+        // Closing its input makes the guardian stop what started and remove the directory.
+        let mut guardian = local.guardian.into_inner().unwrap();
+        drop(guardian.stdin.take());
+        let _ = guardian.wait();
+        return Err(logs);
+    }
+    let admin = |port: u16| format!("postgres://postgres@127.0.0.1:{port}/postgres");
+    let node = |port: u16| Worker {
+        host: "127.0.0.1".into(),
+        port,
+    };
+    Ok(Cluster {
+        coordinator: admin(local.nodes[0].port),
+        coordinator_node: node(local.nodes[0].port),
+        workers: local.nodes[1..].iter().map(|n| node(n.port)).collect(),
+        worker_admins: local.nodes[1..].iter().map(|n| admin(n.port)).collect(),
+        local: Some(local),
+    })
+}
+
+/// Makes each node's data directory (initdb of the three at once) and appends its settings,
+/// port and socket directory to its postgresql.conf.
+fn init_nodes(nodes: &[Node], bin: &Path, as_postgres: bool, dir: &Path) {
     // initdb of the three at once.
-    let inits: Vec<Child> = local
-        .nodes
+    let inits: Vec<Child> = nodes
         .iter()
         .map(|node| {
             as_cluster_user(as_postgres, &bin.join("initdb"))
@@ -1139,7 +1169,7 @@ fn try_start(bin: &Path, as_postgres: bool, ids: Option<(u32, u32)>) -> Result<C
             );
         }
     }
-    for node in &local.nodes {
+    for node in nodes {
         let conf = format!(
             "{SETTINGS}port = {}\nunix_socket_directories = '{}'\n",
             node.port,
@@ -1151,31 +1181,6 @@ fn try_start(bin: &Path, as_postgres: bool, ids: Option<(u32, u32)>) -> Result<C
             .expect("postgresql.conf");
         std::io::Write::write_all(&mut file, conf.as_bytes()).expect("postgresql.conf written");
     }
-    let mut logs = String::new();
-    for node in &local.nodes {
-        if let Err(log) = local.start(node) {
-            logs.push_str(&log);
-        }
-    }
-    if !logs.is_empty() {
-        // Closing its input makes the guardian stop what started and remove the directory.
-        let mut guardian = local.guardian.into_inner().unwrap();
-        drop(guardian.stdin.take());
-        let _ = guardian.wait();
-        return Err(logs);
-    }
-    let admin = |port: u16| format!("postgres://postgres@127.0.0.1:{port}/postgres");
-    let node = |port: u16| Worker {
-        host: "127.0.0.1".into(),
-        port,
-    };
-    Ok(Cluster {
-        coordinator: admin(local.nodes[0].port),
-        coordinator_node: node(local.nodes[0].port),
-        workers: local.nodes[1..].iter().map(|n| node(n.port)).collect(),
-        worker_admins: local.nodes[1..].iter().map(|n| admin(n.port)).collect(),
-        local: Some(local),
-    })
 }
 
 /// A free port on 127.0.0.1.

@@ -1,6 +1,12 @@
 //! CLI tests: the real `mandate` binary against a real server on 127.0.0.1 port 0, with a
 //! fresh database and HOME/XDG directories in a temporary directory.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines,
+    missing_docs
+)]
 
 /// AP2 SD-JWTs signed with real P-256 keys, as the server's tests make them.
 use mandate_test_kit::ap2 as ap2_tokens;

@@ -7,7 +7,13 @@
 //! The client is the Python in `MANDATE_MCP_PYTHON` (default `python3`) with `mcp`, `PyJWT`
 //! and `jsonschema` importable. Without it the tests say they were skipped, unless
 //! `MANDATE_REQUIRE_MCP_CLIENT=1` (CI, which installs it into `.ci/venv`): then they fail.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines,
+    missing_docs
+)]
 
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::process::{Child, Command, Stdio};

@@ -1,7 +1,12 @@
 //! Signed tokens end to end: real verdict claims signed and verified, and hostile tokens each
 //! refused with the variant that names what is wrong with them (`refusals.rs`), and the
 //! signatures' own rules (`signatures.rs`).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;

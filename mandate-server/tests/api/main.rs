@@ -12,7 +12,13 @@
 //! keys at rest in the SQLite file and its WAL), stopped.rs, admin_host.rs and
 //! third_party.rs. postgres_at_rest.rs is PostgreSQL's own. tests/multiprocess covers
 //! PostgreSQL's crash safety.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines,
+    missing_docs
+)]
 
 /// The engine a test runs on: PostgreSQL inside a test's `postgres` variant, SQLite
 /// everywhere else (a task the test spawns included: the helpers that ask start servers on

@@ -4,7 +4,13 @@
 //! multi-shard statements are counted. Then Mandate on it: its migrations distribute its
 //! schema ([`schema`]) and its decisions are router-only ([`decisions`]). Skipped without
 //! Citus (said on stderr), unless `MANDATE_REQUIRE_CITUS=1` (CI).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines,
+    missing_docs
+)]
 
 use mandate_test_kit::citus;
 use mandate_test_kit::onboard;

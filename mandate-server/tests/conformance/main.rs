@@ -8,7 +8,13 @@
 //! a fresh store and calls [`conformance!`], and pass. An engine that lacks a capability
 //! says so in its [`suite::Capabilities`] and the tests of that category are skipped for it
 //! (as SpiceDB's datastore suite does).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines,
+    missing_docs
+)]
 
 #[macro_use]
 mod suite;

@@ -5,7 +5,13 @@
 //! Without Chromium and chromedriver the tests say they were skipped and pass, unless
 //! `MANDATE_REQUIRE_BROWSER=1` (CI), where they fail. With
 //! `MANDATE_CONSOLE_SCREENSHOTS=<dir>` they save the screenshots `docs/console.md` shows.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines,
+    missing_docs
+)]
 
 mod flows;
 mod webdriver;

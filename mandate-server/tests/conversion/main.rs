@@ -14,7 +14,13 @@
 //!
 //! Without PostgreSQL (or Citus) the tests say they were skipped and pass, unless
 //! `MANDATE_REQUIRE_POSTGRES=1` (`MANDATE_REQUIRE_CITUS=1`).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines,
+    missing_docs
+)]
 
 use mandate_test_kit::ap2 as ap2_tokens;
 use mandate_test_kit::citus;

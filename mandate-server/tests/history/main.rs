@@ -27,7 +27,13 @@
 //!
 //! Bounded (about a minute each), seeded (`MANDATE_HISTORY_SEED`, printed), in this
 //! target of its own so that its cluster's restarts and pauses touch no other test.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines,
+    missing_docs
+)]
 
 use mandate_test_kit::citus;
 use mandate_test_kit::onboard;

@@ -8,7 +8,13 @@
 //! The exactness tests (`exact.rs`) run on a Citus coordinator with two workers too
 //! (`NAME::citus`, mandate-test-kit/src/citus.rs), their organizations on both workers; without
 //! Citus those say they were skipped and pass, unless MANDATE_REQUIRE_CITUS=1.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines,
+    missing_docs
+)]
 
 use mandate_test_kit::ap2 as ap2_tokens;
 use mandate_test_kit::citus;
