@@ -8,8 +8,8 @@
 //! in SQL is the engine's: each engine maps every [`Stmt`] to its own SQL text
 //! (`sqlite/statements.rs`, `postgres/statements.rs`). The values a statement takes
 //! (`$1`, `$2`, ...) and the columns it returns are documented on its variant: that is the
-//! contract between a use case and the engines' SQL, and the conformance suite
-//! (`tests/conformance/`) checks that an engine keeps it.
+//! contract between a use case and the engines' SQL, and the conformance suite (this
+//! crate's `tests/conformance/`) checks that an engine keeps it.
 //!
 //! An engine ([`Engine`]) runs a use case in a transaction of the kind it asks for
 //! ([`Access`]): SQLite hands it to its writer thread (or a reader connection), where its
@@ -20,7 +20,8 @@
 //! of the decision path that each engine does its fastest way (the `Tx` methods after
 //! `query`), the group commits, PostgreSQL's claims and its decision statement, connection
 //! handling, migrations and backup. Adding an engine means implementing [`Engine`] and
-//! [`Tx`] (SQL for each statement) and passing the conformance suite.
+//! [`Tx`] (SQL for each statement) and passing the conformance suite (a file of
+//! `tests/conformance/` that makes a fresh store of the engine).
 
 use std::borrow::Cow;
 use std::future::Future;

@@ -12,6 +12,10 @@
 //! layers) and names no database driver: neither is among its dependencies, so the
 //! compiler holds both. It shares with the server only the vocabulary of [`model`] and the
 //! helpers of [`clock`].
+//!
+//! What every engine promises is this crate's conformance suite (`tests/conformance/`),
+//! run on SQLite, PostgreSQL and Citus: the engines are its dev-dependencies, for that
+//! test alone, and it names nothing above the boundary.
 
 pub mod admin;
 pub mod agents;

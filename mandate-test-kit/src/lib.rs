@@ -1,7 +1,8 @@
-//! Test support shared by the suites of `mandate-server`, `mandate-cli` and the others: a throwaway
-//! PostgreSQL cluster ([`postgres`]) and Citus cluster ([`citus`]) a test process starts
-//! for itself, with a fresh database per test; a Patroni set, a primary and a synchronous
-//! standby with etcd, for failover ([`patroni`]); what a skipped test says ([`skip`]); AP2 tokens signed as an issuer would
+//! Test support shared by the suites of `mandate-core`, `mandate-server`, `mandate-cli` and
+//! `mandate-storage` (its conformance suite): a throwaway PostgreSQL cluster ([`postgres`])
+//! and Citus cluster ([`citus`]) a test process starts for itself, with a fresh database
+//! per test; a Patroni set, a primary and a synchronous standby with etcd, for failover
+//! ([`patroni`]); what a skipped test says ([`skip`]); AP2 tokens signed as an issuer would
 //! ([`ap2`]); what `mandate-server onboard` prints, read back ([`onboard`]); and a fresh
 //! database per test on a cluster someone else runs ([`test_db`], for the PostgreSQL
 //! engine's unit tests); the shared verification cases of testdata/verify/cases.json run

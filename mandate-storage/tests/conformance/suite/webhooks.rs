@@ -3,7 +3,7 @@
 
 use super::*;
 
-use mandate_server::storage::webhooks::{DELETED_ERROR, PING_EVENT, WebhookStatus};
+use mandate_storage::webhooks::{DELETED_ERROR, PING_EVENT, WebhookStatus};
 
 pub(super) async fn webhook(store: &dyn Store, events: &[&str]) -> WebhookId {
     let id = WebhookId::from_random(random16());
@@ -145,28 +145,24 @@ pub async fn a_delivery_is_retried_delivered_or_given_up_as_recorded(fresh: &Fre
         latency_ms: 5,
         error: error.map(str::to_owned),
     };
-    // Delivered, retried later, given up: each as the worker's rules decide.
+    // Delivered, retried later, given up: each as the delivery worker's rules decide.
     store
         .record_delivery(
             due[0].id.clone(),
-            attempted(attempt(Some(200), None), NextStep::Delivered, at),
+            delivered_by(attempt(Some(200), None), at),
         )
         .await
         .unwrap();
+    let retry = DeliveryChange {
+        attempt: Some(attempt(Some(500), None)),
+        attempts: 1,
+        state: DeliveryState::Pending,
+        next_attempt_ms: Some(at + 60_000),
+        last_error: Some("HTTP 500".into()),
+        finished_ms: None,
+    };
     store
-        .record_delivery(
-            due[1].id.clone(),
-            attempted(
-                attempt(Some(500), None),
-                NextStep::RetryAt(
-                    time::OffsetDateTime::from_unix_timestamp_nanos(
-                        i128::from(at + 60_000) * 1_000_000,
-                    )
-                    .unwrap(),
-                ),
-                at,
-            ),
-        )
+        .record_delivery(due[1].id.clone(), retry)
         .await
         .unwrap();
     let third = store.deliveries_of(ORG, pings[2].as_str()).await.unwrap()[0]
@@ -175,7 +171,14 @@ pub async fn a_delivery_is_retried_delivered_or_given_up_as_recorded(fresh: &Fre
     store
         .record_delivery(
             third.clone(),
-            given_up(0, "the endpoint's URL is refused", at),
+            DeliveryChange {
+                attempt: None,
+                attempts: 0,
+                state: DeliveryState::Failed,
+                next_attempt_ms: None,
+                last_error: Some("the endpoint's URL is refused".into()),
+                finished_ms: Some(at),
+            },
         )
         .await
         .unwrap();
@@ -207,10 +210,7 @@ pub async fn a_delivery_is_retried_delivered_or_given_up_as_recorded(fresh: &Fre
     assert!(failed.tried.is_empty(), "given up without an attempt");
     // A delivery no longer pending keeps its state; a late attempt is recorded all the same.
     store
-        .record_delivery(
-            third,
-            attempted(attempt(Some(200), None), NextStep::Delivered, at),
-        )
+        .record_delivery(third, delivered_by(attempt(Some(200), None), at))
         .await
         .unwrap();
     let failed = &store.deliveries_of(ORG, pings[2].as_str()).await.unwrap()[0];
@@ -228,4 +228,16 @@ pub async fn a_delivery_is_retried_delivered_or_given_up_as_recorded(fresh: &Fre
     let again = store.due_deliveries(at + 60_000, 10, 10).await.unwrap();
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].attempts, 1);
+}
+
+/// What a delivered `attempt` writes, finished at `at_ms`.
+fn delivered_by(attempt: Attempt, at_ms: i64) -> DeliveryChange {
+    DeliveryChange {
+        attempts: attempt.attempt,
+        attempt: Some(attempt),
+        state: DeliveryState::Delivered,
+        next_attempt_ms: None,
+        last_error: None,
+        finished_ms: Some(at_ms),
+    }
 }

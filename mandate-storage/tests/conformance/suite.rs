@@ -1,21 +1,25 @@
 //! The contracts of the storage boundary, each an async function over a fresh store. They
-//! go through the traits only (and, for decisions, through the real decision service that
-//! calls them), never through an engine's SQL: what they assert is what the server relies
-//! on, whatever the engine.
+//! go through the traits only, never through an engine's SQL: what they assert is what
+//! the layers above rely on, whatever the engine. What those layers would hand the store
+//! (a signed decision, the review it opens, an escrow's step, a delivery's outcome, what a
+//! timer or a revocation writes) is made here by hand ([`made`]).
 //!
 //! Categories: keys and organizations, agents, modes, mandates, webhooks and deliveries,
-//! the event log's order, idempotency claims, decisions and their log, reviews and timers,
-//! escrows, health and peers; atomicity (a refused or failing change writes nothing) and
-//! claims under concurrency run through all of them.
+//! the event log's order, idempotency claims, decisions and their log, single-use
+//! credentials, reviews and timers, escrows, health and peers; atomicity (a refused or
+//! failing change writes nothing) and claims under concurrency run through all of them.
 
 mod decisions;
 mod escrows;
+mod made;
 mod resources;
+mod reviews;
 mod webhooks;
 
 pub use decisions::*;
 pub use escrows::*;
 pub use resources::*;
+pub use reviews::*;
 pub use webhooks::*;
 
 use std::any::Any;
@@ -23,36 +27,30 @@ use std::sync::Arc;
 
 use futures_util::future::join_all;
 use mandate_core::{
-    AgentId, Amount, AuthorizationRequest, Category, Currency, DecisionId, Mandate, MandateDraft,
-    MandateId, MandateStatus, Mode, Nonce, Recipient, Verdict,
+    AgentId, Amount, DecisionId, Mandate, MandateDraft, MandateId, MandateStatus, Mode, Verdict,
 };
 use mandate_protocol::{
-    delivery::NextStep, escrow::EscrowAction, escrow::HistoryEntry, funding::FundingRequest,
-    id::EscrowId, id::WebhookId, idempotency::NextAction, review::Review, review::ReviewStatus,
+    escrow::EscrowAction, escrow::HistoryEntry, id::EscrowId, id::ReviewId, id::WebhookId,
+    idempotency::NextAction, review::Review, review::ReviewStatus,
 };
-use mandate_server::clock::{ms, random16};
-use mandate_server::decision::agents::AgentStates;
-use mandate_server::decision::mandates::revocation;
-use mandate_server::decision::modes::ModeCache;
-use mandate_server::decision::service::{Credential, Decider, DecisionError, Input};
-use mandate_server::model::decision::Decision;
-use mandate_server::model::{Env, KeyClass};
-use mandate_server::signing::fast::AwsLcSigner;
-use mandate_server::storage::Store;
-use mandate_server::storage::admin::{NewOrg, SecretChange};
-use mandate_server::storage::deciding::{NewDecision, Recorded, Resolution};
-use mandate_server::storage::decisions::Filters as DecisionFilters;
-use mandate_server::storage::deliveries::{Attempt, DeliveryState};
-use mandate_server::storage::events::{EventRow, NewEvent};
-use mandate_server::storage::idempotency::{IdempotencyRecord, Sealed};
-use mandate_server::storage::keys::CallerRow;
-use mandate_server::storage::mandates::{Filters as MandateFilters, Revocation};
-use mandate_server::storage::timers::{DueItem, ReviewExpiry};
-use mandate_server::workers::delivery::{attempted, given_up};
-use mandate_server::workers::timers::{expiring_event, review_expiry};
+use mandate_storage::Store;
+use mandate_storage::admin::{NewOrg, SecretChange};
+use mandate_storage::clock::{ms, random16};
+use mandate_storage::deciding::{NewDecision, Recorded, Resolution};
+use mandate_storage::decisions::Filters as DecisionFilters;
+use mandate_storage::deliveries::{Attempt, DeliveryChange, DeliveryState};
+use mandate_storage::events::{EventRow, NewEvent};
+use mandate_storage::idempotency::{IdempotencyRecord, Sealed};
+use mandate_storage::keys::CallerRow;
+use mandate_storage::mandates::{Filters as MandateFilters, Revocation};
+use mandate_storage::model::decision::Decision;
+use mandate_storage::model::{Env, KeyClass};
+use mandate_storage::timers::{DueItem, ReviewExpiry};
 use serde_json::{Value, json};
 use time::macros::datetime;
 use time::{Duration, OffsetDateTime};
+
+use made::{decided, expiring_event, review_expiry, revocation, stored};
 
 /// What an engine can do beyond the common contract; tests of a capability an engine lacks
 /// are skipped for it.
@@ -93,7 +91,7 @@ macro_rules! conformance {
             a_failing_decision_writes_nothing,
             a_decision_on_a_stale_agent_is_given_back_unstored,
             a_single_use_credential_is_accepted_once_even_at_once,
-            a_credential_checked_under_a_replaced_mandate_is_not_accepted,
+            a_decision_not_stored_leaves_its_credential_unused,
             a_review_is_resolved_once_and_expires_once,
             an_agents_withdrawal_reads_back_withdrawn_and_ends_the_review,
             a_mandates_expiring_event_fires_once,
@@ -169,131 +167,13 @@ async fn mandate(store: &dyn Store, agent: &str) -> Mandate {
     mandate
 }
 
-/// One server process's in-memory side of the decision path.
-struct Deciding {
-    agents: AgentStates,
-    modes: ModeCache,
-    leaves: mandate_server::model::leaves::LeafHashes,
-    news: mandate_server::model::news::News,
-    signer: Arc<AwsLcSigner>,
-    org: Arc<str>,
-}
-
-impl Deciding {
-    fn new() -> Self {
-        let secret = mandate_server::signing::fresh_secret().unwrap();
-        Self {
-            agents: AgentStates::default(),
-            modes: ModeCache::default(),
-            leaves: Default::default(),
-            news: Default::default(),
-            signer: Arc::new(AwsLcSigner::from_secret_bytes("sandbox-1", secret.expose()).unwrap()),
-            org: Arc::from(ORG),
-        }
-    }
-
-    /// Decides `amount` USD of software for `agent` through the real decision service, with
-    /// `record` kept as the request's idempotency record; the answer's JSON.
-    async fn authorize(
-        &self,
-        store: &dyn Store,
-        agent: &str,
-        amount: &str,
-        record: Option<IdempotencyRecord>,
-    ) -> Value {
-        self.decide(store, agent, amount, record, None).await
-    }
-
-    /// As [`Deciding::authorize`], presenting the single-use credential `credential`.
-    async fn present(
-        &self,
-        store: &dyn Store,
-        agent: &str,
-        amount: &str,
-        credential: &str,
-    ) -> Value {
-        self.decide(store, agent, amount, None, Some(credential.to_owned()))
-            .await
-    }
-
-    async fn decide(
-        &self,
-        store: &dyn Store,
-        agent: &str,
-        amount: &str,
-        record: Option<IdempotencyRecord>,
-        credential: Option<String>,
-    ) -> Value {
-        // A credential is checked against the agent's mandate in force, as the route does.
-        let credential = match credential {
-            Some(id) => {
-                let (mandate, _) = store
-                    .current_ap2_source(ORG, Env::Sandbox, &agent_id(agent))
-                    .await
-                    .unwrap()
-                    .expect("the agent has a mandate");
-                Some(Credential { id, mandate })
-            }
-            None => None,
-        };
-        self.try_decide(store, agent, amount, record, credential)
-            .await
-            .unwrap()
-    }
-
-    async fn try_decide(
-        &self,
-        store: &dyn Store,
-        agent: &str,
-        amount: &str,
-        record: Option<IdempotencyRecord>,
-        credential: Option<Credential>,
-    ) -> Result<Value, DecisionError> {
-        let (mode, _) = store.mode(ORG, Env::Sandbox).await.unwrap();
-        let decider = Decider {
-            store,
-            agents: &self.agents,
-            leaves: &self.leaves,
-            news: &self.news,
-            modes: &self.modes,
-            signer: self.signer.clone(),
-            issuer: "https://verdicts.test",
-            org: &self.org,
-            env: Env::Sandbox,
-            policy_version: "pol_2026-11-22.1",
-            mode,
-            now: NOW,
-        };
-        let request = AuthorizationRequest {
-            agent: agent_id(agent),
-            amount: Amount::parse(amount).unwrap(),
-            currency: Currency::parse("USD").unwrap(),
-            recipient: Recipient::parse("vendor:acme").unwrap(),
-            category: Category::parse("software").unwrap(),
-        };
-        let mut record = record;
-        let body = decider
-            .run(
-                Input::Request {
-                    request,
-                    slot: None,
-                    credential,
-                    bindings: Default::default(),
-                },
-                |_| Ok(record.take()),
-            )
-            .await?;
-        Ok(serde_json::from_slice(&body).unwrap())
-    }
-}
-
-async fn decision(store: &dyn Store, answer: &Value) -> Decision {
-    let id = DecisionId::parse(answer["id"].as_str().unwrap()).unwrap();
+/// The stored decision `id` of the sandbox.
+async fn decision(store: &dyn Store, id: &DecisionId) -> Decision {
     store
-        .decision(ORG, Env::Sandbox, None, &id)
+        .decision(ORG, Env::Sandbox, None, id)
         .await
         .unwrap()
-        .expect("the answered decision is stored")
+        .expect("the decision is stored")
 }
 
 /// The whole event log of the sandbox, newest first, read page by page.

@@ -5,8 +5,9 @@
 
 use std::sync::Arc;
 
-use mandate_server::storage::DbLocation;
-use mandate_server::storage::postgres::PostgresStore;
+use mandate_storage::DbLocation;
+use mandate_storage::location::PostgresUrl;
+use mandate_storage_postgres::PostgresStore;
 
 use super::citus_harness::{Share, database_from_template};
 use super::suite::{Capabilities, Fresh};
@@ -23,7 +24,7 @@ fn migrate(url: &str) {
     });
 }
 
-fn postgres_url(url: &str) -> mandate_server::storage::location::PostgresUrl {
+fn postgres_url(url: &str) -> PostgresUrl {
     let DbLocation::Postgres(url) = url.parse::<DbLocation>().unwrap() else {
         panic!("the Citus harness gave no PostgreSQL URL");
     };

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use mandate_server::storage::sqlite::{Db, SqliteStore};
+use mandate_storage_sqlite::{Db, SqliteStore};
 
 use super::suite::{Capabilities, Fresh};
 

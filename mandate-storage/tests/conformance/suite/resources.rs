@@ -99,7 +99,7 @@ pub async fn keys_are_callers_until_revoked_and_each_change_moves_the_generation
     assert_eq!(keys.iter().filter(|k| k.revoked).count(), 1, "{keys:?}");
     let org_key = keys
         .iter()
-        .find(|k| k.fingerprint == mandate_server::storage::keys::fingerprint(&ORG_KEY))
+        .find(|k| k.fingerprint == mandate_storage::keys::fingerprint(&ORG_KEY))
         .unwrap();
     assert_eq!(
         (
@@ -112,7 +112,7 @@ pub async fn keys_are_callers_until_revoked_and_each_change_moves_the_generation
     );
     let agent_key = keys.iter().find(|k| k.class == KeyClass::Agent).unwrap();
     assert_eq!(agent_key.agent.as_deref(), Some("agt_keyed"));
-    let fingerprint = mandate_server::storage::keys::fingerprint(&LIVE_KEY);
+    let fingerprint = mandate_storage::keys::fingerprint(&LIVE_KEY);
     assert_eq!(
         store.key_hash_by_fingerprint(&fingerprint).unwrap(),
         Some(LIVE_KEY.to_vec())
@@ -499,7 +499,7 @@ pub async fn signing_keys_rotate_and_their_secrets_change_only_as_read(fresh: &F
         (kid.as_str(), None)
     );
     // A refused key's seal aborts the rotation: nothing is written.
-    let failing = |_: &str| Err(mandate_server::storage::StorageError::Corrupt("no".into()));
+    let failing = |_: &str| Err(mandate_storage::StorageError::Corrupt("no".into()));
     assert!(
         store
             .rotate_signing_key(Env::Sandbox, &failing, rotated_at + 1)
@@ -537,10 +537,7 @@ pub async fn org_keys_and_policy_versions_change_what_callers_carry(fresh: &Fres
     let fingerprint = store
         .insert_org_key(ORG, Env::Live, &[40; 32], None, ms(NOW))
         .unwrap();
-    assert_eq!(
-        fingerprint,
-        mandate_server::storage::keys::fingerprint(&[40; 32])
-    );
+    assert_eq!(fingerprint, mandate_storage::keys::fingerprint(&[40; 32]));
     assert_eq!(
         store.caller([40; 32]).await.unwrap().unwrap().env,
         Env::Live
@@ -555,8 +552,7 @@ pub async fn org_keys_and_policy_versions_change_what_callers_carry(fresh: &Fres
 }
 
 pub async fn api_key_bindings_are_stored_as_given_and_replaced_only_as_read(fresh: &Fresh) {
-    use mandate_server::model::KeyClass;
-    use mandate_server::storage::keys::BindingChange;
+    use mandate_storage::keys::BindingChange;
     let store = fresh.store.as_ref();
     store
         .create_org(&NewOrg {

@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use mandate_server::storage::DbLocation;
-use mandate_server::storage::postgres::PostgresStore;
+use mandate_storage::DbLocation;
+use mandate_storage_postgres::PostgresStore;
 
 use super::pg_harness::{Durability, database};
 use super::suite::{Capabilities, Fresh};
