@@ -18,8 +18,8 @@ const SMALL_FUTURES: &str = "2026-11-26-small-futures-sqlite.tsv";
 /// SQLite on the AMD EPYC machine: five builds, bytes a decision with the log's rounds and
 /// without.
 const FIVE_BUILDS: &str = "2026-11-25-five-builds-sqlite.tsv";
-/// Instructions a decision counted by callgrind.
-const INSTRUCTIONS: &str = "2026-11-26-instructions-sqlite.tsv";
+/// Instructions a decision counted by callgrind, of the present build.
+const INSTRUCTIONS: &str = "2026-11-27-instructions-sqlite.tsv";
 /// PostgreSQL with one server process.
 const ONE_PROCESS: &str = "2026-11-26-postgres-one-process.tsv";
 /// The earlier machine's sitting, stated as a figure a line.
@@ -169,11 +169,7 @@ fn sqlite(futures: &Record, builds: &Record, instructions: &Record) -> Result<Ve
     let spread = |measure: &str| of(measure, &["min", "max"]);
     let bytes = |build: &str| builds.range(&[("build", build)], &["bytes_per_decision"]);
     let count = |rounds: &str| {
-        let run = [
-            ("counting", "serve"),
-            ("build", "97e6a1a"),
-            ("log_rounds", rounds),
-        ];
+        let run = [("build", "bca56b6"), ("log_rounds", rounds)];
         instructions.range(&run, &["instructions_per_decision"])
     };
     Ok(vec![
