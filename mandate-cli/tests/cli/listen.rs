@@ -19,6 +19,8 @@ struct Listener {
     child: Child,
     lines: Receiver<String>,
     stderr: Arc<Mutex<String>>,
+    /// The thread that reads stderr: it ends at the pipe's end, once the listener exited.
+    stderr_reader: Option<std::thread::JoinHandle<()>>,
     /// The printed address, `http://127.0.0.1:PORT/`.
     url: String,
 }
@@ -47,7 +49,7 @@ impl Listener {
         let stderr = Arc::new(Mutex::new(String::new()));
         let sink = Arc::clone(&stderr);
         let mut pipe = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
+        let stderr_reader = std::thread::spawn(move || {
             let mut chunk = [0u8; 4096];
             while let Ok(n) = pipe.read(&mut chunk) {
                 if n == 0 {
@@ -62,6 +64,7 @@ impl Listener {
             child,
             lines,
             stderr,
+            stderr_reader: Some(stderr_reader),
             url: String::new(),
         };
         let first = listener.line();
@@ -103,12 +106,18 @@ impl Listener {
         serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
     }
 
-    /// Waits for the exit, within [`WAIT`]; the exit code.
+    /// Waits for the exit, within [`WAIT`]; the exit code. Once it returns, [`Self::stderr`]
+    /// holds all the listener wrote: the reader has read to the pipe's end.
     #[track_caller]
     fn exit_code(&mut self) -> i32 {
         let deadline = Instant::now() + WAIT;
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
+                // The exit closed the pipe's only writer, so the reader ends: without the
+                // join, the last lines (the summary) could still be in the pipe.
+                if let Some(reader) = self.stderr_reader.take() {
+                    reader.join().unwrap();
+                }
                 return status.code().unwrap_or(-1);
             }
             assert!(
