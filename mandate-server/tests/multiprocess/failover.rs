@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use reqwest::Method;
 use serde_json::Value;
 
-use crate::deploy::{Backend, Deployment, Http, Org, mandate, request};
+use crate::deploy::{Backend, Deployment, Http, Org, Proc, mandate, request};
 use crate::deployment;
 use mandate_test_kit::patroni::PatroniSet;
 
@@ -558,7 +558,9 @@ async fn a_lost_worker_primary_stops_only_its_organizations() {
             // few releases at once, so they do not take every connection of its pool.
             assert!(
                 refused.is_empty(),
-                "the other worker's organization was refused too: {refused:?}"
+                "the other worker's organization was refused too: {refused:?}\n\
+                 what the servers logged of the database:\n{}",
+                storage_errors(&procs)
             );
             let during = keys
                 .values()
@@ -585,4 +587,21 @@ async fn a_lost_worker_primary_stops_only_its_organizations() {
         .await;
     }
     assert_no_agent_over(&deployment).await;
+}
+
+/// The lines of the servers' logs that name a storage error, with their times: what the
+/// database answered a refused request.
+fn storage_errors(procs: &[Proc]) -> String {
+    procs
+        .iter()
+        .enumerate()
+        .flat_map(|(n, p)| {
+            p.log()
+                .lines()
+                .filter(|l| l.contains("storage") || l.contains("database"))
+                .map(|l| format!("server {n}: {l}"))
+                .collect::<Vec<_>>()
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
