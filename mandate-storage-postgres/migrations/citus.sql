@@ -120,7 +120,7 @@ BEGIN
     -- afresh each time (a generic plan of Citus 13.2 grows by a copy of its local shard
     -- plan on every execution: storage/postgres/connect.rs, ON_CONNECT).
     FOR f IN SELECT p.oid FROM pg_proc p
-             WHERE p.proname IN ('mandate_claim', 'mandate_store')
+             WHERE p.proname IN ('mandate_claim', 'mandate_store', 'mandate_record')
                AND NOT EXISTS (SELECT 1 FROM pg_dist_object o
                                WHERE o.classid = 'pg_proc'::regclass AND o.objid = p.oid
                                  AND o.distribution_argument_index IS NOT NULL) LOOP
@@ -131,4 +131,167 @@ BEGIN
     FOREACH t IN ARRAY moved LOOP
         PERFORM truncate_local_data_after_distributing_table(t);
     END LOOP;
+END $$;
+
+-- The decision writers' fast path (docs/scale.md, "Where a decision's time goes"). On Citus
+-- every statement a distributed table is named in is planned by Citus, deparsed and planned
+-- again for its shard, each time: a decision's few statements cost ten times what they cost
+-- on plain PostgreSQL. So the step writes mandate_record's statements (migration 0017) once
+-- for each shard of the organizations' tables, on the shard tables themselves (all of one
+-- shard index sit on one worker, co-located): `mandate_record_s<shard>`, where shard is the
+-- id of the `environments` shard. Their statements are PostgreSQL's own, planned once a
+-- connection, each one statement for the group's decisions in that shard.
+--
+-- The writers call `mandate_record_citus`, distributed by its first organization, so run on
+-- the worker that holds the group's organizations. It takes, as every write of Citus does,
+-- the metadata lock of each shard it writes (a shard move or split waits for its commit,
+-- and it for theirs), then runs the decisions of each shard on this worker through that
+-- shard's function, and those of a shard elsewhere (an organization moved meanwhile) or
+-- without one (split since this step last ran; `migrate` writes theirs) through
+-- mandate_record's own statements, routed by Citus. The functions are written again only
+-- when they differ from what they would be (a new shard, a changed mandate_record): a step
+-- with nothing to do sends nothing to the workers.
+DO $$
+DECLARE
+    f_src    TEXT;
+    f_args   TEXT;
+    f_names  TEXT[];
+    f_config TEXT := '';
+    v_coloc  INT;
+    s        RECORD;
+    t        RECORD;
+    body     TEXT;
+    fname    TEXT;
+    cases    TEXT := '';
+    slices   TEXT;
+    routed   TEXT;
+    dispatch TEXT;
+    dispatcher REGPROCEDURE;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN
+        RETURN;
+    END IF;
+    SELECT p.prosrc, pg_get_function_arguments(p.oid), p.proargnames
+        INTO f_src, f_args, f_names
+        FROM pg_proc p
+        WHERE p.proname = 'mandate_record' AND p.pronamespace = current_schema()::regnamespace;
+    IF f_src IS NULL THEN
+        RAISE EXCEPTION 'mandate_record (migration 0017) is missing: run the numbered migrations first';
+    END IF;
+    -- Its planner settings, but the plan cache mode Citus's routed statements need.
+    SELECT coalesce(string_agg(format('SET %s = %s', split_part(c, '=', 1),
+                                      quote_literal(substr(c, strpos(c, '=') + 1))), ' '), '')
+        INTO f_config
+        FROM pg_proc p, unnest(p.proconfig) AS c
+        WHERE p.proname = 'mandate_record' AND p.pronamespace = current_schema()::regnamespace
+          AND split_part(c, '=', 1) <> 'plan_cache_mode';
+    -- A call's arguments for one run: the group's organizations `ka` to `kb`, its decisions
+    -- `a` to `b` (a shard function's statements are the group's, `p_at_once`).
+    SELECT string_agg(CASE WHEN n LIKE 'o\_%' THEN format('%I[ka:kb]', n)
+                           WHEN n ~ '^[dira]_' THEN format('%I[a:b]', n)
+                           WHEN n = 'p_at_once' THEN '%s'
+                           ELSE quote_ident(n) END, ', ' ORDER BY k)
+        INTO slices FROM unnest(f_names) WITH ORDINALITY AS a (n, k);
+    SELECT colocationid INTO v_coloc FROM pg_dist_partition
+        WHERE logicalrelid = 'environments'::regclass;
+    FOR s IN SELECT e.shardid, e.shardminvalue FROM pg_dist_shard e
+             WHERE e.logicalrelid = 'environments'::regclass
+             ORDER BY e.shardminvalue::BIGINT LOOP
+        body := f_src;
+        -- Each table of the organizations named where a statement reads or writes it, as
+        -- its shard of this index.
+        FOR t IN SELECT x.logicalrelid::regclass::text AS tab, x.shardid
+                 FROM pg_dist_shard x JOIN pg_dist_partition p ON p.logicalrelid = x.logicalrelid
+                 WHERE p.colocationid = v_coloc AND x.shardminvalue = s.shardminvalue LOOP
+            body := regexp_replace(body, '((FROM|INTO|UPDATE|JOIN)\s+)' || t.tab || '\M',
+                                   '\1' || t.tab || '_' || t.shardid, 'g');
+        END LOOP;
+        fname := 'mandate_record_s' || s.shardid;
+        IF NOT EXISTS (SELECT 1 FROM pg_proc WHERE proname = fname AND prosrc = body) THEN
+            EXECUTE format('CREATE OR REPLACE FUNCTION %I(%s) RETURNS INT[] %s LANGUAGE plpgsql AS %L',
+                           fname, f_args, f_config, body);
+        END IF;
+        cases := cases || format(E'\n            WHEN %s THEN %I(%s)', s.shardid, fname,
+                                 format(slices, 'true'));
+    END LOOP;
+    IF cases = '' THEN
+        cases := E'\n            WHEN NULL THEN NULL';
+    END IF;
+    routed := format('mandate_record(%s)', format(slices, 'false'));
+    dispatch := format($body$
+DECLARE
+    n       INT := coalesce(array_length(d_id, 1), 0);
+    k_n     INT := coalesce(array_length(o_orgs, 1), 0);
+    outcome INT[] := '{}';
+    codes   INT[];
+    o_shard BIGINT[];
+    o_end   INT[];
+    v_local BIGINT[];
+    v_shard BIGINT;
+    ka      INT := 1;
+    kb      INT;
+    a       INT := 1;
+    b       INT;
+BEGIN
+    IF k_n = 0 THEN
+        RETURN outcome;
+    END IF;
+    -- Each organization's shard, and where its decisions end (they come in its order).
+    SELECT array_agg(get_shard_id_for_distribution_column('environments', o) ORDER BY k)
+        INTO o_shard FROM unnest(o_orgs) WITH ORDINALITY AS u (o, k);
+    o_end := array_fill(0, ARRAY[k_n]);
+    b := 0;
+    FOR k IN 1 .. k_n LOOP
+        WHILE b < n AND d_org[b + 1] = o_orgs[k] LOOP
+            b := b + 1;
+        END LOOP;
+        o_end[k] := b;
+    END LOOP;
+    IF b <> n THEN
+        RAISE EXCEPTION 'the group''s decisions are not in the order of its organizations';
+    END IF;
+    -- A move or split of these shards waits for this commit, and this for theirs; then
+    -- the shards on this worker, each with its one placement.
+    PERFORM lock_shard_metadata(5, ARRAY(SELECT DISTINCT x FROM unnest(o_shard) x ORDER BY x));
+    SELECT array_agg(p.shardid) INTO v_local FROM pg_dist_placement p
+        WHERE p.shardid = ANY(o_shard)
+          AND p.groupid = (SELECT groupid FROM pg_dist_local_group)
+          AND NOT EXISTS (SELECT 1 FROM pg_dist_placement q
+                          WHERE q.shardid = p.shardid AND q.groupid <> p.groupid);
+    -- Each run of organizations of one shard, through its function when it is here.
+    WHILE ka <= k_n LOOP
+        v_shard := o_shard[ka];
+        kb := ka;
+        WHILE kb < k_n AND o_shard[kb + 1] = v_shard LOOP
+            kb := kb + 1;
+        END LOOP;
+        b := o_end[kb];
+        codes := NULL;
+        IF v_shard = ANY(v_local) THEN
+            codes := CASE v_shard%s
+                ELSE NULL END;
+        END IF;
+        IF codes IS NULL THEN
+            codes := %s;
+        END IF;
+        outcome := outcome || codes;
+        a := b + 1;
+        ka := kb + 1;
+    END LOOP;
+    RETURN outcome;
+END
+$body$, cases, routed);
+    IF NOT EXISTS (SELECT 1 FROM pg_proc WHERE proname = 'mandate_record_citus'
+                   AND prosrc = dispatch) THEN
+        EXECUTE format('CREATE OR REPLACE FUNCTION mandate_record_citus(%s) RETURNS INT[] LANGUAGE plpgsql AS %L',
+                       f_args, dispatch);
+    END IF;
+    SELECT p.oid INTO dispatcher FROM pg_proc p
+        WHERE p.proname = 'mandate_record_citus'
+          AND p.pronamespace = current_schema()::regnamespace;
+    IF NOT EXISTS (SELECT 1 FROM pg_dist_object o
+                   WHERE o.classid = 'pg_proc'::regclass AND o.objid = dispatcher
+                     AND o.distribution_argument_index IS NOT NULL) THEN
+        PERFORM create_distributed_function(dispatcher, '$1', colocate_with => 'environments');
+    END IF;
 END $$;

@@ -30,10 +30,13 @@ use mandate_storage::location::{PostgresUrl, UrlParts};
 /// Connections a server process keeps to the database unless `pool_max_size` says.
 pub const DEFAULT_POOL: usize = 16;
 
-/// Decision writers a server process runs unless `decision_writers` says. Fewer writers
-/// make bigger groups (fewer commits, less database CPU a decision); more keep more groups
-/// in flight (docs/scale.md, "Writers").
-pub const DEFAULT_WRITERS: usize = 2;
+/// Decision writers a server process runs unless `decision_writers` says: one, so that a
+/// process keeps one group in flight a node and each group holds every organization's
+/// decisions that arrived meanwhile, however many organizations there are (with more, the
+/// organizations are shared out among them and each group holds fewer decisions). More
+/// keep more groups in flight, for a database with cores to spare (docs/scale.md,
+/// "Writers").
+pub const DEFAULT_WRITERS: usize = 1;
 
 /// How long a connection attempt may take unless `connect_timeout` says.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);

@@ -126,7 +126,7 @@ impl Params {
     }
 }
 
-/// Decisions' values as one array a column, for `mandate_store` (migration 0015).
+/// Decisions' values as one array a column, for `mandate_record` (migration 0017).
 pub(crate) struct RowArrays<'a> {
     id: Vec<&'a str>,
     org_id: Vec<&'a str>,
@@ -216,7 +216,7 @@ impl<'a> RowArrays<'a> {
         self.leaf.push(p.leaf.as_deref());
     }
 
-    /// The arrays in `mandate_store`'s order: `d_org` and `d_env` first, then from `d_id`
+    /// The arrays in `mandate_record`'s order: `d_org` and `d_env` first, then from `d_id`
     /// on (the agent's key, version and mode, which come between, are the call's own).
     pub(crate) fn values(&self) -> [&(dyn ToSql + Sync); 25] {
         [

@@ -44,6 +44,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         include_str!("../migrations/0015_decision_group_functions.sql"),
     ),
     (16, include_str!("../migrations/0016_ap2_running_total.sql")),
+    (
+        17,
+        include_str!("../migrations/0017_decision_group_one_call.sql"),
+    ),
 ];
 
 /// The Citus step, run after the numbered migrations by every `migrate`: nothing without

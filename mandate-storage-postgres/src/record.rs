@@ -1,15 +1,16 @@
-//! A group of decisions as the two calls that store it (`writer.rs`; the functions of
-//! migration 0015): [`ClaimCall`], the seqs each organization of the group claims, and
-//! [`StoreCall`], every decision's values as one array a column, in the group's order.
+//! A group of decisions as the one call that stores it (`writer.rs`; the function of
+//! migration 0017): [`RecordCall`], the group's organizations ([`GroupOrgs`]) and every
+//! decision's values as one array a column, in the group's order.
 //!
-//! `mandate_store` stores each decision only if its agent's version is still the one its
+//! `mandate_record` stores each decision only if its agent's version is still the one its
 //! state was read at and its environment's mode still the one it was made in (and, with an
 //! Idempotency-Key, the request's claim still its own, its row locked), marking the move as
 //! this decision's (`agents.last_decision`); a decision that accepts a single-use credential
 //! only if no decision accepted it before. For the decisions so stored it writes the review
 //! each opens with its event and deliveries, its idempotency record, and its row, with the
-//! seqs its group claimed, then settles the claims. Every statement in it names one
-//! organization, so on Citus each is planned on the fast path and run on the local shard.
+//! organization's next seqs, taken in the same transaction (its counter row held to the
+//! commit). On Citus every statement in it names one organization, so each is planned on
+//! the fast path and run on the local shard.
 //!
 //! Beside them, the statements of an event appended outside the groups ([`EVENT_SEQ`],
 //! [`EVENT`], [`DELIVERIES`]).
@@ -24,7 +25,7 @@ use mandate_storage::deciding::{AgentHint, NewDecision, Recorded};
 /// The organization's next event seq (`$1` org), for an event appended outside the decision
 /// writers' groups (a review resolved, a mandate revoked), its row held until the
 /// transaction commits so that such events commit in seq order (a group's reviews take
-/// theirs by claim: [`ClaimCall`]).
+/// theirs the same way, in the group's transaction: [`RECORD_CALL`]).
 pub(crate) const EVENT_SEQ: &str =
     "UPDATE org_counters SET value = value + 1 WHERE org_id = $1 AND name = 'events'";
 
@@ -64,21 +65,22 @@ fn planted_unchecked_version() -> bool {
     false
 }
 
-/// Claims each organization's seqs of a group (`$1` the first organization, the
-/// distribution argument on Citus; `$2` the writer; then, an organization each in the
-/// group's order: `$3` the organizations, `$4` how many decision seqs, `$5` how many event
-/// seqs, `$6` the month to mark) → for each organization in order, the first seq of its
-/// block and of its events' block.
-pub(super) const CLAIM_CALL: &str = "SELECT claimed_seq, claimed_event
-    FROM mandate_claim($1, $2, $3, $4, $5, $6)";
+/// Stores a group in one call and one transaction (`mandate_record`, migration 0017, its
+/// parameters in [`RecordCall::values`]' order) → for each decision in order: 1 stored, 0 its
+/// agent or mode changed (or its credential was accepted before), -1 its Idempotency-Key's
+/// claim is no longer its own.
+pub(super) const RECORD_CALL: &str = "SELECT mandate_record($1, $2, $3, $4, $5, $6, $7, $8,
+    $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26,
+    $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39, $40, $41, $42, $43, $44,
+    $45, $46)";
 
-/// Stores a group (`mandate_store`, its parameters in [`StoreCall::values`]' order) → for
-/// each decision in order: 1 stored, 0 its agent or mode changed (or its credential was
-/// accepted before), -1 its Idempotency-Key's claim is no longer its own.
-pub(super) const STORE_CALL: &str = "SELECT mandate_store($1, $2, $3, $4, $5, $6, $7, $8, $9,
-    $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27,
-    $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39, $40, $41, $42, $43, $44, $45,
-    $46, $47, $48)";
+/// [`RECORD_CALL`] on Citus: `mandate_record_citus` (the Citus step, `citus.sql`), which
+/// runs the statements of each shard's decisions on that shard's tables where the shard is
+/// on the worker running the call, and `mandate_record`'s, routed by Citus, elsewhere.
+pub(super) const RECORD_CALL_CITUS: &str = "SELECT mandate_record_citus($1, $2, $3, $4, $5,
+    $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24,
+    $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39, $40, $41, $42,
+    $43, $44, $45, $46)";
 
 /// The owned values of the review a decision opens, with its event.
 struct ReviewValues {
@@ -186,12 +188,7 @@ impl RecordStatement {
         })
     }
 
-    /// Whether it opens a review (whose event takes a seq of its group's claim).
-    pub(crate) fn opens_review(&self) -> bool {
-        self.review.is_some()
-    }
-
-    /// What `mandate_store` answered for it (1 stored, 0 changed, -1 claim lost) means.
+    /// What `mandate_record` answered for it (1 stored, 0 changed, -1 claim lost) means.
     pub(crate) fn outcome(&self, code: i32) -> Outcome {
         match code {
             1 => Outcome::Stored(AgentHint {
@@ -205,73 +202,55 @@ impl RecordStatement {
     }
 }
 
-/// The claims of a group: for each of its organizations, in order, how many decision seqs
-/// and event seqs it takes and the month of its latest decision
-/// (`clock::month_index`), which the claim marks unless it is known to be marked (`None`).
-pub(super) struct ClaimCall {
+/// The organizations of a group, each once in the group's order, and for each the month of
+/// its latest decision (`clock::month_index`) to mark with the first seq the group gives
+/// it, unless it is known to be marked (`None`).
+pub(super) struct GroupOrgs {
     pub(super) orgs: Vec<String>,
-    seqs: Vec<i64>,
-    events: Vec<i64>,
     months: Vec<Option<i64>>,
 }
 
-impl ClaimCall {
-    /// The claims of `present`, a group's decisions, each organization's together; the
-    /// months `marked` says are marked already are not marked again.
+impl GroupOrgs {
+    /// The organizations of `present`, a group's decisions, each organization's together;
+    /// the months `marked` says are marked already are not marked again.
     pub(super) fn of(present: &[&RecordStatement], marked: &MarkedMonths) -> Self {
-        let mut call = Self {
+        let mut group = Self {
             orgs: Vec::new(),
-            seqs: Vec::new(),
-            events: Vec::new(),
             months: Vec::new(),
         };
         for statement in present {
             let month = mandate_storage::clock::month_index(statement.created_ms());
-            if call.orgs.last().map(String::as_str) != Some(statement.org()) {
-                call.orgs.push(statement.org.clone());
-                call.seqs.push(0);
-                call.events.push(0);
-                call.months.push(Some(month));
+            if group.orgs.last().map(String::as_str) != Some(statement.org()) {
+                group.orgs.push(statement.org.clone());
+                group.months.push(Some(month));
             }
-            let last = call.orgs.len() - 1;
-            call.seqs[last] += 1;
-            call.events[last] += i64::from(statement.opens_review());
-            call.months[last] = call.months[last].max(Some(month));
+            let last = group.orgs.len() - 1;
+            group.months[last] = group.months[last].max(Some(month));
         }
-        for (org, month) in call.orgs.iter().zip(call.months.iter_mut()) {
+        for (org, month) in group.orgs.iter().zip(group.months.iter_mut()) {
             if month.is_some_and(|m| marked.has(org, m)) {
                 *month = None;
             }
         }
-        call
+        group
     }
 
-    /// Notes, once its claim is committed, the months it marked (or found marked).
-    pub(super) fn marked(&self, marked: &MarkedMonths) {
+    /// Notes, once the group is committed, the months it marked (or found marked) for the
+    /// organizations that stored a decision (`stored`): one that stored none marked nothing.
+    pub(super) fn marked(&self, marked: &MarkedMonths, stored: impl Fn(&str) -> bool) {
         for (org, month) in self.orgs.iter().zip(&self.months) {
-            if let Some(month) = month {
+            if let Some(month) = month
+                && stored(org)
+            {
                 marked.note(org, *month);
             }
         }
     }
-
-    /// [`CLAIM_CALL`]'s values for `writer`.
-    pub(super) fn values<'a>(&'a self, writer: &'a String) -> [&'a (dyn ToSql + Sync); 6] {
-        let first: &'a String = &self.orgs[0];
-        [
-            first,
-            writer,
-            &self.orgs,
-            &self.seqs,
-            &self.events,
-            &self.months,
-        ]
-    }
 }
 
 /// The months a writer knows to be marked in `decision_months`, by organization: a mark is
-/// never removed, and the first claim to name a month holds the lowest block of any that
-/// names it, so a later claim need not try to mark it again (one statement less an
+/// never removed, and the first group to name a month holds the lowest seqs of any that
+/// names it, so a later group need not try to mark it again (one statement less an
 /// organization a group). At most [`MarkedMonths::MOST`] are kept; past it they are
 /// forgotten (and marked again, which does nothing).
 #[derive(Debug, Default)]
@@ -298,16 +277,14 @@ impl MarkedMonths {
     }
 }
 
-/// The values of [`STORE_CALL`]: the group's claims, then each decision's values, one
-/// array a column, in the group's order.
-pub(super) struct StoreCall<'a> {
+/// The values of [`RECORD_CALL`]: the group's organizations, then each decision's values,
+/// one array a column, in the group's order.
+pub(super) struct RecordCall<'a> {
     first: &'a str,
-    writer: &'a str,
     unchecked: bool,
     at_once: bool,
-    claims: &'a [String],
-    firsts: Vec<i64>,
-    first_events: Vec<Option<i64>>,
+    orgs: &'a [String],
+    months: &'a [Option<i64>],
     agent_seq: Vec<i64>,
     version: Vec<i64>,
     mode: Vec<&'a str>,
@@ -327,27 +304,18 @@ pub(super) struct StoreCall<'a> {
     data: Vec<Option<&'a str>>,
 }
 
-impl<'a> StoreCall<'a> {
-    /// The call that stores `present` (in the group's order) for `writer`, with the claims
-    /// `claims` made, whose first seqs were `claimed` (decisions, events), in the same order;
-    /// `at_once`: with a statement a run of version moves and one for the rows (plain
-    /// PostgreSQL), not one a decision (Citus).
-    pub(super) fn of(
-        present: &[&'a RecordStatement],
-        writer: &'a str,
-        claims: &'a ClaimCall,
-        claimed: &[(i64, Option<i64>)],
-        at_once: bool,
-    ) -> Self {
+impl<'a> RecordCall<'a> {
+    /// The call that stores `present` (in the group's order), whose organizations are
+    /// `orgs`; `at_once`: with a statement for each kind of write of the whole group
+    /// (plain PostgreSQL), not one a decision or organization (Citus).
+    pub(super) fn of(present: &[&'a RecordStatement], orgs: &'a GroupOrgs, at_once: bool) -> Self {
         let n = present.len();
         let mut call = Self {
-            first: claims.orgs.first().map_or("", String::as_str),
-            writer,
+            first: orgs.orgs.first().map_or("", String::as_str),
             unchecked: planted_unchecked_version(),
             at_once,
-            claims: &claims.orgs,
-            firsts: claimed.iter().map(|c| c.0).collect(),
-            first_events: claimed.iter().map(|c| c.1).collect(),
+            orgs: &orgs.orgs,
+            months: &orgs.months,
             agent_seq: Vec::with_capacity(n),
             version: Vec::with_capacity(n),
             mode: Vec::with_capacity(n),
@@ -394,16 +362,14 @@ impl<'a> StoreCall<'a> {
         self.data.push(r.map(|r| r.data.as_str()));
     }
 
-    /// The values, in `mandate_store`'s order.
+    /// The values, in `mandate_record`'s order.
     pub(super) fn values(&self) -> Vec<&(dyn ToSql + Sync)> {
         let mut values: Vec<&(dyn ToSql + Sync)> = vec![
             &self.first,
-            &self.writer,
             &self.unchecked,
             &self.at_once,
-            &self.claims,
-            &self.firsts,
-            &self.first_events,
+            &self.orgs,
+            &self.months,
         ];
         // d_org, d_env, then the agent's key, the version read and the mode, then the
         // rest of the row.
@@ -431,19 +397,18 @@ impl<'a> StoreCall<'a> {
 
 #[cfg(test)]
 mod sql_tests {
-    use super::STORE_CALL;
+    use super::{RECORD_CALL, RECORD_CALL_CITUS};
 
-    /// The store call numbers its 48 parameters without a gap, as `mandate_store` takes
-    /// them.
+    /// The record calls number their 46 parameters without a gap, as `mandate_record` and
+    /// `mandate_record_citus` take them.
     #[test]
-    fn the_store_call_numbers_its_parameters_from_one_without_gaps() {
-        for n in 1..=48 {
-            let (comma, end) = (format!("${n},"), format!("${n})"));
-            assert!(
-                STORE_CALL.contains(&comma) || STORE_CALL.contains(&end),
-                "${n}"
-            );
+    fn the_record_calls_number_their_parameters_from_one_without_gaps() {
+        for call in [RECORD_CALL, RECORD_CALL_CITUS] {
+            for n in 1..=46 {
+                let (comma, end) = (format!("${n},"), format!("${n})"));
+                assert!(call.contains(&comma) || call.contains(&end), "${n}");
+            }
+            assert!(!call.contains("$47"));
         }
-        assert!(!STORE_CALL.contains("$49"));
     }
 }

@@ -5,25 +5,26 @@
 //! A few writers run side by side, each with a queue of its own; a decision goes to the
 //! writer of its organization (its id hashed). A writer sends each decision on to its lane:
 //! one lane a database node ([`Placement`]: on plain PostgreSQL the one, on Citus the worker
-//! that holds the organization), each a task with a queue and a name in `decision_claims`
-//! of its own. A lane's group holds the decisions of many organizations, all on its node,
-//! so that a group is a transaction on one node with a one-phase commit, and groups do not
-//! shrink as organizations multiply. The lanes of a writer commit side by side and never
+//! that holds the organization), each a task with a queue of its own. A lane's group holds
+//! the decisions of many organizations, all on its node, so that a group is a transaction on
+//! one node with a one-phase commit, and groups do not shrink as organizations multiply. The lanes of a writer commit side by side and never
 //! wait for one another: while one worker is lost or locked (a failover moving
 //! `pg_dist_node`), the lanes of the others go on, and only its organizations wait.
 //!
-//! A group is two calls (migration 0015): `mandate_claim` claims the seqs of each of its
-//! organizations in a short commit of its own that does not wait for its flush
-//! ([`claims`]), then `mandate_store` stores the group in one transaction and settles the
-//! claims (`record.rs`). Each is one round trip; on Citus each is a distributed function
-//! run whole on the worker of its first organization (its statements planned once a
-//! connection, on the local shards). A decision refused because its agent changed
-//! meanwhile refuses only itself. If the call fails, the whole group is rolled back and
-//! each of its decisions is stored again alone, so one bad decision never costs the others
-//! theirs. Each decision is answered after its group's commit (or its own).
+//! A group is one call, one round trip and one transaction (`mandate_record`, migration
+//! 0017, `record.rs`): it moves the versions of its decisions' agents, takes each
+//! organization's seqs from its counter row (held to the commit, so that an organization's
+//! decisions commit in the order of their seqs), and stores the group. On plain PostgreSQL
+//! each kind of write is one statement for the whole group; on Citus the function is
+//! distributed and run whole on the worker of the group's organizations. A decision refused
+//! because its agent changed meanwhile refuses only itself. If the call fails, the whole
+//! group is rolled back and each of its decisions is stored again alone, so one bad decision
+//! never costs the others theirs. Each decision is answered after its group's commit (or
+//! its own).
 //!
-//! Rows are locked in one order in every group of every process: organizations by id, an
-//! organization's agents by key, so two groups never wait on each other in a circle.
+//! Rows are locked in one order in every group of every process: first the agents'
+//! (organizations by id, an organization's agents by key), then the counters' (organizations
+//! by id), so two groups never wait on each other in a circle.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -35,10 +36,9 @@ use deadpool_postgres::Pool;
 use tokio::sync::{mpsc, oneshot};
 
 use super::Result;
-use super::claims;
 use super::gather::Gather;
 use super::record::{
-    CLAIM_CALL, ClaimCall, MarkedMonths, Outcome, RecordStatement, STORE_CALL, StoreCall,
+    GroupOrgs, MarkedMonths, Outcome, RECORD_CALL, RECORD_CALL_CITUS, RecordCall, RecordStatement,
 };
 use mandate_storage::StorageError;
 use mandate_storage::deciding::{NewDecision, Recorded};
@@ -51,10 +51,12 @@ pub const MAX_GROUP: usize = 128;
 /// long; until then they still succeed, as transactions on two workers.
 const PLACEMENT_TTL: Duration = Duration::from_secs(10);
 
-/// A decision waiting for its group, with where to answer.
+/// A decision waiting for its group, with where to answer and, on Citus, the shard of its
+/// organization (0 until its writer learns it, and on plain PostgreSQL).
 struct Job {
     new: NewDecision,
     reply: oneshot::Sender<Result<Recorded>>,
+    shard: i64,
 }
 
 /// The writers: each a task with its queue.
@@ -67,17 +69,11 @@ impl Writers {
     /// runtime, taking connections from `pool` and waiting up to `gather` for a fuller group
     /// ([`Gather`]); they end when this is dropped.
     pub(crate) fn start(pool: &Pool, count: usize, gather: Duration) -> Self {
-        // Each lane's name in `decision_claims`: random for this process, so that no two
-        // processes share a claim row, then the writer's number and the lane's node.
-        let mut process = [0u8; 8];
-        mandate_storage::clock::fill_id_random(&mut process);
-        let process: String = process.iter().map(|b| format!("{b:02x}")).collect();
         let queues = (0..count.max(1))
-            .map(|n| {
+            .map(|_| {
                 let (send, receive) = mpsc::unbounded_channel();
                 let router = Router {
                     pool: pool.clone(),
-                    name: format!("{process}-{n}"),
                     placement: Arc::default(),
                     gather,
                     lanes: HashMap::new(),
@@ -101,7 +97,11 @@ impl Writers {
         new.org.hash(&mut hasher);
         let n = usize::try_from(hasher.finish() % self.queues.len() as u64).unwrap_or(0);
         let queued = self.queues[n]
-            .send(Job { new, reply })
+            .send(Job {
+                new,
+                reply,
+                shard: 0,
+            })
             .map_err(|_| StorageError::Task("the decision writer has stopped".into()));
         async move {
             queued?;
@@ -112,21 +112,19 @@ impl Writers {
     }
 }
 
-/// One writer: its connections, its name, where its database keeps each organization
+/// One writer: its connections, where its database keeps each organization
 /// (found at its first decision), how its lanes take their groups, and its lanes by node.
 struct Router {
     pool: Pool,
-    name: String,
     placement: Arc<tokio::sync::OnceCell<Placement>>,
     gather: Duration,
     lanes: HashMap<i64, mpsc::UnboundedSender<Job>>,
 }
 
-/// One lane of a writer: its connections, its name in `decision_claims`, its writer's
-/// placement, and the months it knows are marked.
+/// One lane of a writer: its connections, its writer's placement, and the months it knows
+/// are marked.
 struct Writer {
     pool: Pool,
-    name: String,
     placement: Arc<tokio::sync::OnceCell<Placement>>,
     marked: MarkedMonths,
 }
@@ -141,16 +139,25 @@ const UNKNOWN_NODE: i64 = -1;
 enum Placement {
     /// Plain PostgreSQL: every organization on the one node.
     One,
-    /// Citus: the node group of each organization seen, and when it was learned.
-    Citus(std::sync::Mutex<HashMap<Arc<str>, (i32, Instant)>>),
+    /// Citus: the node group and the `environments` shard of each organization seen, and
+    /// when they were learned.
+    Citus(std::sync::Mutex<HashMap<Arc<str>, (Where, Instant)>>),
 }
 
-/// The node group of each of `orgs` on Citus (its shard of `environments`' placement), in
-/// order.
-const PLACEMENTS: &str = "SELECT o, (SELECT p.groupid FROM pg_dist_placement p
-        WHERE p.shardid = get_shard_id_for_distribution_column('environments', o)
-        ORDER BY p.groupid LIMIT 1)
-    FROM unnest($1::TEXT[]) WITH ORDINALITY AS t (o, n) ORDER BY n";
+/// Where an organization's rows are: its node (the node group on Citus, 0 on plain
+/// PostgreSQL) and its shard of `environments` (0 on plain PostgreSQL).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Where {
+    node: i64,
+    shard: i64,
+}
+
+/// The node group and the `environments` shard of each of `orgs` on Citus, in order.
+const PLACEMENTS: &str = "SELECT o, s, (SELECT p.groupid FROM pg_dist_placement p
+        WHERE p.shardid = s ORDER BY p.groupid LIMIT 1)
+    FROM unnest($1::TEXT[]) WITH ORDINALITY AS t (o, n),
+         LATERAL get_shard_id_for_distribution_column('environments', o) AS s
+    ORDER BY n";
 
 impl Placement {
     /// The placement of the database `c` is connected to: [`Placement::Citus`] where the
@@ -170,20 +177,20 @@ impl Placement {
         })
     }
 
-    /// The node group of each of `orgs`, in order (0 for every one on plain PostgreSQL),
-    /// asking the database for those not known or known too long ago. When it cannot say,
-    /// each organization is taken for a node of its own: groups then hold one
+    /// Where each of `orgs` is, in order (node and shard 0 for every one on plain
+    /// PostgreSQL), asking the database for those not known or known too long ago. When it
+    /// cannot say, each organization is taken for a node of its own: groups then hold one
     /// organization, which is always right.
-    async fn nodes(&self, c: &tokio_postgres::Client, orgs: &[Arc<str>]) -> Vec<i64> {
+    async fn nodes(&self, c: &tokio_postgres::Client, orgs: &[Arc<str>]) -> Vec<Where> {
         let Self::Citus(known) = self else {
-            return vec![0; orgs.len()];
+            return vec![Where { node: 0, shard: 0 }; orgs.len()];
         };
         let now = Instant::now();
-        let lookup = |known: &HashMap<Arc<str>, (i32, Instant)>, org: &Arc<str>| {
+        let lookup = |known: &HashMap<Arc<str>, (Where, Instant)>, org: &Arc<str>| {
             known
                 .get(org)
                 .filter(|(_, at)| now.duration_since(*at) < PLACEMENT_TTL)
-                .map(|(group, _)| *group)
+                .map(|(place, _)| *place)
         };
         let missing: Vec<&str> = {
             let known = known.lock().unwrap_or_else(|p| p.into_inner());
@@ -200,8 +207,12 @@ impl Placement {
                 Ok(rows) => {
                     let mut known = known.lock().unwrap_or_else(|p| p.into_inner());
                     for row in rows {
-                        if let Some(group) = row.get::<_, Option<i32>>(1) {
-                            known.insert(Arc::from(row.get::<_, &str>(0)), (group, now));
+                        if let Some(group) = row.get::<_, Option<i32>>(2) {
+                            let place = Where {
+                                node: i64::from(group),
+                                shard: row.get(1),
+                            };
+                            known.insert(Arc::from(row.get::<_, &str>(0)), (place, now));
                         }
                     }
                 }
@@ -212,7 +223,10 @@ impl Placement {
         orgs.iter()
             .enumerate()
             .map(|(i, org)| {
-                lookup(&known, org).map_or(-1 - i64::try_from(i).unwrap_or(0), i64::from)
+                lookup(&known, org).unwrap_or(Where {
+                    node: -1 - i64::try_from(i).unwrap_or(0),
+                    shard: 0,
+                })
             })
             .collect()
     }
@@ -230,14 +244,18 @@ async fn route(mut router: Router, mut queue: mpsc::UnboundedReceiver<Job>) {
                 Err(_) => break,
             }
         }
-        let nodes = nodes(&router, &jobs).await;
-        for (job, node) in jobs.into_iter().zip(nodes) {
-            let node = if node < 0 { UNKNOWN_NODE } else { node };
+        let places = nodes(&router, &jobs).await;
+        for (mut job, place) in jobs.into_iter().zip(places) {
+            let node = if place.node < 0 {
+                UNKNOWN_NODE
+            } else {
+                place.node
+            };
+            job.shard = place.shard;
             let lane = router.lanes.entry(node).or_insert_with(|| {
                 let (send, receive) = mpsc::unbounded_channel();
                 let lane = Writer {
                     pool: router.pool.clone(),
-                    name: format!("{}-{node}", router.name),
                     placement: Arc::clone(&router.placement),
                     marked: MarkedMonths::default(),
                 };
@@ -250,15 +268,19 @@ async fn route(mut router: Router, mut queue: mpsc::UnboundedReceiver<Job>) {
     }
 }
 
-/// The node of each of `jobs`: 0 on plain PostgreSQL; on Citus the worker's group, or a
-/// negative number where it is not known.
-async fn nodes(router: &Router, jobs: &[Job]) -> Vec<i64> {
+/// Where each of `jobs` is: node 0 on plain PostgreSQL; on Citus the worker's group, or a
+/// negative number where it is not known, and the shard.
+async fn nodes(router: &Router, jobs: &[Job]) -> Vec<Where> {
     let orgs: Vec<Arc<str>> = jobs.iter().map(|job| Arc::clone(&job.new.org)).collect();
+    let unknown = Where {
+        node: UNKNOWN_NODE,
+        shard: 0,
+    };
     match router.placement.get() {
-        Some(Placement::One) => vec![0; orgs.len()],
+        Some(Placement::One) => vec![Where { node: 0, shard: 0 }; orgs.len()],
         _ => match placement(router).await {
             Some((placement, c)) => placement.nodes(&c, &orgs).await,
-            None => vec![UNKNOWN_NODE; orgs.len()],
+            None => vec![unknown; orgs.len()],
         },
     }
 }
@@ -284,12 +306,14 @@ async fn run(
     }
 }
 
-/// `jobs` in the order of their organizations' ids, then of their agents' keys: rows are
-/// locked in that order in every group of every process, so two groups waiting on each
-/// other (a deadlock, broken by the database only after a second) cannot happen. One
-/// group, or with `by_org` one group an organization.
+/// `jobs` in the order of their organizations' shards (on Citus), then of their ids, then
+/// of their agents' keys: rows are locked in that order in every group of every process,
+/// so two groups waiting on each other (a deadlock, broken by the database only after a
+/// second) cannot happen. One group, or with `by_org` one group an organization.
 fn in_lock_order(mut jobs: Vec<Job>, by_org: bool) -> Vec<Vec<Job>> {
-    jobs.sort_by(|a, b| (&a.new.org, a.new.hint.seq).cmp(&(&b.new.org, b.new.hint.seq)));
+    jobs.sort_by(|a, b| {
+        (a.shard, &a.new.org, a.new.hint.seq).cmp(&(b.shard, &b.new.org, b.new.hint.seq))
+    });
     if !by_org {
         return vec![jobs];
     }
@@ -377,10 +401,8 @@ async fn alone(writer: &Writer, new: &NewDecision) -> Result<Outcome> {
 }
 
 /// Stores a group (its decisions in the order of their organizations, then of their agents'
-/// keys) on one connection, in two calls: its claims ([`CLAIM_CALL`], committed without
-/// waiting for the flush), then the group itself ([`STORE_CALL`], one transaction that
-/// settles the claims). A failed store clears the claims, so that readers need not wait
-/// for them to be swept.
+/// keys) on one connection, in one call ([`RECORD_CALL`]): one transaction that takes each
+/// organization's seqs, holds its counter rows to the commit, and stores the group.
 async fn try_group(
     writer: &Writer,
     news: &[&NewDecision],
@@ -401,42 +423,29 @@ async fn try_group(
     // commit's answer (the database's flush of its WAL included).
     metrics::histogram!(mandate_storage::WRITER_GROUP).record(present.len() as f64);
     let committing = std::time::Instant::now();
-    let claims = ClaimCall::of(&present, &writer.marked);
-    let claim = c
-        .prepare_cached(CLAIM_CALL)
+    let orgs = GroupOrgs::of(&present, &writer.marked);
+    let at_once = matches!(writer.placement.get(), Some(Placement::One));
+    let call = RecordCall::of(&present, &orgs, at_once);
+    let record = c
+        .prepare_cached(if at_once {
+            RECORD_CALL
+        } else {
+            RECORD_CALL_CITUS
+        })
         .await
         .map_err(|e| Retry::Fail(crate::pg_error(e)))?;
-    let claimed: Vec<(i64, Option<i64>)> = c
-        .query(&claim, &claims.values(&writer.name))
+    let codes: Vec<i32> = c
+        .query_one(&record, &call.values())
         .await
         .map_err(retry)?
-        .iter()
-        .map(|row| (row.get(0), row.get(1)))
-        .collect();
-    if claimed.len() != claims.orgs.len() {
-        return Err(Retry::Fail(StorageError::Backend(format!(
-            "the claim of {} organizations answered {} rows",
-            claims.orgs.len(),
-            claimed.len()
-        ))));
-    }
-    claims.marked(&writer.marked);
-    let at_once = matches!(writer.placement.get(), Some(Placement::One));
-    let call = StoreCall::of(&present, &writer.name, &claims, &claimed, at_once);
-    let stored = match c.prepare_cached(STORE_CALL).await {
-        Ok(store) => c.query_one(&store, &call.values()).await,
-        Err(e) => Err(e),
-    };
-    let codes: Vec<i32> = match stored {
-        Ok(row) => row.get(0),
-        Err(e) => {
-            for org in &claims.orgs {
-                claims::clear(&c, org, &writer.name).await;
-            }
-            return Err(retry(e));
-        }
-    };
+        .get(0);
     metrics::histogram!("mandate_writer_commit_seconds").record(committing.elapsed().as_secs_f64());
+    orgs.marked(&writer.marked, |org| {
+        present
+            .iter()
+            .zip(&codes)
+            .any(|(statement, code)| *code == 1 && statement.org() == org)
+    });
     let mut codes = codes.into_iter();
     Ok(statements
         .iter()

@@ -225,6 +225,16 @@ impl CitusDb {
         .await
     }
 
+    /// The statements the workers planned and executed on one shard through Citus in this
+    /// database since they started (Citus's `query_execution_single_shard` there, summed):
+    /// each statement of a distributed table run on a worker, locally or routed on; what a
+    /// worker runs on its shard tables directly, or is sent by another node as a shard's
+    /// statement, does not count.
+    pub async fn workers_single_shard_queries(&self) -> i64 {
+        let urls: Vec<String> = self.workers().iter().map(|w| self.worker_url(w)).collect();
+        self.counter("query_execution_single_shard", &urls).await
+    }
+
     /// Citus's counter `column` in this database, summed over the nodes `urls`. Citus sums
     /// its backends' slots and the saved counts of exited ones, and may count a backend that
     /// exits meanwhile twice or not at all ("the next call ... will see the correct values",

@@ -307,14 +307,14 @@ async fn decisions_of_many_organizations_on_two_processes_make_no_two_phase_comm
     assert_eq!(stored, 6 * 12);
 }
 
-/// A group's writes reach the organization's worker as two calls, each delegated whole by
-/// the coordinator to that worker (migration 0015's distributed functions): with the
-/// process on the coordinator, each decision stored alone (a group of one, under an
-/// Idempotency-Key or not) is two statements the coordinator sends to a worker, its claim
-/// and its store, where the statements of the build before were six or more (the claim,
-/// the month's mark, the version move, the decision's row, the claim settled, ...).
+/// A group's writes reach the organization's worker as one call, delegated whole by the
+/// coordinator to that worker (migration 0017's distributed function): with the process on
+/// the coordinator, each decision stored alone (a group of one, under an Idempotency-Key or
+/// not) is one statement the coordinator sends to a worker, where the build before sent
+/// two (its claim, then its store) and the one before that six or more (the claim, the
+/// month's mark, the version move, the decision's row, the claim settled, ...).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_group_reaches_its_worker_as_two_delegated_calls() {
+async fn a_group_reaches_its_worker_as_one_delegated_call() {
     let Some(db) = database(Share::WithOthers).await else {
         return;
     };
@@ -334,11 +334,11 @@ async fn a_group_reaches_its_worker_as_two_delegated_calls() {
     }
     assert_eq!(verdicts, ["allow"; 6]);
     let sent = db.coordinator_single_shard_queries().await - before;
-    // Each decision: its claim and its store; the three under an Idempotency-Key, the key's
-    // claim too (the route's statement, before the decision is made).
+    // Each decision: its one call; the three under an Idempotency-Key, the key's claim too
+    // (the route's statement, before the decision is made).
     assert_eq!(
         sent,
-        6 * 2 + 3,
+        6 + 3,
         "statements sent to the workers for 6 decisions"
     );
     let c = db.connect().await;
@@ -350,52 +350,146 @@ async fn a_group_reaches_its_worker_as_two_delegated_calls() {
     assert_eq!(stored, 7);
 }
 
-/// The writers' functions plan each statement afresh on every call, on every node: called
+/// On the worker, a group's statements run on the shard tables of its organizations, as
+/// PostgreSQL's own statements (the Citus step's function of each shard), not through
+/// Citus: six decisions (three under an Idempotency-Key) make no statement the workers plan
+/// through Citus, where the routed statements made two or more a decision. An organization
+/// isolated to a shard of its own since the step ran is served through Citus (its
+/// decisions all stored, none lost), and through its new shard's function once `migrate`
+/// ran again. Its seqs stay dense throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_groups_statements_run_on_its_shards_and_through_citus_only_after_a_split() {
+    let Some(db) = database(Share::WithOthers).await else {
+        return;
+    };
+    let p = Process::new(&db).await;
+    let org = onboard(&p.store, "shards", 222);
+    let (org, agent, ..) = tenant(&p.store, org, 52).await;
+    // The agent's state is read and kept by the first decision; the mode is read once.
+    let first = p.decide(&org, &agent, "10", None).await;
+    assert_eq!(first["verdict"], "allow", "{first}");
+    let (mode, _) = p.store.mode(&org, Env::Sandbox).await.unwrap();
+    let six = |round: &'static str| {
+        let (p, org, agent) = (&p, &org, &agent);
+        async move {
+            for i in 0..6 {
+                let key = (i % 2 == 0).then(|| format!("k-{round}-{i}"));
+                // An allow, or past the mandate's velocity a denial: a decision stored either way.
+                let answer = p.decide_in(mode, org, agent, "10", key).await;
+                assert!(answer["id"].is_string(), "{answer}");
+            }
+        }
+    };
+    let before = db.workers_single_shard_queries().await;
+    six("fast").await;
+    let fast = db.workers_single_shard_queries().await - before;
+    assert_eq!(
+        fast, 0,
+        "statements the workers ran through Citus for 6 decisions"
+    );
+
+    // The organization on a shard of its own: no function was written for it.
+    let c = db.connect().await;
+    c.batch_execute(&format!(
+        "SELECT isolate_tenant_to_new_shard('environments', '{org}', 'CASCADE',
+             shard_transfer_mode => 'block_writes')"
+    ))
+    .await
+    .unwrap();
+    let before = db.workers_single_shard_queries().await;
+    six("routed").await;
+    let routed = db.workers_single_shard_queries().await - before;
+    assert!(
+        routed >= 6 * 2,
+        "only {routed} statements through Citus for 6 decisions after the split"
+    );
+
+    // `migrate` again writes the new shard's function.
+    drop(open(&db).await);
+    let before = db.workers_single_shard_queries().await;
+    six("migrated").await;
+    let again = db.workers_single_shard_queries().await - before;
+    assert_eq!(again, 0, "statements through Citus after migrating again");
+
+    let seqs: Vec<i64> = c
+        .query(
+            "SELECT seq FROM decisions WHERE org_id = $1 ORDER BY seq",
+            &[&org],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(seqs, (1..=19).collect::<Vec<i64>>());
+}
+
+/// The writers' function plans each statement afresh on every call, on every node: called
 /// 1,500 times on one connection to the worker that holds the organization (as a process
-/// connected to that worker calls them), `mandate_claim` leaves the connection's memory
+/// connected to that worker calls it), `mandate_record` leaves the connection's memory
 /// where it was. Under a generic plan, Citus 13.2 keeps one more copy of a statement's local
 /// shard plan on every execution whose organization is a parameter, and a writer's
 /// connection grew without end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn the_writers_functions_do_not_grow_a_workers_connection() {
+async fn the_writers_function_does_not_grow_a_workers_connection() {
     let Some(db) = database(Share::WithOthers).await else {
         return;
     };
     let p = Process::new(&db).await;
     let org = onboard(&p.store, "kept", 221);
+    let (org, agent, ..) = tenant(&p.store, org, 51).await;
     let worker = db.worker_of("environments", &org).await;
     let c = crate::citus::connect(&db.worker_url(&worker))
         .await
         .unwrap();
+    let agent_seq: i64 = c
+        .query_one(
+            "SELECT seq FROM agents WHERE org_id = $1 AND id = $2",
+            &[&org, &agent],
+        )
+        .await
+        .unwrap()
+        .get(0);
     let used = "SELECT SUM(total_bytes)::BIGINT FROM pg_backend_memory_contexts";
-    let claim = c
-        .prepare("SELECT claimed_seq FROM mandate_claim($1, $2, $3, $4, $5, $6)")
+    // One decision a call, stored whatever the agent's version (the planted switch), as the
+    // writers store a group of one: its version move, its seq, its month, its row.
+    let record = c
+        .prepare(
+            "SELECT mandate_record($1, true, false, ARRAY[$1], ARRAY[24322::BIGINT],
+                ARRAY[$1], ARRAY['sandbox'], ARRAY[$3::BIGINT], ARRAY[0::BIGINT],
+                ARRAY['enforce'], ARRAY[$2], ARRAY[$4], ARRAY[NULL::TEXT], ARRAY['allow'],
+                ARRAY['allow'], ARRAY[NULL::TEXT], ARRAY['1.00'], ARRAY['USD'],
+                ARRAY['vendor:x'], ARRAY['software'], ARRAY['n_' || $2], ARRAY['pol'],
+                ARRAY['iss'], ARRAY[0::BIGINT], ARRAY[300::BIGINT], ARRAY[0::BIGINT],
+                ARRAY[NULL::TEXT], ARRAY[NULL::TEXT], ARRAY[true], ARRAY[NULL::TEXT],
+                ARRAY[NULL::BYTEA], ARRAY[NULL::TEXT], ARRAY[NULL::BYTEA],
+                ARRAY[NULL::BYTEA], ARRAY[NULL::TEXT], ARRAY[NULL::BYTEA], ARRAY[NULL::INT],
+                ARRAY[NULL::BYTEA], ARRAY[NULL::TEXT], ARRAY[NULL::TEXT], ARRAY[NULL::TEXT],
+                ARRAY[NULL::TEXT], ARRAY[NULL::BIGINT], ARRAY[NULL::BIGINT], ARRAY[NULL::TEXT],
+                ARRAY[NULL::TEXT])",
+        )
         .await
         .unwrap();
-    let call = |n: i64| {
-        let (c, claim, org) = (&c, &claim, org.clone());
+    let mut n = 0;
+    let mut call = || {
+        n += 1;
+        let (c, record, org, agent) = (&c, &record, org.clone(), agent.clone());
+        let id = format!("dec_memory{n:06}");
         async move {
-            let orgs = vec![org.clone()];
             let row = c
-                .query_one(
-                    claim,
-                    &[&org, &"kept-0", &orgs, &vec![1i64], &vec![0i64], &vec![n]],
-                )
+                .query_one(record, &[&org, &id, &agent_seq, &agent])
                 .await
                 .unwrap();
-            row.get::<_, i64>(0)
+            row.get::<_, Vec<i32>>(0)
         }
     };
     // Past PostgreSQL's five custom plans, when a generic one may be chosen.
     for _ in 0..10 {
-        call(24_322).await;
+        assert_eq!(call().await, vec![1]);
     }
     let before: i64 = c.query_one(used, &[]).await.unwrap().get(0);
-    let mut last = 0;
     for _ in 0..1_500 {
-        let first = call(24_322).await;
-        assert!(first > last, "each claim takes the next seq");
-        last = first;
+        assert_eq!(call().await, vec![1], "each call stores its decision");
     }
     let after: i64 = c.query_one(used, &[]).await.unwrap().get(0);
     assert!(
@@ -403,6 +497,15 @@ async fn the_writers_functions_do_not_grow_a_workers_connection() {
         "the connection grew by {} bytes in 1,500 calls",
         after - before
     );
+    let stored: i64 = c
+        .query_one(
+            "SELECT COUNT(*) FROM decisions WHERE org_id = $1 AND id LIKE 'dec_memory%'",
+            &[&org],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(stored, 1_510);
 }
 
 /// The writes outside the decision path that append an event, each router-only like a

@@ -313,9 +313,10 @@ async fn a_database_distributed_before_migration_14_takes_it_with_its_decisions(
         "CREATE INDEX decisions_by_env ON decisions (org_id, env, seq)".to_owned(),
         "CREATE INDEX decisions_by_agent_time ON decisions (org_id, agent_seq, created_ms)"
             .to_owned(),
-        // Nor the writers' functions of migration 15, nor the AP2 columns of 16.
+        // Nor the writers' functions of migrations 15 and 17, nor the AP2 columns of 16.
         "DROP FUNCTION mandate_claim".to_owned(),
         "DROP FUNCTION mandate_store".to_owned(),
+        "DROP FUNCTION mandate_record".to_owned(),
         "ALTER TABLE mandates DROP COLUMN ap2_consent, DROP COLUMN ap2_spent".to_owned(),
         "DELETE FROM schema_migrations WHERE version >= 14".to_owned(),
         format!(

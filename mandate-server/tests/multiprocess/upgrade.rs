@@ -1,9 +1,11 @@
 //! The upgrade from the previous release to this one in place, on PostgreSQL and on Citus.
-//! The previous release left a database at schema migration 14; this one adds the decision
-//! writers' two functions (migration 15, and on Citus their distribution). A database with
-//! decisions of several months, made by servers of this build on a manual clock, is taken
-//! back to what the previous release left (no functions, migration 14 recorded); a server
-//! of this build migrates it and decides on. Nothing is lost, every token answered before
+//! The previous release left a database at schema migration 16, its writers storing a group
+//! in two calls (migration 15's functions) and leaving their rows in `decision_claims`; this
+//! one stores a group in one call (migration 17, and on Citus its distribution). A database
+//! with decisions of several months, made by servers of this build on a manual clock, is
+//! taken back to what the previous release left (no `mandate_record`, migration 16 the
+//! last recorded, a writer's settled claim row); a server of this build migrates it and
+//! decides on. Nothing is lost, every token answered before
 //! verifies against the JWK Set and is served byte for byte, and an export that followed
 //! the log continues with exactly the new decisions.
 
@@ -75,9 +77,10 @@ async fn a_database_of_the_previous_release_upgrades_in_place(backend: Backend) 
     // The database as the previous release left it.
     let db = deployment.db.connect().await;
     for statement in [
-        "DROP FUNCTION mandate_claim",
-        "DROP FUNCTION mandate_store",
-        "DELETE FROM schema_migrations WHERE version = 15",
+        "DROP FUNCTION mandate_record",
+        "DELETE FROM schema_migrations WHERE version = 17",
+        "INSERT INTO decision_claims (org_id, writer, first_seq, first_event, claimed_at)
+         SELECT org_id, 'previous-0', NULL, NULL, now() FROM environments LIMIT 1",
     ] {
         db.batch_execute(statement)
             .await
@@ -88,7 +91,7 @@ async fn a_database_of_the_previous_release_upgrades_in_place(backend: Backend) 
     let api = format!("http://{}", second.api_addr);
     let again: i64 = db
         .query_one(
-            "SELECT COUNT(*) FROM schema_migrations WHERE version = 15",
+            "SELECT COUNT(*) FROM schema_migrations WHERE version = 17",
             &[],
         )
         .await
@@ -99,14 +102,14 @@ async fn a_database_of_the_previous_release_upgrades_in_place(backend: Backend) 
         let distributed: i64 = db
             .query_one(
                 "SELECT COUNT(*) FROM pg_dist_object o JOIN pg_proc p ON p.oid = o.objid
-                 WHERE p.proname IN ('mandate_claim', 'mandate_store')
+                 WHERE p.proname IN ('mandate_claim', 'mandate_store', 'mandate_record')
                    AND o.distribution_argument_index = 0",
                 &[],
             )
             .await
             .unwrap()
             .get(0);
-        assert_eq!(distributed, 2, "the writers' functions distributed");
+        assert_eq!(distributed, 3, "the writers' functions distributed");
     }
     let mut new = Vec::new();
     for amount in ["10", "20", "60"] {

@@ -1,6 +1,7 @@
 //! The PostgreSQL engine's decision writers against a real database: a group's failing
-//! decision costs the others nothing, seq claims hold readers below them, and a decision
-//! stored outside the groups holds the watermark until it commits.
+//! decision costs the others nothing, a claim of a process of the previous release holds
+//! readers below it, and a decision stored outside the groups holds the watermark, and the
+//! groups, until it commits.
 
 use super::*;
 
@@ -90,12 +91,13 @@ pub(super) fn opening_review(
 }
 
 /// A claim of `seqs` decision seqs and `events` event seqs in org_1 by writer `dead-0` of a
-/// process that then died: the first of each (of the event seqs, when any are claimed).
+/// process of the previous release that then died (migration 0015's `mandate_claim`): the
+/// first of each (of the event seqs, when any are claimed).
 async fn dead_claim(store: &PostgresStore, seqs: i64, events: i64) -> (i64, Option<i64>) {
     let c = store.pool().get().await.unwrap();
     let row = c
         .query_one(
-            crate::record::CLAIM_CALL,
+            "SELECT claimed_seq, claimed_event FROM mandate_claim($1, $2, $3, $4, $5, $6)",
             &[
                 &"org_1",
                 &"dead-0",
@@ -159,21 +161,22 @@ async fn a_failing_decision_costs_the_others_of_its_group_nothing() {
         db.number("SELECT COALESCE(SUM(version), 0)::BIGINT FROM agents"),
         2
     );
-    // A decision that fails alone, with nothing after it, leaves no claim open either:
-    // every claim of a rolled-back group is cleared, so readers are not held below it.
+    // A decision that fails alone, with nothing after it, leaves no gap and holds readers up
+    // in nothing: its group's counter move was rolled back with the rest.
     let again = writers.record(new("dec_1", "agt_two", 0)).await;
     assert!(matches!(again, Err(StorageError::Backend(_))), "{again:?}");
-    assert_eq!(
-        db.number("SELECT COUNT(*) FROM decision_claims WHERE first_seq IS NOT NULL"),
-        0
-    );
     let stored = db.number("SELECT MAX(seq) FROM decisions");
-    assert!(store.settled_decision_seq("org_1").await.unwrap() >= stored);
+    assert_eq!(
+        db.number("SELECT value FROM org_counters WHERE org_id = 'org_1' AND name = 'decisions'"),
+        stored
+    );
+    assert_eq!(store.settled_decision_seq("org_1").await.unwrap(), stored);
 }
 
-/// The watermark readers stop at stays below a claim still open, even with decisions above
-/// it committed; a claim left open by a process that died is swept after a while and the
-/// watermark goes on; a group whose claim was swept cannot insert its decisions.
+/// During a rolling upgrade: the watermark readers stop at stays below a claim of a process
+/// of the previous release still open, even with this release's decisions above it
+/// committed; a claim left open by a process that died is swept after a while and the
+/// watermark goes on.
 #[tokio::test]
 async fn readers_stop_below_an_open_claim_and_a_dead_processs_claim_is_swept() {
     use mandate_storage::deciding::Recorded;
@@ -211,40 +214,11 @@ async fn readers_stop_below_an_open_claim_and_a_dead_processs_claim_is_swept() {
         db.number("SELECT COUNT(*) FROM decision_claims WHERE writer = 'dead-0'"),
         0
     );
-    // Had that process been alive, its group's store would find no claim and fail (the
-    // transaction rolled back, its decisions stored again alone): nothing lands at or below
-    // the watermark after readers passed it.
-    use crate::record::{ClaimCall, RecordStatement, STORE_CALL, StoreCall};
-    let c = store.pool().get().await.unwrap();
-    let version = db.number("SELECT version FROM agents WHERE id = 'agt_buyer'");
-    let late =
-        RecordStatement::of(&new_decision("dec_late", "agt_buyer", agent_seq, version)).unwrap();
-    let claims = ClaimCall::of(&[&late], &Default::default());
-    let writer = "dead-0".to_owned();
-    let call = StoreCall::of(&[&late], &writer, &claims, &[(claimed, None)], true);
-    let refused = c
-        .query_one(STORE_CALL, &call.values())
-        .await
-        .expect_err("a group whose claim was swept commits nothing");
-    assert_eq!(
-        refused.code().map(tokio_postgres::error::SqlState::code),
-        Some("MD001"),
-        "{refused:?}"
-    );
-    assert_eq!(
-        db.number("SELECT COUNT(*) FROM decisions WHERE id = 'dec_late'"),
-        0
-    );
-    assert_eq!(
-        db.number("SELECT version FROM agents WHERE id = 'agt_buyer'"),
-        version,
-        "the agent's version move was rolled back with the rest"
-    );
 }
 
 /// A decision inserted outside the writers' groups (an approved review's) takes its seq from
 /// the counter row in its own transaction: until that commits, the watermark stays below it
-/// and a writer's claim waits, so the decision can never land behind what readers have read.
+/// and a writer's group waits, so the decision can never land behind what readers have read.
 #[tokio::test]
 async fn a_decision_inserted_in_its_own_transaction_holds_the_watermark_until_it_commits() {
     use mandate_storage::deciding::Recorded;
@@ -267,8 +241,8 @@ async fn a_decision_inserted_in_its_own_transaction_holds_the_watermark_until_it
     .await
     .unwrap();
     assert_eq!(store.settled_decision_seq("org_1").await.unwrap(), 1);
-    // A writer's group meanwhile: its claim waits for the counter row, so it cannot commit
-    // a seq above the approval's before the approval commits.
+    // A writer's group meanwhile: it waits for the counter row, so it cannot commit a seq
+    // above the approval's before the approval commits.
     let writers = one_writer(&store);
     let mut group =
         Box::pin(writers.record(new_decision("dec_grouped", "agt_buyer", agent_seq, 0)));
@@ -397,10 +371,10 @@ async fn a_decisions_leaf_hash_is_stored_with_its_row_for_the_log() {
     );
 }
 
-/// A group's review takes its event's seq from the group's claim, beside its decisions'
-/// (its transaction moves no counter row another process's group waits for); readers of
-/// the events stop below a claim of event seqs still open, as readers of the decisions do,
-/// and go on once a dead process's claim is swept.
+/// A group's review takes its event's seq in the group's own transaction, above a claim of
+/// event seqs of a process of the previous release; readers of the events stop below that
+/// claim while it is open, as readers of the decisions do, and go on once the dead
+/// process's claim is swept.
 #[tokio::test]
 async fn a_reviews_event_takes_a_claimed_seq_and_readers_stop_below_an_open_claim() {
     use mandate_storage::deciding::Recorded;
@@ -412,7 +386,7 @@ async fn a_reviews_event_takes_a_claimed_seq_and_readers_stop_below_an_open_clai
     // A writer of a process that then died claimed a decision seq and two event seqs.
     let (_, first_event) = dead_claim(&store, 1, 2).await;
     assert_eq!(first_event, Some(1));
-    // A live writer's decision opens a review: its event takes the next claimed seq.
+    // A live writer's decision opens a review: its event takes the next seq.
     let writers = one_writer(&store);
     let agent_seq = db.number("SELECT seq FROM agents WHERE id = 'agt_buyer'");
     let new = opening_review(new_decision("dec_live", "agt_buyer", agent_seq, 0));
@@ -424,12 +398,9 @@ async fn a_reviews_event_takes_a_claimed_seq_and_readers_stop_below_an_open_clai
         db.number("SELECT value FROM org_counters WHERE org_id = 'org_1' AND name = 'events'"),
         3
     );
-    // The live group settled its claim of event seqs with its decisions'.
+    // The live group claimed nothing ahead: it took its seqs in its transaction.
     assert_eq!(
-        db.number(
-            "SELECT COUNT(*) FROM decision_claims
-             WHERE writer <> 'dead-0' AND (first_event IS NOT NULL OR first_seq IS NOT NULL)"
-        ),
+        db.number("SELECT COUNT(*) FROM decision_claims WHERE writer <> 'dead-0'"),
         0
     );
     // Readers of the events stop below the open claim: seqs 1 and 2 might still commit.
@@ -456,15 +427,14 @@ async fn a_reviews_event_takes_a_claimed_seq_and_readers_stop_below_an_open_clai
 }
 
 /// An event appended outside the groups (a review resolved) holds the events counter row
-/// to its commit; a group opening a review waits for it in its claim, before its own
-/// transaction takes any agent's row, and its event lies above the other's.
+/// to its commit; a group opening a review waits for it, after its agents' rows (every
+/// transaction takes counter rows last), and its event lies above the other's.
 #[tokio::test]
-async fn a_group_waits_for_an_event_appended_outside_in_its_claim_not_holding_its_agents() {
+async fn a_group_opening_a_review_waits_for_an_event_appended_outside_and_lies_above_it() {
     use mandate_storage::deciding::Recorded;
 
-    let db = database!(
-        "a_group_waits_for_an_event_appended_outside_in_its_claim_not_holding_its_agents"
-    );
+    let db =
+        database!("a_group_opening_a_review_waits_for_an_event_appended_outside_and_lies_above_it");
     let store = open(&db).await;
     seed(&db);
     let appending = appending_outside(&store).await;
@@ -477,7 +447,8 @@ async fn a_group_waits_for_an_event_appended_outside_in_its_claim_not_holding_it
         !recording.is_finished(),
         "the group waits for the event's commit"
     );
-    // The group waits in its claim: the agent's row is not locked by it.
+    // The group waits for the counter with its agent's row taken: that order, agents then
+    // counters, is every transaction's.
     let other = store.pool().get().await.unwrap();
     other
         .execute(
@@ -485,7 +456,7 @@ async fn a_group_waits_for_an_event_appended_outside_in_its_claim_not_holding_it
             &[],
         )
         .await
-        .expect("the waiting group holds no agent's row");
+        .expect_err("the waiting group holds its agent's row");
     appending
         .execute(
             crate::record::EVENT,
@@ -513,7 +484,7 @@ async fn a_group_waits_for_an_event_appended_outside_in_its_claim_not_holding_it
     );
 }
 
-/// A group that opens no review claims no event seq: it is stored while an event appended
+/// A group that opens no review takes no event seq: it is stored while an event appended
 /// outside the groups holds the events counter, where one opening a review waits (above).
 #[tokio::test]
 async fn a_group_opening_no_review_does_not_wait_for_an_event_appended_outside() {
@@ -533,50 +504,68 @@ async fn a_group_opening_no_review_does_not_wait_for_an_event_appended_outside()
     appending.batch_execute("ROLLBACK").await.unwrap();
 }
 
-/// A writer opens its row of `decision_claims` once an organization, not before each claim.
-/// The row stays while it holds no claim, however long it is idle (readers' sweeps remove only
-/// stale open claims, and rows idle a day); a writer whose row went all the same opens it
-/// again and its group is stored.
+/// A group takes its organizations' seqs in its own transaction and holds their counter rows
+/// to its commit: another group of the same organization (another process's writer) waits
+/// for that commit and takes the seqs after it, readers' watermark stays at the committed
+/// counter meanwhile, and a group rolled back leaves no gap.
 #[tokio::test]
-async fn a_writers_claim_row_is_opened_once_and_again_when_it_went() {
+async fn a_group_holds_its_counters_to_its_commit_so_seqs_commit_in_order() {
+    use crate::record::{GroupOrgs, RECORD_CALL, RecordCall, RecordStatement};
     use mandate_storage::deciding::Recorded;
     use mandate_storage::decisions::DecisionStore;
 
-    let db = database!("a_writers_claim_row_is_opened_once_and_again_when_it_went");
+    let db = database!("a_group_holds_its_counters_to_its_commit_so_seqs_commit_in_order");
     let store = open(&db).await;
-    seed(&db);
+    seed_four_agents(&db);
+    let seq = |agent: &str| db.number(&format!("SELECT seq FROM agents WHERE id = '{agent}'"));
+    // One process's group, its transaction left open after the call.
+    let first =
+        RecordStatement::of(&new_decision("dec_first", "agt_two", seq("agt_two"), 0)).unwrap();
+    let orgs = GroupOrgs::of(&[&first], &Default::default());
+    let call = RecordCall::of(&[&first], &orgs, true);
+    let mut open_group = store.pool().get().await.unwrap();
+    let tx = open_group.transaction().await.unwrap();
+    let codes: Vec<i32> = tx
+        .query_one(RECORD_CALL, &call.values())
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(codes, vec![1]);
+    assert_eq!(store.settled_decision_seq("org_1").await.unwrap(), 1);
+    // Another process's group of the organization, for another agent: it waits.
     let writers = one_writer(&store);
-    let agent_seq = db.number("SELECT seq FROM agents WHERE id = 'agt_buyer'");
-    let version = |db: &TestDb| db.number("SELECT version FROM agents WHERE id = 'agt_buyer'");
-    let rows = |db: &TestDb| db.number("SELECT COUNT(*) FROM decision_claims");
-    for (n, id) in ["dec_a", "dec_b"].into_iter().enumerate() {
-        let stored = writers
-            .record(new_decision(id, "agt_buyer", agent_seq, version(&db)))
-            .await;
-        assert!(matches!(stored, Ok(Recorded::Stored(_))), "{n}: {stored:?}");
-    }
-    assert_eq!(rows(&db), 1);
-    // Idle past the sweep of stale claims: a row with no claim open stays.
-    db.execute("UPDATE decision_claims SET claimed_at = now() - INTERVAL '1 hour'");
-    store.settled_decision_seq("org_1").await.unwrap();
-    assert_eq!(rows(&db), 1, "a row with no claim open is not swept");
-    // Idle a day: swept; the writer opens it again with its next group.
-    db.execute("UPDATE decision_claims SET claimed_at = now() - INTERVAL '2 days'");
-    store.settled_decision_seq("org_1").await.unwrap();
-    assert_eq!(rows(&db), 0);
-    let stored = writers
-        .record(new_decision("dec_c", "agt_buyer", agent_seq, version(&db)))
-        .await;
-    assert!(matches!(stored, Ok(Recorded::Stored(_))), "{stored:?}");
-    assert_eq!(rows(&db), 1);
+    let mut second =
+        Box::pin(writers.record(new_decision("dec_second", "agt_three", seq("agt_three"), 0)));
+    let waited = tokio::time::timeout(std::time::Duration::from_millis(300), &mut second).await;
+    assert!(
+        waited.is_err(),
+        "the second group committed first: {waited:?}"
+    );
+    tx.commit().await.unwrap();
+    assert!(matches!(second.await, Ok(Recorded::Stored(_))));
     assert_eq!(
-        db.number("SELECT COUNT(*) FROM decisions WHERE id IN ('dec_a', 'dec_b', 'dec_c')"),
+        db.number("SELECT seq FROM decisions WHERE id = 'dec_first'"),
+        2
+    );
+    assert_eq!(
+        db.number("SELECT seq FROM decisions WHERE id = 'dec_second'"),
         3
     );
+    assert_eq!(store.settled_decision_seq("org_1").await.unwrap(), 3);
+    // A group rolled back moves no counter: the next decision takes the next seq.
+    let third =
+        RecordStatement::of(&new_decision("dec_third", "agt_four", seq("agt_four"), 0)).unwrap();
+    let orgs = GroupOrgs::of(&[&third], &Default::default());
+    let call = RecordCall::of(&[&third], &orgs, true);
+    let tx = open_group.transaction().await.unwrap();
+    tx.query_one(RECORD_CALL, &call.values()).await.unwrap();
+    tx.rollback().await.unwrap();
+    let fourth = writers
+        .record(new_decision("dec_fourth", "agt_four", seq("agt_four"), 0))
+        .await;
+    assert!(matches!(fourth, Ok(Recorded::Stored(_))), "{fourth:?}");
     assert_eq!(
-        db.number("SELECT COUNT(*) FROM decision_claims WHERE first_seq IS NOT NULL"),
-        0
+        db.number("SELECT seq FROM decisions WHERE id = 'dec_fourth'"),
+        4
     );
-    let stored = db.number("SELECT MAX(seq) FROM decisions");
-    assert!(store.settled_decision_seq("org_1").await.unwrap() >= stored);
 }
