@@ -55,7 +55,10 @@ CREATE FUNCTION mandate_record(
 RETURNS INT[]
 -- Rows are found through their keys only, one probe a row in the order given (a nested
 -- loop over the arrays), so that a statement locks its rows in that order, as every group
--- does, and costs a probe a row, not a scan.
+-- does, and costs a probe a row, not a scan. One plan a statement and connection, made at
+-- its first call: the plan is the same whatever the arrays hold, and PostgreSQL would
+-- otherwise plan the statements again on calls where it finds a custom plan cheaper.
+SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off
 SET enable_bitmapscan = off
 SET enable_mergejoin = off

@@ -178,13 +178,15 @@ BEGIN
     IF f_src IS NULL THEN
         RAISE EXCEPTION 'mandate_record (migration 0017) is missing: run the numbered migrations first';
     END IF;
-    -- Its planner settings, but the plan cache mode Citus's routed statements need.
+    -- Its planner settings, with one generic plan a statement (no distributed table is
+    -- named, so no plan of Citus's), where its routed statements are planned afresh.
     SELECT coalesce(string_agg(format('SET %s = %s', split_part(c, '=', 1),
                                       quote_literal(substr(c, strpos(c, '=') + 1))), ' '), '')
         INTO f_config
         FROM pg_proc p, unnest(p.proconfig) AS c
         WHERE p.proname = 'mandate_record' AND p.pronamespace = current_schema()::regnamespace
           AND split_part(c, '=', 1) <> 'plan_cache_mode';
+    f_config := f_config || ' SET plan_cache_mode = force_generic_plan';
     -- A call's arguments for one run: the group's organizations `ka` to `kb`, its decisions
     -- `a` to `b` (a shard function's statements are the group's, `p_at_once`).
     SELECT string_agg(CASE WHEN n LIKE 'o\_%' THEN format('%I[ka:kb]', n)
@@ -211,11 +213,12 @@ BEGIN
             EXECUTE format('CREATE OR REPLACE FUNCTION %I(%s) RETURNS INT[] %s LANGUAGE plpgsql AS %L',
                            fname, f_args, f_config, body);
         END IF;
-        cases := cases || format(E'\n            WHEN %s THEN %I(%s)', s.shardid, fname,
-                                 format(slices, 'true'));
+        cases := cases || format(E'\n            WHEN %s THEN codes := %I(%s);', s.shardid,
+                                 fname, format(slices, 'true'));
     END LOOP;
+
     IF cases = '' THEN
-        cases := E'\n            WHEN NULL THEN NULL';
+        cases := E'\n            WHEN NULL THEN NULL;';
     END IF;
     routed := format('mandate_record(%s)', format(slices, 'false'));
     dispatch := format($body$
@@ -267,9 +270,13 @@ BEGIN
         END LOOP;
         b := o_end[kb];
         codes := NULL;
+        -- A CASE statement, not an expression: each branch's call is an expression of its
+        -- own, set up in a transaction only when its shard is stored.
         IF v_shard = ANY(v_local) THEN
-            codes := CASE v_shard%s
-                ELSE NULL END;
+            CASE v_shard%s
+            ELSE
+                NULL;
+            END CASE;
         END IF;
         IF codes IS NULL THEN
             codes := %s;

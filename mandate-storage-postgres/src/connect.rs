@@ -11,7 +11,10 @@
 //!   decisions at a time (default [`DEFAULT_WRITERS`]; docs/scale.md says how many);
 //! - `decision_gather_us`: how long a writer that finds a small group while decisions are
 //!   arriving waits for more, in microseconds, 0 (never, the default:
-//!   [`super::gather::DEFAULT_GATHER`]) to 100000.
+//!   [`super::gather::DEFAULT_GATHER`]) to 100000;
+//! - `citus_direct_writes`: on Citus, whether the decision writers send each group straight
+//!   to the worker that holds its organizations (`on`, the default) or through the node of
+//!   the URL, which hands the call on (`off`: for processes that may reach only that node).
 //!
 //! Every other parameter goes to tokio-postgres as it is (`connect_timeout`,
 //! `application_name`, `target_session_attrs`, ...). No message of this module holds the
@@ -57,6 +60,8 @@ pub struct Target {
     pub writers: usize,
     /// How long a writer waits for a fuller group ([`super::gather`]).
     pub gather: Duration,
+    /// On Citus, whether the writers connect to each worker themselves.
+    pub direct_writes: bool,
     /// The URL, for messages (shown redacted) and scrubbing.
     pub url: PostgresUrl,
 }
@@ -80,6 +85,15 @@ fn micros(url: &PostgresUrl, name: &str, value: &str, max: u64) -> Result<Durati
         .ok_or_else(|| bad(url, format!("{name} must be 0 to {max} (microseconds)")))
 }
 
+/// The URL parameter `name`'s `value`: `on` or `off`.
+fn on_off(url: &PostgresUrl, name: &str, value: &str) -> Result<bool, StorageError> {
+    match value {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(bad(url, format!("{name} must be on or off"))),
+    }
+}
+
 fn bad(url: &PostgresUrl, reason: impl std::fmt::Display) -> StorageError {
     StorageError::Backend(format!(
         "{}: {}",
@@ -97,6 +111,7 @@ impl Target {
         let mut pool_size = DEFAULT_POOL;
         let mut writers = DEFAULT_WRITERS;
         let mut gather = super::gather::DEFAULT_GATHER;
+        let mut direct_writes = true;
         let mut kept = Vec::new();
         for (name, value) in parts.query_pairs() {
             match &*name {
@@ -105,6 +120,7 @@ impl Target {
                 "pool_max_size" => pool_size = count(url, &name, &value, 1000)?,
                 "decision_writers" => writers = count(url, &name, &value, 64)?,
                 "decision_gather_us" => gather = micros(url, &name, &value, 100_000)?,
+                "citus_direct_writes" => direct_writes = on_off(url, &name, &value)?,
                 _ => kept.push((name, value)),
             }
         }
@@ -142,8 +158,45 @@ impl Target {
             pool_size,
             writers,
             gather,
+            direct_writes,
             url: url.clone(),
         })
+    }
+
+    /// This target with its host (or host list) and port replaced by `host` and `port`,
+    /// everything else kept: the user, password, database, TLS, timeouts and our own
+    /// parameters, for a connection to another node of the same cluster (a Citus worker,
+    /// as `pg_dist_node` names it). A `host`, `hostaddr`, `port` or `target_session_attrs`
+    /// parameter of the URL is dropped: they name the URL's own nodes.
+    pub(crate) fn at(&self, host: &str, port: u16) -> Result<Self, StorageError> {
+        let parts = UrlParts::of(self.url.expose()).map_err(|e| bad(&self.url, e))?;
+        let hosts = if host.contains(':') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        };
+        let pairs = parts
+            .query_pairs()
+            .into_iter()
+            .filter(|(name, _)| {
+                !matches!(
+                    name.as_str(),
+                    "host" | "hostaddr" | "port" | "target_session_attrs"
+                )
+            })
+            .collect();
+        let text = UrlParts {
+            hosts: &hosts,
+            ..parts
+        }
+        .with(parts.password, pairs);
+        match text.parse::<mandate_storage::location::DbLocation>() {
+            Ok(mandate_storage::location::DbLocation::Postgres(url)) => Self::parse(&url),
+            _ => Err(bad(
+                &self.url,
+                format!("the node {host}:{port} makes no valid URL"),
+            )),
+        }
     }
 
     /// The pool of connections (made as they are needed), at most `pool_size`.
@@ -202,6 +255,59 @@ mod tests {
             Ok(DbLocation::Postgres(url)) => Target::parse(&url),
             other => panic!("{text} is not a PostgreSQL URL: {other:?}"),
         }
+    }
+
+    /// A worker's target keeps everything of the URL but its nodes: the user, password,
+    /// database, TLS and our parameters; a host list, `host`/`port` parameters and
+    /// `target_session_attrs` give way to the worker's host and port (an IPv6 address in
+    /// brackets). `citus_direct_writes` is on unless the URL says off, and nothing else.
+    #[test]
+    fn a_workers_target_is_the_urls_at_the_workers_address() {
+        let url = "postgres://mandate:s3cr%40t@db1:5432,db2:5433/mandate\
+                   ?target_session_attrs=read-write&sslmode=require&connect_timeout=3\
+                   &decision_writers=2&application_name=writer&port=5432";
+        let main = target(url).unwrap();
+        assert!(main.direct_writes);
+        let worker = main.at("10.0.0.7", 6432).unwrap();
+        let hosts: Vec<String> = worker
+            .config
+            .get_hosts()
+            .iter()
+            .map(|h| match h {
+                tokio_postgres::config::Host::Tcp(h) => h.clone(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(hosts, ["10.0.0.7"]);
+        assert_eq!(worker.config.get_ports(), [6432]);
+        assert_eq!(worker.config.get_user(), Some("mandate"));
+        assert_eq!(worker.config.get_password(), Some(&b"s3cr@t"[..]));
+        assert_eq!(worker.config.get_dbname(), Some("mandate"));
+        assert_eq!(worker.config.get_ssl_mode(), SslMode::Require);
+        assert_eq!(
+            worker.config.get_connect_timeout(),
+            Some(&Duration::from_secs(3))
+        );
+        assert_eq!(worker.config.get_application_name(), Some("writer"));
+        assert_eq!(
+            worker.config.get_target_session_attrs(),
+            tokio_postgres::config::TargetSessionAttrs::Any
+        );
+        assert_eq!(worker.writers, 2);
+        assert!(!worker.url.to_string().contains("s3cr"));
+        let v6 = main.at("fd00::7", 5432).unwrap();
+        assert!(matches!(
+            &v6.config.get_hosts()[0],
+            tokio_postgres::config::Host::Tcp(h) if h == "fd00::7"
+        ));
+        let off = target("postgres://m@db1/mandate?citus_direct_writes=off").unwrap();
+        assert!(!off.direct_writes);
+        let wrong = target("postgres://m@db1/mandate?citus_direct_writes=yes");
+        assert!(
+            matches!(&wrong, Err(e) if e.to_string().contains("citus_direct_writes must be on or off")),
+            "{:?}",
+            wrong.err()
+        );
     }
 
     /// `decision_writers` sets the writers a process runs and `decision_gather_us` their wait

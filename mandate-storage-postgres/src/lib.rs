@@ -29,6 +29,7 @@ mod claims;
 pub mod connect;
 mod deciding;
 pub mod decisions;
+mod direct;
 pub mod gather;
 pub mod migrations;
 mod record;

@@ -46,8 +46,12 @@ impl PostgresStore {
         let target = Target::parse(url)?;
         let pool = target.pool()?;
         // The writers' connections are made at their first group, after the migration.
-        let writers =
-            super::writer::Writers::start(&target.writers_pool()?, target.writers, target.gather);
+        let writers = super::writer::Writers::start(
+            &target.writers_pool()?,
+            target.direct_writes.then_some(&target),
+            target.writers,
+            target.gather,
+        );
         let store = Self {
             inner: Arc::new(Inner {
                 pool,

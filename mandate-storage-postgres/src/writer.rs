@@ -36,6 +36,8 @@ use deadpool_postgres::Pool;
 use tokio::sync::{mpsc, oneshot};
 
 use super::Result;
+use super::connect::Target;
+use super::direct::Direct;
 use super::gather::Gather;
 use super::record::{
     GroupOrgs, MarkedMonths, Outcome, RECORD_CALL, RECORD_CALL_CITUS, RecordCall, RecordStatement,
@@ -46,10 +48,11 @@ use mandate_storage::deciding::{NewDecision, Recorded};
 /// The most decisions in one group.
 pub const MAX_GROUP: usize = 128;
 
-/// How long a writer trusts what it learned of the worker that holds an organization
-/// (Citus): a moved organization's groups are sent to its new worker after at most this
-/// long; until then they still succeed, as transactions on two workers.
-const PLACEMENT_TTL: Duration = Duration::from_secs(10);
+/// How long a writer trusts what it learned of the worker that holds an organization, and
+/// of a worker's address (Citus): a moved organization's groups are sent to its new worker
+/// after at most this long (until then they still succeed, as transactions on two
+/// workers), and a promoted worker is written to directly after at most this long.
+pub(crate) const PLACEMENT_TTL: Duration = Duration::from_secs(10);
 
 /// A decision waiting for its group, with where to answer and, on Citus, the shard of its
 /// organization (0 until its writer learns it, and on plain PostgreSQL).
@@ -66,14 +69,21 @@ pub(crate) struct Writers {
 
 impl Writers {
     /// Starts `count` writers (`decision_writers` of the URL in a server) on the current
-    /// runtime, taking connections from `pool` and waiting up to `gather` for a fuller group
+    /// runtime, taking connections from `pool` (on Citus, each lane from its own worker
+    /// when `direct` names the URL's target) and waiting up to `gather` for a fuller group
     /// ([`Gather`]); they end when this is dropped.
-    pub(crate) fn start(pool: &Pool, count: usize, gather: Duration) -> Self {
+    pub(crate) fn start(
+        pool: &Pool,
+        direct: Option<&Target>,
+        count: usize,
+        gather: Duration,
+    ) -> Self {
         let queues = (0..count.max(1))
             .map(|_| {
                 let (send, receive) = mpsc::unbounded_channel();
                 let router = Router {
                     pool: pool.clone(),
+                    direct: direct.cloned(),
                     placement: Arc::default(),
                     gather,
                     lanes: HashMap::new(),
@@ -112,19 +122,22 @@ impl Writers {
     }
 }
 
-/// One writer: its connections, where its database keeps each organization
-/// (found at its first decision), how its lanes take their groups, and its lanes by node.
+/// One writer: its connections (and, on Citus, the target its lanes reach their workers
+/// from), where its database keeps each organization (found at its first decision), how
+/// its lanes take their groups, and its lanes by node.
 struct Router {
     pool: Pool,
+    direct: Option<Target>,
     placement: Arc<tokio::sync::OnceCell<Placement>>,
     gather: Duration,
     lanes: HashMap<i64, mpsc::UnboundedSender<Job>>,
 }
 
-/// One lane of a writer: its connections, its writer's placement, and the months it knows
-/// are marked.
+/// One lane of a writer: its connections (on Citus, its own to its worker), its writer's
+/// placement, and the months it knows are marked.
 struct Writer {
     pool: Pool,
+    direct: Option<Direct>,
     placement: Arc<tokio::sync::OnceCell<Placement>>,
     marked: MarkedMonths,
 }
@@ -256,6 +269,11 @@ async fn route(mut router: Router, mut queue: mpsc::UnboundedReceiver<Job>) {
                 let (send, receive) = mpsc::unbounded_channel();
                 let lane = Writer {
                     pool: router.pool.clone(),
+                    direct: router
+                        .direct
+                        .clone()
+                        .filter(|_| node >= 0)
+                        .and_then(|target| Direct::new(target, node)),
                     placement: Arc::clone(&router.placement),
                     marked: MarkedMonths::default(),
                 };
@@ -288,7 +306,7 @@ async fn nodes(router: &Router, jobs: &[Job]) -> Vec<Where> {
 /// One lane: takes what waits in its queue (at most [`MAX_GROUP`]), commits it as one group
 /// (or, for [`UNKNOWN_NODE`], one group an organization), answers, and again.
 async fn run(
-    writer: Writer,
+    mut writer: Writer,
     node: i64,
     mut queue: mpsc::UnboundedReceiver<Job>,
     mut gather: Gather,
@@ -296,7 +314,7 @@ async fn run(
     while let Some(first) = queue.recv().await {
         let jobs = gather.take(first, &mut queue, MAX_GROUP).await;
         for jobs in in_lock_order(jobs, node == UNKNOWN_NODE) {
-            let answers = commit_group(&writer, &jobs).await;
+            let answers = commit_group(&mut writer, &jobs).await;
             for (job, answer) in jobs.into_iter().zip(answers) {
                 let answer = answer.map(|outcome| outcome.recorded(job.new));
                 // A caller that went away (cancelled) needs no answer.
@@ -339,8 +357,25 @@ async fn placement(router: &Router) -> Option<(&Placement, deadpool_postgres::Ob
     Some((placement, c))
 }
 
+/// A connection for a group of `writer`: on Citus its own to its worker when it can be had,
+/// else from the pool of the URL's node.
+async fn connection(writer: &mut Writer) -> std::result::Result<deadpool_postgres::Object, Retry> {
+    let on_citus = matches!(writer.placement.get(), Some(Placement::Citus(_)));
+    if on_citus
+        && let Some(direct) = writer.direct.as_mut()
+        && let Some(c) = direct.connection(&writer.pool).await
+    {
+        return Ok(c);
+    }
+    writer
+        .pool
+        .get()
+        .await
+        .map_err(|e| Retry::Fail(crate::pool_error(e)))
+}
+
 /// What a group came to for each of its decisions: its outcome, or its error.
-async fn commit_group(writer: &Writer, jobs: &[Job]) -> Vec<Result<Outcome>> {
+async fn commit_group(writer: &mut Writer, jobs: &[Job]) -> Vec<Result<Outcome>> {
     let news: Vec<&NewDecision> = jobs.iter().map(|job| &job.new).collect();
     match try_group(writer, &news).await {
         Ok(outcomes) => outcomes.into_iter().map(Ok).collect(),
@@ -390,7 +425,7 @@ fn retry(e: tokio_postgres::Error) -> Retry {
 }
 
 /// One decision stored alone (after its group was rolled back), in a group of its own.
-async fn alone(writer: &Writer, new: &NewDecision) -> Result<Outcome> {
+async fn alone(writer: &mut Writer, new: &NewDecision) -> Result<Outcome> {
     match try_group(writer, &[new]).await {
         Ok(mut outcome) => Ok(outcome.pop().unwrap_or(Outcome::Changed)),
         // The transaction lost a race (a distributed engine): nothing was stored, and the
@@ -404,7 +439,7 @@ async fn alone(writer: &Writer, new: &NewDecision) -> Result<Outcome> {
 /// keys) on one connection, in one call ([`RECORD_CALL`]): one transaction that takes each
 /// organization's seqs, holds its counter rows to the commit, and stores the group.
 async fn try_group(
-    writer: &Writer,
+    writer: &mut Writer,
     news: &[&NewDecision],
 ) -> std::result::Result<Vec<Outcome>, Retry> {
     let statements: Vec<Option<RecordStatement>> =
@@ -414,11 +449,7 @@ async fn try_group(
         // No agent was found when their states were read: read again.
         return Ok(vec![Outcome::Changed; news.len()]);
     }
-    let c = writer
-        .pool
-        .get()
-        .await
-        .map_err(|e| Retry::Fail(crate::pool_error(e)))?;
+    let c = connection(writer).await?;
     // Metrics (docs/operations.md): the group's size, and the time from sending it to its
     // commit's answer (the database's flush of its WAL included).
     metrics::histogram!(mandate_storage::WRITER_GROUP).record(present.len() as f64);

@@ -53,9 +53,21 @@ struct Process {
 
 impl Process {
     async fn new(db: &crate::citus::CitusDb) -> Self {
+        Self::with(open(db).await)
+    }
+
+    /// A process connected to `url` (a node of the cluster, migrated already).
+    async fn at(url: &str) -> Self {
+        let Ok(mandate_server::storage::location::DbLocation::Postgres(url)) = url.parse() else {
+            panic!("{url} is not a PostgreSQL URL");
+        };
+        Self::with(PostgresStore::open(&url, false).await.unwrap())
+    }
+
+    fn with(store: PostgresStore) -> Self {
         let secret = mandate_server::signing::fresh_secret().unwrap();
         Self {
-            store: open(db).await,
+            store,
             agents: AgentStates::default(),
             modes: ModeCache::default(),
             leaves: Default::default(),
@@ -307,47 +319,51 @@ async fn decisions_of_many_organizations_on_two_processes_make_no_two_phase_comm
     assert_eq!(stored, 6 * 12);
 }
 
-/// A group's writes reach the organization's worker as one call, delegated whole by the
-/// coordinator to that worker (migration 0017's distributed function): with the process on
-/// the coordinator, each decision stored alone (a group of one, under an Idempotency-Key or
-/// not) is one statement the coordinator sends to a worker, where the build before sent
-/// two (its claim, then its store) and the one before that six or more (the claim, the
-/// month's mark, the version move, the decision's row, the claim settled, ...).
+/// A group's writes reach the organization's worker as one call (migration 0017's
+/// distributed function). With the process on the coordinator and
+/// `citus_direct_writes=off`, each decision stored alone (a group of one, under an
+/// Idempotency-Key or not) is one statement the coordinator sends to a worker, the call
+/// delegated whole, where the build before sent two (its claim, then its store) and the one
+/// before that six or more (the claim, the month's mark, the version move, the decision's
+/// row, the claim settled, ...). By default the writer's lane sends it to the worker itself,
+/// and the coordinator sends nothing but the Idempotency-Keys' claims.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_group_reaches_its_worker_as_one_delegated_call() {
+async fn a_group_reaches_its_worker_as_one_call() {
     let Some(db) = database(Share::WithOthers).await else {
         return;
     };
-    let p = Process::new(&db).await;
-    let org = onboard(&p.store, "delegated", 220);
-    let (org, agent, ..) = tenant(&p.store, org, 50).await;
-    // The agent's state is read and kept by the first decision; the mode is read once.
-    let first = p.decide(&org, &agent, "10", None).await;
-    assert_eq!(first["verdict"], "allow", "{first}");
-    let (mode, _) = p.store.mode(&org, Env::Sandbox).await.unwrap();
-    let before = db.coordinator_single_shard_queries().await;
-    let mut verdicts = Vec::new();
-    for i in 0..6 {
-        let key = (i % 2 == 0).then(|| format!("k-delegated-{i}"));
-        let answer = p.decide_in(mode, &org, &agent, "10", key).await;
-        verdicts.push(answer["verdict"].as_str().unwrap().to_owned());
+    let setup = Process::new(&db).await;
+    let org = onboard(&setup.store, "delegated", 220);
+    let (org, agent, ..) = tenant(&setup.store, org, 50).await;
+    for (params, calls) in [("?citus_direct_writes=off", 6), ("", 0)] {
+        let p = Process::at(&format!("{}{params}", db.url)).await;
+        // The agent's state is read and kept by the first decision; the mode is read once.
+        let first = p.decide(&org, &agent, "10", None).await;
+        assert!(first["id"].is_string(), "{first}");
+        let (mode, _) = p.store.mode(&org, Env::Sandbox).await.unwrap();
+        let before = db.coordinator_single_shard_queries().await;
+        for i in 0..6 {
+            let key = (i % 2 == 0).then(|| format!("k-delegated{params}-{i}"));
+            let answer = p.decide_in(mode, &org, &agent, "10", key).await;
+            assert!(answer["id"].is_string(), "{answer}");
+        }
+        let sent = db.coordinator_single_shard_queries().await - before;
+        // Each decision: its one call, unless the lane writes to the worker itself; the
+        // three under an Idempotency-Key, the key's claim too (the route's statement,
+        // before the decision is made).
+        assert_eq!(
+            sent,
+            calls + 3,
+            "statements the coordinator sent to the workers for 6 decisions ({params})"
+        );
     }
-    assert_eq!(verdicts, ["allow"; 6]);
-    let sent = db.coordinator_single_shard_queries().await - before;
-    // Each decision: its one call; the three under an Idempotency-Key, the key's claim too
-    // (the route's statement, before the decision is made).
-    assert_eq!(
-        sent,
-        6 + 3,
-        "statements sent to the workers for 6 decisions"
-    );
     let c = db.connect().await;
     let stored: i64 = c
         .query_one("SELECT COUNT(*) FROM decisions WHERE org_id = $1", &[&org])
         .await
         .unwrap()
         .get(0);
-    assert_eq!(stored, 7);
+    assert_eq!(stored, 14);
 }
 
 /// On the worker, a group's statements run on the shard tables of its organizations, as
@@ -422,6 +438,61 @@ async fn a_groups_statements_run_on_its_shards_and_through_citus_only_after_a_sp
         .map(|r| r.get(0))
         .collect();
     assert_eq!(seqs, (1..=19).collect::<Vec<i64>>());
+}
+
+/// A process connected to one worker writes the groups of an organization on the other
+/// straight to that worker (its lane's own connection, from `pg_dist_node`): the worker it
+/// is connected to hands on no call. With `citus_direct_writes=off` each group goes through
+/// the worker of the URL, which delegates it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_process_on_one_worker_writes_to_the_other_worker_directly() {
+    let Some(db) = database(Share::WithOthers).await else {
+        return;
+    };
+    let setup = Process::new(&db).await;
+    let org = onboard(&setup.store, "direct", 223);
+    let (org, agent, ..) = tenant(&setup.store, org, 53).await;
+    let holder = db.worker_of("environments", &org).await;
+    let other = db
+        .workers()
+        .iter()
+        .find(|w| **w != holder)
+        .expect("two workers")
+        .clone();
+    let connected = db.worker_url(&other);
+    let single_shard = |url: String| async move {
+        let c = crate::citus::connect(&url).await.unwrap();
+        let n: i64 = c
+            .query_one(
+                "SELECT query_execution_single_shard FROM citus_stat_counters
+                 WHERE name = current_database()",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        n
+    };
+    for (params, handed_on) in [("", false), ("?citus_direct_writes=off", true)] {
+        let p = Process::at(&format!("{connected}{params}")).await;
+        let first = p.decide(&org, &agent, "10", None).await;
+        assert!(first["id"].is_string(), "{first}");
+        let (mode, _) = p.store.mode(&org, Env::Sandbox).await.unwrap();
+        let before = single_shard(connected.clone()).await;
+        for _ in 0..4 {
+            let answer = p.decide_in(mode, &org, &agent, "10", None).await;
+            assert!(answer["id"].is_string(), "{answer}");
+        }
+        let sent = single_shard(connected.clone()).await - before;
+        if handed_on {
+            assert!(
+                sent >= 4,
+                "with citus_direct_writes=off the connected worker delegated {sent} calls for 4 decisions"
+            );
+        } else {
+            assert_eq!(sent, 0, "the connected worker handed on calls");
+        }
+    }
 }
 
 /// The writers' function plans each statement afresh on every call, on every node: called

@@ -18,6 +18,7 @@ async fn what_arrives_during_a_writers_wait_is_committed_in_its_group() {
     let new = |id: &str, agent: &str| super::writers::new_decision(id, agent, seq(agent), 0);
     let writers = crate::writer::Writers::start(
         &store.writers_pool().unwrap(),
+        None,
         1,
         Duration::from_millis(300),
     );

@@ -7,7 +7,12 @@ use super::*;
 
 /// One writer on `store`'s writers' pool, never waiting for a fuller group.
 pub(super) fn one_writer(store: &PostgresStore) -> crate::writer::Writers {
-    crate::writer::Writers::start(&store.writers_pool().unwrap(), 1, std::time::Duration::ZERO)
+    crate::writer::Writers::start(
+        &store.writers_pool().unwrap(),
+        None,
+        1,
+        std::time::Duration::ZERO,
+    )
 }
 
 /// `seed`, and org_1's sandbox agents `agt_two`, `agt_three` and `agt_four` beside
