@@ -156,7 +156,8 @@ DECLARE
     f_src    TEXT;
     f_args   TEXT;
     f_names  TEXT[];
-    f_config TEXT := '';
+    f_config TEXT;
+    f_settings TEXT[];
     v_coloc  INT;
     s        RECORD;
     t        RECORD;
@@ -179,14 +180,17 @@ BEGIN
         RAISE EXCEPTION 'mandate_record (migration 0017) is missing: run the numbered migrations first';
     END IF;
     -- Its planner settings, with one generic plan a statement (no distributed table is
-    -- named, so no plan of Citus's), where its routed statements are planned afresh.
-    SELECT coalesce(string_agg(format('SET %s = %s', split_part(c, '=', 1),
-                                      quote_literal(substr(c, strpos(c, '=') + 1))), ' '), '')
-        INTO f_config
-        FROM pg_proc p, unnest(p.proconfig) AS c
+    -- named, so no plan of Citus's), where its routed statements are planned afresh: set
+    -- once a call on the dispatcher, whose calls of the shards' functions plan under them,
+    -- not on each of those (a function's settings are set and reset on each of its calls).
+    SELECT coalesce(array_agg(c ORDER BY k), '{}') || 'plan_cache_mode=force_generic_plan'::TEXT
+        INTO f_settings
+        FROM pg_proc p, unnest(p.proconfig) WITH ORDINALITY AS u (c, k)
         WHERE p.proname = 'mandate_record' AND p.pronamespace = current_schema()::regnamespace
           AND split_part(c, '=', 1) <> 'plan_cache_mode';
-    f_config := f_config || ' SET plan_cache_mode = force_generic_plan';
+    SELECT string_agg(format('SET %s = %s', split_part(c, '=', 1),
+                             quote_literal(substr(c, strpos(c, '=') + 1))), ' ' ORDER BY k)
+        INTO f_config FROM unnest(f_settings) WITH ORDINALITY AS u (c, k);
     -- A call's arguments for one run: the group's organizations `ka` to `kb`, its decisions
     -- `a` to `b` (a shard function's statements are the group's, `p_at_once`).
     SELECT string_agg(CASE WHEN n LIKE 'o\_%' THEN format('%I[ka:kb]', n)
@@ -209,9 +213,10 @@ BEGIN
                                    '\1' || t.tab || '_' || t.shardid, 'g');
         END LOOP;
         fname := 'mandate_record_s' || s.shardid;
-        IF NOT EXISTS (SELECT 1 FROM pg_proc WHERE proname = fname AND prosrc = body) THEN
-            EXECUTE format('CREATE OR REPLACE FUNCTION %I(%s) RETURNS INT[] %s LANGUAGE plpgsql AS %L',
-                           fname, f_args, f_config, body);
+        IF NOT EXISTS (SELECT 1 FROM pg_proc WHERE proname = fname AND prosrc = body
+                       AND proconfig IS NULL) THEN
+            EXECUTE format('CREATE OR REPLACE FUNCTION %I(%s) RETURNS INT[] LANGUAGE plpgsql AS %L',
+                           fname, f_args, body);
         END IF;
         cases := cases || format(E'\n            WHEN %s THEN codes := %I(%s);', s.shardid,
                                  fname, format(slices, 'true'));
@@ -289,9 +294,9 @@ BEGIN
 END
 $body$, cases, routed);
     IF NOT EXISTS (SELECT 1 FROM pg_proc WHERE proname = 'mandate_record_citus'
-                   AND prosrc = dispatch) THEN
-        EXECUTE format('CREATE OR REPLACE FUNCTION mandate_record_citus(%s) RETURNS INT[] LANGUAGE plpgsql AS %L',
-                       f_args, dispatch);
+                   AND prosrc = dispatch AND proconfig = f_settings) THEN
+        EXECUTE format('CREATE OR REPLACE FUNCTION mandate_record_citus(%s) RETURNS INT[] %s LANGUAGE plpgsql AS %L',
+                       f_args, f_config, dispatch);
     END IF;
     SELECT p.oid INTO dispatcher FROM pg_proc p
         WHERE p.proname = 'mandate_record_citus'
