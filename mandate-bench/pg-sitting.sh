@@ -142,4 +142,4 @@ m = r["authorizations"]
 print(round(m["throughput_per_s"]), round(m["latency_us"]["p99"] / 1000, 1))' 2>/dev/null || echo "? ?")
     printf '%-8s %10s %8s\n' sqlite "$rate" "$p99"
 fi
-[ -n "$KEEP_OUT" ] && echo "bench output and statements kept in $OUT"
+if [ -n "$KEEP_OUT" ]; then echo "bench output and statements kept in $OUT"; fi
