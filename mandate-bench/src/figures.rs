@@ -19,9 +19,9 @@ use std::path::Path;
 use crate::error::Result;
 
 /// The record of plain PostgreSQL at 1, 32 and 1,000 organizations.
-pub(crate) const POSTGRES_RECORD: &str = "2026-11-27-postgres-organizations.tsv";
+pub(crate) const POSTGRES_RECORD: &str = "2026-11-28-postgres-organizations.tsv";
 /// The record of plain PostgreSQL against Citus in one sitting.
-pub(crate) const CITUS_RECORD: &str = "2026-11-27-citus-32-organizations.tsv";
+pub(crate) const CITUS_RECORD: &str = "2026-11-28-citus-32-organizations.tsv";
 /// The page the deployments and sizing tables go in, between their markers.
 pub(crate) const PAGE: &str = "docs/scale.md";
 /// The plot, beside the page.
@@ -245,7 +245,8 @@ pub(crate) fn deployments_table(deployments: &[Deployment]) -> String {
 
 /// The sizing table: for a rate, the database cores a plain primary and a Citus cluster
 /// need at the highest database CPU a decision measured at 32 organizations (each a
-/// deployment's, summed over its nodes for Citus).
+/// deployment's, summed over its nodes for Citus); then what a core of each carries, and
+/// the worker cores that pass one primary's rate once, twice and four times.
 pub(crate) fn sizing_table(deployments: &[Deployment]) -> Result<String> {
     let find = |name: &str, agents: &str| {
         deployments
@@ -262,10 +263,11 @@ pub(crate) fn sizing_table(deployments: &[Deployment]) -> Result<String> {
     for rate in [5_000.0, 20_000.0, 40_000.0] {
         let cores = |us: f64| (rate * us / 1_000_000.0).ceil();
         let workers = cores(cluster);
-        // The fewest cores a worker from 4, 8, 16 and 32 that makes at most 5 workers.
+        // The fewest cores a worker from 4, 8, 16 and 32 that makes at most 5 workers, and
+        // at least 2 workers (a cluster of one worker is one primary with extra steps).
         let shape = [4.0, 8.0, 16.0, 32.0]
             .iter()
-            .map(|per: &f64| (*per, (workers / per).ceil()))
+            .map(|per: &f64| (*per, (workers / per).ceil().max(2.0)))
             .find(|(_, n)| *n <= 5.0)
             .map_or_else(String::new, |(per, n)| {
                 format!(" (e.g. {n:.0} workers of {per:.0} cores)")
@@ -277,6 +279,24 @@ pub(crate) fn sizing_table(deployments: &[Deployment]) -> Result<String> {
             cores(primary)
         );
     }
+    // What a core carries, to the hundred; the cluster's cores to pass a primary of `n`.
+    let carries = |us: f64| thousands((1_000_000.0 / us / 100.0).round() * 100.0);
+    let ratio = cluster / primary;
+    let _ = write!(
+        out,
+        "\nA database core of a primary carries about {} decisions a second, a Citus worker \
+         core about {}: a cluster passes the rate of a primary of N cores with about \
+         {:.1} × N worker cores, twice it with {:.1} × N and four times with {:.1} × N (for an \
+         8-core primary: {:.0}, {:.0} and {:.0}).\n",
+        carries(primary),
+        carries(cluster),
+        ratio,
+        2.0 * ratio,
+        4.0 * ratio,
+        (8.0 * ratio).ceil(),
+        (16.0 * ratio).ceil(),
+        (32.0 * ratio).ceil(),
+    );
     Ok(out)
 }
 
@@ -476,6 +496,15 @@ mod tests {
         assert_eq!(lines[2], "| 5,000 | 1 | 10 (e.g. 3 workers of 4 cores) |");
         assert_eq!(lines[3], "| 20,000 | 4 | 38 (e.g. 5 workers of 8 cores) |");
         assert_eq!(lines[4], "| 40,000 | 8 | 75 (e.g. 5 workers of 16 cores) |");
+        // 1,000,000 / 186.9 = 5,350 and 1,000,000 / 1,860.1 = 538; 1,860.1 / 186.9 = 9.95.
+        assert!(
+            lines[6].contains("primary carries about 5,400 decisions")
+                && lines[6].contains("worker core about 500:")
+                && lines[6].contains("about 10.0 × N worker cores, twice it with 19.9 × N")
+                && lines[6]
+                    .contains("four times with 39.8 × N (for an 8-core primary: 80, 160 and 319)"),
+            "{sizing}"
+        );
     }
 
     /// A record whose line has a value too few, a setting without a run or a page without
