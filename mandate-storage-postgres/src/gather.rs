@@ -1,12 +1,12 @@
-//! How a decision writer takes its next group from its queue (issue #49; docs/scale.md,
-//! "Writers"). A group costs the database about the same whatever its size (its claim, two
-//! commits and their messages), so a decision's share falls as groups grow. Under full load
-//! a group fills while the one before commits. At a moderate rate it does not: groups stay
-//! small and each decision carries more of its group's cost. With `decision_gather_us` set,
-//! a writer that finds only a few decisions waiting, while decisions are arriving, waits a
-//! moment for more before it opens the group: less of the database's CPU a decision, for
-//! latency. Off unless set, since the wait can cost more at the tail than the CPU it saves
-//! (docs/scale.md, issue #49's section, has the measurements).
+//! How a decision writer takes its next group from its queue (docs/scale.md, "Writers"). A
+//! group costs the database a part that does not grow with its size (its call, its commit,
+//! and on Citus each shard's function it runs), so a decision's share falls as groups grow.
+//! Under full load a group fills while the one before commits. At a moderate rate it does
+//! not: groups stay small and each decision carries more of its group's cost. With
+//! `decision_gather_us` set, a writer that finds only a few decisions waiting, while
+//! decisions are arriving, waits a moment for more before it opens the group: less of the
+//! database's CPU a decision, for latency. Off unless set, since the wait can cost more at
+//! the tail than the CPU it saves.
 //!
 //! "While decisions are arriving" is read from the group before: it held more than one. A
 //! lone request on an idle server finds a group of one before it and never waits.
