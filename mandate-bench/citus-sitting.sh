@@ -36,7 +36,8 @@
 # requests a second, and RATE=1 measures the servers' background work on a quiet cluster:
 # the "ms/s" columns, CPU a second of the window), STATEMENTS (1: pg_stat_statements on
 # every node, and each node's statements by their time in the window, a second's and a
-# decision's), PARAMS (the servers' URL parameters, e.g. `decision_writers=1`), SERVER (the mandate-server binary the bench starts; default the one beside
+# decision's), SHARD_COUNT (unset: Citus's default, 32; the shards a table gets when
+# `migrate` distributes it: docs/scale.md, "Setting up a cluster for Mandate"), PARAMS (the servers' URL parameters, e.g. `decision_writers=1`), SERVER (the mandate-server binary the bench starts; default the one beside
 # BENCH: another build's copy, for a pair against it).
 set -euo pipefail
 
@@ -90,6 +91,7 @@ for i in 0 1 2 3; do
 citus.recover_2pc_interval = -1
 citus.enable_stat_counters = on
 EOF
+        [ "$i" -gt 0 ] && [ -n "${SHARD_COUNT:-}" ] && echo "citus.shard_count = $SHARD_COUNT"
         [ "$STATEMENTS" = 1 ] && cat <<EOF
 pg_stat_statements.track = all
 pg_stat_statements.max = 10000

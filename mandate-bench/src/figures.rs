@@ -208,16 +208,48 @@ pub(crate) fn deployments(postgres: &str, citus: &str) -> Result<Vec<Deployment>
         cpu: Range::of(&chosen, "db_us_per_decision")?,
         coordinator: None,
     });
-    let chosen: Vec<_> = citus.iter().filter(|r| load(r, "citus-workers")).collect();
-    out.push(Deployment {
-        name: "Citus 13.2, a coordinator and 2 workers, a process on each worker".into(),
-        agents: "2,000 in 32".into(),
-        rate: Range::of(&chosen, "decisions_per_s")?,
-        p99: Range::of(&chosen, "p99_ms")?,
-        cpu: Range::of(&chosen, "db_us_per_decision")?,
-        coordinator: Some(Range::of(&chosen, "coordinator_us")?),
-    });
+    // A Citus line a shard count: Citus's default first, then each the record sets, falling.
+    let mut counts: Vec<u32> = citus
+        .iter()
+        .filter(|r| load(r, "citus-workers"))
+        .map(shards)
+        .collect();
+    counts.sort_by_key(|&n| (n != DEFAULT_SHARDS, std::cmp::Reverse(n)));
+    counts.dedup();
+    if counts.is_empty() {
+        counts.push(DEFAULT_SHARDS);
+    }
+    for count in counts {
+        let chosen: Vec<_> = citus
+            .iter()
+            .filter(|r| load(r, "citus-workers") && shards(r) == count)
+            .collect();
+        out.push(Deployment {
+            name: format!(
+                "Citus 13.2, a coordinator and 2 workers, a process on each worker, {count} shards a table"
+            ),
+            agents: "2,000 in 32".into(),
+            rate: Range::of(&chosen, "decisions_per_s")?,
+            p99: Range::of(&chosen, "p99_ms")?,
+            cpu: Range::of(&chosen, "db_us_per_decision")?,
+            coordinator: Some(Range::of(&chosen, "coordinator_us")?),
+        });
+    }
     Ok(out)
+}
+
+/// Citus's own number of shards a distributed table gets (`citus.shard_count` unset).
+const DEFAULT_SHARDS: u32 = 32;
+
+/// The shards a table had in a Citus run: its setting's `SHARD_COUNT=n`, else Citus's default.
+fn shards(run: &Run) -> u32 {
+    run.get("setting")
+        .and_then(|s| {
+            s.split_whitespace()
+                .find_map(|word| word.strip_prefix("SHARD_COUNT="))
+        })
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(DEFAULT_SHARDS)
 }
 
 /// The deployments table, as markdown.
@@ -245,20 +277,23 @@ pub(crate) fn deployments_table(deployments: &[Deployment]) -> String {
 
 /// The sizing table: for a rate, the database cores a plain primary and a Citus cluster
 /// need at the highest database CPU a decision measured at 32 organizations (each a
-/// deployment's, summed over its nodes for Citus); then what a core of each carries, and
-/// the worker cores that pass one primary's rate once, twice and four times.
+/// deployment's, summed over its nodes for Citus, with the fewest shards a table measured:
+/// docs/scale.md advises few); then what a core of each carries, and the worker cores that
+/// pass one primary's rate once, twice and four times.
 pub(crate) fn sizing_table(deployments: &[Deployment]) -> Result<String> {
+    // The last of a name: for Citus, the fewest shards (the deployments' order).
     let find = |name: &str, agents: &str| {
         deployments
             .iter()
-            .find(|d| d.name.starts_with(name) && d.agents == agents)
-            .map(|d| d.cpu.high)
+            .rfind(|d| d.name.starts_with(name) && d.agents == agents)
             .ok_or_else(|| format!("no {name} deployment of {agents}"))
     };
-    let primary = find("PostgreSQL", "20,000 in 32")?;
-    let cluster = find("Citus", "2,000 in 32")?;
+    let primary = find("PostgreSQL", "20,000 in 32")?.cpu.high;
+    let citus = find("Citus", "2,000 in 32")?;
+    let cluster = citus.cpu.high;
+    let shards = citus.name.rsplit_once(", ").map_or("", |(_, s)| s);
     let mut out = format!(
-        "| Decisions/s to carry | PostgreSQL primary, database cores (at {primary:.0} µs) | Citus workers, database cores summed (at {cluster:.0} µs) |\n|---|---|---|\n"
+        "| Decisions/s to carry | PostgreSQL primary, database cores (at {primary:.0} µs) | Citus workers, database cores summed (at {cluster:.0} µs, {shards}) |\n|---|---|---|\n"
     );
     for rate in [5_000.0, 20_000.0, 40_000.0] {
         let cores = |us: f64| (rate * us / 1_000_000.0).ceil();
@@ -312,10 +347,11 @@ pub(crate) fn plot(deployments: &[Deployment]) -> String {
     );
     for (i, d) in deployments.iter().enumerate() {
         let y = 30.0 + row * i as f64;
-        let short = if d.name.starts_with("Citus") {
-            "Citus 13.2, 2 workers"
-        } else {
-            "PostgreSQL 15"
+        let short = match d.name.rsplit_once(", ") {
+            Some((_, shards)) if d.name.starts_with("Citus") => {
+                format!("Citus 13.2, 2 workers, {}", shards.replace(" a table", ""))
+            }
+            _ => "PostgreSQL 15".to_owned(),
         };
         let low = bar_width * d.rate.low / top;
         let high = bar_width * d.rate.high / top;
@@ -478,9 +514,39 @@ mod tests {
                 "| PostgreSQL 15 | 20,000 in 32 | 6,250-6,910 | 23 ms | 173-187 µs |",
                 "| PostgreSQL 15 | 20,000 in 1,000 | 5,320 | 28 ms | 227 µs |",
                 "| PostgreSQL 15 | 2,000 in 32 | 6,820 | 22 ms | 164 µs |",
-                "| Citus 13.2, a coordinator and 2 workers, a process on each worker | 2,000 in 32 | 670-920 | 190-242 ms | 1,676-1,860 µs (the coordinator's share: 17-19 µs) |",
+                "| Citus 13.2, a coordinator and 2 workers, a process on each worker, 32 shards a table | 2,000 in 32 | 670-920 | 190-242 ms | 1,676-1,860 µs (the coordinator's share: 17-19 µs) |",
             ]
         );
+    }
+
+    /// Runs with `SHARD_COUNT` set make a Citus line of their own, after the default's, and
+    /// the sizing takes the fewest shards measured.
+    #[test]
+    fn each_shard_count_is_a_line_and_sizing_takes_the_fewest() {
+        let citus = format!(
+            "{CITUS}head\tload ORGS=32 SHARD_COUNT=4\tcitus-workers\t6760\t26.0\t174.1\t1.7\n\
+             head\tload ORGS=32 SHARD_COUNT=4\tpostgres\t7000\t11.0\t60.0\t-\n\
+             head\tload ORGS=32 SHARD_COUNT=8\tcitus-workers\t5969\t36.9\t205.3\t1.7\n"
+        );
+        let deployments = deployments(POSTGRES, &citus).unwrap();
+        let names: Vec<&str> = deployments
+            .iter()
+            .filter(|d| d.name.starts_with("Citus"))
+            .map(|d| d.name.rsplit_once(", ").unwrap().1)
+            .collect();
+        assert_eq!(
+            names,
+            ["32 shards a table", "8 shards a table", "4 shards a table"]
+        );
+        // The PostgreSQL runs of that sitting join the others'.
+        let postgres = &deployments[3];
+        assert_eq!(postgres.rate.text(10.0), "6,820-7,000", "{postgres:?}");
+        let sizing = sizing_table(&deployments).unwrap();
+        assert!(
+            sizing.lines().next().unwrap().contains("at 174 µs"),
+            "{sizing}"
+        );
+        assert!(plot(&deployments).contains("Citus 13.2, 2 workers, 4 shards: 2,000 agents"));
     }
 
     /// The sizing table divides each rate by what a core carries at the highest CPU a

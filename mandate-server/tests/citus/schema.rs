@@ -392,3 +392,61 @@ async fn a_database_distributed_before_migration_14_takes_it_with_its_decisions(
     );
     drop(migrated);
 }
+
+/// docs/scale.md's "Shards: few, two a worker": `citus.shard_count` set on the database
+/// before the first `migrate` gives every organization's table that many shards, and the
+/// Citus step writes one function of the group's call for each of them.
+#[tokio::test]
+async fn the_databases_shard_count_before_migrate_sets_the_shards_and_their_functions() {
+    let Some(db) = database(Share::WithOthers).await else {
+        return;
+    };
+    let c = db.connect().await;
+    let name: String = c
+        .query_one("SELECT current_database()::TEXT", &[])
+        .await
+        .unwrap()
+        .get(0);
+    c.batch_execute(&format!(
+        "ALTER DATABASE \"{name}\" SET citus.shard_count = 4"
+    ))
+    .await
+    .unwrap();
+    drop(open(&db).await);
+    let shards: Vec<(String, i64)> = c
+        .query(
+            "SELECT logicalrelid::TEXT, count(*) FROM pg_dist_shard \
+             WHERE logicalrelid::TEXT = ANY($1) GROUP BY 1 ORDER BY 1",
+            &[&DISTRIBUTED.to_vec()],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(shards.len(), DISTRIBUTED.len(), "{shards:?}");
+    assert!(shards.iter().all(|(_, n)| *n == 4), "{shards:?}");
+    let functions: Vec<String> = c
+        .query(
+            "SELECT proname::TEXT FROM pg_proc WHERE proname LIKE 'mandate\\_record\\_s%' \
+             ORDER BY 1",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let environments: Vec<String> = c
+        .query(
+            "SELECT 'mandate_record_s' || shardid FROM pg_dist_shard \
+             WHERE logicalrelid = 'environments'::regclass ORDER BY 1",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(functions, environments);
+}
