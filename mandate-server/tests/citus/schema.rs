@@ -426,27 +426,26 @@ async fn the_databases_shard_count_before_migrate_sets_the_shards_and_their_func
         .collect();
     assert_eq!(shards.len(), DISTRIBUTED.len(), "{shards:?}");
     assert!(shards.iter().all(|(_, n)| *n == 4), "{shards:?}");
-    let functions: Vec<String> = c
-        .query(
-            "SELECT proname::TEXT FROM pg_proc WHERE proname LIKE 'mandate\\_record\\_s%' \
-             ORDER BY 1",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    let environments: Vec<String> = c
-        .query(
-            "SELECT 'mandate_record_s' || shardid FROM pg_dist_shard \
-             WHERE logicalrelid = 'environments'::regclass ORDER BY 1",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let functions = texts(
+        &c,
+        "SELECT proname::TEXT FROM pg_proc WHERE proname LIKE 'mandate\\_record\\_s%' ORDER BY 1",
+    )
+    .await;
+    let environments = texts(
+        &c,
+        "SELECT 'mandate_record_s' || shardid FROM pg_dist_shard \
+         WHERE logicalrelid = 'environments'::regclass ORDER BY 1",
+    )
+    .await;
     assert_eq!(functions, environments);
+}
+
+/// The one text column of `sql`'s rows, in their order.
+async fn texts(c: &tokio_postgres::Client, sql: &str) -> Vec<String> {
+    c.query(sql, &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
 }
