@@ -562,7 +562,7 @@ mod tests {
         assert_eq!(lines[2], "| 5,000 | 1 | 10 (e.g. 3 workers of 4 cores) |");
         assert_eq!(lines[3], "| 20,000 | 4 | 38 (e.g. 5 workers of 8 cores) |");
         assert_eq!(lines[4], "| 40,000 | 8 | 75 (e.g. 5 workers of 16 cores) |");
-        // 1,000,000 / 186.9 = 5,350 and 1,000,000 / 1,860.1 = 538; 1,860.1 / 186.9 = 9.95.
+        // What a core carries and the ratio, computed from the fixtures above (not measured).
         assert!(
             lines[6].contains("primary carries about 5,400 decisions")
                 && lines[6].contains("worker core about 500:")

@@ -2,17 +2,22 @@
 //! on by default): each group is sent straight to the worker that holds its organizations,
 //! so that no other node takes the call, writes its arrays out as text and hands it on
 //! (docs/scale.md). The worker's address is `pg_dist_node`'s for the lane's node group,
-//! read through the URL's node and again every [`super::writer::PLACEMENT_TTL`], so that a
+//! read through the URL's node and again every [`PLACEMENT_TTL`], so that a
 //! worker promoted by a failover is found. When the worker cannot be reached from this
 //! process, or its address cannot be read, the group goes through the URL's node as it
 //! would without this, and the lane tries its worker again after the same while.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use deadpool_postgres::{Object, Pool};
 
 use super::connect::Target;
-use super::writer::PLACEMENT_TTL;
+
+/// How long a writer trusts what it learned of the worker that holds an organization, and
+/// of a worker's address (Citus): a moved organization's groups are sent to its new worker
+/// after at most this long (until then they still succeed, as transactions on two
+/// workers), and a promoted worker is written to directly after at most this long.
+pub(crate) const PLACEMENT_TTL: Duration = Duration::from_secs(10);
 
 /// The primary node of node group `$1`.
 const NODE: &str = "SELECT nodename, nodeport FROM pg_dist_node

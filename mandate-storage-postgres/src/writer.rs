@@ -37,7 +37,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::Result;
 use super::connect::Target;
-use super::direct::Direct;
+use super::direct::{Direct, PLACEMENT_TTL};
 use super::gather::Gather;
 use super::record::{
     GroupOrgs, MarkedMonths, Outcome, RECORD_CALL, RECORD_CALL_CITUS, RecordCall, RecordStatement,
@@ -47,12 +47,6 @@ use mandate_storage::deciding::{NewDecision, Recorded};
 
 /// The most decisions in one group.
 pub const MAX_GROUP: usize = 128;
-
-/// How long a writer trusts what it learned of the worker that holds an organization, and
-/// of a worker's address (Citus): a moved organization's groups are sent to its new worker
-/// after at most this long (until then they still succeed, as transactions on two
-/// workers), and a promoted worker is written to directly after at most this long.
-pub(crate) const PLACEMENT_TTL: Duration = Duration::from_secs(10);
 
 /// A decision waiting for its group, with where to answer and, on Citus, the shard of its
 /// organization (0 until its writer learns it, and on plain PostgreSQL).
