@@ -358,21 +358,35 @@ impl CitusDb {
                 pids.push(pid);
             }
         }
-        // The postmaster first, then each child: a child may have exited since it was
-        // listed (a backend whose client went away), which is no failure.
-        for (n, pid) in pids.iter().enumerate() {
-            let status = Command::new("kill")
-                .arg(format!("-{signal}"))
-                .arg(pid.to_string())
-                .stderr(std::process::Stdio::null())
-                .status()
-                .expect("kill runs");
-            let gone = !std::path::Path::new(&format!("/proc/{pid}")).exists();
-            assert!(
-                status.success() || (n > 0 && gone),
-                "kill -{signal} {pid} ({worker}'s {}) failed",
-                if n == 0 { "postmaster" } else { "backend" }
-            );
+        // Every process in one `kill`, so that the worker stops (or goes on) at once, not
+        // process by process over the time it takes to start a `kill` for each (long on a
+        // busy machine, and a test times the freeze). A child may have exited since it was
+        // listed (a backend whose client went away), which fails that `kill` for it alone:
+        // then each process still there is signalled again, and must take it.
+        let all = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .args(pids.iter().map(u32::to_string))
+            .stderr(std::process::Stdio::null())
+            .status()
+            .expect("kill runs");
+        if !all.success() {
+            for (n, pid) in pids.iter().enumerate() {
+                let gone = !std::path::Path::new(&format!("/proc/{pid}")).exists();
+                if gone && n > 0 {
+                    continue;
+                }
+                let status = Command::new("kill")
+                    .arg(format!("-{signal}"))
+                    .arg(pid.to_string())
+                    .status()
+                    .expect("kill runs");
+                let gone = !std::path::Path::new(&format!("/proc/{pid}")).exists();
+                assert!(
+                    status.success() || (n > 0 && gone),
+                    "kill -{signal} {pid} ({worker}'s {}) failed",
+                    if n == 0 { "postmaster" } else { "backend" }
+                );
+            }
         }
     }
 
