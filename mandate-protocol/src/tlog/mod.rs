@@ -13,7 +13,10 @@
 //!   it accepted with exactly the decisions exported since ([`AuditState::advance`]);
 //! - the service makes proofs from the complete subtree hashes it stores ([`ProofPlan`],
 //!   [`TreeEdge::push`], kept as C2SP tiles: [`TileId`]) and signs checkpoints with its
-//!   log key ([`sign_checkpoint`]).
+//!   log key ([`sign_checkpoint`]);
+//! - a witness cosigns a checkpoint it checked ([`WitnessSigner::cosign`],
+//!   c2sp.org/tlog-cosignature), and a verifier requires k of n named witnesses
+//!   ([`WitnessPolicy::check`]).
 //!
 //! Hashing (RFC 9162 §2.1.1): a leaf is SHA-256(0x00 || token bytes), a node
 //! SHA-256(0x01 || left || right). Nothing here reads a clock, a file or a random number.
@@ -50,6 +53,7 @@
 
 mod audit;
 mod checkpoint;
+mod cosignature;
 mod edge;
 mod entry;
 mod hash;
@@ -60,6 +64,9 @@ mod tile;
 
 pub use audit::{AuditError, AuditLeaf, AuditState};
 pub use checkpoint::{Checkpoint, CheckpointError};
+pub use cosignature::{
+    CosignatureError, WitnessCosignature, WitnessKey, WitnessPolicy, WitnessSigner,
+};
 pub use edge::TreeEdge;
 pub use entry::{LogEntry, LogError};
 pub use hash::LogHash;
