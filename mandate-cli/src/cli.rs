@@ -5,7 +5,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::commands::{
     agents, audit, authorize, decisions, enforcement, escrows, events, export, jwks, listen, login,
-    mandates, profiles, reviews, simulate, verify, webhooks,
+    mandates, profiles, reviews, simulate, verify, webhooks, witness,
 };
 use std::time::Duration;
 
@@ -188,6 +188,10 @@ pub enum Command {
     /// Serve Mandate to an agent host as MCP tools (stdio, or --http), acting for one agent
     #[command(long_about = crate::mcp::LONG_ABOUT)]
     Mcp(crate::mcp::McpArgs),
+    /// Witness decision logs (C2SP tlog-witness): cosign a checkpoint only if it extends
+    /// the last one cosigned
+    #[command(long_about = witness::LONG_ABOUT)]
+    Witness(witness::WitnessArgs),
 }
 
 impl GlobalArgs {
@@ -239,6 +243,7 @@ impl Command {
             Command::Audit(args) => audit::run(args, ctx),
             Command::Listen(args) => listen::run(args, ctx),
             Command::Mcp(args) => crate::mcp::run(args, ctx),
+            Command::Witness(args) => witness::run(args, ctx),
         }
     }
 }
@@ -251,6 +256,7 @@ const NETWORK: &[&str] = &["base_url", "api_key", "profile", "timeout", "retries
 /// line. Their variables are ignored there, as before.
 const UNUSED: &[(&str, &[&str])] = &[
     ("verify", NETWORK),
+    ("witness", NETWORK),
     ("simulate", NETWORK),
     ("profiles", NETWORK),
     ("jwks", &["base_url", "api_key", "profile"]),

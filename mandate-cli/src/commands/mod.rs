@@ -21,6 +21,7 @@ pub mod simulate;
 pub mod verify;
 pub mod verify_log;
 pub mod webhooks;
+pub mod witness;
 
 use std::io::Read as _;
 use std::path::Path;

@@ -15,7 +15,8 @@ mod args;
 mod console;
 mod edges;
 mod http;
-mod listener;
+// `mandate witness` serves on the same bounded listener.
+pub(crate) mod listener;
 mod outputs;
 mod review;
 mod server;

@@ -33,6 +33,7 @@ mod verify;
 mod verify_bindings;
 mod verify_log;
 mod webhooks;
+mod witness;
 
 use support::run_in;
 
@@ -83,6 +84,8 @@ fn help_reads_well_and_usage_errors_exit_2() {
         &["escrows", "dispute"],
         &["export", "decisions"],
         &["listen"],
+        &["witness"],
+        &["witness", "init"],
     ] {
         let mut args = path.to_vec();
         args.push("--help");

@@ -1,0 +1,381 @@
+//! `witness`: the real binary serving C2SP tlog-witness on port 0, fed checkpoints of a log
+//! built with mandate-protocol's own tree code and signed with a log key, over real HTTP
+//! (no Mandate server needed: the witness only sees the log's checkpoints).
+
+use std::collections::HashMap;
+use std::io::{BufRead as _, BufReader, Read as _};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex};
+
+use mandate_protocol::jws::P256Signer;
+use mandate_protocol::tlog::{
+    self, LogHash, LogKey, NodeId, ProofPlan, TreeEdge, WitnessKey, WitnessPolicy,
+};
+
+use crate::support::{command_in, run_in};
+
+const ORIGIN: &str = "verdicts.example.com/log/org_4Fq2/live";
+
+/// A log of a fixed list of leaves: its checkpoints signed with a log key, and the
+/// consistency proofs between them, from the complete subtrees stored as the service does.
+struct Log {
+    key: P256Signer,
+    origin: String,
+    edges: Vec<TreeEdge>,
+    stored: HashMap<NodeId, LogHash>,
+}
+
+impl Log {
+    /// `n` leaves, each `tag` and its index.
+    fn new(origin: &str, n: u64, tag: u8) -> Self {
+        let mut edge = TreeEdge::new();
+        let mut edges = vec![edge.clone()];
+        let mut stored = HashMap::new();
+        for i in 0..n {
+            let mut leaf = i.to_be_bytes().to_vec();
+            leaf.push(tag);
+            stored.extend(edge.push(tlog::leaf_hash(&leaf)).unwrap());
+            edges.push(edge.clone());
+        }
+        Self {
+            key: P256Signer::from_secret_bytes("log-1", &[9; 32]).unwrap(),
+            origin: origin.to_owned(),
+            edges,
+            stored,
+        }
+    }
+
+    /// The signed checkpoint at `size` leaves.
+    fn note(&self, size: u64) -> String {
+        let root = self.edges[size as usize].root();
+        let checkpoint = tlog::checkpoint(self.origin.as_str(), size, root).unwrap();
+        tlog::sign_checkpoint(&checkpoint, &self.key).unwrap()
+    }
+
+    /// The consistency proof from `old` to `new` leaves.
+    fn proof(&self, old: u64, new: u64) -> Vec<LogHash> {
+        let plan = ProofPlan::consistency(old, new).unwrap();
+        let hashes: Vec<LogHash> = plan.nodes().iter().map(|id| self.stored[id]).collect();
+        plan.assemble(&hashes).unwrap()
+    }
+
+    /// The log's verifier key, what the witness is given with --log.
+    fn vkey(&self) -> String {
+        LogKey::of_signer(&self.key).verifier_key(&self.origin)
+    }
+}
+
+/// The body of `POST /add-checkpoint`.
+fn body(old: u64, proof: &[LogHash], note: &str) -> String {
+    let mut body = format!("old {old}\n");
+    for hash in proof {
+        body.push_str(&format!("{hash}\n"));
+    }
+    body.push('\n');
+    body.push_str(note);
+    body
+}
+
+/// A running `mandate witness`, stopped when dropped.
+struct Witness {
+    child: Child,
+    url: String,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Witness {
+    /// Starts `mandate witness --listen 127.0.0.1:0` with this key, state and logs.
+    fn start(home: &Path, key: &Path, state: &Path, logs: &[String]) -> Self {
+        let (key, state) = (key.to_str().unwrap(), state.to_str().unwrap());
+        let mut args = vec!["witness", "--key-file", key, "--state", state];
+        for log in logs {
+            args.extend(["--log", log.as_str()]);
+        }
+        args.extend(["--listen", "127.0.0.1:0"]);
+        let mut child = command_in(home, &args, &[])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let sink = Arc::clone(&stderr);
+        let mut pipe = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            let mut chunk = [0u8; 4096];
+            while let Ok(n) = pipe.read(&mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                let text = String::from_utf8_lossy(&chunk[..n]).into_owned();
+                sink.lock().unwrap().push_str(&text);
+            }
+        });
+        // The first line on stdout is the bound address; the read ends if the child exits.
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        let url = first
+            .trim_end()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("no address: {first:?}; stderr:\n{}", stderr.lock().unwrap()))
+            .to_owned();
+        Self { child, url, stderr }
+    }
+
+    /// Posts a body to /add-checkpoint: the status, the content type and the body.
+    fn add(&self, body: &str) -> (u16, String, String) {
+        let response = reqwest::blocking::Client::new()
+            .post(format!("{}/add-checkpoint", self.url))
+            .body(body.to_owned())
+            .send()
+            .unwrap();
+        let status = response.status().as_u16();
+        let content_type = response
+            .headers()
+            .get("content-type")
+            .map(|v| v.to_str().unwrap().to_owned())
+            .unwrap_or_default();
+        (status, content_type, response.text().unwrap())
+    }
+
+    fn get(&self, path: &str) -> (u16, String) {
+        let response = reqwest::blocking::get(format!("{}{path}", self.url)).unwrap();
+        (response.status().as_u16(), response.text().unwrap())
+    }
+}
+
+impl Drop for Witness {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `mandate witness init`: the key file and the verifier key printed.
+fn init(home: &Path, name: &str) -> (PathBuf, WitnessKey) {
+    let key = home.join(format!("{}.key", name.replace('/', "_")));
+    let out = run_in(
+        home,
+        &[
+            "witness",
+            "init",
+            "--name",
+            name,
+            "--key-file",
+            key.to_str().unwrap(),
+        ],
+        &[],
+        None,
+    );
+    out.ok();
+    let vkey = WitnessKey::from_verifier_key(out.stdout.trim()).unwrap();
+    assert_eq!(vkey.name(), name);
+    (key, vkey)
+}
+
+#[test]
+fn init_writes_a_key_only_its_owner_reads_and_never_prints_the_secret() {
+    let home = tempfile::tempdir().unwrap();
+    let (key, vkey) = init(home.path(), "witness.example.com/w1");
+    let text = std::fs::read_to_string(&key).unwrap();
+    assert!(
+        text.starts_with("PRIVATE+KEY+witness.example.com/w1+"),
+        "{text}"
+    );
+    let secret = text.trim_end().rsplit('+').next().unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&key).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    // An existing file is never overwritten.
+    let again = run_in(
+        home.path(),
+        &[
+            "witness",
+            "init",
+            "--name",
+            "w2",
+            "--key-file",
+            key.to_str().unwrap(),
+        ],
+        &[],
+        None,
+    );
+    again
+        .code(2)
+        .stderr_has("an existing key is never overwritten");
+    assert_eq!(std::fs::read_to_string(&key).unwrap(), text);
+    // A bad name is refused with what a name may hold.
+    run_in(
+        home.path(),
+        &["witness", "init", "--name", "a b", "--key-file", "x.key"],
+        &[],
+        None,
+    )
+    .code(2)
+    .stderr_has("without spaces or '+'");
+
+    // Serving with a key others can read is refused; the secret is printed nowhere.
+    let log = Log::new(ORIGIN, 1, 0);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let state = home.path().join("state.json");
+        let refused = run_in(
+            home.path(),
+            &[
+                "witness",
+                "--key-file",
+                key.to_str().unwrap(),
+                "--state",
+                state.to_str().unwrap(),
+                "--log",
+                &log.vkey(),
+            ],
+            &[],
+            None,
+        );
+        refused.code(2).stderr_has("chmod 600");
+        assert!(!refused.stderr.contains(secret) && !refused.stdout.contains(secret));
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let state = home.path().join("state.json");
+    let witness = Witness::start(home.path(), &key, &state, &[log.vkey()]);
+    let (status, _, line) = witness.add(&body(0, &[], &log.note(1)));
+    assert_eq!(status, 200, "{line}");
+    let stderr = witness.stderr.lock().unwrap().clone();
+    drop(witness);
+    assert!(stderr.contains(&format!("cosigning as {vkey}")), "{stderr}");
+    assert!(!line.contains(secret) && !stderr.contains(secret));
+}
+
+#[test]
+fn a_witness_cosigns_a_growing_log_and_refuses_what_does_not_extend_it() {
+    let home = tempfile::tempdir().unwrap();
+    let (key, vkey) = init(home.path(), "witness.example.com/w1");
+    let state = home.path().join("state.json");
+    let log = Log::new(ORIGIN, 8, 0);
+    let witness = Witness::start(home.path(), &key, &state, &[log.vkey()]);
+    let policy = WitnessPolicy::new(vec![vkey], 1).unwrap();
+
+    // The first checkpoint (old 0, no proof): one cosignature line that verifies.
+    let (status, _, line) = witness.add(&body(0, &[], &log.note(3)));
+    assert_eq!(status, 200, "{line}");
+    assert!(line.starts_with("— witness.example.com/w1 ") && line.ends_with('\n'));
+    assert_eq!(line.lines().count(), 1);
+    let cosigned = policy.check(&format!("{}{line}", log.note(3))).unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    assert!(cosigned[0].timestamp().abs_diff(now) < 60);
+
+    // An extension with a valid consistency proof.
+    let (status, _, line) = witness.add(&body(3, &log.proof(3, 7), &log.note(7)));
+    assert_eq!(status, 200, "{line}");
+    assert!(policy.check(&format!("{}{line}", log.note(7))).is_ok());
+
+    // `old` other than the size cosigned last: 409, the body that size.
+    let (status, content_type, size) = witness.add(&body(3, &log.proof(3, 8), &log.note(8)));
+    assert_eq!(
+        (status, content_type.as_str(), size.as_str()),
+        (409, "text/x.tlog.size", "7\n")
+    );
+    // A rollback: a smaller checkpoint, with `old` the size cosigned (400: old above the
+    // size) or with its own size (409).
+    let (status, _, message) = witness.add(&body(7, &[], &log.note(5)));
+    assert_eq!(status, 400, "{message}");
+    assert!(
+        message.contains("old 7 is above the checkpoint's size 5"),
+        "{message}"
+    );
+    assert_eq!(witness.add(&body(5, &[], &log.note(5))).0, 409);
+    // A fork: another log under the same origin and key, at the same size.
+    let fork = Log::new(ORIGIN, 7, 1);
+    let (status, _, message) = witness.add(&body(7, &[], &fork.note(7)));
+    assert_eq!(status, 422, "{message}");
+    assert!(message.contains("the log forked"), "{message}");
+    // A fork that grows: its proof from the size cosigned does not hold.
+    let fork = Log::new(ORIGIN, 8, 1);
+    let (status, _, message) = witness.add(&body(7, &fork.proof(7, 8), &fork.note(8)));
+    assert_eq!(status, 422, "{message}");
+    // A bad proof: one hash altered, or one too few.
+    let mut proof = log.proof(7, 8);
+    proof[0] = tlog::leaf_hash(b"other");
+    let (status, _, message) = witness.add(&body(7, &proof, &log.note(8)));
+    assert_eq!(status, 422, "{message}");
+    assert!(
+        message.contains("the consistency proof from size 7 to 8"),
+        "{message}"
+    );
+    let short = &log.proof(7, 8)[1..];
+    assert_eq!(witness.add(&body(7, short, &log.note(8))).0, 422);
+    // Another log (404), a checkpoint not signed by the log's key (403), a malformed body
+    // (400), each saying what to fix.
+    let stranger = Log::new("other.example/log", 2, 0);
+    let (status, _, message) = witness.add(&body(0, &[], &stranger.note(2)));
+    assert_eq!(status, 404, "{message}");
+    assert!(message.contains("--log"), "{message}");
+    let forged = log.note(8).replace("\n8\n", "\n9\n");
+    let (status, _, message) = witness.add(&body(7, &[], &forged));
+    assert_eq!(status, 403, "{message}");
+    let (status, _, message) = witness.add("old seven\n\n");
+    assert_eq!(status, 400, "{message}");
+    assert!(message.contains("\"old <size>\""), "{message}");
+
+    // Nothing refused moved the recorded size: 7 to 8 with its proof is cosigned.
+    let (status, _, line) = witness.add(&body(7, &log.proof(7, 8), &log.note(8)));
+    assert_eq!(status, 200, "{line}");
+    let stderr = witness.stderr.lock().unwrap().clone();
+    assert!(
+        stderr.contains(&format!("cosigned {ORIGIN} at 8")),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn the_witness_remembers_what_it_cosigned_across_a_restart() {
+    let home = tempfile::tempdir().unwrap();
+    let (key, vkey) = init(home.path(), "witness.example.com/w1");
+    let state = home.path().join("state.json");
+    let log = Log::new(ORIGIN, 6, 0);
+    let witness = Witness::start(home.path(), &key, &state, &[log.vkey()]);
+    assert_eq!(witness.add(&body(0, &[], &log.note(5))).0, 200);
+    drop(witness);
+
+    // Restarted on the same state: a rollback to 3 is refused, 409 naming 5.
+    let witness = Witness::start(home.path(), &key, &state, &[log.vkey()]);
+    let (status, _, size) = witness.add(&body(0, &[], &log.note(3)));
+    assert_eq!((status, size.as_str()), (409, "5\n"));
+    let (status, _, message) = witness.add(&body(5, &[], &Log::new(ORIGIN, 5, 1).note(5)));
+    assert_eq!(status, 422, "{message}");
+    // The log grows on from 5.
+    let (status, _, line) = witness.add(&body(5, &log.proof(5, 6), &log.note(6)));
+    assert_eq!(status, 200, "{line}");
+
+    // Monitors read the last checkpoint cosigned, by the SHA-256 of the origin.
+    let hash: String = {
+        use sha2::Digest as _;
+        sha2::Sha256::digest(ORIGIN.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    };
+    let (status, note) = witness.get(&format!("/{hash}/checkpoint"));
+    assert_eq!(status, 200, "{note}");
+    assert!(note.starts_with(&format!("{ORIGIN}\n6\n")), "{note}");
+    let policy = WitnessPolicy::new(vec![vkey], 1).unwrap();
+    assert!(policy.check(&note).is_ok());
+    let keys = tlog::log_keys(vec![LogKey::of_signer(&log.key)]);
+    assert_eq!(keys.verify(&note).unwrap().size(), 6);
+    assert_eq!(
+        witness.get(&format!("/{}/checkpoint", "0".repeat(64))).0,
+        404
+    );
+}
