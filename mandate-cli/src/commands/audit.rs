@@ -19,11 +19,11 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use clap::Args;
 use mandate_core::{Checkpoint, LogKeys};
-use mandate_protocol::tlog::{AuditError, AuditLeaf, AuditState, SignedNote};
+use mandate_protocol::tlog::{AuditError, AuditLeaf, AuditState, SignedNote, WitnessKey};
 use mandate_protocol::wire::Decision;
 use serde::{Deserialize, Serialize};
 
-use super::Context;
+use super::{Context, verify_log};
 use crate::error::{CliError, CmdResult, Exit};
 use crate::jwks_cache;
 use crate::output;
@@ -35,10 +35,13 @@ Examples:
   mandate jwks fetch https://verdicts.example.com
   mandate audit --state audit-live.json              # with an organization key
   mandate audit --state audit-live.json --export decisions.ndjson --checkpoint head.note
+  mandate audit --state audit-live.json --witness 'w1.example+…' --witness 'w2.example+…' \\
+      --witnesses-required 1
 
 Exit codes: 0 the checkpoint extends the one accepted before (or is it); 8 refused: a
 decision deleted, changed or reordered, the log shrank or forked (the state is kept, the
-refused checkpoint and lines are written beside it); 2 usage (no key, an agent key, an
+refused checkpoint and lines are written beside it), or the checkpoint lacks the
+cosignatures of the witnesses required (--witness); 2 usage (no key, an agent key, an
 unreadable or altered state file, no log key in the key set); 1 API; 3 network.")]
 pub struct AuditArgs {
     /// The state file: the last checkpoint accepted and its tree's edge (made on the
@@ -59,6 +62,13 @@ pub struct AuditArgs {
     /// JWK Set file holding the log keys, instead of the cache `mandate jwks fetch` wrote
     #[arg(long, value_name = "FILE")]
     pub jwks: Option<PathBuf>,
+    /// A witness whose cosignature the checkpoint must carry, by its verifier key
+    /// (`<name>+<key id>+<key>`, as `mandate witness init` prints it); repeat for each
+    #[arg(long = "witness", value_name = "VKEY", value_parser = verify_log::parse_witness)]
+    pub witnesses: Vec<WitnessKey>,
+    /// With --witness: how many of those witnesses must have cosigned [default: all]
+    #[arg(long, value_name = "K", requires = "witnesses")]
+    pub witnesses_required: Option<usize>,
 }
 
 /// The state file.
@@ -103,6 +113,7 @@ struct Accepted<'a> {
 pub fn run(args: AuditArgs, ctx: &Context) -> CmdResult {
     let stored = read_state(&args.state)?;
     let keys = log_keys(&args)?;
+    let policy = verify_log::witness_policy(&args.witnesses, args.witnesses_required)?;
     let after = stored.as_ref().and_then(|s| s.after.clone());
     let presented = match &args.export {
         Some(path) => offline(path, args.checkpoint.as_deref())?,
@@ -121,9 +132,28 @@ pub fn run(args: AuditArgs, ctx: &Context) -> CmdResult {
         Some(stored) => stored.audit,
         None => AuditState::new(first_origin(&args, &note)?),
     };
+    // A checkpoint without the cosignatures required is not accepted, whatever it holds:
+    // the state stays as it was.
+    let witnessed = match &policy {
+        Some(policy) => Some(
+            verify_log::require_witnesses(policy, &note)
+                .map_err(|reason| CliError::LogRefused(format!("{reason}; the state is kept")))?,
+        ),
+        None => None,
+    };
     let (leaves, ids) = leaves(&presented.lines);
     match state.advance(&leaves, &note, &keys) {
-        Ok(accepted) => accept(&args, first, &state, accepted, &ids, after, ctx.json),
+        Ok(accepted) => {
+            let exit = accept(&args, first, &state, accepted, &ids, after, ctx.json)?;
+            if let Some(line) = witnessed {
+                if ctx.json {
+                    output::note(&line);
+                } else {
+                    output::line(&line)?;
+                }
+            }
+            Ok(exit)
+        }
         Err(e) => refuse(&args.state, &state, &e, &ids, &presented),
     }
 }

@@ -22,6 +22,7 @@ use mandate_core::{
     PaymentRequirements, Recipient, ReplayGuard, VerifiedVerdict, VerifyOptions, token_kid,
     verify_event,
 };
+use mandate_protocol::tlog::WitnessKey;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -60,7 +61,8 @@ before its expires_at; a binding the verdict carries that was not asked about is
 refused; with --log FILE (the decision as read, or its log member) that the verdict is in \
 the issuer's decision log (the inclusion proof leads from the token to a checkpoint signed \
 by a log key of the key set; the log and the leaf are printed; with --log-origin ORIGIN \
-that the log is that one); and with --replay-store \
+that the log is that one; with --witness VKEY, repeated, that the checkpoint carries the \
+cosignatures of those witnesses, all of them or --witnesses-required K); and with --replay-store \
 FILE that its nonce was never accepted before (the nonce is recorded when the token is \
 accepted). For an event, the replay store records the event id. Once the signature holds, \
 the status, the environment and the claims are printed, also when the token is then \
@@ -137,6 +139,19 @@ pub struct VerifyArgs {
     /// another log is refused
     #[arg(long, value_name = "ORIGIN", requires = "log")]
     pub log_origin: Option<String>,
+    /// With --log: a witness whose cosignature the checkpoint must carry, by its verifier
+    /// key (`<name>+<key id>+<key>`, as `mandate witness init` prints it); repeat for each
+    #[arg(
+        long = "witness",
+        value_name = "VKEY",
+        requires = "log",
+        conflicts_with_all = ["event", "signature_only"],
+        value_parser = verify_log::parse_witness
+    )]
+    pub witnesses: Vec<WitnessKey>,
+    /// With --witness: how many of those witnesses must have cosigned [default: all]
+    #[arg(long, value_name = "K", requires = "witnesses")]
+    pub witnesses_required: Option<usize>,
     /// The token is a webhook event, not a verdict
     #[arg(long)]
     pub event: bool,
@@ -476,6 +491,7 @@ pub fn run(args: VerifyArgs, ctx: &Context) -> CmdResult {
     if args.event {
         return run_event(&args, ctx, &token, &set, &options, now);
     }
+    let mut witnessed = None;
     let log = match &args.log {
         Some(path) if path.as_os_str() == "-" && args.token.as_deref().is_none_or(|t| t == "-") => {
             return Err(CliError::usage(
@@ -487,6 +503,15 @@ pub fn run(args: VerifyArgs, ctx: &Context) -> CmdResult {
             if let Some(origin) = &args.log_origin {
                 verify_log::require_origin(&entry, origin)?;
             }
+            // Before anything is checked or recorded, as --log-origin.
+            if let Some(policy) =
+                verify_log::witness_policy(&args.witnesses, args.witnesses_required)?
+            {
+                witnessed = Some(
+                    verify_log::require_witnesses(&policy, &entry.checkpoint)
+                        .map_err(CliError::Rejected)?,
+                );
+            }
             Some((
                 entry,
                 verify_log::keys(args.jwks.as_deref(), args.issuer.as_deref())?,
@@ -495,7 +520,8 @@ pub fn run(args: VerifyArgs, ctx: &Context) -> CmdResult {
         None => None,
     };
     let checked = check_verdict(&args, &token, &set, options, now, log.clone())?;
-    accept_verdict(&args, ctx, &token, checked, log.as_ref().map(|(e, _)| e))
+    let entry = log.as_ref().map(|(e, _)| e);
+    accept_verdict(&args, ctx, &token, checked, entry, witnessed.as_deref())
 }
 
 /// The check of a verdict, with its log entry when `--log` gave one.
@@ -606,6 +632,7 @@ fn accept_verdict(
     token: &str,
     checked: Result<VerifiedVerdict, CheckError>,
     entry: Option<&LogEntry>,
+    witnessed: Option<&str>,
 ) -> CmdResult {
     let signed_by = SignedBy::of(token);
     let logged = checked.as_ref().ok().and_then(|v| v.log.clone());
@@ -636,10 +663,12 @@ fn accept_verdict(
     print_claims(&claims, status, &signed_by, ctx.json)?;
     if let (Some(checkpoint), Some(entry)) = (&logged, entry) {
         let place = verify_log::accepted(checkpoint, entry);
-        if ctx.json {
-            output::note(&place);
-        } else {
-            output::line(&place)?;
+        for line in std::iter::once(place.as_str()).chain(witnessed) {
+            if ctx.json {
+                output::note(line);
+            } else {
+                output::line(line)?;
+            }
         }
     }
     if claims.policy_verdict != claims.verdict {

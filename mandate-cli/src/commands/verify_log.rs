@@ -2,12 +2,14 @@
 //! (docs/audit.md). FILE holds the decision as read (`mandate decisions get ID --json`, or
 //! `GET /v1/decisions/{id}`) or its `log` member alone; the log keys are those of the same
 //! key set as the verdict keys (`"use": "tlog-checkpoint"`). The core's
-//! `Counterparty::require_log` and `check_logged` check it with everything else.
+//! `Counterparty::require_log` and `check_logged` check it with everything else. With
+//! `--witness VKEY…` (`verify` and `audit`), the checkpoint must also carry the
+//! cosignatures of k of those witnesses (`--witnesses-required`, default all).
 
 use std::path::Path;
 
 use mandate_core::{Checkpoint, LogEntry, LogKeys};
-use mandate_protocol::tlog::SignedNote;
+use mandate_protocol::tlog::{SignedNote, WitnessKey, WitnessPolicy};
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Deserializer};
 
@@ -113,4 +115,40 @@ pub fn accepted(checkpoint: &Checkpoint, entry: &LogEntry) -> String {
         entry.index,
         checkpoint.size()
     )
+}
+
+/// Reads a `--witness` verifier key (clap's value parser): the error says what is wrong.
+pub fn parse_witness(vkey: &str) -> Result<WitnessKey, String> {
+    WitnessKey::from_verifier_key(vkey).map_err(|e| e.to_string())
+}
+
+/// `--witness` and `--witnesses-required K`: the policy, `None` when no witness is given;
+/// K defaults to all of them.
+pub fn witness_policy(
+    witnesses: &[WitnessKey],
+    required: Option<usize>,
+) -> Result<Option<WitnessPolicy>, CliError> {
+    if witnesses.is_empty() {
+        return Ok(None);
+    }
+    let required = required.unwrap_or(witnesses.len());
+    WitnessPolicy::new(witnesses.to_vec(), required)
+        .map(Some)
+        .map_err(|e| CliError::usage(format!("--witness, --witnesses-required: {e}")))
+}
+
+/// Checks that the signed checkpoint `note` carries the cosignatures `policy` requires;
+/// what to print when it does ("cosigned by …"), the refusal's reason when not.
+pub fn require_witnesses(policy: &WitnessPolicy, note: &str) -> Result<String, String> {
+    let found = policy
+        .check(note)
+        .map_err(|e| format!("not witnessed as required: {e}"))?;
+    let names: Vec<&str> = found.iter().map(|c| c.name()).collect();
+    Ok(format!(
+        "cosigned by {} of {} witnesses ({} required): {}",
+        found.len(),
+        policy.witnesses().len(),
+        policy.required(),
+        names.join(", ")
+    ))
 }

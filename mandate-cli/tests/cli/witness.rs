@@ -1,6 +1,8 @@
 //! `witness`: the real binary serving C2SP tlog-witness on port 0, fed checkpoints of a log
 //! built with mandate-protocol's own tree code and signed with a log key, over real HTTP
-//! (no Mandate server needed: the witness only sees the log's checkpoints).
+//! (no Mandate server needed: the witness only sees the log's checkpoints); then, against
+//! a real server, two witnesses cosigning the server's checkpoint and `verify --log` and
+//! `audit` requiring k of them (`--witness`, `--witnesses-required`).
 
 use std::collections::HashMap;
 use std::io::{BufRead as _, BufReader, Read as _};
@@ -13,7 +15,9 @@ use mandate_protocol::tlog::{
     self, LogHash, LogKey, NodeId, ProofPlan, TreeEdge, WitnessKey, WitnessPolicy,
 };
 
-use crate::support::{command_in, run_in};
+use serde_json::Value;
+
+use crate::support::{command_in, run_in, start};
 
 const ORIGIN: &str = "verdicts.example.com/log/org_4Fq2/live";
 
@@ -378,4 +382,191 @@ fn the_witness_remembers_what_it_cosigned_across_a_restart() {
         witness.get(&format!("/{}/checkpoint", "0".repeat(64))).0,
         404
     );
+}
+
+#[test]
+fn verify_and_audit_require_k_of_n_witnesses_of_the_servers_checkpoint() {
+    let env = start();
+    let key = env.standard_agent("buyer");
+    let first = env.authorize(&key, "42.50", "USD", "software");
+    first.ok();
+    env.authorize(&key, "1", "USD", "software").ok();
+    let token = first.json()["verdict_token"].as_str().unwrap().to_owned();
+    let id = first.json()["id"].as_str().unwrap().to_owned();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let decision: Value = loop {
+        let out = env.org(&["decisions", "get", &id, "--json"]);
+        out.ok();
+        let decision = out.json();
+        if decision["log"]["checkpoint"]
+            .as_str()
+            .is_some_and(|c| c.contains("\n2\n"))
+        {
+            break decision;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not logged: {}",
+            out.stdout
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let note = decision["log"]["checkpoint"].as_str().unwrap().to_owned();
+    let origin = note.lines().next().unwrap().to_owned();
+    let jwks = env.offline(&["jwks", "fetch", &env.public, "--json"]);
+    jwks.ok();
+    let jwks = env.write("jwks.json", &jwks.stdout);
+
+    // The log's verifier keys, from the key set; two witnesses given them.
+    let log_keys = env.offline(&["witness", "log-keys", "--origin", &origin, "--jwks", &jwks]);
+    log_keys.ok();
+    let log_vkeys: Vec<String> = log_keys.stdout.lines().map(str::to_owned).collect();
+    assert_eq!(log_vkeys.len(), 2, "{}", log_keys.stdout);
+    assert!(
+        log_vkeys
+            .iter()
+            .all(|k| k.starts_with(&format!("{origin}+")))
+    );
+    let home = env.home.path();
+    let (key1, w1) = init(home, "w1.example/witness");
+    let (key2, w2) = init(home, "w2.example/witness");
+    let witness1 = Witness::start(home, &key1, &home.join("w1.json"), &log_vkeys);
+    let witness2 = Witness::start(home, &key2, &home.join("w2.json"), &log_vkeys);
+    let (status, _, line1) = witness1.add(&body(0, &[], &note));
+    assert_eq!(status, 200, "{line1}");
+    let (status, _, line2) = witness2.add(&body(0, &[], &note));
+    assert_eq!(status, 200, "{line2}");
+
+    // The decision with the checkpoint cosigned by w1 only, and by both.
+    let with_checkpoint = |name: &str, note: String| {
+        let mut decision = decision.clone();
+        decision["log"]["checkpoint"] = Value::from(note);
+        env.write(name, &decision.to_string())
+    };
+    let by_one = with_checkpoint("by-one.json", format!("{note}{line1}"));
+    let by_both = with_checkpoint("by-both.json", format!("{note}{line1}{line2}"));
+    let (w1, w2) = (w1.to_string(), w2.to_string());
+    let verify = |log: &str, extra: &[&str]| {
+        let mut args = vec![
+            "verify",
+            &token,
+            "--jwks",
+            &jwks,
+            "--issuer",
+            &env.issuer,
+            "--sandbox",
+            "--amount",
+            "42.5",
+            "--currency",
+            "USD",
+            "--recipient",
+            "vendor:acme",
+            "--log",
+            log,
+            "--witness",
+            &w1,
+            "--witness",
+            &w2,
+        ];
+        args.extend_from_slice(extra);
+        env.offline(&args)
+    };
+    verify(&by_both, &[])
+        .ok()
+        .stdout_has(&format!("in log {origin}, leaf 0 of 2"))
+        .stdout_has(
+            "cosigned by 2 of 2 witnesses (2 required): w1.example/witness, w2.example/witness",
+        );
+    verify(&by_one, &[])
+        .code(6)
+        .stderr_has("not witnessed as required: the checkpoint carries valid cosignatures of 1 of the 2 witnesses, 2 required; missing: w2.example/witness");
+    verify(&by_one, &["--witnesses-required", "1"])
+        .ok()
+        .stdout_has("cosigned by 1 of 2 witnesses (1 required): w1.example/witness");
+    // The server's checkpoint as served, with no cosignature: refused.
+    let bare = with_checkpoint("bare.json", note.clone());
+    verify(&bare, &["--witnesses-required", "1"])
+        .code(6)
+        .stderr_has("valid cosignatures of 0 of the 2 witnesses, 1 required");
+    // A cosignature altered under w2's name and key id: the note is refused, whatever k.
+    let mut altered = line2.clone();
+    let at = altered.len() - 10;
+    altered.replace_range(
+        at..at + 1,
+        if &altered[at..at + 1] == "A" {
+            "B"
+        } else {
+            "A"
+        },
+    );
+    let forged = with_checkpoint("forged.json", format!("{note}{line1}{altered}"));
+    verify(&forged, &["--witnesses-required", "1"])
+        .code(6)
+        .stderr_has("the cosignature of witness \"w2.example/witness\" does not verify");
+    // Usage: a key that is not a witness's, k out of range, --witness without --log.
+    verify(&by_both, &["--witness", &log_vkeys[0]])
+        .code(2)
+        .stderr_has("not 0x04 (an ed25519 cosignature/v1 key)");
+    verify(&by_both, &["--witnesses-required", "3"])
+        .code(2)
+        .stderr_has("needs 1 to 2 cosignatures required, not 3");
+    for (transaction, says) in [
+        (
+            &[
+                "--amount",
+                "42.5",
+                "--currency",
+                "USD",
+                "--recipient",
+                "vendor:acme",
+            ][..],
+            "required arguments were not provided:\n  --log <FILE>",
+        ),
+        (
+            &["--signature-only"],
+            "'--signature-only' cannot be used with '--witness <VKEY>'",
+        ),
+    ] {
+        let mut args = vec!["verify", &token, "--jwks", &jwks, "--issuer", &env.issuer];
+        args.extend_from_slice(transaction);
+        args.extend(["--sandbox", "--witness", &w1]);
+        env.offline(&args).code(2).stderr_has(says);
+    }
+
+    // audit, offline: the export of both decisions and the cosigned checkpoint.
+    let export = env.path("export.ndjson").display().to_string();
+    env.org(&["export", "decisions", "--output", &export]).ok();
+    let state = env.path("audit.json").display().to_string();
+    let audit = |checkpoint: &str, extra: &[&str]| {
+        let file = env.write("head.note", checkpoint);
+        let mut args = vec![
+            "audit",
+            "--state",
+            &state,
+            "--export",
+            &export,
+            "--checkpoint",
+            &file,
+            "--jwks",
+            &jwks,
+            "--witness",
+            &w1,
+            "--witness",
+            &w2,
+        ];
+        args.extend_from_slice(extra);
+        env.offline(&args)
+    };
+    audit(&format!("{note}{line1}"), &[])
+        .code(8)
+        .stderr_has("not witnessed as required: the checkpoint carries valid cosignatures of 1 of the 2 witnesses, 2 required; missing: w2.example/witness; the state is kept");
+    assert!(!std::path::Path::new(&state).exists());
+    audit(&format!("{note}{line1}"), &["--witnesses-required", "1"])
+        .ok()
+        .stdout_has("at 2 decisions")
+        .stdout_has("cosigned by 1 of 2 witnesses (1 required): w1.example/witness");
+    audit(&format!("{note}{line1}{line2}"), &[])
+        .ok()
+        .stdout_has("cosigned by 2 of 2 witnesses (2 required)");
+    drop((witness1, witness2));
 }
