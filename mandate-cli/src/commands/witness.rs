@@ -170,9 +170,11 @@ fn run_init(args: &InitArgs, ctx: &Context) -> CmdResult {
     Ok(Exit::Success)
 }
 
-/// `mandate witness log-keys`: one verifier key per log key of the key set, under the
-/// origin. A service has a log key per environment (and more while one is rotated); the
-/// witness can be given all of them for one origin, and accepts a checkpoint signed by any.
+/// `mandate witness log-keys`: one verifier key per log key of the log's environment, under
+/// the origin. Mandate's log keys are `log-<environment>-<n>` and an origin ends in
+/// `/<environment>`; a key set whose kids follow no such pattern has all its keys printed.
+/// While a key is rotated there are two: the witness is given both, and accepts a
+/// checkpoint signed by either.
 fn run_log_keys(args: &LogKeysArgs) -> CmdResult {
     let origin = &args.origin;
     if origin.is_empty()
@@ -184,8 +186,20 @@ fn run_log_keys(args: &LogKeysArgs) -> CmdResult {
         )));
     }
     let keys = super::verify_log::keys(args.jwks.as_deref(), None)?;
-    for key in tlog::keys_of(&keys) {
-        output::line(&key.verifier_key(&args.origin))?;
+    let keys = tlog::keys_of(&keys);
+    let environment = origin.rsplit('/').next().unwrap_or_default();
+    let prefix = format!("log-{environment}-");
+    let mine: Vec<&LogKey> = keys
+        .iter()
+        .filter(|k| k.kid().starts_with(&prefix))
+        .collect();
+    let shown: Vec<&LogKey> = if mine.is_empty() {
+        keys.iter().collect()
+    } else {
+        mine
+    };
+    for key in shown {
+        output::line(&key.verifier_key(origin))?;
     }
     Ok(Exit::Success)
 }

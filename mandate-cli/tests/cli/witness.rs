@@ -417,16 +417,29 @@ fn verify_and_audit_require_k_of_n_witnesses_of_the_servers_checkpoint() {
     jwks.ok();
     let jwks = env.write("jwks.json", &jwks.stdout);
 
-    // The log's verifier keys, from the key set; two witnesses given them.
-    let log_keys = env.offline(&["witness", "log-keys", "--origin", &origin, "--jwks", &jwks]);
-    log_keys.ok();
-    let log_vkeys: Vec<String> = log_keys.stdout.lines().map(str::to_owned).collect();
-    assert_eq!(log_vkeys.len(), 2, "{}", log_keys.stdout);
-    assert!(
-        log_vkeys
-            .iter()
-            .all(|k| k.starts_with(&format!("{origin}+")))
+    // The log's verifier key (its environment's log key), from the key set; the other
+    // environment's key is another one. Two witnesses are given it.
+    let vkeys = |origin: &str| {
+        let out = env.offline(&["witness", "log-keys", "--origin", origin, "--jwks", &jwks]);
+        out.ok();
+        out.stdout
+            .lines()
+            .map(str::to_owned)
+            .collect::<Vec<String>>()
+    };
+    let log_vkeys = vkeys(&origin);
+    assert_eq!(log_vkeys.len(), 1, "{log_vkeys:?}");
+    assert!(log_vkeys[0].starts_with(&format!("{origin}+")));
+    let live = vkeys(&origin.replace("/sandbox", "/live"));
+    assert_eq!(live.len(), 1);
+    assert_ne!(
+        live[0].rsplit('+').next(),
+        log_vkeys[0].rsplit('+').next(),
+        "{live:?}"
     );
+    env.offline(&["witness", "log-keys", "--origin", "a b", "--jwks", &jwks])
+        .code(2)
+        .stderr_has("cannot name a log");
     let home = env.home.path();
     let (key1, w1) = init(home, "w1.example/witness");
     let (key2, w2) = init(home, "w2.example/witness");
