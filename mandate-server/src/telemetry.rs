@@ -33,6 +33,9 @@ pub const DELIVERIES: &str = "mandate_webhook_deliveries_total";
 pub const PENDING_DELIVERIES: &str = "mandate_webhook_deliveries_pending";
 /// Reviews pending (counted once a second).
 pub const PENDING_REVIEWS: &str = "mandate_reviews_pending";
+/// Decisions the decision log's worker refused to append, each round it refused one:
+/// `env`.
+pub const LOG_REFUSED: &str = "mandate_log_refused_total";
 /// Jobs per commit of the storage writer (recorded by the engines' writers).
 pub use mandate_storage::WRITER_GROUP;
 
@@ -100,6 +103,10 @@ fn describe() {
     );
     describe_counter!(SHED, "API requests refused with 503 by the in-flight gate.");
     describe_counter!(DELIVERIES, "Webhook delivery attempts, by outcome.");
+    describe_counter!(
+        LOG_REFUSED,
+        "Decisions the decision log refused to append (a token that does not verify)."
+    );
     describe_gauge!(PENDING_DELIVERIES, "Webhook deliveries pending.");
     describe_gauge!(PENDING_REVIEWS, "Reviews pending.");
     describe_histogram!(WRITER_GROUP, "Jobs per commit of the storage writer.");

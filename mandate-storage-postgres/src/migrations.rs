@@ -48,6 +48,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
         17,
         include_str!("../migrations/0017_decision_group_one_call.sql"),
     ),
+    (18, include_str!("../migrations/0018_log_entries.sql")),
 ];
 
 /// The Citus step, run after the numbered migrations by every `migrate`: nothing without

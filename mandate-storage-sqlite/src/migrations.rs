@@ -43,6 +43,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (16, include_str!("../migrations/0016_decision_log.sql")),
     (17, include_str!("../migrations/0017_decision_keys.sql")),
     (18, include_str!("../migrations/0018_ap2_running_total.sql")),
+    (19, include_str!("../migrations/0019_log_entries.sql")),
 ];
 
 /// The highest migration this build knows.

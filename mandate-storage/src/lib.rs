@@ -34,6 +34,7 @@ pub mod idempotency;
 pub mod keys;
 pub mod location;
 pub mod log;
+pub mod log_entries;
 pub mod mandates;
 pub mod model;
 pub mod orgs;

@@ -25,6 +25,7 @@ use super::StoreFuture;
 use super::decisions::Filters;
 use super::engine::{Access, Columns, Engine, Param, Result, Scope, Tx, env_of, first};
 use super::keys::StoredKey;
+use super::log_entries::{self, TileRead};
 use super::statements::{Lock, LogSql};
 use crate::model::Env;
 
@@ -75,6 +76,10 @@ pub struct LogAppend {
     pub scanned_seq: i64,
     /// The new leaves: index, seq, hash.
     pub leaves: Vec<(u64, i64, LogHash)>,
+    /// The data of each new leaf, in the order of `leaves`: the verdict token it is the
+    /// hash of, stored with the log ([`crate::log_entries`]). Nothing is written unless
+    /// each hashes to its leaf.
+    pub tokens: Vec<String>,
     /// The tiles of levels 1 to 7 that changed, whole.
     pub tiles: Vec<(TileId, Vec<LogHash>)>,
     /// The signed checkpoint of the new size (unchanged when no leaf was added).
@@ -121,6 +126,16 @@ pub trait LogStore {
     /// The checkpoint readers are shown, if any.
     fn shown_checkpoint(&self, org: &str, env: Env) -> StoreFuture<'_, Option<ShownCheckpoint>>;
 
+    /// A C2SP tile or entry bundle of a log, its first `width` hashes or entries as served
+    /// (`None`: the log does not hold that many).
+    fn log_tile(
+        &self,
+        org: &str,
+        env: Env,
+        tile: TileRead,
+        width: usize,
+    ) -> StoreFuture<'_, Option<Vec<u8>>>;
+
     /// The log entries (index, checkpoint, inclusion proof) of the decisions of `seqs`
     /// against `at` (the shown checkpoint when `None`), for those it covers.
     fn log_entries(
@@ -163,7 +178,7 @@ pub struct NewLogKey {
     pub first: bool,
 }
 
-fn as_i64(value: u64, what: &str) -> Result<i64> {
+pub(crate) fn as_i64(value: u64, what: &str) -> Result<i64> {
     i64::try_from(value).map_err(|_| StorageError::Corrupt(format!("{what} {value}")))
 }
 
@@ -208,7 +223,7 @@ async fn head<T: Tx>(tx: &mut T, org: &str, env: Env, lock: Lock) -> Result<Opti
 
 /// The hashes of `tiles`, each from position 0 as far as it is stored: level 0 from the
 /// leaves (up to the first missing index), the others from `log_tiles`.
-async fn read_tiles<T: Tx>(
+pub(crate) async fn read_tiles<T: Tx>(
     tx: &mut T,
     org: &str,
     env: Env,
@@ -336,24 +351,47 @@ async fn tokens<T: Tx>(
     Ok(out)
 }
 
-/// The leaves cut into strips as stored: never across a multiple of 256 leaves, each
-/// as (start, first seq, the later seqs as LEB128 deltas, the hashes).
-fn strips(
-    leaves: &[(u64, i64, LogHash)],
-) -> impl Iterator<Item = Result<(i64, i64, Vec<u8>, Vec<u8>)>> + '_ {
+/// A strip as stored: its start, first seq, the later seqs as LEB128 deltas, the hashes,
+/// and the entries (its tokens, each length-prefixed).
+type Strip = (i64, i64, Vec<u8>, Vec<u8>, Vec<u8>);
+
+/// The leaves and their tokens cut into strips as stored: never across a multiple of 256
+/// leaves. Refused when the leaves are out of order, or a token is missing, too long for
+/// an entry or not the data of its leaf.
+fn strips<'a>(
+    leaves: &'a [(u64, i64, LogHash)],
+    tokens: &'a [String],
+) -> impl Iterator<Item = Result<Strip>> + 'a {
     let mut rest = leaves;
+    let mut rest_tokens = tokens;
+    let mismatched = leaves.len() != tokens.len();
     std::iter::from_fn(move || {
+        if mismatched {
+            rest = &[];
+            return Some(Err(StorageError::Corrupt(format!(
+                "{} log leaves with {} tokens",
+                leaves.len(),
+                tokens.len()
+            ))));
+        }
         let &(start, first_seq, _) = rest.first()?;
         let room = TILE_WIDTH - (start % TILE_WIDTH as u64) as usize;
         let (strip, after) = rest.split_at(room.min(rest.len()));
-        rest = after;
+        let (strip_tokens, after_tokens) = rest_tokens.split_at(strip.len());
+        (rest, rest_tokens) = (after, after_tokens);
         let mut seqs = Vec::with_capacity(strip.len());
         let mut hashes = Vec::with_capacity(32 * strip.len());
+        let mut entries = Vec::new();
         let mut previous = first_seq;
-        for (i, (index, seq, hash)) in strip.iter().enumerate() {
+        for (i, ((index, seq, hash), token)) in strip.iter().zip(strip_tokens).enumerate() {
             if *index != start + i as u64 || (i > 0 && *seq <= previous) {
                 return Some(Err(StorageError::Corrupt(format!(
                     "log leaves out of order at index {index} (seq {seq})"
+                ))));
+            }
+            if let Err(e) = log_entries::push_entry(&mut entries, token.as_bytes(), hash) {
+                return Some(Err(StorageError::Corrupt(format!(
+                    "log leaf {index} (seq {seq}): {e}"
                 ))));
             }
             if i > 0 {
@@ -362,7 +400,7 @@ fn strips(
             previous = *seq;
             hashes.extend_from_slice(hash.as_bytes());
         }
-        Some(as_i64(start, "leaf index").map(|start| (start, first_seq, seqs, hashes)))
+        Some(as_i64(start, "leaf index").map(|start| (start, first_seq, seqs, hashes, entries)))
     })
 }
 
@@ -417,8 +455,8 @@ async fn append<T: Tx>(tx: &mut T, a: &LogAppend) -> Result<bool> {
     if (now.size, now.scanned_seq) != a.from {
         return Ok(false);
     }
-    for strip in strips(&a.leaves) {
-        let (start, first_seq, seqs, hashes) = strip?;
+    for strip in strips(&a.leaves, &a.tokens) {
+        let (start, first_seq, seqs, hashes, entries) = strip?;
         let params = [
             a.org.as_str().into(),
             a.env.into(),
@@ -428,6 +466,15 @@ async fn append<T: Tx>(tx: &mut T, a: &LogAppend) -> Result<bool> {
             Param::Bytes(&hashes),
         ];
         tx.execute(LogSql::AppendStrip.into(), &params).await?;
+        // The strip's tokens, with it: the log keeps its entries whatever later happens
+        // to the decisions' rows.
+        let params = [
+            a.org.as_str().into(),
+            a.env.into(),
+            start.into(),
+            Param::Bytes(&entries),
+        ];
+        tx.execute(LogSql::AppendEntries.into(), &params).await?;
     }
     for (tile, hashes) in &a.tiles {
         let bytes: Vec<u8> = hashes.iter().flat_map(|h| *h.as_bytes()).collect();
@@ -630,6 +677,19 @@ impl<E: Engine> LogStore for E {
         }))
     }
 
+    fn log_tile(
+        &self,
+        org: &str,
+        env: Env,
+        tile: TileRead,
+        width: usize,
+    ) -> StoreFuture<'_, Option<Vec<u8>>> {
+        let args = (org.to_owned(), env, tile, width);
+        Box::pin(self.run(Access::Read, args, |tx, (org, env, tile, width)| {
+            Box::pin(log_entries::read(tx, org, *env, *tile, *width))
+        }))
+    }
+
     fn log_entries(
         &self,
         org: &str,
@@ -711,11 +771,19 @@ mod tests {
                 (i, seq, leaf(i))
             })
             .collect();
-        let strips: Vec<_> = strips(&leaves).collect::<Result<_>>().unwrap();
+        let tokens: Vec<String> = leaves.iter().map(|(i, _, _)| format!("t{i}")).collect();
+        let leaves: Vec<(u64, i64, LogHash)> = leaves
+            .into_iter()
+            .zip(&tokens)
+            .map(|((i, seq, _), t)| (i, seq, mandate_protocol::tlog::leaf_hash(t.as_bytes())))
+            .collect();
+        let strips: Vec<_> = strips(&leaves, &tokens).collect::<Result<_>>().unwrap();
         let starts: Vec<i64> = strips.iter().map(|s| s.0).collect();
         assert_eq!(starts, vec![200, 256, 512, 768]);
         let mut back = Vec::new();
-        for (start, first_seq, deltas, hashes) in &strips {
+        let mut bundles = Vec::new();
+        for (start, first_seq, deltas, hashes, entries) in &strips {
+            bundles.extend_from_slice(entries);
             let seqs = strip_seqs(*first_seq, deltas).unwrap();
             let hashes = hashes_of(hashes).unwrap();
             assert_eq!(seqs.len(), hashes.len());
@@ -725,14 +793,25 @@ mod tests {
             }
         }
         assert_eq!(back, leaves);
+        let data = log_entries::split_entries(&bundles, usize::MAX).unwrap();
+        assert_eq!(data.len(), tokens.len());
+        assert!(data.iter().zip(&tokens).all(|(d, t)| *d == t.as_bytes()));
     }
 
     #[test]
     fn leaves_out_of_order_are_refused_before_anything_is_written() {
-        let gap = [(0, 5, leaf(0)), (2, 6, leaf(2))];
-        assert!(strips(&gap).any(|s| s.is_err()));
-        let backwards = [(0, 5, leaf(0)), (1, 5, leaf(1))];
-        assert!(strips(&backwards).any(|s| s.is_err()));
+        let tokens = ["a".to_owned(), "b".to_owned()];
+        let data = |t: &str| mandate_protocol::tlog::leaf_hash(t.as_bytes());
+        let gap = [(0, 5, data("a")), (2, 6, data("b"))];
+        assert!(strips(&gap, &tokens).any(|s| s.is_err()));
+        let backwards = [(0, 5, data("a")), (1, 5, data("b"))];
+        assert!(strips(&backwards, &tokens).any(|s| s.is_err()));
+        // A token that is not its leaf's data, or a token missing.
+        let swapped = [(0, 5, data("b")), (1, 6, data("a"))];
+        assert!(strips(&swapped, &tokens).any(|s| s.is_err()));
+        let good = [(0, 5, data("a")), (1, 6, data("b"))];
+        assert!(strips(&good, &tokens).all(|s| s.is_ok()));
+        assert!(strips(&good, &tokens[..1]).any(|s| s.is_err()));
     }
 
     #[test]

@@ -40,6 +40,12 @@ pub fn log(s: LogSql, locked: fn(Lock) -> &'static str) -> Option<Sql> {
         LogSql::StripRange => one("SELECT start, hashes FROM log_strips
              WHERE org_id = ?1 AND env = ?2 AND start >= ?3 AND start < ?4
              ORDER BY start"),
+        LogSql::AppendEntries => {
+            one("INSERT INTO log_entries (org_id, env, start, entries) VALUES (?1, ?2, ?3, ?4)")
+        }
+        LogSql::EntryRange => one("SELECT start, entries FROM log_entries
+             WHERE org_id = ?1 AND env = ?2 AND start >= ?3 AND start < ?4
+             ORDER BY start"),
         LogSql::StripsOf | LogSql::Ids => return None,
         LogSql::Tile => one("SELECT hashes FROM log_tiles
              WHERE org_id = ?1 AND env = ?2 AND level = ?3 AND idx = ?4"),

@@ -215,8 +215,8 @@ pub enum DecisionSql {
     Seq,
 }
 
-/// The statements of the decision log's tree (`log_strips`, `log_tiles`, `log_heads`) and
-/// of the log keys (`log_keys`).
+/// The statements of the decision log's tree (`log_strips`, `log_tiles`, `log_heads`), of
+/// its entries (`log_entries`) and of the log keys (`log_keys`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogSql {
     /// The logs with news: environments with decisions above their head's `scanned_seq`
@@ -242,6 +242,12 @@ pub enum LogSql {
     AppendStrip,
     /// The strips starting in [`$3`, `$4`): `$1` org, `$2` env → start, hashes, in order.
     StripRange,
+    /// Appends the entries of a strip (`log_entries`): `$1` org, `$2` env, `$3` start,
+    /// `$4` the strip's tokens, each length-prefixed (big-endian u16).
+    AppendEntries,
+    /// The entries of the strips starting in [`$3`, `$4`): `$1` org, `$2` env → start,
+    /// entries, in order.
+    EntryRange,
     /// The decisions of a log after its head: `$1` org, `$2` env, seqs above `$3` and below
     /// `$4`, at most `$5` → seq, id, the stored leaf hash (or NULL), oldest first.
     Ids,

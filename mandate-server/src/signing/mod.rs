@@ -38,6 +38,10 @@ pub struct KeyRing {
     current: HashMap<&'static str, Arc<dyn Signer>>,
     /// Every published public key.
     pub jwks: Arc<JwkSet>,
+    /// Every verdict key ever stored, retired long ago or not: what the decision log's
+    /// worker verifies a token against before it appends it (a decision may be logged
+    /// after its key left the published set).
+    pub verdict_keys: Arc<JwkSet>,
     /// The log keys, which sign the decision log's checkpoints (published beside).
     pub log: log_keys::LogKeyRing,
 }
@@ -122,28 +126,56 @@ pub fn load(
     now_ms: i64,
 ) -> Result<KeyRing, AtRestError> {
     build(
-        store.signing_keys_now(now_ms - RETIRED_KEY_PUBLISHED_MS)?,
+        store.signing_keys_now(i64::MIN)?,
         keys,
+        now_ms - RETIRED_KEY_PUBLISHED_MS,
     )
 }
 
-fn build(stored: Vec<StoredKey>, keys: &KeyEncryption) -> Result<KeyRing, AtRestError> {
+/// The ring of every stored key: the published set holds those current or retired after
+/// `published_after_ms`, the verdict keys all of them.
+fn build(
+    stored: Vec<StoredKey>,
+    keys: &KeyEncryption,
+    published_after_ms: i64,
+) -> Result<KeyRing, AtRestError> {
     let mut ring = KeyRing::default();
     let mut jwks = JwkSet::default();
+    let mut all = JwkSet::default();
     for key in stored {
-        let secret = keys.open(&key)?;
-        let signer =
+        let published = key
+            .retired_ms
+            .is_none_or(|retired| retired > published_after_ms);
+        let opened = keys.open(&key).and_then(|secret| {
             AwsLcSigner::from_secret_bytes(key.kid.clone(), secret.expose()).map_err(|_| {
                 AtRestError::InvalidKey {
                     kid: key.kid.clone(),
                 }
-            })?;
-        jwks.keys.push(signer.public_jwk());
+            })
+        });
+        // A published key must open; one retired long ago that does not is left out of
+        // the verdict keys, with a warning (the log refuses the tokens it signed).
+        let signer = match opened {
+            Ok(signer) => signer,
+            Err(e) if !published => {
+                tracing::warn!(
+                    "retired signing key {} left out of the verdict keys: {e}",
+                    key.kid
+                );
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        all.keys.push(signer.public_jwk());
+        if published {
+            jwks.keys.push(signer.public_jwk());
+        }
         if key.retired_ms.is_none() {
             ring.current.insert(key.env.as_str(), Arc::new(signer));
         }
     }
     ring.jwks = Arc::new(jwks);
+    ring.verdict_keys = Arc::new(all);
     Ok(ring)
 }
 
@@ -155,10 +187,8 @@ pub async fn reload(
     now_ms: i64,
     ring: &RwLock<KeyRing>,
 ) -> Result<(), AtRestError> {
-    let stored = store
-        .signing_keys(now_ms - RETIRED_KEY_PUBLISHED_MS)
-        .await?;
-    let mut fresh = build(stored, keys)?;
+    let stored = store.signing_keys(i64::MIN).await?;
+    let mut fresh = build(stored, keys, now_ms - RETIRED_KEY_PUBLISHED_MS)?;
     fresh.log = log_keys::load(store, keys, now_ms).await?;
     *ring.write().unwrap_or_else(|p| p.into_inner()) = fresh;
     Ok(())

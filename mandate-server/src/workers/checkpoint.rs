@@ -12,14 +12,19 @@
 //!    the head up to the readers' watermark (at most [`BATCH`]), and checks that the stored
 //!    tree still has the stored checkpoint's root (otherwise the tables were changed under
 //!    it: it stops on that log with an error and never signs);
-//! 2. takes each decision's leaf hash from those this process's decision service left
-//!    ([`LeafHashes`](crate::model::leaves::LeafHashes): the hash of the token it
-//!    answered), and reads the rows of the others to rebuild their tokens and hash them;
+//! 2. reads the decisions' rows, rebuilds their tokens and verifies each before it is
+//!    appended ([`super::log_verify`]): its signature against the service's verdict keys,
+//!    its decision, and its leaf hash against the one stored with the row or left by this
+//!    process's decision service ([`LeafHashes`](crate::model::leaves::LeafHashes): the
+//!    hash of the token it answered). The first decision refused stops the run there: it
+//!    is logged at error level and counted (`mandate_log_refused_total`), and the log
+//!    waits before it, every round, until its row is restored;
 //! 3. appends the leaf hashes to the edge (the core's `TreeEdge`), collecting
 //!    the leaves and the tiles the appends complete, and signs a checkpoint of the new
 //!    size with every log key of the environment;
-//! 4. has the store write all of it in one transaction, only if the log is still where
-//!    it was read (another process may have logged it meanwhile);
+//! 4. has the store write all of it, the tokens with their leaves, in one transaction,
+//!    only if the log is still where it was read (another process may have logged it
+//!    meanwhile);
 //! 5. once that commit is durable, shows the checkpoint to readers. A checkpoint no reader
 //!    saw may be lost to a crash; it is never a fork, since the tree is a function of the
 //!    durable decisions in seq order.
@@ -37,6 +42,7 @@ use mandate_protocol::tlog::{self, SignedNote, TileId, TreeEdge};
 use tokio::task::JoinHandle;
 
 use super::Context;
+use super::log_verify;
 use crate::clock::ms;
 use crate::model::Env;
 use crate::storage::StorageError;
@@ -204,9 +210,14 @@ impl Checkpointer {
             let moved = self.show_stored(org, env, &tail).await?;
             return Ok(Extended { moved, full: false });
         }
-        let full = tail.decisions.len() as i64 >= self.batch;
         check_head(&tail, &origin)?;
-        let leaves = self.leaves(org, env, &tail.decisions, &origin).await?;
+        let (leaves, tokens) = self.leaves(org, env, &tail.decisions, &origin).await?;
+        // A refusal cuts the run short: nothing after it waits in this batch.
+        let full = leaves.len() == tail.decisions.len() && leaves.len() as i64 >= self.batch;
+        if leaves.is_empty() {
+            let moved = self.show_stored(org, env, &tail).await?;
+            return Ok(Extended { moved, full: false });
+        }
         let grown = grow(&tail, &leaves, &origin)?;
         let checkpoint = if grown.edge.size() > tail.head.size {
             let signers = self.signers(env)?;
@@ -221,6 +232,7 @@ impl Checkpointer {
             size: grown.edge.size(),
             scanned_seq: grown.scanned_seq,
             leaves: grown.leaves,
+            tokens,
             tiles: grown.tiles,
             checkpoint: checkpoint.clone(),
             signed_ms: ms(self.context.now()),
@@ -254,46 +266,109 @@ impl Checkpointer {
         }
     }
 
-    /// The leaf of each decision: its hash as stored with its row or as the decision
-    /// service left it, or, for those with neither, from the token rebuilt from its row.
+    /// The leaf of each decision and the tokens of those that have one, in order: each
+    /// token rebuilt from its row and verified ([`log_verify::verify`]) against the leaf
+    /// hash stored with the row or left by the decision service. The decisions from the
+    /// first refused on are left out (logged and counted): the log waits before it.
     async fn leaves(
         &self,
         org: &str,
         env: Env,
         decisions: &[(i64, DecisionId, Option<LogHash>)],
         origin: &str,
-    ) -> Result<Vec<Leaf>, CheckpointError> {
-        let mut leaves: Vec<Leaf> = Vec::with_capacity(decisions.len());
-        let mut missing = Vec::new();
-        for (i, (seq, id, stored)) in decisions.iter().enumerate() {
-            let leaf = stored.or_else(|| self.context.leaves.take(id));
-            if leaf.is_none() {
-                missing.push(i);
-            }
-            leaves.push((*seq, id.clone(), leaf));
-        }
-        if missing.is_empty() {
-            return Ok(leaves);
-        }
-        let ranges = ranges_of(decisions, &missing);
-        let tokens: HashMap<i64, Option<String>> = self
+    ) -> Result<(Vec<Leaf>, Vec<String>), CheckpointError> {
+        let answered: Vec<Option<LogHash>> = decisions
+            .iter()
+            .map(|(_, id, stored)| stored.or_else(|| self.context.leaves.take(id)))
+            .collect();
+        let every: Vec<usize> = (0..decisions.len()).collect();
+        let mut tokens: HashMap<i64, Option<String>> = self
             .context
             .store
-            .log_tokens(org, env, ranges)
+            .log_tokens(org, env, ranges_of(decisions, &every))
             .await?
             .into_iter()
             .collect();
-        for i in missing {
-            let (seq, id, leaf) = &mut leaves[i];
-            let Some(token) = tokens.get(seq) else {
+        let mut jobs = Vec::with_capacity(decisions.len());
+        for ((seq, id, _), answered) in decisions.iter().zip(&answered) {
+            let Some(token) = tokens.remove(seq) else {
                 return Err(CheckpointError::Tampered {
                     origin: origin.to_owned(),
                     why: format!("decision {id} (seq {seq}) was listed but cannot be read"),
                 });
             };
-            *leaf = token.as_deref().map(|t| tlog::leaf_hash(t.as_bytes()));
+            jobs.push((id.clone(), token, *answered));
         }
-        Ok(leaves)
+        let keys = self
+            .context
+            .keys
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .verdict_keys
+            .clone();
+        // ES256 verifications are CPU work: off the async workers, up to the first refusal.
+        let checked = tokio::task::spawn_blocking(move || {
+            let mut checked = Vec::with_capacity(jobs.len());
+            for (id, token, answered) in jobs {
+                // A decision stored before tokens were kept has none: `grow` leaves it out
+                // before the log's first leaf and stops the log after it.
+                let result = match token {
+                    None => Ok(None),
+                    Some(token) => log_verify::verify(&id, Some(&token), answered, &keys)
+                        .map(|leaf| Some((leaf, token))),
+                };
+                let refused = result.is_err();
+                checked.push(result);
+                if refused {
+                    break;
+                }
+            }
+            checked
+        })
+        .await
+        .map_err(|e| CheckpointError::Tampered {
+            origin: origin.to_owned(),
+            why: format!("verifying tokens: {e}"),
+        })?;
+        let mut leaves: Vec<Leaf> = Vec::with_capacity(checked.len());
+        let mut logged = Vec::with_capacity(checked.len());
+        for (i, result) in checked.into_iter().enumerate() {
+            let (seq, id, _) = &decisions[i];
+            match result {
+                Ok(None) => leaves.push((*seq, id.clone(), None)),
+                Ok(Some((leaf, token))) => {
+                    leaves.push((*seq, id.clone(), Some(leaf)));
+                    logged.push(token);
+                }
+                Err(why) => {
+                    self.refuse(origin, env, (*seq, id), &why);
+                    // The hand-over's hashes of those not logged, kept for the next round.
+                    for ((_, id, stored), answered) in decisions[i..].iter().zip(&answered[i..]) {
+                        if let (None, Some(answered)) = (stored, answered) {
+                            self.context.leaves.keep(id.clone(), *answered);
+                        }
+                    }
+                }
+            }
+        }
+        Ok((leaves, logged))
+    }
+
+    /// Says that the log of `origin` waits before decision `id`, refused for `why`: at
+    /// error level and in `mandate_log_refused_total`, every round it waits.
+    fn refuse(
+        &self,
+        origin: &str,
+        env: Env,
+        (seq, id): (i64, &DecisionId),
+        why: &log_verify::Refused,
+    ) {
+        tracing::error!(
+            decision = %id,
+            seq,
+            "decision log {origin}: decision {id} (seq {seq}) refused, not appended: {why}; the log waits before it until its row is restored"
+        );
+        metrics::counter!(crate::telemetry::LOG_REFUSED, "env" => env.as_str()).increment(1);
     }
 
     fn signers(&self, env: Env) -> Result<Vec<std::sync::Arc<dyn Signer>>, CheckpointError> {

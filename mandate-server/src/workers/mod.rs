@@ -18,6 +18,7 @@
 
 pub mod checkpoint;
 pub mod delivery;
+pub mod log_verify;
 pub mod refresh;
 pub mod timers;
 

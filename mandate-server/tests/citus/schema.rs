@@ -13,7 +13,7 @@ use mandate_server::storage::{AdminStore, DbLocation};
 use crate::citus::{CitusDb, Share, database};
 
 /// The tables that hold an organization's rows, distributed by `org_id`.
-const DISTRIBUTED: [&str; 22] = [
+const DISTRIBUTED: [&str; 23] = [
     "environments",
     "org_counters",
     "agents",
@@ -36,6 +36,7 @@ const DISTRIBUTED: [&str; 22] = [
     "log_strips",
     "log_tiles",
     "log_heads",
+    "log_entries",
 ];
 
 /// The tables shared by all organizations: a copy on every node.

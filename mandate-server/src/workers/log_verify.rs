@@ -1,0 +1,178 @@
+//! Verify before append: the checkpoint worker ([`super::checkpoint`]) logs a decision only
+//! once its token, rebuilt from the decision's row, verifies (docs/audit.md).
+//!
+//! A token verifies when its ES256 signature verifies against one of the service's verdict
+//! keys (current or retired, however long ago: `KeyRing::verdict_keys`), it is a verdict of
+//! the decision it was read for (`jti`), and it is the token answered when that is known:
+//! its leaf hash is the one stored with the row or left by the decision service. A row
+//! changed after its decision was signed (an amount, a recipient, a verdict) rebuilds a
+//! token whose signature does not verify, or that is not the one answered, and is refused:
+//! the log stops before it, logged and counted each round, until an operator restores it.
+
+use mandate_core::{DecisionId, JwkSet, VerifyOptions, verify_verdict};
+use mandate_protocol::tlog::{self, LogHash};
+use time::OffsetDateTime;
+
+/// Why a decision's token is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    /// Its row does not rebuild a token (stored before tokens were kept, or emptied).
+    #[error("its row holds no token")]
+    NoToken,
+    /// Its signature does not verify against the service's verdict keys.
+    #[error("its token does not verify against the service's verdict keys: {0}")]
+    Signature(String),
+    /// It verifies, but as another decision's token.
+    #[error("its token is decision {0}'s")]
+    OtherDecision(String),
+    /// It verifies, but is not the token answered: its row was changed.
+    #[error(
+        "its row rebuilds a token other than the one answered (leaf hash {found}, answered {answered})"
+    )]
+    NotAnswered {
+        /// The leaf hash of the token rebuilt.
+        found: LogHash,
+        /// The leaf hash of the token answered.
+        answered: LogHash,
+    },
+}
+
+/// The claims read before verifying: the issuer and the issue time the token names, so
+/// that a token is verified as of when it was signed (it expired since) and under the
+/// verdicts URL it was issued from.
+#[derive(serde::Deserialize)]
+struct Stated {
+    iss: String,
+    iat: i64,
+}
+
+fn stated(token: &str) -> Result<Stated, Refused> {
+    use base64::Engine as _;
+    let malformed = |why: &str| Refused::Signature(format!("malformed token: {why}"));
+    let payload = token
+        .split('.')
+        .nth(1)
+        .ok_or_else(|| malformed("no claims"))?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload)
+        .map_err(|_| malformed("claims not base64url"))?;
+    serde_json::from_slice(&bytes).map_err(|_| malformed("no iss or iat"))
+}
+
+/// The leaf hash of decision `id`'s `token`, if it verifies against `keys` and is the
+/// token answered (`answered`, when known).
+pub fn verify(
+    id: &DecisionId,
+    token: Option<&str>,
+    answered: Option<LogHash>,
+    keys: &JwkSet,
+) -> Result<LogHash, Refused> {
+    let token = token.ok_or(Refused::NoToken)?;
+    let stated = stated(token)?;
+    let options = VerifyOptions {
+        issuer: stated.iss,
+        now: OffsetDateTime::from_unix_timestamp(stated.iat)
+            .map_err(|_| Refused::Signature(format!("iat {} out of range", stated.iat)))?,
+        leeway_secs: 0,
+    };
+    let claims =
+        verify_verdict(token, keys, &options).map_err(|e| Refused::Signature(e.to_string()))?;
+    if claims.jti != *id {
+        return Err(Refused::OtherDecision(claims.jti.to_string()));
+    }
+    let found = tlog::leaf_hash(token.as_bytes());
+    match answered {
+        Some(answered) if answered != found => Err(Refused::NotAnswered { found, answered }),
+        _ => Ok(found),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use mandate_core::{P256Signer, Signer, sign_token};
+    use mandate_protocol::amount::Amount;
+    use mandate_protocol::claims::{Bindings, VerdictClaims};
+    use mandate_protocol::id::{AgentId, Nonce};
+    use mandate_protocol::names::{Category, Currency, Recipient};
+    use mandate_protocol::policy::{AuthorizationRequest, Verdict};
+
+    fn id(n: u32) -> DecisionId {
+        DecisionId::parse(&format!("dec_{n:026}")).unwrap()
+    }
+
+    fn claims(id: &DecisionId, amount: &str) -> VerdictClaims {
+        VerdictClaims {
+            bindings: Bindings::default(),
+            iss: "https://verdicts.example".into(),
+            jti: id.clone(),
+            iat: 1_700_000_000,
+            exp: 1_700_000_300,
+            verdict: Verdict::Allow,
+            policy_verdict: Verdict::Allow,
+            mandate: None,
+            policy_version: "pol_2026-11-22.1".into(),
+            nonce: Nonce::parse("n_one").unwrap(),
+            request: AuthorizationRequest {
+                agent: AgentId::parse("agt_buyer").unwrap(),
+                amount: Amount::parse(amount).unwrap(),
+                currency: Currency::parse("USD").unwrap(),
+                recipient: Recipient::parse("vendor:acme").unwrap(),
+                category: Category::parse("software").unwrap(),
+            },
+        }
+    }
+
+    fn signer(kid: &str, byte: u8) -> P256Signer {
+        P256Signer::from_secret_bytes(kid, &[byte; 32]).unwrap()
+    }
+
+    #[test]
+    fn a_token_verifies_long_expired_only_as_its_decisions_and_as_answered() {
+        let key = signer("k1", 7);
+        let keys = JwkSet {
+            keys: vec![key.public_jwk()],
+        };
+        let token = sign_token(&key, &claims(&id(1), "10.00")).unwrap();
+        let leaf = tlog::leaf_hash(token.as_bytes());
+        assert_eq!(verify(&id(1), Some(&token), None, &keys), Ok(leaf));
+        assert_eq!(verify(&id(1), Some(&token), Some(leaf), &keys), Ok(leaf));
+        let other = tlog::leaf_hash(b"another token");
+        assert_eq!(
+            verify(&id(1), Some(&token), Some(other), &keys),
+            Err(Refused::NotAnswered {
+                found: leaf,
+                answered: other
+            })
+        );
+        assert!(matches!(
+            verify(&id(2), Some(&token), None, &keys),
+            Err(Refused::OtherDecision(_))
+        ));
+    }
+
+    #[test]
+    fn a_changed_payload_or_an_unknown_key_is_refused() {
+        let key = signer("k1", 7);
+        let keys = JwkSet {
+            keys: vec![key.public_jwk()],
+        };
+        let token = sign_token(&key, &claims(&id(1), "10.00")).unwrap();
+        let changed = sign_token(&key, &claims(&id(1), "99.00")).unwrap();
+        // The original's header and signature around the changed claims.
+        let parts: Vec<&str> = token.split('.').collect();
+        let payload = changed.split('.').nth(1).unwrap();
+        let forged = format!("{}.{payload}.{}", parts[0], parts[2]);
+        assert!(matches!(
+            verify(&id(1), Some(&forged), None, &keys),
+            Err(Refused::Signature(_))
+        ));
+        let unknown = sign_token(&signer("k2", 9), &claims(&id(1), "10.00")).unwrap();
+        assert!(matches!(
+            verify(&id(1), Some(&unknown), None, &keys),
+            Err(Refused::Signature(_))
+        ));
+        assert_eq!(verify(&id(1), None, None, &keys), Err(Refused::NoToken));
+    }
+}
