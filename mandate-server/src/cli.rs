@@ -170,6 +170,11 @@ pub(crate) struct ServeArgs {
     /// checkpoint is behind the newest decision, plus the round's own time.
     #[arg(long, env = "MANDATE_LOG_CHECKPOINT_INTERVAL", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..=600_000))]
     pub(crate) log_checkpoint_interval: u64,
+    /// Serve every organization's decision log (C2SP tlog-tiles under
+    /// `{verdicts_url}/log/<org>/<env>/`) to anyone; without it, reading an organization's
+    /// log needs one of its secret keys of that environment.
+    #[arg(long, env = "MANDATE_PUBLIC_LOGS")]
+    pub(crate) public_logs: bool,
     /// An x402 asset's decimals, `ASSET=DECIMALS` (`0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913=6`)
     /// or on one network `NETWORK/ASSET=DECIMALS` (`eip155:8453/0x8335…=6`); repeatable,
     /// comma-separated in the variable. A payment in a listed asset (or in an ISO 4217

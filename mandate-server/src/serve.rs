@@ -79,6 +79,9 @@ pub struct Config {
     /// Decisions the checkpoint worker appends to one log a round, at most
     /// ([`crate::workers::checkpoint::BATCH`]); a full batch starts the next round at once.
     pub log_checkpoint_batch: i64,
+    /// Whether anyone may read every organization's decision log on the public host
+    /// (`--public-logs`); otherwise reading an organization's log needs one of its keys.
+    pub public_logs: bool,
     /// The x402 assets whose decimals the operator lists (`--x402-asset`), besides the
     /// ISO 4217 currencies: an x402 payment in one is compared with its request's amount.
     pub x402_assets: ListedAssets,
@@ -294,6 +297,7 @@ pub async fn start_with(
         readiness: Default::default(),
         settlement: adapter.provider(),
         x402_assets: config.x402_assets.clone(),
+        public_logs: config.public_logs,
     });
     // One crypto provider, aws-lc-rs: the default of the webhook client (reqwest has none
     // of its own) and of the listeners' TLS. Already installed in a second server of the

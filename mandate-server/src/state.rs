@@ -82,6 +82,8 @@ pub struct Shared {
     pub settlement: Arc<dyn SettlementProvider>,
     /// The decimals of the x402 assets the operator lists (`serve --x402-asset`).
     pub x402_assets: mandate_protocol::x402::ListedAssets,
+    /// Every organization's decision log is readable on the public host without a key.
+    pub public_logs: bool,
 }
 
 impl AppState {

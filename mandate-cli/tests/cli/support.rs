@@ -280,6 +280,7 @@ fn config(db: &Database, verdicts_url: Option<String>) -> Config {
         console_origins: None,
         log_checkpoint_interval: std::time::Duration::from_millis(100),
         log_checkpoint_batch: mandate_server::workers::checkpoint::BATCH,
+        public_logs: false,
         x402_assets: Default::default(),
         limits: Default::default(),
         key_encryption: db.key_encryption(),

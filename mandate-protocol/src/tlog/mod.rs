@@ -61,6 +61,7 @@ mod key;
 mod note;
 mod proof;
 mod tile;
+mod tile_path;
 
 pub use audit::{AuditError, AuditLeaf, AuditState};
 pub use checkpoint::{Checkpoint, CheckpointError};
@@ -74,6 +75,7 @@ pub use key::{LogKey, LogKeys, sign_checkpoint};
 pub use note::{NoteError, NoteSignature, SignedNote};
 pub use proof::{NodeId, ProofError, ProofPlan, verify_consistency, verify_inclusion};
 pub use tile::{TILE_HEIGHT, TILE_WIDTH, TileId, hashes_from_tiles, tiles_of};
+pub use tile_path::TilePath;
 
 // What Mandate's server and CLI compute with this module's types beyond their methods
 // an embedder sees through mandate-core.

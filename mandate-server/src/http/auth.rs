@@ -25,10 +25,6 @@ use crate::storage::keys::{self, CallerRow};
 /// The earlier location of the key set on the API host, answered with a 308.
 pub const JWKS_PATH: &str = "/.well-known/jwks.json";
 
-fn bearer(parts: &Parts) -> Option<&str> {
-    bearer_key(&parts.headers)
-}
-
 /// The well-formed API key of the `Authorization: Bearer` header, if any. The idempotency
 /// layer derives the key that seals a stored response from it (see [`crate::http::seal`]); the
 /// raw key is never kept, cached or logged.
@@ -120,6 +116,54 @@ fn bound(api_keys: &KeyBinder, row: &CallerRow) -> bool {
     binding.admits()
 }
 
+/// The caller of the request's bearer key as the cache admits it (its rate not yet
+/// applied), or the 401 of a missing, unknown or unbound key.
+async fn admit<A: AgentSlots>(
+    auth: &Authenticator<'_, A>,
+    headers: &HeaderMap,
+) -> Result<crate::http::cache::Admitted<A::Slot>, Response> {
+    let Some(key) = bearer_key(headers) else {
+        return Err(unauthorized(auth.docs_url));
+    };
+    let hash = keys::hash(key);
+    let now_ms = ms(auth.clock.now());
+    match auth.callers.admit(&hash, now_ms) {
+        Ok(admitted) => Ok(admitted),
+        Err(epoch) => match auth.store.caller(hash).await {
+            Ok(Some(row)) if !bound(auth.api_keys, &row) => Err(unauthorized(auth.docs_url)),
+            Ok(Some(row)) => {
+                let caller = Caller::from(row);
+                // An agent key's agent slot is cached with it (see `KeyCache`).
+                let slot = caller
+                    .agent
+                    .as_ref()
+                    .map(|agent| auth.agents.slot_of(&caller.org_id, caller.env, agent));
+                Ok(auth.callers.insert(epoch, caller, slot, now_ms))
+            }
+            Ok(None) => Err(unauthorized(auth.docs_url)),
+            Err(e) => Err(ApiError::from(e).into_response()),
+        },
+    }
+}
+
+/// The caller of a request's bearer key outside the API host's front layer (the public
+/// host's decision logs): the key resolved as [`authenticate`] resolves it and its rate
+/// applied, or the 401 or 429 to answer.
+pub async fn key_caller<A: AgentSlots>(
+    auth: &Authenticator<'_, A>,
+    headers: &HeaderMap,
+) -> Result<Caller, Response> {
+    let admitted = admit(auth, headers).await?;
+    if let Err(retry_after) = admitted.rate {
+        return Err(ApiError::RateLimited {
+            limit: admitted.caller.rate_per_sec,
+            retry_after,
+        }
+        .into_response());
+    }
+    Ok(admitted.caller)
+}
+
 /// Resolves the key, enforces its rate, or answers 401/429; then runs `next` with the
 /// [`Caller`] in the request's extensions. Part of the API host's front layer
 /// ([`crate::app::front`]).
@@ -140,27 +184,9 @@ pub async fn authenticate<A: AgentSlots>(
     if let Some(error) = repeated_header(&parts) {
         return error.into_response();
     }
-    let Some(key) = bearer(&parts) else {
-        return unauthorized(auth.docs_url);
-    };
-    let hash = keys::hash(key);
-    let now_ms = ms(auth.clock.now());
-    let admitted = match auth.callers.admit(&hash, now_ms) {
+    let admitted = match admit(auth, &parts.headers).await {
         Ok(admitted) => admitted,
-        Err(epoch) => match auth.store.caller(hash).await {
-            Ok(Some(row)) if !bound(auth.api_keys, &row) => return unauthorized(auth.docs_url),
-            Ok(Some(row)) => {
-                let caller = Caller::from(row);
-                // An agent key's agent slot is cached with it (see `KeyCache`).
-                let slot = caller
-                    .agent
-                    .as_ref()
-                    .map(|agent| auth.agents.slot_of(&caller.org_id, caller.env, agent));
-                auth.callers.insert(epoch, caller, slot, now_ms)
-            }
-            Ok(None) => return unauthorized(auth.docs_url),
-            Err(e) => return ApiError::from(e).into_response(),
-        },
+        Err(response) => return response,
     };
     let (caller, agent_slot) = (admitted.caller, admitted.agent_slot);
     if let Err(retry_after) = admitted.rate {

@@ -14,6 +14,7 @@ pub mod exports;
 pub mod mandates;
 pub mod public;
 pub mod reviews;
+pub mod tiles;
 pub mod webhooks;
 
 use axum::Router;

@@ -1,6 +1,8 @@
 //! The public host, no key needed: the JWK Set (the verdicts host), the OpenAPI contract
 //! (the docs host), the health checks (`/healthz`, `/readyz`), and the review console
-//! (`/console/`, [`super::console`]).
+//! (`/console/`, [`super::console`]); and the decision logs as C2SP tlog-tiles
+//! (`/log/<org>/<env>/`, [`super::tiles`]), which need a key unless the operator made them
+//! public.
 
 use axum::Router;
 use axum::extract::State;
@@ -19,6 +21,7 @@ pub fn router() -> Router<AppState> {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .merge(super::console::router())
+        .merge(super::tiles::router())
 }
 
 /// How long the readiness probe may take before storage counts as unreachable: a write

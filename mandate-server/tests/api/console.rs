@@ -286,6 +286,7 @@ async fn an_origin_that_is_not_one_stops_the_start() {
             console_origins: Some(vec![bad.into()]),
             log_checkpoint_interval: mandate_server::workers::checkpoint::DEFAULT_INTERVAL,
             log_checkpoint_batch: mandate_server::workers::checkpoint::BATCH,
+            public_logs: false,
             x402_assets: Default::default(),
             ..crate::helpers::config(&db)
         };

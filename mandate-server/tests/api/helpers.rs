@@ -361,6 +361,7 @@ pub fn config(db: &TestDatabase) -> Config {
         console_origins: None,
         log_checkpoint_interval: std::time::Duration::from_millis(100),
         log_checkpoint_batch: mandate_server::workers::checkpoint::BATCH,
+        public_logs: false,
         x402_assets: Default::default(),
         limits: Default::default(),
         key_encryption: db.key_encryption(),

@@ -100,6 +100,7 @@ async fn tls_server(
             console_origins: None,
             log_checkpoint_interval: mandate_server::workers::checkpoint::DEFAULT_INTERVAL,
             log_checkpoint_batch: mandate_server::workers::checkpoint::BATCH,
+            public_logs: false,
             x402_assets: Default::default(),
             limits: Limits {
                 header_read_timeout: std::time::Duration::from_millis(1500),

@@ -201,6 +201,7 @@ impl Deployment {
             console_origins: None,
             log_checkpoint_interval: mandate_server::workers::checkpoint::DEFAULT_INTERVAL,
             log_checkpoint_batch: mandate_server::workers::checkpoint::BATCH,
+            public_logs: false,
             x402_assets: Default::default(),
             key_encryption: KeyEncryption::new(
                 Kek::from_base64(self.kek.as_bytes(), "MANDATE_KEY_ENCRYPTION_KEY").unwrap(),
