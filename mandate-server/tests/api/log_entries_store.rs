@@ -4,7 +4,6 @@
 
 use mandate_protocol::tlog::{self, LogHash, TileId};
 use mandate_server::model::Env;
-use mandate_server::storage::LogStore;
 use mandate_server::storage::log::LogAppend;
 use mandate_server::storage::log_entries::{TileRead, split_entries};
 
