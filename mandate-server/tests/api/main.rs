@@ -88,7 +88,6 @@ mod jwks;
 mod key_encryption;
 mod lifetime_limits;
 mod lists;
-mod log_entries_store;
 mod log_refusals;
 mod log_tiles;
 mod logs;

@@ -11,6 +11,7 @@
 
 mod decisions;
 mod escrows;
+mod log;
 mod made;
 mod resources;
 mod reviews;
@@ -18,6 +19,7 @@ mod webhooks;
 
 pub use decisions::*;
 pub use escrows::*;
+pub use log::*;
 pub use resources::*;
 pub use reviews::*;
 pub use webhooks::*;
@@ -88,6 +90,7 @@ macro_rules! conformance {
             the_event_log_pages_newest_first_without_gaps_or_repeats,
             an_idempotency_key_is_claimed_once_even_at_once,
             decisions_are_logged_with_their_idempotency_record_in_order,
+            the_log_keeps_its_entries_with_its_strips_and_never_rewrites_them,
             a_failing_decision_writes_nothing,
             a_decision_on_a_stale_agent_is_given_back_unstored,
             a_single_use_credential_is_accepted_once_even_at_once,
