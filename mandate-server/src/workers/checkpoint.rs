@@ -306,30 +306,13 @@ impl Checkpointer {
             .unwrap_or_else(|p| p.into_inner())
             .verdict_keys
             .clone();
-        // ES256 verifications are CPU work: off the async workers, up to the first refusal.
-        let checked = tokio::task::spawn_blocking(move || {
-            let mut checked = Vec::with_capacity(jobs.len());
-            for (id, token, answered) in jobs {
-                // A decision stored before tokens were kept has none: `grow` leaves it out
-                // before the log's first leaf and stops the log after it.
-                let result = match token {
-                    None => Ok(None),
-                    Some(token) => log_verify::verify(&id, Some(&token), answered, &keys)
-                        .map(|leaf| Some((leaf, token))),
-                };
-                let refused = result.is_err();
-                checked.push(result);
-                if refused {
-                    break;
-                }
-            }
-            checked
-        })
-        .await
-        .map_err(|e| CheckpointError::Tampered {
-            origin: origin.to_owned(),
-            why: format!("verifying tokens: {e}"),
-        })?;
+        // ES256 verifications are CPU work: off the async workers.
+        let checked = tokio::task::spawn_blocking(move || log_verify::verify_run(jobs, &keys))
+            .await
+            .map_err(|e| CheckpointError::Tampered {
+                origin: origin.to_owned(),
+                why: format!("verifying tokens: {e}"),
+            })?;
         let mut leaves: Vec<Leaf> = Vec::with_capacity(checked.len());
         let mut logged = Vec::with_capacity(checked.len());
         for (i, result) in checked.into_iter().enumerate() {

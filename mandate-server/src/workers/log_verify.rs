@@ -87,6 +87,34 @@ pub fn verify(
     }
 }
 
+/// A decision to verify: its id, its token as rebuilt from its row (`None`: stored before
+/// tokens were kept) and the leaf hash of the token answered, when known.
+pub type Job = (DecisionId, Option<String>, Option<LogHash>);
+
+/// What verifying a [`Job`] gave: its leaf hash and token, `None` for a decision without a
+/// token (the worker leaves it out before the log's first leaf and stops the log after it).
+pub type Checked = Result<Option<(LogHash, String)>, Refused>;
+
+/// Verifies `jobs` in order, up to and including the first refused (the log waits there:
+/// those after it are not verified).
+pub fn verify_run(jobs: Vec<Job>, keys: &JwkSet) -> Vec<Checked> {
+    let mut checked = Vec::with_capacity(jobs.len());
+    for (id, token, answered) in jobs {
+        let result = match token {
+            None => Ok(None),
+            Some(token) => {
+                verify(&id, Some(&token), answered, keys).map(|leaf| Some((leaf, token)))
+            }
+        };
+        let refused = result.is_err();
+        checked.push(result);
+        if refused {
+            break;
+        }
+    }
+    checked
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -150,6 +178,26 @@ mod tests {
             verify(&id(2), Some(&token), None, &keys),
             Err(Refused::OtherDecision(_))
         ));
+    }
+
+    #[test]
+    fn a_run_stops_at_its_first_refusal() {
+        let key = signer("k1", 7);
+        let keys = JwkSet {
+            keys: vec![key.public_jwk()],
+        };
+        let token = |n: u32| sign_token(&key, &claims(&id(n), "1.00")).unwrap();
+        let jobs = vec![
+            (id(1), Some(token(1)), None),
+            (id(2), None, None),
+            (id(3), Some(token(4)), None),
+            (id(4), Some(token(4)), None),
+        ];
+        let checked = verify_run(jobs, &keys);
+        assert_eq!(checked.len(), 3, "nothing after the refusal is verified");
+        assert!(matches!(checked[0], Ok(Some(_))));
+        assert_eq!(checked[1], Ok(None));
+        assert!(matches!(checked[2], Err(Refused::OtherDecision(_))));
     }
 
     #[test]
