@@ -10,7 +10,7 @@
 //! - `decision_writers`: decision writers per server process, each committing one group of
 //!   decisions at a time (default [`DEFAULT_WRITERS`]; docs/scale.md says how many);
 //! - `decision_gather_us`: how long a writer that finds a small group while decisions are
-//!   arriving waits for more, in microseconds, 0 (never) to 100000; unset, 1 ms on Citus
+//!   arriving waits for more, in microseconds, 0 (never) to 100000; unset, 2 ms on Citus
 //!   and never on plain PostgreSQL ([`super::gather::wait`]);
 //! - `citus_direct_writes`: on Citus, whether the decision writers send each group straight
 //!   to the worker that holds its organizations (`on`, the default) or through the node of
