@@ -27,6 +27,10 @@ pub const RATE_LIMITED: &str = "mandate_rate_limited_total";
 /// API requests refused with 503 by the in-flight gate.
 pub const SHED: &str = "mandate_overload_shed_total";
 
+/// Checkpoints submitted to witnesses: `witness` (its configured name), `outcome`
+/// (`cosigned`, `rolled_back`, `forked`, `failed`).
+pub const WITNESS_SUBMISSIONS: &str = "mandate_witness_submissions_total";
+
 /// Webhook delivery attempts: `outcome` (`delivered`, `retry`, `gave_up`).
 pub const DELIVERIES: &str = "mandate_webhook_deliveries_total";
 /// Webhook deliveries pending (counted once a second).
@@ -100,6 +104,10 @@ fn describe() {
     );
     describe_counter!(SHED, "API requests refused with 503 by the in-flight gate.");
     describe_counter!(DELIVERIES, "Webhook delivery attempts, by outcome.");
+    describe_counter!(
+        WITNESS_SUBMISSIONS,
+        "Checkpoints submitted to witnesses, by witness and outcome."
+    );
     describe_gauge!(PENDING_DELIVERIES, "Webhook deliveries pending.");
     describe_gauge!(PENDING_REVIEWS, "Reviews pending.");
     describe_histogram!(WRITER_GROUP, "Jobs per commit of the storage writer.");

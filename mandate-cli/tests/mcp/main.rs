@@ -99,6 +99,7 @@ impl Server {
                     log_checkpoint_interval: mandate_server::workers::checkpoint::DEFAULT_INTERVAL,
                     log_checkpoint_batch: mandate_server::workers::checkpoint::BATCH,
                     x402_assets: Default::default(),
+                    witnesses: Vec::new(),
                     limits: Default::default(),
                     key_encryption: Default::default(),
                 },

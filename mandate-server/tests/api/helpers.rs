@@ -362,6 +362,7 @@ pub fn config(db: &TestDatabase) -> Config {
         log_checkpoint_interval: std::time::Duration::from_millis(100),
         log_checkpoint_batch: mandate_server::workers::checkpoint::BATCH,
         x402_assets: Default::default(),
+        witnesses: Vec::new(),
         limits: Default::default(),
         key_encryption: db.key_encryption(),
     }

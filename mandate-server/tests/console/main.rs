@@ -57,6 +57,7 @@ impl Console {
             log_checkpoint_interval: mandate_server::workers::checkpoint::DEFAULT_INTERVAL,
             log_checkpoint_batch: mandate_server::workers::checkpoint::BATCH,
             x402_assets: Default::default(),
+            witnesses: Vec::new(),
             key_encryption: Default::default(),
         };
         let running = serve::start(config, Arc::new(SystemClock)).await.unwrap();

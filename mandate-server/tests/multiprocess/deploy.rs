@@ -202,6 +202,7 @@ impl Deployment {
             log_checkpoint_interval: mandate_server::workers::checkpoint::DEFAULT_INTERVAL,
             log_checkpoint_batch: mandate_server::workers::checkpoint::BATCH,
             x402_assets: Default::default(),
+            witnesses: Vec::new(),
             key_encryption: KeyEncryption::new(
                 Kek::from_base64(self.kek.as_bytes(), "MANDATE_KEY_ENCRYPTION_KEY").unwrap(),
                 None,

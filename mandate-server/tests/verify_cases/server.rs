@@ -62,6 +62,7 @@ impl Server {
             log_checkpoint_interval: Duration::from_millis(100),
             log_checkpoint_batch: mandate_server::workers::checkpoint::BATCH,
             x402_assets: Default::default(),
+            witnesses: Vec::new(),
             limits: Default::default(),
             key_encryption: Default::default(),
         };
