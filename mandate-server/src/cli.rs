@@ -200,7 +200,7 @@ pub(crate) struct ServeArgs {
 #[derive(Subcommand)]
 pub(crate) enum Command {
     /// Serve the API host and the public host.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Bring the database's schema up to this server's (SQLite file or PostgreSQL URL);
     /// `serve` does it at start unless given --no-migrate.
     Migrate {

@@ -31,7 +31,7 @@ fn a_target_is_a_url_and_a_witness_verifier_key() {
             "must be http:// or https://",
         ),
         (format!("not a url={vkey}"), "the witness URL"),
-        (format!("https://w.example/?a={vkey}"), "verifier key"),
+        (format!("https://w.example/?a={vkey}"), "must have no query"),
         (
             "https://w.example=w+00000000+AAAA".to_owned(),
             "the witness at https://w.example/",
