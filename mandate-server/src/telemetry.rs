@@ -28,7 +28,8 @@ pub const RATE_LIMITED: &str = "mandate_rate_limited_total";
 pub const SHED: &str = "mandate_overload_shed_total";
 
 /// Checkpoints submitted to witnesses: `witness` (its configured name), `outcome`
-/// (`cosigned`, `rolled_back`, `forked`, `failed`).
+/// (`cosigned`, `rolled_back`, `forked`, `failed`, `skipped`: not
+/// reached a moment ago).
 pub const WITNESS_SUBMISSIONS: &str = "mandate_witness_submissions_total";
 
 /// Webhook delivery attempts: `outcome` (`delivered`, `retry`, `gave_up`).

@@ -17,12 +17,17 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use mandate_protocol::tlog::{LogHash, SignedNote, WitnessKey, WitnessPolicy};
 
 /// How long a witness has to answer one request.
 pub const TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a witness that could not be reached (no connection, no answer in
+/// [`TIMEOUT`]) is left out: the worker extends logs one at a time, so a witness that hangs
+/// must not cost every log's round the timeout.
+pub const BACKOFF: Duration = Duration::from_secs(30);
 
 /// The largest answer read from a witness.
 const MAX_ANSWER: usize = 16 * 1024;
@@ -185,6 +190,8 @@ pub struct Witnesses {
     targets: Vec<WitnessTarget>,
     client: reqwest::Client,
     cosigned: Mutex<HashMap<(usize, String), u64>>,
+    /// The witnesses left out until then, having not been reached ([`BACKOFF`]).
+    unreached: Mutex<HashMap<usize, Instant>>,
 }
 
 impl Witnesses {
@@ -200,6 +207,7 @@ impl Witnesses {
             targets,
             client,
             cosigned: Mutex::default(),
+            unreached: Mutex::default(),
         })
     }
 
@@ -259,6 +267,19 @@ impl Witnesses {
         })
     }
 
+    /// Whether witness `i` is left out, not reached a moment ago.
+    fn left_out(&self, i: usize) -> bool {
+        let mut unreached = self.unreached.lock().unwrap_or_else(|p| p.into_inner());
+        match unreached.get(&i) {
+            Some(until) if Instant::now() < *until => true,
+            Some(_) => {
+                unreached.remove(&i);
+                false
+            }
+            None => false,
+        }
+    }
+
     fn remember(&self, i: usize, origin: &str, size: u64) {
         self.cosigned
             .lock()
@@ -285,14 +306,27 @@ impl Witnesses {
     {
         let name = target.name();
         let url = shown_url(&target.url);
+        if self.left_out(i) {
+            count(name, "skipped");
+            return None;
+        }
         // A size above the checkpoint's cannot be sent as `old` (400): the witness is asked
         // from 0 and its 409 says where it stands.
         let mut old = if believed > size { 0 } else { believed };
         let mut retried = false;
         loop {
-            let next = match self.post(target, note, old, proof).await {
-                Ok((status, body)) => judge(target, note, size, retried, status, &body),
+            let next = match proof_from(old, proof).await {
                 Err(why) => Next::Failed(why),
+                Ok(hashes) => match self.post(target, note, old, &hashes).await {
+                    Ok((status, body)) => judge(target, note, size, retried, status, &body),
+                    Err(why) => {
+                        self.unreached
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .insert(i, Instant::now() + BACKOFF);
+                        Next::Failed(format!("{why}; it is left out for {} s", BACKOFF.as_secs()))
+                    }
+                },
             };
             let outcome = match next {
                 Next::Cosigned(lines) => {
@@ -347,23 +381,15 @@ impl Witnesses {
         }
     }
 
-    /// Posts the checkpoint with `old` and the proof from it: the status and the body.
-    async fn post<F, Fut>(
+    /// Posts the checkpoint with `old` and the proof from it: the status and the body, or
+    /// why there was no answer.
+    async fn post(
         &self,
         target: &WitnessTarget,
         note: &str,
         old: u64,
-        proof: &F,
-    ) -> Result<(u16, String), String>
-    where
-        F: Fn(u64) -> Fut,
-        Fut: Future<Output = Result<Vec<LogHash>, String>>,
-    {
-        let hashes = if old == 0 {
-            Vec::new()
-        } else {
-            proof(old).await?
-        };
+        hashes: &[LogHash],
+    ) -> Result<(u16, String), String> {
         let mut body = format!("old {old}\n");
         for hash in hashes {
             body.push_str(&format!("{hash}\n"));
@@ -381,6 +407,19 @@ impl Witnesses {
         let bytes = response.bytes().await.map_err(|e| describe(&e))?;
         let text = String::from_utf8_lossy(&bytes[..bytes.len().min(MAX_ANSWER)]).into_owned();
         Ok((status, text))
+    }
+}
+
+/// The consistency proof from `old` (none from 0: the witness has nothing to extend).
+async fn proof_from<F, Fut>(old: u64, proof: &F) -> Result<Vec<LogHash>, String>
+where
+    F: Fn(u64) -> Fut,
+    Fut: Future<Output = Result<Vec<LogHash>, String>>,
+{
+    if old == 0 {
+        Ok(Vec::new())
+    } else {
+        proof(old).await
     }
 }
 
