@@ -345,7 +345,6 @@ async fn a_log_behind_by_many_batches_catches_up_without_waiting_an_interval_eac
 #[mandate_test_macros::on_each_engine]
 async fn consistency_proofs_from_the_stored_tiles_prove_each_older_tree() {
     use mandate_protocol::tlog::{self, TreeEdge, verify_consistency};
-    use mandate_server::storage::log::LogStore as _;
 
     let app = spawn_app().await;
     let agent = app.standard_agent(&app.org.live, "ada").await;
