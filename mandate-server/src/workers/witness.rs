@@ -184,6 +184,14 @@ fn with_lines(note: &str, lines: &str) -> String {
     }
 }
 
+/// A checkpoint being submitted: its log, its signed note and its size.
+#[derive(Clone, Copy)]
+struct Submitted<'a> {
+    origin: &'a str,
+    note: &'a str,
+    size: u64,
+}
+
 /// The witnesses the service submits its checkpoints to, and the size each cosigned last
 /// of each log, as this process believes it.
 pub struct Witnesses {
@@ -231,9 +239,10 @@ impl Witnesses {
         F: Fn(u64) -> Fut,
         Fut: Future<Output = Result<Vec<LogHash>, String>>,
     {
+        let checkpoint = Submitted { origin, note, size };
         let submissions = self.targets.iter().enumerate().map(|(i, target)| {
             let old = self.believed(i, target, origin, previous);
-            self.submit(i, target, origin, note, size, old, &proof)
+            self.submit(i, target, checkpoint, old, &proof)
         });
         let lines: String = futures_util::future::join_all(submissions)
             .await
@@ -287,16 +296,13 @@ impl Witnesses {
             .insert((i, origin.to_owned()), size);
     }
 
-    /// Submits to one witness, retrying once from the size a 409 gives: its lines, if it
+    /// Submits to witness `i`, retrying once from the size a 409 gives: its lines, if it
     /// cosigned.
-    #[allow(clippy::too_many_arguments)]
     async fn submit<F, Fut>(
         &self,
         i: usize,
         target: &WitnessTarget,
-        origin: &str,
-        note: &str,
-        size: u64,
+        checkpoint: Submitted<'_>,
         believed: u64,
         proof: &F,
     ) -> Option<String>
@@ -304,6 +310,7 @@ impl Witnesses {
         F: Fn(u64) -> Fut,
         Fut: Future<Output = Result<Vec<LogHash>, String>>,
     {
+        let Submitted { origin, note, size } = checkpoint;
         let name = target.name();
         let url = shown_url(&target.url);
         if self.left_out(i) {
