@@ -187,12 +187,25 @@ pub(crate) struct ServeArgs {
         value_name = "[NETWORK/]ASSET=DECIMALS"
     )]
     pub(crate) x402_asset: Vec<String>,
+    /// A witness to submit each new checkpoint of the decision logs to (c2sp.org/tlog-witness),
+    /// `URL=VERIFIER_KEY`: where it serves `/add-checkpoint` and its verifier key
+    /// (`name+keyid+key`, as `mandate witness init` prints it); repeatable, comma-separated
+    /// in the variable. Its cosignature, checked with the key, is added to the checkpoint
+    /// readers are shown; a witness that refuses the log's checkpoint is logged at error
+    /// level.
+    #[arg(
+        long,
+        env = "MANDATE_WITNESSES",
+        value_delimiter = ',',
+        value_name = "URL=VERIFIER_KEY"
+    )]
+    pub(crate) witness: Vec<String>,
 }
 
 #[derive(Subcommand)]
 pub(crate) enum Command {
     /// Serve the API host and the public host.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Bring the database's schema up to this server's (SQLite file or PostgreSQL URL);
     /// `serve` does it at start unless given --no-migrate.
     Migrate {

@@ -41,6 +41,7 @@ use crate::workers::Context;
 use crate::workers::checkpoint::Checkpointer;
 use crate::workers::delivery::Worker;
 use crate::workers::refresh::{Listeners, Refresher};
+use crate::workers::witness::Witnesses;
 
 /// How the server is started.
 #[derive(Debug, Clone)]
@@ -85,6 +86,9 @@ pub struct Config {
     /// The x402 assets whose decimals the operator lists (`--x402-asset`), besides the
     /// ISO 4217 currencies: an x402 payment in one is compared with its request's amount.
     pub x402_assets: ListedAssets,
+    /// The witnesses each new checkpoint of every log is submitted to (`--witness`), whose
+    /// cosignatures readers are shown with it; none: checkpoints are shown as signed.
+    pub witnesses: Vec<crate::workers::witness::WitnessTarget>,
 }
 
 /// Starting failed.
@@ -315,11 +319,16 @@ pub async fn start_with(
     };
     let worker = Worker::start(context.clone())
         .map_err(|e| ServeError::Io(std::io::Error::other(format!("delivery worker: {e}"))))?;
+    crate::workers::witness::check_targets(&config.witnesses)
+        .map_err(|e| ServeError::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, e)))?;
+    let witnesses = Witnesses::new(config.witnesses.clone())
+        .map_err(|e| ServeError::Io(std::io::Error::other(format!("witness client: {e}"))))?;
     let checkpointer = Checkpointer::new(
         context.clone(),
         config.log_checkpoint_interval,
         config.log_checkpoint_batch,
     )
+    .with_witnesses(Arc::new(witnesses))
     .start();
     let (handles, servers) = spawn_hosts(&config, &state, api_listener, public_listener).await?;
     let process_id = mandate_protocol::id::base32(&crate::clock::random16());

@@ -27,6 +27,11 @@ pub const RATE_LIMITED: &str = "mandate_rate_limited_total";
 /// API requests refused with 503 by the in-flight gate.
 pub const SHED: &str = "mandate_overload_shed_total";
 
+/// Checkpoints submitted to witnesses: `witness` (its configured name), `outcome`
+/// (`cosigned`, `rolled_back`, `forked`, `failed`, `skipped`: not
+/// reached a moment ago).
+pub const WITNESS_SUBMISSIONS: &str = "mandate_witness_submissions_total";
+
 /// Webhook delivery attempts: `outcome` (`delivered`, `retry`, `gave_up`).
 pub const DELIVERIES: &str = "mandate_webhook_deliveries_total";
 /// Webhook deliveries pending (counted once a second).
@@ -106,6 +111,10 @@ fn describe() {
     describe_counter!(
         LOG_REFUSED,
         "Decisions the decision log refused to append (a token that does not verify)."
+    );
+    describe_counter!(
+        WITNESS_SUBMISSIONS,
+        "Checkpoints submitted to witnesses, by witness and outcome."
     );
     describe_gauge!(PENDING_DELIVERIES, "Webhook deliveries pending.");
     describe_gauge!(PENDING_REVIEWS, "Reviews pending.");

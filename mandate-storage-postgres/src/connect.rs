@@ -10,8 +10,8 @@
 //! - `decision_writers`: decision writers per server process, each committing one group of
 //!   decisions at a time (default [`DEFAULT_WRITERS`]; docs/scale.md says how many);
 //! - `decision_gather_us`: how long a writer that finds a small group while decisions are
-//!   arriving waits for more, in microseconds, 0 (never, the default:
-//!   [`super::gather::DEFAULT_GATHER`]) to 100000;
+//!   arriving waits for more, in microseconds, 0 (never) to 100000; unset, 2 ms on Citus
+//!   and never on plain PostgreSQL ([`super::gather::wait`]);
 //! - `citus_direct_writes`: on Citus, whether the decision writers send each group straight
 //!   to the worker that holds its organizations (`on`, the default) or through the node of
 //!   the URL, which hands the call on (`off`: for processes that may reach only that node).
@@ -58,8 +58,9 @@ pub struct Target {
     pub pool_size: usize,
     /// Decision writers per process.
     pub writers: usize,
-    /// How long a writer waits for a fuller group ([`super::gather`]).
-    pub gather: Duration,
+    /// How long a writer waits for a fuller group, when the URL sets it
+    /// ([`super::gather::wait`]).
+    pub gather: Option<Duration>,
     /// On Citus, whether the writers connect to each worker themselves.
     pub direct_writes: bool,
     /// The URL, for messages (shown redacted) and scrubbing.
@@ -110,7 +111,7 @@ impl Target {
         let mut root_cert = None;
         let mut pool_size = DEFAULT_POOL;
         let mut writers = DEFAULT_WRITERS;
-        let mut gather = super::gather::DEFAULT_GATHER;
+        let mut gather = None;
         let mut direct_writes = true;
         let mut kept = Vec::new();
         for (name, value) in parts.query_pairs() {
@@ -119,7 +120,7 @@ impl Target {
                 "sslrootcert" => root_cert = Some(value),
                 "pool_max_size" => pool_size = count(url, &name, &value, 1000)?,
                 "decision_writers" => writers = count(url, &name, &value, 64)?,
-                "decision_gather_us" => gather = micros(url, &name, &value, 100_000)?,
+                "decision_gather_us" => gather = Some(micros(url, &name, &value, 100_000)?),
                 "citus_direct_writes" => direct_writes = on_off(url, &name, &value)?,
                 _ => kept.push((name, value)),
             }
@@ -317,18 +318,19 @@ mod tests {
     fn decision_writers_is_read_from_the_url_and_checked() {
         let plain = target("postgres://m@127.0.0.1:5432/mandate").unwrap();
         assert_eq!(plain.writers, DEFAULT_WRITERS);
-        assert_eq!(plain.gather, crate::gather::DEFAULT_GATHER);
+        assert_eq!(plain.gather, None);
         let one = target(
             "postgres://m@127.0.0.1:5432/mandate?decision_writers=1&pool_max_size=8&decision_gather_us=200",
         )
         .unwrap();
         assert_eq!(
             (one.writers, one.pool_size, one.gather),
-            (1, 8, Duration::from_micros(200))
+            (1, 8, Some(Duration::from_micros(200)))
         );
-        assert_eq!(plain.gather, Duration::ZERO);
         let long = target("postgres://m@127.0.0.1:5432/mandate?decision_gather_us=1500").unwrap();
-        assert_eq!(long.gather, Duration::from_micros(1500));
+        assert_eq!(long.gather, Some(Duration::from_micros(1500)));
+        let never = target("postgres://m@127.0.0.1:5432/mandate?decision_gather_us=0").unwrap();
+        assert_eq!(never.gather, Some(Duration::ZERO));
         let refuses = |param: &str, wrongs: &[&str], says: &str| {
             for wrong in wrongs {
                 let url = format!("postgres://m@127.0.0.1:5432/mandate?{param}={wrong}");

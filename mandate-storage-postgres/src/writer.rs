@@ -65,12 +65,13 @@ impl Writers {
     /// Starts `count` writers (`decision_writers` of the URL in a server) on the current
     /// runtime, taking connections from `pool` (on Citus, each lane from its own worker
     /// when `direct` names the URL's target) and waiting up to `gather` for a fuller group
-    /// ([`Gather`]); they end when this is dropped.
+    /// (unset: as [`super::gather::wait`] says for the lane's database); they end when this
+    /// is dropped.
     pub(crate) fn start(
         pool: &Pool,
         direct: Option<&Target>,
         count: usize,
-        gather: Duration,
+        gather: Option<Duration>,
     ) -> Self {
         let queues = (0..count.max(1))
             .map(|_| {
@@ -123,7 +124,7 @@ struct Router {
     pool: Pool,
     direct: Option<Target>,
     placement: Arc<tokio::sync::OnceCell<Placement>>,
-    gather: Duration,
+    gather: Option<Duration>,
     lanes: HashMap<i64, mpsc::UnboundedSender<Job>>,
 }
 
@@ -271,7 +272,10 @@ async fn route(mut router: Router, mut queue: mpsc::UnboundedReceiver<Job>) {
                     placement: Arc::clone(&router.placement),
                     marked: MarkedMonths::default(),
                 };
-                tokio::spawn(run(lane, node, receive, Gather::new(router.gather)));
+                let citus =
+                    node >= 0 && matches!(router.placement.get(), Some(Placement::Citus(_)));
+                let wait = super::gather::wait(router.gather, citus);
+                tokio::spawn(run(lane, node, receive, Gather::new(wait)));
                 send
             });
             // A lane ends only when its writer does.

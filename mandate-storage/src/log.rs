@@ -119,9 +119,28 @@ pub trait LogStore {
     /// other process holds it; whether it was written.
     fn append_log(&self, append: LogAppend) -> StoreFuture<'_, bool>;
 
-    /// Shows readers the checkpoint of `size` if it is still the log's newest and bigger
-    /// than the one shown (called once its commit is durable).
-    fn show_checkpoint(&self, org: &str, env: Env, size: u64, note: &str) -> StoreFuture<'_, bool>;
+    /// Shows readers the checkpoint of `size` if `signed` is still the log's newest and
+    /// bigger than the one shown (called once its commit is durable), as `note`: `signed`
+    /// itself, or `signed` with witnesses' cosignatures added, which then also becomes the
+    /// log's newest checkpoint.
+    fn show_checkpoint(
+        &self,
+        org: &str,
+        env: Env,
+        size: u64,
+        signed: &str,
+        note: &str,
+    ) -> StoreFuture<'_, bool>;
+
+    /// The consistency proof (RFC 9162 §2.1.4) from the log's tree of `old` leaves to its
+    /// tree of `new` leaves, from the stored tiles (`new` at most the log's size).
+    fn log_consistency(
+        &self,
+        org: &str,
+        env: Env,
+        old: u64,
+        new: u64,
+    ) -> StoreFuture<'_, Vec<LogHash>>;
 
     /// The checkpoint readers are shown, if any.
     fn shown_checkpoint(&self, org: &str, env: Env) -> StoreFuture<'_, Option<ShownCheckpoint>>;
@@ -581,6 +600,26 @@ async fn entries<T: Tx>(
     Ok(out)
 }
 
+/// [`LogStore::log_consistency`]'s reads: the tiles that hold the proof's nodes, each once.
+async fn consistency<T: Tx>(
+    tx: &mut T,
+    org: &str,
+    env: Env,
+    old: u64,
+    new: u64,
+) -> Result<Vec<LogHash>> {
+    let broken = |e: ProofError| {
+        StorageError::Corrupt(format!(
+            "the log of {org} ({}) cannot prove its tree of {old} leaves in its tree of {new}: {e}",
+            env.as_str()
+        ))
+    };
+    let plan = ProofPlan::consistency(old, new).map_err(broken)?;
+    let tiles = read_tiles(tx, org, env, &tiles_of(plan.nodes())).await?;
+    let hashes = hashes_from_tiles(plan.nodes(), &tiles).map_err(broken)?;
+    plan.assemble(&hashes).map_err(broken)
+}
+
 async fn keys<T: Tx>(tx: &mut T, published_after_ms: i64) -> Result<Vec<StoredKey>> {
     let read = |r: &dyn Columns| {
         Ok(StoredKey {
@@ -655,18 +694,47 @@ impl<E: Engine> LogStore for E {
         Box::pin(self.run(Access::Write, append, |tx, a| Box::pin(self::append(tx, a))))
     }
 
-    fn show_checkpoint(&self, org: &str, env: Env, size: u64, note: &str) -> StoreFuture<'_, bool> {
-        let args = (org.to_owned(), env, size, note.to_owned());
-        Box::pin(self.run(Access::Write, args, |tx, (org, env, size, note)| {
-            Box::pin(async move {
-                let params = [
-                    org.as_str().into(),
-                    (*env).into(),
-                    as_i64(*size, "log size")?.into(),
-                    note.as_str().into(),
-                ];
-                Ok(tx.execute(LogSql::Show.into(), &params).await? > 0)
-            })
+    fn show_checkpoint(
+        &self,
+        org: &str,
+        env: Env,
+        size: u64,
+        signed: &str,
+        note: &str,
+    ) -> StoreFuture<'_, bool> {
+        let args = (
+            org.to_owned(),
+            env,
+            size,
+            signed.to_owned(),
+            note.to_owned(),
+        );
+        Box::pin(
+            self.run(Access::Write, args, |tx, (org, env, size, signed, note)| {
+                Box::pin(async move {
+                    let params = [
+                        org.as_str().into(),
+                        (*env).into(),
+                        as_i64(*size, "log size")?.into(),
+                        signed.as_str().into(),
+                        note.as_str().into(),
+                    ];
+                    Ok(tx.execute(LogSql::Show.into(), &params).await? > 0)
+                })
+            }),
+        )
+    }
+
+    fn log_consistency(
+        &self,
+        org: &str,
+        env: Env,
+        old: u64,
+        new: u64,
+    ) -> StoreFuture<'_, Vec<LogHash>> {
+        let args = (org.to_owned(), env, old, new);
+        Box::pin(self.run(Access::Read, args, |tx, (org, env, old, new)| {
+            Box::pin(consistency(tx, org, *env, *old, *new))
         }))
     }
 

@@ -30,9 +30,11 @@ pub fn log(s: LogSql, locked: fn(Lock) -> &'static str) -> Option<Sql> {
             "UPDATE log_heads SET size = ?3, scanned_seq = ?4, checkpoint = ?5, signed_ms = ?6
              WHERE org_id = ?1 AND env = ?2",
         ),
-        LogSql::Show => one("UPDATE log_heads SET shown_size = ?3, shown_checkpoint = ?4
+        LogSql::Show => one(
+            "UPDATE log_heads SET shown_size = ?3, shown_checkpoint = ?5, checkpoint = ?5
              WHERE org_id = ?1 AND env = ?2 AND size = ?3 AND checkpoint = ?4
-               AND shown_size < ?3"),
+               AND shown_size < ?3",
+        ),
         LogSql::AppendStrip => one(
             "INSERT INTO log_strips (org_id, env, start, first_seq, seqs, hashes)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",

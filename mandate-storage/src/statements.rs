@@ -235,7 +235,8 @@ pub enum LogSql {
     /// `$6` signed_ms.
     SetHead,
     /// Shows a stored checkpoint to readers, only if it is still the head's and bigger than
-    /// the one shown: `$1` org, `$2` env, `$3` size, `$4` checkpoint.
+    /// the one shown: `$1` org, `$2` env, `$3` size, `$4` checkpoint as stored, `$5` as
+    /// shown (with the witnesses' cosignatures; it replaces the stored one).
     Show,
     /// Appends a strip of level 0: `$1` org, `$2` env, `$3` start, `$4` first_seq, `$5`
     /// seqs (the later seqs as LEB128 deltas), `$6` hashes.

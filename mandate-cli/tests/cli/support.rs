@@ -16,6 +16,7 @@ use mandate_server::operator;
 use mandate_server::serve::{self, Config, Running};
 use mandate_server::signing::at_rest::{Kek, KeyEncryption};
 use mandate_server::storage::location::DbLocation;
+use mandate_server::workers::witness::WitnessTarget;
 use serde_json::Value;
 use tempfile::TempDir;
 
@@ -159,6 +160,8 @@ pub struct Env {
     /// HOME, with `config/` and `cache/` for the XDG directories.
     pub home: TempDir,
     db: Database,
+    /// The witnesses the server submits its checkpoints to (none at start).
+    witnesses: Vec<WitnessTarget>,
 }
 
 impl Drop for Env {
@@ -219,7 +222,7 @@ pub fn start_on(engine: Engine) -> Option<Env> {
         },
     };
     let running = runtime
-        .block_on(serve::start(config(&db, None), Arc::new(SystemClock)))
+        .block_on(serve::start(config(&db, None, &[]), Arc::new(SystemClock)))
         .unwrap();
     if let Database::Citus { db, .. } = &db {
         runtime.block_on(assert_distributed(db));
@@ -241,6 +244,7 @@ pub fn start_on(engine: Engine) -> Option<Env> {
         runtime,
         home: tempfile::tempdir().unwrap(),
         db,
+        witnesses: Vec::new(),
     })
 }
 
@@ -265,9 +269,9 @@ async fn assert_distributed(db: &crate::citus::CitusDb) {
     );
 }
 
-/// The server's configuration: the database, and the verdicts URL when it must stay what
-/// it was (a restart on other ports).
-fn config(db: &Database, verdicts_url: Option<String>) -> Config {
+/// The server's configuration: the database, the verdicts URL when it must stay what it
+/// was (a restart on other ports), and the witnesses it submits its checkpoints to.
+fn config(db: &Database, verdicts_url: Option<String>, witnesses: &[WitnessTarget]) -> Config {
     Config {
         db: db.location(),
         migrate: true,
@@ -282,6 +286,7 @@ fn config(db: &Database, verdicts_url: Option<String>) -> Config {
         log_checkpoint_batch: mandate_server::workers::checkpoint::BATCH,
         public_logs: false,
         x402_assets: Default::default(),
+        witnesses: witnesses.to_vec(),
         limits: Default::default(),
         key_encryption: db.key_encryption(),
     }
@@ -346,13 +351,30 @@ impl Env {
         let running = self
             .runtime
             .block_on(serve::start(
-                config(&self.db, Some(self.issuer.clone())),
+                config(&self.db, Some(self.issuer.clone()), &self.witnesses),
                 Arc::new(SystemClock),
             ))
             .unwrap();
         self.api = format!("http://{}", running.api_addr);
         self.public = format!("http://{}", running.public_addr);
         self.running = Some(running);
+    }
+
+    /// Stops the server and starts it again on the same database, submitting its
+    /// checkpoints to `witnesses` from then on (also across later restarts).
+    pub fn set_witnesses(&mut self, witnesses: Vec<WitnessTarget>) {
+        self.witnesses = witnesses;
+        self.restart_after(|_, _| {});
+    }
+
+    /// The metrics of every server of this test binary, in the Prometheus text format (the
+    /// recorder is process-wide: installed by the first call).
+    pub fn metrics(&self) -> String {
+        let handle = self
+            .runtime
+            .block_on(async { mandate_server::telemetry::install() })
+            .unwrap();
+        handle.render()
     }
 
     /// Stops the server, runs `sql` (statements separated by `;`) on its database as an
@@ -617,4 +639,35 @@ pub fn closed_port_url() -> String {
     let addr = listener.local_addr().unwrap();
     drop(listener);
     format!("http://{addr}")
+}
+
+/// What the servers of this test binary logged at warn level and above, from the first
+/// call on (the subscriber is process-wide: a test picks its lines by its log's origin).
+pub fn server_log() -> String {
+    static LOG: std::sync::OnceLock<Arc<std::sync::Mutex<Vec<u8>>>> = std::sync::OnceLock::new();
+    let log = LOG.get_or_init(|| {
+        let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = Arc::clone(&log);
+        let _ = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_max_level(tracing_subscriber::filter::LevelFilter::WARN)
+            .with_writer(move || LogSink(Arc::clone(&sink)))
+            .try_init();
+        log
+    });
+    String::from_utf8_lossy(&log.lock().unwrap()).into_owned()
+}
+
+/// Where [`server_log`]'s subscriber writes.
+struct LogSink(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogSink {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use mandate_protocol::jws::P256Signer;
 use mandate_protocol::tlog::{
-    self, LogHash, LogKey, NodeId, ProofPlan, TreeEdge, WitnessKey, WitnessPolicy,
+    self, LogHash, LogKey, NodeId, ProofPlan, SignedNote, TreeEdge, WitnessKey, WitnessPolicy,
 };
 
 use serde_json::Value;
@@ -581,5 +581,243 @@ fn verify_and_audit_require_k_of_n_witnesses_of_the_servers_checkpoint() {
     audit(&format!("{note}{line1}{line2}"), &[])
         .ok()
         .stdout_has("cosigned by 2 of 2 witnesses (2 required)");
+    drop((witness1, witness2));
+}
+
+/// The decision `id` as read, once `ready` holds of its `log.checkpoint` (polled, 20 s at
+/// most).
+fn read_when(env: &crate::support::Env, id: &str, ready: impl Fn(&str) -> bool) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let out = env.org(&["decisions", "get", id, "--json"]);
+        out.ok();
+        let decision = out.json();
+        if decision["log"]["checkpoint"].as_str().is_some_and(&ready) {
+            return decision;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not shown as awaited: {}",
+            out.stdout
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// Waits until `find` is in what the servers logged (polled, 20 s at most): the text.
+fn logged(find: impl Fn(&str) -> bool) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let log = crate::support::server_log();
+        if find(&log) {
+            return log;
+        }
+        assert!(std::time::Instant::now() < deadline, "not logged:\n{log}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn the_server_has_its_checkpoints_cosigned_and_says_when_witnesses_refuse_a_rollback() {
+    crate::support::server_log();
+    let mut env = start();
+    // The process-wide metrics recorder, from here on.
+    env.metrics();
+    let key = env.standard_agent("buyer");
+    let decide = |env: &crate::support::Env| {
+        let out = env.authorize(&key, "1", "USD", "software");
+        out.ok();
+        let json = out.json();
+        let field = |name: &str| json[name].as_str().unwrap().to_owned();
+        (field("id"), field("verdict_token"))
+    };
+    // The log's first checkpoint, shown as signed: no witness is configured yet.
+    let (first, _) = decide(&env);
+    let note = read_when(&env, &first, |c| c.contains("\n1\n"))["log"]["checkpoint"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let origin = note.lines().next().unwrap().to_owned();
+    let jwks = env.offline(&["jwks", "fetch", &env.public, "--json"]);
+    jwks.ok();
+    let jwks = env.write("jwks.json", &jwks.stdout);
+    env.offline(&["jwks", "fetch", &env.public]).ok();
+    let out = env.offline(&["witness", "log-keys", "--origin", &origin, "--jwks", &jwks]);
+    out.ok();
+    let log_vkeys: Vec<String> = out.stdout.lines().map(str::to_owned).collect();
+
+    // Two real witnesses of the log; the server restarted submitting to both.
+    let home = env.home.path().to_owned();
+    let (key1, w1) = init(&home, "w1.example/witness");
+    let (key2, w2) = init(&home, "w2.example/witness");
+    let witness1 = Witness::start(&home, &key1, &home.join("w1.json"), &log_vkeys);
+    let witness2 = Witness::start(&home, &key2, &home.join("w2.json"), &log_vkeys);
+    let target = |w: &Witness, vkey: &WitnessKey| {
+        mandate_server::workers::witness::WitnessTarget::parse(&format!("{}={vkey}", w.url))
+            .unwrap()
+    };
+    // A third is down: it never holds the log.
+    let (_, w3) = init(&home, "w3.example/witness");
+    let down = crate::support::closed_port_url();
+    let down_target =
+        mandate_server::workers::witness::WitnessTarget::parse(&format!("{down}={w3}")).unwrap();
+    env.set_witnesses(vec![
+        target(&witness1, &w1),
+        target(&witness2, &w2),
+        down_target,
+    ]);
+    let policy = WitnessPolicy::new(vec![w1.clone(), w2.clone()], 2).unwrap();
+    let both = &policy;
+    let cosigned =
+        |size: u64| move |c: &str| c.contains(&format!("\n{size}\n")) && both.check(c).is_ok();
+
+    // Each new checkpoint carries both cosignatures: the first submitted from size 0, the
+    // next with the consistency proof from the size each witness cosigned.
+    let (second, _) = decide(&env);
+    read_when(&env, &second, cosigned(2));
+    env.back_up();
+    let (third, token) = decide(&env);
+    decide(&env);
+    let decision = read_when(&env, &third, cosigned(4));
+    let file = env.write("decision.json", &decision.to_string());
+    let (w1, w2) = (w1.to_string(), w2.to_string());
+    let verify = |env: &crate::support::Env, token: &str, file: &str| {
+        env.offline(&[
+            "verify",
+            token,
+            "--jwks",
+            &jwks,
+            "--issuer",
+            &env.issuer,
+            "--sandbox",
+            "--amount",
+            "1",
+            "--currency",
+            "USD",
+            "--recipient",
+            "vendor:acme",
+            "--log",
+            file,
+            "--witness",
+            &w1,
+            "--witness",
+            &w2,
+        ])
+    };
+    verify(&env, &token, &file)
+        .ok()
+        .stdout_has(&format!("in log {origin}, leaf 2 of 4"))
+        .stdout_has("cosigned by 2 of 2 witnesses (2 required)");
+    // The export's checkpoint is the cosigned one: an audit requiring both accepts it.
+    let state = env.path("audit.json").display().to_string();
+    env.org(&[
+        "audit",
+        "--state",
+        &state,
+        "--witness",
+        &w1,
+        "--witness",
+        &w2,
+    ])
+    .ok()
+    .stdout_has("at 4 decisions")
+    .stdout_has("cosigned by 2 of 2 witnesses (2 required)");
+    for witness in [&witness1, &witness2] {
+        let stderr = witness.stderr.lock().unwrap().clone();
+        assert!(
+            stderr.contains(&format!("cosigned {origin} at 4")),
+            "{stderr}"
+        );
+    }
+    // Only the witness that is down was said, at warning level, once a server (left out
+    // for a while after).
+    let log = crate::support::server_log();
+    let lines: Vec<&str> = log.lines().filter(|l| l.contains(&origin)).collect();
+    assert!(!lines.is_empty() && lines.len() <= 2, "{lines:?}");
+    for line in &lines {
+        assert!(
+            line.contains("WARN")
+                && line.contains(&format!(
+                    "witness w3.example/witness ({down}/) did not cosign the checkpoint of {origin} at size "
+                ))
+                && line.contains(": connection failed")
+                && line.contains("it is left out for 30 s"),
+            "{line}"
+        );
+    }
+    assert!(lines[0].contains(" at size 2: "), "{}", lines[0]);
+
+    // The database rolled back to 2 decisions: the next checkpoint (3) is smaller than what
+    // the witnesses cosigned (4). Both refuse; the server says so at error level, counts it
+    // and shows the checkpoint without their cosignatures, which verify then refuses.
+    env.restore();
+    let (rolled, token) = decide(&env);
+    let decision = read_when(&env, &rolled, |c| c.contains("\n3\n"));
+    let note = decision["log"]["checkpoint"].as_str().unwrap();
+    assert_eq!(
+        SignedNote::parse(note).unwrap().signatures().len(),
+        1,
+        "{note}"
+    );
+    let log = logged(|log| {
+        log.lines()
+            .filter(|l| l.contains(&origin) && l.contains("ERROR"))
+            .count()
+            >= 2
+    });
+    for name in ["w1.example/witness", "w2.example/witness"] {
+        let line = log
+            .lines()
+            .find(|l| l.contains(&origin) && l.contains(&format!("witness {name} (")))
+            .unwrap();
+        assert!(line.contains("ERROR"), "{line}");
+        assert!(
+            line.contains(&format!(
+                "refused the checkpoint of {origin} at size 3: it has cosigned the log at size 4"
+            )),
+            "{line}"
+        );
+        assert!(
+            line.contains("this database may have been rolled back or forked"),
+            "{line}"
+        );
+    }
+    let file = env.write("rolled.json", &decision.to_string());
+    verify(&env, &token, &file)
+        .code(6)
+        .stderr_has("valid cosignatures of 0 of the 2 witnesses, 2 required");
+
+    // Grown past what they cosigned: from their size the proof does not hold (a fork).
+    let (forked, _) = decide(&env);
+    decide(&env);
+    read_when(&env, &forked, |c| {
+        c.contains("\n5\n") && !c.contains("— w1.example")
+    });
+    logged(|log| {
+        log.lines().any(|l| {
+            l.contains(&origin)
+                && l.contains("as not extending the one it cosigned at size 4")
+                && l.contains("The witness has cosigned a different log")
+        })
+    });
+    // Each refusal counted, by witness and outcome.
+    let metrics = env.metrics();
+    for (name, outcome) in [
+        ("w1.example/witness", "rolled_back"),
+        ("w2.example/witness", "rolled_back"),
+        ("w1.example/witness", "forked"),
+        ("w2.example/witness", "cosigned"),
+        ("w3.example/witness", "failed"),
+        ("w3.example/witness", "skipped"),
+    ] {
+        assert!(
+            metrics
+                .lines()
+                .any(|l| l.starts_with("mandate_witness_submissions_total{")
+                    && l.contains(&format!("witness=\"{name}\""))
+                    && l.contains(&format!("outcome=\"{outcome}\""))),
+            "{name} {outcome}: {metrics}"
+        );
+    }
     drop((witness1, witness2));
 }

@@ -22,7 +22,7 @@ use crate::cli::{Command, DbArg};
 pub(crate) async fn run(command: Command) -> Result<(), String> {
     let clock = SystemClock;
     match command {
-        Command::Serve(args) => serve::serve(args, clock).await,
+        Command::Serve(args) => serve::serve(*args, clock).await,
         Command::Migrate { db } => migrate(&db).await,
         Command::Onboard { db, org } => keys::onboard(&db, &org, &clock).await,
         Command::IssueKey { db, org, env } => keys::issue(&db, &org, env.into(), &clock).await,

@@ -9,6 +9,7 @@ use mandate_server::clock::SystemClock;
 use mandate_server::http::connections::{Connections, Guard};
 use mandate_server::http::limits::{self, Limits};
 use mandate_server::serve::{self, Config, Running};
+use mandate_server::workers::witness::{self, WitnessTarget};
 use mandate_server::{app, demo, logging, telemetry};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::TcpListener;
@@ -92,7 +93,18 @@ fn config(args: ServeArgs) -> Result<Config, String> {
         log_checkpoint_batch: mandate_server::workers::checkpoint::BATCH,
         public_logs: args.public_logs,
         x402_assets: x402_assets(&args.x402_asset)?,
+        witnesses: witnesses(&args.witness)?,
     })
+}
+
+/// The witnesses `--witness` lists, or what is wrong with an entry.
+fn witnesses(entries: &[String]) -> Result<Vec<WitnessTarget>, String> {
+    let targets = entries
+        .iter()
+        .map(|entry| WitnessTarget::parse(entry).map_err(|why| format!("--witness {why}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    witness::check_targets(&targets)?;
+    Ok(targets)
 }
 
 /// The decimals `--x402-asset` lists, or what is wrong with an entry.

@@ -25,9 +25,11 @@
 //! 4. has the store write all of it, the tokens with their leaves, in one transaction,
 //!    only if the log is still where it was read (another process may have logged it
 //!    meanwhile);
-//! 5. once that commit is durable, shows the checkpoint to readers. A checkpoint no reader
-//!    saw may be lost to a crash; it is never a fork, since the tree is a function of the
-//!    durable decisions in seq order.
+//! 5. once that commit is durable, submits the checkpoint to the witnesses the operator
+//!    configured ([`super::witness`]) and shows it to readers with the cosignatures that
+//!    came back (a witness that is down or refuses never holds the log: the checkpoint is
+//!    shown without its cosignature). A checkpoint no reader saw may be lost to a crash; it
+//!    is never a fork, since the tree is a function of the durable decisions in seq order.
 //!
 //! A log never has two checkpoints of one size with different roots: leaves are only
 //! appended, from the decisions in seq order, and the size only grows.
@@ -43,6 +45,7 @@ use tokio::task::JoinHandle;
 
 use super::Context;
 use super::log_verify;
+use super::witness::Witnesses;
 use crate::clock::ms;
 use crate::model::Env;
 use crate::storage::StorageError;
@@ -115,6 +118,7 @@ pub struct Checkpointer {
     interval: Duration,
     batch: i64,
     sweep: std::sync::Mutex<super::SweepTimer>,
+    witnesses: Option<Arc<Witnesses>>,
 }
 
 /// What one round did.
@@ -136,7 +140,15 @@ impl Checkpointer {
             interval,
             batch: batch.max(1),
             sweep: Default::default(),
+            witnesses: None,
         }
+    }
+
+    /// The same worker, submitting each new checkpoint to `witnesses` before showing it.
+    #[must_use]
+    pub fn with_witnesses(mut self, witnesses: Arc<Witnesses>) -> Self {
+        self.witnesses = (!witnesses.is_empty()).then_some(witnesses);
+        self
     }
 
     /// One round: every log with news extended once: the logs this process decided in
@@ -241,9 +253,14 @@ impl Checkpointer {
             return Ok(Extended { moved: false, full });
         }
         if let Some(note) = checkpoint {
-            store
-                .show_checkpoint(org, env, grown.edge.size(), &note)
-                .await?;
+            let size = grown.edge.size();
+            if size > tail.head.shown_size {
+                let previous = tail.head.checkpoint.as_deref().map(|n| (n, tail.head.size));
+                let shown = self
+                    .cosigned(org, env, &origin, &note, size, previous)
+                    .await;
+                store.show_checkpoint(org, env, size, &note, &shown).await?;
+            }
         }
         Ok(Extended { moved: true, full })
     }
@@ -257,13 +274,43 @@ impl Checkpointer {
         tail: &LogTail,
     ) -> Result<bool, CheckpointError> {
         match &tail.head.checkpoint {
-            Some(note) if tail.head.shown_size < tail.head.size => Ok(self
-                .context
-                .store
-                .show_checkpoint(org, env, tail.head.size, note)
-                .await?),
+            Some(note) if tail.head.shown_size < tail.head.size => {
+                let origin = origin(&self.context.issuer, org, env);
+                let size = tail.head.size;
+                let shown = self.cosigned(org, env, &origin, note, size, None).await;
+                Ok(self
+                    .context
+                    .store
+                    .show_checkpoint(org, env, size, note, &shown)
+                    .await?)
+            }
             _ => Ok(false),
         }
+    }
+
+    /// `note`, the durable checkpoint of `size` leaves, with the cosignatures of the
+    /// witnesses that gave one (as it is when none is configured); `previous` is the log's
+    /// checkpoint before it, and its size.
+    async fn cosigned(
+        &self,
+        org: &str,
+        env: Env,
+        origin: &str,
+        note: &str,
+        size: u64,
+        previous: Option<(&str, u64)>,
+    ) -> String {
+        let Some(witnesses) = &self.witnesses else {
+            return note.to_owned();
+        };
+        let store = &self.context.store;
+        let proof = |old: u64| async move {
+            store
+                .log_consistency(org, env, old, size)
+                .await
+                .map_err(|e| format!("the consistency proof from size {old}: {e}"))
+        };
+        witnesses.cosign(origin, note, size, previous, proof).await
     }
 
     /// The leaf of each decision and the tokens of those that have one, in order: each

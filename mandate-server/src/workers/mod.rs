@@ -2,7 +2,7 @@
 //! delivery URL must pass ([`crate::ssrf`]), time-driven state (review expiry,
 //! `mandate.expiring`: [`timers`]) on the same tick, and the refresher of signing keys,
 //! cached callers and this process's heartbeat ([`refresh`]), and the decision log's
-//! checkpoints ([`checkpoint`]).
+//! checkpoints ([`checkpoint`]), submitted to the operator's witnesses ([`witness`]).
 //!
 //! Workers are handed a [`Context`]: the store, the injected clock, the signing keys and
 //! the issuer, this process's news ([`News`]) and whether it sweeps ([`Sweeper`]), nothing
@@ -21,6 +21,7 @@ pub mod delivery;
 pub mod log_verify;
 pub mod refresh;
 pub mod timers;
+pub mod witness;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};

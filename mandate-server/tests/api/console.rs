@@ -288,6 +288,7 @@ async fn an_origin_that_is_not_one_stops_the_start() {
             log_checkpoint_batch: mandate_server::workers::checkpoint::BATCH,
             public_logs: false,
             x402_assets: Default::default(),
+            witnesses: Vec::new(),
             ..crate::helpers::config(&db)
         };
         let clock = std::sync::Arc::new(mandate_server::clock::ManualClock::new(

@@ -337,3 +337,44 @@ async fn a_log_behind_by_many_batches_catches_up_without_waiting_an_interval_eac
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// The consistency proofs the checkpoint worker sends witnesses (`LogStore::log_consistency`,
+/// read from the stored tiles): from every smaller size to the log's, each checked with the
+/// core's verifier against the roots of the trees of the exported tokens; a size above the
+/// log's is refused.
+#[mandate_test_macros::on_each_engine]
+async fn consistency_proofs_from_the_stored_tiles_prove_each_older_tree() {
+    use mandate_protocol::tlog::{self, TreeEdge, verify_consistency};
+
+    let app = spawn_app().await;
+    let agent = app.standard_agent(&app.org.live, "ada").await;
+    let mut last = String::new();
+    for i in 0..13 {
+        let r = app
+            .authorize(&agent, &format!("{}", i + 1), "software")
+            .await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        last = r.body["id"].as_str().unwrap().to_owned();
+    }
+    let logged = app.logged(&app.org.live, &last).await;
+    assert_eq!(entry(&logged).index, 12);
+    let export = app.get(&app.org.live, "/v1/exports/decisions").await;
+    let mut edge = TreeEdge::new();
+    let mut roots = vec![edge.root()];
+    for line in export.text.lines() {
+        let line: Value = serde_json::from_str(line).unwrap();
+        let token = line["verdict_token"].as_str().unwrap();
+        edge.push(tlog::leaf_hash(token.as_bytes())).unwrap();
+        roots.push(edge.root());
+    }
+    assert_eq!(roots.len(), 14);
+    let store = &app.running.as_ref().unwrap().state.store;
+    let org = app.org_id("acme");
+    let env = mandate_server::model::Env::Live;
+    for old in 1..=13u64 {
+        let proof = store.log_consistency(&org, env, old, 13).await.unwrap();
+        verify_consistency(old, &roots[old as usize], 13, &roots[13], &proof)
+            .unwrap_or_else(|e| panic!("from {old}: {e}"));
+    }
+    assert!(store.log_consistency(&org, env, 5, 14).await.is_err());
+}

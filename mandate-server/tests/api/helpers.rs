@@ -363,6 +363,7 @@ pub fn config(db: &TestDatabase) -> Config {
         log_checkpoint_batch: mandate_server::workers::checkpoint::BATCH,
         public_logs: false,
         x402_assets: Default::default(),
+        witnesses: Vec::new(),
         limits: Default::default(),
         key_encryption: db.key_encryption(),
     }

@@ -186,6 +186,7 @@ async fn a_verdicts_or_docs_url_that_is_not_an_absolute_http_url_stops_the_start
             log_checkpoint_batch: mandate_server::workers::checkpoint::BATCH,
             public_logs: false,
             x402_assets: Default::default(),
+            witnesses: Vec::new(),
             limits: Default::default(),
             key_encryption: Default::default(),
         };

@@ -100,6 +100,7 @@ mod stored_tokens;
 mod third_party;
 mod webhooks;
 mod wire;
+mod witness_flags;
 mod x402_bindings;
 
 mod crash;

@@ -102,6 +102,7 @@ async fn tls_server(
             log_checkpoint_batch: mandate_server::workers::checkpoint::BATCH,
             public_logs: false,
             x402_assets: Default::default(),
+            witnesses: Vec::new(),
             limits: Limits {
                 header_read_timeout: std::time::Duration::from_millis(1500),
                 ..Limits::default()

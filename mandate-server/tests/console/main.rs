@@ -58,6 +58,7 @@ impl Console {
             log_checkpoint_batch: mandate_server::workers::checkpoint::BATCH,
             public_logs: false,
             x402_assets: Default::default(),
+            witnesses: Vec::new(),
             key_encryption: Default::default(),
         };
         let running = serve::start(config, Arc::new(SystemClock)).await.unwrap();

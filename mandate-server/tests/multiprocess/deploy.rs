@@ -203,6 +203,7 @@ impl Deployment {
             log_checkpoint_batch: mandate_server::workers::checkpoint::BATCH,
             public_logs: false,
             x402_assets: Default::default(),
+            witnesses: Vec::new(),
             key_encryption: KeyEncryption::new(
                 Kek::from_base64(self.kek.as_bytes(), "MANDATE_KEY_ENCRYPTION_KEY").unwrap(),
                 None,

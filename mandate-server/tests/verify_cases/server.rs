@@ -63,6 +63,7 @@ impl Server {
             log_checkpoint_batch: mandate_server::workers::checkpoint::BATCH,
             public_logs: false,
             x402_assets: Default::default(),
+            witnesses: Vec::new(),
             limits: Default::default(),
             key_encryption: Default::default(),
         };

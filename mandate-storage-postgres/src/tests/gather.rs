@@ -20,7 +20,7 @@ async fn what_arrives_during_a_writers_wait_is_committed_in_its_group() {
         &store.writers_pool().unwrap(),
         None,
         1,
-        Duration::from_millis(300),
+        Some(Duration::from_millis(300)),
     );
     let (a, b) = tokio::join!(
         writers.record(new("dec_a", "agt_buyer")),

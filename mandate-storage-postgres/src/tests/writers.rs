@@ -11,7 +11,7 @@ pub(super) fn one_writer(store: &PostgresStore) -> crate::writer::Writers {
         &store.writers_pool().unwrap(),
         None,
         1,
-        std::time::Duration::ZERO,
+        Some(std::time::Duration::ZERO),
     )
 }
 
