@@ -22,6 +22,7 @@ mod config;
 mod error;
 mod http1;
 mod jwks_cache;
+mod listener;
 mod mcp;
 mod output;
 mod replay_store;

@@ -26,12 +26,8 @@ pub const GATHER_BELOW: usize = 8;
 pub const DEFAULT_GATHER: Duration = Duration::ZERO;
 
 /// How long a writer's lane to a Citus worker waits for more decisions unless
-/// `decision_gather_us` says: 2 ms (ending at the next millisecond tick, so 2 to 3 ms).
-/// Measured with a server on each of two workers, 32 organizations, 4 shards a table
-/// (mandate-bench/results): 7,452 and 7,476 decisions a second at 153 and 160 µs of
-/// database CPU a decision without a wait; 7,597 to 8,621 at 123 to 141 µs with 1 ms; 8,519
-/// and 8,606 at 122 and 123 µs with 2 ms; and with 32 shards 5,033 at 259 µs with 2 ms
-/// against 4,055 to 4,478 at 285 to 317 µs with 1 ms.
+/// `decision_gather_us` says: 2 ms (ending at the next millisecond tick, so 2 to 3 ms). Its
+/// measured effect is in docs/scale.md ("Writers").
 pub const CITUS_GATHER: Duration = Duration::from_millis(2);
 
 /// The wait of a writer's lane: the one `decision_gather_us` set (`set`), else

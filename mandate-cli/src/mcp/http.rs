@@ -42,10 +42,10 @@ use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Value, json};
 
 use super::edges::lift_task_request;
-use super::listener::{self, Bounds};
 use super::sessions::Sessions;
 use super::tools::MandateTools;
 use crate::error::CliError;
+use crate::listener::{self, Bounds};
 
 /// The largest request body read: a tool call is a few kilobytes (an x402 payload or an
 /// AP2 mandate included), and every connection may hold this much while its body arrives.

@@ -15,8 +15,6 @@ mod args;
 mod console;
 mod edges;
 mod http;
-// `mandate witness` serves on the same bounded listener.
-pub(crate) mod listener;
 mod outputs;
 mod review;
 mod server;

@@ -423,7 +423,7 @@ fn signed_message(timestamp: u64, text: &str) -> Vec<u8> {
     format!("cosignature/v1\ntime {timestamp}\n{text}").into_bytes()
 }
 
-/// SHA-256(name || "\n" || 0x04 || key)[:4], big-endian.
+/// The first 4 bytes of `SHA-256(name || "\n" || 0x04 || key)`, big-endian.
 fn key_id(name: &str, key: &VerifyingKey) -> u32 {
     let mut hasher = Sha256::new();
     hasher.update(name.as_bytes());

@@ -456,8 +456,9 @@ async fn send(context: &Context, clients: &Clients, due: &Due, at_ms: i64) -> Re
     Ok(response.status().as_u16())
 }
 
-/// A transport error in a line: what happened and why, without the URL's query.
-fn describe(error: &reqwest::Error) -> String {
+/// A transport error in a line: what happened and why, without the URL (also the
+/// witnesses': `super::witness`).
+pub(super) fn describe(error: &reqwest::Error) -> String {
     let what = if error.is_timeout() {
         "timed out"
     } else if error.is_connect() {

@@ -409,9 +409,12 @@ impl Witnesses {
             .body(body)
             .send()
             .await
-            .map_err(|e| describe(&e))?;
+            .map_err(|e| super::delivery::describe(&e))?;
         let status = response.status().as_u16();
-        let bytes = response.bytes().await.map_err(|e| describe(&e))?;
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|e| super::delivery::describe(&e))?;
         let text = String::from_utf8_lossy(&bytes[..bytes.len().min(MAX_ANSWER)]).into_owned();
         Ok((status, text))
     }
@@ -438,25 +441,6 @@ fn count(witness: &str, outcome: &'static str) {
         "outcome" => outcome
     )
     .increment(1);
-}
-
-/// A transport error in a line: what happened, without the URL.
-fn describe(error: &reqwest::Error) -> String {
-    let what = if error.is_timeout() {
-        "timed out"
-    } else if error.is_connect() {
-        "connection failed"
-    } else {
-        "request failed"
-    };
-    let mut text = what.to_owned();
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text.chars().take(500).collect()
 }
 
 #[cfg(test)]

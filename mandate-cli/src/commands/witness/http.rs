@@ -17,7 +17,7 @@ use axum::routing::{get, post};
 
 use super::add::{Answer, Witness};
 use crate::error::CliError;
-use crate::mcp::listener::{self, Bounds};
+use crate::listener::{self, Bounds};
 
 /// The largest request body: 63 proof lines and a checkpoint with its signatures fit many
 /// times over.

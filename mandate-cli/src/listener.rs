@@ -1,4 +1,4 @@
-//! The listener of `mandate mcp --http`: what an open connection may hold, bounded as
+//! The bounded listener of `mandate mcp --http` and `mandate witness`: what an open connection may hold, bounded as
 //! mandate-server bounds its API listener (its `http/connections.rs` and `http/limits.rs`),
 //! in the small: anything on the machine can connect, and without bounds 600 connections
 //! each holding half a request body held 660 MB for as long as their clients liked.
