@@ -379,7 +379,29 @@ pub fn verify_verdict(
     jwks: &JwkSet,
     options: &VerifyOptions,
 ) -> Result<VerdictClaims, TokenError> {
-    verify_claims(token, jwks, options, TokenKind::Verdict)
+    verify_claims(token, jwks, options, TokenKind::Verdict, &verify_es256)
+}
+
+/// An ES256 check: whether the signature `r || s` of the message verifies against the key.
+pub type Es256Check<'a> = dyn Fn(&Jwk, &[u8], &[u8]) -> bool + 'a;
+
+/// [`verify_verdict`] with the ES256 arithmetic done by `es256` instead of RustCrypto's
+/// p256: for a caller that verifies many tokens and has a faster backend (the server's
+/// log worker uses aws-lc). Every other check is the same: `es256(jwk, message, r || s)`
+/// is asked only about a 64-byte signature already in low-S form, and must say whether it
+/// verifies against `jwk`.
+pub fn verify_verdict_with(
+    token: &str,
+    jwks: &JwkSet,
+    options: &VerifyOptions,
+    es256: &Es256Check<'_>,
+) -> Result<VerdictClaims, TokenError> {
+    let low_s = |jwk: &Jwk, message: &[u8], signature: &[u8]| {
+        signature.len() == 64
+            && Signature::from_slice(signature).is_ok_and(|s| is_low_s(&s))
+            && es256(jwk, message, signature)
+    };
+    verify_claims(token, jwks, options, TokenKind::Verdict, &low_s)
 }
 
 /// Verifies a signed webhook event and returns its claims.
@@ -388,7 +410,7 @@ pub fn verify_event(
     jwks: &JwkSet,
     options: &VerifyOptions,
 ) -> Result<EventClaims, TokenError> {
-    verify_claims(token, jwks, options, TokenKind::Event)
+    verify_claims(token, jwks, options, TokenKind::Event, &verify_es256)
 }
 
 #[derive(Deserialize)]
@@ -434,6 +456,7 @@ fn verify_claims<C: DeserializeOwned>(
     jwks: &JwkSet,
     options: &VerifyOptions,
     expected: TokenKind,
+    es256: &Es256Check<'_>,
 ) -> Result<C, TokenError> {
     let mut parts = token.split('.');
     let (Some(header_b64), Some(payload_b64), Some(signature_b64), None) =
@@ -472,7 +495,7 @@ fn verify_claims<C: DeserializeOwned>(
         .as_bytes()
         .get(..signing_input_len)
         .unwrap_or_default();
-    if !verify_es256(jwk, signing_input, &signature) {
+    if !es256(jwk, signing_input, &signature) {
         if is_high_s_twin(jwk, signing_input, &signature) {
             return Err(TokenError::HighS);
         }

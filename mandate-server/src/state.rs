@@ -73,7 +73,7 @@ pub struct Shared {
     /// Enforcement modes.
     pub modes: ModeCache,
     /// Committed decisions' leaf hashes, shared with the decision log's worker.
-    pub leaves: Arc<crate::model::leaves::LeafHashes>,
+    pub leaves: Arc<crate::model::leaves::Answered>,
     /// What this process stored that its workers act on at once.
     pub news: Arc<crate::model::news::News>,
     /// `/readyz`'s probes, shared by concurrent requests.

@@ -136,7 +136,7 @@ async fn mandate(store: &dyn Store, agent: &str) -> Mandate {
 struct Deciding {
     agents: AgentStates,
     modes: ModeCache,
-    leaves: mandate_server::model::leaves::LeafHashes,
+    leaves: mandate_server::model::leaves::Answered,
     news: mandate_server::model::news::News,
     signer: Arc<AwsLcSigner>,
     org: Arc<str>,

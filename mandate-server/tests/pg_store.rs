@@ -53,7 +53,7 @@ struct Process {
     store: Arc<PostgresStore>,
     agents: AgentStates,
     modes: ModeCache,
-    leaves: mandate_server::model::leaves::LeafHashes,
+    leaves: mandate_server::model::leaves::Answered,
     news: mandate_server::model::news::News,
     signer: Arc<AwsLcSigner>,
 }

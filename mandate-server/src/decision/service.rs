@@ -27,7 +27,7 @@ use super::agents::{AgentSlot, AgentState, AgentStates, Slot};
 use super::modes::ModeCache;
 use crate::clock::{fill_random, ms, ordered16};
 use crate::model::decision::{Decision, TokenSignature};
-use crate::model::leaves::LeafHashes;
+use crate::model::leaves::Answered;
 use crate::model::news::News;
 use crate::model::{Caller, Env};
 use crate::signing::KeyRing;
@@ -199,7 +199,7 @@ pub struct Deciding<'a> {
     /// The agents' locks and cached states.
     pub agents: &'a AgentStates,
     /// Where a committed decision's leaf hash waits for the decision log's worker.
-    pub leaves: &'a LeafHashes,
+    pub leaves: &'a Answered,
     /// What this process stored that its workers act on at once.
     pub news: &'a News,
     /// The enforcement modes in memory.
@@ -257,7 +257,7 @@ pub struct Decider<'a> {
     /// The agents' locks and cached states.
     pub agents: &'a AgentStates,
     /// Where a committed decision's leaf hash waits for the decision log's worker.
-    pub leaves: &'a LeafHashes,
+    pub leaves: &'a Answered,
     /// Where a committed decision names its log, and a review it opens or resolves its
     /// organization's events, for the workers.
     pub news: &'a News,
@@ -284,7 +284,7 @@ pub struct Decider<'a> {
 #[must_use = "a decision is answered only once committed"]
 pub struct Decided<'a> {
     store: &'a dyn DecidingStore,
-    leaves: &'a LeafHashes,
+    leaves: &'a Answered,
     news: &'a News,
     org: Arc<str>,
     env: Env,
@@ -300,6 +300,8 @@ pub struct Decided<'a> {
     /// The single-use credential presented with the request, if any, and the mandate it
     /// was checked against.
     presented: Option<(SingleUse, MandateId)>,
+    /// The token answered, handed to the log's worker once the decision is committed.
+    token: String,
     body: Vec<u8>,
 }
 
@@ -412,7 +414,7 @@ impl<'a> Decider<'a> {
             token,
             claims_json,
         };
-        let (decision, body, opened) =
+        let (decision, token, body, opened) =
             self.answer(signed, &evaluation, mode, supersedes, approval.is_none())?;
         Ok(Decided {
             store: self.store,
@@ -428,6 +430,7 @@ impl<'a> Decider<'a> {
             opened,
             approved: approval,
             presented,
+            token,
             body,
         })
     }
@@ -484,8 +487,8 @@ impl<'a> Decider<'a> {
         }
     }
 
-    /// The decision of the `signed` claims as stored, its answer's body, and the review it
-    /// opens (a request's `review` verdict) with its event's data.
+    /// The decision of the `signed` claims as stored, its token, its answer's body, and the
+    /// review it opens (a request's `review` verdict) with its event's data.
     fn answer(
         &self,
         signed: Signed,
@@ -493,7 +496,7 @@ impl<'a> Decider<'a> {
         mode: Mode,
         supersedes: Option<DecisionId>,
         is_request: bool,
-    ) -> Result<(Decision, Vec<u8>, Option<Opened>), DecisionError> {
+    ) -> Result<(Decision, String, Vec<u8>, Option<Opened>), DecisionError> {
         let Signed {
             claims,
             token,
@@ -532,7 +535,7 @@ impl<'a> Decider<'a> {
             }
             None => None,
         };
-        Ok((decision, body, opened))
+        Ok((decision, token, body, opened))
     }
 
     /// Builds and signs the claims of a new decision: issuer, `exp = iat + 300`, a fresh
@@ -592,11 +595,17 @@ impl Decided<'_> {
             opened,
             approved,
             presented,
+            token,
             body,
         } = self;
         let amount = decision.claims.request.amount;
-        // The decision log's leaf of the token answered, made with its signature.
-        let leaf = decision.signature.as_ref().and_then(|s| s.leaf);
+        // The token answered and its decision log leaf (made with its signature), for the
+        // log's worker.
+        let answered = decision
+            .signature
+            .as_ref()
+            .and_then(|s| s.leaf)
+            .map(|leaf| (leaf, token.into_boxed_str()));
         let id = decision.claims.jti.clone();
         let told = Told::of(&org, env, opened.is_some() || approved.is_some());
         let labels = (
@@ -670,7 +679,7 @@ impl Decided<'_> {
             }
         }
         *guard = Some(state);
-        told.tell(leaves, news, id, leaf);
+        told.tell(leaves, news, id, answered);
         crate::telemetry::record_decision(labels.0, labels.1, labels.2);
         Ok(Stored::Answer(body))
     }
@@ -695,16 +704,17 @@ impl Told {
         }
     }
 
-    /// Leaves the decision `id`'s leaf hash for the log's worker and tells the workers.
+    /// Leaves the decision `id`'s token as answered for the log's worker and tells the
+    /// workers.
     fn tell(
         self,
-        leaves: &LeafHashes,
+        leaves: &Answered,
         news: &News,
         id: DecisionId,
-        leaf: Option<mandate_protocol::tlog::LogHash>,
+        answered: Option<crate::model::leaves::Token>,
     ) {
-        if let Some(leaf) = leaf {
-            leaves.keep(id, leaf);
+        if let Some(answered) = answered {
+            leaves.keep(id, answered);
         }
         news.decided(&self.org, self.env);
         if self.evented {

@@ -1,16 +1,18 @@
-//! The decision log's leaf hashes of the decisions this process stored, kept in memory until
-//! the checkpoint worker logs them (docs/audit.md).
+//! The tokens this process answered, with their decision log leaf hashes, kept in memory
+//! until the checkpoint worker logs them (docs/audit.md).
 //!
 //! The decision service hashes the token it answers (RFC 6962's leaf hash, one SHA-256)
-//! once the decision is committed and leaves the hash here; the worker takes it instead of
-//! reading the decision's row and rebuilding its token. A decision the worker does not find
-//! here (made by another process, before a restart, or pushed out by newer ones) is read
-//! from the store as before, so this changes how fast a log is extended, never what it
-//! holds: a stored token is rebuilt byte for byte as it was answered.
+//! once the decision is committed and leaves the token and its hash here; the worker
+//! appends them as they were signed, without reading the decision's row, rebuilding its
+//! token or verifying it. A decision the worker does not find here (made by another
+//! process, before a restart, or pushed out by newer ones) is read from the store, its
+//! token rebuilt and verified before it is appended, so this changes how fast a log is
+//! extended, never what it holds: a stored token is rebuilt byte for byte as it was
+//! answered.
 //!
-//! Two generations of at most [`GENERATION`] hashes each: when the newer is full it
-//! becomes the older and the older is dropped, so memory stays bounded (about 100 bytes a
-//! hash) whether or not the worker keeps up.
+//! Two generations of at most [`GENERATION`] tokens each: when the newer is full it
+//! becomes the older and the older is dropped, so memory stays bounded (about 800 bytes a
+//! token, 50 MB at most) whether or not the worker keeps up.
 
 use std::collections::HashMap;
 use std::mem;
@@ -19,40 +21,43 @@ use std::sync::Mutex;
 use mandate_core::DecisionId;
 use mandate_protocol::tlog::LogHash;
 
-/// Hashes in a generation, at most: two of them hold several seconds of decisions at the
+/// Tokens in a generation, at most: two of them hold several seconds of decisions at the
 /// rates one process reaches, more than the worker's default interval of 1 s.
-pub const GENERATION: usize = 1 << 16;
+pub const GENERATION: usize = 1 << 15;
 
-/// The leaf hashes waiting for the checkpoint worker, by decision.
+/// A token as answered and its leaf hash.
+pub type Token = (LogHash, Box<str>);
+
+/// The tokens waiting for the checkpoint worker, by decision.
 #[derive(Debug, Default)]
-pub struct LeafHashes {
+pub struct Answered {
     generations: Mutex<Generations>,
 }
 
 #[derive(Debug, Default)]
 struct Generations {
-    newer: HashMap<DecisionId, LogHash>,
-    older: HashMap<DecisionId, LogHash>,
+    newer: HashMap<DecisionId, Token>,
+    older: HashMap<DecisionId, Token>,
 }
 
-impl LeafHashes {
-    /// Keeps the leaf hash of the committed decision `id`.
-    pub fn keep(&self, id: DecisionId, leaf: LogHash) {
+impl Answered {
+    /// Keeps the token answered for the committed decision `id`, with its leaf hash.
+    pub fn keep(&self, id: DecisionId, token: Token) {
         let mut g = self.generations.lock().unwrap_or_else(|p| p.into_inner());
         if g.newer.len() >= GENERATION {
             let full = mem::take(&mut g.newer);
             g.older = full;
         }
-        g.newer.insert(id, leaf);
+        g.newer.insert(id, token);
     }
 
-    /// The leaf hash of decision `id`, if this process kept it; it is not kept after.
-    pub fn take(&self, id: &DecisionId) -> Option<LogHash> {
+    /// The token of decision `id`, if this process kept it; it is not kept after.
+    pub fn take(&self, id: &DecisionId) -> Option<Token> {
         let mut g = self.generations.lock().unwrap_or_else(|p| p.into_inner());
         g.newer.remove(id).or_else(|| g.older.remove(id))
     }
 
-    /// How many hashes are kept.
+    /// How many tokens are kept.
     pub fn len(&self) -> usize {
         let g = self.generations.lock().unwrap_or_else(|p| p.into_inner());
         g.newer.len() + g.older.len()
@@ -73,27 +78,29 @@ mod tests {
         DecisionId::parse(&format!("dec_{n:026}")).unwrap()
     }
 
+    fn token() -> Token {
+        (mandate_protocol::tlog::leaf_hash(b"a.b.c"), "a.b.c".into())
+    }
+
     #[test]
-    fn a_hash_is_taken_once() {
-        let leaves = LeafHashes::default();
-        let leaf = mandate_protocol::tlog::leaf_hash(b"a.b.c");
-        leaves.keep(id(1), leaf);
-        assert_eq!(leaves.take(&id(1)), Some(leaf));
-        assert_eq!(leaves.take(&id(1)), None);
-        assert!(leaves.is_empty());
+    fn a_token_is_taken_once() {
+        let answered = Answered::default();
+        answered.keep(id(1), token());
+        assert_eq!(answered.take(&id(1)), Some(token()));
+        assert_eq!(answered.take(&id(1)), None);
+        assert!(answered.is_empty());
     }
 
     #[test]
     fn at_most_two_generations_are_kept_the_oldest_dropped_first() {
-        let leaves = LeafHashes::default();
-        let leaf = mandate_protocol::tlog::leaf_hash(b"a.b.c");
+        let answered = Answered::default();
         for n in 0..GENERATION * 2 + 10 {
-            leaves.keep(id(n), leaf);
+            answered.keep(id(n), token());
         }
-        assert_eq!(leaves.len(), GENERATION + 10);
-        assert_eq!(leaves.take(&id(0)), None);
-        assert_eq!(leaves.take(&id(GENERATION - 1)), None);
-        assert_eq!(leaves.take(&id(GENERATION)), Some(leaf));
-        assert_eq!(leaves.take(&id(GENERATION * 2 + 9)), Some(leaf));
+        assert_eq!(answered.len(), GENERATION + 10);
+        assert_eq!(answered.take(&id(0)), None);
+        assert_eq!(answered.take(&id(GENERATION - 1)), None);
+        assert_eq!(answered.take(&id(GENERATION)), Some(token()));
+        assert_eq!(answered.take(&id(GENERATION * 2 + 9)), Some(token()));
     }
 }

@@ -122,6 +122,20 @@ impl Signer for AwsLcSigner {
     }
 }
 
+/// Whether `signature` (`r || s`) of `message` verifies against `jwk`, with aws-lc: the
+/// arithmetic that [`mandate_protocol::jws::verify_verdict_with`] asks of it for the
+/// decision log's worker, which verifies every token it did not sign itself (docs/audit.md)
+/// at about a third of RustCrypto's cost. The form checks (64 bytes, low S) are the core's.
+pub fn verify_es256(jwk: &Jwk, message: &[u8], signature: &[u8]) -> bool {
+    let point = jwk.verifying_key().to_sec1_point(false);
+    aws_lc_rs::signature::UnparsedPublicKey::new(
+        &aws_lc_rs::signature::ECDSA_P256_SHA256_FIXED,
+        point.as_bytes(),
+    )
+    .verify(message, signature)
+    .is_ok()
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
@@ -172,6 +186,28 @@ mod tests {
             let message = [i; 40];
             let sig = fast.sign(&message).unwrap();
             assert!(verify_es256(&portable.public_jwk(), &message, &sig));
+        }
+    }
+
+    /// The log worker's aws-lc verification accepts exactly what the core's does: this
+    /// key, this message, these bytes.
+    #[test]
+    fn aws_lc_verification_accepts_only_the_signed_message_under_its_key() {
+        let fast = AwsLcSigner::from_secret_bytes("k-1", &SECRET).unwrap();
+        let jwk = fast.public_jwk();
+        let other = P256Signer::from_secret_bytes("k-2", &[9; 32])
+            .unwrap()
+            .public_jwk();
+        for i in 0..20u8 {
+            let message = [i; 40];
+            let signature = fast.sign(&message).unwrap().to_vec();
+            assert!(verify_es256(&jwk, &message, &signature));
+            assert!(super::verify_es256(&jwk, &message, &signature));
+            assert!(!super::verify_es256(&jwk, &[i ^ 1; 40], &signature));
+            assert!(!super::verify_es256(&other, &message, &signature));
+            let mut flipped = signature.clone();
+            flipped[63] ^= 1;
+            assert!(!super::verify_es256(&jwk, &message, &flipped));
         }
     }
 

@@ -12,13 +12,14 @@
 //!    the head up to the readers' watermark (at most [`BATCH`]), and checks that the stored
 //!    tree still has the stored checkpoint's root (otherwise the tables were changed under
 //!    it: it stops on that log with an error and never signs);
-//! 2. reads the decisions' rows, rebuilds their tokens and verifies each before it is
-//!    appended ([`super::log_verify`]): its signature against the service's verdict keys,
-//!    its decision, and its leaf hash against the one stored with the row or left by this
-//!    process's decision service ([`LeafHashes`](crate::model::leaves::LeafHashes): the
-//!    hash of the token it answered). The first decision refused stops the run there: it
-//!    is logged at error level and counted (`mandate_log_refused_total`), and the log
-//!    waits before it, every round, until its row is restored;
+//! 2. takes the tokens this process's decision service answered and left in memory
+//!    ([`Answered`](crate::model::leaves::Answered)) as they were signed, and reads the
+//!    other decisions' rows, rebuilds their tokens and verifies each before it is appended
+//!    ([`super::log_verify`]): its signature against the service's verdict keys, its
+//!    decision, and its leaf hash against the one stored with the row when there is one.
+//!    The first decision refused stops the run there: it is logged at error level and
+//!    counted (`mandate_log_refused_total`), and the log waits before it, every round,
+//!    until its row is restored;
 //! 3. appends the leaf hashes to the edge (the core's `TreeEdge`), collecting
 //!    the leaves and the tiles the appends complete, and signs a checkpoint of the new
 //!    size with every log key of the environment;
@@ -48,6 +49,7 @@ use super::log_verify;
 use super::witness::Witnesses;
 use crate::clock::ms;
 use crate::model::Env;
+use crate::model::leaves::Token;
 use crate::storage::StorageError;
 use crate::storage::log::{LogAppend, LogTail};
 
@@ -313,10 +315,11 @@ impl Checkpointer {
         witnesses.cosign(origin, note, size, previous, proof).await
     }
 
-    /// The leaf of each decision and the tokens of those that have one, in order: each
-    /// token rebuilt from its row and verified ([`log_verify::verify`]) against the leaf
-    /// hash stored with the row or left by the decision service. The decisions from the
-    /// first refused on are left out (logged and counted): the log waits before it.
+    /// The leaf of each decision and the tokens of those that have one, in order. A token
+    /// this process answered and kept in memory is appended as signed; the others are
+    /// rebuilt from their rows and verified ([`log_verify::verify`]) against the leaf hash
+    /// stored with the row, when there is one. The decisions from the first refused on are
+    /// left out (logged and counted): the log waits before it.
     async fn leaves(
         &self,
         org: &str,
@@ -324,46 +327,67 @@ impl Checkpointer {
         decisions: &[(i64, DecisionId, Option<LogHash>)],
         origin: &str,
     ) -> Result<(Vec<Leaf>, Vec<String>), CheckpointError> {
-        let answered: Vec<Option<LogHash>> = decisions
+        let kept: Vec<Option<Token>> = decisions
             .iter()
-            .map(|(_, id, stored)| stored.or_else(|| self.context.leaves.take(id)))
+            .map(|(_, id, _)| self.context.leaves.take(id))
             .collect();
-        let every: Vec<usize> = (0..decisions.len()).collect();
-        let mut tokens: HashMap<i64, Option<String>> = self
-            .context
-            .store
-            .log_tokens(org, env, ranges_of(decisions, &every))
-            .await?
-            .into_iter()
+        let missing: Vec<usize> = (0..decisions.len())
+            .filter(|&i| kept[i].is_none())
             .collect();
-        let mut jobs = Vec::with_capacity(decisions.len());
-        for ((seq, id, _), answered) in decisions.iter().zip(&answered) {
-            let Some(token) = tokens.remove(seq) else {
+        let mut read: HashMap<i64, Option<String>> = if missing.is_empty() {
+            HashMap::new()
+        } else {
+            self.context
+                .store
+                .log_tokens(org, env, ranges_of(decisions, &missing))
+                .await?
+                .into_iter()
+                .collect()
+        };
+        // What each decision's token is: kept (already good), or rebuilt, to verify.
+        let mut jobs = Vec::with_capacity(missing.len());
+        for &i in &missing {
+            let (seq, id, stored) = &decisions[i];
+            let Some(token) = read.remove(seq) else {
                 return Err(CheckpointError::Tampered {
                     origin: origin.to_owned(),
                     why: format!("decision {id} (seq {seq}) was listed but cannot be read"),
                 });
             };
-            jobs.push((id.clone(), token, *answered));
+            jobs.push((id.clone(), token, *stored));
         }
-        let keys = self
-            .context
-            .keys
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .verdict_keys
-            .clone();
-        // ES256 verifications are CPU work: off the async workers.
-        let checked = tokio::task::spawn_blocking(move || log_verify::verify_run(jobs, &keys))
-            .await
-            .map_err(|e| CheckpointError::Tampered {
-                origin: origin.to_owned(),
-                why: format!("verifying tokens: {e}"),
-            })?;
-        let mut leaves: Vec<Leaf> = Vec::with_capacity(checked.len());
-        let mut logged = Vec::with_capacity(checked.len());
-        for (i, result) in checked.into_iter().enumerate() {
-            let (seq, id, _) = &decisions[i];
+        let checked = if jobs.is_empty() {
+            Vec::new()
+        } else {
+            let keys = self
+                .context
+                .keys
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .verdict_keys
+                .clone();
+            // ES256 verifications are CPU work: off the async workers.
+            tokio::task::spawn_blocking(move || log_verify::verify_run(jobs, &keys))
+                .await
+                .map_err(|e| CheckpointError::Tampered {
+                    origin: origin.to_owned(),
+                    why: format!("verifying tokens: {e}"),
+                })?
+        };
+        let mut checked = checked.into_iter();
+        let mut leaves: Vec<Leaf> = Vec::with_capacity(decisions.len());
+        let mut logged = Vec::with_capacity(decisions.len());
+        let mut kept = kept.into_iter();
+        while let Some(token) = kept.next() {
+            let (seq, id, _) = &decisions[leaves.len()];
+            let result = match token {
+                Some((leaf, token)) => Ok(Some((leaf, String::from(token)))),
+                // A run of checks stops at its first refusal: nothing is left after it.
+                None => match checked.next() {
+                    Some(result) => result,
+                    None => break,
+                },
+            };
             match result {
                 Ok(None) => leaves.push((*seq, id.clone(), None)),
                 Ok(Some((leaf, token))) => {
@@ -372,12 +396,14 @@ impl Checkpointer {
                 }
                 Err(why) => {
                     self.refuse(origin, env, (*seq, id), &why);
-                    // The hand-over's hashes of those not logged, kept for the next round.
-                    for ((_, id, stored), answered) in decisions[i..].iter().zip(&answered[i..]) {
-                        if let (None, Some(answered)) = (stored, answered) {
-                            self.context.leaves.keep(id.clone(), *answered);
+                    // The tokens kept of those not logged, kept for the next round.
+                    let after = &decisions[leaves.len() + 1..];
+                    for ((_, id, _), token) in after.iter().zip(kept.by_ref()) {
+                        if let Some(token) = token {
+                            self.context.leaves.keep(id.clone(), token);
                         }
                     }
+                    break;
                 }
             }
         }

@@ -1,6 +1,10 @@
 //! Verify before append: the checkpoint worker ([`super::checkpoint`]) logs a decision only
 //! once its token, rebuilt from the decision's row, verifies (docs/audit.md).
 //!
+//! Only the decisions whose token this process did not keep in memory are verified here:
+//! one this process's decision service answered and handed over
+//! ([`Answered`](crate::model::leaves::Answered)) is appended as it was signed.
+//!
 //! A token verifies when its ES256 signature verifies against one of the service's verdict
 //! keys (current or retired, however long ago: `KeyRing::verdict_keys`), it is a verdict of
 //! the decision it was read for (`jti`), and it is the token answered when that is known:
@@ -9,7 +13,8 @@
 //! token whose signature does not verify, or that is not the one answered, and is refused:
 //! the log stops before it, logged and counted each round, until an operator restores it.
 
-use mandate_core::{DecisionId, JwkSet, VerifyOptions, verify_verdict};
+use mandate_core::{DecisionId, JwkSet, VerifyOptions};
+use mandate_protocol::jws::verify_verdict_with;
 use mandate_protocol::tlog::{self, LogHash};
 use time::OffsetDateTime;
 
@@ -75,8 +80,9 @@ pub fn verify(
             .map_err(|_| Refused::Signature(format!("iat {} out of range", stated.iat)))?,
         leeway_secs: 0,
     };
-    let claims =
-        verify_verdict(token, keys, &options).map_err(|e| Refused::Signature(e.to_string()))?;
+    // The core's checks, with aws-lc's arithmetic: a third of p256's cost a token.
+    let claims = verify_verdict_with(token, keys, &options, &crate::signing::fast::verify_es256)
+        .map_err(|e| Refused::Signature(e.to_string()))?;
     if claims.jti != *id {
         return Err(Refused::OtherDecision(claims.jti.to_string()));
     }

@@ -49,7 +49,7 @@ pub struct Context {
     pub issuer: String,
     /// Committed decisions' leaf hashes, left by the decision service for the decision
     /// log's worker.
-    pub leaves: Arc<crate::model::leaves::LeafHashes>,
+    pub leaves: Arc<crate::model::leaves::Answered>,
     /// What this process stored that the workers act on at once.
     pub news: Arc<News>,
     /// Whether this process runs the scans across every organization.

@@ -46,7 +46,7 @@ struct Process {
     store: PostgresStore,
     agents: AgentStates,
     modes: ModeCache,
-    leaves: mandate_server::model::leaves::LeafHashes,
+    leaves: mandate_server::model::leaves::Answered,
     news: mandate_server::model::news::News,
     signer: Arc<AwsLcSigner>,
 }
