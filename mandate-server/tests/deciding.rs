@@ -188,6 +188,7 @@ impl Deciding {
             news: &self.news,
             modes: &self.modes,
             signer: self.signer.clone(),
+            leaf_tag: None,
             issuer: "https://verdicts.test",
             org: &self.org,
             env: Env::Sandbox,

@@ -114,6 +114,7 @@ impl Process {
             news: &self.news,
             modes: &self.modes,
             signer: self.signer.clone(),
+            leaf_tag: None,
             issuer: "https://verdicts.test",
             org,
             env: Env::Sandbox,

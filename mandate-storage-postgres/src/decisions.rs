@@ -83,10 +83,12 @@ impl Params {
             signing_kid: d.signature.as_ref().map(|s| s.kid.clone()),
             signature: d.signature.as_ref().map(|s| s.bytes.clone()),
             bindings: bindings_column(c),
+            // The leaf's tag when there is one (the log's worker of any process checks it),
+            // else its hash, as rows of earlier releases hold.
             leaf: d
                 .signature
                 .as_ref()
-                .and_then(|s| s.leaf)
+                .and_then(|s| s.tag.or(s.leaf))
                 .map(|h| h.as_bytes().to_vec()),
         }
     }

@@ -193,6 +193,7 @@ pub fn read(r: &dyn Columns) -> Result<(i64, Decision)> {
             kid,
             bytes,
             leaf: None,
+            tag: None,
         }),
         _ => None,
     };

@@ -28,6 +28,7 @@ use super::modes::ModeCache;
 use crate::clock::{fill_random, ms, ordered16};
 use crate::model::decision::{Decision, TokenSignature};
 use crate::model::leaves::Answered;
+use crate::signing::leaf_tags::LeafTagKey;
 use crate::model::news::News;
 use crate::model::{Caller, Env};
 use crate::signing::KeyRing;
@@ -220,14 +221,13 @@ impl<'a> Deciding<'a> {
         caller: &'a Caller,
         now: OffsetDateTime,
     ) -> Result<Decider<'a>, DecisionError> {
-        let signer = self
-            .keys
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .signer(caller.env)
-            .ok_or_else(|| {
+        let (signer, leaf_tag) = {
+            let ring = self.keys.read().unwrap_or_else(|p| p.into_inner());
+            let signer = ring.signer(caller.env).ok_or_else(|| {
                 DecisionError::Signing(format!("no signing key for {}", caller.env.as_str()))
             })?;
+            (signer, ring.leaf_tag_key(caller.env))
+        };
         let mode = self
             .modes
             .in_force(self.store, &caller.org_id, caller.env)
@@ -239,6 +239,7 @@ impl<'a> Deciding<'a> {
             news: self.news,
             modes: self.modes,
             signer,
+            leaf_tag,
             issuer: self.issuer,
             org: &caller.org_id,
             env: caller.env,
@@ -265,6 +266,9 @@ pub struct Decider<'a> {
     pub modes: &'a ModeCache,
     /// The environment's current signer.
     pub signer: Arc<dyn Signer>,
+    /// Its leaf tag key: the stored decision carries its token's leaf tag
+    /// (`signing::leaf_tags`), which the log's worker of another process checks.
+    pub leaf_tag: Option<LeafTagKey>,
     /// `iss` of the token.
     pub issuer: &'a str,
     /// The organization.
@@ -519,7 +523,10 @@ impl<'a> Decider<'a> {
             created_ms: ms(self.now),
             is_request,
             review_state: None,
-            signature: TokenSignature::of(self.signer.kid(), &token),
+            signature: TokenSignature::of(self.signer.kid(), &token).map(|mut s| {
+                s.tag = s.leaf.zip(self.leaf_tag.as_ref()).map(|(l, k)| k.tag(&l));
+                s
+            }),
         };
         let encoding = |e: serde_json::Error| DecisionError::Encoding(e.to_string());
         let body = decision

@@ -14,6 +14,7 @@
 pub mod api_keys;
 pub mod at_rest;
 pub mod fast;
+pub mod leaf_tags;
 pub mod log_keys;
 pub mod presign;
 
@@ -26,6 +27,7 @@ use crate::clock::fill_random;
 use crate::model::Env;
 use crate::signing::at_rest::{AtRestError, KeyEncryption, SigningSecret};
 use crate::signing::fast::AwsLcSigner;
+use crate::signing::leaf_tags::{LeafTagKey, LeafTagKeys};
 use crate::storage::keys::StoredKey;
 use crate::storage::{AdminStore, StorageError, Store};
 
@@ -42,6 +44,10 @@ pub struct KeyRing {
     /// worker verifies a token against before it appends it (a decision may be logged
     /// after its key left the published set).
     pub verdict_keys: Arc<JwkSet>,
+    /// The leaf tag key of each of those (by kid): the decision service tags its tokens'
+    /// leaves with its signer's, and the log's worker checks another process's tags
+    /// ([`leaf_tags`]).
+    pub leaf_tags: Arc<LeafTagKeys>,
     /// The log keys, which sign the decision log's checkpoints (published beside).
     pub log: log_keys::LogKeyRing,
 }
@@ -50,6 +56,12 @@ impl KeyRing {
     /// The signer for `env`.
     pub fn signer(&self, env: Env) -> Option<Arc<dyn Signer>> {
         self.current.get(env.as_str()).cloned()
+    }
+
+    /// The leaf tag key of `env`'s current signer.
+    pub fn leaf_tag_key(&self, env: Env) -> Option<LeafTagKey> {
+        let signer = self.current.get(env.as_str())?;
+        self.leaf_tags.get(signer.kid()).cloned()
     }
 
     /// The JWK Set as published: the verdict keys, then the log keys (`use:
@@ -142,21 +154,25 @@ fn build(
     let mut ring = KeyRing::default();
     let mut jwks = JwkSet::default();
     let mut all = JwkSet::default();
+    let mut tags = LeafTagKeys::new();
     for key in stored {
         let published = key
             .retired_ms
             .is_none_or(|retired| retired > published_after_ms);
         let opened = keys.open(&key).and_then(|secret| {
-            AwsLcSigner::from_secret_bytes(key.kid.clone(), secret.expose()).map_err(|_| {
-                AtRestError::InvalidKey {
+            let signer = AwsLcSigner::from_secret_bytes(key.kid.clone(), secret.expose())
+                .map_err(|_| AtRestError::InvalidKey {
                     kid: key.kid.clone(),
-                }
-            })
+                })?;
+            Ok((signer, LeafTagKey::derive(secret.expose())))
         });
         // A published key must open; one retired long ago that does not is left out of
         // the verdict keys, with a warning (the log refuses the tokens it signed).
         let signer = match opened {
-            Ok(signer) => signer,
+            Ok((signer, tag_key)) => {
+                tags.insert(key.kid.clone(), tag_key);
+                signer
+            }
             Err(e) if !published => {
                 tracing::warn!(
                     "retired signing key {} left out of the verdict keys: {e}",
@@ -176,6 +192,7 @@ fn build(
     }
     ring.jwks = Arc::new(jwks);
     ring.verdict_keys = Arc::new(all);
+    ring.leaf_tags = Arc::new(tags);
     Ok(ring)
 }
 

@@ -15,8 +15,8 @@
 //! 2. takes the tokens this process's decision service answered and left in memory
 //!    ([`Answered`](crate::model::leaves::Answered)) as they were signed, and reads the
 //!    other decisions' rows, rebuilds their tokens and verifies each before it is appended
-//!    ([`super::log_verify`]): its signature against the service's verdict keys, its
-//!    decision, and its leaf hash against the one stored with the row when there is one.
+//!    ([`super::log_verify`]): by the leaf tag stored with the row, or else by its
+//!    signature against the service's verdict keys and its decision.
 //!    The first decision refused stops the run there: it is logged at error level and
 //!    counted (`mandate_log_refused_total`), and the log waits before it, every round,
 //!    until its row is restored;
@@ -317,8 +317,8 @@ impl Checkpointer {
 
     /// The leaf of each decision and the tokens of those that have one, in order. A token
     /// this process answered and kept in memory is appended as signed; the others are
-    /// rebuilt from their rows and verified ([`log_verify::verify`]) against the leaf hash
-    /// stored with the row, when there is one. The decisions from the first refused on are
+    /// rebuilt from their rows and verified ([`log_verify::verify`]): by the leaf tag
+    /// stored with the row, or by their signature. The decisions from the first refused on are
     /// left out (logged and counted): the log waits before it.
     async fn leaves(
         &self,
@@ -359,15 +359,12 @@ impl Checkpointer {
         let checked = if jobs.is_empty() {
             Vec::new()
         } else {
-            let keys = self
-                .context
-                .keys
-                .read()
-                .unwrap_or_else(|p| p.into_inner())
-                .verdict_keys
-                .clone();
+            let (keys, tags) = {
+                let ring = self.context.keys.read().unwrap_or_else(|p| p.into_inner());
+                (ring.verdict_keys.clone(), ring.leaf_tags.clone())
+            };
             // ES256 verifications are CPU work: off the async workers.
-            tokio::task::spawn_blocking(move || log_verify::verify_run(jobs, &keys))
+            tokio::task::spawn_blocking(move || log_verify::verify_run(jobs, &keys, &tags))
                 .await
                 .map_err(|e| CheckpointError::Tampered {
                     origin: origin.to_owned(),

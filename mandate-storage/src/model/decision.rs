@@ -52,10 +52,15 @@ pub struct TokenSignature {
     /// with the token, and stored with it on PostgreSQL, so that the log's worker of any
     /// process logs the decision without rebuilding its token.
     pub leaf: Option<LogHash>,
+    /// The leaf's tag, when the signing process made one: HMAC-SHA256 of the leaf hash
+    /// under a key derived from the signing key (the server's `signing::leaf_tags`). Stored
+    /// with the row on PostgreSQL in place of the leaf hash, so that the log's worker of
+    /// another process knows the token rebuilt from the row is the one answered.
+    pub tag: Option<LogHash>,
 }
 
-/// Two signatures are the same when their key and bytes are: the leaf hash is derived
-/// from the token, and a signature read back from the store may not carry it.
+/// Two signatures are the same when their key and bytes are: the leaf hash and its tag are
+/// derived from the token, and a signature read back from the store may not carry them.
 impl PartialEq for TokenSignature {
     fn eq(&self, other: &Self) -> bool {
         self.kid == other.kid && self.bytes == other.bytes
@@ -72,6 +77,7 @@ impl TokenSignature {
             kid: kid.to_owned(),
             bytes: raw.to_vec(),
             leaf: Some(mandate_protocol::tlog::leaf_hash(token.as_bytes())),
+            tag: None,
         })
     }
 }
