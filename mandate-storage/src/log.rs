@@ -197,7 +197,7 @@ pub struct NewLogKey {
     pub first: bool,
 }
 
-pub(crate) fn as_i64(value: u64, what: &str) -> Result<i64> {
+fn as_i64(value: u64, what: &str) -> Result<i64> {
     i64::try_from(value).map_err(|_| StorageError::Corrupt(format!("{what} {value}")))
 }
 
@@ -240,9 +240,32 @@ async fn head<T: Tx>(tx: &mut T, org: &str, env: Env, lock: Lock) -> Result<Opti
     Ok(first(rows))
 }
 
+/// [`LogStore::log_tile`]'s reads: a hash tile's first `width` hashes, or an entry
+/// bundle's first `width` entries ([`log_entries::read_bundle`]); `None` when the log holds
+/// fewer.
+async fn read_tile<T: Tx>(
+    tx: &mut T,
+    org: &str,
+    env: Env,
+    tile: TileRead,
+    width: usize,
+) -> Result<Option<Vec<u8>>> {
+    match tile {
+        TileRead::Hashes(_) if width == 0 || width > TILE_WIDTH => Ok(None),
+        TileRead::Hashes(id) => {
+            let tiles = read_tiles(tx, org, env, &[id]).await?;
+            let hashes = tiles.get(&id).map(Vec::as_slice).unwrap_or_default();
+            Ok(hashes
+                .get(..width)
+                .map(|hashes| hashes.iter().flat_map(|h| *h.as_bytes()).collect()))
+        }
+        TileRead::Entries(index) => log_entries::read_bundle(tx, org, env, index, width).await,
+    }
+}
+
 /// The hashes of `tiles`, each from position 0 as far as it is stored: level 0 from the
 /// leaves (up to the first missing index), the others from `log_tiles`.
-pub(crate) async fn read_tiles<T: Tx>(
+async fn read_tiles<T: Tx>(
     tx: &mut T,
     org: &str,
     env: Env,
@@ -754,7 +777,7 @@ impl<E: Engine> LogStore for E {
     ) -> StoreFuture<'_, Option<Vec<u8>>> {
         let args = (org.to_owned(), env, tile, width);
         Box::pin(self.run(Access::Read, args, |tx, (org, env, tile, width)| {
-            Box::pin(log_entries::read(tx, org, *env, *tile, *width))
+            Box::pin(read_tile(tx, org, *env, *tile, *width))
         }))
     }
 

@@ -13,7 +13,6 @@ use mandate_protocol::tlog::{LogHash, TILE_WIDTH, TileId, leaf_hash};
 
 use super::StorageError;
 use super::engine::{Columns, Result, Tx};
-use super::log::{as_i64, read_tiles};
 use super::statements::LogSql;
 use crate::model::Env;
 
@@ -85,51 +84,43 @@ fn first_entries(bundle: &[u8], width: usize) -> std::result::Result<Option<&[u8
     Ok(Some(&bundle[..len]))
 }
 
-/// [`super::log::LogStore::log_tile`]'s reads.
-pub(crate) async fn read<T: Tx>(
+/// Entry bundle `index`'s first `width` entries, for [`super::log::LogStore::log_tile`]:
+/// `None` when the log holds fewer (or `width` is 0 or above 256).
+pub(crate) async fn read_bundle<T: Tx>(
     tx: &mut T,
     org: &str,
     env: Env,
-    tile: TileRead,
+    index: u64,
     width: usize,
 ) -> Result<Option<Vec<u8>>> {
     if width == 0 || width > TILE_WIDTH {
         return Ok(None);
     }
-    match tile {
-        TileRead::Hashes(id) => {
-            let tiles = read_tiles(tx, org, env, &[id]).await?;
-            let hashes = tiles.get(&id).map(Vec::as_slice).unwrap_or_default();
-            Ok(hashes
-                .get(..width)
-                .map(|hashes| hashes.iter().flat_map(|h| *h.as_bytes()).collect()))
+    let start = i64::try_from(index)
+        .map_err(|_| StorageError::Corrupt(format!("entry bundle {index}")))?
+        .saturating_mul(TILE_WIDTH as i64);
+    let params = [org.into(), env.into(), start.into(), (start + 256).into()];
+    let read = |r: &dyn Columns| Ok((r.int(0)?, r.bytes(1)?));
+    let rows = tx.query(LogSql::EntryRange.into(), &params, read).await?;
+    let corrupt = |e: EntryError| {
+        StorageError::Corrupt(format!(
+            "the entries of the log of {org} ({}) from {start}: {e}",
+            env.as_str()
+        ))
+    };
+    // The rows from the bundle's first index, as far as they follow each other (a strip
+    // logged before entries were kept has none: the bundle stops there).
+    let (mut bundle, mut next) = (Vec::new(), start);
+    for (row_start, entries) in rows {
+        if row_start != next {
+            break;
         }
-        TileRead::Entries(index) => {
-            let start = as_i64(index, "entry bundle")?.saturating_mul(TILE_WIDTH as i64);
-            let params = [org.into(), env.into(), start.into(), (start + 256).into()];
-            let read = |r: &dyn Columns| Ok((r.int(0)?, r.bytes(1)?));
-            let rows = tx.query(LogSql::EntryRange.into(), &params, read).await?;
-            let corrupt = |e: EntryError| {
-                StorageError::Corrupt(format!(
-                    "the entries of the log of {org} ({}) from {start}: {e}",
-                    env.as_str()
-                ))
-            };
-            // The rows from the bundle's first index, as far as they follow each other
-            // (a strip logged before entries were kept has none: the bundle stops there).
-            let (mut bundle, mut next) = (Vec::new(), start);
-            for (row_start, entries) in rows {
-                if row_start != next {
-                    break;
-                }
-                next += split_entries(&entries, TILE_WIDTH).map_err(corrupt)?.len() as i64;
-                bundle.extend_from_slice(&entries);
-            }
-            Ok(first_entries(&bundle, width)
-                .map_err(corrupt)?
-                .map(<[u8]>::to_vec))
-        }
+        next += split_entries(&entries, TILE_WIDTH).map_err(corrupt)?.len() as i64;
+        bundle.extend_from_slice(&entries);
     }
+    Ok(first_entries(&bundle, width)
+        .map_err(corrupt)?
+        .map(<[u8]>::to_vec))
 }
 
 #[cfg(test)]

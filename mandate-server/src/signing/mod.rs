@@ -159,13 +159,14 @@ fn build(
         let published = key
             .retired_ms
             .is_none_or(|retired| retired > published_after_ms);
-        let opened = keys.open(&key).and_then(|secret| {
-            let signer = AwsLcSigner::from_secret_bytes(key.kid.clone(), secret.expose())
-                .map_err(|_| AtRestError::InvalidKey {
-                    kid: key.kid.clone(),
-                })?;
-            Ok((signer, LeafTagKey::derive(secret.expose())))
-        });
+        let opened =
+            keys.open(&key).and_then(|secret| {
+                let signer = AwsLcSigner::from_secret_bytes(key.kid.clone(), secret.expose())
+                    .map_err(|_| AtRestError::InvalidKey {
+                        kid: key.kid.clone(),
+                    })?;
+                Ok((signer, LeafTagKey::derive(secret.expose())))
+            });
         // A published key must open; one retired long ago that does not is left out of
         // the verdict keys, with a warning (the log refuses the tokens it signed).
         let signer = match opened {

@@ -79,7 +79,9 @@ fn kid_of(token: &str) -> Option<String> {
     let header = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(token.split('.').next()?)
         .ok()?;
-    serde_json::from_slice::<Header>(&header).ok().map(|h| h.kid)
+    serde_json::from_slice::<Header>(&header)
+        .ok()
+        .map(|h| h.kid)
 }
 
 /// The leaf hash of decision `id`'s `token`, if it is the token answered: `stored` (what
@@ -201,8 +203,14 @@ mod tests {
         };
         let token = sign_token(&key, &claims(&id(1), "10.00")).unwrap();
         let leaf = tlog::leaf_hash(token.as_bytes());
-        assert_eq!(verify(&id(1), Some(&token), None, &keys, &no_tags()), Ok(leaf));
-        assert_eq!(verify(&id(1), Some(&token), Some(leaf), &keys, &no_tags()), Ok(leaf));
+        assert_eq!(
+            verify(&id(1), Some(&token), None, &keys, &no_tags()),
+            Ok(leaf)
+        );
+        assert_eq!(
+            verify(&id(1), Some(&token), Some(leaf), &keys, &no_tags()),
+            Ok(leaf)
+        );
         let other = tlog::leaf_hash(b"another token");
         assert_eq!(
             verify(&id(1), Some(&token), Some(other), &keys, &no_tags()),
@@ -258,7 +266,10 @@ mod tests {
             verify(&id(1), Some(&unknown), None, &keys, &no_tags()),
             Err(Refused::Signature(_))
         ));
-        assert_eq!(verify(&id(1), None, None, &keys, &no_tags()), Err(Refused::NoToken));
+        assert_eq!(
+            verify(&id(1), None, None, &keys, &no_tags()),
+            Err(Refused::NoToken)
+        );
     }
 
     /// A row's leaf tag stands for the signature: a token whose tag checks under its kid's
@@ -275,10 +286,16 @@ mod tests {
         let token = sign_token(&key, &claims(&id(1), "10.00")).unwrap();
         let leaf = tlog::leaf_hash(token.as_bytes());
         let tag = tags["k1"].tag(&leaf);
-        assert_eq!(verify(&id(1), Some(&token), Some(tag), &keys, &tags), Ok(leaf));
+        assert_eq!(
+            verify(&id(1), Some(&token), Some(tag), &keys, &tags),
+            Ok(leaf)
+        );
         // The tag alone vouches for the token: no key in the set, still appended.
         let none = JwkSet { keys: vec![] };
-        assert_eq!(verify(&id(1), Some(&token), Some(tag), &none, &tags), Ok(leaf));
+        assert_eq!(
+            verify(&id(1), Some(&token), Some(tag), &none, &tags),
+            Ok(leaf)
+        );
         // A changed row: its tag does not check, its signature does not verify.
         let changed = sign_token(&key, &claims(&id(1), "99.00")).unwrap();
         let parts: Vec<&str> = token.split('.').collect();
