@@ -428,6 +428,38 @@ impl Env {
         });
     }
 
+    /// The engine the server stores on.
+    pub fn engine(&self) -> Engine {
+        match self.db {
+            Database::Sqlite(_) => Engine::Sqlite,
+            Database::Postgres { .. } => Engine::Postgres,
+            Database::Citus { .. } => Engine::Citus,
+        }
+    }
+
+    /// `mandate verify TOKEN --log FILE` for a sandbox verdict of `amount` USD to
+    /// vendor:acme under the server's issuer, with `extra` arguments (`--jwks FILE`,
+    /// `--witness VKEY`, ...): the one argument list every test of a logged verdict uses.
+    pub fn verify_logged(&self, token: &str, amount: &str, log: &str, extra: &[&str]) -> Out {
+        let mut args = vec![
+            "verify",
+            token,
+            "--issuer",
+            &self.issuer,
+            "--sandbox",
+            "--amount",
+            amount,
+            "--currency",
+            "USD",
+            "--recipient",
+            "vendor:acme",
+            "--log",
+            log,
+        ];
+        args.extend_from_slice(extra);
+        self.offline(&args)
+    }
+
     /// Runs with exactly these variables (plus HOME and XDG).
     pub fn run(&self, args: &[&str], env: &[(&str, &str)]) -> Out {
         run_in(self.home.path(), args, env, None)
