@@ -28,6 +28,7 @@ mod listen;
 mod mandate_extensions;
 mod resources;
 mod simulate;
+mod tamper;
 mod verdicts;
 mod verify;
 mod verify_bindings;

@@ -147,7 +147,8 @@ impl Witness {
         (status, content_type, response.text().unwrap())
     }
 
-    fn get(&self, path: &str) -> (u16, String) {
+    /// GETs `path`: the status and the body.
+    pub(crate) fn get(&self, path: &str) -> (u16, String) {
         let response = reqwest::blocking::get(format!("{}{path}", self.url)).unwrap();
         (response.status().as_u16(), response.text().unwrap())
     }
