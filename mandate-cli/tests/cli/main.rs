@@ -29,6 +29,7 @@ mod mandate_extensions;
 mod resources;
 mod simulate;
 mod tamper;
+mod tiles_interop;
 mod verdicts;
 mod verify;
 mod verify_bindings;
