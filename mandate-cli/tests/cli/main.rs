@@ -36,6 +36,7 @@ mod verify_bindings;
 mod verify_log;
 mod webhooks;
 mod witness;
+mod witness_spec;
 
 use support::run_in;
 

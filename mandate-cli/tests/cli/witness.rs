@@ -23,7 +23,7 @@ const ORIGIN: &str = "verdicts.example.com/log/org_4Fq2/live";
 
 /// A log of a fixed list of leaves: its checkpoints signed with a log key, and the
 /// consistency proofs between them, from the complete subtrees stored as the service does.
-struct Log {
+pub(crate) struct Log {
     key: P256Signer,
     origin: String,
     edges: Vec<TreeEdge>,
@@ -32,7 +32,7 @@ struct Log {
 
 impl Log {
     /// `n` leaves, each `tag` and its index.
-    fn new(origin: &str, n: u64, tag: u8) -> Self {
+    pub(crate) fn new(origin: &str, n: u64, tag: u8) -> Self {
         let mut edge = TreeEdge::new();
         let mut edges = vec![edge.clone()];
         let mut stored = HashMap::new();
@@ -51,27 +51,31 @@ impl Log {
     }
 
     /// The signed checkpoint at `size` leaves.
-    fn note(&self, size: u64) -> String {
-        let root = self.edges[size as usize].root();
+    pub(crate) fn note(&self, size: u64) -> String {
+        self.signed(size, self.edges[size as usize].root())
+    }
+
+    /// A checkpoint of `size` and `root` signed with the log's key, whatever the tree.
+    pub(crate) fn signed(&self, size: u64, root: LogHash) -> String {
         let checkpoint = tlog::checkpoint(self.origin.as_str(), size, root).unwrap();
         tlog::sign_checkpoint(&checkpoint, &self.key).unwrap()
     }
 
     /// The consistency proof from `old` to `new` leaves.
-    fn proof(&self, old: u64, new: u64) -> Vec<LogHash> {
+    pub(crate) fn proof(&self, old: u64, new: u64) -> Vec<LogHash> {
         let plan = ProofPlan::consistency(old, new).unwrap();
         let hashes: Vec<LogHash> = plan.nodes().iter().map(|id| self.stored[id]).collect();
         plan.assemble(&hashes).unwrap()
     }
 
     /// The log's verifier key, what the witness is given with --log.
-    fn vkey(&self) -> String {
+    pub(crate) fn vkey(&self) -> String {
         LogKey::of_signer(&self.key).verifier_key(&self.origin)
     }
 }
 
 /// The body of `POST /add-checkpoint`.
-fn body(old: u64, proof: &[LogHash], note: &str) -> String {
+pub(crate) fn body(old: u64, proof: &[LogHash], note: &str) -> String {
     let mut body = format!("old {old}\n");
     for hash in proof {
         body.push_str(&format!("{hash}\n"));
@@ -132,7 +136,7 @@ impl Witness {
     }
 
     /// Posts a body to /add-checkpoint: the status, the content type and the body.
-    fn add(&self, body: &str) -> (u16, String, String) {
+    pub(crate) fn add(&self, body: &str) -> (u16, String, String) {
         let response = reqwest::blocking::Client::new()
             .post(format!("{}/add-checkpoint", self.url))
             .body(body.to_owned())
