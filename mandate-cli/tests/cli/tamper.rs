@@ -325,12 +325,6 @@ fn two_swapped_decisions(env: Env, tag: &str) {
 /// one cosigned at 40. The level-0 tile served no longer hashes to it.
 fn two_leaves_swapped_in_a_strip(env: Env, tag: &str) {
     let mut scene = Scene::new(env, tag, |_, _| {});
-    let swapped = "substr(hashes, 33, 32) || substr(hashes, 1, 32) || substr(hashes, 65)";
-    let swapped = match scene.env.engine() {
-        // SQLite's || makes text of blobs.
-        Engine::Sqlite => format!("CAST({swapped} AS BLOB)"),
-        Engine::Postgres | Engine::Citus => swapped.to_owned(),
-    };
     let origin = scene.witnessed.origin.clone();
     let stops = |line: &&str| {
         line.contains("ERROR")
@@ -339,12 +333,8 @@ fn two_leaves_swapped_in_a_strip(env: Env, tag: &str) {
             ))
     };
     let before = crate::support::server_log().lines().filter(stops).count();
-    scene.tamper(&format!(
-        "UPDATE log_strips SET hashes = {swapped}
-         WHERE org_id = '{{org}}' AND env = 'sandbox' AND start = (
-             SELECT MAX(start) FROM log_strips
-             WHERE org_id = '{{org}}' AND env = 'sandbox' AND length(hashes) >= 64);"
-    ));
+    let sql = swap_two_leaves(scene.env.engine(), &scene.org, "TRUE");
+    scene.env.tamper(&sql);
     scene.decide_more(2);
     // Two rounds with news stopped on it.
     crate::witness::logged(|log| log.lines().filter(stops).count() >= before + 2);
@@ -361,6 +351,23 @@ fn two_leaves_swapped_in_a_strip(env: Env, tag: &str) {
         TreeEdge::from_leaves(&leaves).unwrap().root(),
         scene.answered_root(40)
     );
+}
+
+/// SQL swapping the first two leaf hashes of a strip of `org`'s sandbox log: of the strips
+/// of two leaves or more that `pick` (a condition on `log_strips`) keeps, the newest.
+pub(crate) fn swap_two_leaves(engine: Engine, org: &str, pick: &str) -> String {
+    let swapped = "substr(hashes, 33, 32) || substr(hashes, 1, 32) || substr(hashes, 65)";
+    let swapped = match engine {
+        // SQLite's || makes text of blobs.
+        Engine::Sqlite => format!("CAST({swapped} AS BLOB)"),
+        Engine::Postgres | Engine::Citus => swapped.to_owned(),
+    };
+    format!(
+        "UPDATE log_strips SET hashes = {swapped}
+         WHERE org_id = '{org}' AND env = 'sandbox' AND start = (
+             SELECT MAX(start) FROM log_strips
+             WHERE org_id = '{org}' AND env = 'sandbox' AND length(hashes) >= 64 AND {pick});"
+    )
 }
 
 /// The log's tables of the organization, as a statement copies them aside or back.
