@@ -1,7 +1,8 @@
-//! The seven tamperings of issue 64 (database write access, no key), each against the
-//! server's own log worker and two real `mandate witness` processes, on SQLite, PostgreSQL
-//! and Citus (the schema distributed by organization; the statements sent to the
-//! coordinator, as an attacker with the database would send them).
+//! The seven tamperings of issue 64 (database write access, no key), and a row changed
+//! before it is logged, each against the server's own log worker and two real `mandate
+//! witness` processes, on SQLite, PostgreSQL and Citus (the schema distributed by
+//! organization; the statements sent to the coordinator, as an attacker with the database
+//! would send them).
 //!
 //! Each starts from a log cosigned by both witnesses at 30 decisions and again at 40, and
 //! ends with the invariant the witnesses are there for: the checkpoint the server shows
@@ -11,6 +12,7 @@
 //!
 //! | tampering | the log worker | the witnesses |
 //! |---|---|---|
+//! | a decision's amount changed before it is logged | logs up to it, refuses it (its token does not verify), waits; logs on once the row is restored | cosign what was logged |
 //! | a logged decision's amount changed | nothing: the log holds the token answered | cosign the next checkpoint |
 //! | a logged decision's verdict set to allow | the same | cosign |
 //! | a logged decision deleted | the same | cosign |
@@ -121,13 +123,25 @@ impl Scene {
     }
 
     /// Waits until the checkpoint readers are shown is of `size` and cosigned by both
-    /// witnesses: that note.
+    /// witnesses (polled, 20 s at most): that note.
     fn wait_cosigned(&self, size: u64) -> String {
         let policy = self.witnessed.policy();
-        let decision = read_when(&self.env, self.ids.last().unwrap(), |c| {
-            c.lines().nth(1) == Some(size.to_string().as_str()) && policy.check(c).is_ok()
-        });
-        decision["log"]["checkpoint"].as_str().unwrap().to_owned()
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let (status, note) = self.read("checkpoint");
+            let note = String::from_utf8(note).unwrap();
+            if status == 200
+                && note.lines().nth(1) == Some(size.to_string().as_str())
+                && policy.check(&note).is_ok()
+            {
+                return note;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no checkpoint of {size} cosigned by both: {status} {note}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
     }
 
     /// GETs `path` under the sandbox log on the public host, with the organization's key.
@@ -222,6 +236,43 @@ fn sha256_hex(text: &str) -> String {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
+}
+
+/// A decision's amount changed before it is logged (its worker behind: it runs every hour
+/// meanwhile): the worker logs the decision before it, refuses it (its token does not
+/// verify), at error level each round, and logs nothing after it; both witnesses cosign
+/// what it logged. Its row restored, the log moves on past it, cosigned.
+fn a_row_changed_before_logging(env: Env, tag: &str) {
+    let mut scene = Scene::new(env, tag, |_, _| {});
+    scene.env.log_every(std::time::Duration::from_secs(3600));
+    scene.env.restart();
+    let more = scene.decide_more(3);
+    scene.ids.extend(more);
+    let changed = scene.ids[41].clone();
+    let refused = |line: &&str| {
+        line.contains("ERROR")
+            && line.contains(&format!("decision {changed} (seq "))
+            && line.contains("refused, not appended")
+            && line.contains("does not verify")
+    };
+    scene.env.log_every(std::time::Duration::from_millis(100));
+    scene.tamper(&format!(
+        "UPDATE decisions SET amount = amount || '0' WHERE id = '{changed}';"
+    ));
+    // Refused in two rounds or more: the log waits before it, cosigned at 41.
+    crate::witness::logged(|log| log.lines().filter(refused).count() >= 2);
+    scene.wait_cosigned(41);
+    crate::witness::logged(|log| log.lines().filter(refused).count() >= 4);
+    assert_eq!(scene.shown_now().lines().nth(1), Some("41"));
+    assert!(scene.shown_extends_or_is_refused());
+    assert_eq!(scene.entries(41), scene.tokens[..41]);
+    // Restored, its token verifies again: the log moves on.
+    scene.tamper(&format!(
+        "UPDATE decisions SET amount = substr(amount, 1, length(amount) - 1) WHERE id = '{changed}';"
+    ));
+    scene.wait_cosigned(43);
+    assert!(scene.shown_extends_or_is_refused());
+    assert_eq!(scene.entries(43), scene.tokens);
 }
 
 /// A decision logged and then changed, deleted or moved in its table: the log worker does
@@ -499,6 +550,7 @@ macro_rules! on_each_engine {
 }
 
 on_each_engine!(
+    a_row_changed_before_logging,
     a_changed_amount,
     a_verdict_set_to_allow,
     a_deleted_decision,
