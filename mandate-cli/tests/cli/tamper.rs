@@ -391,7 +391,7 @@ fn two_leaves_swapped_in_a_strip(env: Env, tag: &str) {
     crate::witness::logged(|log| log.lines().filter(stops).count() >= before + 2);
     assert_eq!(scene.shown_now(), scene.shown);
     assert!(scene.shown_extends_or_is_refused());
-    assert!(!scene.witnessed.both_cosigned(41) && !scene.witnessed.both_cosigned(42));
+    assert!(!scene.witnessed.any_cosigned_yet(41) && !scene.witnessed.any_cosigned_yet(42));
     let (status, tile) = scene.read("tile/0/000.p/40");
     assert_eq!(status, 200);
     let leaves: Vec<LogHash> = tile

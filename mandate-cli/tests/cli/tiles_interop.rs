@@ -277,10 +277,10 @@ fn two_leaves_swapped_under_a_level_8_node(mut env: Env, prefix: String) {
     assert_eq!(tree_hash(next, &reader).unwrap(), *checkpoint.hash());
     // The first 256 leaves do not: the level-0 tile served no longer hashes to the level-8
     // node, and no inclusion proof of its entries, built by the client from the tiles,
-    // checks. (Its TileHashReader alone lets that tile through: tlog_tiles 0.2.0
-    // authenticates full tiles against their parents from the position of the tree hash's
-    // subtree count in its list of tiles, which skips this one when those subtrees share
-    // tiles; the checks below do not depend on it.)
+    // checks. (Its TileHashReader alone lets that tile through: tlog_tiles 0.2.0, as the
+    // Go code it ports, authenticates full tiles against their parents from the position
+    // of the tree hash's subtree count in its list of tiles, which skips this one when
+    // those subtrees share tiles; the checks below do not depend on it.)
     let tile = tiles.get("tile/0/000").unwrap();
     let node = tiles.get("tile/1/000.p/1").unwrap();
     assert_ne!(Tile::subtree_hash(&tile).0[..], node[..]);

@@ -151,6 +151,19 @@ impl Witness {
         (status, content_type, response.text().unwrap())
     }
 
+    /// Whether it has written `text` on stderr, waited for a while (a thread reads its
+    /// pipe, so a line written before an answer may come in after it): its stderr.
+    pub(crate) fn said(&self, text: &str) -> (bool, String) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let stderr = self.stderr.lock().unwrap().clone();
+            if stderr.contains(text) || std::time::Instant::now() >= deadline {
+                return (stderr.contains(text), stderr);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     /// GETs `path`: the status and the body.
     pub(crate) fn get(&self, path: &str) -> (u16, String) {
         let response = reqwest::blocking::get(format!("{}{path}", self.url)).unwrap();
@@ -260,9 +273,9 @@ fn init_writes_a_key_only_its_owner_reads_and_never_prints_the_secret() {
     let witness = Witness::start(home.path(), &key, &state, &[log.vkey()]);
     let (status, _, line) = witness.add(&body(0, &[], &log.note(1)));
     assert_eq!(status, 200, "{line}");
-    let stderr = witness.stderr.lock().unwrap().clone();
+    let (said, stderr) = witness.said(&format!("cosigning as {vkey}"));
     drop(witness);
-    assert!(stderr.contains(&format!("cosigning as {vkey}")), "{stderr}");
+    assert!(said, "{stderr}");
     assert!(!line.contains(secret) && !stderr.contains(secret));
 }
 
@@ -343,11 +356,8 @@ fn a_witness_cosigns_a_growing_log_and_refuses_what_does_not_extend_it() {
     // Nothing refused moved the recorded size: 7 to 8 with its proof is cosigned.
     let (status, _, line) = witness.add(&body(7, &log.proof(7, 8), &log.note(8)));
     assert_eq!(status, 200, "{line}");
-    let stderr = witness.stderr.lock().unwrap().clone();
-    assert!(
-        stderr.contains(&format!("cosigned {ORIGIN} at 8")),
-        "{stderr}"
-    );
+    let (said, stderr) = witness.said(&format!("cosigned {ORIGIN} at 8"));
+    assert!(said, "{stderr}");
 }
 
 #[test]
@@ -698,14 +708,19 @@ impl Witnessed {
         env.verify_logged(token, "1", file, &flags)
     }
 
-    /// Whether each witness says, in what it logged, that it cosigned the log at `size`.
+    /// Whether each witness says, in what it logged, that it cosigned the log at `size`
+    /// (waited for a while).
     pub(crate) fn both_cosigned(&self, size: u64) -> bool {
-        self.witnesses.iter().all(|w| {
-            w.stderr
-                .lock()
-                .unwrap()
-                .contains(&format!("cosigned {} at {size}", self.origin))
-        })
+        let line = format!("cosigned {} at {size}", self.origin);
+        self.witnesses.iter().all(|w| w.said(&line).0)
+    }
+
+    /// Whether either witness has said so far that it cosigned the log at `size`.
+    pub(crate) fn any_cosigned_yet(&self, size: u64) -> bool {
+        let line = format!("cosigned {} at {size}", self.origin);
+        self.witnesses
+            .iter()
+            .any(|w| w.stderr.lock().unwrap().contains(&line))
     }
 
     /// Waits until this server has logged, at error level, each witness refusing a
