@@ -33,7 +33,7 @@ const DENIED: usize = 35;
 const TARGET: usize = 33;
 
 /// Decisions an agent makes before the next one takes over.
-const AN_AGENTS: usize = 8;
+const PER_AGENT: usize = 8;
 
 /// A server whose sandbox log two witnesses cosigned at 30 and at 40 decisions.
 struct Scene {
@@ -81,12 +81,12 @@ impl Scene {
         scene
     }
 
-    /// The key of an agent that may decide now: a new one every [`AN_AGENTS`] decisions
+    /// The key of an agent that may decide now: a new one every [`PER_AGENT`] decisions
     /// (an agent is denied past 10 requests a minute).
     fn agent(&mut self) -> String {
         self.decided += 1;
-        let n = self.decided / AN_AGENTS;
-        if self.decided.is_multiple_of(AN_AGENTS) {
+        let n = self.decided / PER_AGENT;
+        if self.decided.is_multiple_of(PER_AGENT) {
             let key = self.env.standard_agent(&format!("buyer{n}"));
             self.keys.truncate(n);
             self.keys.push(key);

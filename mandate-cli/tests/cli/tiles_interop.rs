@@ -22,7 +22,7 @@ use crate::support::{Engine, Env, start_on};
 const SIZE: u64 = 300;
 
 /// Decisions an agent makes (an agent is denied past 10 requests a minute).
-const AN_AGENTS: u64 = 8;
+const PER_AGENT: u64 = 8;
 
 /// The log's tiles over HTTP, as the crate asks for them: C2SP paths (the crate writes
 /// Go's `tile/<H>/<L>/<N>` and `tile/<H>/data/<N>`, which tlog-tiles spells `tile/<L>/<N>`
@@ -113,8 +113,8 @@ fn decide(env: &Env) -> Vec<(String, String)> {
     let mut decided = Vec::new();
     let mut key = String::new();
     for i in 0..SIZE {
-        if i % AN_AGENTS == 0 {
-            key = env.standard_agent(&format!("buyer{}", i / AN_AGENTS));
+        if i % PER_AGENT == 0 {
+            key = env.standard_agent(&format!("buyer{}", i / PER_AGENT));
         }
         let response = client
             .post(format!("{}/v1/authorizations", env.api))
