@@ -90,21 +90,7 @@ fn audited_then_three_more(env: &Env) -> (String, Vec<String>) {
 /// `mandate verify TOKEN --log FILE` for a sandbox verdict of 1 USD to vendor:acme, with
 /// the cached key set (its log keys) of the server's issuer.
 fn verify_logged(env: &Env, token: &str, log: &str) -> Out {
-    env.offline(&[
-        "verify",
-        token,
-        "--issuer",
-        &env.issuer,
-        "--sandbox",
-        "--amount",
-        "1",
-        "--currency",
-        "USD",
-        "--recipient",
-        "vendor:acme",
-        "--log",
-        log,
-    ])
+    env.verify_logged(token, "1", log, &[])
 }
 
 /// The decision `id` as the server reads it, written to a file named after `name`: its

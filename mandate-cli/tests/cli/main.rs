@@ -28,12 +28,15 @@ mod listen;
 mod mandate_extensions;
 mod resources;
 mod simulate;
+mod tamper;
+mod tiles_interop;
 mod verdicts;
 mod verify;
 mod verify_bindings;
 mod verify_log;
 mod webhooks;
 mod witness;
+mod witness_spec;
 
 use support::run_in;
 

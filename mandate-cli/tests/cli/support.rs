@@ -162,7 +162,12 @@ pub struct Env {
     db: Database,
     /// The witnesses the server submits its checkpoints to (none at start).
     witnesses: Vec<WitnessTarget>,
+    /// How often its log worker runs ([`LOG_INTERVAL`] at start).
+    log_interval: std::time::Duration,
 }
+
+/// How often the test servers' log workers run, unless told otherwise.
+const LOG_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
 
 impl Drop for Env {
     fn drop(&mut self) {
@@ -222,7 +227,10 @@ pub fn start_on(engine: Engine) -> Option<Env> {
         },
     };
     let running = runtime
-        .block_on(serve::start(config(&db, None, &[]), Arc::new(SystemClock)))
+        .block_on(serve::start(
+            config(&db, None, &[], LOG_INTERVAL),
+            Arc::new(SystemClock),
+        ))
         .unwrap();
     if let Database::Citus { db, .. } = &db {
         runtime.block_on(assert_distributed(db));
@@ -245,6 +253,7 @@ pub fn start_on(engine: Engine) -> Option<Env> {
         home: tempfile::tempdir().unwrap(),
         db,
         witnesses: Vec::new(),
+        log_interval: LOG_INTERVAL,
     })
 }
 
@@ -270,8 +279,14 @@ async fn assert_distributed(db: &crate::citus::CitusDb) {
 }
 
 /// The server's configuration: the database, the verdicts URL when it must stay what it
-/// was (a restart on other ports), and the witnesses it submits its checkpoints to.
-fn config(db: &Database, verdicts_url: Option<String>, witnesses: &[WitnessTarget]) -> Config {
+/// was (a restart on other ports), the witnesses it submits its checkpoints to, and how
+/// often its log worker runs.
+fn config(
+    db: &Database,
+    verdicts_url: Option<String>,
+    witnesses: &[WitnessTarget],
+    log_interval: std::time::Duration,
+) -> Config {
     Config {
         db: db.location(),
         migrate: true,
@@ -282,7 +297,7 @@ fn config(db: &Database, verdicts_url: Option<String>, witnesses: &[WitnessTarge
         tls: None,
         api_url: None,
         console_origins: None,
-        log_checkpoint_interval: std::time::Duration::from_millis(100),
+        log_checkpoint_interval: log_interval,
         log_checkpoint_batch: mandate_server::workers::checkpoint::BATCH,
         public_logs: false,
         x402_assets: Default::default(),
@@ -351,7 +366,12 @@ impl Env {
         let running = self
             .runtime
             .block_on(serve::start(
-                config(&self.db, Some(self.issuer.clone()), &self.witnesses),
+                config(
+                    &self.db,
+                    Some(self.issuer.clone()),
+                    &self.witnesses,
+                    self.log_interval,
+                ),
                 Arc::new(SystemClock),
             ))
             .unwrap();
@@ -364,6 +384,17 @@ impl Env {
     /// checkpoints to `witnesses` from then on (also across later restarts).
     pub fn set_witnesses(&mut self, witnesses: Vec<WitnessTarget>) {
         self.witnesses = witnesses;
+        self.restart_after(|_, _| {});
+    }
+
+    /// Has the log worker run every `interval` from the next start on (an hour: the
+    /// decisions made meanwhile wait, not logged, as if the worker were behind).
+    pub fn log_every(&mut self, interval: std::time::Duration) {
+        self.log_interval = interval;
+    }
+
+    /// Stops the server and starts it again on the same database.
+    pub fn restart(&mut self) {
         self.restart_after(|_, _| {});
     }
 
@@ -426,6 +457,38 @@ impl Env {
                 runtime.block_on(db.restore_from(&backup));
             }
         });
+    }
+
+    /// The engine the server stores on.
+    pub fn engine(&self) -> Engine {
+        match self.db {
+            Database::Sqlite(_) => Engine::Sqlite,
+            Database::Postgres { .. } => Engine::Postgres,
+            Database::Citus { .. } => Engine::Citus,
+        }
+    }
+
+    /// `mandate verify TOKEN --log FILE` for a sandbox verdict of `amount` USD to
+    /// vendor:acme under the server's issuer, with `extra` arguments (`--jwks FILE`,
+    /// `--witness VKEY`, ...): the one argument list every test of a logged verdict uses.
+    pub fn verify_logged(&self, token: &str, amount: &str, log: &str, extra: &[&str]) -> Out {
+        let mut args = vec![
+            "verify",
+            token,
+            "--issuer",
+            &self.issuer,
+            "--sandbox",
+            "--amount",
+            amount,
+            "--currency",
+            "USD",
+            "--recipient",
+            "vendor:acme",
+            "--log",
+            log,
+        ];
+        args.extend_from_slice(extra);
+        self.offline(&args)
     }
 
     /// Runs with exactly these variables (plus HOME and XDG).

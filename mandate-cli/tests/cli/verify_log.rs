@@ -39,25 +39,9 @@ fn verify_log_accepts_a_logged_verdict_and_refuses_a_tampered_proof() {
     jwks.ok();
     let jwks = env.write("jwks.json", &jwks.stdout);
     let verify = |log: &str, extra: &[&str]| {
-        let mut args = vec![
-            "verify",
-            &token,
-            "--jwks",
-            &jwks,
-            "--issuer",
-            &env.issuer,
-            "--sandbox",
-            "--amount",
-            "42.5",
-            "--currency",
-            "USD",
-            "--recipient",
-            "vendor:acme",
-            "--log",
-            log,
-        ];
+        let mut args = vec!["--jwks", jwks.as_str()];
         args.extend_from_slice(extra);
-        env.offline(&args)
+        env.verify_logged(&token, "42.5", log, &args)
     };
 
     // Accepted: the log and the leaf are printed (the whole decision, or its log alone).
@@ -118,7 +102,11 @@ fn verify_log_accepts_a_logged_verdict_and_refuses_a_tampered_proof() {
         .unwrap()
         .retain(|k| k["use"] != "tlog-checkpoint");
     let no_log_keys = env.write("verdict-keys.json", &set.to_string());
-    let mut args = vec![
+    env.verify_logged(&token, "42.5", &decision_file, &["--jwks", &no_log_keys])
+        .code(2)
+        .stderr_has("no log key");
+    // Without --log, the same token is accepted as before, and nothing about a log is said.
+    let plain = env.offline(&[
         "verify",
         &token,
         "--jwks",
@@ -132,13 +120,7 @@ fn verify_log_accepts_a_logged_verdict_and_refuses_a_tampered_proof() {
         "USD",
         "--recipient",
         "vendor:acme",
-        "--log",
-        &decision_file,
-    ];
-    env.offline(&args).code(2).stderr_has("no log key");
-    // Without --log, the same token is accepted as before, and nothing about a log is said.
-    args.truncate(args.len() - 2);
-    let plain = env.offline(&args);
+    ]);
     plain.ok();
     assert!(!plain.stdout.contains(", leaf "), "{}", plain.stdout);
 }
