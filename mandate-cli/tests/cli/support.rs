@@ -222,7 +222,10 @@ pub fn start_on(engine: Engine) -> Option<Env> {
         },
     };
     let running = runtime
-        .block_on(serve::start(config(&db, None, &[]), Arc::new(SystemClock)))
+        .block_on(serve::start(
+            config(&db, None, &[], "127.0.0.1:0"),
+            Arc::new(SystemClock),
+        ))
         .unwrap();
     if let Database::Citus { db, .. } = &db {
         runtime.block_on(assert_distributed(db));
@@ -270,13 +273,19 @@ async fn assert_distributed(db: &crate::citus::CitusDb) {
 }
 
 /// The server's configuration: the database, the verdicts URL when it must stay what it
-/// was (a restart on other ports), and the witnesses it submits its checkpoints to.
-fn config(db: &Database, verdicts_url: Option<String>, witnesses: &[WitnessTarget]) -> Config {
+/// was (a restart: the API on another port), the public host's address, and the
+/// witnesses it submits its checkpoints to.
+fn config(
+    db: &Database,
+    verdicts_url: Option<String>,
+    witnesses: &[WitnessTarget],
+    public_addr: &str,
+) -> Config {
     Config {
         db: db.location(),
         migrate: true,
         api_addr: "127.0.0.1:0".into(),
-        public_addr: "127.0.0.1:0".into(),
+        public_addr: public_addr.into(),
         verdicts_url,
         docs_url: None,
         tls: None,
@@ -342,16 +351,23 @@ pub fn run_in(home: &Path, args: &[&str], env: &[(&str, &str)], stdin: Option<&s
 
 impl Env {
     /// Stops the server, hands its database to `change` (an attacker with the database,
-    /// or its operator), and starts it again on the same database and issuer (the API on
-    /// a new port).
+    /// or its operator), and starts it again on the same database and issuer, the public
+    /// host on the same port (the verdicts URL, where the logs' tiles are read, stays
+    /// live), the API on a new one.
     fn restart_after(&mut self, change: impl FnOnce(&mut Database, &tokio::runtime::Runtime)) {
         let running = self.running.take().unwrap();
+        let public_addr = running.public_addr.to_string();
         self.runtime.block_on(running.shutdown()).unwrap();
         change(&mut self.db, &self.runtime);
         let running = self
             .runtime
             .block_on(serve::start(
-                config(&self.db, Some(self.issuer.clone()), &self.witnesses),
+                config(
+                    &self.db,
+                    Some(self.issuer.clone()),
+                    &self.witnesses,
+                    &public_addr,
+                ),
                 Arc::new(SystemClock),
             ))
             .unwrap();

@@ -1,0 +1,600 @@
+//! An online run of `mandate audit`: the log read as C2SP tlog-tiles from the public
+//! host, checked against the auditor's mirror, and the API's decisions against the log.
+//!
+//! Each run, in order:
+//!
+//! 1. the log's checkpoint, signed by a log key of the key set, of the log audited (and
+//!    cosigned as `--witness` requires);
+//! 2. the level-0 tiles from the last accepted leaf's tile to the new size: the leaves
+//!    already accepted must be the mirror's, and the mirror's tree extended with the new
+//!    ones must make the checkpoint's root (its consistency with the one accepted,
+//!    computed here, with no proof from the service);
+//! 3. the entry bundles of the new leaves and of a sample of older ones (`--sample`
+//!    bundles, or all with `--full`): each token hashes to its leaf, and each new one's
+//!    verdict signature verifies against the service's verdict keys;
+//! 4. the decisions the API serves at those indexes (the export in seq order) are the
+//!    log's leaves, in the log's order, none missing ([`super::compare`]).
+//!
+//! Anything found refuses the checkpoint (exit 8), every finding naming the decision or
+//! the leaf and what differs, the state kept and the checkpoint written beside it. Else
+//! the mirror grows by the new leaves (and bundles with `--keep-entries`) and the state
+//! moves to the new checkpoint.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use mandate_core::{Checkpoint, JwkSet, LogKeys};
+use mandate_protocol::tlog::{
+    AuditError, AuditLeaf, AuditState, LogHash, SignedNote, TILE_WIDTH, TreeEdge, leaf_hash,
+};
+use serde_json::Value;
+
+use super::compare::{self, Log};
+use super::state::{self, Stored};
+use super::tiles::{LogReader, ReadError};
+use super::{AuditArgs, verify_log};
+use crate::client::Client;
+use crate::error::{CliError, CmdResult, Exit};
+use crate::jwks_cache;
+use crate::output;
+
+const WIDTH: u64 = TILE_WIDTH as u64;
+
+/// The service's keys: the log keys and the verdict keys (those of the set as read, and
+/// those earlier runs kept), with the verdict keys' JWKs to keep.
+pub struct Keys {
+    pub log: LogKeys,
+    pub verdicts: JwkSet,
+    pub verdict_jwks: Vec<Value>,
+}
+
+impl Keys {
+    /// From a JWK Set's bytes and the verdict keys a state kept.
+    pub fn from_set(bytes: &[u8], kept: &[Value]) -> Result<Self, CliError> {
+        let log = LogKeys::from_jwks_json(bytes)
+            .map_err(|e| CliError::usage(format!("the key set is not valid: {e}")))?;
+        if log.is_empty() {
+            return Err(CliError::usage(
+                "the key set has no log key (use tlog-checkpoint): fetch the service's set again with `mandate jwks fetch URL`",
+            ));
+        }
+        let set: Value = serde_json::from_slice(bytes)
+            .map_err(|e| CliError::usage(format!("the key set is not JSON: {e}")))?;
+        let mut verdict_jwks: Vec<Value> = kept.to_vec();
+        let current = set.get("keys").and_then(Value::as_array).cloned().unwrap_or_default();
+        for key in current {
+            let is_log = key.get("use").and_then(Value::as_str) == Some("tlog-checkpoint");
+            let kid = key.get("kid").cloned();
+            if !is_log && !verdict_jwks.iter().any(|k| k.get("kid") == kid.as_ref()) {
+                verdict_jwks.push(key);
+            }
+        }
+        let json = serde_json::json!({ "keys": verdict_jwks }).to_string();
+        let verdicts = JwkSet::from_json(json.as_bytes())
+            .map_err(|e| CliError::usage(format!("the key set's verdict keys are not valid: {e}")))?;
+        Ok(Self {
+            log,
+            verdicts,
+            verdict_jwks,
+        })
+    }
+}
+
+/// What a run found wrong, each naming what changed.
+type Findings = Vec<String>;
+
+/// Runs an online audit.
+pub fn run(args: &AuditArgs, ctx: &crate::commands::Context, set: &[u8]) -> CmdResult {
+    let client = ctx.client()?;
+    if client.is_agent_key() {
+        return Err(CliError::usage(
+            "an agent key exports its own decisions only, not the whole log: audit with an organization key (sk_…)",
+        ));
+    }
+    let stored = state::read(&args.state)?;
+    let kept_keys = stored.as_ref().map(|s| s.verdict_keys.clone()).unwrap_or_default();
+    let keys = Keys::from_set(set, &kept_keys)?;
+    let policy = verify_log::witness_policy(&args.witnesses, args.witnesses_required)?;
+    let origin = match &stored {
+        Some(stored) => stored.audit.origin().to_owned(),
+        None => match first_origin(args, &client)? {
+            Some(origin) => origin,
+            None => {
+                output::note("the log has no checkpoint yet: nothing to audit");
+                return Ok(Exit::Success);
+            }
+        },
+    };
+    let reader = LogReader::new(
+        &prefix(args, &origin)?,
+        (!args.public_log).then(|| client.bearer().to_owned()),
+        ctx.http,
+    )?;
+    let Some(note) = reader.checkpoint()? else {
+        output::note("the log has no checkpoint yet: nothing to audit");
+        return Ok(Exit::Success);
+    };
+    let witnessed = match &policy {
+        Some(policy) => Some(
+            verify_log::require_witnesses(policy, &note)
+                .map_err(|reason| CliError::LogRefused(format!("{reason}; the state is kept")))?,
+        ),
+        None => None,
+    };
+    let first = stored.is_none();
+    let stored = stored.unwrap_or_else(|| Stored {
+        audit: AuditState::new(origin.clone()),
+        after: None,
+        leaves: Some(Vec::new()),
+        keep_entries: args.keep_entries,
+        verdict_keys: Vec::new(),
+    });
+    let checkpoint = keys.log.verify(&note).map_err(|e| {
+        CliError::LogRefused(format!(
+            "the log's checkpoint is not signed by a log key of the key set: {e}; the state is kept"
+        ))
+    })?;
+    if checkpoint.origin() != origin {
+        return Err(CliError::LogRefused(format!(
+            "the checkpoint is of the log {:?}, not {origin:?}; the state is kept",
+            checkpoint.origin()
+        )));
+    }
+    let mut run = Run {
+        args,
+        client: &client,
+        reader: &reader,
+        keys: &keys,
+        stored: &stored,
+        checkpoint: &checkpoint,
+        note: &note,
+        findings: Vec::new(),
+        served: HashMap::new(),
+        moved: BTreeMap::new(),
+        entries: HashMap::new(),
+        rewritten: HashMap::new(),
+        fetched: Vec::new(),
+    };
+    let accepted = run.audit()?;
+    if !run.findings.is_empty() {
+        return refuse(args, &checkpoint, &note, &run.findings);
+    }
+    let Some((audit, leaves, windows)) = accepted else {
+        return refuse(args, &checkpoint, &note, &["the checkpoint was not accepted".into()]);
+    };
+    let old = stored.audit.size();
+    let after = run
+        .entries
+        .get(&audit.size().saturating_sub(1))
+        .and_then(|t| compare::jti(t))
+        .or(stored.after.clone());
+    let kept = if stored.leaves.is_some() { old } else { 0 };
+    let next = Stored {
+        audit,
+        after,
+        leaves: Some(leaves),
+        keep_entries: stored.keep_entries || args.keep_entries,
+        verdict_keys: keys.verdict_jwks.clone(),
+    };
+    state::write(&args.state, &next, kept, &run.fetched)?;
+    say_accepted(args, ctx, first, old, &next, windows, witnessed)
+}
+
+/// The log named on a first run: `--origin`, else that of the checkpoint the export's
+/// header carries (the export itself is not read).
+fn first_origin(args: &AuditArgs, client: &Client) -> Result<Option<String>, CliError> {
+    if let Some(origin) = &args.origin {
+        return Ok(Some(origin.clone()));
+    }
+    let response = client.get_stream("/exports/decisions", &[])?;
+    let Some(header) = response.headers().get("mandate-log-checkpoint") else {
+        return Ok(None);
+    };
+    let origin = super::decode_note(header.as_bytes())
+        .and_then(|n| SignedNote::parse(&n).ok())
+        .and_then(|n| Checkpoint::parse(n.text()).ok())
+        .map(|c| c.origin().to_owned())
+        .ok_or_else(|| {
+            CliError::Rejected(
+                "the export's Mandate-Log-Checkpoint header is not a signed checkpoint".into(),
+            )
+        })?;
+    output::note(&format!("first run: auditing the log {origin}"));
+    Ok(Some(origin))
+}
+
+/// Where the log's tiles are read: `--log-url`, else the origin under the scheme of the
+/// verdicts URL the key set was fetched from (https when it was another host's).
+fn prefix(args: &AuditArgs, origin: &str) -> Result<String, CliError> {
+    if let Some(url) = &args.log_url {
+        return Ok(url.trim_end_matches('/').to_owned());
+    }
+    let (host, path) = origin.split_once("/log/").ok_or_else(|| {
+        CliError::usage(format!(
+            "the origin {origin:?} is not a Mandate log's (<verdicts host>/log/<org>/<env>): give the tiles' URL with --log-url"
+        ))
+    })?;
+    let issuer = jwks_cache::load_for(None)
+        .ok()
+        .and_then(|(_, entry)| entry?.issuer);
+    let base = match issuer {
+        Some(issuer) if issuer.split_once("://").is_some_and(|(_, h)| h == host) => issuer,
+        _ => format!("https://{host}"),
+    };
+    Ok(format!("{base}/log/{path}"))
+}
+
+/// One run's work.
+struct Run<'a> {
+    args: &'a AuditArgs,
+    client: &'a Client,
+    reader: &'a LogReader,
+    keys: &'a Keys,
+    stored: &'a Stored,
+    checkpoint: &'a Checkpoint,
+    note: &'a str,
+    findings: Findings,
+    /// The leaves the log serves, by index, as read this run.
+    served: HashMap<u64, LogHash>,
+    /// Leaves served that differ from the mirror's: the index, and the index whose
+    /// accepted hash it has instead, if any.
+    moved: BTreeMap<u64, Option<u64>>,
+    /// Verdict tokens by leaf index, each the one the auditor's leaf holds.
+    entries: HashMap<u64, String>,
+    /// The decisions of the rewritten leaves, by index, as the log's entries name them.
+    rewritten: HashMap<u64, String>,
+    /// The bundles read, to keep with `--keep-entries`.
+    fetched: Vec<(u64, Vec<String>)>,
+}
+
+/// An accepted run: the new state, the mirror's leaves, the windows checked.
+type Accepted = (AuditState, Vec<LogHash>, Vec<(u64, u64)>);
+
+impl Run<'_> {
+    /// Steps 2 to 4 of the module doc; findings are gathered in `self.findings`.
+    fn audit(&mut self) -> Result<Option<Accepted>, CliError> {
+        let old = self.stored.audit.size();
+        let new = self.checkpoint.size();
+        // From the tile of the last leaf both trees hold: its accepted leaves are read
+        // again with the new ones (a version 1 state has no mirror: all are read).
+        let from = match &self.stored.leaves {
+            Some(_) => (old.min(new) / WIDTH) * WIDTH,
+            None => 0,
+        };
+        if !self.read_leaves(from, new)? {
+            return Ok(None);
+        }
+        let mirror = match &self.stored.leaves {
+            Some(leaves) => leaves.clone(),
+            None => (0..old.min(new)).filter_map(|i| self.served.get(&i).copied()).collect(),
+        };
+        self.compare_leaves(&mirror);
+        let accepted = self.extend(&mirror, old, new);
+        // The truth: the mirror, and the new leaves once they make the checkpoint's root.
+        let truth: Vec<LogHash> = match &accepted {
+            Some((_, leaves)) => leaves.clone(),
+            None => mirror.clone(),
+        };
+        let windows = self.windows(old, new, truth.len() as u64);
+        for (start, end) in &windows {
+            // An older window's tile, when not read yet: its leaves must be the mirror's.
+            let upto = (*end).min(new);
+            if *start < upto && !self.served.contains_key(start) {
+                if !self.read_leaves(*start, upto)? {
+                    continue;
+                }
+                self.compare_leaves(&mirror);
+            }
+        }
+        self.read_entries(&windows, &truth, old, new)?;
+        self.name_moved();
+        let log = Log {
+            leaves: &truth,
+            entries: &self.entries,
+            keys: &self.keys.verdicts,
+        };
+        for (start, end) in &windows {
+            let found = compare::window(self.client, &log, *start, *end)?;
+            self.findings.extend(found);
+        }
+        Ok(accepted.map(|(audit, leaves)| (audit, leaves, windows)))
+    }
+
+    /// Reads the served leaves `from..to` of the tree of the checkpoint; `false` (and
+    /// the finding) when the log does not serve them.
+    fn read_leaves(&mut self, from: u64, to: u64) -> Result<bool, CliError> {
+        match self.reader.leaves(from, to, self.checkpoint.size()) {
+            Ok(leaves) => {
+                for (k, leaf) in leaves.into_iter().enumerate() {
+                    self.served.insert(from + k as u64, leaf);
+                }
+                Ok(true)
+            }
+            Err(ReadError::Refused(reason)) => {
+                self.findings.push(reason);
+                Ok(false)
+            }
+            Err(ReadError::Cli(e)) => Err(e),
+        }
+    }
+
+    /// Notes each served leaf the mirror holds another hash for.
+    fn compare_leaves(&mut self, mirror: &[LogHash]) {
+        let position: HashMap<&LogHash, u64> =
+            mirror.iter().enumerate().map(|(i, h)| (h, i as u64)).collect();
+        for (index, hash) in &self.served {
+            let Some(accepted) = usize::try_from(*index).ok().and_then(|i| mirror.get(i)) else {
+                continue;
+            };
+            if accepted != hash {
+                self.moved.insert(*index, position.get(hash).copied());
+            }
+        }
+    }
+
+    /// The finding of the leaves that differ from the mirror's, naming the decisions
+    /// the entries tell.
+    fn name_moved(&mut self) {
+        if self.moved.is_empty() {
+            return;
+        }
+        let named = |run: &Self, index: u64| match run.entries.get(&index).and_then(|t| compare::jti(t)) {
+            Some(id) => format!("leaf {index} (decision {id})"),
+            None => format!("leaf {index}"),
+        };
+        let mut parts = Vec::new();
+        for (index, was) in self.moved.iter().take(8) {
+            parts.push(match was {
+                Some(other) => format!(
+                    "{} is served with the hash accepted at {}",
+                    named(self, *index),
+                    named(self, *other)
+                ),
+                None => match self.rewritten.get(index) {
+                    Some(id) => format!(
+                        "leaf {index} is now decision {id}'s verdict, not the one accepted"
+                    ),
+                    None => format!("leaf {index} is not the one accepted"),
+                },
+            });
+        }
+        if self.moved.len() > 8 {
+            parts.push(format!("and {} more leaves differ", self.moved.len() - 8));
+        }
+        let moved_only = self.moved.values().all(Option::is_some);
+        let why = if moved_only {
+            "leaves were moved in the service's log tables"
+        } else {
+            "the log no longer holds what it signed before"
+        };
+        self.findings.push(format!("history was rewritten ({why}): {}", parts.join("; ")));
+    }
+
+    /// The accepted state extended with the served leaves past the mirror, when they make
+    /// the checkpoint's root; otherwise the finding that says why not.
+    fn extend(&mut self, mirror: &[LogHash], old: u64, new: u64) -> Option<(AuditState, Vec<LogHash>)> {
+        if self.stored.leaves.is_none() && old > 0 && old <= new {
+            // A version 1 state: the leaves read must make the root it accepted.
+            let edge = TreeEdge::from_leaves(mirror).ok()?;
+            if edge.root() != self.stored.audit.root() {
+                self.findings.push(format!(
+                    "history was rewritten: the log's first {old} leaves do not make the checkpoint accepted before"
+                ));
+                return None;
+            }
+        }
+        let fresh: Vec<LogHash> = (old..new).filter_map(|i| self.served.get(&i).copied()).collect();
+        match self.stored.audit.advance(&as_leaves(&fresh), self.note, &self.keys.log) {
+            Ok(next) => {
+                let mut leaves = mirror.to_vec();
+                leaves.extend_from_slice(&fresh);
+                Some((next, leaves))
+            }
+            Err(AuditError::RootMismatch { .. } | AuditError::Rewritten { .. }) => {
+                let differ = self.moved.keys().any(|i| *i < old);
+                self.findings.insert(0, if differ {
+                    format!("the checkpoint of {new} decisions does not extend the one of {old} accepted before")
+                } else {
+                    format!(
+                        "the log's tiles do not make its checkpoint of {new} decisions: the leaves it serves from {old} on are not those the checkpoint signs"
+                    )
+                });
+                None
+            }
+            Err(e) => {
+                self.findings.insert(0, e.to_string());
+                None
+            }
+        }
+    }
+
+    /// The windows of leaf indexes whose entries and decisions are checked: the new
+    /// leaves' bundles, and a sample of the older ones (all with `--full`), each window
+    /// one bundle's leaves below `limit`.
+    fn windows(&self, old: u64, new: u64, limit: u64) -> Vec<(u64, u64)> {
+        let mut bundles = BTreeSet::new();
+        if self.args.full {
+            bundles.extend(0..limit.div_ceil(WIDTH));
+        } else {
+            bundles.extend(old / WIDTH..new.min(limit).div_ceil(WIDTH));
+            bundles.extend(sample(old.min(limit).div_ceil(WIDTH), self.args.sample));
+        }
+        bundles
+            .into_iter()
+            .map(|b| (b * WIDTH, ((b + 1) * WIDTH).min(limit)))
+            .filter(|(start, end)| start < end)
+            .collect()
+    }
+
+    /// Reads the entries of each window (kept ones from the mirror, else from the log)
+    /// and checks each against its leaf.
+    fn read_entries(
+        &mut self,
+        windows: &[(u64, u64)],
+        truth: &[LogHash],
+        old: u64,
+        new: u64,
+    ) -> Result<(), CliError> {
+        for (start, end) in windows {
+            let bundle = start / WIDTH;
+            let kept = if self.stored.keep_entries && *end <= old {
+                state::kept_bundle(&self.args.state, bundle)
+                    .filter(|t| t.len() as u64 >= end - start)
+            } else {
+                None
+            };
+            // The log's bundle when none is kept, or when some of its leaves were
+            // rewritten: its entries name the decisions the log holds there now.
+            let rewritten = self.moved.range(start..end).next().is_some();
+            let from_log = if (kept.is_none() || rewritten) && *start < new {
+                match self.reader.bundle(bundle, new) {
+                    Ok(tokens) => Some(tokens),
+                    Err(ReadError::Refused(reason)) => {
+                        self.findings.push(reason);
+                        None
+                    }
+                    Err(ReadError::Cli(e)) => return Err(e),
+                }
+            } else {
+                None
+            };
+            for (tokens, is_log) in [(&kept, false), (&from_log, true)] {
+                for (k, token) in tokens.iter().flatten().enumerate() {
+                    self.check_entry(start + k as u64, token, truth, old, is_log);
+                }
+            }
+            if let Some(tokens) = from_log {
+                self.fetched.push((bundle, tokens));
+            }
+        }
+        Ok(())
+    }
+
+    /// One entry: the token of the auditor's leaf, or of the leaf the log serves (a
+    /// rewritten leaf, already found), else a changed bundle; a new one's verdict must
+    /// verify and be of this log's issuer.
+    fn check_entry(&mut self, index: u64, token: &str, truth: &[LogHash], old: u64, from_log: bool) {
+        let hash = leaf_hash(token.as_bytes());
+        let id = compare::jti(token).unwrap_or_else(|| "(no jti)".to_owned());
+        let ours = usize::try_from(index).ok().and_then(|i| truth.get(i));
+        let theirs = self.served.get(&index);
+        if ours != Some(&hash) {
+            if theirs == Some(&hash) {
+                self.rewritten.insert(index, id);
+            } else if from_log {
+                self.findings.push(format!(
+                    "the log's entry {index} (decision {id}) is not the verdict token of its leaf {index}: the entry bundle was changed"
+                ));
+            }
+            return;
+        }
+        if index >= old {
+            if let Err(reason) = compare::verify_signature(token, &self.keys.verdicts) {
+                self.findings.push(format!(
+                    "the log's entry {index} (decision {id}): its verdict signature does not verify ({reason})"
+                ));
+            }
+            let host = self.checkpoint.origin().split("/log/").next().unwrap_or_default();
+            let iss = compare::claims(token)
+                .and_then(|c| c.get("iss")?.as_str().map(str::to_owned))
+                .unwrap_or_default();
+            if iss.split_once("://").is_none_or(|(_, h)| h != host) {
+                self.findings.push(format!(
+                    "the log's entry {index} (decision {id}) is a verdict of {iss:?}, not of the log's host {host}"
+                ));
+            }
+        }
+        self.entries.insert(index, token.to_owned());
+    }
+}
+
+/// Leaves without entries, for [`AuditState::advance`].
+fn as_leaves(hashes: &[LogHash]) -> Vec<AuditLeaf> {
+    hashes
+        .iter()
+        .map(|hash| AuditLeaf {
+            hash: *hash,
+            entry: None,
+        })
+        .collect()
+}
+
+/// `k` distinct bundles of `0..count` drawn at random (all when `k >= count`).
+fn sample(count: u64, k: usize) -> Vec<u64> {
+    if k as u64 >= count {
+        return (0..count).collect();
+    }
+    let mut chosen = BTreeSet::new();
+    while chosen.len() < k {
+        let mut bytes = [0u8; 8];
+        if getrandom::fill(&mut bytes).is_err() {
+            break;
+        }
+        chosen.insert(u64::from_le_bytes(bytes) % count);
+    }
+    chosen.into_iter().collect()
+}
+
+/// The refusal: the checkpoint and the findings written beside the state, every finding
+/// in the message.
+fn refuse(args: &AuditArgs, checkpoint: &Checkpoint, note: &str, findings: &[String]) -> CmdResult {
+    let evidence = format!("{}.refused-{}", args.state.display(), checkpoint.size());
+    let text = format!("{note}\n{}\n", findings.join("\n"));
+    let mut reason = findings.join("\n  ");
+    if std::fs::write(&evidence, text).is_ok() {
+        reason.push_str(&format!(
+            "\n  the state is kept; the refused checkpoint and these findings are in {evidence}"
+        ));
+    }
+    Err(CliError::LogRefused(reason))
+}
+
+/// Says what was accepted and checked.
+fn say_accepted(
+    args: &AuditArgs,
+    ctx: &crate::commands::Context,
+    first: bool,
+    old: u64,
+    next: &Stored,
+    windows: Vec<(u64, u64)>,
+    witnessed: Option<String>,
+) -> CmdResult {
+    let size = next.audit.size();
+    let checked: u64 = windows.iter().map(|(s, e)| e - s).sum();
+    let head = format!(
+        "accepted: the log {} at {size} decisions ({} new)",
+        next.audit.origin(),
+        size - old
+    );
+    let message = if first {
+        format!(
+            "{head}, its first checkpoint in {}: later runs check that the log extends it",
+            args.state.display()
+        )
+    } else {
+        format!("{head} extends the checkpoint accepted before")
+    };
+    let detail = format!(
+        "checked: the tiles against the mirror of {size} leaves, and {checked} decisions the API serves against the log's entries"
+    );
+    if ctx.json {
+        output::json(&serde_json::json!({
+            "checked": checked,
+            "new": size - old,
+            "origin": next.audit.origin(),
+            "root": next.audit.root().to_base64(),
+            "size": size,
+        }))?;
+        output::note(&detail);
+    } else {
+        println!("{message}");
+        println!("{detail}");
+    }
+    if let Some(line) = witnessed {
+        if ctx.json {
+            output::note(&line);
+        } else {
+            output::line(&line)?;
+        }
+    }
+    Ok(Exit::Success)
+}
