@@ -84,7 +84,12 @@ pub struct AuditArgs {
     pub full: bool,
     /// How many older entry bundles (256 decisions each) to check against the API each
     /// run, drawn at random
-    #[arg(long, value_name = "BUNDLES", default_value_t = 4, conflicts_with = "export")]
+    #[arg(
+        long,
+        value_name = "BUNDLES",
+        default_value_t = 4,
+        conflicts_with = "export"
+    )]
     pub sample: usize,
     /// Keep the log's entry bundles (the verdict tokens) in the mirror too, beside its leaf
     /// hashes (`<state>.entries/`)

@@ -144,11 +144,10 @@ pub fn a_deleted_decision_is_named(mut env: Env) {
     let (key, ids) = audited_then_three_more(&env);
     let (token, saved) = read_decision(&env, &ids[1], "deleted.json");
     let sql = format!("DELETE FROM decisions WHERE id = '{}';", ids[1]);
-    tamper_and_audit(&mut env, &key, &sql)
-        .stderr_has(&format!(
-            "decision {} (index 7) is in the log but the API no longer serves it: it was deleted",
-            ids[1]
-        ));
+    tamper_and_audit(&mut env, &key, &sql).stderr_has(&format!(
+        "decision {} (index 7) is in the log but the API no longer serves it: it was deleted",
+        ids[1]
+    ));
     env.org(&["decisions", "get", &ids[1]]).code(1);
     verify_logged(&env, &token, &saved)
         .ok()

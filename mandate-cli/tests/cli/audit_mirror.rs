@@ -32,8 +32,16 @@ fn decide(env: &Env, key: &str, n: usize, amount: &str) {
                         let out = run_in(
                             home,
                             &[
-                                "authorize", "--amount", amount, "--currency", "USD",
-                                "--recipient", "vendor:acme", "--category", "software", "--json",
+                                "authorize",
+                                "--amount",
+                                amount,
+                                "--currency",
+                                "USD",
+                                "--recipient",
+                                "vendor:acme",
+                                "--category",
+                                "software",
+                                "--json",
                             ],
                             &[("MANDATE_BASE_URL", api), ("MANDATE_API_KEY", key)],
                             None,
@@ -120,14 +128,9 @@ fn audited_at_40(env: &mut Env, extra: &[&str], at_30: impl FnOnce(&mut Env)) ->
     at_30(env);
     decide(env, &key, 10, "1");
     wait_size(env, &url, 40);
-    let first = audit(env, extra);
-    first
+    audit(env, extra)
         .ok()
-        .stdout_has("at 40 decisions (40 new)")
-        .stdout_has("checked: the tiles against the mirror of 40 leaves, and 40 decisions");
-    // 32 bytes a decision: the leaves' hashes.
-    let mirror = std::fs::metadata(env.path("audit.json.leaves")).unwrap();
-    assert_eq!(mirror.len(), 40 * 32);
+        .stdout_has("at 40 decisions (40 new)");
     audit(env, extra).ok().stdout_has("at 40 decisions (0 new)");
     let ids = ids_in_order(env);
     assert_eq!(ids.len(), 40);
@@ -146,7 +149,10 @@ fn refused(env: &Env, extra: &[&str]) -> Out {
     let before = std::fs::read_to_string(env.path("audit.json")).unwrap();
     let out = audit(env, extra);
     out.code(8).stderr_has("log refused: ");
-    assert_eq!(std::fs::read_to_string(env.path("audit.json")).unwrap(), before);
+    assert_eq!(
+        std::fs::read_to_string(env.path("audit.json")).unwrap(),
+        before
+    );
     assert!(out.stderr.contains("audit.json.refused-"), "{}", out.stderr);
     out
 }
@@ -155,18 +161,26 @@ fn refused(env: &Env, extra: &[&str]) -> Out {
 pub fn an_amount_changed(mut env: Env) {
     let a = audited_at_40(&mut env, &[], |_| {});
     let id = &a.ids[12];
-    env.tamper(&format!("UPDATE decisions SET amount = '2' WHERE id = '{id}';"));
+    env.tamper(&format!(
+        "UPDATE decisions SET amount = '2' WHERE id = '{id}';"
+    ));
     refused(&env, &[])
         .stderr_has(&format!("decision {id} (index 12) was changed: "))
         .stderr_has("request.amount: the API serves 2, the log holds 1")
         .stderr_has("the decision was changed after it was signed");
+    // The state: the mirror of 32 bytes a decision (the leaves' hashes), as accepted.
+    let mirror = std::fs::metadata(env.path("audit.json.leaves")).unwrap();
+    assert_eq!(mirror.len(), 40 * 32);
+    assert!(!env.path("audit.json.entries").exists());
 }
 
 /// The verdict of an audited deny set to allow.
 pub fn a_verdict_set_to_allow(mut env: Env) {
     let a = audited_at_40(&mut env, &[], |_| {});
     let id = &a.ids[5];
-    env.tamper(&format!("UPDATE decisions SET verdict = 'allow' WHERE id = '{id}';"));
+    env.tamper(&format!(
+        "UPDATE decisions SET verdict = 'allow' WHERE id = '{id}';"
+    ));
     refused(&env, &[])
         .stderr_has(&format!("decision {id} (index 5) was changed: "))
         .stderr_has("verdict: the API serves \"allow\", the log holds \"deny_limit\"");
@@ -198,7 +212,9 @@ pub fn two_decisions_swapped(mut env: Env) {
         .stderr_has(&format!(
             "decision {x} (logged at index 8) is served after decision {y} (logged at index 9)"
         ))
-        .stderr_has(&format!("decision {x} is logged at index 8, the API gives it index 9"));
+        .stderr_has(&format!(
+            "decision {x} is logged at index 8, the API gives it index 9"
+        ));
 }
 
 /// Two leaves swapped in a strip of the log's tables (the first two of the widest strip).
@@ -228,7 +244,11 @@ pub fn two_leaves_swapped_in_a_strip(mut env: Env, engine: Engine) {
         .ids
         .iter()
         .enumerate()
-        .filter(|(i, id)| out.stderr.contains(&format!("leaf {i} (decision {id}) is served with the hash accepted at leaf ")))
+        .filter(|(i, id)| {
+            out.stderr.contains(&format!(
+                "leaf {i} (decision {id}) is served with the hash accepted at leaf "
+            ))
+        })
         .count();
     assert_eq!(named, 2, "{}", out.stderr);
 }
@@ -249,7 +269,9 @@ pub fn log_tables_rolled_back_and_a_later_decision_altered(mut env: Env) {
         .iter()
         .map(|t| format!("DELETE FROM {t}; INSERT INTO {t} SELECT * FROM copy_{t};"))
         .collect();
-    sql.push_str(&format!("UPDATE decisions SET amount = '2' WHERE id = '{id}';"));
+    sql.push_str(&format!(
+        "UPDATE decisions SET amount = '2' WHERE id = '{id}';"
+    ));
     env.tamper(&sql);
     // The service logs 30 to 34 again, then refuses the changed decision.
     wait_size(&env, &a.url, 35);
@@ -263,26 +285,31 @@ pub fn log_tables_rolled_back_and_a_later_decision_altered(mut env: Env) {
 }
 
 /// The database restored from a copy taken at 30 decisions and grown back to 40 with other
-/// decisions: audited with `--keep-entries`, so the decisions taken away are named too.
-pub fn a_database_restored_at_30_and_grown_back_to_40(mut env: Env) {
-    let keep = ["--keep-entries"];
-    let a = audited_at_40(&mut env, &keep, Env::back_up);
-    assert!(env.path("audit.json.entries/0").exists());
+/// decisions. Audited with `--keep-entries` (`keep`), the mirror holds the verdict tokens
+/// too, so the decisions the restore took away are named by their ids.
+pub fn a_database_restored_at_30_and_grown_back_to_40(mut env: Env, keep: bool) {
+    let flags: &[&str] = if keep { &["--keep-entries"] } else { &[] };
+    let a = audited_at_40(&mut env, flags, Env::back_up);
+    assert_eq!(env.path("audit.json.entries/0").exists(), keep);
     env.restore();
     decide(&env, &a.key, 10, "1");
     wait_size(&env, &a.url, 40);
     let now = ids_in_order(&env);
     assert_eq!(now[..30], a.ids[..30]);
-    let out = refused(&env, &keep);
+    let out = refused(&env, flags);
     out.stderr_has("two signed checkpoints of 40 decisions have different roots")
         .stderr_has(&format!(
             "leaf 30 is now decision {}'s verdict, not the one accepted",
             now[30]
-        ))
-        .stderr_has(&format!(
+        ));
+    if keep {
+        out.stderr_has(&format!(
             "decision {} (index 30) is in the log but the API no longer serves it: it was deleted",
             a.ids[30]
         ));
+    } else {
+        out.stderr_has("the decision logged at index 30 is not served by the API: it was deleted");
+    }
 }
 
 #[test]
@@ -317,7 +344,12 @@ fn cron_audit_names_a_rolled_back_log_and_an_altered_decision() {
 
 #[test]
 fn cron_audit_names_a_database_restored_and_grown_back() {
-    a_database_restored_at_30_and_grown_back_to_40(start());
+    a_database_restored_at_30_and_grown_back_to_40(start(), false);
+}
+
+#[test]
+fn cron_audit_keeping_entries_names_the_decisions_a_restore_took_away() {
+    a_database_restored_at_30_and_grown_back_to_40(start(), true);
 }
 
 /// Each attack on PostgreSQL and on Citus (a coordinator and two workers, the schema
@@ -346,7 +378,7 @@ on_engine!(Postgres,
     on_postgres_cron_audit_names_a_rolled_back_log_and_an_altered_decision =>
         |env, _| log_tables_rolled_back_and_a_later_decision_altered(env),
     on_postgres_cron_audit_names_a_database_restored_and_grown_back =>
-        |env, _| a_database_restored_at_30_and_grown_back_to_40(env),
+        |env, _| a_database_restored_at_30_and_grown_back_to_40(env, false),
 );
 
 on_engine!(Citus,
@@ -358,5 +390,5 @@ on_engine!(Citus,
     on_citus_cron_audit_names_a_rolled_back_log_and_an_altered_decision =>
         |env, _| log_tables_rolled_back_and_a_later_decision_altered(env),
     on_citus_cron_audit_names_a_database_restored_and_grown_back =>
-        |env, _| a_database_restored_at_30_and_grown_back_to_40(env),
+        |env, _| a_database_restored_at_30_and_grown_back_to_40(env, false),
 );

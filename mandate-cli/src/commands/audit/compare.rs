@@ -76,8 +76,14 @@ pub fn claims(token: &str) -> Option<Map<String, Value>> {
 /// long ago, and still proves what was answered.
 pub fn verify_signature(token: &str, keys: &JwkSet) -> Result<(), String> {
     let claims = claims(token).ok_or("it is not a compact JWS with JSON claims")?;
-    let iss = claims.get("iss").and_then(Value::as_str).unwrap_or_default();
-    let iat = claims.get("iat").and_then(Value::as_i64).unwrap_or_default();
+    let iss = claims
+        .get("iss")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let iat = claims
+        .get("iat")
+        .and_then(Value::as_i64)
+        .unwrap_or_default();
     let now = time::OffsetDateTime::from_unix_timestamp(iat)
         .map_err(|_| format!("its iat {iat} is not a time"))?;
     let options = VerifyOptions {
@@ -194,7 +200,8 @@ fn export(client: &Client, after: Option<&str>, n: usize) -> Result<Option<Vec<S
         if out.len() == n {
             break;
         }
-        let line = line.map_err(|e| CliError::Incomplete(format!("the export was cut off: {e}")))?;
+        let line =
+            line.map_err(|e| CliError::Incomplete(format!("the export was cut off: {e}")))?;
         if line.trim().is_empty() {
             continue;
         }
@@ -255,7 +262,9 @@ fn analyse(log: &Log<'_>, from: u64, to: u64, served: &[Served], findings: &mut 
     for (i, (decision, place)) in served.iter().zip(&places).enumerate() {
         if place.is_none()
             && last.is_some_and(|l| i > l)
-            && missing.iter().any(|m| log.id(*m).as_deref() == Some(&decision.id))
+            && missing
+                .iter()
+                .any(|m| log.id(*m).as_deref() == Some(&decision.id))
         {
             stray.push(decision);
         }
@@ -348,7 +357,12 @@ mod tests {
 
     fn log_of(tokens: &[String]) -> (Vec<LogHash>, HashMap<u64, String>) {
         let leaves = tokens.iter().map(|t| leaf_hash(t.as_bytes())).collect();
-        let entries = tokens.iter().cloned().enumerate().map(|(i, t)| (i as u64, t)).collect();
+        let entries = tokens
+            .iter()
+            .cloned()
+            .enumerate()
+            .map(|(i, t)| (i as u64, t))
+            .collect();
         (leaves, entries)
     }
 
@@ -365,7 +379,7 @@ mod tests {
 
     fn findings(logged: &[String], shown: &[String]) -> Vec<String> {
         let (leaves, entries) = log_of(logged);
-        let keys = JwkSet::from_json(br#"{"keys":[]}"#).unwrap();
+        let keys = JwkSet { keys: Vec::new() };
         let log = Log {
             leaves: &leaves,
             entries: &entries,
@@ -395,7 +409,9 @@ mod tests {
         let logged = tokens(5);
         // Changed: the amount and the verdict of dec_2.
         let mut shown = logged.clone();
-        shown[2] = token(&serde_json::json!({"jti": "dec_2", "verdict": "allow", "request": {"amount": "2"}}));
+        shown[2] = token(
+            &serde_json::json!({"jti": "dec_2", "verdict": "allow", "request": {"amount": "2"}}),
+        );
         let out = findings(&logged, &shown);
         assert_eq!(out.len(), 1, "{out:?}");
         assert!(out[0].starts_with("decision dec_2 (index 2) was changed: request.amount: the API serves \"2\", the log holds \"1\"; verdict: the API serves \"allow\", the log holds \"deny\""), "{out:?}");
@@ -405,7 +421,9 @@ mod tests {
         shown.push(token(&serde_json::json!({"jti": "dec_later"})));
         assert_eq!(
             findings(&logged, &shown),
-            ["decision dec_3 (index 3) is in the log but the API no longer serves it: it was deleted"]
+            [
+                "decision dec_3 (index 3) is in the log but the API no longer serves it: it was deleted"
+            ]
         );
         // Swapped: dec_1 and dec_2.
         let mut shown = logged.clone();
@@ -418,6 +436,11 @@ mod tests {
         shown[4] = token(&serde_json::json!({"jti": "dec_other"}));
         let out = findings(&logged, &shown);
         assert_eq!(out.len(), 1, "{out:?}");
-        assert!(out[0].starts_with("decision dec_4 (index 4) is in the log but the API no longer serves it"), "{out:?}");
+        assert!(
+            out[0].starts_with(
+                "decision dec_4 (index 4) is in the log but the API no longer serves it"
+            ),
+            "{out:?}"
+        );
     }
 }

@@ -60,7 +60,11 @@ impl Keys {
         let set: Value = serde_json::from_slice(bytes)
             .map_err(|e| CliError::usage(format!("the key set is not JSON: {e}")))?;
         let mut verdict_jwks: Vec<Value> = kept.to_vec();
-        let current = set.get("keys").and_then(Value::as_array).cloned().unwrap_or_default();
+        let current = set
+            .get("keys")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
         for key in current {
             let is_log = key.get("use").and_then(Value::as_str) == Some("tlog-checkpoint");
             let kid = key.get("kid").cloned();
@@ -69,8 +73,9 @@ impl Keys {
             }
         }
         let json = serde_json::json!({ "keys": verdict_jwks }).to_string();
-        let verdicts = JwkSet::from_json(json.as_bytes())
-            .map_err(|e| CliError::usage(format!("the key set's verdict keys are not valid: {e}")))?;
+        let verdicts = JwkSet::from_json(json.as_bytes()).map_err(|e| {
+            CliError::usage(format!("the key set's verdict keys are not valid: {e}"))
+        })?;
         Ok(Self {
             log,
             verdicts,
@@ -91,7 +96,10 @@ pub fn run(args: &AuditArgs, ctx: &crate::commands::Context, set: &[u8]) -> CmdR
         ));
     }
     let stored = state::read(&args.state)?;
-    let kept_keys = stored.as_ref().map(|s| s.verdict_keys.clone()).unwrap_or_default();
+    let kept_keys = stored
+        .as_ref()
+        .map(|s| s.verdict_keys.clone())
+        .unwrap_or_default();
     let keys = Keys::from_set(set, &kept_keys)?;
     let policy = verify_log::witness_policy(&args.witnesses, args.witnesses_required)?;
     let origin = match &stored {
@@ -128,17 +136,7 @@ pub fn run(args: &AuditArgs, ctx: &crate::commands::Context, set: &[u8]) -> CmdR
         keep_entries: args.keep_entries,
         verdict_keys: Vec::new(),
     });
-    let checkpoint = keys.log.verify(&note).map_err(|e| {
-        CliError::LogRefused(format!(
-            "the log's checkpoint is not signed by a log key of the key set: {e}; the state is kept"
-        ))
-    })?;
-    if checkpoint.origin() != origin {
-        return Err(CliError::LogRefused(format!(
-            "the checkpoint is of the log {:?}, not {origin:?}; the state is kept",
-            checkpoint.origin()
-        )));
-    }
+    let checkpoint = verified(&keys.log, &note, &origin)?;
     let mut run = Run {
         args,
         client: &client,
@@ -159,15 +157,18 @@ pub fn run(args: &AuditArgs, ctx: &crate::commands::Context, set: &[u8]) -> CmdR
         return refuse(args, &checkpoint, &note, &run.findings);
     }
     let Some((audit, leaves, windows)) = accepted else {
-        return refuse(args, &checkpoint, &note, &["the checkpoint was not accepted".into()]);
+        return refuse(
+            args,
+            &checkpoint,
+            &note,
+            &["the checkpoint was not accepted".into()],
+        );
     };
-    let old = stored.audit.size();
     let after = run
         .entries
         .get(&audit.size().saturating_sub(1))
         .and_then(|t| compare::jti(t))
         .or(stored.after.clone());
-    let kept = if stored.leaves.is_some() { old } else { 0 };
     let next = Stored {
         audit,
         after,
@@ -175,8 +176,31 @@ pub fn run(args: &AuditArgs, ctx: &crate::commands::Context, set: &[u8]) -> CmdR
         keep_entries: stored.keep_entries || args.keep_entries,
         verdict_keys: keys.verdict_jwks.clone(),
     };
+    // A version 1 state had no mirror: it is written whole.
+    let kept = if stored.leaves.is_some() {
+        stored.audit.size()
+    } else {
+        0
+    };
     state::write(&args.state, &next, kept, &run.fetched)?;
+    let old = stored.audit.size();
     say_accepted(args, ctx, first, old, &next, windows, witnessed)
+}
+
+/// The checkpoint of `note`, signed by one of the log keys, of the log `origin`.
+fn verified(keys: &LogKeys, note: &str, origin: &str) -> Result<Checkpoint, CliError> {
+    let checkpoint = keys.verify(note).map_err(|e| {
+        CliError::LogRefused(format!(
+            "the log's checkpoint is not signed by a log key of the key set: {e}; the state is kept"
+        ))
+    })?;
+    if checkpoint.origin() != origin {
+        return Err(CliError::LogRefused(format!(
+            "the checkpoint is of the log {:?}, not {origin:?}; the state is kept",
+            checkpoint.origin()
+        )));
+    }
+    Ok(checkpoint)
 }
 
 /// The log named on a first run: `--origin`, else that of the checkpoint the export's
@@ -265,7 +289,9 @@ impl Run<'_> {
         }
         let mirror = match &self.stored.leaves {
             Some(leaves) => leaves.clone(),
-            None => (0..old.min(new)).filter_map(|i| self.served.get(&i).copied()).collect(),
+            None => (0..old.min(new))
+                .filter_map(|i| self.served.get(&i).copied())
+                .collect(),
         };
         self.compare_leaves(&mirror);
         let accepted = self.extend(&mirror, old, new);
@@ -319,8 +345,11 @@ impl Run<'_> {
 
     /// Notes each served leaf the mirror holds another hash for.
     fn compare_leaves(&mut self, mirror: &[LogHash]) {
-        let position: HashMap<&LogHash, u64> =
-            mirror.iter().enumerate().map(|(i, h)| (h, i as u64)).collect();
+        let position: HashMap<&LogHash, u64> = mirror
+            .iter()
+            .enumerate()
+            .map(|(i, h)| (h, i as u64))
+            .collect();
         for (index, hash) in &self.served {
             let Some(accepted) = usize::try_from(*index).ok().and_then(|i| mirror.get(i)) else {
                 continue;
@@ -337,10 +366,11 @@ impl Run<'_> {
         if self.moved.is_empty() {
             return;
         }
-        let named = |run: &Self, index: u64| match run.entries.get(&index).and_then(|t| compare::jti(t)) {
-            Some(id) => format!("leaf {index} (decision {id})"),
-            None => format!("leaf {index}"),
-        };
+        let named =
+            |run: &Self, index: u64| match run.entries.get(&index).and_then(|t| compare::jti(t)) {
+                Some(id) => format!("leaf {index} (decision {id})"),
+                None => format!("leaf {index}"),
+            };
         let mut parts = Vec::new();
         for (index, was) in self.moved.iter().take(8) {
             parts.push(match was {
@@ -350,9 +380,9 @@ impl Run<'_> {
                     named(self, *other)
                 ),
                 None => match self.rewritten.get(index) {
-                    Some(id) => format!(
-                        "leaf {index} is now decision {id}'s verdict, not the one accepted"
-                    ),
+                    Some(id) => {
+                        format!("leaf {index} is now decision {id}'s verdict, not the one accepted")
+                    }
                     None => format!("leaf {index} is not the one accepted"),
                 },
             });
@@ -366,12 +396,20 @@ impl Run<'_> {
         } else {
             "the log no longer holds what it signed before"
         };
-        self.findings.push(format!("history was rewritten ({why}): {}", parts.join("; ")));
+        self.findings.push(format!(
+            "history was rewritten ({why}): {}",
+            parts.join("; ")
+        ));
     }
 
     /// The accepted state extended with the served leaves past the mirror, when they make
     /// the checkpoint's root; otherwise the finding that says why not.
-    fn extend(&mut self, mirror: &[LogHash], old: u64, new: u64) -> Option<(AuditState, Vec<LogHash>)> {
+    fn extend(
+        &mut self,
+        mirror: &[LogHash],
+        old: u64,
+        new: u64,
+    ) -> Option<(AuditState, Vec<LogHash>)> {
         if self.stored.leaves.is_none() && old > 0 && old <= new {
             // A version 1 state: the leaves read must make the root it accepted.
             let edge = TreeEdge::from_leaves(mirror).ok()?;
@@ -382,8 +420,14 @@ impl Run<'_> {
                 return None;
             }
         }
-        let fresh: Vec<LogHash> = (old..new).filter_map(|i| self.served.get(&i).copied()).collect();
-        match self.stored.audit.advance(&as_leaves(&fresh), self.note, &self.keys.log) {
+        let fresh: Vec<LogHash> = (old..new)
+            .filter_map(|i| self.served.get(&i).copied())
+            .collect();
+        match self
+            .stored
+            .audit
+            .advance(&as_leaves(&fresh), self.note, &self.keys.log)
+        {
             Ok(next) => {
                 let mut leaves = mirror.to_vec();
                 leaves.extend_from_slice(&fresh);
@@ -472,7 +516,14 @@ impl Run<'_> {
     /// One entry: the token of the auditor's leaf, or of the leaf the log serves (a
     /// rewritten leaf, already found), else a changed bundle; a new one's verdict must
     /// verify and be of this log's issuer.
-    fn check_entry(&mut self, index: u64, token: &str, truth: &[LogHash], old: u64, from_log: bool) {
+    fn check_entry(
+        &mut self,
+        index: u64,
+        token: &str,
+        truth: &[LogHash],
+        old: u64,
+        from_log: bool,
+    ) {
         let hash = leaf_hash(token.as_bytes());
         let id = compare::jti(token).unwrap_or_else(|| "(no jti)".to_owned());
         let ours = usize::try_from(index).ok().and_then(|i| truth.get(i));
@@ -493,7 +544,12 @@ impl Run<'_> {
                     "the log's entry {index} (decision {id}): its verdict signature does not verify ({reason})"
                 ));
             }
-            let host = self.checkpoint.origin().split("/log/").next().unwrap_or_default();
+            let host = self
+                .checkpoint
+                .origin()
+                .split("/log/")
+                .next()
+                .unwrap_or_default();
             let iss = compare::claims(token)
                 .and_then(|c| c.get("iss")?.as_str().map(str::to_owned))
                 .unwrap_or_default();

@@ -141,21 +141,19 @@ impl LogReader {
             })
         })?;
         let status = response.status();
-        let body = response.bytes().map_err(|e| {
-            ReadError::Cli(CliError::Incomplete(format!(
-                "{url} was cut off: {e}"
-            )))
-        })?;
+        let body = response
+            .bytes()
+            .map_err(|e| ReadError::Cli(CliError::Incomplete(format!("{url} was cut off: {e}"))))?;
         match status {
             StatusCode::OK => Ok(body.to_vec()),
             StatusCode::NOT_FOUND => Err(ReadError::Refused(format!(
                 "{url} is not served (404) though the checkpoint covers it"
             ))),
-            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => Err(ReadError::Cli(
-                CliError::usage(format!(
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+                Err(ReadError::Cli(CliError::usage(format!(
                     "{url} answered {status}: an organization's log is read with one of its secret keys of the log's environment (sk_…); pass --public-log only if the operator serves the logs publicly",
-                )),
-            )),
+                ))))
+            }
             other => Err(ReadError::Cli(CliError::UnexpectedResponse {
                 status: other.as_u16(),
                 detail: format!("reading {url}"),
