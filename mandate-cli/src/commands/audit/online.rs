@@ -20,6 +20,7 @@
 //! the mirror grows by the new leaves (and bundles with `--keep-entries`) and the state
 //! moves to the new checkpoint.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use mandate_core::{Checkpoint, JwkSet, LogKeys};
@@ -38,6 +39,9 @@ use crate::jwks_cache;
 use crate::output;
 
 const WIDTH: u64 = TILE_WIDTH as u64;
+
+/// How many times the API client retries a rate-limited request.
+const RATE_LIMITED_RETRIES: u32 = 8;
 
 /// The service's keys: the log keys and the verdict keys (those of the set as read, and
 /// those earlier runs kept), with the verdict keys' JWKs to keep.
@@ -89,7 +93,11 @@ type Findings = Vec<String>;
 
 /// Runs an online audit.
 pub fn run(args: &AuditArgs, ctx: &crate::commands::Context, set: &[u8]) -> CmdResult {
-    let client = ctx.client()?;
+    // A first or `--full` run of a large log makes thousands of reads, and meets the key's
+    // request rate (429, with a Retry-After of a second or so): they are waited out.
+    let mut patient = ctx.clone();
+    patient.http.retries = patient.http.retries.max(RATE_LIMITED_RETRIES);
+    let client = patient.client()?;
     if client.is_agent_key() {
         return Err(CliError::usage(
             "an agent key exports its own decisions only, not the whole log: audit with an organization key (sk_…)",
@@ -287,18 +295,22 @@ impl Run<'_> {
         if !self.read_leaves(from, new)? {
             return Ok(None);
         }
-        let mirror = match &self.stored.leaves {
-            Some(leaves) => leaves.clone(),
-            None => (0..old.min(new))
-                .filter_map(|i| self.served.get(&i).copied())
-                .collect(),
+        // Borrowed from the state, not from `self` (which the checks below change).
+        let stored: &Stored = self.stored;
+        let mirror: Cow<'_, [LogHash]> = match &stored.leaves {
+            Some(leaves) => Cow::Borrowed(leaves),
+            None => Cow::Owned(
+                (0..old.min(new))
+                    .filter_map(|i| self.served.get(&i).copied())
+                    .collect(),
+            ),
         };
         self.compare_leaves(&mirror);
         let accepted = self.extend(&mirror, old, new);
         // The truth: the mirror, and the new leaves once they make the checkpoint's root.
-        let truth: Vec<LogHash> = match &accepted {
-            Some((_, leaves)) => leaves.clone(),
-            None => mirror.clone(),
+        let truth: &[LogHash] = match &accepted {
+            Some((_, leaves)) => leaves,
+            None => &mirror,
         };
         let windows = self.windows(old, new, truth.len() as u64);
         for (start, end) in &windows {
@@ -311,15 +323,15 @@ impl Run<'_> {
                 self.compare_leaves(&mirror);
             }
         }
-        self.read_entries(&windows, &truth, old, new)?;
+        self.read_entries(&windows, truth, old, new)?;
         self.name_moved();
         let log = Log {
-            leaves: &truth,
+            leaves: truth,
             entries: &self.entries,
             keys: &self.keys.verdicts,
         };
-        for (start, end) in &windows {
-            let found = compare::window(self.client, &log, *start, *end)?;
+        for (start, end) in runs(&windows) {
+            let found = compare::window(self.client, &log, start, end)?;
             self.findings.extend(found);
         }
         Ok(accepted.map(|(audit, leaves)| (audit, leaves, windows)))
@@ -563,6 +575,25 @@ impl Run<'_> {
     }
 }
 
+/// How many adjacent windows one read of the export covers: a first or `--full` run reads
+/// the export in runs of 4,096 decisions rather than a request a bundle (each export starts
+/// a page of inclusion proofs on the server), and holds no more than a run in memory.
+const WINDOWS_A_RUN: u64 = 16;
+
+/// The windows, adjacent ones joined into runs of at most [`WINDOWS_A_RUN`].
+fn runs(windows: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for &(start, end) in windows {
+        match out.last_mut() {
+            Some((first, last)) if *last == start && end - *first <= WINDOWS_A_RUN * WIDTH => {
+                *last = end;
+            }
+            _ => out.push((start, end)),
+        }
+    }
+    out
+}
+
 /// Leaves without entries, for [`AuditState::advance`].
 fn as_leaves(hashes: &[LogHash]) -> Vec<AuditLeaf> {
     hashes
@@ -653,4 +684,25 @@ fn say_accepted(
         }
     }
     Ok(Exit::Success)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adjacent_windows_join_into_runs_of_sixteen_bundles() {
+        let windows: Vec<(u64, u64)> = (0..20).map(|b| (b * WIDTH, (b + 1) * WIDTH)).collect();
+        assert_eq!(runs(&windows), [(0, 16 * WIDTH), (16 * WIDTH, 20 * WIDTH)]);
+        let apart = [(0, 256), (512, 768), (768, 800)];
+        assert_eq!(runs(&apart), [(0, 256), (512, 800)]);
+    }
+
+    #[test]
+    fn the_sample_is_distinct_bundles_or_all_of_them() {
+        assert_eq!(sample(3, 4), [0, 1, 2]);
+        let drawn = sample(1000, 4);
+        assert_eq!(drawn.len(), 4);
+        assert!(drawn.iter().all(|b| *b < 1000));
+    }
 }

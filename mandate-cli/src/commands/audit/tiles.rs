@@ -8,7 +8,7 @@
 
 use mandate_protocol::tlog::{LogHash, TILE_WIDTH, TilePath};
 use reqwest::StatusCode;
-use reqwest::header::AUTHORIZATION;
+use reqwest::header::{AUTHORIZATION, RETRY_AFTER};
 
 use crate::client::{HttpOptions, check_transport, http_client};
 use crate::error::CliError;
@@ -126,40 +126,69 @@ impl LogReader {
     }
 
     /// `GET <prefix>/<path>`: the body of a 200; a 404 is the service not serving what it
-    /// should (a refusal); 401 and 403 are the caller's key.
+    /// should (a refusal); 401 and 403 are the caller's key. A 429 (the key's request
+    /// rate, which a first or `--full` run of a large log reaches) is waited out as its
+    /// `Retry-After` says, up to [`RATE_LIMITED_TRIES`] times.
     fn get(&self, path: &str) -> Result<Vec<u8>, ReadError> {
         let url = format!("{}/{path}", self.prefix);
-        let mut request = self.http.get(&url);
+        let mut tries = 0;
+        loop {
+            let (status, retry_after, body) = self.send(&url)?;
+            tries += 1;
+            if status == StatusCode::TOO_MANY_REQUESTS && tries < RATE_LIMITED_TRIES {
+                let wait = retry_after.unwrap_or(1).clamp(1, 60);
+                std::thread::sleep(std::time::Duration::from_secs(wait));
+                continue;
+            }
+            return answer(&url, status, body);
+        }
+    }
+
+    /// One request: its status, `Retry-After` in seconds, and body.
+    fn send(&self, url: &str) -> Result<(StatusCode, Option<u64>, Vec<u8>), ReadError> {
+        let mut request = self.http.get(url);
         if let Some(key) = &self.key {
             request = request.header(AUTHORIZATION, format!("Bearer {key}"));
         }
         let response = request.send().map_err(|e| {
             ReadError::Cli(CliError::Network {
-                url: url.clone(),
+                url: url.to_owned(),
                 message: e.to_string(),
                 idempotency_key: None,
             })
         })?;
         let status = response.status();
+        let retry_after = response
+            .headers()
+            .get(RETRY_AFTER)
+            .and_then(|v| v.to_str().ok()?.trim().parse().ok());
         let body = response
             .bytes()
             .map_err(|e| ReadError::Cli(CliError::Incomplete(format!("{url} was cut off: {e}"))))?;
-        match status {
-            StatusCode::OK => Ok(body.to_vec()),
-            StatusCode::NOT_FOUND => Err(ReadError::Refused(format!(
-                "{url} is not served (404) though the checkpoint covers it"
-            ))),
-            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
-                Err(ReadError::Cli(CliError::usage(format!(
-                    "{url} answered {status}: an organization's log is read with one of its secret keys of the log's environment (sk_…); pass --public-log only if the operator serves the logs publicly",
-                ))))
-            }
-            other => Err(ReadError::Cli(CliError::UnexpectedResponse {
-                status: other.as_u16(),
-                detail: format!("reading {url}"),
-                request_id: None,
-            })),
+        Ok((status, retry_after, body.to_vec()))
+    }
+}
+
+/// How many times a rate-limited read is tried.
+const RATE_LIMITED_TRIES: u32 = 20;
+
+/// What an answer of the log's host means.
+fn answer(url: &str, status: StatusCode, body: Vec<u8>) -> Result<Vec<u8>, ReadError> {
+    match status {
+        StatusCode::OK => Ok(body),
+        StatusCode::NOT_FOUND => Err(ReadError::Refused(format!(
+            "{url} is not served (404) though the checkpoint covers it"
+        ))),
+        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+            Err(ReadError::Cli(CliError::usage(format!(
+                "{url} answered {status}: an organization's log is read with one of its secret keys of the log's environment (sk_…); pass --public-log only if the operator serves the logs publicly"
+            ))))
         }
+        other => Err(ReadError::Cli(CliError::UnexpectedResponse {
+            status: other.as_u16(),
+            detail: format!("reading {url}"),
+            request_id: None,
+        })),
     }
 }
 
