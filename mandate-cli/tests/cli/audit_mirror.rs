@@ -312,6 +312,24 @@ pub fn a_database_restored_at_30_and_grown_back_to_40(mut env: Env, keep: bool) 
     }
 }
 
+/// The entries of audited leaves deleted from the log's tables: a bundle the log served
+/// before is refused when it is no longer served (only a prefix of leaves logged before the
+/// service kept entries may lack them, as the first run found).
+pub fn the_entries_of_audited_leaves_deleted(mut env: Env) {
+    let a = audited_at_40(&mut env, &[], |_| {});
+    env.tamper(&format!(
+        "DELETE FROM log_entries WHERE org_id = '{}';",
+        a.org
+    ));
+    refused(&env, &[])
+        .stderr_has("/tile/entries/000.p/40 is not served (404) though the checkpoint covers it");
+}
+
+#[test]
+fn cron_audit_refuses_entries_no_longer_served() {
+    the_entries_of_audited_leaves_deleted(start());
+}
+
 #[test]
 fn cron_audit_names_an_amount_changed() {
     an_amount_changed(start());

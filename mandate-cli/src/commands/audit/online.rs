@@ -143,23 +143,10 @@ pub fn run(args: &AuditArgs, ctx: &crate::commands::Context, set: &[u8]) -> CmdR
         leaves: Some(Vec::new()),
         keep_entries: args.keep_entries,
         verdict_keys: Vec::new(),
+        entries_from: None,
     });
     let checkpoint = verified(&keys.log, &note, &origin)?;
-    let mut run = Run {
-        args,
-        client: &client,
-        reader: &reader,
-        keys: &keys,
-        stored: &stored,
-        checkpoint: &checkpoint,
-        note: &note,
-        findings: Vec::new(),
-        served: HashMap::new(),
-        moved: BTreeMap::new(),
-        entries: HashMap::new(),
-        rewritten: HashMap::new(),
-        fetched: Vec::new(),
-    };
+    let mut run = Run::new(args, &client, &reader, &keys, &stored, &checkpoint, &note);
     let accepted = run.audit()?;
     if !run.findings.is_empty() {
         return refuse(args, &checkpoint, &note, &run.findings);
@@ -183,6 +170,7 @@ pub fn run(args: &AuditArgs, ctx: &crate::commands::Context, set: &[u8]) -> CmdR
         leaves: Some(leaves),
         keep_entries: stored.keep_entries || args.keep_entries,
         verdict_keys: keys.verdict_jwks.clone(),
+        entries_from: Some(stored.entries_from.unwrap_or(run.unkept)),
     };
     // A version 1 state had no mirror: it is written whole.
     let kept = if stored.leaves.is_some() {
@@ -276,6 +264,42 @@ struct Run<'a> {
     rewritten: HashMap<u64, String>,
     /// The bundles read, to keep with `--keep-entries`.
     fetched: Vec<(u64, Vec<String>)>,
+    /// Where the bundles the log does not serve end, when they are a prefix of the log
+    /// (leaves logged before the service kept entries), on a run that does not know yet.
+    unkept: u64,
+    /// Whether this run has read a bundle the log serves.
+    kept_seen: bool,
+}
+
+impl<'a> Run<'a> {
+    /// A run over the log read by `reader`, from `stored`, for `checkpoint` (`note`).
+    fn new(
+        args: &'a AuditArgs,
+        client: &'a Client,
+        reader: &'a LogReader,
+        keys: &'a Keys,
+        stored: &'a Stored,
+        checkpoint: &'a Checkpoint,
+        note: &'a str,
+    ) -> Self {
+        Self {
+            args,
+            client,
+            reader,
+            keys,
+            stored,
+            checkpoint,
+            note,
+            findings: Vec::new(),
+            served: HashMap::new(),
+            moved: BTreeMap::new(),
+            entries: HashMap::new(),
+            rewritten: HashMap::new(),
+            fetched: Vec::new(),
+            unkept: 0,
+            kept_seen: false,
+        }
+    }
 }
 
 /// An accepted run: the new state, the mirror's leaves, the windows checked.
@@ -504,6 +528,15 @@ impl Run<'_> {
             let from_log = if (kept.is_none() || rewritten) && *start < new {
                 match self.reader.bundle(bundle, new) {
                     Ok(tokens) => Some(tokens),
+                    // Leaves logged before the service kept entries have none: a prefix of
+                    // the log, which the first run with a mirror finds and the state keeps.
+                    // Their leaves are still checked. Any other bundle must be served.
+                    Err(ReadError::Refused(reason)) if self.never_kept(*start, *end) => {
+                        output::note(&format!(
+                            "{reason}: leaves logged before the service kept entries, checked without them"
+                        ));
+                        None
+                    }
                     Err(ReadError::Refused(reason)) => {
                         self.findings.push(reason);
                         None
@@ -519,10 +552,25 @@ impl Run<'_> {
                 }
             }
             if let Some(tokens) = from_log {
+                self.kept_seen = true;
                 self.fetched.push((bundle, tokens));
             }
         }
         Ok(())
+    }
+
+    /// Whether the bundle of leaves `start..end` may be one the service never kept: below
+    /// the leaf the state knows entries from, or, on a run that does not know it yet, in
+    /// the prefix of bundles not served (none served before it).
+    fn never_kept(&mut self, start: u64, end: u64) -> bool {
+        match self.stored.entries_from {
+            Some(from) => end <= from,
+            None if !self.kept_seen && start == self.unkept => {
+                self.unkept = end;
+                true
+            }
+            None => false,
+        }
     }
 
     /// One entry: the token of the auditor's leaf, or of the leaf the log serves (a

@@ -36,6 +36,10 @@ pub struct Stored {
     /// Every verdict key (a JWK) seen in the service's key set by an earlier run: entries
     /// signed by a key since retired still verify.
     pub verdict_keys: Vec<Value>,
+    /// The leaf from which the log serves every entry, as the first run with a mirror
+    /// found (the leaves before it were logged before the service kept entries); `None`
+    /// until such a run.
+    pub entries_from: Option<u64>,
 }
 
 /// The state file.
@@ -56,6 +60,9 @@ struct MirrorFile {
     /// The verdict keys seen.
     #[serde(default)]
     verdict_keys: Vec<Value>,
+    /// The leaf from which every entry is served.
+    #[serde(default)]
+    entries_from: Option<u64>,
 }
 
 /// The leaves' file of the state at `path`.
@@ -93,13 +100,14 @@ pub fn read(path: &Path) -> Result<Option<Stored>, CliError> {
             file.version
         )));
     }
-    let (leaves, keep_entries, verdict_keys) = match file.mirror {
+    let (leaves, keep_entries, verdict_keys, entries_from) = match file.mirror {
         Some(mirror) if file.version == 2 => (
             Some(read_leaves(path, &file.audit)?),
             mirror.entries,
             mirror.verdict_keys,
+            mirror.entries_from,
         ),
-        _ => (None, false, Vec::new()),
+        _ => (None, false, Vec::new(), None),
     };
     Ok(Some(Stored {
         audit: file.audit,
@@ -107,6 +115,7 @@ pub fn read(path: &Path) -> Result<Option<Stored>, CliError> {
         leaves,
         keep_entries,
         verdict_keys,
+        entries_from,
     }))
 }
 
@@ -197,6 +206,7 @@ pub fn write(
         mirror: Some(MirrorFile {
             entries: stored.keep_entries,
             verdict_keys: stored.verdict_keys.clone(),
+            entries_from: stored.entries_from,
         }),
     };
     let text = serde_json::to_vec_pretty(&state)
