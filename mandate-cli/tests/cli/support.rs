@@ -359,9 +359,10 @@ impl Env {
         let public_addr = running.public_addr.to_string();
         self.runtime.block_on(running.shutdown()).unwrap();
         change(&mut self.db, &self.runtime);
-        let running = self
-            .runtime
-            .block_on(serve::start(
+        // The stopped server's public port may take a moment to be free again.
+        let mut tries = 0;
+        let running = loop {
+            let started = self.runtime.block_on(serve::start(
                 config(
                     &self.db,
                     Some(self.issuer.clone()),
@@ -369,8 +370,17 @@ impl Env {
                     &public_addr,
                 ),
                 Arc::new(SystemClock),
-            ))
-            .unwrap();
+            ));
+            match started {
+                Ok(running) => break running,
+                Err(e) if tries < 50 => {
+                    tries += 1;
+                    eprintln!("restarting on {public_addr}: {e}; again in 100 ms");
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+                Err(e) => panic!("cannot restart the server on {public_addr}: {e}"),
+            }
+        };
         self.api = format!("http://{}", running.api_addr);
         self.public = format!("http://{}", running.public_addr);
         self.running = Some(running);
