@@ -17,6 +17,8 @@
 
 mod compare;
 mod online;
+mod report;
+mod setup;
 mod state;
 mod tiles;
 
@@ -152,7 +154,7 @@ fn offline_run(args: &AuditArgs, ctx: &Context, path: &Path, set: &[u8]) -> CmdR
             args.state.display()
         )));
     }
-    let keys = online::Keys::from_set(set, &[])?.log;
+    let keys = setup::Keys::from_set(set, &[])?.log;
     let policy = verify_log::witness_policy(&args.witnesses, args.witnesses_required)?;
     let after = stored.as_ref().and_then(|s| s.after.clone());
     let presented = offline(path, args.checkpoint.as_deref())?;

@@ -23,70 +23,25 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use mandate_core::{Checkpoint, JwkSet, LogKeys};
+use mandate_core::Checkpoint;
 use mandate_protocol::tlog::{
-    AuditError, AuditLeaf, AuditState, LogHash, SignedNote, TILE_WIDTH, TreeEdge, leaf_hash,
+    AuditError, AuditLeaf, AuditState, LogHash, TILE_WIDTH, TreeEdge, leaf_hash,
 };
-use serde_json::Value;
 
 use super::compare::{self, Log};
+use super::report::{refuse, say_accepted};
+use super::setup::{Keys, first_origin, prefix, verified};
 use super::state::{self, Stored};
 use super::tiles::{LogReader, ReadError};
 use super::{AuditArgs, verify_log};
 use crate::client::Client;
 use crate::error::{CliError, CmdResult, Exit};
-use crate::jwks_cache;
 use crate::output;
 
 const WIDTH: u64 = TILE_WIDTH as u64;
 
 /// How many times the API client retries a rate-limited request.
 const RATE_LIMITED_RETRIES: u32 = 8;
-
-/// The service's keys: the log keys and the verdict keys (those of the set as read, and
-/// those earlier runs kept), with the verdict keys' JWKs to keep.
-pub struct Keys {
-    pub log: LogKeys,
-    pub verdicts: JwkSet,
-    pub verdict_jwks: Vec<Value>,
-}
-
-impl Keys {
-    /// From a JWK Set's bytes and the verdict keys a state kept.
-    pub fn from_set(bytes: &[u8], kept: &[Value]) -> Result<Self, CliError> {
-        let log = LogKeys::from_jwks_json(bytes)
-            .map_err(|e| CliError::usage(format!("the key set is not valid: {e}")))?;
-        if log.is_empty() {
-            return Err(CliError::usage(
-                "the key set has no log key (use tlog-checkpoint): fetch the service's set again with `mandate jwks fetch URL`",
-            ));
-        }
-        let set: Value = serde_json::from_slice(bytes)
-            .map_err(|e| CliError::usage(format!("the key set is not JSON: {e}")))?;
-        let mut verdict_jwks: Vec<Value> = kept.to_vec();
-        let current = set
-            .get("keys")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        for key in current {
-            let is_log = key.get("use").and_then(Value::as_str) == Some("tlog-checkpoint");
-            let kid = key.get("kid").cloned();
-            if !is_log && !verdict_jwks.iter().any(|k| k.get("kid") == kid.as_ref()) {
-                verdict_jwks.push(key);
-            }
-        }
-        let json = serde_json::json!({ "keys": verdict_jwks }).to_string();
-        let verdicts = JwkSet::from_json(json.as_bytes()).map_err(|e| {
-            CliError::usage(format!("the key set's verdict keys are not valid: {e}"))
-        })?;
-        Ok(Self {
-            log,
-            verdicts,
-            verdict_jwks,
-        })
-    }
-}
 
 /// What a run found wrong, each naming what changed.
 type Findings = Vec<String>;
@@ -181,66 +136,6 @@ pub fn run(args: &AuditArgs, ctx: &crate::commands::Context, set: &[u8]) -> CmdR
     state::write(&args.state, &next, kept, &run.fetched)?;
     let old = stored.audit.size();
     say_accepted(args, ctx, first, old, &next, windows, witnessed)
-}
-
-/// The checkpoint of `note`, signed by one of the log keys, of the log `origin`.
-fn verified(keys: &LogKeys, note: &str, origin: &str) -> Result<Checkpoint, CliError> {
-    let checkpoint = keys.verify(note).map_err(|e| {
-        CliError::LogRefused(format!(
-            "the log's checkpoint is not signed by a log key of the key set: {e}; the state is kept"
-        ))
-    })?;
-    if checkpoint.origin() != origin {
-        return Err(CliError::LogRefused(format!(
-            "the checkpoint is of the log {:?}, not {origin:?}; the state is kept",
-            checkpoint.origin()
-        )));
-    }
-    Ok(checkpoint)
-}
-
-/// The log named on a first run: `--origin`, else that of the checkpoint the export's
-/// header carries (the export itself is not read).
-fn first_origin(args: &AuditArgs, client: &Client) -> Result<Option<String>, CliError> {
-    if let Some(origin) = &args.origin {
-        return Ok(Some(origin.clone()));
-    }
-    let response = client.get_stream("/exports/decisions", &[])?;
-    let Some(header) = response.headers().get("mandate-log-checkpoint") else {
-        return Ok(None);
-    };
-    let origin = super::decode_note(header.as_bytes())
-        .and_then(|n| SignedNote::parse(&n).ok())
-        .and_then(|n| Checkpoint::parse(n.text()).ok())
-        .map(|c| c.origin().to_owned())
-        .ok_or_else(|| {
-            CliError::Rejected(
-                "the export's Mandate-Log-Checkpoint header is not a signed checkpoint".into(),
-            )
-        })?;
-    output::note(&format!("first run: auditing the log {origin}"));
-    Ok(Some(origin))
-}
-
-/// Where the log's tiles are read: `--log-url`, else the origin under the scheme of the
-/// verdicts URL the key set was fetched from (https when it was another host's).
-fn prefix(args: &AuditArgs, origin: &str) -> Result<String, CliError> {
-    if let Some(url) = &args.log_url {
-        return Ok(url.trim_end_matches('/').to_owned());
-    }
-    let (host, path) = origin.split_once("/log/").ok_or_else(|| {
-        CliError::usage(format!(
-            "the origin {origin:?} is not a Mandate log's (<verdicts host>/log/<org>/<env>): give the tiles' URL with --log-url"
-        ))
-    })?;
-    let issuer = jwks_cache::load_for(None)
-        .ok()
-        .and_then(|(_, entry)| entry?.issuer);
-    let base = match issuer {
-        Some(issuer) if issuer.split_once("://").is_some_and(|(_, h)| h == host) => issuer,
-        _ => format!("https://{host}"),
-    };
-    Ok(format!("{base}/log/{path}"))
 }
 
 /// One run's work.
@@ -667,71 +562,6 @@ fn sample(count: u64, k: usize) -> Vec<u64> {
         chosen.insert(u64::from_le_bytes(bytes) % count);
     }
     chosen.into_iter().collect()
-}
-
-/// The refusal: the checkpoint and the findings written beside the state, every finding
-/// in the message.
-fn refuse(args: &AuditArgs, checkpoint: &Checkpoint, note: &str, findings: &[String]) -> CmdResult {
-    let evidence = format!("{}.refused-{}", args.state.display(), checkpoint.size());
-    let text = format!("{note}\n{}\n", findings.join("\n"));
-    let mut reason = findings.join("\n  ");
-    if std::fs::write(&evidence, text).is_ok() {
-        reason.push_str(&format!(
-            "\n  the state is kept; the refused checkpoint and these findings are in {evidence}"
-        ));
-    }
-    Err(CliError::LogRefused(reason))
-}
-
-/// Says what was accepted and checked.
-fn say_accepted(
-    args: &AuditArgs,
-    ctx: &crate::commands::Context,
-    first: bool,
-    old: u64,
-    next: &Stored,
-    windows: Vec<(u64, u64)>,
-    witnessed: Option<String>,
-) -> CmdResult {
-    let size = next.audit.size();
-    let checked: u64 = windows.iter().map(|(s, e)| e - s).sum();
-    let head = format!(
-        "accepted: the log {} at {size} decisions ({} new)",
-        next.audit.origin(),
-        size - old
-    );
-    let message = if first {
-        format!(
-            "{head}, its first checkpoint in {}: later runs check that the log extends it",
-            args.state.display()
-        )
-    } else {
-        format!("{head} extends the checkpoint accepted before")
-    };
-    let detail = format!(
-        "checked: the tiles against the mirror of {size} leaves, and {checked} decisions the API serves against the log's entries"
-    );
-    if ctx.json {
-        output::json(&serde_json::json!({
-            "checked": checked,
-            "new": size - old,
-            "origin": next.audit.origin(),
-            "root": next.audit.root().to_base64(),
-            "size": size,
-        }))?;
-        output::note(&detail);
-    } else {
-        println!("{message}");
-        println!("{detail}");
-    }
-    if let Some(line) = witnessed {
-        if ctx.json {
-            output::note(&line);
-        } else {
-            output::line(&line)?;
-        }
-    }
-    Ok(Exit::Success)
 }
 
 #[cfg(test)]
