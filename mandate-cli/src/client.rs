@@ -220,6 +220,12 @@ impl Client {
         })
     }
 
+    /// The API key, as sent in `Authorization: Bearer` (`mandate audit` reads the log's
+    /// tiles on the public host with it).
+    pub fn bearer(&self) -> &str {
+        &self.api_key
+    }
+
     /// Whether the key is an agent's (`ak_…`), not the organization's.
     pub fn is_agent_key(&self) -> bool {
         self.api_key.starts_with("ak_")

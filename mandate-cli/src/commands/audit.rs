@@ -1,27 +1,37 @@
 //! `mandate audit`: follow an organization's decision log (docs/audit.md) and refuse any
-//! checkpoint that does not extend the last one accepted.
+//! checkpoint that does not extend the last one accepted, or a log whose decisions the API
+//! no longer serves as logged.
 //!
-//! Each run reads the decisions exported since the last run (`GET
-//! /v1/exports/decisions?after=…` with the organization key, or `--export FILE` offline)
-//! and the log's newest checkpoint (the export's `Mandate-Log-Checkpoint` header, or
-//! `--checkpoint FILE`), recomputes the tree from the accepted edge and the new decisions'
-//! tokens (`AuditState::advance` in the core), and accepts the checkpoint only if it is
-//! signed by a log key of the service's JWK Set and extends the accepted one with exactly
-//! those decisions. The state file keeps the accepted checkpoint and the tree's right edge
-//! (at most 64 hashes): written to a temporary file and renamed, only after a checkpoint is
-//! accepted. A refusal exits 8, names the decision or the sizes, leaves the state as it
-//! was and writes the refused checkpoint and lines beside it as evidence.
+//! Online (the default), [`online`] reads the log as C2SP tlog-tiles from the public host
+//! and keeps a mirror of its leaves beside the state file ([`state`]), so that a change to
+//! anything accepted before is found, not only what is new: each run checks the new
+//! checkpoint against the mirror, the new entries' signatures, and the decisions the API
+//! serves against the log ([`compare`]), the new ones and a sample of older ones (all with
+//! `--full`).
+//!
+//! Offline (`--export FILE`), a run checks the exported lines after the last one accepted
+//! against the checkpoint given (`AuditState::advance` in the protocol crate), with no
+//! mirror: what it accepted before is not checked again. A refusal exits 8, names the
+//! decision or the sizes, leaves the state as it was and writes the refused checkpoint
+//! beside it as evidence.
 
-use std::io::{BufRead as _, BufReader, Read as _};
+mod compare;
+mod online;
+mod report;
+mod setup;
+mod state;
+mod tiles;
+
+use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use clap::Args;
-use mandate_core::{Checkpoint, LogKeys};
+use mandate_core::Checkpoint;
 use mandate_protocol::tlog::{AuditError, AuditLeaf, AuditState, SignedNote, WitnessKey};
 use mandate_protocol::wire::Decision;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::{Context, verify_log};
 use crate::error::{CliError, CmdResult, Exit};
@@ -34,13 +44,15 @@ use crate::output;
 Examples:
   mandate jwks fetch https://verdicts.example.com
   mandate audit --state audit-live.json              # with an organization key
+  mandate audit --state audit-live.json --full       # every decision, not a sample
   mandate audit --state audit-live.json --export decisions.ndjson --checkpoint head.note
   mandate audit --state audit-live.json --witness 'w1.example+…' --witness 'w2.example+…' \\
       --witnesses-required 1
 
 Exit codes: 0 the checkpoint extends the one accepted before (or is it); 8 refused: a
-decision deleted, changed or reordered, the log shrank or forked (the state is kept, the
-refused checkpoint and lines are written beside it), or the checkpoint lacks the
+decision deleted, changed or reordered, a leaf of the log changed, the log shrank or forked
+(the state is kept, the refused checkpoint and findings are written beside it), or the
+checkpoint lacks the
 cosignatures of the witnesses required (--witness); 2 usage (no key, an agent key, an
 unreadable or altered state file, no log key in the key set); 1 API; 3 network.")]
 pub struct AuditArgs {
@@ -69,15 +81,30 @@ pub struct AuditArgs {
     /// With --witness: how many of those witnesses must have cosigned [default: all]
     #[arg(long, value_name = "K", requires = "witnesses")]
     pub witnesses_required: Option<usize>,
-}
-
-/// The state file.
-#[derive(Debug, Serialize, Deserialize)]
-struct StateFile {
-    version: u32,
-    audit: AuditState,
-    /// The id of the decision at index `size - 1`: where the next export resumes.
-    after: Option<String>,
+    /// Check every decision the API serves against the log, not the new ones and a sample
+    #[arg(long, conflicts_with = "export")]
+    pub full: bool,
+    /// How many older entry bundles (256 decisions each) to check against the API each
+    /// run, drawn at random
+    #[arg(
+        long,
+        value_name = "BUNDLES",
+        default_value_t = 4,
+        conflicts_with = "export"
+    )]
+    pub sample: usize,
+    /// Keep the log's entry bundles (the verdict tokens) in the mirror too, beside its leaf
+    /// hashes (`<state>.entries/`)
+    #[arg(long, conflicts_with = "export")]
+    pub keep_entries: bool,
+    /// Where the log's tiles are read (`https://<verdicts host>/log/<org>/<env>`)
+    /// [default: the origin, on the scheme of the key set's URL]
+    #[arg(long, value_name = "URL", conflicts_with = "export")]
+    pub log_url: Option<String>,
+    /// Read the log's tiles without the organization key (the operator serves the logs
+    /// publicly, or --log-url is a mirror)
+    #[arg(long, conflicts_with = "export")]
+    pub public_log: bool,
 }
 
 /// What a run audits: the checkpoint and the exported lines.
@@ -109,20 +136,28 @@ struct Accepted<'a> {
     size: u64,
 }
 
-/// Runs `mandate audit`.
+/// Runs `mandate audit`: online with the mirror, or offline from an export.
 pub fn run(args: AuditArgs, ctx: &Context) -> CmdResult {
-    let stored = read_state(&args.state)?;
-    let keys = log_keys(&args)?;
+    let set = key_set(&args)?;
+    match &args.export {
+        None => online::run(&args, ctx, &set),
+        Some(path) => offline_run(&args, ctx, path, &set),
+    }
+}
+
+/// An offline run: the lines of `path` after the last one accepted, and the checkpoint.
+fn offline_run(args: &AuditArgs, ctx: &Context, path: &Path, set: &[u8]) -> CmdResult {
+    let stored = state::read(&args.state)?;
+    if stored.as_ref().is_some_and(|s| s.leaves.is_some()) {
+        return Err(CliError::usage(format!(
+            "{} keeps a mirror of the log's tiles: audit it online (an export cannot extend the mirror), or offline with another --state",
+            args.state.display()
+        )));
+    }
+    let keys = setup::Keys::from_set(set, &[])?.log;
     let policy = verify_log::witness_policy(&args.witnesses, args.witnesses_required)?;
     let after = stored.as_ref().and_then(|s| s.after.clone());
-    let presented = match &args.export {
-        Some(path) => offline(path, args.checkpoint.as_deref())?,
-        None => online(
-            ctx,
-            after.as_deref(),
-            stored.as_ref().map_or(0, |s| s.audit.size()),
-        )?,
-    };
+    let presented = offline(path, args.checkpoint.as_deref())?;
     let Some(note) = presented.note.clone() else {
         output::note("the log has no checkpoint yet: nothing to audit");
         return Ok(Exit::Success);
@@ -130,7 +165,7 @@ pub fn run(args: AuditArgs, ctx: &Context) -> CmdResult {
     let first = stored.is_none();
     let state = match stored {
         Some(stored) => stored.audit,
-        None => AuditState::new(first_origin(&args, &note)?),
+        None => AuditState::new(first_origin(args, &note)?),
     };
     // A checkpoint without the cosignatures required is not accepted, whatever it holds:
     // the state stays as it was.
@@ -144,7 +179,7 @@ pub fn run(args: AuditArgs, ctx: &Context) -> CmdResult {
     let (leaves, ids) = leaves(&presented.lines);
     match state.advance(&leaves, &note, &keys) {
         Ok(accepted) => {
-            let exit = accept(&args, first, &state, accepted, &ids, after, ctx.json)?;
+            let exit = accept(args, first, &state, accepted, &ids, after, ctx.json)?;
             if let Some(line) = witnessed {
                 if ctx.json {
                     output::note(&line);
@@ -158,38 +193,11 @@ pub fn run(args: AuditArgs, ctx: &Context) -> CmdResult {
     }
 }
 
-fn read_state(path: &Path) -> Result<Option<StateFile>, CliError> {
-    let bytes = match std::fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => {
-            return Err(CliError::usage(format!(
-                "cannot read {}: {e}",
-                path.display()
-            )));
-        }
-    };
-    let state: StateFile = serde_json::from_slice(&bytes).map_err(|e| {
-        CliError::usage(format!(
-            "{} is not an audit state file (or was altered): {e}",
-            path.display()
-        ))
-    })?;
-    if state.version != 1 {
-        return Err(CliError::usage(format!(
-            "{} is of version {}, this mandate knows 1",
-            path.display(),
-            state.version
-        )));
-    }
-    Ok(Some(state))
-}
-
-/// The log keys of the key set: `--jwks FILE`, or the cached set as fetched.
-fn log_keys(args: &AuditArgs) -> Result<LogKeys, CliError> {
-    let bytes = match &args.jwks {
+/// The bytes of the key set: `--jwks FILE`, or the cached set as fetched.
+fn key_set(args: &AuditArgs) -> Result<Vec<u8>, CliError> {
+    match &args.jwks {
         Some(path) => std::fs::read(path)
-            .map_err(|e| CliError::usage(format!("cannot read {}: {e}", path.display())))?,
+            .map_err(|e| CliError::usage(format!("cannot read {}: {e}", path.display()))),
         None => {
             let (path, entry) = jwks_cache::load_for(None)?;
             let entry = entry.ok_or_else(|| {
@@ -198,79 +206,14 @@ fn log_keys(args: &AuditArgs) -> Result<LogKeys, CliError> {
                     path.display()
                 ))
             })?;
-            serde_json::to_vec(&entry.jwks).unwrap_or_default()
+            serde_json::to_vec(&entry.jwks)
+                .map_err(|e| CliError::usage(format!("the cached key set cannot be read: {e}")))
         }
-    };
-    let keys = LogKeys::from_jwks_json(&bytes)
-        .map_err(|e| CliError::usage(format!("the key set is not valid: {e}")))?;
-    if keys.is_empty() {
-        return Err(CliError::usage(
-            "the key set has no log key (use tlog-checkpoint): fetch the service's set again with `mandate jwks fetch URL`",
-        ));
     }
-    Ok(keys)
-}
-
-/// The export since `after` and its checkpoint header, with the organization key. When
-/// `after` is gone (404: the database was rolled back to before it), the whole export is
-/// read and its first `accepted` decisions left out, so that the checkpoint is still
-/// compared with the one accepted (a shrunk, forked or rewritten log is refused).
-fn online(ctx: &Context, after: Option<&str>, accepted: u64) -> Result<Presented, CliError> {
-    let client = ctx.client()?;
-    if client.is_agent_key() {
-        return Err(CliError::usage(
-            "an agent key exports its own decisions only, not the whole log: audit with an organization key (sk_…)",
-        ));
-    }
-    let query: Vec<(&str, String)> = after.map(|a| ("after", a.to_owned())).into_iter().collect();
-    let (response, skip) = match client.get_stream("/exports/decisions", &query) {
-        Err(CliError::Api { status: 404, .. }) if after.is_some() => {
-            output::note(&format!(
-                "the decision {} the last run ended at is not in the export: reading the whole export",
-                after.unwrap_or_default()
-            ));
-            (client.get_stream("/exports/decisions", &[])?, accepted)
-        }
-        other => (other?, 0),
-    };
-    let note = match response.headers().get("mandate-log-checkpoint") {
-        None => None,
-        Some(value) => Some(decode_note(value.as_bytes()).ok_or_else(|| {
-            CliError::Rejected(
-                "the export's Mandate-Log-Checkpoint header is not a signed note in base64".into(),
-            )
-        })?),
-    };
-    let mut body = String::new();
-    BufReader::new(response)
-        .read_to_string(&mut body)
-        .map_err(|e| CliError::Incomplete(format!("the export was cut off: {e}")))?;
-    if !body.is_empty() && !body.ends_with('\n') {
-        return Err(CliError::Incomplete(
-            "the export was cut off: its last line is unfinished".into(),
-        ));
-    }
-    let mut lines = parse_lines(body.lines())?;
-    let covered = lines
-        .iter()
-        .enumerate()
-        .filter(|(_, l)| l.token().is_some())
-        .nth(
-            usize::try_from(skip)
-                .unwrap_or(usize::MAX)
-                .saturating_sub(1),
-        )
-        .map(|(i, _)| i + 1);
-    match (skip, covered) {
-        (0, _) => {}
-        (_, Some(end)) => drop(lines.drain(..end)),
-        (_, None) => lines.clear(),
-    }
-    Ok(Presented { note, lines })
 }
 
 /// A signed note, as given or in base64.
-fn decode_note(bytes: &[u8]) -> Option<String> {
+pub(crate) fn decode_note(bytes: &[u8]) -> Option<String> {
     let text = std::str::from_utf8(bytes).ok()?.trim();
     if SignedNote::parse(text).is_ok() || text.contains('\n') {
         return Some(format!("{text}\n"));
@@ -369,16 +312,11 @@ fn accept(
         0 => after,
         n => ids.get(n - 1).cloned(),
     };
-    let state = StateFile {
-        version: 1,
-        audit: accepted,
-        after,
-    };
-    write_state(&args.state, &state)?;
+    state::write_v1(&args.state, &accepted, after)?;
     let head = format!(
         "accepted: the log {} at {} decisions ({} new)",
-        state.audit.origin(),
-        state.audit.size(),
+        accepted.origin(),
+        accepted.size(),
         used
     );
     let message = if first {
@@ -392,23 +330,14 @@ fn accept(
     if as_json {
         output::json(&Accepted {
             new: used,
-            origin: state.audit.origin(),
-            root: state.audit.root().to_base64(),
-            size: state.audit.size(),
+            origin: accepted.origin(),
+            root: accepted.root().to_base64(),
+            size: accepted.size(),
         })?;
     } else {
         println!("{message}");
     }
     Ok(Exit::Success)
-}
-
-fn write_state(path: &Path, state: &StateFile) -> Result<(), CliError> {
-    let text = serde_json::to_vec_pretty(state)
-        .map_err(|e| CliError::usage(format!("cannot encode the state: {e}")))?;
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text)
-        .and_then(|()| std::fs::rename(&tmp, path))
-        .map_err(|e| CliError::usage(format!("cannot write {}: {e}", path.display())))
 }
 
 /// The refusal: the evidence written beside the state, the reason naming the decision.

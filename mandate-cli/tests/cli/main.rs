@@ -18,6 +18,7 @@ mod support;
 
 mod audit;
 mod audit_citus;
+mod audit_mirror;
 mod audit_postgres;
 mod config;
 mod docs;

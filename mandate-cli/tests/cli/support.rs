@@ -228,7 +228,7 @@ pub fn start_on(engine: Engine) -> Option<Env> {
     };
     let running = runtime
         .block_on(serve::start(
-            config(&db, None, &[], LOG_INTERVAL),
+            config(&db, None, &[], LOG_INTERVAL, "127.0.0.1:0"),
             Arc::new(SystemClock),
         ))
         .unwrap();
@@ -279,19 +279,20 @@ async fn assert_distributed(db: &crate::citus::CitusDb) {
 }
 
 /// The server's configuration: the database, the verdicts URL when it must stay what it
-/// was (a restart on other ports), the witnesses it submits its checkpoints to, and how
-/// often its log worker runs.
+/// was (a restart: the API on another port), the witnesses it submits its checkpoints to,
+/// how often its log worker runs, and the public host's address.
 fn config(
     db: &Database,
     verdicts_url: Option<String>,
     witnesses: &[WitnessTarget],
     log_interval: std::time::Duration,
+    public_addr: &str,
 ) -> Config {
     Config {
         db: db.location(),
         migrate: true,
         api_addr: "127.0.0.1:0".into(),
-        public_addr: "127.0.0.1:0".into(),
+        public_addr: public_addr.into(),
         verdicts_url,
         docs_url: None,
         tls: None,
@@ -357,24 +358,37 @@ pub fn run_in(home: &Path, args: &[&str], env: &[(&str, &str)], stdin: Option<&s
 
 impl Env {
     /// Stops the server, hands its database to `change` (an attacker with the database,
-    /// or its operator), and starts it again on the same database and issuer (the API on
-    /// a new port).
+    /// or its operator), and starts it again on the same database and issuer, the public
+    /// host on the same port (the verdicts URL, where the logs' tiles are read, stays
+    /// live), the API on a new one.
     fn restart_after(&mut self, change: impl FnOnce(&mut Database, &tokio::runtime::Runtime)) {
         let running = self.running.take().unwrap();
+        let public_addr = running.public_addr.to_string();
         self.runtime.block_on(running.shutdown()).unwrap();
         change(&mut self.db, &self.runtime);
-        let running = self
-            .runtime
-            .block_on(serve::start(
+        // The stopped server's public port may take a moment to be free again.
+        let mut tries = 0;
+        let running = loop {
+            let started = self.runtime.block_on(serve::start(
                 config(
                     &self.db,
                     Some(self.issuer.clone()),
                     &self.witnesses,
                     self.log_interval,
+                    &public_addr,
                 ),
                 Arc::new(SystemClock),
-            ))
-            .unwrap();
+            ));
+            match started {
+                Ok(running) => break running,
+                Err(e) if tries < 50 => {
+                    tries += 1;
+                    eprintln!("restarting on {public_addr}: {e}; again in 100 ms");
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+                Err(e) => panic!("cannot restart the server on {public_addr}: {e}"),
+            }
+        };
         self.api = format!("http://{}", running.api_addr);
         self.public = format!("http://{}", running.public_addr);
         self.running = Some(running);
