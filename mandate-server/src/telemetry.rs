@@ -32,6 +32,9 @@ pub const SHED: &str = "mandate_overload_shed_total";
 /// reached a moment ago).
 pub const WITNESS_SUBMISSIONS: &str = "mandate_witness_submissions_total";
 
+/// The round trip of an add-checkpoint request a witness answered, in seconds: `witness`.
+pub const WITNESS_ROUND_TRIP: &str = "mandate_witness_round_trip_seconds";
+
 /// Webhook delivery attempts: `outcome` (`delivered`, `retry`, `gave_up`).
 pub const DELIVERIES: &str = "mandate_webhook_deliveries_total";
 /// Webhook deliveries pending (counted once a second).
@@ -115,6 +118,10 @@ fn describe() {
     describe_counter!(
         WITNESS_SUBMISSIONS,
         "Checkpoints submitted to witnesses, by witness and outcome."
+    );
+    describe_histogram!(
+        WITNESS_ROUND_TRIP,
+        "Round trip of an add-checkpoint request a witness answered, by witness."
     );
     describe_gauge!(PENDING_DELIVERIES, "Webhook deliveries pending.");
     describe_gauge!(PENDING_REVIEWS, "Reviews pending.");

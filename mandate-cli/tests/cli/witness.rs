@@ -889,6 +889,15 @@ pub(crate) fn witnesses_refuse_a_rolled_back_database(mut env: Env, tag: &str) {
             "{name} {outcome}: {metrics}"
         );
     }
+    // The round trips of the witnesses that answered are measured; the one down has none.
+    let round_trips = |name: &str| {
+        metrics.lines().any(|l| {
+            l.starts_with("mandate_witness_round_trip_seconds_count{")
+                && l.contains(&format!("witness=\"{name}\""))
+        })
+    };
+    assert!(round_trips(&w1_name) && round_trips(&w2_name), "{metrics}");
+    assert!(!round_trips(&w3_name), "{metrics}");
     drop(witnessed);
 }
 

@@ -322,10 +322,19 @@ impl Witnesses {
         let mut old = if believed > size { 0 } else { believed };
         let mut retried = false;
         loop {
-            let next = match proof_from(old, proof).await {
+            // The round trip counts the request and the witness's answer, not the proof.
+            let sent = match proof_from(old, proof).await {
+                Err(why) => Err(why),
+                Ok(hashes) => Ok((Instant::now(), hashes)),
+            };
+            let next = match sent {
                 Err(why) => Next::Failed(why),
-                Ok(hashes) => match self.post(target, note, old, &hashes).await {
-                    Ok((status, body)) => judge(target, note, size, retried, status, &body),
+                Ok((sent, hashes)) => match self.post(target, note, old, &hashes).await {
+                    Ok((status, body)) => {
+                        metrics::histogram!(crate::telemetry::WITNESS_ROUND_TRIP, "witness" => name.to_owned())
+                            .record(sent.elapsed().as_secs_f64());
+                        judge(target, note, size, retried, status, &body)
+                    }
                     Err(why) => {
                         self.unreached
                             .lock()
