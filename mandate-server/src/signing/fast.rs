@@ -125,7 +125,7 @@ impl Signer for AwsLcSigner {
 /// Whether `signature` (`r || s`) of `message` verifies against `jwk`, with aws-lc: the
 /// arithmetic that [`mandate_protocol::jws::verify_verdict_with`] asks of it for the
 /// decision log's worker, which verifies every token it did not sign itself (docs/audit.md)
-/// at about a third of RustCrypto's cost. The form checks (64 bytes, low S) are the core's.
+/// faster than RustCrypto's p256. The form checks (64 bytes, low S) are the core's.
 pub fn verify_es256(jwk: &Jwk, message: &[u8], signature: &[u8]) -> bool {
     let point = jwk.verifying_key().to_sec1_point(false);
     aws_lc_rs::signature::UnparsedPublicKey::new(

@@ -8,7 +8,7 @@
 //! holding that signing key for that exact token, so the token is the one answered and
 //! its signature is the one made. Forging a tag takes the signing key, which would forge
 //! the signature as well: the tag proves no less than the signature, at a hundredth of
-//! its cost (one HMAC against an ECDSA verification, about 60 µs here). A row whose tag
+//! its cost (one HMAC against an ECDSA verification; docs/audit.md). A row whose tag
 //! does not check (changed, made before tags, or by a key this process cannot open) is
 //! verified by its signature as before.
 

@@ -110,7 +110,7 @@ pub fn verify(
             .map_err(|_| Refused::Signature(format!("iat {} out of range", stated.iat)))?,
         leeway_secs: 0,
     };
-    // The core's checks, with aws-lc's arithmetic: a third of p256's cost a token.
+    // The core's checks, with aws-lc's arithmetic (faster than p256's).
     let claims = verify_verdict_with(token, keys, &options, &crate::signing::fast::verify_es256)
         .map_err(|e| Refused::Signature(e.to_string()))?;
     if claims.jti != *id {
