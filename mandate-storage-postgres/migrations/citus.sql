@@ -307,3 +307,47 @@ $body$, cases, routed);
         PERFORM create_distributed_function(dispatcher, '$1', colocate_with => 'environments');
     END IF;
 END $$;
+
+-- A strip's entries (migration 0019, mandate_log_put_entries): stored in the organization's
+-- shard of log_entries by its name when that shard is on the node the call runs on, with
+-- the arguments as they came; otherwise by the INSERT Citus routes. Citus sends a statement
+-- on a distributed table to its shard as text with its arguments written out as literals,
+-- and a strip's entries are up to 256 tokens. As every write of Citus does, it first takes
+-- the shard's metadata lock, so a move of the shard waits for this commit (and this for
+-- the move's), then finds whether the shard's one placement is here.
+DO $$
+DECLARE
+    body CONSTANT TEXT := $body$
+DECLARE
+    v_shard BIGINT := get_shard_id_for_distribution_column('log_entries', p_org);
+BEGIN
+    PERFORM lock_shard_metadata(5, ARRAY[v_shard]);
+    IF EXISTS (SELECT 1 FROM pg_dist_placement p
+               WHERE p.shardid = v_shard
+                 AND p.groupid = (SELECT groupid FROM pg_dist_local_group)
+                 AND NOT EXISTS (SELECT 1 FROM pg_dist_placement q
+                                 WHERE q.shardid = p.shardid AND q.groupid <> p.groupid)) THEN
+        EXECUTE format('INSERT INTO %I.%I (org_id, env, start, entries) VALUES ($1, $2, $3, $4)',
+                       current_schema(), 'log_entries_' || v_shard)
+            USING p_org, p_env, p_start, p_entries;
+    ELSE
+        INSERT INTO log_entries (org_id, env, start, entries)
+            VALUES (p_org, p_env, p_start, p_entries);
+    END IF;
+END
+$body$;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN
+        RETURN;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_proc p
+                   WHERE p.proname = 'mandate_log_put_entries'
+                     AND p.pronamespace = current_schema()::regnamespace) THEN
+        RAISE EXCEPTION 'mandate_log_put_entries (migration 0019) is missing: run the numbered migrations first';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_proc p
+                   WHERE p.proname = 'mandate_log_put_entries'
+                     AND p.pronamespace = current_schema()::regnamespace AND p.prosrc = body) THEN
+        EXECUTE format('CREATE OR REPLACE FUNCTION mandate_log_put_entries(p_org TEXT, p_env TEXT, p_start BIGINT, p_entries BYTEA) RETURNS VOID LANGUAGE plpgsql AS %L', body);
+    END IF;
+END $$;

@@ -28,6 +28,7 @@ const NODE: &str = "SELECT nodename, nodeport FROM pg_dist_node
 pub(crate) struct Direct {
     target: Target,
     node: i32,
+    connections: usize,
     pool: Option<(Pool, String, u16)>,
     learned: Option<Instant>,
 }
@@ -35,9 +36,16 @@ pub(crate) struct Direct {
 impl Direct {
     /// The connection of the lane of node group `node`, for the database of `target`.
     pub(crate) fn new(target: Target, node: i64) -> Option<Self> {
+        Self::with_connections(target, node, 1)
+    }
+
+    /// Connections (at most `connections` at once) to the worker of node group `node`,
+    /// for the database of `target`.
+    pub(crate) fn with_connections(target: Target, node: i64, connections: usize) -> Option<Self> {
         Some(Self {
             target,
             node: i32::try_from(node).ok()?,
+            connections,
             pool: None,
             learned: None,
         })
@@ -56,7 +64,7 @@ impl Direct {
             Ok(c) => Some(c),
             Err(e) => {
                 tracing::warn!(
-                    "the decision writers reach the worker of node group {} ({host}:{port}) \
+                    "this process reaches the worker of node group {} ({host}:{port}) \
                      through {} for now: {}",
                     self.node,
                     self.target.url,
@@ -97,7 +105,11 @@ impl Direct {
             return;
         }
         // One group at a time a lane: one connection.
-        match self.target.at(&host, port).and_then(|t| t.pool_of(1)) {
+        match self
+            .target
+            .at(&host, port)
+            .and_then(|t| t.pool_of(self.connections))
+        {
             Ok(pool) => self.pool = Some((pool, host, port)),
             Err(e) => {
                 tracing::warn!("the worker of node group {}: {e}", self.node);

@@ -32,6 +32,7 @@ pub mod decisions;
 mod direct;
 pub mod gather;
 pub mod migrations;
+mod near;
 mod record;
 mod statements;
 mod steps;

@@ -49,6 +49,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
         include_str!("../migrations/0017_decision_group_one_call.sql"),
     ),
     (18, include_str!("../migrations/0018_log_entries.sql")),
+    (19, include_str!("../migrations/0019_log_entries_put.sql")),
 ];
 
 /// The Citus step, run after the numbered migrations by every `migrate`: nothing without

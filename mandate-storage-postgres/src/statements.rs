@@ -63,6 +63,11 @@ fn own(stmt: Stmt) -> Option<Sql> {
              WHERE org_id = $1 AND env = $2 AND seq > $3 AND seq < $4
              ORDER BY seq LIMIT $5",
         ),
+        // A strip's entries through the function that, on Citus, writes them to the
+        // organization's shard when it is on this node (migration 0019, citus.sql).
+        Stmt::Log(LogSql::AppendEntries) => {
+            one("SELECT mandate_log_put_entries($1, $2, $3, $4)")
+        }
         // Each seq's strip: the greatest first_seq not above it, one index probe a seq.
         Stmt::Log(LogSql::StripsOf) => one(
             "SELECT DISTINCT s.start, s.first_seq, s.seqs

@@ -30,6 +30,10 @@ struct Inner {
     target: Target,
     /// Decisions are stored in groups (see `writer`).
     pub(super) writers: super::writer::Writers,
+    /// On Citus, the connections to each organization's worker for the jobs of one
+    /// organization (`near`); none when the URL's node takes every statement
+    /// (`citus_direct_writes=off`).
+    near: Option<super::near::Near>,
 }
 
 /// What a blocking method runs on its own connection (it may borrow the caller's data:
@@ -52,11 +56,15 @@ impl PostgresStore {
             target.writers,
             target.gather,
         );
+        let near = target
+            .direct_writes
+            .then(|| super::near::Near::new(target.clone()));
         let store = Self {
             inner: Arc::new(Inner {
                 pool,
                 target,
                 writers,
+                near,
             }),
         };
         let mut c = store.client().await?;
@@ -164,6 +172,22 @@ impl Engine for PostgresStore {
         F: for<'t, 'c> Fn(&'t mut PgTx<'c>, &'t A) -> Boxed<'t, T> + Send + Sync + 'static,
     {
         run_on(&mut self.client().await?, access, &args, &job).await
+    }
+
+    /// On the worker that holds `org`'s rows when this is Citus and that worker can be
+    /// reached (`near`), else as [`Engine::run`].
+    async fn run_at<A, T, F>(&self, org: String, access: Access, args: A, job: F) -> Result<T>
+    where
+        A: Send + Sync + 'static,
+        T: Send + 'static,
+        F: for<'t, 'c> Fn(&'t mut PgTx<'c>, &'t A) -> Boxed<'t, T> + Send + Sync + 'static,
+    {
+        if let Some(near) = &self.inner.near
+            && let Some(mut c) = near.connection(&self.inner.pool, &org).await
+        {
+            return run_on(&mut c, access, &args, &job).await;
+        }
+        self.run(access, args, job).await
     }
 
     fn run_blocking<A, T, F>(&self, access: Access, args: A, job: F) -> Result<T>

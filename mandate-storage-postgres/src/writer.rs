@@ -144,7 +144,7 @@ const UNKNOWN_NODE: i64 = -1;
 /// Where each organization's rows are: on the one database, or (Citus) on the worker that
 /// holds its shard, as `pg_dist_placement` says, learned per organization and kept for
 /// [`PLACEMENT_TTL`].
-enum Placement {
+pub(crate) enum Placement {
     /// Plain PostgreSQL: every organization on the one node.
     One,
     /// Citus: the node group and the `environments` shard of each organization seen, and
@@ -155,8 +155,8 @@ enum Placement {
 /// Where an organization's rows are: its node (the node group on Citus, 0 on plain
 /// PostgreSQL) and its shard of `environments` (0 on plain PostgreSQL).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Where {
-    node: i64,
+pub(crate) struct Where {
+    pub(crate) node: i64,
     shard: i64,
 }
 
@@ -170,7 +170,9 @@ const PLACEMENTS: &str = "SELECT o, s, (SELECT p.groupid FROM pg_dist_placement 
 impl Placement {
     /// The placement of the database `c` is connected to: [`Placement::Citus`] where the
     /// `citus` extension is installed.
-    async fn of(c: &tokio_postgres::Client) -> std::result::Result<Self, tokio_postgres::Error> {
+    pub(crate) async fn of(
+        c: &tokio_postgres::Client,
+    ) -> std::result::Result<Self, tokio_postgres::Error> {
         let citus: bool = c
             .query_one(
                 "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')",
@@ -189,7 +191,7 @@ impl Placement {
     /// PostgreSQL), asking the database for those not known or known too long ago. When it
     /// cannot say, each organization is taken for a node of its own: groups then hold one
     /// organization, which is always right.
-    async fn nodes(&self, c: &tokio_postgres::Client, orgs: &[Arc<str>]) -> Vec<Where> {
+    pub(crate) async fn nodes(&self, c: &tokio_postgres::Client, orgs: &[Arc<str>]) -> Vec<Where> {
         let Self::Citus(known) = self else {
             return vec![Where { node: 0, shard: 0 }; orgs.len()];
         };

@@ -288,6 +288,27 @@ pub trait Engine: Send + Sync + 'static {
         T: Send + 'static,
         F: for<'t, 'c> Fn(&'t mut Self::Tx<'c>, &'t A) -> Boxed<'t, T> + Send + Sync + 'static;
 
+    /// [`Engine::run`] where `org`'s rows are, for a job that reads and writes only that
+    /// organization's: on Citus, on a connection to the worker that holds its shard, so
+    /// that none of the job's statements is sent on to another node (each written out as
+    /// text there). Any other engine, or one that cannot reach that worker now, runs it as
+    /// [`Engine::run`] does.
+    fn run_at<A, T, F>(
+        &self,
+        org: String,
+        access: Access,
+        args: A,
+        job: F,
+    ) -> impl Future<Output = Result<T>> + Send + '_
+    where
+        A: Send + Sync + 'static,
+        T: Send + 'static,
+        F: for<'t, 'c> Fn(&'t mut Self::Tx<'c>, &'t A) -> Boxed<'t, T> + Send + Sync + 'static,
+    {
+        drop(org);
+        self.run(access, args, job)
+    }
+
     /// [`Engine::run`] on the calling thread, blocking until it is done (operator commands
     /// and start-up, from any thread, a runtime's included).
     fn run_blocking<A, T, F>(&self, access: Access, args: A, job: F) -> Result<T>

@@ -696,9 +696,12 @@ impl<E: Engine> LogStore for E {
 
     fn log_tail(&self, org: &str, env: Env, batch: i64) -> StoreFuture<'_, LogTail> {
         let args = (org.to_owned(), env, batch);
-        Box::pin(self.run(Access::Read, args, |tx, (org, env, batch)| {
-            Box::pin(tail(tx, org, *env, *batch))
-        }))
+        Box::pin(self.run_at(
+            org.to_owned(),
+            Access::Read,
+            args,
+            |tx, (org, env, batch)| Box::pin(tail(tx, org, *env, *batch)),
+        ))
     }
 
     fn log_tokens(
@@ -708,13 +711,19 @@ impl<E: Engine> LogStore for E {
         ranges: Vec<(i64, i64, i64)>,
     ) -> StoreFuture<'_, Vec<(i64, Option<String>)>> {
         let args = (org.to_owned(), env, ranges);
-        Box::pin(self.run(Access::Read, args, |tx, (org, env, ranges)| {
-            Box::pin(tokens(tx, org, *env, ranges))
-        }))
+        Box::pin(self.run_at(
+            org.to_owned(),
+            Access::Read,
+            args,
+            |tx, (org, env, ranges)| Box::pin(tokens(tx, org, *env, ranges)),
+        ))
     }
 
     fn append_log(&self, append: LogAppend) -> StoreFuture<'_, bool> {
-        Box::pin(self.run(Access::Write, append, |tx, a| Box::pin(self::append(tx, a))))
+        let org = append.org.to_string();
+        Box::pin(self.run_at(org, Access::Write, append, |tx, a| {
+            Box::pin(self::append(tx, a))
+        }))
     }
 
     fn show_checkpoint(
@@ -732,8 +741,11 @@ impl<E: Engine> LogStore for E {
             signed.to_owned(),
             note.to_owned(),
         );
-        Box::pin(
-            self.run(Access::Write, args, |tx, (org, env, size, signed, note)| {
+        Box::pin(self.run_at(
+            org.to_owned(),
+            Access::Write,
+            args,
+            |tx, (org, env, size, signed, note)| {
                 Box::pin(async move {
                     let params = [
                         org.as_str().into(),
@@ -744,8 +756,8 @@ impl<E: Engine> LogStore for E {
                     ];
                     Ok(tx.execute(LogSql::Show.into(), &params).await? > 0)
                 })
-            }),
-        )
+            },
+        ))
     }
 
     fn log_consistency(

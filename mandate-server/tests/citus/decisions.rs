@@ -15,6 +15,7 @@ use mandate_core::{
 use mandate_protocol::id::ReviewId;
 use mandate_protocol::id::WebhookId;
 use mandate_protocol::idempotency::NextAction;
+use mandate_protocol::tlog;
 use mandate_server::clock::random16;
 use mandate_server::decision::agents::AgentStates;
 use mandate_server::decision::modes::ModeCache;
@@ -23,6 +24,8 @@ use mandate_server::model::Env;
 use mandate_server::signing::fast::AwsLcSigner;
 use mandate_server::storage::deciding::Resolution;
 use mandate_server::storage::idempotency::{IdempotencyRecord, Sealed};
+use mandate_server::storage::log::{LogAppend, LogStore};
+use mandate_server::storage::log_entries::split_entries;
 use mandate_server::storage::mandates::Revocation;
 use mandate_server::storage::postgres::PostgresStore;
 use mandate_server::storage::{
@@ -461,19 +464,7 @@ async fn a_process_on_one_worker_writes_to_the_other_worker_directly() {
         .expect("two workers")
         .clone();
     let connected = db.worker_url(&other);
-    let single_shard = |url: String| async move {
-        let c = crate::citus::connect(&url).await.unwrap();
-        let n: i64 = c
-            .query_one(
-                "SELECT query_execution_single_shard FROM citus_stat_counters
-                 WHERE name = current_database()",
-                &[],
-            )
-            .await
-            .unwrap()
-            .get(0);
-        n
-    };
+    let single_shard = single_shard_queries;
     for (params, handed_on) in [("", false), ("?citus_direct_writes=off", true)] {
         let p = Process::at(&format!("{connected}{params}")).await;
         let first = p.decide(&org, &agent, "10", None).await;
@@ -494,6 +485,134 @@ async fn a_process_on_one_worker_writes_to_the_other_worker_directly() {
             assert_eq!(sent, 0, "the connected worker handed on calls");
         }
     }
+}
+
+/// The statements the node at `url` ran on one shard through Citus in this database
+/// (Citus's `query_execution_single_shard` there): each statement of a distributed table it
+/// planned, run locally or handed on to the worker that holds the shard.
+async fn single_shard_queries(url: String) -> i64 {
+    let c = crate::citus::connect(&url).await.unwrap();
+    c.query_one(
+        "SELECT query_execution_single_shard FROM citus_stat_counters
+         WHERE name = current_database()",
+        &[],
+    )
+    .await
+    .unwrap()
+    .get(0)
+}
+
+/// An append of the tokens `<name><from>`..`<name><to>` (seqs from 1000) to the sandbox log
+/// of `org` after `from` leaves.
+fn log_append(org: &str, from: u64, to: u64, name: &str) -> LogAppend {
+    let tokens: Vec<String> = (from..to)
+        .map(|i| format!("{name}{i}.payload.sig"))
+        .collect();
+    let leaves = (from..to)
+        .zip(&tokens)
+        .map(|(i, t)| (i, 1000 + i as i64, tlog::leaf_hash(t.as_bytes())))
+        .collect();
+    let seq = |n: u64| if n == 0 { 0 } else { 999 + n as i64 };
+    LogAppend {
+        org: org.to_owned(),
+        env: Env::Sandbox,
+        from: (from, seq(from)),
+        size: to,
+        scanned_seq: seq(to),
+        leaves,
+        tokens,
+        tiles: Vec::new(),
+        checkpoint: None,
+        signed_ms: 0,
+    }
+}
+
+/// A log's append runs on the worker that holds its organization, and a strip's entries go
+/// to that organization's shard of `log_entries` by its name: a process connected to the
+/// other worker appends with nothing handed on by the worker it is connected to (Citus
+/// would write each statement out as text, a strip's tokens as a hex literal), where with
+/// `citus_direct_writes=off` that worker hands each of the append's statements on. On the
+/// worker that holds the shard, `mandate_log_put_entries` plans no statement through Citus;
+/// on the other it stores through Citus. Every append's entries are read back whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_logs_append_runs_on_its_worker_and_stores_its_entries_in_the_shard() {
+    let Some(db) = database(Share::WithOthers).await else {
+        return;
+    };
+    let setup = Process::new(&db).await;
+    let org = onboard(&setup.store, "logged", 224);
+    let holder = db.worker_of("log_entries", &org).await;
+    let other = db
+        .workers()
+        .iter()
+        .find(|w| **w != holder)
+        .expect("two workers")
+        .clone();
+    let connected = db.worker_url(&other);
+    let mut size = 0;
+    for (params, handed_on) in [("", false), ("?citus_direct_writes=off", true)] {
+        let p = Process::at(&format!("{connected}{params}")).await;
+        let before = single_shard_queries(connected.clone()).await;
+        assert!(
+            p.store
+                .append_log(log_append(&org, size, size + 3, "t"))
+                .await
+                .unwrap()
+        );
+        let sent = single_shard_queries(connected.clone()).await - before;
+        if handed_on {
+            assert!(
+                sent >= 4,
+                "with citus_direct_writes=off the connected worker handed on {sent} statements of an append"
+            );
+        } else {
+            assert_eq!(
+                sent, 0,
+                "the connected worker handed on the append's statements"
+            );
+        }
+        size += 3;
+    }
+
+    // The function itself, on the shard's worker and on the other.
+    for (at, through_citus) in [(&holder, false), (&other, true)] {
+        let url = db.worker_url(at);
+        let c = crate::citus::connect(&url).await.unwrap();
+        let before = single_shard_queries(url.clone()).await;
+        c.execute(
+            "SELECT mandate_log_put_entries($1, 'sandbox', $2, $3)",
+            &[&org, &(size as i64), &b"bytes".to_vec()],
+        )
+        .await
+        .unwrap();
+        let planned = single_shard_queries(url).await - before;
+        assert_eq!(
+            planned > 0,
+            through_citus,
+            "{planned} statements through Citus"
+        );
+        size += 256;
+    }
+
+    let c = db.connect().await;
+    let rows: Vec<(i64, Vec<u8>)> = c
+        .query(
+            "SELECT start, entries FROM log_entries WHERE org_id = $1 ORDER BY start",
+            &[&org],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let starts: Vec<i64> = rows.iter().map(|(start, _)| *start).collect();
+    assert_eq!(starts, [0, 3, 6, 262]);
+    let tokens = split_entries(&rows[1].1, usize::MAX).unwrap();
+    assert_eq!(
+        tokens,
+        [&b"t3.payload.sig"[..], b"t4.payload.sig", b"t5.payload.sig"]
+    );
+    assert_eq!(rows[2].1, b"bytes");
 }
 
 /// The writers' function plans each statement afresh on every call, on every node: called

@@ -319,8 +319,9 @@ async fn a_database_distributed_before_migration_14_takes_it_with_its_decisions(
         "DROP FUNCTION mandate_store".to_owned(),
         "DROP FUNCTION mandate_record".to_owned(),
         "ALTER TABLE mandates DROP COLUMN ap2_consent, DROP COLUMN ap2_spent".to_owned(),
-        // Nor the log's entries of 18.
+        // Nor the log's entries of 18, nor their function of 19.
         "DROP TABLE log_entries".to_owned(),
+        "DROP FUNCTION mandate_log_put_entries".to_owned(),
         "DELETE FROM schema_migrations WHERE version >= 14".to_owned(),
         format!(
             "INSERT INTO agents (org_id, seq, env, id, created_ms)
