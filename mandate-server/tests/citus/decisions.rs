@@ -456,13 +456,7 @@ async fn a_process_on_one_worker_writes_to_the_other_worker_directly() {
     let setup = Process::new(&db).await;
     let org = onboard(&setup.store, "direct", 223);
     let (org, agent, ..) = tenant(&setup.store, org, 53).await;
-    let holder = db.worker_of("environments", &org).await;
-    let other = db
-        .workers()
-        .iter()
-        .find(|w| **w != holder)
-        .expect("two workers")
-        .clone();
+    let (_, other) = holder_and_other(&db, "environments", &org).await;
     let connected = db.worker_url(&other);
     let single_shard = single_shard_queries;
     for (params, handed_on) in [("", false), ("?citus_direct_writes=off", true)] {
@@ -485,6 +479,25 @@ async fn a_process_on_one_worker_writes_to_the_other_worker_directly() {
             assert_eq!(sent, 0, "the connected worker handed on calls");
         }
     }
+}
+
+/// The worker that holds `org`'s rows of `table`, and the other worker.
+async fn holder_and_other(
+    db: &crate::citus::CitusDb,
+    table: &str,
+    org: &str,
+) -> (
+    mandate_test_kit::citus::Worker,
+    mandate_test_kit::citus::Worker,
+) {
+    let holder = db.worker_of(table, org).await;
+    let other = db
+        .workers()
+        .iter()
+        .find(|w| **w != holder)
+        .expect("two workers")
+        .clone();
+    (holder, other)
 }
 
 /// The statements the node at `url` ran on one shard through Citus in this database
@@ -541,13 +554,7 @@ async fn a_logs_append_runs_on_its_worker_and_stores_its_entries_in_the_shard() 
     };
     let setup = Process::new(&db).await;
     let org = onboard(&setup.store, "logged", 224);
-    let holder = db.worker_of("log_entries", &org).await;
-    let other = db
-        .workers()
-        .iter()
-        .find(|w| **w != holder)
-        .expect("two workers")
-        .clone();
+    let (holder, other) = holder_and_other(&db, "log_entries", &org).await;
     let connected = db.worker_url(&other);
     let mut size = 0;
     for (params, handed_on) in [("", false), ("?citus_direct_writes=off", true)] {
