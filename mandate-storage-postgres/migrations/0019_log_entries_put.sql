@@ -5,10 +5,9 @@
 -- it again to store the entries in the organization's shard of log_entries by its name
 -- when that shard is on the node the call runs on. Citus sends a statement on a
 -- distributed table to its shard as text, with each argument written out as a literal:
--- a strip's entries (up to 256 verdict tokens, about 180 kB) were written out as hex and
--- parsed again for every strip, which cost the cluster more than the rest of the log's
--- round. A statement on the shard itself is PostgreSQL's own, its arguments passed as
--- they came.
+-- a strip's entries (up to 256 verdict tokens) were written out as hex and parsed again
+-- for every strip (docs/scale.md, "Background work"). A statement on the shard itself is
+-- PostgreSQL's own, its arguments passed as they came.
 CREATE FUNCTION mandate_log_put_entries(p_org TEXT, p_env TEXT, p_start BIGINT, p_entries BYTEA)
 RETURNS VOID
 LANGUAGE plpgsql AS $fn$
