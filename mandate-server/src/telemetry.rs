@@ -7,7 +7,7 @@
 //! are bounded: route templates, statuses, environments, verdicts; never ids or names.
 
 use std::collections::HashMap;
-use std::sync::{OnceLock, RwLock};
+use std::sync::{Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
 use axum::extract::MatchedPath;
@@ -65,8 +65,17 @@ pub fn enabled() -> bool {
     HANDLE.get().is_some()
 }
 
-/// Installs the process-wide recorder (once; later calls return the same handle).
+/// Serializes [`install`]: two first calls at once must not both try to set the global
+/// recorder (the second would fail with "already initialized").
+static INSTALLING: Mutex<()> = Mutex::new(());
+
+/// Installs the process-wide recorder (once; later calls, also concurrent ones, return the
+/// same handle).
 pub fn install() -> Result<PrometheusHandle, String> {
+    if let Some(handle) = HANDLE.get() {
+        return Ok(handle.clone());
+    }
+    let _installing = INSTALLING.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(handle) = HANDLE.get() {
         return Ok(handle.clone());
     }
@@ -236,4 +245,40 @@ pub fn record_decision(env: &'static str, verdict: &'static str, policy_verdict:
             )
         })
         .increment(1);
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::sync::{Arc, Barrier};
+
+    /// Servers of one process (tests start many) may install the recorder at the same
+    /// moment; every one of them gets the one handle.
+    #[test]
+    fn concurrent_first_installs_all_get_the_one_recorder() {
+        const THREADS: usize = 8;
+        let start = Arc::new(Barrier::new(THREADS));
+        let installs: Vec<_> = (0..THREADS)
+            .map(|_| {
+                let start = Arc::clone(&start);
+                std::thread::spawn(move || {
+                    let runtime = tokio::runtime::Builder::new_current_thread()
+                        .enable_time()
+                        .build()
+                        .unwrap();
+                    start.wait();
+                    runtime.block_on(async { super::install().map(|h| h.render()) })
+                })
+            })
+            .collect();
+        for install in installs {
+            let rendered = install.join().unwrap();
+            assert!(
+                rendered.is_ok(),
+                "a concurrent install failed: {:?}",
+                rendered.err()
+            );
+        }
+        assert!(super::enabled());
+    }
 }
