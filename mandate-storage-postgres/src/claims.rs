@@ -67,3 +67,31 @@ pub async fn watermark(c: &tokio_postgres::Client, org: &str) -> Result<i64> {
         .map_err(crate::pg_error)?;
     Ok(row.get(0))
 }
+
+/// [`watermark`] of each of `orgs`, in order, in two statements whatever their number:
+/// their stale claims swept, then each watermark, all of one snapshot.
+pub async fn watermarks(c: &tokio_postgres::Client, orgs: &[String]) -> Result<Vec<i64>> {
+    c.execute(SWEEP_OF, &[&orgs])
+        .await
+        .map_err(crate::pg_error)?;
+    let rows = c
+        .query(
+            "SELECT COALESCE(
+                (SELECT MIN(first_seq) - 1 FROM decision_claims
+                 WHERE org_id = u.org AND first_seq IS NOT NULL),
+                (SELECT value FROM org_counters WHERE org_id = u.org AND name = 'decisions'),
+                0)::BIGINT
+             FROM unnest($1::TEXT[]) WITH ORDINALITY AS u (org, k)
+             ORDER BY u.k",
+            &[&orgs],
+        )
+        .await
+        .map_err(crate::pg_error)?;
+    Ok(rows.iter().map(|row| row.get(0)).collect())
+}
+
+/// [`SWEEP`] of each organization of the list `$1`.
+const SWEEP_OF: &str = "DELETE FROM decision_claims
+    WHERE org_id = ANY($1) AND claimed_at < now() - INTERVAL '5 seconds'
+      AND (first_seq IS NOT NULL OR first_event IS NOT NULL
+           OR claimed_at < now() - INTERVAL '1 day')";

@@ -24,6 +24,11 @@ pub(super) fn sql(stmt: Stmt) -> Result<Sql> {
     if let Some(sql) = own(stmt) {
         return Ok(sql);
     }
+    if let Stmt::Log(s) = stmt
+        && let Some(sql) = logs_at_once(s)
+    {
+        return Ok(sql);
+    }
     let sql = standard(stmt, locked)
         .ok_or_else(|| StorageError::Backend(format!("PostgreSQL has no SQL for {stmt:?}")))?;
     Ok(sql.iter().map(|text| dollars(text).into()).collect())
@@ -48,6 +53,77 @@ fn locked(lock: Lock) -> &'static str {
         Lock::Wait => " FOR UPDATE",
         Lock::Skip => " FOR UPDATE SKIP LOCKED",
     }
+}
+
+/// The log's statements of many logs at once (plain PostgreSQL only,
+/// `Engine::logs_at_once`): each list an array, a log a position, every statement one for
+/// all of them.
+fn logs_at_once(s: LogSql) -> Option<Sql> {
+    Some(match s {
+        LogSql::HeadsOf { lock } => built(format!(
+            "SELECT u.k, h.size, h.scanned_seq, h.checkpoint, h.shown_size
+             FROM unnest($1::TEXT[], $2::TEXT[]) WITH ORDINALITY AS u (org, env, k)
+             JOIN log_heads h ON h.org_id = u.org AND h.env = u.env
+             ORDER BY u.k{}",
+            if lock {
+                " FOR UPDATE OF h SKIP LOCKED"
+            } else {
+                ""
+            }
+        )),
+        LogSql::EnsureHeadsOf => one(
+            "INSERT INTO log_heads (org_id, env, size, scanned_seq, shown_size)
+             SELECT u.org, u.env, 0, 0, 0 FROM unnest($1::TEXT[], $2::TEXT[]) AS u (org, env)
+             ON CONFLICT DO NOTHING",
+        ),
+        LogSql::IdsOf => one("SELECT u.k, d.seq, d.id, d.leaf
+             FROM unnest($1::TEXT[], $2::TEXT[], $3::BIGINT[], $4::BIGINT[])
+                  WITH ORDINALITY AS u (org, env, above, below, k)
+             CROSS JOIN LATERAL (
+                 SELECT seq, id, leaf FROM decisions
+                 WHERE org_id = u.org AND env = u.env AND seq > u.above AND seq < u.below
+                 ORDER BY seq LIMIT $5) AS d
+             ORDER BY u.k, d.seq"),
+        LogSql::StripRangesOf => one("SELECT u.k, s.start, s.hashes
+             FROM unnest($1::TEXT[], $2::TEXT[], $3::BIGINT[])
+                  WITH ORDINALITY AS u (org, env, first, k)
+             JOIN log_strips s ON s.org_id = u.org AND s.env = u.env
+              AND s.start >= u.first AND s.start < u.first + 256
+             ORDER BY u.k, s.start"),
+        LogSql::TilesOf => one("SELECT u.k, t.hashes
+             FROM unnest($1::TEXT[], $2::TEXT[], $3::BIGINT[], $4::BIGINT[])
+                  WITH ORDINALITY AS u (org, env, level, idx, k)
+             JOIN log_tiles t ON t.org_id = u.org AND t.env = u.env
+              AND t.level = u.level AND t.idx = u.idx"),
+        LogSql::AppendStripsOf => one(
+            "INSERT INTO log_strips (org_id, env, start, first_seq, seqs, hashes)
+             SELECT * FROM unnest($1::TEXT[], $2::TEXT[], $3::BIGINT[], $4::BIGINT[],
+                                  $5::BYTEA[], $6::BYTEA[])",
+        ),
+        LogSql::AppendEntriesOf => one("INSERT INTO log_entries (org_id, env, start, entries)
+             SELECT * FROM unnest($1::TEXT[], $2::TEXT[], $3::BIGINT[], $4::BYTEA[])"),
+        LogSql::PutTilesOf => one("INSERT INTO log_tiles (org_id, env, level, idx, hashes)
+             SELECT * FROM unnest($1::TEXT[], $2::TEXT[], $3::BIGINT[], $4::BIGINT[],
+                                  $5::BYTEA[])
+             ON CONFLICT (org_id, env, level, idx) DO UPDATE SET hashes = excluded.hashes"),
+        LogSql::SetHeadsOf => one(
+            "UPDATE log_heads h SET size = u.size, scanned_seq = u.scanned,
+                 checkpoint = NULLIF(u.checkpoint, ''), signed_ms = u.signed
+             FROM unnest($1::TEXT[], $2::TEXT[], $3::BIGINT[], $4::BIGINT[], $5::TEXT[],
+                         $6::BIGINT[]) AS u (org, env, size, scanned, checkpoint, signed)
+             WHERE h.org_id = u.org AND h.env = u.env",
+        ),
+        LogSql::ShowOf => one(
+            "UPDATE log_heads h SET shown_size = u.size, shown_checkpoint = u.note,
+                 checkpoint = u.note
+             FROM unnest($1::TEXT[], $2::TEXT[], $3::BIGINT[], $4::TEXT[], $5::TEXT[])
+                  WITH ORDINALITY AS u (org, env, size, signed, note, k)
+             WHERE h.org_id = u.org AND h.env = u.env AND h.size = u.size
+               AND h.checkpoint = u.signed AND h.shown_size < u.size
+             RETURNING u.k",
+        ),
+        _ => return None,
+    })
 }
 
 /// What PostgreSQL says its own way.

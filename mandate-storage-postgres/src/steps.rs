@@ -106,4 +106,8 @@ impl Tx for PgTx<'_> {
     async fn watermark(&mut self, org: &str) -> Result<i64> {
         claims::watermark(self.client(), org).await
     }
+
+    async fn watermarks(&mut self, orgs: &[String]) -> Result<Vec<i64>> {
+        claims::watermarks(self.client(), orgs).await
+    }
 }

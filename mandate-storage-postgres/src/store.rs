@@ -34,6 +34,9 @@ struct Inner {
     /// organization (`near`); none when the URL's node takes every statement
     /// (`citus_direct_writes=off`).
     near: Option<super::near::Near>,
+    /// The database is one node (not Citus): a transaction may span organizations, so the
+    /// decision logs are served many at once ([`Engine::logs_at_once`]). Known once open.
+    one_node: std::sync::atomic::AtomicBool,
 }
 
 /// What a blocking method runs on its own connection (it may borrow the caller's data:
@@ -65,9 +68,23 @@ impl PostgresStore {
                 target,
                 writers,
                 near,
+                one_node: std::sync::atomic::AtomicBool::new(false),
             }),
         };
         let mut c = store.client().await?;
+        // Citus is installed before Mandate's migrations, which distribute the tables.
+        let citus: bool = c
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')",
+                &[],
+            )
+            .await
+            .map_err(crate::pg_error)?
+            .get(0);
+        store
+            .inner
+            .one_node
+            .store(!citus, std::sync::atomic::Ordering::Relaxed);
         if migrate {
             migrations::migrate(&mut c).await?;
             // Settings the migration gave the database (on Citus) hold for sessions opened
@@ -203,6 +220,12 @@ impl Engine for PostgresStore {
 
     fn latest_migration(&self) -> i64 {
         migrations::latest()
+    }
+
+    fn logs_at_once(&self) -> bool {
+        self.inner
+            .one_node
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// In the next group of a writer: one statement each (`record.rs`), the group

@@ -57,6 +57,7 @@ enum Bound<'a> {
     Flag(bool),
     Texts(&'a [String]),
     Ints(&'a [i64]),
+    Blobs(&'a [Vec<u8>]),
     Null(&'static (dyn ToSql + Sync)),
 }
 
@@ -80,6 +81,7 @@ impl Bound<'_> {
             Bound::Flag(v) => v,
             Bound::Texts(v) => v,
             Bound::Ints(v) => v,
+            Bound::Blobs(v) => v,
             Bound::Null(v) => *v,
         }
     }
@@ -100,6 +102,7 @@ fn bind<'a>(param: &'a Param<'a>, ty: &Type) -> Result<Bound<'a>> {
         Param::Flag(flag) => Bound::Flag(*flag),
         Param::Texts(list) => Bound::Texts(list),
         Param::Ints(list) => Bound::Ints(list),
+        Param::Blobs(list) => Bound::Blobs(list),
         Param::Null => Bound::Null(match *ty {
             Type::INT2 => &NULL_I16,
             Type::INT4 => &NULL_I32,

@@ -59,8 +59,22 @@ impl ToSql for Bound<'_, '_> {
             // Lists as JSON text, which the SQL reads with `json_each`.
             Param::Texts(list) => ToSqlOutput::Owned(Value::Text(json_list(list))),
             Param::Ints(list) => ToSqlOutput::Owned(Value::Text(json_list(list))),
+            Param::Blobs(list) => {
+                let hex: Vec<String> = list.iter().map(|b| hex_of(b)).collect();
+                ToSqlOutput::Owned(Value::Text(json_list(&hex)))
+            }
         })
     }
+}
+
+fn hex_of(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes
+        .iter()
+        .fold(String::with_capacity(2 * bytes.len()), |mut out, b| {
+            let _ = write!(out, "{b:02x}");
+            out
+        })
 }
 
 fn json_list<T: serde::Serialize>(list: &[T]) -> String {

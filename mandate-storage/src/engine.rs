@@ -104,6 +104,9 @@ pub enum Param<'a> {
     Texts(&'a [String]),
     /// A list of integers, as [`Param::Texts`].
     Ints(&'a [i64]),
+    /// A list of byte strings (`BYTEA[]` on PostgreSQL; JSON text of hex strings on
+    /// SQLite).
+    Blobs(&'a [Vec<u8>]),
 }
 
 impl<'a> From<&'a str> for Param<'a> {
@@ -264,6 +267,18 @@ pub trait Tx: Send {
     /// The organization's decision log's watermark
     /// ([`super::DecisionStore::settled_decision_seq`]).
     fn watermark(&mut self, org: &str) -> impl Io<i64>;
+
+    /// The watermark of each of `orgs`, in order ([`Tx::watermark`] of each, which an
+    /// engine may read at once).
+    fn watermarks(&mut self, orgs: &[String]) -> impl Io<Vec<i64>> {
+        async move {
+            let mut out = Vec::with_capacity(orgs.len());
+            for org in orgs {
+                out.push(self.watermark(org).await?);
+            }
+            Ok(out)
+        }
+    }
 }
 
 /// An engine: runs the use cases, each in a transaction of its own.
@@ -319,6 +334,15 @@ pub trait Engine: Send + Sync + 'static {
 
     /// The highest schema migration this build of the engine knows.
     fn latest_migration(&self) -> i64;
+
+    /// Whether the engine serves the decision logs of many organizations in one
+    /// transaction, each step of a round one statement for all of them (the log's
+    /// `…Of` statements, [`crate::log::LogStore::log_tails`]): PostgreSQL on one node.
+    /// Not Citus, where such a transaction would span workers, nor SQLite, whose
+    /// statements cost no round trip: those serve one log at a time.
+    fn logs_at_once(&self) -> bool {
+        false
+    }
 
     /// Stores a decision with everything it implies, in one transaction
     /// ([`super::DecidingStore::record_decision`]): the engine-neutral `deciding::record` in

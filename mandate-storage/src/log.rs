@@ -26,6 +26,7 @@ use super::decisions::Filters;
 use super::engine::{Access, Columns, Engine, Param, Result, Scope, Tx, env_of, first};
 use super::keys::StoredKey;
 use super::log_entries::{self, TileRead};
+use super::log_rounds;
 use super::statements::{Lock, LogSql};
 use crate::model::Env;
 
@@ -97,6 +98,22 @@ pub struct ShownCheckpoint {
     pub note: String,
 }
 
+/// A checkpoint to show readers ([`LogStore::show_checkpoints`]), as
+/// [`LogStore::show_checkpoint`] takes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointShow {
+    /// The organization.
+    pub org: String,
+    /// The environment.
+    pub env: Env,
+    /// Leaves it covers.
+    pub size: u64,
+    /// The checkpoint as stored.
+    pub signed: String,
+    /// As shown: `signed`, with the witnesses' cosignatures if any.
+    pub note: String,
+}
+
 /// The log's reads and writes.
 pub trait LogStore {
     /// Up to `limit` logs with decisions not yet logged, or a checkpoint not yet shown.
@@ -131,6 +148,30 @@ pub trait LogStore {
         signed: &str,
         note: &str,
     ) -> StoreFuture<'_, bool>;
+
+    /// Whether the steps of a round over many logs below ([`LogStore::log_tails`] and the
+    /// rest) each serve all of them in one transaction, a statement for all
+    /// ([`Engine::logs_at_once`]); otherwise they serve them one by one, as the steps
+    /// above do, each log in a transaction of its own.
+    fn logs_at_once(&self) -> bool;
+
+    /// [`LogStore::log_tail`] of each of `logs`, in order.
+    fn log_tails(&self, logs: Vec<(String, Env)>, batch: i64) -> StoreFuture<'_, Vec<LogTail>>;
+
+    /// [`LogStore::log_tokens`] of each of `reads` (a log and its ranges), in order.
+    #[allow(clippy::type_complexity)]
+    fn logs_tokens(
+        &self,
+        reads: Vec<(String, Env, Vec<(i64, i64, i64)>)>,
+    ) -> StoreFuture<'_, Vec<Vec<(i64, Option<String>)>>>;
+
+    /// [`LogStore::append_log`] of each of `appends` (each log once), in order: whether
+    /// each was written. A log another process is writing is not (it will have moved).
+    fn append_logs(&self, appends: Vec<LogAppend>) -> StoreFuture<'_, Vec<bool>>;
+
+    /// [`LogStore::show_checkpoint`] of each of `shows` (each log once), in order: whether
+    /// each was shown. A log another process is writing is not (the next round shows it).
+    fn show_checkpoints(&self, shows: Vec<CheckpointShow>) -> StoreFuture<'_, Vec<bool>>;
 
     /// The consistency proof (RFC 9162 §2.1.4) from the log's tree of `old` leaves to its
     /// tree of `new` leaves, from the stored tiles (`new` at most the log's size).
@@ -197,11 +238,11 @@ pub struct NewLogKey {
     pub first: bool,
 }
 
-fn as_i64(value: u64, what: &str) -> Result<i64> {
+pub(crate) fn as_i64(value: u64, what: &str) -> Result<i64> {
     i64::try_from(value).map_err(|_| StorageError::Corrupt(format!("{what} {value}")))
 }
 
-fn as_u64(value: i64, what: &str) -> Result<u64> {
+pub(crate) fn as_u64(value: i64, what: &str) -> Result<u64> {
     u64::try_from(value).map_err(|_| StorageError::Corrupt(format!("{what} {value}")))
 }
 
@@ -211,7 +252,7 @@ fn hash_of(bytes: &[u8]) -> Result<LogHash> {
         .map_err(|_| StorageError::Corrupt(format!("a log hash of {} bytes", bytes.len())))
 }
 
-fn hashes_of(bytes: &[u8]) -> Result<Vec<LogHash>> {
+pub(crate) fn hashes_of(bytes: &[u8]) -> Result<Vec<LogHash>> {
     if !bytes.len().is_multiple_of(32) {
         return Err(StorageError::Corrupt(format!(
             "a log tile of {} bytes",
@@ -221,15 +262,67 @@ fn hashes_of(bytes: &[u8]) -> Result<Vec<LogHash>> {
     bytes.chunks(32).map(hash_of).collect()
 }
 
-async fn head<T: Tx>(tx: &mut T, org: &str, env: Env, lock: Lock) -> Result<Option<LogHead>> {
-    let read = |r: &dyn Columns| {
-        Ok(LogHead {
-            size: as_u64(r.int(0)?, "log size")?,
-            scanned_seq: r.int(1)?,
-            checkpoint: r.opt_text(2)?,
-            shown_size: as_u64(r.int(3)?, "log shown size")?,
-        })
+/// A head from the columns `at` on of a row: size, scanned_seq, checkpoint, shown_size.
+pub(crate) fn head_at(r: &dyn Columns, at: usize) -> Result<LogHead> {
+    Ok(LogHead {
+        size: as_u64(r.int(at)?, "log size")?,
+        scanned_seq: r.int(at + 1)?,
+        checkpoint: r.opt_text(at + 2)?,
+        shown_size: as_u64(r.int(at + 3)?, "log shown size")?,
+    })
+}
+
+/// A decision to log from the columns `at` on of a row: seq, id, the stored leaf hash.
+pub(crate) fn decision_at(
+    r: &dyn Columns,
+    at: usize,
+) -> Result<(i64, DecisionId, Option<LogHash>)> {
+    let id = r.text(at + 1)?;
+    let id = DecisionId::parse(&id)
+        .map_err(|_| StorageError::Corrupt(format!("decision column id {id:?}")))?;
+    let leaf = match r.opt_bytes(at + 2)? {
+        None => None,
+        Some(bytes) => Some(LogHash::from_bytes(bytes.try_into().map_err(|_| {
+            StorageError::Corrupt(format!("decision {id} has a leaf hash not of 32 bytes"))
+        })?)),
     };
+    Ok((r.int(at)?, id, leaf))
+}
+
+/// A level-0 tile from position 0 (its first index `start`) as far as its strips (start
+/// and hashes, in order) follow each other.
+pub(crate) fn level0_of(start: i64, strips: Vec<(i64, Vec<LogHash>)>) -> Vec<LogHash> {
+    let mut hashes = Vec::with_capacity(TILE_WIDTH);
+    for (strip_start, strip) in strips {
+        if strip_start != start + hashes.len() as i64 {
+            break;
+        }
+        hashes.extend(strip);
+    }
+    hashes.truncate(TILE_WIDTH);
+    hashes
+}
+
+/// The edge of the tree of `size` leaves from `tiles`, which hold its nodes.
+pub(crate) fn edge_of(
+    org: &str,
+    env: Env,
+    size: u64,
+    tiles: &HashMap<TileId, Vec<LogHash>>,
+) -> Result<TreeEdge> {
+    let ids = TreeEdge::node_ids(size);
+    let broken = |e: ProofError| {
+        StorageError::Corrupt(format!(
+            "the log of {org} ({}) does not hold its tree of {size} leaves: {e}",
+            env.as_str()
+        ))
+    };
+    let hashes = hashes_from_tiles(&ids, tiles).map_err(broken)?;
+    TreeEdge::from_parts(size, hashes).map_err(broken)
+}
+
+async fn head<T: Tx>(tx: &mut T, org: &str, env: Env, lock: Lock) -> Result<Option<LogHead>> {
+    let read = |r: &dyn Columns| head_at(r, 0);
     let rows = tx
         .query(
             LogSql::Head { lock }.into(),
@@ -278,16 +371,7 @@ async fn read_tiles<T: Tx>(
             let params = [org.into(), env.into(), start.into(), (start + 256).into()];
             let read = |r: &dyn Columns| Ok((r.int(0)?, hashes_of(&r.bytes(1)?)?));
             let strips = tx.query(LogSql::StripRange.into(), &params, read).await?;
-            // The strips from the tile's first index, as far as they follow each other.
-            let mut hashes = Vec::with_capacity(TILE_WIDTH);
-            for (strip_start, strip) in strips {
-                if strip_start != start + hashes.len() as i64 {
-                    break;
-                }
-                hashes.extend(strip);
-            }
-            hashes.truncate(TILE_WIDTH);
-            hashes
+            level0_of(start, strips)
         } else {
             let params = [
                 org.into(),
@@ -310,21 +394,13 @@ async fn read_tiles<T: Tx>(
 
 /// The edge of the stored tree of `size` leaves.
 async fn read_edge<T: Tx>(tx: &mut T, org: &str, env: Env, size: u64) -> Result<TreeEdge> {
-    let ids = TreeEdge::node_ids(size);
-    let tiles = read_tiles(tx, org, env, &tiles_of(&ids)).await?;
-    let broken = |e: ProofError| {
-        StorageError::Corrupt(format!(
-            "the log of {org} ({}) does not hold its tree of {size} leaves: {e}",
-            env.as_str()
-        ))
-    };
-    let hashes = hashes_from_tiles(&ids, &tiles).map_err(broken)?;
-    TreeEdge::from_parts(size, hashes).map_err(broken)
+    let tiles = read_tiles(tx, org, env, &tiles_of(&TreeEdge::node_ids(size))).await?;
+    edge_of(org, env, size, &tiles)
 }
 
 /// The rightmost partial tile of each level above 0 in a tree of `size` leaves: where the
 /// next complete subtrees of that level go.
-fn partial_tiles(size: u64) -> Vec<TileId> {
+pub(crate) fn partial_tiles(size: u64) -> Vec<TileId> {
     (1..=7u8)
         .filter_map(|level| {
             let nodes = size.checked_shr(u32::from(level * TILE_HEIGHT))?;
@@ -345,18 +421,7 @@ async fn tail<T: Tx>(tx: &mut T, org: &str, env: Env, batch: i64) -> Result<LogT
         upto.saturating_add(1).into(),
         batch.into(),
     ];
-    let read = |r: &dyn Columns| {
-        let id = r.text(1)?;
-        let id = DecisionId::parse(&id)
-            .map_err(|_| StorageError::Corrupt(format!("decision column id {id:?}")))?;
-        let leaf = match r.opt_bytes(2)? {
-            None => None,
-            Some(bytes) => Some(LogHash::from_bytes(bytes.try_into().map_err(|_| {
-                StorageError::Corrupt(format!("decision {id} has a leaf hash not of 32 bytes"))
-            })?)),
-        };
-        Ok((r.int(0)?, id, leaf))
-    };
+    let read = |r: &dyn Columns| decision_at(r, 0);
     let rows = tx.query(LogSql::Ids.into(), &params, read).await?;
     if rows.is_empty() {
         return Ok(LogTail {
@@ -375,7 +440,7 @@ async fn tail<T: Tx>(tx: &mut T, org: &str, env: Env, batch: i64) -> Result<LogT
 }
 
 /// [`LogStore::log_tokens`]'s reads.
-async fn tokens<T: Tx>(
+pub(crate) async fn tokens<T: Tx>(
     tx: &mut T,
     org: &str,
     env: Env,
@@ -395,12 +460,12 @@ async fn tokens<T: Tx>(
 
 /// A strip as stored: its start, first seq, the later seqs as LEB128 deltas, the hashes,
 /// and the entries (its tokens, each length-prefixed).
-type Strip = (i64, i64, Vec<u8>, Vec<u8>, Vec<u8>);
+pub(crate) type Strip = (i64, i64, Vec<u8>, Vec<u8>, Vec<u8>);
 
 /// The leaves and their tokens cut into strips as stored: never across a multiple of 256
 /// leaves. Refused when the leaves are out of order, or a token is missing, too long for
 /// an entry or not the data of its leaf.
-fn strips<'a>(
+pub(crate) fn strips<'a>(
     leaves: &'a [(u64, i64, LogHash)],
     tokens: &'a [String],
 ) -> impl Iterator<Item = Result<Strip>> + 'a {
@@ -758,6 +823,91 @@ impl<E: Engine> LogStore for E {
                 })
             },
         ))
+    }
+
+    fn logs_at_once(&self) -> bool {
+        Engine::logs_at_once(self)
+    }
+
+    fn log_tails(&self, logs: Vec<(String, Env)>, batch: i64) -> StoreFuture<'_, Vec<LogTail>> {
+        if let Err(e) = log_rounds::each_once(logs.iter().map(|(o, e)| (o.as_str(), *e))) {
+            return Box::pin(async move { Err(e) });
+        }
+        if Engine::logs_at_once(self) {
+            return Box::pin(self.run(Access::Read, (logs, batch), |tx, (logs, batch)| {
+                Box::pin(log_rounds::tails(tx, logs, *batch))
+            }));
+        }
+        Box::pin(async move {
+            let mut out = Vec::with_capacity(logs.len());
+            for (org, env) in logs {
+                out.push(self.log_tail(&org, env, batch).await?);
+            }
+            Ok(out)
+        })
+    }
+
+    fn logs_tokens(
+        &self,
+        reads: Vec<(String, Env, Vec<(i64, i64, i64)>)>,
+    ) -> StoreFuture<'_, Vec<Vec<(i64, Option<String>)>>> {
+        if Engine::logs_at_once(self) {
+            return Box::pin(self.run(Access::Read, reads, |tx, reads| {
+                Box::pin(async move {
+                    let mut out = Vec::with_capacity(reads.len());
+                    for (org, env, ranges) in reads {
+                        out.push(tokens(tx, org, *env, ranges).await?);
+                    }
+                    Ok(out)
+                })
+            }));
+        }
+        Box::pin(async move {
+            let mut out = Vec::with_capacity(reads.len());
+            for (org, env, ranges) in reads {
+                out.push(self.log_tokens(&org, env, ranges).await?);
+            }
+            Ok(out)
+        })
+    }
+
+    fn append_logs(&self, appends: Vec<LogAppend>) -> StoreFuture<'_, Vec<bool>> {
+        if let Err(e) = log_rounds::each_once(appends.iter().map(|a| (a.org.as_str(), a.env))) {
+            return Box::pin(async move { Err(e) });
+        }
+        if Engine::logs_at_once(self) {
+            return Box::pin(self.run(Access::Write, appends, |tx, appends| {
+                Box::pin(log_rounds::appends(tx, appends))
+            }));
+        }
+        Box::pin(async move {
+            let mut out = Vec::with_capacity(appends.len());
+            for append in appends {
+                out.push(self.append_log(append).await?);
+            }
+            Ok(out)
+        })
+    }
+
+    fn show_checkpoints(&self, shows: Vec<CheckpointShow>) -> StoreFuture<'_, Vec<bool>> {
+        if let Err(e) = log_rounds::each_once(shows.iter().map(|s| (s.org.as_str(), s.env))) {
+            return Box::pin(async move { Err(e) });
+        }
+        if Engine::logs_at_once(self) {
+            return Box::pin(self.run(Access::Write, shows, |tx, shows| {
+                Box::pin(log_rounds::shows(tx, shows))
+            }));
+        }
+        Box::pin(async move {
+            let mut out = Vec::with_capacity(shows.len());
+            for s in shows {
+                let shown = self
+                    .show_checkpoint(&s.org, s.env, s.size, &s.signed, &s.note)
+                    .await?;
+                out.push(shown);
+            }
+            Ok(out)
+        })
     }
 
     fn log_consistency(

@@ -49,6 +49,18 @@ pub fn log(s: LogSql, locked: fn(Lock) -> &'static str) -> Option<Sql> {
              WHERE org_id = ?1 AND env = ?2 AND start >= ?3 AND start < ?4
              ORDER BY start"),
         LogSql::StripsOf | LogSql::Ids => return None,
+        // Many logs at once: only an engine that serves them so says them
+        // (`Engine::logs_at_once`).
+        LogSql::HeadsOf { .. }
+        | LogSql::EnsureHeadsOf
+        | LogSql::IdsOf
+        | LogSql::StripRangesOf
+        | LogSql::TilesOf
+        | LogSql::AppendStripsOf
+        | LogSql::AppendEntriesOf
+        | LogSql::PutTilesOf
+        | LogSql::SetHeadsOf
+        | LogSql::ShowOf => return None,
         LogSql::Tile => one("SELECT hashes FROM log_tiles
              WHERE org_id = ?1 AND env = ?2 AND level = ?3 AND idx = ?4"),
         LogSql::PutTile => one(

@@ -259,6 +259,41 @@ pub enum LogSql {
     Tile,
     /// Stores a tile whole: `$1` org, `$2` env, `$3` level, `$4` idx, `$5` hashes.
     PutTile,
+    /// The heads of many logs (`$1` orgs, `$2` envs, in pairs) → the pair's position
+    /// (from 1), size, scanned_seq, checkpoint, shown_size; a log without a head is left
+    /// out. With `lock`, each row held to the transaction's end, those another transaction
+    /// holds left out (`SKIP LOCKED`).
+    HeadsOf {
+        /// Whether the rows are held.
+        lock: bool,
+    },
+    /// Makes the heads of those of many logs (`$1` orgs, `$2` envs) that have none.
+    EnsureHeadsOf,
+    /// [`LogSql::Ids`] of many logs: `$1` orgs, `$2` envs, seqs above `$3` and below `$4`
+    /// (lists, one each a log), at most `$5` a log → the log's position (from 1), seq, id,
+    /// leaf, by log then seq.
+    IdsOf,
+    /// [`LogSql::StripRange`] of many logs: `$1` orgs, `$2` envs, the strips starting in
+    /// [`$3`, `$3` + 256) → the log's position, start, hashes, by log then start.
+    StripRangesOf,
+    /// [`LogSql::Tile`] of many: `$1` orgs, `$2` envs, `$3` levels, `$4` idxs → the
+    /// tile's position (from 1), hashes.
+    TilesOf,
+    /// [`LogSql::AppendStrip`] of many strips: `$1` orgs, `$2` envs, `$3` starts, `$4`
+    /// first_seqs, `$5` seqs, `$6` hashes.
+    AppendStripsOf,
+    /// [`LogSql::AppendEntries`] of many strips: `$1` orgs, `$2` envs, `$3` starts, `$4`
+    /// entries.
+    AppendEntriesOf,
+    /// [`LogSql::PutTile`] of many tiles: `$1` orgs, `$2` envs, `$3` levels, `$4` idxs,
+    /// `$5` hashes.
+    PutTilesOf,
+    /// [`LogSql::SetHead`] of many logs: `$1` orgs, `$2` envs, `$3` sizes, `$4`
+    /// scanned_seqs, `$5` checkpoints (empty: none), `$6` signed_ms.
+    SetHeadsOf,
+    /// [`LogSql::Show`] of many logs: `$1` orgs, `$2` envs, `$3` sizes, `$4` checkpoints
+    /// as stored, `$5` as shown → the position (from 1) of each shown.
+    ShowOf,
     /// Every log key current or retired after `$1` → kid, env, secret, retired_ms.
     KeysPublished,
     /// Whether `$1` env has a current log key → exists.

@@ -51,7 +51,7 @@ use crate::clock::ms;
 use crate::model::Env;
 use crate::model::leaves::Token;
 use crate::storage::StorageError;
-use crate::storage::log::{LogAppend, LogTail};
+use crate::storage::log::{CheckpointShow, LogAppend, LogTail};
 
 /// The default time between two rounds.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
@@ -104,6 +104,14 @@ pub fn origin(issuer: &str, org: &str, env: Env) -> String {
         .map_or(issuer, |(_, rest)| rest)
         .trim_end_matches('/');
     format!("{host}/log/{org}/{}", env.as_str())
+}
+
+/// What a log's tail and decisions give to append ([`Checkpointer::planned`]).
+enum Planned {
+    /// No leaf: its stored checkpoint may still be shown.
+    Nothing,
+    /// The append, and whether its batch was full.
+    Append(LogAppend, bool),
 }
 
 /// What extending one log did.
@@ -182,6 +190,22 @@ impl Checkpointer {
         let mut seen = std::collections::HashSet::new();
         logs.retain(|log| seen.insert(log.clone()));
         let mut round = Round { moved: 0, behind };
+        if self.context.store.logs_at_once() && !logs.is_empty() {
+            match self.extend_all(&logs).await {
+                Ok(extended) => {
+                    for ((org, env), Extended { moved, full }) in logs.iter().zip(extended) {
+                        round.moved += usize::from(moved);
+                        round.behind |= moved && full;
+                        if moved {
+                            self.context.news.decided(&Arc::from(org.as_str()), *env);
+                        }
+                    }
+                    return round;
+                }
+                // One log at a time, below: a log the store cannot serve holds up no other.
+                Err(e) => tracing::error!("decision log: a round over {} logs: {e}", logs.len()),
+            }
+        }
         for (org, env) in logs {
             match self.extend(&org, env).await {
                 Ok(Extended { moved, full }) => {
@@ -225,17 +249,60 @@ impl Checkpointer {
             return Ok(Extended { moved, full: false });
         }
         check_head(&tail, &origin)?;
-        let (leaves, tokens) = self.leaves(org, env, &tail.decisions, &origin).await?;
+        let (kept, missing) = self.kept(&tail.decisions);
+        let read = if missing.is_empty() {
+            Vec::new()
+        } else {
+            let ranges = ranges_of(&tail.decisions, &missing);
+            store.log_tokens(org, env, ranges).await?
+        };
+        let (leaves, tokens) = self
+            .leaves_from(env, &tail.decisions, kept, read, &origin)
+            .await?;
+        let (append, full) = match self.planned(org, env, &tail, leaves, tokens, &origin)? {
+            Planned::Nothing => {
+                let moved = self.show_stored(org, env, &tail).await?;
+                return Ok(Extended { moved, full: false });
+            }
+            Planned::Append(append, full) => (append, full),
+        };
+        let (size, checkpoint) = (append.size, append.checkpoint.clone());
+        if !store.append_log(append).await? {
+            return Ok(Extended { moved: false, full });
+        }
+        if let Some(note) = checkpoint
+            && size > tail.head.shown_size
+        {
+            let previous = tail.head.checkpoint.as_deref().map(|n| (n, tail.head.size));
+            let shown = self
+                .cosigned(org, env, &origin, &note, size, previous)
+                .await;
+            store.show_checkpoint(org, env, size, &note, &shown).await?;
+        }
+        Ok(Extended { moved: true, full })
+    }
+
+    /// What to append to a log from its tail and the leaves and tokens of its decisions
+    /// ([`Checkpointer::leaves_from`]): nothing, or the append, its checkpoint signed, and
+    /// whether its batch was full (more may be waiting).
+    fn planned(
+        &self,
+        org: &str,
+        env: Env,
+        tail: &LogTail,
+        leaves: Vec<Leaf>,
+        tokens: Vec<String>,
+        origin: &str,
+    ) -> Result<Planned, CheckpointError> {
         // A refusal cuts the run short: nothing after it waits in this batch.
         let full = leaves.len() == tail.decisions.len() && leaves.len() as i64 >= self.batch;
         if leaves.is_empty() {
-            let moved = self.show_stored(org, env, &tail).await?;
-            return Ok(Extended { moved, full: false });
+            return Ok(Planned::Nothing);
         }
-        let grown = grow(&tail, &leaves, &origin)?;
+        let grown = grow(tail, &leaves, origin)?;
         let checkpoint = if grown.edge.size() > tail.head.size {
             let signers = self.signers(env)?;
-            Some(sign(&origin, &grown.edge, &signers)?)
+            Some(sign(origin, &grown.edge, &signers)?)
         } else {
             tail.head.checkpoint.clone()
         };
@@ -248,23 +315,138 @@ impl Checkpointer {
             leaves: grown.leaves,
             tokens,
             tiles: grown.tiles,
-            checkpoint: checkpoint.clone(),
+            checkpoint,
             signed_ms: ms(self.context.now()),
         };
-        if !store.append_log(append).await? {
-            return Ok(Extended { moved: false, full });
+        Ok(Planned::Append(append, full))
+    }
+
+    /// Extends every one of `logs` (see the module's steps) with each step one call of the
+    /// store for all of them ([`LogStore::logs_at_once`](crate::storage::log::LogStore)):
+    /// what [`Checkpointer::extend`] did for each. A log that cannot be extended (its tree
+    /// changed, no log key) is said at error level and left where it is; a failure of the
+    /// store fails the round.
+    async fn extend_all(&self, logs: &[(String, Env)]) -> Result<Vec<Extended>, StorageError> {
+        let store = &self.context.store;
+        let tails = store.log_tails(logs.to_vec(), self.batch).await?;
+        let mut outcome: Vec<Extended> = (0..logs.len())
+            .map(|_| Extended {
+                moved: false,
+                full: false,
+            })
+            .collect();
+        // Each log's tokens: those kept in memory, and the ranges of the others to read.
+        let mut planned = Vec::new();
+        let mut reads = Vec::new();
+        for (i, ((org, env), tail)) in logs.iter().zip(tails).enumerate() {
+            let origin = origin(&self.context.issuer, org, *env);
+            if !tail.decisions.is_empty()
+                && let Err(e) = check_head(&tail, &origin)
+            {
+                tracing::error!("decision log of {org} ({}): {e}", env.as_str());
+                continue;
+            }
+            let (kept, missing) = self.kept(&tail.decisions);
+            if !missing.is_empty() {
+                reads.push((org.clone(), *env, ranges_of(&tail.decisions, &missing)));
+            }
+            planned.push((i, origin, tail, kept, !missing.is_empty()));
         }
-        if let Some(note) = checkpoint {
-            let size = grown.edge.size();
-            if size > tail.head.shown_size {
+        let mut read = store.logs_tokens(reads).await?.into_iter();
+        let mut appends = Vec::new();
+        let mut shows = Vec::new();
+        let mut appended = Vec::new();
+        for (i, origin, tail, kept, reads) in planned {
+            let (org, env) = (&logs[i].0, logs[i].1);
+            if tail.decisions.is_empty() {
+                shows.extend(self.stored_show(i, org, env, &tail, &origin).await);
+                continue;
+            }
+            let tokens = if reads {
+                read.next().unwrap_or_default()
+            } else {
+                Vec::new()
+            };
+            let planned = match self
+                .leaves_from(env, &tail.decisions, kept, tokens, &origin)
+                .await
+                .and_then(|(leaves, tokens)| self.planned(org, env, &tail, leaves, tokens, &origin))
+            {
+                Ok(planned) => planned,
+                Err(e) => {
+                    tracing::error!("decision log of {org} ({}): {e}", env.as_str());
+                    continue;
+                }
+            };
+            match planned {
+                Planned::Nothing => {
+                    shows.extend(self.stored_show(i, org, env, &tail, &origin).await);
+                }
+                Planned::Append(append, full) => {
+                    outcome[i].full = full;
+                    appended.push((i, origin, tail, append.size, append.checkpoint.clone()));
+                    appends.push(append);
+                }
+            }
+        }
+        let written = store.append_logs(appends).await?;
+        for ((i, origin, tail, size, checkpoint), written) in appended.into_iter().zip(written) {
+            if !written {
+                continue;
+            }
+            outcome[i].moved = true;
+            let (org, env) = (&logs[i].0, logs[i].1);
+            if let Some(note) = checkpoint
+                && size > tail.head.shown_size
+            {
                 let previous = tail.head.checkpoint.as_deref().map(|n| (n, tail.head.size));
                 let shown = self
                     .cosigned(org, env, &origin, &note, size, previous)
                     .await;
-                store.show_checkpoint(org, env, size, &note, &shown).await?;
+                let show = CheckpointShow {
+                    org: org.clone(),
+                    env,
+                    size,
+                    signed: note,
+                    note: shown,
+                };
+                shows.push((i, show));
             }
         }
-        Ok(Extended { moved: true, full })
+        let (at, shows): (Vec<usize>, Vec<CheckpointShow>) = shows.into_iter().unzip();
+        for (i, shown) in at.into_iter().zip(store.show_checkpoints(shows).await?) {
+            outcome[i].moved |= shown;
+        }
+        Ok(outcome)
+    }
+
+    /// The stored checkpoint of a log with nothing to append, to show if readers are not
+    /// shown it yet (its commit is durable: it was read back), with the witnesses'
+    /// cosignatures.
+    async fn stored_show(
+        &self,
+        i: usize,
+        org: &str,
+        env: Env,
+        tail: &LogTail,
+        origin: &str,
+    ) -> Option<(usize, CheckpointShow)> {
+        let note = tail.head.checkpoint.as_ref()?;
+        if tail.head.shown_size >= tail.head.size {
+            return None;
+        }
+        let size = tail.head.size;
+        let shown = self.cosigned(org, env, origin, note, size, None).await;
+        Some((
+            i,
+            CheckpointShow {
+                org: org.to_owned(),
+                env,
+                size,
+                signed: note.clone(),
+                note: shown,
+            },
+        ))
     }
 
     /// Shows the stored checkpoint if readers are not shown it yet (its commit is durable:
@@ -315,18 +497,12 @@ impl Checkpointer {
         witnesses.cosign(origin, note, size, previous, proof).await
     }
 
-    /// The leaf of each decision and the tokens of those that have one, in order. A token
-    /// this process answered and kept in memory is appended as signed; the others are
-    /// rebuilt from their rows and verified ([`log_verify::verify`]): by the leaf tag
-    /// stored with the row, or by their signature. The decisions from the first refused on are
-    /// left out (logged and counted): the log waits before it.
-    async fn leaves(
+    /// The token this process answered and kept in memory of each of `decisions`, taken,
+    /// and the positions of those it did not keep (to read).
+    fn kept(
         &self,
-        org: &str,
-        env: Env,
         decisions: &[(i64, DecisionId, Option<LogHash>)],
-        origin: &str,
-    ) -> Result<(Vec<Leaf>, Vec<String>), CheckpointError> {
+    ) -> (Vec<Option<Token>>, Vec<usize>) {
         let kept: Vec<Option<Token>> = decisions
             .iter()
             .map(|(_, id, _)| self.context.leaves.take(id))
@@ -334,16 +510,27 @@ impl Checkpointer {
         let missing: Vec<usize> = (0..decisions.len())
             .filter(|&i| kept[i].is_none())
             .collect();
-        let mut read: HashMap<i64, Option<String>> = if missing.is_empty() {
-            HashMap::new()
-        } else {
-            self.context
-                .store
-                .log_tokens(org, env, ranges_of(decisions, &missing))
-                .await?
-                .into_iter()
-                .collect()
-        };
+        (kept, missing)
+    }
+
+    /// The leaf of each decision and the tokens of those that have one, in order, from
+    /// the tokens `kept` ([`Checkpointer::kept`]) and those `read` of the others. A token
+    /// kept is appended as signed; the others were rebuilt from their rows and are verified
+    /// ([`log_verify::verify`]): by the leaf tag stored with the row, or by their
+    /// signature. The decisions from the first refused on are left out (logged and
+    /// counted): the log waits before it.
+    async fn leaves_from(
+        &self,
+        env: Env,
+        decisions: &[(i64, DecisionId, Option<LogHash>)],
+        kept: Vec<Option<Token>>,
+        read: Vec<(i64, Option<String>)>,
+        origin: &str,
+    ) -> Result<(Vec<Leaf>, Vec<String>), CheckpointError> {
+        let missing: Vec<usize> = (0..decisions.len())
+            .filter(|&i| kept[i].is_none())
+            .collect();
+        let mut read: HashMap<i64, Option<String>> = read.into_iter().collect();
         // What each decision's token is: kept (already good), or rebuilt, to verify.
         let mut jobs = Vec::with_capacity(missing.len());
         for &i in &missing {

@@ -3,11 +3,11 @@
 //! refused whole when a token is not its leaf's data, never rewritten.
 
 use mandate_protocol::tlog::{self, LogHash, TileId};
-use mandate_storage::log::LogAppend;
+use mandate_storage::log::{CheckpointShow, LogAppend};
 use mandate_storage::log_entries::{TileRead, split_entries};
 use mandate_storage::model::Env;
 
-use super::{Fresh, ORG, onboard};
+use super::{Fresh, ORG, agent, mandate, onboard};
 
 /// An append of the tokens `t<from>`..`t<to>` (seqs from 1000) after a log of `from` leaves.
 fn append(from: u64, to: u64, name: &str) -> LogAppend {
@@ -86,4 +86,123 @@ pub async fn the_log_keeps_its_entries_with_its_strips_and_never_rewrites_them(f
         None,
         "another organization's log is its own"
     );
+}
+
+/// An append to `org`'s log in `env` of `n` leaves from `from`, its tokens named `name`,
+/// signed (as the worker would) by the checkpoint `note`.
+fn append_to(org: &str, env: Env, from: u64, to: u64, name: &str, note: &str) -> LogAppend {
+    LogAppend {
+        org: org.to_owned(),
+        env,
+        checkpoint: Some(note.to_owned()),
+        ..append(from, to, name)
+    }
+}
+
+pub async fn many_logs_are_read_and_written_as_each_alone(fresh: &Fresh) {
+    let store = fresh.store.as_ref();
+    onboard(store).await;
+    agent(store, "agt_many", 3).await;
+    mandate(store, "agt_many").await;
+    let mut ids = Vec::new();
+    for amount in ["10", "20", "30"] {
+        let new =
+            super::made::decided(store, "agt_many", amount, mandate_core::Verdict::Allow).await;
+        ids.push(super::made::stored(store, new).await.claims.jti);
+    }
+    let logs = vec![
+        (ORG.to_owned(), Env::Sandbox),
+        (ORG.to_owned(), Env::Live),
+        ("org_other".to_owned(), Env::Sandbox),
+    ];
+    // The tails of many logs are each log's, read alone.
+    let tails = store.log_tails(logs.clone(), 2).await.unwrap();
+    assert_eq!(tails.len(), 3);
+    for ((org, env), tail) in logs.iter().zip(&tails) {
+        let alone = store.log_tail(org, *env, 2).await.unwrap();
+        assert_eq!(tail.head, alone.head);
+        assert_eq!(tail.decisions, alone.decisions);
+        assert_eq!(tail.edge.size(), alone.edge.size());
+    }
+    // The sandbox's first two decisions (the batch), in seq order; the others have none.
+    let listed: Vec<_> = tails[0]
+        .decisions
+        .iter()
+        .map(|(_, id, _)| id.clone())
+        .collect();
+    assert_eq!(listed, ids[..2].to_vec());
+    assert!(tails[1].decisions.is_empty() && tails[2].decisions.is_empty());
+
+    // Appends to three logs, one of them from where its log is not: it alone is refused.
+    let appends = vec![
+        append_to(ORG, Env::Live, 0, 120, "l", "live-120"),
+        append_to("org_other", Env::Sandbox, 0, 50, "o", "other-50"),
+        append_to(ORG, Env::Sandbox, 10, 20, "s", "moved"),
+    ];
+    assert_eq!(
+        store.append_logs(appends).await.unwrap(),
+        vec![true, true, false]
+    );
+    let tails = store.log_tails(logs.clone(), 2).await.unwrap();
+    let heads: Vec<_> = tails
+        .iter()
+        .map(|t| (t.head.size, t.head.checkpoint.clone()))
+        .collect();
+    assert_eq!(
+        heads,
+        vec![
+            (0, None),
+            (120, Some("live-120".into())),
+            (50, Some("other-50".into()))
+        ]
+    );
+    let live = store.log_tile(ORG, Env::Live, TileRead::Entries(0), 120);
+    let live = tokens_of(&live.await.unwrap().unwrap());
+    assert_eq!((live.len(), live[119].as_str()), (120, "l119.payload.sig"));
+    // Growing again from the new heads; a log named twice in one call is refused whole.
+    let again = vec![
+        append_to(ORG, Env::Live, 120, 200, "l", "live-200"),
+        append_to(ORG, Env::Live, 120, 130, "l", "live-130"),
+    ];
+    assert!(store.append_logs(again).await.is_err());
+    let again = vec![append_to(ORG, Env::Live, 120, 200, "l", "live-200")];
+    assert_eq!(store.append_logs(again).await.unwrap(), vec![true]);
+    let live = store.log_tile(ORG, Env::Live, TileRead::Entries(0), 200);
+    assert_eq!(tokens_of(&live.await.unwrap().unwrap()).len(), 200);
+
+    // Shown only where the checkpoint is still the log's newest and bigger than the shown.
+    let show = |org: &str, env: Env, size: u64, signed: &str| CheckpointShow {
+        org: org.to_owned(),
+        env,
+        size,
+        signed: signed.to_owned(),
+        note: format!("{signed}+witnessed"),
+    };
+    let shows = vec![
+        show(ORG, Env::Live, 200, "live-200"),
+        show("org_other", Env::Sandbox, 50, "other-50"),
+        show(ORG, Env::Sandbox, 10, "never-signed"),
+        show("org_nowhere", Env::Live, 1, "none"),
+    ];
+    assert_eq!(
+        store.show_checkpoints(shows).await.unwrap(),
+        vec![true, true, false, false]
+    );
+    let shown = store
+        .shown_checkpoint(ORG, Env::Live)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (shown.size, shown.note.as_str()),
+        (200, "live-200+witnessed")
+    );
+    let shown = store
+        .shown_checkpoint("org_other", Env::Sandbox)
+        .await
+        .unwrap();
+    assert_eq!(shown.unwrap().note, "other-50+witnessed");
+    // Shown once: the same again shows nothing.
+    let shows = vec![show(ORG, Env::Live, 200, "live-200+witnessed")];
+    assert_eq!(store.show_checkpoints(shows).await.unwrap(), vec![false]);
 }
