@@ -378,3 +378,41 @@ async fn consistency_proofs_from_the_stored_tiles_prove_each_older_tree() {
     }
     assert!(store.log_consistency(&org, env, 5, 14).await.is_err());
 }
+
+/// The logs of many organizations, left to a new process's worker (which finds them in
+/// one sweep): each is extended and its checkpoint shown. On PostgreSQL the round serves
+/// them all at once: its appends are one transaction, its checkpoints shown in another,
+/// so the transactions that write (each takes a transaction id) stay a few whatever the
+/// number of logs; a round of one log at a time writes two for each log.
+#[mandate_test_macros::on_each_engine]
+async fn a_round_over_many_organizations_logs_writes_each_in_a_few_transactions() {
+    const ORGS: usize = 24;
+    let mut app = spawn_app_with(|c| c.log_checkpoint_interval = Duration::from_secs(600)).await;
+    let mut decided = Vec::new();
+    for i in 0..ORGS {
+        let org = app.onboard(&format!("org{i}")).await;
+        let agent = app.standard_agent(&org.live, "ada").await;
+        let r = app.authorize(&agent, "1", "software").await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        decided.push((org.live.clone(), r.body["id"].as_str().unwrap().to_owned()));
+    }
+    let next_xid = |app: &TestApp| {
+        app.db.query_i64(
+            "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::BIGINT",
+            &[],
+        )
+    };
+    let before = crate::engine::postgres().then(|| next_xid(&app));
+    app.restart().await;
+    for (key, id) in &decided {
+        let logged = app.logged(key, id).await;
+        assert_eq!(entry(&logged).index, 0);
+    }
+    if let Some(before) = before {
+        let written = next_xid(&app) - before;
+        assert!(
+            written < ORGS as i64,
+            "{written} transactions wrote while {ORGS} logs were extended and shown"
+        );
+    }
+}
