@@ -6,6 +6,7 @@
 use super::claims;
 use super::record::{DELIVERIES, EVENT, EVENT_SEQ};
 use mandate_storage::StorageError;
+use mandate_storage::decisions::COLUMNS;
 use mandate_storage::engine::{Lock, Result, Sql, Stmt, built, each, none, one};
 use mandate_storage::peers::PEER_LEASE_MS;
 use mandate_storage::standard::{events_page, standard};
@@ -84,6 +85,15 @@ fn logs_at_once(s: LogSql) -> Option<Sql> {
                  WHERE org_id = u.org AND env = u.env AND seq > u.above AND seq < u.below
                  ORDER BY seq LIMIT $5) AS d
              ORDER BY u.k, d.seq"),
+        LogSql::TokensOf => built(format!(
+            "SELECT u.k, d.*
+             FROM unnest($1::TEXT[], $2::TEXT[], $3::BIGINT[], $4::BIGINT[], $5::BIGINT[])
+                  WITH ORDINALITY AS u (org, env, above, below, most, k)
+             CROSS JOIN LATERAL (
+                 SELECT {COLUMNS} FROM decisions
+                 WHERE org_id = u.org AND env = u.env AND seq > u.above AND seq < u.below
+                 ORDER BY seq LIMIT u.most) AS d"
+        )),
         LogSql::StripRangesOf => one("SELECT u.k, s.start, s.hashes
              FROM unnest($1::TEXT[], $2::TEXT[], $3::BIGINT[])
                   WITH ORDINALITY AS u (org, env, first, k)

@@ -114,6 +114,15 @@ pub struct CheckpointShow {
     pub note: String,
 }
 
+/// A log's decisions whose tokens to read ([`LogStore::logs_tokens`]): its organization,
+/// environment and ranges of seqs (above, below, at most), as [`LogStore::log_tokens`]
+/// takes them.
+pub type TokenRead = (String, Env, Vec<(i64, i64, i64)>);
+
+/// The tokens read of a log's decisions: seq and token (`None`: stored before tokens were
+/// kept).
+pub type TokensRead = Vec<(i64, Option<String>)>;
+
 /// The log's reads and writes.
 pub trait LogStore {
     /// Up to `limit` logs with decisions not yet logged, or a checkpoint not yet shown.
@@ -159,11 +168,7 @@ pub trait LogStore {
     fn log_tails(&self, logs: Vec<(String, Env)>, batch: i64) -> StoreFuture<'_, Vec<LogTail>>;
 
     /// [`LogStore::log_tokens`] of each of `reads` (a log and its ranges), in order.
-    #[allow(clippy::type_complexity)]
-    fn logs_tokens(
-        &self,
-        reads: Vec<(String, Env, Vec<(i64, i64, i64)>)>,
-    ) -> StoreFuture<'_, Vec<Vec<(i64, Option<String>)>>>;
+    fn logs_tokens(&self, reads: Vec<TokenRead>) -> StoreFuture<'_, Vec<TokensRead>>;
 
     /// [`LogStore::append_log`] of each of `appends` (each log once), in order: whether
     /// each was written. A log another process is writing is not (it will have moved).
@@ -847,19 +852,10 @@ impl<E: Engine> LogStore for E {
         })
     }
 
-    fn logs_tokens(
-        &self,
-        reads: Vec<(String, Env, Vec<(i64, i64, i64)>)>,
-    ) -> StoreFuture<'_, Vec<Vec<(i64, Option<String>)>>> {
+    fn logs_tokens(&self, reads: Vec<TokenRead>) -> StoreFuture<'_, Vec<TokensRead>> {
         if Engine::logs_at_once(self) {
             return Box::pin(self.run(Access::Read, reads, |tx, reads| {
-                Box::pin(async move {
-                    let mut out = Vec::with_capacity(reads.len());
-                    for (org, env, ranges) in reads {
-                        out.push(tokens(tx, org, *env, ranges).await?);
-                    }
-                    Ok(out)
-                })
+                Box::pin(log_rounds::tokens(tx, reads))
             }));
         }
         Box::pin(async move {

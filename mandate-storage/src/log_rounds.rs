@@ -16,8 +16,8 @@ use mandate_protocol::tlog::{LogHash, TileId, TreeEdge, tiles_of};
 use super::StorageError;
 use super::engine::{Columns, Param, Result, Tx};
 use super::log::{
-    CheckpointShow, LogAppend, LogHead, LogTail, Strip, as_i64, decision_at, edge_of, hashes_of,
-    head_at, level0_of, partial_tiles, strips,
+    CheckpointShow, LogAppend, LogHead, LogTail, Strip, TokenRead, TokensRead, as_i64, decision_at,
+    edge_of, hashes_of, head_at, level0_of, partial_tiles, strips,
 };
 use super::statements::LogSql;
 use crate::model::Env;
@@ -430,4 +430,59 @@ pub(crate) async fn shows<T: Tx>(tx: &mut T, shows: &[CheckpointShow]) -> Result
         shown[mine[position(k, mine.len())?]] = true;
     }
     Ok(shown)
+}
+
+/// [`crate::log::LogStore::logs_tokens`]: the tokens of the decisions of each read (a log
+/// and its ranges), as `log.rs` reads each log's, in one statement for all.
+pub(crate) async fn tokens<T: Tx>(tx: &mut T, reads: &[TokenRead]) -> Result<Vec<TokensRead>> {
+    // Each range of each read, with the read's position.
+    type Range<'a> = (usize, &'a str, Env, (i64, i64, i64));
+    let ranges: Vec<Range<'_>> = reads
+        .iter()
+        .enumerate()
+        .flat_map(|(i, (org, env, ranges))| ranges.iter().map(move |r| (i, org.as_str(), *env, *r)))
+        .collect();
+    let mut out = vec![Vec::new(); reads.len()];
+    if ranges.is_empty() {
+        return Ok(out);
+    }
+    let (orgs, envs) = columns(ranges.iter().map(|(_, org, env, _)| (*org, *env)));
+    let above: Vec<i64> = ranges.iter().map(|(_, _, _, r)| r.0).collect();
+    let below: Vec<i64> = ranges.iter().map(|(_, _, _, r)| r.1).collect();
+    let most: Vec<i64> = ranges.iter().map(|(_, _, _, r)| r.2).collect();
+    let params = [
+        Param::Texts(&orgs),
+        Param::Texts(&envs),
+        Param::Ints(&above),
+        Param::Ints(&below),
+        Param::Ints(&most),
+    ];
+    let read = |r: &dyn Columns| {
+        let k = r.int(0)?;
+        let (seq, decision) = crate::decisions::read(&After(r))?;
+        Ok((k, seq, decision.token()))
+    };
+    for (k, seq, token) in tx.query(LogSql::TokensOf.into(), &params, read).await? {
+        let (i, ..) = ranges[position(k, ranges.len())?];
+        out[i].push((seq, token));
+    }
+    Ok(out)
+}
+
+/// A row's columns after its first.
+struct After<'r>(&'r dyn Columns);
+
+impl Columns for After<'_> {
+    fn opt_int(&self, i: usize) -> Result<Option<i64>> {
+        self.0.opt_int(i + 1)
+    }
+    fn opt_text(&self, i: usize) -> Result<Option<String>> {
+        self.0.opt_text(i + 1)
+    }
+    fn opt_bytes(&self, i: usize) -> Result<Option<Vec<u8>>> {
+        self.0.opt_bytes(i + 1)
+    }
+    fn opt_flag(&self, i: usize) -> Result<Option<bool>> {
+        self.0.opt_flag(i + 1)
+    }
 }

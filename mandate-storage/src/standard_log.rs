@@ -54,6 +54,7 @@ pub fn log(s: LogSql, locked: fn(Lock) -> &'static str) -> Option<Sql> {
         LogSql::HeadsOf { .. }
         | LogSql::EnsureHeadsOf
         | LogSql::IdsOf
+        | LogSql::TokensOf
         | LogSql::StripRangesOf
         | LogSql::TilesOf
         | LogSql::AppendStripsOf

@@ -273,6 +273,11 @@ pub enum LogSql {
     /// (lists, one each a log), at most `$5` a log → the log's position (from 1), seq, id,
     /// leaf, by log then seq.
     IdsOf,
+    /// The decisions of many logs in ranges, as [`LogSql::Ids`] reads them but whole: `$1`
+    /// orgs, `$2` envs, seqs above `$3` and below `$4`, at most `$5` (lists, one each a
+    /// range) → the range's position (from 1), then the columns of
+    /// [`crate::decisions::COLUMNS`].
+    TokensOf,
     /// [`LogSql::StripRange`] of many logs: `$1` orgs, `$2` envs, the strips starting in
     /// [`$3`, `$3` + 256) → the log's position, start, hashes, by log then start.
     StripRangesOf,

@@ -132,6 +132,29 @@ pub async fn many_logs_are_read_and_written_as_each_alone(fresh: &Fresh) {
         .collect();
     assert_eq!(listed, ids[..2].to_vec());
     assert!(tails[1].decisions.is_empty() && tails[2].decisions.is_empty());
+    // Their tokens, read for many logs at once as for each alone.
+    let seqs: Vec<i64> = tails[0].decisions.iter().map(|(seq, _, _)| *seq).collect();
+    let first_two = vec![(0, seqs[1] + 1, 10)];
+    let reads = vec![
+        (ORG.to_owned(), Env::Sandbox, first_two.clone()),
+        (
+            "org_other".to_owned(),
+            Env::Sandbox,
+            vec![(0, i64::MAX, 10)],
+        ),
+    ];
+    let read = store.logs_tokens(reads).await.unwrap();
+    let alone = store
+        .log_tokens(ORG, Env::Sandbox, first_two)
+        .await
+        .unwrap();
+    assert_eq!(read[0], alone);
+    assert_eq!(
+        read[0].iter().map(|(seq, _)| *seq).collect::<Vec<_>>(),
+        seqs
+    );
+    assert!(read[0].iter().all(|(_, token)| token.is_some()));
+    assert!(read[1].is_empty());
 
     // Appends to three logs, one of them from where its log is not: it alone is refused.
     let appends = vec![
