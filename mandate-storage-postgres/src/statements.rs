@@ -62,7 +62,7 @@ fn locked(lock: Lock) -> &'static str {
 fn logs_at_once(s: LogSql) -> Option<Sql> {
     Some(match s {
         LogSql::HeadsOf { lock } => built(format!(
-            "SELECT u.k, h.size, h.scanned_seq, h.checkpoint, h.shown_size
+            "SELECT u.k, h.size, h.scanned_seq, h.checkpoint, h.shown_size, h.signed_ms
              FROM unnest($1::TEXT[], $2::TEXT[]) WITH ORDINALITY AS u (org, env, k)
              JOIN log_heads h ON h.org_id = u.org AND h.env = u.env
              ORDER BY u.k{}",

@@ -42,6 +42,9 @@ pub struct LogHead {
     pub checkpoint: Option<String>,
     /// The size of the checkpoint readers are shown.
     pub shown_size: u64,
+    /// When the newest checkpoint was signed, unix ms, by whichever process signed it
+    /// (`None` before the first).
+    pub signed_ms: Option<i64>,
 }
 
 /// What the checkpoint worker extends a log from: its head, its tree's edge, the rightmost
@@ -267,13 +270,15 @@ pub(crate) fn hashes_of(bytes: &[u8]) -> Result<Vec<LogHash>> {
     bytes.chunks(32).map(hash_of).collect()
 }
 
-/// A head from the columns `at` on of a row: size, scanned_seq, checkpoint, shown_size.
+/// A head from the columns `at` on of a row: size, scanned_seq, checkpoint, shown_size,
+/// signed_ms.
 pub(crate) fn head_at(r: &dyn Columns, at: usize) -> Result<LogHead> {
     Ok(LogHead {
         size: as_u64(r.int(at)?, "log size")?,
         scanned_seq: r.int(at + 1)?,
         checkpoint: r.opt_text(at + 2)?,
         shown_size: as_u64(r.int(at + 3)?, "log shown size")?,
+        signed_ms: r.opt_int(at + 4)?,
     })
 }
 

@@ -19,7 +19,7 @@ pub fn log(s: LogSql, locked: fn(Lock) -> &'static str) -> Option<Sql> {
              VALUES (?1, ?2, 0, 0, 0) ON CONFLICT DO NOTHING",
         ),
         LogSql::Head { lock } => built(format!(
-            "SELECT size, scanned_seq, checkpoint, shown_size FROM log_heads
+            "SELECT size, scanned_seq, checkpoint, shown_size, signed_ms FROM log_heads
              WHERE org_id = ?1 AND env = ?2{}",
             locked(lock)
         )),

@@ -224,7 +224,8 @@ pub enum LogSql {
     WithNews,
     /// Makes the head of a log that has none (size 0, nothing scanned): `$1` org, `$2` env.
     EnsureHead,
-    /// A log's head: `$1` org, `$2` env → size, scanned_seq, checkpoint, shown_size.
+    /// A log's head: `$1` org, `$2` env → size, scanned_seq, checkpoint, shown_size,
+    /// signed_ms.
     Head {
         /// How a write transaction holds the row (the worker: [`Lock::Skip`]).
         lock: Lock,
@@ -260,7 +261,7 @@ pub enum LogSql {
     /// Stores a tile whole: `$1` org, `$2` env, `$3` level, `$4` idx, `$5` hashes.
     PutTile,
     /// The heads of many logs (`$1` orgs, `$2` envs, in pairs) → the pair's position
-    /// (from 1), size, scanned_seq, checkpoint, shown_size; a log without a head is left
+    /// (from 1), size, scanned_seq, checkpoint, shown_size, signed_ms; a log without a head is left
     /// out. With `lock`, each row held to the transaction's end, those another transaction
     /// holds left out (`SKIP LOCKED`).
     HeadsOf {

@@ -37,6 +37,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use mandate_core::{Checkpoint, DecisionId, Signer};
@@ -106,6 +107,10 @@ pub fn origin(issuer: &str, org: &str, env: Env) -> String {
     format!("{host}/log/{org}/{}", env.as_str())
 }
 
+/// A log appended to in a round: its position, origin and tail, and the new size,
+/// checkpoint and signing time of its append.
+type Appended = (usize, String, LogTail, (u64, Option<String>, i64));
+
 /// What a log's tail and decisions give to append ([`Checkpointer::planned`]).
 enum Planned {
     /// No leaf: its stored checkpoint may still be shown.
@@ -120,6 +125,8 @@ struct Extended {
     moved: bool,
     /// Its batch was full: more decisions may be waiting.
     full: bool,
+    /// It was left to the process that signed it within the interval.
+    left: bool,
 }
 
 /// The checkpoint worker.
@@ -129,6 +136,27 @@ pub struct Checkpointer {
     batch: i64,
     sweep: std::sync::Mutex<super::SweepTimer>,
     witnesses: Option<Arc<Witnesses>>,
+    /// When this process last signed each log's checkpoint that it stored.
+    signed: std::sync::Mutex<HashMap<(String, Env), i64>>,
+    /// The round before was behind: this one leaves no log to others.
+    catching_up: std::sync::atomic::AtomicBool,
+}
+
+/// Whether a log whose checkpoint was signed at `signed_ms` is left, at `now_ms`, to the
+/// process that signed it: it was signed within the last `interval`, by another process
+/// (`own_ms`: when this one last signed it), so that process's next round logs what came
+/// since, this process's decisions too. One signed more than an interval ahead of this
+/// clock is not left: a process whose clock is wrong holds no log.
+pub fn left_to_others(
+    now_ms: i64,
+    interval: Duration,
+    signed_ms: i64,
+    own_ms: Option<i64>,
+) -> bool {
+    let interval = i64::try_from(interval.as_millis()).unwrap_or(i64::MAX);
+    own_ms != Some(signed_ms)
+        && signed_ms > now_ms.saturating_sub(interval)
+        && signed_ms <= now_ms.saturating_add(interval)
 }
 
 /// What one round did.
@@ -151,6 +179,8 @@ impl Checkpointer {
             batch: batch.max(1),
             sweep: Default::default(),
             witnesses: None,
+            signed: Default::default(),
+            catching_up: Default::default(),
         }
     }
 
@@ -165,6 +195,7 @@ impl Checkpointer {
     /// since the last round, and, when it sweeps, every log with decisions not yet logged.
     pub async fn round(&self) -> Round {
         let mut logs: Vec<(String, Env)> = Vec::new();
+        let mut swept: std::collections::HashSet<(String, Env)> = Default::default();
         let mut behind = false;
         let sweeping = self
             .sweep
@@ -175,6 +206,7 @@ impl Checkpointer {
             match self.context.store.logs_with_news(LOGS_A_ROUND).await {
                 Ok(found) => {
                     behind = found.len() as i64 >= LOGS_A_ROUND;
+                    swept.extend(found.iter().cloned());
                     logs.extend(found);
                 }
                 Err(e) => tracing::error!("decision log: finding the logs with news: {e}"),
@@ -190,16 +222,27 @@ impl Checkpointer {
         let mut seen = std::collections::HashSet::new();
         logs.retain(|log| seen.insert(log.clone()));
         let mut round = Round { moved: 0, behind };
+        let catching_up = self.catching_up.swap(false, Ordering::Relaxed);
         if self.context.store.logs_at_once() && !logs.is_empty() {
-            match self.extend_all(&logs).await {
+            // A log of this process's news may be left to another process that signed it
+            // within the interval; a log the sweep found (its decisions may be no live
+            // process's news) never is, nor any while this process catches up.
+            let leave: Vec<bool> = logs
+                .iter()
+                .map(|log| !catching_up && !swept.contains(log))
+                .collect();
+            match self.extend_all(&logs, &leave).await {
                 Ok(extended) => {
-                    for ((org, env), Extended { moved, full }) in logs.iter().zip(extended) {
-                        round.moved += usize::from(moved);
-                        round.behind |= moved && full;
-                        if moved {
+                    for ((org, env), e) in logs.iter().zip(extended) {
+                        round.moved += usize::from(e.moved);
+                        round.behind |= e.moved && e.full;
+                        if e.moved || e.left {
+                            // Looked at again next round: what a watermark held back, a
+                            // batch left, or the process it was left to did not log.
                             self.context.news.decided(&Arc::from(org.as_str()), *env);
                         }
                     }
+                    self.catching_up.store(round.behind, Ordering::Relaxed);
                     return round;
                 }
                 // One log at a time, below: a log the store cannot serve holds up no other.
@@ -208,7 +251,7 @@ impl Checkpointer {
         }
         for (org, env) in logs {
             match self.extend(&org, env).await {
-                Ok(Extended { moved, full }) => {
+                Ok(Extended { moved, full, .. }) => {
                     round.moved += usize::from(moved);
                     round.behind |= moved && full;
                     if moved {
@@ -220,6 +263,7 @@ impl Checkpointer {
                 Err(e) => tracing::error!("decision log of {org} ({}): {e}", env.as_str()),
             }
         }
+        self.catching_up.store(round.behind, Ordering::Relaxed);
         round
     }
 
@@ -246,7 +290,11 @@ impl Checkpointer {
         let origin = origin(&self.context.issuer, org, env);
         if tail.decisions.is_empty() {
             let moved = self.show_stored(org, env, &tail).await?;
-            return Ok(Extended { moved, full: false });
+            return Ok(Extended {
+                moved,
+                full: false,
+                left: false,
+            });
         }
         check_head(&tail, &origin)?;
         let (kept, missing) = self.kept(&tail.decisions);
@@ -262,13 +310,21 @@ impl Checkpointer {
         let (append, full) = match self.planned(org, env, &tail, leaves, tokens, &origin)? {
             Planned::Nothing => {
                 let moved = self.show_stored(org, env, &tail).await?;
-                return Ok(Extended { moved, full: false });
+                return Ok(Extended {
+                    moved,
+                    full: false,
+                    left: false,
+                });
             }
             Planned::Append(append, full) => (append, full),
         };
         let (size, checkpoint) = (append.size, append.checkpoint.clone());
         if !store.append_log(append).await? {
-            return Ok(Extended { moved: false, full });
+            return Ok(Extended {
+                moved: false,
+                full,
+                left: false,
+            });
         }
         if let Some(note) = checkpoint
             && size > tail.head.shown_size
@@ -279,7 +335,11 @@ impl Checkpointer {
                 .await;
             store.show_checkpoint(org, env, size, &note, &shown).await?;
         }
-        Ok(Extended { moved: true, full })
+        Ok(Extended {
+            moved: true,
+            full,
+            left: false,
+        })
     }
 
     /// What to append to a log from its tail and the leaves and tokens of its decisions
@@ -326,19 +386,43 @@ impl Checkpointer {
     /// what [`Checkpointer::extend`] did for each. A log that cannot be extended (its tree
     /// changed, no log key) is said at error level and left where it is; a failure of the
     /// store fails the round.
-    async fn extend_all(&self, logs: &[(String, Env)]) -> Result<Vec<Extended>, StorageError> {
+    async fn extend_all(
+        &self,
+        logs: &[(String, Env)],
+        leave: &[bool],
+    ) -> Result<Vec<Extended>, StorageError> {
         let store = &self.context.store;
         let tails = store.log_tails(logs.to_vec(), self.batch).await?;
         let mut outcome: Vec<Extended> = (0..logs.len())
             .map(|_| Extended {
                 moved: false,
                 full: false,
+                left: false,
             })
             .collect();
         // Each log's tokens: those kept in memory, and the ranges of the others to read.
         let mut planned = Vec::new();
         let mut reads = Vec::new();
+        let now_ms = ms(self.context.now());
+        let own = self
+            .signed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         for (i, ((org, env), tail)) in logs.iter().zip(tails).enumerate() {
+            if leave[i]
+                && !tail.decisions.is_empty()
+                && let Some(signed_ms) = tail.head.signed_ms
+                && left_to_others(
+                    now_ms,
+                    self.interval,
+                    signed_ms,
+                    own.get(&(org.clone(), *env)).copied(),
+                )
+            {
+                outcome[i].left = true;
+                continue;
+            }
             let origin = origin(&self.context.issuer, org, *env);
             if !tail.decisions.is_empty()
                 && let Err(e) = check_head(&tail, &origin)
@@ -384,18 +468,44 @@ impl Checkpointer {
                 }
                 Planned::Append(append, full) => {
                     outcome[i].full = full;
-                    appended.push((i, origin, tail, append.size, append.checkpoint.clone()));
+                    let signed = (append.size, append.checkpoint.clone(), append.signed_ms);
+                    appended.push((i, origin, tail, signed));
                     appends.push(append);
                 }
             }
         }
         let written = store.append_logs(appends).await?;
-        for ((i, origin, tail, size, checkpoint), written) in appended.into_iter().zip(written) {
+        self.written(logs, appended, written, &mut outcome, &mut shows)
+            .await;
+        let (at, shows): (Vec<usize>, Vec<CheckpointShow>) = shows.into_iter().unzip();
+        for (i, shown) in at.into_iter().zip(store.show_checkpoints(shows).await?) {
+            outcome[i].moved |= shown;
+        }
+        Ok(outcome)
+    }
+
+    /// After a round's appends: each written one's log moved, its signing time kept as
+    /// this process's, and its new checkpoint (with the witnesses' cosignatures) to show.
+    async fn written(
+        &self,
+        logs: &[(String, Env)],
+        appended: Vec<Appended>,
+        written: Vec<bool>,
+        outcome: &mut [Extended],
+        shows: &mut Vec<(usize, CheckpointShow)>,
+    ) {
+        for ((i, origin, tail, (size, checkpoint, signed_ms)), written) in
+            appended.into_iter().zip(written)
+        {
             if !written {
                 continue;
             }
             outcome[i].moved = true;
             let (org, env) = (&logs[i].0, logs[i].1);
+            self.signed
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert((org.clone(), env), signed_ms);
             if let Some(note) = checkpoint
                 && size > tail.head.shown_size
             {
@@ -413,11 +523,6 @@ impl Checkpointer {
                 shows.push((i, show));
             }
         }
-        let (at, shows): (Vec<usize>, Vec<CheckpointShow>) = shows.into_iter().unzip();
-        for (i, shown) in at.into_iter().zip(store.show_checkpoints(shows).await?) {
-            outcome[i].moved |= shown;
-        }
-        Ok(outcome)
     }
 
     /// The stored checkpoint of a log with nothing to append, to show if readers are not
@@ -841,6 +946,20 @@ mod tests {
             hashes_from_tiles(&[node], &stored).unwrap(),
             hashes_from_tiles(&[node], &tiles).unwrap()
         );
+    }
+
+    #[test]
+    fn a_log_is_left_only_to_another_process_that_signed_it_within_the_interval() {
+        let interval = Duration::from_secs(1);
+        // Signed half an interval ago, by another process (this one signed it before).
+        assert!(left_to_others(10_000, interval, 9_500, None));
+        assert!(left_to_others(10_000, interval, 9_500, Some(9_000)));
+        // Signed by this process, or an interval ago or more: extended here.
+        assert!(!left_to_others(10_000, interval, 9_500, Some(9_500)));
+        assert!(!left_to_others(10_000, interval, 9_000, None));
+        // Ahead of this clock by up to an interval counts; further ahead, not.
+        assert!(left_to_others(10_000, interval, 11_000, None));
+        assert!(!left_to_others(10_000, interval, 11_001, None));
     }
 
     #[test]

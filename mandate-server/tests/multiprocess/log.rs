@@ -195,3 +195,73 @@ async fn an_incremental_exporter_and_a_cursor_walker_miss_no_decision_and_see_no
         assert_eq!(seen.len(), answered.len(), "the {reader} saw nothing else");
     }
 }
+
+/// Two processes deciding in one organization leave its log to each other whenever the
+/// other signed it within the interval (on PostgreSQL): every decision is still logged,
+/// within a few intervals of the last, whichever process made it and whichever stops
+/// deciding first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_processes_deciding_in_one_organization_log_every_decision() {
+    let deployment = deployment!();
+    let org = deployment.onboard("acme");
+    let procs = deployment.serve_n(2);
+    let http = Http::default();
+    let mut keys = Vec::new();
+    for (p, name) in ["left0", "left1"].iter().enumerate() {
+        let api = &procs[p].api;
+        keys.push(http.agent(api, &org.sandbox, name).await);
+        http.mandate(api, &org.sandbox, &mandate(name, "100", "100000000", None))
+            .await;
+    }
+    // Both decide for a while, then only the first: the second's last decisions were left
+    // to the first, or are logged by it.
+    let mut answered = Vec::new();
+    for round in 0..40 {
+        for p in 0..2 {
+            if round >= 30 && p == 1 {
+                continue;
+            }
+            let r = http
+                .authorize(&procs[p].api, &keys[p], "1", "software")
+                .await;
+            assert_eq!(r.status, 201, "{}", r.text);
+            answered.push(r.body["id"].as_str().unwrap().to_owned());
+        }
+        tokio::time::sleep(Duration::from_millis(60)).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = http
+            .get(&procs[1].api, &org.sandbox, "/v1/exports/decisions")
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        let lines: Vec<Value> = r
+            .text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let unlogged: Vec<&str> = lines
+            .iter()
+            .filter(|d| d["log"].is_null())
+            .map(|d| d["id"].as_str().unwrap())
+            .collect();
+        if unlogged.is_empty() {
+            let ids: BTreeSet<String> = lines
+                .iter()
+                .map(|d| d["id"].as_str().unwrap().to_owned())
+                .collect();
+            assert!(answered.iter().all(|id| ids.contains(id)));
+            // Each at its place: the leaves' indexes are the export's order.
+            for (i, d) in lines.iter().enumerate() {
+                assert_eq!(d["log"]["index"].as_u64(), Some(i as u64), "{d}");
+            }
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} decisions not logged: {unlogged:?}",
+            unlogged.len()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
