@@ -51,10 +51,11 @@ fn own(stmt: Stmt) -> Option<Sql> {
         Stmt::Log(LogSql::WithNews) => one("SELECT e.org_id, e.env FROM environments e
              LEFT JOIN log_heads h ON h.org_id = e.org_id AND h.env = e.env
              WHERE (h.shown_size IS NOT NULL AND h.shown_size < h.size)
-                OR EXISTS (SELECT 1 FROM decisions d
-                           WHERE d.scope = (SELECT s.key FROM decision_scopes s
-                                            WHERE s.org_id = e.org_id AND s.env = e.env)
-                             AND d.seq > COALESCE(h.scanned_seq, 0))
+                OR ((h.signed_ms IS NULL OR h.signed_ms < ?2)
+                    AND EXISTS (SELECT 1 FROM decisions d
+                                WHERE d.scope = (SELECT s.key FROM decision_scopes s
+                                                 WHERE s.org_id = e.org_id AND s.env = e.env)
+                                  AND d.seq > COALESCE(h.scanned_seq, 0)))
              LIMIT ?1"),
         Stmt::Log(LogSql::Ids) => built(format!(
             "SELECT seq, id, NULL FROM decisions

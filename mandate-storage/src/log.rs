@@ -128,8 +128,11 @@ pub type TokensRead = Vec<(i64, Option<String>)>;
 
 /// The log's reads and writes.
 pub trait LogStore {
-    /// Up to `limit` logs with decisions not yet logged, or a checkpoint not yet shown.
-    fn logs_with_news(&self, limit: i64) -> StoreFuture<'_, Vec<(String, Env)>>;
+    /// Up to `limit` logs with decisions not yet logged whose checkpoint was signed before
+    /// `idle_since_ms` (unix ms) or never (no process is extending them), or with a
+    /// checkpoint not yet shown.
+    fn logs_with_news(&self, limit: i64, idle_since_ms: i64)
+    -> StoreFuture<'_, Vec<(String, Env)>>;
 
     /// What the worker extends a log from, with at most `batch` decisions.
     fn log_tail(&self, org: &str, env: Env, batch: i64) -> StoreFuture<'_, LogTail>;
@@ -759,14 +762,20 @@ async fn add_key<T: Tx>(tx: &mut T, key: &NewLogKey) -> Result<bool> {
 }
 
 impl<E: Engine> LogStore for E {
-    fn logs_with_news(&self, limit: i64) -> StoreFuture<'_, Vec<(String, Env)>> {
-        Box::pin(self.run(Access::Read, limit, |tx, limit| {
-            Box::pin(async move {
-                let read = |r: &dyn Columns| Ok((r.text(0)?, env_of(&r.text(1)?)?));
-                let params = [(*limit).into()];
-                tx.query(LogSql::WithNews.into(), &params, read).await
-            })
-        }))
+    fn logs_with_news(
+        &self,
+        limit: i64,
+        idle_since_ms: i64,
+    ) -> StoreFuture<'_, Vec<(String, Env)>> {
+        Box::pin(
+            self.run(Access::Read, (limit, idle_since_ms), |tx, (limit, idle)| {
+                Box::pin(async move {
+                    let read = |r: &dyn Columns| Ok((r.text(0)?, env_of(&r.text(1)?)?));
+                    let params = [(*limit).into(), (*idle).into()];
+                    tx.query(LogSql::WithNews.into(), &params, read).await
+                })
+            }),
+        )
     }
 
     fn log_tail(&self, org: &str, env: Env, batch: i64) -> StoreFuture<'_, LogTail> {

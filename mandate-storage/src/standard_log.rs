@@ -10,9 +10,10 @@ pub fn log(s: LogSql, locked: fn(Lock) -> &'static str) -> Option<Sql> {
         LogSql::WithNews => one("SELECT e.org_id, e.env FROM environments e
              LEFT JOIN log_heads h ON h.org_id = e.org_id AND h.env = e.env
              WHERE (h.shown_size IS NOT NULL AND h.shown_size < h.size)
-                OR EXISTS (SELECT 1 FROM decisions d
-                           WHERE d.org_id = e.org_id AND d.env = e.env
-                             AND d.seq > COALESCE(h.scanned_seq, 0))
+                OR ((h.signed_ms IS NULL OR h.signed_ms < ?2)
+                    AND EXISTS (SELECT 1 FROM decisions d
+                                WHERE d.org_id = e.org_id AND d.env = e.env
+                                  AND d.seq > COALESCE(h.scanned_seq, 0)))
              LIMIT ?1"),
         LogSql::EnsureHead => one(
             "INSERT INTO log_heads (org_id, env, size, scanned_seq, shown_size)

@@ -220,7 +220,8 @@ pub enum DecisionSql {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogSql {
     /// The logs with news: environments with decisions above their head's `scanned_seq`
-    /// (none: 0), or whose newest checkpoint is not shown yet: `$1` limit → org, env.
+    /// (none: 0) whose checkpoint was signed before `$2` (unix ms) or never, or whose
+    /// newest checkpoint is not shown yet: `$1` limit → org, env.
     WithNews,
     /// Makes the head of a log that has none (size 0, nothing scanned): `$1` org, `$2` env.
     EnsureHead,

@@ -5,7 +5,8 @@
 //! Every interval (`--log-checkpoint-interval`, 1 s by default) it takes the logs this
 //! process decided in since ([`News`](crate::model::news::News)), and, when it sweeps
 //! (`workers::Sweeper`, every [`SWEEP_EVERY`](super::SWEEP_EVERY)), asks the store which logs
-//! have decisions not yet logged (another process's, that died before logging them); and
+//! have decisions not yet logged and no checkpoint signed within two intervals (another
+//! process's, that died before logging them); and
 //! for each, one at a time:
 //!
 //! 1. reads the log's head, its tree's edge and the seqs and ids of the decisions after
@@ -203,7 +204,15 @@ impl Checkpointer {
             .unwrap_or_else(|p| p.into_inner())
             .due(self.context.sweeper.sweeps());
         if sweeping {
-            match self.context.store.logs_with_news(LOGS_A_ROUND).await {
+            // Logs no live process is extending: none signed them within two intervals.
+            let interval = i64::try_from(self.interval.as_millis()).unwrap_or(i64::MAX);
+            let idle_since = ms(self.context.now()).saturating_sub(interval.saturating_mul(2));
+            match self
+                .context
+                .store
+                .logs_with_news(LOGS_A_ROUND, idle_since)
+                .await
+            {
                 Ok(found) => {
                     behind = found.len() as i64 >= LOGS_A_ROUND;
                     swept.extend(found.iter().cloned());
