@@ -35,6 +35,7 @@ pub mod keys;
 pub mod location;
 pub mod log;
 pub mod log_entries;
+mod log_parts;
 mod log_rounds;
 pub mod mandates;
 pub mod model;

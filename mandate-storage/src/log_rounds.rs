@@ -15,7 +15,7 @@ use mandate_protocol::tlog::{LogHash, TileId, TreeEdge, tiles_of};
 
 use super::StorageError;
 use super::engine::{Columns, Param, Result, Tx};
-use super::log::{
+use super::log_parts::{
     CheckpointShow, LogAppend, LogHead, LogTail, Strip, TokenRead, TokensRead, as_i64, decision_at,
     edge_of, hashes_of, head_at, level0_of, partial_tiles, strips,
 };

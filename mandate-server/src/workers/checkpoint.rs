@@ -335,14 +335,13 @@ impl Checkpointer {
                 left: false,
             });
         }
-        if let Some(note) = checkpoint
-            && size > tail.head.shown_size
+        if let Some(s) = self
+            .to_show(org, env, &origin, &tail, size, checkpoint)
+            .await
         {
-            let previous = tail.head.checkpoint.as_deref().map(|n| (n, tail.head.size));
-            let shown = self
-                .cosigned(org, env, &origin, &note, size, previous)
-                .await;
-            store.show_checkpoint(org, env, size, &note, &shown).await?;
+            store
+                .show_checkpoint(&s.org, s.env, s.size, &s.signed, &s.note)
+                .await?;
         }
         Ok(Extended {
             moved: true,
@@ -515,23 +514,36 @@ impl Checkpointer {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .insert((org.clone(), env), signed_ms);
-            if let Some(note) = checkpoint
-                && size > tail.head.shown_size
+            if let Some(show) = self
+                .to_show(org, env, &origin, &tail, size, checkpoint)
+                .await
             {
-                let previous = tail.head.checkpoint.as_deref().map(|n| (n, tail.head.size));
-                let shown = self
-                    .cosigned(org, env, &origin, &note, size, previous)
-                    .await;
-                let show = CheckpointShow {
-                    org: org.clone(),
-                    env,
-                    size,
-                    signed: note,
-                    note: shown,
-                };
                 shows.push((i, show));
             }
         }
+    }
+
+    /// The checkpoint of `size` an append to a log with `tail` stored (its commit durable),
+    /// to show readers with the witnesses' cosignatures, if it is bigger than the one shown.
+    async fn to_show(
+        &self,
+        org: &str,
+        env: Env,
+        origin: &str,
+        tail: &LogTail,
+        size: u64,
+        checkpoint: Option<String>,
+    ) -> Option<CheckpointShow> {
+        let note = checkpoint.filter(|_| size > tail.head.shown_size)?;
+        let previous = tail.head.checkpoint.as_deref().map(|n| (n, tail.head.size));
+        let shown = self.cosigned(org, env, origin, &note, size, previous).await;
+        Some(CheckpointShow {
+            org: org.to_owned(),
+            env,
+            size,
+            signed: note,
+            note: shown,
+        })
     }
 
     /// The stored checkpoint of a log with nothing to append, to show if readers are not
