@@ -165,6 +165,7 @@ DECLARE
     fname    TEXT;
     cases    TEXT := '';
     slices   TEXT;
+    whole    TEXT;
     routed   TEXT;
     dispatch TEXT;
     dispatcher REGPROCEDURE;
@@ -198,6 +199,8 @@ BEGIN
                            WHEN n = 'p_at_once' THEN '%s'
                            ELSE quote_ident(n) END, ', ' ORDER BY k)
         INTO slices FROM unnest(f_names) WITH ORDINALITY AS a (n, k);
+    SELECT string_agg(CASE WHEN n = 'p_at_once' THEN '%s' ELSE quote_ident(n) END, ', ' ORDER BY k)
+        INTO whole FROM unnest(f_names) WITH ORDINALITY AS a (n, k);
     SELECT colocationid INTO v_coloc FROM pg_dist_partition
         WHERE logicalrelid = 'environments'::regclass;
     FOR s IN SELECT e.shardid, e.shardminvalue FROM pg_dist_shard e
@@ -218,8 +221,11 @@ BEGIN
             EXECUTE format('CREATE OR REPLACE FUNCTION %I(%s) RETURNS INT[] LANGUAGE plpgsql AS %L',
                            fname, f_args, body);
         END IF;
-        cases := cases || format(E'\n            WHEN %s THEN codes := %I(%s);', s.shardid,
-                                 fname, format(slices, 'true'));
+        -- The whole group in this shard (always so with one shard a worker): its arrays
+        -- as they came, not copied into slices.
+        cases := cases || format(E'\n            WHEN %s THEN\n                IF a = 1 AND b = n THEN\n                    codes := %I(%s);\n                ELSE\n                    codes := %I(%s);\n                END IF;',
+                                 s.shardid, fname, format(whole, 'true'), fname,
+                                 format(slices, 'true'));
     END LOOP;
 
     IF cases = '' THEN
@@ -244,9 +250,23 @@ BEGIN
     IF k_n = 0 THEN
         RETURN outcome;
     END IF;
-    -- Each organization's shard, and where its decisions end (they come in its order).
-    SELECT array_agg(get_shard_id_for_distribution_column('environments', o) ORDER BY k)
-        INTO o_shard FROM unnest(o_orgs) WITH ORDINALITY AS u (o, k);
+    -- Each organization's shard, and, as every write of Citus does, the metadata lock of
+    -- each: a move or split of these shards waits for this commit, and this for theirs.
+    SELECT s.shards INTO o_shard
+        FROM (SELECT array_agg(get_shard_id_for_distribution_column('environments', o) ORDER BY k)
+                  AS shards
+              FROM unnest(o_orgs) WITH ORDINALITY AS u (o, k)) AS s
+        CROSS JOIN LATERAL (
+            SELECT lock_shard_metadata(5, ARRAY(SELECT DISTINCT x FROM unnest(s.shards) x
+                                                ORDER BY x))) AS l;
+    -- Then, in a statement of its own (a snapshot taken after the lock: a move that
+    -- committed meanwhile is seen), the shards on this worker, each with its one placement.
+    SELECT array_agg(p.shardid) INTO v_local FROM pg_dist_placement p
+        WHERE p.shardid = ANY(o_shard)
+          AND p.groupid = (SELECT groupid FROM pg_dist_local_group)
+          AND NOT EXISTS (SELECT 1 FROM pg_dist_placement q
+                          WHERE q.shardid = p.shardid AND q.groupid <> p.groupid);
+    -- Where each organization's decisions end (they come in its order).
     o_end := array_fill(0, ARRAY[k_n]);
     b := 0;
     FOR k IN 1 .. k_n LOOP
@@ -258,14 +278,6 @@ BEGIN
     IF b <> n THEN
         RAISE EXCEPTION 'the group''s decisions are not in the order of its organizations';
     END IF;
-    -- A move or split of these shards waits for this commit, and this for theirs; then
-    -- the shards on this worker, each with its one placement.
-    PERFORM lock_shard_metadata(5, ARRAY(SELECT DISTINCT x FROM unnest(o_shard) x ORDER BY x));
-    SELECT array_agg(p.shardid) INTO v_local FROM pg_dist_placement p
-        WHERE p.shardid = ANY(o_shard)
-          AND p.groupid = (SELECT groupid FROM pg_dist_local_group)
-          AND NOT EXISTS (SELECT 1 FROM pg_dist_placement q
-                          WHERE q.shardid = p.shardid AND q.groupid <> p.groupid);
     -- Each run of organizations of one shard, through its function when it is here.
     WHILE ka <= k_n LOOP
         v_shard := o_shard[ka];
