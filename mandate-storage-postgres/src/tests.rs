@@ -592,3 +592,6 @@ mod keys;
 
 /// The month marks an agent's allows are read from.
 mod months;
+
+/// Room on the pages of the log's heads.
+mod log_heads;
