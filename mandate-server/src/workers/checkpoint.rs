@@ -232,14 +232,14 @@ impl Checkpointer {
         logs.retain(|log| seen.insert(log.clone()));
         let mut round = Round { moved: 0, behind };
         let catching_up = self.catching_up.swap(false, Ordering::Relaxed);
+        // A log of this process's news may be left to another process that signed it
+        // within the interval; a log the sweep found (its decisions may be no live
+        // process's news) never is, nor any while this process catches up.
+        let leave: Vec<bool> = logs
+            .iter()
+            .map(|log| !catching_up && !swept.contains(log))
+            .collect();
         if self.context.store.logs_at_once() && !logs.is_empty() {
-            // A log of this process's news may be left to another process that signed it
-            // within the interval; a log the sweep found (its decisions may be no live
-            // process's news) never is, nor any while this process catches up.
-            let leave: Vec<bool> = logs
-                .iter()
-                .map(|log| !catching_up && !swept.contains(log))
-                .collect();
             match self.extend_all(&logs, &leave).await {
                 Ok(extended) => {
                     for ((org, env), e) in logs.iter().zip(extended) {
@@ -258,14 +258,14 @@ impl Checkpointer {
                 Err(e) => tracing::error!("decision log: a round over {} logs: {e}", logs.len()),
             }
         }
-        for (org, env) in logs {
-            match self.extend(&org, env).await {
-                Ok(Extended { moved, full, .. }) => {
+        for ((org, env), leave) in logs.into_iter().zip(leave) {
+            match self.extend(&org, env, leave).await {
+                Ok(Extended { moved, full, left }) => {
                     round.moved += usize::from(moved);
                     round.behind |= moved && full;
-                    if moved {
-                        // Looked at again next round: what a watermark held back, or a
-                        // batch left, is logged then, without waiting for a sweep.
+                    if moved || left {
+                        // Looked at again next round: what a watermark held back, a
+                        // batch left, or the process it was left to did not log.
                         self.context.news.decided(&Arc::from(org.as_str()), env);
                     }
                 }
@@ -291,11 +291,33 @@ impl Checkpointer {
         })
     }
 
+    /// Whether the log of `tail` is left to the process that signed its checkpoint
+    /// within the interval ([`left_to_others`]).
+    fn left(&self, org: &str, env: Env, tail: &LogTail) -> bool {
+        let Some(signed_ms) = tail.head.signed_ms else {
+            return false;
+        };
+        let own = self
+            .signed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&(org.to_owned(), env))
+            .copied();
+        left_to_others(ms(self.context.now()), self.interval, signed_ms, own)
+    }
+
     /// Extends one log (see the module's steps): whether it moved or a checkpoint was
     /// shown, and whether its batch was full (more may be waiting).
-    async fn extend(&self, org: &str, env: Env) -> Result<Extended, CheckpointError> {
+    async fn extend(&self, org: &str, env: Env, leave: bool) -> Result<Extended, CheckpointError> {
         let store = &self.context.store;
         let tail = store.log_tail(org, env, self.batch).await?;
+        if leave && !tail.decisions.is_empty() && self.left(org, env, &tail) {
+            return Ok(Extended {
+                moved: false,
+                full: false,
+                left: true,
+            });
+        }
         let origin = origin(&self.context.issuer, org, env);
         if tail.decisions.is_empty() {
             let moved = self.show_stored(org, env, &tail).await?;
@@ -327,7 +349,8 @@ impl Checkpointer {
             }
             Planned::Append(append, full) => (append, full),
         };
-        let (size, checkpoint) = (append.size, append.checkpoint.clone());
+        let (size, checkpoint, signed_ms) =
+            (append.size, append.checkpoint.clone(), append.signed_ms);
         if !store.append_log(append).await? {
             return Ok(Extended {
                 moved: false,
@@ -335,6 +358,10 @@ impl Checkpointer {
                 left: false,
             });
         }
+        self.signed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert((org.to_owned(), env), signed_ms);
         if let Some(s) = self
             .to_show(org, env, &origin, &tail, size, checkpoint)
             .await
@@ -411,23 +438,8 @@ impl Checkpointer {
         // Each log's tokens: those kept in memory, and the ranges of the others to read.
         let mut planned = Vec::new();
         let mut reads = Vec::new();
-        let now_ms = ms(self.context.now());
-        let own = self
-            .signed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
         for (i, ((org, env), tail)) in logs.iter().zip(tails).enumerate() {
-            if leave[i]
-                && !tail.decisions.is_empty()
-                && let Some(signed_ms) = tail.head.signed_ms
-                && left_to_others(
-                    now_ms,
-                    self.interval,
-                    signed_ms,
-                    own.get(&(org.clone(), *env)).copied(),
-                )
-            {
+            if leave[i] && !tail.decisions.is_empty() && self.left(org, *env, &tail) {
                 outcome[i].left = true;
                 continue;
             }

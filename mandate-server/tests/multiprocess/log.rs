@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use futures_util::future::join_all;
 use serde_json::Value;
 
-use crate::deploy::{Http, mandate};
-use crate::deployment;
+use crate::deploy::{Backend, Http, mandate};
+use crate::{deployment, on_each_backend};
 
 /// How long the load runs.
 const LOAD: Duration = Duration::from_secs(8);
@@ -196,13 +196,14 @@ async fn an_incremental_exporter_and_a_cursor_walker_miss_no_decision_and_see_no
     }
 }
 
+on_each_backend!(two_processes_deciding_in_one_organization_log_every_decision);
+
 /// Two processes deciding in one organization leave its log to each other whenever the
-/// other signed it within the interval (on PostgreSQL): every decision is still logged,
-/// within a few intervals of the last, whichever process made it and whichever stops
-/// deciding first.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn two_processes_deciding_in_one_organization_log_every_decision() {
-    let deployment = deployment!();
+/// other signed it within the interval (on PostgreSQL, whose rounds serve many logs at
+/// once, and on Citus, one log at a time): every decision is still logged, within a few
+/// intervals of the last, whichever process made it and whichever stops deciding first.
+async fn two_processes_deciding_in_one_organization_log_every_decision(backend: Backend) {
+    let deployment = deployment!(backend);
     let org = deployment.onboard("acme");
     let procs = deployment.serve_n(2);
     let http = Http::default();
