@@ -19,9 +19,9 @@ use std::path::Path;
 use crate::error::Result;
 
 /// The record of plain PostgreSQL at 1, 32 and 1,000 organizations.
-pub(crate) const POSTGRES_RECORD: &str = "2026-11-28-postgres-organizations.tsv";
+pub(crate) const POSTGRES_RECORD: &str = "2026-11-28-postgres-organizations-log-rounds.tsv";
 /// The record of plain PostgreSQL against Citus in one sitting.
-pub(crate) const CITUS_RECORD: &str = "2026-11-28-citus-lanes-waiting.tsv";
+pub(crate) const CITUS_RECORD: &str = "2026-11-28-citus-one-shard-a-worker.tsv";
 /// The page the deployments and sizing tables go in, between their markers.
 pub(crate) const PAGE: &str = "docs/scale.md";
 /// The plot, beside the page.
