@@ -306,6 +306,14 @@ impl Checkpointer {
         left_to_others(ms(self.context.now()), self.interval, signed_ms, own)
     }
 
+    /// Keeps `signed_ms` as when this process last signed the log of `org` in `env`.
+    fn signed_at(&self, org: &str, env: Env, signed_ms: i64) {
+        self.signed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert((org.to_owned(), env), signed_ms);
+    }
+
     /// Extends one log (see the module's steps): whether it moved or a checkpoint was
     /// shown, and whether its batch was full (more may be waiting).
     async fn extend(&self, org: &str, env: Env, leave: bool) -> Result<Extended, CheckpointError> {
@@ -358,10 +366,7 @@ impl Checkpointer {
                 left: false,
             });
         }
-        self.signed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert((org.to_owned(), env), signed_ms);
+        self.signed_at(org, env, signed_ms);
         if let Some(s) = self
             .to_show(org, env, &origin, &tail, size, checkpoint)
             .await
@@ -522,10 +527,7 @@ impl Checkpointer {
             }
             outcome[i].moved = true;
             let (org, env) = (&logs[i].0, logs[i].1);
-            self.signed
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert((org.clone(), env), signed_ms);
+            self.signed_at(org, env, signed_ms);
             if let Some(show) = self
                 .to_show(org, env, &origin, &tail, size, checkpoint)
                 .await
