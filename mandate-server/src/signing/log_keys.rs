@@ -13,11 +13,12 @@
 
 use std::sync::Arc;
 
-use mandate_core::{P256Signer, Signer};
+use mandate_core::Signer;
 use mandate_protocol::tlog::LogKey;
 
 use super::RETIRED_KEY_PUBLISHED_MS;
 use super::at_rest::{AtRestError, KeyEncryption};
+use super::fast::AwsLcSigner;
 use crate::model::Env;
 use crate::storage::log::NewLogKey;
 use crate::storage::{StorageError, Store};
@@ -142,8 +143,10 @@ pub async fn load(
     let mut ring = LogKeyRing::default();
     for key in stored {
         let secret = keys.open_log_key(&key)?;
+        // Signed through aws-lc, as verdicts are: with many organizations a process signs
+        // hundreds of checkpoints a second, which RustCrypto's p256 signs far more slowly.
         let signer =
-            P256Signer::from_secret_bytes(key.kid.clone(), secret.expose()).map_err(|_| {
+            AwsLcSigner::from_secret_bytes(key.kid.clone(), secret.expose()).map_err(|_| {
                 AtRestError::InvalidKey {
                     kid: key.kid.clone(),
                 }
