@@ -38,7 +38,10 @@
 # every node, and each node's statements by their time in the window, a second's and a
 # decision's), SHARD_COUNT (unset: Citus's default, 32; the shards a table gets when
 # `migrate` distributes it: docs/scale.md, "Setting up a cluster for Mandate"), PARAMS (the servers' URL parameters, e.g. `decision_writers=1`), SERVER (the mandate-server binary the bench starts; default the one beside
-# BENCH: another build's copy, for a pair against it).
+# BENCH: another build's copy, for a pair against it), SPREAD (agent: each agent's requests
+# to one server; `worker`: in the citus-workers run each organization's requests to the
+# server on the worker that holds it, as a load balancer routing by organization, the other
+# runs by agent; `request`: the bench's --spread).
 set -euo pipefail
 
 AGENTS=${AGENTS:-10000}
@@ -53,6 +56,7 @@ PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 PORT=${PORT:-55749}
 SHARED_BUFFERS=${SHARED_BUFFERS:-256MB}
 STATEMENTS=${STATEMENTS:-0}
+SPREAD=${SPREAD:-agent}
 
 BENCH=${BENCH:-target/release/mandate-bench}
 [ -x "$BENCH" ] || { echo "no $BENCH: cargo build --release -p mandate-server -p mandate-bench" >&2; exit 1; }
@@ -187,6 +191,9 @@ for run in $RUNS; do
     args=(--db "$(url_of $node)${PARAMS:+?$PARAMS}" --servers "$SERVERS" --orgs "$ORGS" --agents "$AGENTS"
           --duration "$DURATION" --warmup "$WARMUP" --connections "$CONNECTIONS"
           --citus-connect "$connect" --no-echo --json --keep)
+    # Routing by worker has a meaning only where the servers are on the workers.
+    spread=$SPREAD; [ "$spread" = worker ] && [ "$run" != citus-workers ] && spread=agent
+    args+=(--spread "$spread")
     [ -n "${RATE:-}" ] && args+=(--rate "$RATE")
     [ -n "${SERVER:-}" ] && args+=(--server "$SERVER")
     "$BENCH" "${args[@]}" >"$json" 2>"$log" &

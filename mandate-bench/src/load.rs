@@ -147,7 +147,7 @@ impl Requests {
 }
 
 /// Which server of several a request goes to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Spread {
     /// Each agent's requests always to the same server (a load balancer routing by API
     /// key): an agent's cached state stays current on its server.
@@ -156,16 +156,24 @@ pub enum Spread {
     /// to different servers, so every decision finds its agent changed by another process
     /// (the worst case of the cross-process check).
     Request,
+    /// Each agent's requests to the server its organization is routed to (a load balancer
+    /// routing by organization): the server of agent `a` is `servers[a]`, taken modulo
+    /// the servers.
+    Table(Arc<[usize]>),
 }
 
 impl Spread {
     /// The server (of `servers`) for request `i` over `agents` agents.
-    pub fn server(self, i: u64, agents: u64, servers: usize) -> usize {
+    pub fn server(&self, i: u64, agents: u64, servers: usize) -> usize {
         let servers = servers.max(1) as u64;
         let agents = agents.max(1);
         let n = match self {
             Spread::Agent => (i % agents) % servers,
             Spread::Request => (i / agents + i % agents) % servers,
+            Spread::Table(table) => {
+                let agent = usize::try_from(i % agents).unwrap_or(0);
+                table.get(agent).map_or(0, |s| *s as u64) % servers
+            }
         };
         n as usize
     }
@@ -481,6 +489,21 @@ mod tests {
             assert!((400..=600).contains(&first), "{first}");
         }
         assert_eq!(Spread::Agent.server(7, 5, 1), 0);
+    }
+
+    /// Spread by a table (by organization), each agent always meets its own server, as
+    /// the table says, whatever the round.
+    #[test]
+    fn requests_spread_by_table_meet_each_agents_server() {
+        let table = Spread::Table(Arc::from(vec![1, 0, 0, 1, 2]));
+        let agents = 5;
+        for round in 0..4 {
+            let servers: Vec<usize> = (0..agents)
+                .map(|agent| table.server(round * agents + agent, agents, 2))
+                .collect();
+            assert_eq!(servers, vec![1, 0, 0, 1, 0], "round {round}");
+        }
+        assert_eq!(table.server(4, 5, 3), 2);
     }
 
     #[test]

@@ -31,7 +31,7 @@ use serde_json::Value;
 
 use crate::error::{Context, Result};
 use crate::load::{Outcome, Plan, Requests, Spread};
-use crate::opts::{CitusConnect, Opts, Settings, settings};
+use crate::opts::{CitusConnect, Opts, Settings, SpreadArg, settings};
 use crate::report::{Percentiles, filesystem, machine, p99_by_second, percentiles, thousands};
 use crate::server::Server;
 
@@ -167,6 +167,7 @@ fn bench_server(
     // 3. The measured run, on freshly started servers: each agent's state is rebuilt
     //    from the database on its first request, as after any restart.
     let (targets, no_migrate) = targets(opts, &db, pg.as_ref());
+    let spread = spread_of(opts, rt, pg.as_ref(), &setup)?;
     let run = measure(
         s,
         opts,
@@ -176,6 +177,7 @@ fn bench_server(
         no_migrate,
         pg.is_some(),
         &setup.agents,
+        spread,
     )?;
     let size_after = size(&pg)?;
     let pg_name = pg.as_ref().map(|pg| pg.name.clone());
@@ -262,6 +264,55 @@ fn targets(opts: &Opts, db: &str, pg: Option<&pg::PgDb>) -> (Vec<String>, bool) 
         }
         _ => (vec![db.to_owned(); opts.servers], false),
     }
+}
+
+/// Which server each request goes to (`--spread`). By worker: each organization's agents
+/// to the servers on the worker that holds it (server k is on worker k mod the workers,
+/// [`targets`]), in turn when a worker has several.
+fn spread_of(
+    opts: &Opts,
+    rt: &tokio::runtime::Runtime,
+    pg: Option<&pg::PgDb>,
+    setup: &SetUp,
+) -> Result<Spread> {
+    Ok(match opts.spread {
+        SpreadArg::Agent => Spread::Agent,
+        SpreadArg::Request => Spread::Request,
+        SpreadArg::Worker => {
+            let citus = pg.and_then(|pg| pg.citus.as_ref().map(|c| (pg, c.workers.len())));
+            let (pg, workers) = match citus {
+                Some((pg, n)) if n > 0 && opts.citus_connect == CitusConnect::Workers => (pg, n),
+                _ => {
+                    return Err(error::Error(
+                        "--spread worker needs a Citus --db with workers and --citus-connect workers".into(),
+                    ));
+                }
+            };
+            if opts.servers < workers {
+                return Err(error::Error(format!(
+                    "--spread worker needs a server on each of the {workers} workers (--servers {workers} or more)"
+                )));
+            }
+            let orgs: Vec<String> = setup.orgs.iter().map(|o| o.org_id.clone()).collect();
+            let holding = rt.block_on(pg.workers_of(&orgs))?;
+            log(format!(
+                "spread by worker: organizations on each worker {:?}",
+                (0..workers)
+                    .map(|w| holding.iter().filter(|h| **h == w).count())
+                    .collect::<Vec<_>>()
+            ));
+            let table: Vec<usize> = (0..setup.agents.len())
+                .map(|a| {
+                    let worker = holding[a % orgs.len()];
+                    let on_worker: Vec<usize> = (0..opts.servers)
+                        .filter(|k| k % workers == worker)
+                        .collect();
+                    on_worker[(a / orgs.len()) % on_worker.len()]
+                })
+                .collect();
+            Spread::Table(table.into())
+        }
+    })
 }
 
 /// What the setup made.
@@ -356,6 +407,7 @@ fn measure(
     no_migrate: bool,
     postgres: bool,
     agents: &[setup::Agent],
+    spread: Spread,
 ) -> Result<Run> {
     let extra: &[&str] = if no_migrate { &["--no-migrate"] } else { &[] };
     let mut servers = Vec::new();
@@ -369,7 +421,6 @@ fn measure(
     }
     let addrs: Vec<_> = servers.iter().map(|srv| srv.api).collect();
     let pids: Vec<u32> = servers.iter().map(Server::pid).collect();
-    let spread = Spread::from(opts.spread);
     let pid = pids[0];
     std::thread::sleep(Duration::from_millis(200));
     let idle = server::memory(pid).unwrap_or_default();
@@ -398,7 +449,7 @@ fn measure(
         };
         Some(measured(rt.block_on(load::run_on(
             addrs.clone(),
-            spread,
+            spread.clone(),
             requests.clone(),
             plan,
         ))))

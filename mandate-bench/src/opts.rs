@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::Parser;
 
 use crate::error::{Context, Result};
-use crate::load::{Mix, Plan, Spread};
+use crate::load::{Mix, Plan};
 use crate::secs;
 
 /// Benchmark of mandate-server's authorization path, side by side with a bare axum echo.
@@ -82,9 +82,11 @@ pub(crate) struct Opts {
     #[arg(long, default_value_t = 1)]
     pub(crate) servers: usize,
     /// With several servers, which one a request goes to: `agent` (each agent's requests
-    /// to one server, as a load balancer routing by API key) or `request` (each agent's
+    /// to one server, as a load balancer routing by API key), `request` (each agent's
     /// consecutive requests to different servers: every decision finds its agent changed
-    /// by another process and is made again on fresh state).
+    /// by another process and is made again on fresh state) or `worker` (on Citus with
+    /// `--citus-connect workers`, each organization's requests to the server on the worker
+    /// that holds it, as a load balancer routing by organization: docs/scale.md).
     #[arg(long, value_enum, default_value = "agent")]
     pub(crate) spread: SpreadArg,
     /// Organizations the agents are spread over (agent i in organization i mod N), each
@@ -124,15 +126,7 @@ pub(crate) enum CitusConnect {
 pub(crate) enum SpreadArg {
     Agent,
     Request,
-}
-
-impl From<SpreadArg> for Spread {
-    fn from(s: SpreadArg) -> Self {
-        match s {
-            SpreadArg::Agent => Spread::Agent,
-            SpreadArg::Request => Spread::Request,
-        }
-    }
+    Worker,
 }
 
 /// The options with the defaults (or smoke values) filled in.

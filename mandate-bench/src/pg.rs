@@ -193,6 +193,46 @@ impl PgDb {
         }
     }
 
+    /// The worker (its index in `citus.workers`) that holds each of `orgs`: where its
+    /// `environments` shard's placement is.
+    pub async fn workers_of(&self, orgs: &[String]) -> Result<Vec<usize>> {
+        let Some(citus) = &self.citus else {
+            return Err(crate::error::Error(
+                "the --db cluster is not Citus: its organizations are on no worker".into(),
+            ));
+        };
+        let client = connect(&self.url).await?;
+        let mut out = Vec::with_capacity(orgs.len());
+        for org in orgs {
+            let row = client
+                .query_one(
+                    "SELECT n.nodename, n.nodeport FROM pg_dist_placement p
+                     JOIN pg_dist_node n ON n.groupid = p.groupid
+                     WHERE p.shardid = get_shard_id_for_distribution_column('environments', $1::TEXT)
+                     ORDER BY n.nodeport LIMIT 1",
+                    &[org],
+                )
+                .await
+                .ctx(format!("the worker of organization {org}"))?;
+            let node = Node {
+                host: row.get(0),
+                port: u16::try_from(row.get::<_, i32>(1)).ctx("a node's port")?,
+            };
+            let k = citus
+                .workers
+                .iter()
+                .position(|w| *w == node)
+                .ok_or_else(|| {
+                    crate::error::Error(format!(
+                        "organization {org} is on {}:{}, not one of the workers",
+                        node.host, node.port
+                    ))
+                })?;
+            out.push(k);
+        }
+        Ok(out)
+    }
+
     /// Its size on disk, bytes (`pg_database_size`).
     pub async fn size(&self) -> Result<u64> {
         let client = connect(&self.url).await?;

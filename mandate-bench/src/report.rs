@@ -7,8 +7,8 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::load::{Outcome, Spread};
-use crate::opts::{Opts, Settings};
+use crate::load::Outcome;
+use crate::opts::{Opts, Settings, SpreadArg};
 use crate::{Measured, ServerRun};
 
 /// Latency percentiles in µs.
@@ -407,9 +407,10 @@ fn report_setup(out: &mut Out, s: &Settings, opts: &Opts, r: &ServerRun) {
             format!(
                 " × {} processes on one database, requests spread by {}",
                 r.servers,
-                match Spread::from(opts.spread) {
-                    Spread::Agent => "agent",
-                    Spread::Request => "request",
+                match opts.spread {
+                    SpreadArg::Agent => "agent",
+                    SpreadArg::Request => "request",
+                    SpreadArg::Worker => "organization, to the server on its worker",
                 }
             )
         } else {
