@@ -22,6 +22,9 @@ use crate::error::Result;
 pub(crate) const POSTGRES_RECORD: &str = "2026-11-28-postgres-organizations-log-rounds.tsv";
 /// The record of plain PostgreSQL against Citus in one sitting.
 pub(crate) const CITUS_RECORD: &str = "2026-11-28-citus-one-shard-a-worker.tsv";
+/// The record of Citus with each organization routed to the process on its worker, beside
+/// plain PostgreSQL, in one sitting.
+pub(crate) const ROUTED_RECORD: &str = "2026-11-29-citus-routed-by-organization.tsv";
 /// The page the deployments and sizing tables go in, between their markers.
 pub(crate) const PAGE: &str = "docs/scale.md";
 /// The plot, beside the page.
@@ -238,6 +241,42 @@ pub(crate) fn deployments(postgres: &str, citus: &str) -> Result<Vec<Deployment>
     Ok(out)
 }
 
+/// The Citus line of a sitting that routed each organization to the process on its worker
+/// (its `spread` `worker` runs of `citus-workers`), with its shards a table (`SHARD_COUNT`
+/// of its commands).
+pub(crate) fn routed(record: &str) -> Result<Deployment> {
+    let shards = record
+        .lines()
+        .filter(|line| line.starts_with('#'))
+        .find_map(|line| {
+            line.split_whitespace()
+                .find_map(|word| word.strip_prefix("SHARD_COUNT="))
+        })
+        .and_then(|n| n.parse::<u32>().ok())
+        .unwrap_or(DEFAULT_SHARDS);
+    let runs = runs(record)?;
+    let chosen: Vec<_> = runs
+        .iter()
+        .filter(|r| {
+            r.get("spread").is_some_and(|v| v == "worker")
+                && r.get("run").is_some_and(|v| v == "citus-workers")
+        })
+        .collect();
+    Ok(Deployment {
+        name: format!(
+            "Citus 13.2, a coordinator and 2 workers, a process on each worker, {ROUTED}, {shards} shards a table"
+        ),
+        agents: "2,000 in 32".into(),
+        rate: Range::of(&chosen, "decisions_per_s")?,
+        p99: Range::of(&chosen, "p99_ms")?,
+        cpu: Range::of(&chosen, "db_us_per_decision")?,
+        coordinator: Some(Range::of(&chosen, "coordinator_us")?),
+    })
+}
+
+/// How a routed line's name says it.
+const ROUTED: &str = "each organization routed to it";
+
 /// Citus's own number of shards a distributed table gets (`citus.shard_count` unset).
 const DEFAULT_SHARDS: u32 = 32;
 
@@ -285,7 +324,7 @@ pub(crate) fn sizing_table(deployments: &[Deployment]) -> Result<String> {
     let find = |name: &str, agents: &str| {
         deployments
             .iter()
-            .rfind(|d| d.name.starts_with(name) && d.agents == agents)
+            .rfind(|d| d.name.starts_with(name) && d.agents == agents && !d.name.contains(ROUTED))
             .ok_or_else(|| format!("no {name} deployment of {agents}"))
     };
     let primary = find("PostgreSQL", "20,000 in 32")?.cpu.high;
@@ -348,9 +387,15 @@ pub(crate) fn plot(deployments: &[Deployment]) -> String {
     for (i, d) in deployments.iter().enumerate() {
         let y = 30.0 + row * i as f64;
         let short = match d.name.rsplit_once(", ") {
-            Some((_, shards)) if d.name.starts_with("Citus") => {
-                format!("Citus 13.2, 2 workers, {}", shards.replace(" a table", ""))
-            }
+            Some((_, shards)) if d.name.starts_with("Citus") => format!(
+                "Citus 13.2, 2 workers, {}{}",
+                shards.replace(" a table", ""),
+                if d.name.contains(ROUTED) {
+                    ", routed"
+                } else {
+                    ""
+                }
+            ),
             _ => "PostgreSQL 15".to_owned(),
         };
         let low = bar_width * d.rate.low / top;
@@ -398,7 +443,8 @@ fn read(root: &Path, name: &str) -> Result<String> {
 
 /// docs/scale.md's tables and plot, from the records under `root`.
 fn draw(root: &Path) -> Result<Drawn> {
-    let deployments = deployments(&read(root, POSTGRES_RECORD)?, &read(root, CITUS_RECORD)?)?;
+    let mut deployments = deployments(&read(root, POSTGRES_RECORD)?, &read(root, CITUS_RECORD)?)?;
+    deployments.push(routed(&read(root, ROUTED_RECORD)?)?);
     Ok(Drawn {
         table: deployments_table(&deployments),
         sizing: sizing_table(&deployments)?,
@@ -547,6 +593,32 @@ mod tests {
             "{sizing}"
         );
         assert!(plot(&deployments).contains("Citus 13.2, 2 workers, 4 shards: 2,000 agents"));
+    }
+
+    /// A routed sitting's Citus runs of spread `worker` make a line of their own, named
+    /// with its shards; the sizing keeps to the lines routed by agent.
+    #[test]
+    fn a_routed_sitting_is_a_line_the_sizing_leaves_out() {
+        let record = "# SHARD_COUNT=2 SPREAD=worker RUNS=\"postgres citus-workers\"\n\
+            spread\tround\trun\tdecisions_per_s\tp99_ms\tdb_us_per_decision\tcoordinator_us\n\
+            worker\t1\tpostgres\t13000\t17.0\t60.0\t-\n\
+            worker\t1\tcitus-workers\t10400\t16.2\t79.3\t0.7\n\
+            worker\t2\tcitus-workers\t9700\t23.9\t85.9\t0.9\n\
+            agent\t1\tcitus-workers\t9000\t17.9\t102.2\t0.6\n";
+        let line = routed(record).unwrap();
+        assert!(
+            line.name
+                .ends_with("each organization routed to it, 2 shards a table")
+        );
+        assert_eq!(line.rate.text(10.0), "9,700-10,400");
+        assert_eq!(line.cpu.text(1.0), "79-86");
+        let mut deployments = deployments(POSTGRES, CITUS).unwrap();
+        let before = sizing_table(&deployments).unwrap();
+        deployments.push(line);
+        assert_eq!(sizing_table(&deployments).unwrap(), before);
+        assert!(
+            plot(&deployments).contains("Citus 13.2, 2 workers, 2 shards, routed: 2,000 agents")
+        );
     }
 
     /// The sizing table divides each rate by what a core carries at the highest CPU a
