@@ -15,7 +15,8 @@
 # e.g. `mandate-bench/pg-sitting.sh` or `AGENTS=100000 mandate-bench/pg-sitting.sh 1 2 4`.
 # Settings (environment): AGENTS (20000), ORGS (1: the organizations the agents are spread
 # over), DURATION (10), WARMUP (3), CONNECTIONS (64),
-# SPREAD (agent), RATE (unset: closed loop), PGBIN (/usr/lib/postgresql/15/bin), PORT (55739),
+# SPREAD (agent), ORDER (creation: the bench's --agent-order, `scattered` calls the agents
+# in a fixed permutation of the order they were made), RATE (unset: closed loop), PGBIN (/usr/lib/postgresql/15/bin), PORT (55739),
 # SHARED_BUFFERS (1GB), STATEMENTS (1: print the per-statement table), PARAMS (the servers' URL
 # parameters, e.g. `decision_writers=1`: docs/scale.md, "Writers"), OUT (a directory to keep
 # the bench's output and each setting's pg_stat_statements in; default a temporary one,
@@ -68,6 +69,7 @@ for n in "${SETTINGS[@]}"; do
     args=(--db "$ADMIN${PARAMS:+?$PARAMS}" --servers "$n" --agents "$AGENTS" --orgs "$ORGS" --duration "$DURATION" --warmup "$WARMUP"
           --connections "$CONNECTIONS" --no-echo --json)
     [ "$n" -gt 1 ] && args+=(--spread "$SPREAD")
+    [ -n "${ORDER:-}" ] && args+=(--agent-order "$ORDER")
     [ -n "${RATE:-}" ] && args+=(--rate "$RATE")
     [ -n "${MIX:-}" ] && args+=(--mix "$MIX")
     [ -n "${SERVER:-}" ] && args+=(--server "$SERVER")

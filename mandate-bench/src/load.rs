@@ -146,6 +146,18 @@ impl Requests {
     }
 }
 
+/// A fixed permutation of `0..n` that sends consecutive positions far apart: position `k`
+/// to `k * step mod n`, with `step` the first of a few large primes prime to `n`.
+pub fn scattered(n: usize) -> Vec<usize> {
+    let step = [7_919u64, 104_729, 1_299_709]
+        .into_iter()
+        .find(|p| !(n as u64).is_multiple_of(*p))
+        .unwrap_or(1);
+    (0..n as u64)
+        .map(|k| usize::try_from(k * step % n.max(1) as u64).unwrap_or(0))
+        .collect()
+}
+
 /// Which server of several a request goes to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Spread {
@@ -504,6 +516,23 @@ mod tests {
             assert_eq!(servers, vec![1, 0, 0, 1, 0], "round {round}");
         }
         assert_eq!(table.server(4, 5, 3), 2);
+    }
+
+    /// The scattered order is a permutation, and neighbours in it are not neighbours among
+    /// the agents.
+    #[test]
+    fn the_scattered_order_is_a_permutation_of_far_apart_neighbours() {
+        for n in [1, 2, 7, 20_000, 7_919 * 3] {
+            let order = scattered(n);
+            let mut sorted = order.clone();
+            sorted.sort_unstable();
+            assert_eq!(sorted, (0..n).collect::<Vec<_>>(), "n = {n}");
+        }
+        let order = scattered(20_000);
+        assert!(
+            order.windows(2).all(|w| w[0].abs_diff(w[1]) > 100),
+            "neighbours stay apart"
+        );
     }
 
     #[test]

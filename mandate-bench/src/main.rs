@@ -31,7 +31,7 @@ use serde_json::Value;
 
 use crate::error::{Context, Result};
 use crate::load::{Outcome, Plan, Requests, Spread};
-use crate::opts::{CitusConnect, Opts, Settings, SpreadArg, settings};
+use crate::opts::{AgentOrder, CitusConnect, Opts, Settings, SpreadArg, settings};
 use crate::report::{Percentiles, filesystem, machine, p99_by_second, percentiles, thousands};
 use crate::server::Server;
 
@@ -424,8 +424,15 @@ fn measure(
     let pid = pids[0];
     std::thread::sleep(Duration::from_millis(200));
     let idle = server::memory(pid).unwrap_or_default();
+    let keys: Vec<String> = match opts.agent_order {
+        AgentOrder::Creation => agents.iter().map(|a| a.key.clone()).collect(),
+        AgentOrder::Scattered => load::scattered(agents.len())
+            .into_iter()
+            .map(|k| agents[k].key.clone())
+            .collect(),
+    };
     let requests = Arc::new(Requests {
-        keys: agents.iter().map(|a| a.key.clone()).collect(),
+        keys,
         mix: s.mix,
         host: addrs[0].to_string(),
         path: "/v1/authorizations".into(),

@@ -89,6 +89,13 @@ pub(crate) struct Opts {
     /// that holds it, as a load balancer routing by organization: docs/scale.md).
     #[arg(long, value_enum, default_value = "agent")]
     pub(crate) spread: SpreadArg,
+    /// The order the closed loop calls the agents in, round after round: `creation` (the
+    /// order they were made: consecutive requests come from agents made one after the
+    /// other, whose rows and index entries sit side by side) or `scattered` (a fixed
+    /// permutation of it: consecutive requests from agents made far apart, as agents that
+    /// do not call in the order they were made).
+    #[arg(long, value_enum, default_value = "creation")]
+    pub(crate) agent_order: AgentOrder,
     /// Organizations the agents are spread over (agent i in organization i mod N), each
     /// onboarded with its own key: on Citus, where each organization is on one worker,
     /// enough of them for the load to reach every worker.
@@ -119,6 +126,13 @@ pub(crate) enum FiguresArg {
 pub(crate) enum CitusConnect {
     Coordinator,
     Workers,
+}
+
+/// `--agent-order`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum AgentOrder {
+    Creation,
+    Scattered,
 }
 
 /// `--spread`.
