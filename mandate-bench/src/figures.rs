@@ -227,18 +227,22 @@ pub(crate) fn deployments(postgres: &str, citus: &str) -> Result<Vec<Deployment>
             .iter()
             .filter(|r| load(r, "citus-workers") && shards(r) == count)
             .collect();
-        out.push(Deployment {
-            name: format!(
-                "Citus 13.2, a coordinator and 2 workers, a process on each worker, {count} shards a table"
-            ),
-            agents: "2,000 in 32".into(),
-            rate: Range::of(&chosen, "decisions_per_s")?,
-            p99: Range::of(&chosen, "p99_ms")?,
-            cpu: Range::of(&chosen, "db_us_per_decision")?,
-            coordinator: Some(Range::of(&chosen, "coordinator_us")?),
-        });
+        out.push(citus_line(&format!("{count} shards a table"), &chosen)?);
     }
     Ok(out)
+}
+
+/// A Citus line of 2,000 agents in 32 organizations, a process on each worker, `how` (its
+/// shards a table, after what else sets it apart), from its runs.
+fn citus_line(how: &str, chosen: &[&Run]) -> Result<Deployment> {
+    Ok(Deployment {
+        name: format!("Citus 13.2, a coordinator and 2 workers, a process on each worker, {how}"),
+        agents: "2,000 in 32".into(),
+        rate: Range::of(chosen, "decisions_per_s")?,
+        p99: Range::of(chosen, "p99_ms")?,
+        cpu: Range::of(chosen, "db_us_per_decision")?,
+        coordinator: Some(Range::of(chosen, "coordinator_us")?),
+    })
 }
 
 /// The Citus line of a sitting that routed each organization to the process on its worker
@@ -262,16 +266,7 @@ pub(crate) fn routed(record: &str) -> Result<Deployment> {
                 && r.get("run").is_some_and(|v| v == "citus-workers")
         })
         .collect();
-    Ok(Deployment {
-        name: format!(
-            "Citus 13.2, a coordinator and 2 workers, a process on each worker, {ROUTED}, {shards} shards a table"
-        ),
-        agents: "2,000 in 32".into(),
-        rate: Range::of(&chosen, "decisions_per_s")?,
-        p99: Range::of(&chosen, "p99_ms")?,
-        cpu: Range::of(&chosen, "db_us_per_decision")?,
-        coordinator: Some(Range::of(&chosen, "coordinator_us")?),
-    })
+    citus_line(&format!("{ROUTED}, {shards} shards a table"), &chosen)
 }
 
 /// How a routed line's name says it.
