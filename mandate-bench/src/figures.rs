@@ -232,8 +232,8 @@ pub(crate) fn deployments(postgres: &str, citus: &str) -> Result<Vec<Deployment>
     Ok(out)
 }
 
-/// A Citus line of 2,000 agents in 32 organizations, a process on each worker, `how` (its
-/// shards a table, after what else sets it apart), from its runs.
+/// A Citus line of the sittings' agents and organizations, a process on each worker, `how`
+/// (its shards a table, after what else sets it apart), from its runs.
 fn citus_line(how: &str, chosen: &[&Run]) -> Result<Deployment> {
     Ok(Deployment {
         name: format!("Citus 13.2, a coordinator and 2 workers, a process on each worker, {how}"),

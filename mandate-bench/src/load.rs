@@ -189,6 +189,20 @@ impl Spread {
         };
         n as usize
     }
+
+    /// The same spread for agents called in `order` (position k calls agent `order[k]`): a
+    /// table keeps each agent's server.
+    pub fn in_order(self, order: &[usize]) -> Self {
+        match self {
+            Spread::Table(table) => Spread::Table(
+                order
+                    .iter()
+                    .map(|&agent| table.get(agent).copied().unwrap_or(0))
+                    .collect(),
+            ),
+            other => other,
+        }
+    }
 }
 
 /// How to drive the load.
@@ -516,6 +530,17 @@ mod tests {
             assert_eq!(servers, vec![1, 0, 0, 1, 0], "round {round}");
         }
         assert_eq!(table.server(4, 5, 3), 2);
+        // Called in another order, each agent still meets its own server.
+        let order = scattered(5);
+        let reordered = table.clone().in_order(&order);
+        for (position, agent) in order.iter().enumerate() {
+            assert_eq!(
+                reordered.server(position as u64, agents, 2),
+                table.server(*agent as u64, agents, 2),
+                "agent {agent}"
+            );
+        }
+        assert_eq!(Spread::Agent.in_order(&order), Spread::Agent);
     }
 
     /// The scattered order is a permutation, and neighbours in it are not neighbours among

@@ -424,13 +424,13 @@ fn measure(
     let pid = pids[0];
     std::thread::sleep(Duration::from_millis(200));
     let idle = server::memory(pid).unwrap_or_default();
-    let keys: Vec<String> = match opts.agent_order {
-        AgentOrder::Creation => agents.iter().map(|a| a.key.clone()).collect(),
-        AgentOrder::Scattered => load::scattered(agents.len())
-            .into_iter()
-            .map(|k| agents[k].key.clone())
-            .collect(),
+    // The agents in the order the loop calls them; a table of servers by agent follows.
+    let order: Vec<usize> = match opts.agent_order {
+        AgentOrder::Creation => (0..agents.len()).collect(),
+        AgentOrder::Scattered => load::scattered(agents.len()),
     };
+    let keys: Vec<String> = order.iter().map(|&k| agents[k].key.clone()).collect();
+    let spread = spread.in_order(&order);
     let requests = Arc::new(Requests {
         keys,
         mix: s.mix,
