@@ -482,10 +482,16 @@ fn expected(root: &Path) -> Result<Vec<(&'static str, String)>> {
     )?;
     let figures = performance::table(|name| read(root, name))?;
     let floor = performance::floor_table(|name| read(root, name))?;
+    let floor_by_organizations =
+        performance::floor_by_organizations_table(|name| read(root, name))?;
     let performance = fill(
         root,
         performance::PAGE,
-        &[("performance", &figures), ("floor", &floor)],
+        &[
+            ("performance", &figures),
+            ("floor", &floor),
+            ("floor-by-organizations", &floor_by_organizations),
+        ],
     )?;
     Ok(vec![
         (PAGE, scale),

@@ -159,6 +159,85 @@ pub(crate) fn floor_table(read: impl Fn(&str) -> Result<String>) -> Result<Strin
     Ok(out)
 }
 
+/// The database's floor a decision at 1 and at 1,000 organizations (`ORGS=<n>
+/// mandate-bench/pg-floor.sh`, alternating).
+const FLOOR_BY_ORGANIZATIONS: &str = "2026-11-29-pg-floor-by-organizations.tsv";
+
+/// The table of the database's floor a decision at one organization and at many, as
+/// markdown: for each kind of writes, every round's CPU a decision at each number of
+/// organizations, and the ratio of the many's to the one's, round by round.
+pub(crate) fn floor_by_organizations_table(
+    read: impl Fn(&str) -> Result<String>,
+) -> Result<String> {
+    let record = Record::read(FLOOR_BY_ORGANIZATIONS, &read)?;
+    let (one, many) = ("1", "1000");
+    let value = |run: &Run, column: &str| -> Result<f64> {
+        run.get(column)
+            .ok_or_else(|| format!("{FLOOR_BY_ORGANIZATIONS}: a run without {column}"))?
+            .parse::<f64>()
+            .map_err(|e| format!("{FLOOR_BY_ORGANIZATIONS}: {column}: {e}").into())
+    };
+    let mut out = String::from(
+        "| writes, 14 decisions a group | 1 organization | 1,000 organizations | 1,000 against 1, round by round |\n|---|---|---|---|\n",
+    );
+    for (writes, shown) in [
+        ("row", "the row"),
+        ("row+version", "the agent's version, then the row"),
+        (
+            "row+version+seqs",
+            "the agent's version, the organization's seqs, then the row",
+        ),
+    ] {
+        let of = |orgs: &str| -> Vec<&Run> {
+            record
+                .runs
+                .iter()
+                .filter(|run| {
+                    run.get("writes").is_some_and(|w| w == writes)
+                        && run.get("orgs").is_some_and(|o| o == orgs)
+                })
+                .collect()
+        };
+        let (ones, manys) = (of(one), of(many));
+        if ones.is_empty() || manys.is_empty() {
+            return Err(
+                format!("{FLOOR_BY_ORGANIZATIONS} has no runs of {writes} at 1 and 1,000").into(),
+            );
+        }
+        let shown_values = |runs: &[&Run]| -> Result<String> {
+            let values = runs
+                .iter()
+                .map(|run| {
+                    run.get("db_us_per_decision")
+                        .map(String::as_str)
+                        .ok_or("a run without db_us_per_decision")
+                })
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            Ok(format!("{} µs", values.join(" / ")))
+        };
+        let mut ratios = Vec::new();
+        for run in &manys {
+            let round = run.get("round").ok_or("a run without its round")?;
+            let base = ones
+                .iter()
+                .find(|o| o.get("round") == Some(round))
+                .ok_or_else(|| {
+                    format!("{FLOOR_BY_ORGANIZATIONS}: round {round} has no run at 1")
+                })?;
+            let ratio = value(run, "db_us_per_decision")? / value(base, "db_us_per_decision")?;
+            ratios.push(number(ratio, 2));
+        }
+        let _ = writeln!(
+            out,
+            "| {shown} | {} | {} | {} |",
+            shown_values(&ones)?,
+            shown_values(&manys)?,
+            ratios.join(" / ")
+        );
+    }
+    Ok(out)
+}
+
 /// SQLite on the AMD EPYC machine: the closed loop and its first pass, bytes and
 /// instructions a decision.
 fn sqlite(futures: &Record, builds: &Record, instructions: &Record) -> Result<Vec<Figure>> {
@@ -404,6 +483,39 @@ mod tests {
             name: "stated.tsv",
             runs: runs(&format!("figure\tvalue\truns\n{text}")).unwrap(),
         }
+    }
+
+    /// Each kind of writes shows every run at one and at 1,000 organizations in the record's
+    /// order and decimals, and the ratios pair the runs of one round, whatever their order.
+    #[test]
+    fn the_floor_by_organizations_pairs_the_runs_of_each_round() {
+        let mut text = String::from(
+            "# a note\nround\torgs\twrites\tdecisions_per_group\tdecisions_per_s\tdb_us_per_decision\n",
+        );
+        for (round, orgs, us) in [
+            ("1", "1", "40.0"),
+            ("1", "1000", "60.0"),
+            ("2", "1000", "55.0"),
+            ("2", "1", "50.0"),
+        ] {
+            for writes in ["row", "row+version", "row+version+seqs"] {
+                text.push_str(&format!("{round}\t{orgs}\t{writes}\t14\t1000\t{us}\n"));
+            }
+        }
+        let table = floor_by_organizations_table(|_| Ok(text.clone())).unwrap();
+        let lines: Vec<&str> = table.lines().skip(2).collect();
+        assert_eq!(lines.len(), 3);
+        assert_eq!(
+            lines[0],
+            "| the row | 40.0 / 50.0 µs | 60.0 / 55.0 µs | 1.50 / 1.10 |"
+        );
+        // A round without its run at one organization is an error, not a ratio to another's.
+        let lacking = text.replace("2\t1\t", "3\t1\t");
+        let error = floor_by_organizations_table(|_| Ok(lacking.clone())).unwrap_err();
+        assert!(
+            error.to_string().contains("round 2 has no run at 1"),
+            "{error}"
+        );
     }
 
     /// A value keeps the decimals its record writes, a range or list of them shows its ends,
