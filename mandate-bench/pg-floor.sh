@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The floor of PostgreSQL's work a decision (docs/performance.md, "The database's floor a
-# decision": a decision's own two writes): what the database spends on the writes every stored decision makes, with nothing
-# else around them. A throwaway cluster set as `pg-sitting.sh` sets it (synchronous_commit
-# and fsync on, pg_stat_statements loaded) gets this build's schema (`mandate-server
-# migrate`), an organization and AGENTS agents; then pgbench commits groups of decisions
+# decision"): what the database spends on the writes every stored decision makes, with
+# nothing else around them. A throwaway cluster set as `pg-sitting.sh` sets it
+# (synchronous_commit and fsync on, pg_stat_statements loaded) gets this build's schema
+# (`mandate-server migrate`), ORGS organizations and AGENTS agents; then pgbench commits groups of decisions
 # from CLIENTS connections, each group one pipelined transaction:
 #
 # - `row`: the group's decision rows in one multi-row INSERT (the row as the server fills
