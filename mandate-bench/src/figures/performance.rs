@@ -159,8 +159,8 @@ pub(crate) fn floor_table(read: impl Fn(&str) -> Result<String>) -> Result<Strin
     Ok(out)
 }
 
-/// The database's floor a decision at 1 and at 1,000 organizations (`ORGS=<n>
-/// mandate-bench/pg-floor.sh`, alternating).
+/// The record of the database's floor a decision at one organization and at many
+/// (`mandate-bench/pg-floor.sh` with `ORGS`), run in rounds.
 const FLOOR_BY_ORGANIZATIONS: &str = "2026-11-29-pg-floor-by-organizations.tsv";
 
 /// The table of the database's floor a decision at one organization and at many, as
@@ -177,8 +177,18 @@ pub(crate) fn floor_by_organizations_table(
             .parse::<f64>()
             .map_err(|e| format!("{FLOOR_BY_ORGANIZATIONS}: {column}: {e}").into())
     };
-    let mut out = String::from(
-        "| writes, 14 decisions a group | 1 organization | 1,000 organizations | 1,000 against 1, round by round |\n|---|---|---|---|\n",
+    // The group size every run shares, for the header.
+    let mut sizes: Vec<&str> = record
+        .runs
+        .iter()
+        .filter_map(|run| run.get("decisions_per_group").map(String::as_str))
+        .collect();
+    sizes.dedup();
+    let [size] = sizes[..] else {
+        return Err(format!("{FLOOR_BY_ORGANIZATIONS}: the runs must share one group size").into());
+    };
+    let mut out = format!(
+        "| writes, {size} decisions a group | 1 organization | 1,000 organizations | 1,000 against 1, round by round |\n|---|---|---|---|\n"
     );
     for (writes, shown) in [
         ("row", "the row"),
@@ -485,7 +495,7 @@ mod tests {
         }
     }
 
-    /// Each kind of writes shows every run at one and at 1,000 organizations in the record's
+    /// Each kind of writes shows every run at one organization and at many in the record's
     /// order and decimals, and the ratios pair the runs of one round, whatever their order.
     #[test]
     fn the_floor_by_organizations_pairs_the_runs_of_each_round() {
