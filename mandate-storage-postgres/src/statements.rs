@@ -94,17 +94,26 @@ fn logs_at_once(s: LogSql) -> Option<Sql> {
                  WHERE org_id = u.org AND env = u.env AND seq > u.above AND seq < u.below
                  ORDER BY seq LIMIT u.most) AS d"
         )),
+        // A tile's strips (at most 256) and a tile, each log's read through its own key:
+        // the subquery's LIMIT keeps the planner from joining the lists to a scan of the
+        // whole table, which it prefers once they are long and which costs as much as the
+        // table holds.
         LogSql::StripRangesOf => one("SELECT u.k, s.start, s.hashes
              FROM unnest($1::TEXT[], $2::TEXT[], $3::BIGINT[])
                   WITH ORDINALITY AS u (org, env, first, k)
-             JOIN log_strips s ON s.org_id = u.org AND s.env = u.env
-              AND s.start >= u.first AND s.start < u.first + 256
+             CROSS JOIN LATERAL (
+                 SELECT start, hashes FROM log_strips
+                 WHERE org_id = u.org AND env = u.env
+                   AND start >= u.first AND start < u.first + 256
+                 ORDER BY start LIMIT 256) AS s
              ORDER BY u.k, s.start"),
         LogSql::TilesOf => one("SELECT u.k, t.hashes
              FROM unnest($1::TEXT[], $2::TEXT[], $3::BIGINT[], $4::BIGINT[])
                   WITH ORDINALITY AS u (org, env, level, idx, k)
-             JOIN log_tiles t ON t.org_id = u.org AND t.env = u.env
-              AND t.level = u.level AND t.idx = u.idx"),
+             CROSS JOIN LATERAL (
+                 SELECT hashes FROM log_tiles
+                 WHERE org_id = u.org AND env = u.env AND level = u.level AND idx = u.idx
+                 LIMIT 1) AS t"),
         LogSql::AppendStripsOf => one(
             "INSERT INTO log_strips (org_id, env, start, first_seq, seqs, hashes)
              SELECT * FROM unnest($1::TEXT[], $2::TEXT[], $3::BIGINT[], $4::BIGINT[],

@@ -91,3 +91,103 @@ pub(super) async fn one_text(client: &tokio_postgres::Client, sql: &str) -> Stri
         })
         .unwrap_or_else(|| panic!("{sql}: no value"))
 }
+
+/// A round of the decision log over many logs reads the strips and tiles of the logs it
+/// lists, through their keys, however many logs the tables hold. Once a round listed a
+/// good share of the logs (as one over 1,000 busy organizations does), the planner joined
+/// the list to a scan of every strip: a round then read the table whole, and more each
+/// round as logs grew. Each statement here, planned for the values it is given (as a
+/// connection's first executions are) and for any values (as its cached plan is), reads
+/// neither table by a scan.
+#[tokio::test]
+async fn a_log_rounds_reads_of_tiles_take_only_the_logs_listed() {
+    use mandate_storage::engine::Stmt;
+    use mandate_storage::statements::LogSql;
+
+    let db = database!("a_log_rounds_reads_of_tiles_take_only_the_logs_listed");
+    let store = open(&db).await;
+    // 2,000 logs (1,000 organizations, two environments), each with a level-1 tile and
+    // five strips of four leaves in its first tile.
+    db.execute(
+        "INSERT INTO log_tiles (org_id, env, level, idx, hashes)
+         SELECT 'org_' || o, e, 1, 0, decode(repeat('ab', 256), 'hex')
+         FROM generate_series(1, 1000) AS o, unnest(ARRAY['sandbox', 'live']) AS e;
+         INSERT INTO log_strips (org_id, env, start, first_seq, seqs, hashes)
+         SELECT t.org_id, t.env, s * 4, s * 4 + 1, '\\x010101'::BYTEA,
+                decode(repeat('cd', 128), 'hex')
+         FROM log_tiles t, generate_series(0, 4) AS s;
+         ANALYZE log_tiles; ANALYZE log_strips;",
+    );
+    // A round over the sandbox logs of 646 organizations.
+    const LISTED: usize = 646;
+    let list = |each: &dyn Fn(usize) -> String, kind: &str| {
+        let items: Vec<String> = (0..LISTED).map(each).collect();
+        format!("ARRAY[{}]::{kind}[]", items.join(", "))
+    };
+    let orgs = list(&|i| format!("'org_{}'", 1 + i), "TEXT");
+    let envs = list(&|_| "'sandbox'".to_owned(), "TEXT");
+    let numbers = |n: i64| list(&|_| n.to_string(), "BIGINT");
+    let statements: Vec<(LogSql, Vec<String>)> = vec![
+        (
+            LogSql::StripRangesOf,
+            vec![orgs.clone(), envs.clone(), numbers(0)],
+        ),
+        (
+            LogSql::TilesOf,
+            vec![orgs.clone(), envs.clone(), numbers(1), numbers(0)],
+        ),
+    ];
+    let client = store.pool().get().await.unwrap();
+    let mut costly = Vec::new();
+    for mode in ["force_custom_plan", "force_generic_plan"] {
+        for (n, (stmt, args)) in statements.iter().enumerate() {
+            let texts = crate::statements::sql(Stmt::Log(*stmt)).unwrap();
+            let [text] = texts.as_slice() else {
+                panic!("{stmt:?} is one statement");
+            };
+            let name = format!("round_{mode}_{n}");
+            client
+                .batch_execute(&format!(
+                    "SET plan_cache_mode = {mode}; PREPARE {name} AS {text}"
+                ))
+                .await
+                .unwrap_or_else(|e| panic!("{stmt:?}: {}", crate::pg_error(e)));
+            let explain = format!(
+                "BEGIN; EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE {name}({}); ROLLBACK",
+                args.join(", ")
+            );
+            let plan = client
+                .simple_query(&explain)
+                .await
+                .unwrap_or_else(|e| panic!("{stmt:?}: {}", crate::pg_error(e)))
+                .into_iter()
+                .find_map(|m| match m {
+                    tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_owned),
+                    _ => None,
+                })
+                .expect("a plan");
+            let plan: serde_json::Value = serde_json::from_str(&plan).unwrap();
+            let scans = scans_of_log_tables(&plan[0]["Plan"]);
+            if !scans.is_empty() {
+                costly.push(format!("{stmt:?} ({mode}): {}", scans.join(", ")));
+            }
+        }
+    }
+    assert!(costly.is_empty(), "{costly:#?}");
+}
+
+/// The nodes of `plan` (EXPLAIN's JSON) that read a log table by a sequential scan: the
+/// table and the rows the scan went through.
+fn scans_of_log_tables(plan: &serde_json::Value) -> Vec<String> {
+    let mut found = Vec::new();
+    let table = plan["Relation Name"].as_str().unwrap_or_default();
+    if plan["Node Type"] == "Seq Scan" && table.starts_with("log_") {
+        let rows = plan["Actual Rows"].as_i64().unwrap_or(0)
+            + plan["Rows Removed by Filter"].as_i64().unwrap_or(0);
+        found.push(format!("a scan of {table} through {rows} rows"));
+    }
+    for child in plan["Plans"].as_array().into_iter().flatten() {
+        found.extend(scans_of_log_tables(child));
+    }
+    found
+}
