@@ -167,9 +167,18 @@ pub(crate) struct ServeArgs {
     pub(crate) no_migrate: bool,
     /// Milliseconds between two rounds of the checkpoint worker, which logs new decisions
     /// and signs a checkpoint of each organization's log that grew: how far at most a
-    /// checkpoint is behind the newest decision, plus the round's own time.
+    /// checkpoint is behind the newest decision, plus the round's own time (about three
+    /// times this for a quiet log: `--log-quiet-below`).
     #[arg(long, env = "MANDATE_LOG_CHECKPOINT_INTERVAL", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..=600_000))]
     pub(crate) log_checkpoint_interval: u64,
+    /// A log with fewer decisions than this waiting, whose checkpoint was signed within
+    /// the last two intervals, waits for a later round: an organization deciding a few a
+    /// second has its log extended every few seconds with all of them, instead of every
+    /// round with each round's few (which costs the database as much a round as a busy
+    /// log's). Its checkpoint is then up to about three intervals behind. 0: every log
+    /// with new decisions is extended every round.
+    #[arg(long, env = "MANDATE_LOG_QUIET_BELOW", default_value_t = mandate_server::workers::checkpoint::QUIET_BELOW, value_parser = clap::value_parser!(i64).range(0..=1_000_000))]
+    pub(crate) log_quiet_below: i64,
     /// Serve every organization's decision log (C2SP tlog-tiles under
     /// `{verdicts_url}/log/<org>/<env>/`) to anyone; without it, reading an organization's
     /// log needs one of its secret keys of that environment.

@@ -80,6 +80,11 @@ pub struct Config {
     /// Decisions the checkpoint worker appends to one log a round, at most
     /// ([`crate::workers::checkpoint::BATCH`]); a full batch starts the next round at once.
     pub log_checkpoint_batch: i64,
+    /// Fewer decisions waiting than this, a log whose checkpoint was signed within the
+    /// last two intervals waits for a later round (`--log-quiet-below`,
+    /// [`crate::workers::checkpoint::QUIET_BELOW`]); 0: every log with news is extended
+    /// every round.
+    pub log_quiet_below: i64,
     /// Whether anyone may read every organization's decision log on the public host
     /// (`--public-logs`); otherwise reading an organization's log needs one of its keys.
     pub public_logs: bool,
@@ -329,6 +334,7 @@ pub async fn start_with(
         config.log_checkpoint_batch,
     )
     .with_witnesses(Arc::new(witnesses))
+    .with_quiet_below(config.log_quiet_below)
     .start();
     let (handles, servers) = spawn_hosts(&config, &state, api_listener, public_listener).await?;
     let process_id = mandate_protocol::id::base32(&crate::clock::random16());

@@ -27,7 +27,7 @@ use super::engine::{Access, Columns, Engine, Param, Result, Scope, Tx, env_of, f
 use super::keys::StoredKey;
 use super::log_entries::{self, TileRead};
 pub use super::log_parts::{
-    CheckpointShow, LogAppend, LogHead, LogTail, ShownCheckpoint, TokenRead, TokensRead,
+    CheckpointShow, LogAppend, LogHead, LogTail, Quiet, ShownCheckpoint, TokenRead, TokensRead,
 };
 use super::log_parts::{
     as_i64, as_u64, decision_at, edge_of, hashes_of, head_at, level0_of, partial_tiles, strip_seqs,
@@ -45,8 +45,15 @@ pub trait LogStore {
     fn logs_with_news(&self, limit: i64, idle_since_ms: i64)
     -> StoreFuture<'_, Vec<(String, Env)>>;
 
-    /// What the worker extends a log from, with at most `batch` decisions.
-    fn log_tail(&self, org: &str, env: Env, batch: i64) -> StoreFuture<'_, LogTail>;
+    /// What the worker extends a log from, with at most `batch` decisions; only its head
+    /// (`waiting`) if it waits by `quiet`.
+    fn log_tail(
+        &self,
+        org: &str,
+        env: Env,
+        batch: i64,
+        quiet: Option<Quiet>,
+    ) -> StoreFuture<'_, LogTail>;
 
     /// The tokens of the decisions of a log in each of `ranges` (seqs above the first and
     /// below the second, at most the third of them), as rebuilt from their rows: seq and
@@ -81,8 +88,12 @@ pub trait LogStore {
     /// above do, each log in a transaction of its own.
     fn logs_at_once(&self) -> bool;
 
-    /// [`LogStore::log_tail`] of each of `logs`, in order.
-    fn log_tails(&self, logs: Vec<(String, Env)>, batch: i64) -> StoreFuture<'_, Vec<LogTail>>;
+    /// [`LogStore::log_tail`] of each of `logs` (a log and its `quiet`), in order.
+    fn log_tails(
+        &self,
+        logs: Vec<(String, Env, Option<Quiet>)>,
+        batch: i64,
+    ) -> StoreFuture<'_, Vec<LogTail>>;
 
     /// [`LogStore::log_tokens`] of each of `reads` (a log and its ranges), in order.
     fn logs_tokens(&self, reads: Vec<TokenRead>) -> StoreFuture<'_, Vec<TokensRead>>;
@@ -238,9 +249,22 @@ async fn read_edge<T: Tx>(tx: &mut T, org: &str, env: Env, size: u64) -> Result<
 }
 
 /// [`LogStore::log_tail`]'s reads.
-async fn tail<T: Tx>(tx: &mut T, org: &str, env: Env, batch: i64) -> Result<LogTail> {
+async fn tail<T: Tx>(
+    tx: &mut T,
+    org: &str,
+    env: Env,
+    batch: i64,
+    quiet: Option<Quiet>,
+) -> Result<LogTail> {
     let head = head(tx, org, env, Lock::No).await?.unwrap_or_default();
     let upto = tx.watermark(org).await?;
+    if quiet.is_some_and(|q| q.waits(&head, upto.saturating_add(1))) {
+        return Ok(LogTail {
+            head,
+            waiting: true,
+            ..LogTail::default()
+        });
+    }
     let params = [
         org.into(),
         env.into(),
@@ -263,6 +287,7 @@ async fn tail<T: Tx>(tx: &mut T, org: &str, env: Env, batch: i64) -> Result<LogT
         edge,
         tiles,
         decisions: rows,
+        waiting: false,
     })
 }
 
@@ -498,13 +523,19 @@ impl<E: Engine> LogStore for E {
         )
     }
 
-    fn log_tail(&self, org: &str, env: Env, batch: i64) -> StoreFuture<'_, LogTail> {
-        let args = (org.to_owned(), env, batch);
+    fn log_tail(
+        &self,
+        org: &str,
+        env: Env,
+        batch: i64,
+        quiet: Option<Quiet>,
+    ) -> StoreFuture<'_, LogTail> {
+        let args = (org.to_owned(), env, batch, quiet);
         Box::pin(self.run_at(
             org.to_owned(),
             Access::Read,
             args,
-            |tx, (org, env, batch)| Box::pin(tail(tx, org, *env, *batch)),
+            |tx, (org, env, batch, quiet)| Box::pin(tail(tx, org, *env, *batch, *quiet)),
         ))
     }
 
@@ -568,8 +599,12 @@ impl<E: Engine> LogStore for E {
         Engine::logs_at_once(self)
     }
 
-    fn log_tails(&self, logs: Vec<(String, Env)>, batch: i64) -> StoreFuture<'_, Vec<LogTail>> {
-        if let Err(e) = log_rounds::each_once(logs.iter().map(|(o, e)| (o.as_str(), *e))) {
+    fn log_tails(
+        &self,
+        logs: Vec<(String, Env, Option<Quiet>)>,
+        batch: i64,
+    ) -> StoreFuture<'_, Vec<LogTail>> {
+        if let Err(e) = log_rounds::each_once(logs.iter().map(|(o, e, _)| (o.as_str(), *e))) {
             return Box::pin(async move { Err(e) });
         }
         if Engine::logs_at_once(self) {
@@ -579,8 +614,8 @@ impl<E: Engine> LogStore for E {
         }
         Box::pin(async move {
             let mut out = Vec::with_capacity(logs.len());
-            for (org, env) in logs {
-                out.push(self.log_tail(&org, env, batch).await?);
+            for (org, env, quiet) in logs {
+                out.push(self.log_tail(&org, env, batch, quiet).await?);
             }
             Ok(out)
         })

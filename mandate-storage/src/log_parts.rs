@@ -46,6 +46,36 @@ pub struct LogTail {
     /// (PostgreSQL stores it; SQLite, one process, leaves it to the decision service's
     /// hand-over).
     pub decisions: Vec<(i64, DecisionId, Option<LogHash>)>,
+    /// The log waits for a later round by the reader's [`Quiet`]: only its head was read
+    /// (no decisions, no edge, no tiles).
+    pub waiting: bool,
+}
+
+/// When a log may wait for a later round instead of being extended now: its newest
+/// checkpoint is recent and few decisions wait. The checkpoint worker passes it with each
+/// log it reads; a log then costs a round's reads and writes once for several rounds'
+/// decisions instead of once a round for a few.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quiet {
+    /// The newest checkpoint was signed after this, unix ms...
+    pub signed_after_ms: i64,
+    /// ...and not after this (a signing time ahead of the reader's clock does not count).
+    pub signed_until_ms: i64,
+    /// Fewer decisions than this wait (counted by seq, so at most this many).
+    pub fewer_than: i64,
+}
+
+impl Quiet {
+    /// Whether a log at `head`, whose decisions below the seq `below` are readable, waits:
+    /// its checkpoint was signed within the window and from one to fewer than
+    /// `fewer_than` seqs lie between the head and `below`. A log never signed, or with no
+    /// seq waiting, does not.
+    pub fn waits(&self, head: &LogHead, below: i64) -> bool {
+        let seqs = below.saturating_sub(head.scanned_seq).saturating_sub(1);
+        head.signed_ms
+            .is_some_and(|s| s > self.signed_after_ms && s <= self.signed_until_ms)
+            && (1..self.fewer_than).contains(&seqs)
+    }
 }
 
 /// What the checkpoint worker appends to a log and the checkpoint it signed of it.
@@ -299,4 +329,41 @@ pub(crate) fn strip_seqs(first: i64, deltas: &[u8]) -> Result<Vec<i64>> {
         return Err(corrupt());
     }
     Ok(seqs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_log_waits_only_when_signed_within_the_window_with_a_few_seqs_waiting() {
+        let quiet = Quiet {
+            signed_after_ms: 1_000,
+            signed_until_ms: 3_000,
+            fewer_than: 4,
+        };
+        let head = |signed_ms: Option<i64>| LogHead {
+            scanned_seq: 10,
+            signed_ms,
+            ..LogHead::default()
+        };
+        // Seqs 11 to 13 readable (below 14): three wait.
+        assert!(quiet.waits(&head(Some(2_000)), 14));
+        assert!(quiet.waits(&head(Some(3_000)), 14));
+        assert!(quiet.waits(&head(Some(1_001)), 12));
+        // Four waiting, or none.
+        assert!(!quiet.waits(&head(Some(2_000)), 15));
+        assert!(!quiet.waits(&head(Some(2_000)), 11));
+        assert!(!quiet.waits(&head(Some(2_000)), 5));
+        // Never signed, signed at or before the window, or after it.
+        assert!(!quiet.waits(&head(None), 14));
+        assert!(!quiet.waits(&head(Some(1_000)), 14));
+        assert!(!quiet.waits(&head(Some(3_001)), 14));
+        // A window of 0: none waits.
+        let none = Quiet {
+            fewer_than: 0,
+            ..quiet
+        };
+        assert!(!none.waits(&head(Some(2_000)), 12));
+    }
 }

@@ -16,8 +16,8 @@ use mandate_protocol::tlog::{LogHash, TileId, TreeEdge, tiles_of};
 use super::StorageError;
 use super::engine::{Columns, Param, Result, Tx};
 use super::log_parts::{
-    CheckpointShow, LogAppend, LogHead, LogTail, Strip, TokenRead, TokensRead, as_i64, decision_at,
-    edge_of, hashes_of, head_at, level0_of, partial_tiles, strips,
+    CheckpointShow, LogAppend, LogHead, LogTail, Quiet, Strip, TokenRead, TokensRead, as_i64,
+    decision_at, edge_of, hashes_of, head_at, level0_of, partial_tiles, strips,
 };
 use super::statements::LogSql;
 use crate::model::Env;
@@ -71,17 +71,18 @@ async fn heads<T: Tx>(
     Ok(heads)
 }
 
-/// [`crate::log::LogStore::log_tails`]: the tails of `logs`, in order, as `log.rs` reads
-/// each, in a few statements whatever their number.
+/// [`crate::log::LogStore::log_tails`]: the tails of `logs` (each with its `Quiet`), in
+/// order, as `log.rs` reads each, in a few statements whatever their number.
 pub(crate) async fn tails<T: Tx>(
     tx: &mut T,
-    logs: &[(String, Env)],
+    read: &[(String, Env, Option<Quiet>)],
     batch: i64,
 ) -> Result<Vec<LogTail>> {
-    each_once(logs.iter().map(|(o, e)| (o.as_str(), *e)))?;
-    if logs.is_empty() {
+    each_once(read.iter().map(|(o, e, _)| (o.as_str(), *e)))?;
+    if read.is_empty() {
         return Ok(Vec::new());
     }
+    let logs: Vec<(String, Env)> = read.iter().map(|(o, e, _)| (o.clone(), *e)).collect();
     let (orgs, envs) = columns(logs.iter().map(|(o, e)| (o.as_str(), *e)));
     let heads: Vec<LogHead> = heads(tx, &orgs, &envs, false)
         .await?
@@ -100,7 +101,6 @@ pub(crate) async fn tails<T: Tx>(
         .map(String::as_str)
         .zip(tx.watermarks(&distinct).await?)
         .collect();
-    let above: Vec<i64> = heads.iter().map(|h| h.scanned_seq).collect();
     let below: Vec<i64> = orgs
         .iter()
         .map(|o| {
@@ -111,24 +111,34 @@ pub(crate) async fn tails<T: Tx>(
                 .saturating_add(1)
         })
         .collect();
-    let params = [
-        Param::Texts(&orgs),
-        Param::Texts(&envs),
-        Param::Ints(&above),
-        Param::Ints(&below),
-        batch.into(),
-    ];
-    let read = |r: &dyn Columns| Ok((r.int(0)?, decision_at(r, 1)?));
-    let rows = tx.query(LogSql::IdsOf.into(), &params, read).await?;
     let mut tails: Vec<LogTail> = heads
         .into_iter()
-        .map(|head| LogTail {
+        .zip(read)
+        .zip(&below)
+        .map(|((head, (_, _, quiet)), &below)| LogTail {
+            waiting: quiet.is_some_and(|q| q.waits(&head, below)),
             head,
             ..LogTail::default()
         })
         .collect();
-    for (k, decision) in rows {
-        tails[position(k, logs.len())?].decisions.push(decision);
+    // The decisions of the logs that do not wait: their positions in `logs`, and the lists.
+    let at: Vec<usize> = (0..logs.len()).filter(|&i| !tails[i].waiting).collect();
+    if !at.is_empty() {
+        let (orgs, envs) = columns(at.iter().map(|&i| (logs[i].0.as_str(), logs[i].1)));
+        let above: Vec<i64> = at.iter().map(|&i| tails[i].head.scanned_seq).collect();
+        let below: Vec<i64> = at.iter().map(|&i| below[i]).collect();
+        let params = [
+            Param::Texts(&orgs),
+            Param::Texts(&envs),
+            Param::Ints(&above),
+            Param::Ints(&below),
+            batch.into(),
+        ];
+        let read = |r: &dyn Columns| Ok((r.int(0)?, decision_at(r, 1)?));
+        let rows = tx.query(LogSql::IdsOf.into(), &params, read).await?;
+        for (k, decision) in rows {
+            tails[at[position(k, at.len())?]].decisions.push(decision);
+        }
     }
     // The tiles of each log with decisions: its edge's, and its partial ones.
     let mut wanted: Vec<(usize, TileId)> = Vec::new();
@@ -142,7 +152,7 @@ pub(crate) async fn tails<T: Tx>(
         ids.extend(partial_tiles(tail.head.size));
         wanted.extend(ids.into_iter().map(|tile| (i, tile)));
     }
-    let mut read = read_tiles(tx, logs, &wanted).await?;
+    let mut read = read_tiles(tx, &logs, &wanted).await?;
     for (i, tail) in tails.iter_mut().enumerate() {
         if tail.decisions.is_empty() {
             continue;

@@ -300,6 +300,7 @@ fn config(
         console_origins: None,
         log_checkpoint_interval: log_interval,
         log_checkpoint_batch: mandate_server::workers::checkpoint::BATCH,
+        log_quiet_below: mandate_server::workers::checkpoint::QUIET_BELOW,
         public_logs: false,
         x402_assets: Default::default(),
         witnesses: witnesses.to_vec(),

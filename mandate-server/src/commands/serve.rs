@@ -91,6 +91,7 @@ fn config(args: ServeArgs) -> Result<Config, String> {
         console_origins: console_origins(args.console_origin)?,
         log_checkpoint_interval: Duration::from_millis(args.log_checkpoint_interval),
         log_checkpoint_batch: mandate_server::workers::checkpoint::BATCH,
+        log_quiet_below: args.log_quiet_below,
         public_logs: args.public_logs,
         x402_assets: x402_assets(&args.x402_asset)?,
         witnesses: witnesses(&args.witness)?,

@@ -9,6 +9,13 @@
 //! process's, that died before logging them); and
 //! for each, one at a time:
 //!
+//! 0. leaves for a later round a log of its news that is quiet (fewer than
+//!    `--log-quiet-below` decisions waiting, [`QUIET_BELOW`] by default) and whose
+//!    checkpoint was signed within the last [`QUIET_HOLD`] intervals, having read only its
+//!    head ([`Quiet`]): a log deciding a few a second is extended every few seconds with all
+//!    of them rather than every round with a few, each round costing the database a log's
+//!    reads and writes whatever it appends;
+//!
 //! 1. reads the log's head, its tree's edge and the seqs and ids of the decisions after
 //!    the head up to the readers' watermark (at most [`BATCH`]), and checks that the stored
 //!    tree still has the stored checkpoint's root (otherwise the tables were changed under
@@ -53,7 +60,7 @@ use crate::clock::ms;
 use crate::model::Env;
 use crate::model::leaves::Token;
 use crate::storage::StorageError;
-use crate::storage::log::{CheckpointShow, LogAppend, LogTail};
+use crate::storage::log::{CheckpointShow, LogAppend, LogTail, Quiet};
 
 /// The default time between two rounds.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
@@ -63,6 +70,15 @@ pub const BATCH: i64 = 10_000;
 
 /// Logs looked at a round, at most.
 const LOGS_A_ROUND: i64 = 1_000;
+
+/// Fewer decisions waiting than this, a log whose checkpoint was signed within the last
+/// [`QUIET_HOLD`] intervals waits for a later round ([`Quiet`]): a log deciding a few a
+/// second is then extended every few seconds with all of them, instead of every round with
+/// each round's few, which costs as many reads and writes a round as a busy log's.
+pub const QUIET_BELOW: i64 = 32;
+
+/// Intervals a quiet log waits after its newest checkpoint was signed.
+pub const QUIET_HOLD: i64 = 2;
 
 /// Runs of decisions whose rows a round reads one by one, at most; past it, one read
 /// from the first decision missing a hash to the last.
@@ -126,7 +142,8 @@ struct Extended {
     moved: bool,
     /// Its batch was full: more decisions may be waiting.
     full: bool,
-    /// It was left to the process that signed it within the interval.
+    /// It was left for a later round: to the process that signed it within the
+    /// interval, or to wait as quiet.
     left: bool,
 }
 
@@ -137,6 +154,9 @@ pub struct Checkpointer {
     batch: i64,
     sweep: std::sync::Mutex<super::SweepTimer>,
     witnesses: Option<Arc<Witnesses>>,
+    /// Fewer decisions waiting than this, a recently signed log waits ([`QUIET_BELOW`];
+    /// 0: none waits).
+    quiet_below: i64,
     /// When this process last signed each log's checkpoint that it stored.
     signed: std::sync::Mutex<HashMap<(String, Env), i64>>,
     /// The round before was behind: this one leaves no log to others.
@@ -180,6 +200,7 @@ impl Checkpointer {
             batch: batch.max(1),
             sweep: Default::default(),
             witnesses: None,
+            quiet_below: QUIET_BELOW,
             signed: Default::default(),
             catching_up: Default::default(),
         }
@@ -233,8 +254,8 @@ impl Checkpointer {
         let mut round = Round { moved: 0, behind };
         let catching_up = self.catching_up.swap(false, Ordering::Relaxed);
         // A log of this process's news may be left to another process that signed it
-        // within the interval; a log the sweep found (its decisions may be no live
-        // process's news) never is, nor any while this process catches up.
+        // within the interval, or wait as quiet; a log the sweep found (its decisions may
+        // be no live process's news) never is, nor any while this process catches up.
         let leave: Vec<bool> = logs
             .iter()
             .map(|log| !catching_up && !swept.contains(log))
@@ -274,6 +295,28 @@ impl Checkpointer {
         }
         self.catching_up.store(round.behind, Ordering::Relaxed);
         round
+    }
+
+    /// The same worker, letting a log with fewer than `below` decisions waiting and a
+    /// checkpoint signed within the last [`QUIET_HOLD`] intervals wait (0: none waits, so
+    /// every log with news is extended every round).
+    #[must_use]
+    pub fn with_quiet_below(mut self, below: i64) -> Self {
+        self.quiet_below = below.max(0);
+        self
+    }
+
+    /// How a log that may wait is read this round: it waits if its checkpoint was signed
+    /// within the last [`QUIET_HOLD`] intervals (not ahead of this clock by more than one)
+    /// and fewer than `quiet_below` decisions wait.
+    fn quiet(&self) -> Quiet {
+        let now = ms(self.context.now());
+        let interval = i64::try_from(self.interval.as_millis()).unwrap_or(i64::MAX);
+        Quiet {
+            signed_after_ms: now.saturating_sub(interval.saturating_mul(QUIET_HOLD)),
+            signed_until_ms: now.saturating_add(interval),
+            fewer_than: self.quiet_below,
+        }
     }
 
     /// Runs a round every interval until the task is aborted; while a log is behind (a
@@ -318,8 +361,9 @@ impl Checkpointer {
     /// shown, and whether its batch was full (more may be waiting).
     async fn extend(&self, org: &str, env: Env, leave: bool) -> Result<Extended, CheckpointError> {
         let store = &self.context.store;
-        let tail = store.log_tail(org, env, self.batch).await?;
-        if leave && !tail.decisions.is_empty() && self.left(org, env, &tail) {
+        let quiet = leave.then(|| self.quiet());
+        let tail = store.log_tail(org, env, self.batch, quiet).await?;
+        if tail.waiting || (leave && !tail.decisions.is_empty() && self.left(org, env, &tail)) {
             return Ok(Extended {
                 moved: false,
                 full: false,
@@ -432,7 +476,13 @@ impl Checkpointer {
         leave: &[bool],
     ) -> Result<Vec<Extended>, StorageError> {
         let store = &self.context.store;
-        let tails = store.log_tails(logs.to_vec(), self.batch).await?;
+        let quiet = self.quiet();
+        let reads = logs
+            .iter()
+            .zip(leave)
+            .map(|((org, env), &leave)| (org.clone(), *env, leave.then_some(quiet)))
+            .collect();
+        let tails = store.log_tails(reads, self.batch).await?;
         let mut outcome: Vec<Extended> = (0..logs.len())
             .map(|_| Extended {
                 moved: false,
@@ -444,7 +494,9 @@ impl Checkpointer {
         let mut planned = Vec::new();
         let mut reads = Vec::new();
         for (i, ((org, env), tail)) in logs.iter().zip(tails).enumerate() {
-            if leave[i] && !tail.decisions.is_empty() && self.left(org, *env, &tail) {
+            if tail.waiting
+                || (leave[i] && !tail.decisions.is_empty() && self.left(org, *env, &tail))
+            {
                 outcome[i].left = true;
                 continue;
             }

@@ -196,6 +196,44 @@ async fn before_a_checkpoint_covers_it_a_decision_reads_log_null() {
     assert!(line["log"].is_null());
 }
 
+/// A log with fewer decisions waiting than `--log-quiet-below` whose checkpoint was signed
+/// within the last two intervals waits for a later round (here the server's clock stands
+/// still, so it waits until the test moves it); one with as many waiting is extended at the
+/// next round, and a log never signed is too.
+#[mandate_test_macros::on_each_engine]
+async fn a_quiet_log_waits_two_intervals_after_its_checkpoint_and_a_busier_one_does_not() {
+    let app = spawn_app_with(|c| c.log_quiet_below = 4).await;
+    let agent = app.standard_agent(&app.org.live, "quiet").await;
+    let decide = async || {
+        let r = app.authorize(&agent, "1", "software").await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        r.body["id"].as_str().unwrap().to_owned()
+    };
+    // Never signed: logged at once.
+    let first = decide().await;
+    app.logged(&app.org.live, &first).await;
+    // One waiting, the checkpoint signed now: ten rounds (100 ms apart) leave it waiting.
+    let second = decide().await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let read = app
+        .get(&app.org.live, &format!("/v1/decisions/{second}"))
+        .await;
+    assert!(read.body["log"].is_null(), "{}", read.text);
+    // Two intervals after the checkpoint it is logged.
+    app.clock.advance(time::Duration::milliseconds(201));
+    let logged = app.logged(&app.org.live, &second).await;
+    assert_eq!(logged["log"]["index"], 1);
+    // Four waiting (as many as the threshold), the clock still: logged without waiting.
+    let mut busier = Vec::new();
+    for _ in 0..4 {
+        busier.push(decide().await);
+    }
+    for (i, id) in busier.iter().enumerate() {
+        let logged = app.logged(&app.org.live, id).await;
+        assert_eq!(logged["log"]["index"], 2 + i);
+    }
+}
+
 /// The worker takes the leaf hash of each decision its own process made from memory, and
 /// reads the rows of the others (here made before a restart, by a process whose worker
 /// never ran) to rebuild their tokens: a log holding both kinds has every decision at its

@@ -361,6 +361,8 @@ pub fn config(db: &TestDatabase) -> Config {
         console_origins: None,
         log_checkpoint_interval: std::time::Duration::from_millis(100),
         log_checkpoint_batch: mandate_server::workers::checkpoint::BATCH,
+        // A manual clock: a log waits by wall time only when a test moves it.
+        log_quiet_below: 0,
         public_logs: false,
         x402_assets: Default::default(),
         witnesses: Vec::new(),

@@ -184,6 +184,8 @@ async fn a_verdicts_or_docs_url_that_is_not_an_absolute_http_url_stops_the_start
             console_origins: None,
             log_checkpoint_interval: mandate_server::workers::checkpoint::DEFAULT_INTERVAL,
             log_checkpoint_batch: mandate_server::workers::checkpoint::BATCH,
+            // A manual clock: a log waits by wall time only when a test moves it.
+            log_quiet_below: 0,
             public_logs: false,
             x402_assets: Default::default(),
             witnesses: Vec::new(),

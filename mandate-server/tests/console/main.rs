@@ -56,6 +56,7 @@ impl Console {
             console_origins: None,
             log_checkpoint_interval: mandate_server::workers::checkpoint::DEFAULT_INTERVAL,
             log_checkpoint_batch: mandate_server::workers::checkpoint::BATCH,
+            log_quiet_below: mandate_server::workers::checkpoint::QUIET_BELOW,
             public_logs: false,
             x402_assets: Default::default(),
             witnesses: Vec::new(),

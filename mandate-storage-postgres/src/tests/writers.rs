@@ -360,7 +360,10 @@ async fn a_decisions_leaf_hash_is_stored_with_its_row_for_the_log() {
     .await
     .unwrap();
     tx.commit().await.unwrap();
-    let tail = store.log_tail("org_1", Env::Sandbox, 10).await.unwrap();
+    let tail = store
+        .log_tail("org_1", Env::Sandbox, 10, None)
+        .await
+        .unwrap();
     let leaves: Vec<(&str, Option<_>)> = tail
         .decisions
         .iter()

@@ -92,6 +92,7 @@ macro_rules! conformance {
             decisions_are_logged_with_their_idempotency_record_in_order,
             the_log_keeps_its_entries_with_its_strips_and_never_rewrites_them,
             many_logs_are_read_and_written_as_each_alone,
+            a_quiet_log_waits_with_only_its_head_read,
             a_failing_decision_writes_nothing,
             a_decision_on_a_stale_agent_is_given_back_unstored,
             a_single_use_credential_is_accepted_once_even_at_once,

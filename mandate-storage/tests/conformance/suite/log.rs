@@ -3,7 +3,7 @@
 //! refused whole when a token is not its leaf's data, never rewritten.
 
 use mandate_protocol::tlog::{self, LogHash, TileId};
-use mandate_storage::log::{CheckpointShow, LogAppend};
+use mandate_storage::log::{CheckpointShow, LogAppend, Quiet};
 use mandate_storage::log_entries::{TileRead, split_entries};
 use mandate_storage::model::Env;
 
@@ -116,10 +116,10 @@ pub async fn many_logs_are_read_and_written_as_each_alone(fresh: &Fresh) {
         ("org_other".to_owned(), Env::Sandbox),
     ];
     // The tails of many logs are each log's, read alone.
-    let tails = store.log_tails(logs.clone(), 2).await.unwrap();
+    let tails = store.log_tails(unquiet(&logs), 2).await.unwrap();
     assert_eq!(tails.len(), 3);
     for ((org, env), tail) in logs.iter().zip(&tails) {
-        let alone = store.log_tail(org, *env, 2).await.unwrap();
+        let alone = store.log_tail(org, *env, 2, None).await.unwrap();
         assert_eq!(tail.head, alone.head);
         assert_eq!(tail.decisions, alone.decisions);
         assert_eq!(tail.edge.size(), alone.edge.size());
@@ -166,7 +166,7 @@ pub async fn many_logs_are_read_and_written_as_each_alone(fresh: &Fresh) {
         store.append_logs(appends).await.unwrap(),
         vec![true, true, false]
     );
-    let tails = store.log_tails(logs.clone(), 2).await.unwrap();
+    let tails = store.log_tails(unquiet(&logs), 2).await.unwrap();
     let heads: Vec<_> = tails
         .iter()
         .map(|t| (t.head.size, t.head.checkpoint.clone()))
@@ -228,4 +228,98 @@ pub async fn many_logs_are_read_and_written_as_each_alone(fresh: &Fresh) {
     // Shown once: the same again shows nothing.
     let shows = vec![show(ORG, Env::Live, 200, "live-200+witnessed")];
     assert_eq!(store.show_checkpoints(shows).await.unwrap(), vec![false]);
+}
+
+/// `logs` read with no `Quiet`: none waits.
+fn unquiet(logs: &[(String, Env)]) -> Vec<(String, Env, Option<Quiet>)> {
+    logs.iter().map(|(o, e)| (o.clone(), *e, None)).collect()
+}
+
+pub async fn a_quiet_log_waits_with_only_its_head_read(fresh: &Fresh) {
+    let store = fresh.store.as_ref();
+    onboard(store).await;
+    agent(store, "agt_quiet", 3).await;
+    mandate(store, "agt_quiet").await;
+    for amount in ["10", "20", "30"] {
+        let new =
+            super::made::decided(store, "agt_quiet", amount, mandate_core::Verdict::Allow).await;
+        super::made::stored(store, new).await;
+    }
+    // A log never signed does not wait, however quiet.
+    let quiet = |after: i64, until: i64, fewer_than: i64| Quiet {
+        signed_after_ms: after,
+        signed_until_ms: until,
+        fewer_than,
+    };
+    let tail = store.log_tail(ORG, Env::Sandbox, 10, Some(quiet(0, i64::MAX, 100)));
+    let tail = tail.await.unwrap();
+    assert!(!tail.waiting);
+    let seqs: Vec<i64> = tail.decisions.iter().map(|(s, _, _)| *s).collect();
+    assert_eq!(seqs.len(), 3);
+    // The first decision logged, its checkpoint signed at 5 s: two decisions wait, and
+    // the seqs from the head to the newest are `span`.
+    let token = "q0.payload.sig".to_owned();
+    let first = LogAppend {
+        org: ORG.to_owned(),
+        env: Env::Sandbox,
+        from: (0, 0),
+        size: 1,
+        scanned_seq: seqs[0],
+        leaves: vec![(0, seqs[0], tlog::leaf_hash(token.as_bytes()))],
+        tokens: vec![token],
+        tiles: Vec::new(),
+        checkpoint: Some("signed-1".into()),
+        signed_ms: 5_000,
+    };
+    assert!(store.append_log(first).await.unwrap());
+    let span = seqs[2] - seqs[0];
+    let logs = [(ORG.to_owned(), Env::Sandbox), (ORG.to_owned(), Env::Live)];
+    // Signed within the window, fewer than `span + 1` waiting: it waits, its head read.
+    for read in [
+        Some(quiet(4_999, 5_000, span + 1)),
+        Some(quiet(0, i64::MAX, span + 1)),
+    ] {
+        let tail = store.log_tail(ORG, Env::Sandbox, 10, read).await.unwrap();
+        assert!(tail.waiting, "{read:?}");
+        assert!(tail.decisions.is_empty() && tail.tiles.is_empty());
+        assert_eq!(tail.edge.size(), 0);
+        assert_eq!(
+            (tail.head.size, tail.head.scanned_seq, tail.head.signed_ms),
+            (1, seqs[0], Some(5_000))
+        );
+        // Read with another log at once: the same, and the other log read as alone.
+        let tails = store
+            .log_tails(
+                logs.iter().map(|(o, e)| (o.clone(), *e, read)).collect(),
+                10,
+            )
+            .await
+            .unwrap();
+        assert!(tails[0].waiting && tails[0].decisions.is_empty());
+        assert_eq!(tails[0].head, tail.head);
+        let live = store.log_tail(ORG, Env::Live, 10, None).await.unwrap();
+        assert!(!tails[1].waiting);
+        assert_eq!(tails[1].head, live.head);
+    }
+    // As many waiting as `fewer_than`, signed at or before the window's start, or after
+    // its end (a clock ahead): it does not wait, and its two decisions are read.
+    for read in [
+        None,
+        Some(quiet(0, i64::MAX, span)),
+        Some(quiet(5_000, i64::MAX, span + 1)),
+        Some(quiet(0, 4_999, span + 1)),
+    ] {
+        let tail = store.log_tail(ORG, Env::Sandbox, 10, read).await.unwrap();
+        assert!(!tail.waiting, "{read:?}");
+        assert_eq!(tail.edge.size(), 1);
+        let read_seqs: Vec<i64> = tail.decisions.iter().map(|(s, _, _)| *s).collect();
+        assert_eq!(read_seqs, seqs[1..], "{read:?}");
+        let tails = store
+            .log_tails(vec![(ORG.to_owned(), Env::Sandbox, read)], 10)
+            .await
+            .unwrap();
+        assert!(!tails[0].waiting);
+        assert_eq!(tails[0].decisions, tail.decisions);
+        assert_eq!(tails[0].edge.size(), 1);
+    }
 }
