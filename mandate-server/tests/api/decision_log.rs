@@ -212,7 +212,7 @@ async fn a_quiet_log_waits_two_intervals_after_its_checkpoint_and_a_busier_one_d
     // Never signed: logged at once.
     let first = decide().await;
     app.logged(&app.org.live, &first).await;
-    // One waiting, the checkpoint signed now: ten rounds (100 ms apart) leave it waiting.
+    // One waiting, the checkpoint signed now: rounds while the clock stands leave it waiting.
     let second = decide().await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let read = app
