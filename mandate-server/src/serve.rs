@@ -171,6 +171,10 @@ fn origin_of(url: &str) -> String {
         .unwrap_or_else(|_| url.to_owned())
 }
 
+/// How long a stopped server waits for its SQLite file to close (every handle dropped,
+/// the writer's last jobs committed) before it returns anyway, with a warning.
+const CLOSE_WITHIN: Duration = Duration::from_secs(10);
+
 /// A running server.
 pub struct Running {
     /// The API host's bound address.
@@ -580,12 +584,31 @@ impl Running {
                 Err(e) => result = Err(ServeError::Io(std::io::Error::other(e.to_string()))),
             }
         }
+        // Aborted and awaited: a task that is only aborted still holds the store until the
+        // runtime next polls it.
         self.refresher.abort();
         self.checkpointer.abort();
+        let _ = self.refresher.await;
+        let _ = self.checkpointer.await;
         self.worker.stop().await;
         // No longer counted: the others take this one's share of each key's rate.
         if let Err(e) = self.state.store.leave(&self.process_id).await {
             tracing::error!("leaving the processes of the database: {e}");
+        }
+        drop(self.state);
+        // The SQLite file is closed before this returns: the writer commits the jobs sent
+        // before (a log round's, say) and its threads end, so that a caller that copies,
+        // restores or reopens the file next finds nothing of this server still writing.
+        if let Some(db) = self.db {
+            let closed = tokio::task::spawn_blocking(move || db.close(CLOSE_WITHIN))
+                .await
+                .unwrap_or(false);
+            if !closed {
+                tracing::warn!(
+                    "the database was still open {} s after the server stopped",
+                    CLOSE_WITHIN.as_secs()
+                );
+            }
         }
         result
     }

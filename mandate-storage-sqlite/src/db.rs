@@ -4,6 +4,8 @@
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OpenFlags};
 
@@ -31,6 +33,11 @@ pub struct Db {
     pub(super) jobs: Arc<Inbox>,
     pub(super) readers: Arc<Vec<Mutex<Connection>>>,
     pub(super) next_reader: Arc<AtomicUsize>,
+    /// Held by every clone: when the last is dropped, the checkpoint thread sees its
+    /// channel closed and ends at once.
+    _open: mpsc::Sender<()>,
+    /// The checkpoint, sync and writer threads, so that [`Db::close`] can wait for them.
+    threads: Arc<Mutex<Vec<JoinHandle<()>>>>,
 }
 
 impl Db {
@@ -80,13 +87,18 @@ impl Db {
         let checkpointer = Connection::open(path).map_err(crate::sqlite_error)?;
         configure(&checkpointer).map_err(crate::sqlite_error)?;
         let writer = Arc::new(Mutex::new(writer));
-        let weak = Arc::downgrade(&writer);
+        let (open, closed) = mpsc::channel::<()>();
         let restart = Arc::new(AtomicBool::new(false));
         let asks_restart = restart.clone();
-        std::thread::Builder::new()
-            .name("mandate-checkpoint".into())
-            .spawn(move || checkpoint_loop(&checkpointer, &weak, &asks_restart))
-            .map_err(|e| StorageError::Task(format!("cannot start the checkpoint thread: {e}")))?;
+        let mut threads = Vec::with_capacity(3);
+        threads.push(
+            std::thread::Builder::new()
+                .name("mandate-checkpoint".into())
+                .spawn(move || checkpoint_loop(&checkpointer, &closed, &asks_restart))
+                .map_err(|e| {
+                    StorageError::Task(format!("cannot start the checkpoint thread: {e}"))
+                })?,
+        );
         // The WAL exists from here on (WAL mode, migrations run) and keeps its inode while
         // any connection is open: fsync on this descriptor flushes what the writer wrote.
         let mut wal_path = path.as_os_str().to_owned();
@@ -101,29 +113,35 @@ impl Db {
         let (synced, to_sync) = mpsc::channel::<Vec<Box<dyn WriteJob>>>();
         let sync_wal = wal.clone();
         let (tell_writer, sync_done) = mpsc::channel::<()>();
-        std::thread::Builder::new()
-            .name("mandate-sync".into())
-            .spawn(move || {
-                sync_loop(
-                    || sync(&sync_wal),
-                    to_sync,
-                    || {
-                        let _ = tell_writer.send(());
-                    },
-                )
-            })
-            .map_err(|e| StorageError::Task(format!("cannot start the sync thread: {e}")))?;
+        threads.push(
+            std::thread::Builder::new()
+                .name("mandate-sync".into())
+                .spawn(move || {
+                    sync_loop(
+                        || sync(&sync_wal),
+                        to_sync,
+                        || {
+                            let _ = tell_writer.send(());
+                        },
+                    )
+                })
+                .map_err(|e| StorageError::Task(format!("cannot start the sync thread: {e}")))?,
+        );
         let thread_writer = writer.clone();
-        std::thread::Builder::new()
-            .name("mandate-writer".into())
-            .spawn(move || writer_loop(thread_writer, receiver, restart, synced, sync_done))
-            .map_err(|e| StorageError::Task(format!("cannot start the writer thread: {e}")))?;
+        threads.push(
+            std::thread::Builder::new()
+                .name("mandate-writer".into())
+                .spawn(move || writer_loop(thread_writer, receiver, restart, synced, sync_done))
+                .map_err(|e| StorageError::Task(format!("cannot start the writer thread: {e}")))?,
+        );
         Ok(Self {
             writer,
             wal,
             jobs: Arc::new(Inbox(jobs)),
             readers: Arc::new(readers),
             next_reader: Arc::new(AtomicUsize::new(0)),
+            _open: open,
+            threads: Arc::new(Mutex::new(threads)),
         })
     }
 
@@ -195,6 +213,32 @@ impl Db {
     {
         let mut conn = lock(&self.writer);
         f(&mut conn)
+    }
+
+    /// Drops this handle and waits, at most `within`, until the database is closed: every
+    /// other clone dropped, the jobs sent before committed, and the writer, sync and
+    /// checkpoint threads ended with their connections. True if it closed in time.
+    ///
+    /// A stopped server calls it before it returns, so that nothing it started still
+    /// writes to the files when its caller copies, restores or opens them again.
+    pub fn close(self, within: Duration) -> bool {
+        let threads = self.threads.clone();
+        drop(self);
+        let deadline = Instant::now() + within;
+        loop {
+            let ended = threads
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .iter()
+                .all(JoinHandle::is_finished);
+            if ended {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     /// Copies the WAL into the database file and empties it, so that no older frame keeps

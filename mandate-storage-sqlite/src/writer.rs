@@ -415,8 +415,8 @@ pub(super) fn sync_loop<A: Answer>(
 }
 
 /// Keeps the WAL small: copies committed frames into the database file (PASSIVE: it never
-/// blocks the writer), every 100 ms or at once while it is behind, until the database is
-/// closed.
+/// blocks the writer), every 100 ms or at once while it is behind, until `closed` closes
+/// (the last handle of the database dropped).
 ///
 /// Under constant load a passive checkpoint never catches up with the writer, and SQLite
 /// only starts the WAL over once every frame has been copied: the file would grow without
@@ -427,13 +427,23 @@ pub(super) fn sync_loop<A: Answer>(
 /// the start of the file again.
 pub(super) fn checkpoint_loop(
     conn: &Connection,
-    writer: &std::sync::Weak<Mutex<Connection>>,
+    closed: &mpsc::Receiver<()>,
     restart: &AtomicBool,
 ) {
     let mut behind = false;
-    while writer.strong_count() > 0 {
-        if !behind {
-            std::thread::sleep(std::time::Duration::from_millis(100));
+    loop {
+        // Nothing is ever sent: the channel only closes, when the last handle is dropped.
+        let wait = if behind {
+            closed
+                .try_recv()
+                .map_err(|e| e == mpsc::TryRecvError::Disconnected)
+        } else {
+            closed
+                .recv_timeout(std::time::Duration::from_millis(100))
+                .map_err(|e| e == mpsc::RecvTimeoutError::Disconnected)
+        };
+        if wait == Err(true) {
+            return;
         }
         match conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
             Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))

@@ -447,3 +447,35 @@ async fn a_group_whose_redo_loses_the_transaction_is_answered_with_errors() {
 /// The writer under constant load: other writers get in, the WAL starts over, and answers
 /// wait for their sync.
 mod load;
+
+/// `close` answers false while another handle is held past `within`, and true once the
+/// last is dropped and the threads have ended: a job sent before, whose caller stopped
+/// waiting (as an aborted task does), is committed by then.
+#[test]
+fn close_waits_for_the_last_handle_and_the_jobs_sent_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("close.db");
+    let db = Db::open(&path).unwrap();
+    db.write_blocking(|conn| {
+        conn.execute_batch("CREATE TABLE t (n INTEGER)")
+            .map_err(crate::sqlite_error)
+    })
+    .unwrap();
+    let held = db.clone();
+    assert!(!db.close(std::time::Duration::from_millis(50)));
+    {
+        let mut job = std::pin::pin!(held.write(|conn| {
+            conn.execute("INSERT INTO t VALUES (1)", [])
+                .map_err(crate::sqlite_error)
+        }));
+        // Polled once, the job is in the writer's inbox; then its caller goes away.
+        let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+        let _ = job.as_mut().poll(&mut context);
+    }
+    assert!(held.close(std::time::Duration::from_secs(10)));
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let n: i64 = conn
+        .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 1);
+}

@@ -8,3 +8,4 @@ mod durability;
 mod escrows;
 mod health;
 mod idempotency;
+mod shutdown;
