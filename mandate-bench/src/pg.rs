@@ -233,6 +233,15 @@ impl PgDb {
         Ok(out)
     }
 
+    /// `ANALYZE` of every table of the database (of the node the URL names).
+    pub async fn analyze(&self) -> Result<()> {
+        connect(&self.url)
+            .await?
+            .batch_execute("ANALYZE")
+            .await
+            .map_err(|e| crate::error::Error(format!("ANALYZE: {}", db_error(&e))))
+    }
+
     /// Its size on disk, bytes (`pg_database_size`).
     pub async fn size(&self) -> Result<u64> {
         let client = connect(&self.url).await?;
