@@ -396,11 +396,12 @@ struct Run {
 
 /// The measured run: a server started on each of `dbs` (with `--no-migrate` if
 /// `no_migrate`), the first pass (one request per agent) unless `--no-prime`, then the load
-/// measured with the CPU and memory of the servers, then the servers stopped. On plain
-/// PostgreSQL (`pg`, not Citus) the tables are analyzed after the first pass, as a database that has
-/// been serving for a while has them: otherwise autovacuum analyzes the tables the set-up
-/// filled at a moment of its own, inside the measured window in some runs and not in
-/// others, and the longer set-up of many organizations makes that likelier.
+/// measured with the CPU and memory of the servers, then the servers stopped.
+///
+/// On plain PostgreSQL (`pg`, not Citus) the tables are analyzed after the first pass, as
+/// in a database that has served a while: otherwise autovacuum analyzes the tables the
+/// set-up filled at a moment of its own, inside the measured window in some runs and not
+/// in others, and the longer set-up of many organizations makes that likelier.
 #[allow(clippy::too_many_arguments)]
 fn measure(
     s: &Settings,

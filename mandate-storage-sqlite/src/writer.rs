@@ -414,9 +414,12 @@ pub(super) fn sync_loop<A: Answer>(
     }
 }
 
+/// The pause between two passive checkpoints while the WAL is not behind.
+const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Keeps the WAL small: copies committed frames into the database file (PASSIVE: it never
-/// blocks the writer), every 100 ms or at once while it is behind, until `closed` closes
-/// (the last handle of the database dropped).
+/// blocks the writer), every [`CHECKPOINT_EVERY`] or at once while it is behind, until
+/// `closed` closes (the last handle of the database dropped).
 ///
 /// Under constant load a passive checkpoint never catches up with the writer, and SQLite
 /// only starts the WAL over once every frame has been copied: the file would grow without
@@ -439,7 +442,7 @@ pub(super) fn checkpoint_loop(
                 .map_err(|e| e == mpsc::TryRecvError::Disconnected)
         } else {
             closed
-                .recv_timeout(std::time::Duration::from_millis(100))
+                .recv_timeout(CHECKPOINT_EVERY)
                 .map_err(|e| e == mpsc::RecvTimeoutError::Disconnected)
         };
         if wait == Err(true) {
