@@ -1,6 +1,7 @@
 //! Test harness: a real server on 127.0.0.1 port 0 with a fresh database (an SQLite file,
-//! or with [`start_on`] a PostgreSQL database of its own on the throwaway cluster of
-//! `mandate-test-kit/src/postgres.rs`) and the system clock, an onboarded
+//! or with [`start_on`] a PostgreSQL or Citus database of its own, a copy of a template
+//! migrated once a process, on the throwaway clusters of
+//! `mandate-test-kit/src/postgres.rs` and `citus.rs`) and the system clock, an onboarded
 //! organization, and the real `mandate` binary run against it with HOME and the XDG
 //! directories pointed at a temporary directory.
 #![allow(dead_code)]
@@ -218,11 +219,17 @@ pub fn start_on(engine: Engine) -> Option<Env> {
     let db = match engine {
         Engine::Sqlite => Database::Sqlite(tempfile::tempdir().unwrap()),
         Engine::Postgres => Database::Postgres {
-            db: runtime.block_on(crate::postgres::database(crate::postgres::Durability::Fast))?,
+            db: runtime.block_on(crate::postgres::database_from_template(
+                crate::postgres::Durability::Fast,
+                migrate,
+            ))?,
             backup: None,
         },
         Engine::Citus => Database::Citus {
-            db: runtime.block_on(crate::citus::database(crate::citus::Share::WithOthers))?,
+            db: runtime.block_on(crate::citus::database_from_template(
+                crate::citus::Share::WithOthers,
+                migrate,
+            ))?,
             backup: None,
         },
     };
@@ -255,6 +262,23 @@ pub fn start_on(engine: Engine) -> Option<Env> {
         witnesses: Vec::new(),
         log_interval: LOG_INTERVAL,
     })
+}
+
+/// Brings the database at `url` to this server's schema, as the server's own start does:
+/// each test's PostgreSQL or Citus database is a copy of a template migrated once a
+/// process (on Citus, distributing every table is most of a fresh database's start).
+fn migrate(url: &str) {
+    let location: DbLocation = url.parse().unwrap();
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let (store, _) = serve::open_store(&location, true)
+                .await
+                .unwrap_or_else(|e| panic!("migrating the template {url}: {e}"));
+            drop(store);
+        });
 }
 
 /// Asserts that `migrate` distributed the decisions and the log's tables by organization
