@@ -51,6 +51,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (18, include_str!("../migrations/0018_log_entries.sql")),
     (19, include_str!("../migrations/0019_log_entries_put.sql")),
     (20, include_str!("../migrations/0020_log_heads_room.sql")),
+    (21, include_str!("../migrations/0021_decision_ids_lead.sql")),
 ];
 
 /// The Citus step, run after the numbered migrations by every `migrate`: nothing without

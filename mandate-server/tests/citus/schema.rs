@@ -322,6 +322,14 @@ async fn a_database_distributed_before_migration_14_takes_it_with_its_decisions(
         // Nor the log's entries of 18, nor their function of 19.
         "DROP TABLE log_entries".to_owned(),
         "DROP FUNCTION mandate_log_put_entries".to_owned(),
+        // Nor 21's key on the decisions' ids, id first: org_id first as before it.
+        "ALTER TABLE escrows DROP CONSTRAINT escrows_org_id_decision_id_fkey".to_owned(),
+        "ALTER TABLE decisions DROP CONSTRAINT decisions_id_org_id_key".to_owned(),
+        "ALTER TABLE decisions ADD CONSTRAINT decisions_org_id_id_key UNIQUE (org_id, id)"
+            .to_owned(),
+        "ALTER TABLE escrows ADD CONSTRAINT escrows_org_id_decision_id_fkey
+         FOREIGN KEY (org_id, decision_id) REFERENCES decisions (org_id, id)"
+            .to_owned(),
         "DELETE FROM schema_migrations WHERE version >= 14".to_owned(),
         format!(
             "INSERT INTO agents (org_id, seq, env, id, created_ms)
@@ -387,7 +395,7 @@ async fn a_database_distributed_before_migration_14_takes_it_with_its_decisions(
         indexes,
         [
             "decisions_by_agent",
-            "decisions_org_id_id_key",
+            "decisions_id_org_id_key",
             "decisions_pkey"
         ]
         .map(String::from)
