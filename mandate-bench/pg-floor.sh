@@ -17,9 +17,11 @@
 #
 # With ORGS above 1 the agents are spread over that many organizations, in blocks of
 # consecutive seqs (so a group's agents, spread evenly, are in different organizations,
-# ascending); each organization's decisions take seqs and ids ascending within it, as its
-# counter gives them, so each index of the decisions takes its entries at the right edge of
-# each organization's range, and the agents' rows and the counters are each organization's.
+# ascending); each organization's decisions take seqs ascending within it, as its counter
+# gives them, so the primary key takes its entries at the right edge of each organization's
+# range, and ids ascending across all, as their time makes them, so the key on ids (led by
+# the id) takes them at its own right edge; the agents' rows and the counters are each
+# organization's.
 # At one organization every group moves the one counter row, as the writers do.
 #
 # For each variant and group size it prints decisions/s and the CPU of every postgres

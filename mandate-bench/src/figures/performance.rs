@@ -161,7 +161,7 @@ pub(crate) fn floor_table(read: impl Fn(&str) -> Result<String>) -> Result<Strin
 
 /// The record of the database's floor a decision at one organization and at many
 /// (`mandate-bench/pg-floor.sh` with `ORGS`), run in rounds.
-const FLOOR_BY_ORGANIZATIONS: &str = "2026-11-29-pg-floor-by-organizations.tsv";
+const FLOOR_BY_ORGANIZATIONS: &str = "2026-11-29-pg-floor-ids-lead-by-organizations.tsv";
 
 /// The table of the database's floor a decision at one organization and at many, as
 /// markdown: for each kind of writes, every round's CPU a decision at each number of
