@@ -595,3 +595,41 @@ mod months;
 
 /// Room on the pages of the log's heads.
 mod log_heads;
+
+/// Migration 21: the decisions' unique key on ids leads with the id (which ascends with
+/// time across organizations, so the key takes its entries at its right edge), and the
+/// escrows' foreign key to `(org_id, id)` still holds on it: an escrow naming a decision of
+/// another organization is refused, one naming its own organization's is stored.
+#[tokio::test]
+async fn the_decisions_key_on_ids_leads_with_the_id_and_still_holds_the_escrows_to_theirs() {
+    let db = database!(
+        "the_decisions_key_on_ids_leads_with_the_id_and_still_holds_the_escrows_to_theirs"
+    );
+    drop(open(&db).await);
+    seed(&db);
+    let key: String = db.one(
+        "SELECT pg_get_constraintdef(oid) FROM pg_constraint
+         WHERE conrelid = 'decisions'::regclass AND contype = 'u'",
+    );
+    assert_eq!(key, "UNIQUE (id, org_id)");
+    db.execute(
+        "INSERT INTO orgs VALUES ('org_2', 'other', 'pol_2026-11-22.1', 0);
+         CREATE FUNCTION try_escrow(o TEXT, e TEXT) RETURNS TEXT LANGUAGE plpgsql AS $$
+         BEGIN
+             INSERT INTO escrows (org_id, id, env, amount, currency, buyer, seller,
+                                  decision_id, nonce, state, disputed, created_ms)
+             VALUES (o, e, 'sandbox', '10.50', 'USD', 'agt_buyer', 'vendor:x', 'dec_1',
+                     'n_' || e, 'funded', false, 0);
+             RETURN 'stored';
+         EXCEPTION WHEN foreign_key_violation THEN
+             RETURN 'refused';
+         END $$;",
+    );
+    let other: String = db.one("SELECT try_escrow('org_2', 'esc_2')");
+    assert_eq!(
+        other, "refused",
+        "an escrow of org_2 named org_1's decision"
+    );
+    let own: String = db.one("SELECT try_escrow('org_1', 'esc_1')");
+    assert_eq!(own, "stored");
+}
