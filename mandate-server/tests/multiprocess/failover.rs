@@ -521,14 +521,24 @@ async fn a_lost_worker_primary_stops_only_its_organizations() {
         followed.push(reader.await.unwrap());
     }
 
+    // The keys each organization's agents had decided, and the answers before their 201s.
+    let decided: Vec<(BTreeMap<String, Key>, Vec<_>)> = (0..orgs.len())
+        .map(|o| {
+            let mut keys: BTreeMap<String, Key> = BTreeMap::new();
+            let mut refused = Vec::new();
+            for (k, r) in &runs[o * per_org..(o + 1) * per_org] {
+                keys.extend(k.clone());
+                refused.extend(r.iter().cloned());
+            }
+            (keys, refused)
+        })
+        .collect();
+    // How long the lost worker's organization went without a decision: from the loss to
+    // the first answer of a key sent after it.
+    let outage = window(&decided[0].0, lost);
     for (o, org) in orgs.iter().enumerate() {
-        let mut keys: BTreeMap<String, Key> = BTreeMap::new();
-        let mut refused = Vec::new();
-        for (k, r) in &runs[o * per_org..(o + 1) * per_org] {
-            keys.extend(k.clone());
-            refused.extend(r.iter().cloned());
-        }
-        let unavailable = assert_refusals(&refused);
+        let (keys, refused) = &decided[o];
+        let unavailable = assert_refusals(refused);
         let slowest = keys
             .values()
             .map(|k| k.answered - k.sent)
@@ -544,7 +554,7 @@ async fn a_lost_worker_primary_stops_only_its_organizations() {
             },
             keys.len(),
             refused.len(),
-            window(&keys, lost)
+            window(keys, lost)
         );
         if o == 0 {
             assert!(unavailable > 0, "the loss cut nothing: {refused:?}");
@@ -570,9 +580,17 @@ async fn a_lost_worker_primary_stops_only_its_organizations() {
                 during > 0,
                 "the other worker's organization was not decided during the failover"
             );
+            // Not held up with the lost one: its slowest answer is a small part of the lost
+            // organization's outage (about 12 s, the promotion and the coordinator's move),
+            // which it would wait out whole if a group or a release of the lost worker's
+            // held its lane or its pool. A part, not a fixed time: on a loaded machine of
+            // two cores an answer takes up to about 2 s while many clusters run beside it.
             assert!(
-                slowest < Duration::from_millis(1500),
-                "the other worker's organization waited {slowest:?}"
+                slowest * 4 < outage,
+                "the other worker's organization waited {slowest:?}, more than a quarter of \
+                 the lost one's {outage:?}; its answers around the loss (sent, answered, in \
+                 seconds from the loss):\n{}",
+                timeline(keys, lost)
             );
         }
         assert_exact(
@@ -580,13 +598,36 @@ async fn a_lost_worker_primary_stops_only_its_organizations() {
             &bases,
             &procs[0].public,
             org,
-            &keys,
+            keys,
             &followed[o],
             &mandates[o],
         )
         .await;
     }
     assert_no_agent_over(&deployment).await;
+}
+
+/// The keys answered from 3 s before the loss to 5 s after it, each as (sent, answered) in
+/// seconds from the loss, in the order they were sent: where an organization waited.
+fn timeline(keys: &BTreeMap<String, Key>, lost: Instant) -> String {
+    let from_loss = |t: Instant| {
+        if t >= lost {
+            (t - lost).as_secs_f64()
+        } else {
+            -(lost - t).as_secs_f64()
+        }
+    };
+    let mut answers: Vec<(f64, f64)> = keys
+        .values()
+        .map(|k| (from_loss(k.sent), from_loss(k.answered)))
+        .filter(|&(sent, answered)| answered > -3.0 && sent < 5.0)
+        .collect();
+    answers.sort_by(|a, b| a.0.total_cmp(&b.0));
+    answers
+        .iter()
+        .map(|(sent, answered)| format!("({sent:.2}, {answered:.2})"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The lines of the servers' logs that name a storage error, with their times: what the
