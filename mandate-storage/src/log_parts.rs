@@ -72,9 +72,22 @@ impl Quiet {
     /// seq waiting, does not.
     pub fn waits(&self, head: &LogHead, below: i64) -> bool {
         let seqs = below.saturating_sub(head.scanned_seq).saturating_sub(1);
-        head.signed_ms
-            .is_some_and(|s| s > self.signed_after_ms && s <= self.signed_until_ms)
-            && (1..self.fewer_than).contains(&seqs)
+        self.recent(head.signed_ms) && (1..self.fewer_than).contains(&seqs)
+    }
+
+    /// Whether a log waits without being read, judged by a process from what it knows: its
+    /// newest checkpoint known to be signed at `signed_ms` (a later signing only makes it
+    /// more recent) lies in the window, and fewer than `fewer_than` decisions of its own
+    /// were committed to the log since the process last looked at it. Other processes'
+    /// decisions are not counted: a log busy only across processes waits as a quiet one
+    /// does, no longer than the window.
+    pub fn holds(&self, signed_ms: Option<i64>, decisions: u64) -> bool {
+        self.recent(signed_ms) && i64::try_from(decisions).is_ok_and(|d| d < self.fewer_than)
+    }
+
+    /// Whether a checkpoint signed at `signed_ms` lies in the window.
+    fn recent(&self, signed_ms: Option<i64>) -> bool {
+        signed_ms.is_some_and(|s| s > self.signed_after_ms && s <= self.signed_until_ms)
     }
 }
 
@@ -365,5 +378,31 @@ mod tests {
             ..quiet
         };
         assert!(!none.waits(&head(Some(2_000)), 12));
+    }
+
+    #[test]
+    fn a_log_is_held_in_memory_only_when_known_signed_within_the_window_with_few_decisions() {
+        let quiet = Quiet {
+            signed_after_ms: 1_000,
+            signed_until_ms: 3_000,
+            fewer_than: 4,
+        };
+        // Three of this process's decisions, or none since it read the log.
+        assert!(quiet.holds(Some(2_000), 3));
+        assert!(quiet.holds(Some(3_000), 0));
+        assert!(quiet.holds(Some(1_001), 1));
+        // As many as the threshold: read.
+        assert!(!quiet.holds(Some(2_000), 4));
+        assert!(!quiet.holds(Some(2_000), u64::MAX));
+        // Never seen signed, signed at or before the window, or after it.
+        assert!(!quiet.holds(None, 1));
+        assert!(!quiet.holds(Some(1_000), 1));
+        assert!(!quiet.holds(Some(3_001), 1));
+        // A threshold of 0: none is held.
+        let none = Quiet {
+            fewer_than: 0,
+            ..quiet
+        };
+        assert!(!none.holds(Some(2_000), 0));
     }
 }

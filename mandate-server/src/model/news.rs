@@ -11,7 +11,7 @@
 //! runs, once a [`SWEEP_EVERY`](crate::workers::SWEEP_EVERY) (`workers::Sweeper`). So news
 //! changes how soon work is done, never whether it is.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
@@ -21,7 +21,8 @@ use super::Env;
 /// The news of this process, drained by its workers.
 #[derive(Debug, Default)]
 pub struct News {
-    logs: Mutex<HashSet<(Arc<str>, Env)>>,
+    /// Each log named, with how many decisions this process committed to it since.
+    logs: Mutex<HashMap<(Arc<str>, Env), u64>>,
     events: Mutex<HashSet<Arc<str>>>,
     /// Wakes the delivery worker when an organization has new events.
     evented: Notify,
@@ -30,10 +31,15 @@ pub struct News {
 impl News {
     /// A decision of `org` in `env` was committed: its log has something to append.
     pub fn decided(&self, org: &Arc<str>, env: Env) {
+        self.again(org, env, 1);
+    }
+
+    /// Names the log of `org` in `env` again with `decisions` committed to it: the
+    /// checkpoint worker puts back a log it left for a later round, with the decisions it
+    /// was named for (0 when it read the log and found nothing of its own to count).
+    pub fn again(&self, org: &Arc<str>, env: Env, decisions: u64) {
         let mut logs = self.logs.lock().unwrap_or_else(|p| p.into_inner());
-        if !logs.contains(&(Arc::clone(org), env)) {
-            logs.insert((Arc::clone(org), env));
-        }
+        *logs.entry((Arc::clone(org), env)).or_default() += decisions;
     }
 
     /// An event of `org` was committed: it may have deliveries due at once.
@@ -46,8 +52,9 @@ impl News {
         self.evented.notify_one();
     }
 
-    /// The logs named since the last call, in no order; none are kept.
-    pub fn take_logs(&self) -> Vec<(Arc<str>, Env)> {
+    /// The logs named since the last call, each with the decisions this process committed
+    /// to it since, in no order; none are kept.
+    pub fn take_logs(&self) -> Vec<((Arc<str>, Env), u64)> {
         let mut logs = self.logs.lock().unwrap_or_else(|p| p.into_inner());
         logs.drain().collect()
     }
@@ -70,21 +77,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn news_is_taken_once_and_named_once() {
+    fn news_is_taken_once_and_counts_each_logs_decisions() {
         let news = News::default();
         let (a, b): (Arc<str>, Arc<str>) = (Arc::from("org_a"), Arc::from("org_b"));
         news.decided(&a, Env::Sandbox);
         news.decided(&a, Env::Sandbox);
         news.decided(&a, Env::Live);
         news.decided(&b, Env::Sandbox);
+        news.again(&b, Env::Sandbox, 3);
+        news.again(&b, Env::Live, 0);
         let mut logs = news.take_logs();
-        logs.sort_by(|x, y| (&x.0, x.1.as_str()).cmp(&(&y.0, y.1.as_str())));
+        logs.sort_by(|x, y| (&x.0.0, x.0.1.as_str()).cmp(&(&y.0.0, y.0.1.as_str())));
         assert_eq!(
             logs,
             [
-                (a.clone(), Env::Live),
-                (a.clone(), Env::Sandbox),
-                (b.clone(), Env::Sandbox)
+                ((a.clone(), Env::Live), 1),
+                ((a.clone(), Env::Sandbox), 2),
+                ((b.clone(), Env::Live), 0),
+                ((b.clone(), Env::Sandbox), 4)
             ]
         );
         assert!(news.take_logs().is_empty());

@@ -14,7 +14,9 @@
 //!    checkpoint was signed within the last [`QUIET_HOLD`] intervals, having read only its
 //!    head ([`Quiet`]): a log deciding a few a second is extended every few seconds with all
 //!    of them rather than every round with a few, each round costing the database a log's
-//!    reads and writes whatever it appends;
+//!    reads and writes whatever it appends. A log whose recent checkpoint this process
+//!    already knows (it read the head or signed it) and to which it committed fewer than
+//!    that many decisions since is left without even that read ([`Quiet::holds`]);
 //!
 //! 1. reads the log's head, its tree's edge and the seqs and ids of the decisions after
 //!    the head up to the readers' watermark (at most [`BATCH`]), and checks that the stored
@@ -159,6 +161,10 @@ pub struct Checkpointer {
     quiet_below: i64,
     /// When this process last signed each log's checkpoint that it stored.
     signed: std::sync::Mutex<HashMap<(String, Env), i64>>,
+    /// When each log's newest checkpoint was signed, as this process last read its head or
+    /// signed it: a quiet log of its news whose checkpoint it knows is recent waits without
+    /// a read ([`Quiet::holds`]).
+    seen_signed: std::sync::Mutex<HashMap<(String, Env), i64>>,
     /// The round before was behind: this one leaves no log to others.
     catching_up: std::sync::atomic::AtomicBool,
 }
@@ -202,6 +208,7 @@ impl Checkpointer {
             witnesses: None,
             quiet_below: QUIET_BELOW,
             signed: Default::default(),
+            seen_signed: Default::default(),
             catching_up: Default::default(),
         }
     }
@@ -242,13 +249,11 @@ impl Checkpointer {
                 Err(e) => tracing::error!("decision log: finding the logs with news: {e}"),
             }
         }
-        logs.extend(
-            self.context
-                .news
-                .take_logs()
-                .into_iter()
-                .map(|(org, env)| (org.to_string(), env)),
-        );
+        let mut decided: HashMap<(String, Env), u64> = HashMap::new();
+        for ((org, env), decisions) in self.context.news.take_logs() {
+            logs.push((org.to_string(), env));
+            decided.insert((org.to_string(), env), decisions);
+        }
         let mut seen = std::collections::HashSet::new();
         logs.retain(|log| seen.insert(log.clone()));
         let mut round = Round { moved: 0, behind };
@@ -260,6 +265,26 @@ impl Checkpointer {
             .iter()
             .map(|log| !catching_up && !swept.contains(log))
             .collect();
+        // A quiet log whose recent checkpoint this process knows waits without a read, named
+        // again with its decisions for the next round: a log deciding a few a second is
+        // read once a hold, not every round.
+        let quiet = self.quiet();
+        let (logs, leave): (Vec<(String, Env)>, Vec<bool>) = {
+            let seen_signed = self.seen_signed.lock().unwrap_or_else(|p| p.into_inner());
+            logs.into_iter()
+                .zip(leave)
+                .filter(|(log, leave)| {
+                    let decisions = decided.get(log).copied().unwrap_or(0);
+                    let held = *leave && quiet.holds(seen_signed.get(log).copied(), decisions);
+                    if held {
+                        self.context
+                            .news
+                            .again(&Arc::from(log.0.as_str()), log.1, decisions);
+                    }
+                    !held
+                })
+                .unzip()
+        };
         if self.context.store.logs_at_once() && !logs.is_empty() {
             match self.extend_all(&logs, &leave).await {
                 Ok(extended) => {
@@ -269,7 +294,7 @@ impl Checkpointer {
                         if e.moved || e.left {
                             // Looked at again next round: what a watermark held back, a
                             // batch left, or the process it was left to did not log.
-                            self.context.news.decided(&Arc::from(org.as_str()), *env);
+                            self.context.news.again(&Arc::from(org.as_str()), *env, 0);
                         }
                     }
                     self.catching_up.store(round.behind, Ordering::Relaxed);
@@ -287,7 +312,7 @@ impl Checkpointer {
                     if moved || left {
                         // Looked at again next round: what a watermark held back, a
                         // batch left, or the process it was left to did not log.
-                        self.context.news.decided(&Arc::from(org.as_str()), env);
+                        self.context.news.again(&Arc::from(org.as_str()), env, 0);
                     }
                 }
                 Err(e) => tracing::error!("decision log of {org} ({}): {e}", env.as_str()),
@@ -355,6 +380,18 @@ impl Checkpointer {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert((org.to_owned(), env), signed_ms);
+        self.seen(org, env, Some(signed_ms));
+    }
+
+    /// Keeps `signed_ms`, read from the head of the log of `org` in `env` or signed here,
+    /// as when its newest checkpoint was signed, unless a later one is known.
+    fn seen(&self, org: &str, env: Env, signed_ms: Option<i64>) {
+        let Some(signed_ms) = signed_ms else {
+            return;
+        };
+        let mut seen = self.seen_signed.lock().unwrap_or_else(|p| p.into_inner());
+        let at = seen.entry((org.to_owned(), env)).or_insert(signed_ms);
+        *at = (*at).max(signed_ms);
     }
 
     /// Extends one log (see the module's steps): whether it moved or a checkpoint was
@@ -363,6 +400,7 @@ impl Checkpointer {
         let store = &self.context.store;
         let quiet = leave.then(|| self.quiet());
         let tail = store.log_tail(org, env, self.batch, quiet).await?;
+        self.seen(org, env, tail.head.signed_ms);
         if tail.waiting || (leave && !tail.decisions.is_empty() && self.left(org, env, &tail)) {
             return Ok(Extended {
                 moved: false,
@@ -483,6 +521,9 @@ impl Checkpointer {
             .map(|((org, env), &leave)| (org.clone(), *env, leave.then_some(quiet)))
             .collect();
         let tails = store.log_tails(reads, self.batch).await?;
+        for ((org, env), tail) in logs.iter().zip(&tails) {
+            self.seen(org, *env, tail.head.signed_ms);
+        }
         let mut outcome: Vec<Extended> = (0..logs.len())
             .map(|_| Extended {
                 moved: false,
