@@ -484,6 +484,8 @@ fn expected(root: &Path) -> Result<Vec<(&'static str, String)>> {
     let floor = performance::floor_table(|name| read(root, name))?;
     let floor_by_organizations =
         performance::floor_by_organizations_table(|name| read(root, name))?;
+    let sitting_by_organizations =
+        performance::sitting_by_organizations_table(|name| read(root, name))?;
     let performance = fill(
         root,
         performance::PAGE,
@@ -491,6 +493,7 @@ fn expected(root: &Path) -> Result<Vec<(&'static str, String)>> {
             ("performance", &figures),
             ("floor", &floor),
             ("floor-by-organizations", &floor_by_organizations),
+            ("sitting-by-organizations", &sitting_by_organizations),
         ],
     )?;
     Ok(vec![

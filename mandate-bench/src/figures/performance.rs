@@ -248,6 +248,92 @@ pub(crate) fn floor_by_organizations_table(
     Ok(out)
 }
 
+/// The record of whole decisions on plain PostgreSQL at one organization and at many
+/// (`mandate-bench/pg-sitting.sh 2` with `ORGS`), run in rounds, each round's runs at one
+/// organization and at many side by side.
+const SITTING_BY_ORGANIZATIONS: &str =
+    "2026-11-29-postgres-quiet-held-in-memory-by-organizations.tsv";
+
+/// The build whose runs [`sitting_by_organizations_table`] shows (the record also holds
+/// the build before it, for the pair).
+const SITTING_BUILD: &str = "ee7dbb3";
+
+/// The table of whole decisions at one organization and at many, as markdown: for each
+/// number of organizations, every round's decisions a second and database CPU a decision,
+/// and, past one, each round's ratios to the run at one organization in the same round.
+pub(crate) fn sitting_by_organizations_table(
+    read: impl Fn(&str) -> Result<String>,
+) -> Result<String> {
+    let record = Record::read(SITTING_BY_ORGANIZATIONS, &read)?;
+    let name = SITTING_BY_ORGANIZATIONS;
+    let value = |run: &Run, column: &str| -> Result<f64> {
+        run.get(column)
+            .ok_or_else(|| format!("{name}: a run without {column}"))?
+            .parse::<f64>()
+            .map_err(|e| format!("{name}: {column}: {e}").into())
+    };
+    let of = |orgs: &str| -> Vec<&Run> {
+        record
+            .runs
+            .iter()
+            .filter(|run| {
+                run.get("build").is_some_and(|b| b == SITTING_BUILD)
+                    && run.get("orgs").is_some_and(|o| o == orgs)
+            })
+            .collect()
+    };
+    let ones = of("1");
+    if ones.is_empty() {
+        return Err(format!("{name} has no run of {SITTING_BUILD} at 1").into());
+    }
+    let mut out = String::from(
+        "| organizations | decisions/s, round by round | database CPU a decision | \
+         against 1 in the same round: CPU; decisions/s |\n|---|---|---|---|\n",
+    );
+    for orgs in ["1", "32", "1000"] {
+        let runs = of(orgs);
+        if runs.is_empty() {
+            return Err(format!("{name} has no run of {SITTING_BUILD} at {orgs}").into());
+        }
+        let mut rates = Vec::new();
+        let mut cpus = Vec::new();
+        let mut ratios = Vec::new();
+        for run in &runs {
+            let (rate, cpu) = (
+                value(run, "decisions_per_s")?,
+                value(run, "pg_cpu_us_per_decision")?,
+            );
+            rates.push(number(rate, 0));
+            cpus.push(number(cpu, 1));
+            if orgs != "1" {
+                let round = run.get("round").ok_or("a run without its round")?;
+                let base = ones
+                    .iter()
+                    .find(|o| o.get("round") == Some(round))
+                    .ok_or_else(|| format!("{name}: round {round} has no run at 1"))?;
+                ratios.push(format!(
+                    "{}; {}",
+                    number(cpu / value(base, "pg_cpu_us_per_decision")?, 2),
+                    number(rate / value(base, "decisions_per_s")?, 2)
+                ));
+            }
+        }
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} µs | {} |",
+            number(orgs.parse::<f64>().map_err(|e| format!("{orgs}: {e}"))?, 0),
+            rates.join(" / "),
+            cpus.join(" / "),
+            if ratios.is_empty() {
+                "—".to_owned()
+            } else {
+                ratios.join(" / ")
+            }
+        );
+    }
+    Ok(out)
+}
+
 /// SQLite on the AMD EPYC machine: the closed loop and its first pass, bytes and
 /// instructions a decision.
 fn sqlite(futures: &Record, builds: &Record, instructions: &Record) -> Result<Vec<Figure>> {
@@ -524,6 +610,40 @@ mod tests {
         let error = floor_by_organizations_table(|_| Ok(lacking.clone())).unwrap_err();
         assert!(
             error.to_string().contains("round 2 has no run at 1"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn the_sitting_by_organizations_pairs_each_round_with_its_run_at_one() {
+        let mut text =
+            String::from("# a note\nround\tbuild\torgs\tdecisions_per_s\tpg_cpu_us_per_decision\n");
+        for (round, build, orgs, rate, us) in [
+            ("1", SITTING_BUILD, "1", "4000", "200.0"),
+            ("1", SITTING_BUILD, "1000", "3600", "240.0"),
+            ("1", "before", "1000", "3000", "300.0"),
+            ("2", SITTING_BUILD, "1000", "4400", "210.0"),
+            ("2", SITTING_BUILD, "1", "4000", "210.0"),
+            ("3", SITTING_BUILD, "1", "5000", "150.0"),
+            ("3", SITTING_BUILD, "32", "4500", "180.0"),
+        ] {
+            text.push_str(&format!("{round}\t{build}\t{orgs}\t{rate}\t{us}\n"));
+        }
+        let table = sitting_by_organizations_table(|_| Ok(text.clone())).unwrap();
+        let lines: Vec<&str> = table.lines().skip(2).collect();
+        assert_eq!(
+            lines,
+            [
+                "| 1 | 4,000 / 4,000 / 5,000 | 200.0 / 210.0 / 150.0 µs | — |",
+                "| 32 | 4,500 | 180.0 µs | 1.20; 0.90 |",
+                "| 1,000 | 3,600 / 4,400 | 240.0 / 210.0 µs | 1.20; 0.90 / 1.00; 1.10 |",
+            ]
+        );
+        // A round without its run at one organization is an error, not a ratio to another's.
+        let lacking = text.replace(&format!("3\t{SITTING_BUILD}\t1\t"), "4\tother\t1\t");
+        let error = sitting_by_organizations_table(|_| Ok(lacking.clone())).unwrap_err();
+        assert!(
+            error.to_string().contains("round 3 has no run at 1"),
             "{error}"
         );
     }
