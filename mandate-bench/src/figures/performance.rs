@@ -45,17 +45,21 @@ impl Record {
         Ok(Self { name, runs })
     }
 
-    /// The range of `columns` over the runs whose columns hold the values `filter` names.
-    fn range(&self, filter: &[(&str, &str)], columns: &[&str]) -> Result<Range> {
-        let chosen: Vec<&Run> = self
-            .runs
+    /// The runs whose columns hold the values `filter` names, in the record's order.
+    fn runs_of(&self, filter: &[(&str, &str)]) -> Vec<&Run> {
+        self.runs
             .iter()
             .filter(|run| {
                 filter
                     .iter()
                     .all(|(column, value)| run.get(*column).is_some_and(|v| v == value))
             })
-            .collect();
+            .collect()
+    }
+
+    /// The range of `columns` over the runs whose columns hold the values `filter` names.
+    fn range(&self, filter: &[(&str, &str)], columns: &[&str]) -> Result<Range> {
+        let chosen = self.runs_of(filter);
         if chosen.is_empty() {
             return Err(format!("{} has no run of {filter:?}", self.name).into());
         }
@@ -198,16 +202,7 @@ pub(crate) fn floor_by_organizations_table(
             "the agent's version, the organization's seqs, then the row",
         ),
     ] {
-        let of = |orgs: &str| -> Vec<&Run> {
-            record
-                .runs
-                .iter()
-                .filter(|run| {
-                    run.get("writes").is_some_and(|w| w == writes)
-                        && run.get("orgs").is_some_and(|o| o == orgs)
-                })
-                .collect()
-        };
+        let of = |orgs: &str| record.runs_of(&[("writes", writes), ("orgs", orgs)]);
         let (ones, manys) = (of(one), of(many));
         if ones.is_empty() || manys.is_empty() {
             return Err(
@@ -272,16 +267,7 @@ pub(crate) fn sitting_by_organizations_table(
             .parse::<f64>()
             .map_err(|e| format!("{name}: {column}: {e}").into())
     };
-    let of = |orgs: &str| -> Vec<&Run> {
-        record
-            .runs
-            .iter()
-            .filter(|run| {
-                run.get("build").is_some_and(|b| b == SITTING_BUILD)
-                    && run.get("orgs").is_some_and(|o| o == orgs)
-            })
-            .collect()
-    };
+    let of = |orgs: &str| record.runs_of(&[("build", SITTING_BUILD), ("orgs", orgs)]);
     let ones = of("1");
     if ones.is_empty() {
         return Err(format!("{name} has no run of {SITTING_BUILD} at 1").into());
