@@ -1076,6 +1076,65 @@ mod tests {
         );
     }
 
+    /// A log of this process's news whose checkpoint it signed within the hold, with fewer
+    /// of its decisions than the threshold, waits without a read: named again with its
+    /// count. Past the hold, or at the threshold, it is read (here a log with nothing
+    /// stored, so the read leaves it out of the news).
+    #[tokio::test]
+    async fn a_quiet_log_known_recent_is_named_again_with_its_count_and_not_read() {
+        use std::sync::RwLock;
+
+        use crate::clock::ManualClock;
+        use crate::signing::{self, at_rest::KeyEncryption};
+        use crate::storage::location::DbLocation;
+        use crate::storage::open::open_store;
+
+        let dir = tempfile::tempdir().unwrap();
+        let location = DbLocation::Sqlite(dir.path().join("held.sqlite"));
+        let (store, _) = open_store(&location, true).await.unwrap();
+        let start = time::macros::datetime!(2026-11-22 12:00 UTC);
+        let clock = Arc::new(ManualClock::new(start));
+        let none = KeyEncryption::default();
+        signing::ensure_keys(&*store, &none, ms(start)).unwrap();
+        let ring = signing::load(&*store, &none, ms(start)).unwrap();
+        let context = Context {
+            store,
+            clock: clock.clone(),
+            keys: Arc::new(RwLock::new(ring)),
+            issuer: "https://verdicts.test".into(),
+            leaves: Default::default(),
+            news: Default::default(),
+            sweeper: Default::default(),
+        };
+        let news = context.news.clone();
+        let worker = Checkpointer::new(context, Duration::from_secs(1), BATCH).with_quiet_below(4);
+        let org: Arc<str> = Arc::from("org_quiet");
+        let named = || {
+            news.take_logs()
+                .into_iter()
+                .map(|((org, env), n)| (org.to_string(), env, n))
+                .collect::<Vec<_>>()
+        };
+        worker.signed_at(&org, Env::Live, ms(start));
+        // Three decisions, signed now: held, named again with its three.
+        for _ in 0..3 {
+            news.decided(&org, Env::Live);
+        }
+        assert_eq!(worker.round().await.moved, 0);
+        assert_eq!(named(), [(org.to_string(), Env::Live, 3)]);
+        // Four (the threshold): read.
+        for _ in 0..4 {
+            news.decided(&org, Env::Live);
+        }
+        worker.round().await;
+        assert_eq!(named(), []);
+        // One, two intervals after the checkpoint (the hold's end): read.
+        news.decided(&org, Env::Live);
+        clock.advance(time::Duration::seconds(2));
+        worker.round().await;
+        assert_eq!(named(), []);
+    }
+
     #[test]
     fn a_log_is_left_only_to_another_process_that_signed_it_within_the_interval() {
         let interval = Duration::from_secs(1);
