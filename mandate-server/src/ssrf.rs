@@ -3,7 +3,12 @@
 //! turned against the server's own network. Beside both, so that neither imports the other.
 //!
 //! - `https://` always; `http://` only in the sandbox and only to a loopback host.
-//! - No credentials in the URL; no backslashes, spaces or control characters.
+//! - No credentials in the URL; no backslashes, spaces, control characters or other
+//!   characters outside ASCII (percent-encode them).
+//! - A host name is labels of ASCII letters, digits and inner hyphens, joined by single
+//!   dots, the last starting with a letter; `--` only in an internationalized label's
+//!   `xn--` form. A port is written in decimal without leading zeros. This is the grammar
+//!   `openapi.yaml` declares, so the server refuses whatever the declared pattern refuses.
 //! - An IPv4 address must be written as four decimal parts (`127.0.0.1`): integer, hex,
 //!   octal and shortened forms (`http://2130706433/`, `0x7f.1`) are refused everywhere.
 //! - The address, written literally or resolved from the name, may not be loopback,
@@ -178,6 +183,14 @@ pub enum UrlError {
     /// `localhost` or a name under `.localhost` outside the sandbox.
     #[error("url host {0} is a loopback name; webhooks may not target it")]
     LoopbackName(String),
+    /// A host name outside the grammar of host names.
+    #[error("url host {written} {why}")]
+    BadName {
+        /// The host as written, cut to 64 characters.
+        written: String,
+        /// What is wrong with it, and what to write instead.
+        why: &'static str,
+    },
 }
 
 /// The host of a URL that passed [`check_url`].
@@ -206,16 +219,100 @@ fn is_loopback_name(name: &str) -> bool {
     name == "localhost" || name.ends_with(".localhost")
 }
 
+/// The authority as written in `text` (which starts with `http://` or `https://`): what
+/// comes between `://` and the first `/`, `?` or `#`.
+fn written_authority(text: &str) -> &str {
+    let after = text.split_once("://").map_or("", |(_, rest)| rest);
+    after.split(['/', '?', '#']).next().unwrap_or("")
+}
+
 /// The host as written in `text` (which starts with `http://` or `https://`).
 fn written_host(text: &str) -> &str {
-    let after = text.split_once("://").map_or("", |(_, rest)| rest);
-    let authority = after.split(['/', '?', '#']).next().unwrap_or("");
+    let authority = written_authority(text);
     let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
     if host_port.starts_with('[') {
         host_port.split_inclusive(']').next().unwrap_or(host_port)
     } else {
         host_port.split(':').next().unwrap_or(host_port)
     }
+}
+
+/// Judges a host name as written against the grammar the declared pattern states: labels
+/// of ASCII letters, digits and hyphens, none empty, none starting or ending with a hyphen,
+/// `--` only in an `xn--` label (whose Punycode the URL parser has checked), the last label
+/// starting with a letter.
+fn check_name(written: &str) -> Result<(), UrlError> {
+    let bad = |why| UrlError::BadName {
+        written: written.chars().take(64).collect(),
+        why,
+    };
+    if written.is_empty() {
+        return Err(UrlError::Malformed(
+            "must name its host right after the scheme's //",
+        ));
+    }
+    if !written
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
+    {
+        return Err(bad(
+            "may hold only ASCII letters, digits, hyphens and dots; write an \
+             internationalized name in its xn-- form",
+        ));
+    }
+    let labels: Vec<&str> = written.split('.').collect();
+    if labels.iter().any(|l| l.is_empty()) {
+        return Err(bad(
+            "has an empty label; write it without leading, trailing or doubled dots",
+        ));
+    }
+    if labels
+        .iter()
+        .any(|l| l.starts_with('-') || l.ends_with('-'))
+    {
+        return Err(bad("has a label that starts or ends with a hyphen"));
+    }
+    let xn = |l: &str| l.get(..4).is_some_and(|p| p.eq_ignore_ascii_case("xn--"));
+    if labels.iter().any(|l| l.contains("--") && !xn(l)) {
+        return Err(bad(
+            "has -- inside a label, which only an internationalized label in its xn-- form may",
+        ));
+    }
+    if labels
+        .last()
+        .is_some_and(|l| !l.starts_with(|c: char| c.is_ascii_alphabetic()))
+    {
+        return Err(bad(
+            "has a last label that does not start with a letter; write an IPv4 address as \
+             four decimal parts",
+        ));
+    }
+    Ok(())
+}
+
+/// Judges the port as written after the host: none, or `:` and a decimal number without
+/// leading zeros (the URL parser has checked that it is at most 65535).
+fn check_written_port(text: &str, written_host: &str) -> Result<(), UrlError> {
+    let authority = written_authority(text);
+    let port = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, h)| h)
+        .get(written_host.len()..)
+        .unwrap_or("");
+    let Some(digits) = port.strip_prefix(':') else {
+        return Ok(());
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(UrlError::Malformed(
+            "port must be a number from 0 to 65535 after the host's colon",
+        ));
+    }
+    if digits.len() > 1 && digits.starts_with('0') {
+        return Err(UrlError::Malformed(
+            "port must be written without leading zeros",
+        ));
+    }
+    Ok(())
 }
 
 /// Checks the URL text of an endpoint of `env` against every rule that needs no DNS.
@@ -231,16 +328,26 @@ pub fn check_url(text: &str, env: Env) -> Result<WebhookUrl, UrlError> {
             "must not contain spaces, control characters or backslashes",
         ));
     }
+    if !text.is_ascii() {
+        return Err(UrlError::Malformed(
+            "must be ASCII: percent-encode other characters of the path, query or fragment, \
+             and write an internationalized host name in its xn-- form",
+        ));
+    }
     let lower = text.to_ascii_lowercase();
     let https = lower.starts_with("https://");
     if !https && !lower.starts_with("http://") {
         return Err(UrlError::NeedsHttps);
     }
     let url = Url::parse(text).map_err(|_| UrlError::Malformed("must be an absolute URL"))?;
-    if !url.username().is_empty() || url.password().is_some() {
+    if !url.username().is_empty()
+        || url.password().is_some()
+        || written_authority(text).contains('@')
+    {
         return Err(UrlError::Malformed("must not contain credentials"));
     }
     let written = written_host(text);
+    check_written_port(text, written)?;
     let host = match url.host() {
         Some(url::Host::Ipv4(ip)) => {
             if written != ip.to_string() {
@@ -252,7 +359,10 @@ pub fn check_url(text: &str, env: Env) -> Result<WebhookUrl, UrlError> {
             Host::Ip(IpAddr::V4(ip))
         }
         Some(url::Host::Ipv6(ip)) => Host::Ip(IpAddr::V6(ip)),
-        Some(url::Host::Domain(name)) => Host::Name(name.to_owned()),
+        Some(url::Host::Domain(name)) => {
+            check_name(written)?;
+            Host::Name(name.to_owned())
+        }
         None => return Err(UrlError::Malformed("must name a host")),
     };
     let loopback = match &host {
@@ -428,7 +538,55 @@ mod tests {
             refused("https://localhost/x", Env::Live),
             "url host localhost is a loopback name; webhooks may not target it"
         );
-        assert!(refused("https://a.localhost./x", Env::Live).contains("loopback name"));
+        // A trailing dot is no way around the rule: it is not a host name's form.
+        assert!(refused("https://a.localhost./x", Env::Live).contains("empty label"));
+    }
+
+    /// What the declared pattern refuses, the server refuses, each with what to write
+    /// instead; these are forms the URL parser itself takes.
+    #[test]
+    fn host_names_ports_and_characters_follow_the_declared_grammar() {
+        for (text, says) in [
+            (
+                "https://198.49.118.35*/",
+                "only ASCII letters, digits, hyphens and dots",
+            ),
+            ("https://a_b.example/", "only ASCII letters"),
+            ("https://ex%61mple.com/", "only ASCII letters"),
+            ("https://a..example/", "empty label"),
+            ("https://example.com./", "empty label"),
+            ("https://.example.com/", "empty label"),
+            ("https://a-.example/", "starts or ends with a hyphen"),
+            ("https://-a.example/", "starts or ends with a hyphen"),
+            ("https://a--b.example/", "-- inside a label"),
+            (
+                "https://a.1b/",
+                "last label that does not start with a letter",
+            ),
+            ("https://example.com:080/", "without leading zeros"),
+            ("https://example.com:/", "a number from 0 to 65535"),
+            ("https:///example.com/", "right after the scheme's //"),
+            ("https://@example.com/", "credentials"),
+            ("https://:@example.com/", "credentials"),
+            ("https://b\u{fc}cher.example/", "must be ASCII"),
+            ("https://\u{ff45}xample.com/", "must be ASCII"),
+            ("https://example.com/caf\u{e9}", "must be ASCII"),
+        ] {
+            for env in [Env::Live, Env::Sandbox] {
+                let message = refused(text, env);
+                assert!(message.contains(says), "{text}: {message}");
+            }
+        }
+        for (text, host) in [
+            ("https://xn--bcher-kva.example/", "xn--bcher-kva.example"),
+            ("https://XN--BCHER-KVA.Example:0/", "xn--bcher-kva.example"),
+            ("https://a-b.c-d:65535/e%C3%A9?f#g", "a-b.c-d"),
+            ("https://1.example/", "1.example"),
+        ] {
+            let url = check_url(text, Env::Live).unwrap();
+            assert_eq!(url.host, Host::Name(host.into()), "{text}");
+        }
+        assert!(refused("https://xn--a.example/", Env::Live).contains("absolute URL"));
     }
 
     #[test]
