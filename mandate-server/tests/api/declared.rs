@@ -214,9 +214,19 @@ async fn a_webhook_url_is_valid_exactly_when_it_has_the_declared_form() {
         "https://",
         "",
     ];
+    // The forms the server takes that the pattern leaves out, as its description says: a
+    // public IPv6 address, and an internationalized name in its xn-- form.
+    let server_only = [
+        "https://[2606:4700::1111]/",
+        "https://xn--bcher-kva.example/",
+    ];
     let app = spawn_app().await;
     let org = &app.org.sandbox;
-    for (urls, want) in [(&accepted[..], true), (&refused[..], false)] {
+    for (urls, server, pattern) in [
+        (&accepted[..], true, true),
+        (&refused[..], false, false),
+        (&server_only[..], true, false),
+    ] {
         for url in urls {
             let r = app
                 .post(
@@ -225,25 +235,13 @@ async fn a_webhook_url_is_valid_exactly_when_it_has_the_declared_form() {
                     json!({ "url": url, "events": ["ping"] }),
                 )
                 .await;
-            assert_eq!(r.status == 201, want, "{url}: {}", r.text);
-            assert_eq!(declared.is_match(url), want, "{url}: the declared pattern");
+            assert_eq!(r.status == 201, server, "{url}: {}", r.text);
+            assert_eq!(
+                declared.is_match(url),
+                pattern,
+                "{url}: the declared pattern"
+            );
         }
-    }
-    // The forms the server takes that the pattern leaves out, as its description says: a
-    // public IPv6 address, and an internationalized name in its xn-- form.
-    for url in [
-        "https://[2606:4700::1111]/",
-        "https://xn--bcher-kva.example/",
-    ] {
-        let r = app
-            .post(
-                org,
-                "/v1/webhooks",
-                json!({ "url": url, "events": ["ping"] }),
-            )
-            .await;
-        assert_eq!(r.status, 201, "{url}: {}", r.text);
-        assert!(!declared.is_match(url), "{url}");
     }
 }
 
