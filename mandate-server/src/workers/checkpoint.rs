@@ -1082,30 +1082,9 @@ mod tests {
     /// stored, so the read leaves it out of the news).
     #[tokio::test]
     async fn a_quiet_log_known_recent_is_named_again_with_its_count_and_not_read() {
-        use std::sync::RwLock;
-
-        use crate::clock::ManualClock;
-        use crate::signing::{self, at_rest::KeyEncryption};
-        use crate::storage::location::DbLocation;
-        use crate::storage::open::open_store;
-
         let dir = tempfile::tempdir().unwrap();
-        let location = DbLocation::Sqlite(dir.path().join("held.sqlite"));
-        let (store, _) = open_store(&location, true).await.unwrap();
         let start = time::macros::datetime!(2026-11-22 12:00 UTC);
-        let clock = Arc::new(ManualClock::new(start));
-        let none = KeyEncryption::default();
-        signing::ensure_keys(&*store, &none, ms(start)).unwrap();
-        let ring = signing::load(&*store, &none, ms(start)).unwrap();
-        let context = Context {
-            store,
-            clock: clock.clone(),
-            keys: Arc::new(RwLock::new(ring)),
-            issuer: "https://verdicts.test".into(),
-            leaves: Default::default(),
-            news: Default::default(),
-            sweeper: Default::default(),
-        };
+        let (context, clock) = Context::on_sqlite_for_test(dir.path(), start).await;
         let news = context.news.clone();
         let worker = Checkpointer::new(context, Duration::from_secs(1), BATCH).with_quiet_below(4);
         let org: Arc<str> = Arc::from("org_quiet");

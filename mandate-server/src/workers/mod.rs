@@ -56,6 +56,40 @@ pub struct Context {
     pub sweeper: Arc<Sweeper>,
 }
 
+#[cfg(test)]
+impl Context {
+    /// A worker's context for tests: a fresh SQLite store in `dir` with its signing keys
+    /// made, the issuer `https://verdicts.test`, and a manual clock at `start`, returned
+    /// beside it to be moved.
+    #[allow(clippy::unwrap_used)]
+    pub(crate) async fn on_sqlite_for_test(
+        dir: &std::path::Path,
+        start: OffsetDateTime,
+    ) -> (Self, Arc<crate::clock::ManualClock>) {
+        use crate::clock::{ManualClock, ms};
+        use crate::signing::{self, at_rest::KeyEncryption};
+        use crate::storage::location::DbLocation;
+        use crate::storage::open::open_store;
+
+        let location = DbLocation::Sqlite(dir.join("workers.sqlite"));
+        let (store, _) = open_store(&location, true).await.unwrap();
+        let clock = Arc::new(ManualClock::new(start));
+        let none = KeyEncryption::default();
+        signing::ensure_keys(&*store, &none, ms(start)).unwrap();
+        let ring = signing::load(&*store, &none, ms(start)).unwrap();
+        let context = Context {
+            store,
+            clock: clock.clone(),
+            keys: Arc::new(RwLock::new(ring)),
+            issuer: "https://verdicts.test".into(),
+            leaves: Default::default(),
+            news: Default::default(),
+            sweeper: Default::default(),
+        };
+        (context, clock)
+    }
+}
+
 /// How often the sweeper scans every organization: for due deliveries (retries, and those
 /// of a process that died), expiring reviews and mandates, and logs with decisions no live
 /// process logged.

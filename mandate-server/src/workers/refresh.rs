@@ -122,18 +122,16 @@ impl Refresher {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
+    use std::sync::Arc;
     use std::sync::atomic::{AtomicU32, Ordering};
-    use std::sync::{Arc, RwLock};
 
     use time::macros::datetime;
 
     use super::{Listeners, Refresher};
-    use crate::clock::{ManualClock, ms};
+    use crate::clock::ms;
     use crate::model::Env;
     use crate::signing::at_rest::KeyEncryption;
     use crate::signing::{self, RETIRED_KEY_PUBLISHED_MS};
-    use crate::storage::location::DbLocation;
-    use crate::storage::open::open_store;
     use crate::workers::Context;
 
     fn kids(context: &Context) -> Vec<String> {
@@ -149,22 +147,10 @@ mod tests {
     #[tokio::test]
     async fn the_refresher_follows_the_generation_and_the_injected_clock() {
         let dir = tempfile::tempdir().unwrap();
-        let location = DbLocation::Sqlite(dir.path().join("refresh.sqlite"));
-        let (store, _) = open_store(&location, true).await.unwrap();
         let start = datetime!(2026-11-22 12:00 UTC);
-        let clock = Arc::new(ManualClock::new(start));
+        let (context, clock) = Context::on_sqlite_for_test(dir.path(), start).await;
+        let store = context.store.clone();
         let none = KeyEncryption::default();
-        signing::ensure_keys(&*store, &none, ms(start)).unwrap();
-        let ring = signing::load(&*store, &none, ms(start)).unwrap();
-        let context = Context {
-            store: store.clone(),
-            clock: clock.clone(),
-            keys: Arc::new(RwLock::new(ring)),
-            issuer: "https://verdicts.test".into(),
-            leaves: Default::default(),
-            news: Default::default(),
-            sweeper: Default::default(),
-        };
         let (changes, peers) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
         let listeners = Listeners {
             peers: Box::new({
